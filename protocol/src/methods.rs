@@ -1,0 +1,216 @@
+//! The method and notification tables: every JSON-RPC method of protocol 20 declared once.
+//!
+//! From the one table below come the marker types (`method::SessionGet` with its `NAME`, params and result),
+//! the [`ServerProtocol`](crate::server::ServerProtocol) trait with one handler per method, the server's
+//! dispatcher, the list of method names, and the JSON Schema of the whole protocol. A method added here is
+//! routed everywhere at once; a handler the engine has not implemented answers `not_implemented`.
+
+use crate::jsonrpc::{Method, Notification};
+use crate::types::approval::*;
+use crate::types::common::*;
+use crate::types::events::*;
+use crate::types::goal::*;
+use crate::types::plugin::*;
+use crate::types::producers::*;
+use crate::types::provider::*;
+use crate::types::run::*;
+use crate::types::runtime::*;
+use crate::types::session::*;
+use crate::types::skills::*;
+use crate::types::tool_output::*;
+use crate::types::usage::*;
+
+macro_rules! protocol_methods {
+    ($( $(#[doc = $doc:literal])* $marker:ident, $handler:ident, $name:literal, $params:ty => $result:ty
+        $(, secrets = $secrets:literal)?; )+) => {
+        /// One marker type per method, implementing [`Method`].
+        pub mod method {
+            use super::*;
+            $(
+                $(#[doc = $doc])*
+                #[derive(Debug, Clone, Copy)]
+                pub struct $marker;
+                impl Method for $marker {
+                    const NAME: &'static str = $name;
+                    type Params = $params;
+                    type Result = $result;
+                    $(const CARRIES_SECRETS: bool = $secrets;)?
+                }
+            )+
+        }
+
+        /// Every method name, in table order.
+        pub const METHOD_NAMES: &[&str] = &[$($name),+];
+
+        /// The server contract: one handler per method. A handler that is not overridden answers -32000
+        /// `not_implemented` naming its method.
+        pub trait ServerProtocol: Send + Sync + 'static {
+            /// A connection was accepted (before its handshake).
+            fn connected(&self, connection_id: u64) {
+                let _ = connection_id;
+            }
+
+            /// A connection is gone; its sinks already report closed.
+            fn disconnected(&self, connection_id: u64) {
+                let _ = connection_id;
+            }
+
+            $(
+                $(#[doc = $doc])*
+                fn $handler(
+                    &self,
+                    ctx: &crate::server::ServerContext,
+                    params: $params,
+                ) -> impl std::future::Future<Output = Result<$result, crate::error::RpcError>> + Send {
+                    let _ = (ctx, params);
+                    std::future::ready(Err(crate::error::RpcError::not_implemented($name)))
+                }
+            )+
+        }
+
+        /// Decodes params, calls the handler, and encodes its result once.
+        pub(crate) async fn dispatch<S: ServerProtocol>(
+            server: &S,
+            ctx: &crate::server::ServerContext,
+            method: &str,
+            params: serde_json::Value,
+        ) -> Result<Box<serde_json::value::RawValue>, crate::error::RpcError> {
+            match method {
+                $(
+                    $name => {
+                        let params: $params = crate::jsonrpc::decode_params($name, params)?;
+                        let result = server.$handler(ctx, params).await?;
+                        crate::jsonrpc::encode_result(&result)
+                    }
+                )+
+                other => Err(crate::error::RpcError::method_not_found(other)),
+            }
+        }
+
+        /// JSON Schema of every method's params and result, keyed by method name.
+        pub fn methods_schema(generator: &mut schemars::SchemaGenerator) -> serde_json::Map<String, serde_json::Value> {
+            let mut methods = serde_json::Map::new();
+            $(
+                methods.insert($name.to_owned(), serde_json::json!({
+                    "params": generator.subschema_for::<$params>(),
+                    "result": generator.subschema_for::<$result>(),
+                }));
+            )+
+            methods
+        }
+    };
+}
+
+macro_rules! protocol_notifications {
+    ($( $(#[doc = $doc:literal])* $marker:ident, $name:literal, $params:ty; )+) => {
+        /// One marker type per server-to-client notification, implementing [`Notification`].
+        pub mod notification {
+            use super::*;
+            $(
+                $(#[doc = $doc])*
+                #[derive(Debug, Clone, Copy)]
+                pub struct $marker;
+                impl Notification for $marker {
+                    const NAME: &'static str = $name;
+                    type Params = $params;
+                }
+            )+
+        }
+
+        /// Every notification name, in table order.
+        pub const NOTIFICATION_NAMES: &[&str] = &[$($name),+];
+
+        /// JSON Schema of every notification's params, keyed by name.
+        pub fn notifications_schema(generator: &mut schemars::SchemaGenerator) -> serde_json::Map<String, serde_json::Value> {
+            let mut notifications = serde_json::Map::new();
+            $(
+                notifications.insert($name.to_owned(), serde_json::json!({
+                    "params": generator.subschema_for::<$params>(),
+                }));
+            )+
+            notifications
+        }
+    };
+}
+
+protocol_methods! {
+    /// Must be the first call: `{protocol_version: 20}`.
+    Handshake, handshake, "handshake", HandshakeParams => HandshakeResult;
+    /// One coherent runtime snapshot.
+    RuntimeSnapshotGet, runtime_snapshot_get, "runtime.snapshot.get", Empty => RuntimeSnapshotGetResult;
+    /// Store credentials for a provider.
+    ProviderConnect, provider_connect, "provider.connect", ProviderConnectParams => ProviderConnectResult, secrets = true;
+    /// Forget a provider's credentials.
+    ProviderDisconnect, provider_disconnect, "provider.disconnect", ProviderDisconnectParams => ProviderDisconnectResult;
+    /// Create a root session.
+    SessionCreate, session_create, "session.create", SessionCreateParams => SessionResult;
+    /// Root sessions, optionally filtered by cwd.
+    SessionList, session_list, "session.list", SessionListParams => SessionListResult;
+    /// One session's metadata.
+    SessionGet, session_get, "session.get", SessionIdParams => SessionResult;
+    /// The session's goal, or null.
+    SessionGoalGet, session_goal_get, "session.goal.get", SessionIdParams => GoalGetResult;
+    /// Activate a goal on a root session.
+    SessionGoalSet, session_goal_set, "session.goal.set", GoalSetParams => GoalResult;
+    /// Pause, resume or cancel the goal.
+    SessionGoalLifecycle, session_goal_lifecycle, "session.goal.lifecycle", GoalLifecycleParams => GoalResult;
+    /// Runtime producers and plugin recovery state.
+    SessionProducers, session_producers, "session.producers", SessionIdParams => SessionProducersResult;
+    /// Token and request rollup of one session.
+    SessionUsage, session_usage, "session.usage", SessionIdParams => SessionUsageResult;
+    /// Rollup across turns attributed to one agent.
+    AgentUsage, agent_usage, "agent.usage", AgentUsageParams => AgentUsageResult;
+    /// Rollup across all sessions.
+    UsageGlobal, usage_global, "usage.global", Empty => GlobalUsageResult;
+    /// Direct children of a session.
+    SessionChildren, session_children, "session.children", SessionIdParams => SessionChildrenResult;
+    /// The recursive tree below a session.
+    SessionTree, session_tree, "session.tree", SessionIdParams => SessionTreeResult;
+    /// Load a session and return its metadata.
+    SessionResume, session_resume, "session.resume", SessionIdParams => SessionResult;
+    /// Set, clear or reset the title; idempotent by `client_rename_id`.
+    SessionRename, session_rename, "session.rename", SessionRenameParams => SessionRenameResult;
+    /// Set the runtime-only permission mode of a whole session tree.
+    SessionSetPermissionMode, session_set_permission_mode, "session.set_permission_mode", SetPermissionModeParams => Empty;
+    /// Discovered skills.
+    SkillsList, skills_list, "skills.list", SessionIdParams => SkillsListResult;
+    /// A rendered, permission-checked skill preview.
+    SkillsGet, skills_get, "skills.get", SkillsGetParams => SkillsGetResult;
+    /// Compact the session's context into a checkpoint.
+    SessionCompact, session_compact, "session.compact", SessionCompactParams => SessionCompactResult;
+    /// Revert the visible branch to a prefix of the log.
+    SessionRevert, session_revert, "session.revert", SessionRevertParams => SessionResult;
+    /// Copy a prefix of the log into a new session.
+    SessionFork, session_fork, "session.fork", SessionForkParams => SessionForkResult;
+    /// Start a run; idempotent by `client_run_id`.
+    RunStart, run_start, "run.start", RunStartParams => RunStartResult;
+    /// Queue input for the active run.
+    RunSteer, run_steer, "run.steer", RunSteerParams => RunSteerResult;
+    /// Take back the newest pending steer.
+    RunRecallSteer, run_recall_steer, "run.recall_steer", RunIdParams => RunRecallSteerResult;
+    /// Cancel a run.
+    RunCancel, run_cancel, "run.cancel", RunIdParams => RunCancelResult;
+    /// Write to a running tool's stdin.
+    RunToolStdin, run_tool_stdin, "run.tool_stdin", RunToolStdinParams => RunToolStdinResult;
+    /// Stored events after a cursor, then live notifications.
+    EventsSubscribe, events_subscribe, "events.subscribe", EventsSubscribeParams => EventsSubscribeResult;
+    /// Approval records and tree grants of a root session's tree.
+    ApprovalList, approval_list, "approval.list", ApprovalListParams => ApprovalListResult;
+    /// Answer a pending approval.
+    ApprovalRespond, approval_respond, "approval.respond", ApprovalRespondParams => ApprovalRespondResult;
+}
+
+protocol_notifications! {
+    /// The runtime snapshot changed.
+    RuntimeChanged, "runtime.changed", RuntimeChangedParams;
+    /// One stored event, or a gap.
+    EventsSubscription, "events.subscription", EventsSubscriptionParams;
+    /// A session-scoped, non-durable plugin event.
+    EventsPlugin, "events.plugin", PluginEventParams;
+    /// Retained output of a running tool, for late or lagging subscribers.
+    ToolOutputSnapshot, "events.tool_output_snapshot", ToolOutputSnapshotParams;
+    /// New bytes of a running tool's output.
+    ToolOutputDelta, "events.tool_output_delta", ToolOutputDeltaParams;
+    /// The subscriber missed output bytes.
+    ToolOutputGap, "events.tool_output_gap", ToolOutputGapParams;
+}

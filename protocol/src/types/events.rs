@@ -1,0 +1,257 @@
+//! Stored events: the records of a session's append-only log, which are also what `events.subscribe` and
+//! `events.subscription` carry.
+//!
+//! The reference defines a `StoredEvent` as "one JSON line in the session's log", so the durable record and the
+//! wire record have one shape, declared here. The runtime crate owns how lines are written and made durable.
+//! Evolution is additive: new kinds may be added and existing kinds only gain optional fields, so a reader meets
+//! unknown kinds as [`EventPayload::Unknown`] instead of failing.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::types::common::{ModelErrorSummary, RunSelection, SessionOrigin};
+use crate::types::session::TitleChange;
+
+/// One record of a session's log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StoredEvent {
+    pub session_id: String,
+    pub run_id: Option<String>,
+    /// The physical sequence: 1 for `session_created`, then strictly increasing.
+    pub seq: u64,
+    /// RFC 3339 UTC.
+    pub timestamp: String,
+    /// Who produced it: `user`, or `<engine|plugin|client>:<slug>` such as `engine:tool-result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    pub payload: EventPayload,
+}
+
+/// How a title change came about, recorded in `session_title_committed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TitleChangeKind {
+    Set,
+    Clear,
+    Reset,
+}
+
+impl From<&TitleChange> for TitleChangeKind {
+    fn from(change: &TitleChange) -> Self {
+        match change {
+            TitleChange::Set { .. } => TitleChangeKind::Set,
+            TitleChange::Clear => TitleChangeKind::Clear,
+            TitleChange::Reset => TitleChangeKind::Reset,
+        }
+    }
+}
+
+/// The typed content of a stored event, tagged by `type`.
+///
+/// Kinds whose payload is owned by a later part of the engine (model streaming, tools, approvals, goals,
+/// producers, delegation) are read as [`EventPayload::Unknown`] until that part declares them; their raw JSON is
+/// always kept and served unchanged, so nothing is lost on the wire.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventPayload {
+    /// Always seq 1, with no run.
+    SessionCreated {
+        origin: SessionOrigin,
+        cwd: String,
+        selection: RunSelection,
+    },
+    SessionTitleCommitted {
+        /// The title after the change; null for `clear` and `reset`.
+        title: Option<String>,
+        change: TitleChangeKind,
+        client_rename_id: String,
+    },
+    SessionReverted {
+        through_seq: u64,
+    },
+    SessionForked {
+        source_session_id: String,
+        through_seq: u64,
+    },
+    UserInputAdmitted {
+        input_id: String,
+        input: String,
+    },
+    UserInputSubmitted {
+        input_id: String,
+        input: String,
+    },
+    UserInputRecalled {
+        input_id: String,
+        input: String,
+    },
+    RunStarted {
+        client_run_id: String,
+        selection: RunSelection,
+        input: String,
+        fallback_index: u32,
+    },
+    RunCompleted {
+        #[serde(default)]
+        final_text: Option<String>,
+    },
+    RunFailed {
+        error: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model_error: Option<ModelErrorSummary>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolved_model: Option<String>,
+    },
+    RunCancelled {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    RunInterrupted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A kind this build does not model (yet); its JSON is preserved where it is stored.
+    #[serde(other)]
+    Unknown,
+}
+
+impl EventPayload {
+    /// The wire name of this kind, or `None` for [`EventPayload::Unknown`].
+    pub fn kind(&self) -> Option<&'static str> {
+        Some(match self {
+            EventPayload::SessionCreated { .. } => "session_created",
+            EventPayload::SessionTitleCommitted { .. } => "session_title_committed",
+            EventPayload::SessionReverted { .. } => "session_reverted",
+            EventPayload::SessionForked { .. } => "session_forked",
+            EventPayload::UserInputAdmitted { .. } => "user_input_admitted",
+            EventPayload::UserInputSubmitted { .. } => "user_input_submitted",
+            EventPayload::UserInputRecalled { .. } => "user_input_recalled",
+            EventPayload::RunStarted { .. } => "run_started",
+            EventPayload::RunCompleted { .. } => "run_completed",
+            EventPayload::RunFailed { .. } => "run_failed",
+            EventPayload::RunCancelled { .. } => "run_cancelled",
+            EventPayload::RunInterrupted { .. } => "run_interrupted",
+            EventPayload::Unknown => return None,
+        })
+    }
+}
+
+/// A stored event kept as the exact JSON text it was stored as.
+///
+/// The engine encodes each event once, when it appends it, and shares those bytes with every reader: the log,
+/// replies to `events.subscribe` and every subscriber's notification. Cloning is a reference-count increment.
+#[derive(Clone, Debug)]
+pub struct EventJson(Arc<RawValue>);
+
+impl EventJson {
+    /// Wraps already-encoded JSON. Fails when `json` is not one valid JSON value.
+    pub fn from_json(json: String) -> Result<Self, serde_json::Error> {
+        Ok(EventJson(Arc::from(RawValue::from_string(json)?)))
+    }
+
+    /// Encodes `event`.
+    pub fn encode(event: &StoredEvent) -> Result<Self, serde_json::Error> {
+        Self::from_json(serde_json::to_string(event)?)
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Parses the typed event.
+    pub fn decode(&self) -> Result<StoredEvent, serde_json::Error> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
+impl PartialEq for EventJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Serialize for EventJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventJson {
+    /// Goes through `Value` so that it also works from an already-parsed `Value` (in-process transports), where
+    /// a borrowed raw value is not available.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let json = serde_json::to_string(&value).map_err(serde::de::Error::custom)?;
+        EventJson::from_json(json).map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for EventJson {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        StoredEvent::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        StoredEvent::json_schema(generator)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsSubscribeParams {
+    pub session_id: String,
+    /// Return events with `seq` greater than this; all events when absent.
+    #[serde(default)]
+    pub cursor: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsSubscribeResult {
+    /// Stored events with `seq > cursor`, in order.
+    pub events: Vec<EventJson>,
+    /// The session's last physical sequence at the moment the subscription started. Live notifications carry
+    /// exactly the events after it.
+    pub last_seq: u64,
+}
+
+/// `events.subscription` notification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventsSubscriptionParams {
+    Event {
+        session_id: String,
+        event: EventJson,
+    },
+    /// The subscriber fell behind; it must re-subscribe from its cursor.
+    Gap {
+        session_id: String,
+        last_delivered_seq: u64,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_kinds_decode_as_unknown_and_raw_json_is_kept() {
+        let line = r#"{"session_id":"s","run_id":"r","seq":7,"timestamp":"2026-01-01T00:00:00Z","payload":{"type":"text_delta","attempt_id":"a","text":"hi"}}"#;
+        let raw = EventJson::from_json(line.to_owned()).unwrap();
+        assert_eq!(raw.decode().unwrap().payload, EventPayload::Unknown);
+        assert_eq!(serde_json::to_string(&raw).unwrap(), line);
+    }
+
+    #[test]
+    fn event_json_deserializes_from_a_parsed_value() {
+        let value = serde_json::json!({"session_id":"s","run_id":null,"seq":1,"timestamp":"t",
+            "payload":{"type":"session_reverted","through_seq":1}});
+        let raw: EventJson = serde_json::from_value(value).unwrap();
+        assert_eq!(
+            raw.decode().unwrap().payload,
+            EventPayload::SessionReverted { through_seq: 1 }
+        );
+    }
+}

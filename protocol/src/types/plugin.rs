@@ -1,0 +1,5 @@
+//! PLACEHOLDER: replaced with the real wire types.
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PluginEventParams {}

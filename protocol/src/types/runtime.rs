@@ -1,0 +1,118 @@
+//! Handshake and the runtime snapshot (providers, models, agents).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The only protocol version this daemon speaks.
+pub const PROTOCOL_VERSION: u32 = 20;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandshakeParams {
+    pub protocol_version: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HandshakeResult {
+    pub protocol_version: u32,
+    pub server: ServerInfo,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Built in and offline.
+    Local,
+    /// Any OpenAI-compatible Chat Completions endpoint.
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthState {
+    /// Needs no credentials.
+    NotRequired,
+    /// Connected with stored credentials.
+    Configured,
+    /// Not connected.
+    Missing,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderInfo {
+    pub provider_id: String,
+    pub name: String,
+    pub kind: ProviderKind,
+    pub connected: bool,
+    pub auth_state: AuthState,
+    /// Increases each time the provider's durable connection changes.
+    pub generation: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelPricing {
+    pub input_per_million_usd: f64,
+    pub output_per_million_usd: f64,
+    #[serde(default)]
+    pub cache_read_per_million_usd: Option<f64>,
+    #[serde(default)]
+    pub cache_write_per_million_usd: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelInfo {
+    /// `<provider_id>/<model id>`.
+    pub model: String,
+    pub name: String,
+    pub provider_id: String,
+    pub context_window: Option<u64>,
+    pub pricing: Option<ModelPricing>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentMode {
+    Primary,
+    Subagent,
+    All,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentInfo {
+    pub agent: String,
+    pub description: String,
+    pub mode: AgentMode,
+    /// The fallback chain, first choice first.
+    pub models: Vec<crate::types::common::ModelSelection>,
+}
+
+/// One coherent view of what the daemon can run. Every list is sorted by its id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RuntimeSnapshot {
+    pub revision: u64,
+    pub providers: Vec<ProviderInfo>,
+    pub models: Vec<ModelInfo>,
+    pub agents: Vec<AgentInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RuntimeSnapshotGetResult {
+    pub snapshot: RuntimeSnapshot,
+}
+
+/// `runtime.changed` notification.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RuntimeChangedParams {
+    pub previous_revision: Option<u64>,
+    pub snapshot: RuntimeSnapshot,
+    /// Sorted.
+    pub reasons: Vec<String>,
+}
