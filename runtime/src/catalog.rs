@@ -1,0 +1,166 @@
+//! The built-in catalog: what every daemon can run with no key and no network.
+//!
+//! Providers `openai` and `anthropic` are listed from the start, disconnected, so clients can offer to connect
+//! them; `local` is always connected. The only agent is `default`, whose fallback chain starts with `local/echo`.
+
+use troupe_protocol::types::common::{ModelSelection, RunSelection};
+use troupe_protocol::types::runtime::{
+    AgentInfo, AgentMode, AuthState, ModelInfo, ProviderInfo, ProviderKind, RuntimeSnapshot,
+};
+
+pub const DEFAULT_AGENT: &str = "default";
+pub const LOCAL_ECHO: &str = "local/echo";
+pub const LOCAL_SCRIPTED: &str = "local/scripted";
+
+/// The snapshot of a daemon that has nothing connected, at `revision`. Lists are sorted by id.
+pub fn builtin_snapshot(revision: u64) -> RuntimeSnapshot {
+    let provider =
+        |provider_id: &str, name: &str, kind: ProviderKind, connected: bool| ProviderInfo {
+            provider_id: provider_id.to_owned(),
+            name: name.to_owned(),
+            kind,
+            connected,
+            auth_state: if connected {
+                AuthState::NotRequired
+            } else {
+                AuthState::Missing
+            },
+            generation: 0,
+        };
+    let local_model = |model: &str, name: &str| ModelInfo {
+        model: model.to_owned(),
+        name: name.to_owned(),
+        provider_id: "local".to_owned(),
+        context_window: None,
+        pricing: None,
+    };
+    RuntimeSnapshot {
+        revision,
+        providers: vec![
+            provider("anthropic", "Anthropic", ProviderKind::Anthropic, false),
+            provider("local", "Local (offline)", ProviderKind::Local, true),
+            provider("openai", "OpenAI-compatible", ProviderKind::Openai, false),
+        ],
+        models: vec![
+            local_model(LOCAL_ECHO, "Echo: answers with the input"),
+            local_model(LOCAL_SCRIPTED, "Scripted: plays turns from a script file"),
+        ],
+        agents: vec![AgentInfo {
+            agent: DEFAULT_AGENT.to_owned(),
+            description: "General coding agent".to_owned(),
+            mode: AgentMode::Primary,
+            models: vec![ModelSelection {
+                model: LOCAL_ECHO.to_owned(),
+                variant: None,
+            }],
+        }],
+    }
+}
+
+/// Why a selection cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    #[error("unknown agent `{0}`")]
+    UnknownAgent(String),
+    #[error("`{0}` is not a model reference of the form `<provider>/<model id>`")]
+    MalformedModel(String),
+    #[error("unknown provider `{provider}` in model `{model}`")]
+    UnknownProvider { provider: String, model: String },
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+}
+
+/// Checks that `selection` names an agent and a model this snapshot knows. Models of a provider that is not
+/// connected are accepted when the provider exists: connecting it later makes the session runnable.
+pub fn validate_selection(
+    snapshot: &RuntimeSnapshot,
+    selection: &RunSelection,
+) -> Result<(), SelectionError> {
+    if !snapshot
+        .agents
+        .iter()
+        .any(|agent| agent.agent == selection.agent)
+    {
+        return Err(SelectionError::UnknownAgent(selection.agent.clone()));
+    }
+    let model = &selection.model.model;
+    let Some((provider, model_id)) = model.split_once('/') else {
+        return Err(SelectionError::MalformedModel(model.clone()));
+    };
+    if provider.is_empty() || model_id.is_empty() {
+        return Err(SelectionError::MalformedModel(model.clone()));
+    }
+    let Some(provider_info) = snapshot
+        .providers
+        .iter()
+        .find(|info| info.provider_id == provider)
+    else {
+        return Err(SelectionError::UnknownProvider {
+            provider: provider.to_owned(),
+            model: model.clone(),
+        });
+    };
+    let listed = snapshot.models.iter().any(|info| &info.model == model);
+    if !listed && (provider_info.connected || provider_info.kind == ProviderKind::Local) {
+        return Err(SelectionError::UnknownModel(model.clone()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn selection(agent: &str, model: &str) -> RunSelection {
+        RunSelection {
+            agent: agent.into(),
+            model: ModelSelection {
+                model: model.into(),
+                variant: None,
+            },
+            preset: None,
+        }
+    }
+
+    #[test]
+    fn builtin_lists_are_sorted() {
+        let snapshot = builtin_snapshot(1);
+        let ids: Vec<_> = snapshot
+            .providers
+            .iter()
+            .map(|p| p.provider_id.as_str())
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+    }
+
+    #[test]
+    fn selections_are_checked_against_the_snapshot() {
+        let snapshot = builtin_snapshot(1);
+        assert_eq!(
+            validate_selection(&snapshot, &selection("default", "local/echo")),
+            Ok(())
+        );
+        assert_eq!(
+            validate_selection(&snapshot, &selection("default", "openai/gpt-4o")),
+            Ok(())
+        );
+        assert!(matches!(
+            validate_selection(&snapshot, &selection("nobody", "local/echo")),
+            Err(SelectionError::UnknownAgent(_))
+        ));
+        assert!(matches!(
+            validate_selection(&snapshot, &selection("default", "local/nope")),
+            Err(SelectionError::UnknownModel(_))
+        ));
+        assert!(matches!(
+            validate_selection(&snapshot, &selection("default", "echo")),
+            Err(SelectionError::MalformedModel(_))
+        ));
+        assert!(matches!(
+            validate_selection(&snapshot, &selection("default", "acme/x")),
+            Err(SelectionError::UnknownProvider { .. })
+        ));
+    }
+}

@@ -1,0 +1,348 @@
+//! `config.toml`: the daemon's settings, read once at start.
+//!
+//! A missing file means every default. Unknown keys are errors rather than silently ignored, because a
+//! misspelled limit that quietly keeps its default is worse than a daemon that refuses to start and names the
+//! key. Errors name the file, the position and the key, but never quote the file's text.
+//!
+//! ```toml
+//! listen = "127.0.0.1:7419"
+//! allowed_origins = ["https://console.example.com"]
+//! trust_proxy = false
+//! [limits]
+//! max_frame_bytes = 16777216
+//! max_in_flight = 256
+//! outbound_queue = 1024
+//! hibernate_after_secs = 60
+//! ```
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::RuntimeError;
+
+/// The default listen address: loopback only, so a fresh daemon is never reachable from the network.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7419";
+
+/// The daemon's settings.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The address the WebSocket server binds.
+    pub listen: SocketAddr,
+    /// Browser origins allowed besides the daemon's own, normalized to lowercase `scheme://host[:port]` without a
+    /// default port or trailing slash, so they compare equal to what browsers send in `Origin`.
+    pub allowed_origins: Vec<String>,
+    /// Whether `X-Forwarded-Host` and `X-Forwarded-Proto` describe the daemon's own origin (behind a proxy).
+    pub trust_proxy: bool,
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            // The same address as `DEFAULT_LISTEN`; a unit test keeps the two in agreement.
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 7419)),
+            allowed_origins: Vec::new(),
+            trust_proxy: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Bounds that keep memory use predictable whatever clients do.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// A larger frame closes the connection with 1009.
+    pub max_frame_bytes: usize,
+    /// Requests in flight per connection; beyond it a request is answered `overloaded`.
+    pub max_in_flight: usize,
+    /// Frames queued per connection before a subscriber gets a gap.
+    pub outbound_queue: usize,
+    /// An idle session with no subscribers stops after this many seconds.
+    pub hibernate_after_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame_bytes: 16 * 1024 * 1024,
+            max_in_flight: 256,
+            outbound_queue: 1024,
+            hibernate_after_secs: 60,
+        }
+    }
+}
+
+/// Reads and validates the configuration at `path`; a missing file gives [`Config::default`].
+pub fn load(path: &Path) -> Result<Config, RuntimeError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(error) => return Err(RuntimeError::io("read the configuration file", path, error)),
+    };
+    parse(&text, path)
+}
+
+/// Parses and validates configuration text; `path` is only used in error messages.
+fn parse(text: &str, path: &Path) -> Result<Config, RuntimeError> {
+    let mut config: Config = toml::from_str(text).map_err(|error| {
+        let (line, column) = error
+            .span()
+            .map(|span| line_and_column(text, span.start))
+            .unwrap_or((1, 1));
+        // `message()` is the parser's description alone ("unknown field `x`, expected one of ..."); the error's
+        // `Display` would also quote the offending source line, which this crate never puts in an error.
+        RuntimeError::ConfigSyntax {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: error.message().to_owned(),
+        }
+    })?;
+    validate(&mut config).map_err(|detail| RuntimeError::ConfigInvalid {
+        path: path.to_path_buf(),
+        detail,
+    })?;
+    Ok(config)
+}
+
+/// The 1-based line and column (in characters) of a byte offset.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// Checks ranges and normalizes origins in place. The error describes the problem by key and index only.
+fn validate(config: &mut Config) -> Result<(), String> {
+    let limits = &config.limits;
+    for (key, value) in [
+        ("limits.max_frame_bytes", limits.max_frame_bytes as u64),
+        ("limits.max_in_flight", limits.max_in_flight as u64),
+        ("limits.outbound_queue", limits.outbound_queue as u64),
+        ("limits.hibernate_after_secs", limits.hibernate_after_secs),
+    ] {
+        if value == 0 {
+            return Err(format!("{key} must be greater than 0"));
+        }
+    }
+    for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
+        *origin = normalize_origin(origin).map_err(|problem| {
+            format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")
+        })?;
+    }
+    Ok(())
+}
+
+/// Normalizes `scheme://host[:port]` (a single trailing slash tolerated) to lowercase, dropping the default port
+/// of http and https because browsers omit it from `Origin`. The error is a fixed description of the problem.
+fn normalize_origin(origin: &str) -> Result<String, &'static str> {
+    let lowercase = origin.trim().to_ascii_lowercase();
+    let (scheme, rest) = lowercase.split_once("://").ok_or("missing scheme://")?;
+    let mut scheme_bytes = scheme.bytes();
+    let scheme_is_valid = scheme_bytes
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic())
+        && scheme_bytes
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'+' | b'-' | b'.'));
+    if !scheme_is_valid {
+        return Err("invalid scheme");
+    }
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.contains(['/', '?', '#']) {
+        return Err("has a path, query or fragment");
+    }
+    if authority.contains('@') {
+        return Err("has user information");
+    }
+    let (host, port) = split_host_and_port(authority)?;
+    if host.is_empty() {
+        return Err("missing host");
+    }
+    let host_is_valid = if host.starts_with('[') {
+        host.len() > 2
+            && host.ends_with(']')
+            && host[1..host.len() - 1]
+                .parse::<std::net::Ipv6Addr>()
+                .is_ok()
+    } else {
+        host.bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_'))
+    };
+    if !host_is_valid {
+        return Err("invalid host");
+    }
+    let port = match port {
+        None => None,
+        Some(port) => Some(port.parse::<u16>().map_err(|_| "invalid port")?),
+    };
+    let default_port = match scheme {
+        "http" | "ws" => Some(80),
+        "https" | "wss" => Some(443),
+        _ => None,
+    };
+    Ok(match port {
+        Some(port) if Some(port) != default_port => format!("{scheme}://{host}:{port}"),
+        _ => format!("{scheme}://{host}"),
+    })
+}
+
+/// Splits `host[:port]`, where the host may be a bracketed IPv6 address containing colons.
+fn split_host_and_port(authority: &str) -> Result<(&str, Option<&str>), &'static str> {
+    if authority.starts_with('[') {
+        let closing = authority.find(']').ok_or("invalid host")?;
+        let (host, after) = authority.split_at(closing + 1);
+        return match after {
+            "" => Ok((host, None)),
+            _ => after
+                .strip_prefix(':')
+                .map(|port| (host, Some(port)))
+                .ok_or("invalid host"),
+        };
+    }
+    Ok(match authority.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<Config, RuntimeError> {
+        parse(text, Path::new("/data/config.toml"))
+    }
+
+    #[test]
+    fn defaults_match_the_documented_values() {
+        let config = Config::default();
+        assert_eq!(config.listen, DEFAULT_LISTEN.parse::<SocketAddr>().unwrap());
+        assert_eq!(config.limits.max_frame_bytes, 16_777_216);
+        assert_eq!(config.limits.max_in_flight, 256);
+        assert_eq!(config.limits.outbound_queue, 1024);
+        assert_eq!(config.limits.hibernate_after_secs, 60);
+        assert!(config.allowed_origins.is_empty());
+        assert!(!config.trust_proxy);
+    }
+
+    #[test]
+    fn a_missing_file_gives_defaults() {
+        let temp = tempfile::tempdir().unwrap();
+        assert_eq!(
+            load(&temp.path().join("config.toml")).unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn a_full_file_is_read_and_origins_are_normalized() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("config.toml");
+        std::fs::write(
+            &path,
+            r#"
+listen = "0.0.0.0:9000"
+allowed_origins = ["HTTPS://Console.Example.com/", "http://localhost:80", "http://[::1]:3000", "tauri://localhost"]
+trust_proxy = true
+[limits]
+max_frame_bytes = 1024
+max_in_flight = 8
+outbound_queue = 16
+hibernate_after_secs = 5
+"#,
+        )
+        .unwrap();
+        let config = load(&path).unwrap();
+        assert_eq!(config.listen, "0.0.0.0:9000".parse::<SocketAddr>().unwrap());
+        assert_eq!(
+            config.allowed_origins,
+            [
+                "https://console.example.com",
+                "http://localhost",
+                "http://[::1]:3000",
+                "tauri://localhost"
+            ]
+        );
+        assert!(config.trust_proxy);
+        assert_eq!(
+            config.limits,
+            Limits {
+                max_frame_bytes: 1024,
+                max_in_flight: 8,
+                outbound_queue: 16,
+                hibernate_after_secs: 5
+            }
+        );
+    }
+
+    #[test]
+    fn a_partial_file_keeps_the_other_defaults() {
+        let config = parse_text("[limits]\nmax_in_flight = 4\n").unwrap();
+        assert_eq!(config.limits.max_in_flight, 4);
+        assert_eq!(config.limits.outbound_queue, 1024);
+        assert_eq!(config.listen, Config::default().listen);
+    }
+
+    #[test]
+    fn unknown_keys_name_the_file_and_the_key_without_quoting_the_text() {
+        let error =
+            parse_text("listen = \"127.0.0.1:1\"\nsecret_thing = \"do-not-echo\"\n").unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("/data/config.toml"), "{message}");
+        assert!(message.contains("secret_thing"), "{message}");
+        assert!(message.contains("line 2"), "{message}");
+        assert!(!message.contains("do-not-echo"), "{message}");
+
+        let nested = parse_text("[limits]\nmax_frames = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(nested.contains("max_frames"), "{nested}");
+    }
+
+    #[test]
+    fn zero_limits_are_rejected() {
+        let message = parse_text("[limits]\noutbound_queue = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("limits.outbound_queue must be greater than 0"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_bad_listen_address_is_rejected() {
+        let error = parse_text("listen = \"localhost\"\n").unwrap_err();
+        assert!(
+            matches!(error, RuntimeError::ConfigSyntax { line: 1, .. }),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn origins_with_paths_or_without_scheme_are_rejected() {
+        for origin in [
+            "https://example.com/app",
+            "example.com",
+            "https://",
+            "https://user@example.com",
+            "https://example.com:99999",
+            "null",
+            "*",
+        ] {
+            let text = format!("allowed_origins = [\"https://fine.example\", \"{origin}\"]\n");
+            let message = parse_text(&text).unwrap_err().to_string();
+            assert!(
+                message.contains("allowed_origins[1]"),
+                "{origin}: {message}"
+            );
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! `meta.json`: a cache of a session's metadata, so that listing 10,000 sessions does not read 10,000 logs.
+//!
+//! The log is the truth; this file is only a shortcut. It records the log's length when it was written, and a
+//! reader trusts it only while `events.jsonl` still has exactly that length: any append since makes the cache
+//! stale, and the caller rebuilds the metadata from the log. Because a wrong cache is detected rather than
+//! believed, it is written without fsync; a temporary file and a rename still guarantee that a reader never
+//! sees half a cache.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use troupe_protocol::types::common::SessionMeta;
+
+use crate::error::RuntimeError;
+use crate::event_log::log_path;
+
+/// The cache's file name inside a session directory.
+pub const META_FILE_NAME: &str = "meta.json";
+
+/// Bumped whenever the stored shape changes, so an old cache is ignored instead of misread.
+const META_FORMAT: u32 = 1;
+
+/// What `meta.json` holds.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CachedMeta {
+    format: u32,
+    /// The length of `events.jsonl` that `meta` describes.
+    log_len_bytes: u64,
+    meta: SessionMeta,
+}
+
+/// Writes the cache for `meta`, which describes the log when it was `log_len_bytes` long.
+pub fn write(
+    session_dir: &Path,
+    meta: &SessionMeta,
+    log_len_bytes: u64,
+) -> Result<(), RuntimeError> {
+    #[derive(Serialize)]
+    struct CachedMetaRef<'a> {
+        format: u32,
+        log_len_bytes: u64,
+        meta: &'a SessionMeta,
+    }
+    let json = serde_json::to_vec(&CachedMetaRef {
+        format: META_FORMAT,
+        log_len_bytes,
+        meta,
+    })
+    .map_err(|error| RuntimeError::io("encode", session_dir.join(META_FILE_NAME), error.into()))?;
+
+    let final_path = session_dir.join(META_FILE_NAME);
+    // A unique temporary name, so two writers (a session and a listing refreshing it) never share one.
+    let temporary_path =
+        session_dir.join(format!(".{META_FILE_NAME}.{}.tmp", crate::clock::new_id()));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary_path)
+        .and_then(|mut file| file.write_all(&json))
+        .map_err(|error| RuntimeError::io("write", &temporary_path, error))
+        .and_then(|()| {
+            std::fs::rename(&temporary_path, &final_path)
+                .map_err(|error| RuntimeError::io("replace", &final_path, error))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary_path);
+    }
+    written
+}
+
+/// Reads the cache: the metadata and the log length it describes. `None` when it is missing, unreadable or of
+/// another format; the caller then rebuilds from the log.
+pub fn read(session_dir: &Path) -> Option<(SessionMeta, u64)> {
+    let bytes = std::fs::read(session_dir.join(META_FILE_NAME)).ok()?;
+    let cached: CachedMeta = serde_json::from_slice(&bytes).ok()?;
+    (cached.format == META_FORMAT).then_some((cached.meta, cached.log_len_bytes))
+}
+
+/// The current size of the session's `events.jsonl`, to compare with the cached length.
+pub fn log_len(session_dir: &Path) -> Option<u64> {
+    std::fs::metadata(log_path(session_dir))
+        .ok()
+        .map(|metadata| metadata.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use troupe_protocol::types::common::{
+        ModelSelection, RunSelection, SessionOrigin, SessionStatus, SkippedEvent,
+    };
+
+    use super::*;
+
+    fn sample_meta() -> SessionMeta {
+        SessionMeta {
+            session_id: "s1".to_owned(),
+            origin: SessionOrigin::Root,
+            cwd: "/work".to_owned(),
+            title: Some("A title".to_owned()),
+            title_updated_seq: Some(3),
+            creation_selection: RunSelection {
+                agent: "default".to_owned(),
+                model: ModelSelection {
+                    model: "local/echo".to_owned(),
+                    variant: None,
+                },
+                preset: None,
+            },
+            status: SessionStatus::Idle,
+            last_event_seq: 9,
+            created_at: "2026-01-01T00:00:00.000Z".to_owned(),
+            last_activity_at: "2026-01-01T00:01:00.000Z".to_owned(),
+            skipped_events: vec![SkippedEvent {
+                seq: None,
+                line: Some(4),
+                reason: "invalid JSON (syntax error at column 1)".to_owned(),
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trips_and_is_private() {
+        let temp = tempfile::tempdir().unwrap();
+        write(temp.path(), &sample_meta(), 1234).unwrap();
+        assert_eq!(read(temp.path()), Some((sample_meta(), 1234)));
+        let mode = std::fs::metadata(temp.path().join(META_FILE_NAME))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Rewriting replaces it and leaves no temporary file.
+        write(temp.path(), &sample_meta(), 99).unwrap();
+        assert_eq!(read(temp.path()).map(|(_, length)| length), Some(99));
+        assert_eq!(std::fs::read_dir(temp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_missing_or_damaged_cache_reads_as_none() {
+        let temp = tempfile::tempdir().unwrap();
+        assert_eq!(read(temp.path()), None);
+        std::fs::write(
+            temp.path().join(META_FILE_NAME),
+            b"{\"format\": 1, \"log_len",
+        )
+        .unwrap();
+        assert_eq!(read(temp.path()), None);
+        std::fs::write(
+            temp.path().join(META_FILE_NAME),
+            b"{\"format\": 0, \"log_len_bytes\": 1}",
+        )
+        .unwrap();
+        assert_eq!(read(temp.path()), None);
+    }
+
+    #[test]
+    fn log_len_is_the_size_of_the_log() {
+        let temp = tempfile::tempdir().unwrap();
+        assert_eq!(log_len(temp.path()), None);
+        std::fs::write(log_path(temp.path()), b"0123456789\n").unwrap();
+        assert_eq!(log_len(temp.path()), Some(11));
+    }
+}

@@ -1,0 +1,284 @@
+//! The projection of a session's log into its metadata.
+//!
+//! A [`SessionState`] is rebuilt by applying stored events in order; it is never persisted on its own (the
+//! `meta.json` cache is a copy that is validated against the log). Keeping the transitions here, free of actors
+//! and I/O, lets them be tested directly and keeps the session actor a thin owner of state, log and subscribers.
+
+use std::collections::HashMap;
+
+use troupe_protocol::types::common::{
+    RunSelection, SessionMeta, SessionOrigin, SessionStatus, SkippedEvent,
+};
+use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
+use troupe_protocol::types::session::TitleChange;
+
+/// Maximum length of a session title, in UTF-8 bytes.
+pub const MAX_TITLE_BYTES: usize = 512;
+
+/// What a rename under one `client_rename_id` did, so a redelivery can be answered without a second event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedRename {
+    pub change: TitleChange,
+    /// The sequence of the `session_title_committed` event it produced.
+    pub seq: u64,
+}
+
+/// A session's metadata as derived from its log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionState {
+    pub session_id: String,
+    pub origin: SessionOrigin,
+    pub cwd: String,
+    pub creation_selection: RunSelection,
+    pub title: Option<String>,
+    pub title_updated_seq: Option<u64>,
+    pub status: SessionStatus,
+    pub last_event_seq: u64,
+    pub created_at: String,
+    pub last_activity_at: String,
+    pub skipped_events: Vec<SkippedEvent>,
+    renames: HashMap<String, RecordedRename>,
+}
+
+/// Why a log cannot be projected into a session.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ProjectionError {
+    #[error("the log has no readable `session_created` event at seq 1")]
+    MissingSessionCreated,
+}
+
+impl SessionState {
+    /// The state right after `session_created`.
+    pub fn created(first: &StoredEvent) -> Result<SessionState, ProjectionError> {
+        let EventPayload::SessionCreated {
+            origin,
+            cwd,
+            selection,
+        } = &first.payload
+        else {
+            return Err(ProjectionError::MissingSessionCreated);
+        };
+        if first.seq != 1 {
+            return Err(ProjectionError::MissingSessionCreated);
+        }
+        Ok(SessionState {
+            session_id: first.session_id.clone(),
+            origin: origin.clone(),
+            cwd: cwd.clone(),
+            creation_selection: selection.clone(),
+            title: None,
+            title_updated_seq: None,
+            status: SessionStatus::Idle,
+            last_event_seq: first.seq,
+            created_at: first.timestamp.clone(),
+            last_activity_at: first.timestamp.clone(),
+            skipped_events: Vec::new(),
+            renames: HashMap::new(),
+        })
+    }
+
+    /// Rebuilds the state from a whole log. `skipped` is what the loader could not read.
+    pub fn from_events<'a>(
+        mut events: impl Iterator<Item = &'a StoredEvent>,
+        skipped: Vec<SkippedEvent>,
+    ) -> Result<SessionState, ProjectionError> {
+        let first = events
+            .next()
+            .ok_or(ProjectionError::MissingSessionCreated)?;
+        let mut state = SessionState::created(first)?;
+        for event in events {
+            state.apply(event);
+        }
+        state.skipped_events = skipped;
+        Ok(state)
+    }
+
+    /// Applies one event that follows the current state.
+    pub fn apply(&mut self, event: &StoredEvent) {
+        self.last_event_seq = event.seq;
+        self.last_activity_at.clone_from(&event.timestamp);
+        match &event.payload {
+            EventPayload::SessionTitleCommitted {
+                title,
+                change,
+                client_rename_id,
+            } => {
+                self.title.clone_from(title);
+                self.title_updated_seq = Some(event.seq);
+                let change = match (change, title) {
+                    (TitleChangeKind::Set, Some(title)) => TitleChange::Set {
+                        title: title.clone(),
+                    },
+                    (TitleChangeKind::Set, None) | (TitleChangeKind::Clear, _) => {
+                        TitleChange::Clear
+                    }
+                    (TitleChangeKind::Reset, _) => TitleChange::Reset,
+                };
+                self.renames.insert(
+                    client_rename_id.clone(),
+                    RecordedRename {
+                        change,
+                        seq: event.seq,
+                    },
+                );
+            }
+            EventPayload::RunStarted { .. } => self.status = SessionStatus::Running,
+            EventPayload::RunCompleted { .. } => self.status = SessionStatus::Completed,
+            EventPayload::RunFailed { .. } => self.status = SessionStatus::Failed,
+            EventPayload::RunCancelled { .. } => self.status = SessionStatus::Cancelled,
+            EventPayload::RunInterrupted { .. } => self.status = SessionStatus::Interrupted,
+            _ => {}
+        }
+    }
+
+    /// The rename recorded under `client_rename_id`, if any.
+    pub fn recorded_rename(&self, client_rename_id: &str) -> Option<&RecordedRename> {
+        self.renames.get(client_rename_id)
+    }
+
+    pub fn meta(&self) -> SessionMeta {
+        SessionMeta {
+            session_id: self.session_id.clone(),
+            origin: self.origin.clone(),
+            cwd: self.cwd.clone(),
+            title: self.title.clone(),
+            title_updated_seq: self.title_updated_seq,
+            creation_selection: self.creation_selection.clone(),
+            status: self.status,
+            last_event_seq: self.last_event_seq,
+            created_at: self.created_at.clone(),
+            last_activity_at: self.last_activity_at.clone(),
+            skipped_events: self.skipped_events.clone(),
+        }
+    }
+}
+
+/// Normalizes a requested title: surrounding whitespace is trimmed; the rest must be 1..=512 bytes with no
+/// control characters.
+pub fn normalize_title(title: &str) -> Result<String, String> {
+    let title = title.trim();
+    if title.is_empty() {
+        return Err("the title is empty; use `clear` to remove a title".to_owned());
+    }
+    if title.len() > MAX_TITLE_BYTES {
+        return Err(format!(
+            "the title is {} bytes; at most {MAX_TITLE_BYTES} are allowed",
+            title.len()
+        ));
+    }
+    if title.chars().any(char::is_control) {
+        return Err("the title contains control characters".to_owned());
+    }
+    Ok(title.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_protocol::types::common::ModelSelection;
+
+    fn event(seq: u64, payload: EventPayload) -> StoredEvent {
+        StoredEvent {
+            session_id: "s".into(),
+            run_id: None,
+            seq,
+            timestamp: format!("2026-01-01T00:00:{seq:02}Z"),
+            origin: None,
+            payload,
+        }
+    }
+
+    fn created() -> StoredEvent {
+        event(
+            1,
+            EventPayload::SessionCreated {
+                origin: SessionOrigin::Root,
+                cwd: "/tmp".into(),
+                selection: RunSelection {
+                    agent: "default".into(),
+                    model: ModelSelection {
+                        model: "local/echo".into(),
+                        variant: None,
+                    },
+                    preset: None,
+                },
+            },
+        )
+    }
+
+    #[test]
+    fn title_changes_and_status_follow_the_log() {
+        let events = [
+            created(),
+            event(
+                2,
+                EventPayload::SessionTitleCommitted {
+                    title: Some("Fix tests".into()),
+                    change: TitleChangeKind::Set,
+                    client_rename_id: "r1".into(),
+                },
+            ),
+            event(
+                3,
+                EventPayload::RunStarted {
+                    client_run_id: "c".into(),
+                    selection: created_selection(),
+                    input: "hi".into(),
+                    fallback_index: 0,
+                },
+            ),
+            event(4, EventPayload::RunCancelled { reason: None }),
+            event(
+                5,
+                EventPayload::SessionTitleCommitted {
+                    title: None,
+                    change: TitleChangeKind::Clear,
+                    client_rename_id: "r2".into(),
+                },
+            ),
+        ];
+        let state = SessionState::from_events(events.iter(), Vec::new()).unwrap();
+        assert_eq!(state.title, None);
+        assert_eq!(state.title_updated_seq, Some(5));
+        assert_eq!(state.status, SessionStatus::Cancelled);
+        assert_eq!(state.last_event_seq, 5);
+        assert_eq!(state.last_activity_at, "2026-01-01T00:00:05Z");
+        assert_eq!(
+            state.recorded_rename("r1"),
+            Some(&RecordedRename {
+                change: TitleChange::Set {
+                    title: "Fix tests".into()
+                },
+                seq: 2
+            })
+        );
+        assert_eq!(
+            state.recorded_rename("r2").map(|rename| rename.seq),
+            Some(5)
+        );
+    }
+
+    fn created_selection() -> RunSelection {
+        match created().payload {
+            EventPayload::SessionCreated { selection, .. } => selection,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_log_must_start_with_session_created() {
+        let events = [event(1, EventPayload::RunCompleted { final_text: None })];
+        assert_eq!(
+            SessionState::from_events(events.iter(), Vec::new()),
+            Err(ProjectionError::MissingSessionCreated)
+        );
+    }
+
+    #[test]
+    fn titles_are_trimmed_and_bounded() {
+        assert_eq!(normalize_title("  hello  ").unwrap(), "hello");
+        assert!(normalize_title("   ").is_err());
+        assert!(normalize_title(&"x".repeat(513)).is_err());
+        assert!(normalize_title("a\u{7}b").is_err());
+    }
+}
