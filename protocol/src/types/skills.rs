@@ -1,9 +1,84 @@
-//! PLACEHOLDER: replaced with the real wire types.
+//! Skills: `skills.list` and `skills.get`. Both are session-aware, because which skills are visible and what
+//! their permission effect is depends on the session's run policy.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SkillsListResult {}
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SkillsGetParams {}
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SkillsGetResult {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SkillSource {
+    /// From the user's skills directory.
+    User,
+    /// From the session's working directory.
+    Project,
+}
+
+/// One discovered skill.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillDescriptor {
+    pub name: String,
+    pub description: String,
+    pub source: SkillSource,
+    /// Path of the skill's file.
+    pub location: String,
+    /// False when another skill with the same name takes precedence (project over user).
+    pub precedence_winner: bool,
+    /// Whether the session's policy lets the model see this skill.
+    pub visible: bool,
+    /// `allow`, `ask` or `deny`: what the session's permission rules decide for loading this skill.
+    pub permission_effect: String,
+    /// Whether a user may invoke the skill directly (as a slash command).
+    pub user_invocable: bool,
+    /// A hint for the arguments a user may pass, e.g. `<file>`. Required, may be null.
+    pub argument_hint: Option<String>,
+    /// When the model should use the skill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_to_use: Option<String>,
+}
+
+/// `skills.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillsListResult {
+    /// Sorted by name; shadowed skills are included with `precedence_winner: false`.
+    pub skills: Vec<SkillDescriptor>,
+}
+
+/// `skills.get` params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsGetParams {
+    pub session_id: String,
+    pub name: String,
+    /// The argument text substituted into the skill; empty when absent.
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// `skills.get` result: a permission-checked preview.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillsGetResult {
+    pub skill: SkillDescriptor,
+    /// The skill's body with `arguments` substituted, as the model would receive it.
+    pub rendered: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_default_to_empty_and_unknown_fields_are_rejected() {
+        let params: SkillsGetParams =
+            serde_json::from_value(json!({"session_id": "s", "name": "review"})).unwrap();
+        assert_eq!(params.arguments, "");
+        let error = serde_json::from_value::<SkillsGetParams>(
+            json!({"session_id": "s", "name": "review", "args": "x"}),
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("unknown field `args`"),
+            "{error}"
+        );
+    }
+}

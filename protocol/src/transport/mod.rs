@@ -1,4 +1,12 @@
 //! Frame-level transports. A [`Transport`] moves whole frames and knows nothing of JSON-RPC.
+//!
+//! - [`InProcessTransport`]: a pair of bounded channels, for a client and a server in one process (tests, the
+//!   benchmarks).
+//! - [`WebSocketTransport`]: the client end of the daemon's `GET /ws` endpoint, over tokio-tungstenite.
+
+mod websocket;
+
+pub use websocket::WebSocketTransport;
 
 use serde_json::Value;
 use tokio::sync::mpsc;

@@ -1,0 +1,174 @@
+//! The client end of the daemon's WebSocket endpoint (`GET /ws`), over tokio-tungstenite.
+//!
+//! The bearer token travels in the `Authorization` header of the upgrade request, marked sensitive, and never
+//! appears in an error or a log line. Only `ws://` is supported: this build has no TLS stack, and a `wss://` URL
+//! is refused up front with an error that says so, instead of tungstenite's terse "TLS support not compiled in".
+//!
+//! The stream is split into a read half and a write half. Control frames need no help from the caller: when a
+//! Ping arrives, tungstenite queues the Pong and writes it during the next read (or send), and the shared client
+//! always has a `recv` pending, so an idle connection keeps answering the daemon's keepalive pings.
+
+use futures::stream::{SplitSink, SplitStream};
+use futures::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use zeroize::Zeroizing;
+
+use super::{MessageFrame, Transport, TransportError};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A WebSocket connection to a troupe daemon, as a frame-level [`Transport`].
+pub struct WebSocketTransport {
+    writer: SplitSink<Socket, Message>,
+    reader: SplitStream<Socket>,
+}
+
+impl std::fmt::Debug for WebSocketTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebSocketTransport").finish_non_exhaustive()
+    }
+}
+
+impl WebSocketTransport {
+    /// Opens `url` (`ws://host:port/ws`) and authenticates with `Authorization: Bearer <token>`.
+    ///
+    /// A refused upgrade comes back as a readable error: HTTP 401 says "unauthorized (check the token)", HTTP 403
+    /// says "forbidden origin".
+    pub async fn connect(url: &str, token: &str) -> Result<WebSocketTransport, TransportError> {
+        let mut request = url.into_client_request().map_err(|error| {
+            TransportError(format!("`{url}` is not a usable WebSocket URL: {error}"))
+        })?;
+        match request.uri().scheme_str() {
+            Some("ws") => {}
+            Some("wss") => {
+                return Err(TransportError(format!(
+                    "cannot connect to `{url}`: wss:// needs TLS, which is not built in yet; use ws:// \
+                     (for a remote daemon, through an SSH tunnel or a local TLS-terminating proxy)"
+                )));
+            }
+            _ => {
+                return Err(TransportError(format!(
+                    "`{url}` is not a WebSocket URL: it must start with ws://"
+                )));
+            }
+        }
+        let address = describe_address(&request);
+
+        // The formatted header is wiped when dropped; the copy inside `HeaderValue` is marked sensitive so that
+        // http's `Debug` prints it as `Sensitive`.
+        let bearer = Zeroizing::new(format!("Bearer {token}"));
+        let mut authorization = HeaderValue::from_str(&bearer).map_err(|_| {
+            TransportError(
+                "the token contains characters that cannot be sent in an HTTP header".to_owned(),
+            )
+        })?;
+        authorization.set_sensitive(true);
+        request
+            .headers_mut()
+            .insert(header::AUTHORIZATION, authorization);
+
+        // Requests and notifications are small frames where latency matters more than packing.
+        let disable_nagle = true;
+        let (socket, _response) =
+            tokio_tungstenite::connect_async_with_config(request, None, disable_nagle)
+                .await
+                .map_err(|error| describe_connect_error(&address, error))?;
+        let (writer, reader) = socket.split();
+        Ok(WebSocketTransport { writer, reader })
+    }
+}
+
+/// `host:port` of the request, without any user info the URL might carry.
+fn describe_address<B>(request: &tokio_tungstenite::tungstenite::http::Request<B>) -> String {
+    let uri = request.uri();
+    let host = uri.host().unwrap_or("?");
+    match uri.port_u16() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
+}
+
+fn describe_connect_error(address: &str, error: WsError) -> TransportError {
+    let detail = match error {
+        WsError::Http(response) => match response.status() {
+            StatusCode::UNAUTHORIZED => format!(
+                "the daemon at {address} refused the connection: unauthorized (check the token; \
+                 `troupe token` prints it)"
+            ),
+            StatusCode::FORBIDDEN => format!(
+                "the daemon at {address} refused the connection: forbidden origin (the Origin header is \
+                 not allowed by its `allowed_origins`)"
+            ),
+            status => {
+                format!("the daemon at {address} refused the WebSocket upgrade with HTTP {status}")
+            }
+        },
+        WsError::Io(error) => format!("cannot connect to {address}: {error}"),
+        WsError::Url(error) => format!("cannot connect to {address}: {error}"),
+        other => format!("the WebSocket handshake with {address} failed: {other}"),
+    };
+    TransportError(detail)
+}
+
+impl Transport for WebSocketTransport {
+    async fn send(&mut self, frame: MessageFrame) -> Result<(), TransportError> {
+        let text = frame.into_text();
+        // `SinkExt::send` flushes, so the frame is on the socket (or in the kernel's buffer) when this returns.
+        self.writer
+            .send(Message::Text(text.into()))
+            .await
+            .map_err(|error| TransportError(format!("sending a WebSocket frame failed: {error}")))
+    }
+
+    /// Cancel-safe: `StreamExt::next` on the read half only completes with a whole message, and a message that
+    /// was partly read stays buffered inside tungstenite for the next call.
+    async fn recv(&mut self) -> Option<MessageFrame> {
+        loop {
+            match self.reader.next().await? {
+                Ok(Message::Text(text)) => {
+                    return Some(MessageFrame::Text(text.as_str().to_owned()));
+                }
+                // Pings are answered by tungstenite itself (see the module docs); nothing to hand up.
+                Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
+                Ok(Message::Binary(_)) => {
+                    // The protocol is text-only; a daemon never sends binary frames, so skip rather than fail.
+                    tracing::debug!("ignoring a binary WebSocket frame");
+                    continue;
+                }
+                Ok(Message::Close(_)) => return None,
+                Err(error) => {
+                    tracing::debug!(%error, "the WebSocket connection ended");
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn wss_is_refused_with_a_clear_error_and_without_dialing() {
+        let error = WebSocketTransport::connect("wss://127.0.0.1:9/ws", "secret-token")
+            .await
+            .unwrap_err();
+        assert!(error.0.contains("TLS"), "{error}");
+        assert!(error.0.contains("not built in"), "{error}");
+        assert!(!error.0.contains("secret-token"));
+    }
+
+    #[tokio::test]
+    async fn other_schemes_are_refused() {
+        let error = WebSocketTransport::connect("http://127.0.0.1:9/ws", "t")
+            .await
+            .unwrap_err();
+        assert!(error.0.contains("ws://"), "{error}");
+    }
+}
