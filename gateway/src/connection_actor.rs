@@ -1,0 +1,356 @@
+//! `ConnectionActor`: one per accepted WebSocket, from the upgrade to the close.
+//!
+//! It owns the socket's protocol session ([`ServerConnection`]), the actix-ws [`Session`] it writes with, the
+//! keepalive clock and its entry in the gateway's [`ConnectionRegistry`]. Who talks to it: actix feeds it the
+//! socket's inbound messages as a stream; the gateway's graceful stop sends [`GoingAway`]. The engine never
+//! addresses it: replies and notifications reach the socket through the protocol session's outbound queue,
+//! which the actor's single writer drains.
+//!
+//! - Inbound text frames are handed to the protocol session at once and processed concurrently, each in its own
+//!   task; admission (handshake gating, the in-flight limit) is still decided in arrival order, synchronously,
+//!   inside `handle_frame`. The tasks are detached from the actor on purpose: a disconnect must not cancel an
+//!   engine operation halfway; its reply is simply dropped.
+//! - One writer task takes frames from the outbound queue and writes them one at a time, so frames leave in
+//!   queue order and a slow socket pushes back on the queue (which is what turns a slow subscriber into a gap).
+//! - However the actor ends, [`Teardown`] closes the outbound stream (engine-side sinks report closed) and then
+//!   tells the engine the connection is gone, exactly once.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use actix_ws::{
+    AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReason, ProtocolError, Session,
+};
+use tracing::{debug, info};
+use troupe_protocol::server::{OutboundStream, ServerConnection, ServerLimits, ServerProtocol};
+use troupe_protocol::transport::MessageFrame;
+
+use crate::connection_registry::ConnectionRegistry;
+use crate::read_gate::ReadGate;
+
+/// How long a close frame may wait for room in the socket's send buffer. A client that stopped reading never
+/// makes room; it is dropped without the courtesy of a close frame instead of holding the actor forever.
+const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Frame tasks allowed beyond `max_in_flight` before the socket stops being read. They are the frames being
+/// refused with -32003 whose replies wait for room in the outbound queue.
+const READ_GATE_SLACK: usize = 64;
+
+/// The gateway is stopping: close with 1001 (Going Away) and stop. Answered once the close frame is queued.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct GoingAway;
+
+/// Ping cadence and patience.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Keepalive {
+    pub(crate) ping_interval: Duration,
+    pub(crate) pong_timeout: Duration,
+}
+
+/// Everything a new connection needs, gathered by the upgrade handler.
+pub(crate) struct ConnectionSetup<S> {
+    pub(crate) engine: Arc<S>,
+    pub(crate) limits: ServerLimits,
+    pub(crate) session: Session,
+    pub(crate) inbound: AggregatedMessageStream,
+    pub(crate) peer: String,
+    pub(crate) keepalive: Keepalive,
+    pub(crate) registry: Arc<ConnectionRegistry>,
+}
+
+pub(crate) struct ConnectionActor<S: ServerProtocol> {
+    /// The protocol session: decodes frames, gates on the handshake, dispatches to the engine, queues replies.
+    connection: ServerConnection<S>,
+    /// Cached `connection.connection_id()`, for logs and the registry.
+    connection_id: u64,
+    /// The end-of-connection duty; moved into the writer when the actor starts.
+    teardown: Option<Teardown<S>>,
+    /// The socket's write half. Clones share one close flag: once any clone closed, every write fails.
+    session: Session,
+    /// The client's address, for logs only.
+    peer: String,
+    keepalive: Keepalive,
+    /// When the client last sent anything. Any frame proves liveness, not only pongs.
+    last_heard: Instant,
+    /// Set once a close frame has been decided on; nothing else is read or written after it.
+    closing: bool,
+    registry: Arc<ConnectionRegistry>,
+    /// Counts frame tasks and pauses the inbound stream when too many are pending.
+    read_gate: Rc<ReadGate>,
+    connected_at: Instant,
+    frames_in: u64,
+    /// Written by the writer task, read when the actor stops.
+    frames_out: Rc<Cell<u64>>,
+}
+
+impl<S: ServerProtocol> ConnectionActor<S> {
+    /// Creates the protocol session (which tells the engine `connected`) and starts the actor on the current
+    /// worker's arbiter.
+    pub(crate) fn launch(setup: ConnectionSetup<S>) -> Addr<Self> {
+        ConnectionActor::create(move |ctx| {
+            let (connection, outbound) = ServerConnection::new(setup.engine.clone(), setup.limits);
+            let connection_id = connection.connection_id();
+            let read_gate =
+                ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK));
+            ctx.add_stream(read_gate.gate(setup.inbound));
+            ConnectionActor {
+                connection,
+                connection_id,
+                teardown: Some(Teardown {
+                    outbound,
+                    engine: setup.engine,
+                    connection_id,
+                }),
+                session: setup.session,
+                peer: setup.peer,
+                keepalive: setup.keepalive,
+                last_heard: Instant::now(),
+                closing: false,
+                registry: setup.registry,
+                read_gate,
+                connected_at: Instant::now(),
+                frames_in: 0,
+                frames_out: Rc::new(Cell::new(0)),
+            }
+        })
+    }
+
+    /// Spawns the one task that writes outbound frames, in queue order.
+    fn start_writer(&mut self, ctx: &mut Context<Self>) {
+        let Some(mut teardown) = self.teardown.take() else {
+            return;
+        };
+        let mut session = self.session.clone();
+        let frames_out = self.frames_out.clone();
+        let writer = async move {
+            while let Some(frame) = teardown.outbound.next().await {
+                if session.text(frame).await.is_err() {
+                    break;
+                }
+                frames_out.set(frames_out.get() + 1);
+            }
+            // `teardown` drops here when the socket is gone, or with this future when the actor stops first.
+        };
+        ctx.spawn(writer.into_actor(self).map(|(), actor, ctx| {
+            // A writer that ends on its own means the socket can no longer be written; unless a close is already
+            // under way (which stops the actor itself), there is nothing left to do.
+            if !actor.closing {
+                // The engine has just been told the connection is gone: read nothing more.
+                actor.closing = true;
+                ctx.stop();
+            }
+        }));
+    }
+
+    /// Pings, and gives up on a client that has been silent for `pong_timeout`.
+    fn start_keepalive(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(self.keepalive.ping_interval, |actor, ctx| {
+            if actor.closing {
+                return;
+            }
+            if actor.last_heard.elapsed() >= actor.keepalive.pong_timeout {
+                info!(
+                    connection_id = actor.connection_id,
+                    peer = %actor.peer,
+                    "closing a WebSocket that did not answer pings"
+                );
+                actor.close_and_stop(
+                    ctx,
+                    CloseCode::Policy,
+                    "no pong within the keepalive timeout",
+                );
+                return;
+            }
+            let mut session = actor.session.clone();
+            ctx.spawn(
+                async move {
+                    let _ = session.ping(b"").await;
+                }
+                .into_actor(actor),
+            );
+        });
+    }
+
+    /// Queues a close frame, then stops. Nothing else is processed meanwhile: `wait` holds the actor's other
+    /// events until the close frame is queued.
+    fn close_and_stop(&mut self, ctx: &mut Context<Self>, code: CloseCode, description: &str) {
+        let close = self.close_then_stop(code, description);
+        ctx.wait(close);
+    }
+
+    fn close_then_stop(
+        &mut self,
+        code: CloseCode,
+        description: &str,
+    ) -> impl ActorFuture<Self, Output = ()> + 'static {
+        let already_closing = std::mem::replace(&mut self.closing, true);
+        let session = self.session.clone();
+        let reason = CloseReason {
+            code,
+            description: Some(description.to_owned()),
+        };
+        debug!(
+            connection_id = self.connection_id,
+            code = u16::from(code),
+            "closing the WebSocket"
+        );
+        async move {
+            if !already_closing {
+                let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, session.close(Some(reason))).await;
+            }
+        }
+        .into_actor(self)
+        .map(|(), _actor, ctx| ctx.stop())
+    }
+}
+
+impl<S: ServerProtocol> Actor for ConnectionActor<S> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        info!(connection_id = self.connection_id, peer = %self.peer, "WebSocket connected");
+        self.start_writer(ctx);
+        if !self
+            .registry
+            .register(self.connection_id, ctx.address().recipient())
+        {
+            // The gateway began stopping between the upgrade and now.
+            self.close_and_stop(ctx, CloseCode::Away, "the daemon is shutting down");
+            return;
+        }
+        self.start_keepalive(ctx);
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.registry.unregister(self.connection_id);
+        info!(
+            connection_id = self.connection_id,
+            peer = %self.peer,
+            duration_ms = self.connected_at.elapsed().as_millis() as u64,
+            "WebSocket disconnected"
+        );
+        debug!(
+            connection_id = self.connection_id,
+            frames_in = self.frames_in,
+            frames_out = self.frames_out.get(),
+            frames_still_processing = self.read_gate.outstanding(),
+            "WebSocket frame counts"
+        );
+    }
+}
+
+impl<S: ServerProtocol> Handler<GoingAway> for ConnectionActor<S> {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, _message: GoingAway, _ctx: &mut Self::Context) -> Self::Result {
+        AtomicResponse::new(Box::pin(
+            self.close_then_stop(CloseCode::Away, "the daemon is shutting down"),
+        ))
+    }
+}
+
+impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>>
+    for ConnectionActor<S>
+{
+    fn handle(&mut self, item: Result<AggregatedMessage, ProtocolError>, ctx: &mut Self::Context) {
+        if self.closing {
+            return;
+        }
+        self.last_heard = Instant::now();
+        match item {
+            Ok(AggregatedMessage::Text(text)) => {
+                self.frames_in += 1;
+                // Admission happens inside `handle_frame`, now, in arrival order; only the work is spawned.
+                let work = self
+                    .connection
+                    .handle_frame(MessageFrame::Text(String::from(text)));
+                actix::spawn(self.read_gate.track(work));
+            }
+            Ok(AggregatedMessage::Binary(_)) => {
+                self.close_and_stop(
+                    ctx,
+                    CloseCode::Unsupported,
+                    "binary frames are not part of the troupe protocol; send JSON as text frames",
+                );
+            }
+            Ok(AggregatedMessage::Ping(payload)) => {
+                let mut session = self.session.clone();
+                ctx.spawn(
+                    async move {
+                        let _ = session.pong(&payload).await;
+                    }
+                    .into_actor(self),
+                );
+            }
+            Ok(AggregatedMessage::Pong(_)) => {}
+            Ok(AggregatedMessage::Close(reason)) => {
+                debug!(
+                    connection_id = self.connection_id,
+                    code = reason.as_ref().map(|reason| u16::from(reason.code)),
+                    "the client closed the WebSocket"
+                );
+                // Answer the close handshake, as RFC 6455 asks, before letting go.
+                self.close_and_stop(ctx, CloseCode::Normal, "bye");
+            }
+            Err(error) if is_frame_too_big(&error) => {
+                debug!(
+                    connection_id = self.connection_id,
+                    "a frame exceeded max_frame_bytes"
+                );
+                self.close_and_stop(ctx, CloseCode::Size, "the frame exceeds max_frame_bytes");
+            }
+            Err(ProtocolError::Io(error)) => {
+                // The transport itself failed; there is nobody left to send a close frame to.
+                debug!(connection_id = self.connection_id, %error, "the WebSocket transport failed");
+                ctx.stop();
+            }
+            Err(error) => {
+                debug!(connection_id = self.connection_id, %error, "the client broke the WebSocket protocol");
+                self.close_and_stop(ctx, CloseCode::Protocol, "invalid WebSocket frame");
+            }
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        // The client's half of the socket ended.
+        if !self.closing {
+            ctx.stop();
+        }
+    }
+}
+
+/// Whether an inbound error means "too big": the codec's own `Overflow`, or the early check of
+/// [`FrameSizeGuard`](crate::frame_size_guard::FrameSizeGuard), which actix-ws hands over wrapped in an I/O
+/// error.
+fn is_frame_too_big(error: &ProtocolError) -> bool {
+    match error {
+        ProtocolError::Overflow => true,
+        ProtocolError::Io(io_error) => io_error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<actix_web::error::PayloadError>())
+            .is_some_and(|payload_error| {
+                matches!(payload_error, actix_web::error::PayloadError::Overflow)
+            }),
+        _ => false,
+    }
+}
+
+/// The end of a connection, run when dropped: first the outbound stream is marked closed, so that every sink the
+/// engine holds for this connection reports closed, then the engine is told. Living in a `Drop` makes it run
+/// exactly once however the actor ends, including when its arbiter shuts down.
+struct Teardown<S: ServerProtocol> {
+    outbound: OutboundStream,
+    engine: Arc<S>,
+    connection_id: u64,
+}
+
+impl<S: ServerProtocol> Drop for Teardown<S> {
+    fn drop(&mut self) {
+        self.outbound.close();
+        self.engine.disconnected(self.connection_id);
+    }
+}

@@ -1,0 +1,130 @@
+//! The HTTP routes: `/ws` (the upgrade, with its origin and auth checks), `/healthz` and `/readyz`.
+//!
+//! Every check of the upgrade happens here, before a single WebSocket frame exists, so a refused client gets a
+//! plain HTTP status it can show: 403 for a foreign origin, 401 (with `WWW-Authenticate: Bearer`) for a missing
+//! or wrong token, 503 while the daemon is stopping.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actix_web::dev::Payload as RawPayload;
+use actix_web::error::PayloadError;
+use actix_web::http::header::{self, ContentType, HeaderValue};
+use actix_web::web::Bytes;
+use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
+use futures::Stream;
+use tracing::debug;
+use troupe_protocol::server::{ServerLimits, ServerProtocol};
+
+use crate::Readiness;
+use crate::auth::{self, SUBPROTOCOL};
+use crate::connection_actor::{ConnectionActor, ConnectionSetup, Keepalive};
+use crate::connection_registry::ConnectionRegistry;
+use crate::frame_size_guard::FrameSizeGuard;
+use crate::origin::OriginPolicy;
+use crate::token::Token;
+
+/// What every worker's routes share. One instance per gateway, behind `web::Data`.
+pub(crate) struct GatewayState<S> {
+    pub(crate) engine: Arc<S>,
+    pub(crate) token: Token,
+    pub(crate) origins: OriginPolicy,
+    pub(crate) trust_proxy: bool,
+    pub(crate) max_frame_bytes: usize,
+    pub(crate) limits: ServerLimits,
+    pub(crate) keepalive: Keepalive,
+    pub(crate) readiness: Readiness,
+    pub(crate) registry: Arc<ConnectionRegistry>,
+}
+
+pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
+    config
+        .route("/ws", web::get().to(upgrade::<S>))
+        .route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz::<S>));
+}
+
+async fn healthz() -> HttpResponse {
+    plain_text(HttpResponse::Ok(), "ok")
+}
+
+async fn readyz<S: ServerProtocol>(state: web::Data<GatewayState<S>>) -> HttpResponse {
+    if (state.readiness)() {
+        plain_text(HttpResponse::Ok(), "ready")
+    } else {
+        plain_text(HttpResponse::ServiceUnavailable(), "not ready")
+    }
+}
+
+async fn upgrade<S: ServerProtocol>(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<GatewayState<S>>,
+) -> actix_web::Result<HttpResponse> {
+    let peer = peer_description(&request, state.trust_proxy);
+    if state.registry.is_stopping() {
+        return Ok(plain_text(
+            HttpResponse::ServiceUnavailable(),
+            "the daemon is shutting down",
+        ));
+    }
+    if !state.origins.allows(request.headers()) {
+        debug!(%peer, "refused a WebSocket upgrade: origin not allowed");
+        return Ok(plain_text(HttpResponse::Forbidden(), "origin not allowed"));
+    }
+    let credential = match auth::authenticate(request.headers(), &state.token) {
+        Ok(credential) => credential,
+        Err(rejection) => {
+            debug!(%peer, reason = %rejection, "refused a WebSocket upgrade: not authenticated");
+            let mut response = HttpResponse::Unauthorized();
+            response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+            return Ok(plain_text(response, &rejection.to_string()));
+        }
+    };
+
+    // The size check must see the raw bytes before actix-ws buffers them, so the payload is wrapped and put
+    // back into an extractor-shaped `web::Payload`.
+    let guarded: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(
+        FrameSizeGuard::new(payload.into_inner(), state.max_frame_bytes),
+    );
+    let payload =
+        web::Payload::from_request(&request, &mut RawPayload::Stream { payload: guarded }).await?;
+    let (mut response, session, inbound) = actix_ws::handle(&request, payload)?;
+    if auth::selects_subprotocol(request.headers(), credential) {
+        response.headers_mut().insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(SUBPROTOCOL),
+        );
+    }
+    let inbound = inbound
+        .max_frame_size(state.max_frame_bytes)
+        .aggregate_continuations()
+        .max_continuation_size(state.max_frame_bytes);
+    ConnectionActor::launch(ConnectionSetup {
+        engine: state.engine.clone(),
+        limits: state.limits,
+        session,
+        inbound,
+        peer,
+        keepalive: state.keepalive,
+        registry: state.registry.clone(),
+    });
+    Ok(response)
+}
+
+/// The client's address for logs: the socket peer, or the forwarded client when a trusted proxy says so.
+fn peer_description(request: &HttpRequest, trust_proxy: bool) -> String {
+    if trust_proxy && let Some(forwarded) = request.connection_info().realip_remote_addr() {
+        return forwarded.to_owned();
+    }
+    request
+        .peer_addr()
+        .map(|address| address.to_string())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn plain_text(mut builder: actix_web::HttpResponseBuilder, body: &str) -> HttpResponse {
+    builder
+        .content_type(ContentType::plaintext())
+        .body(body.to_owned())
+}

@@ -1,0 +1,277 @@
+//! The `Origin` policy of the `/ws` upgrade.
+//!
+//! Browsers let any page open a WebSocket to any address and only tell the server who is asking through
+//! `Origin`. The bearer token is the real protection, but a page that obtained it (a pasted link, a leaked
+//! console) must still not be able to drive the daemon from a foreign site, so an upgrade that carries an
+//! `Origin` must come from the daemon's own origin or from one the operator listed. Requests without `Origin`
+//! (CLIs, scripts, server-side clients) are not browsers and pass.
+
+use actix_web::http::header::{self, HeaderMap};
+
+use crate::GatewayError;
+
+/// Which origins may open a WebSocket.
+#[derive(Clone, Debug)]
+pub(crate) struct OriginPolicy {
+    /// Normalized `scheme://host[:port]` values from the configuration.
+    allowed: Vec<String>,
+    /// Whether `X-Forwarded-Host`/`X-Forwarded-Proto` describe the daemon's public origin. Only a deployment
+    /// behind a proxy that overwrites them may turn this on: otherwise a client could claim any origin.
+    trust_proxy: bool,
+}
+
+impl OriginPolicy {
+    pub(crate) fn new(allowed: &[String], trust_proxy: bool) -> Result<Self, GatewayError> {
+        let allowed = allowed
+            .iter()
+            .map(|origin| {
+                normalize_origin(origin)
+                    .ok_or_else(|| GatewayError::InvalidAllowedOrigin(origin.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(OriginPolicy {
+            allowed,
+            trust_proxy,
+        })
+    }
+
+    /// Whether a request with these headers may upgrade.
+    pub(crate) fn allows(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) = headers.get(header::ORIGIN) else {
+            return true;
+        };
+        let Some(origin) = origin.to_str().ok().and_then(normalize_origin) else {
+            // `null` (sandboxed frames, file pages) and malformed values name no site we could trust.
+            return false;
+        };
+        if self.allowed.contains(&origin) {
+            return true;
+        }
+        self.own_origins(headers).any(|own| own == origin)
+    }
+
+    /// The daemon's own origin as the client reached it. Both schemes count, because a TLS-terminating proxy
+    /// may sit in front of a daemon that itself speaks plain HTTP.
+    fn own_origins<'a>(&self, headers: &'a HeaderMap) -> impl Iterator<Item = String> + 'a {
+        let host = header_text(headers, header::HOST);
+        let mut candidates = Vec::with_capacity(4);
+        if let Some(host) = host {
+            candidates.push(format!("http://{host}"));
+            candidates.push(format!("https://{host}"));
+        }
+        if self.trust_proxy {
+            let forwarded_host =
+                header_text(headers, header::HeaderName::from_static("x-forwarded-host")).or(host);
+            let forwarded_proto = header_text(
+                headers,
+                header::HeaderName::from_static("x-forwarded-proto"),
+            );
+            if let Some(forwarded_host) = forwarded_host {
+                match forwarded_proto {
+                    Some(proto) => candidates.push(format!("{proto}://{forwarded_host}")),
+                    None => {
+                        candidates.push(format!("http://{forwarded_host}"));
+                        candidates.push(format!("https://{forwarded_host}"));
+                    }
+                }
+            }
+        }
+        candidates
+            .into_iter()
+            .filter_map(|candidate| normalize_origin(&candidate))
+    }
+}
+
+/// The first value of a header, trimmed. Proxies chain `X-Forwarded-*` values with commas, nearest last; the
+/// first one is what the client originally sent to the outermost proxy.
+fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    let value = headers.get(name)?.to_str().ok()?;
+    let first = value.split(',').next()?.trim();
+    (!first.is_empty()).then_some(first)
+}
+
+/// Normalizes an origin to `scheme://host[:port]`: scheme and host lowercased, the scheme's default port
+/// dropped, one trailing slash tolerated. `None` when the value is not an origin (paths, credentials, `null`).
+pub fn normalize_origin(raw: &str) -> Option<String> {
+    let raw = raw.trim();
+    let raw = raw.strip_suffix('/').unwrap_or(raw);
+    let (scheme, authority) = raw.split_once("://")?;
+    let scheme_is_valid = scheme
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !scheme_is_valid
+        || authority.is_empty()
+        || authority
+            .chars()
+            .any(|c| matches!(c, '/' | '?' | '#' | '@') || c.is_whitespace())
+    {
+        return None;
+    }
+    let scheme = scheme.to_ascii_lowercase();
+    let authority = authority.to_ascii_lowercase();
+    let (host, port) = split_host_port(&authority)?;
+    let default_port = match scheme.as_str() {
+        "http" | "ws" => Some(80),
+        "https" | "wss" => Some(443),
+        _ => None,
+    };
+    match port {
+        Some(port) if Some(port) != default_port => Some(format!("{scheme}://{host}:{port}")),
+        _ => Some(format!("{scheme}://{host}")),
+    }
+}
+
+/// Splits `host[:port]`, where host may be a bracketed IPv6 literal.
+fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = if authority.starts_with('[') {
+        let end = authority.find(']')?;
+        let (host, rest) = authority.split_at(end + 1);
+        match rest {
+            "" => (host, None),
+            rest => (host, Some(rest.strip_prefix(':')?)),
+        }
+    } else {
+        match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() || (!host.starts_with('[') && host.contains(':')) {
+        return None;
+    }
+    let port = match port {
+        None => None,
+        Some(port) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => {
+            Some(port.parse::<u16>().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some((host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::http::header::{HeaderName, HeaderValue};
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn normalizes_case_default_ports_and_trailing_slash() {
+        assert_eq!(
+            normalize_origin("HTTP://LocalHost:80/").as_deref(),
+            Some("http://localhost")
+        );
+        assert_eq!(
+            normalize_origin("https://example.com:443").as_deref(),
+            Some("https://example.com")
+        );
+        assert_eq!(
+            normalize_origin("https://example.com:8443").as_deref(),
+            Some("https://example.com:8443")
+        );
+        assert_eq!(
+            normalize_origin("http://[::1]:7419").as_deref(),
+            Some("http://[::1]:7419")
+        );
+        assert_eq!(
+            normalize_origin("http://[::1]:80").as_deref(),
+            Some("http://[::1]")
+        );
+    }
+
+    #[test]
+    fn rejects_values_that_are_not_origins() {
+        for raw in [
+            "null",
+            "example.com",
+            "http://",
+            "http://example.com/path",
+            "http://user@example.com",
+            "http://example.com:99999",
+            "http://example.com:",
+            "http://::1",
+            "1http://example.com",
+        ] {
+            assert_eq!(normalize_origin(raw), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn requests_without_origin_pass() {
+        let policy = OriginPolicy::new(&[], false).unwrap();
+        assert!(policy.allows(&headers(&[("host", "127.0.0.1:7419")])));
+    }
+
+    #[test]
+    fn own_origin_through_host_passes_with_either_scheme() {
+        let policy = OriginPolicy::new(&[], false).unwrap();
+        for origin in ["http://127.0.0.1:7419", "https://127.0.0.1:7419"] {
+            let mut map = headers(&[("host", "127.0.0.1:7419")]);
+            map.insert(header::ORIGIN, HeaderValue::from_static(origin));
+            assert!(policy.allows(&map), "{origin}");
+        }
+        let map = headers(&[
+            ("host", "127.0.0.1:7419"),
+            ("origin", "http://127.0.0.1:7420"),
+        ]);
+        assert!(!policy.allows(&map));
+    }
+
+    #[test]
+    fn listed_origins_pass_and_others_do_not() {
+        let policy =
+            OriginPolicy::new(&["https://Console.Example.com:443/".to_owned()], false).unwrap();
+        let map = headers(&[
+            ("host", "127.0.0.1:7419"),
+            ("origin", "https://console.example.com"),
+        ]);
+        assert!(policy.allows(&map));
+        let map = headers(&[
+            ("host", "127.0.0.1:7419"),
+            ("origin", "https://evil.example.com"),
+        ]);
+        assert!(!policy.allows(&map));
+        let map = headers(&[("host", "127.0.0.1:7419"), ("origin", "null")]);
+        assert!(!policy.allows(&map));
+    }
+
+    #[test]
+    fn forwarded_headers_count_only_when_trusted() {
+        let pairs = [
+            ("host", "127.0.0.1:7419"),
+            ("x-forwarded-host", "troupe.example.com, 10.0.0.2"),
+            ("x-forwarded-proto", "https"),
+            ("origin", "https://troupe.example.com"),
+        ];
+        assert!(
+            !OriginPolicy::new(&[], false)
+                .unwrap()
+                .allows(&headers(&pairs))
+        );
+        assert!(
+            OriginPolicy::new(&[], true)
+                .unwrap()
+                .allows(&headers(&pairs))
+        );
+    }
+
+    #[test]
+    fn invalid_configured_origins_are_refused() {
+        assert!(OriginPolicy::new(&["example.com".to_owned()], false).is_err());
+    }
+}

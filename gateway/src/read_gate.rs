@@ -1,0 +1,112 @@
+//! Pauses reading a connection while too many of its frames are still being answered.
+//!
+//! Frames are processed concurrently, and even a frame refused with -32003 needs room in the outbound queue for
+//! its reply. A client that keeps sending without reading would otherwise pile up one pending task per frame.
+//! The gate counts the frame tasks of one connection; at its cap the inbound stream reports `Pending`, so the
+//! socket stops being read and TCP pushes back on the client. Everything here lives on the connection's worker
+//! thread, so plain `Rc`/`Cell` suffice.
+
+use std::cell::Cell;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use futures::Stream;
+
+/// Counts a connection's outstanding frame tasks.
+pub(crate) struct ReadGate {
+    outstanding: Cell<usize>,
+    cap: usize,
+    /// The reader parked at the cap, woken when a task finishes.
+    parked_reader: Cell<Option<Waker>>,
+}
+
+impl ReadGate {
+    pub(crate) fn new(cap: usize) -> Rc<Self> {
+        Rc::new(ReadGate {
+            outstanding: Cell::new(0),
+            cap: cap.max(1),
+            parked_reader: Cell::new(None),
+        })
+    }
+
+    /// Wraps one frame's task so that it counts until it finishes (or is dropped).
+    pub(crate) fn track<F: Future<Output = ()>>(
+        self: &Rc<Self>,
+        task: F,
+    ) -> impl Future<Output = ()> + use<F> {
+        self.outstanding.set(self.outstanding.get() + 1);
+        let permit = Permit(self.clone());
+        async move {
+            task.await;
+            drop(permit);
+        }
+    }
+
+    /// Wraps the inbound stream so that it is not polled while the gate is at its cap.
+    pub(crate) fn gate<St>(self: &Rc<Self>, stream: St) -> Gated<St> {
+        Gated {
+            inner: stream,
+            gate: self.clone(),
+        }
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.get()
+    }
+}
+
+/// Held by a running frame task.
+struct Permit(Rc<ReadGate>);
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let gate = &self.0;
+        gate.outstanding
+            .set(gate.outstanding.get().saturating_sub(1));
+        if let Some(reader) = gate.parked_reader.take() {
+            reader.wake();
+        }
+    }
+}
+
+/// An inbound stream behind a [`ReadGate`].
+pub(crate) struct Gated<St> {
+    inner: St,
+    gate: Rc<ReadGate>,
+}
+
+impl<St: Stream + Unpin> Stream for Gated<St> {
+    type Item = St::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.gate.outstanding.get() >= self.gate.cap {
+            self.gate.parked_reader.set(Some(cx.waker().clone()));
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.inner).poll_next(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use futures::task::noop_waker;
+
+    use super::*;
+
+    #[test]
+    fn the_stream_pauses_at_the_cap_and_resumes_when_a_task_ends() {
+        let gate = ReadGate::new(1);
+        let mut stream = gate.gate(futures::stream::iter([1, 2]));
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(1)));
+        let mut task = Box::pin(gate.track(async {}));
+        assert_eq!(gate.outstanding(), 1);
+        assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Pending);
+        assert_eq!(task.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(gate.outstanding(), 0);
+        assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(2)));
+    }
+}
