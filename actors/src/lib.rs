@@ -1,1 +1,18 @@
-//! placeholder
+//! troupe-actors: the engine as a tree of supervised actix actors.
+//!
+//! - [`runtime_actor::RuntimeActor`]: the runtime snapshot and `runtime.changed` broadcasts.
+//! - [`session_supervisor::SessionSupervisor`]: the session index; starts, restarts and forgets session actors.
+//! - [`session_actor::SessionActor`]: one per live session, the single writer of its log.
+//! - [`engine::Engine`]: implements the protocol's `ServerProtocol` by messaging those actors.
+//!
+//! Actor messages are plain Rust types and are never serialized; wire types come from `troupe-protocol`, and
+//! durable records from `troupe-runtime`.
+
+pub mod engine;
+pub mod error;
+pub mod runtime_actor;
+pub mod session_actor;
+pub mod session_supervisor;
+
+pub use engine::{Engine, EngineConfig};
+pub use error::EngineError;

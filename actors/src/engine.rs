@@ -1,0 +1,377 @@
+//! `Engine`: the daemon's implementation of the protocol's [`ServerProtocol`], on top of the actors.
+//!
+//! Each handler validates what the protocol layer could not (paths, idempotency keys, selections against the
+//! runtime snapshot), sends a typed message to the actor that owns the state, and maps its `EngineError` into a
+//! JSON-RPC error through the one conversion in `error.rs`. Methods of the reference that later parts of the
+//! engine will implement keep the trait's default answer, `not_implemented`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use std::sync::Arc;
+use troupe_protocol::RpcError;
+use troupe_protocol::notification::RuntimeChanged;
+use troupe_protocol::server::{ServerContext, ServerProtocol};
+use troupe_protocol::types::common::{Empty, SessionIdParams};
+use troupe_protocol::types::events::{EventsSubscribeParams, EventsSubscribeResult};
+use troupe_protocol::types::runtime::{
+    HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams,
+    RuntimeSnapshotGetResult, ServerInfo,
+};
+use troupe_protocol::types::session::{
+    SessionChildrenResult, SessionCreateParams, SessionListParams, SessionListResult,
+    SessionRenameParams, SessionRenameResult, SessionResult, SessionTreeResult,
+    SetPermissionModeParams,
+};
+use troupe_runtime::catalog::validate_selection;
+use troupe_runtime::data_dir::DataDir;
+
+use crate::error::{EngineError, check_idempotency_key};
+use crate::runtime_actor::{GetSnapshot, RegisterConnection, RuntimeActor, UnregisterConnection};
+use crate::session_actor::{GetMeta, Rename, SessionActor, Subscribe};
+use crate::session_supervisor::{
+    CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
+    OpenSession, SessionGone, SessionSupervisor, SetPermissionMode,
+};
+
+/// How the engine is set up.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub data_dir: DataDir,
+    /// An idle session with no subscribers stops after this long.
+    pub hibernate_after: Duration,
+    /// Threads that run session actors.
+    pub session_threads: usize,
+    /// The cwd of sessions created without one.
+    pub default_cwd: PathBuf,
+}
+
+/// The engine. Cheap to share: every field is an address or a shared map.
+pub struct Engine {
+    runtime: Addr<RuntimeActor>,
+    supervisor: Addr<SessionSupervisor>,
+    live: LiveSessions,
+    default_cwd: PathBuf,
+    /// Owned so that the session threads stop with the engine.
+    session_arbiters: Vec<Arbiter>,
+}
+
+/// How many times a request is re-sent to a session whose actor turned out to be gone (hibernated or crashed).
+const SESSION_SEND_ATTEMPTS: usize = 3;
+
+impl Engine {
+    /// Builds the session index and starts the actors. Must be called inside a running actix System.
+    pub fn start(config: EngineConfig) -> Engine {
+        let session_arbiters: Vec<Arbiter> = (0..config.session_threads)
+            .map(|_| Arbiter::new())
+            .collect();
+        let handles = session_arbiters.iter().map(Arbiter::handle).collect();
+        let live: LiveSessions = Arc::new(DashMap::new());
+        let supervisor = SessionSupervisor::new(
+            config.data_dir,
+            config.hibernate_after,
+            handles,
+            live.clone(),
+        )
+        .start();
+        Engine {
+            runtime: RuntimeActor::new().start(),
+            supervisor,
+            live,
+            default_cwd: config.default_cwd,
+            session_arbiters,
+        }
+    }
+
+    /// Waits until every accepted operation is durable and stops the session threads.
+    pub async fn shutdown(&self) {
+        let _ = self.supervisor.send(DrainAll).await;
+        for arbiter in &self.session_arbiters {
+            arbiter.stop();
+        }
+    }
+
+    /// Whether the session's actor is running (not hibernated or never opened).
+    pub fn is_live(&self, session_id: &str) -> bool {
+        self.live
+            .get(session_id)
+            .is_some_and(|live| live.addr.connected())
+    }
+
+    async fn session_addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
+        if let Some(live) = self.live.get(session_id)
+            && live.addr.connected()
+        {
+            return Ok(live.addr.clone());
+        }
+        self.supervisor
+            .send(OpenSession {
+                session_id: session_id.to_owned(),
+            })
+            .await
+            .map_err(|_| EngineError::ShuttingDown)?
+    }
+
+    /// Sends a request to a session's actor, starting the actor when needed. A request that meets a closed
+    /// mailbox was not processed, so it is sent again to a fresh actor (loaded from the log).
+    async fn ask_session<M, R>(
+        &self,
+        session_id: &str,
+        mut message: impl FnMut() -> M,
+    ) -> Result<R, EngineError>
+    where
+        M: Message<Result = Result<R, EngineError>> + Send + 'static,
+        R: Send + 'static,
+        SessionActor: Handler<M>,
+    {
+        for _ in 0..SESSION_SEND_ATTEMPTS {
+            let addr = self.session_addr(session_id).await?;
+            match addr.send(message()).await {
+                Ok(result) => return result,
+                Err(_) => self.supervisor.do_send(SessionGone {
+                    session_id: session_id.to_owned(),
+                    addr,
+                }),
+            }
+        }
+        Err(EngineError::Unavailable {
+            session_id: session_id.to_owned(),
+            detail:
+                "the session stopped while answering; it restarts from its log on the next request"
+                    .into(),
+        })
+    }
+
+    async fn supervisor_ask<M, R>(&self, message: M) -> Result<R, EngineError>
+    where
+        M: Message<Result = R> + Send + 'static,
+        R: Send + 'static,
+        SessionSupervisor: Handler<M>,
+    {
+        self.supervisor
+            .send(message)
+            .await
+            .map_err(|_| EngineError::ShuttingDown)
+    }
+
+    fn resolve_cwd(&self, requested: Option<&str>) -> Result<String, EngineError> {
+        let Some(requested) = requested else {
+            return Ok(self.default_cwd.to_string_lossy().into_owned());
+        };
+        let invalid = |reason: &str| EngineError::InvalidCwd {
+            cwd: requested.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let path = Path::new(requested);
+        if !path.is_absolute() {
+            return Err(invalid("it must be an absolute path"));
+        }
+        let canonical = path
+            .canonicalize()
+            .map_err(|error| invalid(&format!("it cannot be resolved ({error})")))?;
+        if !canonical.is_dir() {
+            return Err(invalid("it is not a directory"));
+        }
+        canonical
+            .into_os_string()
+            .into_string()
+            .map_err(|_| invalid("it is not valid UTF-8"))
+    }
+
+    /// Test-only fault hook: makes the session's actor panic while handling a message.
+    #[cfg(feature = "test-hooks")]
+    pub async fn inject_session_panic(&self, session_id: &str) -> Result<(), EngineError> {
+        let addr = self.session_addr(session_id).await?;
+        let _ = addr.send(crate::session_actor::InjectPanic).await;
+        Ok(())
+    }
+}
+
+impl ServerProtocol for Engine {
+    fn disconnected(&self, connection_id: u64) {
+        self.runtime.do_send(UnregisterConnection { connection_id });
+    }
+
+    async fn handshake(
+        &self,
+        ctx: &ServerContext,
+        _: HandshakeParams,
+    ) -> Result<HandshakeResult, RpcError> {
+        let snapshot = self
+            .runtime
+            .send(RegisterConnection {
+                notifier: ctx.connection_notifier(),
+            })
+            .await
+            .map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+        ctx.notify_after_reply::<RuntimeChanged>(&RuntimeChangedParams {
+            previous_revision: None,
+            snapshot,
+            reasons: vec!["startup".to_owned()],
+        });
+        Ok(HandshakeResult {
+            protocol_version: PROTOCOL_VERSION,
+            server: ServerInfo {
+                name: "troupe".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+        })
+    }
+
+    async fn runtime_snapshot_get(
+        &self,
+        _: &ServerContext,
+        _: Empty,
+    ) -> Result<RuntimeSnapshotGetResult, RpcError> {
+        let snapshot = self
+            .runtime
+            .send(GetSnapshot)
+            .await
+            .map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+        Ok(RuntimeSnapshotGetResult { snapshot })
+    }
+
+    async fn session_create(
+        &self,
+        _: &ServerContext,
+        params: SessionCreateParams,
+    ) -> Result<SessionResult, RpcError> {
+        let snapshot = self
+            .runtime
+            .send(GetSnapshot)
+            .await
+            .map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+        validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
+        let cwd = self.resolve_cwd(params.cwd.as_deref())?;
+        let session = self
+            .supervisor_ask(CreateSession {
+                selection: params.selection,
+                cwd,
+            })
+            .await??;
+        Ok(SessionResult { session })
+    }
+
+    async fn session_list(
+        &self,
+        _: &ServerContext,
+        params: SessionListParams,
+    ) -> Result<SessionListResult, RpcError> {
+        // Filter by the same canonical form that `session.create` stored; a path that does not resolve can
+        // still match sessions whose directory has since been removed.
+        let cwd = params.cwd.map(|cwd| {
+            Path::new(&cwd)
+                .canonicalize()
+                .ok()
+                .and_then(|path| path.into_os_string().into_string().ok())
+                .unwrap_or(cwd)
+        });
+        let sessions = self.supervisor_ask(ListRootSessions { cwd }).await?;
+        Ok(SessionListResult { sessions })
+    }
+
+    async fn session_get(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<SessionResult, RpcError> {
+        // A live session answers from its actor (exact); a hibernated one from the index, without loading.
+        let live = self
+            .live
+            .get(&params.session_id)
+            .map(|live| live.addr.clone());
+        if let Some(addr) = live
+            && let Ok(reply) = addr.send(GetMeta).await
+        {
+            return Ok(SessionResult { session: reply? });
+        }
+        let session = self
+            .supervisor_ask(IndexedMeta {
+                session_id: params.session_id,
+            })
+            .await??;
+        Ok(SessionResult { session })
+    }
+
+    async fn session_resume(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<SessionResult, RpcError> {
+        let session = self.ask_session(&params.session_id, || GetMeta).await?;
+        Ok(SessionResult { session })
+    }
+
+    async fn session_rename(
+        &self,
+        _: &ServerContext,
+        params: SessionRenameParams,
+    ) -> Result<SessionRenameResult, RpcError> {
+        check_idempotency_key("client_rename_id", &params.client_rename_id)?;
+        let session = self
+            .ask_session(&params.session_id, || Rename {
+                client_rename_id: params.client_rename_id.clone(),
+                change: params.change.clone(),
+            })
+            .await?;
+        Ok(SessionRenameResult {
+            client_rename_id: params.client_rename_id,
+            session,
+        })
+    }
+
+    async fn session_children(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<SessionChildrenResult, RpcError> {
+        let children = self
+            .supervisor_ask(ListChildren {
+                session_id: params.session_id,
+            })
+            .await??;
+        Ok(SessionChildrenResult { children })
+    }
+
+    async fn session_tree(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<SessionTreeResult, RpcError> {
+        let tree = self
+            .supervisor_ask(GetTree {
+                session_id: params.session_id,
+            })
+            .await??;
+        Ok(SessionTreeResult { tree })
+    }
+
+    async fn session_set_permission_mode(
+        &self,
+        _: &ServerContext,
+        params: SetPermissionModeParams,
+    ) -> Result<Empty, RpcError> {
+        self.supervisor_ask(SetPermissionMode {
+            session_id: params.session_id,
+            mode: params.mode,
+        })
+        .await??;
+        Ok(Empty {})
+    }
+
+    async fn events_subscribe(
+        &self,
+        ctx: &ServerContext,
+        params: EventsSubscribeParams,
+    ) -> Result<EventsSubscribeResult, RpcError> {
+        let result = self
+            .ask_session(&params.session_id, || Subscribe {
+                sink: ctx.event_sink(&params.session_id),
+                cursor: params.cursor,
+            })
+            .await?;
+        Ok(result)
+    }
+}

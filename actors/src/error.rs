@@ -1,0 +1,132 @@
+//! Engine errors, and their one conversion into JSON-RPC errors.
+//!
+//! Actors return [`EngineError`] values for every expected refusal; only [`From<EngineError> for RpcError`]
+//! decides codes and `data`, so a refusal reads the same whichever method produced it.
+
+use serde_json::Value;
+use troupe_protocol::RpcError;
+use troupe_runtime::catalog::SelectionError;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EngineError {
+    #[error("no session `{session_id}`")]
+    SessionNotFound { session_id: String },
+    #[error("invalid selection: {0}")]
+    InvalidSelection(SelectionError),
+    #[error("invalid cwd `{cwd}`: {reason}")]
+    InvalidCwd { cwd: String, reason: String },
+    #[error("invalid title: {reason}")]
+    InvalidTitle {
+        session_id: String,
+        client_rename_id: String,
+        reason: String,
+    },
+    #[error("`{field}` is not a valid client idempotency key: {reason}")]
+    InvalidIdempotencyKey { field: &'static str, reason: String },
+    #[error("`{client_rename_id}` was already used for a different rename of this session")]
+    RenameIdempotencyConflict {
+        session_id: String,
+        client_rename_id: String,
+    },
+    /// The session's log could not be read or written. The session restarts from its log on next use.
+    #[error("storage failure for session `{session_id}`: {detail}")]
+    Storage { session_id: String, detail: String },
+    /// A session actor stopped while answering (for example it crashed); the request was not completed.
+    #[error("session `{session_id}` is unavailable: {detail}")]
+    Unavailable { session_id: String, detail: String },
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+}
+
+impl From<EngineError> for RpcError {
+    fn from(error: EngineError) -> Self {
+        let detail = error.to_string();
+        let session = |session_id: &str| ("session_id", Value::String(session_id.to_owned()));
+        match &error {
+            EngineError::SessionNotFound { session_id } => {
+                RpcError::engine("session_not_found", &detail, &[session(session_id)])
+            }
+            EngineError::InvalidSelection(selection_error) => {
+                let code = match selection_error {
+                    SelectionError::UnknownAgent(_) => "agent_not_found",
+                    SelectionError::UnknownModel(_) | SelectionError::UnknownProvider { .. } => {
+                        "model_not_found"
+                    }
+                    SelectionError::MalformedModel(_) => "invalid_selection",
+                };
+                RpcError::invalid_params_typed(code, &detail, &[])
+            }
+            EngineError::InvalidCwd { cwd, .. } => RpcError::invalid_params_typed(
+                "invalid_cwd",
+                &detail,
+                &[("cwd", Value::String(cwd.clone()))],
+            ),
+            EngineError::InvalidTitle {
+                session_id,
+                client_rename_id,
+                ..
+            } => RpcError::invalid_params_typed(
+                "invalid_title",
+                &detail,
+                &[
+                    session(session_id),
+                    ("client_rename_id", Value::String(client_rename_id.clone())),
+                ],
+            ),
+            EngineError::InvalidIdempotencyKey { .. } => {
+                RpcError::invalid_params_typed("invalid_idempotency_key", &detail, &[])
+            }
+            EngineError::RenameIdempotencyConflict {
+                session_id,
+                client_rename_id,
+            } => RpcError::invalid_params_typed(
+                "idempotency_conflict",
+                &detail,
+                &[
+                    session(session_id),
+                    ("client_rename_id", Value::String(client_rename_id.clone())),
+                ],
+            ),
+            EngineError::Storage { .. } => RpcError::internal(&detail),
+            EngineError::Unavailable { .. } => RpcError::internal(&detail),
+            EngineError::ShuttingDown => RpcError::engine("shutting_down", &detail, &[]),
+        }
+    }
+}
+
+/// Checks a client idempotency key: 1..=256 bytes, no control characters.
+pub fn check_idempotency_key(field: &'static str, key: &str) -> Result<(), EngineError> {
+    let reason = if key.is_empty() {
+        "it is empty".to_owned()
+    } else if key.len() > 256 {
+        format!("it is {} bytes long; at most 256 are allowed", key.len())
+    } else if key.chars().any(char::is_control) {
+        "it contains control characters".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(EngineError::InvalidIdempotencyKey { field, reason })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_is_an_engine_error_naming_the_session() {
+        let error = RpcError::from(EngineError::SessionNotFound {
+            session_id: "abc".into(),
+        });
+        assert_eq!(error.code, -32000);
+        assert_eq!(error.typed_code(), Some("session_not_found"));
+        assert_eq!(error.data.unwrap()["session_id"], "abc");
+    }
+
+    #[test]
+    fn idempotency_keys_are_bounded() {
+        assert!(check_idempotency_key("client_rename_id", "r-1").is_ok());
+        assert!(check_idempotency_key("client_rename_id", "").is_err());
+        assert!(check_idempotency_key("client_rename_id", &"x".repeat(257)).is_err());
+        assert!(check_idempotency_key("client_rename_id", "a\nb").is_err());
+    }
+}

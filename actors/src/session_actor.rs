@@ -1,0 +1,531 @@
+//! `SessionActor`: one per live session, the **single writer** of that session's log.
+//!
+//! It owns the session's projection ([`SessionState`]), its committed events (shared, encoded once), the log
+//! writer, and the list of subscribers. The engine sends it requests; the supervisor starts it (creating or
+//! loading the log), is told about metadata changes, and is told when it stops.
+//!
+//! # Write path (group commit)
+//!
+//! An accepted operation gets its `seq`, is encoded once, applied to the projection and queued. At most one batch
+//! is being written at a time: the writer moves to a blocking thread, writes every queued line with one `write`
+//! and one `fdatasync`, and comes back. Operations accepted meanwhile form the next batch, so under load many
+//! appends share one fsync. Only when a batch is durable are its events published to subscribers and its
+//! requests acknowledged. A failed write poisons the actor: it fails everything pending and stops; the next
+//! request starts a fresh actor from the log.
+//!
+//! # Hibernation
+//!
+//! With no subscribers, no pending write and no request for `hibernate_after`, the actor stops itself; its
+//! metadata stays in the supervisor's index and the next request loads the log again.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+use troupe_protocol::server::{EventSink, encode_event_notification};
+use troupe_protocol::types::common::SessionMeta;
+use troupe_protocol::types::events::{EventJson, EventPayload, EventsSubscribeResult, StoredEvent};
+use troupe_protocol::types::session::TitleChange;
+use troupe_runtime::clock::now_rfc3339;
+use troupe_runtime::event_log::{self, LogWriter};
+use troupe_runtime::meta_cache;
+use troupe_runtime::session_state::{SessionState, normalize_title};
+
+use crate::error::EngineError;
+use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
+
+/// How the actor gets its log when it starts.
+pub enum Opening {
+    /// Create a new log whose first event is `session_created`.
+    Create { first: Box<StoredEvent> },
+    /// Load the existing log.
+    Load,
+}
+
+/// The session's metadata.
+#[derive(Message)]
+#[rtype(result = "Result<SessionMeta, EngineError>")]
+pub struct GetMeta;
+
+/// Sets, clears or resets the title; idempotent by `client_rename_id`. Replies once the event is durable.
+#[derive(Message)]
+#[rtype(result = "Result<SessionMeta, EngineError>")]
+pub struct Rename {
+    pub client_rename_id: String,
+    pub change: TitleChange,
+}
+
+/// Registers a subscriber and returns the committed events after `cursor`. Events committed later go to the
+/// sink; the reply and the sink's first event meet without a gap or an overlap because both are decided here,
+/// in one turn of the actor.
+#[derive(Message)]
+#[rtype(result = "Result<EventsSubscribeResult, EngineError>")]
+pub struct Subscribe {
+    pub sink: EventSink,
+    pub cursor: Option<u64>,
+}
+
+/// Resolves once everything accepted so far is durable (used at shutdown).
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub struct Drain;
+
+/// Test-only fault hook: the handler panics, as a bug in a session would.
+#[cfg(feature = "test-hooks")]
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct InjectPanic;
+
+enum Phase {
+    /// Creating or loading the log; the mailbox is paused until this ends.
+    Starting,
+    Ready,
+    /// The log could not be opened, or a write failed. Every request gets this error.
+    Failed(EngineError),
+}
+
+/// One committed event: its sequence and its stored JSON.
+struct CommittedEvent {
+    seq: u64,
+    json: EventJson,
+}
+
+pub struct SessionActor {
+    session_id: String,
+    session_dir: PathBuf,
+    /// Distinguishes this actor from an earlier or later one of the same session in the supervisor's books.
+    incarnation: u64,
+    supervisor: Addr<SessionSupervisor>,
+    opening: Option<Opening>,
+    phase: Phase,
+    /// The projection, including accepted events that are not durable yet. `None` until started.
+    state: Option<SessionState>,
+    /// Durable events, oldest first, with strictly increasing `seq`.
+    committed: Vec<CommittedEvent>,
+    /// The highest durable `seq`.
+    committed_seq: u64,
+    /// The `seq` the next accepted event gets.
+    next_seq: u64,
+    /// The log writer; `None` while a batch is being written on a blocking thread.
+    writer: Option<LogWriter>,
+    /// Accepted events waiting for the next batch.
+    queued: Vec<CommittedEvent>,
+    /// Requests waiting for their event's durability, in `seq` order.
+    durability_waiters: VecDeque<(u64, oneshot::Sender<Result<(), EngineError>>)>,
+    subscribers: Vec<EventSink>,
+    hibernate_after: Duration,
+    last_request: Instant,
+}
+
+impl SessionActor {
+    pub fn new(
+        session_id: String,
+        session_dir: PathBuf,
+        incarnation: u64,
+        supervisor: Addr<SessionSupervisor>,
+        opening: Opening,
+        hibernate_after: Duration,
+    ) -> Self {
+        SessionActor {
+            session_id,
+            session_dir,
+            incarnation,
+            supervisor,
+            opening: Some(opening),
+            phase: Phase::Starting,
+            state: None,
+            committed: Vec::new(),
+            committed_seq: 0,
+            next_seq: 1,
+            writer: None,
+            queued: Vec::new(),
+            durability_waiters: VecDeque::new(),
+            subscribers: Vec::new(),
+            hibernate_after,
+            last_request: Instant::now(),
+        }
+    }
+
+    fn storage_error(&self, detail: impl std::fmt::Display) -> EngineError {
+        EngineError::Storage {
+            session_id: self.session_id.clone(),
+            detail: detail.to_string(),
+        }
+    }
+
+    /// The state, if the actor is ready to serve requests.
+    fn ready_state(&mut self) -> Result<&SessionState, EngineError> {
+        self.last_request = Instant::now();
+        match &self.phase {
+            Phase::Ready => {}
+            Phase::Failed(error) => return Err(error.clone()),
+            Phase::Starting => {
+                return Err(EngineError::Unavailable {
+                    session_id: self.session_id.clone(),
+                    detail: "the session is still starting".into(),
+                });
+            }
+        }
+        self.state.as_ref().ok_or_else(|| EngineError::Unavailable {
+            session_id: self.session_id.clone(),
+            detail: "the session has no state".into(),
+        })
+    }
+
+    fn start_from(&mut self, state: SessionState, events: Vec<CommittedEvent>, writer: LogWriter) {
+        self.committed_seq = events.last().map_or(0, |event| event.seq);
+        self.next_seq = self.committed_seq + 1;
+        self.committed = events;
+        self.writer = Some(writer);
+        self.state = Some(state);
+        self.phase = Phase::Ready;
+        self.report_meta();
+    }
+
+    fn report_meta(&self) {
+        if let Some(state) = &self.state {
+            self.supervisor
+                .do_send(SessionMetaChanged { meta: state.meta() });
+        }
+    }
+
+    /// Accepts an event: assigns its `seq`, encodes it once, applies it, and queues it for the next batch.
+    fn append(
+        &mut self,
+        ctx: &mut Context<Self>,
+        run_id: Option<String>,
+        origin: Option<String>,
+        payload: EventPayload,
+    ) -> Result<u64, EngineError> {
+        let seq = self.next_seq;
+        let event = StoredEvent {
+            session_id: self.session_id.clone(),
+            run_id,
+            seq,
+            timestamp: now_rfc3339(),
+            origin,
+            payload,
+        };
+        let json = EventJson::encode(&event)
+            .map_err(|error| self.storage_error(format!("encoding: {error}")))?;
+        let state = self
+            .state
+            .as_mut()
+            .ok_or_else(|| EngineError::Unavailable {
+                session_id: self.session_id.clone(),
+                detail: "the session has no state".into(),
+            })?;
+        state.apply(&event);
+        self.next_seq += 1;
+        self.queued.push(CommittedEvent { seq, json });
+        self.write_next_batch(ctx);
+        Ok(seq)
+    }
+
+    /// A receiver that resolves when `seq` is durable (at once if it already is).
+    fn when_durable(&mut self, seq: u64) -> oneshot::Receiver<Result<(), EngineError>> {
+        let (sender, receiver) = oneshot::channel();
+        if seq <= self.committed_seq {
+            let _ = sender.send(Ok(()));
+        } else {
+            self.durability_waiters.push_back((seq, sender));
+        }
+        receiver
+    }
+
+    /// Hands the queued events to the writer unless a batch is already being written.
+    fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let Some(mut writer) = self.writer.take() else {
+            // A batch is in flight; its completion starts the next one.
+            return;
+        };
+        let batch = std::mem::take(&mut self.queued);
+        let write = async move {
+            tokio::task::spawn_blocking(move || {
+                let lines: Vec<EventJson> = batch.iter().map(|event| event.json.clone()).collect();
+                let outcome = writer.append_batch(&lines);
+                (writer, batch, outcome)
+            })
+            .await
+        };
+        ctx.spawn(
+            write
+                .into_actor(self)
+                .map(|joined, actor, ctx| match joined {
+                    Ok((writer, batch, Ok(()))) => {
+                        if !writer.has_torn_tail()
+                            && let Some(state) = actor.state.as_mut()
+                        {
+                            // The append cut the torn tail off: it is no longer in the log, so stop reporting it.
+                            state
+                                .skipped_events
+                                .retain(|skipped| skipped.reason != event_log::TORN_REASON);
+                        }
+                        actor.writer = Some(writer);
+                        actor.commit(batch);
+                        actor.write_next_batch(ctx);
+                    }
+                    Ok((_, _, Err(error))) => actor.poison(ctx, actor.storage_error(error)),
+                    Err(error) => actor.poison(
+                        ctx,
+                        actor.storage_error(format!("the writer thread failed: {error}")),
+                    ),
+                }),
+        );
+    }
+
+    /// Publishes a durable batch: to the in-memory log, to subscribers, then to waiting requests.
+    fn commit(&mut self, batch: Vec<CommittedEvent>) {
+        let Some(last) = batch.last().map(|event| event.seq) else {
+            return;
+        };
+        for event in batch {
+            if !self.subscribers.is_empty() {
+                let frame = encode_event_notification(&self.session_id, &event.json);
+                self.subscribers
+                    .retain(|sink| sink.offer(event.seq, &frame).is_ok());
+            }
+            self.committed.push(event);
+        }
+        self.committed_seq = last;
+        while let Some((seq, _)) = self.durability_waiters.front() {
+            if *seq > last {
+                break;
+            }
+            if let Some((_, waiter)) = self.durability_waiters.pop_front() {
+                let _ = waiter.send(Ok(()));
+            }
+        }
+        self.report_meta();
+    }
+
+    /// A write failed: nothing more may be written by this actor. Everything pending fails and the actor stops,
+    /// so the next request reloads the session from what is actually on disk.
+    fn poison(&mut self, ctx: &mut Context<Self>, error: EngineError) {
+        tracing::error!(session_id = %self.session_id, %error, "session log write failed; restarting the session");
+        for (_, waiter) in self.durability_waiters.drain(..) {
+            let _ = waiter.send(Err(error.clone()));
+        }
+        self.queued.clear();
+        self.phase = Phase::Failed(error);
+        ctx.stop();
+    }
+
+    fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
+        self.subscribers.retain(|sink| !sink.is_closed());
+        let idle = self.subscribers.is_empty()
+            && self.queued.is_empty()
+            && self.writer.is_some()
+            && self.durability_waiters.is_empty()
+            && self.last_request.elapsed() >= self.hibernate_after;
+        if idle && matches!(self.phase, Phase::Ready) {
+            tracing::debug!(session_id = %self.session_id, "hibernating idle session");
+            ctx.stop();
+        }
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let session_dir = self.session_dir.clone();
+        match self.opening.take() {
+            Some(Opening::Create { first }) => {
+                let open = async move {
+                    tokio::task::spawn_blocking(move || {
+                        let json = EventJson::encode(&first).map_err(|error| error.to_string())?;
+                        let writer = LogWriter::create(&session_dir, &json)
+                            .map_err(|error| error.to_string())?;
+                        Ok::<_, String>((first, json, writer))
+                    })
+                    .await
+                };
+                ctx.wait(open.into_actor(self).map(|joined, actor, _| {
+                    let created = joined
+                        .map_err(|error| error.to_string())
+                        .and_then(|result| result);
+                    match created.and_then(|(first, json, writer)| {
+                        let state =
+                            SessionState::created(&first).map_err(|error| error.to_string())?;
+                        Ok((state, json, writer))
+                    }) {
+                        Ok((state, json, writer)) => {
+                            actor.start_from(state, vec![CommittedEvent { seq: 1, json }], writer);
+                        }
+                        Err(detail) => actor.phase = Phase::Failed(actor.storage_error(detail)),
+                    }
+                }));
+            }
+            Some(Opening::Load) | None => {
+                let load = async move {
+                    tokio::task::spawn_blocking(move || event_log::load(&session_dir)).await
+                };
+                ctx.wait(load.into_actor(self).map(|joined, actor, _| {
+                    let loaded = match joined {
+                        Ok(Ok(loaded)) => loaded,
+                        Ok(Err(error)) => {
+                            return actor.phase = Phase::Failed(actor.storage_error(error));
+                        }
+                        Err(error) => {
+                            return actor.phase = Phase::Failed(actor.storage_error(error));
+                        }
+                    };
+                    let state = SessionState::from_events(
+                        loaded.events.iter().map(|event| &event.event),
+                        loaded.skipped.clone(),
+                    );
+                    match state {
+                        Ok(state) => {
+                            let events = loaded
+                                .events
+                                .into_iter()
+                                .map(|event| CommittedEvent {
+                                    seq: event.event.seq,
+                                    json: event.json,
+                                })
+                                .collect();
+                            actor.start_from(state, events, loaded.writer);
+                        }
+                        Err(error) => actor.phase = Phase::Failed(actor.storage_error(error)),
+                    }
+                }));
+            }
+        }
+        let check_every =
+            (self.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
+        ctx.run_interval(check_every, |actor, ctx| actor.maybe_hibernate(ctx));
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        if let (Some(state), Some(writer)) = (&self.state, &self.writer)
+            && let Err(error) =
+                meta_cache::write(&self.session_dir, &state.meta(), writer.len_bytes())
+        {
+            tracing::warn!(session_id = %self.session_id, %error, "could not write the metadata cache");
+        }
+        self.supervisor.do_send(SessionStopped {
+            session_id: self.session_id.clone(),
+            incarnation: self.incarnation,
+        });
+    }
+}
+
+impl Handler<GetMeta> for SessionActor {
+    type Result = Result<SessionMeta, EngineError>;
+
+    fn handle(&mut self, _: GetMeta, _: &mut Context<Self>) -> Self::Result {
+        Ok(self.ready_state()?.meta())
+    }
+}
+
+impl SessionActor {
+    /// Accepts a rename, or recognizes its redelivery; returns the `seq` whose durability answers it.
+    fn accept_rename(
+        &mut self,
+        ctx: &mut Context<Self>,
+        message: Rename,
+    ) -> Result<u64, EngineError> {
+        self.ready_state()?;
+        let change = match message.change {
+            TitleChange::Set { title } => TitleChange::Set {
+                title: normalize_title(&title).map_err(|reason| EngineError::InvalidTitle {
+                    session_id: self.session_id.clone(),
+                    client_rename_id: message.client_rename_id.clone(),
+                    reason,
+                })?,
+            },
+            other => other,
+        };
+        let recorded = self
+            .state
+            .as_ref()
+            .and_then(|state| state.recorded_rename(&message.client_rename_id));
+        if let Some(recorded) = recorded {
+            if recorded.change != change {
+                return Err(EngineError::RenameIdempotencyConflict {
+                    session_id: self.session_id.clone(),
+                    client_rename_id: message.client_rename_id,
+                });
+            }
+            // A redelivery: answered like the original, once the original is durable.
+            return Ok(recorded.seq);
+        }
+        let title = match &change {
+            TitleChange::Set { title } => Some(title.clone()),
+            TitleChange::Clear | TitleChange::Reset => None,
+        };
+        let payload = EventPayload::SessionTitleCommitted {
+            title,
+            change: (&change).into(),
+            client_rename_id: message.client_rename_id,
+        };
+        self.append(ctx, None, Some("user".to_owned()), payload)
+    }
+}
+
+impl Handler<Rename> for SessionActor {
+    type Result = ResponseFuture<Result<SessionMeta, EngineError>>;
+
+    fn handle(&mut self, message: Rename, ctx: &mut Context<Self>) -> Self::Result {
+        let durable = self
+            .accept_rename(ctx, message)
+            .map(|seq| self.when_durable(seq));
+        let meta = self.state.as_ref().map(SessionState::meta);
+        let session_id = self.session_id.clone();
+        Box::pin(async move {
+            durable?.await.map_err(|_| EngineError::Unavailable {
+                session_id,
+                detail: "the session stopped".into(),
+            })??;
+            meta.ok_or(EngineError::ShuttingDown)
+        })
+    }
+}
+
+impl Handler<Subscribe> for SessionActor {
+    type Result = Result<EventsSubscribeResult, EngineError>;
+
+    fn handle(&mut self, message: Subscribe, _: &mut Context<Self>) -> Self::Result {
+        self.ready_state()?;
+        self.subscribers.retain(|sink| !sink.is_closed());
+        let start = match message.cursor {
+            None => 0,
+            Some(cursor) => self.committed.partition_point(|event| event.seq <= cursor),
+        };
+        let events = self.committed[start..]
+            .iter()
+            .map(|event| event.json.clone())
+            .collect();
+        message.sink.mark_replayed_through(self.committed_seq);
+        self.subscribers.push(message.sink);
+        Ok(EventsSubscribeResult {
+            events,
+            last_seq: self.committed_seq,
+        })
+    }
+}
+
+impl Handler<Drain> for SessionActor {
+    type Result = ResponseFuture<Result<(), EngineError>>;
+
+    fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
+        let last_accepted = self.next_seq.saturating_sub(1);
+        let durable = self.when_durable(last_accepted);
+        Box::pin(async move { durable.await.unwrap_or(Ok(())) })
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+impl Handler<InjectPanic> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: InjectPanic, _: &mut Context<Self>) {
+        panic!("injected fault in session {}", self.session_id);
+    }
+}

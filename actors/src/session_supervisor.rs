@@ -1,0 +1,498 @@
+//! `SessionSupervisor`: finds or starts the `SessionActor` of a session, and knows every session on disk.
+//!
+//! It keeps an index of all sessions' metadata (built at start from the `meta.json` caches, or from the logs
+//! where a cache is missing or stale, then kept current by the session actors), so listing and tree queries
+//! never load logs. It is the only place that starts session actors, which is what guarantees one writer per
+//! log: a session is started at most once at a time, and a crashed or hibernated actor is replaced only after
+//! its mailbox is gone. The engine reads the live registry directly (a shared map only this actor writes) and
+//! comes here when a session is not live.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, SessionTreeNode};
+use troupe_runtime::clock::{new_id, now_rfc3339};
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::event_log;
+use troupe_runtime::meta_cache;
+use troupe_runtime::session_state::SessionState;
+
+use crate::error::EngineError;
+use crate::session_actor::{Drain, GetMeta, Opening, SessionActor};
+
+/// A live session actor, as the engine sees it.
+#[derive(Clone)]
+pub struct LiveSession {
+    pub addr: Addr<SessionActor>,
+    pub incarnation: u64,
+}
+
+/// The registry of live session actors: written only by the supervisor, read by the engine.
+pub type LiveSessions = Arc<DashMap<String, LiveSession>>;
+
+/// Creates a root session and replies once its log is durable.
+#[derive(Message)]
+#[rtype(result = "Result<SessionMeta, EngineError>")]
+pub struct CreateSession {
+    pub selection: RunSelection,
+    pub cwd: String,
+}
+
+/// The address of the session's actor, starting it (loading its log) when it is not live.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<SessionActor>, EngineError>")]
+pub struct OpenSession {
+    pub session_id: String,
+}
+
+/// The engine found this actor's mailbox closed (it crashed or stopped): forget it so the next open restarts
+/// the session from its log.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SessionGone {
+    pub session_id: String,
+    pub addr: Addr<SessionActor>,
+}
+
+/// Sent by a session actor whenever its metadata changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SessionMetaChanged {
+    pub meta: SessionMeta,
+}
+
+/// Sent by a session actor when it stops.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SessionStopped {
+    pub session_id: String,
+    pub incarnation: u64,
+}
+
+/// The indexed metadata of one session, without loading it.
+#[derive(Message)]
+#[rtype(result = "Result<SessionMeta, EngineError>")]
+pub struct IndexedMeta {
+    pub session_id: String,
+}
+
+/// Root sessions, most recently active first, optionally only those with this exact cwd.
+#[derive(Message)]
+#[rtype(result = "Vec<SessionMeta>")]
+pub struct ListRootSessions {
+    pub cwd: Option<String>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<Vec<SessionChildSummary>, EngineError>")]
+pub struct ListChildren {
+    pub session_id: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<SessionTreeNode, EngineError>")]
+pub struct GetTree {
+    pub session_id: String,
+}
+
+/// Sets the runtime-only permission mode of the tree that contains the session.
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub struct SetPermissionMode {
+    pub session_id: String,
+    pub mode: PermissionMode,
+}
+
+/// The permission mode of the tree that contains the session.
+#[derive(Message)]
+#[rtype(result = "Result<PermissionMode, EngineError>")]
+pub struct GetPermissionMode {
+    pub session_id: String,
+}
+
+/// Waits until every live session has made everything it accepted durable (used at shutdown).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DrainAll;
+
+pub struct SessionSupervisor {
+    data_dir: DataDir,
+    hibernate_after: Duration,
+    /// Threads session actors run on, used round-robin, so sessions do not share one thread.
+    arbiters: Vec<ArbiterHandle>,
+    next_arbiter: usize,
+    /// Every session known on disk, by id.
+    index: HashMap<String, SessionMeta>,
+    /// Direct children of each session, in creation order.
+    children: HashMap<String, Vec<String>>,
+    live: LiveSessions,
+    /// Runtime-only permission modes, by root session id. Absent means the default mode.
+    permission_modes: HashMap<String, PermissionMode>,
+    next_incarnation: u64,
+}
+
+impl SessionSupervisor {
+    /// Builds the index from the data directory. Blocking: call before serving.
+    pub fn new(
+        data_dir: DataDir,
+        hibernate_after: Duration,
+        arbiters: Vec<ArbiterHandle>,
+        live: LiveSessions,
+    ) -> Self {
+        let mut supervisor = SessionSupervisor {
+            data_dir,
+            hibernate_after,
+            arbiters,
+            next_arbiter: 0,
+            index: HashMap::new(),
+            children: HashMap::new(),
+            live,
+            permission_modes: HashMap::new(),
+            next_incarnation: 1,
+        };
+        for meta in scan_sessions(&supervisor.data_dir) {
+            supervisor.index_meta(meta);
+        }
+        tracing::info!(sessions = supervisor.index.len(), "session index built");
+        supervisor
+    }
+
+    fn index_meta(&mut self, meta: SessionMeta) {
+        if !self.index.contains_key(&meta.session_id)
+            && let Some(parent) = meta.origin.parent_session_id()
+        {
+            self.children
+                .entry(parent.to_owned())
+                .or_default()
+                .push(meta.session_id.clone());
+        }
+        self.index.insert(meta.session_id.clone(), meta);
+    }
+
+    fn start_actor(
+        &mut self,
+        session_id: &str,
+        opening: Opening,
+        ctx: &mut Context<Self>,
+    ) -> Addr<SessionActor> {
+        let incarnation = self.next_incarnation;
+        self.next_incarnation += 1;
+        let session_dir = self.data_dir.session_dir(session_id);
+        let supervisor = ctx.address();
+        let hibernate_after = self.hibernate_after;
+        let id = session_id.to_owned();
+        let build = move |_: &mut Context<SessionActor>| {
+            SessionActor::new(
+                id,
+                session_dir,
+                incarnation,
+                supervisor,
+                opening,
+                hibernate_after,
+            )
+        };
+        let addr = if self.arbiters.is_empty() {
+            SessionActor::create(build)
+        } else {
+            let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
+            self.next_arbiter = self.next_arbiter.wrapping_add(1);
+            SessionActor::start_in_arbiter(arbiter, build)
+        };
+        self.live.insert(
+            session_id.to_owned(),
+            LiveSession {
+                addr: addr.clone(),
+                incarnation,
+            },
+        );
+        addr
+    }
+
+    fn meta(&self, session_id: &str) -> Result<&SessionMeta, EngineError> {
+        self.index
+            .get(session_id)
+            .ok_or_else(|| EngineError::SessionNotFound {
+                session_id: session_id.to_owned(),
+            })
+    }
+
+    fn root_of(&self, session_id: &str) -> Result<String, EngineError> {
+        let meta = self.meta(session_id)?;
+        Ok(meta
+            .origin
+            .root_session_id()
+            .unwrap_or(&meta.session_id)
+            .to_owned())
+    }
+
+    fn tree(
+        &self,
+        session_id: &str,
+        visited: &mut HashSet<String>,
+    ) -> Result<SessionTreeNode, EngineError> {
+        let session = self.meta(session_id)?.clone();
+        visited.insert(session_id.to_owned());
+        let mut children = Vec::new();
+        for child in self.children.get(session_id).into_iter().flatten() {
+            // A damaged index must not loop forever.
+            if !visited.contains(child) {
+                children.push(self.tree(child, visited)?);
+            }
+        }
+        Ok(SessionTreeNode { session, children })
+    }
+}
+
+/// Reads every session's metadata: the cache when it matches the log's length, else the log itself (and then
+/// refreshes the cache). Sessions whose log cannot be projected are logged and left out.
+fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
+    let entries = match std::fs::read_dir(data_dir.sessions_dir()) {
+        Ok(entries) => entries,
+        Err(error) => {
+            if error.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(%error, "cannot read the sessions directory");
+            }
+            return Vec::new();
+        }
+    };
+    let mut sessions = Vec::new();
+    for entry in entries.flatten() {
+        let session_dir = entry.path();
+        let Some(session_id) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !session_dir.is_dir() {
+            continue;
+        }
+        let log_len = meta_cache::log_len(&session_dir);
+        if let Some((meta, cached_len)) = meta_cache::read(&session_dir)
+            && Some(cached_len) == log_len
+            && meta.session_id == session_id
+        {
+            sessions.push(meta);
+            continue;
+        }
+        match event_log::load(&session_dir) {
+            Ok(loaded) => {
+                match SessionState::from_events(
+                    loaded.events.iter().map(|event| &event.event),
+                    loaded.skipped,
+                ) {
+                    Ok(state) => {
+                        let meta = state.meta();
+                        if let Err(error) =
+                            meta_cache::write(&session_dir, &meta, loaded.writer.len_bytes())
+                        {
+                            tracing::warn!(%session_id, %error, "could not write the metadata cache");
+                        }
+                        sessions.push(meta);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%session_id, %error, "skipping a session whose log cannot be read")
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%session_id, %error, "skipping a session whose log cannot be opened")
+            }
+        }
+    }
+    sessions
+}
+
+impl Actor for SessionSupervisor {
+    type Context = Context<Self>;
+}
+
+impl Handler<CreateSession> for SessionSupervisor {
+    type Result = ResponseActFuture<Self, Result<SessionMeta, EngineError>>;
+
+    fn handle(&mut self, message: CreateSession, ctx: &mut Context<Self>) -> Self::Result {
+        let session_id = new_id();
+        let first = StoredEvent {
+            session_id: session_id.clone(),
+            run_id: None,
+            seq: 1,
+            timestamp: now_rfc3339(),
+            origin: Some("user".to_owned()),
+            payload: EventPayload::SessionCreated {
+                origin: SessionOrigin::Root,
+                cwd: message.cwd,
+                selection: message.selection,
+            },
+        };
+        let addr = self.start_actor(
+            &session_id,
+            Opening::Create {
+                first: Box::new(first),
+            },
+            ctx,
+        );
+        Box::pin(
+            addr.send(GetMeta)
+                .into_actor(self)
+                .map(move |reply, supervisor, _| {
+                    let created = reply.unwrap_or_else(|_| {
+                        Err(EngineError::Unavailable {
+                            session_id: session_id.clone(),
+                            detail: "the new session stopped while starting".into(),
+                        })
+                    });
+                    match &created {
+                        Ok(meta) => supervisor.index_meta(meta.clone()),
+                        Err(_) => {
+                            supervisor.live.remove(&session_id);
+                        }
+                    }
+                    created
+                }),
+        )
+    }
+}
+
+impl Handler<OpenSession> for SessionSupervisor {
+    type Result = Result<Addr<SessionActor>, EngineError>;
+
+    fn handle(&mut self, message: OpenSession, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(live) = self.live.get(&message.session_id)
+            && live.addr.connected()
+        {
+            return Ok(live.addr.clone());
+        }
+        self.meta(&message.session_id)?;
+        Ok(self.start_actor(&message.session_id, Opening::Load, ctx))
+    }
+}
+
+impl Handler<SessionGone> for SessionSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: SessionGone, _: &mut Context<Self>) {
+        self.live
+            .remove_if(&message.session_id, |_, live| live.addr == message.addr);
+    }
+}
+
+impl Handler<SessionMetaChanged> for SessionSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: SessionMetaChanged, _: &mut Context<Self>) {
+        self.index_meta(message.meta);
+    }
+}
+
+impl Handler<SessionStopped> for SessionSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: SessionStopped, _: &mut Context<Self>) {
+        self.live.remove_if(&message.session_id, |_, live| {
+            live.incarnation == message.incarnation
+        });
+    }
+}
+
+impl Handler<IndexedMeta> for SessionSupervisor {
+    type Result = Result<SessionMeta, EngineError>;
+
+    fn handle(&mut self, message: IndexedMeta, _: &mut Context<Self>) -> Self::Result {
+        self.meta(&message.session_id).cloned()
+    }
+}
+
+impl Handler<ListRootSessions> for SessionSupervisor {
+    type Result = MessageResult<ListRootSessions>;
+
+    fn handle(&mut self, message: ListRootSessions, _: &mut Context<Self>) -> Self::Result {
+        let mut sessions: Vec<SessionMeta> = self
+            .index
+            .values()
+            .filter(|meta| meta.origin == SessionOrigin::Root)
+            .filter(|meta| message.cwd.as_ref().is_none_or(|cwd| &meta.cwd == cwd))
+            .cloned()
+            .collect();
+        // RFC 3339 UTC timestamps of one format sort chronologically as strings.
+        sessions.sort_by(|a, b| {
+            b.last_activity_at
+                .cmp(&a.last_activity_at)
+                .then_with(|| a.session_id.cmp(&b.session_id))
+        });
+        MessageResult(sessions)
+    }
+}
+
+impl Handler<ListChildren> for SessionSupervisor {
+    type Result = Result<Vec<SessionChildSummary>, EngineError>;
+
+    fn handle(&mut self, message: ListChildren, _: &mut Context<Self>) -> Self::Result {
+        self.meta(&message.session_id)?;
+        Ok(self
+            .children
+            .get(&message.session_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|child| self.index.get(child))
+            .map(|meta| SessionChildSummary {
+                session_id: meta.session_id.clone(),
+                agent: meta.creation_selection.agent.clone(),
+                title: meta.title.clone(),
+                status: meta.status,
+            })
+            .collect())
+    }
+}
+
+impl Handler<GetTree> for SessionSupervisor {
+    type Result = Result<SessionTreeNode, EngineError>;
+
+    fn handle(&mut self, message: GetTree, _: &mut Context<Self>) -> Self::Result {
+        self.tree(&message.session_id, &mut HashSet::new())
+    }
+}
+
+impl Handler<SetPermissionMode> for SessionSupervisor {
+    type Result = Result<(), EngineError>;
+
+    fn handle(&mut self, message: SetPermissionMode, _: &mut Context<Self>) -> Self::Result {
+        let root = self.root_of(&message.session_id)?;
+        self.permission_modes.insert(root, message.mode);
+        Ok(())
+    }
+}
+
+impl Handler<GetPermissionMode> for SessionSupervisor {
+    type Result = Result<PermissionMode, EngineError>;
+
+    fn handle(&mut self, message: GetPermissionMode, _: &mut Context<Self>) -> Self::Result {
+        let root = self.root_of(&message.session_id)?;
+        Ok(self
+            .permission_modes
+            .get(&root)
+            .copied()
+            .unwrap_or_default())
+    }
+}
+
+impl Handler<DrainAll> for SessionSupervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: DrainAll, _: &mut Context<Self>) -> Self::Result {
+        let sessions: Vec<LiveSession> = self
+            .live
+            .iter()
+            .map(|entry| entry.value().clone())
+            .collect();
+        Box::pin(async move {
+            let drains = sessions.iter().map(|live| live.addr.send(Drain));
+            for outcome in futures::future::join_all(drains).await {
+                if let Ok(Err(error)) = outcome {
+                    tracing::warn!(%error, "a session could not drain its log at shutdown");
+                }
+            }
+        })
+    }
+}
