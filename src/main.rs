@@ -1,1 +1,214 @@
-fn main() {}
+//! `troupe`: the daemon and its command-line clients. Argument parsing and wiring only.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use troupe::commands::{self, Connection};
+use troupe::daemon::{self, DaemonOptions};
+use troupe_protocol::types::session::TitleChange;
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::token::load_or_create_token;
+
+#[derive(Parser)]
+#[command(
+    name = "troupe",
+    version,
+    about = "A coding-agent daemon: durable sessions shared live over WebSocket"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct ClientArgs {
+    /// The daemon's WebSocket URL.
+    #[arg(long, env = "TROUPE_URL", default_value = "ws://127.0.0.1:7419/ws")]
+    url: String,
+    /// The bearer token; by default read from the data directory.
+    #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Where to read the token from when no token is given.
+    #[arg(long, env = "TROUPE_HOME")]
+    data_dir: Option<PathBuf>,
+}
+
+impl ClientArgs {
+    fn connection(&self) -> Connection {
+        Connection {
+            url: self.url.clone(),
+            token: self.token.clone(),
+            data_dir: self.data_dir.clone(),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon.
+    Serve {
+        /// Address to listen on (default from config.toml, else 127.0.0.1:7419).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Data directory (default: $TROUPE_HOME, else ~/.troupe).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Stop idle sessions with no subscribers after this many milliseconds (overrides config.toml).
+        #[arg(long, hide = true)]
+        hibernate_after_ms: Option<u64>,
+    },
+    /// Print the bearer token, creating it if needed.
+    Token {
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// List root sessions.
+    Sessions {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Only sessions in this directory.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Print JSON instead of one line per session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a session and print its id.
+    Create {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session's working directory (default: the current directory).
+        #[arg(long)]
+        cwd: Option<String>,
+        #[arg(long)]
+        agent: Option<String>,
+        /// `<provider>/<model>`, e.g. local/echo.
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// Set, clear or reset a session's title.
+    Rename {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// The new title.
+        #[arg(required_unless_present_any = ["clear", "reset"])]
+        title: Option<String>,
+        /// Remove the title.
+        #[arg(long, conflicts_with_all = ["title", "reset"])]
+        clear: bool,
+        /// Return to the automatic title.
+        #[arg(long, conflicts_with_all = ["title", "clear"])]
+        reset: bool,
+    },
+    /// Print a session's events and follow them live; survives daemon restarts.
+    Watch {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// Start after this sequence instead of from the beginning.
+        #[arg(long)]
+        from: Option<u64>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Serve {
+            listen,
+            data_dir,
+            hibernate_after_ms,
+        } => serve(listen, data_dir, hibernate_after_ms),
+        Command::Token { data_dir } => {
+            let data_dir = DataDir::resolve(data_dir)?;
+            data_dir.ensure_layout()?;
+            println!("{}", load_or_create_token(&data_dir)?.as_str());
+            Ok(())
+        }
+        Command::Sessions { client, cwd, json } => {
+            block_on(commands::sessions(&client.connection(), cwd, json))
+        }
+        Command::Create {
+            client,
+            cwd,
+            agent,
+            model,
+        } => block_on(commands::create(&client.connection(), cwd, agent, model)),
+        Command::Rename {
+            client,
+            session_id,
+            title,
+            clear,
+            reset,
+        } => {
+            let change = match (title, clear, reset) {
+                (Some(title), _, _) => TitleChange::Set { title },
+                (None, true, _) => TitleChange::Clear,
+                _ => TitleChange::Reset,
+            };
+            block_on(commands::rename(&client.connection(), session_id, change))
+        }
+        Command::Watch {
+            client,
+            session_id,
+            from,
+        } => block_on(commands::watch(&client.connection(), session_id, from)),
+    }
+}
+
+fn block_on(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(future)
+}
+
+fn serve(
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    hibernate_after_ms: Option<u64>,
+) -> anyhow::Result<()> {
+    let data_dir = DataDir::resolve(data_dir)?;
+    actix_web::rt::System::new().block_on(async move {
+        let daemon = daemon::start(DaemonOptions {
+            data_dir,
+            listen,
+            hibernate_after: hibernate_after_ms.map(Duration::from_millis),
+        })
+        .await?;
+        // Machine-readable first line: tests and scripts read the bound address from it.
+        println!("troupe listening on {}", daemon.url());
+        println!(
+            "token: {} (print it with `troupe token`)",
+            daemon.token_path.display()
+        );
+        wait_for_shutdown_signal()
+            .await
+            .context("installing signal handlers")?;
+        tracing::info!("shutting down");
+        daemon.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_shutdown_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! Starting and stopping the daemon: data directory, token, config, engine, gateway.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use troupe_actors::{Engine, EngineConfig};
+use troupe_gateway::{GatewayConfig, RunningGateway, Token};
+use troupe_protocol::server::ServerLimits;
+use troupe_runtime::config::{self, Config};
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::token::load_or_create_token;
+
+/// What `troupe serve` was asked for.
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    pub data_dir: DataDir,
+    /// Overrides `listen` from `config.toml`.
+    pub listen: Option<SocketAddr>,
+    /// Overrides `limits.hibernate_after_secs` (tests use short values).
+    pub hibernate_after: Option<Duration>,
+}
+
+/// A running daemon. Dropping it does not stop it: call [`RunningDaemon::shutdown`].
+pub struct RunningDaemon {
+    pub local_addr: SocketAddr,
+    pub token_path: PathBuf,
+    engine: Arc<Engine>,
+    gateway: RunningGateway,
+    _lock: DataDirLock,
+}
+
+impl RunningDaemon {
+    /// The WebSocket URL clients connect to.
+    pub fn url(&self) -> String {
+        format!("ws://{}/ws", self.local_addr)
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Graceful stop: sockets are closed with 1001, then every accepted operation is made durable.
+    pub async fn shutdown(self) {
+        self.gateway.stop().await;
+        self.engine.shutdown().await;
+        tracing::info!("daemon stopped");
+    }
+}
+
+/// Starts the daemon on the current actix System and returns once it is listening.
+pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
+    let data_dir = options.data_dir;
+    data_dir
+        .ensure_layout()
+        .with_context(|| format!("preparing the data directory {}", data_dir.root().display()))?;
+    let lock = DataDirLock::acquire(&data_dir)?;
+    let config = config::load(&data_dir.config_path())?;
+    let token = load_or_create_token(&data_dir)?;
+    let listen = options.listen.unwrap_or(config.listen);
+    let hibernate_after = options
+        .hibernate_after
+        .unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));
+    let session_threads = std::thread::available_parallelism()
+        .map_or(2, |count| count.get())
+        .clamp(1, 8);
+    let default_cwd = std::env::current_dir().context("reading the current directory")?;
+
+    let engine = Arc::new(Engine::start(EngineConfig {
+        data_dir: data_dir.clone(),
+        hibernate_after,
+        session_threads,
+        default_cwd,
+    }));
+    let ready = Arc::new(AtomicBool::new(false));
+    let readiness: troupe_gateway::Readiness = {
+        let ready = ready.clone();
+        Arc::new(move || ready.load(Ordering::Acquire))
+    };
+    let gateway_config = gateway_config(&config, listen, Token::new(token.as_str()));
+    let (gateway, server) = troupe_gateway::start(engine.clone(), gateway_config, readiness)
+        .with_context(|| format!("listening on {listen}"))?;
+    actix_web::rt::spawn(server);
+    ready.store(true, Ordering::Release);
+    tracing::info!(url = %format!("ws://{}/ws", gateway.local_addr), "troupe is listening");
+    Ok(RunningDaemon {
+        local_addr: gateway.local_addr,
+        token_path: data_dir.token_path(),
+        engine,
+        gateway,
+        _lock: lock,
+    })
+}
+
+fn gateway_config(config: &Config, listen: SocketAddr, token: Token) -> GatewayConfig {
+    GatewayConfig {
+        allowed_origins: config.allowed_origins.clone(),
+        trust_proxy: config.trust_proxy,
+        max_frame_bytes: config.limits.max_frame_bytes,
+        limits: ServerLimits {
+            max_in_flight: config.limits.max_in_flight,
+            outbound_queue: config.limits.outbound_queue,
+        },
+        ..GatewayConfig::new(listen, token)
+    }
+}
+
+/// An exclusive lock on `<data_dir>/daemon/lock`, held for the daemon's lifetime: two daemons writing the same
+/// session logs would break the one-writer rule, so the second one refuses to start.
+struct DataDirLock {
+    _file: std::fs::File,
+}
+
+impl DataDirLock {
+    fn acquire(data_dir: &DataDir) -> anyhow::Result<DataDirLock> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = data_dir.daemon_dir().join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        // SAFETY: flock on a file descriptor we own; it has no memory-safety preconditions.
+        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if locked != 0 {
+            bail!(
+                "another troupe daemon is already using the data directory {} (lock held on {})",
+                data_dir.root().display(),
+                path.display()
+            );
+        }
+        Ok(DataDirLock { _file: file })
+    }
+}

@@ -1,0 +1,8 @@
+//! The `troupe` binary's library half, so that tests can run exactly what the binary runs.
+//!
+//! - [`daemon`]: wires the engine (`troupe-actors`) and the gateway (`troupe-gateway`) into a running daemon.
+//! - [`commands`]: the client commands (`sessions`, `watch`, `create`, `rename`), built on the shared
+//!   protocol client.
+
+pub mod commands;
+pub mod daemon;

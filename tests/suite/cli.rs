@@ -1,0 +1,137 @@
+//! The command-line clients against a real daemon process: `token`, `create`, `rename`, `sessions`, and
+//! `watch` following a session across a daemon restart.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+
+use super::support::*;
+
+fn run(args: &[&str], daemon: &ChildDaemon) -> String {
+    let output = Command::new(troupe_binary())
+        .args(args)
+        .env("TROUPE_URL", &daemon.url)
+        .env("TROUPE_TOKEN", &daemon.token)
+        .output()
+        .expect("run troupe");
+    assert!(
+        output.status.success(),
+        "troupe {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+#[test]
+fn token_prints_a_stable_43_character_token_with_private_permissions() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let token = |dir: &std::path::Path| {
+        let output = Command::new(troupe_binary())
+            .arg("token")
+            .arg("--data-dir")
+            .arg(dir)
+            .env_remove("TROUPE_TOKEN")
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    let first = token(data_dir.path());
+    assert_eq!(first.len(), 43);
+    assert!(
+        first
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    );
+    assert_eq!(token(data_dir.path()), first);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(data_dir.path().join("daemon/token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn watch_follows_a_session_live_and_across_a_daemon_restart() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let port = daemon.port();
+    let session_id = run(&["create", "--cwd", "/"], &daemon).trim().to_owned();
+    assert_eq!(session_id.len(), 36);
+
+    let start_watch = || {
+        let mut child = Command::new(troupe_binary())
+            .args(["watch", &session_id])
+            .env("TROUPE_URL", &daemon.url)
+            .env("TROUPE_TOKEN", &daemon.token)
+            .env("RUST_LOG", "off")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (child, receiver)
+    };
+    let (mut first_watcher, first_lines) = start_watch();
+    let (mut second_watcher, second_lines) = start_watch();
+    let wait_for = |lines: &mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>| loop {
+        let line = lines
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
+        seen.push(line.clone());
+        if line.contains(needle) {
+            return;
+        }
+    };
+    let mut first_seen = Vec::new();
+    let mut second_seen = Vec::new();
+    wait_for(&first_lines, "session created", &mut first_seen);
+    wait_for(&second_lines, "session created", &mut second_seen);
+
+    run(&["rename", &session_id, "Ship the watch command"], &daemon);
+    wait_for(
+        &first_lines,
+        "title set to \"Ship the watch command\"",
+        &mut first_seen,
+    );
+    wait_for(
+        &second_lines,
+        "title set to \"Ship the watch command\"",
+        &mut second_seen,
+    );
+
+    // Restart the daemon on the same port; the watchers reconnect and resume from their cursor.
+    drop(daemon);
+    let daemon = ChildDaemon::spawn(data_dir.path(), &format!("127.0.0.1:{port}"));
+    run(&["rename", &session_id, "After the restart"], &daemon);
+    wait_for(&first_lines, "After the restart", &mut first_seen);
+    wait_for(&second_lines, "After the restart", &mut second_seen);
+
+    for seen in [&first_seen, &second_seen] {
+        let event_lines: Vec<&String> = seen.iter().filter(|line| line.starts_with('#')).collect();
+        assert_eq!(event_lines.len(), 3, "each event printed once: {seen:?}");
+        assert!(
+            event_lines[0].starts_with("#1 ")
+                && event_lines[1].starts_with("#2 ")
+                && event_lines[2].starts_with("#3 ")
+        );
+    }
+    let listed = run(&["sessions"], &daemon);
+    assert!(
+        listed.contains(&session_id) && listed.contains("After the restart"),
+        "{listed}"
+    );
+    let _ = first_watcher.kill();
+    let _ = second_watcher.kill();
+    let _ = first_watcher.wait();
+    let _ = second_watcher.wait();
+}

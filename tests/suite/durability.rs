@@ -1,0 +1,299 @@
+//! Durability: every acknowledged event survives SIGKILL; damaged logs load best-effort and say what they
+//! skipped; SIGTERM shuts down gracefully.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::json;
+use troupe_protocol::client::{Client, ClientDelivery, ClientOptions};
+use troupe_protocol::method;
+use troupe_protocol::types::common::SessionIdParams;
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::session::{SessionCreateParams, SessionRenameParams, TitleChange};
+
+use super::support::*;
+
+async fn connect(daemon: &ChildDaemon) -> Client {
+    let (client, _deliveries) = within(
+        "connect",
+        Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()),
+    )
+    .await
+    .expect("connect");
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_event_survives_sigkill() {
+    let data_dir = tempfile::tempdir().unwrap();
+    for round in 0..3u64 {
+        let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+        let client = Arc::new(connect(&daemon).await);
+        let session_ids: Vec<String> = {
+            let mut ids = Vec::new();
+            for _ in 0..2 {
+                let created = client
+                    .call::<method::SessionCreate>(SessionCreateParams {
+                        selection: echo_selection(),
+                        cwd: Some("/".into()),
+                    })
+                    .await
+                    .unwrap();
+                ids.push(created.session.session_id);
+            }
+            ids
+        };
+        // Acknowledged renames: client_rename_id -> the seq the daemon reported.
+        let acknowledged: Arc<Mutex<HashMap<String, (String, u64)>>> = Arc::default();
+        let mut writers = Vec::new();
+        for writer in 0..8 {
+            let client = client.clone();
+            let acknowledged = acknowledged.clone();
+            let session_id = session_ids[writer % session_ids.len()].clone();
+            writers.push(tokio::spawn(async move {
+                for index in 0.. {
+                    let id = format!("round{round}-w{writer}-{index}");
+                    let result = client
+                        .call::<method::SessionRename>(SessionRenameParams {
+                            session_id: session_id.clone(),
+                            client_rename_id: id.clone(),
+                            change: TitleChange::Set { title: id.clone() },
+                        })
+                        .await;
+                    match result {
+                        Ok(reply) => {
+                            let seq = reply.session.title_updated_seq.expect("seq");
+                            acknowledged.lock().insert(id, (session_id.clone(), seq));
+                        }
+                        Err(_) => return,
+                    }
+                }
+            }));
+        }
+        // Kill at a different moment each round, once appends are flowing.
+        let threshold = 50 + round as usize * 120;
+        eventually("appends flowing", || acknowledged.lock().len() >= threshold).await;
+        daemon.kill();
+        for writer in writers {
+            let _ = within("writer stops", writer).await;
+        }
+        let acknowledged = acknowledged.lock().clone();
+        assert!(acknowledged.len() >= threshold);
+
+        // Restart on the same data directory and read every session back.
+        let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+        let (client, mut deliveries) = within(
+            "connect",
+            Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()),
+        )
+        .await
+        .unwrap();
+        for session_id in &session_ids {
+            let meta = client
+                .call::<method::SessionGet>(SessionIdParams {
+                    session_id: session_id.clone(),
+                })
+                .await
+                .unwrap();
+            assert!(
+                meta.session
+                    .skipped_events
+                    .iter()
+                    .all(|skipped| skipped.reason.contains("torn")),
+                "{:?}",
+                meta.session.skipped_events
+            );
+            let last_seq = within("subscribe", client.subscribe(session_id, None))
+                .await
+                .unwrap();
+            let mut seen: HashMap<String, u64> = HashMap::new();
+            let mut previous = 0;
+            within("replay", async {
+                loop {
+                    match deliveries.next().await.expect("open") {
+                        ClientDelivery::ReplayEvent(event) => {
+                            assert!(
+                                event.seq > previous,
+                                "strictly increasing: {} after {previous}",
+                                event.seq
+                            );
+                            previous = event.seq;
+                            if let EventPayload::SessionTitleCommitted {
+                                client_rename_id, ..
+                            } = &event.payload
+                            {
+                                assert!(
+                                    seen.insert(client_rename_id.clone(), event.seq).is_none(),
+                                    "duplicate {client_rename_id}"
+                                );
+                            }
+                        }
+                        ClientDelivery::ReplayEnd { .. } => break,
+                        _ => {}
+                    }
+                }
+            })
+            .await;
+            assert_eq!(previous, last_seq);
+            for (id, (acked_session, seq)) in &acknowledged {
+                if acked_session == session_id {
+                    assert_eq!(
+                        seen.get(id),
+                        Some(seq),
+                        "acknowledged rename {id} lost or moved"
+                    );
+                }
+            }
+        }
+        client.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_corrupted_middle_line_and_a_torn_last_line_are_reported_and_repaired() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let session_id = "01900000-0000-7000-8000-00000000000a";
+    let dir = data_dir.path().join("sessions").join(session_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let event = |seq: u64, payload: serde_json::Value| {
+        json!({"session_id": session_id, "run_id": null, "seq": seq, "timestamp": "2026-01-01T00:00:00.000Z", "payload": payload})
+            .to_string()
+    };
+    let title = |seq: u64, title: &str| {
+        event(
+            seq,
+            json!({"type": "session_title_committed", "title": title, "change": "set", "client_rename_id": format!("r{seq}")}),
+        )
+    };
+    let created = event(
+        1,
+        json!({"type": "session_created", "origin": {"type": "root"}, "cwd": "/tmp", "selection": echo_selection()}),
+    );
+    // A damaged middle line: valid JSON with a readable seq, but not a valid event.
+    let damaged = json!({"session_id": session_id, "seq": 3, "payload": {"type": "session_title_committed", "title": 3}});
+    // A torn, unterminated last line.
+    let torn = title(5, "five")[..40].to_owned();
+    let log = [
+        created,
+        title(2, "two"),
+        damaged.to_string(),
+        title(4, "four"),
+        torn,
+    ]
+    .join("\n");
+    std::fs::write(dir.join("events.jsonl"), log).unwrap();
+
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        data_dir: Some(data_dir),
+        ..DaemonSetup::default()
+    });
+    let (client, _deliveries) = daemon.client().await;
+    let meta = client
+        .call::<method::SessionGet>(SessionIdParams {
+            session_id: session_id.into(),
+        })
+        .await
+        .unwrap()
+        .session;
+    assert_eq!(meta.title.as_deref(), Some("four"));
+    assert_eq!(meta.last_event_seq, 4);
+    assert_eq!(meta.skipped_events.len(), 2, "{:?}", meta.skipped_events);
+    assert_eq!(meta.skipped_events[0].seq, Some(3));
+    assert!(
+        meta.skipped_events[1].reason.contains("torn"),
+        "{:?}",
+        meta.skipped_events[1]
+    );
+    assert_eq!(meta.skipped_events[1].line, Some(5));
+    for skipped in &meta.skipped_events {
+        assert!(
+            !skipped.reason.contains("title_committed") && !skipped.reason.contains("five"),
+            "reasons never echo content"
+        );
+    }
+
+    // The next append truncates the torn tail first, so the log is clean afterwards.
+    let renamed = client
+        .call::<method::SessionRename>(SessionRenameParams {
+            session_id: session_id.into(),
+            client_rename_id: "after".into(),
+            change: TitleChange::Set {
+                title: "after".into(),
+            },
+        })
+        .await
+        .unwrap();
+    assert_eq!(renamed.session.title_updated_seq, Some(5));
+    let data_dir = {
+        drop(client);
+        daemon.stop()
+    };
+    let contents = std::fs::read_to_string(
+        data_dir
+            .path()
+            .join("sessions")
+            .join(session_id)
+            .join("events.jsonl"),
+    )
+    .unwrap();
+    assert!(contents.ends_with('\n'));
+    let lines: Vec<&str> = contents.lines().collect();
+    assert_eq!(
+        lines.len(),
+        5,
+        "created, two, damaged three, four, and the new five"
+    );
+    assert!(lines[4].contains(r#""client_rename_id":"after""#));
+
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        data_dir: Some(data_dir),
+        ..DaemonSetup::default()
+    });
+    let (client, _deliveries) = daemon.client().await;
+    let meta = client
+        .call::<method::SessionGet>(SessionIdParams {
+            session_id: session_id.into(),
+        })
+        .await
+        .unwrap()
+        .session;
+    assert_eq!(
+        meta.skipped_events
+            .iter()
+            .map(|s| s.seq)
+            .collect::<Vec<_>>(),
+        [Some(3)],
+        "only the damaged middle line remains"
+    );
+    assert_eq!(meta.title.as_deref(), Some("after"));
+}
+
+#[tokio::test]
+async fn sigterm_closes_sockets_with_1001_and_exits_cleanly() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut socket = RawSocket::connect(&daemon.url, &daemon.token).await;
+    socket.handshake().await;
+    let status = tokio::task::spawn_blocking(move || {
+        let status = daemon.terminate();
+        (daemon, status)
+    });
+    assert_eq!(socket.close_code().await, Some(1001));
+    let (_daemon, status) = within("exit", status).await.unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let _first = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let output = std::process::Command::new(troupe_binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("another troupe daemon"), "{stderr}");
+}

@@ -1,0 +1,384 @@
+//! The test harness: daemons (in-process and child process), clients, raw sockets, and timeouts.
+
+#![allow(dead_code)]
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use troupe::daemon::{self, DaemonOptions};
+use troupe_actors::Engine;
+use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, Deliveries};
+use troupe_protocol::method;
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionMeta};
+use troupe_protocol::types::session::SessionCreateParams;
+use troupe_runtime::data_dir::DataDir;
+
+/// Upper bound of any single wait in these tests. Generous: CI machines are shared and slow.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Awaits `future` or fails the test after [`WAIT`].
+pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {WAIT:?} waiting for {what}"),
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds, failing after [`WAIT`].
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    within(what, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+pub fn echo_selection() -> RunSelection {
+    RunSelection {
+        agent: "default".into(),
+        model: ModelSelection {
+            model: "local/echo".into(),
+            variant: None,
+        },
+        preset: None,
+    }
+}
+
+/// Options of an in-process daemon.
+#[derive(Default)]
+pub struct DaemonSetup {
+    /// Written to `config.toml` before start.
+    pub config_toml: Option<String>,
+    pub hibernate_after: Option<Duration>,
+    /// Reuse a data directory (for restarts).
+    pub data_dir: Option<tempfile::TempDir>,
+}
+
+/// The real daemon (engine + gateway) on its own actix System thread, listening on 127.0.0.1:0.
+pub struct TestDaemon {
+    pub addr: SocketAddr,
+    pub token: String,
+    pub data_dir: Option<tempfile::TempDir>,
+    engine: Arc<Engine>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestDaemon {
+    pub fn start() -> TestDaemon {
+        TestDaemon::start_with(DaemonSetup::default())
+    }
+
+    pub fn start_with(setup: DaemonSetup) -> TestDaemon {
+        let data_dir = setup
+            .data_dir
+            .unwrap_or_else(|| tempfile::tempdir().expect("temp dir"));
+        if let Some(config) = &setup.config_toml {
+            std::fs::write(data_dir.path().join("config.toml"), config).expect("write config");
+        }
+        let options = DaemonOptions {
+            data_dir: DataDir::new(data_dir.path().to_path_buf()),
+            listen: Some("127.0.0.1:0".parse().expect("address")),
+            hibernate_after: setup.hibernate_after,
+        };
+        let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
+        let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                match daemon::start(options).await {
+                    Ok(running) => {
+                        let _ =
+                            ready_sender.send(Ok((running.local_addr, running.engine().clone())));
+                        let _ = stop_receiver.await;
+                        running.shutdown().await;
+                    }
+                    Err(error) => {
+                        let _ = ready_sender.send(Err(format!("{error:#}")));
+                    }
+                }
+            });
+        });
+        let (addr, engine) = ready_receiver
+            .recv_timeout(WAIT)
+            .expect("the daemon did not start in time")
+            .unwrap_or_else(|error| panic!("the daemon failed to start: {error}"));
+        let token = std::fs::read_to_string(data_dir.path().join("daemon/token"))
+            .expect("token")
+            .trim()
+            .to_owned();
+        TestDaemon {
+            addr,
+            token,
+            data_dir: Some(data_dir),
+            engine,
+            stop: Some(stop_sender),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/ws", self.addr)
+    }
+
+    pub fn data_path(&self) -> &Path {
+        self.data_dir.as_ref().expect("data dir").path()
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// A handshaken protocol client.
+    pub async fn client(&self) -> (Client, Deliveries) {
+        self.client_with(ClientOptions::default()).await
+    }
+
+    pub async fn client_with(&self, options: ClientOptions) -> (Client, Deliveries) {
+        within(
+            "client connect",
+            Client::connect_websocket(&self.url(), &self.token, options),
+        )
+        .await
+        .expect("client connects")
+    }
+
+    /// A raw, authenticated WebSocket with no handshake sent yet.
+    pub async fn raw(&self) -> RawSocket {
+        RawSocket::connect(&self.url(), &self.token).await
+    }
+
+    pub async fn create_session(&self, client: &Client) -> SessionMeta {
+        within(
+            "session.create",
+            client.call::<method::SessionCreate>(SessionCreateParams {
+                selection: echo_selection(),
+                cwd: Some(self.data_path().to_string_lossy().into_owned()),
+            }),
+        )
+        .await
+        .expect("session.create")
+        .session
+    }
+
+    /// Stops the daemon gracefully and returns its data directory for a restart.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        self.shutdown();
+        self.data_dir.take().expect("data dir")
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A raw WebSocket for wire-level assertions.
+pub struct RawSocket {
+    pub stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl RawSocket {
+    pub async fn connect(url: &str, token: &str) -> RawSocket {
+        let mut request = url.into_client_request().expect("request");
+        request.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {token}").parse().expect("header"),
+        );
+        let (stream, _) = within("raw connect", tokio_tungstenite::connect_async(request))
+            .await
+            .expect("raw connect");
+        RawSocket { stream }
+    }
+
+    pub async fn send_text(&mut self, text: &str) {
+        within("send", self.stream.send(Message::text(text)))
+            .await
+            .expect("send");
+    }
+
+    pub async fn send(&mut self, value: &Value) {
+        self.send_text(&value.to_string()).await;
+    }
+
+    /// The next text frame as JSON.
+    pub async fn recv(&mut self) -> Value {
+        loop {
+            let message = within("a frame", self.stream.next())
+                .await
+                .expect("stream open")
+                .expect("frame");
+            match message {
+                Message::Text(text) => return serde_json::from_str(&text).expect("JSON frame"),
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => panic!("unexpected frame {other:?}"),
+            }
+        }
+    }
+
+    /// The next frame that is a response (has an `id`), skipping notifications.
+    pub async fn recv_response(&mut self) -> Value {
+        loop {
+            let frame = self.recv().await;
+            if frame.is_array() || frame.get("id").is_some() {
+                return frame;
+            }
+        }
+    }
+
+    pub async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.recv_response().await
+    }
+
+    /// Sends a whole request object as given and returns the next response.
+    pub async fn call_raw(&mut self, request: Value) -> Value {
+        self.send(&request).await;
+        self.recv_response().await
+    }
+
+    pub async fn handshake(&mut self) {
+        let reply = self
+            .call(0, "handshake", json!({"protocol_version": 20}))
+            .await;
+        assert_eq!(reply["result"]["protocol_version"], 20, "{reply}");
+    }
+
+    /// The close frame's code, reading past anything else.
+    pub async fn close_code(&mut self) -> Option<u16> {
+        loop {
+            match within("close", self.stream.next()).await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|frame| u16::from(frame.code)),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return None,
+            }
+        }
+    }
+}
+
+/// The `troupe` binary.
+pub fn troupe_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_troupe"))
+}
+
+/// The daemon as a child process (for SIGKILL, SIGTERM and restarts on the same port).
+pub struct ChildDaemon {
+    pub child: Child,
+    pub url: String,
+    pub token: String,
+}
+
+impl ChildDaemon {
+    /// Starts `troupe serve` on `listen` (use port 0 for any) and waits for its "listening" line.
+    pub fn spawn(data_dir: &Path, listen: &str) -> ChildDaemon {
+        let mut child = Command::new(troupe_binary())
+            .args(["serve", "--listen", listen, "--data-dir"])
+            .arg(data_dir)
+            .env("RUST_LOG", "warn")
+            .env_remove("TROUPE_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn troupe serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (line_sender, line_receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = line_sender.send(line);
+            }
+            // Keep draining so the daemon never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = line_receiver
+            .recv_timeout(WAIT)
+            .expect("the daemon printed its address");
+        let url = line
+            .strip_prefix("troupe listening on ")
+            .expect("listening line")
+            .trim()
+            .to_owned();
+        let token = std::fs::read_to_string(data_dir.join("daemon/token"))
+            .expect("token")
+            .trim()
+            .to_owned();
+        ChildDaemon { child, url, token }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.url
+            .trim_start_matches("ws://127.0.0.1:")
+            .trim_end_matches("/ws")
+            .parse()
+            .expect("port")
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: sending a signal to our own child process.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for ChildDaemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Collects deliveries until `count` events (live or replayed) have arrived; returns their sequences.
+pub async fn collect_event_seqs(deliveries: &mut Deliveries, count: usize) -> Vec<u64> {
+    let mut seqs = Vec::new();
+    within("events", async {
+        while seqs.len() < count {
+            match deliveries.next().await.expect("deliveries open") {
+                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => {
+                    seqs.push(event.seq)
+                }
+                _ => {}
+            }
+        }
+    })
+    .await;
+    seqs
+}
