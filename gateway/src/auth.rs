@@ -35,20 +35,15 @@ pub(crate) enum AuthRejection {
     NotBearer,
     #[error("the token is wrong")]
     Wrong,
-    #[error(
-        "send the token one way only: the Authorization header or one troupe.bearer subprotocol"
-    )]
+    #[error("send the token one way only: the Authorization header or one troupe.bearer subprotocol")]
     Ambiguous,
 }
 
 /// Checks the request's credential against `token`.
-pub(crate) fn authenticate(
-    headers: &HeaderMap,
-    token: &Token,
-) -> Result<Credential, AuthRejection> {
+pub(crate) fn authenticate(headers: &HeaderMap, token: &Token) -> Result<Credential, AuthRejection> {
     let authorization = headers.get(header::AUTHORIZATION);
-    let mut offered = offered_subprotocols(headers)
-        .filter_map(|protocol| protocol.strip_prefix(BEARER_SUBPROTOCOL_PREFIX));
+    let mut offered =
+        offered_subprotocols(headers).filter_map(|protocol| protocol.strip_prefix(BEARER_SUBPROTOCOL_PREFIX));
     let from_subprotocol = offered.next();
     if offered.next().is_some() {
         return Err(AuthRejection::Ambiguous);
@@ -57,16 +52,8 @@ pub(crate) fn authenticate(
         (Some(_), Some(_)) => Err(AuthRejection::Ambiguous),
         (None, None) => Err(AuthRejection::Missing),
         (Some(value), None) => {
-            let presented = value
-                .to_str()
-                .ok()
-                .and_then(bearer_token)
-                .ok_or(AuthRejection::NotBearer)?;
-            if token.matches(presented) {
-                Ok(Credential::AuthorizationHeader)
-            } else {
-                Err(AuthRejection::Wrong)
-            }
+            let presented = value.to_str().ok().and_then(bearer_token).ok_or(AuthRejection::NotBearer)?;
+            if token.matches(presented) { Ok(Credential::AuthorizationHeader) } else { Err(AuthRejection::Wrong) }
         }
         (None, Some(presented)) => {
             if token.matches(presented) {
@@ -82,8 +69,7 @@ pub(crate) fn authenticate(
 /// are told to offer `troupe` next to it), and whenever the client offered `troupe` itself, because clients that
 /// offer subprotocols may fail a handshake that selects none.
 pub(crate) fn selects_subprotocol(headers: &HeaderMap, credential: Credential) -> bool {
-    credential == Credential::Subprotocol
-        || offered_subprotocols(headers).any(|protocol| protocol == SUBPROTOCOL)
+    credential == Credential::Subprotocol || offered_subprotocols(headers).any(|protocol| protocol == SUBPROTOCOL)
 }
 
 /// The token of an `Authorization` value whose scheme is `Bearer` (case-insensitive, as RFC 7235 says).
@@ -112,10 +98,7 @@ mod tests {
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
-            map.append(
-                HeaderName::from_static(name),
-                HeaderValue::from_static(value),
-            );
+            map.append(HeaderName::from_static(name), HeaderValue::from_static(value));
         }
         map
     }
@@ -132,10 +115,7 @@ mod tests {
             Ok(Credential::AuthorizationHeader)
         );
         assert_eq!(
-            authenticate(
-                &headers(&[("sec-websocket-protocol", "troupe, troupe.bearer.abc")]),
-                &token
-            ),
+            authenticate(&headers(&[("sec-websocket-protocol", "troupe, troupe.bearer.abc")]), &token),
             Ok(Credential::Subprotocol)
         );
     }
@@ -143,35 +123,20 @@ mod tests {
     #[test]
     fn refuses_missing_wrong_and_ambiguous_credentials() {
         let token = Token::new("abc");
-        assert_eq!(
-            authenticate(&headers(&[]), &token),
-            Err(AuthRejection::Missing)
-        );
+        assert_eq!(authenticate(&headers(&[]), &token), Err(AuthRejection::Missing));
         assert_eq!(
             authenticate(&headers(&[("sec-websocket-protocol", "troupe")]), &token),
             Err(AuthRejection::Missing)
         );
+        assert_eq!(authenticate(&headers(&[("authorization", "Bearer abd")]), &token), Err(AuthRejection::Wrong));
+        assert_eq!(authenticate(&headers(&[("authorization", "Basic abc")]), &token), Err(AuthRejection::NotBearer));
         assert_eq!(
-            authenticate(&headers(&[("authorization", "Bearer abd")]), &token),
-            Err(AuthRejection::Wrong)
-        );
-        assert_eq!(
-            authenticate(&headers(&[("authorization", "Basic abc")]), &token),
-            Err(AuthRejection::NotBearer)
-        );
-        assert_eq!(
-            authenticate(
-                &headers(&[("sec-websocket-protocol", "troupe.bearer.abd")]),
-                &token
-            ),
+            authenticate(&headers(&[("sec-websocket-protocol", "troupe.bearer.abd")]), &token),
             Err(AuthRejection::Wrong)
         );
         assert_eq!(
             authenticate(
-                &headers(&[
-                    ("authorization", "Bearer abc"),
-                    ("sec-websocket-protocol", "troupe.bearer.abc")
-                ]),
+                &headers(&[("authorization", "Bearer abc"), ("sec-websocket-protocol", "troupe.bearer.abc")]),
                 &token
             ),
             Err(AuthRejection::Ambiguous)

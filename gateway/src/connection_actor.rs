@@ -21,9 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use actix_ws::{
-    AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReason, ProtocolError, Session,
-};
+use actix_ws::{AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReason, ProtocolError, Session};
 use tracing::{debug, info};
 use troupe_protocol::server::{OutboundStream, ServerConnection, ServerLimits, ServerProtocol};
 use troupe_protocol::transport::MessageFrame;
@@ -94,17 +92,12 @@ impl<S: ServerProtocol> ConnectionActor<S> {
         ConnectionActor::create(move |ctx| {
             let (connection, outbound) = ServerConnection::new(setup.engine.clone(), setup.limits);
             let connection_id = connection.connection_id();
-            let read_gate =
-                ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK));
+            let read_gate = ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK));
             ctx.add_stream(read_gate.gate(setup.inbound));
             ConnectionActor {
                 connection,
                 connection_id,
-                teardown: Some(Teardown {
-                    outbound,
-                    engine: setup.engine,
-                    connection_id,
-                }),
+                teardown: Some(Teardown { outbound, engine: setup.engine, connection_id }),
                 session: setup.session,
                 peer: setup.peer,
                 keepalive: setup.keepalive,
@@ -158,11 +151,7 @@ impl<S: ServerProtocol> ConnectionActor<S> {
                     peer = %actor.peer,
                     "closing a WebSocket that did not answer pings"
                 );
-                actor.close_and_stop(
-                    ctx,
-                    CloseCode::Policy,
-                    "no pong within the keepalive timeout",
-                );
+                actor.close_and_stop(ctx, CloseCode::Policy, "no pong within the keepalive timeout");
                 return;
             }
             let mut session = actor.session.clone();
@@ -182,22 +171,11 @@ impl<S: ServerProtocol> ConnectionActor<S> {
         ctx.wait(close);
     }
 
-    fn close_then_stop(
-        &mut self,
-        code: CloseCode,
-        description: &str,
-    ) -> impl ActorFuture<Self, Output = ()> + 'static {
+    fn close_then_stop(&mut self, code: CloseCode, description: &str) -> impl ActorFuture<Self, Output = ()> + 'static {
         let already_closing = std::mem::replace(&mut self.closing, true);
         let session = self.session.clone();
-        let reason = CloseReason {
-            code,
-            description: Some(description.to_owned()),
-        };
-        debug!(
-            connection_id = self.connection_id,
-            code = u16::from(code),
-            "closing the WebSocket"
-        );
+        let reason = CloseReason { code, description: Some(description.to_owned()) };
+        debug!(connection_id = self.connection_id, code = u16::from(code), "closing the WebSocket");
         async move {
             if !already_closing {
                 let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, session.close(Some(reason))).await;
@@ -214,10 +192,7 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
     fn started(&mut self, ctx: &mut Self::Context) {
         info!(connection_id = self.connection_id, peer = %self.peer, "WebSocket connected");
         self.start_writer(ctx);
-        if !self
-            .registry
-            .register(self.connection_id, ctx.address().recipient())
-        {
+        if !self.registry.register(self.connection_id, ctx.address().recipient()) {
             // The gateway began stopping between the upgrade and now.
             self.close_and_stop(ctx, CloseCode::Away, "the daemon is shutting down");
             return;
@@ -247,15 +222,11 @@ impl<S: ServerProtocol> Handler<GoingAway> for ConnectionActor<S> {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _message: GoingAway, _ctx: &mut Self::Context) -> Self::Result {
-        AtomicResponse::new(Box::pin(
-            self.close_then_stop(CloseCode::Away, "the daemon is shutting down"),
-        ))
+        AtomicResponse::new(Box::pin(self.close_then_stop(CloseCode::Away, "the daemon is shutting down")))
     }
 }
 
-impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>>
-    for ConnectionActor<S>
-{
+impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> for ConnectionActor<S> {
     fn handle(&mut self, item: Result<AggregatedMessage, ProtocolError>, ctx: &mut Self::Context) {
         if self.closing {
             return;
@@ -265,9 +236,7 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>>
             Ok(AggregatedMessage::Text(text)) => {
                 self.frames_in += 1;
                 // Admission happens inside `handle_frame`, now, in arrival order; only the work is spawned.
-                let work = self
-                    .connection
-                    .handle_frame(MessageFrame::Text(String::from(text)));
+                let work = self.connection.handle_frame(MessageFrame::Text(String::from(text)));
                 actix::spawn(self.read_gate.track(work));
             }
             Ok(AggregatedMessage::Binary(_)) => {
@@ -297,10 +266,7 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>>
                 self.close_and_stop(ctx, CloseCode::Normal, "bye");
             }
             Err(error) if is_frame_too_big(&error) => {
-                debug!(
-                    connection_id = self.connection_id,
-                    "a frame exceeded max_frame_bytes"
-                );
+                debug!(connection_id = self.connection_id, "a frame exceeded max_frame_bytes");
                 self.close_and_stop(ctx, CloseCode::Size, "the frame exceeds max_frame_bytes");
             }
             Err(ProtocolError::Io(error)) => {
@@ -332,9 +298,7 @@ fn is_frame_too_big(error: &ProtocolError) -> bool {
         ProtocolError::Io(io_error) => io_error
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<actix_web::error::PayloadError>())
-            .is_some_and(|payload_error| {
-                matches!(payload_error, actix_web::error::PayloadError::Overflow)
-            }),
+            .is_some_and(|payload_error| matches!(payload_error, actix_web::error::PayloadError::Overflow)),
         _ => false,
     }
 }

@@ -35,11 +35,7 @@ enum GuardState {
 
 impl<St> FrameSizeGuard<St> {
     pub(crate) fn new(inner: St, max_frame_bytes: usize) -> Self {
-        FrameSizeGuard {
-            inner,
-            scanner: FrameScanner::new(max_frame_bytes as u64),
-            state: GuardState::Passing,
-        }
+        FrameSizeGuard { inner, scanner: FrameScanner::new(max_frame_bytes as u64), state: GuardState::Passing }
     }
 }
 
@@ -92,13 +88,7 @@ struct FrameScanner {
 
 impl FrameScanner {
     fn new(max: u64) -> Self {
-        FrameScanner {
-            max,
-            header: [0; MAX_HEADER_BYTES],
-            header_len: 0,
-            payload_left: 0,
-            message_bytes: 0,
-        }
+        FrameScanner { max, header: [0; MAX_HEADER_BYTES], header_len: 0, payload_left: 0, message_bytes: 0 }
     }
 
     /// Scans one chunk. Returns where, in this chunk, the header of the first frame over the limit starts (0
@@ -174,9 +164,9 @@ fn header_length(header: &[u8; MAX_HEADER_BYTES]) -> usize {
 fn payload_length(header: &[u8; MAX_HEADER_BYTES]) -> u64 {
     match header[1] & 0x7f {
         126 => u64::from(u16::from_be_bytes([header[2], header[3]])),
-        127 => u64::from_be_bytes([
-            header[2], header[3], header[4], header[5], header[6], header[7], header[8], header[9],
-        ]),
+        127 => {
+            u64::from_be_bytes([header[2], header[3], header[4], header[5], header[6], header[7], header[8], header[9]])
+        }
         short => u64::from(short),
     }
 }

@@ -13,7 +13,7 @@ use actix_web::http::header::{self, ContentType, HeaderValue};
 use actix_web::web::Bytes;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use futures::Stream;
-use tracing::debug;
+use tracing::info;
 use troupe_protocol::server::{ServerLimits, ServerProtocol};
 
 use crate::Readiness;
@@ -63,19 +63,16 @@ async fn upgrade<S: ServerProtocol>(
 ) -> actix_web::Result<HttpResponse> {
     let peer = peer_description(&request, state.trust_proxy);
     if state.registry.is_stopping() {
-        return Ok(plain_text(
-            HttpResponse::ServiceUnavailable(),
-            "the daemon is shutting down",
-        ));
+        return Ok(plain_text(HttpResponse::ServiceUnavailable(), "the daemon is shutting down"));
     }
     if !state.origins.allows(request.headers()) {
-        debug!(%peer, "refused a WebSocket upgrade: origin not allowed");
+        info!(%peer, "refused a WebSocket upgrade: origin not allowed (see allowed_origins in config.toml)");
         return Ok(plain_text(HttpResponse::Forbidden(), "origin not allowed"));
     }
     let credential = match auth::authenticate(request.headers(), &state.token) {
         Ok(credential) => credential,
         Err(rejection) => {
-            debug!(%peer, reason = %rejection, "refused a WebSocket upgrade: not authenticated");
+            info!(%peer, reason = %rejection, "refused a WebSocket upgrade: not authenticated");
             let mut response = HttpResponse::Unauthorized();
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
             return Ok(plain_text(response, &rejection.to_string()));
@@ -84,17 +81,12 @@ async fn upgrade<S: ServerProtocol>(
 
     // The size check must see the raw bytes before actix-ws buffers them, so the payload is wrapped and put
     // back into an extractor-shaped `web::Payload`.
-    let guarded: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(
-        FrameSizeGuard::new(payload.into_inner(), state.max_frame_bytes),
-    );
-    let payload =
-        web::Payload::from_request(&request, &mut RawPayload::Stream { payload: guarded }).await?;
+    let guarded: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> =
+        Box::pin(FrameSizeGuard::new(payload.into_inner(), state.max_frame_bytes));
+    let payload = web::Payload::from_request(&request, &mut RawPayload::Stream { payload: guarded }).await?;
     let (mut response, session, inbound) = actix_ws::handle(&request, payload)?;
     if auth::selects_subprotocol(request.headers(), credential) {
-        response.headers_mut().insert(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static(SUBPROTOCOL),
-        );
+        response.headers_mut().insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(SUBPROTOCOL));
     }
     let inbound = inbound
         .max_frame_size(state.max_frame_bytes)
@@ -117,14 +109,9 @@ fn peer_description(request: &HttpRequest, trust_proxy: bool) -> String {
     if trust_proxy && let Some(forwarded) = request.connection_info().realip_remote_addr() {
         return forwarded.to_owned();
     }
-    request
-        .peer_addr()
-        .map(|address| address.to_string())
-        .unwrap_or_else(|| "unknown".to_owned())
+    request.peer_addr().map(|address| address.to_string()).unwrap_or_else(|| "unknown".to_owned())
 }
 
 fn plain_text(mut builder: actix_web::HttpResponseBuilder, body: &str) -> HttpResponse {
-    builder
-        .content_type(ContentType::plaintext())
-        .body(body.to_owned())
+    builder.content_type(ContentType::plaintext()).body(body.to_owned())
 }

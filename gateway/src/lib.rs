@@ -93,10 +93,7 @@ impl GatewayConfig {
 /// The machine's parallelism, capped at 4: connection handling is light, and the engine's actors need the
 /// remaining cores more than idle workers do.
 pub fn default_workers() -> usize {
-    std::thread::available_parallelism()
-        .map(|count| count.get())
-        .unwrap_or(1)
-        .clamp(1, 4)
+    std::thread::available_parallelism().map(|count| count.get()).unwrap_or(1).clamp(1, 4)
 }
 
 /// Why the gateway could not start.
@@ -131,9 +128,8 @@ impl RunningGateway {
     pub async fn stop(&self) {
         let live = self.registry.begin_shutdown();
         info!(connections = live.len(), "stopping the gateway");
-        let closes = live
-            .into_iter()
-            .map(|connection| tokio::time::timeout(GOING_AWAY_TIMEOUT, connection.send(GoingAway)));
+        let closes =
+            live.into_iter().map(|connection| tokio::time::timeout(GOING_AWAY_TIMEOUT, connection.send(GoingAway)));
         futures::future::join_all(closes).await;
         self.handle.stop(true).await;
         info!("the gateway stopped");
@@ -167,50 +163,26 @@ pub fn start<S: ServerProtocol>(
         trust_proxy: config.trust_proxy,
         max_frame_bytes: config.max_frame_bytes.max(1),
         limits: config.limits,
-        keepalive: Keepalive {
-            ping_interval: config.ping_interval,
-            pong_timeout: config.pong_timeout,
-        },
+        keepalive: Keepalive { ping_interval: config.ping_interval, pong_timeout: config.pong_timeout },
         readiness,
         registry: registry.clone(),
     });
     let workers = config.workers.max(1);
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
-            .configure(http_routes::configure::<S>)
-    })
-    .on_connect(set_nodelay)
-    // The binary owns SIGINT/SIGTERM and stops the gateway itself, closing sockets with 1001 first.
-    .disable_signals()
-    .workers(workers)
-    .shutdown_timeout(config.shutdown_timeout.as_secs().max(1))
-    .bind(config.listen)
-    .map_err(|source| GatewayError::Bind {
+    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http_routes::configure::<S>))
+        .on_connect(set_nodelay)
+        // The binary owns SIGINT/SIGTERM and stops the gateway itself, closing sockets with 1001 first.
+        .disable_signals()
+        .workers(workers)
+        .shutdown_timeout(config.shutdown_timeout.as_secs().max(1))
+        .bind(config.listen)
+        .map_err(|source| GatewayError::Bind { address: config.listen, source })?;
+    let local_addr = server.addrs().first().copied().ok_or_else(|| GatewayError::Bind {
         address: config.listen,
-        source,
+        source: std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, "no address was bound"),
     })?;
-    let local_addr = server
-        .addrs()
-        .first()
-        .copied()
-        .ok_or_else(|| GatewayError::Bind {
-            address: config.listen,
-            source: std::io::Error::new(
-                std::io::ErrorKind::AddrNotAvailable,
-                "no address was bound",
-            ),
-        })?;
     let server = server.run();
     info!(%local_addr, workers, "gateway listening");
-    Ok((
-        RunningGateway {
-            local_addr,
-            handle: server.handle(),
-            registry,
-        },
-        server,
-    ))
+    Ok((RunningGateway { local_addr, handle: server.handle(), registry }, server))
 }
 
 /// Disables Nagle's algorithm on every accepted socket: replies and event frames are small and must leave at

@@ -24,15 +24,9 @@ impl OriginPolicy {
     pub(crate) fn new(allowed: &[String], trust_proxy: bool) -> Result<Self, GatewayError> {
         let allowed = allowed
             .iter()
-            .map(|origin| {
-                normalize_origin(origin)
-                    .ok_or_else(|| GatewayError::InvalidAllowedOrigin(origin.clone()))
-            })
+            .map(|origin| normalize_origin(origin).ok_or_else(|| GatewayError::InvalidAllowedOrigin(origin.clone())))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(OriginPolicy {
-            allowed,
-            trust_proxy,
-        })
+        Ok(OriginPolicy { allowed, trust_proxy })
     }
 
     /// Whether a request with these headers may upgrade.
@@ -60,12 +54,8 @@ impl OriginPolicy {
             candidates.push(format!("https://{host}"));
         }
         if self.trust_proxy {
-            let forwarded_host =
-                header_text(headers, header::HeaderName::from_static("x-forwarded-host")).or(host);
-            let forwarded_proto = header_text(
-                headers,
-                header::HeaderName::from_static("x-forwarded-proto"),
-            );
+            let forwarded_host = header_text(headers, header::HeaderName::from_static("x-forwarded-host")).or(host);
+            let forwarded_proto = header_text(headers, header::HeaderName::from_static("x-forwarded-proto"));
             if let Some(forwarded_host) = forwarded_host {
                 match forwarded_proto {
                     Some(proto) => candidates.push(format!("{proto}://{forwarded_host}")),
@@ -76,9 +66,7 @@ impl OriginPolicy {
                 }
             }
         }
-        candidates
-            .into_iter()
-            .filter_map(|candidate| normalize_origin(&candidate))
+        candidates.into_iter().filter_map(|candidate| normalize_origin(&candidate))
     }
 }
 
@@ -96,18 +84,11 @@ pub fn normalize_origin(raw: &str) -> Option<String> {
     let raw = raw.trim();
     let raw = raw.strip_suffix('/').unwrap_or(raw);
     let (scheme, authority) = raw.split_once("://")?;
-    let scheme_is_valid = scheme
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let scheme_is_valid = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     if !scheme_is_valid
         || authority.is_empty()
-        || authority
-            .chars()
-            .any(|c| matches!(c, '/' | '?' | '#' | '@') || c.is_whitespace())
+        || authority.chars().any(|c| matches!(c, '/' | '?' | '#' | '@') || c.is_whitespace())
     {
         return None;
     }
@@ -145,9 +126,7 @@ fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
     }
     let port = match port {
         None => None,
-        Some(port) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => {
-            Some(port.parse::<u16>().ok()?)
-        }
+        Some(port) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => Some(port.parse::<u16>().ok()?),
         Some(_) => return None,
     };
     Some((host, port))
@@ -162,36 +141,18 @@ mod tests {
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
-            map.append(
-                HeaderName::from_static(name),
-                HeaderValue::from_static(value),
-            );
+            map.append(HeaderName::from_static(name), HeaderValue::from_static(value));
         }
         map
     }
 
     #[test]
     fn normalizes_case_default_ports_and_trailing_slash() {
-        assert_eq!(
-            normalize_origin("HTTP://LocalHost:80/").as_deref(),
-            Some("http://localhost")
-        );
-        assert_eq!(
-            normalize_origin("https://example.com:443").as_deref(),
-            Some("https://example.com")
-        );
-        assert_eq!(
-            normalize_origin("https://example.com:8443").as_deref(),
-            Some("https://example.com:8443")
-        );
-        assert_eq!(
-            normalize_origin("http://[::1]:7419").as_deref(),
-            Some("http://[::1]:7419")
-        );
-        assert_eq!(
-            normalize_origin("http://[::1]:80").as_deref(),
-            Some("http://[::1]")
-        );
+        assert_eq!(normalize_origin("HTTP://LocalHost:80/").as_deref(), Some("http://localhost"));
+        assert_eq!(normalize_origin("https://example.com:443").as_deref(), Some("https://example.com"));
+        assert_eq!(normalize_origin("https://example.com:8443").as_deref(), Some("https://example.com:8443"));
+        assert_eq!(normalize_origin("http://[::1]:7419").as_deref(), Some("http://[::1]:7419"));
+        assert_eq!(normalize_origin("http://[::1]:80").as_deref(), Some("http://[::1]"));
     }
 
     #[test]
@@ -225,26 +186,16 @@ mod tests {
             map.insert(header::ORIGIN, HeaderValue::from_static(origin));
             assert!(policy.allows(&map), "{origin}");
         }
-        let map = headers(&[
-            ("host", "127.0.0.1:7419"),
-            ("origin", "http://127.0.0.1:7420"),
-        ]);
+        let map = headers(&[("host", "127.0.0.1:7419"), ("origin", "http://127.0.0.1:7420")]);
         assert!(!policy.allows(&map));
     }
 
     #[test]
     fn listed_origins_pass_and_others_do_not() {
-        let policy =
-            OriginPolicy::new(&["https://Console.Example.com:443/".to_owned()], false).unwrap();
-        let map = headers(&[
-            ("host", "127.0.0.1:7419"),
-            ("origin", "https://console.example.com"),
-        ]);
+        let policy = OriginPolicy::new(&["https://Console.Example.com:443/".to_owned()], false).unwrap();
+        let map = headers(&[("host", "127.0.0.1:7419"), ("origin", "https://console.example.com")]);
         assert!(policy.allows(&map));
-        let map = headers(&[
-            ("host", "127.0.0.1:7419"),
-            ("origin", "https://evil.example.com"),
-        ]);
+        let map = headers(&[("host", "127.0.0.1:7419"), ("origin", "https://evil.example.com")]);
         assert!(!policy.allows(&map));
         let map = headers(&[("host", "127.0.0.1:7419"), ("origin", "null")]);
         assert!(!policy.allows(&map));
@@ -258,16 +209,8 @@ mod tests {
             ("x-forwarded-proto", "https"),
             ("origin", "https://troupe.example.com"),
         ];
-        assert!(
-            !OriginPolicy::new(&[], false)
-                .unwrap()
-                .allows(&headers(&pairs))
-        );
-        assert!(
-            OriginPolicy::new(&[], true)
-                .unwrap()
-                .allows(&headers(&pairs))
-        );
+        assert!(!OriginPolicy::new(&[], false).unwrap().allows(&headers(&pairs)));
+        assert!(OriginPolicy::new(&[], true).unwrap().allows(&headers(&pairs)));
     }
 
     #[test]

@@ -23,18 +23,11 @@ pub(crate) struct ReadGate {
 
 impl ReadGate {
     pub(crate) fn new(cap: usize) -> Rc<Self> {
-        Rc::new(ReadGate {
-            outstanding: Cell::new(0),
-            cap: cap.max(1),
-            parked_reader: Cell::new(None),
-        })
+        Rc::new(ReadGate { outstanding: Cell::new(0), cap: cap.max(1), parked_reader: Cell::new(None) })
     }
 
     /// Wraps one frame's task so that it counts until it finishes (or is dropped).
-    pub(crate) fn track<F: Future<Output = ()>>(
-        self: &Rc<Self>,
-        task: F,
-    ) -> impl Future<Output = ()> + use<F> {
+    pub(crate) fn track<F: Future<Output = ()>>(self: &Rc<Self>, task: F) -> impl Future<Output = ()> + use<F> {
         self.outstanding.set(self.outstanding.get() + 1);
         let permit = Permit(self.clone());
         async move {
@@ -45,10 +38,7 @@ impl ReadGate {
 
     /// Wraps the inbound stream so that it is not polled while the gate is at its cap.
     pub(crate) fn gate<St>(self: &Rc<Self>, stream: St) -> Gated<St> {
-        Gated {
-            inner: stream,
-            gate: self.clone(),
-        }
+        Gated { inner: stream, gate: self.clone() }
     }
 
     pub(crate) fn outstanding(&self) -> usize {
@@ -62,8 +52,7 @@ struct Permit(Rc<ReadGate>);
 impl Drop for Permit {
     fn drop(&mut self) {
         let gate = &self.0;
-        gate.outstanding
-            .set(gate.outstanding.get().saturating_sub(1));
+        gate.outstanding.set(gate.outstanding.get().saturating_sub(1));
         if let Some(reader) = gate.parked_reader.take() {
             reader.wake();
         }

@@ -47,33 +47,18 @@ impl ServerProtocol for FakeEngine {
         self.disconnected.lock().unwrap().push(connection_id);
     }
 
-    async fn handshake(
-        &self,
-        _ctx: &ServerContext,
-        _params: HandshakeParams,
-    ) -> Result<HandshakeResult, RpcError> {
+    async fn handshake(&self, _ctx: &ServerContext, _params: HandshakeParams) -> Result<HandshakeResult, RpcError> {
         Ok(HandshakeResult {
             protocol_version: 20,
-            server: ServerInfo {
-                name: "fake".to_owned(),
-                version: "0.0.0".to_owned(),
-            },
+            server: ServerInfo { name: "fake".to_owned(), version: "0.0.0".to_owned() },
         })
     }
 
-    async fn session_get(
-        &self,
-        _ctx: &ServerContext,
-        params: SessionIdParams,
-    ) -> Result<SessionResult, RpcError> {
+    async fn session_get(&self, _ctx: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
         if self.hold_session_get {
             self.release_session_get.notified().await;
         }
-        Err(RpcError::engine(
-            "session_not_found",
-            "no such session",
-            &[("session_id", json!(params.session_id))],
-        ))
+        Err(RpcError::engine("session_not_found", "no such session", &[("session_id", json!(params.session_id))]))
     }
 }
 
@@ -94,15 +79,10 @@ impl TestGateway {
             let ready = ready.clone();
             Arc::new(move || ready.load(Ordering::SeqCst))
         };
-        let (running, server) =
-            start(engine.clone(), config, readiness).expect("the gateway starts");
+        let (running, server) = start(engine.clone(), config, readiness).expect("the gateway starts");
         assert_ne!(running.local_addr.port(), 0);
         actix_web::rt::spawn(server);
-        TestGateway {
-            running,
-            engine,
-            ready,
-        }
+        TestGateway { running, engine, ready }
     }
 
     fn addr(&self) -> SocketAddr {
@@ -113,30 +93,26 @@ impl TestGateway {
         &self,
         headers: &[(&str, &str)],
     ) -> Result<(Client, tungstenite::handshake::client::Response), tungstenite::Error> {
-        let mut request = format!("ws://{}/ws", self.addr())
-            .into_client_request()
-            .unwrap();
+        let mut request = format!("ws://{}/ws", self.addr()).into_client_request().unwrap();
         for (name, value) in headers {
-            request.headers_mut().append(
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value).unwrap(),
-            );
+            request
+                .headers_mut()
+                .append(HeaderName::from_bytes(name.as_bytes()).unwrap(), HeaderValue::from_str(value).unwrap());
         }
-        tokio::time::timeout(STEP, tokio_tungstenite::connect_async(request))
-            .await
-            .expect("the upgrade timed out")
+        tokio::time::timeout(STEP, tokio_tungstenite::connect_async(request)).await.expect("the upgrade timed out")
     }
 
     async fn connect_with_token(&self) -> Client {
-        self.connect(&[("authorization", &format!("Bearer {TOKEN}"))])
-            .await
-            .expect("the upgrade succeeds")
-            .0
+        self.connect(&[("authorization", &format!("Bearer {TOKEN}"))]).await.expect("the upgrade succeeds").0
     }
 
     async fn connect_and_handshake(&self) -> Client {
         let mut client = self.connect_with_token().await;
-        send(&mut client, json!({"jsonrpc": "2.0", "id": 1, "method": "handshake", "params": {"protocol_version": 20}})).await;
+        send(
+            &mut client,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "handshake", "params": {"protocol_version": 20}}),
+        )
+        .await;
         let reply = next_json(&mut client).await;
         assert_eq!(reply["id"], 1, "{reply}");
         client
@@ -147,9 +123,7 @@ impl TestGateway {
     }
 
     async fn stop(&self) {
-        tokio::time::timeout(STEP, self.running.stop())
-            .await
-            .expect("stop timed out");
+        tokio::time::timeout(STEP, self.running.stop()).await.expect("stop timed out");
     }
 }
 
@@ -173,9 +147,7 @@ async fn send(client: &mut Client, value: Value) {
 /// The next message that is not a ping or pong.
 async fn next_message(client: &mut Client) -> Option<Message> {
     loop {
-        let message = tokio::time::timeout(STEP, client.next())
-            .await
-            .expect("no message in time")?;
+        let message = tokio::time::timeout(STEP, client.next()).await.expect("no message in time")?;
         match message {
             Ok(Message::Ping(_) | Message::Pong(_)) => continue,
             Ok(message) => return Some(message),
@@ -221,20 +193,10 @@ async fn raw_http(addr: SocketAddr, request: String) -> (u16, Vec<(String, Strin
         }
         String::from_utf8_lossy(&received).into_owned()
     });
-    let text = tokio::time::timeout(STEP, exchange)
-        .await
-        .expect("HTTP timed out")
-        .unwrap();
+    let text = tokio::time::timeout(STEP, exchange).await.expect("HTTP timed out").unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("a complete HTTP head");
     let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
     let headers = lines
         .filter_map(|line| line.split_once(':'))
         .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
@@ -250,10 +212,7 @@ fn upgrade_request(addr: SocketAddr, extra_headers: &str) -> String {
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(key, _)| key == name)
-        .map(|(_, value)| value.as_str())
+    headers.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
 }
 
 fn http_status(error: tungstenite::Error) -> u16 {
@@ -267,24 +226,16 @@ fn http_status(error: tungstenite::Error) -> u16 {
 async fn missing_or_wrong_tokens_get_401() {
     let gateway = TestGateway::start(FakeEngine::default(), |_| {}).await;
     assert_eq!(http_status(gateway.connect(&[]).await.unwrap_err()), 401);
-    let wrong = gateway
-        .connect(&[("authorization", "Bearer not-the-token")])
-        .await;
+    let wrong = gateway.connect(&[("authorization", "Bearer not-the-token")]).await;
     assert_eq!(http_status(wrong.unwrap_err()), 401);
-    let wrong_subprotocol = gateway
-        .connect(&[("sec-websocket-protocol", "troupe, troupe.bearer.nope")])
-        .await;
+    let wrong_subprotocol = gateway.connect(&[("sec-websocket-protocol", "troupe, troupe.bearer.nope")]).await;
     assert_eq!(http_status(wrong_subprotocol.unwrap_err()), 401);
 
-    let (status, headers, body) =
-        raw_http(gateway.addr(), upgrade_request(gateway.addr(), "")).await;
+    let (status, headers, body) = raw_http(gateway.addr(), upgrade_request(gateway.addr(), "")).await;
     assert_eq!(status, 401);
     assert_eq!(header(&headers, "www-authenticate"), Some("Bearer"));
     assert!(!body.contains(TOKEN));
-    assert!(
-        gateway.engine.connected.lock().unwrap().is_empty(),
-        "a refused upgrade never reaches the engine"
-    );
+    assert!(gateway.engine.connected.lock().unwrap().is_empty(), "a refused upgrade never reaches the engine");
     gateway.stop().await;
 }
 
@@ -295,19 +246,11 @@ async fn origins_are_checked_before_the_token() {
     })
     .await;
     let bearer = format!("Bearer {TOKEN}");
-    let foreign = gateway
-        .connect(&[
-            ("origin", "http://evil.example"),
-            ("authorization", &bearer),
-        ])
-        .await;
+    let foreign = gateway.connect(&[("origin", "http://evil.example"), ("authorization", &bearer)]).await;
     assert_eq!(http_status(foreign.unwrap_err()), 403);
     // A foreign origin without a token is still a 403: the origin is checked first.
-    let (status, _, body) = raw_http(
-        gateway.addr(),
-        upgrade_request(gateway.addr(), "Origin: http://evil.example\r\n"),
-    )
-    .await;
+    let (status, _, body) =
+        raw_http(gateway.addr(), upgrade_request(gateway.addr(), "Origin: http://evil.example\r\n")).await;
     assert_eq!((status, body.as_str()), (403, "origin not allowed"));
 
     let same_host = format!("http://{}", gateway.addr());
@@ -316,10 +259,7 @@ async fn origins_are_checked_before_the_token() {
         .await
         .expect("the daemon's own origin is accepted");
     gateway
-        .connect(&[
-            ("origin", "https://console.example.com"),
-            ("authorization", &bearer),
-        ])
+        .connect(&[("origin", "https://console.example.com"), ("authorization", &bearer)])
         .await
         .expect("a listed origin is accepted");
     gateway.stop().await;
@@ -329,30 +269,17 @@ async fn origins_are_checked_before_the_token() {
 async fn a_subprotocol_token_is_accepted_and_troupe_selected() {
     let gateway = TestGateway::start(FakeEngine::default(), |_| {}).await;
     let offered = format!("troupe, troupe.bearer.{TOKEN}");
-    let (mut client, response) = gateway
-        .connect(&[("sec-websocket-protocol", &offered)])
-        .await
-        .expect("the subprotocol token is accepted");
-    assert_eq!(
-        response
-            .headers()
-            .get("sec-websocket-protocol")
-            .and_then(|value| value.to_str().ok()),
-        Some("troupe")
-    );
-    send(&mut client, json!({"jsonrpc": "2.0", "id": 1, "method": "handshake", "params": {"protocol_version": 20}})).await;
-    assert_eq!(
-        next_json(&mut client).await["result"]["protocol_version"],
-        20
-    );
+    let (mut client, response) =
+        gateway.connect(&[("sec-websocket-protocol", &offered)]).await.expect("the subprotocol token is accepted");
+    assert_eq!(response.headers().get("sec-websocket-protocol").and_then(|value| value.to_str().ok()), Some("troupe"));
+    send(&mut client, json!({"jsonrpc": "2.0", "id": 1, "method": "handshake", "params": {"protocol_version": 20}}))
+        .await;
+    assert_eq!(next_json(&mut client).await["result"]["protocol_version"], 20);
 
     // Leniency: `troupe` is selected even when only the token entry was offered.
     let (status, headers, _) = raw_http(
         gateway.addr(),
-        upgrade_request(
-            gateway.addr(),
-            &format!("Sec-WebSocket-Protocol: troupe.bearer.{TOKEN}\r\n"),
-        ),
+        upgrade_request(gateway.addr(), &format!("Sec-WebSocket-Protocol: troupe.bearer.{TOKEN}\r\n")),
     )
     .await;
     assert_eq!(status, 101);
@@ -364,12 +291,14 @@ async fn a_subprotocol_token_is_accepted_and_troupe_selected() {
 async fn handshake_round_trip_and_an_error_reply() {
     let gateway = TestGateway::start(FakeEngine::default(), |_| {}).await;
     let mut client = gateway.connect_with_token().await;
-    send(&mut client, json!({"jsonrpc": "2.0", "id": 1, "method": "handshake", "params": {"protocol_version": 20}})).await;
+    send(&mut client, json!({"jsonrpc": "2.0", "id": 1, "method": "handshake", "params": {"protocol_version": 20}}))
+        .await;
     assert_eq!(
         next_json(&mut client).await,
         json!({"jsonrpc": "2.0", "id": 1, "result": {"protocol_version": 20, "server": {"name": "fake", "version": "0.0.0"}}})
     );
-    send(&mut client, json!({"jsonrpc": "2.0", "id": 2, "method": "session.get", "params": {"session_id": "s-1"}})).await;
+    send(&mut client, json!({"jsonrpc": "2.0", "id": 2, "method": "session.get", "params": {"session_id": "s-1"}}))
+        .await;
     let reply = next_json(&mut client).await;
     assert_eq!(reply["id"], 2);
     assert_eq!(reply["error"]["code"], -32000);
@@ -379,10 +308,7 @@ async fn handshake_round_trip_and_an_error_reply() {
     let connection_id = gateway.engine.connected.lock().unwrap()[0];
     drop(client);
     gateway.wait_for_disconnects(1).await;
-    assert_eq!(
-        *gateway.engine.disconnected.lock().unwrap(),
-        vec![connection_id]
-    );
+    assert_eq!(*gateway.engine.disconnected.lock().unwrap(), vec![connection_id]);
     gateway.stop().await;
 }
 
@@ -390,10 +316,7 @@ async fn handshake_round_trip_and_an_error_reply() {
 async fn a_binary_frame_closes_with_1003() {
     let gateway = TestGateway::start(FakeEngine::default(), |_| {}).await;
     let mut client = gateway.connect_and_handshake().await;
-    tokio::time::timeout(STEP, client.send(Message::Binary(vec![1, 2, 3].into())))
-        .await
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(STEP, client.send(Message::Binary(vec![1, 2, 3].into()))).await.unwrap().unwrap();
     expect_close(&mut client, CloseCode::Unsupported).await;
     gateway.wait_for_disconnects(1).await;
     gateway.stop().await;
@@ -401,10 +324,7 @@ async fn a_binary_frame_closes_with_1003() {
 
 #[actix_web::test]
 async fn a_frame_over_max_frame_bytes_closes_with_1009() {
-    let gateway = TestGateway::start(FakeEngine::default(), |config| {
-        config.max_frame_bytes = 1024
-    })
-    .await;
+    let gateway = TestGateway::start(FakeEngine::default(), |config| config.max_frame_bytes = 1024).await;
     let mut client = gateway.connect_with_token().await;
     // Just under the limit is fine.
     let padded = format!(
@@ -412,20 +332,11 @@ async fn a_frame_over_max_frame_bytes_closes_with_1009() {
         " ".repeat(900)
     );
     assert!(padded.len() <= 1024);
-    tokio::time::timeout(STEP, client.send(Message::Text(padded.into())))
-        .await
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(STEP, client.send(Message::Text(padded.into()))).await.unwrap().unwrap();
     assert_eq!(next_json(&mut client).await["id"], 1);
 
-    let oversized = format!(
-        r#"{{"jsonrpc":"2.0","id":2,"method":"x","params":"{}"}}"#,
-        "a".repeat(4096)
-    );
-    tokio::time::timeout(STEP, client.send(Message::Text(oversized.into())))
-        .await
-        .unwrap()
-        .unwrap();
+    let oversized = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"x","params":"{}"}}"#, "a".repeat(4096));
+    tokio::time::timeout(STEP, client.send(Message::Text(oversized.into()))).await.unwrap().unwrap();
     expect_close(&mut client, CloseCode::Size).await;
     gateway.wait_for_disconnects(1).await;
     gateway.stop().await;
@@ -436,10 +347,7 @@ async fn a_fragmented_message_over_max_frame_bytes_closes_with_1009() {
     use tokio_tungstenite::tungstenite::protocol::frame::Frame;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
-    let gateway = TestGateway::start(FakeEngine::default(), |config| {
-        config.max_frame_bytes = 1024
-    })
-    .await;
+    let gateway = TestGateway::start(FakeEngine::default(), |config| config.max_frame_bytes = 1024).await;
     let mut client = gateway.connect_and_handshake().await;
     // Each fragment fits; the message they make does not.
     let fragments = [
@@ -447,10 +355,7 @@ async fn a_fragmented_message_over_max_frame_bytes_closes_with_1009() {
         Frame::message(vec![b' '; 600], OpCode::Data(Data::Continue), true),
     ];
     for fragment in fragments {
-        tokio::time::timeout(STEP, client.send(Message::Frame(fragment)))
-            .await
-            .unwrap()
-            .unwrap();
+        tokio::time::timeout(STEP, client.send(Message::Frame(fragment))).await.unwrap().unwrap();
     }
     expect_close(&mut client, CloseCode::Size).await;
     gateway.wait_for_disconnects(1).await;
@@ -460,8 +365,7 @@ async fn a_fragmented_message_over_max_frame_bytes_closes_with_1009() {
 #[actix_web::test]
 async fn health_and_readiness() {
     let gateway = TestGateway::start(FakeEngine::default(), |_| {}).await;
-    let get =
-        |path: &str| format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     let (status, _, body) = raw_http(gateway.addr(), get("/healthz")).await;
     assert_eq!((status, body.as_str()), (200, "ok"));
     let (status, _, _) = raw_http(gateway.addr(), get("/readyz")).await;
@@ -487,23 +391,12 @@ async fn stop_closes_connected_clients_with_1001() {
 
 #[actix_web::test]
 async fn requests_over_the_in_flight_limit_get_overloaded() {
-    let engine = FakeEngine {
-        hold_session_get: true,
-        ..FakeEngine::default()
-    };
+    let engine = FakeEngine { hold_session_get: true, ..FakeEngine::default() };
     let gateway = TestGateway::start(engine, |config| config.limits.max_in_flight = 1).await;
     let mut client = gateway.connect_and_handshake().await;
     // Pipelined: the second request arrives while the first is still being processed.
-    send(
-        &mut client,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "session.get", "params": {"session_id": "a"}}),
-    )
-    .await;
-    send(
-        &mut client,
-        json!({"jsonrpc": "2.0", "id": 3, "method": "session.get", "params": {"session_id": "b"}}),
-    )
-    .await;
+    send(&mut client, json!({"jsonrpc": "2.0", "id": 2, "method": "session.get", "params": {"session_id": "a"}})).await;
+    send(&mut client, json!({"jsonrpc": "2.0", "id": 3, "method": "session.get", "params": {"session_id": "b"}})).await;
     let first = next_json(&mut client).await;
     assert_eq!(first["id"], 3, "the refusal is immediate: {first}");
     assert_eq!(first["error"]["code"], -32003);
