@@ -126,9 +126,6 @@ mod tests {
 
     #[test]
     fn short_clean_text_is_unchanged() {
-        assert_eq!(
-            sanitize_diagnostic("session not found"),
-            "session not found"
-        );
+        assert_eq!(sanitize_diagnostic("session not found"), "session not found");
     }
 }

@@ -55,32 +55,18 @@ impl RpcError {
     fn with_detail(code: i64, message: &str, detail: &str) -> Self {
         let mut data = Map::new();
         data.insert("detail".into(), Value::String(sanitize_diagnostic(detail)));
-        RpcError {
-            code,
-            message: message.to_owned(),
-            data: Some(Value::Object(data)),
-        }
+        RpcError { code, message: message.to_owned(), data: Some(Value::Object(data)) }
     }
 
     /// A typed error: `data = {code, detail, ...ids}`.
-    fn typed(
-        code: i64,
-        message: &str,
-        typed_code: &str,
-        detail: &str,
-        ids: &[(&str, Value)],
-    ) -> Self {
+    fn typed(code: i64, message: &str, typed_code: &str, detail: &str, ids: &[(&str, Value)]) -> Self {
         let mut data = Map::new();
         data.insert("code".into(), Value::String(typed_code.to_owned()));
         data.insert("detail".into(), Value::String(sanitize_diagnostic(detail)));
         for (key, value) in ids {
             data.insert((*key).to_owned(), value.clone());
         }
-        RpcError {
-            code,
-            message: message.to_owned(),
-            data: Some(Value::Object(data)),
-        }
+        RpcError { code, message: message.to_owned(), data: Some(Value::Object(data)) }
     }
 
     pub fn parse_error(detail: &str) -> Self {
@@ -106,13 +92,7 @@ impl RpcError {
 
     /// A typed rejection of well-formed params (`idempotency_conflict`, `unsupported_protocol_version`, ...).
     pub fn invalid_params_typed(typed_code: &str, detail: &str, ids: &[(&str, Value)]) -> Self {
-        Self::typed(
-            codes::INVALID_PARAMS,
-            "Invalid params",
-            typed_code,
-            detail,
-            ids,
-        )
+        Self::typed(codes::INVALID_PARAMS, "Invalid params", typed_code, detail, ids)
     }
 
     pub fn internal(detail: &str) -> Self {

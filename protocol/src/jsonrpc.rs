@@ -60,30 +60,20 @@ pub fn encode_result_response(id: &Id, result: &RawValue) -> String {
 
 /// `{"jsonrpc":"2.0","id":..,"error":{..}}`.
 pub fn encode_error_response(id: &Id, error: &RpcError) -> String {
-    let error = serde_json::to_string(error)
-        .unwrap_or_else(|_| r#"{"code":-32603,"message":"Internal error"}"#.to_owned());
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
-        id.encode(),
-        error
-    )
+    let error =
+        serde_json::to_string(error).unwrap_or_else(|_| r#"{"code":-32603,"message":"Internal error"}"#.to_owned());
+    format!(r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#, id.encode(), error)
 }
 
 /// `{"jsonrpc":"2.0","method":..,"params":..}`.
-pub fn encode_notification<N: Notification>(
-    params: &N::Params,
-) -> Result<ByteString, serde_json::Error> {
+pub fn encode_notification<N: Notification>(params: &N::Params) -> Result<ByteString, serde_json::Error> {
     #[derive(Serialize)]
     struct Envelope<'a, P> {
         jsonrpc: &'static str,
         method: &'static str,
         params: &'a P,
     }
-    let text = serde_json::to_string(&Envelope {
-        jsonrpc: "2.0",
-        method: N::NAME,
-        params,
-    })?;
+    let text = serde_json::to_string(&Envelope { jsonrpc: "2.0", method: N::NAME, params })?;
     Ok(ByteString::from(text))
 }
 
@@ -96,22 +86,13 @@ pub fn encode_request<M: Method>(id: &Id, params: &M::Params) -> Result<String, 
         method: &'static str,
         params: &'a P,
     }
-    serde_json::to_string(&Envelope {
-        jsonrpc: "2.0",
-        id,
-        method: M::NAME,
-        params,
-    })
+    serde_json::to_string(&Envelope { jsonrpc: "2.0", id, method: M::NAME, params })
 }
 
 /// Decodes a method's params, turning serde's message into a -32602 detail.
-pub(crate) fn decode_params<P: DeserializeOwned>(
-    method: &str,
-    params: Value,
-) -> Result<P, RpcError> {
-    serde_json::from_value(params).map_err(|error| {
-        RpcError::invalid_params(&format!("invalid params for `{method}`: {error}"))
-    })
+pub(crate) fn decode_params<P: DeserializeOwned>(method: &str, params: Value) -> Result<P, RpcError> {
+    serde_json::from_value(params)
+        .map_err(|error| RpcError::invalid_params(&format!("invalid params for `{method}`: {error}")))
 }
 
 /// Encodes a result once; the envelope embeds it without re-encoding.
@@ -132,10 +113,7 @@ pub(crate) struct IncomingRequest {
 /// Validates one request object. The error is already addressed (id or null) and ready to send.
 pub(crate) fn parse_request(value: Value) -> Result<IncomingRequest, (Id, RpcError)> {
     let Value::Object(mut object) = value else {
-        return Err((
-            Id::Null,
-            RpcError::invalid_request("a request must be a JSON object"),
-        ));
+        return Err((Id::Null, RpcError::invalid_request("a request must be a JSON object")));
     };
     let id = match object.remove("id") {
         None => None,
@@ -143,29 +121,20 @@ pub(crate) fn parse_request(value: Value) -> Result<IncomingRequest, (Id, RpcErr
         Some(Value::Number(number)) => Some(Id::Number(number)),
         Some(Value::String(text)) => Some(Id::String(text)),
         Some(_) => {
-            return Err((
-                Id::Null,
-                RpcError::invalid_request("`id` must be a string, a number or null"),
-            ));
+            return Err((Id::Null, RpcError::invalid_request("`id` must be a string, a number or null")));
         }
     };
     let reply_id = id.clone().unwrap_or(Id::Null);
     match object.remove("jsonrpc") {
         Some(Value::String(version)) if version == "2.0" => {}
         _ => {
-            return Err((
-                reply_id,
-                RpcError::invalid_request(r#"`jsonrpc` must be exactly "2.0""#),
-            ));
+            return Err((reply_id, RpcError::invalid_request(r#"`jsonrpc` must be exactly "2.0""#)));
         }
     }
     let method = match object.remove("method") {
         Some(Value::String(method)) => method,
         Some(_) => {
-            return Err((
-                reply_id,
-                RpcError::invalid_request("`method` must be a string"),
-            ));
+            return Err((reply_id, RpcError::invalid_request("`method` must be a string")));
         }
         None => return Err((reply_id, RpcError::invalid_request("`method` is missing"))),
     };
@@ -175,16 +144,11 @@ pub(crate) fn parse_request(value: Value) -> Result<IncomingRequest, (Id, RpcErr
         Some(Value::Array(_)) => {
             return Err((
                 reply_id,
-                RpcError::invalid_params(
-                    "params must be an object; positional params are not supported",
-                ),
+                RpcError::invalid_params("params must be an object; positional params are not supported"),
             ));
         }
         Some(_) => {
-            return Err((
-                reply_id,
-                RpcError::invalid_request("`params` must be an object or an array"),
-            ));
+            return Err((reply_id, RpcError::invalid_request("`params` must be an object or an array")));
         }
     };
     if let Some(unexpected) = object.keys().next() {
@@ -208,12 +172,10 @@ mod tests {
 
     #[test]
     fn invalid_members_are_reported_with_the_id_when_it_was_readable() {
-        let (id, error) =
-            parse_request(json!({"jsonrpc": "1.0", "method": "x", "id": 4})).unwrap_err();
+        let (id, error) = parse_request(json!({"jsonrpc": "1.0", "method": "x", "id": 4})).unwrap_err();
         assert_eq!(id, Id::Number(4.into()));
         assert_eq!(error.code, crate::error::codes::INVALID_REQUEST);
-        let (id, _) =
-            parse_request(json!({"jsonrpc": "2.0", "method": 1, "params": "bar"})).unwrap_err();
+        let (id, _) = parse_request(json!({"jsonrpc": "2.0", "method": 1, "params": "bar"})).unwrap_err();
         assert_eq!(id, Id::Null);
     }
 

@@ -31,9 +31,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
 use crate::error::RpcError;
-use crate::jsonrpc::{
-    Id, Method, Notification, encode_error_response, encode_notification, encode_result_response,
-};
+use crate::jsonrpc::{Id, Method, Notification, encode_error_response, encode_notification, encode_result_response};
 pub use crate::methods::ServerProtocol;
 use crate::methods::dispatch;
 use crate::transport::{MessageFrame, Transport};
@@ -51,10 +49,7 @@ pub struct ServerLimits {
 
 impl Default for ServerLimits {
     fn default() -> Self {
-        ServerLimits {
-            max_in_flight: 256,
-            outbound_queue: 1024,
-        }
+        ServerLimits { max_in_flight: 256, outbound_queue: 1024 }
     }
 }
 
@@ -95,10 +90,7 @@ pub struct ServerConnection<S> {
 
 impl<S> Clone for ServerConnection<S> {
     fn clone(&self) -> Self {
-        ServerConnection {
-            server: self.server.clone(),
-            shared: self.shared.clone(),
-        }
+        ServerConnection { server: self.server.clone(), shared: self.shared.clone() }
     }
 }
 
@@ -160,10 +152,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             closed: AtomicBool::new(false),
         });
         server.connected(shared.id);
-        let outbound = OutboundStream {
-            receiver,
-            shared: shared.clone(),
-        };
+        let outbound = OutboundStream { receiver, shared: shared.clone() };
         (ServerConnection { server, shared }, outbound)
     }
 
@@ -177,9 +166,8 @@ impl<S: ServerProtocol> ServerConnection<S> {
     pub fn handle_frame(&self, frame: MessageFrame) -> impl Future<Output = ()> + Send + 'static {
         let this = self.clone();
         let parsed = match frame {
-            MessageFrame::Text(text) => serde_json::from_str::<Value>(&text).map_err(|error| {
-                RpcError::parse_error(&format!("the frame is not valid JSON: {error}"))
-            }),
+            MessageFrame::Text(text) => serde_json::from_str::<Value>(&text)
+                .map_err(|error| RpcError::parse_error(&format!("the frame is not valid JSON: {error}"))),
             MessageFrame::Value(value) => Ok(value),
         };
         let group = Arc::new(ReplyGroup::default());
@@ -191,12 +179,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 &Id::Null,
                 &RpcError::invalid_request("an empty batch is not a valid request"),
             )),
-            Ok(Value::Array(items)) => Work::Batch(
-                items
-                    .into_iter()
-                    .map(|item| this.admit(item, &group))
-                    .collect(),
-            ),
+            Ok(Value::Array(items)) => Work::Batch(items.into_iter().map(|item| this.admit(item, &group)).collect()),
             Ok(value) => Work::Single(this.admit(value, &group)),
         };
         async move {
@@ -204,21 +187,14 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 Work::Immediate(reply) => Some(reply),
                 Work::Single(admitted) => this.run(admitted).await,
                 Work::Batch(members) => {
-                    let replies: Vec<Option<String>> = futures::future::join_all(
-                        members.into_iter().map(|member| this.run(member)),
-                    )
-                    .await;
+                    let replies: Vec<Option<String>> =
+                        futures::future::join_all(members.into_iter().map(|member| this.run(member))).await;
                     let replies: Vec<String> = replies.into_iter().flatten().collect();
                     (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
                 }
             };
             if let Some(reply) = reply
-                && this
-                    .shared
-                    .outbound
-                    .send(ByteString::from(reply))
-                    .await
-                    .is_err()
+                && this.shared.outbound.send(ByteString::from(reply)).await.is_err()
             {
                 return;
             }
@@ -235,11 +211,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
         let is_notification = request.id.is_none();
         let reply_id = request.id.clone().unwrap_or(Id::Null);
         let refuse = |error: RpcError| {
-            if is_notification {
-                Admitted::Nothing
-            } else {
-                Admitted::Reply(encode_error_response(&reply_id, &error))
-            }
+            if is_notification { Admitted::Nothing } else { Admitted::Reply(encode_error_response(&reply_id, &error)) }
         };
         if request.method == crate::methods::method::Handshake::NAME {
             if let Err(error) = check_handshake(&request.params) {
@@ -254,10 +226,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
             return refuse(RpcError::overloaded(limit));
         }
-        let ctx = ServerContext {
-            shared: self.shared.clone(),
-            group: group.clone(),
-        };
+        let ctx = ServerContext { shared: self.shared.clone(), group: group.clone() };
         Admitted::Dispatch { request, ctx }
     }
 
@@ -267,14 +236,9 @@ impl<S: ServerProtocol> ServerConnection<S> {
             Admitted::Nothing => None,
             Admitted::Reply(reply) => Some(reply),
             Admitted::Dispatch { request, ctx } => {
-                let outcome = AssertUnwindSafe(dispatch(
-                    &*self.server,
-                    &ctx,
-                    &request.method,
-                    request.params,
-                ))
-                .catch_unwind()
-                .await;
+                let outcome = AssertUnwindSafe(dispatch(&*self.server, &ctx, &request.method, request.params))
+                    .catch_unwind()
+                    .await;
                 self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
                 let result = outcome.unwrap_or_else(|_| {
                     tracing::error!(method = %request.method, "a request handler panicked");
@@ -380,12 +344,7 @@ impl ServerContext {
     pub fn event_sink(&self, session_id: &str) -> EventSink {
         let session_id: Arc<str> = Arc::from(session_id);
         let channel = GatedChannel::new(self.shared.clone(), Some(session_id.clone()));
-        if let Some(previous) = self
-            .shared
-            .subscriptions
-            .lock()
-            .insert(session_id, channel.clone())
-        {
+        if let Some(previous) = self.shared.subscriptions.lock().insert(session_id, channel.clone()) {
             previous.closed.store(true, Ordering::Release);
         }
         self.group.channels.lock().push(channel.clone());
@@ -473,6 +432,30 @@ impl GatedChannel {
         }
     }
 
+    fn offer_transient(&self, frame: &ByteString) -> Result<bool, SinkError> {
+        if self.is_closed() {
+            return Err(SinkError::Closed);
+        }
+        if !self.open.load(Ordering::Acquire) {
+            let mut guard = self.held.lock();
+            if let Some(held) = guard.as_mut() {
+                if held.len() >= self.shared.limits.outbound_queue {
+                    return Ok(false);
+                }
+                held.push_back((0, frame.clone()));
+                return Ok(true);
+            }
+        }
+        match self.shared.outbound.try_send(frame.clone()) {
+            Ok(()) => Ok(true),
+            Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.closed.store(true, Ordering::Release);
+                Err(SinkError::Closed)
+            }
+        }
+    }
+
     /// Closes the subscription and schedules its one gap notice.
     fn fall_behind(&self) -> SinkError {
         if self.closed.swap(true, Ordering::AcqRel) {
@@ -488,10 +471,7 @@ impl GatedChannel {
                 Err(error) => tracing::error!(%error, "failed to encode a gap notice"),
             }
             let mut subscriptions = self.shared.subscriptions.lock();
-            if subscriptions
-                .get(session_id)
-                .is_some_and(|current| std::ptr::eq(Arc::as_ptr(current), self))
-            {
+            if subscriptions.get(session_id).is_some_and(|current| std::ptr::eq(Arc::as_ptr(current), self)) {
                 subscriptions.remove(session_id);
             }
         }
@@ -527,9 +507,7 @@ impl EventSink {
 
     /// Records that the subscription's reply carried the events up to `seq`, so a gap points after them.
     pub fn mark_replayed_through(&self, seq: u64) {
-        self.channel
-            .last_delivered_seq
-            .store(seq, Ordering::Release);
+        self.channel.last_delivered_seq.store(seq, Ordering::Release);
     }
 
     /// Offers one encoded `events.subscription` frame for the event `seq` (see [`encode_event_notification`]).
@@ -541,6 +519,13 @@ impl EventSink {
     /// Whether the connection is gone or the subscription was replaced.
     pub fn is_closed(&self) -> bool {
         self.channel.is_closed()
+    }
+
+    /// Offers a notification that is not a stored event (live tool output). When the queue is full it is
+    /// dropped and `Ok(false)` is returned, but the subscription stays open: the caller tells the subscriber
+    /// what it missed later (`events.tool_output_gap`). `Err(Closed)` means the sink is finished.
+    pub fn offer_transient(&self, frame: &ByteString) -> Result<bool, SinkError> {
+        self.channel.offer_transient(frame)
     }
 }
 
@@ -577,9 +562,7 @@ pub fn encode_event_notification(session_id: &str, event: &EventJson) -> ByteStr
     let session_id = serde_json::to_string(session_id).unwrap_or_else(|_| "\"\"".to_owned());
     let event = event.as_str();
     let mut out = String::with_capacity(event.len() + session_id.len() + 96);
-    out.push_str(
-        r#"{"jsonrpc":"2.0","method":"events.subscription","params":{"type":"event","session_id":"#,
-    );
+    out.push_str(r#"{"jsonrpc":"2.0","method":"events.subscription","params":{"type":"event","session_id":"#);
     out.push_str(&session_id);
     out.push_str(r#","event":"#);
     out.push_str(event);
@@ -588,11 +571,7 @@ pub fn encode_event_notification(session_id: &str, event: &EventJson) -> ByteStr
 }
 
 /// Drives one complete protocol session over `transport` until either side closes.
-pub async fn serve<S: ServerProtocol, T: Transport>(
-    mut transport: T,
-    server: Arc<S>,
-    limits: ServerLimits,
-) {
+pub async fn serve<S: ServerProtocol, T: Transport>(mut transport: T, server: Arc<S>, limits: ServerLimits) {
     let (connection, mut outbound) = ServerConnection::new(server.clone(), limits);
     let mut handlers = FuturesUnordered::new();
     loop {

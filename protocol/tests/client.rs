@@ -5,6 +5,7 @@
 //! Every await is bounded by a timeout; nothing sleeps to synchronize.
 
 use std::collections::HashMap;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
-use tokio::task::AbortHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -26,9 +27,7 @@ use troupe_protocol::error::codes;
 use troupe_protocol::server::{
     EventSink, ServerContext, ServerLimits, ServerProtocol, encode_event_notification, serve,
 };
-use troupe_protocol::transport::{
-    InProcessTransport, MessageFrame, Transport, TransportError, WebSocketTransport,
-};
+use troupe_protocol::transport::{InProcessTransport, MessageFrame, Transport, TransportError, WebSocketTransport};
 use troupe_protocol::types::common::{
     ModelSelection, RunSelection, SessionIdParams, SessionMeta, SessionOrigin, SessionStatus,
 };
@@ -48,9 +47,7 @@ async fn within<F: Future>(future: F) -> F::Output {
 }
 
 async fn next(deliveries: &mut Deliveries) -> ClientDelivery {
-    within(deliveries.next())
-        .await
-        .expect("the delivery stream ended")
+    within(deliveries.next()).await.expect("the delivery stream ended")
 }
 
 fn event(session_id: &str, seq: u64) -> StoredEvent {
@@ -60,10 +57,7 @@ fn event(session_id: &str, seq: u64) -> StoredEvent {
         seq,
         timestamp: "2026-01-01T00:00:00Z".to_owned(),
         origin: Some("user".to_owned()),
-        payload: EventPayload::UserInputAdmitted {
-            input_id: format!("input-{seq}"),
-            input: format!("message {seq}"),
-        },
+        payload: EventPayload::UserInputAdmitted { input_id: format!("input-{seq}"), input: format!("message {seq}") },
     }
 }
 
@@ -77,10 +71,7 @@ fn meta(session_id: &str) -> SessionResult {
             title_updated_seq: None,
             creation_selection: RunSelection {
                 agent: "default".to_owned(),
-                model: ModelSelection {
-                    model: "local/echo".to_owned(),
-                    variant: None,
-                },
+                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
                 preset: None,
             },
             status: SessionStatus::Idle,
@@ -95,12 +86,7 @@ fn meta(session_id: &str) -> SessionResult {
 fn startup_snapshot() -> RuntimeChangedParams {
     RuntimeChangedParams {
         previous_revision: None,
-        snapshot: RuntimeSnapshot {
-            revision: 1,
-            providers: Vec::new(),
-            models: Vec::new(),
-            agents: Vec::new(),
-        },
+        snapshot: RuntimeSnapshot { revision: 1, providers: Vec::new(), models: Vec::new(), agents: Vec::new() },
         reasons: vec!["startup".to_owned()],
     }
 }
@@ -131,9 +117,7 @@ impl TestServer {
         let seq = session.events.len() as u64 + 1;
         let json = EventJson::encode(&event(session_id, seq)).unwrap();
         if let Some(sink) = &session.sink
-            && sink
-                .offer(seq, &encode_event_notification(session_id, &json))
-                .is_err()
+            && sink.offer(seq, &encode_event_notification(session_id, &json)).is_err()
         {
             session.sink = None;
         }
@@ -147,8 +131,7 @@ impl TestServer {
         let session = &sessions[session_id];
         let json = &session.events[seq as usize - 1];
         let sink = session.sink.as_ref().unwrap();
-        sink.offer(seq, &encode_event_notification(session_id, json))
-            .unwrap();
+        sink.offer(seq, &encode_event_notification(session_id, json)).unwrap();
     }
 
     fn break_subscriptions(&self, session_id: &str) {
@@ -157,18 +140,11 @@ impl TestServer {
 }
 
 impl ServerProtocol for TestServer {
-    async fn handshake(
-        &self,
-        ctx: &ServerContext,
-        params: HandshakeParams,
-    ) -> Result<HandshakeResult, RpcError> {
+    async fn handshake(&self, ctx: &ServerContext, params: HandshakeParams) -> Result<HandshakeResult, RpcError> {
         ctx.notify_after_reply::<notification::RuntimeChanged>(&startup_snapshot());
         Ok(HandshakeResult {
             protocol_version: params.protocol_version,
-            server: ServerInfo {
-                name: "test".to_owned(),
-                version: "0".to_owned(),
-            },
+            server: ServerInfo { name: "test".to_owned(), version: "0".to_owned() },
         })
     }
 
@@ -178,13 +154,8 @@ impl ServerProtocol for TestServer {
         params: EventsSubscribeParams,
     ) -> Result<EventsSubscribeResult, RpcError> {
         let mut sessions = self.sessions.lock();
-        let not_found = || {
-            RpcError::engine(
-                "session_not_found",
-                "no such session",
-                &[("session_id", json!(params.session_id))],
-            )
-        };
+        let not_found =
+            || RpcError::engine("session_not_found", "no such session", &[("session_id", json!(params.session_id))]);
         let session = sessions.get_mut(&params.session_id).ok_or_else(not_found)?;
         if session.broken {
             return Err(not_found());
@@ -198,17 +169,11 @@ impl ServerProtocol for TestServer {
         Ok(EventsSubscribeResult { events, last_seq })
     }
 
-    async fn session_get(
-        &self,
-        _ctx: &ServerContext,
-        params: SessionIdParams,
-    ) -> Result<SessionResult, RpcError> {
+    async fn session_get(&self, _ctx: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
         match params.session_id.as_str() {
-            "missing" => Err(RpcError::engine(
-                "session_not_found",
-                "no session `missing`",
-                &[("session_id", json!("missing"))],
-            )),
+            "missing" => {
+                Err(RpcError::engine("session_not_found", "no session `missing`", &[("session_id", json!("missing"))]))
+            }
             "wait" => {
                 self.entered.notify_one();
                 self.gate.notified().await;
@@ -223,10 +188,7 @@ impl ServerProtocol for TestServer {
     }
 }
 
-async fn start(
-    limits: ServerLimits,
-    options: ClientOptions,
-) -> (Arc<TestServer>, Client, Deliveries) {
+async fn start(limits: ServerLimits, options: ClientOptions) -> (Arc<TestServer>, Client, Deliveries) {
     let server = Arc::new(TestServer::default());
     let (client_end, server_end) = InProcessTransport::pair(1024);
     tokio::spawn(serve(server_end, server.clone(), limits));
@@ -243,6 +205,17 @@ async fn start_default() -> (Arc<TestServer>, Client, Deliveries) {
     start(ServerLimits::default(), ClientOptions::default()).await
 }
 
+/// A server whose outbound queue holds `outbound_queue` frames, and a client subscribed to session `s`, which
+/// has one event; the replay of that event has been read.
+async fn start_subscribed_to_one_event(outbound_queue: usize) -> (Arc<TestServer>, Client, Deliveries) {
+    let limits = ServerLimits { outbound_queue, ..ServerLimits::default() };
+    let (server, client, mut deliveries) = start(limits, ClientOptions::default()).await;
+    server.append("s");
+    within(client.subscribe("s", None)).await.unwrap();
+    assert_eq!(expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await, vec![1]);
+    (server, client, deliveries)
+}
+
 /// Reads deliveries until `ReplayEnd` of `session_id`, returning the replayed `seq`s.
 async fn expect_replay(
     deliveries: &mut Deliveries,
@@ -252,11 +225,7 @@ async fn expect_replay(
 ) -> Vec<u64> {
     assert_eq!(
         next(deliveries).await,
-        ClientDelivery::ReplayStart {
-            session_id: session_id.to_owned(),
-            after_seq,
-            reason
-        }
+        ClientDelivery::ReplayStart { session_id: session_id.to_owned(), after_seq, reason }
     );
     let mut seqs = Vec::new();
     loop {
@@ -265,10 +234,7 @@ async fn expect_replay(
                 assert_eq!(event, self::event(session_id, event.seq));
                 seqs.push(event.seq);
             }
-            ClientDelivery::ReplayEnd {
-                session_id: ended,
-                last_seq,
-            } => {
+            ClientDelivery::ReplayEnd { session_id: ended, last_seq } => {
                 assert_eq!(ended, session_id);
                 assert_eq!(last_seq, seqs.last().copied().unwrap_or(after_seq));
                 return seqs;
@@ -279,10 +245,42 @@ async fn expect_replay(
 }
 
 async fn expect_live(deliveries: &mut Deliveries, session_id: &str, seq: u64) {
-    assert_eq!(
-        next(deliveries).await,
-        ClientDelivery::Live(event(session_id, seq))
-    );
+    assert_eq!(next(deliveries).await, ClientDelivery::Live(event(session_id, seq)));
+}
+
+/// `session.get {session_id}`, bounded by the step timeout.
+async fn get_session(client: &Client, session_id: &str) -> Result<SessionResult, ClientError> {
+    within(client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.to_owned() })).await
+}
+
+/// `session.get {session_id}` on its own task, for a call whose answer the test holds back; the test awaits the
+/// handle under [`within`].
+fn spawn_get_session(client: &Client, session_id: &str) -> JoinHandle<Result<SessionResult, ClientError>> {
+    let client = client.clone();
+    let params = SessionIdParams { session_id: session_id.to_owned() };
+    tokio::spawn(async move { client.call::<method::SessionGet>(params).await })
+}
+
+fn expect_rpc_error(error: ClientError) -> RpcError {
+    let ClientError::Rpc(error) = error else {
+        panic!("expected an RPC error, got {error:?}");
+    };
+    error
+}
+
+/// After the connection ended: the call that was outstanding failed as `expected`, the delivery stream is over,
+/// and a new call fails the same way.
+async fn expect_connection_ended(
+    client: &Client,
+    outstanding: JoinHandle<Result<SessionResult, ClientError>>,
+    deliveries: &mut Deliveries,
+    expected: fn(&ClientError) -> bool,
+) {
+    let error = within(outstanding).await.unwrap().unwrap_err();
+    assert!(expected(&error), "{error:?}");
+    assert_eq!(within(deliveries.next()).await, None);
+    let error = get_session(client, "x").await.unwrap_err();
+    assert!(expected(&error), "{error:?}");
 }
 
 #[tokio::test]
@@ -290,28 +288,14 @@ async fn concurrent_calls_are_matched_to_their_replies_by_id_even_out_of_order()
     let (server, client, _deliveries) = start_default().await;
 
     // The reply to `wait` is held back until a later call has been answered.
-    let waiting = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: "wait".to_owned(),
-                })
-                .await
-        }
-    });
+    let waiting = spawn_get_session(&client, "wait");
     within(server.entered.notified()).await;
 
     let calls = (0..32).map(|index| {
         let client = client.clone();
         async move {
             let session_id = format!("session-{index}");
-            let result = client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: session_id.clone(),
-                })
-                .await
-                .unwrap();
+            let result = get_session(&client, &session_id).await.unwrap();
             assert_eq!(result, meta(&session_id));
         }
     });
@@ -327,52 +311,28 @@ async fn concurrent_calls_are_matched_to_their_replies_by_id_even_out_of_order()
 async fn an_error_reply_becomes_an_rpc_error_with_its_code_and_data() {
     let (_server, client, _deliveries) = start_default().await;
 
-    let error = within(client.call::<method::SessionGet>(SessionIdParams {
-        session_id: "missing".to_owned(),
-    }))
-    .await
-    .unwrap_err();
-    let ClientError::Rpc(error) = error else {
-        panic!("expected an RPC error, got {error:?}");
-    };
+    let error = expect_rpc_error(get_session(&client, "missing").await.unwrap_err());
     assert_eq!(error.code, codes::ENGINE_ERROR);
     assert_eq!(
         error.data,
-        Some(
-            json!({"code": "session_not_found", "detail": "no session `missing`", "session_id": "missing"})
-        )
+        Some(json!({"code": "session_not_found", "detail": "no session `missing`", "session_id": "missing"}))
     );
 
     // A method the test server does not implement answers `not_implemented`.
-    let error = within(client.call::<method::RuntimeSnapshotGet>(Default::default()))
-        .await
-        .unwrap_err();
-    let ClientError::Rpc(error) = error else {
-        panic!("expected an RPC error, got {error:?}");
-    };
+    let error = within(client.call::<method::RuntimeSnapshotGet>(Default::default())).await.unwrap_err();
+    let error = expect_rpc_error(error);
     assert_eq!(error.typed_code(), Some("not_implemented"));
 }
 
 #[tokio::test]
 async fn a_call_without_an_answer_times_out_and_the_connection_stays_usable() {
-    let options = ClientOptions {
-        request_timeout: Duration::from_millis(200),
-        ..ClientOptions::default()
-    };
+    let options = ClientOptions { request_timeout: Duration::from_millis(200), ..ClientOptions::default() };
     let (_server, client, _deliveries) = start(ServerLimits::default(), options).await;
 
-    let error = within(client.call::<method::SessionGet>(SessionIdParams {
-        session_id: "never".to_owned(),
-    }))
-    .await
-    .unwrap_err();
+    let error = get_session(&client, "never").await.unwrap_err();
     assert!(matches!(error, ClientError::Timeout), "{error:?}");
 
-    let result = within(client.call::<method::SessionGet>(SessionIdParams {
-        session_id: "after".to_owned(),
-    }))
-    .await
-    .unwrap();
+    let result = get_session(&client, "after").await.unwrap();
     assert_eq!(result, meta("after"));
 }
 
@@ -407,10 +367,7 @@ async fn subscribe_replays_stored_events_then_delivers_live_events_in_order() {
 #[tokio::test]
 async fn subscribing_to_an_unknown_session_fails_and_forgets_it() {
     let (_server, client, _deliveries) = start_default().await;
-    let error = within(client.subscribe("nope", None)).await.unwrap_err();
-    let ClientError::Rpc(error) = error else {
-        panic!("expected an RPC error, got {error:?}");
-    };
+    let error = expect_rpc_error(within(client.subscribe("nope", None)).await.unwrap_err());
     assert_eq!(error.typed_code(), Some("session_not_found"));
 }
 
@@ -436,17 +393,7 @@ async fn live_events_at_or_below_the_cursor_are_dropped() {
 async fn a_gap_is_recovered_from_the_cursor_and_every_event_arrives_once_in_order() {
     // A tiny outbound queue: offering many events without yielding makes the server drop the subscription
     // with a gap.
-    let limits = ServerLimits {
-        outbound_queue: 4,
-        ..ServerLimits::default()
-    };
-    let (server, client, mut deliveries) = start(limits, ClientOptions::default()).await;
-    server.append("s");
-    within(client.subscribe("s", None)).await.unwrap();
-    assert_eq!(
-        expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await,
-        vec![1]
-    );
+    let (server, _client, mut deliveries) = start_subscribed_to_one_event(4).await;
 
     const FLOOD: u64 = 300;
     for _ in 0..FLOOD {
@@ -462,11 +409,7 @@ async fn a_gap_is_recovered_from_the_cursor_and_every_event_arrives_once_in_orde
                 assert_eq!(event.seq, expected, "each event once, in order");
                 expected += 1;
             }
-            ClientDelivery::ReplayStart {
-                session_id,
-                after_seq,
-                reason,
-            } => {
+            ClientDelivery::ReplayStart { session_id, after_seq, reason } => {
                 assert_eq!(session_id, "s");
                 assert_eq!(reason, ReplayReason::Gap);
                 assert_eq!(after_seq, expected - 1, "the replay starts at the cursor");
@@ -474,10 +417,7 @@ async fn a_gap_is_recovered_from_the_cursor_and_every_event_arrives_once_in_orde
                 in_replay = true;
                 gap_replays += 1;
             }
-            ClientDelivery::ReplayEnd {
-                session_id,
-                last_seq,
-            } => {
+            ClientDelivery::ReplayEnd { session_id, last_seq } => {
                 assert_eq!(session_id, "s");
                 assert_eq!(last_seq, expected - 1);
                 assert!(in_replay);
@@ -495,14 +435,7 @@ async fn a_gap_is_recovered_from_the_cursor_and_every_event_arrives_once_in_orde
 
 #[tokio::test]
 async fn a_recovery_that_keeps_failing_is_reported_and_the_session_forgotten() {
-    let limits = ServerLimits {
-        outbound_queue: 2,
-        ..ServerLimits::default()
-    };
-    let (server, client, mut deliveries) = start(limits, ClientOptions::default()).await;
-    server.append("s");
-    within(client.subscribe("s", None)).await.unwrap();
-    expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await;
+    let (server, _client, mut deliveries) = start_subscribed_to_one_event(2).await;
 
     server.break_subscriptions("s");
     for _ in 0..50 {
@@ -527,30 +460,15 @@ async fn a_recovery_that_keeps_failing_is_reported_and_the_session_forgotten() {
 #[tokio::test]
 async fn close_fails_outstanding_calls_and_ends_the_delivery_stream() {
     let (server, client, mut deliveries) = start_default().await;
-    let outstanding = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: "never".to_owned(),
-                })
-                .await
-        }
-    });
+    let outstanding = spawn_get_session(&client, "never");
     within(server.entered.notified()).await;
 
     within(client.close()).await;
-    let error = within(outstanding).await.unwrap().unwrap_err();
-    assert!(matches!(error, ClientError::Closed), "{error:?}");
-    assert_eq!(within(deliveries.next()).await, None);
-
-    let error = within(client.call::<method::SessionGet>(SessionIdParams {
-        session_id: "x".to_owned(),
-    }))
-    .await
-    .unwrap_err();
-    assert!(matches!(error, ClientError::Closed), "{error:?}");
+    expect_connection_ended(&client, outstanding, &mut deliveries, |error| matches!(error, ClientError::Closed)).await;
 }
+
+/// A client's `Client::connect` in progress.
+type Connecting = JoinHandle<Result<(Client, Deliveries), ClientError>>;
 
 /// Plays the daemon by hand over the other end of an in-process transport.
 struct RawDaemon {
@@ -559,76 +477,73 @@ struct RawDaemon {
 
 impl RawDaemon {
     async fn receive(&mut self) -> Value {
-        match within(self.transport.recv())
-            .await
-            .expect("the client hung up")
-        {
+        match within(self.transport.recv()).await.expect("the client hung up") {
             MessageFrame::Text(text) => serde_json::from_str(&text).unwrap(),
             MessageFrame::Value(value) => value,
         }
     }
 
     async fn send(&mut self, value: Value) {
-        within(self.transport.send(MessageFrame::Text(value.to_string())))
-            .await
-            .unwrap();
+        within(self.transport.send(MessageFrame::Text(value.to_string()))).await.unwrap();
+    }
+
+    /// Starts connecting a client and reads its handshake request, leaving the answer to the test.
+    async fn accept(capacity: usize) -> (RawDaemon, Connecting, Value) {
+        let (client_end, server_end) = InProcessTransport::pair(capacity);
+        let mut daemon = RawDaemon { transport: server_end };
+        let connecting = tokio::spawn(Client::connect(client_end, ClientOptions::default()));
+        let handshake = daemon.receive().await;
+        (daemon, connecting, handshake)
     }
 
     /// Connects a client, answering its handshake.
     async fn connect() -> (RawDaemon, Client, Deliveries) {
-        let (client_end, server_end) = InProcessTransport::pair(64);
-        let mut daemon = RawDaemon {
-            transport: server_end,
-        };
-        let connecting = tokio::spawn(Client::connect(client_end, ClientOptions::default()));
-        let handshake = daemon.receive().await;
+        let (mut daemon, connecting, handshake) = RawDaemon::accept(64).await;
         assert_eq!(handshake["method"], "handshake");
         assert_eq!(handshake["params"], json!({"protocol_version": 20}));
         daemon
-            .send(json!({"jsonrpc": "2.0", "id": handshake["id"], "result": {
-                "protocol_version": 20, "server": {"name": "raw", "version": "0"}}}))
+            .send(reply_frame(
+                &handshake["id"],
+                json!({"protocol_version": 20, "server": {"name": "raw", "version": "0"}}),
+            ))
             .await;
         let (client, deliveries) = within(connecting).await.unwrap().unwrap();
         (daemon, client, deliveries)
+    }
+
+    /// Expects the `events.subscribe` from `cursor` that the client sends by itself after a gap, answers it with
+    /// the events `seqs`, and checks their replay.
+    async fn answer_gap_resubscribe(
+        &mut self,
+        deliveries: &mut Deliveries,
+        session_id: &str,
+        cursor: u64,
+        seqs: RangeInclusive<u64>,
+    ) {
+        let request = self.receive().await;
+        assert_eq!(request["method"], "events.subscribe");
+        assert_eq!(request["params"], json!({"session_id": session_id, "cursor": cursor}));
+        self.send(subscribe_reply(&request["id"], session_id, seqs.clone(), *seqs.end())).await;
+        assert_eq!(expect_replay(deliveries, session_id, cursor, ReplayReason::Gap).await, seqs.collect::<Vec<u64>>());
     }
 }
 
 #[tokio::test]
 async fn request_ids_are_increasing_integers() {
     let (mut daemon, client, _deliveries) = RawDaemon::connect().await;
-    let first = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: "a".to_owned(),
-                })
-                .await
-        }
-    });
+    let first = spawn_get_session(&client, "a");
     let request = daemon.receive().await;
     assert_eq!(request["method"], "session.get");
     assert_eq!(request["params"], json!({"session_id": "a"}));
     let first_id = request["id"].as_u64().unwrap();
-    let second = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: "b".to_owned(),
-                })
-                .await
-        }
-    });
+    let second = spawn_get_session(&client, "b");
     let request = daemon.receive().await;
     let second_id = request["id"].as_u64().unwrap();
     assert!(second_id > first_id);
 
     // Answered in reverse order.
     for (id, session_id) in [(second_id, "b"), (first_id, "a")] {
-        daemon
-            .send(json!({"jsonrpc": "2.0", "id": id, "result": serde_json::to_value(meta(session_id)).unwrap()}))
-            .await;
+        daemon.send(session_get_reply(&json!(id), session_id)).await;
     }
     assert_eq!(within(first).await.unwrap().unwrap(), meta("a"));
     assert_eq!(within(second).await.unwrap().unwrap(), meta("b"));
@@ -637,7 +552,6 @@ async fn request_ids_are_increasing_integers() {
 #[tokio::test]
 async fn notifications_are_delivered_in_arrival_order_and_strays_are_ignored() {
     let (mut daemon, client, mut deliveries) = RawDaemon::connect().await;
-    let stray_event = serde_json::to_value(event("nobody", 1)).unwrap();
     let delta = json!({"session_id": "s", "run_id": "r", "tool_call_id": "t", "stream": "stdout",
         "byte_offset": 0, "data": "aGk="});
     let plugin = json!({"session_id": "s", "plugin": "p", "name": "n", "payload": {"x": 1}});
@@ -650,75 +564,67 @@ async fn notifications_are_delivered_in_arrival_order_and_strays_are_ignored() {
         // A reply to an id the client never used.
         json!({"jsonrpc": "2.0", "id": 999, "result": {}}),
         // Events and gaps of a session the client never subscribed to.
-        json!({"jsonrpc": "2.0", "method": "events.subscription",
-            "params": {"type": "event", "session_id": "nobody", "event": stray_event}}),
-        json!({"jsonrpc": "2.0", "method": "events.subscription",
-            "params": {"type": "gap", "session_id": "nobody", "last_delivered_seq": 1}}),
-        json!({"jsonrpc": "2.0", "method": "events.tool_output_delta", "params": delta}),
-        json!({"jsonrpc": "2.0", "method": "events.plugin", "params": plugin}),
-        json!({"jsonrpc": "2.0", "method": "no.such.notification", "params": {}}),
-        json!({"jsonrpc": "2.0", "method": "events.tool_output_snapshot", "params": snapshot}),
-        json!({"jsonrpc": "2.0", "method": "events.tool_output_gap", "params": output_gap}),
-        json!({"jsonrpc": "2.0", "method": "runtime.changed", "params": changed}),
+        event_frame("nobody", 1),
+        gap_frame("nobody", 1),
+        notification_frame("events.tool_output_delta", &delta),
+        notification_frame("events.plugin", &plugin),
+        notification_frame("no.such.notification", &json!({})),
+        notification_frame("events.tool_output_snapshot", &snapshot),
+        notification_frame("events.tool_output_gap", &output_gap),
+        notification_frame("runtime.changed", &changed),
     ] {
         daemon.send(frame).await;
     }
+    let mut delivered = Vec::new();
+    for _ in 0..5 {
+        delivered.push(next(&mut deliveries).await);
+    }
     assert_eq!(
-        next(&mut deliveries).await,
-        ClientDelivery::ToolOutputDelta(delta)
-    );
-    assert_eq!(
-        next(&mut deliveries).await,
-        ClientDelivery::PluginEvent(plugin)
-    );
-    assert_eq!(
-        next(&mut deliveries).await,
-        ClientDelivery::ToolOutputSnapshot(snapshot)
-    );
-    assert_eq!(
-        next(&mut deliveries).await,
-        ClientDelivery::ToolOutputGap(output_gap)
-    );
-    assert_eq!(
-        next(&mut deliveries).await,
-        ClientDelivery::RuntimeChanged(startup_snapshot())
+        delivered,
+        vec![
+            ClientDelivery::ToolOutputDelta(delta),
+            ClientDelivery::PluginEvent(plugin),
+            ClientDelivery::ToolOutputSnapshot(snapshot),
+            ClientDelivery::ToolOutputGap(output_gap),
+            ClientDelivery::RuntimeChanged(startup_snapshot()),
+        ]
     );
 
     // The stray gap did not make the client subscribe to anything: the next frame it writes is this call.
-    let call = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: "s".to_owned(),
-                })
-                .await
-        }
-    });
+    let call = spawn_get_session(&client, "s");
     let request = daemon.receive().await;
     assert_eq!(request["method"], "session.get");
-    daemon
-        .send(json!({"jsonrpc": "2.0", "id": request["id"], "result": serde_json::to_value(meta("s")).unwrap()}))
-        .await;
+    daemon.send(session_get_reply(&request["id"], "s")).await;
     assert_eq!(within(call).await.unwrap().unwrap(), meta("s"));
 }
 
-fn event_frame(session_id: &str, seq: u64) -> Value {
-    json!({"jsonrpc": "2.0", "method": "events.subscription", "params": {
-        "type": "event", "session_id": session_id,
-        "event": serde_json::to_value(event(session_id, seq)).unwrap()}})
+fn notification_frame(method: &str, params: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
-fn subscribe_reply(
-    id: &Value,
-    session_id: &str,
-    seqs: std::ops::RangeInclusive<u64>,
-    last_seq: u64,
-) -> Value {
-    let events: Vec<Value> = seqs
-        .map(|seq| serde_json::to_value(event(session_id, seq)).unwrap())
-        .collect();
-    json!({"jsonrpc": "2.0", "id": id, "result": {"events": events, "last_seq": last_seq}})
+fn event_frame(session_id: &str, seq: u64) -> Value {
+    let event = serde_json::to_value(event(session_id, seq)).unwrap();
+    notification_frame("events.subscription", &json!({"type": "event", "session_id": session_id, "event": event}))
+}
+
+fn gap_frame(session_id: &str, last_delivered_seq: u64) -> Value {
+    notification_frame(
+        "events.subscription",
+        &json!({"type": "gap", "session_id": session_id, "last_delivered_seq": last_delivered_seq}),
+    )
+}
+
+fn reply_frame(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn session_get_reply(id: &Value, session_id: &str) -> Value {
+    reply_frame(id, serde_json::to_value(meta(session_id)).unwrap())
+}
+
+fn subscribe_reply(id: &Value, session_id: &str, seqs: RangeInclusive<u64>, last_seq: u64) -> Value {
+    let events: Vec<Value> = seqs.map(|seq| serde_json::to_value(event(session_id, seq)).unwrap()).collect();
+    reply_frame(id, json!({"events": events, "last_seq": last_seq}))
 }
 
 #[tokio::test]
@@ -735,17 +641,12 @@ async fn live_events_read_before_a_subscribe_reply_are_delivered_after_its_repla
 
     // A live event overtakes the reply (as the previous subscription's events can): it is held back.
     daemon.send(event_frame("s", 3)).await;
-    daemon
-        .send(subscribe_reply(&request["id"], "s", 1..=2, 2))
-        .await;
+    daemon.send(subscribe_reply(&request["id"], "s", 1..=2, 2)).await;
     daemon.send(event_frame("s", 3)).await;
     daemon.send(event_frame("s", 4)).await;
 
     assert_eq!(within(subscribing).await.unwrap().unwrap(), 2);
-    assert_eq!(
-        expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await,
-        vec![1, 2]
-    );
+    assert_eq!(expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await, vec![1, 2]);
     expect_live(&mut deliveries, "s", 3).await;
     expect_live(&mut deliveries, "s", 4).await;
 }
@@ -761,114 +662,57 @@ async fn a_gap_is_answered_with_a_subscribe_from_the_cursor_even_while_a_subscri
     assert_eq!(request["params"], json!({"session_id": "s", "cursor": 1}));
 
     // The new subscription falls behind before its reply is even written: its gap comes first.
-    daemon
-        .send(json!({"jsonrpc": "2.0", "method": "events.subscription",
-            "params": {"type": "gap", "session_id": "s", "last_delivered_seq": 3}}))
-        .await;
-    daemon
-        .send(subscribe_reply(&request["id"], "s", 2..=3, 3))
-        .await;
+    daemon.send(gap_frame("s", 3)).await;
+    daemon.send(subscribe_reply(&request["id"], "s", 2..=3, 3)).await;
     assert_eq!(within(subscribing).await.unwrap().unwrap(), 3);
-    assert_eq!(
-        expect_replay(&mut deliveries, "s", 1, ReplayReason::Subscribe).await,
-        vec![2, 3]
-    );
+    assert_eq!(expect_replay(&mut deliveries, "s", 1, ReplayReason::Subscribe).await, vec![2, 3]);
 
     // So the client subscribes again from its cursor by itself.
-    let request = daemon.receive().await;
-    assert_eq!(request["method"], "events.subscribe");
-    assert_eq!(request["params"], json!({"session_id": "s", "cursor": 3}));
-    daemon
-        .send(subscribe_reply(&request["id"], "s", 4..=5, 5))
-        .await;
-    assert_eq!(
-        expect_replay(&mut deliveries, "s", 3, ReplayReason::Gap).await,
-        vec![4, 5]
-    );
+    daemon.answer_gap_resubscribe(&mut deliveries, "s", 3, 4..=5).await;
     daemon.send(event_frame("s", 5)).await;
     daemon.send(event_frame("s", 6)).await;
     expect_live(&mut deliveries, "s", 6).await;
 
     // A gap on a live subscription: the same, from the cursor.
-    daemon
-        .send(json!({"jsonrpc": "2.0", "method": "events.subscription",
-            "params": {"type": "gap", "session_id": "s", "last_delivered_seq": 6}}))
-        .await;
-    let request = daemon.receive().await;
-    assert_eq!(request["params"], json!({"session_id": "s", "cursor": 6}));
-    daemon
-        .send(subscribe_reply(&request["id"], "s", 7..=7, 7))
-        .await;
-    assert_eq!(
-        expect_replay(&mut deliveries, "s", 6, ReplayReason::Gap).await,
-        vec![7]
-    );
+    daemon.send(gap_frame("s", 6)).await;
+    daemon.answer_gap_resubscribe(&mut deliveries, "s", 6, 7..=7).await;
 }
 
 #[tokio::test]
 async fn outstanding_calls_fail_when_the_transport_closes() {
     let (mut daemon, client, mut deliveries) = RawDaemon::connect().await;
-    let outstanding = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: "s".to_owned(),
-                })
-                .await
-        }
-    });
+    let outstanding = spawn_get_session(&client, "s");
     assert_eq!(daemon.receive().await["method"], "session.get");
     drop(daemon);
 
-    let error = within(outstanding).await.unwrap().unwrap_err();
-    assert!(matches!(error, ClientError::Disconnected), "{error:?}");
     // Without a reconnect policy the stream simply ends.
-    assert_eq!(within(deliveries.next()).await, None);
-    let error = within(client.call::<method::SessionGet>(SessionIdParams {
-        session_id: "s".to_owned(),
-    }))
-    .await
-    .unwrap_err();
-    assert!(matches!(error, ClientError::Disconnected), "{error:?}");
+    expect_connection_ended(&client, outstanding, &mut deliveries, |error| matches!(error, ClientError::Disconnected))
+        .await;
 }
 
 #[tokio::test]
 async fn a_request_before_the_handshake_is_rejected_by_the_server() {
     let (mut client_end, server_end) = InProcessTransport::pair(8);
-    tokio::spawn(serve(
-        server_end,
-        Arc::new(TestServer::default()),
-        ServerLimits::default(),
-    ));
+    tokio::spawn(serve(server_end, Arc::new(TestServer::default()), ServerLimits::default()));
     within(client_end.send(MessageFrame::Text(
         r#"{"jsonrpc":"2.0","id":1,"method":"session.get","params":{"session_id":"x"}}"#.to_owned(),
     )))
     .await
     .unwrap();
-    let reply: Value =
-        serde_json::from_str(&within(client_end.recv()).await.unwrap().into_text()).unwrap();
+    let reply: Value = serde_json::from_str(&within(client_end.recv()).await.unwrap().into_text()).unwrap();
     assert_eq!(reply["id"], 1);
     assert_eq!(reply["error"]["code"], codes::HANDSHAKE_REQUIRED);
 }
 
 #[tokio::test]
 async fn a_handshake_refused_by_the_daemon_fails_connect() {
-    let (client_end, server_end) = InProcessTransport::pair(8);
-    let mut daemon = RawDaemon {
-        transport: server_end,
-    };
-    let connecting = tokio::spawn(Client::connect(client_end, ClientOptions::default()));
-    let handshake = daemon.receive().await;
+    let (mut daemon, connecting, handshake) = RawDaemon::accept(8).await;
     daemon
         .send(json!({"jsonrpc": "2.0", "id": handshake["id"], "error": {
             "code": -32602, "message": "Invalid params",
             "data": {"code": "unsupported_protocol_version", "detail": "no", "supported": [21]}}}))
         .await;
-    let error = within(connecting).await.unwrap().unwrap_err();
-    let ClientError::Rpc(error) = error else {
-        panic!("expected an RPC error, got {error:?}");
-    };
+    let error = expect_rpc_error(within(connecting).await.unwrap().unwrap_err());
     assert_eq!(error.typed_code(), Some("unsupported_protocol_version"));
 }
 
@@ -879,10 +723,7 @@ struct ServerSocket(WebSocketStream<TcpStream>);
 
 impl Transport for ServerSocket {
     async fn send(&mut self, frame: MessageFrame) -> Result<(), TransportError> {
-        self.0
-            .send(Message::Text(frame.into_text().into()))
-            .await
-            .map_err(|error| TransportError(error.to_string()))
+        self.0.send(Message::Text(frame.into_text().into())).await.map_err(|error| TransportError(error.to_string()))
     }
 
     async fn recv(&mut self) -> Option<MessageFrame> {
@@ -916,35 +757,26 @@ async fn websocket_daemon(server: Arc<TestServer>) -> (String, Arc<Mutex<Vec<Abo
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
-                let check =
-                    |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
-                        let refuse = |status: StatusCode| {
-                            let mut refusal = ErrorResponse::new(None);
-                            *refusal.status_mut() = status;
-                            Err(refusal)
-                        };
-                        let expected = format!("Bearer {TOKEN}");
-                        if request
-                            .headers()
-                            .get("authorization")
-                            .map(|value| value.as_bytes())
-                            != Some(expected.as_bytes())
-                        {
-                            return refuse(StatusCode::UNAUTHORIZED);
-                        }
-                        if request.uri().path() == "/forbidden" {
-                            return refuse(StatusCode::FORBIDDEN);
-                        }
-                        Ok(response)
+                let check = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+                    let refuse = |status: StatusCode| {
+                        let mut refusal = ErrorResponse::new(None);
+                        *refusal.status_mut() = status;
+                        Err(refusal)
                     };
+                    let expected = format!("Bearer {TOKEN}");
+                    if request.headers().get("authorization").map(|value| value.as_bytes()) != Some(expected.as_bytes())
+                    {
+                        return refuse(StatusCode::UNAUTHORIZED);
+                    }
+                    if request.uri().path() == "/forbidden" {
+                        return refuse(StatusCode::FORBIDDEN);
+                    }
+                    Ok(response)
+                };
                 let Ok(socket) = tokio_tungstenite::accept_hdr_async(tcp, check).await else {
                     continue;
                 };
-                let served = tokio::spawn(serve(
-                    ServerSocket(socket),
-                    server.clone(),
-                    ServerLimits::default(),
-                ));
+                let served = tokio::spawn(serve(ServerSocket(socket), server.clone(), ServerLimits::default()));
                 connections.lock().push(served.abort_handle());
             }
         }
@@ -954,15 +786,10 @@ async fn websocket_daemon(server: Arc<TestServer>) -> (String, Arc<Mutex<Vec<Abo
 
 #[tokio::test]
 async fn wss_urls_are_refused_because_tls_is_not_built_in() {
-    let error = Client::connect_websocket("wss://127.0.0.1:9/ws", TOKEN, ClientOptions::default())
-        .await
-        .unwrap_err();
+    let error = Client::connect_websocket("wss://127.0.0.1:9/ws", TOKEN, ClientOptions::default()).await.unwrap_err();
     let message = error.to_string();
     assert!(matches!(error, ClientError::Transport(_)), "{error:?}");
-    assert!(
-        message.contains("TLS is not built in") || message.contains("not built in"),
-        "{message}"
-    );
+    assert!(message.contains("TLS is not built in") || message.contains("not built in"), "{message}");
     assert!(!message.contains(TOKEN));
 }
 
@@ -970,21 +797,11 @@ async fn wss_urls_are_refused_because_tls_is_not_built_in() {
 async fn a_refused_upgrade_says_why() {
     let (base, _connections) = websocket_daemon(Arc::new(TestServer::default())).await;
 
-    let error = within(WebSocketTransport::connect(
-        &format!("{base}/ws"),
-        "wrong-token",
-    ))
-    .await
-    .unwrap_err();
+    let error = within(WebSocketTransport::connect(&format!("{base}/ws"), "wrong-token")).await.unwrap_err();
     assert!(error.0.contains("unauthorized (check the token"), "{error}");
     assert!(!error.0.contains("wrong-token"));
 
-    let error = within(WebSocketTransport::connect(
-        &format!("{base}/forbidden"),
-        TOKEN,
-    ))
-    .await
-    .unwrap_err();
+    let error = within(WebSocketTransport::connect(&format!("{base}/forbidden"), TOKEN)).await.unwrap_err();
     assert!(error.0.contains("forbidden origin"), "{error}");
     assert!(!error.0.contains(TOKEN));
 }
@@ -1001,56 +818,27 @@ async fn over_websocket_the_client_reconnects_and_resubscribes_from_its_cursor()
         }),
         ..ClientOptions::default()
     };
-    let (client, mut deliveries) = within(Client::connect_websocket(
-        &format!("{base}/ws"),
-        TOKEN,
-        options,
-    ))
-    .await
-    .unwrap();
-    assert_eq!(
-        next(&mut deliveries).await,
-        ClientDelivery::RuntimeChanged(startup_snapshot())
-    );
+    let (client, mut deliveries) =
+        within(Client::connect_websocket(&format!("{base}/ws"), TOKEN, options)).await.unwrap();
+    assert_eq!(next(&mut deliveries).await, ClientDelivery::RuntimeChanged(startup_snapshot()));
     server.append("s");
     server.append("s");
     within(client.subscribe("s", None)).await.unwrap();
-    assert_eq!(
-        expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await,
-        vec![1, 2]
-    );
+    assert_eq!(expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await, vec![1, 2]);
     server.append("s");
     expect_live(&mut deliveries, "s", 3).await;
 
     // Cut the connection from the daemon's side.
     let first = connections.lock()[0].clone();
     first.abort();
-    assert!(matches!(
-        next(&mut deliveries).await,
-        ClientDelivery::Disconnected { .. }
-    ));
+    assert!(matches!(next(&mut deliveries).await, ClientDelivery::Disconnected { .. }));
     // Events appended while the client is away come back through the replay from its cursor.
     server.append("s");
-    let call = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: "x".to_owned(),
-                })
-                .await
-        }
-    });
+    let call = spawn_get_session(&client, "x");
 
     assert_eq!(next(&mut deliveries).await, ClientDelivery::Reconnected);
-    assert_eq!(
-        next(&mut deliveries).await,
-        ClientDelivery::RuntimeChanged(startup_snapshot())
-    );
-    assert_eq!(
-        expect_replay(&mut deliveries, "s", 3, ReplayReason::Reconnect).await,
-        vec![4]
-    );
+    assert_eq!(next(&mut deliveries).await, ClientDelivery::RuntimeChanged(startup_snapshot()));
+    assert_eq!(expect_replay(&mut deliveries, "s", 3, ReplayReason::Reconnect).await, vec![4]);
     server.append("s");
     expect_live(&mut deliveries, "s", 5).await;
     // A call made while disconnected waited for the new connection.

@@ -35,10 +35,7 @@ pub struct TransportError(pub String);
 
 /// A frame-level, bidirectional channel. `recv` must be cancel-safe: callers race it against other work.
 pub trait Transport: Send + 'static {
-    fn send(
-        &mut self,
-        frame: MessageFrame,
-    ) -> impl Future<Output = Result<(), TransportError>> + Send;
+    fn send(&mut self, frame: MessageFrame) -> impl Future<Output = Result<(), TransportError>> + Send;
     /// The next frame, or `None` once the peer has closed.
     fn recv(&mut self) -> impl Future<Output = Option<MessageFrame>> + Send;
 }
@@ -55,24 +52,15 @@ impl InProcessTransport {
         let (a_sender, b_receiver) = mpsc::channel(capacity.max(1));
         let (b_sender, a_receiver) = mpsc::channel(capacity.max(1));
         (
-            InProcessTransport {
-                sender: a_sender,
-                receiver: a_receiver,
-            },
-            InProcessTransport {
-                sender: b_sender,
-                receiver: b_receiver,
-            },
+            InProcessTransport { sender: a_sender, receiver: a_receiver },
+            InProcessTransport { sender: b_sender, receiver: b_receiver },
         )
     }
 }
 
 impl Transport for InProcessTransport {
     async fn send(&mut self, frame: MessageFrame) -> Result<(), TransportError> {
-        self.sender
-            .send(frame)
-            .await
-            .map_err(|_| TransportError("the other end was dropped".into()))
+        self.sender.send(frame).await.map_err(|_| TransportError("the other end was dropped".into()))
     }
 
     async fn recv(&mut self) -> Option<MessageFrame> {

@@ -40,9 +40,9 @@ impl WebSocketTransport {
     /// A refused upgrade comes back as a readable error: HTTP 401 says "unauthorized (check the token)", HTTP 403
     /// says "forbidden origin".
     pub async fn connect(url: &str, token: &str) -> Result<WebSocketTransport, TransportError> {
-        let mut request = url.into_client_request().map_err(|error| {
-            TransportError(format!("`{url}` is not a usable WebSocket URL: {error}"))
-        })?;
+        let mut request = url
+            .into_client_request()
+            .map_err(|error| TransportError(format!("`{url}` is not a usable WebSocket URL: {error}")))?;
         match request.uri().scheme_str() {
             Some("ws") => {}
             Some("wss") => {
@@ -52,9 +52,7 @@ impl WebSocketTransport {
                 )));
             }
             _ => {
-                return Err(TransportError(format!(
-                    "`{url}` is not a WebSocket URL: it must start with ws://"
-                )));
+                return Err(TransportError(format!("`{url}` is not a WebSocket URL: it must start with ws://")));
             }
         }
         let address = describe_address(&request);
@@ -63,21 +61,16 @@ impl WebSocketTransport {
         // http's `Debug` prints it as `Sensitive`.
         let bearer = Zeroizing::new(format!("Bearer {token}"));
         let mut authorization = HeaderValue::from_str(&bearer).map_err(|_| {
-            TransportError(
-                "the token contains characters that cannot be sent in an HTTP header".to_owned(),
-            )
+            TransportError("the token contains characters that cannot be sent in an HTTP header".to_owned())
         })?;
         authorization.set_sensitive(true);
-        request
-            .headers_mut()
-            .insert(header::AUTHORIZATION, authorization);
+        request.headers_mut().insert(header::AUTHORIZATION, authorization);
 
         // Requests and notifications are small frames where latency matters more than packing.
         let disable_nagle = true;
-        let (socket, _response) =
-            tokio_tungstenite::connect_async_with_config(request, None, disable_nagle)
-                .await
-                .map_err(|error| describe_connect_error(&address, error))?;
+        let (socket, _response) = tokio_tungstenite::connect_async_with_config(request, None, disable_nagle)
+            .await
+            .map_err(|error| describe_connect_error(&address, error))?;
         let (writer, reader) = socket.split();
         Ok(WebSocketTransport { writer, reader })
     }
@@ -156,9 +149,7 @@ mod tests {
 
     #[tokio::test]
     async fn wss_is_refused_with_a_clear_error_and_without_dialing() {
-        let error = WebSocketTransport::connect("wss://127.0.0.1:9/ws", "secret-token")
-            .await
-            .unwrap_err();
+        let error = WebSocketTransport::connect("wss://127.0.0.1:9/ws", "secret-token").await.unwrap_err();
         assert!(error.0.contains("TLS"), "{error}");
         assert!(error.0.contains("not built in"), "{error}");
         assert!(!error.0.contains("secret-token"));
@@ -166,9 +157,7 @@ mod tests {
 
     #[tokio::test]
     async fn other_schemes_are_refused() {
-        let error = WebSocketTransport::connect("http://127.0.0.1:9/ws", "t")
-            .await
-            .unwrap_err();
+        let error = WebSocketTransport::connect("http://127.0.0.1:9/ws", "t").await.unwrap_err();
         assert!(error.0.contains("ws://"), "{error}");
     }
 }

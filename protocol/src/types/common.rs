@@ -43,18 +43,14 @@ impl SessionOrigin {
     pub fn root_session_id(&self) -> Option<&str> {
         match self {
             SessionOrigin::Root => None,
-            SessionOrigin::Delegated {
-                root_session_id, ..
-            } => Some(root_session_id),
+            SessionOrigin::Delegated { root_session_id, .. } => Some(root_session_id),
         }
     }
 
     pub fn parent_session_id(&self) -> Option<&str> {
         match self {
             SessionOrigin::Root => None,
-            SessionOrigin::Delegated {
-                parent_session_id, ..
-            } => Some(parent_session_id),
+            SessionOrigin::Delegated { parent_session_id, .. } => Some(parent_session_id),
         }
     }
 }

@@ -12,8 +12,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::types::common::{ModelErrorSummary, RunSelection, SessionOrigin};
+use crate::types::approval::PermissionAction;
+use crate::types::common::{ModelErrorSummary, ModelSelection, RunSelection, SessionOrigin};
+use crate::types::run::PersistedToolResult;
 use crate::types::session::TitleChange;
+use crate::types::tool_output::OutputStream;
 
 /// One record of a session's log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -90,9 +93,17 @@ pub enum EventPayload {
     },
     RunStarted {
         client_run_id: String,
+        /// The accepted, effective selection.
         selection: RunSelection,
         input: String,
+        /// Where in the agent's fallback chain this run starts (after fallback stickiness).
         fallback_index: u32,
+        /// The models this run may use, in order: the chain suffix starting at `fallback_index`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        model_chain: Vec<ModelSelection>,
+        /// Whether the client asked to ignore a sticky fallback.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reset_fallback: bool,
     },
     RunCompleted {
         #[serde(default)]
@@ -112,6 +123,101 @@ pub enum EventPayload {
     RunInterrupted {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+    },
+    /// One request to a model begins.
+    ModelAttemptStarted {
+        attempt_id: String,
+        /// `<provider>/<model id>`.
+        model: String,
+        /// Position in the run's chain (`model_chain`).
+        fallback_index: u32,
+        /// 0 for the first try on this model, then 1, 2, ...
+        retry_ordinal: u32,
+    },
+    TextDelta {
+        attempt_id: String,
+        text: String,
+    },
+    ReasoningDelta {
+        attempt_id: String,
+        text: String,
+    },
+    /// An attempt failed; `will_retry` says whether the same model is tried again.
+    AttemptAbandoned {
+        attempt_id: String,
+        model: String,
+        error: ModelErrorSummary,
+        will_retry: bool,
+    },
+    /// The run moves on to the next model of its chain.
+    ModelFallback {
+        from: String,
+        to: String,
+        from_fallback_index: u32,
+        to_fallback_index: u32,
+        attempts_on_from: u32,
+        error: ModelErrorSummary,
+    },
+    /// A model turn is complete: its text and the tool calls it asked for. It enters the model history.
+    ModelTurnCommitted {
+        attempt_id: String,
+        model: String,
+        fallback_index: u32,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCallRecord>,
+    },
+    ModelUsageRecorded {
+        attempt_id: String,
+        model: String,
+        agent: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        #[serde(default)]
+        reasoning_tokens: u64,
+        #[serde(default)]
+        cache_read_tokens: u64,
+        #[serde(default)]
+        cache_write_tokens: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        estimated_cost_usd: Option<f64>,
+    },
+    /// A tool call passed its permission check and starts executing.
+    ToolCallStarted {
+        tool_call_id: String,
+        tool: String,
+        arguments: serde_json::Value,
+        action: PermissionAction,
+        resource: String,
+    },
+    /// A bounded, durable chunk of a running tool's output (the live stream is `events.tool_output_delta`).
+    ToolCallProgress {
+        tool_call_id: String,
+        stream: OutputStream,
+        /// Byte offset of `text` within the stream.
+        offset: u64,
+        /// The chunk, decoded as UTF-8 with replacement characters.
+        text: String,
+    },
+    /// Input was written to a running tool's stdin.
+    ToolStdinSubmitted {
+        tool_call_id: String,
+        bytes: u64,
+        eof: bool,
+    },
+    /// The final result of a tool call. Origin `engine:tool-result`. A second one for the same call replaces the
+    /// first in model history.
+    ToolCallTerminated {
+        tool_call_id: String,
+        result: PersistedToolResult,
+    },
+    /// Output past the durable cap was not recorded in `tool_call_progress` events.
+    ToolOutputElided {
+        tool_call_id: String,
+        stream: OutputStream,
+        elided_bytes: u64,
     },
     /// A kind this build does not model (yet); its JSON is preserved where it is stored.
     #[serde(other)]
@@ -134,9 +240,29 @@ impl EventPayload {
             EventPayload::RunFailed { .. } => "run_failed",
             EventPayload::RunCancelled { .. } => "run_cancelled",
             EventPayload::RunInterrupted { .. } => "run_interrupted",
+            EventPayload::ModelAttemptStarted { .. } => "model_attempt_started",
+            EventPayload::TextDelta { .. } => "text_delta",
+            EventPayload::ReasoningDelta { .. } => "reasoning_delta",
+            EventPayload::AttemptAbandoned { .. } => "attempt_abandoned",
+            EventPayload::ModelFallback { .. } => "model_fallback",
+            EventPayload::ModelTurnCommitted { .. } => "model_turn_committed",
+            EventPayload::ModelUsageRecorded { .. } => "model_usage_recorded",
+            EventPayload::ToolCallStarted { .. } => "tool_call_started",
+            EventPayload::ToolCallProgress { .. } => "tool_call_progress",
+            EventPayload::ToolStdinSubmitted { .. } => "tool_stdin_submitted",
+            EventPayload::ToolCallTerminated { .. } => "tool_call_terminated",
+            EventPayload::ToolOutputElided { .. } => "tool_output_elided",
             EventPayload::Unknown => return None,
         })
     }
+}
+
+/// A tool call as the model asked for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCallRecord {
+    pub tool_call_id: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
 }
 
 /// A stored event kept as the exact JSON text it was stored as.
@@ -238,7 +364,7 @@ mod tests {
 
     #[test]
     fn unknown_kinds_decode_as_unknown_and_raw_json_is_kept() {
-        let line = r#"{"session_id":"s","run_id":"r","seq":7,"timestamp":"2026-01-01T00:00:00Z","payload":{"type":"text_delta","attempt_id":"a","text":"hi"}}"#;
+        let line = r#"{"session_id":"s","run_id":"r","seq":7,"timestamp":"2026-01-01T00:00:00Z","payload":{"type":"goal_activated","goal_id":"g"}}"#;
         let raw = EventJson::from_json(line.to_owned()).unwrap();
         assert_eq!(raw.decode().unwrap().payload, EventPayload::Unknown);
         assert_eq!(serde_json::to_string(&raw).unwrap(), line);
@@ -249,9 +375,6 @@ mod tests {
         let value = serde_json::json!({"session_id":"s","run_id":null,"seq":1,"timestamp":"t",
             "payload":{"type":"session_reverted","through_seq":1}});
         let raw: EventJson = serde_json::from_value(value).unwrap();
-        assert_eq!(
-            raw.decode().unwrap().payload,
-            EventPayload::SessionReverted { through_seq: 1 }
-        );
+        assert_eq!(raw.decode().unwrap().payload, EventPayload::SessionReverted { through_seq: 1 });
     }
 }

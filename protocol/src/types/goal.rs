@@ -118,10 +118,7 @@ mod tests {
 
     #[test]
     fn a_missing_goal_is_serialized_as_null() {
-        assert_eq!(
-            serde_json::to_value(GoalGetResult { goal: None }).unwrap(),
-            json!({"goal": null})
-        );
+        assert_eq!(serde_json::to_value(GoalGetResult { goal: None }).unwrap(), json!({"goal": null}));
     }
 
     #[test]
@@ -133,12 +130,7 @@ mod tests {
         assert_eq!(params.action, GoalLifecycleAction::Pause);
         assert_eq!(params.selection, None);
         // An absent selection is not sent, so `pause` and `cancel` never carry one.
-        assert!(
-            serde_json::to_value(&params)
-                .unwrap()
-                .get("selection")
-                .is_none()
-        );
+        assert!(serde_json::to_value(&params).unwrap().get("selection").is_none());
         assert!(
             serde_json::from_value::<GoalLifecycleParams>(json!({
                 "session_id": "s", "goal_id": "g", "expected_revision": 4, "action": "pause", "force": true

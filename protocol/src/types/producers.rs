@@ -72,19 +72,10 @@ mod tests {
     #[test]
     fn owners_are_tagged_by_type() {
         assert_eq!(
-            serde_json::to_value(ProducerOwner::Plugin {
-                plugin: "notify".into()
-            })
-            .unwrap(),
+            serde_json::to_value(ProducerOwner::Plugin { plugin: "notify".into() }).unwrap(),
             json!({"type": "plugin", "plugin": "notify"})
         );
-        let owner: ProducerOwner =
-            serde_json::from_value(json!({"type": "goal_control", "goal_id": "g"})).unwrap();
-        assert_eq!(
-            owner,
-            ProducerOwner::GoalControl {
-                goal_id: "g".into()
-            }
-        );
+        let owner: ProducerOwner = serde_json::from_value(json!({"type": "goal_control", "goal_id": "g"})).unwrap();
+        assert_eq!(owner, ProducerOwner::GoalControl { goal_id: "g".into() });
     }
 }

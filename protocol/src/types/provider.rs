@@ -39,9 +39,7 @@ impl fmt::Debug for ProviderConnectParams {
 
         impl fmt::Debug for RedactedValues<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_map()
-                    .entries(self.0.keys().map(|key| (key, "<redacted>")))
-                    .finish()
+                f.debug_map().entries(self.0.keys().map(|key| (key, "<redacted>"))).finish()
             }
         }
 
@@ -142,10 +140,7 @@ mod tests {
         let mut value = serde_json::to_value(params()).unwrap();
         value["api_key"] = "oops".into();
         let error = serde_json::from_value::<ProviderConnectParams>(value).unwrap_err();
-        assert!(
-            error.to_string().contains("unknown field `api_key`"),
-            "{error}"
-        );
+        assert!(error.to_string().contains("unknown field `api_key`"), "{error}");
     }
 
     #[test]

@@ -121,14 +121,8 @@ impl PersistedToolResult {
                 self.additional_messages.len()
             ));
         }
-        if let Some(index) = self
-            .additional_messages
-            .iter()
-            .position(|message| message.parts.is_empty())
-        {
-            return Err(format!(
-                "additional message {index} has no content parts; each needs at least one"
-            ));
+        if let Some(index) = self.additional_messages.iter().position(|message| message.parts.is_empty()) {
+            return Err(format!("additional message {index} has no content parts; each needs at least one"));
         }
         Ok(())
     }
@@ -184,20 +178,14 @@ mod tests {
     }
 
     fn text_message() -> ToolEmittedMessage {
-        ToolEmittedMessage {
-            role: MessageRole::User,
-            parts: vec![MessagePart::Text { text: "hi".into() }],
-        }
+        ToolEmittedMessage { role: MessageRole::User, parts: vec![MessagePart::Text { text: "hi".into() }] }
     }
 
     #[test]
     fn empty_additional_messages_and_absent_options_are_omitted() {
         let value = serde_json::to_value(result(Vec::new())).unwrap();
         assert_eq!(value, json!({"status": "ok", "output": "done"}));
-        assert_eq!(
-            serde_json::from_value::<PersistedToolResult>(value).unwrap(),
-            result(Vec::new())
-        );
+        assert_eq!(serde_json::from_value::<PersistedToolResult>(value).unwrap(), result(Vec::new()));
     }
 
     #[test]
@@ -206,11 +194,7 @@ mod tests {
             role: MessageRole::System,
             parts: vec![
                 MessagePart::Text { text: "see".into() },
-                MessagePart::File {
-                    path: "artifacts/ab12".into(),
-                    mime_type: "image/png".into(),
-                    name: None,
-                },
+                MessagePart::File { path: "artifacts/ab12".into(), mime_type: "image/png".into(), name: None },
             ],
         };
         let value = serde_json::to_value(result(vec![message])).unwrap();
@@ -225,20 +209,9 @@ mod tests {
 
     #[test]
     fn validate_bounds_messages_and_parts() {
-        assert!(
-            result(vec![text_message(); MAX_ADDITIONAL_MESSAGES])
-                .validate()
-                .is_ok()
-        );
-        assert!(
-            result(vec![text_message(); MAX_ADDITIONAL_MESSAGES + 1])
-                .validate()
-                .is_err()
-        );
-        let empty = ToolEmittedMessage {
-            role: MessageRole::User,
-            parts: Vec::new(),
-        };
+        assert!(result(vec![text_message(); MAX_ADDITIONAL_MESSAGES]).validate().is_ok());
+        assert!(result(vec![text_message(); MAX_ADDITIONAL_MESSAGES + 1]).validate().is_err());
+        let empty = ToolEmittedMessage { role: MessageRole::User, parts: Vec::new() };
         assert!(result(vec![text_message(), empty]).validate().is_err());
     }
 

@@ -69,16 +69,11 @@ mod tests {
 
     #[test]
     fn arguments_default_to_empty_and_unknown_fields_are_rejected() {
-        let params: SkillsGetParams =
-            serde_json::from_value(json!({"session_id": "s", "name": "review"})).unwrap();
+        let params: SkillsGetParams = serde_json::from_value(json!({"session_id": "s", "name": "review"})).unwrap();
         assert_eq!(params.arguments, "");
-        let error = serde_json::from_value::<SkillsGetParams>(
-            json!({"session_id": "s", "name": "review", "args": "x"}),
-        )
-        .unwrap_err();
-        assert!(
-            error.to_string().contains("unknown field `args`"),
-            "{error}"
-        );
+        let error =
+            serde_json::from_value::<SkillsGetParams>(json!({"session_id": "s", "name": "review", "args": "x"}))
+                .unwrap_err();
+        assert!(error.to_string().contains("unknown field `args`"), "{error}");
     }
 }

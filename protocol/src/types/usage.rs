@@ -81,10 +81,8 @@ mod tests {
             cache_hit_rate: Some(0.5),
             estimated_cost_usd: None,
         };
-        let rollup = UsageRollup {
-            totals: figures.clone(),
-            by_model: BTreeMap::from([("local/echo".to_owned(), figures)]),
-        };
+        let rollup =
+            UsageRollup { totals: figures.clone(), by_model: BTreeMap::from([("local/echo".to_owned(), figures)]) };
         let expected_figures = json!({
             "input_tokens": 100, "output_tokens": 20, "reasoning_tokens": 0, "cache_read_tokens": 50,
             "cache_write_tokens": 0, "request_count": 2, "cache_hit_rate": 0.5, "estimated_cost_usd": null
@@ -92,10 +90,7 @@ mod tests {
         let mut expected = expected_figures.clone();
         expected["by_model"] = json!({"local/echo": expected_figures});
         assert_eq!(serde_json::to_value(&rollup).unwrap(), expected);
-        assert_eq!(
-            serde_json::from_value::<UsageRollup>(expected).unwrap(),
-            rollup
-        );
+        assert_eq!(serde_json::from_value::<UsageRollup>(expected).unwrap(), rollup);
     }
 
     #[test]

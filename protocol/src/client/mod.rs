@@ -1,0 +1,339 @@
+//! The shared client: one implementation of the client side of protocol 20, used by the CLI (`troupe sessions`,
+//! `troupe watch`), the end-to-end tests and the benchmarks.
+//!
+//! A [`Client`] is a cheap handle to one *connection task*, which owns the transport and all protocol state:
+//!
+//! - **Calls** are correlated by id. Ids are increasing integers taken from a counter shared by every handle and
+//!   by the task's own requests; replies may come in any order. Each call has a timeout.
+//! - **Notifications** are demultiplexed into one ordered stream of [`ClientDelivery`] values read through
+//!   [`Deliveries`], so a UI never parses a JSON-RPC frame.
+//! - **Subscriptions** ([`Client::subscribe`]) are remembered per session with a *cursor*: the last `seq`
+//!   handed to the consumer. Live events at or below the cursor are duplicates and are dropped. A `gap` notice
+//!   (the daemon dropped the subscription because this client fell behind) makes the task re-subscribe from the
+//!   cursor by itself; the replay is delivered between `ReplayStart` and `ReplayEnd`, and the live events that
+//!   arrived meanwhile are held back and delivered after it, so the consumer sees every event exactly once and in
+//!   order.
+//! - **Secrets**: the params of a method marked [`Method::CARRIES_SECRETS`] are serialized into a buffer that is
+//!   wiped once the transport has taken its copy of the frame.
+//! - **Shutdown**: when the connection ends, every outstanding call fails (`Disconnected`, or `Closed` after
+//!   [`Client::close`]) and the delivery stream ends. With a [`ReconnectPolicy`]
+//!   ([`Client::connect_websocket`] only, because only it knows how to dial again) the task instead reports
+//!   `Disconnected`, dials again with backoff, handshakes, reports `Reconnected` and re-subscribes every known
+//!   session from its cursor.
+//!
+//! # Back-pressure
+//!
+//! The delivery stream is bounded ([`ClientOptions::delivery_buffer`]). When it is full the connection task waits
+//! for the consumer and reads nothing else from the socket meanwhile, replies included. That is deliberate: the
+//! daemon's own bounded queue then fills up, it sends a `gap`, and recovery by cursor brings the consumer back
+//! without unbounded memory on either side. The price is that a consumer must not block on a [`Client::call`]
+//! while it stops draining [`Deliveries`]: read deliveries on their own task, or such calls end in `Timeout`.
+//!
+//! # Ordering
+//!
+//! The daemon never sends a subscription's first live event before its `events.subscribe` reply, and sends the
+//! handshake reply before the first `runtime.changed` (see [`crate::server`]). The task keeps that order: it
+//! delivers a reply's replay before any live event of the same session that was read after it.
+//!
+//! # Layout
+//!
+//! This file holds the public handle and what a consumer sees. The connection task lives in submodules, one
+//! concept each: `task` (its loop, commands and flushing), `calls` (request ids and the answers they await),
+//! `incoming` (reading the daemon's frames), `subscriptions` (cursors, replays and gap recovery), `reconnect`
+//! (the link and dialing again), `secrets` (frames that must be wiped) and `error` ([`ClientError`]).
+
+mod calls;
+mod error;
+mod incoming;
+mod reconnect;
+mod secrets;
+mod subscriptions;
+mod task;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+use zeroize::Zeroizing;
+
+use crate::jsonrpc::Method;
+use crate::methods::method;
+use crate::transport::{Transport, WebSocketTransport};
+use crate::types::events::StoredEvent;
+use crate::types::runtime::{HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams};
+
+pub use error::ClientError;
+pub use reconnect::ReconnectPolicy;
+
+use error::EndReason;
+use reconnect::{Dialer, Redial};
+use secrets::OutgoingText;
+use task::{Command, ConnectionTask};
+
+/// Options of a [`Client`].
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// How long a call waits for its answer, including any time spent waiting for a reconnect.
+    pub request_timeout: Duration,
+    /// Dial again after the connection drops. Only [`Client::connect_websocket`] can; [`Client::connect`]
+    /// ignores it, because a generic transport cannot be opened a second time.
+    pub reconnect: Option<ReconnectPolicy>,
+    /// Capacity of the delivery stream (see the module docs on back-pressure).
+    pub delivery_buffer: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions { request_timeout: Duration::from_secs(30), reconnect: None, delivery_buffer: 4096 }
+    }
+}
+
+/// Why a replay is being delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReplayReason {
+    /// The consumer called [`Client::subscribe`].
+    Subscribe,
+    /// The daemon reported a gap and the client re-subscribed from its cursor.
+    Gap,
+    /// The connection was re-established and the client re-subscribed from its cursor.
+    Reconnect,
+}
+
+/// One item of the ordered delivery stream.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientDelivery {
+    /// A live event; its `seq` is above every `seq` delivered before for its session.
+    Live(StoredEvent),
+    /// The replay of a subscribe reply begins: events with `seq > after_seq` follow as `ReplayEvent`.
+    ReplayStart {
+        session_id: String,
+        after_seq: u64,
+        reason: ReplayReason,
+    },
+    ReplayEvent(StoredEvent),
+    /// The replay is complete; `last_seq` is the reply's `last_seq`, and live events continue after it.
+    ReplayEnd {
+        session_id: String,
+        last_seq: u64,
+    },
+    /// `events.tool_output_delta` params, as sent.
+    ToolOutputDelta(Value),
+    /// `events.tool_output_snapshot` params, as sent.
+    ToolOutputSnapshot(Value),
+    /// `events.tool_output_gap` params, as sent.
+    ToolOutputGap(Value),
+    /// `events.plugin` params, as sent.
+    PluginEvent(Value),
+    RuntimeChanged(RuntimeChangedParams),
+    /// The automatic re-subscribe kept failing; the client no longer follows this session. Subscribe again to
+    /// resume.
+    RecoveryFailed {
+        session_id: String,
+        detail: String,
+    },
+    /// The connection dropped and the client is dialing again (only with a [`ReconnectPolicy`]).
+    Disconnected {
+        detail: String,
+    },
+    /// The connection is back and handshaken; replays with [`ReplayReason::Reconnect`] follow.
+    Reconnected,
+}
+
+/// The delivery stream of one [`Client`]. It ends (`None`) when the connection task stops.
+pub struct Deliveries {
+    receiver: mpsc::Receiver<ClientDelivery>,
+}
+
+impl std::fmt::Debug for Deliveries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deliveries").field("queued", &self.receiver.len()).finish()
+    }
+}
+
+impl Deliveries {
+    /// The next delivery, or `None` once the client is closed or the connection is gone for good.
+    pub async fn next(&mut self) -> Option<ClientDelivery> {
+        self.receiver.recv().await
+    }
+}
+
+/// A handle to a connection. Clones share the connection; it stays open while any handle exists.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<ClientShared>,
+}
+
+struct ClientShared {
+    commands: mpsc::UnboundedSender<Command>,
+    next_id: Arc<AtomicU64>,
+    request_timeout: Duration,
+    /// Set by [`Client::close`]. The task watches it even while it waits for a slow consumer.
+    close: watch::Sender<bool>,
+    /// Why the task stopped, for calls that find it gone.
+    end: Arc<Mutex<Option<EndReason>>>,
+}
+
+impl ClientShared {
+    fn ended(&self) -> ClientError {
+        self.end.lock().map_or(ClientError::Disconnected, EndReason::error)
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Handshakes (protocol 20) over an existing transport; returns the client and its delivery stream.
+    ///
+    /// Must be called inside a Tokio runtime: the connection task is spawned on it.
+    pub async fn connect<T: Transport>(
+        transport: T,
+        options: ClientOptions,
+    ) -> Result<(Client, Deliveries), ClientError> {
+        if options.reconnect.is_some() {
+            tracing::debug!("a reconnect policy needs `connect_websocket`; ignoring it");
+        }
+        Self::start(transport, None, options).await
+    }
+
+    /// Connects over WebSocket (`ws://host:port/ws`) with a bearer token; with `options.reconnect` set it
+    /// reconnects by itself after the connection drops.
+    pub async fn connect_websocket(
+        url: &str,
+        token: &str,
+        options: ClientOptions,
+    ) -> Result<(Client, Deliveries), ClientError> {
+        let transport = WebSocketTransport::connect(url, token).await?;
+        let redial = options.reconnect.clone().map(|policy| {
+            let url: Arc<str> = Arc::from(url);
+            // Kept for dialing again; wiped when the connection task ends.
+            let token = Arc::new(Zeroizing::new(token.to_owned()));
+            let dial: Dialer<WebSocketTransport> = Box::new(move || {
+                let url = url.clone();
+                let token = token.clone();
+                Box::pin(async move { WebSocketTransport::connect(&url, &token).await })
+            });
+            Redial { dial, policy, attempt: 0 }
+        });
+        Self::start(transport, redial, options).await
+    }
+
+    async fn start<T: Transport>(
+        transport: T,
+        redial: Option<Redial<T>>,
+        options: ClientOptions,
+    ) -> Result<(Client, Deliveries), ClientError> {
+        let (commands, command_receiver) = mpsc::unbounded_channel();
+        let (delivery_sender, delivery_receiver) = mpsc::channel(options.delivery_buffer.max(1));
+        let (close, close_receiver) = watch::channel(false);
+        let next_id = Arc::new(AtomicU64::new(1));
+        let end = Arc::new(Mutex::new(None));
+        let task = ConnectionTask::new(
+            transport,
+            redial,
+            command_receiver,
+            close_receiver,
+            next_id.clone(),
+            end.clone(),
+            delivery_sender,
+        );
+        tokio::spawn(task.run());
+        let client = Client {
+            shared: Arc::new(ClientShared { commands, next_id, request_timeout: options.request_timeout, close, end }),
+        };
+        let handshake = client
+            .call::<method::Handshake>(HandshakeParams { protocol_version: PROTOCOL_VERSION })
+            .await
+            .and_then(|result| check_handshake_result(&result));
+        match handshake {
+            Ok(()) => Ok((client, Deliveries { receiver: delivery_receiver })),
+            Err(error) => {
+                client.close().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Calls `M` and decodes its result. Fails with `Timeout` after [`ClientOptions::request_timeout`].
+    ///
+    /// Use [`Client::subscribe`] rather than calling `events.subscribe` directly: only then does the connection
+    /// task know the subscription, deliver its events and recover it.
+    pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = OutgoingText::encode::<M>(id, &params)?;
+        drop(params);
+        let (reply, answer) = oneshot::channel();
+        self.send_command(Command::Call { id, frame, reply })?;
+        // Dropping the call (a timeout, or the caller giving up) tells the task to forget the id, so that its
+        // table of outstanding calls does not grow.
+        let mut forget = ForgetOnDrop { id, commands: &self.shared.commands, armed: true };
+        let answer =
+            tokio::time::timeout(self.shared.request_timeout, answer).await.map_err(|_| ClientError::Timeout)?;
+        forget.armed = false;
+        let text = match answer {
+            Ok(result) => result?,
+            Err(_) => return Err(self.shared.ended()),
+        };
+        serde_json::from_str(&text)
+            .map_err(|error| ClientError::Decode(format!("the result of `{}`: {error}", M::NAME)))
+    }
+
+    /// `events.subscribe` through the connection task. The reply's events come out of [`Deliveries`] as
+    /// `ReplayStart` / `ReplayEvent`* / `ReplayEnd` (reason `Subscribe`), then the session's live events; the
+    /// task remembers the session's cursor and recovers the subscription after a gap or a reconnect. Returns
+    /// the reply's `last_seq`.
+    ///
+    /// `cursor` replaces the cursor the task had for this session, so subscribing again with an older cursor
+    /// replays those events again. If the call fails, the session is forgotten.
+    pub async fn subscribe(&self, session_id: &str, cursor: Option<u64>) -> Result<u64, ClientError> {
+        let (reply, answer) = oneshot::channel();
+        self.send_command(Command::Subscribe { session_id: session_id.to_owned(), cursor, reply })?;
+        match tokio::time::timeout(self.shared.request_timeout, answer).await {
+            Err(_) => Err(ClientError::Timeout),
+            Ok(Err(_)) => Err(self.shared.ended()),
+            Ok(Ok(result)) => result,
+        }
+    }
+
+    /// Closes the connection: outstanding calls fail with `Closed`, the delivery stream ends, and later calls
+    /// fail with `Closed`. Returns once the connection task has stopped.
+    pub async fn close(&self) {
+        self.shared.close.send_replace(true);
+        self.shared.commands.closed().await;
+    }
+
+    fn send_command(&self, command: Command) -> Result<(), ClientError> {
+        self.shared.commands.send(command).map_err(|_| self.shared.ended())
+    }
+}
+
+fn check_handshake_result(result: &HandshakeResult) -> Result<(), ClientError> {
+    if result.protocol_version == PROTOCOL_VERSION {
+        Ok(())
+    } else {
+        Err(ClientError::Protocol(format!(
+            "the daemon answered the handshake with protocol {} instead of {PROTOCOL_VERSION}",
+            result.protocol_version
+        )))
+    }
+}
+
+struct ForgetOnDrop<'a> {
+    id: u64,
+    commands: &'a mpsc::UnboundedSender<Command>,
+    armed: bool,
+}
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.commands.send(Command::Forget { id: self.id });
+        }
+    }
+}
