@@ -1,0 +1,192 @@
+//! A model that plays turns from a JSON script.
+//!
+//! The script is an object with a `turns` array. Each turn is what the model answers once:
+//!
+//! ```json
+//! {"turns": [
+//!   {"reasoning": "I should look first.",
+//!    "text": "Let me list the files.",
+//!    "tool_calls": [{"tool": "shell", "arguments": {"command": "ls"}}]},
+//!   {"error": {"kind": "rate_limited", "http_status": 429, "message": "slow down", "retry_after_ms": 100}},
+//!   {"text": "All done.", "delay_ms": 50}
+//! ]}
+//! ```
+//!
+//! Turn fields, all optional: `text` (streamed a word at a time), `reasoning`, `tool_calls` (each a `tool` and
+//! its `arguments`, `{}` when absent), `delay_ms` (a wait before the first event, for cancellation and timeout
+//! tests), and `error`, which makes the turn fail. An error has a `kind` (a `ModelErrorKind` wire name such as
+//! `rate_limited`, `overload`, `auth`, `context_length`) and optionally `message`, `http_status`, `retryable`
+//! (else the kind's usual value), `retry_after_ms`, `vendor_code` and `stage` (`connect`, `request` or
+//! `stream`; default `request`). A `stream`-stage error fails after the turn's text and reasoning were
+//! streamed, the way a vendor fails halfway through an answer; the other stages fail the request outright.
+//!
+//! Which turn plays is decided by the request alone: turn *n* answers a history holding *n* assistant
+//! messages. A retried or replayed request therefore gets the same turn again (so an `error` turn fails every
+//! attempt, which exercises fallback), and a restarted daemon picks up where the history is. Past the last
+//! turn the model answers with empty text and no tool calls, which ends any run. Tool call ids are
+//! `call-<turn>-<position>`, stable across replays.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use serde::Deserialize;
+
+use super::{request_bytes, rough_token_count, whitespace_chunks};
+use crate::model::{
+    ChatMessage, ErrorStage, ModelError, ModelErrorKind, ModelProvider, ModelRequest, ModelStream, StreamEvent,
+    TokenUsage, ToolCallRequest,
+};
+
+/// A parsed script.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    pub turns: Vec<ScriptedTurn>,
+}
+
+/// One answer of the model.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedTurn {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedToolCall>,
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
+    #[serde(default)]
+    pub error: Option<ScriptedError>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedToolCall {
+    pub tool: String,
+    #[serde(default = "empty_object")]
+    pub arguments: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+/// A failure to play instead of (or, at the `stream` stage, after) the turn's answer.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedError {
+    pub kind: ModelErrorKind,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    #[serde(default)]
+    pub retryable: Option<bool>,
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    #[serde(default)]
+    pub vendor_code: Option<String>,
+    #[serde(default)]
+    pub stage: Option<ErrorStage>,
+}
+
+impl ScriptedError {
+    fn to_model_error(&self) -> ModelError {
+        let message = self.message.clone().unwrap_or_else(|| format!("scripted {} failure", self.kind));
+        let mut error = ModelError::new(self.kind, self.stage.unwrap_or(ErrorStage::Request), message);
+        if let Some(retryable) = self.retryable {
+            error.retryable = retryable;
+        }
+        error.http_status = self.http_status;
+        error.retry_after_ms = self.retry_after_ms;
+        error.vendor_code = self.vendor_code.clone();
+        error
+    }
+}
+
+/// Why a script could not be loaded. Messages carry the path and the reason, never the script's content.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    #[error("cannot read the model script {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("the model script {path} is not a valid script: {source}")]
+    Parse { path: PathBuf, source: serde_json::Error },
+}
+
+/// Plays a [`Script`]; see the module docs. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ScriptedModel {
+    script: Arc<Script>,
+}
+
+impl ScriptedModel {
+    pub fn new(script: Script) -> ScriptedModel {
+        ScriptedModel { script: Arc::new(script) }
+    }
+
+    /// Reads and parses a script file. Blocking: call it off the async runtime's hot path.
+    pub fn from_file(path: &Path) -> Result<ScriptedModel, ScriptError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ScriptError::Read { path: path.to_owned(), source })?;
+        let script =
+            serde_json::from_str(&text).map_err(|source| ScriptError::Parse { path: path.to_owned(), source })?;
+        Ok(ScriptedModel::new(script))
+    }
+
+    /// The index of the turn that answers `request`: how many assistant messages it already holds.
+    pub fn turn_index(request: &ModelRequest) -> usize {
+        request.messages.iter().filter(|message| matches!(message, ChatMessage::Assistant { .. })).count()
+    }
+}
+
+impl ModelProvider for ScriptedModel {
+    fn stream(&self, request: ModelRequest) -> BoxFuture<'static, Result<ModelStream, ModelError>> {
+        let turn_index = ScriptedModel::turn_index(&request);
+        // Past the end of the script: an empty final answer.
+        let turn = self.script.turns.get(turn_index).cloned().unwrap_or_default();
+        let input_bytes = request_bytes(&request);
+        async move {
+            if let Some(delay_ms) = turn.delay_ms {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            }
+            let stream_error = match &turn.error {
+                Some(error) if error.stage == Some(ErrorStage::Stream) => Some(error.to_model_error()),
+                Some(error) => return Err(error.to_model_error()),
+                None => None,
+            };
+            let mut events: Vec<Result<StreamEvent, ModelError>> = Vec::new();
+            if let Some(reasoning) = &turn.reasoning {
+                events.push(Ok(StreamEvent::ReasoningDelta(reasoning.clone())));
+            }
+            events.extend(whitespace_chunks(&turn.text).into_iter().map(|chunk| Ok(StreamEvent::TextDelta(chunk))));
+            if let Some(error) = stream_error {
+                events.push(Err(error));
+                return Ok(futures::stream::iter(events).boxed());
+            }
+            for (position, call) in turn.tool_calls.iter().enumerate() {
+                events.push(Ok(StreamEvent::ToolCall(ToolCallRequest {
+                    tool_call_id: format!("call-{turn_index}-{position}"),
+                    tool: call.tool.clone(),
+                    arguments: call.arguments.clone(),
+                })));
+            }
+            let output_bytes = turn.text.len()
+                + turn.reasoning.as_deref().map_or(0, str::len)
+                + turn.tool_calls.iter().map(|call| call.tool.len() + call.arguments.to_string().len()).sum::<usize>();
+            events.push(Ok(StreamEvent::Usage(TokenUsage {
+                input_tokens: rough_token_count(input_bytes),
+                output_tokens: rough_token_count(output_bytes),
+                reasoning_tokens: rough_token_count(turn.reasoning.as_deref().map_or(0, str::len)),
+                ..TokenUsage::default()
+            })));
+            let stop_reason = if turn.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+            events.push(Ok(StreamEvent::Finished { stop_reason: Some(stop_reason.to_owned()) }));
+            Ok(futures::stream::iter(events).boxed())
+        }
+        .boxed()
+    }
+}
