@@ -1,0 +1,87 @@
+//! What a tool call runs with: the session's cwd, limits, the live output channel, stdin and cancellation.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use troupe_protocol::types::tool_output::{OutputStream, TOOL_OUTPUT_RETAINED_BYTES};
+
+use super::PermissionRequest;
+
+/// Bounds on what one call may cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// How long `shell` runs before its process group is killed, unless the call asks for another timeout.
+    pub shell_timeout: Duration,
+    /// How much of each shell stream the result keeps (head and tail). The live stream is not bounded by this.
+    pub max_output_bytes: usize,
+    /// How much of a file `read_file` returns in one call.
+    pub max_read_bytes: usize,
+    /// How many matching lines `search` returns.
+    pub max_search_results: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            shell_timeout: Duration::from_secs(120),
+            // The same as the daemon retains for live snapshots, so the result never says less than a late
+            // subscriber could have seen.
+            max_output_bytes: TOOL_OUTPUT_RETAINED_BYTES,
+            max_read_bytes: 256 * 1024,
+            max_search_results: 200,
+        }
+    }
+}
+
+/// One piece of live output of a running shell call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputChunk {
+    pub stream: OutputStream,
+    /// Byte offset of the first byte of `data` within its stream.
+    pub offset: u64,
+    pub data: Bytes,
+}
+
+/// Input for a running shell call, from `run.tool_stdin`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StdinInput {
+    Data(Vec<u8>),
+    /// Close the child's stdin.
+    Eof,
+}
+
+/// Everything a call runs with besides its arguments.
+#[derive(Debug)]
+pub struct ToolContext {
+    /// The session's working directory; file paths are resolved and confined against it.
+    pub cwd: PathBuf,
+    pub limits: ToolLimits,
+    /// Where `shell` streams its output as it arrives. Sending waits when the channel is full, so a slow reader
+    /// slows the child instead of growing memory; a closed channel only stops the streaming.
+    pub output: Option<mpsc::Sender<OutputChunk>>,
+    /// Input for the child's stdin. `None` gives the child `/dev/null`; a closed channel counts as end of input.
+    pub stdin: Option<mpsc::Receiver<StdinInput>>,
+    /// Cancels the call: `shell` kills its whole process group and the result is `cancelled`.
+    pub cancel: CancellationToken,
+    /// The request the policy or the user allowed for this call, when it reaches outside the cwd. A file tool
+    /// executes outside the cwd only for exactly that resolved path; with `None`, or when the path now resolves
+    /// elsewhere, anything outside the cwd is `denied`.
+    pub approved_request: Option<PermissionRequest>,
+}
+
+impl ToolContext {
+    /// A context with default limits, no live output, no stdin and a fresh cancellation token.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            cwd: cwd.into(),
+            limits: ToolLimits::default(),
+            output: None,
+            stdin: None,
+            cancel: CancellationToken::new(),
+            approved_request: None,
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! `list_dir`: the entries of a directory inside the cwd, sorted, without recursion.
+
+use std::path::Path;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_protocol::types::run::PersistedToolResult;
+
+use super::error::ToolError;
+use super::fs_access::{io_error, resolve_for_execute};
+use super::paths::resolve_path;
+use super::results::{self, parse_arguments, run_blocking};
+use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+
+const NAME: &str = "list_dir";
+
+/// The most entries one listing returns; a huge directory is better explored with `search` or `shell`.
+pub const MAX_LIST_ENTRIES: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+impl Arguments {
+    fn path(&self) -> &str {
+        self.path.as_deref().unwrap_or(".")
+    }
+}
+
+pub struct ListDirTool;
+
+impl Tool for ListDirTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: NAME.to_owned(),
+            description: format!(
+                "List a directory's entries, sorted by name. Directories end with '/', symbolic links with \
+                 '@'. At most {MAX_LIST_ENTRIES} entries."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Directory path, relative to the working directory or absolute. Default: the working directory."}
+                },
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
+        let arguments: Arguments = parse_arguments(NAME, arguments)?;
+        let resolved = resolve_path(cwd, arguments.path())?;
+        Ok(PermissionRequest {
+            action: PermissionAction::Read,
+            resource: resolved.path.to_string_lossy().into_owned(),
+            summary: format!("list {}", resolved.path.display()),
+            inside_cwd: resolved.inside_cwd,
+        })
+    }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        async move {
+            if context.cancel.is_cancelled() {
+                return results::cancelled("cancelled before listing");
+            }
+            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
+                Ok(arguments) => arguments,
+                Err(error) => return error.into_result(),
+            };
+            run_blocking(move || list(&context.cwd, &arguments, context.approved_request.as_ref())).await
+        }
+        .boxed()
+    }
+}
+
+fn list(cwd: &Path, arguments: &Arguments, approved: Option<&PermissionRequest>) -> PersistedToolResult {
+    let requested = arguments.path();
+    let resolved = match resolve_for_execute(cwd, requested, approved) {
+        Ok(resolved) => resolved,
+        Err(refusal) => return refusal,
+    };
+    let entries = match std::fs::read_dir(&resolved.path) {
+        Ok(entries) => entries,
+        Err(error) => return io_error("list", requested, &error),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(error) => return io_error("list", requested, &error),
+        };
+        let mut name = entry.file_name().to_string_lossy().into_owned();
+        // The entry's own type, not its target's: a symlinked directory is shown as a link, since following it
+        // may leave the cwd.
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => name.push('/'),
+            Ok(kind) if kind.is_symlink() => name.push('@'),
+            _ => {}
+        }
+        names.push(name);
+    }
+    names.sort();
+    let total = names.len();
+    if total == 0 {
+        return results::ok(format!("{} is empty", resolved.display_for_model()));
+    }
+    let mut output = names.iter().take(MAX_LIST_ENTRIES).map(String::as_str).collect::<Vec<_>>().join("\n");
+    if total > MAX_LIST_ENTRIES {
+        output.push_str(&format!("\n[{} more entries not shown; {total} in all]", total - MAX_LIST_ENTRIES));
+    }
+    results::ok(output)
+}

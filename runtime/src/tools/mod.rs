@@ -1,0 +1,83 @@
+//! The tools a model can call during a run: `shell`, `read_file`, `write_file`, `edit_file`, `list_dir` and
+//! `search`.
+//!
+//! The run loop drives every call in two steps, and this module is shaped around them:
+//!
+//! 1. [`Tool::permission`] says what the call would do (a [`PermissionRequest`]: an action, a resource and
+//!    whether it stays inside the session's working directory) without touching anything, so that the policy and
+//!    the approval flow can decide before any side effect happens.
+//! 2. [`Tool::execute`] does it with a [`ToolContext`] (cwd, limits, live output, stdin, cancellation) and always
+//!    yields a [`PersistedToolResult`]: failures are results the model reads, never panics or Rust errors.
+//!
+//! **Confinement invariant:** file tools resolve every path with [`paths::resolve_path`], which follows symlinks
+//! and `..` the way the kernel would, and report `inside_cwd: false` for anything that lands outside the
+//! canonical cwd. `execute` resolves again and refuses with `denied` whatever escapes at that moment, so a
+//! symlink swapped in between the two steps is not followed out; files are then opened without following a
+//! final symlink and the opened descriptor's real path is checked once more.
+//!
+//! Unlike the rest of this crate, tools are asynchronous: the shell owns a child process group, and blocking file
+//! work runs on tokio's blocking pool so that a large search never stalls an actor thread.
+
+mod context;
+mod edit_file;
+mod error;
+mod fs_access;
+mod list_dir;
+pub mod paths;
+mod read_file;
+mod registry;
+mod results;
+mod search;
+mod shell;
+mod write_file;
+
+use std::path::Path;
+
+use futures::future::BoxFuture;
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_protocol::types::run::PersistedToolResult;
+
+pub use context::{OutputChunk, StdinInput, ToolContext, ToolLimits};
+pub use edit_file::EditFileTool;
+pub use error::ToolError;
+pub use list_dir::ListDirTool;
+pub use read_file::ReadFileTool;
+pub use registry::ToolRegistry;
+pub use search::SearchTool;
+pub use shell::ShellTool;
+pub use write_file::WriteFileTool;
+
+/// What a model is told about a tool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// What executing one call would do, for the permission policy and the approval flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PermissionRequest {
+    pub action: PermissionAction,
+    /// The resolved absolute path for file tools; the command line for `shell`.
+    pub resource: String,
+    /// One line for a human.
+    pub summary: String,
+    /// False when the resolved path lies outside the session's cwd (after `..` and symlinks). Always true for
+    /// `shell`, whose reach the policy judges from the command itself.
+    pub inside_cwd: bool,
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync {
+    fn definition(&self) -> ToolDefinition;
+
+    /// What executing this call would do, decided from the arguments and the session cwd without side effects.
+    /// Errors are argument errors (bad JSON shape), reported to the model as an `error` tool result.
+    fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError>;
+
+    /// Runs the call. Every outcome, including bad arguments, a path that now escapes the cwd, a failure or a
+    /// cancellation, is a result for the model.
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult>;
+}

@@ -1,0 +1,135 @@
+//! Path resolution and confinement to the session's cwd.
+//!
+//! A path is resolved the way the kernel would walk it: component by component from the root, replacing each
+//! existing symlink by its target (relative targets against the link's directory) and applying `..` to what has
+//! been resolved so far, so `link/..` leaves the link's target rather than the link. Components that do not exist
+//! yet (a file about to be written) are appended as they are, and a `..` after one of them simply removes it. The
+//! result is absolute, free of `.`, `..` and symlinks in every existing component, and is inside the cwd exactly
+//! when it starts with the canonical cwd, component-wise.
+//!
+//! This is stricter than canonicalizing the longest existing prefix and appending the rest: with that, `new/../link`
+//! would append `link` unresolved although `link` exists and may point out.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use super::error::ToolError;
+
+/// How many symlinks one resolution may follow, as Linux's `MAXSYMLINKS`: more means a loop.
+const MAX_SYMLINK_FOLLOWS: usize = 40;
+
+/// A path argument after resolution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedPath {
+    /// Absolute, with `..` applied and every existing symlink replaced by its target.
+    pub path: PathBuf,
+    /// The canonical cwd it was resolved against.
+    pub cwd: PathBuf,
+    /// True when `path` lies at or below `cwd`.
+    pub inside_cwd: bool,
+}
+
+impl ResolvedPath {
+    /// The path as the model should see it: relative to the cwd when inside it, absolute otherwise.
+    pub fn display_for_model(&self) -> String {
+        match self.path.strip_prefix(&self.cwd) {
+            Ok(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
+            Ok(relative) => relative.to_string_lossy().into_owned(),
+            Err(_) => self.path.to_string_lossy().into_owned(),
+        }
+    }
+}
+
+/// The cwd with every symlink resolved; every confinement check compares against this.
+pub fn canonical_cwd(cwd: &Path) -> Result<PathBuf, ToolError> {
+    cwd.canonicalize().map_err(|source| ToolError::Cwd { path: cwd.to_path_buf(), source })
+}
+
+/// Resolves `requested` (relative to `cwd`, or absolute) and says whether it stays inside `cwd`.
+pub fn resolve_path(cwd: &Path, requested: &str) -> Result<ResolvedPath, ToolError> {
+    if requested.is_empty() {
+        return Err(ToolError::InvalidPath { path: String::new(), reason: "the path is empty" });
+    }
+    if requested.contains('\0') {
+        return Err(ToolError::InvalidPath { path: requested.to_owned(), reason: "the path contains a NUL byte" });
+    }
+    let cwd = canonical_cwd(cwd)?;
+    let joined = cwd.join(requested);
+    let path = resolve_physical(&joined).map_err(|source| ToolError::Resolve { path: joined.clone(), source })?;
+    let inside_cwd = path.starts_with(&cwd);
+    Ok(ResolvedPath { path, cwd, inside_cwd })
+}
+
+/// Walks an absolute path component by component, following symlinks, as described in the module docs.
+fn resolve_physical(absolute: &Path) -> io::Result<PathBuf> {
+    let mut pending: VecDeque<OsString> = VecDeque::new();
+    push_components_front(&mut pending, absolute);
+    let mut resolved = PathBuf::from("/");
+    // Whether `resolved` exists. Once a component is missing, nothing below it can be a symlink, so the rest is
+    // appended without looking; a `..` back up to an existing directory makes lookups resume.
+    let mut exists = true;
+    let mut follows = 0;
+
+    while let Some(component) = pending.pop_front() {
+        if component == "/" {
+            resolved = PathBuf::from("/");
+            exists = true;
+        } else if component == "." {
+            continue;
+        } else if component == ".." {
+            resolved.pop();
+            if !exists {
+                exists = path_exists(&resolved)?;
+            }
+        } else {
+            resolved.push(&component);
+            if !exists {
+                continue;
+            }
+            match std::fs::symlink_metadata(&resolved) {
+                Ok(metadata) if metadata.file_type().is_symlink() => {
+                    follows += 1;
+                    if follows > MAX_SYMLINK_FOLLOWS {
+                        return Err(io::Error::other("too many levels of symbolic links"));
+                    }
+                    let target = std::fs::read_link(&resolved)?;
+                    // A relative target is relative to the directory holding the link.
+                    resolved.pop();
+                    push_components_front(&mut pending, &target);
+                }
+                Ok(_) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => exists = false,
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+/// Puts `path`'s components at the front of the queue, in order; an absolute path starts with `/`.
+fn push_components_front(pending: &mut VecDeque<OsString>, path: &Path) {
+    let components: Vec<OsString> = path
+        .components()
+        .filter_map(|component| match component {
+            Component::RootDir => Some(OsString::from("/")),
+            Component::CurDir => None,
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::Normal(name) => Some(name.to_os_string()),
+            // Windows prefixes do not occur on the Unix systems the shell tool requires.
+            Component::Prefix(_) => None,
+        })
+        .collect();
+    for component in components.into_iter().rev() {
+        pending.push_front(component);
+    }
+}
+
+fn path_exists(path: &Path) -> io::Result<bool> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(error),
+    }
+}

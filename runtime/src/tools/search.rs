@@ -1,0 +1,203 @@
+//! `search`: a regular expression over the text files under a directory, honouring `.gitignore`.
+//!
+//! The walk never follows symlinks, so it cannot wander out of the directory it was confined to; binary files
+//! (a NUL byte near the start) and very large files are skipped, and results stop at the configured cap.
+
+use std::io::Read;
+use std::path::Path;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use ignore::WalkBuilder;
+use ignore::overrides::OverrideBuilder;
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_protocol::types::run::PersistedToolResult;
+
+use super::error::ToolError;
+use super::fs_access::resolve_for_execute;
+use super::paths::{ResolvedPath, resolve_path};
+use super::results::{self, parse_arguments, run_blocking};
+use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+
+const NAME: &str = "search";
+
+/// Longest line text shown per match, in characters.
+const MAX_LINE_CHARS: usize = 300;
+/// Files larger than this are skipped: they are data, not source, and would cost the whole budget.
+const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+/// How much of a file's start is checked for a NUL byte, as git and ripgrep do, to call it binary.
+const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    glob: Option<String>,
+}
+
+impl Arguments {
+    fn path(&self) -> &str {
+        self.path.as_deref().unwrap_or(".")
+    }
+}
+
+pub struct SearchTool;
+
+impl Tool for SearchTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: NAME.to_owned(),
+            description: "Search file contents with a regular expression (Rust regex syntax), skipping files \
+                          ignored by .gitignore and binary files. Returns 'path:line: text' per matching line."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Regular expression, matched against each line."},
+                    "path": {"type": "string", "description": "Directory or file to search. Default: the working directory."},
+                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. '*.rs'."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
+        let arguments: Arguments = parse_arguments(NAME, arguments)?;
+        let resolved = resolve_path(cwd, arguments.path())?;
+        Ok(PermissionRequest {
+            action: PermissionAction::Read,
+            resource: resolved.path.to_string_lossy().into_owned(),
+            summary: format!("search for /{}/ in {}", arguments.pattern, resolved.path.display()),
+            inside_cwd: resolved.inside_cwd,
+        })
+    }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        async move {
+            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
+                Ok(arguments) => arguments,
+                Err(error) => return error.into_result(),
+            };
+            let limit = context.limits.max_search_results;
+            let cancel = context.cancel.clone();
+            let approved = context.approved_request;
+            let cwd = context.cwd;
+            run_blocking(move || search(&cwd, &arguments, limit, &cancel, approved.as_ref())).await
+        }
+        .boxed()
+    }
+}
+
+fn search(
+    cwd: &Path,
+    arguments: &Arguments,
+    limit: usize,
+    cancel: &CancellationToken,
+    approved: Option<&PermissionRequest>,
+) -> PersistedToolResult {
+    let regex = match Regex::new(&arguments.pattern) {
+        Ok(regex) => regex,
+        Err(error) => return results::error(format!("invalid regex: {error}")),
+    };
+    let root = match resolve_for_execute(cwd, arguments.path(), approved) {
+        Ok(root) => root,
+        Err(refusal) => return refusal,
+    };
+    let mut walk = WalkBuilder::new(&root.path);
+    walk.follow_links(false)
+        // .gitignore applies whether or not the directory is a git checkout: the model expects ignored build
+        // output to stay out of results either way.
+        .require_git(false)
+        // Hidden files such as .github/ are often what is searched for; only .git itself is noise.
+        .hidden(false)
+        .filter_entry(|entry| entry.file_name() != ".git");
+    if let Some(glob) = &arguments.glob {
+        let mut overrides = OverrideBuilder::new(&root.path);
+        if let Err(error) = overrides.add(glob) {
+            return results::error(format!("invalid glob {glob:?}: {error}"));
+        }
+        match overrides.build() {
+            Ok(overrides) => {
+                walk.overrides(overrides);
+            }
+            Err(error) => return results::error(format!("invalid glob {glob:?}: {error}")),
+        }
+    }
+
+    let mut matches = Vec::new();
+    let mut truncated = false;
+    'files: for entry in walk.build() {
+        if cancel.is_cancelled() {
+            return results::cancelled("search cancelled");
+        }
+        // Unreadable entries (permissions, vanished files) are skipped, as ripgrep does, rather than failing
+        // the whole search.
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+            continue;
+        }
+        let Some(text) = read_text(entry.path()) else {
+            continue;
+        };
+        let shown_path = display_path(&root, entry.path());
+        for (index, line) in text.lines().enumerate() {
+            if !regex.is_match(line) {
+                continue;
+            }
+            if matches.len() == limit {
+                truncated = true;
+                break 'files;
+            }
+            matches.push(format!("{shown_path}:{}: {}", index + 1, shorten_line(line)));
+        }
+    }
+
+    if matches.is_empty() {
+        return results::ok(format!("no matches for /{}/ in {}", arguments.pattern, root.display_for_model()));
+    }
+    let mut output = matches.join("\n");
+    if truncated {
+        output.push_str(&format!("\n[stopped after {limit} matches; narrow the pattern, path or glob to see more]"));
+    }
+    results::ok(output)
+}
+
+/// A file's text, or `None` when it is binary, too large or unreadable.
+fn read_text(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    if file.metadata().ok()?.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes).ok()?;
+    let sniff = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
+    if sniff.contains(&0) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A match's path relative to the cwd, so the model can pass it straight to `read_file` or `edit_file`.
+fn display_path(root: &ResolvedPath, path: &Path) -> String {
+    match path.strip_prefix(&root.cwd) {
+        Ok(relative) => relative.to_string_lossy().into_owned(),
+        Err(_) => path.to_string_lossy().into_owned(),
+    }
+}
+
+fn shorten_line(line: &str) -> String {
+    let line = line.trim_end_matches('\r');
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}

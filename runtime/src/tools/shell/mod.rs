@@ -1,0 +1,287 @@
+//! `shell`: runs a command line with `/bin/sh -c` in the session's cwd.
+//!
+//! The child leads its own process group so that a timeout, a cancellation or the end of the command can kill
+//! everything it started. stdout and stderr are read concurrently; each chunk streams live with its byte offset
+//! and a bounded head and tail of each is kept for the result. stdin is a pipe fed from `run.tool_stdin` when the
+//! run offers stdin, and `/dev/null` otherwise, so a command that reads input never waits for nothing.
+//!
+//! When the shell exits, whatever it left in its group (background jobs) is killed too: a tool call must not
+//! leave processes behind, and one holding our pipes open would otherwise keep the call from ending.
+
+mod capture;
+mod process_group;
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::mpsc;
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_protocol::types::tool_output::OutputStream;
+
+use self::capture::{CapturedOutput, pump};
+use self::process_group::ProcessGroup;
+use super::context::StdinInput;
+use super::error::ToolError;
+use super::results::{self, parse_arguments};
+use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::token::TOKEN_ENV;
+
+const NAME: &str = "shell";
+
+/// The longest timeout a call may ask for; longer work belongs in the background of a separate tool.
+pub const MAX_SHELL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long the output is still read after the group is gone. Only a process that left the group (`setsid`)
+/// can hold the pipes open past the kill, and it must not hold the call.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long reaping a SIGKILLed shell may take before the call ends anyway.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+
+/// The longest command text shown in a permission summary.
+const SUMMARY_COMMAND_CHARS: usize = 200;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    command: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+fn parse(arguments: &serde_json::Value) -> Result<Arguments, ToolError> {
+    let arguments: Arguments = parse_arguments(NAME, arguments)?;
+    if arguments.command.trim().is_empty() {
+        return Err(ToolError::InvalidArguments { tool: NAME, message: "command is empty".to_owned() });
+    }
+    if arguments.timeout_ms == Some(0) {
+        return Err(ToolError::InvalidArguments { tool: NAME, message: "timeout_ms must be at least 1".to_owned() });
+    }
+    Ok(arguments)
+}
+
+pub struct ShellTool;
+
+impl Tool for ShellTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: NAME.to_owned(),
+            description: format!(
+                "Run a command with /bin/sh -c in the working directory. Returns the exit code and the output \
+                 of stdout and stderr (long output keeps its beginning and end). The command is killed, with \
+                 everything it started, when it times out; background processes are killed when it exits. \
+                 timeout_ms may be at most {} ms.",
+                MAX_SHELL_TIMEOUT.as_millis()
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line."},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_SHELL_TIMEOUT.as_millis() as u64, "description": "Kill the command after this many milliseconds. Default 120000."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn permission(&self, arguments: &serde_json::Value, _cwd: &Path) -> Result<PermissionRequest, ToolError> {
+        let arguments = parse(arguments)?;
+        let mut shown: String = arguments.command.chars().take(SUMMARY_COMMAND_CHARS).collect();
+        if shown.len() < arguments.command.len() {
+            shown.push('…');
+        }
+        Ok(PermissionRequest {
+            action: PermissionAction::Execute,
+            summary: format!("run {shown}"),
+            resource: arguments.command,
+            inside_cwd: true,
+        })
+    }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        async move {
+            let arguments = match parse(&arguments) {
+                Ok(arguments) => arguments,
+                Err(error) => return error.into_result(),
+            };
+            let timeout = match arguments.timeout_ms {
+                Some(milliseconds) => Duration::from_millis(milliseconds).min(MAX_SHELL_TIMEOUT),
+                None => context.limits.shell_timeout,
+            };
+            run(&arguments.command, timeout, context).await
+        }
+        .boxed()
+    }
+}
+
+/// How the command stopped.
+enum Ending {
+    Exited(std::io::Result<ExitStatus>),
+    TimedOut,
+    Cancelled,
+}
+
+async fn run(command: &str, timeout: Duration, context: ToolContext) -> PersistedToolResult {
+    if context.cancel.is_cancelled() {
+        return results::cancelled("cancelled before the command started");
+    }
+    let ToolContext {
+        cwd,
+        limits,
+        output,
+        stdin,
+        cancel,
+        // The shell's reach is judged from the command line, not from paths.
+        approved_request: _,
+    } = context;
+
+    let mut shell = Command::new("/bin/sh");
+    shell
+        .arg("-c")
+        .arg(command)
+        .current_dir(&cwd)
+        .process_group(0)
+        // The daemon's bearer token is a secret the model must never be able to print.
+        .env_remove(TOKEN_ENV)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // If this future is dropped, tokio kills and reaps the shell; `ProcessGroup` kills the rest.
+        .kill_on_drop(true);
+    let mut child = match shell.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            return results::error(format!("could not start /bin/sh in {}: {error}", cwd.display()));
+        }
+    };
+    let (Some(pid), Some(stdout), Some(stderr)) = (child.id(), child.stdout.take(), child.stderr.take()) else {
+        // Unreachable with the piped configuration above; reported rather than trusted.
+        let _ = child.start_kill();
+        return results::error("the shell started without its pipes");
+    };
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        let _ = child.start_kill();
+        return results::error(format!("process id {pid} does not fit a pid_t"));
+    };
+    let mut group = ProcessGroup::new(pgid);
+
+    let limit = limits.max_output_bytes;
+    let mut stdout_capture = CapturedOutput::new(limit);
+    let mut stderr_capture = CapturedOutput::new(limit);
+    let mut pumps = Box::pin(futures::future::join(
+        pump(stdout, OutputStream::Stdout, output.clone(), &mut stdout_capture),
+        pump(stderr, OutputStream::Stderr, output, &mut stderr_capture),
+    ));
+    let mut pumps_done = false;
+    let mut stdin_forwarding = Box::pin(forward_stdin(child.stdin.take(), stdin));
+    let mut stdin_done = false;
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+
+    let ending = loop {
+        tokio::select! {
+            status = child.wait() => break Ending::Exited(status),
+            () = &mut deadline => break Ending::TimedOut,
+            () = cancel.cancelled() => break Ending::Cancelled,
+            _ = &mut pumps, if !pumps_done => pumps_done = true,
+            () = &mut stdin_forwarding, if !stdin_done => stdin_done = true,
+        }
+    };
+
+    // Kill the group in every case: after a timeout or cancellation to stop the command, after an exit to stop
+    // what it left in the background.
+    let kill_error = group.kill().err();
+    let reaped = match ending {
+        Ending::Exited(_) => true,
+        Ending::TimedOut | Ending::Cancelled => {
+            matches!(tokio::time::timeout(REAP_GRACE, child.wait()).await, Ok(Ok(_)))
+        }
+    };
+    if reaped && kill_error.is_none() {
+        group.disarm();
+    }
+    drop(stdin_forwarding);
+    let drained = pumps_done || tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_ok();
+    drop(pumps);
+
+    let (status, mut text) = match ending {
+        Ending::Exited(Ok(status)) => describe_exit(status),
+        Ending::Exited(Err(error)) => (ToolResultStatus::Error, format!("could not wait for the command: {error}")),
+        Ending::TimedOut => (
+            ToolResultStatus::Error,
+            format!(
+                "timed out after {}; the command and everything it started were killed",
+                describe_duration(timeout)
+            ),
+        ),
+        Ending::Cancelled => {
+            (ToolResultStatus::Cancelled, "cancelled; the command and everything it started were killed".to_owned())
+        }
+    };
+    if let Some(error) = kill_error {
+        text.push_str(&format!(" (killing its process group failed: {error})"));
+    }
+    if !drained {
+        text.push_str(" (output may be incomplete: a detached process kept the pipes open)");
+    }
+    append_stream(&mut text, "stdout", &stdout_capture);
+    append_stream(&mut text, "stderr", &stderr_capture);
+    if stdout_capture.total() == 0 && stderr_capture.total() == 0 {
+        text.push_str("\n(no output)");
+    }
+    results::result(status, text)
+}
+
+/// Writes run input to the child until end of input. A closed channel is end of input too, since nobody can
+/// send more; a child that stopped reading ends the forwarding quietly.
+async fn forward_stdin(writer: Option<ChildStdin>, input: Option<mpsc::Receiver<StdinInput>>) {
+    let (Some(mut writer), Some(mut input)) = (writer, input) else {
+        return;
+    };
+    while let Some(item) = input.recv().await {
+        match item {
+            StdinInput::Data(data) => {
+                if writer.write_all(&data).await.is_err() || writer.flush().await.is_err() {
+                    return;
+                }
+            }
+            // Dropping the writer closes the pipe, which the child reads as end of file.
+            StdinInput::Eof => return,
+        }
+    }
+}
+
+fn describe_exit(status: ExitStatus) -> (ToolResultStatus, String) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(0), _) => (ToolResultStatus::Ok, "exit code 0".to_owned()),
+        (Some(code), _) => (ToolResultStatus::Error, format!("exit code {code}")),
+        (None, Some(signal)) => (ToolResultStatus::Error, format!("killed by signal {signal}")),
+        (None, None) => (ToolResultStatus::Error, format!("ended with {status}")),
+    }
+}
+
+fn describe_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{} ms", duration.as_millis())
+    }
+}
+
+fn append_stream(text: &mut String, name: &str, capture: &CapturedOutput) {
+    if capture.total() == 0 {
+        return;
+    }
+    text.push_str(&format!("\n--- {name} ---\n"));
+    text.push_str(&capture.render());
+}

@@ -1,0 +1,82 @@
+//! `write_file`: replaces or creates a file inside the cwd, creating its parent directories.
+
+use std::path::Path;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_protocol::types::run::PersistedToolResult;
+
+use super::error::ToolError;
+use super::fs_access::{self, resolve_for_execute};
+use super::paths::resolve_path;
+use super::results::{self, parse_arguments, run_blocking};
+use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+
+const NAME: &str = "write_file";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    content: String,
+}
+
+pub struct WriteFileTool;
+
+impl Tool for WriteFileTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: NAME.to_owned(),
+            description: "Write a file, replacing its contents. Missing parent directories are created.".to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path, relative to the working directory or absolute."},
+                    "content": {"type": "string", "description": "The complete new contents."}
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
+        let arguments: Arguments = parse_arguments(NAME, arguments)?;
+        let resolved = resolve_path(cwd, &arguments.path)?;
+        Ok(PermissionRequest {
+            action: PermissionAction::Write,
+            resource: resolved.path.to_string_lossy().into_owned(),
+            summary: format!("write {} bytes to {}", arguments.content.len(), resolved.path.display()),
+            inside_cwd: resolved.inside_cwd,
+        })
+    }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        async move {
+            // Checked once, before anything changes: a write is not abandoned halfway.
+            if context.cancel.is_cancelled() {
+                return results::cancelled("cancelled before writing");
+            }
+            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
+                Ok(arguments) => arguments,
+                Err(error) => return error.into_result(),
+            };
+            run_blocking(move || write(&context.cwd, &arguments, context.approved_request.as_ref())).await
+        }
+        .boxed()
+    }
+}
+
+fn write(cwd: &Path, arguments: &Arguments, approved: Option<&PermissionRequest>) -> PersistedToolResult {
+    let resolved = match resolve_for_execute(cwd, &arguments.path, approved) {
+        Ok(resolved) => resolved,
+        Err(refusal) => return refusal,
+    };
+    match fs_access::write_file(&resolved, &arguments.path, arguments.content.as_bytes()) {
+        Ok(()) => results::ok(format!("wrote {} bytes to {}", arguments.content.len(), resolved.display_for_model())),
+        Err(failure) => failure,
+    }
+}

@@ -1,0 +1,127 @@
+//! The `search` tool on real trees: `.gitignore`, binary files, globs, caps and regex errors.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_runtime::tools::{ToolContext, ToolRegistry};
+
+const STEP: Duration = Duration::from_secs(20);
+
+async fn search_with(arguments: Value, context: ToolContext) -> PersistedToolResult {
+    let registry = ToolRegistry::builtin();
+    tokio::time::timeout(STEP, registry.get("search").unwrap().execute(arguments, context))
+        .await
+        .expect("the search ends in time")
+}
+
+async fn search(arguments: Value, cwd: &Path) -> PersistedToolResult {
+    search_with(arguments, ToolContext::new(cwd)).await
+}
+
+fn write(root: &Path, path: &str, content: &[u8]) {
+    let path = root.join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+#[tokio::test]
+async fn search_respects_gitignore_and_skips_binary_files() {
+    let directory = tempfile::tempdir().unwrap();
+    let root = directory.path();
+    write(root, ".gitignore", b"target/\n*.log\n");
+    write(root, "src/main.rs", b"fn main() {\n    println!(\"needle\");\n}\n");
+    write(root, "notes.txt", b"no match here\nneedle at line two\n");
+    write(root, "target/debug/out.rs", b"needle in build output\n");
+    write(root, "run.log", b"needle in a log\n");
+    write(root, "data.bin", b"needle\0binary");
+    write(root, ".github/workflow.yml", b"needle: hidden but not ignored\n");
+    write(root, ".git/config", b"needle in git internals\n");
+
+    let result = search(json!({"pattern": "needle"}), root).await;
+    assert_eq!(result.status, ToolResultStatus::Ok, "{}", result.output);
+    let mut lines: Vec<&str> = result.output.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            ".github/workflow.yml:1: needle: hidden but not ignored",
+            "notes.txt:2: needle at line two",
+            "src/main.rs:2:     println!(\"needle\");",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn glob_and_path_narrow_the_search() {
+    let directory = tempfile::tempdir().unwrap();
+    let root = directory.path();
+    write(root, "src/a.rs", b"let x = 1;\n");
+    write(root, "src/b.txt", b"let x = 2;\n");
+    write(root, "docs/c.rs", b"let x = 3;\n");
+
+    let rust = search(json!({"pattern": r"let x = \d", "glob": "*.rs"}), root).await;
+    let mut lines: Vec<&str> = rust.output.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["docs/c.rs:1: let x = 3;", "src/a.rs:1: let x = 1;"]);
+
+    let under_src = search(json!({"pattern": "let", "path": "src", "glob": "*.txt"}), root).await;
+    assert_eq!(under_src.output, "src/b.txt:1: let x = 2;");
+
+    let one_file = search(json!({"pattern": "let", "path": "docs/c.rs"}), root).await;
+    assert_eq!(one_file.output, "docs/c.rs:1: let x = 3;");
+
+    let none = search(json!({"pattern": "absent"}), root).await;
+    assert_eq!(none.status, ToolResultStatus::Ok);
+    assert_eq!(none.output, "no matches for /absent/ in .");
+}
+
+#[tokio::test]
+async fn an_invalid_regex_is_reported_clearly() {
+    let directory = tempfile::tempdir().unwrap();
+    let result = search(json!({"pattern": "fn (main"}), directory.path()).await;
+    assert_eq!(result.status, ToolResultStatus::Error);
+    assert!(result.output.starts_with("invalid regex: "), "{}", result.output);
+    assert!(result.output.contains("unclosed group"), "{}", result.output);
+}
+
+#[tokio::test]
+async fn results_are_capped_and_long_lines_shortened() {
+    let directory = tempfile::tempdir().unwrap();
+    let many: String = (0..50).map(|index| format!("hit {index}\n")).collect();
+    write(directory.path(), "many.txt", many.as_bytes());
+    let mut context = ToolContext::new(directory.path());
+    context.limits.max_search_results = 10;
+    let capped = search_with(json!({"pattern": "hit"}), context).await;
+    let lines: Vec<&str> = capped.output.lines().collect();
+    assert_eq!(lines.len(), 11);
+    assert_eq!(lines[9], "many.txt:10: hit 9");
+    assert_eq!(lines[10], "[stopped after 10 matches; narrow the pattern, path or glob to see more]");
+
+    let long = format!("{}\n", "é".repeat(400));
+    write(directory.path(), "long.txt", long.as_bytes());
+    let shortened = search(json!({"pattern": "é", "glob": "long.txt"}), directory.path()).await;
+    assert_eq!(shortened.output, format!("long.txt:1: {}…", "é".repeat(300)));
+}
+
+#[tokio::test]
+async fn searching_outside_the_cwd_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path().join("project");
+    write(root.path(), "secret/key.txt", b"needle\n");
+    std::fs::create_dir(&cwd).unwrap();
+    let request = ToolRegistry::builtin()
+        .get("search")
+        .unwrap()
+        .permission(&json!({"pattern": "needle", "path": "../secret"}), &cwd)
+        .unwrap();
+    assert!(!request.inside_cwd);
+    let result = search(json!({"pattern": "needle", "path": "../secret"}), &cwd).await;
+    assert_eq!(result.status, ToolResultStatus::Denied);
+
+    // A symlinked directory inside the cwd is not followed by the walk.
+    std::os::unix::fs::symlink(root.path().join("secret"), cwd.join("link")).unwrap();
+    let walked = search(json!({"pattern": "needle"}), &cwd).await;
+    assert_eq!(walked.output, "no matches for /needle/ in .");
+}
