@@ -3,10 +3,16 @@
 //! Providers `openai` and `anthropic` are listed from the start, disconnected, so clients can offer to connect
 //! them; `local` is always connected. The only agent is `default`, whose fallback chain starts with `local/echo`.
 
+use std::collections::BTreeMap;
+
 use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::runtime::{
     AgentInfo, AgentMode, AuthState, ModelInfo, ProviderInfo, ProviderKind, RuntimeSnapshot,
 };
+
+use crate::config::AgentConfig;
+use crate::model::pricing::builtin_pricing;
+use crate::provider_store::StoredConnection;
 
 pub const DEFAULT_AGENT: &str = "default";
 pub const LOCAL_ECHO: &str = "local/echo";
@@ -14,19 +20,63 @@ pub const LOCAL_SCRIPTED: &str = "local/scripted";
 
 /// The snapshot of a daemon that has nothing connected, at `revision`. Lists are sorted by id.
 pub fn builtin_snapshot(revision: u64) -> RuntimeSnapshot {
-    let provider =
-        |provider_id: &str, name: &str, kind: ProviderKind, connected: bool| ProviderInfo {
-            provider_id: provider_id.to_owned(),
-            name: name.to_owned(),
-            kind,
-            connected,
-            auth_state: if connected {
-                AuthState::NotRequired
-            } else {
-                AuthState::Missing
-            },
-            generation: 0,
-        };
+    build_snapshot(revision, &BTreeMap::new(), &BTreeMap::new())
+}
+
+/// The snapshot at `revision` for these connections and configured agents (which may replace `default`).
+/// Lists are sorted by id.
+pub fn build_snapshot(
+    revision: u64,
+    connections: &BTreeMap<String, StoredConnection>,
+    agents: &BTreeMap<String, AgentConfig>,
+) -> RuntimeSnapshot {
+    let mut snapshot = builtin_parts(revision);
+    for provider in &mut snapshot.providers {
+        if let Some(connection) = connections.get(&provider.provider_id) {
+            provider.connected = true;
+            provider.generation = connection.generation;
+            provider.auth_state =
+                if connection.auth_method == "none" { AuthState::NotRequired } else { AuthState::Configured };
+        }
+    }
+    for (provider_id, connection) in connections {
+        if provider_id == "local" {
+            continue;
+        }
+        for model_id in &connection.models {
+            snapshot.models.push(ModelInfo {
+                model: format!("{provider_id}/{model_id}"),
+                name: model_id.clone(),
+                provider_id: provider_id.clone(),
+                context_window: None,
+                pricing: builtin_pricing(model_id),
+            });
+        }
+    }
+    snapshot.models.sort_by(|a, b| a.model.cmp(&b.model));
+    snapshot.models.dedup_by(|a, b| a.model == b.model);
+    for (name, agent) in agents {
+        snapshot.agents.retain(|existing| &existing.agent != name);
+        snapshot.agents.push(AgentInfo {
+            agent: name.clone(),
+            description: agent.description.clone(),
+            mode: AgentMode::Primary,
+            models: agent.models.iter().map(|model| ModelSelection { model: model.clone(), variant: None }).collect(),
+        });
+    }
+    snapshot.agents.sort_by(|a, b| a.agent.cmp(&b.agent));
+    snapshot
+}
+
+fn builtin_parts(revision: u64) -> RuntimeSnapshot {
+    let provider = |provider_id: &str, name: &str, kind: ProviderKind, connected: bool| ProviderInfo {
+        provider_id: provider_id.to_owned(),
+        name: name.to_owned(),
+        kind,
+        connected,
+        auth_state: if connected { AuthState::NotRequired } else { AuthState::Missing },
+        generation: 0,
+    };
     let local_model = |model: &str, name: &str| ModelInfo {
         model: model.to_owned(),
         name: name.to_owned(),
@@ -49,10 +99,7 @@ pub fn builtin_snapshot(revision: u64) -> RuntimeSnapshot {
             agent: DEFAULT_AGENT.to_owned(),
             description: "General coding agent".to_owned(),
             mode: AgentMode::Primary,
-            models: vec![ModelSelection {
-                model: LOCAL_ECHO.to_owned(),
-                variant: None,
-            }],
+            models: vec![ModelSelection { model: LOCAL_ECHO.to_owned(), variant: None }],
         }],
     }
 }
@@ -70,17 +117,12 @@ pub enum SelectionError {
     UnknownModel(String),
 }
 
-/// Checks that `selection` names an agent and a model this snapshot knows. Models of a provider that is not
-/// connected are accepted when the provider exists: connecting it later makes the session runnable.
-pub fn validate_selection(
-    snapshot: &RuntimeSnapshot,
-    selection: &RunSelection,
-) -> Result<(), SelectionError> {
-    if !snapshot
-        .agents
-        .iter()
-        .any(|agent| agent.agent == selection.agent)
-    {
+/// Checks that `selection` names an agent and a model this snapshot knows. Local models must exist. A remote
+/// provider's models are accepted whether listed or not (some servers list none, and OpenRouter lists
+/// thousands), and whether the provider is connected or not: connecting it later makes the selection runnable,
+/// and a run on an unavailable model fails over along its chain with a clear error.
+pub fn validate_selection(snapshot: &RuntimeSnapshot, selection: &RunSelection) -> Result<(), SelectionError> {
+    if !snapshot.agents.iter().any(|agent| agent.agent == selection.agent) {
         return Err(SelectionError::UnknownAgent(selection.agent.clone()));
     }
     let model = &selection.model.model;
@@ -90,18 +132,11 @@ pub fn validate_selection(
     if provider.is_empty() || model_id.is_empty() {
         return Err(SelectionError::MalformedModel(model.clone()));
     }
-    let Some(provider_info) = snapshot
-        .providers
-        .iter()
-        .find(|info| info.provider_id == provider)
-    else {
-        return Err(SelectionError::UnknownProvider {
-            provider: provider.to_owned(),
-            model: model.clone(),
-        });
+    let Some(provider_info) = snapshot.providers.iter().find(|info| info.provider_id == provider) else {
+        return Err(SelectionError::UnknownProvider { provider: provider.to_owned(), model: model.clone() });
     };
     let listed = snapshot.models.iter().any(|info| &info.model == model);
-    if !listed && (provider_info.connected || provider_info.kind == ProviderKind::Local) {
+    if !listed && provider_info.kind == ProviderKind::Local {
         return Err(SelectionError::UnknownModel(model.clone()));
     }
     Ok(())
@@ -112,24 +147,13 @@ mod tests {
     use super::*;
 
     fn selection(agent: &str, model: &str) -> RunSelection {
-        RunSelection {
-            agent: agent.into(),
-            model: ModelSelection {
-                model: model.into(),
-                variant: None,
-            },
-            preset: None,
-        }
+        RunSelection { agent: agent.into(), model: ModelSelection { model: model.into(), variant: None }, preset: None }
     }
 
     #[test]
     fn builtin_lists_are_sorted() {
         let snapshot = builtin_snapshot(1);
-        let ids: Vec<_> = snapshot
-            .providers
-            .iter()
-            .map(|p| p.provider_id.as_str())
-            .collect();
+        let ids: Vec<_> = snapshot.providers.iter().map(|p| p.provider_id.as_str()).collect();
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(ids, sorted);
@@ -138,14 +162,8 @@ mod tests {
     #[test]
     fn selections_are_checked_against_the_snapshot() {
         let snapshot = builtin_snapshot(1);
-        assert_eq!(
-            validate_selection(&snapshot, &selection("default", "local/echo")),
-            Ok(())
-        );
-        assert_eq!(
-            validate_selection(&snapshot, &selection("default", "openai/gpt-4o")),
-            Ok(())
-        );
+        assert_eq!(validate_selection(&snapshot, &selection("default", "local/echo")), Ok(()));
+        assert_eq!(validate_selection(&snapshot, &selection("default", "openai/gpt-4o")), Ok(()));
         assert!(matches!(
             validate_selection(&snapshot, &selection("nobody", "local/echo")),
             Err(SelectionError::UnknownAgent(_))

@@ -38,6 +38,35 @@ pub struct Config {
     /// Whether `X-Forwarded-Host` and `X-Forwarded-Proto` describe the daemon's own origin (behind a proxy).
     pub trust_proxy: bool,
     pub limits: Limits,
+    /// Agents by name, in addition to (or replacing) the built-in `default`.
+    pub agents: std::collections::BTreeMap<String, AgentConfig>,
+    pub tools: ToolSettings,
+}
+
+/// An agent: a description and its fallback chain of models, first choice first.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    #[serde(default)]
+    pub description: String,
+    /// `<provider>/<model id>` entries; at least one.
+    pub models: Vec<String>,
+}
+
+/// Limits of the tools runs use.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSettings {
+    /// A shell command is killed (with its whole process group) after this many seconds.
+    pub shell_timeout_secs: u64,
+    /// Output kept per stream in a tool's result; the live stream is not capped.
+    pub max_output_bytes: usize,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        ToolSettings { shell_timeout_secs: 120, max_output_bytes: 64 * 1024 }
+    }
 }
 
 impl Default for Config {
@@ -48,6 +77,8 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             trust_proxy: false,
             limits: Limits::default(),
+            agents: std::collections::BTreeMap::new(),
+            tools: ToolSettings::default(),
         }
     }
 }
@@ -68,12 +99,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_frame_bytes: 16 * 1024 * 1024,
-            max_in_flight: 256,
-            outbound_queue: 1024,
-            hibernate_after_secs: 60,
-        }
+        Limits { max_frame_bytes: 16 * 1024 * 1024, max_in_flight: 256, outbound_queue: 1024, hibernate_after_secs: 60 }
     }
 }
 
@@ -90,23 +116,12 @@ pub fn load(path: &Path) -> Result<Config, RuntimeError> {
 /// Parses and validates configuration text; `path` is only used in error messages.
 fn parse(text: &str, path: &Path) -> Result<Config, RuntimeError> {
     let mut config: Config = toml::from_str(text).map_err(|error| {
-        let (line, column) = error
-            .span()
-            .map(|span| line_and_column(text, span.start))
-            .unwrap_or((1, 1));
+        let (line, column) = error.span().map(|span| line_and_column(text, span.start)).unwrap_or((1, 1));
         // `message()` is the parser's description alone ("unknown field `x`, expected one of ..."); the error's
         // `Display` would also quote the offending source line, which this crate never puts in an error.
-        RuntimeError::ConfigSyntax {
-            path: path.to_path_buf(),
-            line,
-            column,
-            message: error.message().to_owned(),
-        }
+        RuntimeError::ConfigSyntax { path: path.to_path_buf(), line, column, message: error.message().to_owned() }
     })?;
-    validate(&mut config).map_err(|detail| RuntimeError::ConfigInvalid {
-        path: path.to_path_buf(),
-        detail,
-    })?;
+    validate(&mut config).map_err(|detail| RuntimeError::ConfigInvalid { path: path.to_path_buf(), detail })?;
     Ok(config)
 }
 
@@ -132,6 +147,17 @@ fn validate(config: &mut Config) -> Result<(), String> {
             return Err(format!("{key} must be greater than 0"));
         }
     }
+    if config.tools.shell_timeout_secs == 0 || config.tools.max_output_bytes == 0 {
+        return Err("tools.shell_timeout_secs and tools.max_output_bytes must be greater than 0".to_owned());
+    }
+    for (name, agent) in &config.agents {
+        if agent.models.is_empty() {
+            return Err(format!("agents.{name}.models must name at least one model"));
+        }
+        if let Some(model) = agent.models.iter().find(|model| !model.contains('/')) {
+            return Err(format!("agents.{name}.models: `{model}` is not of the form <provider>/<model id>"));
+        }
+    }
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         *origin = normalize_origin(origin).map_err(|problem| {
             format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")
@@ -146,11 +172,8 @@ fn normalize_origin(origin: &str) -> Result<String, &'static str> {
     let lowercase = origin.trim().to_ascii_lowercase();
     let (scheme, rest) = lowercase.split_once("://").ok_or("missing scheme://")?;
     let mut scheme_bytes = scheme.bytes();
-    let scheme_is_valid = scheme_bytes
-        .next()
-        .is_some_and(|first| first.is_ascii_alphabetic())
-        && scheme_bytes
-            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'+' | b'-' | b'.'));
+    let scheme_is_valid = scheme_bytes.next().is_some_and(|first| first.is_ascii_alphabetic())
+        && scheme_bytes.all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'+' | b'-' | b'.'));
     if !scheme_is_valid {
         return Err("invalid scheme");
     }
@@ -166,14 +189,9 @@ fn normalize_origin(origin: &str) -> Result<String, &'static str> {
         return Err("missing host");
     }
     let host_is_valid = if host.starts_with('[') {
-        host.len() > 2
-            && host.ends_with(']')
-            && host[1..host.len() - 1]
-                .parse::<std::net::Ipv6Addr>()
-                .is_ok()
+        host.len() > 2 && host.ends_with(']') && host[1..host.len() - 1].parse::<std::net::Ipv6Addr>().is_ok()
     } else {
-        host.bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_'))
+        host.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_'))
     };
     if !host_is_valid {
         return Err("invalid host");
@@ -200,10 +218,7 @@ fn split_host_and_port(authority: &str) -> Result<(&str, Option<&str>), &'static
         let (host, after) = authority.split_at(closing + 1);
         return match after {
             "" => Ok((host, None)),
-            _ => after
-                .strip_prefix(':')
-                .map(|port| (host, Some(port)))
-                .ok_or("invalid host"),
+            _ => after.strip_prefix(':').map(|port| (host, Some(port))).ok_or("invalid host"),
         };
     }
     Ok(match authority.split_once(':') {
@@ -235,10 +250,7 @@ mod tests {
     #[test]
     fn a_missing_file_gives_defaults() {
         let temp = tempfile::tempdir().unwrap();
-        assert_eq!(
-            load(&temp.path().join("config.toml")).unwrap(),
-            Config::default()
-        );
+        assert_eq!(load(&temp.path().join("config.toml")).unwrap(), Config::default());
     }
 
     #[test]
@@ -263,22 +275,12 @@ hibernate_after_secs = 5
         assert_eq!(config.listen, "0.0.0.0:9000".parse::<SocketAddr>().unwrap());
         assert_eq!(
             config.allowed_origins,
-            [
-                "https://console.example.com",
-                "http://localhost",
-                "http://[::1]:3000",
-                "tauri://localhost"
-            ]
+            ["https://console.example.com", "http://localhost", "http://[::1]:3000", "tauri://localhost"]
         );
         assert!(config.trust_proxy);
         assert_eq!(
             config.limits,
-            Limits {
-                max_frame_bytes: 1024,
-                max_in_flight: 8,
-                outbound_queue: 16,
-                hibernate_after_secs: 5
-            }
+            Limits { max_frame_bytes: 1024, max_in_flight: 8, outbound_queue: 16, hibernate_after_secs: 5 }
         );
     }
 
@@ -292,38 +294,27 @@ hibernate_after_secs = 5
 
     #[test]
     fn unknown_keys_name_the_file_and_the_key_without_quoting_the_text() {
-        let error =
-            parse_text("listen = \"127.0.0.1:1\"\nsecret_thing = \"do-not-echo\"\n").unwrap_err();
+        let error = parse_text("listen = \"127.0.0.1:1\"\nsecret_thing = \"do-not-echo\"\n").unwrap_err();
         let message = error.to_string();
         assert!(message.contains("/data/config.toml"), "{message}");
         assert!(message.contains("secret_thing"), "{message}");
         assert!(message.contains("line 2"), "{message}");
         assert!(!message.contains("do-not-echo"), "{message}");
 
-        let nested = parse_text("[limits]\nmax_frames = 3\n")
-            .unwrap_err()
-            .to_string();
+        let nested = parse_text("[limits]\nmax_frames = 3\n").unwrap_err().to_string();
         assert!(nested.contains("max_frames"), "{nested}");
     }
 
     #[test]
     fn zero_limits_are_rejected() {
-        let message = parse_text("[limits]\noutbound_queue = 0\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            message.contains("limits.outbound_queue must be greater than 0"),
-            "{message}"
-        );
+        let message = parse_text("[limits]\noutbound_queue = 0\n").unwrap_err().to_string();
+        assert!(message.contains("limits.outbound_queue must be greater than 0"), "{message}");
     }
 
     #[test]
     fn a_bad_listen_address_is_rejected() {
         let error = parse_text("listen = \"localhost\"\n").unwrap_err();
-        assert!(
-            matches!(error, RuntimeError::ConfigSyntax { line: 1, .. }),
-            "{error:?}"
-        );
+        assert!(matches!(error, RuntimeError::ConfigSyntax { line: 1, .. }), "{error:?}");
     }
 
     #[test]
@@ -339,10 +330,7 @@ hibernate_after_secs = 5
         ] {
             let text = format!("allowed_origins = [\"https://fine.example\", \"{origin}\"]\n");
             let message = parse_text(&text).unwrap_err().to_string();
-            assert!(
-                message.contains("allowed_origins[1]"),
-                "{origin}: {message}"
-            );
+            assert!(message.contains("allowed_origins[1]"), "{origin}: {message}");
         }
     }
 }

@@ -38,11 +38,7 @@ impl DataDir {
     /// variable, then `$HOME/.troupe`. Empty values count as unset. A relative path is made absolute against the
     /// current directory, so that later changes of the current directory cannot move the data.
     pub fn resolve(explicit: Option<PathBuf>) -> Result<DataDir, RuntimeError> {
-        resolve_from(
-            explicit,
-            std::env::var_os(DATA_DIR_ENV),
-            std::env::var_os("HOME"),
-        )
+        resolve_from(explicit, std::env::var_os(DATA_DIR_ENV), std::env::var_os("HOME"))
     }
 
     /// Uses `root` as it is, without consulting the environment.
@@ -86,11 +82,7 @@ impl DataDir {
         if !self.root.is_dir() {
             // The root's parents may be missing too (a fresh `--data-dir /srv/troupe/a`); they get the same
             // private mode, which is the safe choice for directories nobody asked for by name.
-            match DirBuilder::new()
-                .recursive(true)
-                .mode(PRIVATE_DIR_MODE)
-                .create(&self.root)
-            {
+            match DirBuilder::new().recursive(true).mode(PRIVATE_DIR_MODE).create(&self.root) {
                 Ok(()) => {}
                 Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(error) => return Err(RuntimeError::io("create directory", &self.root, error)),
@@ -104,8 +96,7 @@ impl DataDir {
             match create_private_dir(&dir) {
                 Ok(()) => {}
                 // Another process created it between the check and the creation; that is the same outcome.
-                Err(RuntimeError::Io { source, .. })
-                    if source.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(RuntimeError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(error) => return Err(error),
             }
         }
@@ -132,10 +123,7 @@ fn resolve_from(
     let root = if chosen.is_absolute() {
         chosen
     } else {
-        std::path::absolute(&chosen).map_err(|source| RuntimeError::AbsolutePath {
-            path: chosen.clone(),
-            source,
-        })?
+        std::path::absolute(&chosen).map_err(|source| RuntimeError::AbsolutePath { path: chosen.clone(), source })?
     };
     Ok(DataDir { root })
 }
@@ -180,30 +168,21 @@ mod tests {
 
     #[test]
     fn explicit_path_wins_over_environment() {
-        let resolved = resolve_from(
-            Some(PathBuf::from("/srv/explicit")),
-            Some("/srv/env".into()),
-            Some("/home/user".into()),
-        )
-        .unwrap();
+        let resolved =
+            resolve_from(Some(PathBuf::from("/srv/explicit")), Some("/srv/env".into()), Some("/home/user".into()))
+                .unwrap();
         assert_eq!(resolved.root(), Path::new("/srv/explicit"));
     }
 
     #[test]
     fn troupe_home_wins_over_home() {
-        let resolved =
-            resolve_from(None, Some("/srv/env".into()), Some("/home/user".into())).unwrap();
+        let resolved = resolve_from(None, Some("/srv/env".into()), Some("/home/user".into())).unwrap();
         assert_eq!(resolved.root(), Path::new("/srv/env"));
     }
 
     #[test]
     fn home_is_the_fallback_and_empty_values_count_as_unset() {
-        let resolved = resolve_from(
-            Some(PathBuf::new()),
-            Some("".into()),
-            Some("/home/user".into()),
-        )
-        .unwrap();
+        let resolved = resolve_from(Some(PathBuf::new()), Some("".into()), Some("/home/user".into())).unwrap();
         assert_eq!(resolved.root(), Path::new("/home/user/.troupe"));
     }
 
@@ -219,10 +198,7 @@ mod tests {
         let resolved = resolve_from(Some(PathBuf::from("relative/data")), None, None).unwrap();
         assert!(resolved.root().is_absolute());
         assert!(resolved.root().ends_with("relative/data"));
-        assert_eq!(
-            resolved.root(),
-            std::env::current_dir().unwrap().join("relative/data")
-        );
+        assert_eq!(resolved.root(), std::env::current_dir().unwrap().join("relative/data"));
     }
 
     #[test]
@@ -240,20 +216,12 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let data_dir = DataDir::new(temp.path().join("nested/root"));
         data_dir.ensure_layout().unwrap();
-        for dir in [
-            data_dir.root().to_path_buf(),
-            data_dir.daemon_dir(),
-            data_dir.sessions_dir(),
-        ] {
+        for dir in [data_dir.root().to_path_buf(), data_dir.daemon_dir(), data_dir.sessions_dir()] {
             assert!(dir.is_dir());
             assert_eq!(mode_of(&dir), 0o700, "{}", dir.display());
         }
         // An operator's own mode on an existing directory is left alone.
-        std::fs::set_permissions(
-            data_dir.sessions_dir(),
-            std::fs::Permissions::from_mode(0o750),
-        )
-        .unwrap();
+        std::fs::set_permissions(data_dir.sessions_dir(), std::fs::Permissions::from_mode(0o750)).unwrap();
         data_dir.ensure_layout().unwrap();
         assert_eq!(mode_of(&data_dir.sessions_dir()), 0o750);
     }

@@ -21,9 +21,7 @@ pub enum RuntimeError {
     },
 
     /// Neither `--data-dir`, `TROUPE_HOME` nor `HOME` says where the data directory is.
-    #[error(
-        "cannot locate the data directory: HOME is not set; pass --data-dir or set TROUPE_HOME"
-    )]
+    #[error("cannot locate the data directory: HOME is not set; pass --data-dir or set TROUPE_HOME")]
     HomeNotSet,
 
     /// A relative data directory could not be made absolute.
@@ -37,12 +35,7 @@ pub enum RuntimeError {
     /// `config.toml` is not valid TOML or does not match the expected shape. `message` is the parser's own
     /// description (it names the offending key for unknown keys); the source text is not included.
     #[error("invalid configuration in {} at line {line}, column {column}: {message}", path.display())]
-    ConfigSyntax {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    ConfigSyntax { path: PathBuf, line: usize, column: usize, message: String },
 
     /// `config.toml` parsed but a value is out of range.
     #[error("invalid configuration in {}: {detail}", path.display())]
@@ -83,10 +76,6 @@ pub enum RuntimeError {
 impl RuntimeError {
     /// Builds [`RuntimeError::Io`]; a function rather than a closure at every call site keeps them short.
     pub(crate) fn io(operation: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
-        RuntimeError::Io {
-            operation,
-            path: path.into(),
-            source,
-        }
+        RuntimeError::Io { operation, path: path.into(), source }
     }
 }

@@ -96,9 +96,7 @@ impl LogWriter {
         ensure_one_line(std::slice::from_ref(first), &path)?;
         create_private_dir(session_dir).map_err(|error| match error {
             RuntimeError::Io { source, .. } if source.kind() == io::ErrorKind::AlreadyExists => {
-                RuntimeError::SessionAlreadyExists {
-                    session_dir: session_dir.to_path_buf(),
-                }
+                RuntimeError::SessionAlreadyExists { session_dir: session_dir.to_path_buf() }
             }
             other => other,
         })?;
@@ -145,9 +143,7 @@ impl LogWriter {
     /// anything is written; the writer stays usable.
     pub fn append_batch(&mut self, events: &[EventJson]) -> Result<(), RuntimeError> {
         if self.poisoned {
-            return Err(RuntimeError::LogPoisoned {
-                path: self.path.clone(),
-            });
+            return Err(RuntimeError::LogPoisoned { path: self.path.clone() });
         }
         if events.is_empty() {
             return Ok(());
@@ -169,12 +165,8 @@ impl LogWriter {
             self.truncate_before_next_append = false;
         }
         let lines = encode_lines(events);
-        self.file
-            .write_all(&lines)
-            .map_err(|error| RuntimeError::io("append to", &self.path, error))?;
-        self.file
-            .sync_data()
-            .map_err(|error| RuntimeError::io("fsync", &self.path, error))?;
+        self.file.write_all(&lines).map_err(|error| RuntimeError::io("append to", &self.path, error))?;
+        self.file.sync_data().map_err(|error| RuntimeError::io("fsync", &self.path, error))?;
         self.valid_len += lines.len() as u64;
         Ok(())
     }
@@ -214,14 +206,8 @@ fn encode_lines(events: &[EventJson]) -> Vec<u8> {
 
 /// Refuses a batch in which an event's text contains a raw newline, which would split it across lines.
 fn ensure_one_line(events: &[EventJson], path: &Path) -> Result<(), RuntimeError> {
-    match events
-        .iter()
-        .position(|event| event.as_str().contains('\n'))
-    {
-        Some(index) => Err(RuntimeError::EventNotOneLine {
-            path: path.to_path_buf(),
-            index,
-        }),
+    match events.iter().position(|event| event.as_str().contains('\n')) {
+        Some(index) => Err(RuntimeError::EventNotOneLine { path: path.to_path_buf(), index }),
         None => Ok(()),
     }
 }
@@ -255,9 +241,7 @@ pub fn load(session_dir: &Path) -> Result<LoadedLog, RuntimeError> {
     let mut file = match OpenOptions::new().read(true).append(true).open(&path) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            return Err(RuntimeError::SessionNotFound {
-                session_dir: session_dir.to_path_buf(),
-            });
+            return Err(RuntimeError::SessionNotFound { session_dir: session_dir.to_path_buf() });
         }
         Err(error) => return Err(RuntimeError::io("open the event log", &path, error)),
     };
@@ -265,13 +249,9 @@ pub fn load(session_dir: &Path) -> Result<LoadedLog, RuntimeError> {
     // parsed in place.
     let size_hint = file.metadata().map_or(0, |metadata| metadata.len());
     let mut bytes = Vec::with_capacity(usize::try_from(size_hint).unwrap_or(0));
-    file.read_to_end(&mut bytes)
-        .map_err(|error| RuntimeError::io("read the event log", &path, error))?;
+    file.read_to_end(&mut bytes).map_err(|error| RuntimeError::io("read the event log", &path, error))?;
 
-    let session_id = session_dir
-        .file_name()
-        .and_then(|name| name.to_str())
-        .unwrap_or_default();
+    let session_id = session_dir.file_name().and_then(|name| name.to_str()).unwrap_or_default();
     let parsed = parse_log(&bytes, session_id);
     if !parsed.skipped.is_empty() {
         // One summary per load rather than one per line: a log whose first line is lost skips every line.
@@ -284,12 +264,7 @@ pub fn load(session_dir: &Path) -> Result<LoadedLog, RuntimeError> {
         truncate_before_next_append: parsed.valid_len < bytes.len() as u64,
         poisoned: false,
     };
-    Ok(LoadedLog {
-        events: parsed.events,
-        skipped: parsed.skipped,
-        writer,
-        last_seq: parsed.last_seq,
-    })
+    Ok(LoadedLog { events: parsed.events, skipped: parsed.skipped, writer, last_seq: parsed.last_seq })
 }
 
 /// The outcome of checking a log's bytes line by line.
@@ -304,10 +279,7 @@ struct ParsedLog {
 /// Checks every line of a log. Pure, so the rules are tested without files.
 fn parse_log(bytes: &[u8], session_id: &str) -> ParsedLog {
     // Everything after the last `\n` is a torn tail; everything before it is complete lines.
-    let complete_len = bytes
-        .iter()
-        .rposition(|&byte| byte == b'\n')
-        .map_or(0, |newline| newline + 1);
+    let complete_len = bytes.iter().rposition(|&byte| byte == b'\n').map_or(0, |newline| newline + 1);
     // Logs are written as UTF-8, so the complete lines almost always validate at once, which allows the fast
     // newline search of `str::find`. (A torn tail may end inside a character, which is why it is left out.) If
     // invalid bytes are somewhere, lines are checked one by one, so that one damaged line costs only itself.
@@ -318,25 +290,16 @@ fn parse_log(bytes: &[u8], session_id: &str) -> ParsedLog {
         }
         let found = match complete_text {
             Some(text) => text[from..].find('\n'),
-            None => bytes[from..complete_len]
-                .iter()
-                .position(|&byte| byte == b'\n'),
+            None => bytes[from..complete_len].iter().position(|&byte| byte == b'\n'),
         };
         found.map(|index| from + index)
     };
 
     // Sized once: every complete line is at most one event, and growing a vector of large records by doubling
     // would copy them several times over.
-    let line_count = bytes[..complete_len]
-        .iter()
-        .filter(|&&byte| byte == b'\n')
-        .count();
-    let mut checker = LineChecker {
-        session_id,
-        events: Vec::with_capacity(line_count),
-        skipped: Vec::new(),
-        last_seq: 0,
-    };
+    let line_count = bytes[..complete_len].iter().filter(|&&byte| byte == b'\n').count();
+    let mut checker =
+        LineChecker { session_id, events: Vec::with_capacity(line_count), skipped: Vec::new(), last_seq: 0 };
     let mut offset = 0;
     let mut line_number: u64 = 0;
     while offset < bytes.len() {
@@ -362,10 +325,7 @@ fn parse_log(bytes: &[u8], session_id: &str) -> ParsedLog {
             Ok(line) => line,
             Err(error) => {
                 let reason = if terminated {
-                    format!(
-                        "not valid UTF-8 (at byte {} of the line)",
-                        error.valid_up_to() + 1
-                    )
+                    format!("not valid UTF-8 (at byte {} of the line)", error.valid_up_to() + 1)
                 } else {
                     TORN_REASON.to_owned()
                 };
@@ -400,8 +360,7 @@ fn parse_log(bytes: &[u8], session_id: &str) -> ParsedLog {
 
 /// The `reason` of the skipped-event entry that reports a torn final line. The engine drops that entry once the
 /// writer has cut the tail off ([`LogWriter::has_torn_tail`] turns false).
-pub const TORN_REASON: &str =
-    "torn final line (no newline; will be truncated before the next append)";
+pub const TORN_REASON: &str = "torn final line (no newline; will be truncated before the next append)";
 
 /// The per-line rules, with the state they need: the session id and the last accepted sequence.
 struct LineChecker<'a> {
@@ -427,9 +386,7 @@ impl LineChecker<'_> {
                         format!("invalid JSON (ends early at column {})", error.column())
                     }
                     // Data errors can quote the offending value, so their message is never used.
-                    Category::Data | Category::Io => {
-                        "not a valid event: missing or wrong field".to_owned()
-                    }
+                    Category::Data | Category::Io => "not a valid event: missing or wrong field".to_owned(),
                 };
                 self.skip(read_seq(line), line_number, reason);
                 return;
@@ -437,35 +394,22 @@ impl LineChecker<'_> {
         };
         let seq = event.seq;
         if event.session_id != self.session_id {
-            self.skip(
-                Some(seq),
-                line_number,
-                "session_id does not match the session directory".to_owned(),
-            );
+            self.skip(Some(seq), line_number, "session_id does not match the session directory".to_owned());
             return;
         }
         if self.events.is_empty() {
-            let is_creation = matches!(event.payload, EventPayload::SessionCreated { .. })
-                && seq == 1
-                && event.run_id.is_none();
+            let is_creation =
+                matches!(event.payload, EventPayload::SessionCreated { .. }) && seq == 1 && event.run_id.is_none();
             if !is_creation {
                 self.skip(
                     Some(seq),
                     line_number,
-                    "expected session_created with sequence 1 and no run as the first event"
-                        .to_owned(),
+                    "expected session_created with sequence 1 and no run as the first event".to_owned(),
                 );
                 return;
             }
         } else if seq <= self.last_seq {
-            self.skip(
-                Some(seq),
-                line_number,
-                format!(
-                    "sequence {seq} does not increase (previous {})",
-                    self.last_seq
-                ),
-            );
+            self.skip(Some(seq), line_number, format!("sequence {seq} does not increase (previous {})", self.last_seq));
             return;
         }
         let json = match EventJson::from_json(line.to_owned()) {
@@ -482,15 +426,7 @@ impl LineChecker<'_> {
 
     /// Records a skipped line: by sequence when one was read, else by line number (exactly one of the two).
     fn skip(&mut self, seq: Option<u64>, line_number: u64, reason: String) {
-        self.skipped.push(SkippedEvent {
-            line: if seq.is_some() {
-                None
-            } else {
-                Some(line_number)
-            },
-            seq,
-            reason,
-        });
+        self.skipped.push(SkippedEvent { line: if seq.is_some() { None } else { Some(line_number) }, seq, reason });
     }
 }
 

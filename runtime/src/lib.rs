@@ -7,7 +7,14 @@
 //! - [`meta_cache`]: `meta.json`, a cache of a session's metadata so that listing does not read every log.
 //! - [`catalog`]: the built-in providers, models and agents, and selection checks against a snapshot.
 //! - [`clock`]: timestamps and identifiers, so that every event is stamped the same way.
-//! - [`session_state`]: the projection of a session's events into its metadata.
+//! - [`session_state`]: the projection of a session's events into its metadata, runs and history.
+//! - [`run_ledger`]: the active run, its steering lane, runs by client id, and fallback stickiness.
+//! - [`transcript`]: the model history, with tool-emitted messages materialized as the reference says.
+//! - [`model`]: streaming model providers (OpenAI-compatible, Anthropic, offline), error policy, pricing; async.
+//! - [`provider_store`]: `providers.json`, provider connections and credentials (0600, replaced atomically).
+//! - [`permission`]: how a tool call's permission is decided while no user can be asked.
+//! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search), their permission
+//!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
 //!
 //! Everything here is synchronous and blocking: the actors call into it from `spawn_blocking` where it touches
 //! the disk on a hot path. Errors are [`error::RuntimeError`], whose messages carry paths and operating-system
@@ -20,7 +27,13 @@ pub mod data_dir;
 pub mod error;
 pub mod event_log;
 pub mod meta_cache;
+pub mod model;
+pub mod permission;
+pub mod provider_store;
+pub mod run_ledger;
 pub mod session_state;
 pub mod token;
+pub mod tools;
+pub mod transcript;
 
 pub use error::RuntimeError;

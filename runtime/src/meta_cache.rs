@@ -34,28 +34,19 @@ struct CachedMeta {
 }
 
 /// Writes the cache for `meta`, which describes the log when it was `log_len_bytes` long.
-pub fn write(
-    session_dir: &Path,
-    meta: &SessionMeta,
-    log_len_bytes: u64,
-) -> Result<(), RuntimeError> {
+pub fn write(session_dir: &Path, meta: &SessionMeta, log_len_bytes: u64) -> Result<(), RuntimeError> {
     #[derive(Serialize)]
     struct CachedMetaRef<'a> {
         format: u32,
         log_len_bytes: u64,
         meta: &'a SessionMeta,
     }
-    let json = serde_json::to_vec(&CachedMetaRef {
-        format: META_FORMAT,
-        log_len_bytes,
-        meta,
-    })
-    .map_err(|error| RuntimeError::io("encode", session_dir.join(META_FILE_NAME), error.into()))?;
+    let json = serde_json::to_vec(&CachedMetaRef { format: META_FORMAT, log_len_bytes, meta })
+        .map_err(|error| RuntimeError::io("encode", session_dir.join(META_FILE_NAME), error.into()))?;
 
     let final_path = session_dir.join(META_FILE_NAME);
     // A unique temporary name, so two writers (a session and a listing refreshing it) never share one.
-    let temporary_path =
-        session_dir.join(format!(".{META_FILE_NAME}.{}.tmp", crate::clock::new_id()));
+    let temporary_path = session_dir.join(format!(".{META_FILE_NAME}.{}.tmp", crate::clock::new_id()));
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -83,18 +74,14 @@ pub fn read(session_dir: &Path) -> Option<(SessionMeta, u64)> {
 
 /// The current size of the session's `events.jsonl`, to compare with the cached length.
 pub fn log_len(session_dir: &Path) -> Option<u64> {
-    std::fs::metadata(log_path(session_dir))
-        .ok()
-        .map(|metadata| metadata.len())
+    std::fs::metadata(log_path(session_dir)).ok().map(|metadata| metadata.len())
 }
 
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
-    use troupe_protocol::types::common::{
-        ModelSelection, RunSelection, SessionOrigin, SessionStatus, SkippedEvent,
-    };
+    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin, SessionStatus, SkippedEvent};
 
     use super::*;
 
@@ -107,10 +94,7 @@ mod tests {
             title_updated_seq: Some(3),
             creation_selection: RunSelection {
                 agent: "default".to_owned(),
-                model: ModelSelection {
-                    model: "local/echo".to_owned(),
-                    variant: None,
-                },
+                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
                 preset: None,
             },
             status: SessionStatus::Idle,
@@ -130,10 +114,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         write(temp.path(), &sample_meta(), 1234).unwrap();
         assert_eq!(read(temp.path()), Some((sample_meta(), 1234)));
-        let mode = std::fs::metadata(temp.path().join(META_FILE_NAME))
-            .unwrap()
-            .permissions()
-            .mode();
+        let mode = std::fs::metadata(temp.path().join(META_FILE_NAME)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         // Rewriting replaces it and leaves no temporary file.
         write(temp.path(), &sample_meta(), 99).unwrap();
@@ -145,17 +126,9 @@ mod tests {
     fn a_missing_or_damaged_cache_reads_as_none() {
         let temp = tempfile::tempdir().unwrap();
         assert_eq!(read(temp.path()), None);
-        std::fs::write(
-            temp.path().join(META_FILE_NAME),
-            b"{\"format\": 1, \"log_len",
-        )
-        .unwrap();
+        std::fs::write(temp.path().join(META_FILE_NAME), b"{\"format\": 1, \"log_len").unwrap();
         assert_eq!(read(temp.path()), None);
-        std::fs::write(
-            temp.path().join(META_FILE_NAME),
-            b"{\"format\": 0, \"log_len_bytes\": 1}",
-        )
-        .unwrap();
+        std::fs::write(temp.path().join(META_FILE_NAME), b"{\"format\": 0, \"log_len_bytes\": 1}").unwrap();
         assert_eq!(read(temp.path()), None);
     }
 

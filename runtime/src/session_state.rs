@@ -6,11 +6,12 @@
 
 use std::collections::HashMap;
 
-use troupe_protocol::types::common::{
-    RunSelection, SessionMeta, SessionOrigin, SessionStatus, SkippedEvent,
-};
+use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin, SessionStatus, SkippedEvent};
 use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
 use troupe_protocol::types::session::TitleChange;
+
+use crate::run_ledger::RunLedger;
+use crate::transcript::Transcript;
 
 /// Maximum length of a session title, in UTF-8 bytes.
 pub const MAX_TITLE_BYTES: usize = 512;
@@ -23,8 +24,8 @@ pub struct RecordedRename {
     pub seq: u64,
 }
 
-/// A session's metadata as derived from its log.
-#[derive(Clone, Debug, PartialEq)]
+/// A session's metadata, runs and model history as derived from its log.
+#[derive(Clone, Debug)]
 pub struct SessionState {
     pub session_id: String,
     pub origin: SessionOrigin,
@@ -38,6 +39,10 @@ pub struct SessionState {
     pub last_activity_at: String,
     pub skipped_events: Vec<SkippedEvent>,
     renames: HashMap<String, RecordedRename>,
+    /// The active run, its steering lane, and past runs by `client_run_id`.
+    pub runs: RunLedger,
+    /// The model history.
+    pub transcript: Transcript,
 }
 
 /// Why a log cannot be projected into a session.
@@ -50,12 +55,7 @@ pub enum ProjectionError {
 impl SessionState {
     /// The state right after `session_created`.
     pub fn created(first: &StoredEvent) -> Result<SessionState, ProjectionError> {
-        let EventPayload::SessionCreated {
-            origin,
-            cwd,
-            selection,
-        } = &first.payload
-        else {
+        let EventPayload::SessionCreated { origin, cwd, selection } = &first.payload else {
             return Err(ProjectionError::MissingSessionCreated);
         };
         if first.seq != 1 {
@@ -74,6 +74,8 @@ impl SessionState {
             last_activity_at: first.timestamp.clone(),
             skipped_events: Vec::new(),
             renames: HashMap::new(),
+            runs: RunLedger::default(),
+            transcript: Transcript::default(),
         })
     }
 
@@ -82,9 +84,7 @@ impl SessionState {
         mut events: impl Iterator<Item = &'a StoredEvent>,
         skipped: Vec<SkippedEvent>,
     ) -> Result<SessionState, ProjectionError> {
-        let first = events
-            .next()
-            .ok_or(ProjectionError::MissingSessionCreated)?;
+        let first = events.next().ok_or(ProjectionError::MissingSessionCreated)?;
         let mut state = SessionState::created(first)?;
         for event in events {
             state.apply(event);
@@ -95,32 +95,20 @@ impl SessionState {
 
     /// Applies one event that follows the current state.
     pub fn apply(&mut self, event: &StoredEvent) {
+        self.runs.apply(event);
+        self.transcript.apply(event);
         self.last_event_seq = event.seq;
         self.last_activity_at.clone_from(&event.timestamp);
         match &event.payload {
-            EventPayload::SessionTitleCommitted {
-                title,
-                change,
-                client_rename_id,
-            } => {
+            EventPayload::SessionTitleCommitted { title, change, client_rename_id } => {
                 self.title.clone_from(title);
                 self.title_updated_seq = Some(event.seq);
                 let change = match (change, title) {
-                    (TitleChangeKind::Set, Some(title)) => TitleChange::Set {
-                        title: title.clone(),
-                    },
-                    (TitleChangeKind::Set, None) | (TitleChangeKind::Clear, _) => {
-                        TitleChange::Clear
-                    }
+                    (TitleChangeKind::Set, Some(title)) => TitleChange::Set { title: title.clone() },
+                    (TitleChangeKind::Set, None) | (TitleChangeKind::Clear, _) => TitleChange::Clear,
                     (TitleChangeKind::Reset, _) => TitleChange::Reset,
                 };
-                self.renames.insert(
-                    client_rename_id.clone(),
-                    RecordedRename {
-                        change,
-                        seq: event.seq,
-                    },
-                );
+                self.renames.insert(client_rename_id.clone(), RecordedRename { change, seq: event.seq });
             }
             EventPayload::RunStarted { .. } => self.status = SessionStatus::Running,
             EventPayload::RunCompleted { .. } => self.status = SessionStatus::Completed,
@@ -161,10 +149,7 @@ pub fn normalize_title(title: &str) -> Result<String, String> {
         return Err("the title is empty; use `clear` to remove a title".to_owned());
     }
     if title.len() > MAX_TITLE_BYTES {
-        return Err(format!(
-            "the title is {} bytes; at most {MAX_TITLE_BYTES} are allowed",
-            title.len()
-        ));
+        return Err(format!("the title is {} bytes; at most {MAX_TITLE_BYTES} are allowed", title.len()));
     }
     if title.chars().any(char::is_control) {
         return Err("the title contains control characters".to_owned());
@@ -196,10 +181,7 @@ mod tests {
                 cwd: "/tmp".into(),
                 selection: RunSelection {
                     agent: "default".into(),
-                    model: ModelSelection {
-                        model: "local/echo".into(),
-                        variant: None,
-                    },
+                    model: ModelSelection { model: "local/echo".into(), variant: None },
                     preset: None,
                 },
             },
@@ -225,6 +207,8 @@ mod tests {
                     selection: created_selection(),
                     input: "hi".into(),
                     fallback_index: 0,
+                    model_chain: Vec::new(),
+                    reset_fallback: false,
                 },
             ),
             event(4, EventPayload::RunCancelled { reason: None }),
@@ -245,17 +229,9 @@ mod tests {
         assert_eq!(state.last_activity_at, "2026-01-01T00:00:05Z");
         assert_eq!(
             state.recorded_rename("r1"),
-            Some(&RecordedRename {
-                change: TitleChange::Set {
-                    title: "Fix tests".into()
-                },
-                seq: 2
-            })
+            Some(&RecordedRename { change: TitleChange::Set { title: "Fix tests".into() }, seq: 2 })
         );
-        assert_eq!(
-            state.recorded_rename("r2").map(|rename| rename.seq),
-            Some(5)
-        );
+        assert_eq!(state.recorded_rename("r2").map(|rename| rename.seq), Some(5));
     }
 
     fn created_selection() -> RunSelection {
@@ -268,10 +244,10 @@ mod tests {
     #[test]
     fn a_log_must_start_with_session_created() {
         let events = [event(1, EventPayload::RunCompleted { final_text: None })];
-        assert_eq!(
+        assert!(matches!(
             SessionState::from_events(events.iter(), Vec::new()),
             Err(ProjectionError::MissingSessionCreated)
-        );
+        ));
     }
 
     #[test]

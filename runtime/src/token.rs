@@ -68,9 +68,7 @@ fn load_or_create_token_with_override(
     environment_token: Option<OsString>,
 ) -> Result<AuthToken, RuntimeError> {
     if let Some(value) = environment_token.filter(|value| !value.is_empty()) {
-        let invalid = || RuntimeError::TokenInvalid {
-            source_name: TOKEN_ENV.to_owned(),
-        };
+        let invalid = || RuntimeError::TokenInvalid { source_name: TOKEN_ENV.to_owned() };
         let value = value.into_string().map_err(|_| invalid())?;
         return validated(value.trim(), invalid);
     }
@@ -89,15 +87,11 @@ fn read_token_file(path: &Path) -> Result<Option<AuthToken>, RuntimeError> {
         Err(error) => return Err(RuntimeError::io("read the token file", path, error)),
     };
     warn_when_readable_by_others(path);
-    let invalid = || RuntimeError::TokenInvalid {
-        source_name: path.display().to_string(),
-    };
+    let invalid = || RuntimeError::TokenInvalid { source_name: path.display().to_string() };
     let text = String::from_utf8(contents).map_err(|_| invalid())?;
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err(RuntimeError::TokenEmpty {
-            path: path.to_path_buf(),
-        });
+        return Err(RuntimeError::TokenEmpty { path: path.to_path_buf() });
     }
     validated(trimmed, invalid).map(Some)
 }
@@ -135,13 +129,14 @@ fn create_token_file(data_dir: &DataDir) -> Result<AuthToken, RuntimeError> {
 
     let final_path = data_dir.token_path();
     let temporary_path = daemon_dir.join(format!(".token.{}.tmp", crate::clock::new_id()));
-    let outcome = write_private_file(&temporary_path, token.as_str().as_bytes()).and_then(|()| {
-        match std::fs::hard_link(&temporary_path, &final_path) {
-            Ok(()) => Ok(true),
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(error) => Err(RuntimeError::io("link the token file", &final_path, error)),
-        }
-    });
+    let outcome =
+        write_private_file(&temporary_path, token.as_str().as_bytes()).and_then(|()| {
+            match std::fs::hard_link(&temporary_path, &final_path) {
+                Ok(()) => Ok(true),
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(error) => Err(RuntimeError::io("link the token file", &final_path, error)),
+            }
+        });
     // The temporary name is removed whatever happened; failing to remove it only leaves a stray private file.
     let _ = std::fs::remove_file(&temporary_path);
     let created = outcome?;
@@ -170,9 +165,7 @@ fn write_private_file(path: &Path, contents: &[u8]) -> Result<(), RuntimeError> 
         .mode(0o600)
         .open(path)
         .map_err(|error| RuntimeError::io("create", path, error))?;
-    file.write_all(contents)
-        .and_then(|()| file.sync_all())
-        .map_err(|error| RuntimeError::io("write", path, error))
+    file.write_all(contents).and_then(|()| file.sync_all()).map_err(|error| RuntimeError::io("write", path, error))
 }
 
 #[cfg(test)]
@@ -206,22 +199,10 @@ mod tests {
         std::fs::create_dir_all(data_dir.root()).unwrap();
         let created = load_or_create_token_with_override(&data_dir, None).unwrap();
         assert_eq!(created.as_str().len(), 43);
-        assert!(
-            created
-                .as_str()
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
-        );
+        assert!(created.as_str().bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'));
         let metadata = std::fs::metadata(data_dir.token_path()).unwrap();
         assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
-        assert_eq!(
-            std::fs::metadata(data_dir.daemon_dir())
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
-            0o700
-        );
+        assert_eq!(std::fs::metadata(data_dir.daemon_dir()).unwrap().permissions().mode() & 0o777, 0o700);
         // No temporary file is left behind.
         let entries: Vec<_> = std::fs::read_dir(data_dir.daemon_dir()).unwrap().collect();
         assert_eq!(entries.len(), 1);
@@ -247,10 +228,7 @@ mod tests {
         std::fs::create_dir_all(data_dir.daemon_dir()).unwrap();
         std::fs::write(data_dir.token_path(), " \n").unwrap();
         let error = load_or_create_token_with_override(&data_dir, None).unwrap_err();
-        assert!(
-            matches!(error, RuntimeError::TokenEmpty { .. }),
-            "{error:?}"
-        );
+        assert!(matches!(error, RuntimeError::TokenEmpty { .. }), "{error:?}");
     }
 
     #[test]
@@ -270,10 +248,7 @@ mod tests {
         let data_dir = data_dir_in(&temp);
         let token = load_or_create_token_with_override(&data_dir, Some("from-env".into())).unwrap();
         assert_eq!(token.as_str(), "from-env");
-        assert!(
-            !data_dir.token_path().exists(),
-            "an override creates no file"
-        );
+        assert!(!data_dir.token_path().exists(), "an override creates no file");
 
         let created = load_or_create_token_with_override(&data_dir, Some("".into())).unwrap();
         assert_eq!(created.as_str().len(), 43);
@@ -285,15 +260,9 @@ mod tests {
         let data_dir = data_dir_in(&temp);
         std::fs::create_dir_all(data_dir.root()).unwrap();
         let tokens: Vec<AuthToken> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..8)
-                .map(|_| {
-                    scope.spawn(|| load_or_create_token_with_override(&data_dir, None).unwrap())
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap())
-                .collect()
+            let handles: Vec<_> =
+                (0..8).map(|_| scope.spawn(|| load_or_create_token_with_override(&data_dir, None).unwrap())).collect();
+            handles.into_iter().map(|handle| handle.join().unwrap()).collect()
         });
         let stored = std::fs::read_to_string(data_dir.token_path()).unwrap();
         for token in tokens {

@@ -29,10 +29,7 @@ fn created_event() -> EventJson {
             cwd: "/work".to_owned(),
             selection: RunSelection {
                 agent: "default".to_owned(),
-                model: ModelSelection {
-                    model: "local/echo".to_owned(),
-                    variant: None,
-                },
+                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
                 preset: None,
             },
         },
@@ -47,27 +44,17 @@ fn input_event(seq: u64, input: &str) -> EventJson {
         seq,
         timestamp: "2026-01-01T00:00:01.000Z".to_owned(),
         origin: Some("user".to_owned()),
-        payload: EventPayload::UserInputAdmitted {
-            input_id: format!("input-{seq}"),
-            input: input.to_owned(),
-        },
+        payload: EventPayload::UserInputAdmitted { input_id: format!("input-{seq}"), input: input.to_owned() },
     })
     .unwrap()
 }
 
 fn seqs(loaded: &LoadedLog) -> Vec<u64> {
-    loaded
-        .events
-        .iter()
-        .map(|loaded| loaded.event.seq)
-        .collect()
+    loaded.events.iter().map(|loaded| loaded.event.seq).collect()
 }
 
 fn append_raw(session_dir: &Path, bytes: &[u8]) {
-    let mut file = OpenOptions::new()
-        .append(true)
-        .open(log_path(session_dir))
-        .unwrap();
+    let mut file = OpenOptions::new().append(true).open(log_path(session_dir)).unwrap();
     file.write_all(bytes).unwrap();
 }
 
@@ -81,10 +68,8 @@ fn batches_round_trip_with_identical_text_and_sequences() {
     let mut written = vec![created_event()];
     let mut writer = LogWriter::create(&session_dir, &written[0]).unwrap();
     for batch in [vec![2, 3, 4], vec![5], vec![6, 7]] {
-        let events: Vec<EventJson> = batch
-            .iter()
-            .map(|&seq| input_event(seq, "line one\nline two with \"quotes\" and ünïcödé"))
-            .collect();
+        let events: Vec<EventJson> =
+            batch.iter().map(|&seq| input_event(seq, "line one\nline two with \"quotes\" and ünïcödé")).collect();
         writer.append_batch(&events).unwrap();
         written.extend(events);
     }
@@ -102,10 +87,7 @@ fn batches_round_trip_with_identical_text_and_sequences() {
         assert_eq!(loaded_event.event, original.decode().unwrap());
     }
     let text = std::fs::read_to_string(log_path(&session_dir)).unwrap();
-    let expected: String = written
-        .iter()
-        .map(|event| format!("{}\n", event.as_str()))
-        .collect();
+    let expected: String = written.iter().map(|event| format!("{}\n", event.as_str())).collect();
     assert_eq!(text, expected);
 }
 
@@ -139,10 +121,7 @@ fn creating_an_existing_session_fails_and_leaves_it_alone() {
     let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
     writer.append_batch(&[input_event(2, "kept")]).unwrap();
     let error = LogWriter::create(&session_dir, &created_event()).unwrap_err();
-    assert!(
-        matches!(error, RuntimeError::SessionAlreadyExists { .. }),
-        "{error:?}"
-    );
+    assert!(matches!(error, RuntimeError::SessionAlreadyExists { .. }), "{error:?}");
     assert_eq!(seqs(&load(&session_dir).unwrap()), [1, 2]);
 }
 
@@ -150,10 +129,7 @@ fn creating_an_existing_session_fails_and_leaves_it_alone() {
 fn a_missing_log_is_session_not_found() {
     let (_temp, session_dir) = session_location();
     let error = load(&session_dir).unwrap_err();
-    assert!(
-        matches!(error, RuntimeError::SessionNotFound { .. }),
-        "{error:?}"
-    );
+    assert!(matches!(error, RuntimeError::SessionNotFound { .. }), "{error:?}");
 }
 
 #[test]
@@ -164,15 +140,9 @@ fn a_corrupt_middle_line_and_a_torn_tail_are_reported_and_the_tail_is_cut_off() 
     drop(writer);
     // Line 3: garbage that names a secret; line 4: a good event; line 5: half an event, no newline.
     append_raw(&session_dir, b"{\"seq\": 3, secret-user-text\n");
-    append_raw(
-        &session_dir,
-        format!("{}\n", input_event(4, "after").as_str()).as_bytes(),
-    );
+    append_raw(&session_dir, format!("{}\n", input_event(4, "after").as_str()).as_bytes());
     let torn = input_event(5, "torn");
-    append_raw(
-        &session_dir,
-        &torn.as_str().as_bytes()[..torn.as_str().len() / 2],
-    );
+    append_raw(&session_dir, &torn.as_str().as_bytes()[..torn.as_str().len() / 2]);
 
     let mut loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2, 4]);
@@ -180,16 +150,8 @@ fn a_corrupt_middle_line_and_a_torn_tail_are_reported_and_the_tail_is_cut_off() 
     assert_eq!(
         loaded.skipped,
         [
-            SkippedEvent {
-                seq: None,
-                line: Some(3),
-                reason: "invalid JSON (syntax error at column 12)".to_owned(),
-            },
-            SkippedEvent {
-                seq: None,
-                line: Some(5),
-                reason: TORN_REASON.to_owned(),
-            },
+            SkippedEvent { seq: None, line: Some(3), reason: "invalid JSON (syntax error at column 12)".to_owned() },
+            SkippedEvent { seq: None, line: Some(5), reason: TORN_REASON.to_owned() },
         ]
     );
     for skipped in &loaded.skipped {
@@ -199,48 +161,27 @@ fn a_corrupt_middle_line_and_a_torn_tail_are_reported_and_the_tail_is_cut_off() 
     assert!(loaded.writer.len_bytes() < file_len);
 
     // The next append cuts the torn half line off first, so the new line starts on a line of its own.
-    loaded
-        .writer
-        .append_batch(&[input_event(5, "retried")])
-        .unwrap();
+    loaded.writer.append_batch(&[input_event(5, "retried")]).unwrap();
     let after_append = std::fs::metadata(log_path(&session_dir)).unwrap().len();
     assert_eq!(loaded.writer.len_bytes(), after_append);
     drop(loaded);
 
     let reloaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&reloaded), [1, 2, 4, 5]);
-    assert_eq!(
-        reloaded.skipped.len(),
-        1,
-        "only the corrupt middle line remains: {:?}",
-        reloaded.skipped
-    );
+    assert_eq!(reloaded.skipped.len(), 1, "only the corrupt middle line remains: {:?}", reloaded.skipped);
     assert_eq!(reloaded.skipped[0].line, Some(3));
-    assert_eq!(
-        reloaded.events[3].json.as_str(),
-        input_event(5, "retried").as_str()
-    );
+    assert_eq!(reloaded.events[3].json.as_str(), input_event(5, "retried").as_str());
 }
 
 #[test]
 fn a_complete_but_unterminated_final_line_is_torn_and_reported_by_sequence() {
     let (_temp, session_dir) = session_location();
     LogWriter::create(&session_dir, &created_event()).unwrap();
-    append_raw(
-        &session_dir,
-        input_event(2, "never acknowledged").as_str().as_bytes(),
-    );
+    append_raw(&session_dir, input_event(2, "never acknowledged").as_str().as_bytes());
 
     let loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1]);
-    assert_eq!(
-        loaded.skipped,
-        [SkippedEvent {
-            seq: Some(2),
-            line: None,
-            reason: TORN_REASON.to_owned(),
-        }]
-    );
+    assert_eq!(loaded.skipped, [SkippedEvent { seq: Some(2), line: None, reason: TORN_REASON.to_owned() }]);
 }
 
 #[test]
@@ -256,19 +197,9 @@ fn a_torn_tail_cut_inside_a_character_is_reported_and_cut_off() {
 
     let mut loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2]);
-    assert_eq!(
-        loaded.skipped,
-        [SkippedEvent {
-            seq: None,
-            line: Some(3),
-            reason: TORN_REASON.to_owned(),
-        }]
-    );
+    assert_eq!(loaded.skipped, [SkippedEvent { seq: None, line: Some(3), reason: TORN_REASON.to_owned() }]);
     assert_eq!(loaded.writer.len_bytes(), valid_len);
-    loaded
-        .writer
-        .append_batch(&[input_event(3, "again")])
-        .unwrap();
+    loaded.writer.append_batch(&[input_event(3, "again")]).unwrap();
     drop(loaded);
     let reloaded = load(&session_dir).unwrap();
     assert!(reloaded.skipped.is_empty(), "{:?}", reloaded.skipped);
@@ -280,19 +211,10 @@ fn non_increasing_sequences_and_foreign_events_are_skipped() {
     let (_temp, session_dir) = session_location();
     let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
     writer
-        .append_batch(&[
-            input_event(2, "a"),
-            input_event(7, "b"),
-            input_event(5, "stale"),
-            input_event(7, "dup"),
-        ])
+        .append_batch(&[input_event(2, "a"), input_event(7, "b"), input_event(5, "stale"), input_event(7, "dup")])
         .unwrap();
-    let foreign = input_event(8, "other")
-        .as_str()
-        .replace(SESSION_ID, "another-session");
-    writer
-        .append_batch(&[EventJson::from_json(foreign).unwrap(), input_event(8, "c")])
-        .unwrap();
+    let foreign = input_event(8, "other").as_str().replace(SESSION_ID, "another-session");
+    writer.append_batch(&[EventJson::from_json(foreign).unwrap(), input_event(8, "c")]).unwrap();
     drop(writer);
 
     let loaded = load(&session_dir).unwrap();
@@ -300,16 +222,8 @@ fn non_increasing_sequences_and_foreign_events_are_skipped() {
     assert_eq!(
         loaded.skipped,
         [
-            SkippedEvent {
-                seq: Some(5),
-                line: None,
-                reason: "sequence 5 does not increase (previous 7)".to_owned(),
-            },
-            SkippedEvent {
-                seq: Some(7),
-                line: None,
-                reason: "sequence 7 does not increase (previous 7)".to_owned(),
-            },
+            SkippedEvent { seq: Some(5), line: None, reason: "sequence 5 does not increase (previous 7)".to_owned() },
+            SkippedEvent { seq: Some(7), line: None, reason: "sequence 7 does not increase (previous 7)".to_owned() },
             SkippedEvent {
                 seq: Some(8),
                 line: None,
@@ -323,38 +237,20 @@ fn non_increasing_sequences_and_foreign_events_are_skipped() {
 fn json_that_is_not_an_event_is_reported_without_its_content() {
     let (_temp, session_dir) = session_location();
     LogWriter::create(&session_dir, &created_event()).unwrap();
-    append_raw(
-        &session_dir,
-        b"{\"seq\": 2, \"payload\": \"private words\"}\n",
-    );
+    append_raw(&session_dir, b"{\"seq\": 2, \"payload\": \"private words\"}\n");
     append_raw(&session_dir, b"[\"no seq here\"]\n");
     append_raw(&session_dir, b"\n   \n");
     append_raw(&session_dir, &[0xff, 0xfe, b'{', b'\n']);
-    append_raw(
-        &session_dir,
-        format!("{}\n", input_event(3, "fine").as_str()).as_bytes(),
-    );
+    append_raw(&session_dir, format!("{}\n", input_event(3, "fine").as_str()).as_bytes());
 
     let loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 3]);
     assert_eq!(
         loaded.skipped,
         [
-            SkippedEvent {
-                seq: Some(2),
-                line: None,
-                reason: "not a valid event: missing or wrong field".to_owned(),
-            },
-            SkippedEvent {
-                seq: None,
-                line: Some(3),
-                reason: "not a valid event: missing or wrong field".to_owned(),
-            },
-            SkippedEvent {
-                seq: None,
-                line: Some(6),
-                reason: "not valid UTF-8 (at byte 1 of the line)".to_owned(),
-            },
+            SkippedEvent { seq: Some(2), line: None, reason: "not a valid event: missing or wrong field".to_owned() },
+            SkippedEvent { seq: None, line: Some(3), reason: "not a valid event: missing or wrong field".to_owned() },
+            SkippedEvent { seq: None, line: Some(6), reason: "not valid UTF-8 (at byte 1 of the line)".to_owned() },
         ]
     );
 }
@@ -370,12 +266,7 @@ fn a_log_without_session_created_loads_empty_and_reports_every_line() {
     assert!(loaded.events.is_empty());
     assert_eq!(loaded.last_seq, 0);
     assert_eq!(loaded.skipped.len(), 2);
-    assert!(
-        loaded
-            .skipped
-            .iter()
-            .all(|skipped| skipped.reason.contains("session_created"))
-    );
+    assert!(loaded.skipped.iter().all(|skipped| skipped.reason.contains("session_created")));
 }
 
 #[test]
@@ -396,13 +287,8 @@ fn an_event_containing_a_raw_newline_is_refused_without_poisoning() {
     let (_temp, session_dir) = session_location();
     let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
     let pretty = serde_json::to_string_pretty(&input_event(2, "x").decode().unwrap()).unwrap();
-    let error = writer
-        .append_batch(&[input_event(2, "x"), EventJson::from_json(pretty).unwrap()])
-        .unwrap_err();
-    assert!(
-        matches!(error, RuntimeError::EventNotOneLine { index: 1, .. }),
-        "{error:?}"
-    );
+    let error = writer.append_batch(&[input_event(2, "x"), EventJson::from_json(pretty).unwrap()]).unwrap_err();
+    assert!(matches!(error, RuntimeError::EventNotOneLine { index: 1, .. }), "{error:?}");
     assert!(!writer.is_poisoned());
     writer.append_batch(&[input_event(2, "x")]).unwrap();
     assert_eq!(seqs(&load(&session_dir).unwrap()), [1, 2]);
@@ -419,25 +305,14 @@ fn a_failed_write_poisons_the_writer() {
     assert!(writer.is_poisoned());
 
     // Even with a working file again, the writer refuses until the session is reloaded.
-    writer.file = OpenOptions::new()
-        .append(true)
-        .open(log_path(&session_dir))
-        .unwrap();
-    let error = writer
-        .append_batch(&[input_event(2, "refused")])
-        .unwrap_err();
-    assert!(
-        matches!(error, RuntimeError::LogPoisoned { .. }),
-        "{error:?}"
-    );
+    writer.file = OpenOptions::new().append(true).open(log_path(&session_dir)).unwrap();
+    let error = writer.append_batch(&[input_event(2, "refused")]).unwrap_err();
+    assert!(matches!(error, RuntimeError::LogPoisoned { .. }), "{error:?}");
     assert!(writer.append_batch(&[]).is_err());
 
     let mut reloaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&reloaded), [1]);
-    reloaded
-        .writer
-        .append_batch(&[input_event(2, "after reload")])
-        .unwrap();
+    reloaded.writer.append_batch(&[input_event(2, "after reload")]).unwrap();
 }
 
 #[test]
@@ -456,8 +331,7 @@ fn an_empty_batch_writes_nothing() {
 fn loader_timing_against_plain_parsing() {
     let mut text = format!("{}\n", created_event().as_str());
     for seq in 2..=50_000u64 {
-        let input =
-            "some user text with a \"quote\" and more words ".repeat((seq % 10 + 1) as usize);
+        let input = "some user text with a \"quote\" and more words ".repeat((seq % 10 + 1) as usize);
         text.push_str(input_event(seq, &input).as_str());
         text.push('\n');
     }
@@ -473,10 +347,7 @@ fn loader_timing_against_plain_parsing() {
             .fold(f64::MAX, f64::min)
     };
     let typed = best_of_seven(&|| {
-        let events: Vec<StoredEvent> = lines
-            .iter()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
+        let events: Vec<StoredEvent> = lines.iter().map(|line| serde_json::from_str(line).unwrap()).collect();
         events.len()
     });
     let typed_and_text = best_of_seven(&|| {
