@@ -10,36 +10,53 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dashmap::DashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use troupe_protocol::RpcError;
 use troupe_protocol::notification::RuntimeChanged;
 use troupe_protocol::server::{ServerContext, ServerProtocol};
 use troupe_protocol::types::common::{Empty, SessionIdParams};
 use troupe_protocol::types::events::{EventsSubscribeParams, EventsSubscribeResult};
+use troupe_protocol::types::provider::{
+    ProviderConnectParams, ProviderConnectResult, ProviderDisconnectParams, ProviderDisconnectResult,
+};
+use troupe_protocol::types::run::{
+    RunCancelResult, RunIdParams, RunRecallSteerResult, RunStartParams, RunStartResult, RunSteerParams, RunSteerResult,
+    RunToolStdinParams, RunToolStdinResult,
+};
 use troupe_protocol::types::runtime::{
-    HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams,
-    RuntimeSnapshotGetResult, ServerInfo,
+    HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams, RuntimeSnapshotGetResult, ServerInfo,
 };
 use troupe_protocol::types::session::{
-    SessionChildrenResult, SessionCreateParams, SessionListParams, SessionListResult,
-    SessionRenameParams, SessionRenameResult, SessionResult, SessionTreeResult,
-    SetPermissionModeParams,
+    SessionChildrenResult, SessionCreateParams, SessionListParams, SessionListResult, SessionRenameParams,
+    SessionRenameResult, SessionResult, SessionTreeResult, SetPermissionModeParams,
 };
 use troupe_runtime::catalog::validate_selection;
+use troupe_runtime::config::{AgentConfig, ToolSettings};
 use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::provider_store::ProviderStore;
 
 use crate::error::{EngineError, check_idempotency_key};
-use crate::runtime_actor::{GetSnapshot, RegisterConnection, RuntimeActor, UnregisterConnection};
-use crate::session_actor::{GetMeta, Rename, SessionActor, Subscribe};
+use crate::run_services::RunServices;
+use crate::runtime_actor::{
+    ConnectProvider, DisconnectProvider, GetSnapshot, RegisterConnection, RuntimeActor, UnregisterConnection,
+};
+use crate::session_actor::{
+    CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, StartRun, SteerRun, Subscribe, ToolStdin,
+};
 use crate::session_supervisor::{
-    CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
-    OpenSession, SessionGone, SessionSupervisor, SetPermissionMode,
+    CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions, OpenSession,
+    SessionGone, SessionSupervisor, SetPermissionMode,
 };
 
 /// How the engine is set up.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub data_dir: DataDir,
+    /// Agents from `config.toml`.
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Tool limits from `config.toml`.
+    pub tools: ToolSettings,
     /// An idle session with no subscribers stops after this long.
     pub hibernate_after: Duration,
     /// Threads that run session actors.
@@ -54,6 +71,9 @@ pub struct Engine {
     supervisor: Addr<SessionSupervisor>,
     live: LiveSessions,
     default_cwd: PathBuf,
+    services: Arc<RunServices>,
+    /// The session of each run started since the daemon started, for `run.*` requests.
+    runs: DashMap<String, String>,
     /// Owned so that the session threads stop with the engine.
     session_arbiters: Vec<Arbiter>,
 }
@@ -63,26 +83,27 @@ const SESSION_SEND_ATTEMPTS: usize = 3;
 
 impl Engine {
     /// Builds the session index and starts the actors. Must be called inside a running actix System.
-    pub fn start(config: EngineConfig) -> Engine {
-        let session_arbiters: Vec<Arbiter> = (0..config.session_threads)
-            .map(|_| Arbiter::new())
-            .collect();
+    pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
+        let store = ProviderStore::open(config.data_dir.root())
+            .map_err(|error| EngineError::Internal { detail: error.to_string() })?;
+        let mut services = RunServices::new();
+        services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
+        services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
+        let services = Arc::new(services);
+        let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
-        let supervisor = SessionSupervisor::new(
-            config.data_dir,
-            config.hibernate_after,
-            handles,
-            live.clone(),
-        )
-        .start();
-        Engine {
-            runtime: RuntimeActor::new().start(),
+        let supervisor = SessionSupervisor::new(config.data_dir, config.hibernate_after, handles, live.clone()).start();
+        let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
+        Ok(Engine {
+            runtime,
             supervisor,
             live,
             default_cwd: config.default_cwd,
+            services,
+            runs: DashMap::new(),
             session_arbiters,
-        }
+        })
     }
 
     /// Waits until every accepted operation is durable and stops the session threads.
@@ -95,9 +116,7 @@ impl Engine {
 
     /// Whether the session's actor is running (not hibernated or never opened).
     pub fn is_live(&self, session_id: &str) -> bool {
-        self.live
-            .get(session_id)
-            .is_some_and(|live| live.addr.connected())
+        self.live.get(session_id).is_some_and(|live| live.addr.connected())
     }
 
     async fn session_addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
@@ -107,20 +126,14 @@ impl Engine {
             return Ok(live.addr.clone());
         }
         self.supervisor
-            .send(OpenSession {
-                session_id: session_id.to_owned(),
-            })
+            .send(OpenSession { session_id: session_id.to_owned() })
             .await
             .map_err(|_| EngineError::ShuttingDown)?
     }
 
     /// Sends a request to a session's actor, starting the actor when needed. A request that meets a closed
     /// mailbox was not processed, so it is sent again to a fresh actor (loaded from the log).
-    async fn ask_session<M, R>(
-        &self,
-        session_id: &str,
-        mut message: impl FnMut() -> M,
-    ) -> Result<R, EngineError>
+    async fn ask_session<M, R>(&self, session_id: &str, mut message: impl FnMut() -> M) -> Result<R, EngineError>
     where
         M: Message<Result = Result<R, EngineError>> + Send + 'static,
         R: Send + 'static,
@@ -130,17 +143,12 @@ impl Engine {
             let addr = self.session_addr(session_id).await?;
             match addr.send(message()).await {
                 Ok(result) => return result,
-                Err(_) => self.supervisor.do_send(SessionGone {
-                    session_id: session_id.to_owned(),
-                    addr,
-                }),
+                Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), addr }),
             }
         }
         Err(EngineError::Unavailable {
             session_id: session_id.to_owned(),
-            detail:
-                "the session stopped while answering; it restarts from its log on the next request"
-                    .into(),
+            detail: "the session stopped while answering; it restarts from its log on the next request".into(),
         })
     }
 
@@ -150,34 +158,31 @@ impl Engine {
         R: Send + 'static,
         SessionSupervisor: Handler<M>,
     {
-        self.supervisor
-            .send(message)
-            .await
-            .map_err(|_| EngineError::ShuttingDown)
+        self.supervisor.send(message).await.map_err(|_| EngineError::ShuttingDown)
+    }
+
+    /// The session that owns `run_id`, if the run was started since the daemon started.
+    fn session_of_run(&self, run_id: &str) -> Result<String, EngineError> {
+        self.runs
+            .get(run_id)
+            .map(|session| session.value().clone())
+            .ok_or_else(|| EngineError::RunNotActive { run_id: run_id.to_owned() })
     }
 
     fn resolve_cwd(&self, requested: Option<&str>) -> Result<String, EngineError> {
         let Some(requested) = requested else {
             return Ok(self.default_cwd.to_string_lossy().into_owned());
         };
-        let invalid = |reason: &str| EngineError::InvalidCwd {
-            cwd: requested.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| EngineError::InvalidCwd { cwd: requested.to_owned(), reason: reason.to_owned() };
         let path = Path::new(requested);
         if !path.is_absolute() {
             return Err(invalid("it must be an absolute path"));
         }
-        let canonical = path
-            .canonicalize()
-            .map_err(|error| invalid(&format!("it cannot be resolved ({error})")))?;
+        let canonical = path.canonicalize().map_err(|error| invalid(&format!("it cannot be resolved ({error})")))?;
         if !canonical.is_dir() {
             return Err(invalid("it is not a directory"));
         }
-        canonical
-            .into_os_string()
-            .into_string()
-            .map_err(|_| invalid("it is not valid UTF-8"))
+        canonical.into_os_string().into_string().map_err(|_| invalid("it is not valid UTF-8"))
     }
 
     /// Test-only fault hook: makes the session's actor panic while handling a message.
@@ -194,16 +199,10 @@ impl ServerProtocol for Engine {
         self.runtime.do_send(UnregisterConnection { connection_id });
     }
 
-    async fn handshake(
-        &self,
-        ctx: &ServerContext,
-        _: HandshakeParams,
-    ) -> Result<HandshakeResult, RpcError> {
+    async fn handshake(&self, ctx: &ServerContext, _: HandshakeParams) -> Result<HandshakeResult, RpcError> {
         let snapshot = self
             .runtime
-            .send(RegisterConnection {
-                notifier: ctx.connection_notifier(),
-            })
+            .send(RegisterConnection { notifier: ctx.connection_notifier() })
             .await
             .map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         ctx.notify_after_reply::<RuntimeChanged>(&RuntimeChangedParams {
@@ -213,93 +212,46 @@ impl ServerProtocol for Engine {
         });
         Ok(HandshakeResult {
             protocol_version: PROTOCOL_VERSION,
-            server: ServerInfo {
-                name: "troupe".to_owned(),
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-            },
+            server: ServerInfo { name: "troupe".to_owned(), version: env!("CARGO_PKG_VERSION").to_owned() },
         })
     }
 
-    async fn runtime_snapshot_get(
-        &self,
-        _: &ServerContext,
-        _: Empty,
-    ) -> Result<RuntimeSnapshotGetResult, RpcError> {
-        let snapshot = self
-            .runtime
-            .send(GetSnapshot)
-            .await
-            .map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+    async fn runtime_snapshot_get(&self, _: &ServerContext, _: Empty) -> Result<RuntimeSnapshotGetResult, RpcError> {
+        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         Ok(RuntimeSnapshotGetResult { snapshot })
     }
 
-    async fn session_create(
-        &self,
-        _: &ServerContext,
-        params: SessionCreateParams,
-    ) -> Result<SessionResult, RpcError> {
-        let snapshot = self
-            .runtime
-            .send(GetSnapshot)
-            .await
-            .map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+    async fn session_create(&self, _: &ServerContext, params: SessionCreateParams) -> Result<SessionResult, RpcError> {
+        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
         let cwd = self.resolve_cwd(params.cwd.as_deref())?;
-        let session = self
-            .supervisor_ask(CreateSession {
-                selection: params.selection,
-                cwd,
-            })
-            .await??;
+        let session = self.supervisor_ask(CreateSession { selection: params.selection, cwd }).await??;
         Ok(SessionResult { session })
     }
 
-    async fn session_list(
-        &self,
-        _: &ServerContext,
-        params: SessionListParams,
-    ) -> Result<SessionListResult, RpcError> {
+    async fn session_list(&self, _: &ServerContext, params: SessionListParams) -> Result<SessionListResult, RpcError> {
         // Filter by the same canonical form that `session.create` stored; a path that does not resolve can
         // still match sessions whose directory has since been removed.
         let cwd = params.cwd.map(|cwd| {
-            Path::new(&cwd)
-                .canonicalize()
-                .ok()
-                .and_then(|path| path.into_os_string().into_string().ok())
-                .unwrap_or(cwd)
+            Path::new(&cwd).canonicalize().ok().and_then(|path| path.into_os_string().into_string().ok()).unwrap_or(cwd)
         });
         let sessions = self.supervisor_ask(ListRootSessions { cwd }).await?;
         Ok(SessionListResult { sessions })
     }
 
-    async fn session_get(
-        &self,
-        _: &ServerContext,
-        params: SessionIdParams,
-    ) -> Result<SessionResult, RpcError> {
+    async fn session_get(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
         // A live session answers from its actor (exact); a hibernated one from the index, without loading.
-        let live = self
-            .live
-            .get(&params.session_id)
-            .map(|live| live.addr.clone());
+        let live = self.live.get(&params.session_id).map(|live| live.addr.clone());
         if let Some(addr) = live
             && let Ok(reply) = addr.send(GetMeta).await
         {
             return Ok(SessionResult { session: reply? });
         }
-        let session = self
-            .supervisor_ask(IndexedMeta {
-                session_id: params.session_id,
-            })
-            .await??;
+        let session = self.supervisor_ask(IndexedMeta { session_id: params.session_id }).await??;
         Ok(SessionResult { session })
     }
 
-    async fn session_resume(
-        &self,
-        _: &ServerContext,
-        params: SessionIdParams,
-    ) -> Result<SessionResult, RpcError> {
+    async fn session_resume(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
         let session = self.ask_session(&params.session_id, || GetMeta).await?;
         Ok(SessionResult { session })
     }
@@ -316,10 +268,7 @@ impl ServerProtocol for Engine {
                 change: params.change.clone(),
             })
             .await?;
-        Ok(SessionRenameResult {
-            client_rename_id: params.client_rename_id,
-            session,
-        })
+        Ok(SessionRenameResult { client_rename_id: params.client_rename_id, session })
     }
 
     async fn session_children(
@@ -327,24 +276,12 @@ impl ServerProtocol for Engine {
         _: &ServerContext,
         params: SessionIdParams,
     ) -> Result<SessionChildrenResult, RpcError> {
-        let children = self
-            .supervisor_ask(ListChildren {
-                session_id: params.session_id,
-            })
-            .await??;
+        let children = self.supervisor_ask(ListChildren { session_id: params.session_id }).await??;
         Ok(SessionChildrenResult { children })
     }
 
-    async fn session_tree(
-        &self,
-        _: &ServerContext,
-        params: SessionIdParams,
-    ) -> Result<SessionTreeResult, RpcError> {
-        let tree = self
-            .supervisor_ask(GetTree {
-                session_id: params.session_id,
-            })
-            .await??;
+    async fn session_tree(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionTreeResult, RpcError> {
+        let tree = self.supervisor_ask(GetTree { session_id: params.session_id }).await??;
         Ok(SessionTreeResult { tree })
     }
 
@@ -353,11 +290,7 @@ impl ServerProtocol for Engine {
         _: &ServerContext,
         params: SetPermissionModeParams,
     ) -> Result<Empty, RpcError> {
-        self.supervisor_ask(SetPermissionMode {
-            session_id: params.session_id,
-            mode: params.mode,
-        })
-        .await??;
+        self.supervisor_ask(SetPermissionMode { session_id: params.session_id, mode: params.mode }).await??;
         Ok(Empty {})
     }
 
@@ -373,5 +306,92 @@ impl ServerProtocol for Engine {
             })
             .await?;
         Ok(result)
+    }
+
+    async fn provider_connect(
+        &self,
+        _: &ServerContext,
+        params: ProviderConnectParams,
+    ) -> Result<ProviderConnectResult, RpcError> {
+        check_idempotency_key("client_connect_id", &params.client_connect_id)?;
+        Ok(self.runtime.send(ConnectProvider { params }).await.map_err(|_| EngineError::ShuttingDown)??)
+    }
+
+    async fn provider_disconnect(
+        &self,
+        _: &ServerContext,
+        params: ProviderDisconnectParams,
+    ) -> Result<ProviderDisconnectResult, RpcError> {
+        check_idempotency_key("client_request_id", &params.client_request_id)?;
+        Ok(self.runtime.send(DisconnectProvider { params }).await.map_err(|_| EngineError::ShuttingDown)??)
+    }
+
+    async fn run_start(&self, _: &ServerContext, params: RunStartParams) -> Result<RunStartResult, RpcError> {
+        check_idempotency_key("client_run_id", &params.client_run_id)?;
+        if params.input.trim().is_empty() {
+            return Err(RpcError::invalid_params_typed("invalid_input", "the run's input is empty", &[]));
+        }
+        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+        validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
+        let agent_chain = snapshot
+            .agents
+            .iter()
+            .find(|agent| agent.agent == params.selection.agent)
+            .map(|agent| agent.models.clone())
+            .unwrap_or_default();
+        let requested_index = agent_chain.iter().position(|model| *model == params.selection.model);
+        let run_id = self
+            .ask_session(&params.session_id, || StartRun {
+                client_run_id: params.client_run_id.clone(),
+                selection: params.selection.clone(),
+                input: params.input.clone(),
+                reset_fallback: params.reset_fallback,
+                agent_chain: agent_chain.clone(),
+                requested_index,
+                services: self.services.clone(),
+            })
+            .await?;
+        self.runs.insert(run_id.clone(), params.session_id);
+        Ok(RunStartResult { run_id })
+    }
+
+    async fn run_steer(&self, _: &ServerContext, params: RunSteerParams) -> Result<RunSteerResult, RpcError> {
+        if params.input.trim().is_empty() {
+            return Err(RpcError::invalid_params_typed("invalid_input", "the steering input is empty", &[]));
+        }
+        let session_id = self.session_of_run(&params.run_id)?;
+        let accepted = self
+            .ask_session(&session_id, || SteerRun { run_id: params.run_id.clone(), input: params.input.clone() })
+            .await?;
+        Ok(RunSteerResult { accepted })
+    }
+
+    async fn run_recall_steer(&self, _: &ServerContext, params: RunIdParams) -> Result<RunRecallSteerResult, RpcError> {
+        let session_id = self.session_of_run(&params.run_id)?;
+        let recalled = self.ask_session(&session_id, || RecallSteer { run_id: params.run_id.clone() }).await?;
+        Ok(RunRecallSteerResult { recalled })
+    }
+
+    async fn run_cancel(&self, _: &ServerContext, params: RunIdParams) -> Result<RunCancelResult, RpcError> {
+        let session_id = self.session_of_run(&params.run_id)?;
+        let cancelled = self.ask_session(&session_id, || CancelActiveRun { run_id: params.run_id.clone() }).await?;
+        Ok(RunCancelResult { cancelled })
+    }
+
+    async fn run_tool_stdin(
+        &self,
+        _: &ServerContext,
+        params: RunToolStdinParams,
+    ) -> Result<RunToolStdinResult, RpcError> {
+        let session_id = self.session_of_run(&params.run_id)?;
+        let accepted = self
+            .ask_session(&session_id, || ToolStdin {
+                run_id: params.run_id.clone(),
+                tool_call_id: params.tool_call_id.clone(),
+                data: params.data.clone(),
+                eof: params.eof,
+            })
+            .await?;
+        Ok(RunToolStdinResult { accepted })
     }
 }

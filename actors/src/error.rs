@@ -16,18 +16,17 @@ pub enum EngineError {
     #[error("invalid cwd `{cwd}`: {reason}")]
     InvalidCwd { cwd: String, reason: String },
     #[error("invalid title: {reason}")]
-    InvalidTitle {
-        session_id: String,
-        client_rename_id: String,
-        reason: String,
-    },
+    InvalidTitle { session_id: String, client_rename_id: String, reason: String },
     #[error("`{field}` is not a valid client idempotency key: {reason}")]
     InvalidIdempotencyKey { field: &'static str, reason: String },
+    #[error("run `{run_id}` is not the active run of its session")]
+    RunNotActive { run_id: String },
+    #[error("session `{session_id}` already has an active run, `{active_run_id}`; steer or cancel it first")]
+    SessionBusy { session_id: String, active_run_id: String },
+    #[error("`{client_run_id}` was already used to start a different run in this session")]
+    RunIdempotencyConflict { session_id: String, client_run_id: String },
     #[error("`{client_rename_id}` was already used for a different rename of this session")]
-    RenameIdempotencyConflict {
-        session_id: String,
-        client_rename_id: String,
-    },
+    RenameIdempotencyConflict { session_id: String, client_rename_id: String },
     /// The session's log could not be read or written. The session restarts from its log on next use.
     #[error("storage failure for session `{session_id}`: {detail}")]
     Storage { session_id: String, detail: String },
@@ -36,12 +35,25 @@ pub enum EngineError {
     Unavailable { session_id: String, detail: String },
     #[error("the engine is shutting down")]
     ShuttingDown,
+    #[error("there is no provider `{provider_id}`; the providers are local, openai and anthropic")]
+    ProviderNotFound { provider_id: String },
+    #[error("invalid settings for provider `{provider_id}`: {detail}")]
+    InvalidProviderSetup { provider_id: String, detail: String },
+    #[error("provider `{provider_id}` could not be reached with these settings: {detail}")]
+    ProviderUnreachable { provider_id: String, detail: String },
+    #[error("the revision moved on: expected {expected}, found {found}; fetch the runtime snapshot and retry")]
+    RevisionConflict { expected: u64, found: u64 },
+    #[error("`{key}` was already used for a different request about provider `{provider_id}`")]
+    ProviderIdempotencyConflict { provider_id: String, key: String },
+    #[error("internal error: {detail}")]
+    Internal { detail: String },
 }
 
 impl From<EngineError> for RpcError {
     fn from(error: EngineError) -> Self {
         let detail = error.to_string();
         let session = |session_id: &str| ("session_id", Value::String(session_id.to_owned()));
+        let provider = |provider_id: &str| ("provider_id", Value::String(provider_id.to_owned()));
         match &error {
             EngineError::SessionNotFound { session_id } => {
                 RpcError::engine("session_not_found", &detail, &[session(session_id)])
@@ -49,47 +61,61 @@ impl From<EngineError> for RpcError {
             EngineError::InvalidSelection(selection_error) => {
                 let code = match selection_error {
                     SelectionError::UnknownAgent(_) => "agent_not_found",
-                    SelectionError::UnknownModel(_) | SelectionError::UnknownProvider { .. } => {
-                        "model_not_found"
-                    }
+                    SelectionError::UnknownModel(_) | SelectionError::UnknownProvider { .. } => "model_not_found",
                     SelectionError::MalformedModel(_) => "invalid_selection",
                 };
                 RpcError::invalid_params_typed(code, &detail, &[])
             }
-            EngineError::InvalidCwd { cwd, .. } => RpcError::invalid_params_typed(
-                "invalid_cwd",
-                &detail,
-                &[("cwd", Value::String(cwd.clone()))],
-            ),
-            EngineError::InvalidTitle {
-                session_id,
-                client_rename_id,
-                ..
-            } => RpcError::invalid_params_typed(
+            EngineError::InvalidCwd { cwd, .. } => {
+                RpcError::invalid_params_typed("invalid_cwd", &detail, &[("cwd", Value::String(cwd.clone()))])
+            }
+            EngineError::InvalidTitle { session_id, client_rename_id, .. } => RpcError::invalid_params_typed(
                 "invalid_title",
                 &detail,
-                &[
-                    session(session_id),
-                    ("client_rename_id", Value::String(client_rename_id.clone())),
-                ],
+                &[session(session_id), ("client_rename_id", Value::String(client_rename_id.clone()))],
             ),
             EngineError::InvalidIdempotencyKey { .. } => {
                 RpcError::invalid_params_typed("invalid_idempotency_key", &detail, &[])
             }
-            EngineError::RenameIdempotencyConflict {
-                session_id,
-                client_rename_id,
-            } => RpcError::invalid_params_typed(
+            EngineError::RenameIdempotencyConflict { session_id, client_rename_id } => RpcError::invalid_params_typed(
                 "idempotency_conflict",
                 &detail,
-                &[
-                    session(session_id),
-                    ("client_rename_id", Value::String(client_rename_id.clone())),
-                ],
+                &[session(session_id), ("client_rename_id", Value::String(client_rename_id.clone()))],
+            ),
+            EngineError::RunNotActive { run_id } => {
+                RpcError::engine("run_not_active", &detail, &[("run_id", Value::String(run_id.clone()))])
+            }
+            EngineError::SessionBusy { session_id, active_run_id } => RpcError::engine(
+                "session_busy",
+                &detail,
+                &[session(session_id), ("active_run_id", Value::String(active_run_id.clone()))],
+            ),
+            EngineError::RunIdempotencyConflict { session_id, client_run_id } => RpcError::invalid_params_typed(
+                "idempotency_conflict",
+                &detail,
+                &[session(session_id), ("client_run_id", Value::String(client_run_id.clone()))],
             ),
             EngineError::Storage { .. } => RpcError::internal(&detail),
             EngineError::Unavailable { .. } => RpcError::internal(&detail),
             EngineError::ShuttingDown => RpcError::engine("shutting_down", &detail, &[]),
+            EngineError::ProviderNotFound { provider_id } => {
+                RpcError::engine("provider_not_found", &detail, &[provider(provider_id)])
+            }
+            EngineError::InvalidProviderSetup { provider_id, .. } => {
+                RpcError::invalid_params_typed("invalid_provider_setup", &detail, &[provider(provider_id)])
+            }
+            EngineError::ProviderUnreachable { provider_id, .. } => {
+                RpcError::engine("provider_unreachable", &detail, &[provider(provider_id)])
+            }
+            EngineError::RevisionConflict { expected, found } => RpcError::engine(
+                "revision_conflict",
+                &detail,
+                &[("expected_revision", Value::from(*expected)), ("found_revision", Value::from(*found))],
+            ),
+            EngineError::ProviderIdempotencyConflict { provider_id, .. } => {
+                RpcError::invalid_params_typed("idempotency_conflict", &detail, &[provider(provider_id)])
+            }
+            EngineError::Internal { .. } => RpcError::internal(&detail),
         }
     }
 }
@@ -114,9 +140,7 @@ mod tests {
 
     #[test]
     fn not_found_is_an_engine_error_naming_the_session() {
-        let error = RpcError::from(EngineError::SessionNotFound {
-            session_id: "abc".into(),
-        });
+        let error = RpcError::from(EngineError::SessionNotFound { session_id: "abc".into() });
         assert_eq!(error.code, -32000);
         assert_eq!(error.typed_code(), Some("session_not_found"));
         assert_eq!(error.data.unwrap()["session_id"], "abc");

@@ -2,7 +2,8 @@
 //!
 //! - [`runtime_actor::RuntimeActor`]: the runtime snapshot and `runtime.changed` broadcasts.
 //! - [`session_supervisor::SessionSupervisor`]: the session index; starts, restarts and forgets session actors.
-//! - [`session_actor::SessionActor`]: one per live session, the single writer of its log.
+//! - [`session_actor::SessionActor`]: one per live session, the single writer of its log; owns the steering lane.
+//! - [`run_actor::RunActor`]: one per active run, the agent loop (model, tools, steering boundaries).
 //! - [`engine::Engine`]: implements the protocol's `ServerProtocol` by messaging those actors.
 //!
 //! Actor messages are plain Rust types and are never serialized; wire types come from `troupe-protocol`, and
@@ -10,6 +11,8 @@
 
 pub mod engine;
 pub mod error;
+pub mod run_actor;
+pub mod run_services;
 pub mod runtime_actor;
 pub mod session_actor;
 pub mod session_supervisor;

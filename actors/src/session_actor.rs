@@ -34,7 +34,16 @@ use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::{SessionState, normalize_title};
 
 use crate::error::EngineError;
+use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
+
+mod runs;
+mod tool_output;
+
+pub use runs::{
+    AppendRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun, SteerRun, ToolStdin,
+};
+use tool_output::{Subscriber, ToolOutputStreams};
 
 /// How the actor gets its log when it starts.
 pub enum Opening {
@@ -114,7 +123,11 @@ pub struct SessionActor {
     queued: Vec<CommittedEvent>,
     /// Requests waiting for their event's durability, in `seq` order.
     durability_waiters: VecDeque<(u64, oneshot::Sender<Result<(), EngineError>>)>,
-    subscribers: Vec<EventSink>,
+    subscribers: Vec<Subscriber>,
+    /// The actor of the active run, if this actor started it.
+    run_actor: Option<Addr<RunActor>>,
+    /// Retained output of running tool calls, for snapshots and gap notices.
+    tool_output: ToolOutputStreams,
     hibernate_after: Duration,
     last_request: Instant,
 }
@@ -143,16 +156,15 @@ impl SessionActor {
             queued: Vec::new(),
             durability_waiters: VecDeque::new(),
             subscribers: Vec::new(),
+            run_actor: None,
+            tool_output: ToolOutputStreams::default(),
             hibernate_after,
             last_request: Instant::now(),
         }
     }
 
     fn storage_error(&self, detail: impl std::fmt::Display) -> EngineError {
-        EngineError::Storage {
-            session_id: self.session_id.clone(),
-            detail: detail.to_string(),
-        }
+        EngineError::Storage { session_id: self.session_id.clone(), detail: detail.to_string() }
     }
 
     /// The state, if the actor is ready to serve requests.
@@ -174,20 +186,35 @@ impl SessionActor {
         })
     }
 
-    fn start_from(&mut self, state: SessionState, events: Vec<CommittedEvent>, writer: LogWriter) {
+    fn start_from(
+        &mut self,
+        ctx: &mut Context<Self>,
+        state: SessionState,
+        events: Vec<CommittedEvent>,
+        writer: LogWriter,
+    ) {
         self.committed_seq = events.last().map_or(0, |event| event.seq);
         self.next_seq = self.committed_seq + 1;
         self.committed = events;
         self.writer = Some(writer);
+        let dangling_run = state.runs.active_run_id().map(str::to_owned);
         self.state = Some(state);
         self.phase = Phase::Ready;
         self.report_meta();
+        // A run that was active in the log has no actor now: the daemon restarted or this session crashed.
+        if let Some(run_id) = dangling_run {
+            let interrupted = EventPayload::RunInterrupted {
+                reason: Some("the daemon stopped or the session restarted while the run was in flight".into()),
+            };
+            if let Err(error) = self.append(ctx, Some(run_id), None, interrupted) {
+                tracing::error!(session_id = %self.session_id, %error, "could not interrupt a dangling run");
+            }
+        }
     }
 
     fn report_meta(&self) {
         if let Some(state) = &self.state {
-            self.supervisor
-                .do_send(SessionMetaChanged { meta: state.meta() });
+            self.supervisor.do_send(SessionMetaChanged { meta: state.meta() });
         }
     }
 
@@ -200,24 +227,21 @@ impl SessionActor {
         payload: EventPayload,
     ) -> Result<u64, EngineError> {
         let seq = self.next_seq;
-        let event = StoredEvent {
+        let event =
+            StoredEvent { session_id: self.session_id.clone(), run_id, seq, timestamp: now_rfc3339(), origin, payload };
+        let json = EventJson::encode(&event).map_err(|error| self.storage_error(format!("encoding: {error}")))?;
+        let state = self.state.as_mut().ok_or_else(|| EngineError::Unavailable {
             session_id: self.session_id.clone(),
-            run_id,
-            seq,
-            timestamp: now_rfc3339(),
-            origin,
-            payload,
-        };
-        let json = EventJson::encode(&event)
-            .map_err(|error| self.storage_error(format!("encoding: {error}")))?;
-        let state = self
-            .state
-            .as_mut()
-            .ok_or_else(|| EngineError::Unavailable {
-                session_id: self.session_id.clone(),
-                detail: "the session has no state".into(),
-            })?;
+            detail: "the session has no state".into(),
+        })?;
         state.apply(&event);
+        if state.runs.active.is_none() {
+            // A terminal event ended the run; its actor stops by itself.
+            self.run_actor = None;
+        }
+        if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
+            self.tool_output.finish_call(tool_call_id, &mut self.subscribers);
+        }
         self.next_seq += 1;
         self.queued.push(CommittedEvent { seq, json });
         self.write_next_batch(ctx);
@@ -253,30 +277,21 @@ impl SessionActor {
             })
             .await
         };
-        ctx.spawn(
-            write
-                .into_actor(self)
-                .map(|joined, actor, ctx| match joined {
-                    Ok((writer, batch, Ok(()))) => {
-                        if !writer.has_torn_tail()
-                            && let Some(state) = actor.state.as_mut()
-                        {
-                            // The append cut the torn tail off: it is no longer in the log, so stop reporting it.
-                            state
-                                .skipped_events
-                                .retain(|skipped| skipped.reason != event_log::TORN_REASON);
-                        }
-                        actor.writer = Some(writer);
-                        actor.commit(batch);
-                        actor.write_next_batch(ctx);
-                    }
-                    Ok((_, _, Err(error))) => actor.poison(ctx, actor.storage_error(error)),
-                    Err(error) => actor.poison(
-                        ctx,
-                        actor.storage_error(format!("the writer thread failed: {error}")),
-                    ),
-                }),
-        );
+        ctx.spawn(write.into_actor(self).map(|joined, actor, ctx| match joined {
+            Ok((writer, batch, Ok(()))) => {
+                if !writer.has_torn_tail()
+                    && let Some(state) = actor.state.as_mut()
+                {
+                    // The append cut the torn tail off: it is no longer in the log, so stop reporting it.
+                    state.skipped_events.retain(|skipped| skipped.reason != event_log::TORN_REASON);
+                }
+                actor.writer = Some(writer);
+                actor.commit(batch);
+                actor.write_next_batch(ctx);
+            }
+            Ok((_, _, Err(error))) => actor.poison(ctx, actor.storage_error(error)),
+            Err(error) => actor.poison(ctx, actor.storage_error(format!("the writer thread failed: {error}"))),
+        }));
     }
 
     /// Publishes a durable batch: to the in-memory log, to subscribers, then to waiting requests.
@@ -287,8 +302,7 @@ impl SessionActor {
         for event in batch {
             if !self.subscribers.is_empty() {
                 let frame = encode_event_notification(&self.session_id, &event.json);
-                self.subscribers
-                    .retain(|sink| sink.offer(event.seq, &frame).is_ok());
+                self.subscribers.retain(|subscriber| subscriber.sink.offer(event.seq, &frame).is_ok());
             }
             self.committed.push(event);
         }
@@ -317,8 +331,10 @@ impl SessionActor {
     }
 
     fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
-        self.subscribers.retain(|sink| !sink.is_closed());
-        let idle = self.subscribers.is_empty()
+        self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
+        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some());
+        let idle = !running
+            && self.subscribers.is_empty()
             && self.queued.is_empty()
             && self.writer.is_some()
             && self.durability_waiters.is_empty()
@@ -340,33 +356,27 @@ impl Actor for SessionActor {
                 let open = async move {
                     tokio::task::spawn_blocking(move || {
                         let json = EventJson::encode(&first).map_err(|error| error.to_string())?;
-                        let writer = LogWriter::create(&session_dir, &json)
-                            .map_err(|error| error.to_string())?;
+                        let writer = LogWriter::create(&session_dir, &json).map_err(|error| error.to_string())?;
                         Ok::<_, String>((first, json, writer))
                     })
                     .await
                 };
-                ctx.wait(open.into_actor(self).map(|joined, actor, _| {
-                    let created = joined
-                        .map_err(|error| error.to_string())
-                        .and_then(|result| result);
+                ctx.wait(open.into_actor(self).map(|joined, actor, ctx| {
+                    let created = joined.map_err(|error| error.to_string()).and_then(|result| result);
                     match created.and_then(|(first, json, writer)| {
-                        let state =
-                            SessionState::created(&first).map_err(|error| error.to_string())?;
+                        let state = SessionState::created(&first).map_err(|error| error.to_string())?;
                         Ok((state, json, writer))
                     }) {
                         Ok((state, json, writer)) => {
-                            actor.start_from(state, vec![CommittedEvent { seq: 1, json }], writer);
+                            actor.start_from(ctx, state, vec![CommittedEvent { seq: 1, json }], writer);
                         }
                         Err(detail) => actor.phase = Phase::Failed(actor.storage_error(detail)),
                     }
                 }));
             }
             Some(Opening::Load) | None => {
-                let load = async move {
-                    tokio::task::spawn_blocking(move || event_log::load(&session_dir)).await
-                };
-                ctx.wait(load.into_actor(self).map(|joined, actor, _| {
+                let load = async move { tokio::task::spawn_blocking(move || event_log::load(&session_dir)).await };
+                ctx.wait(load.into_actor(self).map(|joined, actor, ctx| {
                     let loaded = match joined {
                         Ok(Ok(loaded)) => loaded,
                         Ok(Err(error)) => {
@@ -385,34 +395,26 @@ impl Actor for SessionActor {
                             let events = loaded
                                 .events
                                 .into_iter()
-                                .map(|event| CommittedEvent {
-                                    seq: event.event.seq,
-                                    json: event.json,
-                                })
+                                .map(|event| CommittedEvent { seq: event.event.seq, json: event.json })
                                 .collect();
-                            actor.start_from(state, events, loaded.writer);
+                            actor.start_from(ctx, state, events, loaded.writer);
                         }
                         Err(error) => actor.phase = Phase::Failed(actor.storage_error(error)),
                     }
                 }));
             }
         }
-        let check_every =
-            (self.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
+        let check_every = (self.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
         ctx.run_interval(check_every, |actor, ctx| actor.maybe_hibernate(ctx));
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         if let (Some(state), Some(writer)) = (&self.state, &self.writer)
-            && let Err(error) =
-                meta_cache::write(&self.session_dir, &state.meta(), writer.len_bytes())
+            && let Err(error) = meta_cache::write(&self.session_dir, &state.meta(), writer.len_bytes())
         {
             tracing::warn!(session_id = %self.session_id, %error, "could not write the metadata cache");
         }
-        self.supervisor.do_send(SessionStopped {
-            session_id: self.session_id.clone(),
-            incarnation: self.incarnation,
-        });
+        self.supervisor.do_send(SessionStopped { session_id: self.session_id.clone(), incarnation: self.incarnation });
     }
 }
 
@@ -426,11 +428,7 @@ impl Handler<GetMeta> for SessionActor {
 
 impl SessionActor {
     /// Accepts a rename, or recognizes its redelivery; returns the `seq` whose durability answers it.
-    fn accept_rename(
-        &mut self,
-        ctx: &mut Context<Self>,
-        message: Rename,
-    ) -> Result<u64, EngineError> {
+    fn accept_rename(&mut self, ctx: &mut Context<Self>, message: Rename) -> Result<u64, EngineError> {
         self.ready_state()?;
         let change = match message.change {
             TitleChange::Set { title } => TitleChange::Set {
@@ -442,10 +440,7 @@ impl SessionActor {
             },
             other => other,
         };
-        let recorded = self
-            .state
-            .as_ref()
-            .and_then(|state| state.recorded_rename(&message.client_rename_id));
+        let recorded = self.state.as_ref().and_then(|state| state.recorded_rename(&message.client_rename_id));
         if let Some(recorded) = recorded {
             if recorded.change != change {
                 return Err(EngineError::RenameIdempotencyConflict {
@@ -473,16 +468,13 @@ impl Handler<Rename> for SessionActor {
     type Result = ResponseFuture<Result<SessionMeta, EngineError>>;
 
     fn handle(&mut self, message: Rename, ctx: &mut Context<Self>) -> Self::Result {
-        let durable = self
-            .accept_rename(ctx, message)
-            .map(|seq| self.when_durable(seq));
+        let durable = self.accept_rename(ctx, message).map(|seq| self.when_durable(seq));
         let meta = self.state.as_ref().map(SessionState::meta);
         let session_id = self.session_id.clone();
         Box::pin(async move {
-            durable?.await.map_err(|_| EngineError::Unavailable {
-                session_id,
-                detail: "the session stopped".into(),
-            })??;
+            durable?
+                .await
+                .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
             meta.ok_or(EngineError::ShuttingDown)
         })
     }
@@ -493,21 +485,19 @@ impl Handler<Subscribe> for SessionActor {
 
     fn handle(&mut self, message: Subscribe, _: &mut Context<Self>) -> Self::Result {
         self.ready_state()?;
-        self.subscribers.retain(|sink| !sink.is_closed());
+        self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
         let start = match message.cursor {
             None => 0,
             Some(cursor) => self.committed.partition_point(|event| event.seq <= cursor),
         };
-        let events = self.committed[start..]
-            .iter()
-            .map(|event| event.json.clone())
-            .collect();
+        let events = self.committed[start..].iter().map(|event| event.json.clone()).collect();
         message.sink.mark_replayed_through(self.committed_seq);
-        self.subscribers.push(message.sink);
-        Ok(EventsSubscribeResult {
-            events,
-            last_seq: self.committed_seq,
-        })
+        // A late subscriber gets the retained output of tools that are still running (after the reply).
+        for snapshot in self.tool_output.snapshots(&self.session_id) {
+            let _ = message.sink.offer_transient(&snapshot);
+        }
+        self.subscribers.push(Subscriber::new(message.sink));
+        Ok(EventsSubscribeResult { events, last_seq: self.committed_seq })
     }
 }
 

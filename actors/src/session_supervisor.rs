@@ -138,12 +138,7 @@ pub struct SessionSupervisor {
 
 impl SessionSupervisor {
     /// Builds the index from the data directory. Blocking: call before serving.
-    pub fn new(
-        data_dir: DataDir,
-        hibernate_after: Duration,
-        arbiters: Vec<ArbiterHandle>,
-        live: LiveSessions,
-    ) -> Self {
+    pub fn new(data_dir: DataDir, hibernate_after: Duration, arbiters: Vec<ArbiterHandle>, live: LiveSessions) -> Self {
         let mut supervisor = SessionSupervisor {
             data_dir,
             hibernate_after,
@@ -166,20 +161,12 @@ impl SessionSupervisor {
         if !self.index.contains_key(&meta.session_id)
             && let Some(parent) = meta.origin.parent_session_id()
         {
-            self.children
-                .entry(parent.to_owned())
-                .or_default()
-                .push(meta.session_id.clone());
+            self.children.entry(parent.to_owned()).or_default().push(meta.session_id.clone());
         }
         self.index.insert(meta.session_id.clone(), meta);
     }
 
-    fn start_actor(
-        &mut self,
-        session_id: &str,
-        opening: Opening,
-        ctx: &mut Context<Self>,
-    ) -> Addr<SessionActor> {
+    fn start_actor(&mut self, session_id: &str, opening: Opening, ctx: &mut Context<Self>) -> Addr<SessionActor> {
         let incarnation = self.next_incarnation;
         self.next_incarnation += 1;
         let session_dir = self.data_dir.session_dir(session_id);
@@ -187,14 +174,7 @@ impl SessionSupervisor {
         let hibernate_after = self.hibernate_after;
         let id = session_id.to_owned();
         let build = move |_: &mut Context<SessionActor>| {
-            SessionActor::new(
-                id,
-                session_dir,
-                incarnation,
-                supervisor,
-                opening,
-                hibernate_after,
-            )
+            SessionActor::new(id, session_dir, incarnation, supervisor, opening, hibernate_after)
         };
         let addr = if self.arbiters.is_empty() {
             SessionActor::create(build)
@@ -203,38 +183,20 @@ impl SessionSupervisor {
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
             SessionActor::start_in_arbiter(arbiter, build)
         };
-        self.live.insert(
-            session_id.to_owned(),
-            LiveSession {
-                addr: addr.clone(),
-                incarnation,
-            },
-        );
+        self.live.insert(session_id.to_owned(), LiveSession { addr: addr.clone(), incarnation });
         addr
     }
 
     fn meta(&self, session_id: &str) -> Result<&SessionMeta, EngineError> {
-        self.index
-            .get(session_id)
-            .ok_or_else(|| EngineError::SessionNotFound {
-                session_id: session_id.to_owned(),
-            })
+        self.index.get(session_id).ok_or_else(|| EngineError::SessionNotFound { session_id: session_id.to_owned() })
     }
 
     fn root_of(&self, session_id: &str) -> Result<String, EngineError> {
         let meta = self.meta(session_id)?;
-        Ok(meta
-            .origin
-            .root_session_id()
-            .unwrap_or(&meta.session_id)
-            .to_owned())
+        Ok(meta.origin.root_session_id().unwrap_or(&meta.session_id).to_owned())
     }
 
-    fn tree(
-        &self,
-        session_id: &str,
-        visited: &mut HashSet<String>,
-    ) -> Result<SessionTreeNode, EngineError> {
+    fn tree(&self, session_id: &str, visited: &mut HashSet<String>) -> Result<SessionTreeNode, EngineError> {
         let session = self.meta(session_id)?.clone();
         visited.insert(session_id.to_owned());
         let mut children = Vec::new();
@@ -279,15 +241,10 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
         }
         match event_log::load(&session_dir) {
             Ok(loaded) => {
-                match SessionState::from_events(
-                    loaded.events.iter().map(|event| &event.event),
-                    loaded.skipped,
-                ) {
+                match SessionState::from_events(loaded.events.iter().map(|event| &event.event), loaded.skipped) {
                     Ok(state) => {
                         let meta = state.meta();
-                        if let Err(error) =
-                            meta_cache::write(&session_dir, &meta, loaded.writer.len_bytes())
-                        {
+                        if let Err(error) = meta_cache::write(&session_dir, &meta, loaded.writer.len_bytes()) {
                             tracing::warn!(%session_id, %error, "could not write the metadata cache");
                         }
                         sessions.push(meta);
@@ -307,6 +264,21 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
 
 impl Actor for SessionSupervisor {
     type Context = Context<Self>;
+
+    /// Runs that were in flight when the daemon stopped get `run_interrupted` now: opening their sessions loads
+    /// the logs, and a session that finds an active run without an actor records the interruption.
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let running: Vec<String> = self
+            .index
+            .values()
+            .filter(|meta| meta.status == troupe_protocol::types::common::SessionStatus::Running)
+            .map(|meta| meta.session_id.clone())
+            .collect();
+        for session_id in running {
+            tracing::info!(%session_id, "interrupting a run left in flight");
+            self.start_actor(&session_id, Opening::Load, ctx);
+        }
+    }
 }
 
 impl Handler<CreateSession> for SessionSupervisor {
@@ -326,32 +298,22 @@ impl Handler<CreateSession> for SessionSupervisor {
                 selection: message.selection,
             },
         };
-        let addr = self.start_actor(
-            &session_id,
-            Opening::Create {
-                first: Box::new(first),
-            },
-            ctx,
-        );
-        Box::pin(
-            addr.send(GetMeta)
-                .into_actor(self)
-                .map(move |reply, supervisor, _| {
-                    let created = reply.unwrap_or_else(|_| {
-                        Err(EngineError::Unavailable {
-                            session_id: session_id.clone(),
-                            detail: "the new session stopped while starting".into(),
-                        })
-                    });
-                    match &created {
-                        Ok(meta) => supervisor.index_meta(meta.clone()),
-                        Err(_) => {
-                            supervisor.live.remove(&session_id);
-                        }
-                    }
-                    created
-                }),
-        )
+        let addr = self.start_actor(&session_id, Opening::Create { first: Box::new(first) }, ctx);
+        Box::pin(addr.send(GetMeta).into_actor(self).map(move |reply, supervisor, _| {
+            let created = reply.unwrap_or_else(|_| {
+                Err(EngineError::Unavailable {
+                    session_id: session_id.clone(),
+                    detail: "the new session stopped while starting".into(),
+                })
+            });
+            match &created {
+                Ok(meta) => supervisor.index_meta(meta.clone()),
+                Err(_) => {
+                    supervisor.live.remove(&session_id);
+                }
+            }
+            created
+        }))
     }
 }
 
@@ -373,8 +335,7 @@ impl Handler<SessionGone> for SessionSupervisor {
     type Result = ();
 
     fn handle(&mut self, message: SessionGone, _: &mut Context<Self>) {
-        self.live
-            .remove_if(&message.session_id, |_, live| live.addr == message.addr);
+        self.live.remove_if(&message.session_id, |_, live| live.addr == message.addr);
     }
 }
 
@@ -390,9 +351,7 @@ impl Handler<SessionStopped> for SessionSupervisor {
     type Result = ();
 
     fn handle(&mut self, message: SessionStopped, _: &mut Context<Self>) {
-        self.live.remove_if(&message.session_id, |_, live| {
-            live.incarnation == message.incarnation
-        });
+        self.live.remove_if(&message.session_id, |_, live| live.incarnation == message.incarnation);
     }
 }
 
@@ -416,11 +375,8 @@ impl Handler<ListRootSessions> for SessionSupervisor {
             .cloned()
             .collect();
         // RFC 3339 UTC timestamps of one format sort chronologically as strings.
-        sessions.sort_by(|a, b| {
-            b.last_activity_at
-                .cmp(&a.last_activity_at)
-                .then_with(|| a.session_id.cmp(&b.session_id))
-        });
+        sessions
+            .sort_by(|a, b| b.last_activity_at.cmp(&a.last_activity_at).then_with(|| a.session_id.cmp(&b.session_id)));
         MessageResult(sessions)
     }
 }
@@ -469,11 +425,7 @@ impl Handler<GetPermissionMode> for SessionSupervisor {
 
     fn handle(&mut self, message: GetPermissionMode, _: &mut Context<Self>) -> Self::Result {
         let root = self.root_of(&message.session_id)?;
-        Ok(self
-            .permission_modes
-            .get(&root)
-            .copied()
-            .unwrap_or_default())
+        Ok(self.permission_modes.get(&root).copied().unwrap_or_default())
     }
 }
 
@@ -481,11 +433,7 @@ impl Handler<DrainAll> for SessionSupervisor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: DrainAll, _: &mut Context<Self>) -> Self::Result {
-        let sessions: Vec<LiveSession> = self
-            .live
-            .iter()
-            .map(|entry| entry.value().clone())
-            .collect();
+        let sessions: Vec<LiveSession> = self.live.iter().map(|entry| entry.value().clone()).collect();
         Box::pin(async move {
             let drains = sessions.iter().map(|live| live.addr.send(Drain));
             for outcome in futures::future::join_all(drains).await {

@@ -1,0 +1,583 @@
+//! `RunActor`: one per active run, the agent loop.
+//!
+//! It owns nothing durable: every fact of the run is an event it sends to its `SessionActor`, which appends it.
+//! The loop requests a model turn (streaming deltas, retrying transient failures on the same model while no
+//! output was produced, falling back along the run's model chain otherwise), commits the turn, runs the tool
+//! calls it asked for (each after a permission check), and at every boundary (a completed tool batch, or a turn
+//! with no tool calls) has the session promote pending steering inputs. A turn with no tool calls and nothing
+//! pending completes the run.
+//!
+//! The engine reaches the run through this actor's messages: `CancelRun` (stops the model stream and kills the
+//! running tool's process group) and `WriteToolStdin`. The loop itself runs as a future in the actor's context
+//! and shares a small [`RunControl`] with the handlers.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
+use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
+use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_protocol::types::session::PermissionMode;
+use troupe_protocol::types::tool_output::OutputStream;
+use troupe_runtime::clock::new_id;
+use troupe_runtime::model::{
+    ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec,
+};
+use troupe_runtime::permission::{Decision, decide_without_approvals};
+use troupe_runtime::tools::{OutputChunk, StdinInput, ToolContext};
+
+use crate::error::EngineError;
+use crate::run_services::RunServices;
+use crate::session_actor::{AppendRunEvent, PromotePendingInputs, RunOutput, SessionActor};
+use crate::session_supervisor::{GetPermissionMode, SessionSupervisor};
+
+/// Durable `tool_call_progress` text kept per stream of one tool call; the rest is counted as elided.
+const DURABLE_OUTPUT_CAP: usize = 64 * 1024;
+/// Output is coalesced into progress events of about this size.
+const PROGRESS_CHUNK: usize = 16 * 1024;
+
+/// Stops the run: the model stream is dropped and a running tool's process group is killed. Replies whether the
+/// run was still running.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct CancelRun;
+
+/// Writes to the stdin of the running tool call. Replies whether it was accepted (the call is running and
+/// reads stdin).
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct WriteToolStdin {
+    pub tool_call_id: String,
+    pub input: StdinInput,
+}
+
+/// Everything a run needs to start.
+pub struct RunSetup {
+    pub run_id: String,
+    pub session_id: String,
+    pub session: Addr<SessionActor>,
+    pub supervisor: Addr<SessionSupervisor>,
+    pub cwd: PathBuf,
+    pub selection: RunSelection,
+    /// The models the run may use, in order.
+    pub model_chain: Vec<ModelSelection>,
+    /// The session's model history up to and including this run's input.
+    pub history: Vec<ChatMessage>,
+    pub services: Arc<RunServices>,
+}
+
+/// What the actor's handlers share with the loop.
+#[derive(Default)]
+struct RunControl {
+    cancel: CancellationToken,
+    /// The running tool call that reads stdin, and where its input goes.
+    stdin: Mutex<Option<(String, mpsc::Sender<StdinInput>)>>,
+}
+
+pub struct RunActor {
+    /// Taken by `started`, which moves it into the loop.
+    setup: Option<RunSetup>,
+    control: Arc<RunControl>,
+}
+
+impl RunActor {
+    pub fn new(setup: RunSetup) -> Self {
+        RunActor { setup: Some(setup), control: Arc::default() }
+    }
+}
+
+impl Actor for RunActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let Some(setup) = self.setup.take() else {
+            return;
+        };
+        let control = self.control.clone();
+        let run = async move {
+            let mut run_loop = RunLoop::new(setup, control);
+            let outcome = run_loop.run().await;
+            run_loop.finish(outcome).await;
+        };
+        ctx.spawn(run.into_actor(self).map(|(), _, ctx| ctx.stop()));
+    }
+}
+
+impl Handler<CancelRun> for RunActor {
+    type Result = bool;
+
+    fn handle(&mut self, _: CancelRun, _: &mut Context<Self>) -> bool {
+        let was_running = !self.control.cancel.is_cancelled();
+        self.control.cancel.cancel();
+        was_running
+    }
+}
+
+impl Handler<WriteToolStdin> for RunActor {
+    type Result = bool;
+
+    fn handle(&mut self, message: WriteToolStdin, _: &mut Context<Self>) -> bool {
+        let stdin = self.control.stdin.lock();
+        match stdin.as_ref() {
+            Some((tool_call_id, sender)) if *tool_call_id == message.tool_call_id => {
+                sender.try_send(message.input).is_ok()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How a run ends.
+enum RunOutcome {
+    Completed {
+        final_text: String,
+    },
+    Failed {
+        error: String,
+        model_error: Option<ModelErrorSummary>,
+        resolved_model: Option<String>,
+    },
+    Cancelled,
+    /// The session went away (crashed or shut down); it records `run_interrupted` when it comes back.
+    SessionLost,
+}
+
+/// One committed model turn.
+struct Turn {
+    text: String,
+    tool_calls: Vec<ToolCallRequest>,
+}
+
+enum TurnError {
+    Outcome(RunOutcome),
+}
+
+struct RunLoop {
+    setup: RunSetup,
+    control: Arc<RunControl>,
+    /// Position in `setup.model_chain` of the model in use; sticky for the rest of the run.
+    chain_index: usize,
+    system_prompt: String,
+    tool_specs: Vec<ToolSpec>,
+}
+
+impl RunLoop {
+    fn new(setup: RunSetup, control: Arc<RunControl>) -> Self {
+        let tool_specs: Vec<ToolSpec> = setup
+            .services
+            .tools
+            .specs()
+            .into_iter()
+            .map(|definition| ToolSpec {
+                name: definition.name,
+                description: definition.description,
+                parameters: definition.parameters,
+            })
+            .collect();
+        let system_prompt = format!(
+            "You are troupe, a coding agent. You work in the directory {}. Use the tools to read and change files \
+             and to run commands there; explain briefly what you did when you are done.",
+            setup.cwd.display()
+        );
+        RunLoop { setup, control, chain_index: 0, system_prompt, tool_specs }
+    }
+
+    /// Sends an event in order without waiting for it to be durable (deltas, progress).
+    fn emit(&self, payload: EventPayload) {
+        self.setup.session.do_send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin: None, payload });
+    }
+
+    /// Sends an event and waits until it is durable.
+    async fn commit(&self, payload: EventPayload, origin: Option<&str>) -> Result<u64, EngineError> {
+        self.setup
+            .session
+            .send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin: origin.map(str::to_owned), payload })
+            .await
+            .map_err(|_| EngineError::Unavailable {
+                session_id: self.setup.session_id.clone(),
+                detail: "the session stopped during the run".into(),
+            })?
+    }
+
+    async fn run(&mut self) -> RunOutcome {
+        loop {
+            let turn = match self.request_turn().await {
+                Ok(turn) => turn,
+                Err(TurnError::Outcome(outcome)) => return outcome,
+            };
+            let has_tool_calls = !turn.tool_calls.is_empty();
+            self.setup
+                .history
+                .push(ChatMessage::Assistant { text: turn.text.clone(), tool_calls: turn.tool_calls.clone() });
+            for call in &turn.tool_calls {
+                if self.control.cancel.is_cancelled() {
+                    return RunOutcome::Cancelled;
+                }
+                let result = self.execute_tool_call(call).await;
+                let terminated = EventPayload::ToolCallTerminated {
+                    tool_call_id: call.tool_call_id.clone(),
+                    result: result.clone(),
+                };
+                if self.commit(terminated, Some("engine:tool-result")).await.is_err() {
+                    return RunOutcome::SessionLost;
+                }
+                self.setup.history.extend(tool_history(call, &result));
+            }
+            if self.control.cancel.is_cancelled() {
+                return RunOutcome::Cancelled;
+            }
+            // A boundary: pending steering inputs enter the history before the next request.
+            let promoted =
+                match self.setup.session.send(PromotePendingInputs { run_id: self.setup.run_id.clone() }).await {
+                    Ok(Ok(promoted)) => promoted,
+                    _ => return RunOutcome::SessionLost,
+                };
+            if !has_tool_calls && promoted.is_empty() {
+                return RunOutcome::Completed { final_text: turn.text };
+            }
+            self.setup.history.extend(
+                promoted
+                    .into_iter()
+                    .map(|input| ChatMessage::User { parts: vec![troupe_runtime::model::UserPart::Text(input)] }),
+            );
+        }
+    }
+
+    /// One committed model turn, retrying and falling back as the error policy says.
+    async fn request_turn(&mut self) -> Result<Turn, TurnError> {
+        let retry = self.setup.services.retry;
+        let mut retry_ordinal: u32 = 0;
+        loop {
+            let model = self.setup.model_chain[self.chain_index].clone();
+            let attempt_id = new_id();
+            self.emit(EventPayload::ModelAttemptStarted {
+                attempt_id: attempt_id.clone(),
+                model: model.model.clone(),
+                fallback_index: self.chain_index as u32,
+                retry_ordinal,
+            });
+            let (error, produced_output) = match self.stream_attempt(&attempt_id, &model).await {
+                Ok(turn) => return Ok(turn),
+                Err(AttemptError::Cancelled) => {
+                    return Err(TurnError::Outcome(RunOutcome::Cancelled));
+                }
+                Err(AttemptError::SessionLost) => {
+                    return Err(TurnError::Outcome(RunOutcome::SessionLost));
+                }
+                Err(AttemptError::Model { error, produced_output }) => (error, produced_output),
+            };
+
+            let policy = error.policy();
+            let retry_same = policy == FailurePolicy::RetrySameModel
+                && !produced_output
+                && retry_ordinal + 1 < retry.max_attempts_per_model;
+            self.emit(EventPayload::AttemptAbandoned {
+                attempt_id,
+                model: model.model.clone(),
+                error: error.summary(),
+                will_retry: retry_same,
+            });
+            if retry_same {
+                let delay = retry.delay_for(retry_ordinal + 1, error.retry_after_ms);
+                retry_ordinal += 1;
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => continue,
+                    _ = self.control.cancel.cancelled() => return Err(TurnError::Outcome(RunOutcome::Cancelled)),
+                }
+            }
+            let next = self.chain_index + 1;
+            if policy == FailurePolicy::FailRun || next >= self.setup.model_chain.len() {
+                return Err(TurnError::Outcome(RunOutcome::Failed {
+                    error: if policy == FailurePolicy::FailRun {
+                        format!("{} failed: {}", model.model, error.message)
+                    } else {
+                        format!("every model of the chain failed; the last, {}, said: {}", model.model, error.message)
+                    },
+                    model_error: Some(error.summary()),
+                    resolved_model: Some(model.model.clone()),
+                }));
+            }
+            let to = self.setup.model_chain[next].model.clone();
+            self.emit(EventPayload::ModelFallback {
+                from: model.model.clone(),
+                to,
+                from_fallback_index: self.chain_index as u32,
+                to_fallback_index: next as u32,
+                attempts_on_from: retry_ordinal + 1,
+                error: error.summary(),
+            });
+            self.chain_index = next;
+            retry_ordinal = 0;
+        }
+    }
+
+    async fn stream_attempt(&self, attempt_id: &str, model: &ModelSelection) -> Result<Turn, AttemptError> {
+        let (provider, model_id) =
+            self.setup.services.models.resolve(&model.model).map_err(|error| AttemptError::model(error, false))?;
+        let request = ModelRequest {
+            model_id,
+            variant: model.variant.clone(),
+            system: Some(self.system_prompt.clone()),
+            messages: self.setup.history.clone(),
+            tools: self.tool_specs.clone(),
+            max_output_tokens: None,
+        };
+        let cancel = self.control.cancel.clone();
+        let mut stream = tokio::select! {
+            opened = provider.stream(request) => opened.map_err(|error| AttemptError::model(error, false))?,
+            _ = cancel.cancelled() => return Err(AttemptError::Cancelled),
+        };
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut tool_calls = Vec::new();
+        let mut usage: Option<TokenUsage> = None;
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                _ = cancel.cancelled() => return Err(AttemptError::Cancelled),
+            };
+            match item {
+                Some(Ok(StreamEvent::TextDelta(delta))) => {
+                    text.push_str(&delta);
+                    self.emit(EventPayload::TextDelta { attempt_id: attempt_id.to_owned(), text: delta });
+                }
+                Some(Ok(StreamEvent::ReasoningDelta(delta))) => {
+                    reasoning.push_str(&delta);
+                    self.emit(EventPayload::ReasoningDelta { attempt_id: attempt_id.to_owned(), text: delta });
+                }
+                Some(Ok(StreamEvent::ToolCall(call))) => tool_calls.push(call),
+                Some(Ok(StreamEvent::Usage(reported))) => usage = Some(reported),
+                Some(Ok(StreamEvent::Finished { .. })) | None => break,
+                Some(Err(error)) => {
+                    let produced = !text.is_empty() || !tool_calls.is_empty();
+                    return Err(AttemptError::model(error, produced));
+                }
+            }
+        }
+        let committed = EventPayload::ModelTurnCommitted {
+            attempt_id: attempt_id.to_owned(),
+            model: model.model.clone(),
+            fallback_index: self.chain_index as u32,
+            text: text.clone(),
+            reasoning: (!reasoning.is_empty()).then_some(reasoning),
+            tool_calls: tool_calls
+                .iter()
+                .map(|call: &ToolCallRequest| ToolCallRecord {
+                    tool_call_id: call.tool_call_id.clone(),
+                    tool: call.tool.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .collect(),
+        };
+        self.commit(committed, None).await.map_err(|_| AttemptError::SessionLost)?;
+        if let Some(usage) = usage {
+            let estimated_cost_usd = self.setup.services.models.estimate_cost_usd(&model.model, &usage);
+            self.emit(EventPayload::ModelUsageRecorded {
+                attempt_id: attempt_id.to_owned(),
+                model: model.model.clone(),
+                agent: self.setup.selection.agent.clone(),
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                reasoning_tokens: usage.reasoning_tokens,
+                cache_read_tokens: usage.cache_read_tokens,
+                cache_write_tokens: usage.cache_write_tokens,
+                estimated_cost_usd,
+            });
+        }
+        Ok(Turn { text, tool_calls })
+    }
+
+    /// Checks permission, then executes one tool call with its output streamed to the session.
+    async fn execute_tool_call(&self, call: &ToolCallRequest) -> PersistedToolResult {
+        let services = &self.setup.services;
+        let Some(tool) = services.tools.get(&call.tool) else {
+            let known: Vec<String> = services.tools.specs().into_iter().map(|spec| spec.name).collect();
+            return tool_result(
+                ToolResultStatus::Error,
+                format!("there is no tool `{}`; the tools are: {}", call.tool, known.join(", ")),
+            );
+        };
+        let request = match tool.permission(&call.arguments, &self.setup.cwd) {
+            Ok(request) => request,
+            Err(error) => {
+                return tool_result(ToolResultStatus::Error, format!("invalid arguments: {error}"));
+            }
+        };
+        let mode = self
+            .setup
+            .supervisor
+            .send(GetPermissionMode { session_id: self.setup.session_id.clone() })
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(PermissionMode::AutoApprove);
+        if let Decision::Deny { reason } = decide_without_approvals(mode, &request) {
+            return tool_result(ToolResultStatus::Denied, reason);
+        }
+        let started = EventPayload::ToolCallStarted {
+            tool_call_id: call.tool_call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            action: request.action,
+            resource: request.resource.clone(),
+        };
+        if self.commit(started, None).await.is_err() {
+            return tool_result(ToolResultStatus::Cancelled, "the session stopped before the tool ran".into());
+        }
+
+        let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);
+        let (stdin_sender, stdin) = mpsc::channel::<StdinInput>(16);
+        *self.control.stdin.lock() = Some((call.tool_call_id.clone(), stdin_sender));
+        let context = ToolContext {
+            cwd: self.setup.cwd.clone(),
+            limits: services.tool_limits.clone(),
+            output: Some(output_sender),
+            stdin: Some(stdin),
+            cancel: self.control.cancel.child_token(),
+            // The call was allowed as described, including a resource outside the cwd when the mode allows it.
+            approved_request: Some(request.clone()),
+        };
+        let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
+        let execution = tool.execute(call.arguments.clone(), context);
+        tokio::pin!(execution);
+        let result = loop {
+            tokio::select! {
+                result = &mut execution => break result,
+                Some(chunk) = output.recv() => self.forward_output(&mut progress, &call.tool_call_id, chunk),
+            }
+        };
+        while let Ok(chunk) = output.try_recv() {
+            self.forward_output(&mut progress, &call.tool_call_id, chunk);
+        }
+        *self.control.stdin.lock() = None;
+        for payload in progress.finish() {
+            self.emit(payload);
+        }
+        result
+    }
+
+    fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
+        self.setup.session.do_send(RunOutput {
+            run_id: self.setup.run_id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            stream: chunk.stream,
+            offset: chunk.offset,
+            data: chunk.data.clone(),
+        });
+        if let Some(payload) = progress.record(chunk) {
+            self.emit(payload);
+        }
+    }
+
+    /// Records the terminal event (unless the session is gone).
+    async fn finish(&self, outcome: RunOutcome) {
+        let payload = match outcome {
+            RunOutcome::Completed { final_text } => EventPayload::RunCompleted { final_text: Some(final_text) },
+            RunOutcome::Failed { error, model_error, resolved_model } => {
+                EventPayload::RunFailed { error, model_error, resolved_model }
+            }
+            RunOutcome::Cancelled => EventPayload::RunCancelled { reason: Some("cancelled by a client".into()) },
+            RunOutcome::SessionLost => return,
+        };
+        if let Err(error) = self.commit(payload, None).await {
+            tracing::warn!(run_id = %self.setup.run_id, %error, "could not record the end of a run");
+        }
+    }
+}
+
+enum AttemptError {
+    /// The model failed; `produced_output` says whether deltas or tool calls had already streamed.
+    Model {
+        error: ModelError,
+        produced_output: bool,
+    },
+    Cancelled,
+    SessionLost,
+}
+
+impl AttemptError {
+    fn model(error: ModelError, produced_output: bool) -> Self {
+        AttemptError::Model { error, produced_output }
+    }
+}
+
+fn tool_result(status: ToolResultStatus, output: String) -> PersistedToolResult {
+    PersistedToolResult { status, output, display: None, output_ref: None, additional_messages: Vec::new() }
+}
+
+/// The history entries of a terminated call: the same materialization the session's transcript applies.
+fn tool_history(call: &ToolCallRequest, result: &PersistedToolResult) -> Vec<ChatMessage> {
+    troupe_runtime::transcript::tool_unit(&call.tool_call_id, call.tool.clone(), result)
+}
+
+/// Turns a tool's output stream into bounded, durable `tool_call_progress` events.
+struct ProgressRecorder {
+    tool_call_id: String,
+    streams: [StreamProgress; 2],
+}
+
+#[derive(Default)]
+struct StreamProgress {
+    pending: Vec<u8>,
+    pending_offset: u64,
+    recorded: usize,
+    elided: u64,
+}
+
+impl ProgressRecorder {
+    fn new(tool_call_id: String) -> Self {
+        ProgressRecorder { tool_call_id, streams: Default::default() }
+    }
+
+    fn index(stream: OutputStream) -> usize {
+        match stream {
+            OutputStream::Stdout => 0,
+            OutputStream::Stderr => 1,
+        }
+    }
+
+    fn record(&mut self, chunk: OutputChunk) -> Option<EventPayload> {
+        let tool_call_id = self.tool_call_id.clone();
+        let progress = &mut self.streams[Self::index(chunk.stream)];
+        let room = DURABLE_OUTPUT_CAP.saturating_sub(progress.recorded + progress.pending.len());
+        let kept = chunk.data.len().min(room);
+        if progress.pending.is_empty() {
+            progress.pending_offset = chunk.offset;
+        }
+        progress.pending.extend_from_slice(&chunk.data[..kept]);
+        progress.elided += (chunk.data.len() - kept) as u64;
+        (progress.pending.len() >= PROGRESS_CHUNK).then(|| Self::flush(&tool_call_id, chunk.stream, progress))?
+    }
+
+    fn flush(tool_call_id: &str, stream: OutputStream, progress: &mut StreamProgress) -> Option<EventPayload> {
+        if progress.pending.is_empty() {
+            return None;
+        }
+        let bytes = std::mem::take(&mut progress.pending);
+        progress.recorded += bytes.len();
+        Some(EventPayload::ToolCallProgress {
+            tool_call_id: tool_call_id.to_owned(),
+            stream,
+            offset: progress.pending_offset,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+
+    fn finish(&mut self) -> Vec<EventPayload> {
+        let mut payloads = Vec::new();
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let tool_call_id = self.tool_call_id.clone();
+            let progress = &mut self.streams[Self::index(stream)];
+            payloads.extend(Self::flush(&tool_call_id, stream, progress));
+            if progress.elided > 0 {
+                payloads.push(EventPayload::ToolOutputElided { tool_call_id, stream, elided_bytes: progress.elided });
+            }
+        }
+        payloads
+    }
+}

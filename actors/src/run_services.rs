@@ -1,0 +1,128 @@
+//! What runs share: the model router (which provider serves `<provider>/<model>`), the tool registry and its
+//! limits, and the retry policy.
+//!
+//! The router is updated by the `RuntimeActor` when providers are connected or disconnected, and read by every
+//! run at each model request, so a run started before a connection change uses the provider in place when it
+//! asks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use troupe_protocol::types::runtime::ModelPricing;
+use troupe_runtime::model::local::{EchoModel, ScriptedModel};
+use troupe_runtime::model::{ErrorStage, ModelError, ModelErrorKind, ModelProvider, RetryPolicy, TokenUsage};
+use troupe_runtime::tools::{ToolLimits, ToolRegistry};
+
+pub struct RunServices {
+    pub models: ModelRouter,
+    pub tools: ToolRegistry,
+    pub tool_limits: ToolLimits,
+    pub retry: RetryPolicy,
+}
+
+impl RunServices {
+    pub fn new() -> Self {
+        RunServices {
+            models: ModelRouter::new(),
+            tools: ToolRegistry::builtin(),
+            tool_limits: ToolLimits::default(),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+impl Default for RunServices {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Maps `<provider>/<model id>` to the provider that serves it.
+pub struct ModelRouter {
+    echo: Arc<EchoModel>,
+    /// `local/scripted`, once the local provider was given a script.
+    scripted: RwLock<Option<Arc<ScriptedModel>>>,
+    /// Connected remote providers by provider id (`openai`, `anthropic`).
+    remote: RwLock<HashMap<String, Arc<dyn ModelProvider>>>,
+    /// Known prices by full model name.
+    pricing: RwLock<HashMap<String, ModelPricing>>,
+}
+
+impl ModelRouter {
+    pub fn new() -> Self {
+        ModelRouter {
+            echo: Arc::new(EchoModel),
+            scripted: RwLock::new(None),
+            remote: RwLock::new(HashMap::new()),
+            pricing: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn set_scripted(&self, scripted: Option<Arc<ScriptedModel>>) {
+        *self.scripted.write() = scripted;
+    }
+
+    pub fn set_remote(&self, provider_id: &str, provider: Option<Arc<dyn ModelProvider>>) {
+        let mut remote = self.remote.write();
+        match provider {
+            Some(provider) => remote.insert(provider_id.to_owned(), provider),
+            None => remote.remove(provider_id),
+        };
+    }
+
+    pub fn set_pricing(&self, model: &str, pricing: ModelPricing) {
+        self.pricing.write().insert(model.to_owned(), pricing);
+    }
+
+    /// The provider of `model` and the model id to send it.
+    pub fn resolve(&self, model: &str) -> Result<(Arc<dyn ModelProvider>, String), ModelError> {
+        let not_available =
+            |message: String| ModelError::new(ModelErrorKind::ModelNotFound, ErrorStage::Connect, message);
+        let Some((provider_id, model_id)) = model.split_once('/') else {
+            return Err(not_available(format!("`{model}` is not of the form <provider>/<model id>")));
+        };
+        let provider: Arc<dyn ModelProvider> = match (provider_id, model_id) {
+            ("local", "echo") => self.echo.clone(),
+            ("local", "scripted") => match self.scripted.read().clone() {
+                Some(scripted) => scripted,
+                None => {
+                    return Err(not_available(
+                        "local/scripted has no script: connect the `local` provider with setup_values.script set \
+                         to a script file"
+                            .into(),
+                    ));
+                }
+            },
+            ("local", _) => {
+                return Err(not_available(format!("there is no local model `{model_id}`")));
+            }
+            (provider_id, _) => match self.remote.read().get(provider_id) {
+                Some(provider) => provider.clone(),
+                None => {
+                    return Err(ModelError::new(
+                        ModelErrorKind::Auth,
+                        ErrorStage::Connect,
+                        format!("the provider `{provider_id}` is not connected; connect it with provider.connect"),
+                    ));
+                }
+            },
+        };
+        Ok((provider, model_id.to_owned()))
+    }
+
+    /// The estimated cost of a turn, when the model's prices are known.
+    pub fn estimate_cost_usd(&self, model: &str, usage: &TokenUsage) -> Option<f64> {
+        let pricing = self.pricing.read().get(model).cloned().or_else(|| {
+            let model_id = model.split_once('/').map_or(model, |(_, id)| id);
+            troupe_runtime::model::pricing::builtin_pricing(model_id)
+        })?;
+        Some(troupe_runtime::model::pricing::estimate_cost_usd(&pricing, usage))
+    }
+}
+
+impl Default for ModelRouter {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,337 @@
+//! The session actor's side of runs: starting one (idempotent by `client_run_id`, one at a time), the
+//! steering lane (admit, promote at boundaries, recall), appending the run's events, live tool output, and
+//! forwarding cancel and stdin to the run's actor.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use troupe_protocol::types::common::{ModelSelection, RunSelection};
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::tool_output::OutputStream;
+use troupe_runtime::clock::new_id;
+use troupe_runtime::run_ledger::FallbackScope;
+use troupe_runtime::tools::StdinInput;
+
+use super::SessionActor;
+use super::tool_output::OutputChunkRef;
+use crate::error::EngineError;
+use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
+use crate::run_services::RunServices;
+
+/// Starts a run. Replies with its id once `run_started` is durable.
+#[derive(Message)]
+#[rtype(result = "Result<String, EngineError>")]
+pub struct StartRun {
+    pub client_run_id: String,
+    pub selection: RunSelection,
+    pub input: String,
+    pub reset_fallback: bool,
+    /// The agent's fallback chain, and where the requested model sits in it (`None`: not in it).
+    pub agent_chain: Vec<ModelSelection>,
+    pub requested_index: Option<usize>,
+    pub services: Arc<RunServices>,
+}
+
+/// Admits a steering input for the active run (`user_input_admitted`).
+#[derive(Message)]
+#[rtype(result = "Result<bool, EngineError>")]
+pub struct SteerRun {
+    pub run_id: String,
+    pub input: String,
+}
+
+/// Takes back the newest pending steering input (`user_input_recalled`), if any.
+#[derive(Message)]
+#[rtype(result = "Result<Option<String>, EngineError>")]
+pub struct RecallSteer {
+    pub run_id: String,
+}
+
+/// Sent by the run at a boundary: every pending input becomes `user_input_submitted`, oldest first. Replies
+/// with their texts once durable.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<String>, EngineError>")]
+pub struct PromotePendingInputs {
+    pub run_id: String,
+}
+
+/// Sent by the run: appends one of its events. Replies with the event's `seq` once durable.
+#[derive(Message)]
+#[rtype(result = "Result<u64, EngineError>")]
+pub struct AppendRunEvent {
+    pub run_id: String,
+    pub origin: Option<String>,
+    pub payload: EventPayload,
+}
+
+/// Sent by the run: a chunk of a running tool's output, for live subscribers.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RunOutput {
+    pub run_id: String,
+    pub tool_call_id: String,
+    pub stream: OutputStream,
+    pub offset: u64,
+    pub data: Bytes,
+}
+
+/// Cancels the active run. Replies whether it was running.
+#[derive(Message)]
+#[rtype(result = "Result<bool, EngineError>")]
+pub struct CancelActiveRun {
+    pub run_id: String,
+}
+
+/// Writes to the stdin of a running tool call of the active run.
+#[derive(Message)]
+#[rtype(result = "Result<bool, EngineError>")]
+pub struct ToolStdin {
+    pub run_id: String,
+    pub tool_call_id: String,
+    pub data: Option<String>,
+    pub eof: bool,
+}
+
+impl SessionActor {
+    fn run_not_active(&self, run_id: &str) -> EngineError {
+        EngineError::RunNotActive { run_id: run_id.to_owned() }
+    }
+
+    /// The active run's actor when `run_id` is the active run.
+    fn active_run_actor(&mut self, run_id: &str) -> Result<Addr<RunActor>, EngineError> {
+        let state = self.ready_state()?;
+        if state.runs.active_run_id() != Some(run_id) {
+            return Err(self.run_not_active(run_id));
+        }
+        self.run_actor.clone().ok_or_else(|| self.run_not_active(run_id))
+    }
+
+    fn durable_reply<T: Send + 'static>(
+        &mut self,
+        accepted: Result<(u64, T), EngineError>,
+    ) -> ResponseFuture<Result<T, EngineError>> {
+        let session_id = self.session_id.clone();
+        let durable: Result<(oneshot::Receiver<Result<(), EngineError>>, T), EngineError> =
+            accepted.map(|(seq, value)| (self.when_durable(seq), value));
+        Box::pin(async move {
+            let (durable, value) = durable?;
+            durable
+                .await
+                .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
+            Ok(value)
+        })
+    }
+
+    fn start_run(&mut self, ctx: &mut Context<Self>, message: StartRun) -> Result<(u64, String), EngineError> {
+        self.ready_state()?;
+        let last_accepted = self.next_seq - 1;
+        let session_id = self.session_id.clone();
+        let Some(state) = self.state.as_ref() else {
+            return Err(EngineError::ShuttingDown);
+        };
+        if let Some(recorded) = state.runs.recorded(&message.client_run_id) {
+            let same = recorded.selection == message.selection
+                && recorded.input == message.input
+                && recorded.reset_fallback == message.reset_fallback;
+            if !same {
+                return Err(EngineError::RunIdempotencyConflict { session_id, client_run_id: message.client_run_id });
+            }
+            // A redelivery: the same run, answered once its start is durable.
+            // Waiting for everything accepted so far covers the original `run_started`.
+            return Ok((last_accepted, recorded.run_id.clone()));
+        }
+        if let Some(active) = state.runs.active_run_id() {
+            return Err(EngineError::SessionBusy { session_id, active_run_id: active.to_owned() });
+        }
+        // The chain: the agent's chain from the requested model on, trimmed to a sticky fallback of this scope.
+        let (mut fallback_index, mut model_chain) = match message.requested_index {
+            Some(index) => (index, message.agent_chain[index..].to_vec()),
+            None => (0, vec![message.selection.model.clone()]),
+        };
+        if !message.reset_fallback
+            && let Some(sticky) = state.runs.sticky_model(&FallbackScope::of(&message.selection))
+            && let Some(position) = model_chain.iter().position(|model| model == sticky)
+        {
+            fallback_index += position;
+            model_chain.drain(..position);
+        }
+        let cwd = std::path::PathBuf::from(&state.cwd);
+        let run_id = new_id();
+        let payload = EventPayload::RunStarted {
+            client_run_id: message.client_run_id,
+            selection: message.selection.clone(),
+            input: message.input,
+            fallback_index: fallback_index as u32,
+            model_chain: model_chain.clone(),
+            reset_fallback: message.reset_fallback,
+        };
+        let seq = self.append(ctx, Some(run_id.clone()), Some("user".to_owned()), payload)?;
+        let history = self.state.as_ref().map(|state| state.transcript.messages().to_vec()).unwrap_or_default();
+        let setup = RunSetup {
+            run_id: run_id.clone(),
+            session_id: self.session_id.clone(),
+            session: ctx.address(),
+            supervisor: self.supervisor.clone(),
+            cwd,
+            selection: message.selection,
+            model_chain,
+            history,
+            services: message.services,
+        };
+        self.run_actor = Some(RunActor::new(setup).start());
+        Ok((seq, run_id))
+    }
+}
+
+impl Handler<StartRun> for SessionActor {
+    type Result = ResponseFuture<Result<String, EngineError>>;
+
+    fn handle(&mut self, message: StartRun, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.start_run(ctx, message);
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<SteerRun> for SessionActor {
+    type Result = ResponseFuture<Result<bool, EngineError>>;
+
+    fn handle(&mut self, message: SteerRun, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = (|| {
+            let state = self.ready_state()?;
+            if state.runs.active_run_id() != Some(message.run_id.as_str()) {
+                return Err(self.run_not_active(&message.run_id));
+            }
+            let payload = EventPayload::UserInputAdmitted { input_id: new_id(), input: message.input };
+            let seq = self.append(ctx, Some(message.run_id), Some("user".to_owned()), payload)?;
+            Ok((seq, true))
+        })();
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<RecallSteer> for SessionActor {
+    type Result = ResponseFuture<Result<Option<String>, EngineError>>;
+
+    fn handle(&mut self, message: RecallSteer, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = (|| {
+            let state = self.ready_state()?;
+            let Some(active) = state.runs.active.as_ref().filter(|active| active.run_id == message.run_id) else {
+                return Err(self.run_not_active(&message.run_id));
+            };
+            // The lane is empty: nothing to recall, and no event.
+            let Some(newest) = active.pending.back().cloned() else {
+                return Ok((0, None));
+            };
+            let payload = EventPayload::UserInputRecalled { input_id: newest.input_id, input: newest.input.clone() };
+            let seq = self.append(ctx, Some(message.run_id), Some("user".to_owned()), payload)?;
+            Ok((seq, Some(newest.input)))
+        })();
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<PromotePendingInputs> for SessionActor {
+    type Result = ResponseFuture<Result<Vec<String>, EngineError>>;
+
+    fn handle(&mut self, message: PromotePendingInputs, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = (|| {
+            let state = self.ready_state()?;
+            let Some(active) = state.runs.active.as_ref().filter(|active| active.run_id == message.run_id) else {
+                return Err(self.run_not_active(&message.run_id));
+            };
+            let pending: Vec<_> = active.pending.iter().cloned().collect();
+            let mut last_seq = 0;
+            let mut promoted = Vec::with_capacity(pending.len());
+            for input in pending {
+                let payload = EventPayload::UserInputSubmitted { input_id: input.input_id, input: input.input.clone() };
+                last_seq = self.append(ctx, Some(message.run_id.clone()), Some("user".to_owned()), payload)?;
+                promoted.push(input.input);
+            }
+            Ok((last_seq, promoted))
+        })();
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<AppendRunEvent> for SessionActor {
+    type Result = ResponseFuture<Result<u64, EngineError>>;
+
+    fn handle(&mut self, message: AppendRunEvent, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = (|| {
+            let state = self.ready_state()?;
+            if state.runs.active_run_id() != Some(message.run_id.as_str()) {
+                return Err(self.run_not_active(&message.run_id));
+            }
+            let seq = self.append(ctx, Some(message.run_id), message.origin, message.payload)?;
+            Ok((seq, seq))
+        })();
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<RunOutput> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, message: RunOutput, _: &mut Context<Self>) {
+        let chunk = OutputChunkRef {
+            run_id: &message.run_id,
+            tool_call_id: &message.tool_call_id,
+            stream: message.stream,
+            offset: message.offset,
+            data: &message.data,
+        };
+        self.tool_output.publish(&self.session_id, chunk, &mut self.subscribers);
+    }
+}
+
+impl Handler<CancelActiveRun> for SessionActor {
+    type Result = ResponseFuture<Result<bool, EngineError>>;
+
+    fn handle(&mut self, message: CancelActiveRun, _: &mut Context<Self>) -> Self::Result {
+        let run = self.active_run_actor(&message.run_id);
+        Box::pin(async move {
+            match run {
+                Ok(run) => Ok(run.send(CancelRun).await.unwrap_or(false)),
+                // Cancelling a run that already ended is not an error: it just did nothing.
+                Err(EngineError::RunNotActive { .. }) => Ok(false),
+                Err(error) => Err(error),
+            }
+        })
+    }
+}
+
+impl Handler<ToolStdin> for SessionActor {
+    type Result = ResponseFuture<Result<bool, EngineError>>;
+
+    fn handle(&mut self, message: ToolStdin, ctx: &mut Context<Self>) -> Self::Result {
+        let run = self.active_run_actor(&message.run_id);
+        let session = ctx.address();
+        Box::pin(async move {
+            let run = run?;
+            let bytes = message.data.as_ref().map_or(0, String::len) as u64;
+            let mut accepted = true;
+            if let Some(data) = message.data {
+                let input = WriteToolStdin {
+                    tool_call_id: message.tool_call_id.clone(),
+                    input: StdinInput::Data(data.into_bytes()),
+                };
+                accepted = run.send(input).await.unwrap_or(false);
+            }
+            if accepted && message.eof {
+                let input = WriteToolStdin { tool_call_id: message.tool_call_id.clone(), input: StdinInput::Eof };
+                accepted = run.send(input).await.unwrap_or(false);
+            }
+            if accepted {
+                let payload =
+                    EventPayload::ToolStdinSubmitted { tool_call_id: message.tool_call_id, bytes, eof: message.eof };
+                session
+                    .send(AppendRunEvent { run_id: message.run_id, origin: Some("user".to_owned()), payload })
+                    .await
+                    .map_err(|_| EngineError::ShuttingDown)??;
+            }
+            Ok(accepted)
+        })
+    }
+}
