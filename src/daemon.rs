@@ -54,27 +54,26 @@ impl RunningDaemon {
 /// Starts the daemon on the current actix System and returns once it is listening.
 pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let data_dir = options.data_dir;
-    data_dir
-        .ensure_layout()
-        .with_context(|| format!("preparing the data directory {}", data_dir.root().display()))?;
+    data_dir.ensure_layout().with_context(|| format!("preparing the data directory {}", data_dir.root().display()))?;
     let lock = DataDirLock::acquire(&data_dir)?;
     let config = config::load(&data_dir.config_path())?;
     let token = load_or_create_token(&data_dir)?;
     let listen = options.listen.unwrap_or(config.listen);
-    let hibernate_after = options
-        .hibernate_after
-        .unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));
-    let session_threads = std::thread::available_parallelism()
-        .map_or(2, |count| count.get())
-        .clamp(1, 8);
+    let hibernate_after = options.hibernate_after.unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));
+    let session_threads = std::thread::available_parallelism().map_or(2, |count| count.get()).clamp(1, 8);
     let default_cwd = std::env::current_dir().context("reading the current directory")?;
 
-    let engine = Arc::new(Engine::start(EngineConfig {
-        data_dir: data_dir.clone(),
-        hibernate_after,
-        session_threads,
-        default_cwd,
-    }));
+    let engine = Arc::new(
+        Engine::start(EngineConfig {
+            data_dir: data_dir.clone(),
+            agents: config.agents.clone(),
+            tools: config.tools.clone(),
+            hibernate_after,
+            session_threads,
+            default_cwd,
+        })
+        .context("starting the engine")?,
+    );
     let ready = Arc::new(AtomicBool::new(false));
     let readiness: troupe_gateway::Readiness = {
         let ready = ready.clone();

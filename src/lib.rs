@@ -3,6 +3,8 @@
 //! - [`daemon`]: wires the engine (`troupe-actors`) and the gateway (`troupe-gateway`) into a running daemon.
 //! - [`commands`]: the client commands (`sessions`, `watch`, `create`, `rename`), built on the shared
 //!   protocol client.
+//! - [`render`]: how those commands print a session's events.
 
 pub mod commands;
 pub mod daemon;
+pub mod render;

@@ -8,16 +8,12 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use troupe::commands::{self, Connection};
 use troupe::daemon::{self, DaemonOptions};
-use troupe_protocol::types::session::TitleChange;
+use troupe_protocol::types::session::{PermissionMode, TitleChange};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::token::load_or_create_token;
 
 #[derive(Parser)]
-#[command(
-    name = "troupe",
-    version,
-    about = "A coding-agent daemon: durable sessions shared live over WebSocket"
-)]
+#[command(name = "troupe", version, about = "A coding-agent daemon: durable sessions shared live over WebSocket")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,11 +34,7 @@ struct ClientArgs {
 
 impl ClientArgs {
     fn connection(&self) -> Connection {
-        Connection {
-            url: self.url.clone(),
-            token: self.token.clone(),
-            data_dir: self.data_dir.clone(),
-        }
+        Connection { url: self.url.clone(), token: self.token.clone(), data_dir: self.data_dir.clone() }
     }
 }
 
@@ -104,6 +96,83 @@ enum Command {
         #[arg(long, conflicts_with_all = ["title", "clear"])]
         reset: bool,
     },
+    /// Start a run and print it as it happens (creates a session in the current directory unless --session).
+    Run {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session to run in.
+        #[arg(long)]
+        session: Option<String>,
+        /// The directory of a new session (default: the current directory).
+        #[arg(long)]
+        cwd: Option<String>,
+        #[arg(long)]
+        agent: Option<String>,
+        /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
+        #[arg(long)]
+        model: Option<String>,
+        /// What to ask.
+        input: String,
+    },
+    /// Queue input for a running run; it enters at the next boundary.
+    Steer {
+        #[command(flatten)]
+        client: ClientArgs,
+        run_id: String,
+        input: String,
+    },
+    /// Take back the newest queued steer of a run.
+    Recall {
+        #[command(flatten)]
+        client: ClientArgs,
+        run_id: String,
+    },
+    /// Cancel a run (kills its running command).
+    Cancel {
+        #[command(flatten)]
+        client: ClientArgs,
+        run_id: String,
+    },
+    /// Write to a running command's stdin: TEXT, or the lines you type until Ctrl-D.
+    Stdin {
+        #[command(flatten)]
+        client: ClientArgs,
+        run_id: String,
+        tool_call_id: String,
+        text: Option<String>,
+        /// Close the command's stdin after TEXT.
+        #[arg(long)]
+        eof: bool,
+    },
+    /// Set the permission mode of a session's tree: auto_approve, auto_approve_n, auto_approve_y, ask, yolo.
+    Mode {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(value_parser = parse_mode)]
+        mode: PermissionMode,
+    },
+    /// Connect a provider: openai (any OpenAI-compatible server), anthropic, or local (a script).
+    Connect {
+        #[command(flatten)]
+        client: ClientArgs,
+        provider: String,
+        /// The server's base URL, e.g. http://localhost:11434/v1 for Ollama.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// The environment variable holding the API key (keys are never taken on the command line).
+        #[arg(long)]
+        api_key_env: Option<String>,
+        /// For `local`: the script file of local/scripted.
+        #[arg(long)]
+        script: Option<String>,
+    },
+    /// Disconnect a provider and forget its credentials.
+    Disconnect {
+        #[command(flatten)]
+        client: ClientArgs,
+        provider: String,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
@@ -125,33 +194,18 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
-        Command::Serve {
-            listen,
-            data_dir,
-            hibernate_after_ms,
-        } => serve(listen, data_dir, hibernate_after_ms),
+        Command::Serve { listen, data_dir, hibernate_after_ms } => serve(listen, data_dir, hibernate_after_ms),
         Command::Token { data_dir } => {
             let data_dir = DataDir::resolve(data_dir)?;
             data_dir.ensure_layout()?;
             println!("{}", load_or_create_token(&data_dir)?.as_str());
             Ok(())
         }
-        Command::Sessions { client, cwd, json } => {
-            block_on(commands::sessions(&client.connection(), cwd, json))
+        Command::Sessions { client, cwd, json } => block_on(commands::sessions(&client.connection(), cwd, json)),
+        Command::Create { client, cwd, agent, model } => {
+            block_on(commands::create(&client.connection(), cwd, agent, model))
         }
-        Command::Create {
-            client,
-            cwd,
-            agent,
-            model,
-        } => block_on(commands::create(&client.connection(), cwd, agent, model)),
-        Command::Rename {
-            client,
-            session_id,
-            title,
-            clear,
-            reset,
-        } => {
+        Command::Rename { client, session_id, title, clear, reset } => {
             let change = match (title, clear, reset) {
                 (Some(title), _, _) => TitleChange::Set { title },
                 (None, true, _) => TitleChange::Clear,
@@ -159,27 +213,54 @@ fn main() -> anyhow::Result<()> {
             };
             block_on(commands::rename(&client.connection(), session_id, change))
         }
-        Command::Watch {
-            client,
-            session_id,
-            from,
-        } => block_on(commands::watch(&client.connection(), session_id, from)),
+        Command::Run { client, session, cwd, agent, model, input } => {
+            let request = commands::RunRequest { session_id: session, cwd, agent, model, input };
+            let completed = block_on_value(commands::run(&client.connection(), request))?;
+            if !completed {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Steer { client, run_id, input } => block_on(commands::steer(&client.connection(), run_id, input)),
+        Command::Recall { client, run_id } => block_on(commands::recall(&client.connection(), run_id)),
+        Command::Cancel { client, run_id } => block_on(commands::cancel(&client.connection(), run_id)),
+        Command::Stdin { client, run_id, tool_call_id, text, eof } => {
+            block_on(commands::stdin(&client.connection(), run_id, tool_call_id, text, eof))
+        }
+        Command::Mode { client, session_id, mode } => block_on(commands::mode(&client.connection(), session_id, mode)),
+        Command::Connect { client, provider, base_url, api_key_env, script } => {
+            let api_key = match api_key_env {
+                Some(variable) => {
+                    Some(std::env::var(&variable).with_context(|| format!("reading the API key from ${variable}"))?)
+                }
+                None => None,
+            };
+            block_on(commands::connect(&client.connection(), provider, base_url, script, api_key))
+        }
+        Command::Disconnect { client, provider } => block_on(commands::disconnect(&client.connection(), provider)),
+        Command::Watch { client, session_id, from } => {
+            block_on(commands::watch(&client.connection(), session_id, from))
+        }
     }
 }
 
-fn block_on(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(future)
+fn parse_mode(text: &str) -> Result<PermissionMode, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| "one of auto_approve, auto_approve_n, auto_approve_y, ask, yolo".to_owned())
 }
 
-fn serve(
-    listen: Option<SocketAddr>,
-    data_dir: Option<PathBuf>,
-    hibernate_after_ms: Option<u64>,
-) -> anyhow::Result<()> {
+fn block_on_value<T>(future: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future)
+}
+
+fn block_on(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future)
+}
+
+fn serve(listen: Option<SocketAddr>, data_dir: Option<PathBuf>, hibernate_after_ms: Option<u64>) -> anyhow::Result<()> {
+    let explicit_data_dir = data_dir.is_some();
     let data_dir = DataDir::resolve(data_dir)?;
+    let data_dir_display = data_dir.root().display().to_string();
     actix_web::rt::System::new().block_on(async move {
         let daemon = daemon::start(DaemonOptions {
             data_dir,
@@ -189,13 +270,9 @@ fn serve(
         .await?;
         // Machine-readable first line: tests and scripts read the bound address from it.
         println!("troupe listening on {}", daemon.url());
-        println!(
-            "token: {} (print it with `troupe token`)",
-            daemon.token_path.display()
-        );
-        wait_for_shutdown_signal()
-            .await
-            .context("installing signal handlers")?;
+        let data_dir_flag = if explicit_data_dir { format!(" --data-dir {}", data_dir_display) } else { String::new() };
+        println!("token: {} (print it with `troupe token{data_dir_flag}`)", daemon.token_path.display());
+        wait_for_shutdown_signal().await.context("installing signal handlers")?;
         tracing::info!("shutting down");
         daemon.shutdown().await;
         Ok(())

@@ -14,11 +14,7 @@ fn run(args: &[&str], daemon: &ChildDaemon) -> String {
         .env("TROUPE_TOKEN", &daemon.token)
         .output()
         .expect("run troupe");
-    assert!(
-        output.status.success(),
-        "troupe {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "troupe {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).expect("utf-8")
 }
 
@@ -38,17 +34,10 @@ fn token_prints_a_stable_43_character_token_with_private_permissions() {
     };
     let first = token(data_dir.path());
     assert_eq!(first.len(), 43);
-    assert!(
-        first
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    );
+    assert!(first.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
     assert_eq!(token(data_dir.path()), first);
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(data_dir.path().join("daemon/token"))
-        .unwrap()
-        .permissions()
-        .mode();
+    let mode = std::fs::metadata(data_dir.path().join("daemon/token")).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
 
@@ -84,9 +73,7 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
     let (mut first_watcher, first_lines) = start_watch();
     let (mut second_watcher, second_lines) = start_watch();
     let wait_for = |lines: &mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>| loop {
-        let line = lines
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
+        let line = lines.recv_timeout(WAIT).unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
         seen.push(line.clone());
         if line.contains(needle) {
             return;
@@ -98,16 +85,8 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
     wait_for(&second_lines, "session created", &mut second_seen);
 
     run(&["rename", &session_id, "Ship the watch command"], &daemon);
-    wait_for(
-        &first_lines,
-        "title set to \"Ship the watch command\"",
-        &mut first_seen,
-    );
-    wait_for(
-        &second_lines,
-        "title set to \"Ship the watch command\"",
-        &mut second_seen,
-    );
+    wait_for(&first_lines, "title set to \"Ship the watch command\"", &mut first_seen);
+    wait_for(&second_lines, "title set to \"Ship the watch command\"", &mut second_seen);
 
     // Restart the daemon on the same port; the watchers reconnect and resume from their cursor.
     drop(daemon);
@@ -120,16 +99,11 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
         let event_lines: Vec<&String> = seen.iter().filter(|line| line.starts_with('#')).collect();
         assert_eq!(event_lines.len(), 3, "each event printed once: {seen:?}");
         assert!(
-            event_lines[0].starts_with("#1 ")
-                && event_lines[1].starts_with("#2 ")
-                && event_lines[2].starts_with("#3 ")
+            event_lines[0].starts_with("#1 ") && event_lines[1].starts_with("#2 ") && event_lines[2].starts_with("#3 ")
         );
     }
     let listed = run(&["sessions"], &daemon);
-    assert!(
-        listed.contains(&session_id) && listed.contains("After the restart"),
-        "{listed}"
-    );
+    assert!(listed.contains(&session_id) && listed.contains("After the restart"), "{listed}");
     let _ = first_watcher.kill();
     let _ = second_watcher.kill();
     let _ = first_watcher.wait();

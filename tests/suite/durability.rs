@@ -15,12 +15,10 @@ use troupe_protocol::types::session::{SessionCreateParams, SessionRenameParams, 
 use super::support::*;
 
 async fn connect(daemon: &ChildDaemon) -> Client {
-    let (client, _deliveries) = within(
-        "connect",
-        Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()),
-    )
-    .await
-    .expect("connect");
+    let (client, _deliveries) =
+        within("connect", Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()))
+            .await
+            .expect("connect");
     client
 }
 
@@ -83,46 +81,28 @@ async fn every_acknowledged_event_survives_sigkill() {
 
         // Restart on the same data directory and read every session back.
         let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
-        let (client, mut deliveries) = within(
-            "connect",
-            Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()),
-        )
-        .await
-        .unwrap();
-        for session_id in &session_ids {
-            let meta = client
-                .call::<method::SessionGet>(SessionIdParams {
-                    session_id: session_id.clone(),
-                })
+        let (client, mut deliveries) =
+            within("connect", Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()))
                 .await
                 .unwrap();
+        for session_id in &session_ids {
+            let meta =
+                client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.clone() }).await.unwrap();
             assert!(
-                meta.session
-                    .skipped_events
-                    .iter()
-                    .all(|skipped| skipped.reason.contains("torn")),
+                meta.session.skipped_events.iter().all(|skipped| skipped.reason.contains("torn")),
                 "{:?}",
                 meta.session.skipped_events
             );
-            let last_seq = within("subscribe", client.subscribe(session_id, None))
-                .await
-                .unwrap();
+            let last_seq = within("subscribe", client.subscribe(session_id, None)).await.unwrap();
             let mut seen: HashMap<String, u64> = HashMap::new();
             let mut previous = 0;
             within("replay", async {
                 loop {
                     match deliveries.next().await.expect("open") {
                         ClientDelivery::ReplayEvent(event) => {
-                            assert!(
-                                event.seq > previous,
-                                "strictly increasing: {} after {previous}",
-                                event.seq
-                            );
+                            assert!(event.seq > previous, "strictly increasing: {} after {previous}", event.seq);
                             previous = event.seq;
-                            if let EventPayload::SessionTitleCommitted {
-                                client_rename_id, ..
-                            } = &event.payload
-                            {
+                            if let EventPayload::SessionTitleCommitted { client_rename_id, .. } = &event.payload {
                                 assert!(
                                     seen.insert(client_rename_id.clone(), event.seq).is_none(),
                                     "duplicate {client_rename_id}"
@@ -138,11 +118,7 @@ async fn every_acknowledged_event_survives_sigkill() {
             assert_eq!(previous, last_seq);
             for (id, (acked_session, seq)) in &acknowledged {
                 if acked_session == session_id {
-                    assert_eq!(
-                        seen.get(id),
-                        Some(seq),
-                        "acknowledged rename {id} lost or moved"
-                    );
+                    assert_eq!(seen.get(id), Some(seq), "acknowledged rename {id} lost or moved");
                 }
             }
         }
@@ -154,8 +130,6 @@ async fn every_acknowledged_event_survives_sigkill() {
 async fn a_corrupted_middle_line_and_a_torn_last_line_are_reported_and_repaired() {
     let data_dir = tempfile::tempdir().unwrap();
     let session_id = "01900000-0000-7000-8000-00000000000a";
-    let dir = data_dir.path().join("sessions").join(session_id);
-    std::fs::create_dir_all(&dir).unwrap();
     let event = |seq: u64, payload: serde_json::Value| {
         json!({"session_id": session_id, "run_id": null, "seq": seq, "timestamp": "2026-01-01T00:00:00.000Z", "payload": payload})
             .to_string()
@@ -166,45 +140,24 @@ async fn a_corrupted_middle_line_and_a_torn_last_line_are_reported_and_repaired(
             json!({"type": "session_title_committed", "title": title, "change": "set", "client_rename_id": format!("r{seq}")}),
         )
     };
-    let created = event(
-        1,
-        json!({"type": "session_created", "origin": {"type": "root"}, "cwd": "/tmp", "selection": echo_selection()}),
-    );
+    let created = session_created_line(session_id, json!({"type": "root"}));
     // A damaged middle line: valid JSON with a readable seq, but not a valid event.
-    let damaged = json!({"session_id": session_id, "seq": 3, "payload": {"type": "session_title_committed", "title": 3}});
+    let damaged =
+        json!({"session_id": session_id, "seq": 3, "payload": {"type": "session_title_committed", "title": 3}});
     // A torn, unterminated last line.
     let torn = title(5, "five")[..40].to_owned();
-    let log = [
-        created,
-        title(2, "two"),
-        damaged.to_string(),
-        title(4, "four"),
-        torn,
-    ]
-    .join("\n");
-    std::fs::write(dir.join("events.jsonl"), log).unwrap();
+    let log = [created, title(2, "two"), damaged.to_string(), title(4, "four"), torn].join("\n");
+    write_session_log(data_dir.path(), session_id, &[log]);
 
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        data_dir: Some(data_dir),
-        ..DaemonSetup::default()
-    });
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
     let (client, _deliveries) = daemon.client().await;
-    let meta = client
-        .call::<method::SessionGet>(SessionIdParams {
-            session_id: session_id.into(),
-        })
-        .await
-        .unwrap()
-        .session;
+    let meta =
+        client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.into() }).await.unwrap().session;
     assert_eq!(meta.title.as_deref(), Some("four"));
     assert_eq!(meta.last_event_seq, 4);
     assert_eq!(meta.skipped_events.len(), 2, "{:?}", meta.skipped_events);
     assert_eq!(meta.skipped_events[0].seq, Some(3));
-    assert!(
-        meta.skipped_events[1].reason.contains("torn"),
-        "{:?}",
-        meta.skipped_events[1]
-    );
+    assert!(meta.skipped_events[1].reason.contains("torn"), "{:?}", meta.skipped_events[1]);
     assert_eq!(meta.skipped_events[1].line, Some(5));
     for skipped in &meta.skipped_events {
         assert!(
@@ -218,9 +171,7 @@ async fn a_corrupted_middle_line_and_a_torn_last_line_are_reported_and_repaired(
         .call::<method::SessionRename>(SessionRenameParams {
             session_id: session_id.into(),
             client_rename_id: "after".into(),
-            change: TitleChange::Set {
-                title: "after".into(),
-            },
+            change: TitleChange::Set { title: "after".into() },
         })
         .await
         .unwrap();
@@ -229,40 +180,19 @@ async fn a_corrupted_middle_line_and_a_torn_last_line_are_reported_and_repaired(
         drop(client);
         daemon.stop()
     };
-    let contents = std::fs::read_to_string(
-        data_dir
-            .path()
-            .join("sessions")
-            .join(session_id)
-            .join("events.jsonl"),
-    )
-    .unwrap();
+    let contents =
+        std::fs::read_to_string(data_dir.path().join("sessions").join(session_id).join("events.jsonl")).unwrap();
     assert!(contents.ends_with('\n'));
     let lines: Vec<&str> = contents.lines().collect();
-    assert_eq!(
-        lines.len(),
-        5,
-        "created, two, damaged three, four, and the new five"
-    );
+    assert_eq!(lines.len(), 5, "created, two, damaged three, four, and the new five");
     assert!(lines[4].contains(r#""client_rename_id":"after""#));
 
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        data_dir: Some(data_dir),
-        ..DaemonSetup::default()
-    });
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
     let (client, _deliveries) = daemon.client().await;
-    let meta = client
-        .call::<method::SessionGet>(SessionIdParams {
-            session_id: session_id.into(),
-        })
-        .await
-        .unwrap()
-        .session;
+    let meta =
+        client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.into() }).await.unwrap().session;
     assert_eq!(
-        meta.skipped_events
-            .iter()
-            .map(|s| s.seq)
-            .collect::<Vec<_>>(),
+        meta.skipped_events.iter().map(|s| s.seq).collect::<Vec<_>>(),
         [Some(3)],
         "only the damaged middle line remains"
     );

@@ -7,35 +7,20 @@ use troupe_protocol::methods::METHOD_NAMES;
 use super::support::*;
 
 fn error_code(reply: &Value) -> i64 {
-    reply["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("not an error reply: {reply}"))
+    reply["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error reply: {reply}"))
 }
 
 #[tokio::test]
 async fn every_method_before_the_handshake_is_rejected_with_minus_32001() {
     let daemon = TestDaemon::start();
     let mut socket = daemon.raw().await;
-    for (index, method) in METHOD_NAMES
-        .iter()
-        .filter(|name| **name != "handshake")
-        .enumerate()
-    {
+    for (index, method) in METHOD_NAMES.iter().filter(|name| **name != "handshake").enumerate() {
         let reply = socket.call(index as u64 + 1, method, json!({})).await;
         assert_eq!(error_code(&reply), -32001, "{method}: {reply}");
-        assert!(
-            reply["error"]["data"]["detail"]
-                .as_str()
-                .unwrap()
-                .contains("handshake"),
-            "{reply}"
-        );
+        assert!(reply["error"]["data"]["detail"].as_str().unwrap().contains("handshake"), "{reply}");
     }
     // Unknown methods are gated too, and the connection is still usable afterwards.
-    assert_eq!(
-        error_code(&socket.call(99, "no.such.method", json!({})).await),
-        -32001
-    );
+    assert_eq!(error_code(&socket.call(99, "no.such.method", json!({})).await), -32001);
     socket.handshake().await;
 }
 
@@ -43,27 +28,16 @@ async fn every_method_before_the_handshake_is_rejected_with_minus_32001() {
 async fn the_handshake_accepts_only_protocol_20_and_then_sends_runtime_changed() {
     let daemon = TestDaemon::start();
     let mut socket = daemon.raw().await;
-    let wrong = socket
-        .call(1, "handshake", json!({"protocol_version": 19}))
-        .await;
+    let wrong = socket.call(1, "handshake", json!({"protocol_version": 19})).await;
     assert_eq!(error_code(&wrong), -32602);
-    assert_eq!(
-        wrong["error"]["data"]["code"],
-        "unsupported_protocol_version"
-    );
+    assert_eq!(wrong["error"]["data"]["code"], "unsupported_protocol_version");
     assert_eq!(wrong["error"]["data"]["supported"], json!([20]));
     // Still not handshaken.
-    assert_eq!(
-        error_code(&socket.call(2, "session.list", json!({})).await),
-        -32001
-    );
+    assert_eq!(error_code(&socket.call(2, "session.list", json!({})).await), -32001);
 
     socket.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "handshake", "params": {"protocol_version": 20}})).await;
     let reply = socket.recv().await;
-    assert_eq!(
-        reply["id"], 3,
-        "the reply comes before any notification: {reply}"
-    );
+    assert_eq!(reply["id"], 3, "the reply comes before any notification: {reply}");
     assert_eq!(reply["result"]["protocol_version"], 20);
     assert_eq!(reply["result"]["server"]["name"], "troupe");
     let changed = socket.recv().await;
@@ -71,20 +45,14 @@ async fn the_handshake_accepts_only_protocol_20_and_then_sends_runtime_changed()
     assert_eq!(changed["params"]["previous_revision"], Value::Null);
     assert_eq!(changed["params"]["reasons"], json!(["startup"]));
     let snapshot = &changed["params"]["snapshot"];
-    let models: Vec<&str> = snapshot["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["model"].as_str().unwrap())
-        .collect();
+    let models: Vec<&str> =
+        snapshot["models"].as_array().unwrap().iter().map(|m| m["model"].as_str().unwrap()).collect();
     assert_eq!(models, ["local/echo", "local/scripted"]);
     assert_eq!(snapshot["agents"][0]["agent"], "default");
     assert_eq!(snapshot["agents"][0]["models"][0]["model"], "local/echo");
 
     // A repeated handshake is answered the same way.
-    let again = socket
-        .call(4, "handshake", json!({"protocol_version": 20}))
-        .await;
+    let again = socket.call(4, "handshake", json!({"protocol_version": 20})).await;
     assert_eq!(again["result"]["protocol_version"], 20);
 }
 
@@ -94,46 +62,27 @@ async fn error_codes_of_the_wire_contract() {
     let mut socket = daemon.raw().await;
     socket.handshake().await;
 
-    socket
-        .send_text(r#"{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]"#)
-        .await;
+    socket.send_text(r#"{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]"#).await;
     let parse = socket.recv_response().await;
     assert_eq!(error_code(&parse), -32700);
     assert_eq!(parse["id"], Value::Null);
     assert!(parse["error"]["data"]["detail"].is_string());
 
-    let invalid = socket
-        .call_raw(json!({"jsonrpc": "2.0", "method": 1, "params": "bar"}))
-        .await;
+    let invalid = socket.call_raw(json!({"jsonrpc": "2.0", "method": 1, "params": "bar"})).await;
     assert_eq!(error_code(&invalid), -32600);
     assert_eq!(invalid["id"], Value::Null);
 
-    let wrong_version = socket
-        .call_raw(json!({"jsonrpc": "1.0", "method": "session.list", "id": 7}))
-        .await;
+    let wrong_version = socket.call_raw(json!({"jsonrpc": "1.0", "method": "session.list", "id": 7})).await;
     assert_eq!(error_code(&wrong_version), -32600);
     assert_eq!(wrong_version["id"], 7);
 
     let unknown = socket.call(8, "session.explode", json!({})).await;
     assert_eq!(error_code(&unknown), -32601);
-    assert!(
-        unknown["error"]["data"]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("session.explode")
-    );
+    assert!(unknown["error"]["data"]["detail"].as_str().unwrap().contains("session.explode"));
 
-    let unknown_field = socket
-        .call(9, "session.list", json!({"cwd": null, "colour": "red"}))
-        .await;
+    let unknown_field = socket.call(9, "session.list", json!({"cwd": null, "colour": "red"})).await;
     assert_eq!(error_code(&unknown_field), -32602);
-    assert!(
-        unknown_field["error"]["data"]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("colour"),
-        "{unknown_field}"
-    );
+    assert!(unknown_field["error"]["data"]["detail"].as_str().unwrap().contains("colour"), "{unknown_field}");
 
     let missing_field = socket.call(10, "session.get", json!({})).await;
     assert_eq!(error_code(&missing_field), -32602);
@@ -141,19 +90,10 @@ async fn error_codes_of_the_wire_contract() {
     let positional = socket.call(11, "session.get", json!(["abc"])).await;
     assert_eq!(error_code(&positional), -32602);
 
-    let not_found = socket
-        .call(
-            12,
-            "session.get",
-            json!({"session_id": "0190d3a4-0000-7000-8000-000000000000"}),
-        )
-        .await;
+    let not_found = socket.call(12, "session.get", json!({"session_id": "0190d3a4-0000-7000-8000-000000000000"})).await;
     assert_eq!(error_code(&not_found), -32000);
     assert_eq!(not_found["error"]["data"]["code"], "session_not_found");
-    assert_eq!(
-        not_found["error"]["data"]["session_id"],
-        "0190d3a4-0000-7000-8000-000000000000"
-    );
+    assert_eq!(not_found["error"]["data"]["session_id"], "0190d3a4-0000-7000-8000-000000000000");
 
     // The connection survived all of it.
     let list = socket.call(13, "session.list", json!({})).await;
@@ -177,6 +117,13 @@ async fn methods_of_later_issues_answer_not_implemented_naming_the_method() {
         "session.tree",
         "session.set_permission_mode",
         "events.subscribe",
+        "provider.connect",
+        "provider.disconnect",
+        "run.start",
+        "run.steer",
+        "run.recall_steer",
+        "run.cancel",
+        "run.tool_stdin",
     ];
     let examples = json!({
         "provider.connect": {"provider_id": "openai", "expected_catalog_revision": null, "setup_values": {}, "auth_method": "none", "auth_values": {}, "client_connect_id": "c"},
@@ -206,16 +153,10 @@ async fn methods_of_later_issues_answer_not_implemented_naming_the_method() {
         if implemented.contains(method) {
             continue;
         }
-        let params = examples
-            .get(*method)
-            .unwrap_or_else(|| panic!("no example params for {method}"))
-            .clone();
+        let params = examples.get(*method).unwrap_or_else(|| panic!("no example params for {method}")).clone();
         let reply = socket.call(index as u64 + 1, method, params).await;
         assert_eq!(error_code(&reply), -32000, "{method}: {reply}");
-        assert_eq!(
-            reply["error"]["data"]["code"], "not_implemented",
-            "{method}: {reply}"
-        );
+        assert_eq!(reply["error"]["data"]["code"], "not_implemented", "{method}: {reply}");
         assert_eq!(reply["error"]["data"]["method"], *method);
         checked += 1;
     }
@@ -229,7 +170,11 @@ async fn batches_follow_the_json_rpc_specification() {
     socket.handshake().await;
 
     // Invalid JSON batch: one parse error, not an array.
-    socket.send_text(r#"[{"jsonrpc": "2.0", "method": "session.list", "params": {}, "id": "1"}, {"jsonrpc": "2.0", "method""#).await;
+    socket
+        .send_text(
+            r#"[{"jsonrpc": "2.0", "method": "session.list", "params": {}, "id": "1"}, {"jsonrpc": "2.0", "method""#,
+        )
+        .await;
     assert_eq!(error_code(&socket.recv_response().await), -32700);
 
     // Empty array: one invalid request, not an array.
@@ -245,15 +190,7 @@ async fn batches_follow_the_json_rpc_specification() {
     assert_eq!(error_code(&one[0]), -32600);
     socket.send_text("[1,2,3]").await;
     let three = socket.recv_response().await;
-    assert_eq!(
-        three
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(error_code)
-            .collect::<Vec<_>>(),
-        [-32600; 3]
-    );
+    assert_eq!(three.as_array().unwrap().iter().map(error_code).collect::<Vec<_>>(), [-32600; 3]);
 
     // A mixed batch: notifications get no member; everything else does.
     socket
@@ -268,20 +205,11 @@ async fn batches_follow_the_json_rpc_specification() {
     let mixed = socket.recv_response().await;
     let members = mixed.as_array().unwrap();
     assert_eq!(members.len(), 4, "{mixed}");
-    let by_id = |id: &str| {
-        members
-            .iter()
-            .find(|member| member["id"] == id)
-            .unwrap_or_else(|| panic!("no {id}"))
-    };
+    let by_id = |id: &str| members.iter().find(|member| member["id"] == id).unwrap_or_else(|| panic!("no {id}"));
     assert_eq!(by_id("1")["result"]["sessions"], json!([]));
     assert_eq!(error_code(by_id("5")), -32601);
     assert!(by_id("9")["result"]["snapshot"]["revision"].is_u64());
-    assert!(
-        members
-            .iter()
-            .any(|member| member["id"].is_null() && error_code(member) == -32600)
-    );
+    assert!(members.iter().any(|member| member["id"].is_null() && error_code(member) == -32600));
 
     // All notifications: no reply frame at all, so the next frame answers the next request.
     socket
@@ -303,26 +231,16 @@ async fn requests_over_the_in_flight_limit_are_answered_overloaded() {
     let mut socket = daemon.raw().await;
     socket.handshake().await;
     // The members of one batch are admitted together, so all but the first exceed a limit of one.
-    let batch: Vec<Value> = (0..20)
-        .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "session.list", "params": {}}))
-        .collect();
+    let batch: Vec<Value> =
+        (0..20).map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "session.list", "params": {}})).collect();
     socket.send(&Value::Array(batch)).await;
     let replies = socket.recv_response().await;
     let replies = replies.as_array().unwrap();
     assert_eq!(replies.len(), 20);
-    let overloaded = replies
-        .iter()
-        .filter(|reply| reply.get("error").is_some_and(|e| e["code"] == -32003))
-        .count();
+    let overloaded = replies.iter().filter(|reply| reply.get("error").is_some_and(|e| e["code"] == -32003)).count();
     assert_eq!(overloaded, 19, "{replies:?}");
     // Once the first finished, new requests are admitted again.
-    assert!(
-        socket
-            .call(100, "session.list", json!({}))
-            .await
-            .get("result")
-            .is_some()
-    );
+    assert!(socket.call(100, "session.list", json!({})).await.get("result").is_some());
 }
 
 #[tokio::test]
@@ -332,27 +250,13 @@ async fn a_crashing_session_leaves_others_alone_and_comes_back_from_its_log() {
     let crashing = daemon.create_session(&client).await;
     let healthy = daemon.create_session(&client).await;
 
-    within(
-        "panic hook",
-        daemon.engine().inject_session_panic(&crashing.session_id),
-    )
-    .await
-    .expect("hook");
+    within("panic hook", daemon.engine().inject_session_panic(&crashing.session_id)).await.expect("hook");
 
     let mut socket = daemon.raw().await;
     socket.handshake().await;
     // The other session is unaffected.
-    let other = socket
-        .call(
-            1,
-            "session.resume",
-            json!({"session_id": healthy.session_id}),
-        )
-        .await;
-    assert_eq!(
-        other["result"]["session"]["session_id"],
-        json!(healthy.session_id)
-    );
+    let other = socket.call(1, "session.resume", json!({"session_id": healthy.session_id})).await;
+    assert_eq!(other["result"]["session"]["session_id"], json!(healthy.session_id));
     // The crashed session restarts from its log on next use, with its state intact.
     let renamed = socket
         .call(2, "session.rename", json!({"session_id": crashing.session_id, "client_rename_id": "after-crash", "change": {"type": "set", "title": "back"}}))

@@ -4,6 +4,13 @@ mod auth;
 mod cli;
 mod durability;
 mod envelope;
+mod providers;
+mod runs;
 mod sessions;
+mod steering;
 mod subscriptions;
 mod support;
+
+/// The fake model vendor of the provider tests (HTTP/1.1 + SSE on 127.0.0.1:0), shared rather than copied.
+#[path = "../../runtime/tests/model_support/mod.rs"]
+mod model_support;

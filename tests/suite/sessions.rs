@@ -6,8 +6,7 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::{SessionIdParams, SessionOrigin, SessionStatus};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::session::{
-    PermissionMode, SessionCreateParams, SessionListParams, SessionRenameParams,
-    SetPermissionModeParams, TitleChange,
+    PermissionMode, SessionCreateParams, SessionListParams, SessionRenameParams, SetPermissionModeParams, TitleChange,
 };
 
 use super::support::*;
@@ -24,12 +23,7 @@ async fn create_get_resume_and_list_agree() {
     let daemon = TestDaemon::start();
     let (client, _deliveries) = daemon.client().await;
     let project = tempfile::tempdir().unwrap();
-    let project_path = project
-        .path()
-        .canonicalize()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
+    let project_path = project.path().canonicalize().unwrap().to_string_lossy().into_owned();
 
     let created = within(
         "create",
@@ -48,38 +42,14 @@ async fn create_get_resume_and_list_agree() {
     assert_eq!(created.last_event_seq, 1);
     assert_eq!(created.creation_selection, echo_selection());
     assert!(created.skipped_events.is_empty());
-    assert_eq!(
-        created.session_id.len(),
-        36,
-        "a UUID: {}",
-        created.session_id
-    );
+    assert_eq!(created.session_id.len(), 36, "a UUID: {}", created.session_id);
 
     let other = daemon.create_session(&client).await;
-    let id = SessionIdParams {
-        session_id: created.session_id.clone(),
-    };
-    assert_eq!(
-        within("get", client.call::<method::SessionGet>(id.clone()))
-            .await
-            .unwrap()
-            .session,
-        created
-    );
-    assert_eq!(
-        within("resume", client.call::<method::SessionResume>(id))
-            .await
-            .unwrap()
-            .session,
-        created
-    );
+    let id = SessionIdParams { session_id: created.session_id.clone() };
+    assert_eq!(within("get", client.call::<method::SessionGet>(id.clone())).await.unwrap().session, created);
+    assert_eq!(within("resume", client.call::<method::SessionResume>(id)).await.unwrap().session, created);
 
-    let all = within(
-        "list",
-        client.call::<method::SessionList>(SessionListParams::default()),
-    )
-    .await
-    .unwrap();
+    let all = within("list", client.call::<method::SessionList>(SessionListParams::default())).await.unwrap();
     let mut ids: Vec<_> = all.sessions.iter().map(|s| s.session_id.clone()).collect();
     ids.sort();
     let mut expected = vec![created.session_id.clone(), other.session_id.clone()];
@@ -88,14 +58,10 @@ async fn create_get_resume_and_list_agree() {
 
     // The cwd filter matches the canonical path, however it is spelled.
     let spelled_differently = format!("{}/./", project_path);
-    let filtered = within(
-        "list cwd",
-        client.call::<method::SessionList>(SessionListParams {
-            cwd: Some(spelled_differently),
-        }),
-    )
-    .await
-    .unwrap();
+    let filtered =
+        within("list cwd", client.call::<method::SessionList>(SessionListParams { cwd: Some(spelled_differently) }))
+            .await
+            .unwrap();
     assert_eq!(filtered.sessions, vec![created]);
 }
 
@@ -105,39 +71,20 @@ async fn create_rejects_bad_selections_and_paths_clearly() {
     let (client, _deliveries) = daemon.client().await;
     let mut selection = echo_selection();
     selection.agent = "nobody".into();
-    let error = client
-        .call::<method::SessionCreate>(SessionCreateParams {
-            selection,
-            cwd: None,
-        })
-        .await
-        .unwrap_err();
+    let error = client.call::<method::SessionCreate>(SessionCreateParams { selection, cwd: None }).await.unwrap_err();
     assert_eq!(rpc_code(error), (-32602, Some("agent_not_found".into())));
 
     let mut selection = echo_selection();
     selection.model.model = "local/unknown".into();
-    let error = client
-        .call::<method::SessionCreate>(SessionCreateParams {
-            selection,
-            cwd: None,
-        })
-        .await
-        .unwrap_err();
+    let error = client.call::<method::SessionCreate>(SessionCreateParams { selection, cwd: None }).await.unwrap_err();
     assert_eq!(rpc_code(error), (-32602, Some("model_not_found".into())));
 
     for cwd in ["relative/path", "/definitely/not/here"] {
         let error = client
-            .call::<method::SessionCreate>(SessionCreateParams {
-                selection: echo_selection(),
-                cwd: Some(cwd.into()),
-            })
+            .call::<method::SessionCreate>(SessionCreateParams { selection: echo_selection(), cwd: Some(cwd.into()) })
             .await
             .unwrap_err();
-        assert_eq!(
-            rpc_code(error),
-            (-32602, Some("invalid_cwd".into())),
-            "{cwd}"
-        );
+        assert_eq!(rpc_code(error), (-32602, Some("invalid_cwd".into())), "{cwd}");
     }
 }
 
@@ -154,12 +101,7 @@ async fn rename_sets_clears_resets_and_is_idempotent_by_client_rename_id() {
 
     let set = within(
         "set",
-        client.call::<method::SessionRename>(rename(
-            "r1",
-            TitleChange::Set {
-                title: "  Fix the tests  ".into(),
-            },
-        )),
+        client.call::<method::SessionRename>(rename("r1", TitleChange::Set { title: "  Fix the tests  ".into() })),
     )
     .await
     .unwrap();
@@ -169,90 +111,38 @@ async fn rename_sets_clears_resets_and_is_idempotent_by_client_rename_id() {
 
     // The same id and change again: the same answer, and no second event.
     let again = client
-        .call::<method::SessionRename>(rename(
-            "r1",
-            TitleChange::Set {
-                title: "Fix the tests".into(),
-            },
-        ))
+        .call::<method::SessionRename>(rename("r1", TitleChange::Set { title: "Fix the tests".into() }))
         .await
         .unwrap();
     assert_eq!(again.session.title_updated_seq, Some(2));
     assert_eq!(again.session.last_event_seq, 2);
 
     // The same id with different content is a conflict.
-    let conflict = client
-        .call::<method::SessionRename>(rename("r1", TitleChange::Clear))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        rpc_code(conflict),
-        (-32602, Some("idempotency_conflict".into()))
-    );
+    let conflict = client.call::<method::SessionRename>(rename("r1", TitleChange::Clear)).await.unwrap_err();
+    assert_eq!(rpc_code(conflict), (-32602, Some("idempotency_conflict".into())));
 
-    let cleared = client
-        .call::<method::SessionRename>(rename("r2", TitleChange::Clear))
-        .await
-        .unwrap();
-    assert_eq!(
-        (cleared.session.title, cleared.session.title_updated_seq),
-        (None, Some(3))
-    );
-    let reset = client
-        .call::<method::SessionRename>(rename("r3", TitleChange::Reset))
-        .await
-        .unwrap();
-    assert_eq!(
-        (reset.session.title, reset.session.title_updated_seq),
-        (None, Some(4))
-    );
+    let cleared = client.call::<method::SessionRename>(rename("r2", TitleChange::Clear)).await.unwrap();
+    assert_eq!((cleared.session.title, cleared.session.title_updated_seq), (None, Some(3)));
+    let reset = client.call::<method::SessionRename>(rename("r3", TitleChange::Reset)).await.unwrap();
+    assert_eq!((reset.session.title, reset.session.title_updated_seq), (None, Some(4)));
 
-    for (id, title) in [
-        ("bad1", "   "),
-        ("bad2", "a\u{1b}[31m"),
-        ("bad3", &"x".repeat(513) as &str),
-    ] {
+    for (id, title) in [("bad1", "   "), ("bad2", "a\u{1b}[31m"), ("bad3", &"x".repeat(513) as &str)] {
         let error = client
-            .call::<method::SessionRename>(rename(
-                id,
-                TitleChange::Set {
-                    title: title.into(),
-                },
-            ))
+            .call::<method::SessionRename>(rename(id, TitleChange::Set { title: title.into() }))
             .await
             .unwrap_err();
-        assert_eq!(
-            rpc_code(error),
-            (-32602, Some("invalid_title".into())),
-            "{title:?}"
-        );
+        assert_eq!(rpc_code(error), (-32602, Some("invalid_title".into())), "{title:?}");
     }
-    let error = client
-        .call::<method::SessionRename>(rename("", TitleChange::Clear))
-        .await
-        .unwrap_err();
+    let error = client.call::<method::SessionRename>(rename("", TitleChange::Clear)).await.unwrap_err();
     assert_eq!(rpc_code(error).0, -32602);
 
     // The log holds exactly the three accepted renames, in order, with their change kinds.
     let mut socket = daemon.raw().await;
     socket.handshake().await;
-    let reply = socket
-        .call(
-            1,
-            "events.subscribe",
-            json!({"session_id": session.session_id}),
-        )
-        .await;
-    let types: Vec<_> = reply["result"]["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["payload"]["change"].clone())
-        .collect();
-    assert_eq!(
-        types,
-        [json!(null), json!("set"), json!("clear"), json!("reset")]
-    );
+    let reply = socket.call(1, "events.subscribe", json!({"session_id": session.session_id})).await;
+    let types: Vec<_> =
+        reply["result"]["events"].as_array().unwrap().iter().map(|e| e["payload"]["change"].clone()).collect();
+    assert_eq!(types, [json!(null), json!("set"), json!("clear"), json!("reset")]);
     assert_eq!(reply["result"]["last_seq"], 4);
 }
 
@@ -264,11 +154,7 @@ async fn delegated_children_stay_out_of_the_list_but_form_the_tree() {
     let child = "01900000-0000-7000-8000-000000000002";
     let grandchild = "01900000-0000-7000-8000-000000000003";
     let write = |id: &str, origin: serde_json::Value| {
-        let dir = data_dir.path().join("sessions").join(id);
-        std::fs::create_dir_all(&dir).unwrap();
-        let event = json!({"session_id": id, "run_id": null, "seq": 1, "timestamp": "2026-01-01T00:00:00.000Z",
-            "payload": {"type": "session_created", "origin": origin, "cwd": "/tmp", "selection": echo_selection()}});
-        std::fs::write(dir.join("events.jsonl"), format!("{event}\n")).unwrap();
+        write_session_log(data_dir.path(), id, &[format!("{}\n", session_created_line(id, origin))]);
     };
     let delegated = |parent: &str, depth: u32| {
         json!({"type": "delegated", "root_session_id": root, "parent_session_id": parent, "parent_run_id": "r",
@@ -278,56 +164,25 @@ async fn delegated_children_stay_out_of_the_list_but_form_the_tree() {
     write(child, delegated(root, 1));
     write(grandchild, delegated(child, 2));
 
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        data_dir: Some(data_dir),
-        ..DaemonSetup::default()
-    });
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
     let (client, _deliveries) = daemon.client().await;
-    let list = client
-        .call::<method::SessionList>(SessionListParams::default())
-        .await
-        .unwrap();
-    assert_eq!(
-        list.sessions
-            .iter()
-            .map(|s| s.session_id.as_str())
-            .collect::<Vec<_>>(),
-        [root]
-    );
+    let list = client.call::<method::SessionList>(SessionListParams::default()).await.unwrap();
+    assert_eq!(list.sessions.iter().map(|s| s.session_id.as_str()).collect::<Vec<_>>(), [root]);
 
-    let children = client
-        .call::<method::SessionChildren>(SessionIdParams {
-            session_id: root.into(),
-        })
-        .await
-        .unwrap();
+    let children = client.call::<method::SessionChildren>(SessionIdParams { session_id: root.into() }).await.unwrap();
     assert_eq!(children.children.len(), 1);
     assert_eq!(children.children[0].session_id, child);
     assert_eq!(children.children[0].agent, "default");
 
-    let tree = client
-        .call::<method::SessionTree>(SessionIdParams {
-            session_id: root.into(),
-        })
-        .await
-        .unwrap()
-        .tree;
+    let tree = client.call::<method::SessionTree>(SessionIdParams { session_id: root.into() }).await.unwrap().tree;
     assert_eq!(tree.session.session_id, root);
     assert_eq!(tree.children[0].session.session_id, child);
     assert_eq!(tree.children[0].children[0].session.session_id, grandchild);
     assert!(tree.children[0].children[0].children.is_empty());
 
     // A child is still reachable directly.
-    let got = client
-        .call::<method::SessionGet>(SessionIdParams {
-            session_id: grandchild.into(),
-        })
-        .await
-        .unwrap();
-    assert!(matches!(
-        got.session.origin,
-        SessionOrigin::Delegated { depth: 2, .. }
-    ));
+    let got = client.call::<method::SessionGet>(SessionIdParams { session_id: grandchild.into() }).await.unwrap();
+    assert!(matches!(got.session.origin, SessionOrigin::Delegated { depth: 2, .. }));
 
     // The permission mode is set through any session of the tree.
     client
@@ -344,10 +199,7 @@ async fn delegated_children_stay_out_of_the_list_but_form_the_tree() {
         })
         .await
         .unwrap_err();
-    assert_eq!(
-        rpc_code(unknown),
-        (-32000, Some("session_not_found".into()))
-    );
+    assert_eq!(rpc_code(unknown), (-32000, Some("session_not_found".into())));
 }
 
 #[tokio::test]
@@ -358,69 +210,31 @@ async fn idle_sessions_hibernate_and_come_back_with_their_history() {
     });
     let (client, _deliveries) = daemon.client().await;
     let session = daemon.create_session(&client).await;
-    client
-        .call::<method::SessionRename>(SessionRenameParams {
-            session_id: session.session_id.clone(),
-            client_rename_id: "before".into(),
-            change: TitleChange::Set {
-                title: "before".into(),
-            },
-        })
-        .await
-        .unwrap();
-    eventually("the session hibernates", || {
-        !daemon.engine().is_live(&session.session_id)
-    })
-    .await;
+    set_title(&client, &session.session_id, "before", "before").await.unwrap();
+    eventually("the session hibernates", || !daemon.engine().is_live(&session.session_id)).await;
 
     // Metadata is served from the index without waking it.
-    let meta = client
-        .call::<method::SessionGet>(SessionIdParams {
-            session_id: session.session_id.clone(),
-        })
-        .await
-        .unwrap();
+    let meta =
+        client.call::<method::SessionGet>(SessionIdParams { session_id: session.session_id.clone() }).await.unwrap();
     assert_eq!(meta.session.title.as_deref(), Some("before"));
     assert!(!daemon.engine().is_live(&session.session_id));
 
     // A write wakes it from its log; sequences continue and idempotency survived.
-    let again = client
-        .call::<method::SessionRename>(SessionRenameParams {
-            session_id: session.session_id.clone(),
-            client_rename_id: "before".into(),
-            change: TitleChange::Set {
-                title: "before".into(),
-            },
-        })
-        .await
-        .unwrap();
+    let again = set_title(&client, &session.session_id, "before", "before").await.unwrap();
     assert_eq!(again.session.last_event_seq, 2);
-    let after = client
-        .call::<method::SessionRename>(SessionRenameParams {
-            session_id: session.session_id.clone(),
-            client_rename_id: "after".into(),
-            change: TitleChange::Set {
-                title: "after".into(),
-            },
-        })
-        .await
-        .unwrap();
+    let after = set_title(&client, &session.session_id, "after", "after").await.unwrap();
     assert_eq!(after.session.title_updated_seq, Some(3));
     let (_client2, mut deliveries) = daemon.client().await;
     _client2.subscribe(&session.session_id, None).await.unwrap();
     let mut kinds = Vec::new();
     within("replay", async {
         while kinds.len() < 3 {
-            if let Some(troupe_protocol::client::ClientDelivery::ReplayEvent(event)) =
-                deliveries.next().await
-            {
+            if let Some(troupe_protocol::client::ClientDelivery::ReplayEvent(event)) = deliveries.next().await {
                 kinds.push(event.payload);
             }
         }
     })
     .await;
     assert!(matches!(kinds[0], EventPayload::SessionCreated { .. }));
-    assert!(
-        matches!(&kinds[2], EventPayload::SessionTitleCommitted { title: Some(t), .. } if t == "after")
-    );
+    assert!(matches!(&kinds[2], EventPayload::SessionTitleCommitted { title: Some(t), .. } if t == "after"));
 }

@@ -3,44 +3,16 @@
 
 use serde_json::{Value, json};
 use troupe_protocol::client::{ClientDelivery, ReplayReason};
-use troupe_protocol::method;
 use troupe_protocol::types::events::StoredEvent;
-use troupe_protocol::types::session::{SessionRenameParams, TitleChange};
 
 use super::support::*;
 
-async fn rename_many(
-    client: &troupe_protocol::client::Client,
-    session_id: &str,
-    prefix: &str,
-    count: usize,
-) {
-    // Pipelined: many renames in flight at once, so the session commits them in shared batches.
-    let calls = (0..count).map(|index| {
-        client.call::<method::SessionRename>(SessionRenameParams {
-            session_id: session_id.to_owned(),
-            client_rename_id: format!("{prefix}-{index}"),
-            change: TitleChange::Set {
-                title: format!("{prefix} {index}"),
-            },
-        })
-    });
-    for outcome in within("renames", futures::future::join_all(calls)).await {
-        outcome.expect("rename");
-    }
-}
-
-async fn collect_events(
-    deliveries: &mut troupe_protocol::client::Deliveries,
-    through_seq: u64,
-) -> Vec<StoredEvent> {
+async fn collect_events(deliveries: &mut troupe_protocol::client::Deliveries, through_seq: u64) -> Vec<StoredEvent> {
     let mut events: Vec<StoredEvent> = Vec::new();
     within("events", async {
         while events.last().is_none_or(|event| event.seq < through_seq) {
             match deliveries.next().await.expect("deliveries open") {
-                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => {
-                    events.push(event)
-                }
+                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => events.push(event),
                 _ => {}
             }
         }
@@ -57,12 +29,10 @@ async fn three_subscribers_see_identical_sequences() {
     let mut subscribers = Vec::new();
     for _ in 0..3 {
         let (client, deliveries) = daemon.client().await;
-        within("subscribe", client.subscribe(&session.session_id, None))
-            .await
-            .unwrap();
+        within("subscribe", client.subscribe(&session.session_id, None)).await.unwrap();
         subscribers.push((client, deliveries));
     }
-    rename_many(&writer, &session.session_id, "t", 200).await;
+    rename_many(&writer, &session.session_id, "t", 200, 0).await;
     let mut sequences = Vec::new();
     for (_, deliveries) in &mut subscribers {
         sequences.push(collect_events(deliveries, 201).await);
@@ -78,12 +48,12 @@ async fn the_subscribe_reply_comes_before_live_events_and_a_cursor_replays_only_
     let daemon = TestDaemon::start();
     let (writer, _) = daemon.client().await;
     let session = daemon.create_session(&writer).await;
-    rename_many(&writer, &session.session_id, "early", 5).await;
+    rename_many(&writer, &session.session_id, "early", 5, 0).await;
 
     let mut socket = daemon.raw().await;
     socket.handshake().await;
     // Keep appending while subscribing, so live events race the reply.
-    let renames = rename_many(&writer, &session.session_id, "racing", 50);
+    let renames = rename_many(&writer, &session.session_id, "racing", 50, 0);
     let subscribe = async {
         socket.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "events.subscribe", "params": {"session_id": session.session_id, "cursor": 3}})).await;
         let mut frames = Vec::new();
@@ -101,18 +71,9 @@ async fn the_subscribe_reply_comes_before_live_events_and_a_cursor_replays_only_
         frames
     };
     let (frames, ()) = tokio::join!(subscribe, renames);
-    assert_eq!(
-        frames.len(),
-        1,
-        "no event notification may precede the reply: {frames:?}"
-    );
+    assert_eq!(frames.len(), 1, "no event notification may precede the reply: {frames:?}");
     let reply = &frames[0]["result"];
-    let replayed: Vec<u64> = reply["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect();
+    let replayed: Vec<u64> = reply["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     let last_seq = reply["last_seq"].as_u64().unwrap();
     assert_eq!(replayed.first(), Some(&4));
     assert_eq!(replayed.last(), Some(&last_seq));
@@ -140,13 +101,7 @@ async fn a_slow_subscriber_gets_a_gap_and_recovers_while_others_are_unaffected()
     // A raw subscriber that stops reading: the kernel buffers fill, then its bounded queue, then it gets a gap.
     let mut stalled = daemon.raw().await;
     stalled.handshake().await;
-    let reply = stalled
-        .call(
-            1,
-            "events.subscribe",
-            json!({"session_id": session.session_id}),
-        )
-        .await;
+    let reply = stalled.call(1, "events.subscribe", json!({"session_id": session.session_id})).await;
     assert_eq!(reply["result"]["last_seq"], 1);
 
     // A well-behaved subscriber through the shared client.
@@ -155,29 +110,12 @@ async fn a_slow_subscriber_gets_a_gap_and_recovers_while_others_are_unaffected()
 
     // Loopback sockets absorb a few MB for a reader that stalls; send well past that.
     let total = 6000u64;
-    let big = "x".repeat(400);
-    for chunk in 0..(total / 100) {
-        let calls = (0..100).map(|index| {
-            writer.call::<method::SessionRename>(SessionRenameParams {
-                session_id: session.session_id.clone(),
-                client_rename_id: format!("r{chunk}-{index}"),
-                change: TitleChange::Set {
-                    title: format!("{big} {chunk} {index}"),
-                },
-            })
-        });
-        for outcome in within("renames", futures::future::join_all(calls)).await {
-            outcome.unwrap();
-        }
-    }
+    rename_many(&writer, &session.session_id, "r", total as usize, 400).await;
     let last = total + 1;
 
     // The good subscriber got every event exactly once, in order.
     let events = collect_events(&mut deliveries, last).await;
-    assert_eq!(
-        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        (1..=last).collect::<Vec<_>>()
-    );
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=last).collect::<Vec<_>>());
 
     // The stalled one now reads: a prefix of events in order, then exactly one gap naming the last delivered.
     let mut delivered = Vec::new();
@@ -189,33 +127,15 @@ async fn a_slow_subscriber_gets_a_gap_and_recovers_while_others_are_unaffected()
             _ => panic!("unexpected frame {frame}"),
         }
     };
-    assert!(
-        (delivered.len() as u64) < total,
-        "the stalled subscriber should have fallen behind"
-    );
-    assert_eq!(
-        delivered,
-        (2..2 + delivered.len() as u64).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        gap["params"]["last_delivered_seq"].as_u64(),
-        Some(1 + delivered.len() as u64),
-        "{gap}"
-    );
+    assert!((delivered.len() as u64) < total, "the stalled subscriber should have fallen behind");
+    assert_eq!(delivered, (2..2 + delivered.len() as u64).collect::<Vec<_>>());
+    assert_eq!(gap["params"]["last_delivered_seq"].as_u64(), Some(1 + delivered.len() as u64), "{gap}");
     // Re-subscribing from the cursor fills the gap; the connection is still healthy.
     let cursor = 1 + delivered.len() as u64;
-    let resumed = stalled
-        .call(
-            2,
-            "events.subscribe",
-            json!({"session_id": session.session_id, "cursor": cursor}),
-        )
-        .await;
+    let resumed =
+        stalled.call(2, "events.subscribe", json!({"session_id": session.session_id, "cursor": cursor})).await;
     let replayed = resumed["result"]["events"].as_array().unwrap();
-    assert_eq!(
-        replayed.first().map(|e| e["seq"].clone()),
-        Some(Value::from(cursor + 1))
-    );
+    assert_eq!(replayed.first().map(|e| e["seq"].clone()), Some(Value::from(cursor + 1)));
     assert_eq!(replayed.len() as u64, last - cursor);
 }
 
@@ -229,39 +149,17 @@ async fn the_shared_client_recovers_from_a_gap_by_itself() {
     let session = daemon.create_session(&writer).await;
     // A tiny delivery buffer and a consumer that waits: the client stops reading the socket, falls behind, and
     // must recover through a gap.
-    let options = troupe_protocol::client::ClientOptions {
-        delivery_buffer: 1,
-        ..Default::default()
-    };
+    let options = troupe_protocol::client::ClientOptions { delivery_buffer: 1, ..Default::default() };
     let (reader, mut deliveries) = daemon.client_with(options).await;
     reader.subscribe(&session.session_id, None).await.unwrap();
-    let big = "y".repeat(400);
-    for chunk in 0..60 {
-        let calls = (0..100).map(|index| {
-            writer.call::<method::SessionRename>(SessionRenameParams {
-                session_id: session.session_id.clone(),
-                client_rename_id: format!("g{chunk}-{index}"),
-                change: TitleChange::Set {
-                    title: format!("{big} {chunk} {index}"),
-                },
-            })
-        });
-        for outcome in within("renames", futures::future::join_all(calls)).await {
-            outcome.unwrap();
-        }
-    }
+    rename_many(&writer, &session.session_id, "g", 6000, 400).await;
     let mut seqs = Vec::new();
     let mut gaps = 0;
     within("all events", async {
         while seqs.last() != Some(&6001) {
             match deliveries.next().await.expect("open") {
-                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => {
-                    seqs.push(event.seq)
-                }
-                ClientDelivery::ReplayStart {
-                    reason: ReplayReason::Gap,
-                    ..
-                } => gaps += 1,
+                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => seqs.push(event.seq),
+                ClientDelivery::ReplayStart { reason: ReplayReason::Gap, .. } => gaps += 1,
                 ClientDelivery::RecoveryFailed { detail, .. } => {
                     panic!("recovery failed: {detail}")
                 }
@@ -270,13 +168,6 @@ async fn the_shared_client_recovers_from_a_gap_by_itself() {
         }
     })
     .await;
-    assert_eq!(
-        seqs,
-        (1..=6001).collect::<Vec<_>>(),
-        "every event exactly once, in order"
-    );
-    assert!(
-        gaps >= 1,
-        "the consumer was slow enough to fall behind at least once"
-    );
+    assert_eq!(seqs, (1..=6001).collect::<Vec<_>>(), "every event exactly once, in order");
+    assert!(gaps >= 1, "the consumer was slow enough to fall behind at least once");
 }

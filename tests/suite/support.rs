@@ -17,10 +17,12 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use troupe::daemon::{self, DaemonOptions};
 use troupe_actors::Engine;
+use troupe_protocol::client::ClientError;
 use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionMeta};
-use troupe_protocol::types::session::SessionCreateParams;
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::session::{SessionCreateParams, SessionRenameParams, SessionRenameResult, TitleChange};
 use troupe_runtime::data_dir::DataDir;
 
 /// Upper bound of any single wait in these tests. Generous: CI machines are shared and slow.
@@ -47,10 +49,7 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 pub fn echo_selection() -> RunSelection {
     RunSelection {
         agent: "default".into(),
-        model: ModelSelection {
-            model: "local/echo".into(),
-            variant: None,
-        },
+        model: ModelSelection { model: "local/echo".into(), variant: None },
         preset: None,
     }
 }
@@ -81,9 +80,7 @@ impl TestDaemon {
     }
 
     pub fn start_with(setup: DaemonSetup) -> TestDaemon {
-        let data_dir = setup
-            .data_dir
-            .unwrap_or_else(|| tempfile::tempdir().expect("temp dir"));
+        let data_dir = setup.data_dir.unwrap_or_else(|| tempfile::tempdir().expect("temp dir"));
         if let Some(config) = &setup.config_toml {
             std::fs::write(data_dir.path().join("config.toml"), config).expect("write config");
         }
@@ -98,8 +95,7 @@ impl TestDaemon {
             actix_web::rt::System::new().block_on(async move {
                 match daemon::start(options).await {
                     Ok(running) => {
-                        let _ =
-                            ready_sender.send(Ok((running.local_addr, running.engine().clone())));
+                        let _ = ready_sender.send(Ok((running.local_addr, running.engine().clone())));
                         let _ = stop_receiver.await;
                         running.shutdown().await;
                     }
@@ -113,18 +109,8 @@ impl TestDaemon {
             .recv_timeout(WAIT)
             .expect("the daemon did not start in time")
             .unwrap_or_else(|error| panic!("the daemon failed to start: {error}"));
-        let token = std::fs::read_to_string(data_dir.path().join("daemon/token"))
-            .expect("token")
-            .trim()
-            .to_owned();
-        TestDaemon {
-            addr,
-            token,
-            data_dir: Some(data_dir),
-            engine,
-            stop: Some(stop_sender),
-            thread: Some(thread),
-        }
+        let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).expect("token").trim().to_owned();
+        TestDaemon { addr, token, data_dir: Some(data_dir), engine, stop: Some(stop_sender), thread: Some(thread) }
     }
 
     pub fn url(&self) -> String {
@@ -145,12 +131,9 @@ impl TestDaemon {
     }
 
     pub async fn client_with(&self, options: ClientOptions) -> (Client, Deliveries) {
-        within(
-            "client connect",
-            Client::connect_websocket(&self.url(), &self.token, options),
-        )
-        .await
-        .expect("client connects")
+        within("client connect", Client::connect_websocket(&self.url(), &self.token, options))
+            .await
+            .expect("client connects")
     }
 
     /// A raw, authenticated WebSocket with no handshake sent yet.
@@ -201,20 +184,13 @@ pub struct RawSocket {
 impl RawSocket {
     pub async fn connect(url: &str, token: &str) -> RawSocket {
         let mut request = url.into_client_request().expect("request");
-        request.headers_mut().insert(
-            "Authorization",
-            format!("Bearer {token}").parse().expect("header"),
-        );
-        let (stream, _) = within("raw connect", tokio_tungstenite::connect_async(request))
-            .await
-            .expect("raw connect");
+        request.headers_mut().insert("Authorization", format!("Bearer {token}").parse().expect("header"));
+        let (stream, _) = within("raw connect", tokio_tungstenite::connect_async(request)).await.expect("raw connect");
         RawSocket { stream }
     }
 
     pub async fn send_text(&mut self, text: &str) {
-        within("send", self.stream.send(Message::text(text)))
-            .await
-            .expect("send");
+        within("send", self.stream.send(Message::text(text))).await.expect("send");
     }
 
     pub async fn send(&mut self, value: &Value) {
@@ -224,10 +200,7 @@ impl RawSocket {
     /// The next text frame as JSON.
     pub async fn recv(&mut self) -> Value {
         loop {
-            let message = within("a frame", self.stream.next())
-                .await
-                .expect("stream open")
-                .expect("frame");
+            let message = within("a frame", self.stream.next()).await.expect("stream open").expect("frame");
             match message {
                 Message::Text(text) => return serde_json::from_str(&text).expect("JSON frame"),
                 Message::Ping(_) | Message::Pong(_) => continue,
@@ -247,8 +220,7 @@ impl RawSocket {
     }
 
     pub async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
         self.recv_response().await
     }
 
@@ -259,9 +231,7 @@ impl RawSocket {
     }
 
     pub async fn handshake(&mut self) {
-        let reply = self
-            .call(0, "handshake", json!({"protocol_version": 20}))
-            .await;
+        let reply = self.call(0, "handshake", json!({"protocol_version": 20})).await;
         assert_eq!(reply["result"]["protocol_version"], 20, "{reply}");
     }
 
@@ -312,27 +282,14 @@ impl ChildDaemon {
             // Keep draining so the daemon never blocks on a full pipe.
             for _ in lines {}
         });
-        let line = line_receiver
-            .recv_timeout(WAIT)
-            .expect("the daemon printed its address");
-        let url = line
-            .strip_prefix("troupe listening on ")
-            .expect("listening line")
-            .trim()
-            .to_owned();
-        let token = std::fs::read_to_string(data_dir.join("daemon/token"))
-            .expect("token")
-            .trim()
-            .to_owned();
+        let line = line_receiver.recv_timeout(WAIT).expect("the daemon printed its address");
+        let url = line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned();
+        let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
         ChildDaemon { child, url, token }
     }
 
     pub fn port(&self) -> u16 {
-        self.url
-            .trim_start_matches("ws://127.0.0.1:")
-            .trim_end_matches("/ws")
-            .parse()
-            .expect("port")
+        self.url.trim_start_matches("ws://127.0.0.1:").trim_end_matches("/ws").parse().expect("port")
     }
 
     pub fn kill(&mut self) {
@@ -351,10 +308,7 @@ impl ChildDaemon {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 return status;
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the daemon did not exit after SIGTERM"
-            );
+            assert!(std::time::Instant::now() < deadline, "the daemon did not exit after SIGTERM");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -372,13 +326,164 @@ pub async fn collect_event_seqs(deliveries: &mut Deliveries, count: usize) -> Ve
     within("events", async {
         while seqs.len() < count {
             match deliveries.next().await.expect("deliveries open") {
-                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => {
-                    seqs.push(event.seq)
-                }
+                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => seqs.push(event.seq),
                 _ => {}
             }
         }
     })
     .await;
     seqs
+}
+
+/// `session.rename` to a set title.
+pub async fn set_title(
+    client: &Client,
+    session_id: &str,
+    client_rename_id: &str,
+    title: &str,
+) -> Result<SessionRenameResult, ClientError> {
+    within(
+        "session.rename",
+        client.call::<method::SessionRename>(SessionRenameParams {
+            session_id: session_id.to_owned(),
+            client_rename_id: client_rename_id.to_owned(),
+            change: TitleChange::Set { title: title.to_owned() },
+        }),
+    )
+    .await
+}
+
+/// `count` renames of one session, pipelined 100 at a time so the session commits them in shared batches.
+/// Titles are padded with `padding` bytes, to make events (and notification frames) larger.
+pub async fn rename_many(client: &Client, session_id: &str, prefix: &str, count: usize, padding: usize) {
+    let pad = "x".repeat(padding);
+    let indexes: Vec<usize> = (0..count).collect();
+    for chunk in indexes.chunks(100) {
+        let calls = chunk.iter().map(|index| {
+            let id = format!("{prefix}-{index}");
+            let title = format!("{pad}{prefix} {index}");
+            async move { set_title(client, session_id, &id, &title).await }
+        });
+        for outcome in futures::future::join_all(calls).await {
+            outcome.expect("rename");
+        }
+    }
+}
+
+/// Lays a session log on disk as the daemon would have written it: one JSON line per event.
+pub fn write_session_log(data_dir: &Path, session_id: &str, lines: &[String]) {
+    let dir = data_dir.join("sessions").join(session_id);
+    std::fs::create_dir_all(&dir).expect("session dir");
+    std::fs::write(dir.join("events.jsonl"), lines.join("\n")).expect("write log");
+}
+
+/// The `session_created` line of a hand-written log.
+pub fn session_created_line(session_id: &str, origin: Value) -> String {
+    json!({"session_id": session_id, "run_id": null, "seq": 1, "timestamp": "2026-01-01T00:00:00.000Z",
+        "payload": {"type": "session_created", "origin": origin, "cwd": "/tmp", "selection": echo_selection()}})
+    .to_string()
+}
+
+/// Connects a provider and returns the result.
+pub async fn connect_provider(
+    client: &Client,
+    provider_id: &str,
+    setup_values: &[(&str, &str)],
+    api_key: Option<&str>,
+) -> Result<troupe_protocol::types::provider::ProviderConnectResult, ClientError> {
+    let (auth_method, auth_values) = match api_key {
+        Some(key) => ("api_key", std::collections::BTreeMap::from([("api_key".to_owned(), key.to_owned())])),
+        None => ("none", std::collections::BTreeMap::new()),
+    };
+    within(
+        "provider.connect",
+        client.call::<method::ProviderConnect>(troupe_protocol::types::provider::ProviderConnectParams {
+            provider_id: provider_id.to_owned(),
+            expected_catalog_revision: None,
+            setup_values: setup_values.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect(),
+            auth_method: auth_method.to_owned(),
+            auth_values,
+            client_connect_id: troupe_runtime::clock::new_id(),
+        }),
+    )
+    .await
+}
+
+/// Writes a `local/scripted` script and connects the local provider with it.
+pub async fn connect_script(client: &Client, dir: &Path, script: Value) {
+    let path = dir.join(format!("script-{}.json", troupe_runtime::clock::new_id()));
+    std::fs::write(&path, script.to_string()).expect("write script");
+    connect_provider(client, "local", &[("script", path.to_str().expect("utf-8 path"))], None)
+        .await
+        .expect("connect the local script");
+}
+
+pub fn selection_of(agent: &str, model: &str) -> RunSelection {
+    RunSelection { agent: agent.into(), model: ModelSelection { model: model.into(), variant: None }, preset: None }
+}
+
+/// Starts a run and returns its id.
+pub async fn start_run(client: &Client, session_id: &str, selection: RunSelection, input: &str) -> String {
+    within(
+        "run.start",
+        client.call::<method::RunStart>(troupe_protocol::types::run::RunStartParams {
+            session_id: session_id.to_owned(),
+            client_run_id: troupe_runtime::clock::new_id(),
+            selection,
+            input: input.to_owned(),
+            reset_fallback: false,
+        }),
+    )
+    .await
+    .expect("run.start")
+    .run_id
+}
+
+pub async fn set_mode(client: &Client, session_id: &str, mode: troupe_protocol::types::session::PermissionMode) {
+    within(
+        "set mode",
+        client.call::<method::SessionSetPermissionMode>(troupe_protocol::types::session::SetPermissionModeParams {
+            session_id: session_id.to_owned(),
+            mode,
+        }),
+    )
+    .await
+    .expect("set mode");
+}
+
+/// Whether the event ends a run.
+pub fn is_terminal(event: &StoredEvent) -> bool {
+    matches!(
+        event.payload,
+        EventPayload::RunCompleted { .. }
+            | EventPayload::RunFailed { .. }
+            | EventPayload::RunCancelled { .. }
+            | EventPayload::RunInterrupted { .. }
+    )
+}
+
+/// Events (replayed or live) until `stop` holds for one, which is included.
+pub async fn events_until(deliveries: &mut Deliveries, mut stop: impl FnMut(&StoredEvent) -> bool) -> Vec<StoredEvent> {
+    let mut events = Vec::new();
+    within("events", async {
+        loop {
+            match deliveries.next().await.expect("deliveries open") {
+                ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => {
+                    let done = stop(&event);
+                    events.push(event);
+                    if done {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+    })
+    .await;
+    events
+}
+
+/// The payload kinds of `events`, for comparing sequences at a glance.
+pub fn kinds(events: &[StoredEvent]) -> Vec<&'static str> {
+    events.iter().filter_map(|event| event.payload.kind()).collect()
 }

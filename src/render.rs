@@ -1,0 +1,159 @@
+//! Rendering a session's events for a person at a terminal.
+//!
+//! One line per event, `#seq  hh:mm:ss  what`, except model text, which streams inline as it arrives, and live
+//! tool output, which is printed as it comes with a `│ ` margin. During a replay (history) the durable
+//! `tool_call_progress` chunks stand in for the live output, which is gone by then.
+
+use std::io::Write;
+
+use base64::Engine as _;
+use serde_json::Value;
+use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
+use troupe_protocol::types::run::ToolResultStatus;
+
+/// Prints events and tool output, keeping track of an unfinished streamed line.
+#[derive(Default)]
+pub struct Printer {
+    /// A model's text is being streamed on the current line.
+    streaming: bool,
+    /// Live tool output ended without a newline.
+    output_open: bool,
+}
+
+impl Printer {
+    /// Prints one stored event. `live` is false for replayed history.
+    pub fn event(&mut self, event: &StoredEvent, live: bool) {
+        let mut out = std::io::stdout().lock();
+        if let EventPayload::TextDelta { text, .. } = &event.payload {
+            if !self.streaming {
+                self.end_output(&mut out);
+                let _ = write!(out, "{}  assistant: ", prefix(event));
+                self.streaming = true;
+            }
+            let _ = write!(out, "{text}");
+            let _ = out.flush();
+            return;
+        }
+        if let EventPayload::ToolCallProgress { text, .. } = &event.payload {
+            if !live {
+                self.end_stream(&mut out);
+                for line in text.lines() {
+                    let _ = writeln!(out, "  │ {line}");
+                }
+            }
+            return;
+        }
+        self.end_stream(&mut out);
+        self.end_output(&mut out);
+        if let Some(what) = describe(&event.payload) {
+            let _ = writeln!(out, "{}  {what}", prefix(event));
+        }
+        let _ = out.flush();
+    }
+
+    /// Prints a live `events.tool_output_delta` or `events.tool_output_snapshot` notification's bytes.
+    pub fn tool_output(&mut self, params: &Value) {
+        let Some(data) = params.get("data").and_then(Value::as_str) else {
+            return;
+        };
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data) else {
+            return;
+        };
+        let mut out = std::io::stdout().lock();
+        self.end_stream(&mut out);
+        let text = String::from_utf8_lossy(&bytes);
+        for piece in text.split_inclusive('\n') {
+            if !self.output_open {
+                let _ = write!(out, "  │ ");
+            }
+            let _ = write!(out, "{piece}");
+            self.output_open = !piece.ends_with('\n');
+        }
+        let _ = out.flush();
+    }
+
+    fn end_stream(&mut self, out: &mut impl Write) {
+        if self.streaming {
+            let _ = writeln!(out);
+            self.streaming = false;
+        }
+    }
+
+    fn end_output(&mut self, out: &mut impl Write) {
+        if self.output_open {
+            let _ = writeln!(out);
+            self.output_open = false;
+        }
+    }
+}
+
+fn prefix(event: &StoredEvent) -> String {
+    let time = event.timestamp.get(11..19).unwrap_or(&event.timestamp);
+    format!("#{:<5} {time}", event.seq)
+}
+
+/// One line for an event, or `None` for events that are not worth a line of their own.
+pub fn describe(payload: &EventPayload) -> Option<String> {
+    Some(match payload {
+        EventPayload::SessionCreated { cwd, selection, .. } => {
+            format!("session created in {cwd} ({} with {})", selection.agent, selection.model.model)
+        }
+        EventPayload::SessionTitleCommitted { title, change, .. } => match (change, title) {
+            (TitleChangeKind::Set, Some(title)) => format!("title set to {title:?}"),
+            (TitleChangeKind::Reset, _) => "title reset".to_owned(),
+            _ => "title cleared".to_owned(),
+        },
+        EventPayload::SessionReverted { through_seq } => format!("reverted to #{through_seq}"),
+        EventPayload::SessionForked { source_session_id, through_seq } => {
+            format!("forked from {source_session_id} at #{through_seq}")
+        }
+        EventPayload::UserInputAdmitted { input, .. } => format!("steer queued: {input}"),
+        EventPayload::UserInputSubmitted { input, .. } => format!("user: {input}"),
+        EventPayload::UserInputRecalled { input, .. } => format!("steer recalled: {input}"),
+        EventPayload::RunStarted { input, model_chain, selection, .. } => {
+            let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
+            format!("run started on {model}\n        user: {input}")
+        }
+        EventPayload::RunCompleted { .. } => "run completed".to_owned(),
+        EventPayload::RunFailed { error, .. } => format!("run failed: {error}"),
+        EventPayload::RunCancelled { .. } => "run cancelled".to_owned(),
+        EventPayload::RunInterrupted { .. } => "run interrupted".to_owned(),
+        EventPayload::ModelAttemptStarted { .. } | EventPayload::ModelUsageRecorded { .. } => {
+            return None;
+        }
+        EventPayload::TextDelta { .. } | EventPayload::ToolCallProgress { .. } => return None,
+        EventPayload::ReasoningDelta { .. } => return None,
+        EventPayload::AttemptAbandoned { model, error, will_retry, .. } => {
+            let next = if *will_retry { "retrying" } else { "giving up on it" };
+            format!("{model} failed ({}): {}; {next}", error.kind, error.message)
+        }
+        EventPayload::ModelFallback { from, to, .. } => format!("falling back from {from} to {to}"),
+        EventPayload::ModelTurnCommitted { model, tool_calls, text, .. } => {
+            if tool_calls.is_empty() && !text.is_empty() {
+                return None;
+            }
+            let calls: Vec<String> = tool_calls.iter().map(|call| call.tool.clone()).collect();
+            format!("{model} asks for: {}", calls.join(", "))
+        }
+        EventPayload::ToolCallStarted { tool_call_id, tool, resource, .. } => {
+            format!("tool {tool} ({tool_call_id}): {resource}")
+        }
+        EventPayload::ToolStdinSubmitted { bytes, eof, .. } => {
+            format!("stdin: {bytes} bytes{}", if *eof { ", then end of input" } else { "" })
+        }
+        EventPayload::ToolCallTerminated { tool_call_id, result } => {
+            let status = match result.status {
+                ToolResultStatus::Ok => "ok",
+                ToolResultStatus::Error => "error",
+                ToolResultStatus::Denied => "denied",
+                ToolResultStatus::Cancelled => "cancelled",
+            };
+            let first_line = result.output.lines().next().unwrap_or("");
+            format!("tool {tool_call_id} ended: {status}: {first_line}")
+        }
+        EventPayload::ToolOutputElided { elided_bytes, .. } => {
+            format!("({elided_bytes} bytes of output not recorded)")
+        }
+        EventPayload::Unknown => "(an event kind this client does not know)".to_owned(),
+    })
+}
