@@ -395,3 +395,65 @@ pub async fn disconnect(connection: &Connection, provider_id: String) -> anyhow:
     client.close().await;
     Ok(())
 }
+
+/// How `troupe approve` answers.
+pub struct Answer {
+    pub decision: troupe_protocol::types::approval::ApprovalDecision,
+    pub feedback: Option<String>,
+}
+
+/// `troupe approve`: answers a pending approval of a session (the only pending one when no id is given), using
+/// its current revision and fingerprint.
+pub async fn approve(
+    connection: &Connection,
+    session_id: String,
+    approval_id: Option<String>,
+    answer: Answer,
+) -> anyhow::Result<()> {
+    use troupe_protocol::types::approval::{
+        ApprovalFeedback, ApprovalListParams, ApprovalRespondParams, ApprovalStatus,
+    };
+    use troupe_protocol::types::common::SessionOrigin;
+    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
+    let session = client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.clone() }).await?.session;
+    let root_session_id = match &session.origin {
+        SessionOrigin::Root => session.session_id.clone(),
+        SessionOrigin::Delegated { root_session_id, .. } => root_session_id.clone(),
+    };
+    let pending = client
+        .call::<method::ApprovalList>(ApprovalListParams { root_session_id, status: Some(ApprovalStatus::Pending) })
+        .await?
+        .approvals;
+    let mine: Vec<_> = pending
+        .into_iter()
+        .filter(|record| record.session_id == session_id)
+        .filter(|record| approval_id.as_ref().is_none_or(|id| &record.approval_id == id))
+        .collect();
+    let record = match mine.as_slice() {
+        [record] => record.clone(),
+        [] => anyhow::bail!("no pending approval matches in session {session_id}"),
+        more => anyhow::bail!(
+            "{} approvals are pending; name one: {}",
+            more.len(),
+            more.iter().map(|r| r.approval_id.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let result = client
+        .call::<method::ApprovalRespond>(ApprovalRespondParams {
+            session_id: record.session_id.clone(),
+            approval_id: record.approval_id.clone(),
+            request_revision: record.revision,
+            operation_fingerprint: record.operation_fingerprint.clone(),
+            client_response_id: new_id(),
+            decision: answer.decision,
+            feedback: answer.feedback.map(|message| ApprovalFeedback { message }),
+        })
+        .await?;
+    println!(
+        "{}: {}",
+        result.approval.operation.summary,
+        serde_json::to_string(&result.approval.status)?.trim_matches('"')
+    );
+    client.close().await;
+    Ok(())
+}

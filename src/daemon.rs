@@ -68,6 +68,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             data_dir: data_dir.clone(),
             agents: config.agents.clone(),
             tools: config.tools.clone(),
+            permissions: config.permissions.clone(),
             hibernate_after,
             session_threads,
             default_cwd,

@@ -173,6 +173,24 @@ enum Command {
         client: ClientArgs,
         provider: String,
     },
+    /// Answer a pending approval: approve once (default), for the whole session tree, reject, or cancel.
+    Approve {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// The approval (default: the only pending one of the session).
+        approval_id: Option<String>,
+        /// Approve this operation for the whole session tree from now on.
+        #[arg(long, conflicts_with_all = ["reject", "cancel"])]
+        tree: bool,
+        #[arg(long, conflicts_with = "cancel")]
+        reject: bool,
+        /// Why, for the model (with --reject).
+        #[arg(long, requires = "reject")]
+        feedback: Option<String>,
+        #[arg(long)]
+        cancel: bool,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
@@ -236,6 +254,17 @@ fn main() -> anyhow::Result<()> {
                 None => None,
             };
             block_on(commands::connect(&client.connection(), provider, base_url, script, api_key))
+        }
+        Command::Approve { client, session_id, approval_id, tree, reject, feedback, cancel } => {
+            use troupe_protocol::types::approval::ApprovalDecision;
+            let decision = match (tree, reject, cancel) {
+                (true, _, _) => ApprovalDecision::ApproveTree,
+                (_, true, _) => ApprovalDecision::Reject,
+                (_, _, true) => ApprovalDecision::Cancel,
+                _ => ApprovalDecision::ApproveOnce,
+            };
+            let answer = commands::Answer { decision, feedback };
+            block_on(commands::approve(&client.connection(), session_id, approval_id, answer))
         }
         Command::Disconnect { client, provider } => block_on(commands::disconnect(&client.connection(), provider)),
         Command::Watch { client, session_id, from } => {

@@ -154,6 +154,27 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::ToolOutputElided { elided_bytes, .. } => {
             format!("({elided_bytes} bytes of output not recorded)")
         }
+        EventPayload::ApprovalRequested { approval } => format!(
+            "approval needed: {} ({} {})\n        answer: troupe approve {} {} [--tree | --reject [--feedback TEXT] | --cancel]",
+            approval.operation.summary,
+            approval.operation.tool,
+            approval.operation.resource,
+            approval.session_id,
+            approval.approval_id
+        ),
+        EventPayload::ApprovalUserDecisionRecorded { decision, answered_by, feedback, .. } => {
+            let decision =
+                serde_json::to_value(decision).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            match feedback {
+                Some(feedback) => format!("approval answered by {answered_by}: {decision} ({feedback})"),
+                None => format!("approval answered by {answered_by}: {decision}"),
+            }
+        }
+        EventPayload::ApprovalFinalized { .. } => return None,
+        EventPayload::ApprovalCancelled { reason, .. } => format!("approval cancelled: {reason}"),
+        EventPayload::TreeApprovalGrantCommitted { grant } => {
+            format!("granted for the whole session tree: {}", grant.resource)
+        }
         EventPayload::Unknown => "(an event kind this client does not know)".to_owned(),
     })
 }

@@ -15,7 +15,12 @@ use std::sync::Arc;
 use troupe_protocol::RpcError;
 use troupe_protocol::notification::RuntimeChanged;
 use troupe_protocol::server::{ServerContext, ServerProtocol};
-use troupe_protocol::types::common::{Empty, SessionIdParams};
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_protocol::types::approval::{
+    ApprovalListParams, ApprovalListResult, ApprovalRespondParams, ApprovalRespondResult,
+};
+use troupe_protocol::types::common::SessionMeta;
+use troupe_protocol::types::common::{Empty, SessionIdParams, SessionOrigin};
 use troupe_protocol::types::events::{EventsSubscribeParams, EventsSubscribeResult};
 use troupe_protocol::types::provider::{
     ProviderConnectParams, ProviderConnectResult, ProviderDisconnectParams, ProviderDisconnectResult,
@@ -31,11 +36,17 @@ use troupe_protocol::types::session::{
     SessionChildrenResult, SessionCreateParams, SessionListParams, SessionListResult, SessionRenameParams,
     SessionRenameResult, SessionResult, SessionTreeResult, SetPermissionModeParams,
 };
+use troupe_protocol::types::skills::{
+    SkillInvocation, SkillProblemInfo, SkillsGetParams, SkillsGetResult, SkillsListResult,
+};
 use troupe_runtime::catalog::validate_selection;
-use troupe_runtime::config::{AgentConfig, ToolSettings};
+use troupe_runtime::config::{AgentConfig, PermissionsConfig, ToolSettings};
 use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::policy::{Effect, PermissionRule, Policy};
 use troupe_runtime::provider_store::ProviderStore;
+use troupe_runtime::tools::{PermissionRequest, skill_resource};
 
+use crate::approval_actor::{ListTreeApprovals, RespondInTree, SetTreeMode};
 use crate::error::{EngineError, check_idempotency_key};
 use crate::run_services::RunServices;
 use crate::runtime_actor::{
@@ -45,8 +56,8 @@ use crate::session_actor::{
     CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, StartRun, SteerRun, Subscribe, ToolStdin,
 };
 use crate::session_supervisor::{
-    CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions, OpenSession,
-    SessionGone, SessionSupervisor, SetPermissionMode,
+    ApprovalsFor, CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
+    OpenSession, SessionGone, SessionSupervisor,
 };
 
 /// How the engine is set up.
@@ -57,6 +68,8 @@ pub struct EngineConfig {
     pub agents: BTreeMap<String, AgentConfig>,
     /// Tool limits from `config.toml`.
     pub tools: ToolSettings,
+    /// Permission rules from `config.toml`.
+    pub permissions: PermissionsConfig,
     /// An idle session with no subscribers stops after this long.
     pub hibernate_after: Duration,
     /// Threads that run session actors.
@@ -86,7 +99,15 @@ impl Engine {
     pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
         let store = ProviderStore::open(config.data_dir.root())
             .map_err(|error| EngineError::Internal { detail: error.to_string() })?;
-        let mut services = RunServices::new();
+        // Hard denies compare resolved paths, so the data directory is given in its canonical form.
+        let data_dir_path =
+            config.data_dir.root().canonicalize().unwrap_or_else(|_| config.data_dir.root().to_path_buf());
+        let agent_rules = config
+            .agents
+            .iter()
+            .map(|(name, agent)| (name.clone(), agent.permissions.iter().map(PermissionRule::from).collect()))
+            .collect();
+        let mut services = RunServices::new(data_dir_path, config.permissions.clone(), agent_rules);
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
         let services = Arc::new(services);
@@ -161,6 +182,45 @@ impl Engine {
         self.supervisor.send(message).await.map_err(|_| EngineError::ShuttingDown)
     }
 
+    /// The skills a session sees, each with the permission effect of invoking it under the policy of the
+    /// session's agent. Reads the skill files on a blocking thread.
+    async fn session_skills(
+        &self,
+        session_id: &str,
+    ) -> Result<(troupe_runtime::skills::Discovery, Vec<String>, SessionMeta), EngineError> {
+        let meta = self.supervisor_ask(IndexedMeta { session_id: session_id.to_owned() }).await??;
+        let policy = self.services.policy_for(&meta.creation_selection.agent)?;
+        let cwd = PathBuf::from(&meta.cwd);
+        let data_dir = self.services.data_dir.clone();
+        let discovery = tokio::task::spawn_blocking(move || troupe_runtime::skills::discover(&cwd, &data_dir))
+            .await
+            .map_err(|error| EngineError::Internal { detail: format!("skill discovery failed: {error}") })?;
+        let effects =
+            discovery.skills.iter().map(|found| skill_effect(&policy, &found.skill.name).to_owned()).collect();
+        Ok((discovery, effects, meta))
+    }
+
+    /// When `input` starts with `/<name>` naming a skill the user may invoke, the invocation to record.
+    async fn skill_invocation(&self, session_id: &str, input: &str) -> Result<Option<SkillInvocation>, EngineError> {
+        let Some(rest) = input.strip_prefix('/') else { return Ok(None) };
+        let (name, arguments) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        if !troupe_runtime::skills::front_matter::is_valid_skill_name(name) {
+            return Ok(None);
+        }
+        let (discovery, _, meta) = self.session_skills(session_id).await?;
+        let Some(found) = discovery.winner(name) else { return Ok(None) };
+        let policy = self.services.policy_for(&meta.creation_selection.agent)?;
+        if !found.skill.user_invocable || skill_effect(&policy, name) == "deny" {
+            return Err(EngineError::SkillNotAllowed { name: name.to_owned() });
+        }
+        Ok(Some(SkillInvocation {
+            name: name.to_owned(),
+            arguments: arguments.trim().to_owned(),
+            source: found.skill.source,
+            rendered: troupe_runtime::skills::render(&found.skill, arguments.trim()),
+        }))
+    }
+
     /// The session that owns `run_id`, if the run was started since the daemon started.
     fn session_of_run(&self, run_id: &str) -> Result<String, EngineError> {
         self.runs
@@ -191,6 +251,21 @@ impl Engine {
         let addr = self.session_addr(session_id).await?;
         let _ = addr.send(crate::session_actor::InjectPanic).await;
         Ok(())
+    }
+}
+
+/// `allow`, `ask` or `deny`: what the policy says about invoking the skill `name`.
+fn skill_effect(policy: &Policy, name: &str) -> &'static str {
+    let request = PermissionRequest {
+        action: PermissionAction::Read,
+        resource: skill_resource(name),
+        summary: format!("use the skill {name}"),
+        inside_cwd: true,
+    };
+    match policy.evaluate("skill", &request).effect {
+        Effect::Allow => "allow",
+        Effect::Ask => "ask",
+        Effect::Deny => "deny",
     }
 }
 
@@ -290,8 +365,76 @@ impl ServerProtocol for Engine {
         _: &ServerContext,
         params: SetPermissionModeParams,
     ) -> Result<Empty, RpcError> {
-        self.supervisor_ask(SetPermissionMode { session_id: params.session_id, mode: params.mode }).await??;
+        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id }).await??;
+        approvals.send(SetTreeMode { mode: params.mode }).await.map_err(|_| EngineError::ShuttingDown)?;
         Ok(Empty {})
+    }
+
+    async fn approval_list(
+        &self,
+        _: &ServerContext,
+        params: ApprovalListParams,
+    ) -> Result<ApprovalListResult, RpcError> {
+        let meta = self.supervisor_ask(IndexedMeta { session_id: params.root_session_id.clone() }).await??;
+        if meta.origin != SessionOrigin::Root {
+            return Err(EngineError::NotRootSession { session_id: params.root_session_id }.into());
+        }
+        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.root_session_id }).await??;
+        Ok(approvals
+            .send(ListTreeApprovals { status: params.status })
+            .await
+            .map_err(|_| EngineError::ShuttingDown)??)
+    }
+
+    async fn approval_respond(
+        &self,
+        ctx: &ServerContext,
+        params: ApprovalRespondParams,
+    ) -> Result<ApprovalRespondResult, RpcError> {
+        check_idempotency_key("client_response_id", &params.client_response_id)?;
+        let client_response_id = params.client_response_id.clone();
+        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
+        let answered_by = format!("client:connection-{}", ctx.connection_id());
+        let approval =
+            approvals.send(RespondInTree { params, answered_by }).await.map_err(|_| EngineError::ShuttingDown)??;
+        Ok(ApprovalRespondResult { client_response_id, approval })
+    }
+
+    async fn skills_list(&self, _: &ServerContext, params: SessionIdParams) -> Result<SkillsListResult, RpcError> {
+        let (discovery, effects, _) = self.session_skills(&params.session_id).await?;
+        let skills = discovery
+            .skills
+            .iter()
+            .zip(&effects)
+            .map(|(found, effect)| troupe_runtime::skills::describe(found, effect))
+            .collect();
+        let problems = discovery
+            .problems
+            .iter()
+            .map(|problem| SkillProblemInfo {
+                source: problem.source,
+                location: problem.location.to_string_lossy().into_owned(),
+                reason: problem.reason.clone(),
+            })
+            .collect();
+        Ok(SkillsListResult { skills, problems })
+    }
+
+    async fn skills_get(&self, _: &ServerContext, params: SkillsGetParams) -> Result<SkillsGetResult, RpcError> {
+        let (discovery, effects, _) = self.session_skills(&params.session_id).await?;
+        let Some(index) =
+            discovery.skills.iter().position(|found| found.precedence_winner && found.skill.name == params.name)
+        else {
+            return Err(EngineError::SkillNotFound { name: params.name }.into());
+        };
+        let (found, effect) = (&discovery.skills[index], effects[index].as_str());
+        if effect == "deny" {
+            return Err(EngineError::SkillNotAllowed { name: params.name }.into());
+        }
+        Ok(SkillsGetResult {
+            skill: troupe_runtime::skills::describe(found, effect),
+            rendered: troupe_runtime::skills::render(&found.skill, &params.arguments),
+        })
     }
 
     async fn events_subscribe(
@@ -340,6 +483,9 @@ impl ServerProtocol for Engine {
             .map(|agent| agent.models.clone())
             .unwrap_or_default();
         let requested_index = agent_chain.iter().position(|model| *model == params.selection.model);
+        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
+        let policy = self.services.policy_for(&params.selection.agent)?;
+        let skill = self.skill_invocation(&params.session_id, &params.input).await?;
         let run_id = self
             .ask_session(&params.session_id, || StartRun {
                 client_run_id: params.client_run_id.clone(),
@@ -349,6 +495,9 @@ impl ServerProtocol for Engine {
                 agent_chain: agent_chain.clone(),
                 requested_index,
                 services: self.services.clone(),
+                approvals: approvals.clone(),
+                policy: policy.clone(),
+                skill: skill.clone(),
             })
             .await?;
         self.runs.insert(run_id.clone(), params.session_id);

@@ -47,6 +47,46 @@ pub enum EngineError {
     ProviderIdempotencyConflict { provider_id: String, key: String },
     #[error("internal error: {detail}")]
     Internal { detail: String },
+    #[error("there is no skill `{name}` for this session")]
+    SkillNotFound { name: String },
+    #[error(
+        "the skill `{name}` is not available to this session (the permission policy denies it, or it is not user-invocable)"
+    )]
+    SkillNotAllowed { name: String },
+    #[error("`{session_id}` is not a root session; approvals are listed for a whole tree, by its root")]
+    NotRootSession { session_id: String },
+    #[error("{}", approval_detail(approval_id, kind))]
+    Approval {
+        session_id: String,
+        approval_id: String,
+        client_response_id: String,
+        kind: crate::session_actor::ApprovalErrorKind,
+    },
+}
+
+fn approval_detail(approval_id: &str, kind: &crate::session_actor::ApprovalErrorKind) -> String {
+    use crate::session_actor::ApprovalErrorKind as Kind;
+    match kind {
+        Kind::NotFound => format!("no approval `{approval_id}` in this session"),
+        Kind::NotPending { status } => {
+            format!(
+                "approval `{approval_id}` is no longer pending (it is {})",
+                serde_json::to_string(status).unwrap_or_default().trim_matches('"')
+            )
+        }
+        Kind::RevisionConflict { found } => {
+            format!("approval `{approval_id}` is at revision {found}; the answer was for another revision")
+        }
+        Kind::FingerprintMismatch => {
+            format!(
+                "the operation fingerprint does not match approval `{approval_id}`: the answer was for another operation"
+            )
+        }
+        Kind::DecisionNotAllowed => format!(
+            "this decision is not allowed for approval `{approval_id}` (see its constraints; feedback goes with reject only)"
+        ),
+        Kind::IdempotencyConflict => "this client_response_id was already used for a different answer".to_owned(),
+    }
 }
 
 impl From<EngineError> for RpcError {
@@ -116,6 +156,40 @@ impl From<EngineError> for RpcError {
                 RpcError::invalid_params_typed("idempotency_conflict", &detail, &[provider(provider_id)])
             }
             EngineError::Internal { .. } => RpcError::internal(&detail),
+            EngineError::SkillNotFound { name } => {
+                RpcError::engine("skill_not_found", &detail, &[("name", Value::String(name.clone()))])
+            }
+            EngineError::SkillNotAllowed { name } => {
+                RpcError::engine("skill_not_allowed", &detail, &[("name", Value::String(name.clone()))])
+            }
+            EngineError::NotRootSession { session_id } => {
+                RpcError::engine("not_root_session", &detail, &[session(session_id)])
+            }
+            EngineError::Approval { session_id, approval_id, client_response_id, kind } => {
+                use crate::session_actor::ApprovalErrorKind as Kind;
+                let mut ids = vec![
+                    session(session_id),
+                    ("approval_id", Value::String(approval_id.clone())),
+                    ("client_response_id", Value::String(client_response_id.clone())),
+                ];
+                let code = match kind {
+                    Kind::NotFound => "approval_not_found",
+                    Kind::NotPending { .. } => "approval_not_pending",
+                    Kind::RevisionConflict { found } => {
+                        ids.push(("found_revision", Value::from(*found)));
+                        "approval_revision_conflict"
+                    }
+                    Kind::FingerprintMismatch => "operation_fingerprint_mismatch",
+                    Kind::DecisionNotAllowed => "decision_not_allowed",
+                    Kind::IdempotencyConflict => "idempotency_conflict",
+                };
+                match kind {
+                    // The approval's state moved on: an engine refusal.
+                    Kind::NotFound | Kind::NotPending { .. } => RpcError::engine(code, &detail, &ids),
+                    // The answer itself does not fit the approval: a typed params rejection.
+                    _ => RpcError::invalid_params_typed(code, &detail, &ids),
+                }
+            }
         }
     }
 }

@@ -3,12 +3,15 @@
 //! - [`runtime_actor::RuntimeActor`]: the runtime snapshot and `runtime.changed` broadcasts.
 //! - [`session_supervisor::SessionSupervisor`]: the session index; starts, restarts and forgets session actors.
 //! - [`session_actor::SessionActor`]: one per live session, the single writer of its log; owns the steering lane.
+//! - [`approval_actor::ApprovalActor`]: one per root session tree: its permission mode and tree grants; routes
+//!   answers to approvals.
 //! - [`run_actor::RunActor`]: one per active run, the agent loop (model, tools, steering boundaries).
 //! - [`engine::Engine`]: implements the protocol's `ServerProtocol` by messaging those actors.
 //!
 //! Actor messages are plain Rust types and are never serialized; wire types come from `troupe-protocol`, and
 //! durable records from `troupe-runtime`.
 
+pub mod approval_actor;
 pub mod engine;
 pub mod error;
 pub mod run_actor;

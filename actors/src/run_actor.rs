@@ -19,6 +19,7 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use troupe_protocol::types::approval::{ApprovalConstraints, ApprovalOperation};
 use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
 use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
@@ -28,13 +29,16 @@ use troupe_runtime::clock::new_id;
 use troupe_runtime::model::{
     ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec,
 };
-use troupe_runtime::permission::{Decision, decide_without_approvals};
-use troupe_runtime::tools::{OutputChunk, StdinInput, ToolContext};
+use troupe_runtime::policy::{Decision, Policy, decide, is_low_risk, operation_fingerprint};
+use troupe_runtime::tools::{OutputChunk, PermissionRequest, StdinInput, ToolContext};
 
+use crate::approval_actor::{ApprovalActor, CheckTreePermission};
 use crate::error::EngineError;
 use crate::run_services::RunServices;
-use crate::session_actor::{AppendRunEvent, PromotePendingInputs, RunOutput, SessionActor};
-use crate::session_supervisor::{GetPermissionMode, SessionSupervisor};
+use crate::session_actor::{
+    AppendRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs, RequestApproval, RunOutput,
+    SessionActor,
+};
 
 /// Durable `tool_call_progress` text kept per stream of one tool call; the rest is counted as elided.
 const DURABLE_OUTPUT_CAP: usize = 64 * 1024;
@@ -61,7 +65,10 @@ pub struct RunSetup {
     pub run_id: String,
     pub session_id: String,
     pub session: Addr<SessionActor>,
-    pub supervisor: Addr<SessionSupervisor>,
+    /// The tree's mode and grants.
+    pub approvals: Addr<ApprovalActor>,
+    /// The policy of the run's agent.
+    pub policy: Arc<Policy>,
     pub cwd: PathBuf,
     pub selection: RunSelection,
     /// The models the run may use, in order.
@@ -408,16 +415,8 @@ impl RunLoop {
                 return tool_result(ToolResultStatus::Error, format!("invalid arguments: {error}"));
             }
         };
-        let mode = self
-            .setup
-            .supervisor
-            .send(GetPermissionMode { session_id: self.setup.session_id.clone() })
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or(PermissionMode::AutoApprove);
-        if let Decision::Deny { reason } = decide_without_approvals(mode, &request) {
-            return tool_result(ToolResultStatus::Denied, reason);
+        if let Some(refusal) = self.check_permission(call, &request).await {
+            return refusal;
         }
         let started = EventPayload::ToolCallStarted {
             tool_call_id: call.tool_call_id.clone(),
@@ -461,6 +460,76 @@ impl RunLoop {
         result
     }
 
+    /// Decides whether the call may run: the policy's verdict, the tree's grants and mode, and when needed a
+    /// user's answer (the run waits for it, or for cancellation). `None` means go ahead; otherwise the result to
+    /// record instead of running the tool.
+    async fn check_permission(
+        &self,
+        call: &ToolCallRequest,
+        request: &PermissionRequest,
+    ) -> Option<PersistedToolResult> {
+        let evaluation = self.setup.policy.evaluate(&call.tool, request);
+        let check = CheckTreePermission { action: request.action, resource: request.resource.clone() };
+        let (mode, granted) = self.setup.approvals.send(check).await.unwrap_or((PermissionMode::AutoApprove, false));
+        let low_risk = is_low_risk(&call.tool, request, &call.arguments);
+        let reason = match decide(mode, &evaluation, granted, low_risk) {
+            Decision::Allow { .. } | Decision::AllowOnceByMode => return None,
+            Decision::Deny { reason } => return Some(tool_result(ToolResultStatus::Denied, reason)),
+            Decision::AskUser { reason } => reason,
+        };
+        tracing::debug!(run_id = %self.setup.run_id, tool = %call.tool, %reason, "asking for approval");
+        let asked = self
+            .setup
+            .session
+            .send(RequestApproval {
+                run_id: self.setup.run_id.clone(),
+                tool_call_id: call.tool_call_id.clone(),
+                operation: ApprovalOperation {
+                    tool: call.tool.clone(),
+                    action: request.action,
+                    resource: request.resource.clone(),
+                    summary: request.summary.clone(),
+                },
+                operation_fingerprint: operation_fingerprint(&call.tool, request, &call.arguments),
+                constraints: ApprovalConstraints {
+                    allow_once: true,
+                    allow_tree_grant: true,
+                    cancellable: true,
+                    expires_at: None,
+                },
+            })
+            .await;
+        let answer = match asked {
+            Ok(Ok((_, answer))) => answer,
+            _ => {
+                return Some(tool_result(
+                    ToolResultStatus::Cancelled,
+                    "the session stopped before the approval".into(),
+                ));
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = answer => outcome.unwrap_or(ApprovalOutcome::Cancelled { reason: "the session stopped".into() }),
+            _ = self.control.cancel.cancelled() => {
+                return Some(tool_result(ToolResultStatus::Cancelled, "the run was cancelled while waiting for approval".into()));
+            }
+        };
+        match outcome {
+            ApprovalOutcome::Approved { .. } => None,
+            ApprovalOutcome::Rejected { feedback } => {
+                let mut output = format!("The user rejected this call ({}).", request.summary);
+                if let Some(feedback) = feedback {
+                    output.push_str(" Their feedback: ");
+                    output.push_str(&feedback);
+                }
+                Some(tool_result(ToolResultStatus::Denied, output))
+            }
+            ApprovalOutcome::Cancelled { reason } => {
+                Some(tool_result(ToolResultStatus::Cancelled, format!("the approval was cancelled: {reason}")))
+            }
+        }
+    }
+
     fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
         self.setup.session.do_send(RunOutput {
             run_id: self.setup.run_id.clone(),
@@ -484,6 +553,11 @@ impl RunLoop {
             RunOutcome::Cancelled => EventPayload::RunCancelled { reason: Some("cancelled by a client".into()) },
             RunOutcome::SessionLost => return,
         };
+        let cancel_approvals =
+            CancelPendingApprovals { run_id: self.setup.run_id.clone(), reason: "the run ended".to_owned() };
+        if let Ok(Err(error)) = self.setup.session.send(cancel_approvals).await {
+            tracing::warn!(run_id = %self.setup.run_id, %error, "could not cancel the run's pending approvals");
+        }
         if let Err(error) = self.commit(payload, None).await {
             tracing::warn!(run_id = %self.setup.run_id, %error, "could not record the end of a run");
         }

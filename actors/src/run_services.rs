@@ -6,35 +6,64 @@
 //! asks.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 use troupe_protocol::types::runtime::ModelPricing;
+use troupe_runtime::config::PermissionsConfig;
 use troupe_runtime::model::local::{EchoModel, ScriptedModel};
 use troupe_runtime::model::{ErrorStage, ModelError, ModelErrorKind, ModelProvider, RetryPolicy, TokenUsage};
-use troupe_runtime::tools::{ToolLimits, ToolRegistry};
+use troupe_runtime::policy::{PermissionRule, Policy};
+use troupe_runtime::tools::{SkillTool, ToolLimits, ToolRegistry};
+
+use crate::error::EngineError;
 
 pub struct RunServices {
     pub models: ModelRouter,
     pub tools: ToolRegistry,
     pub tool_limits: ToolLimits,
     pub retry: RetryPolicy,
+    /// The permission rules of `config.toml`, and each agent's own.
+    pub permissions: PermissionsConfig,
+    pub agent_rules: HashMap<String, Vec<PermissionRule>>,
+    /// The daemon's data directory: writing into it is a hard deny.
+    pub data_dir: PathBuf,
+    /// Policies built so far, by agent.
+    policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
 
 impl RunServices {
-    pub fn new() -> Self {
+    pub fn new(
+        data_dir: PathBuf,
+        permissions: PermissionsConfig,
+        agent_rules: HashMap<String, Vec<PermissionRule>>,
+    ) -> Self {
+        let mut tools = ToolRegistry::builtin();
+        tools.register(Box::new(SkillTool::new(data_dir.clone())));
         RunServices {
             models: ModelRouter::new(),
-            tools: ToolRegistry::builtin(),
+            tools,
             tool_limits: ToolLimits::default(),
             retry: RetryPolicy::default(),
+            permissions,
+            agent_rules,
+            data_dir,
+            policies: RwLock::new(HashMap::new()),
         }
     }
-}
 
-impl Default for RunServices {
-    fn default() -> Self {
-        Self::new()
+    /// The policy that governs runs of `agent` (built once per agent).
+    pub fn policy_for(&self, agent: &str) -> Result<Arc<Policy>, EngineError> {
+        if let Some(policy) = self.policies.read().get(agent) {
+            return Ok(policy.clone());
+        }
+        let rules = self.agent_rules.get(agent).map(Vec::as_slice).unwrap_or_default();
+        let policy = Policy::new(&self.permissions, rules, &self.data_dir)
+            .map_err(|error| EngineError::Internal { detail: format!("the permission rules are invalid: {error}") })?;
+        let policy = Arc::new(policy);
+        self.policies.write().insert(agent.to_owned(), policy.clone());
+        Ok(policy)
     }
 }
 

@@ -26,7 +26,7 @@ use troupe_runtime::config::AgentConfig;
 use troupe_runtime::model::anthropic::{Anthropic, AnthropicConfig};
 use troupe_runtime::model::local::ScriptedModel;
 use troupe_runtime::model::openai::{OpenAiCompatible, OpenAiCompatibleConfig};
-use troupe_runtime::model::{ApiKey, ModelProvider};
+use troupe_runtime::model::{ApiKey, ErrorStage, ModelError, ModelErrorKind, ModelProvider};
 use troupe_runtime::provider_store::{ProviderStore, RecordedAnswer, StoredConnection, request_fingerprint};
 
 use crate::error::EngineError;
@@ -235,6 +235,14 @@ fn build_client(
     }
 }
 
+async fn within_listing_timeout(
+    listing: impl Future<Output = Result<Vec<String>, ModelError>>,
+) -> Result<Vec<String>, ModelError> {
+    tokio::time::timeout(LIST_MODELS_TIMEOUT, listing).await.unwrap_or_else(|_| {
+        Err(ModelError::new(ModelErrorKind::Timeout, ErrorStage::Request, "listing the models timed out"))
+    })
+}
+
 impl Actor for RuntimeActor {
     type Context = Context<Self>;
 }
@@ -313,24 +321,8 @@ impl Handler<ConnectProvider> for RuntimeActor {
         let listing = async move {
             let listed = match &client {
                 ProviderClient::Scripted(_) => Ok(Vec::new()),
-                ProviderClient::OpenAi(openai) => {
-                    tokio::time::timeout(LIST_MODELS_TIMEOUT, openai.list_models()).await.unwrap_or_else(|_| {
-                        Err(troupe_runtime::model::ModelError::new(
-                            troupe_runtime::model::ModelErrorKind::Timeout,
-                            troupe_runtime::model::ErrorStage::Request,
-                            "listing the models timed out",
-                        ))
-                    })
-                }
-                ProviderClient::Anthropic(anthropic) => {
-                    tokio::time::timeout(LIST_MODELS_TIMEOUT, anthropic.list_models()).await.unwrap_or_else(|_| {
-                        Err(troupe_runtime::model::ModelError::new(
-                            troupe_runtime::model::ModelErrorKind::Timeout,
-                            troupe_runtime::model::ErrorStage::Request,
-                            "listing the models timed out",
-                        ))
-                    })
-                }
+                ProviderClient::OpenAi(openai) => within_listing_timeout(openai.list_models()).await,
+                ProviderClient::Anthropic(anthropic) => within_listing_timeout(anthropic.list_models()).await,
             };
             (client, listed)
         };

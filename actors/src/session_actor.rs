@@ -37,8 +37,14 @@ use crate::error::EngineError;
 use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
+mod approvals;
 mod runs;
 mod tool_output;
+
+pub use approvals::{
+    ApprovalErrorKind, ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, GetTreeGrants, ListSessionApprovals,
+    RequestApproval, RespondToApproval,
+};
 
 pub use runs::{
     AppendRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun, SteerRun, ToolStdin,
@@ -128,6 +134,8 @@ pub struct SessionActor {
     run_actor: Option<Addr<RunActor>>,
     /// Retained output of running tool calls, for snapshots and gap notices.
     tool_output: ToolOutputStreams,
+    /// Runs waiting for answers to their approvals.
+    approval_waiters: approvals::ApprovalWaiters,
     hibernate_after: Duration,
     last_request: Instant,
 }
@@ -158,6 +166,7 @@ impl SessionActor {
             subscribers: Vec::new(),
             run_actor: None,
             tool_output: ToolOutputStreams::default(),
+            approval_waiters: Default::default(),
             hibernate_after,
             last_request: Instant::now(),
         }
@@ -203,6 +212,10 @@ impl SessionActor {
         self.report_meta();
         // A run that was active in the log has no actor now: the daemon restarted or this session crashed.
         if let Some(run_id) = dangling_run {
+            let reason = "the run was interrupted";
+            if let Err(error) = self.cancel_pending_approvals(ctx, &run_id, reason) {
+                tracing::error!(session_id = %self.session_id, %error, "could not cancel approvals of a dangling run");
+            }
             let interrupted = EventPayload::RunInterrupted {
                 reason: Some("the daemon stopped or the session restarted while the run was in flight".into()),
             };

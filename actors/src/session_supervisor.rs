@@ -15,13 +15,14 @@ use actix::prelude::*;
 use dashmap::DashMap;
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, SessionTreeNode};
+use troupe_protocol::types::session::{SessionChildSummary, SessionTreeNode};
 use troupe_runtime::clock::{new_id, now_rfc3339};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::event_log;
 use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::SessionState;
 
+use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
 use crate::session_actor::{Drain, GetMeta, Opening, SessionActor};
 
@@ -100,18 +101,10 @@ pub struct GetTree {
     pub session_id: String,
 }
 
-/// Sets the runtime-only permission mode of the tree that contains the session.
+/// The approval actor of the tree that contains the session (started on first use), and the tree's root.
 #[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub struct SetPermissionMode {
-    pub session_id: String,
-    pub mode: PermissionMode,
-}
-
-/// The permission mode of the tree that contains the session.
-#[derive(Message)]
-#[rtype(result = "Result<PermissionMode, EngineError>")]
-pub struct GetPermissionMode {
+#[rtype(result = "Result<(String, Addr<ApprovalActor>), EngineError>")]
+pub struct ApprovalsFor {
     pub session_id: String,
 }
 
@@ -131,8 +124,8 @@ pub struct SessionSupervisor {
     /// Direct children of each session, in creation order.
     children: HashMap<String, Vec<String>>,
     live: LiveSessions,
-    /// Runtime-only permission modes, by root session id. Absent means the default mode.
-    permission_modes: HashMap<String, PermissionMode>,
+    /// The approval actor of each root session tree that has needed one.
+    approvals: HashMap<String, Addr<ApprovalActor>>,
     next_incarnation: u64,
 }
 
@@ -147,7 +140,7 @@ impl SessionSupervisor {
             index: HashMap::new(),
             children: HashMap::new(),
             live,
-            permission_modes: HashMap::new(),
+            approvals: HashMap::new(),
             next_incarnation: 1,
         };
         for meta in scan_sessions(&supervisor.data_dir) {
@@ -410,22 +403,18 @@ impl Handler<GetTree> for SessionSupervisor {
     }
 }
 
-impl Handler<SetPermissionMode> for SessionSupervisor {
-    type Result = Result<(), EngineError>;
+impl Handler<ApprovalsFor> for SessionSupervisor {
+    type Result = Result<(String, Addr<ApprovalActor>), EngineError>;
 
-    fn handle(&mut self, message: SetPermissionMode, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, message: ApprovalsFor, ctx: &mut Context<Self>) -> Self::Result {
         let root = self.root_of(&message.session_id)?;
-        self.permission_modes.insert(root, message.mode);
-        Ok(())
-    }
-}
-
-impl Handler<GetPermissionMode> for SessionSupervisor {
-    type Result = Result<PermissionMode, EngineError>;
-
-    fn handle(&mut self, message: GetPermissionMode, _: &mut Context<Self>) -> Self::Result {
-        let root = self.root_of(&message.session_id)?;
-        Ok(self.permission_modes.get(&root).copied().unwrap_or_default())
+        let supervisor = ctx.address();
+        let addr = self
+            .approvals
+            .entry(root.clone())
+            .or_insert_with(|| ApprovalActor::new(root.clone(), supervisor).start())
+            .clone();
+        Ok((root, addr))
     }
 }
 

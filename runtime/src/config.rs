@@ -13,15 +13,28 @@
 //! max_in_flight = 256
 //! outbound_queue = 1024
 //! hibernate_after_secs = 60
+//! [permissions]
+//! rules = [
+//!   { effect = "allow", action = "execute", resource = "cargo test*" },
+//!   { effect = "deny", action = "write", resource = "**/.env" },
+//! ]
+//! [agents.reviewer]
+//! models = ["anthropic/claude-sonnet-4-5"]
+//! permissions = [{ effect = "deny", action = "write", resource = "**" }]
 //! ```
+//!
+//! Permission rules are explained in [`crate::policy`]; every glob is compiled at load, so a bad one stops the
+//! daemon with the rule's position (`permissions.rules[1]`, `agents.reviewer.permissions[0]`), never its text.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
 use serde::Deserialize;
+use troupe_protocol::types::approval::PermissionAction;
 
 use crate::error::RuntimeError;
+use crate::policy::Effect;
 
 /// The default listen address: loopback only, so a fresh daemon is never reachable from the network.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7419";
@@ -41,6 +54,8 @@ pub struct Config {
     /// Agents by name, in addition to (or replacing) the built-in `default`.
     pub agents: std::collections::BTreeMap<String, AgentConfig>,
     pub tools: ToolSettings,
+    /// Permission rules for every agent; see [`crate::policy`].
+    pub permissions: PermissionsConfig,
 }
 
 /// An agent: a description and its fallback chain of models, first choice first.
@@ -51,6 +66,33 @@ pub struct AgentConfig {
     pub description: String,
     /// `<provider>/<model id>` entries; at least one.
     pub models: Vec<String>,
+    /// Permission rules of this agent; they override `[permissions] rules` (see [`crate::policy`]).
+    #[serde(default)]
+    pub permissions: Vec<PermissionRuleConfig>,
+}
+
+/// `[permissions]`: rules that apply to every agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PermissionsConfig {
+    /// In order; when several match a call, the last one wins.
+    pub rules: Vec<PermissionRuleConfig>,
+}
+
+/// One permission rule as written in `config.toml`: `{ effect, action?, resource, tool? }`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionRuleConfig {
+    /// `allow`, `ask` or `deny`.
+    pub effect: Effect,
+    /// `read`, `write` or `execute`; every action when absent.
+    #[serde(default)]
+    pub action: Option<PermissionAction>,
+    /// A glob over the resource (a resolved absolute path, or the command line for `execute`).
+    pub resource: String,
+    /// A tool name such as `shell` or `write_file`; every tool when absent.
+    #[serde(default)]
+    pub tool: Option<String>,
 }
 
 /// Limits of the tools runs use.
@@ -79,6 +121,7 @@ impl Default for Config {
             limits: Limits::default(),
             agents: std::collections::BTreeMap::new(),
             tools: ToolSettings::default(),
+            permissions: PermissionsConfig::default(),
         }
     }
 }
@@ -157,6 +200,13 @@ fn validate(config: &mut Config) -> Result<(), String> {
         if let Some(model) = agent.models.iter().find(|model| !model.contains('/')) {
             return Err(format!("agents.{name}.models: `{model}` is not of the form <provider>/<model id>"));
         }
+        for (index, rule) in agent.permissions.iter().enumerate() {
+            crate::policy::validate_rule(rule)
+                .map_err(|problem| format!("agents.{name}.permissions[{index}]: {problem}"))?;
+        }
+    }
+    for (index, rule) in config.permissions.rules.iter().enumerate() {
+        crate::policy::validate_rule(rule).map_err(|problem| format!("permissions.rules[{index}]: {problem}"))?;
     }
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         *origin = normalize_origin(origin).map_err(|problem| {
@@ -315,6 +365,90 @@ hibernate_after_secs = 5
     fn a_bad_listen_address_is_rejected() {
         let error = parse_text("listen = \"localhost\"\n").unwrap_err();
         assert!(matches!(error, RuntimeError::ConfigSyntax { line: 1, .. }), "{error:?}");
+    }
+
+    #[test]
+    fn permission_rules_are_read_for_the_daemon_and_per_agent() {
+        let config = parse_text(
+            r#"
+[permissions]
+rules = [
+  { effect = "allow", action = "execute", resource = "cargo test*" },
+  { effect = "deny",  action = "write",   resource = "**/.env" },
+]
+[agents.reviewer]
+models = ["local/echo"]
+permissions = [{ effect = "ask", resource = "**", tool = "write_file" }]
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.permissions.rules,
+            [
+                PermissionRuleConfig {
+                    effect: Effect::Allow,
+                    action: Some(PermissionAction::Execute),
+                    resource: "cargo test*".into(),
+                    tool: None,
+                },
+                PermissionRuleConfig {
+                    effect: Effect::Deny,
+                    action: Some(PermissionAction::Write),
+                    resource: "**/.env".into(),
+                    tool: None,
+                },
+            ]
+        );
+        assert_eq!(
+            config.agents["reviewer"].permissions,
+            [PermissionRuleConfig {
+                effect: Effect::Ask,
+                action: None,
+                resource: "**".into(),
+                tool: Some("write_file".into()),
+            }]
+        );
+        assert!(Config::default().permissions.rules.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_and_values_in_permission_rules_are_rejected() {
+        let unknown =
+            parse_text("[permissions]\nrules = [{ effect = \"allow\", resource = \"x\", note = \"s3cr3t\" }]\n")
+                .unwrap_err()
+                .to_string();
+        assert!(unknown.contains("note"), "{unknown}");
+        assert!(!unknown.contains("s3cr3t"), "{unknown}");
+        let effect = parse_text("[permissions]\nrules = [{ effect = \"maybe\", resource = \"x\" }]\n").unwrap_err();
+        assert!(matches!(effect, RuntimeError::ConfigSyntax { line: 2, .. }), "{effect:?}");
+        let missing = parse_text("[permissions]\nrules = [{ effect = \"deny\" }]\n").unwrap_err().to_string();
+        assert!(missing.contains("resource"), "{missing}");
+        let section = parse_text("[permissions]\nmode = \"yolo\"\n").unwrap_err().to_string();
+        assert!(section.contains("mode"), "{section}");
+    }
+
+    #[test]
+    fn bad_globs_are_rejected_by_position_without_quoting_the_glob() {
+        let message = parse_text(
+            "[permissions]\nrules = [{ effect = \"allow\", resource = \"ok/**\" }, { effect = \"deny\", resource = \"[s3cr3t\" }]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("permissions.rules[1]"), "{message}");
+        assert!(message.contains("invalid glob"), "{message}");
+        assert!(!message.contains("s3cr3t"), "{message}");
+
+        let agent = parse_text(
+            "[agents.a]\nmodels = [\"local/echo\"]\npermissions = [{ effect = \"deny\", resource = \"{s3cr3t\" }]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(agent.contains("agents.a.permissions[0]"), "{agent}");
+        assert!(!agent.contains("s3cr3t"), "{agent}");
+
+        let empty =
+            parse_text("[permissions]\nrules = [{ effect = \"deny\", resource = \"\" }]\n").unwrap_err().to_string();
+        assert!(empty.contains("permissions.rules[0]: resource must not be empty"), "{empty}");
     }
 
     #[test]

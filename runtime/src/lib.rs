@@ -8,11 +8,14 @@
 //! - [`catalog`]: the built-in providers, models and agents, and selection checks against a snapshot.
 //! - [`clock`]: timestamps and identifiers, so that every event is stamped the same way.
 //! - [`session_state`]: the projection of a session's events into its metadata, runs and history.
+//! - [`approval_book`]: a session's approval records, answers by client id, and its tree's grants.
 //! - [`run_ledger`]: the active run, its steering lane, runs by client id, and fallback stickiness.
 //! - [`transcript`]: the model history, with tool-emitted messages materialized as the reference says.
 //! - [`model`]: streaming model providers (OpenAI-compatible, Anthropic, offline), error policy, pricing; async.
 //! - [`provider_store`]: `providers.json`, provider connections and credentials (0600, replaced atomically).
-//! - [`permission`]: how a tool call's permission is decided while no user can be asked.
+//! - [`policy`]: the permission policy: hard denies, config and agent rules, built-ins, permission modes, the
+//!   `auto_approve` classifier and operation fingerprints. Pure.
+//! - [`skills`]: `SKILL.md` discovery from the project's and the user's skills directories, and rendering.
 //! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
 //!
@@ -20,6 +23,7 @@
 //! the disk on a hot path. Errors are [`error::RuntimeError`], whose messages carry paths and operating-system
 //! errors but never file contents or secrets.
 
+pub mod approval_book;
 pub mod catalog;
 pub mod clock;
 pub mod config;
@@ -28,10 +32,11 @@ pub mod error;
 pub mod event_log;
 pub mod meta_cache;
 pub mod model;
-pub mod permission;
+pub mod policy;
 pub mod provider_store;
 pub mod run_ledger;
 pub mod session_state;
+pub mod skills;
 pub mod token;
 pub mod tools;
 pub mod transcript;

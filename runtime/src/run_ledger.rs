@@ -172,6 +172,7 @@ mod tests {
                 fallback_index: 0,
                 model_chain: chain.iter().map(|m| ModelSelection { model: (*m).into(), variant: None }).collect(),
                 reset_fallback: false,
+                skill: None,
             },
         )
     }

@@ -10,6 +10,7 @@ use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin, S
 use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
 use troupe_protocol::types::session::TitleChange;
 
+use crate::approval_book::ApprovalBook;
 use crate::run_ledger::RunLedger;
 use crate::transcript::Transcript;
 
@@ -43,6 +44,8 @@ pub struct SessionState {
     pub runs: RunLedger,
     /// The model history.
     pub transcript: Transcript,
+    /// Approval records, answers by client id, and (in a root session) the tree grants.
+    pub approvals: ApprovalBook,
 }
 
 /// Why a log cannot be projected into a session.
@@ -76,6 +79,7 @@ impl SessionState {
             renames: HashMap::new(),
             runs: RunLedger::default(),
             transcript: Transcript::default(),
+            approvals: ApprovalBook::default(),
         })
     }
 
@@ -97,6 +101,7 @@ impl SessionState {
     pub fn apply(&mut self, event: &StoredEvent) {
         self.runs.apply(event);
         self.transcript.apply(event);
+        self.approvals.apply(event);
         self.last_event_seq = event.seq;
         self.last_activity_at.clone_from(&event.timestamp);
         match &event.payload {
@@ -209,6 +214,7 @@ mod tests {
                     fallback_index: 0,
                     model_chain: Vec::new(),
                     reset_fallback: false,
+                    skill: None,
                 },
             ),
             event(4, EventPayload::RunCancelled { reason: None }),

@@ -34,7 +34,12 @@ impl Transcript {
 
     pub fn apply(&mut self, event: &StoredEvent) {
         match &event.payload {
-            EventPayload::RunStarted { input, .. } | EventPayload::UserInputSubmitted { input, .. } => {
+            EventPayload::RunStarted { input, skill, .. } => {
+                // A skill invocation reaches the model as the skill's rendered text.
+                let text = skill.as_ref().map_or(input, |skill| &skill.rendered);
+                self.messages.push(ChatMessage::User { parts: vec![UserPart::Text(text.clone())] });
+            }
+            EventPayload::UserInputSubmitted { input, .. } => {
                 self.messages.push(ChatMessage::User { parts: vec![UserPart::Text(input.clone())] });
             }
             EventPayload::ModelTurnCommitted { text, tool_calls, .. } => {
@@ -104,4 +109,153 @@ pub fn tool_unit(tool_call_id: &str, tool: String, result: &PersistedToolResult)
         unit.push(ChatMessage::User { parts });
     }
     unit
+}
+
+#[cfg(test)]
+mod tests {
+    use troupe_protocol::types::events::ToolCallRecord;
+    use troupe_protocol::types::run::ToolEmittedMessage;
+
+    use super::*;
+
+    fn event(seq: u64, payload: EventPayload) -> StoredEvent {
+        StoredEvent {
+            session_id: "s".into(),
+            run_id: Some("r".into()),
+            seq,
+            timestamp: "t".into(),
+            origin: None,
+            payload,
+        }
+    }
+
+    fn turn_with_call(seq: u64, id: &str) -> StoredEvent {
+        event(
+            seq,
+            EventPayload::ModelTurnCommitted {
+                attempt_id: "a".into(),
+                model: "local/scripted".into(),
+                fallback_index: 0,
+                text: String::new(),
+                reasoning: None,
+                tool_calls: vec![ToolCallRecord {
+                    tool_call_id: id.into(),
+                    tool: "probe".into(),
+                    arguments: serde_json::json!({}),
+                }],
+            },
+        )
+    }
+
+    fn terminated(seq: u64, id: &str, output: &str, messages: Vec<ToolEmittedMessage>) -> StoredEvent {
+        event(
+            seq,
+            EventPayload::ToolCallTerminated {
+                tool_call_id: id.into(),
+                result: PersistedToolResult {
+                    status: ToolResultStatus::Ok,
+                    output: output.into(),
+                    display: None,
+                    output_ref: None,
+                    additional_messages: messages,
+                },
+            },
+        )
+    }
+
+    fn message(role: MessageRole, text: &str) -> ToolEmittedMessage {
+        ToolEmittedMessage { role, parts: vec![MessagePart::Text { text: text.into() }] }
+    }
+
+    fn texts(message: &ChatMessage) -> Vec<String> {
+        match message {
+            ChatMessage::User { parts } => parts
+                .iter()
+                .map(|part| match part {
+                    UserPart::Text(text) => text.clone(),
+                    UserPart::File { path, .. } => format!("file:{path}"),
+                })
+                .collect(),
+            other => vec![format!("{other:?}")],
+        }
+    }
+
+    #[test]
+    fn the_result_comes_first_then_its_messages_in_order_with_system_ones_marked() {
+        let mut transcript = Transcript::default();
+        transcript.apply(&turn_with_call(2, "c1"));
+        transcript.apply(&terminated(
+            3,
+            "c1",
+            "result",
+            vec![
+                message(MessageRole::User, "from the user role"),
+                message(MessageRole::System, "from the system role"),
+            ],
+        ));
+        let messages = transcript.messages();
+        assert_eq!(messages.len(), 4);
+        assert!(matches!(&messages[1], ChatMessage::ToolResult { tool_call_id, tool, content, is_error: false }
+            if tool_call_id == "c1" && tool == "probe" && content == "result"));
+        assert_eq!(texts(&messages[2]), ["from the user role"]);
+        assert_eq!(texts(&messages[3]), [SYSTEM_MESSAGE_MARKER, "from the system role"]);
+    }
+
+    #[test]
+    fn a_replayed_termination_replaces_the_unit_instead_of_adding_its_messages_twice() {
+        let mut transcript = Transcript::default();
+        transcript.apply(&turn_with_call(2, "c1"));
+        transcript.apply(&terminated(
+            3,
+            "c1",
+            "first",
+            vec![message(MessageRole::User, "a"), message(MessageRole::User, "b")],
+        ));
+        transcript.apply(&turn_with_call(4, "c2"));
+        transcript.apply(&terminated(5, "c2", "other", vec![]));
+        // The same call terminates again, now with one message: its unit shrinks in place.
+        transcript.apply(&terminated(6, "c1", "second", vec![message(MessageRole::User, "c")]));
+        let shape: Vec<String> = transcript
+            .messages()
+            .iter()
+            .map(|message| match message {
+                ChatMessage::ToolResult { content, .. } => format!("result {content}"),
+                ChatMessage::Assistant { tool_calls, .. } => format!("call {}", tool_calls[0].tool_call_id),
+                user => texts(user).join(" "),
+            })
+            .collect();
+        assert_eq!(shape, ["call c1", "result second", "c", "call c2", "result other"]);
+        // And a later replacement of c2 still finds its (moved) unit.
+        transcript.apply(&terminated(7, "c2", "other again", vec![message(MessageRole::User, "d")]));
+        assert_eq!(texts(transcript.messages().last().unwrap()), ["d"]);
+    }
+
+    #[test]
+    fn a_skill_invocation_reaches_the_model_as_its_rendered_text() {
+        use troupe_protocol::types::common::{ModelSelection, RunSelection};
+        use troupe_protocol::types::skills::{SkillInvocation, SkillSource};
+        let mut transcript = Transcript::default();
+        transcript.apply(&event(
+            2,
+            EventPayload::RunStarted {
+                client_run_id: "c".into(),
+                selection: RunSelection {
+                    agent: "default".into(),
+                    model: ModelSelection { model: "local/echo".into(), variant: None },
+                    preset: None,
+                },
+                input: "/review a.rs".into(),
+                fallback_index: 0,
+                model_chain: Vec::new(),
+                reset_fallback: false,
+                skill: Some(SkillInvocation {
+                    name: "review".into(),
+                    arguments: "a.rs".into(),
+                    source: SkillSource::Project,
+                    rendered: "Review a.rs.".into(),
+                }),
+            },
+        ));
+        assert_eq!(texts(&transcript.messages()[0]), ["Review a.rs."]);
+    }
 }

@@ -26,18 +26,28 @@ fn write(root: &Path, path: &str, content: &[u8]) {
     std::fs::write(path, content).unwrap();
 }
 
+/// A temporary directory holding `files`, given as (path, content) pairs, so that a test's tree reads as one table.
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let directory = tempfile::tempdir().unwrap();
+    for (path, content) in files {
+        write(directory.path(), path, content.as_bytes());
+    }
+    directory
+}
+
 #[tokio::test]
 async fn search_respects_gitignore_and_skips_binary_files() {
-    let directory = tempfile::tempdir().unwrap();
+    let directory = tree(&[
+        (".gitignore", "target/\n*.log\n"),
+        ("src/main.rs", "fn main() {\n    println!(\"needle\");\n}\n"),
+        ("notes.txt", "no match here\nneedle at line two\n"),
+        ("target/debug/out.rs", "needle in build output\n"),
+        ("run.log", "needle in a log\n"),
+        ("data.bin", "needle\0binary"),
+        (".github/workflow.yml", "needle: hidden but not ignored\n"),
+        (".git/config", "needle in git internals\n"),
+    ]);
     let root = directory.path();
-    write(root, ".gitignore", b"target/\n*.log\n");
-    write(root, "src/main.rs", b"fn main() {\n    println!(\"needle\");\n}\n");
-    write(root, "notes.txt", b"no match here\nneedle at line two\n");
-    write(root, "target/debug/out.rs", b"needle in build output\n");
-    write(root, "run.log", b"needle in a log\n");
-    write(root, "data.bin", b"needle\0binary");
-    write(root, ".github/workflow.yml", b"needle: hidden but not ignored\n");
-    write(root, ".git/config", b"needle in git internals\n");
 
     let result = search(json!({"pattern": "needle"}), root).await;
     assert_eq!(result.status, ToolResultStatus::Ok, "{}", result.output);
@@ -55,11 +65,8 @@ async fn search_respects_gitignore_and_skips_binary_files() {
 
 #[tokio::test]
 async fn glob_and_path_narrow_the_search() {
-    let directory = tempfile::tempdir().unwrap();
+    let directory = tree(&[("src/a.rs", "let x = 1;\n"), ("src/b.txt", "let x = 2;\n"), ("docs/c.rs", "let x = 3;\n")]);
     let root = directory.path();
-    write(root, "src/a.rs", b"let x = 1;\n");
-    write(root, "src/b.txt", b"let x = 2;\n");
-    write(root, "docs/c.rs", b"let x = 3;\n");
 
     let rust = search(json!({"pattern": r"let x = \d", "glob": "*.rs"}), root).await;
     let mut lines: Vec<&str> = rust.output.lines().collect();

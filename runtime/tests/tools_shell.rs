@@ -46,6 +46,21 @@ async fn run(command: &str, context: ToolContext) -> PersistedToolResult {
         .expect("the shell call ends in time")
 }
 
+/// Runs `command` with a live output channel of `capacity` chunks and returns the result with every chunk
+/// streamed. The capacity is the caller's because a small one is how a test makes the child wait on the reader.
+async fn run_streaming(
+    command: &str,
+    mut context: ToolContext,
+    capacity: usize,
+) -> (PersistedToolResult, Vec<OutputChunk>) {
+    let (sender, receiver) = mpsc::channel(capacity);
+    let collector = collect(receiver);
+    context.output = Some(sender);
+    let result = run(command, context).await;
+    let chunks = tokio::time::timeout(STEP, collector).await.unwrap().unwrap();
+    (result, chunks)
+}
+
 fn process_is_gone(pid: u32) -> bool {
     // A killed process whose parent is gone may linger as a zombie until init reaps it; it no longer runs.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -78,13 +93,9 @@ async fn permission_is_execute_on_the_command_line() {
 #[tokio::test]
 async fn output_streams_live_with_offsets_per_stream() {
     let directory = tempfile::tempdir().unwrap();
-    let (sender, receiver) = mpsc::channel(64);
-    let collector = collect(receiver);
-    let mut context = ToolContext::new(directory.path());
-    context.output = Some(sender);
+    let context = ToolContext::new(directory.path());
 
-    let result = run("printf 'abc'; printf 'de' >&2; printf 'fgh'", context).await;
-    let chunks = tokio::time::timeout(STEP, collector).await.unwrap().unwrap();
+    let (result, chunks) = run_streaming("printf 'abc'; printf 'de' >&2; printf 'fgh'", context, 64).await;
 
     assert_eq!(stream_bytes(&chunks, OutputStream::Stdout), b"abcfgh");
     assert_eq!(stream_bytes(&chunks, OutputStream::Stderr), b"de");
@@ -245,17 +256,13 @@ async fn a_dropped_call_kills_its_process_group() {
 #[tokio::test]
 async fn large_output_is_capped_in_the_result_but_fully_streamed() {
     let directory = tempfile::tempdir().unwrap();
-    let (sender, receiver) = mpsc::channel(16);
-    let collector = collect(receiver);
     let mut context = ToolContext::new(directory.path());
-    context.output = Some(sender);
     context.limits.max_output_bytes = 1000;
 
     // 300 000 bytes: "0123456789" repeated, then a distinct ending.
     let command =
         "i=0; while [ $i -lt 3000 ]; do printf '0123456789%.0s' 1 2 3 4 5 6 7 8 9 10; i=$((i+1)); done; printf END";
-    let result = run(command, context).await;
-    let chunks = tokio::time::timeout(STEP, collector).await.unwrap().unwrap();
+    let (result, chunks) = run_streaming(command, context, 16).await;
 
     let streamed = stream_bytes(&chunks, OutputStream::Stdout);
     assert_eq!(streamed.len(), 300_003);
@@ -282,12 +289,8 @@ async fn a_cancelled_context_never_starts_the_command() {
 #[tokio::test]
 async fn stdout_and_stderr_chunks_arrive_in_order_per_stream() {
     let directory = tempfile::tempdir().unwrap();
-    let (sender, receiver) = mpsc::channel(4);
-    let collector = collect(receiver);
-    let mut context = ToolContext::new(directory.path());
-    context.output = Some(sender);
-    let result = run("for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done", context).await;
-    let chunks = tokio::time::timeout(STEP, collector).await.unwrap().unwrap();
+    let context = ToolContext::new(directory.path());
+    let (result, chunks) = run_streaming("for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done", context, 4).await;
     let by_stream: HashMap<_, _> = [OutputStream::Stdout, OutputStream::Stderr]
         .into_iter()
         .map(|stream| (stream, String::from_utf8(stream_bytes(&chunks, stream)).unwrap()))

@@ -109,3 +109,69 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
     let _ = first_watcher.wait();
     let _ = second_watcher.wait();
 }
+
+#[test]
+fn a_prompt_shown_by_watch_is_answered_with_troupe_approve_and_the_run_finishes() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let script = project.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"{"turns": [{"tool_calls": [{"tool": "write_file", "arguments": {"path": "approved.txt", "content": "yes"}}]}, {"text": "written"}]}"#,
+    )
+    .unwrap();
+    run(&["connect", "local", "--script", script.to_str().unwrap()], &daemon);
+    let session_id = run(&["create", "--cwd", project.path().to_str().unwrap()], &daemon).trim().to_owned();
+    run(&["mode", &session_id, "ask"], &daemon);
+
+    let spawn = |args: &[&str]| {
+        Command::new(troupe_binary())
+            .args(args)
+            .env("TROUPE_URL", &daemon.url)
+            .env("TROUPE_TOKEN", &daemon.token)
+            .env("RUST_LOG", "off")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut watcher = spawn(&["watch", &session_id]);
+    let (sender, lines) = mpsc::channel::<String>();
+    let stdout = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut running = spawn(&["run", "--session", &session_id, "--model", "local/scripted", "write the file"]);
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str| loop {
+        let line = lines.recv_timeout(WAIT).unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
+        seen.push(line.clone());
+        if line.contains(needle) {
+            return;
+        }
+    };
+    wait_for("approval needed");
+    wait_for("troupe approve");
+    assert!(!project.path().join("approved.txt").exists(), "nothing is written before the answer");
+
+    run(&["approve", &session_id], &daemon);
+    wait_for("approval answered");
+    wait_for("run completed");
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = running.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "`troupe run` did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success());
+    assert_eq!(std::fs::read_to_string(project.path().join("approved.txt")).unwrap(), "yes");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}

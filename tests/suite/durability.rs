@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::json;
-use troupe_protocol::client::{Client, ClientDelivery, ClientOptions};
+use troupe_protocol::client::{Client, ClientDelivery};
 use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::events::EventPayload;
@@ -15,11 +15,7 @@ use troupe_protocol::types::session::{SessionCreateParams, SessionRenameParams, 
 use super::support::*;
 
 async fn connect(daemon: &ChildDaemon) -> Client {
-    let (client, _deliveries) =
-        within("connect", Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()))
-            .await
-            .expect("connect");
-    client
+    daemon.client().await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,10 +77,7 @@ async fn every_acknowledged_event_survives_sigkill() {
 
         // Restart on the same data directory and read every session back.
         let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
-        let (client, mut deliveries) =
-            within("connect", Client::connect_websocket(&daemon.url, &daemon.token, ClientOptions::default()))
-                .await
-                .unwrap();
+        let (client, mut deliveries) = daemon.client().await;
         for session_id in &session_ids {
             let meta =
                 client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.clone() }).await.unwrap();

@@ -124,6 +124,10 @@ async fn methods_of_later_issues_answer_not_implemented_naming_the_method() {
         "run.recall_steer",
         "run.cancel",
         "run.tool_stdin",
+        "approval.list",
+        "approval.respond",
+        "skills.list",
+        "skills.get",
     ];
     let examples = json!({
         "provider.connect": {"provider_id": "openai", "expected_catalog_revision": null, "setup_values": {}, "auth_method": "none", "auth_values": {}, "client_connect_id": "c"},

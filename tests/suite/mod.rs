@@ -1,5 +1,6 @@
 //! Test areas, one file each, sharing `support`.
 
+mod approvals;
 mod auth;
 mod cli;
 mod durability;
@@ -7,6 +8,7 @@ mod envelope;
 mod providers;
 mod runs;
 mod sessions;
+mod skills;
 mod steering;
 mod subscriptions;
 mod support;

@@ -178,7 +178,7 @@ async fn a_multi_step_tool_run_reads_a_file_runs_a_command_and_writes_a_file() {
     let (client, _) = daemon.client().await;
     connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("k")).await.unwrap();
     let session = daemon.create_session(&client).await;
-    std::fs::write(daemon.data_path().join("notes.txt"), "twelve bytes").unwrap();
+    std::fs::write(daemon.project_path().join("notes.txt"), "twelve bytes").unwrap();
     set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
 
     let events = run_to_end(&daemon, &session.session_id, "openai/coder", "count the notes").await;
@@ -201,7 +201,7 @@ async fn a_multi_step_tool_run_reads_a_file_runs_a_command_and_writes_a_file() {
     );
     assert!(results[0].2.contains("twelve bytes"), "{}", results[0].2);
     assert!(results[1].2.contains("12"), "{}", results[1].2);
-    assert_eq!(std::fs::read_to_string(daemon.data_path().join("out/result.txt")).unwrap(), "counted");
+    assert_eq!(std::fs::read_to_string(daemon.project_path().join("out/result.txt")).unwrap(), "counted");
     assert!(matches!(&events.last().unwrap().payload, EventPayload::RunCompleted { .. }));
 
     // Each follow-up request carried the previous tool result, in order, after the assistant's call.
@@ -215,7 +215,7 @@ async fn a_multi_step_tool_run_reads_a_file_runs_a_command_and_writes_a_file() {
 }
 
 #[tokio::test]
-async fn without_permission_writes_are_denied_with_a_clear_tool_result() {
+async fn in_auto_approve_n_writes_are_denied_with_a_clear_tool_result() {
     let vendor = FakeServer::start(vec![
         models_list(&["coder"]),
         openai_tool_call("call_write", "write_file", json!({"path": "x.txt", "content": "nope"})),
@@ -226,6 +226,7 @@ async fn without_permission_writes_are_denied_with_a_clear_tool_result() {
     let (client, _) = daemon.client().await;
     connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("k")).await.unwrap();
     let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, PermissionMode::AutoApproveN).await;
     let events = run_to_end(&daemon, &session.session_id, "openai/coder", "write").await;
     let denied = events.iter().find_map(|event| match &event.payload {
         EventPayload::ToolCallTerminated { result, .. } => Some(result.clone()),
@@ -233,8 +234,8 @@ async fn without_permission_writes_are_denied_with_a_clear_tool_result() {
     });
     let denied = denied.expect("a tool result");
     assert_eq!(denied.status, ToolResultStatus::Denied);
-    assert!(denied.output.contains("set_permission_mode"), "{}", denied.output);
-    assert!(!daemon.data_path().join("x.txt").exists());
+    assert!(denied.output.contains("auto_approve_n"), "{}", denied.output);
+    assert!(!daemon.project_path().join("x.txt").exists());
     assert!(!kinds(&events).contains(&"tool_call_started"), "a denied call never starts");
 }
 
@@ -292,8 +293,13 @@ async fn transient_errors_are_retried_then_the_chain_falls_back_with_error_summa
 
 #[tokio::test]
 async fn a_failure_with_an_escape_laden_body_fails_the_run_with_a_clean_bounded_summary() {
-    let vendor =
-        FakeServer::start(vec![models_list(&["broken"]), FakeResponse::status(401, &[], escape_laden_body())]).await;
+    let vendor = FakeServer::start(vec![
+        models_list(&["broken"]),
+        FakeResponse::status(500, &[], escape_laden_body()),
+        FakeResponse::status(500, &[], escape_laden_body()),
+        FakeResponse::status(500, &[], escape_laden_body()),
+    ])
+    .await;
     let daemon = TestDaemon::start();
     let (client, _) = daemon.client().await;
     connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("k")).await.unwrap();
@@ -305,8 +311,10 @@ async fn a_failure_with_an_escape_laden_body_fails_the_run_with_a_clean_bounded_
     assert!(!error.is_empty());
     assert_eq!(resolved_model.as_deref(), Some("openai/broken"));
     let summary = model_error.as_ref().expect("a model error");
-    assert_eq!(summary.kind, "auth");
-    assert_eq!(summary.http_status, Some(401));
+    // Retried on the same model (5xx is transient), then the chain is exhausted.
+    assert_eq!(kinds(&events).iter().filter(|kind| **kind == "attempt_abandoned").count(), 3);
+    assert_eq!(summary.http_status, Some(500));
+    assert!(summary.retryable);
     let body = summary.response_body.as_deref().expect("a response body");
     assert!(body.len() <= 4096, "{} bytes", body.len());
     assert!(!body.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "no control characters remain");
@@ -332,7 +340,7 @@ async fn an_anthropic_tool_use_run_completes_with_the_result_sent_back() {
     let (client, _) = daemon.client().await;
     connect_provider(&client, "anthropic", &[("base_url", &vendor.base_url)], Some("ak")).await.unwrap();
     let session = daemon.create_session(&client).await;
-    std::fs::write(daemon.data_path().join("visible.txt"), "x").unwrap();
+    std::fs::write(daemon.project_path().join("visible.txt"), "x").unwrap();
     let events = run_to_end(&daemon, &session.session_id, "anthropic/claude-test", "what is here?").await;
     assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{:?}", kinds(&events));
     let second = vendor.requests()[2].json();
@@ -467,12 +475,7 @@ async fn run_start_is_idempotent_and_a_busy_session_refuses_a_second_run() {
 async fn a_restart_during_a_run_interrupts_it_and_the_session_runs_again() {
     let data_dir = tempfile::tempdir().unwrap();
     let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
-    let (client, mut deliveries) = within(
-        "connect",
-        troupe_protocol::client::Client::connect_websocket(&daemon.url, &daemon.token, Default::default()),
-    )
-    .await
-    .unwrap();
+    let (client, mut deliveries) = daemon.client().await;
     connect_script(
         &client,
         data_dir.path(),
@@ -494,12 +497,7 @@ async fn a_restart_during_a_run_interrupts_it_and_the_session_runs_again() {
     daemon.kill();
 
     let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
-    let (client, mut deliveries) = within(
-        "connect",
-        troupe_protocol::client::Client::connect_websocket(&daemon.url, &daemon.token, Default::default()),
-    )
-    .await
-    .unwrap();
+    let (client, mut deliveries) = daemon.client().await;
     client.subscribe(&session.session_id, None).await.unwrap();
     let events =
         events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. })).await;

@@ -111,7 +111,7 @@ async fn steers_are_promoted_fifo_at_the_next_boundary_and_recall_takes_the_newe
 async fn cancel_kills_the_command_tree_and_voids_pending_input() {
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
-    let pid_file = daemon.data_path().join("child.pid");
+    let pid_file = daemon.project_path().join("child.pid");
     connect_script(
         &client,
         daemon.data_path(),

@@ -69,6 +69,9 @@ pub struct TestDaemon {
     pub addr: SocketAddr,
     pub token: String,
     pub data_dir: Option<tempfile::TempDir>,
+    /// The working directory of sessions the tests create (kept apart from the data directory, which tools may
+    /// never write into).
+    project: tempfile::TempDir,
     engine: Arc<Engine>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -110,7 +113,16 @@ impl TestDaemon {
             .expect("the daemon did not start in time")
             .unwrap_or_else(|error| panic!("the daemon failed to start: {error}"));
         let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).expect("token").trim().to_owned();
-        TestDaemon { addr, token, data_dir: Some(data_dir), engine, stop: Some(stop_sender), thread: Some(thread) }
+        let project = tempfile::tempdir().expect("project dir");
+        TestDaemon {
+            addr,
+            token,
+            data_dir: Some(data_dir),
+            project,
+            engine,
+            stop: Some(stop_sender),
+            thread: Some(thread),
+        }
     }
 
     pub fn url(&self) -> String {
@@ -119,6 +131,11 @@ impl TestDaemon {
 
     pub fn data_path(&self) -> &Path {
         self.data_dir.as_ref().expect("data dir").path()
+    }
+
+    /// The working directory of sessions created with [`TestDaemon::create_session`].
+    pub fn project_path(&self) -> &Path {
+        self.project.path()
     }
 
     pub fn engine(&self) -> &Engine {
@@ -146,7 +163,7 @@ impl TestDaemon {
             "session.create",
             client.call::<method::SessionCreate>(SessionCreateParams {
                 selection: echo_selection(),
-                cwd: Some(self.data_path().to_string_lossy().into_owned()),
+                cwd: Some(self.project_path().to_string_lossy().into_owned()),
             }),
         )
         .await
@@ -286,6 +303,13 @@ impl ChildDaemon {
         let url = line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned();
         let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
         ChildDaemon { child, url, token }
+    }
+
+    /// A handshaken protocol client of this daemon.
+    pub async fn client(&self) -> (Client, Deliveries) {
+        within("client connect", Client::connect_websocket(&self.url, &self.token, ClientOptions::default()))
+            .await
+            .expect("client connects")
     }
 
     pub fn port(&self) -> u16 {

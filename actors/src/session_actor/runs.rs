@@ -16,9 +16,11 @@ use troupe_runtime::tools::StdinInput;
 
 use super::SessionActor;
 use super::tool_output::OutputChunkRef;
+use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
 use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
 use crate::run_services::RunServices;
+use troupe_runtime::policy::Policy;
 
 /// Starts a run. Replies with its id once `run_started` is durable.
 #[derive(Message)]
@@ -32,6 +34,10 @@ pub struct StartRun {
     pub agent_chain: Vec<ModelSelection>,
     pub requested_index: Option<usize>,
     pub services: Arc<RunServices>,
+    pub approvals: Addr<ApprovalActor>,
+    pub policy: Arc<Policy>,
+    /// The skill the input invoked, when it names one.
+    pub skill: Option<troupe_protocol::types::skills::SkillInvocation>,
 }
 
 /// Admits a steering input for the active run (`user_input_admitted`).
@@ -108,7 +114,7 @@ impl SessionActor {
         self.run_actor.clone().ok_or_else(|| self.run_not_active(run_id))
     }
 
-    fn durable_reply<T: Send + 'static>(
+    pub(super) fn durable_reply<T: Send + 'static>(
         &mut self,
         accepted: Result<(u64, T), EngineError>,
     ) -> ResponseFuture<Result<T, EngineError>> {
@@ -166,6 +172,7 @@ impl SessionActor {
             fallback_index: fallback_index as u32,
             model_chain: model_chain.clone(),
             reset_fallback: message.reset_fallback,
+            skill: message.skill,
         };
         let seq = self.append(ctx, Some(run_id.clone()), Some("user".to_owned()), payload)?;
         let history = self.state.as_ref().map(|state| state.transcript.messages().to_vec()).unwrap_or_default();
@@ -173,7 +180,8 @@ impl SessionActor {
             run_id: run_id.clone(),
             session_id: self.session_id.clone(),
             session: ctx.address(),
-            supervisor: self.supervisor.clone(),
+            approvals: message.approvals,
+            policy: message.policy,
             cwd,
             selection: message.selection,
             model_chain,

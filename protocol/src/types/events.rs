@@ -12,10 +12,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::types::approval::PermissionAction;
+use crate::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
 use crate::types::common::{ModelErrorSummary, ModelSelection, RunSelection, SessionOrigin};
 use crate::types::run::PersistedToolResult;
 use crate::types::session::TitleChange;
+use crate::types::skills::SkillInvocation;
 use crate::types::tool_output::OutputStream;
 
 /// One record of a session's log.
@@ -104,6 +105,9 @@ pub enum EventPayload {
         /// Whether the client asked to ignore a sticky fallback.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         reset_fallback: bool,
+        /// The skill the input invoked (`/name arguments`); the model receives its rendered text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skill: Option<SkillInvocation>,
     },
     RunCompleted {
         #[serde(default)]
@@ -219,6 +223,37 @@ pub enum EventPayload {
         stream: OutputStream,
         elided_bytes: u64,
     },
+    /// A tool call needs a user's answer; the run waits. The record is at revision 1, pending.
+    ApprovalRequested {
+        approval: ApprovalRecord,
+    },
+    /// A client answered a pending approval (the answer that won).
+    ApprovalUserDecisionRecorded {
+        approval_id: String,
+        /// The record's revision after this answer.
+        revision: u64,
+        decision: ApprovalDecision,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
+        answered_by: String,
+        client_response_id: String,
+    },
+    /// The approval reached its final status.
+    ApprovalFinalized {
+        approval_id: String,
+        revision: u64,
+        status: ApprovalStatus,
+    },
+    /// The approval was cancelled without an answer (its run ended or the daemon restarted).
+    ApprovalCancelled {
+        approval_id: String,
+        revision: u64,
+        reason: String,
+    },
+    /// A user approved an operation for the whole session tree. Recorded in the root session's log.
+    TreeApprovalGrantCommitted {
+        grant: TreeGrant,
+    },
     /// A kind this build does not model (yet); its JSON is preserved where it is stored.
     #[serde(other)]
     Unknown,
@@ -252,6 +287,11 @@ impl EventPayload {
             EventPayload::ToolStdinSubmitted { .. } => "tool_stdin_submitted",
             EventPayload::ToolCallTerminated { .. } => "tool_call_terminated",
             EventPayload::ToolOutputElided { .. } => "tool_output_elided",
+            EventPayload::ApprovalRequested { .. } => "approval_requested",
+            EventPayload::ApprovalUserDecisionRecorded { .. } => "approval_user_decision_recorded",
+            EventPayload::ApprovalFinalized { .. } => "approval_finalized",
+            EventPayload::ApprovalCancelled { .. } => "approval_cancelled",
+            EventPayload::TreeApprovalGrantCommitted { .. } => "tree_approval_grant_committed",
             EventPayload::Unknown => return None,
         })
     }

@@ -41,6 +41,27 @@ pub struct SkillDescriptor {
 pub struct SkillsListResult {
     /// Sorted by name; shadowed skills are included with `precedence_winner: false`.
     pub skills: Vec<SkillDescriptor>,
+    /// SKILL.md files that could not be read, each with a safe reason. The other skills are still listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<SkillProblemInfo>,
+}
+
+/// A skill file that could not be used.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillProblemInfo {
+    pub source: SkillSource,
+    pub location: String,
+    pub reason: String,
+}
+
+/// A skill a user invoked by naming it at the start of a run's input (`/name arguments`), as recorded in
+/// `run_started`. The rendered text is what the model receives, kept so that replays need not read the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillInvocation {
+    pub name: String,
+    pub arguments: String,
+    pub source: SkillSource,
+    pub rendered: String,
 }
 
 /// `skills.get` params.

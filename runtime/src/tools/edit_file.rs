@@ -7,7 +7,6 @@
 use std::io::Read;
 use std::path::Path;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
@@ -15,9 +14,9 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
+use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{self, io_error, open_for_read, resolve_for_execute};
-use super::paths::resolve_path;
-use super::results::{self, parse_arguments, run_blocking};
+use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 
 const NAME: &str = "edit_file";
@@ -57,27 +56,13 @@ impl Tool for EditFileTool {
 
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
         let arguments: Arguments = parse_arguments(NAME, arguments)?;
-        let resolved = resolve_path(cwd, &arguments.path)?;
-        Ok(PermissionRequest {
-            action: PermissionAction::Write,
-            resource: resolved.path.to_string_lossy().into_owned(),
-            summary: format!("edit {}", resolved.path.display()),
-            inside_cwd: resolved.inside_cwd,
-        })
+        path_permission(cwd, &arguments.path, PermissionAction::Write, |path| format!("edit {path}"))
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        async move {
-            if context.cancel.is_cancelled() {
-                return results::cancelled("cancelled before editing");
-            }
-            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
-                Ok(arguments) => arguments,
-                Err(error) => return error.into_result(),
-            };
-            run_blocking(move || edit(&context.cwd, &arguments, context.approved_request.as_ref())).await
-        }
-        .boxed()
+        execute_blocking(NAME, arguments, context, Some("cancelled before editing"), |arguments: Arguments, context| {
+            edit(&context.cwd, &arguments, context.approved_request.as_ref())
+        })
     }
 }
 

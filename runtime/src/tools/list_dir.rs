@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
@@ -10,9 +9,9 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
+use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{io_error, resolve_for_execute};
-use super::paths::resolve_path;
-use super::results::{self, parse_arguments, run_blocking};
+use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 
 const NAME: &str = "list_dir";
@@ -55,27 +54,13 @@ impl Tool for ListDirTool {
 
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
         let arguments: Arguments = parse_arguments(NAME, arguments)?;
-        let resolved = resolve_path(cwd, arguments.path())?;
-        Ok(PermissionRequest {
-            action: PermissionAction::Read,
-            resource: resolved.path.to_string_lossy().into_owned(),
-            summary: format!("list {}", resolved.path.display()),
-            inside_cwd: resolved.inside_cwd,
-        })
+        path_permission(cwd, arguments.path(), PermissionAction::Read, |path| format!("list {path}"))
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        async move {
-            if context.cancel.is_cancelled() {
-                return results::cancelled("cancelled before listing");
-            }
-            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
-                Ok(arguments) => arguments,
-                Err(error) => return error.into_result(),
-            };
-            run_blocking(move || list(&context.cwd, &arguments, context.approved_request.as_ref())).await
-        }
-        .boxed()
+        execute_blocking(NAME, arguments, context, Some("cancelled before listing"), |arguments: Arguments, context| {
+            list(&context.cwd, &arguments, context.approved_request.as_ref())
+        })
     }
 }
 

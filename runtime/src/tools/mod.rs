@@ -21,6 +21,7 @@
 mod context;
 mod edit_file;
 mod error;
+mod file_tool;
 mod fs_access;
 mod list_dir;
 pub mod paths;
@@ -29,6 +30,7 @@ mod registry;
 mod results;
 mod search;
 mod shell;
+mod skill;
 mod write_file;
 
 use std::path::Path;
@@ -45,6 +47,7 @@ pub use read_file::ReadFileTool;
 pub use registry::ToolRegistry;
 pub use search::SearchTool;
 pub use shell::ShellTool;
+pub use skill::{SkillTool, skill_resource};
 pub use write_file::WriteFileTool;
 
 /// What a model is told about a tool.

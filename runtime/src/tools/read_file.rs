@@ -3,7 +3,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
@@ -11,9 +10,9 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
+use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{io_error, open_for_read, resolve_for_execute};
-use super::paths::resolve_path;
-use super::results::{self, parse_arguments, run_blocking};
+use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 
 const NAME: &str = "read_file";
@@ -54,30 +53,13 @@ impl Tool for ReadFileTool {
 
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
         let arguments: Arguments = parse_arguments(NAME, arguments)?;
-        let resolved = resolve_path(cwd, &arguments.path)?;
-        Ok(PermissionRequest {
-            action: PermissionAction::Read,
-            resource: resolved.path.to_string_lossy().into_owned(),
-            summary: format!("read {}", resolved.path.display()),
-            inside_cwd: resolved.inside_cwd,
-        })
+        path_permission(cwd, &arguments.path, PermissionAction::Read, |path| format!("read {path}"))
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        async move {
-            if context.cancel.is_cancelled() {
-                return results::cancelled("cancelled before reading");
-            }
-            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
-                Ok(arguments) => arguments,
-                Err(error) => return error.into_result(),
-            };
-            let max_bytes = context.limits.max_read_bytes;
-            let read =
-                run_blocking(move || read(&context.cwd, &arguments, max_bytes, context.approved_request.as_ref()));
-            read.await
-        }
-        .boxed()
+        execute_blocking(NAME, arguments, context, Some("cancelled before reading"), |arguments: Arguments, context| {
+            read(&context.cwd, &arguments, context.limits.max_read_bytes, context.approved_request.as_ref())
+        })
     }
 }
 

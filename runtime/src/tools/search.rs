@@ -6,7 +6,6 @@
 use std::io::Read;
 use std::path::Path;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
@@ -18,9 +17,10 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
+use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::resolve_for_execute;
-use super::paths::{ResolvedPath, resolve_path};
-use super::results::{self, parse_arguments, run_blocking};
+use super::paths::ResolvedPath;
+use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 
 const NAME: &str = "search";
@@ -72,28 +72,17 @@ impl Tool for SearchTool {
 
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
         let arguments: Arguments = parse_arguments(NAME, arguments)?;
-        let resolved = resolve_path(cwd, arguments.path())?;
-        Ok(PermissionRequest {
-            action: PermissionAction::Read,
-            resource: resolved.path.to_string_lossy().into_owned(),
-            summary: format!("search for /{}/ in {}", arguments.pattern, resolved.path.display()),
-            inside_cwd: resolved.inside_cwd,
+        path_permission(cwd, arguments.path(), PermissionAction::Read, |path| {
+            format!("search for /{}/ in {path}", arguments.pattern)
         })
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        async move {
-            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
-                Ok(arguments) => arguments,
-                Err(error) => return error.into_result(),
-            };
+        // No up-front cancellation check: the walk watches the token before every file.
+        execute_blocking(NAME, arguments, context, None, |arguments: Arguments, context| {
             let limit = context.limits.max_search_results;
-            let cancel = context.cancel.clone();
-            let approved = context.approved_request;
-            let cwd = context.cwd;
-            run_blocking(move || search(&cwd, &arguments, limit, &cancel, approved.as_ref())).await
-        }
-        .boxed()
+            search(&context.cwd, &arguments, limit, &context.cancel, context.approved_request.as_ref())
+        })
     }
 }
 

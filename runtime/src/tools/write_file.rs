@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
@@ -10,9 +9,9 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
+use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{self, resolve_for_execute};
-use super::paths::resolve_path;
-use super::results::{self, parse_arguments, run_blocking};
+use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 
 const NAME: &str = "write_file";
@@ -45,28 +44,16 @@ impl Tool for WriteFileTool {
 
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError> {
         let arguments: Arguments = parse_arguments(NAME, arguments)?;
-        let resolved = resolve_path(cwd, &arguments.path)?;
-        Ok(PermissionRequest {
-            action: PermissionAction::Write,
-            resource: resolved.path.to_string_lossy().into_owned(),
-            summary: format!("write {} bytes to {}", arguments.content.len(), resolved.path.display()),
-            inside_cwd: resolved.inside_cwd,
+        path_permission(cwd, &arguments.path, PermissionAction::Write, |path| {
+            format!("write {} bytes to {path}", arguments.content.len())
         })
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        async move {
-            // Checked once, before anything changes: a write is not abandoned halfway.
-            if context.cancel.is_cancelled() {
-                return results::cancelled("cancelled before writing");
-            }
-            let arguments: Arguments = match parse_arguments(NAME, &arguments) {
-                Ok(arguments) => arguments,
-                Err(error) => return error.into_result(),
-            };
-            run_blocking(move || write(&context.cwd, &arguments, context.approved_request.as_ref())).await
-        }
-        .boxed()
+        // Cancellation is checked once, before anything changes: a write is not abandoned halfway.
+        execute_blocking(NAME, arguments, context, Some("cancelled before writing"), |arguments: Arguments, context| {
+            write(&context.cwd, &arguments, context.approved_request.as_ref())
+        })
     }
 }
 

@@ -1,0 +1,202 @@
+//! `ApprovalActor`: one per root session tree, the tree's side of permissions.
+//!
+//! It owns the tree's runtime-only permission mode and its tree grants (loaded from the root session's log when
+//! it starts, and kept current as grants are committed), answers runs that ask whether an operation is already
+//! granted, routes `approval.respond` to the session whose run asked (that session's actor validates the answer
+//! and records it, so racing answers are ordered in one place), commits the tree grant an `approve_tree` answer
+//! creates to the root session's log, and collects `approval.list` across the tree. The supervisor starts it on
+//! first use and keeps it for the life of the daemon; it is small.
+
+use actix::prelude::*;
+use troupe_protocol::types::approval::{
+    ApprovalListResult, ApprovalRecord, ApprovalRespondParams, ApprovalStatus, PermissionAction, TreeGrant,
+};
+use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
+
+use crate::error::EngineError;
+use crate::session_actor::{CommitTreeGrant, GetTreeGrants, ListSessionApprovals, RespondToApproval};
+use crate::session_supervisor::{GetTree, OpenSession, SessionSupervisor};
+
+/// The tree's mode, and whether a tree grant covers `(action, resource)`.
+#[derive(Message)]
+#[rtype(result = "(PermissionMode, bool)")]
+pub struct CheckTreePermission {
+    pub action: PermissionAction,
+    pub resource: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetTreeMode {
+    pub mode: PermissionMode,
+}
+
+/// `approval.list` for this tree.
+#[derive(Message)]
+#[rtype(result = "Result<ApprovalListResult, EngineError>")]
+pub struct ListTreeApprovals {
+    pub status: Option<ApprovalStatus>,
+}
+
+/// `approval.respond` for an approval of a session of this tree.
+#[derive(Message)]
+#[rtype(result = "Result<ApprovalRecord, EngineError>")]
+pub struct RespondInTree {
+    pub params: ApprovalRespondParams,
+    /// Which client answered.
+    pub answered_by: String,
+}
+
+pub struct ApprovalActor {
+    root_session_id: String,
+    supervisor: Addr<SessionSupervisor>,
+    /// Runtime-only; every tree starts in the default mode when the daemon starts.
+    mode: PermissionMode,
+    /// Durable in the root session's log.
+    grants: Vec<TreeGrant>,
+}
+
+impl ApprovalActor {
+    pub fn new(root_session_id: String, supervisor: Addr<SessionSupervisor>) -> Self {
+        ApprovalActor { root_session_id, supervisor, mode: PermissionMode::default(), grants: Vec::new() }
+    }
+}
+
+/// Asks a session's actor, starting it if needed.
+async fn ask_session<M>(
+    supervisor: &Addr<SessionSupervisor>,
+    session_id: &str,
+    message: M,
+) -> Result<<M::Result as ResultOk>::Ok, EngineError>
+where
+    M: Message + Send + 'static,
+    M::Result: ResultOk + Send,
+    crate::session_actor::SessionActor: Handler<M>,
+{
+    let addr = supervisor
+        .send(OpenSession { session_id: session_id.to_owned() })
+        .await
+        .map_err(|_| EngineError::ShuttingDown)??;
+    let reply = addr.send(message).await.map_err(|_| EngineError::Unavailable {
+        session_id: session_id.to_owned(),
+        detail: "the session stopped while answering".into(),
+    })?;
+    reply.into_result()
+}
+
+/// The replies of session messages are `Result<T, EngineError>`; this names their `T`.
+pub trait ResultOk {
+    type Ok;
+    fn into_result(self) -> Result<Self::Ok, EngineError>;
+}
+
+impl<T> ResultOk for Result<T, EngineError> {
+    type Ok = T;
+    fn into_result(self) -> Result<T, EngineError> {
+        self
+    }
+}
+
+fn tree_sessions(node: &SessionTreeNode, into: &mut Vec<String>) {
+    into.push(node.session.session_id.clone());
+    for child in &node.children {
+        tree_sessions(child, into);
+    }
+}
+
+impl Actor for ApprovalActor {
+    type Context = Context<Self>;
+
+    /// Loads the tree's grants before answering anything, so a grant is never missed after a restart.
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let supervisor = self.supervisor.clone();
+        let root = self.root_session_id.clone();
+        let load = async move { ask_session(&supervisor, &root, GetTreeGrants).await };
+        ctx.wait(load.into_actor(self).map(|loaded, actor, _| match loaded {
+            Ok(grants) => actor.grants = grants,
+            Err(error) => tracing::error!(root = %actor.root_session_id, %error, "could not load the tree's grants"),
+        }));
+    }
+}
+
+impl Handler<CheckTreePermission> for ApprovalActor {
+    type Result = MessageResult<CheckTreePermission>;
+
+    fn handle(&mut self, message: CheckTreePermission, _: &mut Context<Self>) -> Self::Result {
+        let granted =
+            self.grants.iter().any(|grant| grant.action == message.action && grant.resource == message.resource);
+        MessageResult((self.mode, granted))
+    }
+}
+
+impl Handler<SetTreeMode> for ApprovalActor {
+    type Result = ();
+
+    fn handle(&mut self, message: SetTreeMode, _: &mut Context<Self>) {
+        self.mode = message.mode;
+    }
+}
+
+impl Handler<ListTreeApprovals> for ApprovalActor {
+    type Result = ResponseActFuture<Self, Result<ApprovalListResult, EngineError>>;
+
+    fn handle(&mut self, message: ListTreeApprovals, _: &mut Context<Self>) -> Self::Result {
+        let supervisor = self.supervisor.clone();
+        let root = self.root_session_id.clone();
+        let collect = async move {
+            let tree = supervisor.send(GetTree { session_id: root }).await.map_err(|_| EngineError::ShuttingDown)??;
+            let mut sessions = Vec::new();
+            tree_sessions(&tree, &mut sessions);
+            let mut approvals = Vec::new();
+            for session_id in sessions {
+                approvals.extend(ask_session(&supervisor, &session_id, ListSessionApprovals).await?);
+            }
+            Ok::<_, EngineError>(approvals)
+        };
+        Box::pin(collect.into_actor(self).map(move |collected, actor, _| {
+            let mut approvals = collected?;
+            if let Some(status) = message.status {
+                approvals.retain(|record| record.status == status);
+            }
+            approvals.sort_by(|a, b| a.approval_id.cmp(&b.approval_id));
+            Ok(ApprovalListResult { approvals, tree_grants: actor.grants.clone() })
+        }))
+    }
+}
+
+impl Handler<RespondInTree> for ApprovalActor {
+    type Result = ResponseActFuture<Self, Result<ApprovalRecord, EngineError>>;
+
+    fn handle(&mut self, message: RespondInTree, _: &mut Context<Self>) -> Self::Result {
+        let supervisor = self.supervisor.clone();
+        let root = self.root_session_id.clone();
+        let params = message.params;
+        let respond = async move {
+            let (record, grant) = ask_session(
+                &supervisor,
+                &params.session_id,
+                RespondToApproval {
+                    approval_id: params.approval_id,
+                    request_revision: params.request_revision,
+                    operation_fingerprint: params.operation_fingerprint,
+                    client_response_id: params.client_response_id,
+                    decision: params.decision,
+                    feedback: params.feedback.map(|feedback| feedback.message),
+                    answered_by: message.answered_by,
+                },
+            )
+            .await?;
+            if let Some(grant) = &grant {
+                ask_session(&supervisor, &root, CommitTreeGrant { grant: grant.clone() }).await?;
+            }
+            Ok::<_, EngineError>((record, grant))
+        };
+        Box::pin(respond.into_actor(self).map(|responded, actor, _| {
+            let (record, grant) = responded?;
+            if let Some(grant) = grant {
+                actor.grants.push(grant);
+            }
+            Ok(record)
+        }))
+    }
+}

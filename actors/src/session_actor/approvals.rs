@@ -1,0 +1,326 @@
+//! The session actor's side of approvals: it records the approvals its runs ask for, validates and records
+//! answers, and wakes the waiting run.
+//!
+//! Every answer to an approval of this session passes through this actor, one message at a time, so of two
+//! racing answers exactly one finds the approval pending; the other gets `approval_not_pending`. Validation
+//! order: a redelivered `client_response_id` first (answered like the first time, or a conflict), then existence,
+//! pending status, revision, fingerprint, and whether the decision is allowed.
+
+use std::collections::HashMap;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+use troupe_protocol::types::approval::{
+    ApprovalConstraints, ApprovalDecision, ApprovalOperation, ApprovalRecord, ApprovalStatus, TreeGrant,
+};
+use troupe_protocol::types::events::EventPayload;
+use troupe_runtime::clock::{new_id, now_rfc3339};
+
+use super::SessionActor;
+use crate::error::EngineError;
+
+/// How a pending approval ended, as the waiting run learns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    Approved { for_tree: bool },
+    Rejected { feedback: Option<String> },
+    Cancelled { reason: String },
+}
+
+/// Runs waiting for their approvals' answers, by approval id.
+pub(crate) type ApprovalWaiters = HashMap<String, oneshot::Sender<ApprovalOutcome>>;
+
+/// Sent by a run: records `approval_requested` and replies with the approval id and where its answer arrives.
+#[derive(Message)]
+#[rtype(result = "Result<(String, oneshot::Receiver<ApprovalOutcome>), EngineError>")]
+pub struct RequestApproval {
+    pub run_id: String,
+    pub tool_call_id: String,
+    pub operation: ApprovalOperation,
+    pub operation_fingerprint: String,
+    pub constraints: ApprovalConstraints,
+}
+
+/// An answer to one of this session's approvals. Replies with the updated record, and the tree grant to commit
+/// when the decision was `approve_tree`.
+#[derive(Message)]
+#[rtype(result = "Result<(ApprovalRecord, Option<TreeGrant>), EngineError>")]
+pub struct RespondToApproval {
+    pub approval_id: String,
+    pub request_revision: u64,
+    pub operation_fingerprint: String,
+    pub client_response_id: String,
+    pub decision: ApprovalDecision,
+    pub feedback: Option<String>,
+    pub answered_by: String,
+}
+
+/// Cancels the pending approvals of a run that is ending.
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub struct CancelPendingApprovals {
+    pub run_id: String,
+    pub reason: String,
+}
+
+/// This session's approval records, oldest first.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<ApprovalRecord>, EngineError>")]
+pub struct ListSessionApprovals;
+
+/// The tree grants recorded in this (root) session's log.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<TreeGrant>, EngineError>")]
+pub struct GetTreeGrants;
+
+/// Records a tree grant in this (root) session's log; replies once durable.
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub struct CommitTreeGrant {
+    pub grant: TreeGrant,
+}
+
+impl SessionActor {
+    fn approval_error(&self, approval_id: &str, client_response_id: &str, kind: ApprovalErrorKind) -> EngineError {
+        EngineError::Approval {
+            session_id: self.session_id.clone(),
+            approval_id: approval_id.to_owned(),
+            client_response_id: client_response_id.to_owned(),
+            kind,
+        }
+    }
+
+    /// Appends `approval_cancelled` for every pending approval of `run_id` and wakes its waiter. Returns the
+    /// last appended `seq` (0 when there was nothing to cancel).
+    pub(super) fn cancel_pending_approvals(
+        &mut self,
+        ctx: &mut Context<Self>,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<u64, EngineError> {
+        let pending: Vec<(String, u64)> = self
+            .state
+            .as_ref()
+            .map(|state| {
+                state
+                    .approvals
+                    .pending_of_run(run_id)
+                    .map(|record| (record.approval_id.clone(), record.revision))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut last = 0;
+        for (approval_id, revision) in pending {
+            let payload = EventPayload::ApprovalCancelled {
+                approval_id: approval_id.clone(),
+                revision: revision + 1,
+                reason: reason.to_owned(),
+            };
+            last = self.append(ctx, Some(run_id.to_owned()), None, payload)?;
+            if let Some(waiter) = self.approval_waiters.remove(&approval_id) {
+                let _ = waiter.send(ApprovalOutcome::Cancelled { reason: reason.to_owned() });
+            }
+        }
+        Ok(last)
+    }
+
+    fn respond(
+        &mut self,
+        ctx: &mut Context<Self>,
+        message: RespondToApproval,
+    ) -> Result<(u64, (ApprovalRecord, Option<TreeGrant>)), EngineError> {
+        let state = self.ready_state()?;
+        let RespondToApproval {
+            approval_id,
+            request_revision,
+            operation_fingerprint,
+            client_response_id,
+            decision,
+            feedback,
+            answered_by,
+        } = message;
+        let error = |kind| (approval_id.clone(), client_response_id.clone(), kind);
+        let checked: Result<ApprovalRecord, (String, String, ApprovalErrorKind)> = (|| {
+            if let Some(recorded) = state.approvals.response(&client_response_id) {
+                let same = recorded.approval_id == approval_id
+                    && recorded.decision == decision
+                    && recorded.feedback == feedback;
+                if !same {
+                    return Err(error(ApprovalErrorKind::IdempotencyConflict));
+                }
+                // A redelivery of the answer that was recorded: the same record again.
+                let record = state.approvals.get(&approval_id).cloned();
+                return record.ok_or_else(|| error(ApprovalErrorKind::NotFound));
+            }
+            let record = state.approvals.get(&approval_id).ok_or_else(|| error(ApprovalErrorKind::NotFound))?;
+            if record.status != ApprovalStatus::Pending {
+                return Err(error(ApprovalErrorKind::NotPending { status: record.status }));
+            }
+            if record.revision != request_revision {
+                return Err(error(ApprovalErrorKind::RevisionConflict { found: record.revision }));
+            }
+            if record.operation_fingerprint != operation_fingerprint {
+                return Err(error(ApprovalErrorKind::FingerprintMismatch));
+            }
+            let allowed = match decision {
+                ApprovalDecision::ApproveOnce => record.constraints.allow_once,
+                ApprovalDecision::ApproveTree => record.constraints.allow_tree_grant,
+                ApprovalDecision::Cancel => record.constraints.cancellable,
+                ApprovalDecision::Reject => true,
+            };
+            if !allowed {
+                return Err(error(ApprovalErrorKind::DecisionNotAllowed));
+            }
+            if feedback.is_some() && decision != ApprovalDecision::Reject {
+                return Err(error(ApprovalErrorKind::DecisionNotAllowed));
+            }
+            Ok(record.clone())
+        })();
+        let record = match checked {
+            Ok(record) => record,
+            Err((approval_id, client_response_id, kind)) => {
+                return Err(self.approval_error(&approval_id, &client_response_id, kind));
+            }
+        };
+        if record.decision.is_some() && record.status != ApprovalStatus::Pending {
+            // The redelivery case above: nothing new to write.
+            return Ok((self.next_seq - 1, (record, None)));
+        }
+        let run_id = Some(record.run_id.clone());
+        let decided = EventPayload::ApprovalUserDecisionRecorded {
+            approval_id: approval_id.clone(),
+            revision: record.revision + 1,
+            decision,
+            feedback: feedback.clone(),
+            answered_by: answered_by.clone(),
+            client_response_id,
+        };
+        self.append(ctx, run_id.clone(), Some("user".to_owned()), decided)?;
+        let (status, outcome) = match decision {
+            ApprovalDecision::ApproveOnce => (ApprovalStatus::Approved, ApprovalOutcome::Approved { for_tree: false }),
+            ApprovalDecision::ApproveTree => (ApprovalStatus::Approved, ApprovalOutcome::Approved { for_tree: true }),
+            ApprovalDecision::Reject => (ApprovalStatus::Rejected, ApprovalOutcome::Rejected { feedback }),
+            ApprovalDecision::Cancel => (
+                ApprovalStatus::Cancelled,
+                ApprovalOutcome::Cancelled { reason: format!("cancelled by {answered_by}") },
+            ),
+        };
+        let finalized =
+            // The answer and its outcome are one change of the record: both events carry its next revision.
+            EventPayload::ApprovalFinalized { approval_id: approval_id.clone(), revision: record.revision + 1, status };
+        let seq = self.append(ctx, run_id, None, finalized)?;
+        if let Some(waiter) = self.approval_waiters.remove(&approval_id) {
+            let _ = waiter.send(outcome);
+        }
+        let grant = (decision == ApprovalDecision::ApproveTree).then(|| TreeGrant {
+            action: record.operation.action,
+            resource: record.operation.resource.clone(),
+            granted_at: now_rfc3339(),
+            granted_by: answered_by,
+        });
+        let updated =
+            self.state.as_ref().and_then(|state| state.approvals.get(&approval_id).cloned()).unwrap_or(record);
+        Ok((seq, (updated, grant)))
+    }
+}
+
+/// Why an answer was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalErrorKind {
+    NotFound,
+    NotPending { status: ApprovalStatus },
+    RevisionConflict { found: u64 },
+    FingerprintMismatch,
+    DecisionNotAllowed,
+    IdempotencyConflict,
+}
+
+impl Handler<RequestApproval> for SessionActor {
+    type Result = ResponseFuture<Result<(String, oneshot::Receiver<ApprovalOutcome>), EngineError>>;
+
+    fn handle(&mut self, message: RequestApproval, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = (|| {
+            let state = self.ready_state()?;
+            if state.runs.active_run_id() != Some(message.run_id.as_str()) {
+                return Err(EngineError::RunNotActive { run_id: message.run_id.clone() });
+            }
+            let approval_id = new_id();
+            let record = ApprovalRecord {
+                session_id: self.session_id.clone(),
+                run_id: message.run_id.clone(),
+                tool_call_id: message.tool_call_id,
+                approval_id: approval_id.clone(),
+                revision: 1,
+                status: ApprovalStatus::Pending,
+                operation: message.operation,
+                operation_fingerprint: message.operation_fingerprint,
+                constraints: message.constraints,
+                decision: None,
+                feedback: None,
+                answered_by: None,
+                created_at: now_rfc3339(),
+                decided_at: None,
+            };
+            let seq = self.append(
+                ctx,
+                Some(message.run_id),
+                Some("engine:approval".to_owned()),
+                EventPayload::ApprovalRequested { approval: record },
+            )?;
+            let (sender, receiver) = oneshot::channel();
+            self.approval_waiters.insert(approval_id.clone(), sender);
+            Ok((seq, (approval_id, receiver)))
+        })();
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<RespondToApproval> for SessionActor {
+    type Result = ResponseFuture<Result<(ApprovalRecord, Option<TreeGrant>), EngineError>>;
+
+    fn handle(&mut self, message: RespondToApproval, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.respond(ctx, message);
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<CancelPendingApprovals> for SessionActor {
+    type Result = ResponseFuture<Result<(), EngineError>>;
+
+    fn handle(&mut self, message: CancelPendingApprovals, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.ready_state().map(|_| ()).and_then(|()| {
+            let seq = self.cancel_pending_approvals(ctx, &message.run_id, &message.reason)?;
+            Ok((seq, ()))
+        });
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<ListSessionApprovals> for SessionActor {
+    type Result = Result<Vec<ApprovalRecord>, EngineError>;
+
+    fn handle(&mut self, _: ListSessionApprovals, _: &mut Context<Self>) -> Self::Result {
+        Ok(self.ready_state()?.approvals.records().cloned().collect())
+    }
+}
+
+impl Handler<GetTreeGrants> for SessionActor {
+    type Result = Result<Vec<TreeGrant>, EngineError>;
+
+    fn handle(&mut self, _: GetTreeGrants, _: &mut Context<Self>) -> Self::Result {
+        Ok(self.ready_state()?.approvals.grants().to_vec())
+    }
+}
+
+impl Handler<CommitTreeGrant> for SessionActor {
+    type Result = ResponseFuture<Result<(), EngineError>>;
+
+    fn handle(&mut self, message: CommitTreeGrant, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.ready_state().map(|_| ()).and_then(|()| {
+            let payload = EventPayload::TreeApprovalGrantCommitted { grant: message.grant };
+            let seq = self.append(ctx, None, Some("user".to_owned()), payload)?;
+            Ok((seq, ()))
+        });
+        self.durable_reply(accepted)
+    }
+}

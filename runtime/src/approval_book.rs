@@ -1,0 +1,100 @@
+//! A session's approvals, rebuilt from its log: every approval record with its current revision and status, the
+//! answers recorded by `client_response_id` (for idempotent `approval.respond`), and, in a root session's log,
+//! the tree grants of its tree.
+
+use std::collections::{BTreeMap, HashMap};
+
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
+
+/// The answer recorded under a `client_response_id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedResponse {
+    pub approval_id: String,
+    pub decision: ApprovalDecision,
+    pub feedback: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ApprovalBook {
+    /// By approval id; ids are UUIDv7, so this is also creation order.
+    records: BTreeMap<String, ApprovalRecord>,
+    responses: HashMap<String, RecordedResponse>,
+    grants: Vec<TreeGrant>,
+}
+
+impl ApprovalBook {
+    pub fn apply(&mut self, event: &StoredEvent) {
+        match &event.payload {
+            EventPayload::ApprovalRequested { approval } => {
+                self.records.insert(approval.approval_id.clone(), approval.clone());
+            }
+            EventPayload::ApprovalUserDecisionRecorded {
+                approval_id,
+                revision,
+                decision,
+                feedback,
+                answered_by,
+                client_response_id,
+            } => {
+                if let Some(record) = self.records.get_mut(approval_id) {
+                    record.revision = *revision;
+                    record.decision = Some(*decision);
+                    record.feedback.clone_from(feedback);
+                    record.answered_by = Some(answered_by.clone());
+                    record.decided_at = Some(event.timestamp.clone());
+                }
+                self.responses.insert(
+                    client_response_id.clone(),
+                    RecordedResponse {
+                        approval_id: approval_id.clone(),
+                        decision: *decision,
+                        feedback: feedback.clone(),
+                    },
+                );
+            }
+            EventPayload::ApprovalFinalized { approval_id, revision, status } => {
+                if let Some(record) = self.records.get_mut(approval_id) {
+                    record.revision = *revision;
+                    record.status = *status;
+                }
+            }
+            EventPayload::ApprovalCancelled { approval_id, revision, .. } => {
+                if let Some(record) = self.records.get_mut(approval_id) {
+                    record.revision = *revision;
+                    record.status = ApprovalStatus::Cancelled;
+                    record.decided_at.get_or_insert_with(|| event.timestamp.clone());
+                }
+            }
+            EventPayload::TreeApprovalGrantCommitted { grant } => self.grants.push(grant.clone()),
+            _ => {}
+        }
+    }
+
+    pub fn get(&self, approval_id: &str) -> Option<&ApprovalRecord> {
+        self.records.get(approval_id)
+    }
+
+    /// Every record, oldest first.
+    pub fn records(&self) -> impl Iterator<Item = &ApprovalRecord> {
+        self.records.values()
+    }
+
+    /// The pending records of one run.
+    pub fn pending_of_run<'a>(&'a self, run_id: &'a str) -> impl Iterator<Item = &'a ApprovalRecord> + 'a {
+        self.records.values().filter(move |record| record.run_id == run_id && record.status == ApprovalStatus::Pending)
+    }
+
+    pub fn response(&self, client_response_id: &str) -> Option<&RecordedResponse> {
+        self.responses.get(client_response_id)
+    }
+
+    /// The tree grants recorded in this (root) session's log.
+    pub fn grants(&self) -> &[TreeGrant] {
+        &self.grants
+    }
+
+    pub fn has_grant(&self, action: PermissionAction, resource: &str) -> bool {
+        self.grants.iter().any(|grant| grant.action == action && grant.resource == resource)
+    }
+}

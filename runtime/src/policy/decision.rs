@@ -1,0 +1,68 @@
+//! What happens to a call now: the policy's evaluation combined with tree grants and the tree's permission mode.
+
+use troupe_protocol::types::approval::{PermissionAction, TreeGrant};
+use troupe_protocol::types::session::PermissionMode;
+
+use super::{Effect, Evaluation};
+use crate::tools::PermissionRequest;
+
+/// The identity a tree grant covers: the same action on exactly the same resource.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TreeGrantKey {
+    pub action: PermissionAction,
+    pub resource: String,
+}
+
+impl TreeGrantKey {
+    /// The key an `approve_tree` answer to `request` grants, and that later calls are looked up by.
+    pub fn of(request: &PermissionRequest) -> TreeGrantKey {
+        TreeGrantKey { action: request.action, resource: request.resource.clone() }
+    }
+}
+
+impl From<&TreeGrant> for TreeGrantKey {
+    fn from(grant: &TreeGrant) -> Self {
+        TreeGrantKey { action: grant.action, resource: grant.resource.clone() }
+    }
+}
+
+/// What the engine does with a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it without recording an approval.
+    Allow { reason: String },
+    /// Refuse it: the model gets a `denied` result carrying `reason`.
+    Deny { reason: String },
+    /// Record a pending approval and wait for the user; `reason` says why it needs one.
+    AskUser { reason: String },
+    /// `auto_approve_y`: run it, recording an approval answered by the mode (approved once, no tree grant).
+    AllowOnceByMode,
+}
+
+/// Combines the policy's `evaluation`, whether a tree grant covers the call (`granted`, see [`TreeGrantKey`]),
+/// the tree's `mode` and the classifier's verdict (`low_risk`, from [`super::is_low_risk`]) into what happens now.
+///
+/// `deny` and `allow` evaluations are final in every mode; only `ask` consults grants, the classifier and the mode.
+pub fn decide(mode: PermissionMode, evaluation: &Evaluation, granted: bool, low_risk: bool) -> Decision {
+    match evaluation.effect {
+        Effect::Deny => return Decision::Deny { reason: evaluation.reason.clone() },
+        Effect::Allow => return Decision::Allow { reason: evaluation.reason.clone() },
+        Effect::Ask => {}
+    }
+    if granted {
+        return Decision::Allow { reason: "approved for the whole session tree by an earlier approve_tree".to_owned() };
+    }
+    let classifier_approves = low_risk
+        && matches!(mode, PermissionMode::AutoApprove | PermissionMode::AutoApproveN | PermissionMode::AutoApproveY);
+    if classifier_approves {
+        return Decision::Allow { reason: "approved as low risk by the auto_approve classifier".to_owned() };
+    }
+    match mode {
+        PermissionMode::Yolo => Decision::Allow { reason: "approved by permission mode yolo".to_owned() },
+        PermissionMode::AutoApproveY => Decision::AllowOnceByMode,
+        PermissionMode::AutoApproveN => {
+            Decision::Deny { reason: format!("rejected by auto_approve_n: {}", evaluation.reason) }
+        }
+        PermissionMode::Ask | PermissionMode::AutoApprove => Decision::AskUser { reason: evaluation.reason.clone() },
+    }
+}

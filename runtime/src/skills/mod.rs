@@ -1,0 +1,131 @@
+//! Skills: reusable instructions a user or a project keeps as `SKILL.md` files, discovered from disk and rendered
+//! with arguments for `skills.list` and `skills.get`.
+//!
+//! A skill lives in a directory of its own, `<name>/SKILL.md`, under one of two roots:
+//!
+//! - the project's, `<cwd>/.troupe/skills/` ([`SkillSource::Project`]);
+//! - the user's, `<data_dir>/skills/` ([`SkillSource::User`]).
+//!
+//! The file opens with YAML front matter between two `---` lines and continues with a Markdown body (see
+//! [`front_matter`] for the keys). When both roots hold a skill of the same name, both are listed and the project
+//! copy is the [`DiscoveredSkill::precedence_winner`], because a repository's own instructions are more specific
+//! than a user's general ones.
+//!
+//! Everything here is pure and blocking: [`discover`] reads the file system and never fails as a whole. A broken
+//! skill becomes a [`SkillProblem`] beside the skills that did load, so one malformed file never hides the others.
+//! Problem reasons name paths, line and column, and at most the offending key or name, never file contents: a
+//! `SKILL.md` may be a symlink an attacker planted, and its target is none of the client's business.
+//!
+//! Permissions are the caller's: the engine decides from the session's run policy what invoking a skill would
+//! do (`allow`, `ask` or `deny`) and passes that to [`describe`], which turns a discovered skill into the wire's
+//! [`SkillDescriptor`]. [`render`] substitutes arguments into the body for `skills.get`'s preview and for the
+//! model.
+//!
+//! *Architecture Invariant*: nothing in this module follows a symlink out of its skills root, and nothing reads
+//! more than [`MAX_SKILL_FILE_BYTES`] of a skill file.
+
+mod discovery;
+pub mod front_matter;
+mod render;
+
+use std::path::{Path, PathBuf};
+
+pub use troupe_protocol::types::skills::{SkillDescriptor, SkillSource};
+
+pub use discovery::discover;
+pub use render::{render, split_arguments};
+
+/// The file that makes a directory a skill.
+pub const SKILL_FILE_NAME: &str = "SKILL.md";
+
+/// The largest `SKILL.md` that is read. A skill is a page of instructions; anything bigger is a mistake (or an
+/// attempt to flood the model's context), and is reported rather than loaded.
+pub const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
+
+/// The longest skill name, in characters.
+pub const MAX_SKILL_NAME_CHARS: usize = 64;
+
+/// The project's skills root: `<cwd>/.troupe/skills`.
+pub fn project_skills_root(cwd: &Path) -> PathBuf {
+    cwd.join(".troupe").join("skills")
+}
+
+/// The user's skills root: `<data_dir>/skills`.
+pub fn user_skills_root(data_dir: &Path) -> PathBuf {
+    data_dir.join("skills")
+}
+
+/// One skill, parsed from its `SKILL.md`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skill {
+    /// Equal to the name of the skill's directory: 1 to 64 characters of `a-z`, `0-9` and `-`.
+    pub name: String,
+    /// What the skill does; never empty.
+    pub description: String,
+    /// When the model should use the skill.
+    pub when_to_use: Option<String>,
+    /// A hint for the arguments a user may pass, e.g. `<file>`.
+    pub argument_hint: Option<String>,
+    /// Whether a user may invoke the skill directly (as a slash command). True unless the front matter says no.
+    pub user_invocable: bool,
+    /// The tools the skill says it needs, in the order given.
+    pub allowed_tools: Vec<String>,
+    /// The Markdown after the front matter, without leading blank lines or trailing whitespace.
+    pub body: String,
+    pub source: SkillSource,
+    /// The path of the `SKILL.md`, under its skills root as found (not canonicalized).
+    pub location: PathBuf,
+}
+
+/// A skill directory (or skills root) that could not be loaded, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkillProblem {
+    pub source: SkillSource,
+    /// The `SKILL.md`, or the directory or root the problem is about.
+    pub location: PathBuf,
+    /// A sentence for a human. It holds no file content beyond an offending key or name and a line and column.
+    pub reason: String,
+}
+
+/// What [`discover`] found: the skills that loaded and the problems with the ones that did not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// Sorted by name, then the project copy before the user copy.
+    pub skills: Vec<DiscoveredSkill>,
+    /// In the order found: the project root first, each root's directories by name.
+    pub problems: Vec<SkillProblem>,
+}
+
+impl Discovery {
+    /// The copy of `name` that takes precedence, if any loaded.
+    pub fn winner(&self, name: &str) -> Option<&DiscoveredSkill> {
+        self.skills.iter().find(|discovered| discovered.precedence_winner && discovered.skill.name == name)
+    }
+}
+
+/// A loaded skill and whether it is the copy of its name that counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiscoveredSkill {
+    pub skill: Skill,
+    /// False when a project copy of the same name shadows this user copy.
+    pub precedence_winner: bool,
+}
+
+/// Turns a discovered skill into its wire descriptor. `permission_effect` is what the governing run policy
+/// decides for invoking this skill: `allow`, `ask` or `deny`. The skill is visible to the model for `allow` and
+/// `ask`; for `deny`, and for any effect this code does not know, it is listed but not visible (fail closed).
+pub fn describe(discovered: &DiscoveredSkill, permission_effect: &str) -> SkillDescriptor {
+    let skill = &discovered.skill;
+    SkillDescriptor {
+        name: skill.name.clone(),
+        description: skill.description.clone(),
+        source: skill.source,
+        location: skill.location.to_string_lossy().into_owned(),
+        precedence_winner: discovered.precedence_winner,
+        visible: matches!(permission_effect, "allow" | "ask"),
+        permission_effect: permission_effect.to_owned(),
+        user_invocable: skill.user_invocable,
+        argument_hint: skill.argument_hint.clone(),
+        when_to_use: skill.when_to_use.clone(),
+    }
+}

@@ -1,0 +1,238 @@
+//! The decision table (every mode × effect × grant × classifier verdict) and the `auto_approve` classifier.
+
+use serde_json::json;
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_protocol::types::session::PermissionMode;
+use troupe_runtime::policy::{Decision, Effect, Evaluation, RuleSource, decide, is_low_risk};
+use troupe_runtime::tools::PermissionRequest;
+
+const MODES: [PermissionMode; 5] = [
+    PermissionMode::AutoApprove,
+    PermissionMode::AutoApproveN,
+    PermissionMode::AutoApproveY,
+    PermissionMode::Ask,
+    PermissionMode::Yolo,
+];
+
+fn evaluation(effect: Effect, source: RuleSource) -> Evaluation {
+    Evaluation { effect, reason: "because".to_owned(), source }
+}
+
+/// What the decision is, without the exact reason wording.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Allow,
+    Deny,
+    AskUser,
+    AllowOnceByMode,
+}
+
+fn outcome(decision: &Decision) -> Outcome {
+    match decision {
+        Decision::Allow { .. } => Outcome::Allow,
+        Decision::Deny { .. } => Outcome::Deny,
+        Decision::AskUser { .. } => Outcome::AskUser,
+        Decision::AllowOnceByMode => Outcome::AllowOnceByMode,
+    }
+}
+
+#[test]
+fn hard_denies_and_rule_denies_hold_in_every_mode_whatever_the_grants() {
+    for source in [RuleSource::HardDeny, RuleSource::Config(0), RuleSource::Agent(2)] {
+        for mode in MODES {
+            for granted in [false, true] {
+                for low_risk in [false, true] {
+                    let decision = decide(mode, &evaluation(Effect::Deny, source), granted, low_risk);
+                    assert_eq!(decision, Decision::Deny { reason: "because".to_owned() }, "{source:?} {mode:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn allows_hold_in_every_mode() {
+    for source in [RuleSource::BuiltIn, RuleSource::Config(1), RuleSource::Agent(0)] {
+        for mode in MODES {
+            for granted in [false, true] {
+                for low_risk in [false, true] {
+                    let decision = decide(mode, &evaluation(Effect::Allow, source), granted, low_risk);
+                    assert_eq!(decision, Decision::Allow { reason: "because".to_owned() }, "{source:?} {mode:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn asks_follow_the_grant_the_classifier_and_the_mode() {
+    use Outcome::*;
+    use PermissionMode::*;
+    // (mode, granted, low_risk, outcome)
+    let table = [
+        (AutoApprove, false, false, AskUser),
+        (AutoApprove, false, true, Allow),
+        (AutoApprove, true, false, Allow),
+        (AutoApprove, true, true, Allow),
+        (AutoApproveN, false, false, Deny),
+        (AutoApproveN, false, true, Allow),
+        (AutoApproveN, true, false, Allow),
+        (AutoApproveN, true, true, Allow),
+        (AutoApproveY, false, false, AllowOnceByMode),
+        (AutoApproveY, false, true, Allow),
+        (AutoApproveY, true, false, Allow),
+        (AutoApproveY, true, true, Allow),
+        (Ask, false, false, AskUser),
+        (Ask, false, true, AskUser),
+        (Ask, true, false, Allow),
+        (Ask, true, true, Allow),
+        (Yolo, false, false, Allow),
+        (Yolo, false, true, Allow),
+        (Yolo, true, false, Allow),
+        (Yolo, true, true, Allow),
+    ];
+    assert_eq!(table.len(), MODES.len() * 4, "every mode, grant and verdict");
+    for source in [RuleSource::BuiltIn, RuleSource::Config(0), RuleSource::Agent(0)] {
+        for (mode, granted, low_risk, expected) in &table {
+            let decision = decide(*mode, &evaluation(Effect::Ask, source), *granted, *low_risk);
+            assert_eq!(outcome(&decision), *expected, "{mode:?} granted={granted} low_risk={low_risk}");
+        }
+    }
+}
+
+#[test]
+fn reasons_say_who_decided() {
+    let ask = evaluation(Effect::Ask, RuleSource::BuiltIn);
+    let Decision::Deny { reason } = decide(PermissionMode::AutoApproveN, &ask, false, false) else { panic!() };
+    assert_eq!(reason, "rejected by auto_approve_n: because");
+    let Decision::AskUser { reason } = decide(PermissionMode::Ask, &ask, false, false) else { panic!() };
+    assert_eq!(reason, "because");
+    let Decision::Allow { reason } = decide(PermissionMode::Ask, &ask, true, false) else { panic!() };
+    assert!(reason.contains("approve_tree"), "{reason}");
+    let Decision::Allow { reason } = decide(PermissionMode::Yolo, &ask, false, false) else { panic!() };
+    assert!(reason.contains("yolo"), "{reason}");
+}
+
+fn shell(command: &str) -> bool {
+    let request = PermissionRequest {
+        action: PermissionAction::Execute,
+        resource: command.to_owned(),
+        summary: format!("run {command}"),
+        inside_cwd: true,
+    };
+    is_low_risk("shell", &request, &json!({"command": command}))
+}
+
+#[test]
+fn the_classifier_approves_read_only_commands_that_stay_in_the_cwd() {
+    for command in [
+        "ls",
+        "ls -la src",
+        "pwd",
+        "cat Cargo.toml",
+        "head -n 20 src/lib.rs",
+        "tail -n 5 log.txt",
+        "wc -l src/*.rs",
+        "grep -rn 'fn main' src",
+        "rg -n \"TODO|FIXME\" runtime",
+        "find . -name '*.rs' -type f",
+        "git status",
+        "git diff --stat",
+        "git log --oneline -n 10",
+        "git show HEAD",
+        "echo hello world",
+        "which cargo",
+        "stat README.md",
+        "file target",
+        "du -sh src",
+        "df -h",
+        "tree -L 2 src",
+        "  ls  ",
+    ] {
+        assert!(shell(command), "{command}");
+    }
+}
+
+#[test]
+fn the_classifier_escalates_everything_else() {
+    for command in [
+        // Compound commands, redirections and substitutions.
+        "ls; rm -rf target",
+        "ls && make",
+        "ls || true",
+        "cat x | sh",
+        "ls &",
+        "echo hi > file",
+        "cat < /etc/passwd",
+        "echo `id`",
+        "echo $(id)",
+        "cat $HOME/.ssh/id_rsa",
+        "cat \"$HOME/.ssh/id_rsa\"",
+        "(ls)",
+        "ls # comment",
+        "echo 'unterminated",
+        "ls\nrm x",
+        // Outside the cwd.
+        "cat /etc/passwd",
+        "ls ..",
+        "cat ../secret",
+        "cat src/../../secret",
+        "cat ~/.ssh/id_rsa",
+        "ls ~",
+        "grep -r x /",
+        "grep --file=/etc/passwd x",
+        "rg --glob=/x y",
+        "cat .*/x",
+        "ls {.,.}.",
+        "git log main..feature",
+        // Programs and options that write or run something.
+        "rm -rf target",
+        "cargo test",
+        "./ls",
+        "/bin/ls",
+        "FOO=1 ls",
+        "sh -c ls",
+        "find . -exec rm {} ;",
+        "find . -delete",
+        "find . -fprint out",
+        "find . -ok rm",
+        "git push",
+        "git commit -m x",
+        "git -C other status",
+        "git -c core.pager=sh log",
+        "git diff --output=patch",
+        "git diff --ext-diff",
+        "rg --pre cat x",
+        "tree -o out.txt",
+        "file -C -m magic",
+        "",
+    ] {
+        assert!(!shell(command), "{command:?}");
+    }
+}
+
+#[test]
+fn the_classifier_approves_reads_inside_the_cwd_and_never_writes() {
+    let request = |action, inside_cwd| PermissionRequest {
+        action,
+        resource: "/work/project/src/lib.rs".to_owned(),
+        summary: String::new(),
+        inside_cwd,
+    };
+    for tool in ["read_file", "list_dir", "search"] {
+        assert!(is_low_risk(tool, &request(PermissionAction::Read, true), &json!({})), "{tool}");
+        assert!(!is_low_risk(tool, &request(PermissionAction::Read, false), &json!({})), "{tool}");
+    }
+    for tool in ["write_file", "edit_file", "goal_update"] {
+        assert!(!is_low_risk(tool, &request(PermissionAction::Write, true), &json!({})), "{tool}");
+    }
+    // Execute from anything but the shell, and a shell request that disagrees with its own arguments.
+    let ls = PermissionRequest {
+        action: PermissionAction::Execute,
+        resource: "ls".to_owned(),
+        summary: String::new(),
+        inside_cwd: true,
+    };
+    assert!(!is_low_risk("plugin_tool", &ls, &json!({"command": "ls"})));
+    assert!(!is_low_risk("shell", &ls, &json!({"command": "rm -rf target"})));
+}
