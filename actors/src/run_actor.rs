@@ -170,11 +170,15 @@ struct RunLoop {
     /// Position in `setup.model_chain` of the model in use; sticky for the rest of the run.
     chain_index: usize,
     system_prompt: String,
-    tool_specs: Vec<ToolSpec>,
+    /// The run's model history, shared with each request in flight; appended to between requests, when no
+    /// request holds it, so appending never copies it.
+    history: Arc<Vec<ChatMessage>>,
+    tool_specs: Arc<Vec<ToolSpec>>,
 }
 
 impl RunLoop {
-    fn new(setup: RunSetup, control: Arc<RunControl>) -> Self {
+    fn new(mut setup: RunSetup, control: Arc<RunControl>) -> Self {
+        let history = Arc::new(std::mem::take(&mut setup.history));
         let tool_specs: Vec<ToolSpec> = setup
             .services
             .tools
@@ -191,12 +195,18 @@ impl RunLoop {
              and to run commands there; explain briefly what you did when you are done.",
             setup.cwd.display()
         );
-        RunLoop { setup, control, chain_index: 0, system_prompt, tool_specs }
+        RunLoop { setup, control, chain_index: 0, system_prompt, history, tool_specs: Arc::new(tool_specs) }
     }
 
-    /// Sends an event in order without waiting for it to be durable (deltas, progress).
+    /// Sends an event in order without waiting for it to be durable (deltas, progress, tool results): it is
+    /// written with the next group commit, before any later event of the run.
     fn emit(&self, payload: EventPayload) {
-        self.setup.session.do_send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin: None, payload });
+        self.emit_as(payload, None);
+    }
+
+    fn emit_as(&self, payload: EventPayload, origin: Option<&str>) {
+        let origin = origin.map(str::to_owned);
+        self.setup.session.do_send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload });
     }
 
     /// Sends an event and waits until it is durable.
@@ -218,8 +228,7 @@ impl RunLoop {
                 Err(TurnError::Outcome(outcome)) => return outcome,
             };
             let has_tool_calls = !turn.tool_calls.is_empty();
-            self.setup
-                .history
+            Arc::make_mut(&mut self.history)
                 .push(ChatMessage::Assistant { text: turn.text.clone(), tool_calls: turn.tool_calls.clone() });
             for call in &turn.tool_calls {
                 if self.control.cancel.is_cancelled() {
@@ -230,10 +239,10 @@ impl RunLoop {
                     tool_call_id: call.tool_call_id.clone(),
                     result: result.clone(),
                 };
-                if self.commit(terminated, Some("engine:tool-result")).await.is_err() {
-                    return RunOutcome::SessionLost;
-                }
-                self.setup.history.extend(tool_history(call, &result));
+                // Not awaited: the next durable point of the run (its next committed turn, or its end) covers it,
+                // and nothing irreversible depends on it being on disk first.
+                self.emit_as(terminated, Some("engine:tool-result"));
+                Arc::make_mut(&mut self.history).extend(tool_history(call, &result));
             }
             if self.control.cancel.is_cancelled() {
                 return RunOutcome::Cancelled;
@@ -247,7 +256,7 @@ impl RunLoop {
             if !has_tool_calls && promoted.is_empty() {
                 return RunOutcome::Completed { final_text: turn.text };
             }
-            self.setup.history.extend(
+            Arc::make_mut(&mut self.history).extend(
                 promoted
                     .into_iter()
                     .map(|input| ChatMessage::User { parts: vec![troupe_runtime::model::UserPart::Text(input)] }),
@@ -330,7 +339,7 @@ impl RunLoop {
             model_id,
             variant: model.variant.clone(),
             system: Some(self.system_prompt.clone()),
-            messages: self.setup.history.clone(),
+            messages: self.history.clone(),
             tools: self.tool_specs.clone(),
             max_output_tokens: None,
         };
@@ -425,9 +434,14 @@ impl RunLoop {
             action: request.action,
             resource: request.resource.clone(),
         };
-        if self.commit(started, None).await.is_err() {
-            return tool_result(ToolResultStatus::Cancelled, "the session stopped before the tool ran".into());
-        }
+        // Enqueued now, in order; the run does not wait for it before executing (the turn that asked for the call
+        // is durable already). Live output is published at once, though, so the first chunk waits until this
+        // event is durable: a subscriber never sees output of a call it has not seen start.
+        let mut started = Some(self.setup.session.send(AppendRunEvent {
+            run_id: self.setup.run_id.clone(),
+            origin: None,
+            payload: started,
+        }));
 
         let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);
         let (stdin_sender, stdin) = mpsc::channel::<StdinInput>(16);
@@ -447,10 +461,14 @@ impl RunLoop {
         let result = loop {
             tokio::select! {
                 result = &mut execution => break result,
-                Some(chunk) = output.recv() => self.forward_output(&mut progress, &call.tool_call_id, chunk),
+                Some(chunk) = output.recv() => {
+                    wait_until_started(&mut started).await;
+                    self.forward_output(&mut progress, &call.tool_call_id, chunk);
+                }
             }
         };
         while let Ok(chunk) = output.try_recv() {
+            wait_until_started(&mut started).await;
             self.forward_output(&mut progress, &call.tool_call_id, chunk);
         }
         *self.control.stdin.lock() = None;
@@ -561,6 +579,14 @@ impl RunLoop {
         if let Err(error) = self.commit(payload, None).await {
             tracing::warn!(run_id = %self.setup.run_id, %error, "could not record the end of a run");
         }
+    }
+}
+
+/// Waits once for the `tool_call_started` event to be durable (a later call returns at once).
+async fn wait_until_started(started: &mut Option<actix::dev::Request<SessionActor, AppendRunEvent>>) {
+    if let Some(durable) = started.take() {
+        // A failure here means the session stopped; the next durable point of the run notices it.
+        let _ = durable.await;
     }
 }
 

@@ -23,8 +23,8 @@ fn simple_request(text: &str) -> ModelRequest {
         model_id: "claude-sonnet-4-20250514".into(),
         variant: None,
         system: None,
-        messages: vec![ChatMessage::User { parts: vec![UserPart::Text(text.into())] }],
-        tools: Vec::new(),
+        messages: vec![ChatMessage::User { parts: vec![UserPart::Text(text.into())] }].into(),
+        tools: Default::default(),
         max_output_tokens: None,
     }
 }
@@ -174,12 +174,14 @@ async fn the_request_body_merges_consecutive_tool_results_into_one_user_message(
                 content: "no such dir".into(),
                 is_error: true,
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "shell".into(),
             description: "Runs a command".into(),
             parameters: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         max_output_tokens: Some(1024),
     };
     collect(start_stream(&provider(&server), request).await.expect("stream")).await;

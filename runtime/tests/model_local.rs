@@ -15,8 +15,8 @@ fn request(messages: Vec<ChatMessage>) -> ModelRequest {
         model_id: "echo".into(),
         variant: None,
         system: None,
-        messages,
-        tools: Vec::new(),
+        messages: messages.into(),
+        tools: Default::default(),
         max_output_tokens: None,
     }
 }

@@ -26,8 +26,8 @@ fn simple_request(text: &str) -> ModelRequest {
         model_id: "gpt-4o".into(),
         variant: None,
         system: None,
-        messages: vec![ChatMessage::User { parts: vec![UserPart::Text(text.into())] }],
-        tools: Vec::new(),
+        messages: vec![ChatMessage::User { parts: vec![UserPart::Text(text.into())] }].into(),
+        tools: Default::default(),
         max_output_tokens: None,
     }
 }
@@ -178,12 +178,14 @@ async fn the_request_body_maps_history_and_tools_and_a_keyless_server_gets_no_au
                 content: "a.txt".into(),
                 is_error: false,
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "shell".into(),
             description: "Runs a command".into(),
             parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_output_tokens: Some(256),
     };
     let stream = start_stream(&provider(&server, false), request).await.expect("stream");

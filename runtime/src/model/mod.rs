@@ -33,6 +33,8 @@ mod http;
 mod secret;
 mod sse;
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
@@ -50,10 +52,12 @@ pub struct ModelRequest {
     pub variant: Option<String>,
     /// The system prompt, sent in whatever place the vendor expects it.
     pub system: Option<String>,
-    /// The history, oldest first.
-    pub messages: Vec<ChatMessage>,
-    /// The tools the model may call; empty means none.
-    pub tools: Vec<ToolSpec>,
+    /// The history, oldest first. Shared, because a run sends its whole history with every request: a turn
+    /// costs a reference count, not a copy of the history.
+    pub messages: Arc<Vec<ChatMessage>>,
+    /// The tools the model may call; empty means none. Shared for the same reason: it is the same for every
+    /// request of a run.
+    pub tools: Arc<Vec<ToolSpec>>,
     /// A cap on generated tokens; each provider has its own default when unset.
     pub max_output_tokens: Option<u32>,
 }

@@ -136,7 +136,7 @@ pub(crate) fn chat_completions_body(request: &ModelRequest) -> Value {
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         messages.push(chat_message(message));
     }
     let mut body = json!({
