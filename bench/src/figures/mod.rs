@@ -1,0 +1,34 @@
+//! One module per figure of the issue. Each returns its table and fails (an error) when a correctness check
+//! fails; timing targets are judged in the table, not here.
+
+mod cold_load;
+mod durable;
+mod fanout;
+mod pipeline;
+mod rtt;
+mod runs;
+mod scale;
+
+use crate::Ctx;
+use crate::report::Table;
+
+pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
+    match figure {
+        "rtt" => rtt::run(ctx).await,
+        "pipeline" => pipeline::run(ctx).await,
+        "fanout" => fanout::run(ctx).await,
+        "durable" => durable::run(ctx).await,
+        "load" => cold_load::run(ctx).await,
+        "scale" => scale::run(ctx).await,
+        "runs" => runs::run(ctx).await,
+        other => anyhow::bail!("unknown figure {other}"),
+    }
+}
+
+/// The `session.get` request the RPC figures send, with a fixed-width id so every frame has the same size.
+pub fn session_get_frame(id: u64, session_id: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"session.get","params":{{"session_id":"{session_id}"}}}}"#)
+}
+
+/// Ids start here so that they all have 7 digits.
+pub const ID_BASE: u64 = 1_000_000;

@@ -1,0 +1,144 @@
+//! Figure 2: pipelined RPC throughput: many `session.get` requests in flight on one connection and on 16
+//! connections, against the same bare actix-ws server as figure 1.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure};
+use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::rtt::echo_workers;
+use super::{ID_BASE, session_get_frame};
+use crate::Ctx;
+use crate::harness::{EchoServer, InProcessDaemon, RawWs, create_session, is_reply, ms, reply_id};
+use crate::report::{Row, Table, median_p99};
+
+/// In flight per connection: below the daemon's default `max_in_flight` (256).
+const WINDOW: usize = 128;
+
+/// Drives `per_connection` requests on each socket with up to [`WINDOW`] in flight. Returns the elapsed time
+/// and every request's latency in ms.
+async fn drive(sockets: Vec<RawWs>, session_id: &str, per_connection: usize) -> anyhow::Result<(Duration, Vec<f64>)> {
+    let started = Instant::now();
+    let tasks = sockets.into_iter().map(|socket| {
+        let session_id = session_id.to_owned();
+        tokio::spawn(async move { one_connection(socket, &session_id, per_connection).await })
+    });
+    let mut latencies = Vec::new();
+    for outcome in futures::future::join_all(tasks).await {
+        latencies.extend(outcome??);
+    }
+    Ok((started.elapsed(), latencies))
+}
+
+async fn one_connection(socket: RawWs, session_id: &str, total: usize) -> anyhow::Result<Vec<f64>> {
+    let (mut sink, mut stream) = socket.stream.split();
+    let frames: Vec<String> = (0..total).map(|index| session_get_frame(ID_BASE + index as u64, session_id)).collect();
+    let mut sent_at = vec![Instant::now(); total];
+    let mut latencies = Vec::with_capacity(total);
+    let (mut sent, mut answered) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while answered < total {
+        let mut fed = false;
+        while sent < total && sent - answered < WINDOW {
+            sink.feed(Message::text(frames[sent].clone())).await?;
+            sent_at[sent] = Instant::now();
+            sent += 1;
+            fed = true;
+        }
+        if fed {
+            sink.flush().await?;
+        }
+        ensure!(Instant::now() < deadline, "pipelined requests took over 120 s");
+        let text = match tokio::time::timeout(Duration::from_secs(60), stream.next()).await? {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(other)) => bail!("unexpected frame {other:?}"),
+            Some(Err(error)) => return Err(error.into()),
+            None => bail!("the socket closed"),
+        };
+        if !is_reply(&text) {
+            continue;
+        }
+        ensure!(text.contains("\"result\""), "a pipelined session.get failed: {}", text.as_str());
+        let index = reply_id(&text).and_then(|id| id.checked_sub(ID_BASE)).map(|index| index as usize);
+        let Some(index) = index.filter(|index| *index < sent) else {
+            bail!("a reply to an unknown id: {}", text.as_str())
+        };
+        latencies.push(ms(sent_at[index].elapsed()));
+        answered += 1;
+    }
+    let _ = sink.close().await;
+    Ok(latencies)
+}
+
+pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
+    let daemon = InProcessDaemon::start(None)?;
+    let (client, _deliveries) = daemon.client().await?;
+    let session = create_session(&client, daemon.path()).await?;
+    let mut probe = RawWs::connect(&daemon.url(), &daemon.token).await?;
+    probe.handshake().await?;
+    probe.send(session_get_frame(ID_BASE, &session.session_id).into()).await?;
+    let canned = probe.reply().await?;
+    let echo = EchoServer::start(&canned, ID_BASE, echo_workers())?;
+
+    let total = ctx.size(32_000, 200);
+    let mut rows = Vec::new();
+    for connections in [1usize, 16] {
+        let per_connection = total / connections;
+        let (mut daemon_rates, mut echo_rates) = (Vec::new(), Vec::new());
+        let (mut daemon_latencies, mut echo_latencies) = (Vec::new(), Vec::new());
+        for _ in 0..ctx.rounds {
+            let mut sockets = Vec::new();
+            for _ in 0..connections {
+                let mut socket = RawWs::connect(&daemon.url(), &daemon.token).await?;
+                socket.handshake().await?;
+                sockets.push(socket);
+            }
+            let (elapsed, latencies) = drive(sockets, &session.session_id, per_connection).await?;
+            daemon_rates.push((per_connection * connections) as f64 / elapsed.as_secs_f64());
+            daemon_latencies.extend(latencies);
+
+            let mut sockets = Vec::new();
+            for _ in 0..connections {
+                sockets.push(RawWs::connect(&echo.url(), "unused").await?);
+            }
+            let (elapsed, latencies) = drive(sockets, &session.session_id, per_connection).await?;
+            echo_rates.push((per_connection * connections) as f64 / elapsed.as_secs_f64());
+            echo_latencies.extend(latencies);
+        }
+        let worst = |rates: &[f64]| rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let (echo_rate, _) = median_p99(&echo_rates);
+        let (daemon_rate, _) = median_p99(&daemon_rates);
+        rows.push(Row::new(
+            format!("{connections} conn: bare echo (baseline)"),
+            "req/s",
+            echo_rate,
+            worst(&echo_rates),
+        ));
+        rows.push(
+            Row::new(format!("{connections} conn: daemon"), "req/s", daemon_rate, worst(&daemon_rates)).rate(echo_rate),
+        );
+        let (echo_latency, _) = median_p99(&echo_latencies);
+        let (daemon_latency, daemon_latency_p99) = median_p99(&daemon_latencies);
+        rows.push(
+            Row::new(
+                format!("{connections} conn: daemon latency under load"),
+                "ms",
+                daemon_latency,
+                daemon_latency_p99,
+            )
+            .cost(echo_latency),
+        );
+    }
+    Ok(Table {
+        figure: "2. Pipelined RPC throughput (`session.get`)".into(),
+        note: format!(
+            "{total} requests per round spread over the connections, {WINDOW} in flight per connection, {} rounds; \
+             baseline: the bare actix-ws server of figure 1. Rates: median and worst round; ratio = baseline rate / \
+             daemon rate. Latency: send → reply of each request under that load.",
+            ctx.rounds
+        ),
+        rows,
+    })
+}

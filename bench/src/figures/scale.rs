@@ -1,0 +1,87 @@
+//! Figure 6: scale. A child daemon process (`serve --hibernate-after-ms 200`): time from spawn to the first
+//! successful `GET /readyz`, its idle RSS after start, and its RSS per idle (hibernated) session after creating
+//! 10,000 sessions.
+
+use std::time::{Duration, Instant};
+
+use anyhow::ensure;
+use futures::StreamExt;
+
+use crate::Ctx;
+use crate::harness::{ChildDaemon, bench_tmp_root, connect, create_session, ms};
+use crate::report::{Row, Table, Target, median_p99};
+
+pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
+    // Start time: fresh data directory each time.
+    let starts = if ctx.smoke { 2 } else { ctx.rounds.max(5) };
+    let (mut ready_samples, mut exit_samples, mut idle_rss) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..starts {
+        exit_samples.push(ms(ctx.program.spawn_exit_time()?));
+        let dir = tempfile::tempdir_in(bench_tmp_root())?;
+        let mut child = ChildDaemon::spawn(&ctx.program, dir.path(), Some(200))?;
+        ready_samples.push(ms(child.time_to_ready));
+        // Idle: started, nothing connected, given a moment to settle.
+        tokio::time::sleep(Duration::from_millis(ctx.size(500, 100) as u64)).await;
+        idle_rss.push(child.rss_kib()? as f64 / 1024.0);
+        child.kill();
+    }
+
+    // Sessions: one child, one client, pipelined creates, then everything hibernates.
+    let sessions = ctx.size(10_000, 50);
+    let dir = tempfile::tempdir_in(bench_tmp_root())?;
+    let cwd = tempfile::tempdir_in(bench_tmp_root())?;
+    let child = ChildDaemon::spawn(&ctx.program, dir.path(), Some(200))?;
+    let (client, _deliveries) = connect(&child.url, &child.token).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = child.rss_kib()?;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(300);
+    let mut created = 0usize;
+    let mut creates =
+        futures::stream::iter(0..sessions).map(|_| create_session(&client, cwd.path())).buffer_unordered(64);
+    while let Some(outcome) = creates.next().await {
+        outcome?;
+        created += 1;
+        if Instant::now() > deadline {
+            break;
+        }
+    }
+    drop(creates);
+    let create_elapsed = started.elapsed();
+    let live = child.rss_kib()?;
+    // Hibernation after 200 ms idle; give every actor time to stop.
+    tokio::time::sleep(Duration::from_millis(ctx.size(3000, 800) as u64)).await;
+    let after = child.rss_kib()?;
+    ensure!(created > 0, "no session was created");
+    let per_idle_kb = (after as f64 - before as f64) * 1024.0 / 1000.0 / created as f64;
+    let per_live_kb = (live as f64 - before as f64) * 1024.0 / 1000.0 / created as f64;
+    drop(child);
+
+    let (ready, ready_p99) = median_p99(&ready_samples);
+    let (exit, _) = median_p99(&exit_samples);
+    let (rss, rss_p99) = median_p99(&idle_rss);
+    Ok(Table {
+        figure: "6. Scale: start, idle memory, idle sessions".into(),
+        note: format!(
+            "Child daemon: {}. Start: {starts} spawns, each on a fresh data dir; baseline: spawning the same \
+             executable with `--version` until it exits. Sessions: {created} of {sessions} created in {:.1} s ({:.0}/s, \
+             64 in flight); RSS before {:.1} MiB, after creating {:.1} MiB, after hibernation {:.1} MiB. Per-session \
+             figures are single measurements (median = p99). KB = 1000 bytes.",
+            ctx.program.describe(),
+            create_elapsed.as_secs_f64(),
+            created as f64 / create_elapsed.as_secs_f64(),
+            before as f64 / 1024.0,
+            live as f64 / 1024.0,
+            after as f64 / 1024.0
+        ),
+        rows: vec![
+            Row::new("spawn → first /readyz 200", "s", ready / 1000.0, ready_p99 / 1000.0)
+                .cost(exit / 1000.0)
+                .target(Target::MedianAtMost(0.1)),
+            Row::new("idle RSS after start", "MiB", rss, rss_p99).target(Target::MedianAtMost(15.0)),
+            Row::new("RSS per idle (hibernated) session", "KB", per_idle_kb, per_idle_kb)
+                .target(Target::MedianAtMost(20.0)),
+            Row::new("RSS per live session (before hibernation)", "KB", per_live_kb, per_live_kb),
+        ],
+    })
+}

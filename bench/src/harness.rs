@@ -1,0 +1,514 @@
+//! What the figures share: the real daemon (in-process and as a child process), raw WebSockets, the baseline
+//! echo server, and protocol helpers. Everything listens on and talks to 127.0.0.1 only.
+
+use std::io::{BufRead, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail, ensure};
+use futures::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use troupe::daemon::{self, DaemonOptions};
+use troupe_protocol::client::{Client, ClientOptions, Deliveries};
+use troupe_protocol::method;
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionMeta};
+use troupe_protocol::types::session::{SessionCreateParams, SessionRenameParams, TitleChange};
+use troupe_runtime::data_dir::DataDir;
+
+/// Upper bound of any single wait.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> anyhow::Result<T> {
+    tokio::time::timeout(WAIT, future).await.map_err(|_| anyhow!("timed out after {WAIT:?} waiting for {what}"))
+}
+
+pub fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+pub fn selection(model: &str) -> RunSelection {
+    RunSelection { agent: "default".into(), model: ModelSelection { model: model.into(), variant: None }, preset: None }
+}
+
+/// The real daemon (engine + gateway) on its own actix System thread, on 127.0.0.1:0.
+pub struct InProcessDaemon {
+    pub addr: SocketAddr,
+    pub token: String,
+    pub data_dir: tempfile::TempDir,
+    engine: Arc<troupe_actors::Engine>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl InProcessDaemon {
+    pub fn start(hibernate_after: Option<Duration>) -> anyhow::Result<InProcessDaemon> {
+        let data_dir = tempfile::tempdir_in(bench_tmp_root())?;
+        let options = DaemonOptions {
+            data_dir: DataDir::new(data_dir.path().to_path_buf()),
+            listen: Some("127.0.0.1:0".parse()?),
+            hibernate_after,
+        };
+        let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
+        let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("daemon".into()).spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                match daemon::start(options).await {
+                    Ok(running) => {
+                        let _ = ready_sender.send(Ok((running.local_addr, running.engine().clone())));
+                        let _ = stop_receiver.await;
+                        running.shutdown().await;
+                    }
+                    Err(error) => {
+                        let _ = ready_sender.send(Err(format!("{error:#}")));
+                    }
+                }
+            });
+        })?;
+        let (addr, engine) = ready_receiver
+            .recv_timeout(WAIT)
+            .context("the daemon did not start in time")?
+            .map_err(|error| anyhow!("the daemon failed to start: {error}"))?;
+        let token = std::fs::read_to_string(data_dir.path().join("daemon/token"))?.trim().to_owned();
+        Ok(InProcessDaemon { addr, token, data_dir, engine, stop: Some(stop_sender), thread: Some(thread) })
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/ws", self.addr)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    pub fn is_live(&self, session_id: &str) -> bool {
+        self.engine.is_live(session_id)
+    }
+
+    pub async fn client(&self) -> anyhow::Result<(Client, Deliveries)> {
+        connect(&self.url(), &self.token).await
+    }
+}
+
+impl Drop for InProcessDaemon {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+pub async fn connect(url: &str, token: &str) -> anyhow::Result<(Client, Deliveries)> {
+    let options = ClientOptions { request_timeout: WAIT, ..ClientOptions::default() };
+    Ok(within("client connect", Client::connect_websocket(url, token, options)).await??)
+}
+
+/// Where the bench puts its temporary directories: `TROUPE_BENCH_TMP`, else the system temp dir.
+pub fn bench_tmp_root() -> PathBuf {
+    std::env::var_os("TROUPE_BENCH_TMP").map_or_else(std::env::temp_dir, PathBuf::from)
+}
+
+/// The program that serves as a child daemon: the real `troupe` binary when one is found (`--troupe-bin`,
+/// `TROUPE_BIN`, or next to this executable), else this executable's hidden `serve-child` command, which runs
+/// the same `troupe::daemon::start` as `troupe serve`.
+#[derive(Clone, Debug)]
+pub struct DaemonProgram {
+    pub program: PathBuf,
+    pub real_binary: bool,
+}
+
+impl DaemonProgram {
+    pub fn find(explicit: Option<PathBuf>) -> anyhow::Result<DaemonProgram> {
+        if let Some(path) = explicit.or_else(|| std::env::var_os("TROUPE_BIN").map(PathBuf::from)) {
+            ensure!(path.is_file(), "no troupe binary at {}", path.display());
+            return Ok(DaemonProgram { program: path, real_binary: true });
+        }
+        let me = std::env::current_exe()?;
+        for dir in me.ancestors().skip(1).take(2) {
+            let candidate = dir.join("troupe");
+            if candidate.is_file() {
+                return Ok(DaemonProgram { program: candidate, real_binary: true });
+            }
+        }
+        Ok(DaemonProgram { program: me, real_binary: false })
+    }
+
+    pub fn describe(&self) -> String {
+        if self.real_binary {
+            format!("{} serve", self.program.display())
+        } else {
+            format!("{} serve-child (no troupe binary found; same daemon::start)", self.program.display())
+        }
+    }
+
+    fn serve_command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.arg(if self.real_binary { "serve" } else { "serve-child" });
+        command
+    }
+
+    /// A short-lived run of the same executable that exits at once (`--version`): the cost of spawning it.
+    pub fn spawn_exit_time(&self) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let status = Command::new(&self.program)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        ensure!(status.success(), "{} --version failed", self.program.display());
+        Ok(started.elapsed())
+    }
+}
+
+/// The daemon as a child process, for RSS, CPU time and start time.
+pub struct ChildDaemon {
+    pub child: Child,
+    pub url: String,
+    pub token: String,
+    /// Spawn → first successful `GET /readyz`.
+    pub time_to_ready: Duration,
+}
+
+impl ChildDaemon {
+    pub fn spawn(program: &DaemonProgram, data_dir: &Path, hibernate_after_ms: Option<u64>) -> anyhow::Result<Self> {
+        let mut command = program.serve_command();
+        command.args(["--listen", "127.0.0.1:0", "--data-dir"]).arg(data_dir);
+        if let Some(ms) = hibernate_after_ms {
+            command.arg("--hibernate-after-ms").arg(ms.to_string());
+        }
+        let started = Instant::now();
+        let mut child = command
+            .env("RUST_LOG", "warn")
+            .env_remove("TROUPE_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawn {}", program.describe()))?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let (line_sender, line_receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = line_sender.send(line);
+            }
+            for _ in lines {}
+        });
+        let line = match line_receiver.recv_timeout(WAIT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                bail!("the child daemon printed no address");
+            }
+        };
+        let url = line.strip_prefix("troupe listening on ").context("listening line")?.trim().to_owned();
+        let addr: SocketAddr = url.trim_start_matches("ws://").trim_end_matches("/ws").parse()?;
+        let deadline = Instant::now() + WAIT;
+        while !readyz(addr) {
+            ensure!(Instant::now() < deadline, "the child daemon never became ready");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let time_to_ready = started.elapsed();
+        let token = std::fs::read_to_string(data_dir.join("daemon/token"))?.trim().to_owned();
+        Ok(ChildDaemon { child, url, token, time_to_ready })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// VmRSS in KiB.
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .context("VmRSS in /proc/<pid>/status")
+    }
+
+    /// User + system CPU time of the whole process.
+    pub fn cpu_time(&self) -> anyhow::Result<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))?;
+        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+        let rest = &stat[stat.rfind(')').context("stat")? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Ok(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildDaemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One `GET /readyz` over a fresh TCP connection; true on `200`.
+pub fn readyz(addr: SocketAddr) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+}
+
+/// A raw WebSocket (tokio-tungstenite, TCP_NODELAY), used the same way against the daemon and the echo server.
+pub struct RawWs {
+    pub stream: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+}
+
+impl RawWs {
+    pub async fn connect(url: &str, token: &str) -> anyhow::Result<RawWs> {
+        let mut request = url.into_client_request()?;
+        request.headers_mut().insert("Authorization", format!("Bearer {token}").parse()?);
+        let (stream, _) =
+            within("raw connect", tokio_tungstenite::connect_async_with_config(request, None, true)).await??;
+        Ok(RawWs { stream })
+    }
+
+    pub async fn send(&mut self, text: Utf8Bytes) -> anyhow::Result<()> {
+        self.stream.send(Message::Text(text)).await?;
+        Ok(())
+    }
+
+    /// The next text frame that is a reply (has `"result"` or `"error"`), skipping notifications.
+    pub async fn reply(&mut self) -> anyhow::Result<Utf8Bytes> {
+        loop {
+            match self.stream.next().await {
+                Some(Ok(Message::Text(text))) if is_reply(&text) => return Ok(text),
+                Some(Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_))) => continue,
+                Some(Ok(other)) => bail!("unexpected frame {other:?}"),
+                Some(Err(error)) => return Err(error.into()),
+                None => bail!("the socket closed"),
+            }
+        }
+    }
+
+    pub async fn handshake(&mut self) -> anyhow::Result<()> {
+        self.send(r#"{"jsonrpc":"2.0","id":0,"method":"handshake","params":{"protocol_version":20}}"#.into()).await?;
+        let reply = within("handshake", self.reply()).await??;
+        ensure!(reply.contains("\"protocol_version\":20"), "handshake failed: {}", reply.as_str());
+        Ok(())
+    }
+}
+
+pub fn is_reply(text: &str) -> bool {
+    text.contains("\"result\"") || text.contains("\"error\"")
+}
+
+/// The request id of a reply frame (`"id":<digits>`).
+pub fn reply_id(text: &str) -> Option<u64> {
+    let start = text.find("\"id\":")? + 5;
+    let digits: &str = &text[start..];
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+/// The baseline: a bare actix-web + actix-ws server that answers each text frame with a canned reply of the
+/// same size as the daemon's, with the request's id spliced in (ids are fixed-width, so sizes match).
+pub struct EchoServer {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EchoServer {
+    /// `canned` is a reply frame whose id is `id`; replies carry the request's id in its place.
+    pub fn start(canned: &str, id: u64, workers: usize) -> anyhow::Result<EchoServer> {
+        let id_text = format!("\"id\":{id}");
+        let at = canned.find(&id_text).context("the canned reply carries its id")?;
+        let prefix: Arc<str> = Arc::from(&canned[..at + 5]);
+        let suffix: Arc<str> = Arc::from(&canned[at + id_text.len()..]);
+        let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
+        let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("echo".into()).spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                let started = echo_server(prefix, suffix, workers);
+                match started {
+                    Ok((addr, server)) => {
+                        let handle = server.handle();
+                        actix_web::rt::spawn(server);
+                        let _ = ready_sender.send(Ok(addr));
+                        let _ = stop_receiver.await;
+                        handle.stop(false).await;
+                    }
+                    Err(error) => {
+                        let _ = ready_sender.send(Err(error.to_string()));
+                    }
+                }
+            });
+        })?;
+        let addr =
+            ready_receiver.recv_timeout(WAIT).context("echo server start")?.map_err(|error| anyhow!("{error}"))?;
+        Ok(EchoServer { addr, stop: Some(stop_sender), thread: Some(thread) })
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/ws", self.addr)
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn echo_server(
+    prefix: Arc<str>,
+    suffix: Arc<str>,
+    workers: usize,
+) -> std::io::Result<(SocketAddr, actix_web::dev::Server)> {
+    use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+
+    async fn ws(
+        request: HttpRequest,
+        body: web::Payload,
+        canned: web::Data<(Arc<str>, Arc<str>)>,
+    ) -> Result<HttpResponse, actix_web::Error> {
+        let (response, mut session, inbound) = actix_ws::handle(&request, body)?;
+        let mut inbound = inbound.max_frame_size(16 * 1024 * 1024).aggregate_continuations();
+        let canned = canned.into_inner();
+        actix_web::rt::spawn(async move {
+            while let Some(Ok(message)) = inbound.next().await {
+                match message {
+                    actix_ws::AggregatedMessage::Text(text) => {
+                        let id = reply_id(&text).unwrap_or(0);
+                        let mut reply = String::with_capacity(canned.0.len() + canned.1.len() + 20);
+                        reply.push_str(&canned.0);
+                        reply.push_str(&id.to_string());
+                        reply.push_str(&canned.1);
+                        if session.text(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                    actix_ws::AggregatedMessage::Ping(bytes) if session.pong(&bytes).await.is_err() => return,
+                    actix_ws::AggregatedMessage::Close(_) => return,
+                    _ => {}
+                }
+            }
+        });
+        Ok(response)
+    }
+
+    let data = web::Data::new((prefix, suffix));
+    let server = HttpServer::new(move || App::new().app_data(data.clone()).route("/ws", web::get().to(ws)))
+        .on_connect(|connection, _| {
+            if let Some(stream) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
+                let _ = stream.set_nodelay(true);
+            }
+        })
+        .disable_signals()
+        .workers(workers)
+        .bind("127.0.0.1:0")?;
+    let addr = server.addrs()[0];
+    Ok((addr, server.run()))
+}
+
+/// Creates a session whose tools act in `cwd`.
+pub async fn create_session(client: &Client, cwd: &Path) -> anyhow::Result<SessionMeta> {
+    let params =
+        SessionCreateParams { selection: selection("local/echo"), cwd: Some(cwd.to_string_lossy().into_owned()) };
+    Ok(within("session.create", client.call::<method::SessionCreate>(params)).await??.session)
+}
+
+/// The title of rename `index` of a bench, padded to a fixed size so that every line has the same length.
+pub fn bench_title(prefix: &str, index: usize) -> String {
+    format!("{prefix} {index:07} {}", "x".repeat(64))
+}
+
+/// The index encoded by [`bench_title`].
+pub fn title_index(title: &str) -> Option<usize> {
+    title.split(' ').nth(1)?.parse().ok()
+}
+
+pub async fn rename(client: &Client, session_id: &str, prefix: &str, index: usize) -> anyhow::Result<()> {
+    let params = SessionRenameParams {
+        session_id: session_id.to_owned(),
+        client_rename_id: format!("{prefix}-{index}"),
+        change: TitleChange::Set { title: bench_title(prefix, index) },
+    };
+    client.call::<method::SessionRename>(params).await?;
+    Ok(())
+}
+
+/// `count` renames pipelined with `window` in flight; `on_send(index)` is called right before each is sent.
+pub async fn rename_pipelined(
+    client: &Client,
+    session_id: &str,
+    prefix: &str,
+    count: usize,
+    window: usize,
+    on_send: impl Fn(usize),
+) -> anyhow::Result<()> {
+    let on_send = &on_send;
+    let mut calls = futures::stream::iter(0..count)
+        .map(|index| async move {
+            on_send(index);
+            rename(client, session_id, prefix, index).await
+        })
+        .buffer_unordered(window);
+    while let Some(outcome) = calls.next().await {
+        outcome?;
+    }
+    Ok(())
+}
+
+/// Connects the local provider with a `local/scripted` script.
+pub async fn connect_script(client: &Client, dir: &Path, script: &serde_json::Value) -> anyhow::Result<()> {
+    use troupe_protocol::types::provider::ProviderConnectParams;
+    let path = dir.join(format!("script-{}.json", troupe_runtime::clock::new_id()));
+    std::fs::write(&path, script.to_string())?;
+    let params = ProviderConnectParams {
+        provider_id: "local".to_owned(),
+        expected_catalog_revision: None,
+        setup_values: [("script".to_owned(), path.to_string_lossy().into_owned())].into_iter().collect(),
+        auth_method: "none".to_owned(),
+        auth_values: Default::default(),
+        client_connect_id: troupe_runtime::clock::new_id(),
+    };
+    within("provider.connect", client.call::<method::ProviderConnect>(params)).await??;
+    Ok(())
+}
+
+/// Median latency of `write` + `fdatasync` of one line in `dir` (the cost of one durable commit).
+pub fn raw_fdatasync_latency(dir: &Path, line: &[u8], count: usize) -> anyhow::Result<Vec<f64>> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(format!("bench-fsync-{}.jsonl", troupe_runtime::clock::new_id()));
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+    let mut samples = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started = Instant::now();
+        file.write_all(line)?;
+        // SAFETY: a valid open descriptor.
+        ensure!(unsafe { libc::fdatasync(file.as_raw_fd()) } == 0, "fdatasync failed");
+        samples.push(ms(started.elapsed()));
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok(samples)
+}

@@ -1,0 +1,25 @@
+//! The bench's smoke mode is part of the normal test run: small sizes, every figure, correctness asserted
+//! (ordering and completeness of fan-out, loads, run completion), timing targets not judged.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[test]
+fn smoke_mode_runs_every_figure() {
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe-bench"))
+        .arg("--smoke")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run troupe-bench --smoke");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "troupe-bench --smoke failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("smoke: ok (7 figures"), "no success line\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    for figure in
+        ["1. RPC round trip", "2. Pipelined", "3. Fan-out", "4. Durable", "5. Cold load", "6. Scale", "7. Run overhead"]
+    {
+        assert!(stdout.contains(figure), "figure {figure:?} missing\nstdout:\n{stdout}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(120), "the smoke run took {:?}", started.elapsed());
+}
