@@ -138,3 +138,59 @@ impl DataDirLock {
         Ok(DataDirLock { _file: file })
     }
 }
+
+/// The daemon on its own thread with its own actix System, for tests, benchmarks and programs that embed it.
+/// Dropping it stops the daemon gracefully and joins the thread.
+pub struct DaemonThread {
+    pub local_addr: SocketAddr,
+    engine: Arc<Engine>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DaemonThread {
+    /// Starts the daemon and returns once it listens, or fails after `timeout`.
+    pub fn spawn(options: DaemonOptions, timeout: Duration) -> anyhow::Result<DaemonThread> {
+        let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
+        let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("troupe-daemon".into()).spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                match start(options).await {
+                    Ok(running) => {
+                        let _ = ready_sender.send(Ok((running.local_addr, running.engine().clone())));
+                        let _ = stop_receiver.await;
+                        running.shutdown().await;
+                    }
+                    Err(error) => {
+                        let _ = ready_sender.send(Err(format!("{error:#}")));
+                    }
+                }
+            });
+        })?;
+        let (local_addr, engine) = ready_receiver
+            .recv_timeout(timeout)
+            .context("the daemon did not start in time")?
+            .map_err(|error| anyhow::anyhow!("the daemon failed to start: {error}"))?;
+        Ok(DaemonThread { local_addr, engine, stop: Some(stop_sender), thread: Some(thread) })
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Stops the daemon gracefully and waits for its thread.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for DaemonThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

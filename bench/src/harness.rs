@@ -39,9 +39,7 @@ pub struct InProcessDaemon {
     pub addr: SocketAddr,
     pub token: String,
     pub data_dir: tempfile::TempDir,
-    engine: Arc<troupe_actors::Engine>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    daemon: daemon::DaemonThread,
 }
 
 impl InProcessDaemon {
@@ -52,28 +50,9 @@ impl InProcessDaemon {
             listen: Some("127.0.0.1:0".parse()?),
             hibernate_after,
         };
-        let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
-        let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new().name("daemon".into()).spawn(move || {
-            actix_web::rt::System::new().block_on(async move {
-                match daemon::start(options).await {
-                    Ok(running) => {
-                        let _ = ready_sender.send(Ok((running.local_addr, running.engine().clone())));
-                        let _ = stop_receiver.await;
-                        running.shutdown().await;
-                    }
-                    Err(error) => {
-                        let _ = ready_sender.send(Err(format!("{error:#}")));
-                    }
-                }
-            });
-        })?;
-        let (addr, engine) = ready_receiver
-            .recv_timeout(WAIT)
-            .context("the daemon did not start in time")?
-            .map_err(|error| anyhow!("the daemon failed to start: {error}"))?;
+        let daemon = daemon::DaemonThread::spawn(options, WAIT)?;
         let token = std::fs::read_to_string(data_dir.path().join("daemon/token"))?.trim().to_owned();
-        Ok(InProcessDaemon { addr, token, data_dir, engine, stop: Some(stop_sender), thread: Some(thread) })
+        Ok(InProcessDaemon { addr: daemon.local_addr, token, data_dir, daemon })
     }
 
     pub fn url(&self) -> String {
@@ -85,22 +64,11 @@ impl InProcessDaemon {
     }
 
     pub fn is_live(&self, session_id: &str) -> bool {
-        self.engine.is_live(session_id)
+        self.daemon.engine().is_live(session_id)
     }
 
     pub async fn client(&self) -> anyhow::Result<(Client, Deliveries)> {
         connect(&self.url(), &self.token).await
-    }
-}
-
-impl Drop for InProcessDaemon {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

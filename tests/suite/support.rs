@@ -6,7 +6,6 @@ use std::io::BufRead;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -15,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-use troupe::daemon::{self, DaemonOptions};
+use troupe::daemon::{DaemonOptions, DaemonThread};
 use troupe_actors::Engine;
 use troupe_protocol::client::ClientError;
 use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, Deliveries};
@@ -72,9 +71,7 @@ pub struct TestDaemon {
     /// The working directory of sessions the tests create (kept apart from the data directory, which tools may
     /// never write into).
     project: tempfile::TempDir,
-    engine: Arc<Engine>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    daemon: DaemonThread,
 }
 
 impl TestDaemon {
@@ -92,37 +89,10 @@ impl TestDaemon {
             listen: Some("127.0.0.1:0".parse().expect("address")),
             hibernate_after: setup.hibernate_after,
         };
-        let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
-        let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            actix_web::rt::System::new().block_on(async move {
-                match daemon::start(options).await {
-                    Ok(running) => {
-                        let _ = ready_sender.send(Ok((running.local_addr, running.engine().clone())));
-                        let _ = stop_receiver.await;
-                        running.shutdown().await;
-                    }
-                    Err(error) => {
-                        let _ = ready_sender.send(Err(format!("{error:#}")));
-                    }
-                }
-            });
-        });
-        let (addr, engine) = ready_receiver
-            .recv_timeout(WAIT)
-            .expect("the daemon did not start in time")
-            .unwrap_or_else(|error| panic!("the daemon failed to start: {error}"));
+        let daemon = DaemonThread::spawn(options, WAIT).unwrap_or_else(|error| panic!("{error:#}"));
         let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).expect("token").trim().to_owned();
         let project = tempfile::tempdir().expect("project dir");
-        TestDaemon {
-            addr,
-            token,
-            data_dir: Some(data_dir),
-            project,
-            engine,
-            stop: Some(stop_sender),
-            thread: Some(thread),
-        }
+        TestDaemon { addr: daemon.local_addr, token, data_dir: Some(data_dir), project, daemon }
     }
 
     pub fn url(&self) -> String {
@@ -139,7 +109,7 @@ impl TestDaemon {
     }
 
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.daemon.engine()
     }
 
     /// A handshaken protocol client.
@@ -173,23 +143,8 @@ impl TestDaemon {
 
     /// Stops the daemon gracefully and returns its data directory for a restart.
     pub fn stop(mut self) -> tempfile::TempDir {
-        self.shutdown();
+        self.daemon.stop();
         self.data_dir.take().expect("data dir")
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for TestDaemon {
-    fn drop(&mut self) {
-        self.shutdown();
     }
 }
 
