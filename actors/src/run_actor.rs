@@ -36,8 +36,8 @@ use crate::approval_actor::{ApprovalActor, CheckTreePermission};
 use crate::error::EngineError;
 use crate::run_services::RunServices;
 use crate::session_actor::{
-    AppendRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs, RequestApproval, RunOutput,
-    SessionActor,
+    AcceptRunEvent, AppendRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs, RequestApproval,
+    RunOutput, SessionActor,
 };
 
 /// Durable `tool_call_progress` text kept per stream of one tool call; the rest is counted as elided.
@@ -199,14 +199,16 @@ impl RunLoop {
     }
 
     /// Sends an event in order without waiting for it to be durable (deltas, progress, tool results): it is
-    /// written with the next group commit, before any later event of the run.
-    fn emit(&self, payload: EventPayload) {
-        self.emit_as(payload, None);
+    /// written with the next group commit, before any later event of the run. Waits until the session accepted
+    /// it, which bounds what a fast producer can queue. A failure means the session is gone; the run's next
+    /// durable point notices it.
+    async fn emit(&self, payload: EventPayload) {
+        self.emit_as(payload, None).await;
     }
 
-    fn emit_as(&self, payload: EventPayload, origin: Option<&str>) {
+    async fn emit_as(&self, payload: EventPayload, origin: Option<&str>) {
         let origin = origin.map(str::to_owned);
-        self.setup.session.do_send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload });
+        let _ = self.setup.session.send(AcceptRunEvent { run_id: self.setup.run_id.clone(), origin, payload }).await;
     }
 
     /// Sends an event and waits until it is durable.
@@ -241,7 +243,7 @@ impl RunLoop {
                 };
                 // Not awaited: the next durable point of the run (its next committed turn, or its end) covers it,
                 // and nothing irreversible depends on it being on disk first.
-                self.emit_as(terminated, Some("engine:tool-result"));
+                self.emit_as(terminated, Some("engine:tool-result")).await;
                 Arc::make_mut(&mut self.history).extend(tool_history(call, &result));
             }
             if self.control.cancel.is_cancelled() {
@@ -276,7 +278,8 @@ impl RunLoop {
                 model: model.model.clone(),
                 fallback_index: self.chain_index as u32,
                 retry_ordinal,
-            });
+            })
+            .await;
             let (error, produced_output) = match self.stream_attempt(&attempt_id, &model).await {
                 Ok(turn) => return Ok(turn),
                 Err(AttemptError::Cancelled) => {
@@ -297,7 +300,8 @@ impl RunLoop {
                 model: model.model.clone(),
                 error: error.summary(),
                 will_retry: retry_same,
-            });
+            })
+            .await;
             if retry_same {
                 let delay = retry.delay_for(retry_ordinal + 1, error.retry_after_ms);
                 retry_ordinal += 1;
@@ -326,7 +330,8 @@ impl RunLoop {
                 to_fallback_index: next as u32,
                 attempts_on_from: retry_ordinal + 1,
                 error: error.summary(),
-            });
+            })
+            .await;
             self.chain_index = next;
             retry_ordinal = 0;
         }
@@ -360,11 +365,11 @@ impl RunLoop {
             match item {
                 Some(Ok(StreamEvent::TextDelta(delta))) => {
                     text.push_str(&delta);
-                    self.emit(EventPayload::TextDelta { attempt_id: attempt_id.to_owned(), text: delta });
+                    self.emit(EventPayload::TextDelta { attempt_id: attempt_id.to_owned(), text: delta }).await;
                 }
                 Some(Ok(StreamEvent::ReasoningDelta(delta))) => {
                     reasoning.push_str(&delta);
-                    self.emit(EventPayload::ReasoningDelta { attempt_id: attempt_id.to_owned(), text: delta });
+                    self.emit(EventPayload::ReasoningDelta { attempt_id: attempt_id.to_owned(), text: delta }).await;
                 }
                 Some(Ok(StreamEvent::ToolCall(call))) => tool_calls.push(call),
                 Some(Ok(StreamEvent::Usage(reported))) => usage = Some(reported),
@@ -403,7 +408,8 @@ impl RunLoop {
                 cache_read_tokens: usage.cache_read_tokens,
                 cache_write_tokens: usage.cache_write_tokens,
                 estimated_cost_usd,
-            });
+            })
+            .await;
         }
         Ok(Turn { text, tool_calls })
     }
@@ -463,17 +469,17 @@ impl RunLoop {
                 result = &mut execution => break result,
                 Some(chunk) = output.recv() => {
                     wait_until_started(&mut started).await;
-                    self.forward_output(&mut progress, &call.tool_call_id, chunk);
+                    self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
                 }
             }
         };
         while let Ok(chunk) = output.try_recv() {
             wait_until_started(&mut started).await;
-            self.forward_output(&mut progress, &call.tool_call_id, chunk);
+            self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
         }
         *self.control.stdin.lock() = None;
         for payload in progress.finish() {
-            self.emit(payload);
+            self.emit(payload).await;
         }
         result
     }
@@ -548,16 +554,22 @@ impl RunLoop {
         }
     }
 
-    fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
-        self.setup.session.do_send(RunOutput {
-            run_id: self.setup.run_id.clone(),
-            tool_call_id: tool_call_id.to_owned(),
-            stream: chunk.stream,
-            offset: chunk.offset,
-            data: chunk.data.clone(),
-        });
+    async fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
+        // Awaited, so a command that writes faster than subscribers are served slows down at its pipe instead of
+        // filling the session's mailbox.
+        let _ = self
+            .setup
+            .session
+            .send(RunOutput {
+                run_id: self.setup.run_id.clone(),
+                tool_call_id: tool_call_id.to_owned(),
+                stream: chunk.stream,
+                offset: chunk.offset,
+                data: chunk.data.clone(),
+            })
+            .await;
         if let Some(payload) = progress.record(chunk) {
-            self.emit(payload);
+            self.emit(payload).await;
         }
     }
 

@@ -47,7 +47,8 @@ pub use approvals::{
 };
 
 pub use runs::{
-    AppendRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun, SteerRun, ToolStdin,
+    AcceptRunEvent, AppendRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun, SteerRun,
+    ToolStdin,
 };
 use tool_output::{Subscriber, ToolOutputStreams};
 

@@ -72,6 +72,17 @@ pub struct AppendRunEvent {
     pub payload: EventPayload,
 }
 
+/// Sent by the run: appends one of its events and replies as soon as it is accepted, without waiting for it to
+/// be durable. The run awaits the reply, so a fast producer (deltas, progress) is held back by the session's
+/// bounded mailbox instead of growing it.
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub struct AcceptRunEvent {
+    pub run_id: String,
+    pub origin: Option<String>,
+    pub payload: EventPayload,
+}
+
 /// Sent by the run: a chunk of a running tool's output, for live subscribers.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -276,6 +287,18 @@ impl Handler<AppendRunEvent> for SessionActor {
             Ok((seq, seq))
         })();
         self.durable_reply(accepted)
+    }
+}
+
+impl Handler<AcceptRunEvent> for SessionActor {
+    type Result = Result<(), EngineError>;
+
+    fn handle(&mut self, message: AcceptRunEvent, ctx: &mut Context<Self>) -> Self::Result {
+        let state = self.ready_state()?;
+        if state.runs.active_run_id() != Some(message.run_id.as_str()) {
+            return Err(self.run_not_active(&message.run_id));
+        }
+        self.append(ctx, Some(message.run_id), message.origin, message.payload).map(|_| ())
     }
 }
 
