@@ -358,9 +358,17 @@ struct GatedChannel {
     /// Set for event subscriptions: where the gap notice points.
     session_id: Option<Arc<str>>,
     open: AtomicBool,
-    held: Mutex<Option<VecDeque<(u64, ByteString)>>>,
+    held: Mutex<Option<VecDeque<(Held, ByteString)>>>,
     closed: AtomicBool,
     last_delivered_seq: AtomicU64,
+}
+
+/// What a held frame is: an event of a subscription (with its `seq`; 0 for connection-wide notices), or a
+/// transient notification that may be dropped without closing the subscription.
+#[derive(Clone, Copy, Debug)]
+enum Held {
+    Event(u64),
+    Transient,
 }
 
 /// Why a notification was not queued.
@@ -394,19 +402,27 @@ impl GatedChannel {
         if self.is_closed() {
             return Err(SinkError::Closed);
         }
-        if !self.open.load(Ordering::Acquire) {
-            let mut guard = self.held.lock();
-            // Re-check under the lock: `open` flips while the lock is held, after the held frames were queued.
-            if let Some(held) = guard.as_mut() {
-                if held.len() >= self.shared.limits.outbound_queue {
-                    drop(guard);
-                    return Err(self.fall_behind());
-                }
-                held.push_back((seq, frame.clone()));
-                return Ok(());
-            }
+        match self.hold_while_gated(Held::Event(seq), frame) {
+            Some(true) => Ok(()),
+            Some(false) => Err(self.fall_behind()),
+            None => self.enqueue(seq, frame.clone()),
         }
-        self.enqueue(seq, frame.clone())
+    }
+
+    /// Holds `frame` while the channel waits for its reply. `None` when the channel is open (the caller sends
+    /// the frame itself); otherwise whether there was room to hold it.
+    fn hold_while_gated(&self, kind: Held, frame: &ByteString) -> Option<bool> {
+        if self.open.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut guard = self.held.lock();
+        // `open` flips while this lock is held, after the held frames were queued; `None` here means it just did.
+        let held = guard.as_mut()?;
+        if held.len() >= self.shared.limits.outbound_queue {
+            return Some(false);
+        }
+        held.push_back((kind, frame.clone()));
+        Some(true)
     }
 
     fn enqueue(&self, seq: u64, frame: ByteString) -> Result<(), SinkError> {
@@ -436,17 +452,15 @@ impl GatedChannel {
         if self.is_closed() {
             return Err(SinkError::Closed);
         }
-        if !self.open.load(Ordering::Acquire) {
-            let mut guard = self.held.lock();
-            if let Some(held) = guard.as_mut() {
-                if held.len() >= self.shared.limits.outbound_queue {
-                    return Ok(false);
-                }
-                held.push_back((0, frame.clone()));
-                return Ok(true);
-            }
+        match self.hold_while_gated(Held::Transient, frame) {
+            Some(held) => Ok(held),
+            None => self.send_transient(frame.clone()),
         }
-        match self.shared.outbound.try_send(frame.clone()) {
+    }
+
+    /// Queues a frame that may be dropped when there is no room, without closing the subscription.
+    fn send_transient(&self, frame: ByteString) -> Result<bool, SinkError> {
+        match self.shared.outbound.try_send(frame) {
             Ok(()) => Ok(true),
             Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
             Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -482,11 +496,16 @@ impl GatedChannel {
     fn open(&self) {
         let mut held = self.held.lock();
         if let Some(frames) = held.take() {
-            for (seq, frame) in frames {
+            for (kind, frame) in frames {
                 if self.closed.load(Ordering::Acquire) {
                     break;
                 }
-                if self.enqueue(seq, frame).is_err() {
+                let sent = match kind {
+                    Held::Event(seq) => self.enqueue(seq, frame).is_ok(),
+                    // A transient frame that finds no room is only lost; the subscription stays open.
+                    Held::Transient => self.send_transient(frame).is_ok(),
+                };
+                if !sent {
                     break;
                 }
             }
@@ -593,4 +612,33 @@ pub async fn serve<S: ServerProtocol, T: Transport>(mut transport: T, server: Ar
     }
     outbound.close();
     server.disconnected(connection.connection_id());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers nothing; the sinks are under test.
+    struct Nothing;
+    impl ServerProtocol for Nothing {}
+
+    #[test]
+    fn a_held_transient_frame_that_finds_no_room_does_not_close_the_subscription() {
+        let limits = ServerLimits { max_in_flight: 4, outbound_queue: 2 };
+        let (connection, _outbound) = ServerConnection::new(Arc::new(Nothing), limits);
+        let ctx = ServerContext { shared: connection.shared.clone(), group: Arc::new(ReplyGroup::default()) };
+        let sink = ctx.event_sink("s");
+        // While the subscribe reply is pending, tool output is held.
+        assert_eq!(sink.offer_transient(&ByteString::from("output")), Ok(true));
+        // The queue fills up before the reply is written, so the held output finds no room when the gate opens.
+        for _ in 0..2 {
+            connection.shared.outbound.try_send(ByteString::from("reply")).unwrap();
+        }
+        sink.channel.open();
+        assert!(!sink.is_closed(), "losing a transient frame keeps the subscription");
+        // An event that does not fit is different: the subscriber fell behind and gets its gap.
+        assert_eq!(sink.offer(1, &ByteString::from("event")), Err(SinkError::Lagging));
+        assert!(sink.is_closed());
+        assert_eq!(connection.shared.priority.lock().len(), 1, "one gap notice");
+    }
 }
