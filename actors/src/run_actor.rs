@@ -36,8 +36,8 @@ use crate::approval_actor::{ApprovalActor, CheckTreePermission};
 use crate::error::EngineError;
 use crate::run_services::RunServices;
 use crate::session_actor::{
-    AcceptRunEvent, AppendRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs, RequestApproval,
-    RunOutput, SessionActor,
+    AppendRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs, RequestApproval, RunOutput,
+    SessionActor, Until,
 };
 
 /// Durable `tool_call_progress` text kept per stream of one tool call; the rest is counted as elided.
@@ -208,14 +208,20 @@ impl RunLoop {
 
     async fn emit_as(&self, payload: EventPayload, origin: Option<&str>) {
         let origin = origin.map(str::to_owned);
-        let _ = self.setup.session.send(AcceptRunEvent { run_id: self.setup.run_id.clone(), origin, payload }).await;
+        let append = AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload, until: Until::Accepted };
+        let _ = self.setup.session.send(append).await;
     }
 
     /// Sends an event and waits until it is durable.
     async fn commit(&self, payload: EventPayload, origin: Option<&str>) -> Result<u64, EngineError> {
         self.setup
             .session
-            .send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin: origin.map(str::to_owned), payload })
+            .send(AppendRunEvent {
+                run_id: self.setup.run_id.clone(),
+                origin: origin.map(str::to_owned),
+                payload,
+                until: Until::Durable,
+            })
             .await
             .map_err(|_| EngineError::Unavailable {
                 session_id: self.setup.session_id.clone(),
@@ -447,6 +453,7 @@ impl RunLoop {
             run_id: self.setup.run_id.clone(),
             origin: None,
             payload: started,
+            until: Until::Durable,
         }));
 
         let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);

@@ -47,8 +47,7 @@ pub use approvals::{
 };
 
 pub use runs::{
-    AcceptRunEvent, AppendRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun, SteerRun,
-    ToolStdin,
+    AppendRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun, SteerRun, ToolStdin, Until,
 };
 use tool_output::{Subscriber, ToolOutputStreams};
 

@@ -140,7 +140,7 @@ impl SessionActor {
             answered_by,
         } = message;
         let error = |kind| (approval_id.clone(), client_response_id.clone(), kind);
-        let checked: Result<ApprovalRecord, (String, String, ApprovalErrorKind)> = (|| {
+        let checked: Result<Checked, (String, String, ApprovalErrorKind)> = (|| {
             if let Some(recorded) = state.approvals.response(&client_response_id) {
                 let same = recorded.approval_id == approval_id
                     && recorded.decision == decision
@@ -150,7 +150,7 @@ impl SessionActor {
                 }
                 // A redelivery of the answer that was recorded: the same record again.
                 let record = state.approvals.get(&approval_id).cloned();
-                return record.ok_or_else(|| error(ApprovalErrorKind::NotFound));
+                return record.map(Checked::Redelivered).ok_or_else(|| error(ApprovalErrorKind::NotFound));
             }
             let record = state.approvals.get(&approval_id).ok_or_else(|| error(ApprovalErrorKind::NotFound))?;
             if record.status != ApprovalStatus::Pending {
@@ -174,18 +174,16 @@ impl SessionActor {
             if feedback.is_some() && decision != ApprovalDecision::Reject {
                 return Err(error(ApprovalErrorKind::DecisionNotAllowed));
             }
-            Ok(record.clone())
+            Ok(Checked::Answer(record.clone()))
         })();
         let record = match checked {
-            Ok(record) => record,
+            Ok(Checked::Answer(record)) => record,
+            // Nothing new to write; waiting for everything accepted so far covers the original answer.
+            Ok(Checked::Redelivered(record)) => return Ok((self.next_seq - 1, (record, None))),
             Err((approval_id, client_response_id, kind)) => {
                 return Err(self.approval_error(&approval_id, &client_response_id, kind));
             }
         };
-        if record.decision.is_some() && record.status != ApprovalStatus::Pending {
-            // The redelivery case above: nothing new to write.
-            return Ok((self.next_seq - 1, (record, None)));
-        }
         let run_id = Some(record.run_id.clone());
         let decided = EventPayload::ApprovalUserDecisionRecorded {
             approval_id: approval_id.clone(),
@@ -224,6 +222,12 @@ impl SessionActor {
     }
 }
 
+/// A valid `approval.respond`: a new answer to record, or the redelivery of one already recorded.
+enum Checked {
+    Answer(ApprovalRecord),
+    Redelivered(ApprovalRecord),
+}
+
 /// Why an answer was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ApprovalErrorKind {
@@ -240,10 +244,7 @@ impl Handler<RequestApproval> for SessionActor {
 
     fn handle(&mut self, message: RequestApproval, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = (|| {
-            let state = self.ready_state()?;
-            if state.runs.active_run_id() != Some(message.run_id.as_str()) {
-                return Err(EngineError::RunNotActive { run_id: message.run_id.clone() });
-            }
+            self.require_active_run(&message.run_id)?;
             let approval_id = new_id();
             let record = ApprovalRecord {
                 session_id: self.session_id.clone(),

@@ -63,24 +63,25 @@ pub struct PromotePendingInputs {
     pub run_id: String,
 }
 
-/// Sent by the run: appends one of its events. Replies with the event's `seq` once durable.
+/// When the reply to [`AppendRunEvent`] comes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// Once the event is queued for the next group commit. The run awaits this for events it need not wait on
+    /// (deltas, progress, results), so a fast producer is held back by the session's bounded mailbox instead of
+    /// growing it.
+    Accepted,
+    /// Once the event is durable.
+    Durable,
+}
+
+/// Sent by the run: appends one of its events. Replies with the event's `seq`, as `until` says.
 #[derive(Message)]
 #[rtype(result = "Result<u64, EngineError>")]
 pub struct AppendRunEvent {
     pub run_id: String,
     pub origin: Option<String>,
     pub payload: EventPayload,
-}
-
-/// Sent by the run: appends one of its events and replies as soon as it is accepted, without waiting for it to
-/// be durable. The run awaits the reply, so a fast producer (deltas, progress) is held back by the session's
-/// bounded mailbox instead of growing it.
-#[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub struct AcceptRunEvent {
-    pub run_id: String,
-    pub origin: Option<String>,
-    pub payload: EventPayload,
+    pub until: Until,
 }
 
 /// Sent by the run: a chunk of a running tool's output, for live subscribers.
@@ -116,12 +117,18 @@ impl SessionActor {
         EngineError::RunNotActive { run_id: run_id.to_owned() }
     }
 
-    /// The active run's actor when `run_id` is the active run.
-    fn active_run_actor(&mut self, run_id: &str) -> Result<Addr<RunActor>, EngineError> {
+    /// Fails unless the session is ready and `run_id` is its active run.
+    pub(super) fn require_active_run(&mut self, run_id: &str) -> Result<(), EngineError> {
         let state = self.ready_state()?;
         if state.runs.active_run_id() != Some(run_id) {
             return Err(self.run_not_active(run_id));
         }
+        Ok(())
+    }
+
+    /// The active run's actor when `run_id` is the active run.
+    fn active_run_actor(&mut self, run_id: &str) -> Result<Addr<RunActor>, EngineError> {
+        self.require_active_run(run_id)?;
         self.run_actor.clone().ok_or_else(|| self.run_not_active(run_id))
     }
 
@@ -218,10 +225,7 @@ impl Handler<SteerRun> for SessionActor {
 
     fn handle(&mut self, message: SteerRun, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = (|| {
-            let state = self.ready_state()?;
-            if state.runs.active_run_id() != Some(message.run_id.as_str()) {
-                return Err(self.run_not_active(&message.run_id));
-            }
+            self.require_active_run(&message.run_id)?;
             let payload = EventPayload::UserInputAdmitted { input_id: new_id(), input: message.input };
             let seq = self.append(ctx, Some(message.run_id), Some("user".to_owned()), payload)?;
             Ok((seq, true))
@@ -278,27 +282,13 @@ impl Handler<AppendRunEvent> for SessionActor {
     type Result = ResponseFuture<Result<u64, EngineError>>;
 
     fn handle(&mut self, message: AppendRunEvent, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = (|| {
-            let state = self.ready_state()?;
-            if state.runs.active_run_id() != Some(message.run_id.as_str()) {
-                return Err(self.run_not_active(&message.run_id));
-            }
-            let seq = self.append(ctx, Some(message.run_id), message.origin, message.payload)?;
-            Ok((seq, seq))
-        })();
-        self.durable_reply(accepted)
-    }
-}
-
-impl Handler<AcceptRunEvent> for SessionActor {
-    type Result = Result<(), EngineError>;
-
-    fn handle(&mut self, message: AcceptRunEvent, ctx: &mut Context<Self>) -> Self::Result {
-        let state = self.ready_state()?;
-        if state.runs.active_run_id() != Some(message.run_id.as_str()) {
-            return Err(self.run_not_active(&message.run_id));
+        let accepted = self
+            .require_active_run(&message.run_id)
+            .and_then(|()| self.append(ctx, Some(message.run_id), message.origin, message.payload));
+        match (message.until, accepted) {
+            (Until::Durable, accepted) => self.durable_reply(accepted.map(|seq| (seq, seq))),
+            (Until::Accepted, accepted) => Box::pin(std::future::ready(accepted)),
         }
-        self.append(ctx, Some(message.run_id), message.origin, message.payload).map(|_| ())
     }
 }
 
@@ -358,7 +348,12 @@ impl Handler<ToolStdin> for SessionActor {
                 let payload =
                     EventPayload::ToolStdinSubmitted { tool_call_id: message.tool_call_id, bytes, eof: message.eof };
                 session
-                    .send(AppendRunEvent { run_id: message.run_id, origin: Some("user".to_owned()), payload })
+                    .send(AppendRunEvent {
+                        run_id: message.run_id,
+                        origin: Some("user".to_owned()),
+                        payload,
+                        until: Until::Durable,
+                    })
                     .await
                     .map_err(|_| EngineError::ShuttingDown)??;
             }
