@@ -19,7 +19,6 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::approval::{
     ApprovalListParams, ApprovalListResult, ApprovalRespondParams, ApprovalRespondResult,
 };
-use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::common::{Empty, SessionIdParams, SessionOrigin};
 use troupe_protocol::types::events::{EventsSubscribeParams, EventsSubscribeResult};
 use troupe_protocol::types::provider::{
@@ -184,10 +183,7 @@ impl Engine {
 
     /// The skills a session sees, each with the permission effect of invoking it under the policy of the
     /// session's agent. Reads the skill files on a blocking thread.
-    async fn session_skills(
-        &self,
-        session_id: &str,
-    ) -> Result<(troupe_runtime::skills::Discovery, Vec<String>, SessionMeta), EngineError> {
+    async fn session_skills(&self, session_id: &str) -> Result<SessionSkills, EngineError> {
         let meta = self.supervisor_ask(IndexedMeta { session_id: session_id.to_owned() }).await??;
         let policy = self.services.policy_for(&meta.creation_selection.agent)?;
         let cwd = PathBuf::from(&meta.cwd);
@@ -195,9 +191,8 @@ impl Engine {
         let discovery = tokio::task::spawn_blocking(move || troupe_runtime::skills::discover(&cwd, &data_dir))
             .await
             .map_err(|error| EngineError::Internal { detail: format!("skill discovery failed: {error}") })?;
-        let effects =
-            discovery.skills.iter().map(|found| skill_effect(&policy, &found.skill.name).to_owned()).collect();
-        Ok((discovery, effects, meta))
+        let effects = discovery.skills.iter().map(|found| skill_effect(&policy, &found.skill.name)).collect();
+        Ok(SessionSkills { discovery, effects })
     }
 
     /// When `input` starts with `/<name>` naming a skill the user may invoke, the invocation to record.
@@ -207,10 +202,9 @@ impl Engine {
         if !troupe_runtime::skills::front_matter::is_valid_skill_name(name) {
             return Ok(None);
         }
-        let (discovery, _, meta) = self.session_skills(session_id).await?;
-        let Some(found) = discovery.winner(name) else { return Ok(None) };
-        let policy = self.services.policy_for(&meta.creation_selection.agent)?;
-        if !found.skill.user_invocable || skill_effect(&policy, name) == "deny" {
+        let skills = self.session_skills(session_id).await?;
+        let Some((found, effect)) = skills.winner(name) else { return Ok(None) };
+        if !found.skill.user_invocable || effect == "deny" {
             return Err(EngineError::SkillNotAllowed { name: name.to_owned() });
         }
         Ok(Some(SkillInvocation {
@@ -251,6 +245,24 @@ impl Engine {
         let addr = self.session_addr(session_id).await?;
         let _ = addr.send(crate::session_actor::InjectPanic).await;
         Ok(())
+    }
+}
+
+/// The skills a session sees, with the permission effect of invoking each (same order).
+struct SessionSkills {
+    discovery: troupe_runtime::skills::Discovery,
+    effects: Vec<&'static str>,
+}
+
+impl SessionSkills {
+    /// The skill that wins for `name` (the project copy over the user's), with its effect.
+    fn winner(&self, name: &str) -> Option<(&troupe_runtime::skills::DiscoveredSkill, &'static str)> {
+        self.discovery
+            .skills
+            .iter()
+            .zip(&self.effects)
+            .find(|(found, _)| found.precedence_winner && found.skill.name == name)
+            .map(|(found, effect)| (found, *effect))
     }
 }
 
@@ -401,7 +413,7 @@ impl ServerProtocol for Engine {
     }
 
     async fn skills_list(&self, _: &ServerContext, params: SessionIdParams) -> Result<SkillsListResult, RpcError> {
-        let (discovery, effects, _) = self.session_skills(&params.session_id).await?;
+        let SessionSkills { discovery, effects } = self.session_skills(&params.session_id).await?;
         let skills = discovery
             .skills
             .iter()
@@ -421,13 +433,10 @@ impl ServerProtocol for Engine {
     }
 
     async fn skills_get(&self, _: &ServerContext, params: SkillsGetParams) -> Result<SkillsGetResult, RpcError> {
-        let (discovery, effects, _) = self.session_skills(&params.session_id).await?;
-        let Some(index) =
-            discovery.skills.iter().position(|found| found.precedence_winner && found.skill.name == params.name)
-        else {
+        let skills = self.session_skills(&params.session_id).await?;
+        let Some((found, effect)) = skills.winner(&params.name) else {
             return Err(EngineError::SkillNotFound { name: params.name }.into());
         };
-        let (found, effect) = (&discovery.skills[index], effects[index].as_str());
         if effect == "deny" {
             return Err(EngineError::SkillNotAllowed { name: params.name }.into());
         }
