@@ -91,17 +91,8 @@ fn offered_subprotocols(headers: &HeaderMap) -> impl Iterator<Item = &str> {
 
 #[cfg(test)]
 mod tests {
-    use actix_web::http::header::{HeaderName, HeaderValue};
-
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(HeaderName::from_static(name), HeaderValue::from_static(value));
-        }
-        map
-    }
+    use crate::test_support::headers;
 
     #[test]
     fn accepts_the_header_and_the_subprotocol() {

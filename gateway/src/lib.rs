@@ -19,6 +19,8 @@ mod frame_size_guard;
 mod http_routes;
 mod origin;
 mod read_gate;
+#[cfg(test)]
+mod test_support;
 mod token;
 
 use std::any::Any;

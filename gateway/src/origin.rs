@@ -134,17 +134,9 @@ fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
 
 #[cfg(test)]
 mod tests {
-    use actix_web::http::header::{HeaderName, HeaderValue};
-
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(HeaderName::from_static(name), HeaderValue::from_static(value));
-        }
-        map
-    }
+    use crate::test_support::headers;
+    use actix_web::http::header::HeaderValue;
 
     #[test]
     fn normalizes_case_default_ports_and_trailing_slash() {

@@ -18,6 +18,34 @@ fn run(args: &[&str], daemon: &ChildDaemon) -> String {
     String::from_utf8(output.stdout).expect("utf-8")
 }
 
+/// A client command running in the background against `daemon`, its stdout piped.
+fn spawn_client(args: &[&str], daemon: &ChildDaemon) -> std::process::Child {
+    Command::new(troupe_binary())
+        .args(args)
+        .env("TROUPE_URL", &daemon.url)
+        .env("TROUPE_TOKEN", &daemon.token)
+        .env("RUST_LOG", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn troupe")
+}
+
+/// Like [`spawn_client`], with its stdout delivered line by line.
+fn spawn_reading(args: &[&str], daemon: &ChildDaemon) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = spawn_client(args, daemon);
+    let stdout = child.stdout.take().expect("stdout");
+    let (sender, receiver) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, receiver)
+}
+
 #[test]
 fn token_prints_a_stable_43_character_token_with_private_permissions() {
     let data_dir = tempfile::tempdir().unwrap();
@@ -49,29 +77,8 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
     let session_id = run(&["create", "--cwd", "/"], &daemon).trim().to_owned();
     assert_eq!(session_id.len(), 36);
 
-    let start_watch = || {
-        let mut child = Command::new(troupe_binary())
-            .args(["watch", &session_id])
-            .env("TROUPE_URL", &daemon.url)
-            .env("TROUPE_TOKEN", &daemon.token)
-            .env("RUST_LOG", "off")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        (child, receiver)
-    };
-    let (mut first_watcher, first_lines) = start_watch();
-    let (mut second_watcher, second_lines) = start_watch();
+    let (mut first_watcher, first_lines) = spawn_reading(&["watch", &session_id], &daemon);
+    let (mut second_watcher, second_lines) = spawn_reading(&["watch", &session_id], &daemon);
     let wait_for = |lines: &mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>| loop {
         let line = lines.recv_timeout(WAIT).unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
         seen.push(line.clone());
@@ -125,28 +132,9 @@ fn a_prompt_shown_by_watch_is_answered_with_troupe_approve_and_the_run_finishes(
     let session_id = run(&["create", "--cwd", project.path().to_str().unwrap()], &daemon).trim().to_owned();
     run(&["mode", &session_id, "ask"], &daemon);
 
-    let spawn = |args: &[&str]| {
-        Command::new(troupe_binary())
-            .args(args)
-            .env("TROUPE_URL", &daemon.url)
-            .env("TROUPE_TOKEN", &daemon.token)
-            .env("RUST_LOG", "off")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let mut watcher = spawn(&["watch", &session_id]);
-    let (sender, lines) = mpsc::channel::<String>();
-    let stdout = watcher.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut running = spawn(&["run", "--session", &session_id, "--model", "local/scripted", "write the file"]);
+    let (mut watcher, lines) = spawn_reading(&["watch", &session_id], &daemon);
+    let mut running =
+        spawn_client(&["run", "--session", &session_id, "--model", "local/scripted", "write the file"], &daemon);
     let mut seen = Vec::new();
     let mut wait_for = |needle: &str| loop {
         let line = lines.recv_timeout(WAIT).unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
