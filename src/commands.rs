@@ -39,7 +39,10 @@ impl Connection {
         Ok(token.as_str().to_owned())
     }
 
-    async fn connect(&self, options: ClientOptions) -> anyhow::Result<(Client, troupe_protocol::client::Deliveries)> {
+    pub(crate) async fn connect(
+        &self,
+        options: ClientOptions,
+    ) -> anyhow::Result<(Client, troupe_protocol::client::Deliveries)> {
         let token = self.token()?;
         Client::connect_websocket(&self.url, &token, options)
             .await

@@ -10,9 +10,17 @@ use anyhow::{Context as _, bail};
 use troupe_actors::{Engine, EngineConfig};
 use troupe_gateway::{GatewayConfig, RunningGateway, Token};
 use troupe_protocol::server::ServerLimits;
+use troupe_runtime::config::SandboxMode;
 use troupe_runtime::config::{self, Config};
 use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::provider_store::PROVIDERS_FILE_NAME;
+use troupe_runtime::redact::Secrets;
+use troupe_runtime::sandbox::Sandbox;
+use troupe_runtime::sandbox::process_groups::Leftover;
 use troupe_runtime::token::load_or_create_token;
+
+/// How a masked daemon token is labelled in tool output.
+const DAEMON_TOKEN_SECRET: &str = "daemon token";
 
 /// What `troupe serve` was asked for.
 #[derive(Clone, Debug)]
@@ -62,6 +70,9 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let hibernate_after = options.hibernate_after.unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));
     let session_threads = std::thread::available_parallelism().map_or(2, |count| count.get()).clamp(1, 8);
     let default_cwd = std::env::current_dir().context("reading the current directory")?;
+    let sandbox = Arc::new(start_sandbox(&config, &data_dir));
+    let secrets = Secrets::new();
+    secrets.set(DAEMON_TOKEN_SECRET, token.as_str().to_owned());
 
     let engine = Arc::new(
         Engine::start(EngineConfig {
@@ -72,6 +83,8 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             hibernate_after,
             session_threads,
             default_cwd,
+            sandbox,
+            secrets,
         })
         .context("starting the engine")?,
     );
@@ -93,6 +106,59 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         gateway,
         _lock: lock,
     })
+}
+
+/// Builds the sandbox of tool processes, says at start what it enforces, and kills the process groups a previous
+/// daemon of this data directory left behind (it died without cleaning up), before any run is marked interrupted.
+fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
+    let home = std::env::var_os("HOME").filter(|home| !home.is_empty()).map(PathBuf::from);
+    let sandbox = Sandbox::new(&config.sandbox, data_dir.root(), home.as_deref());
+    let status = sandbox.status();
+    match (&status.tools_refused, status.landlock_abi) {
+        (Some(refusal), _) => tracing::error!("{refusal}"),
+        (None, _) if status.mode == SandboxMode::Off => tracing::warn!(
+            "[sandbox] mode = \"off\": tool processes run with the daemon's full rights, including its data \
+             directory; only the permission policy stands between a model and this machine"
+        ),
+        (None, abi) => tracing::info!(
+            mode = status.mode.as_str(),
+            landlock_abi = abi.unwrap_or_default(),
+            network = status.network,
+            denied = %status.denied.join(", "),
+            "tool processes run in the sandbox"
+        ),
+    }
+    let guarded = [data_dir.token_path(), data_dir.root().join(PROVIDERS_FILE_NAME), data_dir.config_path()];
+    for secret in guarded {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(metadata) = std::fs::metadata(&secret)
+            && metadata.nlink() > 1
+        {
+            tracing::warn!(
+                path = %secret.display(),
+                links = metadata.nlink(),
+                "a file of the data directory has other hard links; a link outside it escapes the sandbox's path \
+                 rules (file tools still refuse it by inode): remove the other links"
+            );
+        }
+    }
+    if let Some(groups) = sandbox.groups() {
+        for leftover in groups.kill_leftovers() {
+            match leftover {
+                Leftover::Killed { pgid } => {
+                    tracing::warn!(
+                        pgid,
+                        "killed a tool process group left behind by a daemon that did not stop cleanly"
+                    )
+                }
+                Leftover::Gone { .. } => {}
+                Leftover::Failed { record, reason } => {
+                    tracing::warn!(record = %record.display(), %reason, "could not clean up a recorded process group")
+                }
+            }
+        }
+    }
+    sandbox
 }
 
 fn gateway_config(config: &Config, listen: SocketAddr, token: Token) -> GatewayConfig {

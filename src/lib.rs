@@ -4,7 +4,9 @@
 //! - [`commands`]: the client commands (`sessions`, `watch`, `create`, `rename`), built on the shared
 //!   protocol client.
 //! - [`render`]: how those commands print a session's events.
+//! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
 
 pub mod commands;
 pub mod daemon;
 pub mod render;
+pub mod sandbox_explain;

@@ -191,6 +191,11 @@ enum Command {
         #[arg(long)]
         cancel: bool,
     },
+    /// Inspect the kernel sandbox that confines every command a tool runs.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
@@ -199,6 +204,19 @@ enum Command {
         /// Start after this sequence instead of from the beginning.
         #[arg(long)]
         from: Option<u64>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Print what a command run in SESSION_ID may read and write, and whether it reaches the network.
+    Explain {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// Print JSON instead of sentences.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -267,6 +285,9 @@ fn main() -> anyhow::Result<()> {
             block_on(commands::approve(&client.connection(), session_id, approval_id, answer))
         }
         Command::Disconnect { client, provider } => block_on(commands::disconnect(&client.connection(), provider)),
+        Command::Sandbox { command: SandboxCommand::Explain { client, session_id, json } } => {
+            block_on(troupe::sandbox_explain::explain_command(&client.connection(), session_id, json))
+        }
         Command::Watch { client, session_id, from } => {
             block_on(commands::watch(&client.connection(), session_id, from))
         }

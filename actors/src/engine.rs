@@ -43,6 +43,8 @@ use troupe_runtime::config::{AgentConfig, PermissionsConfig, ToolSettings};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::policy::{Effect, PermissionRule, Policy};
 use troupe_runtime::provider_store::ProviderStore;
+use troupe_runtime::redact::Secrets;
+use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::tools::{PermissionRequest, skill_resource};
 
 use crate::approval_actor::{ListTreeApprovals, RespondInTree, SetTreeMode};
@@ -75,6 +77,11 @@ pub struct EngineConfig {
     pub session_threads: usize,
     /// The cwd of sessions created without one.
     pub default_cwd: PathBuf,
+    /// The kernel's bounds on tool processes, built from `[sandbox]` (the daemon killed what a previous daemon
+    /// left behind before starting the engine).
+    pub sandbox: Arc<Sandbox>,
+    /// Secrets masked in tool output (the daemon token; the engine adds connected providers' keys).
+    pub secrets: Secrets,
 }
 
 /// The engine. Cheap to share: every field is an address or a shared map.
@@ -106,7 +113,13 @@ impl Engine {
             .iter()
             .map(|(name, agent)| (name.clone(), agent.permissions.iter().map(PermissionRule::from).collect()))
             .collect();
-        let mut services = RunServices::new(data_dir_path, config.permissions.clone(), agent_rules);
+        let mut services = RunServices::new(
+            data_dir_path,
+            config.sandbox.clone(),
+            config.secrets.clone(),
+            config.permissions.clone(),
+            agent_rules,
+        );
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
         let services = Arc::new(services);

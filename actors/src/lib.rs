@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod run_actor;
 pub mod run_services;
+mod run_workspace;
 pub mod runtime_actor;
 pub mod session_actor;
 pub mod session_supervisor;

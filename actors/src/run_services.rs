@@ -15,6 +15,8 @@ use troupe_runtime::config::PermissionsConfig;
 use troupe_runtime::model::local::{EchoModel, ScriptedModel};
 use troupe_runtime::model::{ErrorStage, ModelError, ModelErrorKind, ModelProvider, RetryPolicy, TokenUsage};
 use troupe_runtime::policy::{PermissionRule, Policy};
+use troupe_runtime::redact::Secrets;
+use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::tools::{SkillTool, ToolLimits, ToolRegistry};
 
 use crate::error::EngineError;
@@ -29,6 +31,10 @@ pub struct RunServices {
     pub agent_rules: HashMap<String, Vec<PermissionRule>>,
     /// The daemon's data directory: writing into it is a hard deny.
     pub data_dir: PathBuf,
+    /// The kernel's bounds on tool processes and the denied paths file tools check by identity.
+    pub sandbox: Arc<Sandbox>,
+    /// The daemon token and connected providers' keys, masked in tool output before it is stored or sent.
+    pub secrets: Secrets,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -36,6 +42,8 @@ pub struct RunServices {
 impl RunServices {
     pub fn new(
         data_dir: PathBuf,
+        sandbox: Arc<Sandbox>,
+        secrets: Secrets,
         permissions: PermissionsConfig,
         agent_rules: HashMap<String, Vec<PermissionRule>>,
     ) -> Self {
@@ -49,6 +57,8 @@ impl RunServices {
             permissions,
             agent_rules,
             data_dir,
+            sandbox,
+            secrets,
             policies: RwLock::new(HashMap::new()),
         }
     }

@@ -35,6 +35,9 @@ use crate::run_services::RunServices;
 /// How long `provider.connect` waits for the provider to list its models.
 const LIST_MODELS_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How a provider's masked key is labelled in tool output: `<provider id> API key`.
+const API_KEY_SECRET_SUFFIX: &str = " API key";
+
 /// Returns the current snapshot.
 #[derive(Message)]
 #[rtype(result = "RuntimeSnapshot")]
@@ -107,8 +110,32 @@ impl RuntimeActor {
                 }
             }
         }
-        actor.snapshot = build_snapshot(1, &actor.store.contents.connections, &actor.agents);
+        actor.snapshot = actor.build(1);
+        actor.sync_secrets();
         actor
+    }
+
+    /// Makes the masked secrets of tool output the API keys of the connections stored now.
+    fn sync_secrets(&self) {
+        let secrets = &self.services.secrets;
+        for label in secrets.labels().into_iter().filter(|label| label.ends_with(API_KEY_SECRET_SUFFIX)) {
+            let provider_id = label.trim_end_matches(API_KEY_SECRET_SUFFIX);
+            if !self.store.contents.connections.contains_key(provider_id) {
+                secrets.remove(&label);
+            }
+        }
+        for (provider_id, connection) in &self.store.contents.connections {
+            for value in connection.auth_values.values() {
+                secrets.set(format!("{provider_id}{API_KEY_SECRET_SUFFIX}"), value.clone());
+            }
+        }
+    }
+
+    /// The snapshot at `revision`: the catalog with the stored connections and agents, and the sandbox.
+    fn build(&self, revision: u64) -> RuntimeSnapshot {
+        let mut snapshot = build_snapshot(revision, &self.store.contents.connections, &self.agents);
+        snapshot.sandbox = Some(self.services.sandbox.status());
+        snapshot
     }
 
     fn install(&self, provider_id: &str, client: ProviderClient) {
@@ -134,7 +161,8 @@ impl RuntimeActor {
     /// Rebuilds the snapshot at the next revision and tells every connection.
     fn publish_change(&mut self, reason: &str) {
         let previous_revision = self.snapshot.revision;
-        self.snapshot = build_snapshot(previous_revision + 1, &self.store.contents.connections, &self.agents);
+        self.snapshot = self.build(previous_revision + 1);
+        self.sync_secrets();
         let params = RuntimeChangedParams {
             previous_revision: Some(previous_revision),
             snapshot: self.snapshot.clone(),

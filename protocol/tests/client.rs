@@ -86,7 +86,13 @@ fn meta(session_id: &str) -> SessionResult {
 fn startup_snapshot() -> RuntimeChangedParams {
     RuntimeChangedParams {
         previous_revision: None,
-        snapshot: RuntimeSnapshot { revision: 1, providers: Vec::new(), models: Vec::new(), agents: Vec::new() },
+        snapshot: RuntimeSnapshot {
+            revision: 1,
+            providers: Vec::new(),
+            models: Vec::new(),
+            agents: Vec::new(),
+            sandbox: None,
+        },
         reasons: vec!["startup".to_owned()],
     }
 }

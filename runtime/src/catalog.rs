@@ -101,6 +101,7 @@ fn builtin_parts(revision: u64) -> RuntimeSnapshot {
             mode: AgentMode::Primary,
             models: vec![ModelSelection { model: LOCAL_ECHO.to_owned(), variant: None }],
         }],
+        sandbox: None,
     }
 }
 

@@ -18,6 +18,11 @@
 //!   { effect = "allow", action = "execute", resource = "cargo test*" },
 //!   { effect = "deny", action = "write", resource = "**/.env" },
 //! ]
+//! [sandbox]
+//! mode = "workspace-write"        # or "read-only", or "off" (no kernel sandbox at all)
+//! deny_read = ["~/.kube"]         # added to ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.gnupg and the data dir
+//! writable = ["~/.cargo"]         # written by tool processes besides the cwd and the run's temp dir
+//! network = true                  # false: tool processes get a network namespace with loopback only
 //! [agents.reviewer]
 //! models = ["anthropic/claude-sonnet-4-5"]
 //! permissions = [{ effect = "deny", action = "write", resource = "**" }]
@@ -56,6 +61,30 @@ pub struct Config {
     pub tools: ToolSettings,
     /// Permission rules for every agent; see [`crate::policy`].
     pub permissions: PermissionsConfig,
+    /// The kernel sandbox of tool processes; see [`crate::sandbox`].
+    pub sandbox: SandboxConfig,
+}
+
+pub use troupe_protocol::types::runtime::SandboxMode;
+
+/// `[sandbox]`: the kernel's bounds on every process a tool starts.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    pub mode: SandboxMode,
+    /// Paths (a leading `~/` is the daemon user's home) that tool processes may neither read nor write, in
+    /// addition to the built-in list and the data directory, which cannot be removed.
+    pub deny_read: Vec<String>,
+    /// Paths tool processes may write besides the session's cwd and the run's temp dir (`workspace-write` only).
+    pub writable: Vec<String>,
+    /// Whether tool processes reach the network. `false` runs them in a new network namespace (loopback only).
+    pub network: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig { mode: SandboxMode::default(), deny_read: Vec::new(), writable: Vec::new(), network: true }
+    }
 }
 
 /// An agent: a description and its fallback chain of models, first choice first.
@@ -122,6 +151,7 @@ impl Default for Config {
             agents: std::collections::BTreeMap::new(),
             tools: ToolSettings::default(),
             permissions: PermissionsConfig::default(),
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -207,6 +237,15 @@ fn validate(config: &mut Config) -> Result<(), String> {
     }
     for (index, rule) in config.permissions.rules.iter().enumerate() {
         crate::policy::validate_rule(rule).map_err(|problem| format!("permissions.rules[{index}]: {problem}"))?;
+    }
+    for (key, paths) in
+        [("sandbox.deny_read", &config.sandbox.deny_read), ("sandbox.writable", &config.sandbox.writable)]
+    {
+        for (index, path) in paths.iter().enumerate() {
+            if !(path.starts_with('/') || path.starts_with("~/")) {
+                return Err(format!("{key}[{index}] must be an absolute path or start with ~/"));
+            }
+        }
     }
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         *origin = normalize_origin(origin).map_err(|problem| {

@@ -13,8 +13,11 @@
 //! - [`transcript`]: the model history, with tool-emitted messages materialized as the reference says.
 //! - [`model`]: streaming model providers (OpenAI-compatible, Anthropic, offline), error policy, pricing; async.
 //! - [`provider_store`]: `providers.json`, provider connections and credentials (0600, replaced atomically).
+//! - [`redact`]: masking the daemon token and provider keys out of tool output (same length), whole or streamed.
 //! - [`policy`]: the permission policy: hard denies, config and agent rules, built-ins, permission modes, the
 //!   `auto_approve` classifier and operation fingerprints. Pure.
+//! - [`sandbox`]: the kernel's bounds on tool processes (Landlock, network namespace, process lifetime) and the
+//!   denied paths by file identity for in-process tools.
 //! - [`skills`]: `SKILL.md` discovery from the project's and the user's skills directories, and rendering.
 //! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
@@ -34,7 +37,9 @@ pub mod meta_cache;
 pub mod model;
 pub mod policy;
 pub mod provider_store;
+pub mod redact;
 pub mod run_ledger;
+pub mod sandbox;
 pub mod session_state;
 pub mod skills;
 pub mod token;

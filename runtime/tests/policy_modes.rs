@@ -1,9 +1,11 @@
 //! The decision table (every mode × effect × grant × classifier verdict) and the `auto_approve` classifier.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::json;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::session::PermissionMode;
-use troupe_runtime::policy::{Decision, Effect, Evaluation, RuleSource, decide, is_low_risk};
+use troupe_runtime::policy::{ClassifierContext, Decision, Effect, Evaluation, RuleSource, decide, is_low_risk};
 use troupe_runtime::tools::PermissionRequest;
 
 const MODES: [PermissionMode; 5] = [
@@ -113,6 +115,11 @@ fn reasons_say_who_decided() {
     assert!(reason.contains("yolo"), "{reason}");
 }
 
+/// The session runs at the top of a repository in `/work/project`; the data dir lies elsewhere.
+fn context(denied: &[PathBuf]) -> ClassifierContext<'_> {
+    ClassifierContext { cwd: Path::new("/work/project"), denied, cwd_is_repository_root: true }
+}
+
 fn shell(command: &str) -> bool {
     let request = PermissionRequest {
         action: PermissionAction::Execute,
@@ -120,7 +127,8 @@ fn shell(command: &str) -> bool {
         summary: format!("run {command}"),
         inside_cwd: true,
     };
-    is_low_risk("shell", &request, &json!({"command": command}))
+    let denied = [PathBuf::from("/home/me/.troupe")];
+    is_low_risk("shell", &request, &json!({"command": command}), &context(&denied))
 }
 
 #[test]
@@ -133,6 +141,7 @@ fn the_classifier_approves_read_only_commands_that_stay_in_the_cwd() {
         "head -n 20 src/lib.rs",
         "tail -n 5 log.txt",
         "wc -l src/*.rs",
+        "git log main..feature",
         "grep -rn 'fn main' src",
         "rg -n \"TODO|FIXME\" runtime",
         "find . -name '*.rs' -type f",
@@ -170,6 +179,7 @@ fn the_classifier_escalates_everything_else() {
         "cat \"$HOME/.ssh/id_rsa\"",
         "(ls)",
         "ls # comment",
+        "ls {a,b}",
         "echo 'unterminated",
         "ls\nrm x",
         // Outside the cwd.
@@ -181,10 +191,8 @@ fn the_classifier_escalates_everything_else() {
         "ls ~",
         "grep -r x /",
         "grep --file=/etc/passwd x",
-        "rg --glob=/x y",
         "cat .*/x",
         "ls {.,.}.",
-        "git log main..feature",
         // Programs and options that write or run something.
         "rm -rf target",
         "cargo test",
@@ -219,12 +227,19 @@ fn the_classifier_approves_reads_inside_the_cwd_and_never_writes() {
         summary: String::new(),
         inside_cwd,
     };
+    let denied = [PathBuf::from("/work/project/.troupe")];
+    let context = context(&denied);
     for tool in ["read_file", "list_dir", "search"] {
-        assert!(is_low_risk(tool, &request(PermissionAction::Read, true), &json!({})), "{tool}");
-        assert!(!is_low_risk(tool, &request(PermissionAction::Read, false), &json!({})), "{tool}");
+        assert!(is_low_risk(tool, &request(PermissionAction::Read, true), &json!({}), &context), "{tool}");
+        assert!(!is_low_risk(tool, &request(PermissionAction::Read, false), &json!({}), &context), "{tool}");
     }
     for tool in ["write_file", "edit_file", "goal_update"] {
-        assert!(!is_low_risk(tool, &request(PermissionAction::Write, true), &json!({})), "{tool}");
+        assert!(!is_low_risk(tool, &request(PermissionAction::Write, true), &json!({}), &context), "{tool}");
+    }
+    // Reads of a denied path, or of a directory that holds one, are not low risk even inside the cwd.
+    for resource in ["/work/project/.troupe/daemon/token", "/work/project/.troupe", "/work/project"] {
+        let read = PermissionRequest { resource: resource.to_owned(), ..request(PermissionAction::Read, true) };
+        assert!(!is_low_risk("search", &read, &json!({}), &context), "{resource}");
     }
     // Execute from anything but the shell, and a shell request that disagrees with its own arguments.
     let ls = PermissionRequest {
@@ -233,6 +248,6 @@ fn the_classifier_approves_reads_inside_the_cwd_and_never_writes() {
         summary: String::new(),
         inside_cwd: true,
     };
-    assert!(!is_low_risk("plugin_tool", &ls, &json!({"command": "ls"})));
-    assert!(!is_low_risk("shell", &ls, &json!({"command": "rm -rf target"})));
+    assert!(!is_low_risk("plugin_tool", &ls, &json!({"command": "ls"}), &context));
+    assert!(!is_low_risk("shell", &ls, &json!({"command": "rm -rf target"}), &context));
 }

@@ -143,6 +143,20 @@ fn command_allow_rules_only_cover_one_simple_command_and_denies_catch_any_part()
     assert_eq!(effect("git push origin main"), Effect::Deny);
     assert_eq!(effect("cargo fmt && git push"), Effect::Deny);
     assert_eq!(effect("cargo fmt && 'git' push --force"), Effect::Deny);
+    // Inside compound commands, function bodies and substitutions too.
+    for command in [
+        "{ git push; }",
+        "if true; then git push; fi",
+        "while false; do git push; done",
+        "f() { git push; }; f",
+        "echo $(git push)",
+        "(cd x && git push)",
+    ] {
+        assert_eq!(effect(command), Effect::Deny, "{command}");
+    }
+    // An allow never covers a compound command.
+    assert_ne!(effect("{ cargo test; }"), Effect::Allow);
+    assert_ne!(effect("if true; then cargo test; fi"), Effect::Allow);
 }
 
 #[test]

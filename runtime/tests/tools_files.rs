@@ -191,6 +191,15 @@ async fn list_dir_sorts_and_marks_directories_and_links() {
 
     let missing = call("list_dir", json!({"path": "nope"}), directory.path()).await;
     assert_eq!(missing.status, ToolResultStatus::Error);
+
+    let file = call("list_dir", json!({"path": "a.txt"}), directory.path()).await;
+    assert_eq!(file.status, ToolResultStatus::Error);
+    assert_eq!(file.output, "a.txt is not a directory");
+
+    // A symlink to a directory inside the cwd lists the directory it points to.
+    std::os::unix::fs::symlink("src", directory.path().join("src-link")).unwrap();
+    let through_link = call("list_dir", json!({"path": "src-link"}), directory.path()).await;
+    assert_eq!(through_link.output, "lib.rs");
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ mod durability;
 mod envelope;
 mod providers;
 mod runs;
+mod sandbox;
 mod sessions;
 mod skills;
 mod steering;

@@ -61,6 +61,8 @@ pub struct DaemonSetup {
     pub hibernate_after: Option<Duration>,
     /// Reuse a data directory (for restarts).
     pub data_dir: Option<tempfile::TempDir>,
+    /// The sessions' working directory (default: a fresh temp dir beside the data directory).
+    pub project: Option<tempfile::TempDir>,
 }
 
 /// The real daemon (engine + gateway) on its own actix System thread, listening on 127.0.0.1:0.
@@ -91,7 +93,7 @@ impl TestDaemon {
         };
         let daemon = DaemonThread::spawn(options, WAIT).unwrap_or_else(|error| panic!("{error:#}"));
         let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).expect("token").trim().to_owned();
-        let project = tempfile::tempdir().expect("project dir");
+        let project = setup.project.unwrap_or_else(|| tempfile::tempdir().expect("project dir"));
         TestDaemon { addr: daemon.local_addr, token, data_dir: Some(data_dir), project, daemon }
     }
 

@@ -101,6 +101,60 @@ pub struct RuntimeSnapshot {
     pub providers: Vec<ProviderInfo>,
     pub models: Vec<ModelInfo>,
     pub agents: Vec<AgentInfo>,
+    /// How tool processes are confined (a troupe addition; absent from daemons that do not sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxStatus>,
+}
+
+/// `[sandbox] mode` of `config.toml`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Read everything but the denied paths; write only the session's cwd, the run's temp dir and the configured
+    /// writable paths.
+    #[default]
+    WorkspaceWrite,
+    /// Read everything but the denied paths; write only the run's temp dir.
+    ReadOnly,
+    /// No kernel sandbox: tool processes run with the daemon's full rights; only the permission policy stands.
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// What enforces the sandbox of tool processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxEnforcement {
+    /// Linux Landlock, set up between fork and exec of every tool process.
+    Landlock,
+    /// Nothing: the mode is `off`, or the kernel cannot enforce it (then tool processes are refused).
+    None,
+}
+
+/// The daemon's sandbox as configured and as this kernel enforces it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxStatus {
+    pub mode: SandboxMode,
+    pub enforcement: SandboxEnforcement,
+    /// The Landlock ABI version of the kernel, when it has Landlock.
+    pub landlock_abi: Option<u32>,
+    /// Whether tool processes reach the network (`false`: a network namespace with loopback only).
+    pub network: bool,
+    /// Paths tool processes and file tools may neither read nor write; the data directory first.
+    pub denied: Vec<String>,
+    /// Paths tool processes may write besides the session's cwd and the run's temp dir.
+    pub writable: Vec<String>,
+    /// Why tool processes are refused, when the mode asks for a sandbox this kernel cannot give.
+    pub tools_refused: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

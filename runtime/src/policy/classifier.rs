@@ -1,89 +1,96 @@
 //! The built-in classifier of the `auto_approve` modes: which operations are low risk enough to run unasked.
 //!
 //! The module docs of [`super`] list exactly what it approves. It judges the text of the call only: it does not
-//! look at the file system, so it errs towards "not low risk" whenever the text leaves room for doubt.
+//! look at the file system, so it errs towards "not low risk" whenever the text leaves room for doubt. Shell
+//! commands are read with a shell grammar ([`super::shell_ast`]), options are normalised by each program's rules
+//! ([`super::command_options`]) and checked against an allowlist ([`super::command_allowlist`]), and every path
+//! is resolved against the cwd by its text ([`super::cwd_paths`]).
 
+use std::path::{Path, PathBuf};
+
+use brush_parser::ast::CommandPrefixOrSuffixItem;
 use serde_json::Value;
 use troupe_protocol::types::approval::PermissionAction;
 
 use super::SHELL_TOOL;
-use super::shell_words::{Word, lex};
+use super::command_allowlist::is_read_only;
+use super::command_options::Argument;
+use super::cwd_paths::resolved_path_is_safe;
+use super::shell_ast::{ShellWord, decode_word, sole_simple_command};
 use crate::tools::PermissionRequest;
 
-/// Programs that only read, run with no options that would make them write or run something else.
-const READ_ONLY_PROGRAMS: [&str; 17] = [
-    "ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find", "git", "echo", "which", "stat", "file", "du", "df",
-    "tree",
-];
+/// What the classifier knows besides the call: where it runs and what it must never touch.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassifierContext<'a> {
+    /// The session's canonical working directory.
+    pub cwd: &'a Path,
+    /// Canonical absolute paths no tool may read: the daemon's data dir and the sandbox's deny list.
+    pub denied: &'a [PathBuf],
+    /// Whether `cwd` is the top level of a git work tree (so git output stays inside it).
+    pub cwd_is_repository_root: bool,
+}
 
-/// `git` subcommands that only read.
-const READ_ONLY_GIT_SUBCOMMANDS: [&str; 4] = ["status", "diff", "log", "show"];
-
-/// `find` primaries that delete, run programs or write files.
-const FIND_FORBIDDEN: [&str; 9] =
-    ["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf"];
-
-/// True for operations the `auto_approve` classifier approves without asking.
-pub fn is_low_risk(tool: &str, request: &PermissionRequest, arguments: &Value) -> bool {
+/// True for operations the `auto_approve` classifier approves without asking: reads by file tools inside the
+/// cwd that touch no denied path, and shell commands that are one allowlisted read-only simple command whose
+/// paths stay inside the cwd (see the module docs of [`super`]). Writes are never low risk.
+pub fn is_low_risk(
+    tool: &str,
+    request: &PermissionRequest,
+    arguments: &Value,
+    context: &ClassifierContext<'_>,
+) -> bool {
     match request.action {
         PermissionAction::Write => false,
-        PermissionAction::Read => request.inside_cwd && tool != SHELL_TOOL,
+        PermissionAction::Read => {
+            request.inside_cwd && tool != SHELL_TOOL && resolved_path_is_safe(Path::new(&request.resource), context)
+        }
         PermissionAction::Execute => {
             // The command judged must be the command that runs; a request that disagrees with its own arguments
             // is not something to approve unasked.
             let command_argument = arguments.get("command").and_then(Value::as_str);
             tool == SHELL_TOOL
                 && command_argument.is_none_or(|command| command == request.resource)
-                && is_read_only_command(&request.resource)
+                && is_read_only_command(&request.resource, context)
         }
     }
 }
 
-/// A single simple command from the read-only allowlist whose words cannot reach outside the cwd.
-fn is_read_only_command(command: &str) -> bool {
-    let lexed = lex(command);
-    if !lexed.complete || lexed.has_comment || lexed.has_operators() {
+/// A single simple command from the read-only allowlist whose words are all known now and whose paths stay
+/// inside the cwd.
+fn is_read_only_command(line: &str, context: &ClassifierContext<'_>) -> bool {
+    let Some(command) = sole_simple_command(line) else { return false };
+    // No assignments (`A=b ls`) and no redirections before the name.
+    if command.prefix.is_some() {
         return false;
     }
-    let words: Vec<&Word> = lexed.words().collect();
+    let Some(name) = command.word_or_name.as_ref().map(decode_word) else { return false };
+    let mut words = vec![name];
+    for item in command.suffix.iter().flat_map(|suffix| &suffix.0) {
+        match item {
+            CommandPrefixOrSuffixItem::Word(word) => words.push(decode_word(word)),
+            // Redirections (`>`, `>|`, `<`, `<<`, `<<<`), assignments and process substitutions.
+            _ => return false,
+        }
+    }
+    if !words.iter().all(is_known_now) || has_comment(line, &words) {
+        return false;
+    }
     let Some((program, arguments)) = words.split_first() else { return false };
-    if !words.iter().all(|word| stays_inside_cwd(word)) {
+    if program.unquoted_glob {
         return false;
     }
-    let has = |predicate: &dyn Fn(&str) -> bool| arguments.iter().any(|argument| predicate(&argument.text));
-    match program.text.as_str() {
-        name if !READ_ONLY_PROGRAMS.contains(&name) => false,
-        "find" => !has(&|argument| FIND_FORBIDDEN.contains(&argument)),
-        // `--pre` runs a preprocessor program on every file.
-        "rg" => !has(&|argument| argument.starts_with("--pre")),
-        "git" => {
-            arguments.first().is_some_and(|subcommand| READ_ONLY_GIT_SUBCOMMANDS.contains(&subcommand.text.as_str()))
-                && !has(&|argument| argument.starts_with("--output") || argument == "--ext-diff")
-        }
-        // `-C`/`--compile` writes a compiled magic file.
-        "file" => !has(&|argument| argument.starts_with("-C") || argument == "--compile"),
-        // `-o` writes the listing to a file; `-R` with `-H` writes HTML files into every directory.
-        "tree" => {
-            !has(&|argument| argument.starts_with("-o") || argument.starts_with("-R") || argument.starts_with("-H"))
-        }
-        _ => true,
-    }
+    let arguments: Vec<Argument> =
+        arguments.iter().map(|word| Argument { text: word.text.clone(), glob: word.unquoted_glob }).collect();
+    is_read_only(&program.text, &arguments, context)
 }
 
-/// Whether a word's value is known now and names nothing outside the cwd: no expansion (`$`, backticks, braces,
-/// a leading `~`), no `..` anywhere, no absolute path (as the word, after `=`, or inside an option), and no glob
-/// that could match a dot entry such as `..`.
-fn stays_inside_cwd(word: &Word) -> bool {
-    let text = word.text.as_str();
-    let glob_may_match_dot_entries = word.unquoted_glob
-        && text.split('/').any(|component| component.starts_with(['.', '[']) || component.contains('['));
-    !word.expands
-        && !word.unquoted_brace
-        && !word.leading_tilde
-        && !glob_may_match_dot_entries
-        && !text.contains("..")
-        && !text.starts_with('/')
-        && !text.contains("=/")
-        && !text.contains("=~")
-        && !(text.starts_with('-') && text.contains('/'))
+/// A word whose value is its text: no expansion, substitution, ANSI-C quoting, brace expansion or tilde.
+fn is_known_now(word: &ShellWord) -> bool {
+    !word.expands && !word.unquoted_brace && word.substitutions.is_empty() && word.opaque.is_empty()
+}
+
+/// Whether `line` holds a `#` comment, which the grammar drops: `#` in the line but not in any word.
+fn has_comment(line: &str, words: &[ShellWord]) -> bool {
+    let in_words: usize = words.iter().map(|word| word.raw.matches('#').count()).sum();
+    line.matches('#').count() > in_words
 }

@@ -1,17 +1,23 @@
 //! The hard denies: operations refused in every permission mode, whatever the rules and grants say.
 //!
 //! This is a seatbelt, not a sandbox. It catches the daemon's own files by path and a handful of catastrophic
-//! shell commands by their literal text; a command that reaches the same effect another way (a script, a
-//! variable, an interpreter, `xargs`) is not recognized. Confinement is the job of approvals and of the user.
+//! shell commands by their text. Commands are read with a shell grammar ([`super::shell_ast`]): every simple
+//! command anywhere in the line counts, inside `{ }`, `if`, `while`, `for`, `case`, `!`, subshells, function
+//! bodies, `$( )`, backticks and process substitutions, after wrappers (`sudo`, `timeout 5`, `env -i A=b`,
+//! `xargs`, ...) and inside `sh -c`, `eval` and scripts piped or here-documented into a shell, to a depth limit.
+//! What the grammar cannot read is read again by the word lexer ([`super::shell_words`]), and the whole line is
+//! always read by the lexer too: an unknown structure is never a reason not to deny. A variable, a script file or
+//! another interpreter still reaches the same effects unrecognized; the kernel sandbox is the boundary.
 
 use std::path::Path;
 
 use troupe_protocol::types::approval::PermissionAction;
 
-use super::shell_words::{Word, lex};
+use super::shell_ast::{self, CommandView};
+use super::shell_words::lex;
 use crate::tools::PermissionRequest;
 
-/// How deep `sh -c '...'` and `eval ...` are followed before giving up.
+/// How deep `sh -c '...'`, `eval ...` and scripts fed to a shell are followed before giving up.
 const MAX_NESTING: usize = 3;
 
 /// Pseudo-devices that `dd of=` may write to without harm.
@@ -21,8 +27,18 @@ const HARMLESS_DEVICES: [&str; 8] =
 /// Name prefixes (under `/dev/`) of disks and partitions, which a redirection must never overwrite.
 const DISK_DEVICE_PREFIXES: [&str; 10] = ["sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk", "dm-", "md", "mapper/"];
 
-/// Commands that run their arguments as another command, skipped to find the real program.
-const WRAPPERS: [&str; 9] = ["sudo", "doas", "command", "exec", "nohup", "nice", "time", "env", "builtin"];
+/// Commands that run (part of) their arguments as another command. Every later word is tried as the start of
+/// the real command, so their options and values (`timeout 5`, `nice -n 5`, `sudo -u x`) need no parsing.
+const WRAPPERS: [&str; 21] = [
+    "sudo", "doas", "command", "exec", "nohup", "nice", "time", "env", "builtin", "timeout", "stdbuf", "ionice",
+    "xargs", "setsid", "chroot", "busybox", "unbuffer", "watch", "flock", "strace", "find",
+];
+
+/// Programs that read a script from `-c`, their arguments or standard input.
+const SHELLS: [&str; 9] = ["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh"];
+
+/// Words that open or continue a compound command; the lexer fallback skips them to find the program.
+const KEYWORDS: [&str; 12] = ["{", "}", "!", "if", "then", "else", "elif", "do", "while", "until", "time", "fi"];
 
 /// Why `request` is refused outright, or `None`. `data_dir` is the daemon's data directory.
 pub(super) fn check(request: &PermissionRequest, data_dir: &Path) -> Option<String> {
@@ -46,77 +62,110 @@ fn is_secret_file(path: &Path, data_dir: &Path) -> bool {
     path.starts_with(data_dir.join("daemon")) || path == data_dir.join(crate::provider_store::PROVIDERS_FILE_NAME)
 }
 
-/// What makes `command` catastrophic, or `None`.
+/// What makes `command` catastrophic, or `None`: read with the grammar, then (always) with the word lexer.
 fn catastrophic_command(command: &str, depth: usize) -> Option<&'static str> {
     if is_fork_bomb(command) {
         return Some("a fork bomb");
     }
+    let walked = shell_ast::walk(command);
+    if walked.output_targets.iter().any(|target| is_disk_device(&target.text)) {
+        return Some("writing over a disk device");
+    }
+    if walked.commands.iter().any(is_recursive_background_call) {
+        return Some("a fork bomb");
+    }
+    for view in &walked.commands {
+        let words: Vec<&str> = view.words.iter().map(|word| word.text.as_str()).collect();
+        if let Some(found) = catastrophic_words(&words, &view.stdin_scripts, depth) {
+            return Some(found);
+        }
+    }
+    walked
+        .unparsed
+        .iter()
+        .find_map(|text| catastrophic_lexed(text, depth))
+        .or_else(|| catastrophic_lexed(command, depth))
+}
+
+/// The word lexer's reading of `command`: a fallback for text the grammar rejects or reads differently.
+fn catastrophic_lexed(command: &str, depth: usize) -> Option<&'static str> {
     let lexed = lex(command);
     if lexed.redirect_targets().any(|target| is_disk_device(&target.text)) {
         return Some("writing over a disk device");
     }
-    for words in lexed.simple_commands() {
-        let words = skip_wrappers(&words);
-        let Some((program, arguments)) = words.split_first() else { continue };
-        let program = program.text.rsplit('/').next().unwrap_or_default();
-        match program {
-            "rm" if is_recursive_removal_of_root_or_home(arguments) => {
-                return Some("recursively deleting / or the home directory");
-            }
-            _ if program.starts_with("mkfs") => return Some("making a file system (mkfs)"),
-            "dd" if arguments.iter().any(|argument| {
-                argument.text.strip_prefix("of=").is_some_and(|target| {
-                    target.starts_with("/dev/")
-                        && !HARMLESS_DEVICES.contains(&target)
-                        && !target.starts_with("/dev/fd/")
-                })
-            }) =>
-            {
-                return Some("writing onto a device with dd");
-            }
-            "sh" | "bash" | "dash" | "zsh" | "ksh" if depth < MAX_NESTING => {
-                let script = arguments.iter().skip_while(|argument| argument.text != "-c").nth(1);
-                if let Some(found) = script.and_then(|script| catastrophic_command(&script.text, depth + 1)) {
-                    return Some(found);
-                }
-            }
-            "eval" if depth < MAX_NESTING => {
-                let script: Vec<&str> = arguments.iter().map(|argument| argument.text.as_str()).collect();
-                if let Some(found) = catastrophic_command(&script.join(" "), depth + 1) {
-                    return Some(found);
-                }
-            }
-            _ => {}
+    lexed.simple_commands().iter().find_map(|words| {
+        let texts: Vec<&str> = words.iter().map(|word| word.text.as_str()).collect();
+        let start = texts.iter().take_while(|word| KEYWORDS.contains(word)).count();
+        catastrophic_words(texts.get(start..).unwrap_or_default(), &[], depth)
+    })
+}
+
+/// A function that calls itself in a pipeline or in the background: `:(){ :|:& };:` with any name and spacing.
+fn is_recursive_background_call(view: &CommandView) -> bool {
+    let program = view.words.first().map(|word| word.text.as_str());
+    view.in_pipeline_or_background && program.is_some() && view.enclosing_function.as_deref() == program
+}
+
+/// What makes the simple command `words` (with `stdin` fed to it) catastrophic, or `None`.
+fn catastrophic_words(words: &[&str], stdin: &[String], depth: usize) -> Option<&'static str> {
+    let start = words.iter().take_while(|word| is_assignment(word)).count();
+    let words = words.get(start..).unwrap_or_default();
+    let program = words.first().map(|word| basename(word))?;
+    if !WRAPPERS.contains(&program) {
+        return catastrophic_program(words, stdin, depth);
+    }
+    // `xargs` appends its standard input to the command: `echo / | xargs rm -rf`.
+    let piped_words: Vec<&str> =
+        if program == "xargs" { stdin.iter().flat_map(|text| text.split_whitespace()).collect() } else { Vec::new() };
+    for index in 1..words.len() {
+        let mut candidate: Vec<&str> = words.get(index..).unwrap_or_default().to_vec();
+        candidate.extend(&piped_words);
+        let start = candidate.iter().take_while(|word| is_assignment(word)).count();
+        let candidate = candidate.get(start..).unwrap_or_default();
+        if let Some(found) = catastrophic_program(candidate, stdin, depth) {
+            return Some(found);
+        }
+        // A shell or `eval` has read every later word as a script already; reading them again from each later
+        // start would only multiply the work.
+        if candidate.first().is_some_and(|word| SHELLS.contains(&basename(word)) || *word == "eval") {
+            return None;
         }
     }
     None
 }
 
-/// Drops leading `NAME=value` assignments and wrapper commands (`sudo -u root`, `env`, `nice -n 5`, ...).
-fn skip_wrappers<'a, 'w>(mut words: &'a [&'w Word]) -> &'a [&'w Word] {
-    loop {
-        let Some((first, rest)) = words.split_first() else { return words };
-        if is_assignment(&first.text) {
-            words = rest;
-        } else if WRAPPERS.contains(&first.text.rsplit('/').next().unwrap_or_default()) {
-            words = rest;
-            while let Some((option, rest)) = words.split_first() {
-                if !option.text.starts_with('-') {
-                    break;
-                }
-                words = rest;
-                // Options of sudo and nice that take the next word as their value.
-                if matches!(option.text.as_str(), "-u" | "-g" | "-C" | "-D" | "-h" | "-p" | "-r" | "-t" | "-U" | "-n") {
-                    words = words.get(1..).unwrap_or_default();
-                }
-            }
-        } else {
-            return words;
+/// The catastrophic programs themselves, and the shells and `eval` whose scripts are read again.
+fn catastrophic_program(words: &[&str], stdin: &[String], depth: usize) -> Option<&'static str> {
+    let (program, arguments) = words.split_first()?;
+    let program = basename(program);
+    match program {
+        "rm" if is_recursive_removal_of_root_or_home(arguments) => Some("recursively deleting / or the home directory"),
+        _ if program.starts_with("mkfs") => Some("making a file system (mkfs)"),
+        "dd" if arguments.iter().any(|argument| {
+            argument.strip_prefix("of=").is_some_and(|target| {
+                target.starts_with("/dev/") && !HARMLESS_DEVICES.contains(&target) && !target.starts_with("/dev/fd/")
+            })
+        }) =>
+        {
+            Some("writing onto a device with dd")
         }
+        // Every argument may be the script (`sh -c`, `sh -ec`, `bash -lc`), and without one the script may come
+        // from standard input (`echo ... | sh`, `sh <<EOF`).
+        _ if SHELLS.contains(&program) && depth < MAX_NESTING => arguments
+            .iter()
+            .copied()
+            .chain(stdin.iter().map(String::as_str))
+            .find_map(|script| catastrophic_command(script, depth + 1)),
+        "eval" if depth < MAX_NESTING => catastrophic_command(&arguments.join(" "), depth + 1),
+        _ => None,
     }
 }
 
-fn is_assignment(word: &str) -> bool {
+fn basename(program: &str) -> &str {
+    program.rsplit('/').next().unwrap_or_default()
+}
+
+fn is_assignment(word: &&str) -> bool {
     word.split_once('=').is_some_and(|(name, _)| {
         !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -126,12 +175,12 @@ fn is_assignment(word: &str) -> bool {
 
 /// `rm` with `-r`, `-R` or `--recursive` (force is not needed to do the damage) and a target that is `/`, `/*`,
 /// the home directory or everything in it, in any spelling made of `/`, `.`, `..` and `*` components.
-fn is_recursive_removal_of_root_or_home(arguments: &[&Word]) -> bool {
+fn is_recursive_removal_of_root_or_home(arguments: &[&str]) -> bool {
     let mut recursive = false;
     let mut dangerous_target = false;
     let mut options_ended = false;
     for argument in arguments {
-        let text = argument.text.as_str();
+        let text = *argument;
         if !options_ended && text == "--" {
             options_ended = true;
         } else if !options_ended && text.starts_with("--") {
@@ -231,6 +280,86 @@ mod tests {
     }
 
     #[test]
+    fn catastrophic_commands_are_recognized_inside_any_structure() {
+        for command in [
+            // The red team's bypasses of the lexer-only reading.
+            "{ rm -rf /; }",
+            "if true; then rm -rf /; fi",
+            "! rm -rf /",
+            "timeout 5 rm -rf /",
+            // Compound commands, lists and substitutions.
+            "if false; then :; elif true; then :; else rm -rf ~; fi",
+            "while true; do rm -rf /; done",
+            "until false; do mkfs.ext4 /dev/sda; done",
+            "for x in 1; do dd if=/dev/zero of=/dev/sda; done",
+            "case x in x) rm -rf /;; esac",
+            "(rm -rf /)",
+            "ls && (cd / && rm -rf /*)",
+            "echo $(rm -rf /)",
+            "echo `rm -rf /`",
+            "echo \"$(echo $(rm -rf ~))\"",
+            "cat <(rm -rf /)",
+            "X=$(rm -rf /) true",
+            "f() { rm -rf /; }; f",
+            "[[ -n $(rm -rf /) ]]",
+            "echo ${x:-$(rm -rf /)}",
+            "{ cat image; } > /dev/sda",
+            "cat image &> /dev/nvme0n1",
+            "r\\m -rf /",
+            "\"rm\" -rf \"/\"",
+            // Wrappers with their options and values.
+            "nice -n 5 rm -rf /",
+            "env -i A=b rm -rf /",
+            "sudo -u x rm -rf /",
+            "doas -u root rm -rf /",
+            "nohup rm -rf / &",
+            "command rm -rf /",
+            "exec rm -rf /",
+            "time rm -rf /",
+            "stdbuf -o0 rm -rf /",
+            "ionice -c 3 rm -rf /",
+            "builtin eval 'rm -rf /'",
+            "xargs rm -rf /",
+            "echo / | xargs rm -rf",
+            "xargs -0 -n 1 rm -rf ~",
+            "sudo timeout 5 nice env rm -rf /",
+            "busybox rm -rf /",
+            "find / -exec rm -rf / \\;",
+            // Nested scripts.
+            "sh -c 'rm -rf /'",
+            "bash -lc 'if true; then rm -rf /; fi'",
+            "dash -ec '{ rm -rf /; }'",
+            "busybox sh -c 'rm -rf /'",
+            "env sh -c 'rm -rf /'",
+            "eval 'timeout 5 rm -rf /'",
+            "echo 'rm -rf /' | sh",
+            "bash <<EOF\nrm -rf /\nEOF\n",
+            "sh <<< 'rm -rf /'",
+            // Fork bombs, also spelled with spaces or other names.
+            "f() { f | f & }; f",
+            "bomb() { bomb & bomb; }; bomb",
+        ] {
+            assert!(execute(command).is_some(), "{command}");
+        }
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let mut command = "rm -rf /".to_owned();
+        for _ in 0..6 {
+            command = format!("sh -c {}", shell_quote(&command));
+        }
+        // Too deep to follow: not denied, but answered quickly.
+        let _ = execute(&command);
+        let many_wrappers = "sudo ".repeat(500) + "ls";
+        assert_eq!(execute(&many_wrappers), None);
+    }
+
+    fn shell_quote(text: &str) -> String {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+
+    #[test]
     fn ordinary_commands_are_not_hard_denied() {
         for command in [
             "rm -rf target",
@@ -244,6 +373,13 @@ mod tests {
             "make > /dev/null 2>&1",
             "mkdir fs",
             "cargo test",
+            "{ rm -rf target; }",
+            "if true; then rm -rf ./build; fi",
+            "timeout 5 cargo test",
+            "sudo -u x ls /",
+            "sh -c 'echo rm -rf /'",
+            "f() { g | h; }; f",
+            "echo $(ls /)",
         ] {
             assert_eq!(execute(command), None, "{command}");
         }

@@ -12,16 +12,22 @@
 //!    - writing anything inside the daemon's data directory (`<data_dir>/**`, which includes `config.toml`, so a
 //!      model can never change its own permissions), and reading the bearer token (`<data_dir>/daemon/**`) or the
 //!      provider credentials (`<data_dir>/providers.json`);
-//!    - shell commands that, in any of their simple commands (also inside `sh -c '...'` and `eval`, after `sudo`,
-//!      `env`, `nice` and similar wrappers): recursively remove (`rm` with `-r`, `-R` or `--recursive`, with or
-//!      without `-f`) `/`, `/*`, `~`, `~/*` or `$HOME` (in any spelling made of `/`, `.`, `..` and `*`); run
-//!      `mkfs` or `mkfs.*`; run `dd` with `of=/dev/...` other than `/dev/null`, `/dev/zero`, `/dev/full`,
-//!      `/dev/stdout`, `/dev/stderr`, `/dev/tty`, `/dev/random`, `/dev/urandom` and `/dev/fd/*`; redirect output
-//!      onto a disk device (`> /dev/sd*`, `nvme*`, `hd*`, `vd*`, `xvd*`, `mmcblk*`, `disk*`, `dm-*`, `md*`,
-//!      `mapper/*`); or define a fork bomb (`:(){ :|:& };:` with any function name).
+//!    - shell commands that, in any of their simple commands, recursively remove (`rm` with `-r`, `-R` or
+//!      `--recursive`, with or without `-f`) `/`, `/*`, `~`, `~/*` or `$HOME` (in any spelling made of `/`, `.`,
+//!      `..`, `*` and components that are only a `$` expansion); run `mkfs` or `mkfs.*`; run `dd` with
+//!      `of=/dev/...` other than `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/stdout`, `/dev/stderr`, `/dev/tty`,
+//!      `/dev/random`, `/dev/urandom` and `/dev/fd/*`; redirect output onto a disk device (`> /dev/sd*`, `nvme*`,
+//!      `hd*`, `vd*`, `xvd*`, `mmcblk*`, `disk*`, `dm-*`, `md*`, `mapper/*`); or define a fork bomb (a function
+//!      that calls itself in a pipeline or in the background, such as `:(){ :|:& };:`). The line is parsed with a
+//!      shell grammar and every simple command counts: inside `{ }`, `if`/`elif`/`else`, `while`, `until`, `for`,
+//!      `case`, `!`, subshells, function bodies, `$( )`, backticks and process substitutions; after wrappers
+//!      (`sudo`, `doas`, `env`, `nice`, `timeout`, `nohup`, `command`, `exec`, `time`, `stdbuf`, `ionice`, `xargs`
+//!      with its piped input, `builtin`, `busybox`, `find -exec`, ..., whatever their options); and inside scripts
+//!      given to `sh`/`bash`/`dash`/... (`-c`, a here-document, a here-string, an `echo ... |`) or `eval`, three
+//!      levels deep. Text the grammar rejects is read with a word lexer instead, and the whole line always is too.
 //!
-//!    This is a seatbelt, not a sandbox: it reads the literal text of a call. A script, a variable, another
-//!    interpreter or `xargs` reaches the same effects unrecognized. What keeps a session safe is asking.
+//!    This is a seatbelt, not a sandbox: it reads the text of a call. A script file, a variable, another
+//!    interpreter or a deeper nesting reaches the same effects unrecognized. The kernel sandbox is the boundary.
 //! 2. **Agent rules** (`permissions` of the run's agent), then **config rules** (`[permissions] rules`): within
 //!    each list the *last* matching rule wins, and any matching agent rule beats every config rule. A rule
 //!    matches when its `action` (if given) and `tool` (if given) are the call's, and its `resource` glob matches:
@@ -52,29 +58,50 @@
 //!
 //! # The classifier (`auto_approve`, `auto_approve_n`, `auto_approve_y`)
 //!
-//! [`is_low_risk`] approves exactly these, and nothing else:
+//! [`is_low_risk`] approves exactly these, and nothing else, given a [`ClassifierContext`] (the canonical cwd,
+//! the canonical paths no tool may read, and whether the cwd is the top level of a git work tree):
 //!
 //! - reads by a file tool (`read_file`, `list_dir`, `search`, ...) whose resolved path is inside the session's cwd
-//!   (the built-ins allow these already);
-//! - `shell` commands that are one simple command with no `;`, `&&`, `||`, `|`, `&`, `<`, `>`, parentheses,
-//!   backticks, `$` (no variables or `$(...)`), `{...}`, `#` comments or unterminated quotes, whose program is
-//!   spelled exactly as one of `ls`, `pwd`, `cat`, `head`, `tail`, `wc`, `grep`, `rg` (without `--pre`), `find`
-//!   (without `-exec`, `-execdir`, `-ok`, `-okdir`, `-delete`, `-fls`, `-fprint`, `-fprint0`, `-fprintf`), `git
-//!   status`, `git diff`, `git log`, `git show` (the subcommand right after `git`, without `--output` or
-//!   `--ext-diff`), `echo`, `which`, `stat`, `file` (without `-C`/`--compile`), `du`, `df`, `tree` (without `-o`,
-//!   `-R`, `-H`), and none of whose words could name something outside the cwd: no word starts with `/` or `~`,
-//!   contains `..`, `=/` or `=~`, is an option containing `/`, or is an unquoted glob with a component that
-//!   starts with `.` or holds `[`.
+//!   and is neither inside a denied path nor a directory that holds one;
+//! - `shell` commands that the shell grammar reads as exactly one simple command (a trailing `;` aside): no list,
+//!   `&&`, `||`, pipeline, `&`, `!`, `time`, compound command, function, comment, redirection of any kind (`>`,
+//!   `>|`, `>>`, `<`, `<<`, `<<<`, `&>`), assignment (`A=b cmd`), and no word with an expansion or substitution
+//!   (`$x`, `${x}`, `$( )`, backticks, `$(( ))`, `<( )`, a leading `~`, `$'…'`, `$"…"`) or an unquoted brace. The
+//!   program is named exactly (after quote removal) as one of the allowlist, and every option is one that program
+//!   accepts in the allowlist after normalisation (clusters split, `-ao` is `-a -o`; attached values, `-n5`;
+//!   `--name=value`; `--` ends options; unknown or abbreviated options are refused):
+//!   `ls`, `cat`, `head`, `tail` (no `-f`/`-F`/`--follow`), `wc`, `stat`, `file` (no `-C`, `-m`, `-f`, `-z`,
+//!   `-p`), `df`, `du`, `tree` (no `-o`, `-R`, `-H`, `-T`, `--output`, `--fromfile`), `grep` (no `-d`/`-D`),
+//!   `rg` (no `--pre`, `--pre-glob`, `-z`, `--ignore-file`, `--type-add`), `find` (only tests and `-print`,
+//!   `-print0`, `-printf`, `-ls`, `-prune`: no `-exec`, `-execdir`, `-ok`, `-okdir`, `-delete`, `-fls`,
+//!   `-fprint*`), `pwd`, `echo`, `which`, and `git status`, `git diff`, `git log`, `git show` with no option
+//!   before the subcommand (no `-c`, `-C`, `--git-dir`, `--work-tree`, `-p`, ...) and none of `--output`,
+//!   `--ext-diff`, `--textconv`, `-O`, `--no-index`, `--show-signature`, or a `%G` format;
+//! - where every path (operands, `grep -f`, `find -newer`, ...) resolves by its text inside the cwd: no `..`
+//!   component, no absolute path elsewhere, no `~`, no glob whose component starts with `.` or holds `[`, no glob
+//!   before `--` that starts with a pattern character (it could expand to an option); and no path is inside a
+//!   denied path, nor, for a recursive read (`grep -r`, `rg`, `find`, `tree`, `du`, `ls -R`, which read `.` by
+//!   default), a directory that holds one;
+//! - and for `git`: a revision with a path part (`HEAD:path`, `:path`) only when the cwd is the repository's top
+//!   level and the path stays inside it; `diff`, `show` and `log` with anything beyond commit metadata (`-p`,
+//!   `--stat`, `--name-only`, ...) only at the top level or with a pathspec after `--` inside the cwd (no `:`
+//!   magic).
 //!
-//! Writes are never low risk. The classifier judges text, not the file system: a symlink inside the cwd that
-//! points elsewhere is followed by `cat` and friends, and `git` reads the repository's own configuration (which
-//! can name programs, such as `core.fsmonitor`). Users who do not trust a repository should use `ask`.
+//! Writes are never low risk. The classifier judges text, not the file system, and it is not the boundary: the
+//! kernel sandbox is. A symlink inside the cwd that points elsewhere is followed by `cat` and friends, and `git`
+//! reads the repository's own configuration (which can name programs, such as `core.fsmonitor`, `diff.external`
+//! or a textconv driver). Users who do not trust a repository should use `ask`.
 
 mod classifier;
+mod command_allowlist;
+mod command_options;
+mod cwd_paths;
 mod decision;
 mod fingerprint;
+mod git_allowlist;
 mod hard_deny;
 mod rules;
+mod shell_ast;
 mod shell_words;
 
 use std::fmt;
@@ -82,7 +109,7 @@ use std::path::{Path, PathBuf};
 
 use troupe_protocol::types::approval::PermissionAction;
 
-pub use classifier::is_low_risk;
+pub use classifier::{ClassifierContext, is_low_risk};
 pub use decision::{Decision, TreeGrantKey, decide};
 pub use fingerprint::operation_fingerprint;
 pub use rules::{Effect, PermissionRule, validate_rule};

@@ -4,6 +4,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 use troupe_protocol::types::approval::PermissionAction;
 
+use super::shell_ast;
 use super::shell_words::lex;
 use crate::config::PermissionRuleConfig;
 use crate::tools::PermissionRequest;
@@ -82,7 +83,8 @@ impl CompiledRule {
     /// For `execute`, an `allow` rule applies only to a single simple command whose words cannot change at run
     /// time (no `;`, `&&`, `||`, `|`, `&`, redirection, subshell, `$` or backtick), so that `cargo test*` never
     /// approves `cargo test && curl ... | sh`. `ask` and `deny` rules apply when they match the whole line or any
-    /// one of its simple commands, so that `deny "git push*"` also catches `cargo fmt && git push`.
+    /// one of its simple commands (also inside compound commands and substitutions), so that `deny "git push*"` also
+    /// catches `cargo fmt && git push` and `if x; then git push; fi`.
     pub fn matches(&self, tool: &str, request: &PermissionRequest) -> bool {
         if self.rule.action.is_some_and(|action| action != request.action) {
             return false;
@@ -103,10 +105,16 @@ impl CompiledRule {
                     && !lexed.words().any(|word| word.expands)
                     && self.command_glob.is_match(command)
             }
+            // The lexer's simple commands, and the grammar's: those inside `{ }`, `if`, loops, `case`, function
+            // bodies and substitutions too.
             Effect::Ask | Effect::Deny => {
                 self.command_glob.is_match(command)
                     || lexed.simple_commands().iter().any(|words| {
                         let joined: Vec<&str> = words.iter().map(|word| word.text.as_str()).collect();
+                        self.command_glob.is_match(joined.join(" "))
+                    })
+                    || shell_ast::walk(command).commands.iter().any(|view| {
+                        let joined: Vec<&str> = view.words.iter().map(|word| word.text.as_str()).collect();
                         self.command_glob.is_match(joined.join(" "))
                     })
             }

@@ -1,6 +1,7 @@
 //! What a tool call runs with: the session's cwd, limits, the live output channel, stdin and cancellation.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::tool_output::{OutputStream, TOOL_OUTPUT_RETAINED_BYTES};
 
 use super::PermissionRequest;
+use crate::sandbox::Sandbox;
 
 /// Bounds on what one call may cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,10 +72,15 @@ pub struct ToolContext {
     /// executes outside the cwd only for exactly that resolved path; with `None`, or when the path now resolves
     /// elsewhere, anything outside the cwd is `denied`.
     pub approved_request: Option<PermissionRequest>,
+    /// The kernel's bounds on processes the call starts, and the denied paths file tools check by identity.
+    pub sandbox: Arc<Sandbox>,
+    /// The run's private temp dir (`TMPDIR` of tool processes, writable in every sandbox mode). `None` uses a
+    /// fresh directory per call.
+    pub temp_dir: Option<PathBuf>,
 }
 
 impl ToolContext {
-    /// A context with default limits, no live output, no stdin and a fresh cancellation token.
+    /// A context with default limits, no live output, no stdin, a fresh cancellation token and no sandbox.
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
         Self {
             cwd: cwd.into(),
@@ -82,6 +89,8 @@ impl ToolContext {
             stdin: None,
             cancel: CancellationToken::new(),
             approved_request: None,
+            sandbox: Arc::new(Sandbox::unconfined()),
+            temp_dir: None,
         }
     }
 }

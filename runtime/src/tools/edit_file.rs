@@ -18,6 +18,7 @@ use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{self, io_error, open_for_read, resolve_for_execute};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "edit_file";
 
@@ -61,12 +62,17 @@ impl Tool for EditFileTool {
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         execute_blocking(NAME, arguments, context, Some("cancelled before editing"), |arguments: Arguments, context| {
-            edit(&context.cwd, &arguments, context.approved_request.as_ref())
+            edit(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
         })
     }
 }
 
-fn edit(cwd: &Path, arguments: &Arguments, approved: Option<&PermissionRequest>) -> PersistedToolResult {
+fn edit(
+    cwd: &Path,
+    arguments: &Arguments,
+    approved: Option<&PermissionRequest>,
+    protected: &ProtectedPaths,
+) -> PersistedToolResult {
     if arguments.old_string.is_empty() {
         return results::error("old_string is empty; use write_file to create or replace a whole file");
     }
@@ -77,7 +83,7 @@ fn edit(cwd: &Path, arguments: &Arguments, approved: Option<&PermissionRequest>)
         Ok(resolved) => resolved,
         Err(refusal) => return refusal,
     };
-    let mut file = match open_for_read(&resolved, &arguments.path) {
+    let mut file = match open_for_read(&resolved, &arguments.path, protected) {
         Ok(file) => file,
         Err(refusal) => return refusal,
     };
@@ -110,7 +116,7 @@ fn edit(cwd: &Path, arguments: &Arguments, approved: Option<&PermissionRequest>)
     } else {
         text.replacen(&arguments.old_string, &arguments.new_string, 1)
     };
-    if let Err(failure) = fs_access::write_file(&resolved, &arguments.path, edited.as_bytes()) {
+    if let Err(failure) = fs_access::write_file(&resolved, &arguments.path, edited.as_bytes(), protected) {
         return failure;
     }
     let occurrences = if matches == 1 { "1 occurrence".to_owned() } else { format!("{matches} occurrences") };

@@ -10,9 +10,10 @@ use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
 use super::file_tool::{execute_blocking, path_permission};
-use super::fs_access::{io_error, resolve_for_execute};
+use super::fs_access::{directory_listing_path, io_error, open_directory, resolve_for_execute};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "list_dir";
 
@@ -59,18 +60,28 @@ impl Tool for ListDirTool {
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         execute_blocking(NAME, arguments, context, Some("cancelled before listing"), |arguments: Arguments, context| {
-            list(&context.cwd, &arguments, context.approved_request.as_ref())
+            list(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
         })
     }
 }
 
-fn list(cwd: &Path, arguments: &Arguments, approved: Option<&PermissionRequest>) -> PersistedToolResult {
+fn list(
+    cwd: &Path,
+    arguments: &Arguments,
+    approved: Option<&PermissionRequest>,
+    protected: &ProtectedPaths,
+) -> PersistedToolResult {
     let requested = arguments.path();
     let resolved = match resolve_for_execute(cwd, requested, approved) {
         Ok(resolved) => resolved,
         Err(refusal) => return refusal,
     };
-    let entries = match std::fs::read_dir(&resolved.path) {
+    // A denied path is refused here; a folder that merely holds one is listed, names only, as for any folder.
+    let directory = match open_directory(&resolved, requested, protected) {
+        Ok(directory) => directory,
+        Err(refusal) => return refusal,
+    };
+    let entries = match std::fs::read_dir(directory_listing_path(&directory, &resolved)) {
         Ok(entries) => entries,
         Err(error) => return io_error("list", requested, &error),
     };

@@ -14,6 +14,7 @@ use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{io_error, open_for_read, resolve_for_execute};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "read_file";
 
@@ -58,7 +59,8 @@ impl Tool for ReadFileTool {
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         execute_blocking(NAME, arguments, context, Some("cancelled before reading"), |arguments: Arguments, context| {
-            read(&context.cwd, &arguments, context.limits.max_read_bytes, context.approved_request.as_ref())
+            let protected = context.sandbox.protected();
+            read(&context.cwd, &arguments, context.limits.max_read_bytes, context.approved_request.as_ref(), protected)
         })
     }
 }
@@ -68,12 +70,13 @@ fn read(
     arguments: &Arguments,
     max_bytes: usize,
     approved: Option<&PermissionRequest>,
+    protected: &ProtectedPaths,
 ) -> PersistedToolResult {
     let resolved = match resolve_for_execute(cwd, &arguments.path, approved) {
         Ok(resolved) => resolved,
         Err(refusal) => return refusal,
     };
-    let file = match open_for_read(&resolved, &arguments.path) {
+    let file = match open_for_read(&resolved, &arguments.path, protected) {
         Ok(file) => file,
         Err(refusal) => return refusal,
     };

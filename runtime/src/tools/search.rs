@@ -2,9 +2,14 @@
 //!
 //! The walk never follows symlinks, so it cannot wander out of the directory it was confined to; binary files
 //! (a NUL byte near the start) and very large files are skipped, and results stop at the configured cap.
+//!
+//! The sandbox's denied paths (the daemon's data directory, `~/.ssh` and the like) are skipped while walking, by
+//! path and by identity, hidden or not and whatever `.gitignore` says, and every file is checked again once
+//! opened, so a hard link to a denied file is never read. A search rooted in a denied path is `denied`.
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use ignore::WalkBuilder;
@@ -18,10 +23,11 @@ use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
 use super::file_tool::{execute_blocking, path_permission};
-use super::fs_access::resolve_for_execute;
+use super::fs_access::{check_protected_path, open_walked_file, resolve_for_execute};
 use super::paths::ResolvedPath;
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::sandbox::{ProtectedPaths, Sandbox};
 
 const NAME: &str = "search";
 
@@ -81,7 +87,8 @@ impl Tool for SearchTool {
         // No up-front cancellation check: the walk watches the token before every file.
         execute_blocking(NAME, arguments, context, None, |arguments: Arguments, context| {
             let limit = context.limits.max_search_results;
-            search(&context.cwd, &arguments, limit, &context.cancel, context.approved_request.as_ref())
+            let approved = context.approved_request.as_ref();
+            search(&context.cwd, &arguments, limit, &context.cancel, approved, &context.sandbox)
         })
     }
 }
@@ -92,6 +99,7 @@ fn search(
     limit: usize,
     cancel: &CancellationToken,
     approved: Option<&PermissionRequest>,
+    sandbox: &Arc<Sandbox>,
 ) -> PersistedToolResult {
     let regex = match Regex::new(&arguments.pattern) {
         Ok(regex) => regex,
@@ -101,6 +109,11 @@ fn search(
         Ok(root) => root,
         Err(refusal) => return refusal,
     };
+    let protected = sandbox.protected();
+    if let Err(refusal) = check_protected_path(protected, &root, arguments.path()) {
+        return refusal;
+    }
+    let walker_sandbox = Arc::clone(sandbox);
     let mut walk = WalkBuilder::new(&root.path);
     walk.follow_links(false)
         // .gitignore applies whether or not the directory is a git checkout: the model expects ignored build
@@ -108,7 +121,7 @@ fn search(
         .require_git(false)
         // Hidden files such as .github/ are often what is searched for; only .git itself is noise.
         .hidden(false)
-        .filter_entry(|entry| entry.file_name() != ".git");
+        .filter_entry(move |entry| entry.file_name() != ".git" && !is_protected(walker_sandbox.protected(), entry));
     if let Some(glob) = &arguments.glob {
         let mut overrides = OverrideBuilder::new(&root.path);
         if let Err(error) = overrides.add(glob) {
@@ -134,7 +147,7 @@ fn search(
         if !entry.file_type().is_some_and(|kind| kind.is_file()) {
             continue;
         }
-        let Some(text) = read_text(entry.path()) else {
+        let Some(text) = read_text(entry.path(), protected) else {
             continue;
         };
         let shown_path = display_path(&root, entry.path());
@@ -160,9 +173,22 @@ fn search(
     results::ok(output)
 }
 
-/// A file's text, or `None` when it is binary, too large or unreadable.
-fn read_text(path: &Path) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
+/// Whether the walker must skip `entry` (and, for a folder, everything beneath it): it is a denied path or lies
+/// beneath one. An entry whose metadata cannot be read is judged by its path alone; its files are checked again
+/// when opened.
+fn is_protected(protected: &ProtectedPaths, entry: &ignore::DirEntry) -> bool {
+    if protected.is_empty() {
+        return false;
+    }
+    match entry.metadata() {
+        Ok(metadata) => protected.is_protected_entry(entry.path(), &metadata),
+        Err(_) => protected.paths().iter().any(|path| entry.path().starts_with(path)),
+    }
+}
+
+/// A file's text, or `None` when it is binary, too large, unreadable or refused by the sandbox.
+fn read_text(path: &Path, protected: &ProtectedPaths) -> Option<String> {
+    let file = open_walked_file(path, protected)?;
     if file.metadata().ok()?.len() > MAX_FILE_BYTES {
         return None;
     }

@@ -13,6 +13,7 @@ use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{self, resolve_for_execute};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "write_file";
 
@@ -52,17 +53,22 @@ impl Tool for WriteFileTool {
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         // Cancellation is checked once, before anything changes: a write is not abandoned halfway.
         execute_blocking(NAME, arguments, context, Some("cancelled before writing"), |arguments: Arguments, context| {
-            write(&context.cwd, &arguments, context.approved_request.as_ref())
+            write(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
         })
     }
 }
 
-fn write(cwd: &Path, arguments: &Arguments, approved: Option<&PermissionRequest>) -> PersistedToolResult {
+fn write(
+    cwd: &Path,
+    arguments: &Arguments,
+    approved: Option<&PermissionRequest>,
+    protected: &ProtectedPaths,
+) -> PersistedToolResult {
     let resolved = match resolve_for_execute(cwd, &arguments.path, approved) {
         Ok(resolved) => resolved,
         Err(refusal) => return refusal,
     };
-    match fs_access::write_file(&resolved, &arguments.path, arguments.content.as_bytes()) {
+    match fs_access::write_file(&resolved, &arguments.path, arguments.content.as_bytes(), protected) {
         Ok(()) => results::ok(format!("wrote {} bytes to {}", arguments.content.len(), resolved.display_for_model())),
         Err(failure) => failure,
     }

@@ -5,14 +5,20 @@
 //! and a bounded head and tail of each is kept for the result. stdin is a pipe fed from `run.tool_stdin` when the
 //! run offers stdin, and `/dev/null` otherwise, so a command that reads input never waits for nothing.
 //!
+//! Every command runs in the kernel sandbox ([`crate::sandbox`]): the rules are prepared on a blocking thread
+//! before the spawn and entered between fork and exec, `TMPDIR` is the run's temp dir, and the process group is
+//! recorded durably while it lives. A sandbox that cannot be enforced refuses the command (`denied`).
+//!
 //! When the shell exits, whatever it left in its group (background jobs) is killed too: a tool call must not
 //! leave processes behind, and one holding our pipes open would otherwise keep the call from ending.
 
 mod capture;
+mod confine;
 mod process_group;
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -27,11 +33,13 @@ use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::tool_output::OutputStream;
 
 use self::capture::{CapturedOutput, pump};
+use self::confine::CallTempDir;
 use self::process_group::ProcessGroup;
 use super::context::StdinInput;
 use super::error::ToolError;
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::sandbox::PreparedSandbox;
 use crate::token::TOKEN_ENV;
 
 const NAME: &str = "shell";
@@ -78,6 +86,8 @@ impl Tool for ShellTool {
                 "Run a command with /bin/sh -c in the working directory. Returns the exit code and the output \
                  of stdout and stderr (long output keeps its beginning and end). The command is killed, with \
                  everything it started, when it times out; background processes are killed when it exits. \
+                 It runs in a sandbox: it cannot read troupe's data directory and other denied paths, writes only \
+                 the working directory and $TMPDIR (only $TMPDIR in read-only mode), and may have no network. \
                  timeout_ms may be at most {} ms.",
                 MAX_SHELL_TIMEOUT.as_millis()
             ),
@@ -142,7 +152,21 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         cancel,
         // The shell's reach is judged from the command line, not from paths.
         approved_request: _,
+        sandbox,
+        temp_dir,
     } = context;
+
+    let temp_dir = match CallTempDir::new(temp_dir) {
+        Ok(temp_dir) => temp_dir,
+        Err(error) => return results::error(format!("could not create a temp dir for the command: {error}")),
+    };
+    let prepared = match confine::prepare(Arc::clone(&sandbox), cwd.clone(), temp_dir.path().to_path_buf()).await {
+        Ok(prepared) => prepared,
+        Err(reason) => {
+            temp_dir.remove().await;
+            return results::denied(format!("refused by the sandbox, the command did not run: {reason}"));
+        }
+    };
 
     let mut shell = Command::new("/bin/sh");
     shell
@@ -152,15 +176,27 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         .process_group(0)
         // The daemon's bearer token is a secret the model must never be able to print.
         .env_remove(TOKEN_ENV)
+        .env("TMPDIR", temp_dir.path())
+        .env("TMP", temp_dir.path())
+        .env("TEMP", temp_dir.path())
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // If this future is dropped, tokio kills and reaps the shell; `ProcessGroup` kills the rest.
         .kill_on_drop(true);
+    // Spawned from this runtime thread, which outlives the child: PR_SET_PDEATHSIG fires when the forking
+    // thread ends.
+    let confined = prepared.is_some();
+    match prepared {
+        Some(prepared) => prepared.install(&mut shell),
+        None => PreparedSandbox::install_death_signal(&mut shell),
+    }
     let mut child = match shell.spawn() {
         Ok(child) => child,
         Err(error) => {
-            return results::error(format!("could not start /bin/sh in {}: {error}", cwd.display()));
+            temp_dir.remove().await;
+            let inside = if confined { " inside the sandbox" } else { "" };
+            return results::error(format!("could not start /bin/sh in {}{inside}: {error}", cwd.display()));
         }
     };
     let (Some(pid), Some(stdout), Some(stderr)) = (child.id(), child.stdout.take(), child.stderr.take()) else {
@@ -173,6 +209,7 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         return results::error(format!("process id {pid} does not fit a pid_t"));
     };
     let mut group = ProcessGroup::new(pgid);
+    let record = confine::record_group(&sandbox, pgid).await;
 
     let limit = limits.max_output_bytes;
     let mut stdout_capture = CapturedOutput::new(limit);
@@ -206,9 +243,11 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
             matches!(tokio::time::timeout(REAP_GRACE, child.wait()).await, Ok(Ok(_)))
         }
     };
-    if reaped && kill_error.is_none() {
+    let group_gone = reaped && kill_error.is_none();
+    if group_gone {
         group.disarm();
     }
+    confine::release_group(record, group_gone).await;
     drop(stdin_forwarding);
     let drained = pumps_done || tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_ok();
     drop(pumps);
@@ -238,6 +277,13 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
     if stdout_capture.total() == 0 && stderr_capture.total() == 0 {
         text.push_str("\n(no output)");
     }
+    if status == ToolResultStatus::Error
+        && let Some(note) = confine::refusal_note(&sandbox, &cwd, &stderr_capture.render())
+    {
+        text.push('\n');
+        text.push_str(&note);
+    }
+    temp_dir.remove().await;
     results::result(status, text)
 }
 

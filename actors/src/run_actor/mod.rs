@@ -11,6 +11,9 @@
 //! running tool's process group) and `WriteToolStdin`. The loop itself runs as a future in the actor's context
 //! and shares a small [`RunControl`] with the handlers.
 
+mod masking;
+mod progress;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -24,26 +27,23 @@ use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelec
 use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::session::PermissionMode;
-use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::model::{
     ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec,
 };
-use troupe_runtime::policy::{Decision, Policy, decide, is_low_risk, operation_fingerprint};
+use troupe_runtime::policy::{ClassifierContext, Decision, Policy, decide, is_low_risk, operation_fingerprint};
 use troupe_runtime::tools::{OutputChunk, PermissionRequest, StdinInput, ToolContext};
 
+use self::masking::{OutputMasks, mask_result};
+use self::progress::ProgressRecorder;
 use crate::approval_actor::{ApprovalActor, CheckTreePermission};
 use crate::error::EngineError;
 use crate::run_services::RunServices;
+use crate::run_workspace::RunWorkspace;
 use crate::session_actor::{
     AppendRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs, RequestApproval, RunOutput,
     SessionActor, Until,
 };
-
-/// Durable `tool_call_progress` text kept per stream of one tool call; the rest is counted as elided.
-const DURABLE_OUTPUT_CAP: usize = 64 * 1024;
-/// Output is coalesced into progress events of about this size.
-const PROGRESS_CHUNK: usize = 16 * 1024;
 
 /// Stops the run: the model stream is dropped and a running tool's process group is killed. Replies whether the
 /// run was still running.
@@ -110,6 +110,9 @@ impl Actor for RunActor {
             let mut run_loop = RunLoop::new(setup, control);
             let outcome = run_loop.run().await;
             run_loop.finish(outcome).await;
+            if let Some(workspace) = run_loop.workspace.take() {
+                workspace.remove().await;
+            }
         };
         ctx.spawn(run.into_actor(self).map(|(), _, ctx| ctx.stop()));
     }
@@ -174,6 +177,8 @@ struct RunLoop {
     /// request holds it, so appending never copies it.
     history: Arc<Vec<ChatMessage>>,
     tool_specs: Arc<Vec<ToolSpec>>,
+    /// Where tool calls work; prepared at the first tool call, removed when the run ends.
+    workspace: Option<RunWorkspace>,
 }
 
 impl RunLoop {
@@ -195,7 +200,15 @@ impl RunLoop {
              and to run commands there; explain briefly what you did when you are done.",
             setup.cwd.display()
         );
-        RunLoop { setup, control, chain_index: 0, system_prompt, history, tool_specs: Arc::new(tool_specs) }
+        RunLoop {
+            setup,
+            control,
+            chain_index: 0,
+            system_prompt,
+            history,
+            tool_specs: Arc::new(tool_specs),
+            workspace: None,
+        }
     }
 
     /// Sends an event in order without waiting for it to be durable (deltas, progress, tool results): it is
@@ -241,6 +254,10 @@ impl RunLoop {
             for call in &turn.tool_calls {
                 if self.control.cancel.is_cancelled() {
                     return RunOutcome::Cancelled;
+                }
+                if self.workspace.is_none() {
+                    let workspace = RunWorkspace::prepare(self.setup.cwd.clone(), self.setup.run_id.clone()).await;
+                    self.workspace = Some(workspace);
                 }
                 let result = self.execute_tool_call(call).await;
                 let terminated = EventPayload::ToolCallTerminated {
@@ -467,20 +484,30 @@ impl RunLoop {
             cancel: self.control.cancel.child_token(),
             // The call was allowed as described, including a resource outside the cwd when the mode allows it.
             approved_request: Some(request.clone()),
+            sandbox: services.sandbox.clone(),
+            temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
         };
         let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
+        let mut masks = OutputMasks::new(&services.secrets);
         let execution = tool.execute(call.arguments.clone(), context);
         tokio::pin!(execution);
         let result = loop {
             tokio::select! {
                 result = &mut execution => break result,
                 Some(chunk) = output.recv() => {
-                    wait_until_started(&mut started).await;
-                    self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
+                    if let Some(chunk) = masks.mask(chunk) {
+                        wait_until_started(&mut started).await;
+                        self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
+                    }
                 }
             }
         };
+        let mut rest: Vec<OutputChunk> = Vec::new();
         while let Ok(chunk) = output.try_recv() {
+            rest.extend(masks.mask(chunk));
+        }
+        rest.extend(masks.finish());
+        for chunk in rest {
             wait_until_started(&mut started).await;
             self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
         }
@@ -488,7 +515,7 @@ impl RunLoop {
         for payload in progress.finish() {
             self.emit(payload).await;
         }
-        result
+        mask_result(&services.secrets, result, &masks.labels())
     }
 
     /// Decides whether the call may run: the policy's verdict, the tree's grants and mode, and when needed a
@@ -501,8 +528,25 @@ impl RunLoop {
     ) -> Option<PersistedToolResult> {
         let evaluation = self.setup.policy.evaluate(&call.tool, request);
         let check = CheckTreePermission { action: request.action, resource: request.resource.clone() };
-        let (mode, granted) = self.setup.approvals.send(check).await.unwrap_or((PermissionMode::AutoApprove, false));
-        let low_risk = is_low_risk(&call.tool, request, &call.arguments);
+        // Fails closed: without the tree's answer the mode is unknown, so the call is treated as in `ask`.
+        let (mode, granted) = match self.setup.approvals.send(check).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::warn!(run_id = %self.setup.run_id, %error, "the tree's permission mode is unknown; asking");
+                (PermissionMode::Ask, false)
+            }
+        };
+        let low_risk = match &self.workspace {
+            Some(workspace) => {
+                let context = ClassifierContext {
+                    cwd: &workspace.cwd,
+                    denied: self.setup.services.sandbox.denied(),
+                    cwd_is_repository_root: workspace.is_repository_root,
+                };
+                is_low_risk(&call.tool, request, &call.arguments, &context)
+            }
+            None => false,
+        };
         let reason = match decide(mode, &evaluation, granted, low_risk) {
             Decision::Allow { .. } | Decision::AllowOnceByMode => return None,
             Decision::Deny { reason } => return Some(tool_result(ToolResultStatus::Denied, reason)),
@@ -632,71 +676,4 @@ fn tool_result(status: ToolResultStatus, output: String) -> PersistedToolResult 
 /// The history entries of a terminated call: the same materialization the session's transcript applies.
 fn tool_history(call: &ToolCallRequest, result: &PersistedToolResult) -> Vec<ChatMessage> {
     troupe_runtime::transcript::tool_unit(&call.tool_call_id, call.tool.clone(), result)
-}
-
-/// Turns a tool's output stream into bounded, durable `tool_call_progress` events.
-struct ProgressRecorder {
-    tool_call_id: String,
-    streams: [StreamProgress; 2],
-}
-
-#[derive(Default)]
-struct StreamProgress {
-    pending: Vec<u8>,
-    pending_offset: u64,
-    recorded: usize,
-    elided: u64,
-}
-
-impl ProgressRecorder {
-    fn new(tool_call_id: String) -> Self {
-        ProgressRecorder { tool_call_id, streams: Default::default() }
-    }
-
-    fn index(stream: OutputStream) -> usize {
-        match stream {
-            OutputStream::Stdout => 0,
-            OutputStream::Stderr => 1,
-        }
-    }
-
-    fn record(&mut self, chunk: OutputChunk) -> Option<EventPayload> {
-        let tool_call_id = self.tool_call_id.clone();
-        let progress = &mut self.streams[Self::index(chunk.stream)];
-        let room = DURABLE_OUTPUT_CAP.saturating_sub(progress.recorded + progress.pending.len());
-        let kept = chunk.data.len().min(room);
-        if progress.pending.is_empty() {
-            progress.pending_offset = chunk.offset;
-        }
-        progress.pending.extend_from_slice(&chunk.data[..kept]);
-        progress.elided += (chunk.data.len() - kept) as u64;
-        (progress.pending.len() >= PROGRESS_CHUNK).then(|| Self::flush(&tool_call_id, chunk.stream, progress))?
-    }
-
-    fn flush(tool_call_id: &str, stream: OutputStream, progress: &mut StreamProgress) -> Option<EventPayload> {
-        if progress.pending.is_empty() {
-            return None;
-        }
-        let bytes = std::mem::take(&mut progress.pending);
-        progress.recorded += bytes.len();
-        Some(EventPayload::ToolCallProgress {
-            tool_call_id: tool_call_id.to_owned(),
-            stream,
-            offset: progress.pending_offset,
-            text: String::from_utf8_lossy(&bytes).into_owned(),
-        })
-    }
-
-    fn finish(&mut self) -> Vec<EventPayload> {
-        let mut payloads = Vec::new();
-        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
-            let tool_call_id = self.tool_call_id.clone();
-            let progress = &mut self.streams[Self::index(stream)];
-            payloads.extend(Self::flush(&tool_call_id, stream, progress));
-            if progress.elided > 0 {
-                payloads.push(EventPayload::ToolOutputElided { tool_call_id, stream, elided_bytes: progress.elided });
-            }
-        }
-        payloads
-    }
 }

@@ -1,0 +1,62 @@
+//! Where a run's tool calls work: the session's cwd as the kernel sees it, whether it is the top of a git work
+//! tree (the classifier needs to know), and the run's private temp dir.
+//!
+//! Prepared on a blocking thread at the run's first tool call (a run without tool calls touches no disk for it)
+//! and torn down when the run ends: the temp dir and everything a tool left in it are removed.
+
+use std::path::{Path, PathBuf};
+
+/// A run's working places.
+#[derive(Debug)]
+pub(crate) struct RunWorkspace {
+    /// The session's cwd with symlinks resolved (as given when it cannot be resolved: the tools then report it).
+    pub cwd: PathBuf,
+    /// Whether `cwd` holds `.git`: git commands there print nothing from outside it.
+    pub is_repository_root: bool,
+    /// `TMPDIR` of the run's tool processes, writable in every sandbox mode; `None` if it could not be made (each
+    /// call then makes its own).
+    pub temp_dir: Option<PathBuf>,
+}
+
+impl RunWorkspace {
+    pub async fn prepare(cwd: PathBuf, run_id: String) -> RunWorkspace {
+        let fallback = cwd.clone();
+        let prepared = tokio::task::spawn_blocking(move || {
+            let cwd = cwd.canonicalize().unwrap_or(cwd);
+            let is_repository_root = cwd.join(".git").exists();
+            let temp_dir = make_temp_dir(&std::env::temp_dir(), &run_id)
+                .inspect_err(|error| tracing::warn!(%run_id, %error, "could not create the run's temp dir"))
+                .ok();
+            RunWorkspace { cwd, is_repository_root, temp_dir }
+        })
+        .await;
+        prepared.unwrap_or(RunWorkspace { cwd: fallback, is_repository_root: false, temp_dir: None })
+    }
+
+    /// Removes the temp dir and what the run's tools left in it.
+    pub async fn remove(self) {
+        if let Some(temp_dir) = self.temp_dir {
+            let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&temp_dir)).await;
+            if let Ok(Err(error)) = removed {
+                tracing::warn!(%error, "could not remove a run's temp dir");
+            }
+        }
+    }
+}
+
+/// `<tmp>/troupe-run-<run id>`, mode 0700, created fresh (a leftover of the same name is not reused).
+fn make_temp_dir(parent: &Path, run_id: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let safe_id: String = run_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+    for attempt in 0..8u32 {
+        let name =
+            if attempt == 0 { format!("troupe-run-{safe_id}") } else { format!("troupe-run-{safe_id}-{attempt}") };
+        let path = parent.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => return Ok(path),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(std::io::Error::other("every candidate name of the run's temp dir exists already"))
+}

@@ -1,0 +1,220 @@
+//! Landlock rules for tool processes: the kernel probe, the ruleset built in the daemon from a [`SandboxPlan`],
+//! and its installation into a `Command`, applied between fork and exec by [`child`](super::child).
+//!
+//! The ruleset handles every filesystem access right of the kernel's Landlock ABI, so anything a rule does not
+//! grant is refused, and with ABI 6 or later it also scopes signals: a tool process cannot signal the daemon or
+//! any process outside its own command. Creating device nodes is never granted.
+
+use std::path::Path;
+
+use tokio::process::Command;
+
+use super::plan::SandboxPlan;
+use super::{Sandbox, Support};
+
+/// The rules of one tool process, prepared before fork; installed into a `Command` between fork and exec.
+#[derive(Debug)]
+pub struct PreparedSandbox {
+    plan: SandboxPlan,
+    #[cfg(target_os = "linux")]
+    setup: super::child::ChildSetup,
+}
+
+impl PreparedSandbox {
+    /// The rules this process gets, as paths and grants (for logs and `troupe sandbox explain`).
+    pub fn plan(&self) -> &SandboxPlan {
+        &self.plan
+    }
+
+    /// Makes `command`'s child, between fork and exec: die with SIGKILL when the spawning thread ends (then check
+    /// that the daemon is still its parent), enter a network namespace of its own when the sandbox has no network
+    /// (loopback up), drop the dangerous capabilities of root, set `no_new_privs` and enter the Landlock domain.
+    /// Any failure fails the spawn: the command never runs unconfined.
+    ///
+    /// `PR_SET_PDEATHSIG` fires when the *thread* that forked ends, so spawn from a thread that lives as long as
+    /// the daemon (a runtime worker, not a `spawn_blocking` thread).
+    pub fn install(self, command: &mut Command) {
+        #[cfg(target_os = "linux")]
+        {
+            let setup = self.setup;
+            // SAFETY: the closure runs between fork and exec and only makes raw, async-signal-safe syscalls on
+            // data prepared before the fork (see `ChildSetup::apply`); it allocates nothing and takes no lock.
+            unsafe {
+                command.pre_exec(move || setup.apply());
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = command;
+    }
+
+    /// For mode `off`: the child is not confined but still dies with the daemon (`PR_SET_PDEATHSIG`, same thread
+    /// caveat as [`PreparedSandbox::install`]). A no-op outside Linux.
+    pub fn install_death_signal(command: &mut Command) {
+        #[cfg(target_os = "linux")]
+        {
+            let setup = super::child::ChildSetup::death_signal_only();
+            // SAFETY: as in `install`: raw async-signal-safe syscalls only, on data prepared before the fork.
+            unsafe {
+                command.pre_exec(move || setup.apply());
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = command;
+    }
+}
+
+/// The Landlock ABI of the running kernel.
+#[cfg(target_os = "linux")]
+pub(super) fn probe() -> Support {
+    // SAFETY: with a null attribute, size 0 and LANDLOCK_CREATE_RULESET_VERSION (1), the syscall only returns
+    // the ABI version or an error; it reads no memory.
+    let version =
+        unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<libc::c_void>(), 0usize, 1u32) };
+    if let Ok(abi @ 1..) = u32::try_from(version) {
+        return Support::Landlock { abi };
+    }
+    let reason = match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EOPNOTSUPP) => {
+            "Landlock is built into this kernel but disabled (add `landlock` to the `lsm=` boot parameter)".to_owned()
+        }
+        Some(libc::ENOSYS) => "this kernel has no Landlock (it needs Linux 5.13 or later built with \
+                               CONFIG_SECURITY_LANDLOCK)"
+            .to_owned(),
+        _ => format!("probing Landlock failed: {}", std::io::Error::last_os_error()),
+    };
+    Support::Unavailable { reason }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn probe() -> Support {
+    Support::Unavailable { reason: "the sandbox uses Landlock, which exists only on Linux".to_owned() }
+}
+
+/// Plans the rules of a process started in `cwd` with `temp_dir` and builds its Landlock ruleset. Blocking I/O.
+#[cfg(target_os = "linux")]
+pub(super) fn prepare(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> Result<PreparedSandbox, String> {
+    let Support::Landlock { abi } = sandbox.support() else {
+        return Err("Landlock is not available on this system".to_owned());
+    };
+    let plan = super::plan::plan(sandbox, cwd, temp_dir);
+    let ruleset = ruleset::build(*abi, &plan, sandbox.denied())
+        .map_err(|error| format!("the sandbox rules could not be built: {error}"))?;
+    let setup = super::child::ChildSetup::confined(ruleset, !sandbox.network());
+    Ok(PreparedSandbox { plan, setup })
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn prepare(_sandbox: &Sandbox, _cwd: &Path, _temp_dir: &Path) -> Result<PreparedSandbox, String> {
+    Err("the sandbox uses Landlock, which exists only on Linux".to_owned())
+}
+
+#[cfg(target_os = "linux")]
+mod ruleset {
+    //! Turning a plan into a Landlock ruleset descriptor.
+
+    use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+    use std::path::PathBuf;
+
+    use landlock::{
+        ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, Scope,
+    };
+
+    use super::super::plan::{Grant, PlannedRule, SandboxPlan, is_within_any};
+
+    /// Creates the ruleset (handling every filesystem right of `abi`, and signal scoping from ABI 6) and adds one
+    /// rule per planned path that still is what was planned. Returns its descriptor (close-on-exec).
+    pub(super) fn build(abi: u32, plan: &SandboxPlan, denied: &[PathBuf]) -> Result<OwnedFd, String> {
+        let abi = ABI::from(i32::try_from(abi).unwrap_or(i32::MAX));
+        let rights = Rights::of(abi);
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(rights.handled)
+            .map_err(|error| error.to_string())?;
+        if !Scope::from_all(abi).is_empty() {
+            ruleset = ruleset.scope(Scope::Signal).map_err(|error| error.to_string())?;
+        }
+        let mut created = ruleset.create().map_err(|error| error.to_string())?;
+        for rule in &plan.rules {
+            let Some((fd, is_dir)) = open_as_planned(rule, denied) else {
+                continue;
+            };
+            let mut access = rights.of_grant(rule.grant);
+            if !is_dir {
+                access &= rights.file;
+                if rule.grant == Grant::ListNames {
+                    continue;
+                }
+            }
+            if access.is_empty() {
+                continue;
+            }
+            created = created.add_rule(PathBeneath::new(fd, access)).map_err(|error| error.to_string())?;
+        }
+        Option::<OwnedFd>::from(created).ok_or_else(|| "the kernel gave no ruleset".to_owned())
+    }
+
+    /// The access rights of each grant for one ABI.
+    struct Rights {
+        handled: BitFlags<AccessFs>,
+        read: BitFlags<AccessFs>,
+        write: BitFlags<AccessFs>,
+        device: BitFlags<AccessFs>,
+        file: BitFlags<AccessFs>,
+    }
+
+    impl Rights {
+        fn of(abi: ABI) -> Rights {
+            let handled = AccessFs::from_all(abi);
+            // Connecting to a Unix socket by path is "reading" it: allowed wherever files may be read.
+            let read = (AccessFs::from_read(abi) | AccessFs::ResolveUnix) & handled;
+            let never = AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev | AccessFs::ResolveUnix;
+            let write = AccessFs::from_write(abi) & !never;
+            let device = (AccessFs::WriteFile | AccessFs::IoctlDev) & handled;
+            Rights { handled, read, write, device, file: AccessFs::from_file(abi) }
+        }
+
+        fn of_grant(&self, grant: Grant) -> BitFlags<AccessFs> {
+            match grant {
+                Grant::ListNames => AccessFs::ReadDir.into(),
+                Grant::Read => self.read,
+                Grant::Write => self.write,
+                Grant::Device => self.device,
+            }
+        }
+    }
+
+    /// Opens the rule's path (`O_PATH`, not following a final symlink) and returns it with whether it is a
+    /// directory, or `None` when it is missing, a symlink, or now resolves elsewhere than planned (a folder on
+    /// the way was swapped), or a file with several links: such a rule is skipped, which only ever takes access
+    /// away. A read or write grant whose path holds or lies in a denied path is skipped too, whatever the plan
+    /// said.
+    fn open_as_planned(rule: &PlannedRule, denied: &[PathBuf]) -> Option<(OwnedFd, bool)> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&rule.path)
+            .ok()?;
+        let metadata = file.metadata().ok()?;
+        let kind = metadata.file_type();
+        if kind.is_symlink() {
+            return None;
+        }
+        // The rule attaches to this inode: a file with other names may be a denied file (a hard link to the
+        // token), and a rule on it would open it under every name. Checked on the descriptor itself, so a link
+        // made after the plan was drawn is caught too.
+        if !kind.is_dir() && metadata.nlink() > 1 && matches!(rule.grant, Grant::Read | Grant::Write) {
+            return None;
+        }
+        let resolved = std::fs::read_link(format!("/proc/self/fd/{}", file.as_fd().as_raw_fd())).ok()?;
+        if resolved != rule.path {
+            return None;
+        }
+        let broad = matches!(rule.grant, Grant::Read | Grant::Write);
+        if broad && (is_within_any(&resolved, denied) || denied.iter().any(|path| path.starts_with(&resolved))) {
+            return None;
+        }
+        Some((OwnedFd::from(file), kind.is_dir()))
+    }
+}

@@ -1,0 +1,200 @@
+//! The safety boundary: what tool processes and in-process file tools may touch, enforced by the kernel.
+//!
+//! A model's output is untrusted input. The permission policy ([`crate::policy`]) decides whether a call runs;
+//! this module bounds what it can do once it runs, whatever the policy, the mode or the user said:
+//!
+//! - every process a tool starts runs under Landlock ([`landlock`]), set up between fork and exec: it may read
+//!   everything except the denied paths (the data directory, always, and `[sandbox] deny_read` with its built-in
+//!   defaults), and write only the session's cwd, the run's temp dir and `[sandbox] writable`, never inside a
+//!   denied path. With `network = false` it runs in a network namespace of its own (loopback only);
+//! - in-process file tools check the file they opened (device and inode, and those of its directories) against
+//!   the same denied paths ([`protected`]), so a hard link or a bind mount does not lead around them;
+//! - tool processes die with their run and with the daemon: `PR_SET_PDEATHSIG` on the group leader, and each
+//!   live process group recorded durably ([`process_groups`]) so that the next start kills what a SIGKILLed
+//!   daemon left behind before it marks the run interrupted.
+//!
+//! On a kernel without Landlock, tool processes are refused unless `[sandbox] mode = "off"` says to run them
+//! unconfined: never a silent downgrade.
+
+#[cfg(target_os = "linux")]
+mod child;
+mod landlock;
+pub mod plan;
+pub mod process_groups;
+pub mod protected;
+
+use std::path::{Path, PathBuf};
+
+use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxStatus};
+
+use crate::config::{SandboxConfig, SandboxMode};
+
+pub use self::landlock::PreparedSandbox;
+pub use self::process_groups::ProcessGroups;
+pub use self::protected::ProtectedPaths;
+
+/// Paths under the daemon user's home that tool processes never read, whatever the configuration adds.
+pub const DEFAULT_DENY_READ: [&str; 4] = ["~/.ssh", "~/.aws", "~/.config/gcloud", "~/.gnupg"];
+
+/// Whether this kernel can enforce the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Support {
+    /// Landlock is enabled, with this ABI version.
+    Landlock { abi: u32 },
+    /// Landlock cannot be used; the reason is for the operator.
+    Unavailable { reason: String },
+}
+
+/// The daemon-wide sandbox: built once at start from `[sandbox]` and the data directory, shared by every run.
+#[derive(Debug)]
+pub struct Sandbox {
+    mode: SandboxMode,
+    network: bool,
+    /// The data directory, canonical where it exists.
+    data_dir: PathBuf,
+    /// Absolute paths no tool may read or write: the data directory first, then the defaults and `deny_read`.
+    denied: Vec<PathBuf>,
+    /// Absolute paths tool processes may write besides the cwd and the run's temp dir.
+    writable: Vec<PathBuf>,
+    support: Support,
+    protected: ProtectedPaths,
+    groups: Option<ProcessGroups>,
+}
+
+impl Sandbox {
+    /// Builds the sandbox of a daemon whose data directory is `data_dir`; `home` expands `~/`. Probes the kernel
+    /// for Landlock once.
+    pub fn new(config: &SandboxConfig, data_dir: &Path, home: Option<&Path>) -> Sandbox {
+        let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
+        let expand = |path: &String| -> Option<PathBuf> {
+            match path.strip_prefix("~/") {
+                Some(rest) => home.map(|home| home.join(rest)),
+                None => Some(PathBuf::from(path)),
+            }
+        };
+        let canonical = |path: PathBuf| path.canonicalize().unwrap_or(path);
+        let mut denied = vec![data_dir.clone()];
+        for path in DEFAULT_DENY_READ.iter().map(|path| (*path).to_owned()).chain(config.deny_read.iter().cloned()) {
+            if let Some(path) = expand(&path).map(canonical)
+                && !denied.contains(&path)
+            {
+                denied.push(path);
+            }
+        }
+        let writable = config.writable.iter().filter_map(expand).map(canonical).collect();
+        let support = landlock::probe();
+        let protected = ProtectedPaths::new(denied.clone());
+        let groups = ProcessGroups::new(data_dir.join("daemon").join("process-groups"));
+        Sandbox {
+            mode: config.mode,
+            network: config.network,
+            data_dir,
+            denied,
+            writable,
+            support,
+            protected,
+            groups: Some(groups),
+        }
+    }
+
+    /// No kernel sandbox and nothing protected: for tool tests that are not about the sandbox.
+    pub fn unconfined() -> Sandbox {
+        Sandbox {
+            mode: SandboxMode::Off,
+            network: true,
+            data_dir: PathBuf::new(),
+            denied: Vec::new(),
+            writable: Vec::new(),
+            support: Support::Unavailable { reason: "not probed".to_owned() },
+            protected: ProtectedPaths::new(Vec::new()),
+            groups: None,
+        }
+    }
+
+    /// The same sandbox as if the kernel probe had found `support`: for tests of the refusal path.
+    #[doc(hidden)]
+    pub fn with_support(mut self, support: Support) -> Sandbox {
+        self.support = support;
+        self
+    }
+
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The denied paths, the data directory first.
+    pub fn denied(&self) -> &[PathBuf] {
+        &self.denied
+    }
+
+    pub fn writable(&self) -> &[PathBuf] {
+        &self.writable
+    }
+
+    pub fn support(&self) -> &Support {
+        &self.support
+    }
+
+    /// The denied paths by file identity, for in-process file tools.
+    pub fn protected(&self) -> &ProtectedPaths {
+        &self.protected
+    }
+
+    /// Where live process groups are recorded, when this sandbox belongs to a daemon.
+    pub fn groups(&self) -> Option<&ProcessGroups> {
+        self.groups.as_ref()
+    }
+
+    /// The sandbox as the runtime snapshot reports it.
+    pub fn status(&self) -> SandboxStatus {
+        let (enforcement, landlock_abi) = match (&self.mode, &self.support) {
+            (SandboxMode::Off, Support::Landlock { abi }) => (SandboxEnforcement::None, Some(*abi)),
+            (SandboxMode::Off, Support::Unavailable { .. }) => (SandboxEnforcement::None, None),
+            (_, Support::Landlock { abi }) => (SandboxEnforcement::Landlock, Some(*abi)),
+            (_, Support::Unavailable { .. }) => (SandboxEnforcement::None, None),
+        };
+        let shown = |paths: &[PathBuf]| paths.iter().map(|path| path.display().to_string()).collect();
+        SandboxStatus {
+            mode: self.mode,
+            enforcement,
+            landlock_abi,
+            network: self.network,
+            denied: shown(&self.denied),
+            writable: shown(&self.writable),
+            tools_refused: self.refusal(),
+        }
+    }
+
+    /// Why tool processes may not start at all, or `None`: the mode asks for a sandbox this kernel cannot give.
+    pub fn refusal(&self) -> Option<String> {
+        match (&self.mode, &self.support) {
+            (SandboxMode::Off, _) | (_, Support::Landlock { .. }) => None,
+            (mode, Support::Unavailable { reason }) => Some(format!(
+                "the sandbox (mode {}) cannot be enforced on this system: {reason}; tool processes are refused. \
+                 Set `[sandbox] mode = \"off\"` in config.toml to run them without a kernel sandbox",
+                mode.as_str()
+            )),
+        }
+    }
+
+    /// The kernel rules for one tool process started in `cwd`, with `temp_dir` as its run's temp dir; `None` when
+    /// the mode is `off`. An error means the process must not start (the reason is for the model and the user).
+    /// Does blocking I/O (opens every rule's path): call it from a blocking thread.
+    pub fn prepare(&self, cwd: &Path, temp_dir: &Path) -> Result<Option<PreparedSandbox>, String> {
+        if let Some(refusal) = self.refusal() {
+            return Err(refusal);
+        }
+        if self.mode == SandboxMode::Off {
+            return Ok(None);
+        }
+        landlock::prepare(self, cwd, temp_dir).map(Some)
+    }
+}

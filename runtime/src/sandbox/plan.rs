@@ -1,0 +1,176 @@
+//! The rules of one tool process as paths and what each allows: computed from the sandbox, the cwd and the temp
+//! dir, before any kernel object exists, so that it can be printed and tested on its own.
+//!
+//! Landlock only grants access beneath a file hierarchy; it cannot take access away from a subtree. So "read
+//! everything except the denied paths" is carved: `/` may only list names, and every subtree that holds no denied
+//! path gets the full grant. For each folder that holds a denied path (an *ancestor*), each existing entry that is
+//! neither denied nor an ancestor gets the grant, and the carving goes on inside the ancestors. Writable roots are
+//! carved the same way. The consequence, which `troupe sandbox explain` states: an entry created in an ancestor after
+//! the rules were made is not covered (not readable, not writable) for that command.
+//!
+//! Landlock rules attach to inodes. An entry of an ancestor that is a file with several links may be a denied file
+//! under another name, so it gets no rule at all. Beyond the ancestors the kernel sees paths only: a hard link to
+//! a denied file made before the command (the sandbox forbids making one), or a bind mount of a denied folder,
+//! inside a granted subtree is reachable there. File tools check inodes, and secrets are masked in tool output.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::Sandbox;
+use crate::config::SandboxMode;
+
+/// The devices every tool process may read besides nothing else of `/dev`: raw disks and memory stay closed even
+/// to a process running as root.
+pub const READABLE_DEVICES: [&str; 9] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
+
+/// Devices every tool process may write (and send ioctls to, where the kernel governs ioctls), in every mode.
+pub const WRITABLE_DEVICES: [&str; 6] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts"];
+
+/// Shared memory: writable like a temp dir in every mode.
+pub const SHARED_MEMORY: &str = "/dev/shm";
+
+/// The folder whose entries are not readable unless listed in [`READABLE_DEVICES`].
+const DEVICES: &str = "/dev";
+
+/// What one rule allows beneath its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Grant {
+    /// List the entries of directories: names are visible, contents are not.
+    ListNames,
+    /// Read files, list directories, execute files (and connect to Unix sockets where the kernel governs it).
+    Read,
+    /// Write and truncate files; create, remove, rename and link files, directories, symlinks, fifos and sockets
+    /// (never device nodes).
+    Write,
+    /// Write to a device and send it ioctls (terminals, `/dev/null`).
+    Device,
+}
+
+/// One rule: `grant` beneath `path`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedRule {
+    pub path: PathBuf,
+    pub grant: Grant,
+}
+
+/// Every rule of one tool process, and the writable roots that were dropped because a denied path holds them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SandboxPlan {
+    pub rules: Vec<PlannedRule>,
+    pub dropped_writable: Vec<PathBuf>,
+}
+
+/// The roots a mode lets tool processes write, canonical where they exist, and those dropped because they lie in
+/// a denied path (the deny wins).
+fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let candidates: Vec<PathBuf> = match sandbox.mode() {
+        SandboxMode::WorkspaceWrite => {
+            [canonical(cwd), canonical(temp_dir)].into_iter().chain(sandbox.writable().iter().cloned()).collect()
+        }
+        SandboxMode::ReadOnly => vec![canonical(temp_dir)],
+        SandboxMode::Off => Vec::new(),
+    };
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    for root in candidates {
+        if is_within_any(&root, sandbox.denied()) {
+            push_unique(&mut dropped, root);
+        } else {
+            push_unique(&mut kept, root);
+        }
+    }
+    (kept, dropped)
+}
+
+/// The rules of a process started in `cwd` with `temp_dir`. Lists the folders that hold denied paths (blocking
+/// I/O). An entry that cannot be listed or is a symlink gets no rule: less access, never more.
+pub fn plan(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> SandboxPlan {
+    let mut rules = vec![PlannedRule { path: PathBuf::from("/"), grant: Grant::ListNames }];
+    let mut unreadable = sandbox.denied().to_vec();
+    unreadable.push(PathBuf::from(DEVICES));
+    carve(Path::new("/"), Grant::Read, &unreadable, &mut rules);
+    for device in READABLE_DEVICES {
+        rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Read });
+    }
+    for device in WRITABLE_DEVICES {
+        rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Device });
+    }
+    rules.push(PlannedRule { path: PathBuf::from(SHARED_MEMORY), grant: Grant::Write });
+    let (roots, dropped_writable) = write_roots(sandbox, cwd, temp_dir);
+    for root in roots {
+        carve(&root, Grant::Write, sandbox.denied(), &mut rules);
+    }
+    SandboxPlan { rules, dropped_writable }
+}
+
+/// Grants `grant` beneath `root`, except beneath the `excluded` paths: a root inside an excluded path gets
+/// nothing, a root holding one is split into its entries.
+fn carve(root: &Path, grant: Grant, excluded: &[PathBuf], rules: &mut Vec<PlannedRule>) {
+    if is_within_any(root, excluded) {
+        return;
+    }
+    if !excluded.iter().any(|path| path.starts_with(root)) {
+        rules.push(PlannedRule { path: root.to_path_buf(), grant });
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        // A symlink's target, when it may be granted, is reached on its own path; following the link could lead
+        // into a denied path or out of a writable root.
+        if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+            continue;
+        }
+        // Landlock attaches a rule to the inode, not the name: a rule on a hard link to a denied file (the token,
+        // linked into the cwd) would open that file under every name. Such entries get no rule.
+        if entry.metadata().is_ok_and(|metadata| !metadata.is_dir() && metadata.nlink() > 1) {
+            continue;
+        }
+        carve(&root.join(entry.file_name()), grant, excluded, rules);
+    }
+}
+
+/// Whether `path` is one of `roots` or lies beneath one.
+pub(crate) fn is_within_any(path: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|root| path.starts_with(root))
+}
+
+fn push_unique(paths: &mut Vec<PathBuf>, path: PathBuf) {
+    if !paths.contains(&path) {
+        paths.push(path);
+    }
+}
+
+impl std::fmt::Display for SandboxPlan {
+    /// One rule a line: `read /usr`, `write /home/me/project`.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for rule in &self.rules {
+            let grant = match rule.grant {
+                Grant::ListNames => "list-names",
+                Grant::Read => "read",
+                Grant::Write => "write",
+                Grant::Device => "device",
+            };
+            writeln!(formatter, "{grant} {}", rule.path.display())?;
+        }
+        for path in &self.dropped_writable {
+            writeln!(formatter, "dropped-writable {}", path.display())?;
+        }
+        Ok(())
+    }
+}

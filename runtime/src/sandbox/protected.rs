@@ -1,0 +1,326 @@
+//! Denied paths by file identity, for in-process file tools.
+//!
+//! The permission policy compares path strings, which a hard link, a bind mount or a symlinked folder leads
+//! around. So the file tools check the file they actually opened: its device and inode, where the kernel says the
+//! descriptor really is (`/proc/self/fd`), and the device and inode of every folder above that location, against
+//! the denied paths (the daemon's data directory first, then `~/.ssh` and the like). Paths are compared too, by
+//! prefix, which covers a denied path created after the daemon started.
+//!
+//! A hard link has no location of its own to give it away: it is another name for the same inode, anywhere on the
+//! same file system. A regular file with more than one name is therefore looked up in an index of the identities
+//! of everything below the denied paths. The index is built on first need and built again when the file's
+//! ctime (which `link(2)` and `rename(2)` update) is not safely older than the last build, so a link made after a
+//! build, or a file the daemon created since (a `providers.json` replaced atomically), is never missed.
+//!
+//! Every check here does blocking I/O (a few `stat` calls, sometimes a walk of the denied paths): call it from
+//! a blocking thread, as the file tools do.
+
+use std::collections::HashMap;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+/// How much older than the last index build a file's ctime must be for the build to be trusted for it. File
+/// system timestamps come from a coarse clock, so a change just before a build may carry a slightly later time.
+const CTIME_MARGIN: Duration = Duration::from_secs(1);
+
+/// The most entries one index build records; a denied path holding more is still protected by location.
+const MAX_INDEXED_ENTRIES: usize = 200_000;
+
+/// A file's identity: the device it is on and its inode there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+}
+
+impl Identity {
+    fn of(metadata: &Metadata) -> Identity {
+        Identity { dev: metadata.dev(), ino: metadata.ino() }
+    }
+}
+
+/// One denied path, with its identity when it existed at construction.
+#[derive(Debug)]
+struct Entry {
+    path: PathBuf,
+    /// The first entry is the daemon's data directory, which the refusal names as such.
+    data_dir: bool,
+    identity: Option<Identity>,
+}
+
+/// The identities of everything below the denied paths, by the index of the entry they belong to.
+#[derive(Debug, Default)]
+struct LinkIndex {
+    identities: HashMap<Identity, usize>,
+    /// When the last build started; `None` before the first.
+    built_at: Option<SystemTime>,
+}
+
+/// The denied paths, with the device and inode of each that exists.
+#[derive(Debug)]
+pub struct ProtectedPaths {
+    paths: Vec<PathBuf>,
+    entries: Vec<Entry>,
+    index: Mutex<LinkIndex>,
+}
+
+impl ProtectedPaths {
+    /// Protects `paths` (absolute; the first is the daemon's data directory, as [`super::Sandbox::denied`] gives
+    /// them). Each path that exists is canonicalized and its identity recorded; the others are protected by path
+    /// until they exist.
+    pub fn new(paths: Vec<PathBuf>) -> ProtectedPaths {
+        let entries = paths
+            .iter()
+            .enumerate()
+            .map(|(position, path)| {
+                let path = path.canonicalize().unwrap_or_else(|_| path.clone());
+                let identity = std::fs::symlink_metadata(&path).ok().map(|metadata| Identity::of(&metadata));
+                Entry { path, data_dir: position == 0, identity }
+            })
+            .collect();
+        ProtectedPaths { paths, entries, index: Mutex::new(LinkIndex::default()) }
+    }
+
+    /// The denied paths as given, the data directory first.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// True when nothing is protected (an unconfined sandbox): every check passes without touching the disk.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Why the opened `file` must not be read or written, or `None`. `requested` is the path as the model wrote
+    /// it, for the refusal. Refused: the file or folder is a denied path or lies beneath one (by path, or by the
+    /// identity of a folder above its real location, which catches bind mounts), or it is another name (a hard
+    /// link) for something beneath one.
+    pub fn refusal_for_open(&self, file: &File, requested: &str) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let roots = self.current_roots();
+        let metadata = file.metadata().ok();
+        if let Some(metadata) = &metadata
+            && let Some(position) = self.root_matching(&roots, Identity::of(metadata))
+        {
+            return Some(self.refusal(position, requested, false));
+        }
+        if let Some(Ok(location)) = descriptor_path(file)
+            && let Some(position) = self.location_refusal(&roots, &location)
+        {
+            return Some(self.refusal(position, requested, false));
+        }
+        let position = self.linked_entry(metadata.as_ref()?)?;
+        Some(self.refusal(position, requested, true))
+    }
+
+    /// Why the resolved absolute `path` (which need not exist yet) must not be read, written or created, or
+    /// `None`: it is a denied path or beneath one, by path or by the identity of itself or an existing folder
+    /// above it, or it names an existing file that is another name for something beneath one.
+    pub fn refusal_for_path(&self, path: &Path, requested: &str) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let roots = self.current_roots();
+        if let Some(position) = self.location_refusal(&roots, path) {
+            return Some(self.refusal(position, requested, false));
+        }
+        let metadata = std::fs::symlink_metadata(path).ok()?;
+        if let Some(position) = self.root_matching(&roots, Identity::of(&metadata)) {
+            return Some(self.refusal(position, requested, false));
+        }
+        let position = self.linked_entry(&metadata)?;
+        Some(self.refusal(position, requested, true))
+    }
+
+    /// Whether a walker's entry at `path` (with its own `metadata`, links not followed) is a denied path, lies
+    /// beneath one by path, or is already known to be another name for something beneath one. Cheap: it never
+    /// builds the link index, so a walker must still check each file it opens with
+    /// [`ProtectedPaths::refusal_for_open`].
+    pub fn is_protected_entry(&self, path: &Path, metadata: &Metadata) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let identity = Identity::of(metadata);
+        self.entries.iter().any(|entry| path.starts_with(&entry.path) || entry.identity == Some(identity))
+            || self.lock_index().identities.contains_key(&identity)
+    }
+
+    /// The identity of each entry now: it may have been created (or replaced) since construction.
+    fn current_roots(&self) -> Vec<Option<Identity>> {
+        self.entries
+            .iter()
+            .map(|entry| std::fs::metadata(&entry.path).ok().map(|metadata| Identity::of(&metadata)))
+            .collect()
+    }
+
+    /// The entry whose identity, at construction or now, is `identity`.
+    fn root_matching(&self, roots: &[Option<Identity>], identity: Identity) -> Option<usize> {
+        self.entries
+            .iter()
+            .zip(roots)
+            .position(|(entry, now)| entry.identity == Some(identity) || *now == Some(identity))
+    }
+
+    /// The entry that the real, absolute `location` lies at or beneath: by path prefix, or because it or a folder
+    /// above it has the identity of an entry or of a folder indexed beneath one (a bind mount). The index is built
+    /// here if it never was, and not rebuilt: folders beneath a denied path cannot be linked, only mounted.
+    fn location_refusal(&self, roots: &[Option<Identity>], location: &Path) -> Option<usize> {
+        if let Some(position) = self.entries.iter().position(|entry| location.starts_with(&entry.path)) {
+            return Some(position);
+        }
+        {
+            let mut index = self.lock_index();
+            if index.built_at.is_none() {
+                *index = self.build_index();
+            }
+        }
+        for ancestor in location.ancestors() {
+            let Ok(metadata) = std::fs::metadata(ancestor) else { continue };
+            let identity = Identity::of(&metadata);
+            if let Some(position) = self.root_matching(roots, identity) {
+                return Some(position);
+            }
+            if metadata.is_dir()
+                && let Some(&position) = self.lock_index().identities.get(&identity)
+            {
+                return Some(position);
+            }
+        }
+        None
+    }
+
+    /// The entry beneath which a regular file with several names has another one, building the index again when
+    /// it may be older than the file's last change of names.
+    fn linked_entry(&self, metadata: &Metadata) -> Option<usize> {
+        if !metadata.is_file() || metadata.nlink() <= 1 {
+            // A file's only name is where it was opened, which the location check has judged.
+            return None;
+        }
+        let identity = Identity::of(metadata);
+        let mut index = self.lock_index();
+        if let Some(&position) = index.identities.get(&identity) {
+            return Some(position);
+        }
+        if index.built_at.is_some_and(|built| changed_at(metadata) + CTIME_MARGIN < built) {
+            return None;
+        }
+        *index = self.build_index();
+        index.identities.get(&identity).copied()
+    }
+
+    /// Records the identity of every entry and of everything beneath it, links not followed.
+    fn build_index(&self) -> LinkIndex {
+        let built_at = SystemTime::now();
+        let mut identities = HashMap::new();
+        'entries: for (position, entry) in self.entries.iter().enumerate() {
+            let mut pending = vec![entry.path.clone()];
+            while let Some(path) = pending.pop() {
+                if identities.len() >= MAX_INDEXED_ENTRIES {
+                    tracing::warn!(
+                        limit = MAX_INDEXED_ENTRIES,
+                        "too many files below the denied paths to index them all; hard links to the rest are not \
+                         recognized"
+                    );
+                    break 'entries;
+                }
+                let Ok(metadata) = std::fs::symlink_metadata(&path) else { continue };
+                identities.entry(Identity::of(&metadata)).or_insert(position);
+                if metadata.is_dir()
+                    && let Ok(children) = std::fs::read_dir(&path)
+                {
+                    pending.extend(children.filter_map(|child| child.ok().map(|child| child.path())));
+                }
+            }
+        }
+        LinkIndex { identities, built_at: Some(built_at) }
+    }
+
+    fn lock_index(&self) -> std::sync::MutexGuard<'_, LinkIndex> {
+        self.index.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The refusal for the model: which kind of denied path, never anything read from it.
+    fn refusal(&self, position: usize, requested: &str, linked: bool) -> String {
+        let Some(entry) = self.entries.get(position) else {
+            return format!(
+                "refused by the sandbox: {requested} is in a denied path; tools may never read or write it"
+            );
+        };
+        let place = if entry.data_dir {
+            "the daemon's data directory".to_owned()
+        } else {
+            format!("a denied path ({})", entry.path.display())
+        };
+        if linked {
+            format!(
+                "refused by the sandbox: {requested} is another name (a hard link) for a file in {place}; tools may \
+                 never read or write it"
+            )
+        } else if entry.data_dir {
+            format!("refused by the sandbox: {requested} is {place} or inside it; tools may never read or write it")
+        } else {
+            format!("refused by the sandbox: {requested} is in {place}; tools may never read or write it")
+        }
+    }
+}
+
+/// When a file's inode last changed (ctime), which creating, linking, unlinking or renaming it updates.
+fn changed_at(metadata: &Metadata) -> SystemTime {
+    let seconds = u64::try_from(metadata.ctime()).unwrap_or(0);
+    let nanoseconds = u32::try_from(metadata.ctime_nsec()).unwrap_or(0).min(999_999_999);
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(seconds, nanoseconds)).unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// Where the kernel says an open descriptor really is, or `None` where there is no `/proc` to ask.
+#[cfg(target_os = "linux")]
+pub(crate) fn descriptor_path(file: &File) -> Option<io::Result<PathBuf>> {
+    use std::os::fd::AsRawFd;
+    Some(std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())))
+}
+
+/// Where the kernel says an open descriptor really is, or `None` where there is no `/proc` to ask.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn descriptor_path(_file: &File) -> Option<io::Result<PathBuf>> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_protected_refuses_nothing() {
+        let protected = ProtectedPaths::new(Vec::new());
+        assert!(protected.is_empty());
+        assert_eq!(protected.refusal_for_path(Path::new("/etc/passwd"), "/etc/passwd"), None);
+    }
+
+    #[test]
+    fn paths_are_refused_by_prefix_even_before_they_exist_and_entries_by_identity() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let data_dir = base.join("data");
+        let missing = base.join("later");
+        std::fs::create_dir(&data_dir).unwrap();
+        let protected = ProtectedPaths::new(vec![data_dir.clone(), missing.clone()]);
+        assert_eq!(protected.paths(), [data_dir.clone(), missing.clone()]);
+
+        let refusal = protected.refusal_for_path(&data_dir.join("x/y"), "x/y").unwrap();
+        assert!(refusal.contains("the daemon's data directory"), "{refusal}");
+        let refusal = protected.refusal_for_path(&missing.join("z"), "z").unwrap();
+        assert!(refusal.contains(&format!("a denied path ({})", missing.display())), "{refusal}");
+        assert_eq!(protected.refusal_for_path(&base.join("ok"), "ok"), None);
+
+        let metadata = std::fs::symlink_metadata(&data_dir).unwrap();
+        assert!(protected.is_protected_entry(Path::new("/elsewhere/mount"), &metadata));
+        let other = std::fs::symlink_metadata(&base).unwrap();
+        assert!(!protected.is_protected_entry(&base, &other));
+        assert!(protected.is_protected_entry(&data_dir.join("f"), &other));
+    }
+}

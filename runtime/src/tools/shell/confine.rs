@@ -1,0 +1,144 @@
+//! The sandbox side of a shell call: its temp dir, the kernel rules prepared off the async threads, the durable
+//! record of its process group, and the note that tells the model a "Permission denied" was the sandbox.
+
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::config::SandboxMode;
+use crate::sandbox::process_groups::GroupRecord;
+use crate::sandbox::{PreparedSandbox, Sandbox};
+
+/// What a failed command's stderr says when the kernel refused it a file.
+const REFUSAL_MARKERS: [&str; 3] = ["Permission denied", "Operation not permitted", "Read-only file system"];
+
+/// The temp dir of one call: the run's, or a fresh private one that the call removes when it ends.
+#[derive(Debug)]
+pub(super) struct CallTempDir {
+    path: PathBuf,
+    /// Whether this call created the directory and so removes it.
+    owned: bool,
+}
+
+impl CallTempDir {
+    /// The run's temp dir when it has one; otherwise a new directory (mode 0700) under the system temp dir.
+    pub(super) fn new(run_temp_dir: Option<PathBuf>) -> io::Result<CallTempDir> {
+        if let Some(path) = run_temp_dir {
+            return Ok(CallTempDir { path, owned: false });
+        }
+        let path = std::env::temp_dir().join(format!("troupe-shell-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(CallTempDir { path, owned: true })
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes a directory this call created, off the async threads.
+    pub(super) async fn remove(mut self) {
+        if !self.owned {
+            return;
+        }
+        self.owned = false;
+        let path = std::mem::take(&mut self.path);
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(path)).await;
+    }
+}
+
+impl Drop for CallTempDir {
+    /// A call dropped before its end (its run went away) still removes the directory it created, in the
+    /// background.
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let path = std::mem::take(&mut self.path);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || std::fs::remove_dir_all(path))),
+            Err(_) => drop(std::fs::remove_dir_all(path)),
+        }
+    }
+}
+
+/// The kernel rules of a command started in `cwd` with `temp_dir`, built on a blocking thread (it opens every
+/// rule's path). `Ok(None)`: mode `off`. `Err`: the command must not run; the reason is for the model.
+pub(super) async fn prepare(
+    sandbox: Arc<Sandbox>,
+    cwd: PathBuf,
+    temp_dir: PathBuf,
+) -> Result<Option<PreparedSandbox>, String> {
+    let prepared = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let prepared = sandbox.prepare(&cwd, &temp_dir);
+        if let Ok(Some(prepared)) = &prepared {
+            tracing::debug!(
+                rules = prepared.plan().rules.len(),
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "prepared the sandbox of a shell command"
+            );
+        }
+        prepared
+    })
+    .await;
+    prepared.unwrap_or_else(|error| Err(format!("preparing the sandbox failed: {error}")))
+}
+
+/// Records the live group `pgid` durably, so that a daemon killed before the call ends kills it at its next start.
+/// A failure is logged and the command goes on: the group still dies with the call, and its leader with the
+/// daemon.
+pub(super) async fn record_group(sandbox: &Arc<Sandbox>, pgid: libc::pid_t) -> Option<GroupRecord> {
+    let sandbox = Arc::clone(sandbox);
+    let recorded = tokio::task::spawn_blocking(move || sandbox.groups().map(|groups| groups.record(pgid))).await;
+    match recorded {
+        Ok(Some(Ok(record))) => Some(record),
+        Ok(None) => None,
+        Ok(Some(Err(error))) => {
+            tracing::warn!(pgid, %error, "could not record a shell process group; it will not be killed if the daemon dies");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(pgid, %error, "recording a shell process group failed");
+            None
+        }
+    }
+}
+
+/// Ends the record of a group: removed once the group is known gone (killed and reaped); otherwise kept on disk
+/// so that the next daemon start kills what is left.
+pub(super) async fn release_group(record: Option<GroupRecord>, group_gone: bool) {
+    let Some(record) = record else {
+        return;
+    };
+    if group_gone {
+        let _ = tokio::task::spawn_blocking(move || drop(record)).await;
+    } else {
+        std::mem::forget(record);
+    }
+}
+
+/// One line for a failed command whose stderr shows a refused access, saying what the sandbox allows; `None` in
+/// mode `off` or when nothing looks refused.
+pub(super) fn refusal_note(sandbox: &Sandbox, cwd: &Path, stderr: &str) -> Option<String> {
+    let writes = match sandbox.mode() {
+        SandboxMode::Off => return None,
+        SandboxMode::WorkspaceWrite => {
+            let mut roots = vec![cwd.display().to_string(), "$TMPDIR".to_owned()];
+            roots.extend(sandbox.writable().iter().map(|path| path.display().to_string()));
+            roots.join(", ")
+        }
+        SandboxMode::ReadOnly => "$TMPDIR".to_owned(),
+    };
+    if !REFUSAL_MARKERS.iter().any(|marker| stderr.contains(marker)) {
+        return None;
+    }
+    let others = if sandbox.denied().len() > 1 { " and the other denied paths" } else { "" };
+    Some(format!(
+        "(this command ran in troupe's sandbox ({}): it cannot read or write {}{others}, and writes only {writes}; \
+         a \"Permission denied\" on such a path was the sandbox refusing it)",
+        sandbox.mode().as_str(),
+        sandbox.data_dir().display(),
+    ))
+}

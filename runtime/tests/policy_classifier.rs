@@ -1,0 +1,280 @@
+//! The `auto_approve` classifier against the red team's bypasses and the classic bypass corpus.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use troupe_protocol::types::approval::PermissionAction;
+use troupe_runtime::policy::{ClassifierContext, is_low_risk};
+use troupe_runtime::tools::PermissionRequest;
+
+const CWD: &str = "/work/project";
+
+/// Whether `command` is low risk in `/work/project` with the given denied paths and repository position.
+fn low_risk_with(command: &str, denied: &[&str], cwd_is_repository_root: bool) -> bool {
+    let denied: Vec<PathBuf> = denied.iter().map(PathBuf::from).collect();
+    let context = ClassifierContext { cwd: Path::new(CWD), denied: &denied, cwd_is_repository_root };
+    let request = PermissionRequest {
+        action: PermissionAction::Execute,
+        resource: command.to_owned(),
+        summary: String::new(),
+        inside_cwd: true,
+    };
+    is_low_risk("shell", &request, &json!({"command": command}), &context)
+}
+
+/// The data dir outside the cwd, at the top of a repository.
+fn low_risk(command: &str) -> bool {
+    low_risk_with(command, &["/home/me/.troupe"], true)
+}
+
+#[test]
+fn ordinary_read_only_commands_stay_low_risk() {
+    for command in [
+        "ls -la",
+        "ls -la src",
+        "cat src/main.rs",
+        "grep -rn foo src",
+        "git status",
+        "git diff",
+        "git log --oneline -5",
+        "git log -n5 --format=%h",
+        "git show HEAD",
+        "git show HEAD:src/main.rs",
+        "rg foo",
+        "rg -n -e foo -g '*.rs' src",
+        "find . -name '*.rs'",
+        "find src -type f -name '*.toml' -print",
+        "wc -l Cargo.toml",
+        "head -n 20 README.md",
+        "head -n20 README.md",
+        "head -20 README.md",
+        "tail -n 5 log.txt",
+        "tree -L 2",
+        "tree -a -L 2 src",
+        "du -sh src",
+        "df -h",
+        "stat -c %s Cargo.toml",
+        "file -b src/main.rs",
+        "echo hello",
+        "which cargo",
+        "pwd",
+        "ls -- -weird-name",
+        "cat /work/project/src/main.rs",
+        "wc -l src/*.rs",
+        "ls;",
+    ] {
+        assert!(low_risk(command), "{command}");
+    }
+}
+
+#[test]
+fn the_red_teams_writes_are_not_low_risk() {
+    for command in [
+        "tree -ao FILE .",
+        "tree -o FILE .",
+        "tree --output FILE",
+        "tree -Lo 2 FILE",
+        "tree -R -H . .",
+        "tree --fromfile list",
+        "file -zC",
+        "file -C -m magic",
+        "file --compile",
+        "file -m /etc/magic x",
+        "file -z x.gz",
+    ] {
+        assert!(!low_risk(command), "{command}");
+    }
+}
+
+#[test]
+fn git_output_from_outside_the_cwd_is_not_low_risk_below_the_repository_root() {
+    let below_root = |command: &str| low_risk_with(command, &["/home/me/.troupe"], false);
+    for command in [
+        "git show HEAD:secret",
+        "git show HEAD:../secret",
+        "git show :secret",
+        "git log -p",
+        "git log --patch",
+        "git log -u",
+        "git log --stat",
+        "git diff",
+        "git show HEAD",
+        "git diff -- :/",
+        "git diff -- ':(top)x'",
+        "git diff -- ../x",
+    ] {
+        assert!(!below_root(command), "{command}");
+    }
+    for command in ["git status", "git log --oneline -5", "git diff -- src", "git log -p -- .", "git log main..feature"]
+    {
+        assert!(below_root(command), "{command}");
+    }
+    // At the root, paths in revisions must still stay inside.
+    for command in ["git show HEAD:../secret", "git show HEAD:/etc/passwd", "git show :/fix"] {
+        assert!(!low_risk(command), "{command}");
+    }
+}
+
+#[test]
+fn git_options_that_run_write_or_escape_are_not_low_risk() {
+    for command in [
+        "git -c core.pager=x log",
+        "git -C .. status",
+        "git --git-dir=/x log",
+        "git --work-tree=/ status",
+        "git --exec-path=/x log",
+        "git -p log",
+        "git --paginate log",
+        "git diff --output=x",
+        "git diff --output x",
+        "git diff --out=x",
+        "git diff --ext-diff",
+        "git diff --textconv",
+        "git diff -O/etc/passwd",
+        "git diff -Oorder",
+        "git diff --no-index /etc/passwd x",
+        "git log --show-signature",
+        "git log --format=%G?",
+        "git status -v",
+        "git push",
+        "git commit -m x",
+        "git log ../x",
+        "git log /etc",
+    ] {
+        assert!(!low_risk(command), "{command}");
+    }
+}
+
+#[test]
+fn the_data_dir_inside_the_cwd_is_out_of_reach() {
+    let data_dir_inside = |command: &str| low_risk_with(command, &["/work/project/.troupe"], true);
+    for command in [
+        "cat .troupe/daemon/token",
+        "cat ./.troupe/daemon/token",
+        "cat /work/project/.troupe/providers.json",
+        "grep -r sk- .troupe",
+        "grep -r sk- .",
+        "grep -rn x",
+        "rg sk-",
+        "rg -uu sk- .",
+        "find .",
+        "find",
+        "tree",
+        "du -a",
+        "ls -R",
+        "ls .troupe",
+        "git diff -- .troupe",
+        "cat .*/daemon/token",
+    ] {
+        assert!(!data_dir_inside(command), "{command}");
+    }
+    for command in
+        ["ls -la", "cat src/main.rs", "grep -rn foo src", "rg foo src", "cat docs/*.md", "cat -- *.md", "find src"]
+    {
+        assert!(data_dir_inside(command), "{command}");
+    }
+}
+
+#[test]
+fn the_classic_bypass_corpus_is_not_low_risk() {
+    for command in [
+        // Options hidden after `--`, in clusters, attached or abbreviated.
+        "find . -exec rm {} \\;",
+        "find . -execdir sh -c x \\;",
+        "find . -ok rm {} \\;",
+        "find . -delete",
+        "find . -fprint out",
+        "find . -fls out",
+        "find . -fprintf out %p",
+        "find -L . -newer /etc/passwd",
+        "rg --pre cat x",
+        "rg --pre=cat x",
+        "rg --pre-glob '*' x",
+        "rg -z x",
+        "rg --search-zip x",
+        "rg x *",
+        "tail -f log",
+        "tail --follow log",
+        "grep -f /etc/passwd x",
+        "grep --file=/etc/passwd x",
+        "wc --files0-from=/etc/list",
+        "cat -- /etc/passwd",
+        "ls -- ../x",
+        "sort -o x y",
+        // Redirections of every kind.
+        "cat x > y",
+        "cat x >| y",
+        "cat x >> y",
+        "cat < /etc/passwd",
+        "cat <<EOF\nx\nEOF",
+        "cat <<< x",
+        "ls 2>/dev/null",
+        "ls &> y",
+        // Substitutions, expansions, quoting tricks.
+        "echo $'\\x41'",
+        "cat $'/etc/passwd'",
+        "echo $HOME",
+        "echo ${HOME}",
+        "echo $(id)",
+        "echo `id`",
+        "echo $((1+1))",
+        "cat <(id)",
+        "echo ~",
+        "cat ~/.ssh/id_rsa",
+        "ls {.,.}.",
+        "echo $\"x\"",
+        // Globs that can reach dot entries or escape.
+        "cat .*",
+        "cat */../*",
+        "ls .*/x",
+        "cat [.]*",
+        "cat src/.*",
+        // Assignments, aliases and wrappers.
+        "A=b ls",
+        "LD_PRELOAD=x ls",
+        "sh -c ls",
+        "bash -c ls",
+        "dash -c ls",
+        "busybox sh -c ls",
+        "env sh -c ls",
+        "env ls",
+        "xargs ls",
+        "command ls",
+        "exec ls",
+        "nice ls",
+        "timeout 5 ls",
+        "sudo ls",
+        "builtin echo",
+        "time ls",
+        "eval ls",
+        "/bin/ls",
+        "./ls",
+        // Structure.
+        "ls; id",
+        "ls && id",
+        "ls | sh",
+        "ls &",
+        "! ls",
+        "{ ls; }",
+        "(ls)",
+        "if true; then ls; fi",
+        "f() { ls; }",
+        "ls\nid",
+        "ls 'open",
+        "",
+    ] {
+        assert!(!low_risk(command), "{command:?}");
+    }
+}
+
+#[test]
+fn quoting_that_spells_an_allowed_name_is_read_as_the_shell_reads_it() {
+    // Quote removal gives the shell's own reading: each of these is exactly `ls -la` or `cat src/main.rs`.
+    for command in ["'ls' \"-la\"", "l's' -la", "\\ls -la", "cat 'src/main.rs'", "cat src/'main.rs'"] {
+        assert!(low_risk(command), "{command}");
+    }
+    // And quoting hides nothing: `-o` is `-o` however it is spelled.
+    for command in ["tree '-o' x", "tree -a\"o\" x", "git \"-c\" a=b log", "'rm' x"] {
+        assert!(!low_risk(command), "{command}");
+    }
+}

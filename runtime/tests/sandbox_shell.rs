@@ -1,0 +1,448 @@
+//! The `shell` tool under the kernel sandbox, with a real `/bin/sh` on the real kernel: a command cannot read or
+//! write the daemon's data directory or other denied paths (not by `cat`, `grep -r`, a hard link, a rename or a
+//! copy), writes only where its mode allows, has no host network when told so, and is refused when the sandbox
+//! cannot be enforced. Tests that need Landlock say so and pass vacuously on a kernel without it.
+
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tempfile::TempDir;
+use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_runtime::config::{SandboxConfig, SandboxMode};
+use troupe_runtime::sandbox::plan::Grant;
+use troupe_runtime::sandbox::{Sandbox, Support};
+use troupe_runtime::tools::{Tool, ToolContext, ToolRegistry};
+
+const STEP: Duration = Duration::from_secs(20);
+const TOKEN: &str = "troupe-token-0123456789abcdef";
+const API_KEY: &str = "sk-live-SECRETKEY42";
+const CONFIG: &str = "[sandbox]\nmode = \"workspace-write\"\n";
+
+fn shell() -> &'static dyn Tool {
+    static REGISTRY: std::sync::OnceLock<ToolRegistry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(ToolRegistry::builtin).get("shell").expect("shell is built in")
+}
+
+/// A home that is also the cwd, holding the data directory `.troupe` with a token, API keys and a config, and a
+/// `work` folder.
+struct Workspace {
+    home: TempDir,
+    data_dir: PathBuf,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        let home = tempfile::tempdir().unwrap();
+        let data_dir = home.path().join(".troupe");
+        std::fs::create_dir_all(data_dir.join("daemon")).unwrap();
+        std::fs::write(data_dir.join("daemon").join("token"), TOKEN).unwrap();
+        std::fs::write(data_dir.join("providers.json"), format!("{{\"openai\":{{\"api_key\":\"{API_KEY}\"}}}}"))
+            .unwrap();
+        std::fs::write(data_dir.join("config.toml"), CONFIG).unwrap();
+        std::fs::create_dir(home.path().join("work")).unwrap();
+        Workspace { home, data_dir }
+    }
+
+    fn cwd(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn sandbox(&self, config: SandboxConfig) -> Arc<Sandbox> {
+        Arc::new(Sandbox::new(&config, &self.data_dir, Some(self.home.path())))
+    }
+
+    fn context(&self, sandbox: &Arc<Sandbox>) -> ToolContext {
+        let mut context = ToolContext::new(self.cwd());
+        context.sandbox = Arc::clone(sandbox);
+        context
+    }
+
+    async fn run(&self, sandbox: &Arc<Sandbox>, command: &str) -> PersistedToolResult {
+        tokio::time::timeout(STEP, shell().execute(json!({"command": command}), self.context(sandbox)))
+            .await
+            .expect("the shell call ends in time")
+    }
+}
+
+fn config(mode: SandboxMode) -> SandboxConfig {
+    SandboxConfig { mode, ..SandboxConfig::default() }
+}
+
+/// Whether this kernel enforces Landlock; when not, the test says so and checks nothing.
+fn landlock(sandbox: &Sandbox) -> bool {
+    match sandbox.support() {
+        Support::Landlock { .. } => true,
+        Support::Unavailable { reason } => {
+            eprintln!("skipped: Landlock is unavailable: {reason}");
+            false
+        }
+    }
+}
+
+fn assert_status(result: &PersistedToolResult, status: ToolResultStatus) {
+    assert_eq!(result.status, status, "{}", result.output);
+}
+
+fn assert_no_secret(result: &PersistedToolResult) {
+    assert!(!result.output.contains(TOKEN), "the token leaked: {}", result.output);
+    assert!(!result.output.contains("SECRETKEY"), "the API key leaked: {}", result.output);
+}
+
+#[tokio::test]
+async fn the_data_directory_cannot_be_read() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    for command in ["cat .troupe/daemon/token", "cat .troupe/providers.json", "cat .troupe/config.toml"] {
+        let result = workspace.run(&sandbox, command).await;
+        assert_status(&result, ToolResultStatus::Error);
+        assert_no_secret(&result);
+        assert!(result.output.contains("Permission denied"), "{}", result.output);
+        assert!(result.output.contains("this command ran in troupe's sandbox (workspace-write)"), "{}", result.output);
+    }
+    let result = workspace.run(&sandbox, "grep -r sk- . ; grep -r troupe-token .").await;
+    assert_no_secret(&result);
+    // Names stay listable; contents do not.
+    let result = workspace.run(&sandbox, "ls .troupe").await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(result.output.contains("providers.json"), "{}", result.output);
+}
+
+#[tokio::test]
+async fn a_hard_link_to_a_secret_beside_the_data_directory_is_not_opened_by_its_rule() {
+    let workspace = Workspace::new();
+    // Made by someone outside the sandbox (a command inside it cannot link the token); it sits in the folder the
+    // rules are carved from, where a rule on it would grant the token's inode under every name.
+    std::fs::hard_link(workspace.data_dir.join("daemon/token"), workspace.cwd().join("innocent.txt")).unwrap();
+    std::fs::hard_link(workspace.data_dir.join("config.toml"), workspace.cwd().join("settings.toml")).unwrap();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    for command in ["cat innocent.txt", "cat .troupe/daemon/token", "echo 'x = 1' >> settings.toml"] {
+        let result = workspace.run(&sandbox, command).await;
+        assert_status(&result, ToolResultStatus::Error);
+        assert_no_secret(&result);
+    }
+    assert_eq!(std::fs::read_to_string(workspace.data_dir.join("config.toml")).unwrap(), CONFIG);
+}
+
+#[tokio::test]
+async fn the_data_directory_cannot_be_changed_linked_moved_or_copied() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    let cwd = workspace.cwd();
+    let result = workspace.run(&sandbox, "echo x >> .troupe/config.toml").await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert_eq!(std::fs::read_to_string(workspace.data_dir.join("config.toml")).unwrap(), CONFIG);
+
+    for command in [
+        "ln .troupe/daemon/token work/t",
+        "ln .troupe/daemon/token t",
+        "ln -s .troupe work/l && cat work/l/daemon/token",
+    ] {
+        let result = workspace.run(&sandbox, command).await;
+        assert_status(&result, ToolResultStatus::Error);
+        assert_no_secret(&result);
+    }
+    assert!(!cwd.join("work/t").exists() && !cwd.join("t").exists());
+
+    let result = workspace.run(&sandbox, "mv .troupe work/moved || mv .troupe moved").await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert!(workspace.data_dir.join("daemon/token").exists());
+    let result = workspace.run(&sandbox, "mv .troupe/providers.json work/p").await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert!(workspace.data_dir.join("providers.json").exists());
+
+    let result = workspace.run(&sandbox, "cp -r .troupe work/copy").await;
+    assert_status(&result, ToolResultStatus::Error);
+    for entry in walk(&cwd.join("work")) {
+        let contents = std::fs::read_to_string(&entry).unwrap_or_default();
+        assert!(!contents.contains(TOKEN) && !contents.contains("SECRETKEY"), "{} holds a secret", entry.display());
+    }
+}
+
+#[tokio::test]
+async fn writes_stay_in_the_cwd_and_the_temp_dir() {
+    let workspace = Workspace::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), workspace.cwd().join("work/out")).unwrap();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    let result = workspace.run(&sandbox, "echo x > work/out/escaped").await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert!(!outside.path().join("escaped").exists());
+    let stray = std::env::temp_dir().join(format!("troupe-sandbox-stray-{}", std::process::id()));
+    let result = workspace.run(&sandbox, &format!("echo x > {}", stray.display())).await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert!(!stray.exists());
+    // The cwd holds the data directory, so entries cannot be created directly in it (documented caveat).
+    let result = workspace.run(&sandbox, "echo x > top-level").await;
+    assert_status(&result, ToolResultStatus::Error);
+
+    let result = workspace
+        .run(
+            &sandbox,
+            "echo x > work/f && mkdir -p work/d/e && mv work/f work/d/e/g && rm -r work/d \
+             && echo y > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && ln -s t \"$TMPDIR/l\" && echo ok",
+        )
+        .await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(result.output.contains("ok"), "{}", result.output);
+}
+
+#[tokio::test]
+async fn with_the_data_directory_elsewhere_the_whole_cwd_is_writable() {
+    let workspace = Workspace::new();
+    let project = tempfile::tempdir().unwrap();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    let mut context = workspace.context(&sandbox);
+    context.cwd = project.path().to_path_buf();
+    let command = "echo x > f && mkdir d && mv f d/g && rm -r d && echo done";
+    let result = tokio::time::timeout(STEP, shell().execute(json!({"command": command}), context)).await.unwrap();
+    assert_status(&result, ToolResultStatus::Ok);
+}
+
+#[tokio::test]
+async fn ordinary_files_outside_the_cwd_stay_readable() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    let result = workspace
+        .run(&sandbox, "cat /etc/passwd > /dev/null && ls / > /dev/null && head -c 4 /dev/urandom | wc -c && echo ok")
+        .await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(result.output.contains('4'), "{}", result.output);
+    let result = workspace.run(&sandbox, "grep NoNewPrivs /proc/self/status").await;
+    assert!(result.output.contains('1'), "{}", result.output);
+}
+
+#[tokio::test]
+async fn the_daemon_cannot_be_signalled() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !matches!(sandbox.support(), Support::Landlock { abi: 6.. }) {
+        eprintln!("skipped: signal scoping needs Landlock ABI 6");
+        return;
+    }
+    let result = workspace.run(&sandbox, &format!("kill -0 {}", std::process::id())).await;
+    assert_status(&result, ToolResultStatus::Error);
+    let result = workspace.run(&sandbox, "sleep 5 & kill $! && echo own-child-killed").await;
+    assert_status(&result, ToolResultStatus::Ok);
+}
+
+#[tokio::test]
+async fn root_loses_the_capabilities_that_reach_around_landlock() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    // SAFETY: geteuid cannot fail.
+    if !landlock(&sandbox) || unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root");
+        return;
+    }
+    let result = workspace.run(&sandbox, "grep CapBnd /proc/self/status").await;
+    assert_status(&result, ToolResultStatus::Ok);
+    let line = result.output.lines().find(|line| line.starts_with("CapBnd:")).expect("CapBnd is shown");
+    let bounding = u64::from_str_radix(line.trim_start_matches("CapBnd:").trim(), 16).unwrap();
+    for capability in [16, 17, 21] {
+        assert_eq!(bounding & (1 << capability), 0, "capability {capability} is still bounded in: {line}");
+    }
+}
+
+/// `PR_SET_PDEATHSIG` at work: the group leader is SIGKILLed when the thread that spawned it ends, as it would be
+/// when the daemon dies.
+#[test]
+fn the_leader_dies_with_the_thread_that_spawned_it() {
+    let pid = std::thread::spawn(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut command = tokio::process::Command::new("sleep");
+            command.arg("30");
+            troupe_runtime::sandbox::PreparedSandbox::install_death_signal(&mut command);
+            let child = command.spawn().unwrap();
+            let pid = child.id().unwrap();
+            // Neither killed nor reaped by us: only the death signal can end it.
+            std::mem::forget(child);
+            pid
+        })
+    })
+    .join()
+    .unwrap();
+    let pid = libc::pid_t::try_from(pid).unwrap();
+    let mut status = 0;
+    // SAFETY: waits for our own child, writing its status into a local.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid);
+    assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL, "status {status:#x}");
+}
+
+#[tokio::test]
+async fn read_only_mode_refuses_cwd_writes() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::ReadOnly));
+    if !landlock(&sandbox) {
+        return;
+    }
+    let result = workspace.run(&sandbox, "echo x > work/f").await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert!(
+        result.output.contains("(read-only)") && result.output.contains("writes only $TMPDIR"),
+        "{}",
+        result.output
+    );
+    assert!(!workspace.cwd().join("work/f").exists());
+    let result = workspace.run(&sandbox, "echo y > \"$TMPDIR/t\" && cat .troupe/../work/../.troupe/config.toml").await;
+    assert_status(&result, ToolResultStatus::Error);
+    let result = workspace.run(&sandbox, "echo y > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"").await;
+    assert_status(&result, ToolResultStatus::Ok);
+}
+
+#[tokio::test]
+async fn without_network_the_host_is_unreachable_but_loopback_is_up() {
+    let workspace = Workspace::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("bash -c 'echo hello > /dev/tcp/127.0.0.1/{port}'");
+
+    let isolated = workspace.sandbox(SandboxConfig { network: false, ..config(SandboxMode::WorkspaceWrite) });
+    if !landlock(&isolated) {
+        return;
+    }
+    let result = workspace.run(&isolated, &connect).await;
+    assert_status(&result, ToolResultStatus::Error);
+    // "Connection refused", not "Network is unreachable": the namespace's own loopback is up, nobody listens.
+    assert!(result.output.contains("Connection refused"), "{}", result.output);
+    assert!(listener.accept().is_err_and(|error| error.kind() == std::io::ErrorKind::WouldBlock));
+
+    let connected = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    let result = workspace.run(&connected, &connect).await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(listener.accept().is_ok(), "with network the same command reaches the listener");
+}
+
+#[tokio::test]
+async fn off_mode_runs_unconfined() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::Off));
+    let result = workspace.run(&sandbox, "cat .troupe/daemon/token && echo x > top-level").await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(result.output.contains(TOKEN));
+    assert!(workspace.cwd().join("top-level").exists());
+}
+
+#[tokio::test]
+async fn a_denied_extra_path_is_unreadable() {
+    let workspace = Workspace::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let secret_dir = elsewhere.path().join("secret-dir");
+    std::fs::create_dir(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join("key"), API_KEY).unwrap();
+    std::fs::write(elsewhere.path().join("public"), "public").unwrap();
+    let sandbox = workspace.sandbox(SandboxConfig {
+        deny_read: vec![secret_dir.display().to_string()],
+        ..config(SandboxMode::WorkspaceWrite)
+    });
+    if !landlock(&sandbox) {
+        return;
+    }
+    let result = workspace.run(&sandbox, &format!("cat {}/key", secret_dir.display())).await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert_no_secret(&result);
+    let result = workspace.run(&sandbox, &format!("cat {}/public", elsewhere.path().display())).await;
+    assert_status(&result, ToolResultStatus::Ok);
+}
+
+#[tokio::test]
+async fn an_unenforceable_sandbox_refuses_the_command() {
+    let workspace = Workspace::new();
+    let unavailable = Support::Unavailable { reason: "test kernel without Landlock".to_owned() };
+    let sandbox = Arc::new(
+        Sandbox::new(&config(SandboxMode::WorkspaceWrite), &workspace.data_dir, Some(workspace.cwd()))
+            .with_support(unavailable),
+    );
+    let result = workspace.run(&sandbox, "echo ran > work/marker").await;
+    assert_status(&result, ToolResultStatus::Denied);
+    assert!(result.output.contains("refused by the sandbox"), "{}", result.output);
+    assert!(result.output.contains("mode = \"off\""), "{}", result.output);
+    assert!(!workspace.cwd().join("work/marker").exists());
+}
+
+#[tokio::test]
+async fn tmpdir_is_the_run_temp_dir_or_a_fresh_one_removed_after() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    let result = workspace.run(&sandbox, "echo \"$TMPDIR\"").await;
+    assert_status(&result, ToolResultStatus::Ok);
+    let fresh = result.output.lines().find(|line| line.contains("troupe-shell-")).expect("TMPDIR is shown");
+    assert!(!Path::new(fresh.trim()).exists(), "the fresh temp dir is removed after the call");
+
+    let run_temp = tempfile::tempdir().unwrap();
+    let mut context = workspace.context(&sandbox);
+    context.temp_dir = Some(run_temp.path().to_path_buf());
+    let command = "echo kept > \"$TMPDIR/file\" && echo \"$TMP $TEMP\"";
+    let result = tokio::time::timeout(STEP, shell().execute(json!({"command": command}), context)).await.unwrap();
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(result.output.contains(&run_temp.path().display().to_string()), "{}", result.output);
+    assert_eq!(std::fs::read_to_string(run_temp.path().join("file")).unwrap(), "kept\n");
+}
+
+#[test]
+fn the_plan_carves_around_the_data_directory() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    let cwd = workspace.cwd().canonicalize().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = sandbox.data_dir().to_path_buf();
+
+    let plan = troupe_runtime::sandbox::plan::plan(&sandbox, &cwd, temp.path());
+    for rule in plan.rules.iter().filter(|rule| rule.grant != Grant::ListNames) {
+        assert!(!rule.path.starts_with(&data_dir), "{} reaches into the data dir", rule.path.display());
+        assert!(!data_dir.starts_with(&rule.path), "{} holds the data dir", rule.path.display());
+    }
+    let granted = |path: &Path, grant: Grant| plan.rules.iter().any(|rule| rule.path == path && rule.grant == grant);
+    assert!(granted(&cwd.join("work"), Grant::Write));
+    assert!(granted(&cwd.join("work"), Grant::Read));
+    assert!(granted(Path::new("/usr"), Grant::Read));
+    assert!(granted(Path::new("/dev/null"), Grant::Device));
+    assert!(!granted(Path::new("/dev"), Grant::Read));
+
+    if landlock(&sandbox) {
+        const ROUNDS: u32 = 20;
+        let started = Instant::now();
+        for _ in 0..ROUNDS {
+            drop(sandbox.prepare(&cwd, temp.path()).unwrap());
+        }
+        let rules = sandbox.prepare(&cwd, temp.path()).unwrap().map_or(0, |prepared| prepared.plan().rules.len());
+        println!("prepare(): {:?} per call, {rules} rules", started.elapsed() / ROUNDS);
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.is_symlink() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
