@@ -301,3 +301,85 @@ async fn a_command_left_running_by_a_sigkilled_daemon_is_killed_at_restart_and_i
     let records = std::fs::read_dir(data_dir.path().join("daemon/process-groups")).map_or(0, |dir| dir.count());
     assert_eq!(records, 0, "the records of killed groups are removed");
 }
+
+fn git(dir: &std::path::Path, arguments: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
+        .args(arguments)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {arguments:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_classifier_runs_only_what_stays_read_only_and_inside_and_hard_denies_see_through_syntax() {
+    // The session works in `sub/` of a git repository whose root holds a file outside the session's directory.
+    let daemon = TestDaemon::start();
+    let repository = daemon.project_path().to_path_buf();
+    std::fs::write(repository.join("outside.txt"), "outside the cwd").unwrap();
+    std::fs::create_dir(repository.join("sub")).unwrap();
+    std::fs::write(repository.join("sub/inside.txt"), "inside").unwrap();
+    git(&repository, &["init", "-q"]);
+    git(&repository, &["add", "."]);
+    git(&repository, &["commit", "-q", "-m", "first"]);
+    let cwd = repository.join("sub");
+
+    // (command, what must happen): "ran", "asked" (not low risk: auto_approve_n refuses it), "never" (hard deny).
+    let cases = [
+        ("git status", "ran"),
+        ("ls -la", "ran"),
+        ("cat inside.txt", "ran"),
+        ("git show HEAD:outside.txt", "asked"),
+        ("git log -p", "asked"),
+        ("tree -ao out.txt .", "asked"),
+        ("file -zC inside.txt", "asked"),
+        ("cat ../outside.txt", "asked"),
+        ("{ rm -rf /; }", "never"),
+        ("if true; then rm -rf /; fi", "never"),
+        ("! rm -rf /", "never"),
+        ("timeout 5 rm -rf /", "never"),
+        ("echo $(rm -rf ~)", "never"),
+    ];
+    let mut script = vec![models_list()];
+    for (index, (command, _)) in cases.iter().enumerate() {
+        script.push(tool_call(&format!("call_{index}"), "shell", json!({"command": command})));
+    }
+    script.push(text("done"));
+    let vendor = FakeServer::start(script).await;
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some(API_KEY))
+        .await
+        .unwrap();
+    let session = within(
+        "session.create",
+        client.call::<method::SessionCreate>(troupe_protocol::types::session::SessionCreateParams {
+            selection: echo_selection(),
+            cwd: Some(cwd.to_string_lossy().into_owned()),
+        }),
+    )
+    .await
+    .unwrap()
+    .session;
+    set_mode(&client, &session.session_id, PermissionMode::AutoApproveN).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let (events, _) = run_approving_everything(&client, &mut deliveries, &session.session_id).await;
+    let results = results(&events);
+    assert_eq!(results.len(), cases.len());
+    for ((command, expected), (status, output)) in cases.iter().zip(&results) {
+        match *expected {
+            "ran" => assert_eq!(*status, ToolResultStatus::Ok, "{command}: {output}"),
+            "asked" => {
+                assert_eq!(*status, ToolResultStatus::Denied, "{command}: {output}");
+                assert!(output.contains("rejected by auto_approve_n"), "{command}: {output}");
+            }
+            _ => {
+                assert_eq!(*status, ToolResultStatus::Denied, "{command}: {output}");
+                assert!(output.contains("never allowed"), "{command}: {output}");
+            }
+        }
+        assert!(!output.contains("outside the cwd"), "{command} printed a file outside the cwd: {output}");
+    }
+    assert!(!cwd.join("out.txt").exists(), "tree -o wrote a file");
+}
