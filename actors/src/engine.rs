@@ -252,6 +252,15 @@ impl Engine {
         canonical.into_os_string().into_string().map_err(|_| invalid("it is not valid UTF-8"))
     }
 
+    /// Test-only load hook: the session's actor handles nothing for `duration` (its mailbox fills meanwhile). Does
+    /// not wait for the stall to end.
+    #[cfg(feature = "test-hooks")]
+    pub async fn stall_session(&self, session_id: &str, duration: std::time::Duration) -> Result<(), EngineError> {
+        let addr = self.session_addr(session_id).await?;
+        addr.do_send(crate::session_actor::Stall { duration });
+        Ok(())
+    }
+
     /// Test-only fault hook: makes the session's actor panic while handling a message.
     #[cfg(feature = "test-hooks")]
     pub async fn inject_session_panic(&self, session_id: &str) -> Result<(), EngineError> {

@@ -47,7 +47,8 @@ pub use approvals::{
 };
 
 pub use runs::{
-    AppendRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun, SteerRun, ToolStdin, Until,
+    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun,
+    SteerRun, ToolStdin, TrackedEvent, Until,
 };
 use tool_output::{Subscriber, ToolOutputStreams};
 
@@ -92,6 +93,15 @@ pub struct Drain;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct InjectPanic;
+
+/// Test-only load hook: the actor handles no message for `duration`, so its mailbox fills as under a burst of
+/// requests and senders wait for room.
+#[cfg(feature = "test-hooks")]
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stall {
+    pub duration: std::time::Duration,
+}
 
 enum Phase {
     /// Creating or loading the log; the mailbox is paused until this ends.
@@ -521,6 +531,16 @@ impl Handler<Drain> for SessionActor {
         let last_accepted = self.next_seq.saturating_sub(1);
         let durable = self.when_durable(last_accepted);
         Box::pin(async move { durable.await.unwrap_or(Ok(())) })
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+impl Handler<Stall> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, message: Stall, ctx: &mut Context<Self>) {
+        // `wait` holds back every other message until the timer ends.
+        ctx.wait(actix::clock::sleep(message.duration).into_actor(self));
     }
 }
 

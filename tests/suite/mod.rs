@@ -5,6 +5,7 @@ mod auth;
 mod cli;
 mod durability;
 mod envelope;
+mod event_order;
 mod providers;
 mod runs;
 mod sandbox;

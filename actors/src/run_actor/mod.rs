@@ -20,7 +20,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use futures::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::approval::{ApprovalConstraints, ApprovalOperation};
 use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
@@ -41,8 +41,8 @@ use crate::error::EngineError;
 use crate::run_services::RunServices;
 use crate::run_workspace::RunWorkspace;
 use crate::session_actor::{
-    AppendRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs, RequestApproval, RunOutput,
-    SessionActor, Until,
+    AppendRunEvent, AppendTrackedRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs,
+    RequestApproval, RunOutput, SessionActor, Until,
 };
 
 /// Stops the run: the model stream is dropped and a running tool's process group is killed. Replies whether the
@@ -463,15 +463,15 @@ impl RunLoop {
             action: request.action,
             resource: request.resource.clone(),
         };
-        // Enqueued now, in order; the run does not wait for it before executing (the turn that asked for the call
-        // is durable already). Live output is published at once, though, so the first chunk waits until this
-        // event is durable: a subscriber never sees output of a call it has not seen start.
-        let mut started = Some(self.setup.session.send(AppendRunEvent {
-            run_id: self.setup.run_id.clone(),
-            origin: None,
-            payload: started,
-            until: Until::Durable,
-        }));
+        // Accepted (its place in the log fixed) before the call runs, but not waited on to be durable: the turn
+        // that asked for the call is durable already. Live output is published at once, though, so the first
+        // chunk waits until this event is durable: a subscriber never sees output of a call it has not seen start.
+        let tracked = AppendTrackedRunEvent { run_id: self.setup.run_id.clone(), payload: started };
+        let mut started = match self.setup.session.send(tracked).await {
+            Ok(Ok(tracked)) => Some(tracked.durable),
+            // The session stopped or the run is no longer active; the run's next durable point notices it.
+            Ok(Err(_)) | Err(_) => None,
+        };
 
         let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);
         let (stdin_sender, stdin) = mpsc::channel::<StdinInput>(16);
@@ -646,7 +646,7 @@ impl RunLoop {
 }
 
 /// Waits once for the `tool_call_started` event to be durable (a later call returns at once).
-async fn wait_until_started(started: &mut Option<actix::dev::Request<SessionActor, AppendRunEvent>>) {
+async fn wait_until_started(started: &mut Option<oneshot::Receiver<Result<(), EngineError>>>) {
     if let Some(durable) = started.take() {
         // A failure here means the session stopped; the next durable point of the run notices it.
         let _ = durable.await;

@@ -84,6 +84,24 @@ pub struct AppendRunEvent {
     pub until: Until,
 }
 
+/// Sent by the run: appends one of its events and replies as soon as it is accepted, with a receiver that resolves
+/// once it is durable. Awaiting the reply fixes the event's place in the log before anything the run sends later;
+/// the receiver may be awaited later, or dropped, without losing the event. (A dropped `send` future of a message
+/// still waiting for room in a full mailbox drops the message: durable events are never left to such a future.)
+#[derive(Message)]
+#[rtype(result = "Result<TrackedEvent, EngineError>")]
+pub struct AppendTrackedRunEvent {
+    pub run_id: String,
+    pub payload: EventPayload,
+}
+
+/// The reply to [`AppendTrackedRunEvent`].
+pub struct TrackedEvent {
+    pub seq: u64,
+    /// Resolves once the event is durable (or with the error that stopped the session).
+    pub durable: oneshot::Receiver<Result<(), EngineError>>,
+}
+
 /// Sent by the run: a chunk of a running tool's output, for live subscribers.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -289,6 +307,16 @@ impl Handler<AppendRunEvent> for SessionActor {
             (Until::Durable, accepted) => self.durable_reply(accepted.map(|seq| (seq, seq))),
             (Until::Accepted, accepted) => Box::pin(std::future::ready(accepted)),
         }
+    }
+}
+
+impl Handler<AppendTrackedRunEvent> for SessionActor {
+    type Result = Result<TrackedEvent, EngineError>;
+
+    fn handle(&mut self, message: AppendTrackedRunEvent, ctx: &mut Context<Self>) -> Self::Result {
+        self.require_active_run(&message.run_id)?;
+        let seq = self.append(ctx, Some(message.run_id), None, message.payload)?;
+        Ok(TrackedEvent { seq, durable: self.when_durable(seq) })
     }
 }
 
