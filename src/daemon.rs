@@ -124,9 +124,27 @@ fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
             mode = status.mode.as_str(),
             landlock_abi = abi.unwrap_or_default(),
             network = status.network,
+            pid_namespace = status.pid_namespace,
             denied = %status.denied.join(", "),
+            writable = %status.writable.join(", "),
             "tool processes run in the sandbox"
         ),
+    }
+    if status.mode != SandboxMode::Off && status.tools_refused.is_none() {
+        if let Some(reason) = sandbox.no_pid_namespace() {
+            tracing::warn!(
+                %reason,
+                "tool processes get no PID namespace here: a process a command detaches from its group (setsid) \
+                 can outlive the command"
+            );
+        }
+        let writable = if status.mode == SandboxMode::WorkspaceWrite { sandbox.writable() } else { &[] };
+        for path in writable.iter().filter(|path| !path.exists()) {
+            tracing::warn!(
+                path = %path.display(),
+                "[sandbox] writable names a path that does not exist; commands cannot create it (create it first)"
+            );
+        }
     }
     let guarded = [data_dir.token_path(), data_dir.root().join(PROVIDERS_FILE_NAME), data_dir.config_path()];
     for secret in guarded {

@@ -77,29 +77,58 @@ pub fn explain(sandbox: &SandboxStatus, session_id: &str, cwd: &str) -> String {
     text.push_str("\n           and nothing inside the paths it may not read\n");
     let network = if sandbox.network { "yes" } else { "no: its own network namespace, with loopback only" };
     text.push_str(&format!("  network  {network}\n"));
-    let cwd_path = std::path::Path::new(cwd);
-    for denied in &sandbox.denied {
-        let denied = std::path::Path::new(denied);
-        if denied != cwd_path && denied.starts_with(cwd_path) {
-            let holder = denied.parent().map_or_else(|| cwd.to_owned(), |parent| parent.display().to_string());
-            text.push_str(&format!(
-                "Note: {} lies inside the session's directory, so nothing new can be created directly in {holder} \
-                 (its existing files and subfolders stay usable). Keep troupe's data directory out of projects.\n",
-                denied.display()
-            ));
-        }
-        if cwd_path.starts_with(denied) {
-            text.push_str(&format!(
-                "Note: the session's directory is inside {}, which commands may not touch at all.\n",
-                denied.display()
-            ));
-        }
+    text.push_str(&holder_notes(sandbox, cwd));
+    if sandbox.mode == SandboxMode::WorkspaceWrite {
+        text.push_str(
+            "When the session's directory is inside a git repository (a subfolder, a worktree), that repository's \
+             git directory is writable too, so commands can commit.\n",
+        );
+    }
+    if !sandbox.pid_namespace {
+        text.push_str("A process a command detaches (setsid) can outlive it here: no PID namespace is available.\n");
     }
     text.push_str(
-        "Everything a command starts is confined the same way and is killed with its run and with the daemon.\n",
+        "Everything a command starts is confined the same way and is killed when the command ends, is cancelled or \
+         times out, and with the daemon. Commands have no terminal and cannot reach Unix sockets of services outside \
+         the sandbox; the daemon's secret environment variables (tokens, keys, agent sockets) are not passed on.\n",
     );
     text.push_str(&file_tools_line(sandbox));
     text
+}
+
+/// One note per folder inside the session's directory that holds a denied path: Landlock grants whole folders, so
+/// nothing new can be created, renamed or removed directly in such a folder.
+fn holder_notes(sandbox: &SandboxStatus, cwd: &str) -> String {
+    let cwd = std::path::Path::new(cwd);
+    let mut holders: Vec<(&std::path::Path, Vec<String>)> = Vec::new();
+    for denied in sandbox.denied.iter().map(std::path::Path::new) {
+        if cwd.starts_with(denied) {
+            return format!(
+                "Note: the session's directory is inside {}, which commands may not touch at all.\n",
+                denied.display()
+            );
+        }
+        let Some(holder) = denied.parent().filter(|holder| holder.starts_with(cwd)) else { continue };
+        let name = denied
+            .strip_prefix(holder)
+            .map_or_else(|_| denied.display().to_string(), |name| name.display().to_string());
+        match holders.iter_mut().find(|(known, _)| *known == holder) {
+            Some((_, names)) => names.push(name),
+            None => holders.push((holder, vec![name])),
+        }
+    }
+    holders
+        .into_iter()
+        .map(|(holder, names)| {
+            format!(
+                "Note: {} holds paths commands may not touch ({}), so commands cannot create, rename or remove \
+                 anything directly in it (they can change its existing files and use its subfolders freely). \
+                 Start sessions in a project folder rather than here.\n",
+                holder.display(),
+                names.join(", ")
+            )
+        })
+        .collect()
 }
 
 fn file_tools_line(sandbox: &SandboxStatus) -> String {
@@ -124,6 +153,7 @@ mod tests {
             denied: vec!["/home/u/.troupe".into(), "/home/u/.ssh".into()],
             writable: vec!["/home/u/.cargo".into()],
             tools_refused: None,
+            pid_namespace: true,
         }
     }
 
@@ -136,7 +166,8 @@ mod tests {
         assert!(text.contains("/home/u  (the session's directory)"), "{text}");
         assert!(text.contains("/home/u/.cargo"), "{text}");
         assert!(text.contains("network  no"), "{text}");
-        assert!(text.contains("Note: /home/u/.troupe lies inside the session's directory"), "{text}");
+        assert!(text.contains("Note: /home/u holds paths commands may not touch (.troupe, .ssh)"), "{text}");
+        assert_eq!(text.matches("Note:").count(), 1, "{text}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Where a run's tool calls work: the session's cwd as the kernel sees it, whether it is the top of a git work
-//! tree (the classifier needs to know), and the run's private temp dir.
+//! Where a run's tool calls work: the session's cwd as the kernel sees it, the git directory of the repository
+//! holding it when it lies outside it, and the run's private temp dir.
 //!
 //! Prepared on a blocking thread at the run's first tool call (a run without tool calls touches no disk for it)
 //! and torn down when the run ends: the temp dir and everything a tool left in it are removed.
@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 pub(crate) struct RunWorkspace {
     /// The session's cwd with symlinks resolved (as given when it cannot be resolved: the tools then report it).
     pub cwd: PathBuf,
-    /// Whether `cwd` holds `.git`: git commands there print nothing from outside it.
-    pub is_repository_root: bool,
+    /// The git directories of the repository holding `cwd` that lie outside it (a subfolder of a repository, a
+    /// worktree): writable by the run's commands, so that they can commit.
+    pub git_dirs: Vec<PathBuf>,
     /// `TMPDIR` of the run's tool processes, writable in every sandbox mode; `None` if it could not be made (each
     /// call then makes its own).
     pub temp_dir: Option<PathBuf>,
@@ -23,14 +24,14 @@ impl RunWorkspace {
         let fallback = cwd.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             let cwd = cwd.canonicalize().unwrap_or(cwd);
-            let is_repository_root = cwd.join(".git").exists();
+            let git_dirs = troupe_runtime::sandbox::repository::git_dirs_outside(&cwd);
             let temp_dir = make_temp_dir(&std::env::temp_dir(), &run_id)
                 .inspect_err(|error| tracing::warn!(%run_id, %error, "could not create the run's temp dir"))
                 .ok();
-            RunWorkspace { cwd, is_repository_root, temp_dir }
+            RunWorkspace { cwd, git_dirs, temp_dir }
         })
         .await;
-        prepared.unwrap_or(RunWorkspace { cwd: fallback, is_repository_root: false, temp_dir: None })
+        prepared.unwrap_or(RunWorkspace { cwd: fallback, git_dirs: Vec::new(), temp_dir: None })
     }
 
     /// Removes the temp dir and what the run's tools left in it.

@@ -242,8 +242,8 @@ fn validate(config: &mut Config) -> Result<(), String> {
         [("sandbox.deny_read", &config.sandbox.deny_read), ("sandbox.writable", &config.sandbox.writable)]
     {
         for (index, path) in paths.iter().enumerate() {
-            if !(path.starts_with('/') || path.starts_with("~/")) {
-                return Err(format!("{key}[{index}] must be an absolute path or start with ~/"));
+            if !(path.starts_with('/') || path.starts_with("~/") || path == "~") {
+                return Err(format!("{key}[{index}] must be an absolute path, ~ or start with ~/"));
             }
         }
     }

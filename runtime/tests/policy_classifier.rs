@@ -9,10 +9,29 @@ use troupe_runtime::tools::PermissionRequest;
 
 const CWD: &str = "/work/project";
 
-/// Whether `command` is low risk in `/work/project` with the given denied paths and repository position.
-fn low_risk_with(command: &str, denied: &[&str], cwd_is_repository_root: bool) -> bool {
+/// The project's symlinks, as the kernel would follow them: `pw -> /etc/passwd`, `etcdir -> /etc`,
+/// `inner -> src` (inside), and `broken/...` cannot be resolved.
+fn resolve(path: &Path) -> Option<PathBuf> {
+    let links = [
+        ("/work/project/pw", "/etc/passwd"),
+        ("/work/project/etcdir", "/etc"),
+        ("/work/project/inner", "/work/project/src"),
+    ];
+    if path.starts_with("/work/project/broken") {
+        return None;
+    }
+    for (link, target) in links {
+        if let Ok(rest) = path.strip_prefix(link) {
+            return Some(Path::new(target).join(rest));
+        }
+    }
+    Some(path.to_path_buf())
+}
+
+/// Whether `command` is low risk in `/work/project` with the given denied paths.
+fn low_risk_with(command: &str, denied: &[&str]) -> bool {
     let denied: Vec<PathBuf> = denied.iter().map(PathBuf::from).collect();
-    let context = ClassifierContext { cwd: Path::new(CWD), denied: &denied, cwd_is_repository_root };
+    let context = ClassifierContext { cwd: Path::new(CWD), denied: &denied, resolve: &resolve };
     let request = PermissionRequest {
         action: PermissionAction::Execute,
         resource: command.to_owned(),
@@ -22,9 +41,9 @@ fn low_risk_with(command: &str, denied: &[&str], cwd_is_repository_root: bool) -
     is_low_risk("shell", &request, &json!({"command": command}), &context)
 }
 
-/// The data dir outside the cwd, at the top of a repository.
+/// The data dir outside the cwd.
 fn low_risk(command: &str) -> bool {
-    low_risk_with(command, &["/home/me/.troupe"], true)
+    low_risk_with(command, &["/home/me/.troupe"])
 }
 
 #[test]
@@ -34,12 +53,6 @@ fn ordinary_read_only_commands_stay_low_risk() {
         "ls -la src",
         "cat src/main.rs",
         "grep -rn foo src",
-        "git status",
-        "git diff",
-        "git log --oneline -5",
-        "git log -n5 --format=%h",
-        "git show HEAD",
-        "git show HEAD:src/main.rs",
         "rg foo",
         "rg -n -e foo -g '*.rs' src",
         "find . -name '*.rs'",
@@ -60,8 +73,16 @@ fn ordinary_read_only_commands_stay_low_risk() {
         "pwd",
         "ls -- -weird-name",
         "cat /work/project/src/main.rs",
-        "wc -l src/*.rs",
         "ls;",
+        // Globs for programs that never follow their operands.
+        "ls -l src/*.rs",
+        "ls -d -- *",
+        "stat src/*.rs",
+        "du -sh src/*",
+        "find src/* -name x",
+        // A symlink that stays inside.
+        "cat inner/lib.rs",
+        "grep -r x inner",
     ] {
         assert!(low_risk(command), "{command}");
     }
@@ -87,59 +108,63 @@ fn the_red_teams_writes_are_not_low_risk() {
 }
 
 #[test]
-fn git_output_from_outside_the_cwd_is_not_low_risk_below_the_repository_root() {
-    let below_root = |command: &str| low_risk_with(command, &["/home/me/.troupe"], false);
-    for command in [
-        "git show HEAD:secret",
-        "git show HEAD:../secret",
-        "git show :secret",
-        "git log -p",
-        "git log --patch",
-        "git log -u",
-        "git log --stat",
-        "git diff",
-        "git show HEAD",
-        "git diff -- :/",
-        "git diff -- ':(top)x'",
-        "git diff -- ../x",
-    ] {
-        assert!(!below_root(command), "{command}");
-    }
-    for command in ["git status", "git log --oneline -5", "git diff -- src", "git log -p -- .", "git log main..feature"]
-    {
-        assert!(below_root(command), "{command}");
-    }
-    // At the root, paths in revisions must still stay inside.
-    for command in ["git show HEAD:../secret", "git show HEAD:/etc/passwd", "git show :/fix"] {
+fn git_is_never_low_risk() {
+    // A repository's own configuration can make any of them run a program (`core.fsmonitor`, `diff.external`,
+    // textconv and clean/smudge filters).
+    for command in ["git status", "git diff", "git log --oneline -5", "git show HEAD", "git show HEAD:src/main.rs"] {
         assert!(!low_risk(command), "{command}");
     }
 }
 
 #[test]
-fn git_options_that_run_write_or_escape_are_not_low_risk() {
+fn symlinks_out_of_the_cwd_are_not_followed_unasked() {
     for command in [
-        "git -c core.pager=x log",
-        "git -C .. status",
-        "git --git-dir=/x log",
-        "git --work-tree=/ status",
-        "git --exec-path=/x log",
-        "git -p log",
-        "git --paginate log",
-        "git diff --output=x",
-        "git diff --output x",
-        "git diff --out=x",
-        "git diff --ext-diff",
-        "git diff --textconv",
-        "git diff -O/etc/passwd",
-        "git diff -Oorder",
-        "git diff --no-index /etc/passwd x",
-        "git log --show-signature",
-        "git log --format=%G?",
-        "git status -v",
-        "git push",
-        "git commit -m x",
-        "git log ../x",
-        "git log /etc",
+        // The red team's reads through symlinks.
+        "cat pw",
+        "head -3 etcdir/shadow",
+        "grep -R -l root etcdir",
+        "find -L .",
+        // The same through other programs and spellings.
+        "cat ./pw",
+        "ls etcdir",
+        "ls etcdir/",
+        "grep -r -l root etcdir",
+        "rg root etcdir",
+        "tree etcdir",
+        "du -s etcdir/",
+        "stat etcdir/shadow",
+        "wc -l pw",
+        "cat broken/x",
+        // Options that follow symlinks.
+        "grep --dereference-recursive root",
+        "find -H .",
+        "find . -follow",
+        "tree -l",
+        "ls -L",
+        "ls -H src",
+        "ls --dereference src",
+        "ls --dereference-command-line src",
+        "rg -L root",
+        "rg --follow root",
+        "du -L",
+        "du -H src",
+        "du -D src",
+        "du --dereference",
+        "du --dereference-args src",
+        "stat -L README.md",
+        "stat --dereference README.md",
+        "file -L README.md",
+        "file --dereference README.md",
+        "wc --files0-from=list",
+        // Globs whose matches may be symlinks, for programs that follow them.
+        "cat *",
+        "wc -l src/*.rs",
+        "grep -r x *",
+        "head src/*.rs",
+        "ls *",
+        "ls -d */",
+        "ls -l etc*/shadow",
+        "stat src/*/x",
     ] {
         assert!(!low_risk(command), "{command}");
     }
@@ -147,7 +172,7 @@ fn git_options_that_run_write_or_escape_are_not_low_risk() {
 
 #[test]
 fn the_data_dir_inside_the_cwd_is_out_of_reach() {
-    let data_dir_inside = |command: &str| low_risk_with(command, &["/work/project/.troupe"], true);
+    let data_dir_inside = |command: &str| low_risk_with(command, &["/work/project/.troupe"]);
     for command in [
         "cat .troupe/daemon/token",
         "cat ./.troupe/daemon/token",
@@ -169,7 +194,7 @@ fn the_data_dir_inside_the_cwd_is_out_of_reach() {
         assert!(!data_dir_inside(command), "{command}");
     }
     for command in
-        ["ls -la", "cat src/main.rs", "grep -rn foo src", "rg foo src", "cat docs/*.md", "cat -- *.md", "find src"]
+        ["ls -la", "cat src/main.rs", "grep -rn foo src", "rg foo src", "ls -l docs/*.md", "stat -- *.md", "find src"]
     {
         assert!(data_dir_inside(command), "{command}");
     }

@@ -16,6 +16,27 @@ const MODES: [PermissionMode; 5] = [
     PermissionMode::Yolo,
 ];
 
+/// A shell command: the mode table applies to it as it is.
+fn command() -> PermissionRequest {
+    PermissionRequest {
+        action: PermissionAction::Execute,
+        resource: "cargo test".to_owned(),
+        summary: String::new(),
+        inside_cwd: true,
+    }
+}
+
+/// A file tool's write, inside the cwd or not.
+fn write(inside_cwd: bool) -> PermissionRequest {
+    let resource = if inside_cwd { "/work/project/src/lib.rs" } else { "/home/me/.bashrc" };
+    PermissionRequest {
+        action: PermissionAction::Write,
+        resource: resource.to_owned(),
+        summary: String::new(),
+        inside_cwd,
+    }
+}
+
 fn evaluation(effect: Effect, source: RuleSource) -> Evaluation {
     Evaluation { effect, reason: "because".to_owned(), source }
 }
@@ -44,7 +65,7 @@ fn hard_denies_and_rule_denies_hold_in_every_mode_whatever_the_grants() {
         for mode in MODES {
             for granted in [false, true] {
                 for low_risk in [false, true] {
-                    let decision = decide(mode, &evaluation(Effect::Deny, source), granted, low_risk);
+                    let decision = decide(mode, &evaluation(Effect::Deny, source), &command(), granted, low_risk);
                     assert_eq!(decision, Decision::Deny { reason: "because".to_owned() }, "{source:?} {mode:?}");
                 }
             }
@@ -58,7 +79,7 @@ fn allows_hold_in_every_mode() {
         for mode in MODES {
             for granted in [false, true] {
                 for low_risk in [false, true] {
-                    let decision = decide(mode, &evaluation(Effect::Allow, source), granted, low_risk);
+                    let decision = decide(mode, &evaluation(Effect::Allow, source), &command(), granted, low_risk);
                     assert_eq!(decision, Decision::Allow { reason: "because".to_owned() }, "{source:?} {mode:?}");
                 }
             }
@@ -96,28 +117,59 @@ fn asks_follow_the_grant_the_classifier_and_the_mode() {
     assert_eq!(table.len(), MODES.len() * 4, "every mode, grant and verdict");
     for source in [RuleSource::BuiltIn, RuleSource::Config(0), RuleSource::Agent(0)] {
         for (mode, granted, low_risk, expected) in &table {
-            let decision = decide(*mode, &evaluation(Effect::Ask, source), *granted, *low_risk);
+            let decision = decide(*mode, &evaluation(Effect::Ask, source), &command(), *granted, *low_risk);
             assert_eq!(outcome(&decision), *expected, "{mode:?} granted={granted} low_risk={low_risk}");
         }
     }
 }
 
 #[test]
+fn file_tool_writes_outside_the_cwd_are_never_approved_by_a_mode_or_the_classifier() {
+    use Outcome::*;
+    use PermissionMode::*;
+    let ask = evaluation(Effect::Ask, RuleSource::BuiltIn);
+    for (mode, expected) in
+        [(AutoApprove, AskUser), (AutoApproveN, Deny), (AutoApproveY, AskUser), (Ask, AskUser), (Yolo, AskUser)]
+    {
+        for low_risk in [false, true] {
+            let decision = decide(mode, &ask, &write(false), false, low_risk);
+            assert_eq!(outcome(&decision), expected, "{mode:?} low_risk={low_risk}");
+        }
+        // A tree grant or an explicit allow rule is the user's own intent.
+        assert_eq!(outcome(&decide(mode, &ask, &write(false), true, false)), Allow, "{mode:?} granted");
+        let allow_rule = evaluation(Effect::Allow, RuleSource::Config(0));
+        assert_eq!(outcome(&decide(mode, &allow_rule, &write(false), false, false)), Allow, "{mode:?} allow rule");
+    }
+    // Inside the cwd, writes follow the ordinary table.
+    assert_eq!(outcome(&decide(Yolo, &ask, &write(true), false, false)), Allow);
+    assert_eq!(outcome(&decide(AutoApproveY, &ask, &write(true), false, false)), AllowOnceByMode);
+    let Decision::Deny { reason } = decide(AutoApproveN, &ask, &write(false), false, false) else { panic!() };
+    assert_eq!(reason, "rejected by auto_approve_n: because");
+}
+
+#[test]
 fn reasons_say_who_decided() {
     let ask = evaluation(Effect::Ask, RuleSource::BuiltIn);
-    let Decision::Deny { reason } = decide(PermissionMode::AutoApproveN, &ask, false, false) else { panic!() };
+    let Decision::Deny { reason } = decide(PermissionMode::AutoApproveN, &ask, &command(), false, false) else {
+        panic!()
+    };
     assert_eq!(reason, "rejected by auto_approve_n: because");
-    let Decision::AskUser { reason } = decide(PermissionMode::Ask, &ask, false, false) else { panic!() };
+    let Decision::AskUser { reason } = decide(PermissionMode::Ask, &ask, &command(), false, false) else { panic!() };
     assert_eq!(reason, "because");
-    let Decision::Allow { reason } = decide(PermissionMode::Ask, &ask, true, false) else { panic!() };
+    let Decision::Allow { reason } = decide(PermissionMode::Ask, &ask, &command(), true, false) else { panic!() };
     assert!(reason.contains("approve_tree"), "{reason}");
-    let Decision::Allow { reason } = decide(PermissionMode::Yolo, &ask, false, false) else { panic!() };
+    let Decision::Allow { reason } = decide(PermissionMode::Yolo, &ask, &command(), false, false) else { panic!() };
     assert!(reason.contains("yolo"), "{reason}");
 }
 
-/// The session runs at the top of a repository in `/work/project`; the data dir lies elsewhere.
+/// Every path is its own physical path: there are no symlinks.
+fn resolve(path: &Path) -> Option<PathBuf> {
+    Some(path.to_path_buf())
+}
+
+/// The session runs in `/work/project`; the data dir lies elsewhere.
 fn context(denied: &[PathBuf]) -> ClassifierContext<'_> {
-    ClassifierContext { cwd: Path::new("/work/project"), denied, cwd_is_repository_root: true }
+    ClassifierContext { cwd: Path::new("/work/project"), denied, resolve: &resolve }
 }
 
 fn shell(command: &str) -> bool {
@@ -140,15 +192,10 @@ fn the_classifier_approves_read_only_commands_that_stay_in_the_cwd() {
         "cat Cargo.toml",
         "head -n 20 src/lib.rs",
         "tail -n 5 log.txt",
-        "wc -l src/*.rs",
-        "git log main..feature",
+        "ls -l src/*.rs",
         "grep -rn 'fn main' src",
         "rg -n \"TODO|FIXME\" runtime",
         "find . -name '*.rs' -type f",
-        "git status",
-        "git diff --stat",
-        "git log --oneline -n 10",
-        "git show HEAD",
         "echo hello world",
         "which cargo",
         "stat README.md",
@@ -206,6 +253,10 @@ fn the_classifier_escalates_everything_else() {
         "find . -ok rm",
         "git push",
         "git commit -m x",
+        "git status",
+        "git diff --stat",
+        "git log --oneline -n 10",
+        "wc -l src/*.rs",
         "git -C other status",
         "git -c core.pager=sh log",
         "git diff --output=patch",

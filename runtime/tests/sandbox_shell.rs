@@ -7,90 +7,18 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
-use tempfile::TempDir;
-use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_protocol::types::run::ToolResultStatus;
 use troupe_runtime::config::{SandboxConfig, SandboxMode};
 use troupe_runtime::sandbox::plan::Grant;
 use troupe_runtime::sandbox::{Sandbox, Support};
-use troupe_runtime::tools::{Tool, ToolContext, ToolRegistry};
+use troupe_runtime::tools::ToolRegistry;
 
-const STEP: Duration = Duration::from_secs(20);
-const TOKEN: &str = "troupe-token-0123456789abcdef";
-const API_KEY: &str = "sk-live-SECRETKEY42";
-const CONFIG: &str = "[sandbox]\nmode = \"workspace-write\"\n";
+mod sandbox_support;
 
-fn shell() -> &'static dyn Tool {
-    static REGISTRY: std::sync::OnceLock<ToolRegistry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(ToolRegistry::builtin).get("shell").expect("shell is built in")
-}
-
-/// A home that is also the cwd, holding the data directory `.troupe` with a token, API keys and a config, and a
-/// `work` folder.
-struct Workspace {
-    home: TempDir,
-    data_dir: PathBuf,
-}
-
-impl Workspace {
-    fn new() -> Workspace {
-        let home = tempfile::tempdir().unwrap();
-        let data_dir = home.path().join(".troupe");
-        std::fs::create_dir_all(data_dir.join("daemon")).unwrap();
-        std::fs::write(data_dir.join("daemon").join("token"), TOKEN).unwrap();
-        std::fs::write(data_dir.join("providers.json"), format!("{{\"openai\":{{\"api_key\":\"{API_KEY}\"}}}}"))
-            .unwrap();
-        std::fs::write(data_dir.join("config.toml"), CONFIG).unwrap();
-        std::fs::create_dir(home.path().join("work")).unwrap();
-        Workspace { home, data_dir }
-    }
-
-    fn cwd(&self) -> &Path {
-        self.home.path()
-    }
-
-    fn sandbox(&self, config: SandboxConfig) -> Arc<Sandbox> {
-        Arc::new(Sandbox::new(&config, &self.data_dir, Some(self.home.path())))
-    }
-
-    fn context(&self, sandbox: &Arc<Sandbox>) -> ToolContext {
-        let mut context = ToolContext::new(self.cwd());
-        context.sandbox = Arc::clone(sandbox);
-        context
-    }
-
-    async fn run(&self, sandbox: &Arc<Sandbox>, command: &str) -> PersistedToolResult {
-        tokio::time::timeout(STEP, shell().execute(json!({"command": command}), self.context(sandbox)))
-            .await
-            .expect("the shell call ends in time")
-    }
-}
-
-fn config(mode: SandboxMode) -> SandboxConfig {
-    SandboxConfig { mode, ..SandboxConfig::default() }
-}
-
-/// Whether this kernel enforces Landlock; when not, the test says so and checks nothing.
-fn landlock(sandbox: &Sandbox) -> bool {
-    match sandbox.support() {
-        Support::Landlock { .. } => true,
-        Support::Unavailable { reason } => {
-            eprintln!("skipped: Landlock is unavailable: {reason}");
-            false
-        }
-    }
-}
-
-fn assert_status(result: &PersistedToolResult, status: ToolResultStatus) {
-    assert_eq!(result.status, status, "{}", result.output);
-}
-
-fn assert_no_secret(result: &PersistedToolResult) {
-    assert!(!result.output.contains(TOKEN), "the token leaked: {}", result.output);
-    assert!(!result.output.contains("SECRETKEY"), "the API key leaked: {}", result.output);
-}
+use sandbox_support::*;
 
 #[tokio::test]
 async fn the_data_directory_cannot_be_read() {
@@ -104,7 +32,7 @@ async fn the_data_directory_cannot_be_read() {
         assert_status(&result, ToolResultStatus::Error);
         assert_no_secret(&result);
         assert!(result.output.contains("Permission denied"), "{}", result.output);
-        assert!(result.output.contains("this command ran in troupe's sandbox (workspace-write)"), "{}", result.output);
+        assert!(result.output.contains("troupe sandbox, mode workspace-write"), "{}", result.output);
     }
     let result = workspace.run(&sandbox, "grep -r sk- . ; grep -r troupe-token .").await;
     assert_no_secret(&result);
@@ -302,10 +230,21 @@ async fn read_only_mode_refuses_cwd_writes() {
     let result = workspace.run(&sandbox, "echo x > work/f").await;
     assert_status(&result, ToolResultStatus::Error);
     assert!(
-        result.output.contains("(read-only)") && result.output.contains("writes only $TMPDIR"),
+        result.output.contains("mode read-only") && result.output.contains("may write only $TMPDIR"),
         "{}",
         result.output
     );
+    assert!(!workspace.cwd().join("work/f").exists());
+    // The file tools change nothing either.
+    for (tool, arguments) in [
+        ("write_file", json!({"path": "work/f", "content": "x"})),
+        ("edit_file", json!({"path": "work/g", "old_string": "a", "new_string": "b"})),
+    ] {
+        let registry = ToolRegistry::builtin();
+        let result = registry.get(tool).unwrap().execute(arguments, workspace.context(&sandbox)).await;
+        assert_status(&result, ToolResultStatus::Denied);
+        assert!(result.output.contains("read-only mode"), "{}", result.output);
+    }
     assert!(!workspace.cwd().join("work/f").exists());
     let result = workspace.run(&sandbox, "echo y > \"$TMPDIR/t\" && cat .troupe/../work/../.troupe/config.toml").await;
     assert_status(&result, ToolResultStatus::Error);
@@ -411,7 +350,7 @@ fn the_plan_carves_around_the_data_directory() {
     let temp = tempfile::tempdir().unwrap();
     let data_dir = sandbox.data_dir().to_path_buf();
 
-    let plan = troupe_runtime::sandbox::plan::plan(&sandbox, &cwd, temp.path());
+    let plan = troupe_runtime::sandbox::plan::plan(&sandbox, &cwd, temp.path(), &[]);
     for rule in plan.rules.iter().filter(|rule| rule.grant != Grant::ListNames) {
         assert!(!rule.path.starts_with(&data_dir), "{} reaches into the data dir", rule.path.display());
         assert!(!data_dir.starts_with(&rule.path), "{} holds the data dir", rule.path.display());
@@ -427,9 +366,9 @@ fn the_plan_carves_around_the_data_directory() {
         const ROUNDS: u32 = 20;
         let started = Instant::now();
         for _ in 0..ROUNDS {
-            drop(sandbox.prepare(&cwd, temp.path()).unwrap());
+            drop(sandbox.prepare(&cwd, temp.path(), &[]).unwrap());
         }
-        let rules = sandbox.prepare(&cwd, temp.path()).unwrap().map_or(0, |prepared| prepared.plan().rules.len());
+        let rules = sandbox.prepare(&cwd, temp.path(), &[]).unwrap().map_or(0, |prepared| prepared.plan().rules.len());
         println!("prepare(): {:?} per call, {rules} rules", started.elapsed() / ROUNDS);
     }
 }

@@ -224,3 +224,29 @@ async fn cancelled_file_calls_do_nothing() {
     assert_eq!(result.status, ToolResultStatus::Cancelled);
     assert!(!directory.path().join("x.txt").exists());
 }
+
+#[tokio::test]
+async fn a_file_that_is_one_huge_line_is_cut_to_the_budget_not_buffered_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4 MiB without a newline, after two short lines.
+    let mut content = b"first\nsecond\n".to_vec();
+    content.extend(std::iter::repeat_n(b'x', 4 * 1024 * 1024));
+    std::fs::write(dir.path().join("big.txt"), &content).unwrap();
+    let mut context = ToolContext::new(dir.path());
+    context.limits.max_read_bytes = 1000;
+    let tool = ToolRegistry::builtin();
+    let tool = tool.get("read_file").unwrap();
+    let result = tool.execute(json!({"path": "big.txt", "offset_line": 3}), context).await;
+    assert_eq!(result.status, ToolResultStatus::Ok, "{}", result.output);
+    assert!(result.output.starts_with(&"x".repeat(1000)), "{}", &result.output[..50]);
+    assert!(result.output.contains("line 3 cut after 1000 bytes"), "{}", &result.output[1000..]);
+    assert!(result.output.contains("continue with offset_line=4"), "{}", &result.output[1000..]);
+    let mut context = ToolContext::new(dir.path());
+    context.limits.max_read_bytes = 1000;
+    let result = tool.execute(json!({"path": "big.txt", "limit_lines": 1}), context).await;
+    assert!(
+        result.output.starts_with("first\n[truncated: showed lines 1..=1; continue with offset_line=2]"),
+        "{}",
+        result.output
+    );
+}

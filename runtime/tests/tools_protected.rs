@@ -275,6 +275,24 @@ async fn other_denied_paths_are_refused_even_when_approved() {
 }
 
 #[tokio::test]
+async fn the_daemons_own_proc_files_are_refused_even_when_approved() {
+    let layout = Layout::new();
+    // File tools run inside the daemon: its environment, memory map and descriptors are behind /proc/self.
+    for path in ["/proc/self/environ", "/proc/self/maps", "/proc/1/environ"] {
+        let arguments = json!({"path": path});
+        let mut context = layout.context();
+        context.approved_request =
+            Some(ToolRegistry::builtin().get("read_file").unwrap().permission(&arguments, &layout.cwd).unwrap());
+        assert_refused(&execute("read_file", arguments, context).await, "/proc");
+    }
+    let listing = json!({"path": "/proc/self/fd"});
+    let mut context = layout.context();
+    context.approved_request =
+        Some(ToolRegistry::builtin().get("list_dir").unwrap().permission(&listing, &layout.cwd).unwrap());
+    assert_refused(&execute("list_dir", listing, context).await, "/proc");
+}
+
+#[tokio::test]
 async fn an_unconfined_context_protects_nothing() {
     let layout = Layout::new();
     let read = execute("read_file", json!({"path": ".troupe/daemon/token"}), ToolContext::new(&layout.cwd)).await;

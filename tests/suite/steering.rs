@@ -111,11 +111,13 @@ async fn steers_are_promoted_fifo_at_the_next_boundary_and_recall_takes_the_newe
 async fn cancel_kills_the_command_tree_and_voids_pending_input() {
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
-    let pid_file = daemon.project_path().join("child.pid");
+    // Found by its command line: the command runs in a PID namespace of its own, where `$!` is not a host pid.
+    let marker = format!("sleep 60.{}", std::process::id());
+    let command = format!("{marker} & wait");
     connect_script(
         &client,
         daemon.data_path(),
-        json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 60 & echo $! > child.pid; wait"}}]}]}),
+        json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": command}}]}]}),
     )
     .await;
     let session = daemon.create_session(&client).await;
@@ -123,9 +125,7 @@ async fn cancel_kills_the_command_tree_and_voids_pending_input() {
     client.subscribe(&session.session_id, None).await.unwrap();
     let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "sleep").await;
     events_until(&mut deliveries, |e| matches!(e.payload, EventPayload::ToolCallStarted { .. })).await;
-    eventually("the child wrote its pid", || std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.ends_with('\n')))
-        .await;
-    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    eventually("the grandchild runs", || !processes_with(&marker).is_empty()).await;
     steer(&client, &run_id, "never promoted").await;
 
     let cancelled =
@@ -139,7 +139,7 @@ async fn cancel_kills_the_command_tree_and_voids_pending_input() {
         _ => None,
     });
     assert_eq!(status, Some(ToolResultStatus::Cancelled));
-    eventually("the grandchild is gone", || !process_alive(pid)).await;
+    eventually("the grandchild is gone", || processes_with(&marker).is_empty()).await;
 
     let again = client.call::<method::RunCancel>(RunIdParams { run_id: run_id.clone() }).await.unwrap();
     assert!(!again.cancelled, "a finished run cannot be cancelled again");
@@ -150,10 +150,4 @@ async fn cancel_kills_the_command_tree_and_voids_pending_input() {
     let next = start_run(&client, &session.session_id, echo_selection(), "still here").await;
     let events = events_until(&mut deliveries, |e| e.run_id.as_deref() == Some(&next) && is_terminal(e)).await;
     assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }));
-}
-
-/// Alive and not a zombie.
-fn process_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
 }

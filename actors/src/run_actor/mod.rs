@@ -486,6 +486,7 @@ impl RunLoop {
             approved_request: Some(request.clone()),
             sandbox: services.sandbox.clone(),
             temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
+            writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
         };
         let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
         let mut masks = OutputMasks::new(&services.secrets);
@@ -536,18 +537,33 @@ impl RunLoop {
                 (PermissionMode::Ask, false)
             }
         };
+        // The classifier only matters for an `ask` not covered by a grant in the `auto_approve` modes. It resolves
+        // every path it is given (blocking `stat` calls), so it runs on a blocking thread; a failure is "not low risk".
+        let classifier_matters = evaluation.effect == troupe_runtime::policy::Effect::Ask
+            && !granted
+            && matches!(
+                mode,
+                PermissionMode::AutoApprove | PermissionMode::AutoApproveN | PermissionMode::AutoApproveY
+            );
         let low_risk = match &self.workspace {
-            Some(workspace) => {
-                let context = ClassifierContext {
-                    cwd: &workspace.cwd,
-                    denied: self.setup.services.sandbox.denied(),
-                    cwd_is_repository_root: workspace.is_repository_root,
-                };
-                is_low_risk(&call.tool, request, &call.arguments, &context)
+            Some(workspace) if classifier_matters => {
+                let cwd = workspace.cwd.clone();
+                let denied = self.setup.services.sandbox.denied().to_vec();
+                let (tool, request, arguments) = (call.tool.clone(), request.clone(), call.arguments.clone());
+                tokio::task::spawn_blocking(move || {
+                    let resolve = |path: &std::path::Path| {
+                        let requested = path.to_str()?;
+                        troupe_runtime::tools::paths::resolve_path(&cwd, requested).ok().map(|resolved| resolved.path)
+                    };
+                    let context = ClassifierContext { cwd: &cwd, denied: &denied, resolve: &resolve };
+                    is_low_risk(&tool, &request, &arguments, &context)
+                })
+                .await
+                .unwrap_or(false)
             }
-            None => false,
+            _ => false,
         };
-        let reason = match decide(mode, &evaluation, granted, low_risk) {
+        let reason = match decide(mode, &evaluation, request, granted, low_risk) {
             Decision::Allow { .. } | Decision::AllowOnceByMode => return None,
             Decision::Deny { reason } => return Some(tool_result(ToolResultStatus::Denied, reason)),
             Decision::AskUser { reason } => reason,

@@ -155,6 +155,10 @@ pub struct SandboxStatus {
     pub writable: Vec<String>,
     /// Why tool processes are refused, when the mode asks for a sandbox this kernel cannot give.
     pub tools_refused: Option<String>,
+    /// Whether each command runs in a PID namespace of its own, so that nothing it starts (`setsid` included)
+    /// outlives it. Where the system allows no such namespace, the command's process group is killed instead.
+    #[serde(default)]
+    pub pid_namespace: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -1,11 +1,13 @@
 //! The built-in classifier of the `auto_approve` modes: which operations are low risk enough to run unasked.
 //!
-//! The module docs of [`super`] list exactly what it approves. It judges the text of the call only: it does not
-//! look at the file system, so it errs towards "not low risk" whenever the text leaves room for doubt. Shell
-//! commands are read with a shell grammar ([`super::shell_ast`]), options are normalised by each program's rules
+//! The module docs of [`super`] list exactly what it approves. It judges the text of the call, and asks the
+//! caller's resolver ([`ClassifierContext::resolve`]) where each path really leads; it never touches the file
+//! system itself, and it errs towards "not low risk" whenever the text leaves room for doubt. Shell commands are
+//! read with a shell grammar ([`super::shell_ast`]), options are normalised by each program's rules
 //! ([`super::command_options`]) and checked against an allowlist ([`super::command_allowlist`]), and every path
-//! is resolved against the cwd by its text ([`super::cwd_paths`]).
+//! must stay inside the cwd both by its text and physically ([`super::cwd_paths`]).
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use brush_parser::ast::CommandPrefixOrSuffixItem;
@@ -19,20 +21,35 @@ use super::cwd_paths::resolved_path_is_safe;
 use super::shell_ast::{ShellWord, decode_word, sole_simple_command};
 use crate::tools::PermissionRequest;
 
-/// What the classifier knows besides the call: where it runs and what it must never touch.
-#[derive(Clone, Copy, Debug)]
+/// What the classifier knows besides the call: where it runs, what it must never touch, and how to learn where a
+/// path really leads.
+#[derive(Clone, Copy)]
 pub struct ClassifierContext<'a> {
     /// The session's canonical working directory.
     pub cwd: &'a Path,
     /// Canonical absolute paths no tool may read: the daemon's data dir and the sandbox's deny list.
     pub denied: &'a [PathBuf],
-    /// Whether `cwd` is the top level of a git work tree (so git output stays inside it).
-    pub cwd_is_repository_root: bool,
+    /// The physical path of an absolute path, existing or not yet existing: every symlink followed (`..` after a
+    /// symlink included) as the kernel would. `None` when it cannot be resolved, which makes the call not low
+    /// risk. The caller supplies it (it does blocking I/O); the classifier does no file-system access itself.
+    pub resolve: &'a dyn Fn(&Path) -> Option<PathBuf>,
+}
+
+impl fmt::Debug for ClassifierContext<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("ClassifierContext")
+            .field("cwd", &self.cwd)
+            .field("denied", &self.denied)
+            .finish_non_exhaustive()
+    }
 }
 
 /// True for operations the `auto_approve` classifier approves without asking: reads by file tools inside the
 /// cwd that touch no denied path, and shell commands that are one allowlisted read-only simple command whose
-/// paths stay inside the cwd (see the module docs of [`super`]). Writes are never low risk.
+/// paths stay inside the cwd, by their text and physically (see the module docs of [`super`]). Writes are never
+/// low risk. It may call `context.resolve` once per path argument, so callers with a blocking resolver run it on
+/// a blocking thread.
 pub fn is_low_risk(
     tool: &str,
     request: &PermissionRequest,

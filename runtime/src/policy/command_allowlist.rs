@@ -1,16 +1,18 @@
 //! The classifier's allowlist: read-only programs, the options each may be given, and which operands are paths.
 //!
 //! An option not listed makes the command not low risk, so a program's options that write (`tree -o`, `file -C`),
-//! run programs (`rg --pre`, `find -exec`) or read a file named elsewhere (`wc --files0-from`) are refused
-//! without being named here.
+//! run programs (`rg --pre`, `find -exec`), read a file named elsewhere (`wc --files0-from`) or follow symlinks
+//! (`grep -R`, `find -L`, `ls -L`, `rg --follow`, `du -L`, `stat -L`, `file -L`, `tree -l`) are refused without
+//! being named here. `git` is not on the list at all: a repository's own configuration can make almost any git
+//! command run a program (`core.fsmonitor`, `diff.external`, textconv and clean/smudge filters).
 
 use super::ClassifierContext;
 use super::command_options::{Argument, Attached, OptionSpec, operands, options, parse_options};
 use super::cwd_paths::{Reach, path_is_safe};
-use super::git_allowlist::is_read_only_git;
 
+/// `ls` without `-L`, `-H`, `--dereference` and `--dereference-command-line`.
 const LS: OptionSpec = OptionSpec {
-    short_flags: "aAbBcCdfFgGhHiklLmnNopqQrRsStuUvxX1Z",
+    short_flags: "aAbBcCdfFgGhiklmnNopqQrRsStuUvxX1Z",
     short_valued: "ITw",
     long_flags: &[
         "all",
@@ -31,8 +33,6 @@ const LS: OptionSpec = OptionSpec {
         "recursive",
         "reverse",
         "size",
-        "dereference",
-        "dereference-command-line",
         "group-directories-first",
         "full-time",
         "author",
@@ -87,8 +87,9 @@ const WC: OptionSpec = OptionSpec {
     ..OptionSpec::EMPTY
 };
 
+/// `grep` without `-R`/`--dereference-recursive`, `-d` and `-D`.
 const GREP: OptionSpec = OptionSpec {
-    short_flags: "EFGPiywxvcLlnohsqrRHbaIUzZT",
+    short_flags: "EFGPiywxvcLlnohsqrHbaIUzZT",
     short_valued: "efmABC",
     long_flags: &[
         "extended-regexp",
@@ -111,7 +112,6 @@ const GREP: OptionSpec = OptionSpec {
         "quiet",
         "silent",
         "recursive",
-        "dereference-recursive",
         "byte-offset",
         "text",
         "null",
@@ -137,10 +137,10 @@ const GREP: OptionSpec = OptionSpec {
     ..OptionSpec::EMPTY
 };
 
-/// `rg` without `--pre`, `--pre-glob`, `-z`/`--search-zip` (decompressors are programs), `--ignore-file` and
-/// `--type-add`.
+/// `rg` without `--pre`, `--pre-glob`, `-z`/`--search-zip` (decompressors are programs), `--ignore-file`,
+/// `--type-add` and `-L`/`--follow`.
 const RG: OptionSpec = OptionSpec {
-    short_flags: "iSsnNwxvclLFuHIoUqa0p.",
+    short_flags: "iSsnNwxvclFuHIoUqa0p.",
     short_valued: "egtTABCmMjfrE",
     long_flags: &[
         "hidden",
@@ -169,7 +169,6 @@ const RG: OptionSpec = OptionSpec {
         "heading",
         "json",
         "multiline",
-        "follow",
         "vimgrep",
         "column",
         "trim",
@@ -225,25 +224,25 @@ const RG: OptionSpec = OptionSpec {
     ..OptionSpec::EMPTY
 };
 
+/// `stat` without `-L`/`--dereference`.
 const STAT: OptionSpec = OptionSpec {
-    short_flags: "Lft",
+    short_flags: "ft",
     short_valued: "c",
-    long_flags: &["dereference", "file-system", "terse"],
+    long_flags: &["file-system", "terse"],
     long_valued: &["format", "printf"],
     ..OptionSpec::EMPTY
 };
 
 /// `file` without `-C`/`--compile`, `-m` (magic files), `-f` (names from a file), `-z`/`-Z` (decompression may
-/// run programs) and `-p`.
+/// run programs), `-p` and `-L`/`--dereference`.
 const FILE: OptionSpec = OptionSpec {
-    short_flags: "bhiLkNnrsE0lv",
+    short_flags: "bhiknrsE0lv",
     short_valued: "eFP",
     long_flags: &[
         "brief",
         "mime",
         "mime-type",
         "mime-encoding",
-        "dereference",
         "no-dereference",
         "keep-going",
         "no-pad",
@@ -258,19 +257,18 @@ const FILE: OptionSpec = OptionSpec {
     ..OptionSpec::EMPTY
 };
 
+/// `du` without `-L`, `-H`, `-D`, `--dereference`, `--dereference-args` and `--files0-from`.
 const DU: OptionSpec = OptionSpec {
-    short_flags: "abcDhHkLlmsSxP0",
+    short_flags: "abchklmsSxP0",
     short_valued: "dBt",
     long_flags: &[
         "all",
         "apparent-size",
         "bytes",
         "total",
-        "dereference-args",
         "human-readable",
         "si",
         "count-links",
-        "dereference",
         "no-dereference",
         "summarize",
         "separate-dirs",
@@ -291,9 +289,10 @@ const DF: OptionSpec = OptionSpec {
     ..OptionSpec::EMPTY
 };
 
-/// `tree` without `-o`/`--output` (writes a file), `-R` and `-H` (write HTML files), `-T` and `--fromfile`.
+/// `tree` without `-o`/`--output` (writes a file), `-R` and `-H` (write HTML files), `-T`, `--fromfile` and `-l`
+/// (follows symlinks to directories).
 const TREE: OptionSpec = OptionSpec {
-    short_flags: "adlfxiqNQpugsDFvtcUrCnAShJX",
+    short_flags: "adfxiqNQpugsDFvtcUrCnAShJX",
     short_valued: "LPI",
     long_flags: &[
         "noreport",
@@ -322,15 +321,16 @@ const WHICH: OptionSpec = OptionSpec { short_flags: "as", ..OptionSpec::EMPTY };
 /// Whether `program arguments` only reads, and only inside the cwd, by the allowlist.
 pub(super) fn is_read_only(program: &str, arguments: &[Argument], context: &ClassifierContext<'_>) -> bool {
     match program {
-        "ls" => paths_command(&LS, arguments, context, |name| matches!(name, "-R" | "--recursive")),
-        "cat" => paths_command(&CAT, arguments, context, |_| false),
-        "head" | "tail" => paths_command(&HEAD_TAIL, arguments, context, |_| false),
-        "wc" => paths_command(&WC, arguments, context, |_| false),
-        "stat" => paths_command(&STAT, arguments, context, |_| false),
-        "file" => paths_command(&FILE, arguments, context, |_| false),
-        "df" => paths_command(&DF, arguments, context, |_| false),
-        "du" => recursive_paths_command(&DU, arguments, context),
-        "tree" => recursive_paths_command(&TREE, arguments, context),
+        "ls" => is_read_only_ls(arguments, context),
+        "cat" => paths_command(&CAT, arguments, context, Operands::Followed),
+        "head" | "tail" => paths_command(&HEAD_TAIL, arguments, context, Operands::Followed),
+        "wc" => paths_command(&WC, arguments, context, Operands::Followed),
+        "stat" => paths_command(&STAT, arguments, context, Operands::NotFollowed),
+        // `file` follows its operands when `POSIXLY_CORRECT` is set.
+        "file" => paths_command(&FILE, arguments, context, Operands::Followed),
+        "df" => paths_command(&DF, arguments, context, Operands::Followed),
+        "du" => recursive_paths_command(&DU, arguments, context, Operands::NotFollowed),
+        "tree" => recursive_paths_command(&TREE, arguments, context, Operands::Followed),
         "grep" => is_read_only_grep(arguments, context),
         "rg" => is_read_only_rg(arguments, context),
         "find" => is_read_only_find(arguments, context),
@@ -338,40 +338,69 @@ pub(super) fn is_read_only(program: &str, arguments: &[Argument], context: &Clas
         // Their operands are text and program names, not files they read.
         "which" => parse_options(&WHICH, arguments).is_some(),
         "echo" => true,
-        "git" => is_read_only_git(arguments, context),
         _ => false,
     }
 }
 
-/// A program whose operands are all paths it reads; `recursive` tells from an option whether it reads below
-/// them (`ls -R`). Given no path, it reads nothing below the cwd.
+/// Whether a program follows a symlink named on its command line. The matches of a glob are unknown until it
+/// runs, so a program that follows its operands is never given a glob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operands {
+    Followed,
+    /// Operands are looked at with `lstat` (`stat`, `du -P`, `find -P`, `ls -l`, `ls -d`).
+    NotFollowed,
+}
+
+/// A program whose operands are all paths it reads, and nothing below them. Given no path, it reads nothing
+/// below the cwd.
 fn paths_command(
     spec: &OptionSpec,
     arguments: &[Argument],
     context: &ClassifierContext<'_>,
-    recursive: impl Fn(&str) -> bool,
+    follows: Operands,
 ) -> bool {
-    let Some(parsed) = parse_options(spec, arguments) else { return false };
-    let recursive = options(&parsed).any(|(name, _)| recursive(name));
-    let reach = if recursive { Reach::Recursive } else { Reach::Single };
-    paths_are_safe(operands(&parsed), reach, recursive, context)
+    parse_options(spec, arguments)
+        .is_some_and(|parsed| paths_are_safe(operands(&parsed), Reach::Single, false, follows, context))
 }
 
 /// A program that reads everything below its path operands, or below `.` when given none.
-fn recursive_paths_command(spec: &OptionSpec, arguments: &[Argument], context: &ClassifierContext<'_>) -> bool {
+fn recursive_paths_command(
+    spec: &OptionSpec,
+    arguments: &[Argument],
+    context: &ClassifierContext<'_>,
+    follows: Operands,
+) -> bool {
     parse_options(spec, arguments)
-        .is_some_and(|parsed| paths_are_safe(operands(&parsed), Reach::Recursive, true, context))
+        .is_some_and(|parsed| paths_are_safe(operands(&parsed), Reach::Recursive, true, follows, context))
+}
+
+/// `ls`, recursive with `-R`; it follows a symlink to a directory named on its command line unless it lists in
+/// long format or lists directories themselves (`-l`, `-g`, `-n`, `-o`, `-d`, `--format=long`, ...).
+fn is_read_only_ls(arguments: &[Argument], context: &ClassifierContext<'_>) -> bool {
+    let Some(parsed) = parse_options(&LS, arguments) else { return false };
+    let recursive = options(&parsed).any(|(name, _)| matches!(name, "-R" | "--recursive"));
+    let not_followed = options(&parsed).any(|(name, value)| {
+        matches!(name, "-l" | "-g" | "-n" | "-o" | "-d" | "--directory" | "--full-time")
+            || (name == "--format" && matches!(value, Some("long" | "verbose")))
+    });
+    let follows = if not_followed { Operands::NotFollowed } else { Operands::Followed };
+    let reach = if recursive { Reach::Recursive } else { Reach::Single };
+    paths_are_safe(operands(&parsed), reach, recursive, follows, context)
 }
 
 fn paths_are_safe<'a>(
     paths: impl Iterator<Item = &'a Argument>,
     reach: Reach,
     defaults_to_cwd: bool,
+    follows: Operands,
     context: &ClassifierContext<'_>,
 ) -> bool {
     let mut any = false;
     for path in paths {
         any = true;
+        if path.glob && follows == Operands::Followed {
+            return false;
+        }
         // `-` is standard input.
         if path.text != "-" && !path_is_safe(&path.text, path.glob, reach, context) {
             return false;
@@ -382,8 +411,7 @@ fn paths_are_safe<'a>(
 
 fn is_read_only_grep(arguments: &[Argument], context: &ClassifierContext<'_>) -> bool {
     let Some(parsed) = parse_options(&GREP, arguments) else { return false };
-    let recursive =
-        options(&parsed).any(|(name, _)| matches!(name, "-r" | "-R" | "--recursive" | "--dereference-recursive"));
+    let recursive = options(&parsed).any(|(name, _)| matches!(name, "-r" | "--recursive"));
     let pattern_given = options(&parsed).any(|(name, _)| matches!(name, "-e" | "-f" | "--regexp" | "--file"));
     // The pattern files of `-f`/`--file` are read too.
     let pattern_files_safe = options(&parsed)
@@ -391,7 +419,7 @@ fn is_read_only_grep(arguments: &[Argument], context: &ClassifierContext<'_>) ->
         .all(|(_, value)| value.is_some_and(|file| file == "-" || path_is_safe(file, false, Reach::Single, context)));
     let paths = operands(&parsed).skip(usize::from(!pattern_given));
     let reach = if recursive { Reach::Recursive } else { Reach::Single };
-    pattern_files_safe && paths_are_safe(paths, reach, recursive, context)
+    pattern_files_safe && paths_are_safe(paths, reach, recursive, Operands::Followed, context)
 }
 
 fn is_read_only_rg(arguments: &[Argument], context: &ClassifierContext<'_>) -> bool {
@@ -402,7 +430,7 @@ fn is_read_only_rg(arguments: &[Argument], context: &ClassifierContext<'_>) -> b
         .filter(|(name, _)| matches!(*name, "-f" | "--file"))
         .all(|(_, value)| value.is_some_and(|file| file == "-" || path_is_safe(file, false, Reach::Single, context)));
     let paths = operands(&parsed).skip(usize::from(!pattern_given));
-    pattern_files_safe && paths_are_safe(paths, Reach::Recursive, true, context)
+    pattern_files_safe && paths_are_safe(paths, Reach::Recursive, true, Operands::Followed, context)
 }
 
 /// `find` primaries without an argument.
@@ -464,10 +492,11 @@ const FIND_TESTS_WITH_VALUE: [&str; 27] = [
 /// `find` primaries whose argument is a path it reads (the file's times or identity).
 const FIND_TESTS_WITH_PATH: [&str; 4] = ["-newer", "-anewer", "-cnewer", "-samefile"];
 
-/// `find [-H|-L|-P] [path...] [expression]` with only the listed primaries: none that deletes (`-delete`), runs
-/// (`-exec`, `-execdir`, `-ok`, `-okdir`) or writes (`-fls`, `-fprint`, `-fprint0`, `-fprintf`).
+/// `find [-P] [path...] [expression]` with only the listed primaries: none that follows symlinks (`-H`, `-L`,
+/// `-follow`), deletes (`-delete`), runs (`-exec`, `-execdir`, `-ok`, `-okdir`) or writes (`-fls`, `-fprint`,
+/// `-fprint0`, `-fprintf`).
 fn is_read_only_find(arguments: &[Argument], context: &ClassifierContext<'_>) -> bool {
-    let start = arguments.iter().take_while(|argument| matches!(argument.text.as_str(), "-H" | "-L" | "-P")).count();
+    let start = arguments.iter().take_while(|argument| argument.text == "-P").count();
     let rest = arguments.get(start..).unwrap_or_default();
     let is_expression = |argument: &&Argument| {
         argument.text.starts_with('-') || matches!(argument.text.as_str(), "!" | "(" | ")" | ",")
@@ -497,5 +526,5 @@ fn is_read_only_find(arguments: &[Argument], context: &ClassifierContext<'_>) ->
             _ => return false,
         }
     }
-    paths_are_safe(paths.iter(), Reach::Recursive, true, context)
+    paths_are_safe(paths.iter(), Reach::Recursive, true, Operands::NotFollowed, context)
 }

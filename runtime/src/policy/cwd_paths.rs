@@ -1,11 +1,17 @@
-//! Lexical path checks for the classifier: does a path word stay inside the cwd and away from denied paths?
+//! Path checks for the classifier: does a path word stay inside the cwd and away from denied paths?
 //!
-//! Pure: paths are resolved against the cwd by their text alone. Because a symlinked directory makes `..`
-//! mean something other than its text, a `..` component is refused outright rather than resolved.
+//! Twice over: by its text (resolved against the cwd lexically; a `..` component is refused outright) and
+//! physically, through the caller's resolver ([`ClassifierContext::resolve`]), so that a symlink inside the cwd
+//! that leads elsewhere (`pw -> /etc/passwd`, `etc -> /etc`) is caught. A glob cannot be resolved without
+//! listing directories, so it is accepted only where no match can be followed: in the last component, for a
+//! program that does not follow its operands (the caller decides), below a directory that resolves inside.
 
 use std::path::{Component, Path, PathBuf};
 
 use super::ClassifierContext;
+
+/// The characters that make a word a pattern (`(` for extended globs).
+const GLOB_CHARACTERS: [char; 4] = ['*', '?', '[', '('];
 
 /// How far a program reads below a path it is given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,22 +23,29 @@ pub(super) enum Reach {
 }
 
 /// Whether the path word `text` (a glob when `glob`) names only things inside the cwd and nothing inside a
-/// denied path (nor, for a recursive read, a directory that holds one).
+/// denied path (nor, for a recursive read, a directory that holds one), by its text and physically.
 pub(super) fn path_is_safe(text: &str, glob: bool, reach: Reach, context: &ClassifierContext<'_>) -> bool {
     if text.is_empty() || text.starts_with('~') {
         return false;
     }
+    if glob {
+        // Only the last component may be a pattern, and nothing may follow it: a pattern in a directory
+        // component, or a trailing `/`, would make the kernel follow a matching symlink.
+        let (directories, last) = text.rsplit_once('/').unwrap_or(("", text));
+        if directories.contains(GLOB_CHARACTERS) || !last.contains(GLOB_CHARACTERS) || last.starts_with('.') {
+            return false;
+        }
+    }
     let mut resolved = PathBuf::new();
-    // Components up to (not including) the first one holding a glob: what a glob can reach lies below it.
+    // Components up to (not including) the one holding a glob: what a glob can reach lies below it.
     let mut literal_prefix: Option<PathBuf> = None;
-    let joined = context.cwd.join(text);
-    for component in joined.components() {
+    for component in context.cwd.join(text).components() {
         match component {
             Component::ParentDir => return false,
             Component::CurDir => {}
             Component::Normal(name) => {
                 let name_text = name.to_string_lossy();
-                if glob && literal_prefix.is_none() && name_text.contains(['*', '?', '[']) {
+                if glob && literal_prefix.is_none() && name_text.contains(GLOB_CHARACTERS) {
                     // A pattern that starts with `.` or holds a bracket expression may match `.` or `..`.
                     if name_text.starts_with('.') || name_text.contains('[') {
                         return false;
@@ -47,21 +60,39 @@ pub(super) fn path_is_safe(text: &str, glob: bool, reach: Reach, context: &Class
     if !resolved.starts_with(context.cwd) {
         return false;
     }
-    if glob && let Some(prefix) = &literal_prefix {
-        // Something a glob below `prefix` may reach. Patterns never start with `.` (refused above), so a denied
-        // path whose next component below the prefix is a dot entry cannot be matched.
-        let reachable = |denied: &Path| match denied.strip_prefix(prefix) {
-            Ok(rest) => {
-                rest.components().next().is_none_or(|next| !next.as_os_str().to_string_lossy().starts_with('.'))
-            }
-            Err(_) => prefix.starts_with(denied),
-        };
-        return !context.denied.iter().any(|denied| reachable(denied));
+    match (glob, &literal_prefix) {
+        (true, Some(prefix)) => {
+            let Some(physical) = (context.resolve)(prefix) else { return false };
+            physical.starts_with(context.cwd)
+                && !glob_reaches_denied(prefix, context)
+                && !glob_reaches_denied(&physical, context)
+        }
+        (true, None) => false,
+        (false, _) => {
+            let Some(physical) = (context.resolve)(&resolved) else { return false };
+            physical.starts_with(context.cwd)
+                && !touches_denied(&resolved, reach, context)
+                && !touches_denied(&physical, reach, context)
+        }
     }
-    !context
+}
+
+/// Whether `path` is inside a denied path or, for a recursive read, holds one.
+fn touches_denied(path: &Path, reach: Reach, context: &ClassifierContext<'_>) -> bool {
+    context
         .denied
         .iter()
-        .any(|denied| resolved.starts_with(denied) || (reach == Reach::Recursive && denied.starts_with(&resolved)))
+        .any(|denied| path.starts_with(denied) || (reach == Reach::Recursive && denied.starts_with(path)))
+}
+
+/// Whether a pattern (never starting with `.`) matched among the entries of `prefix` may reach a denied path.
+fn glob_reaches_denied(prefix: &Path, context: &ClassifierContext<'_>) -> bool {
+    // A denied path whose next component below the prefix is a dot entry cannot be matched.
+    let reachable = |denied: &Path| match denied.strip_prefix(prefix) {
+        Ok(rest) => rest.components().next().is_none_or(|next| !next.as_os_str().to_string_lossy().starts_with('.')),
+        Err(_) => prefix.starts_with(denied),
+    };
+    context.denied.iter().any(|denied| reachable(denied))
 }
 
 /// Whether a resolved absolute path (a file tool's resource) is inside the cwd and touches no denied path: not
@@ -77,9 +108,23 @@ pub(super) fn resolved_path_is_safe(path: &Path, context: &ClassifierContext<'_>
 mod tests {
     use super::*;
 
+    /// `/p/pw -> /etc/passwd`, `/p/etc -> /etc`, `/p/loop` cannot be resolved; everything else is itself.
+    fn fake_resolve(path: &Path) -> Option<PathBuf> {
+        let links = [("/p/pw", "/etc/passwd"), ("/p/etc", "/etc"), ("/p/in", "/p/src")];
+        if path.starts_with("/p/loop") {
+            return None;
+        }
+        for (link, target) in links {
+            if let Ok(rest) = path.strip_prefix(link) {
+                return Some(Path::new(target).join(rest));
+            }
+        }
+        Some(path.to_path_buf())
+    }
+
     fn check(text: &str, glob: bool, reach: Reach) -> bool {
         let denied = [PathBuf::from("/p/.troupe"), PathBuf::from("/p/secret")];
-        let context = ClassifierContext { cwd: Path::new("/p"), denied: &denied, cwd_is_repository_root: false };
+        let context = ClassifierContext { cwd: Path::new("/p"), denied: &denied, resolve: &fake_resolve };
         path_is_safe(text, glob, reach, &context)
     }
 
@@ -91,6 +136,8 @@ mod tests {
             ("./src", false, Recursive),
             ("/p/src", false, Single),
             ("src/*.rs", true, Single),
+            ("in/x.rs", false, Single),
+            ("in/*.rs", true, Single),
         ] {
             assert!(check(text, glob, reach), "{text}");
         }
@@ -110,11 +157,30 @@ mod tests {
             ("s*/token", true, Single),
             (".*", true, Single),
             ("[.]x", true, Single),
+            ("src/*/", true, Single),
+            ("src/*/x", true, Single),
         ] {
             assert!(!check(text, glob, reach), "{text}");
         }
         // `*` never matches `.troupe`, but a recursive read of the cwd reaches it.
         assert!(check(".", false, Single));
         assert!(check("secret-not/x", false, Single));
+    }
+
+    #[test]
+    fn symlinks_out_of_the_cwd_and_unresolvable_paths_are_refused() {
+        use Reach::*;
+        for (text, glob, reach) in [
+            ("pw", false, Single),
+            ("./pw", false, Single),
+            ("etc/shadow", false, Single),
+            ("etc", false, Recursive),
+            ("etc/", false, Single),
+            ("etc/*", true, Single),
+            ("loop/x", false, Single),
+            ("loop/*", true, Single),
+        ] {
+            assert!(!check(text, glob, reach), "{text}");
+        }
     }
 }

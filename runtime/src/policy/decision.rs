@@ -39,11 +39,21 @@ pub enum Decision {
     AllowOnceByMode,
 }
 
-/// Combines the policy's `evaluation`, whether a tree grant covers the call (`granted`, see [`TreeGrantKey`]),
-/// the tree's `mode` and the classifier's verdict (`low_risk`, from [`super::is_low_risk`]) into what happens now.
+/// Combines the policy's `evaluation` of `request`, whether a tree grant covers the call (`granted`, see
+/// [`TreeGrantKey`]), the tree's `mode` and the classifier's verdict (`low_risk`, from [`super::is_low_risk`])
+/// into what happens now.
 ///
 /// `deny` and `allow` evaluations are final in every mode; only `ask` consults grants, the classifier and the mode.
-pub fn decide(mode: PermissionMode, evaluation: &Evaluation, granted: bool, low_risk: bool) -> Decision {
+/// A write outside the session's cwd (a file tool's: the shell's writes are confined by the kernel) is never
+/// approved by a mode or the classifier: it asks the user in every mode but `auto_approve_n`, which refuses it.
+/// Only an explicit `allow` rule or a tree grant runs it unasked.
+pub fn decide(
+    mode: PermissionMode,
+    evaluation: &Evaluation,
+    request: &PermissionRequest,
+    granted: bool,
+    low_risk: bool,
+) -> Decision {
     match evaluation.effect {
         Effect::Deny => return Decision::Deny { reason: evaluation.reason.clone() },
         Effect::Allow => return Decision::Allow { reason: evaluation.reason.clone() },
@@ -51,6 +61,21 @@ pub fn decide(mode: PermissionMode, evaluation: &Evaluation, granted: bool, low_
     }
     if granted {
         return Decision::Allow { reason: "approved for the whole session tree by an earlier approve_tree".to_owned() };
+    }
+    if request.action == PermissionAction::Write && !request.inside_cwd {
+        return match mode {
+            PermissionMode::AutoApproveN => {
+                Decision::Deny { reason: format!("rejected by auto_approve_n: {}", evaluation.reason) }
+            }
+            PermissionMode::Ask | PermissionMode::AutoApprove | PermissionMode::AutoApproveY | PermissionMode::Yolo => {
+                Decision::AskUser {
+                    reason: format!(
+                        "{} (writes outside the session's directory always need approval)",
+                        evaluation.reason
+                    ),
+                }
+            }
+        };
     }
     let classifier_approves = low_risk
         && matches!(mode, PermissionMode::AutoApprove | PermissionMode::AutoApproveN | PermissionMode::AutoApproveY);

@@ -1,37 +1,78 @@
 //! The hard denies: operations refused in every permission mode, whatever the rules and grants say.
 //!
 //! This is a seatbelt, not a sandbox. It catches the daemon's own files by path and a handful of catastrophic
-//! shell commands by their text. Commands are read with a shell grammar ([`super::shell_ast`]): every simple
+//! shell commands by their text. Commands are read with a shell grammar ([`super::shell_walk`]): every simple
 //! command anywhere in the line counts, inside `{ }`, `if`, `while`, `for`, `case`, `!`, subshells, function
-//! bodies, `$( )`, backticks and process substitutions, after wrappers (`sudo`, `timeout 5`, `env -i A=b`,
-//! `xargs`, ...) and inside `sh -c`, `eval` and scripts piped or here-documented into a shell, to a depth limit.
-//! What the grammar cannot read is read again by the word lexer ([`super::shell_words`]), and the whole line is
-//! always read by the lexer too: an unknown structure is never a reason not to deny. A variable, a script file or
-//! another interpreter still reaches the same effects unrecognized; the kernel sandbox is the boundary.
+//! bodies, `$( )`, backticks and process substitutions. Within a simple command every later word is tried as the
+//! start of the real command (so any wrapper counts: `sudo`, `timeout 5`, `taskset 1`, `setpriv ...`,
+//! `unshare -r`, `xargs` with its piped input, `find -exec`, ...), and every word that looks like a script (a
+//! space, `;`, `&`, `|` or a newline in it: `su -c 'rm -rf /'`, `script -qc "..."`) is read as a nested command
+//! line, as are the scripts given to `sh`/`bash`/... and `eval`, to a depth limit. The words of programs that
+//! only print or search text ([`DATA_PROGRAMS`]: `echo 'rm -rf /'`, `grep 'rm -rf /'`, `git commit -m ...`) are
+//! not read as commands. What the grammar cannot read is read again by the word lexer ([`super::shell_words`]),
+//! and the whole line is always read by the lexer too: an unknown structure is never a reason not to deny. A
+//! variable, a script file or another interpreter still reaches the same effects unrecognized; the kernel
+//! sandbox is the boundary.
 
 use std::path::Path;
 
 use troupe_protocol::types::approval::PermissionAction;
 
-use super::shell_ast::{self, CommandView};
+use super::dangerous_targets::{device_name, is_catastrophic_removal_target, is_disk_device};
+use super::fork_bomb::is_fork_bomb;
+use super::shell_walk;
 use super::shell_words::lex;
 use crate::tools::PermissionRequest;
 
-/// How deep `sh -c '...'`, `eval ...` and scripts fed to a shell are followed before giving up.
+/// How deep `sh -c '...'`, `eval ...`, script-like words and scripts fed to a shell are followed.
 const MAX_NESTING: usize = 3;
 
 /// Pseudo-devices that `dd of=` may write to without harm.
-const HARMLESS_DEVICES: [&str; 8] =
-    ["/dev/null", "/dev/zero", "/dev/full", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/random", "/dev/urandom"];
+const HARMLESS_DEVICES: [&str; 8] = ["null", "zero", "full", "stdout", "stderr", "tty", "random", "urandom"];
 
-/// Name prefixes (under `/dev/`) of disks and partitions, which a redirection must never overwrite.
-const DISK_DEVICE_PREFIXES: [&str; 10] = ["sd", "hd", "vd", "xvd", "nvme", "mmcblk", "disk", "dm-", "md", "mapper/"];
+/// Programs whose arguments are text, patterns or names, never a command they run: their later words are not
+/// read as commands or scripts.
+const DATA_PROGRAMS: [&str; 20] = [
+    "echo",
+    "printf",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ag",
+    "ack",
+    "git",
+    "hg",
+    "jj",
+    "test",
+    "[",
+    "true",
+    "false",
+    ":",
+    "man",
+    "which",
+    "type",
+    "notify-send",
+];
 
-/// Commands that run (part of) their arguments as another command. Every later word is tried as the start of
-/// the real command, so their options and values (`timeout 5`, `nice -n 5`, `sudo -u x`) need no parsing.
-const WRAPPERS: [&str; 21] = [
-    "sudo", "doas", "command", "exec", "nohup", "nice", "time", "env", "builtin", "timeout", "stdbuf", "ionice",
-    "xargs", "setsid", "chroot", "busybox", "unbuffer", "watch", "flock", "strace", "find",
+/// Programs that may name a disk device without reading or writing it.
+const DEVICE_NAMERS: [&str; 10] =
+    ["ls", "lsblk", "stat", "readlink", "realpath", "basename", "dirname", "echo", "printf", "test"];
+
+/// Disk tools that are denied when any argument is a device (`mkfs*` is denied whatever its arguments).
+const DISK_TOOLS: [&str; 12] = [
+    "mke2fs",
+    "mkswap",
+    "wipefs",
+    "mkdosfs",
+    "mkntfs",
+    "fdisk",
+    "sfdisk",
+    "cfdisk",
+    "parted",
+    "sgdisk",
+    "gdisk",
+    "blkdiscard",
 ];
 
 /// Programs that read a script from `-c`, their arguments or standard input.
@@ -64,15 +105,12 @@ fn is_secret_file(path: &Path, data_dir: &Path) -> bool {
 
 /// What makes `command` catastrophic, or `None`: read with the grammar, then (always) with the word lexer.
 fn catastrophic_command(command: &str, depth: usize) -> Option<&'static str> {
-    if is_fork_bomb(command) {
+    let walked = shell_walk::walk(command);
+    if is_fork_bomb(command, &walked) {
         return Some("a fork bomb");
     }
-    let walked = shell_ast::walk(command);
     if walked.output_targets.iter().any(|target| is_disk_device(&target.text)) {
         return Some("writing over a disk device");
-    }
-    if walked.commands.iter().any(is_recursive_background_call) {
-        return Some("a fork bomb");
     }
     for view in &walked.commands {
         let words: Vec<&str> = view.words.iter().map(|word| word.text.as_str()).collect();
@@ -100,38 +138,64 @@ fn catastrophic_lexed(command: &str, depth: usize) -> Option<&'static str> {
     })
 }
 
-/// A function that calls itself in a pipeline or in the background: `:(){ :|:& };:` with any name and spacing.
-fn is_recursive_background_call(view: &CommandView) -> bool {
-    let program = view.words.first().map(|word| word.text.as_str());
-    view.in_pipeline_or_background && program.is_some() && view.enclosing_function.as_deref() == program
-}
-
-/// What makes the simple command `words` (with `stdin` fed to it) catastrophic, or `None`.
+/// What makes the simple command `words` (with `stdin` fed to it) catastrophic, or `None`: the command itself,
+/// any later word read as the start of the real command, and any script-like word read as a command line.
 fn catastrophic_words(words: &[&str], stdin: &[String], depth: usize) -> Option<&'static str> {
     let start = words.iter().take_while(|word| is_assignment(word)).count();
     let words = words.get(start..).unwrap_or_default();
     let program = words.first().map(|word| basename(word))?;
-    if !WRAPPERS.contains(&program) {
-        return catastrophic_program(words, stdin, depth);
+    if !DEVICE_NAMERS.contains(&program) && words.iter().skip(1).any(|word| names_disk_device(word)) {
+        return Some("using a raw disk device");
+    }
+    if let Some(found) = catastrophic_program(words, stdin, depth) {
+        return Some(found);
+    }
+    if DATA_PROGRAMS.contains(&program) || reads_script(program) {
+        return None;
     }
     // `xargs` appends its standard input to the command: `echo / | xargs rm -rf`.
-    let piped_words: Vec<&str> =
-        if program == "xargs" { stdin.iter().flat_map(|text| text.split_whitespace()).collect() } else { Vec::new() };
-    for index in 1..words.len() {
-        let mut candidate: Vec<&str> = words.get(index..).unwrap_or_default().to_vec();
-        candidate.extend(&piped_words);
-        let start = candidate.iter().take_while(|word| is_assignment(word)).count();
-        let candidate = candidate.get(start..).unwrap_or_default();
-        if let Some(found) = catastrophic_program(candidate, stdin, depth) {
+    let mut piped_words: Vec<&str> = Vec::new();
+    for (index, word) in words.iter().enumerate().skip(1) {
+        if basename(words.get(index - 1).copied().unwrap_or_default()) == "xargs" && piped_words.is_empty() {
+            piped_words = stdin.iter().flat_map(|text| text.split_whitespace()).collect();
+        }
+        if depth < MAX_NESTING
+            && looks_like_script(word)
+            && let Some(found) = catastrophic_command(word, depth + 1)
+        {
             return Some(found);
         }
-        // A shell or `eval` has read every later word as a script already; reading them again from each later
-        // start would only multiply the work.
-        if candidate.first().is_some_and(|word| SHELLS.contains(&basename(word)) || *word == "eval") {
+        let candidate_program = basename(word);
+        if is_catastrophic_program_name(candidate_program) {
+            let mut candidate: Vec<&str> = words.get(index..).unwrap_or_default().to_vec();
+            candidate.extend(&piped_words);
+            if let Some(found) = catastrophic_program(&candidate, stdin, depth) {
+                return Some(found);
+            }
+        }
+        // A shell or `eval` has read every later word as a script already, and a data program's words are text.
+        if reads_script(candidate_program) || DATA_PROGRAMS.contains(&candidate_program) {
             return None;
         }
     }
     None
+}
+
+/// A word the shell would have to parse: `su -c 'rm -rf /'`, `script -qc "..."`.
+fn looks_like_script(word: &str) -> bool {
+    word.contains([' ', '\t', '\n', ';', '&', '|'])
+}
+
+fn reads_script(program: &str) -> bool {
+    SHELLS.contains(&program) || program == "eval"
+}
+
+/// The programs [`catastrophic_program`] can say something about, to skip the others cheaply.
+fn is_catastrophic_program_name(program: &str) -> bool {
+    matches!(program, "rm" | "dd" | "find")
+        || program.starts_with("mkfs")
+        || DISK_TOOLS.contains(&program)
+        || reads_script(program)
 }
 
 /// The catastrophic programs themselves, and the shells and `eval` whose scripts are read again.
@@ -140,17 +204,22 @@ fn catastrophic_program(words: &[&str], stdin: &[String], depth: usize) -> Optio
     let program = basename(program);
     match program {
         "rm" if is_recursive_removal_of_root_or_home(arguments) => Some("recursively deleting / or the home directory"),
+        "find" if is_find_deleting_root_or_home(arguments) => Some("deleting / or the home directory with find"),
         _ if program.starts_with("mkfs") => Some("making a file system (mkfs)"),
+        _ if DISK_TOOLS.contains(&program) && arguments.iter().any(|argument| device_name(argument).is_some()) => {
+            Some("formatting, partitioning or wiping a device")
+        }
         "dd" if arguments.iter().any(|argument| {
-            argument.strip_prefix("of=").is_some_and(|target| {
-                target.starts_with("/dev/") && !HARMLESS_DEVICES.contains(&target) && !target.starts_with("/dev/fd/")
-            })
+            argument
+                .strip_prefix("of=")
+                .and_then(device_name)
+                .is_some_and(|device| !HARMLESS_DEVICES.contains(&device.as_str()) && !device.starts_with("fd/"))
         }) =>
         {
             Some("writing onto a device with dd")
         }
         // Every argument may be the script (`sh -c`, `sh -ec`, `bash -lc`), and without one the script may come
-        // from standard input (`echo ... | sh`, `sh <<EOF`).
+        // from standard input (`echo ... |`, `sh <<EOF`).
         _ if SHELLS.contains(&program) && depth < MAX_NESTING => arguments
             .iter()
             .copied()
@@ -159,6 +228,11 @@ fn catastrophic_program(words: &[&str], stdin: &[String], depth: usize) -> Optio
         "eval" if depth < MAX_NESTING => catastrophic_command(&arguments.join(" "), depth + 1),
         _ => None,
     }
+}
+
+/// An argument that is a disk device, or a `dd`-style `of=` naming one.
+fn names_disk_device(word: &str) -> bool {
+    is_disk_device(word) || word.strip_prefix("of=").is_some_and(is_disk_device)
 }
 
 fn basename(program: &str) -> &str {
@@ -173,8 +247,8 @@ fn is_assignment(word: &&str) -> bool {
     })
 }
 
-/// `rm` with `-r`, `-R` or `--recursive` (force is not needed to do the damage) and a target that is `/`, `/*`,
-/// the home directory or everything in it, in any spelling made of `/`, `.`, `..` and `*` components.
+/// `rm` with `-r`, `-R` or `--recursive` (force is not needed to do the damage) and a target that
+/// [`is_catastrophic_removal_target`]: `/`, a system directory, a home, in any spelling.
 fn is_recursive_removal_of_root_or_home(arguments: &[&str]) -> bool {
     let mut recursive = false;
     let mut dangerous_target = false;
@@ -188,46 +262,32 @@ fn is_recursive_removal_of_root_or_home(arguments: &[&str]) -> bool {
         } else if !options_ended && text.starts_with('-') && text.len() > 1 {
             recursive |= text.contains(['r', 'R']);
         } else {
-            dangerous_target |= is_root_or_home(text);
+            dangerous_target |= is_catastrophic_removal_target(text);
         }
     }
     recursive && dangerous_target
 }
 
-fn is_root_or_home(target: &str) -> bool {
-    let rest = if let Some(rest) = target.strip_prefix("${HOME}").or_else(|| target.strip_prefix("$HOME")) {
-        rest
-    } else if let Some(rest) = target.strip_prefix('~') {
-        rest
-    } else if target.starts_with('/') {
-        target
-    } else {
-        return false;
-    };
-    (rest.is_empty() || rest.starts_with('/'))
-        && rest
-            .split('/')
-            .filter(|component| !component.is_empty())
-            .all(|component| matches!(component, "." | ".." | "*"))
-}
-
-fn is_disk_device(target: &str) -> bool {
-    target.strip_prefix("/dev/").is_some_and(|name| DISK_DEVICE_PREFIXES.iter().any(|prefix| name.starts_with(prefix)))
-}
-
-/// `NAME(){ NAME|NAME& };NAME` for any function name, spaces ignored: the classic `:(){ :|:& };:`.
-fn is_fork_bomb(command: &str) -> bool {
-    let compact: String = command.chars().filter(|c| !c.is_whitespace()).collect();
-    compact.match_indices("(){").any(|(index, _)| {
-        let before = &compact[..index];
-        let name_start = before
-            .rfind(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | ':' | '.' | '-')))
-            .map_or(0, |position| position + 1);
-        let name = &before[name_start..];
-        let body = &compact[index + 3..];
-        !name.is_empty()
-            && (body.starts_with(&format!("{name}|{name}&}}")) || body.starts_with(&format!("{name}|{name}&;}}")))
-    })
+/// `find` starting at `/`, a system directory or a home with `-delete` or `-exec rm` (`-execdir`, `-ok`,
+/// `-okdir`).
+fn is_find_deleting_root_or_home(arguments: &[&str]) -> bool {
+    let mut words = arguments.iter().copied().peekable();
+    // Leading options: `-H`, `-L`, `-P`, `-O3`, `-D debugopts`.
+    while let Some(option) = words.next_if(|word| matches!(*word, "-H" | "-L" | "-P" | "-D") || word.starts_with("-O"))
+    {
+        if option == "-D" {
+            words.next();
+        }
+    }
+    let is_expression = |word: &&str| word.starts_with('-') || matches!(*word, "!" | "(" | ")" | ",");
+    let starts: Vec<&str> = words.clone().take_while(|word| !is_expression(word)).collect();
+    let expression: Vec<&str> = words.skip(starts.len()).collect();
+    let deletes = expression.iter().enumerate().any(|(index, word)| {
+        *word == "-delete"
+            || (matches!(*word, "-exec" | "-execdir" | "-ok" | "-okdir")
+                && expression.get(index + 1).is_some_and(|program| basename(program) == "rm"))
+    });
+    deletes && starts.iter().any(|start| is_catastrophic_removal_target(start))
 }
 
 #[cfg(test)]
@@ -340,6 +400,91 @@ mod tests {
             "bomb() { bomb & bomb; }; bomb",
         ] {
             assert!(execute(command).is_some(), "{command}");
+        }
+    }
+
+    #[test]
+    fn the_red_teams_hard_deny_bypasses_are_denied() {
+        for command in [
+            // Deleting, in other spellings of / and home.
+            "rm -rf /usr/../*",
+            "rm -rf /[a-z]*",
+            "rm -rf /{usr,etc,bin}",
+            "rm -rf ~root",
+            "rm -rf \"${HOME:?}\"",
+            "rm -rf \"${HOME:-x}\"/*",
+            "rm -rf \"$PWD\"/../../../..",
+            "rm -rf /usr",
+            "rm -rf /etc/*",
+            "rm -rf /home/me",
+            "find / -delete",
+            "find -L ~ -delete",
+            "find /usr -exec rm {} +",
+            // Disk tools and devices.
+            "mke2fs /dev/sda",
+            "mkswap /dev/sda2",
+            "wipefs -a /dev/sda",
+            "sfdisk /dev/nvme0n1 < table",
+            "parted /dev/sda mklabel gpt",
+            "shred /dev/sda",
+            "cp /dev/zero /dev/sda",
+            "tee /dev/sda < image",
+            "dd of=//dev/sda",
+            "dd of=/./dev/sda",
+            "dd if=x of=/dev/loop0",
+            "cat /dev/zero > //dev/sda",
+            "cat image > /dev/disk/by-id/ata-x",
+            // Wrappers that are on no list.
+            "taskset 1 rm -rf /",
+            "setpriv --reuid=0 rm -rf /",
+            "unshare -r rm -rf /",
+            "script -qc 'rm -rf /'",
+            "script -qc \"rm -rf /\" /dev/null",
+            "su -c 'rm -rf /'",
+            "fakeroot rm -rf /",
+            "chrt 10 rm -rf /",
+            "ionice -c3 rm -rf /",
+            "stdbuf -oL rm -rf /",
+            "nsenter -t 1 -m rm -rf /",
+            "runuser -u root -- rm -rf /",
+            "firejail rm -rf /",
+            "systemd-run rm -rf /",
+            "sudo -s 'rm -rf ~'",
+            // Fork bombs: mutual recursion and endless loops of background jobs.
+            "a(){ b|b& }; b(){ a|a& }; a",
+            "while :; do sleep 9 & done",
+            "while true; do x & done",
+            "until false; do x & done",
+            "for ((;;)); do x & done",
+        ] {
+            assert!(execute(command).is_some_and(|reason| reason.ends_with("is never allowed")), "{command}");
+        }
+    }
+
+    #[test]
+    fn near_misses_of_the_red_teams_cases_are_not_hard_denied() {
+        for command in [
+            "rm -rf ./build",
+            "rm -rf \"$TMPDIR\"/x",
+            "rm -rf ~/.cache/x",
+            "rm -rf /usr/local/src/x",
+            "rm -rf ../sibling",
+            "find . -delete",
+            "find build -name '*.o' -delete",
+            "find / -name x",
+            "dd if=/dev/zero of=./disk.img",
+            "mke2fs disk.img",
+            "while read l; do echo $l; done < f",
+            "while :; do ps aux | grep x; sleep 5; done",
+            "cat /dev/null > log.txt",
+            "ls -l /dev/sda",
+            "echo 'rm -rf /'",
+            "grep -rn 'rm -rf /' src",
+            "git commit -m 'never run rm -rf / here'",
+            "sudo echo rm -rf /",
+            "timeout 5 cargo test -- --test-threads 1",
+        ] {
+            assert_eq!(execute(command), None, "{command}");
         }
     }
 

@@ -1,6 +1,6 @@
 //! The permission policy: whether a tool call may run, must be refused, or needs a user's approval.
 //!
-//! Pure: no actors, no I/O, no clock. The engine asks [`Policy::evaluate`] about each call's action (`read`,
+//! Pure: no actors, no clock, and no I/O of its own (the classifier asks a path resolver its caller supplies). The engine asks [`Policy::evaluate`] about each call's action (`read`,
 //! `write`, `execute`) and resource (a resolved absolute path, a shell command line, or a pseudo-resource such as
 //! `goal:current`), then [`decide`]s with the tree's tree grants and permission mode.
 //!
@@ -13,18 +13,33 @@
 //!      model can never change its own permissions), and reading the bearer token (`<data_dir>/daemon/**`) or the
 //!      provider credentials (`<data_dir>/providers.json`);
 //!    - shell commands that, in any of their simple commands, recursively remove (`rm` with `-r`, `-R` or
-//!      `--recursive`, with or without `-f`) `/`, `/*`, `~`, `~/*` or `$HOME` (in any spelling made of `/`, `.`,
-//!      `..`, `*` and components that are only a `$` expansion); run `mkfs` or `mkfs.*`; run `dd` with
-//!      `of=/dev/...` other than `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/stdout`, `/dev/stderr`, `/dev/tty`,
-//!      `/dev/random`, `/dev/urandom` and `/dev/fd/*`; redirect output onto a disk device (`> /dev/sd*`, `nvme*`,
-//!      `hd*`, `vd*`, `xvd*`, `mmcblk*`, `disk*`, `dm-*`, `md*`, `mapper/*`); or define a fork bomb (a function
-//!      that calls itself in a pipeline or in the background, such as `:(){ :|:& };:`). The line is parsed with a
-//!      shell grammar and every simple command counts: inside `{ }`, `if`/`elif`/`else`, `while`, `until`, `for`,
-//!      `case`, `!`, subshells, function bodies, `$( )`, backticks and process substitutions; after wrappers
-//!      (`sudo`, `doas`, `env`, `nice`, `timeout`, `nohup`, `command`, `exec`, `time`, `stdbuf`, `ionice`, `xargs`
-//!      with its piped input, `builtin`, `busybox`, `find -exec`, ..., whatever their options); and inside scripts
-//!      given to `sh`/`bash`/`dash`/... (`-c`, a here-document, a here-string, an `echo ... |`) or `eval`, three
-//!      levels deep. Text the grammar rejects is read with a word lexer instead, and the whole line always is too.
+//!      `--recursive`, with or without `-f`), or `find ... -delete` / `-exec rm` starting at: `/`; a pattern,
+//!      brace or expansion directly under `/` (`/*`, `/[a-z]*`, `/{usr,etc,bin}`); a top-level system directory
+//!      or everything in it (`/usr`, `/etc`, `/bin`, `/sbin`, `/lib*`, `/boot`, `/var`, `/home`, `/root`, `/opt`,
+//!      `/srv`, `/dev`, `/proc`, `/sys`, ...); a home directory or everything in it, in any spelling (`~`,
+//!      `~user`, `$HOME`, `${HOME}`, `${HOME:?}`, `${HOME:-x}`, `/home/me`, `~/..`); or a directory above the cwd
+//!      (`$PWD/../..`, `../*`), all after lexical normalisation (`//`, `/./` and `..` applied: `/usr/../*` is
+//!      `/*`); run `mkfs` or `mkfs.*`; run `mke2fs`, `mkswap`, `wipefs`, `mkdosfs`, `mkntfs`, `fdisk`, `sfdisk`,
+//!      `cfdisk`, `parted`, `sgdisk`, `gdisk` or `blkdiscard` on a device (`/dev/...`); run `dd` with `of=/dev/...`
+//!      other than `null`, `zero`, `full`, `stdout`, `stderr`, `tty`, `random`, `urandom` and `fd/*`; name a disk
+//!      device (`/dev/sd*`, `nvme*`, `hd*`, `vd*`, `xvd*`, `mmcblk*`, `disk*`, `rdisk*`, `dm-*`, `md*`,
+//!      `mapper/*`, `disk/by-*/...`, `loop*`, `nbd*`, in any spelling that normalises to it: `//dev/sda`) as an
+//!      argument, an `of=` value or an output redirection (`cp /dev/zero /dev/sda`, `tee /dev/sda`,
+//!      `> //dev/sda`; `ls`, `lsblk`, `stat`, `echo`, ... may name one); or are a fork bomb: a function that
+//!      calls itself, directly or through other functions, with a call of the cycle in a pipeline or in the
+//!      background (`:(){ :|:& };:`, `a(){ b|b& }; b(){ a|a& }; a`), or a loop that never ends (`while :`,
+//!      `while true`, `until false`, `for ((;;))`) whose body starts a background job and never `wait`s. The
+//!      line is parsed with a shell grammar and every simple command counts: inside `{ }`,
+//!      `if`/`elif`/`else`, `while`, `until`, `for`, `case`, `!`, subshells, function bodies, `$( )`, backticks
+//!      and process substitutions. In each simple command every later word is tried as the start of the real
+//!      command, so any wrapper counts whatever its options (`sudo`, `timeout 5`, `taskset 1`, `setpriv`,
+//!      `unshare`, `chrt`, `nsenter`, `runuser`, `systemd-run`, `xargs` with its piped input, `find -exec`, ...),
+//!      and every word that looks like a script (a space, `;`, `&`, `|` or newline in it: `su -c 'rm -rf /'`,
+//!      `script -qc "..."`) is read as a nested command line, like the scripts given to `sh`/`bash`/`dash`/...
+//!      (`-c`, a here-document, a here-string, an `echo ... |`) or `eval`, three levels deep. The words of
+//!      programs that only print or search text (`echo`, `printf`, `grep`, `rg`, `git`, `test`, ...) are not read
+//!      as commands, so `git commit -m 'fix rm -rf /'` runs. Text the grammar rejects is read with a word lexer
+//!      instead, and the whole line always is too.
 //!
 //!    This is a seatbelt, not a sandbox: it reads the text of a call. A script file, a variable, another
 //!    interpreter or a deeper nesting reaches the same effects unrecognized. The kernel sandbox is the boundary.
@@ -48,18 +63,24 @@
 //! `approve_tree` answer for the same action on exactly the same resource) covers it. Otherwise the tree's mode
 //! decides:
 //!
-//! | mode | low-risk (classifier) | other asks |
-//! |---|---|---|
-//! | `auto_approve` (default) | run | ask the user |
-//! | `auto_approve_n` | run | refused, "rejected by auto_approve_n" |
-//! | `auto_approve_y` | run | run, recorded as approved once by the mode (no tree grant) |
-//! | `ask` | ask the user | ask the user |
-//! | `yolo` | run | run |
+//! | mode | low-risk (classifier) | other asks | file-tool write outside the cwd |
+//! |---|---|---|---|
+//! | `auto_approve` (default) | run | ask the user | ask the user |
+//! | `auto_approve_n` | run | refused, "rejected by auto_approve_n" | refused |
+//! | `auto_approve_y` | run | run, recorded as approved once by the mode (no tree grant) | ask the user |
+//! | `ask` | ask the user | ask the user | ask the user |
+//! | `yolo` | run | run | ask the user |
+//!
+//! A write outside the session's cwd (`inside_cwd == false`, which only a file tool reports: the shell's own
+//! writes are confined by the kernel sandbox) is never approved by a mode or the classifier, because such a file
+//! (`~/.bashrc`, `~/.profile`, a git hook elsewhere) runs unsandboxed later. An explicit `allow` rule or a tree
+//! grant still runs it: both are the user's own intent.
 //!
 //! # The classifier (`auto_approve`, `auto_approve_n`, `auto_approve_y`)
 //!
 //! [`is_low_risk`] approves exactly these, and nothing else, given a [`ClassifierContext`] (the canonical cwd,
-//! the canonical paths no tool may read, and whether the cwd is the top level of a git work tree):
+//! the canonical paths no tool may read, and a resolver, supplied by the caller, that gives the physical path of
+//! a path with every symlink followed):
 //!
 //! - reads by a file tool (`read_file`, `list_dir`, `search`, ...) whose resolved path is inside the session's cwd
 //!   and is neither inside a denied path nor a directory that holds one;
@@ -70,38 +91,43 @@
 //!   program is named exactly (after quote removal) as one of the allowlist, and every option is one that program
 //!   accepts in the allowlist after normalisation (clusters split, `-ao` is `-a -o`; attached values, `-n5`;
 //!   `--name=value`; `--` ends options; unknown or abbreviated options are refused):
-//!   `ls`, `cat`, `head`, `tail` (no `-f`/`-F`/`--follow`), `wc`, `stat`, `file` (no `-C`, `-m`, `-f`, `-z`,
-//!   `-p`), `df`, `du`, `tree` (no `-o`, `-R`, `-H`, `-T`, `--output`, `--fromfile`), `grep` (no `-d`/`-D`),
-//!   `rg` (no `--pre`, `--pre-glob`, `-z`, `--ignore-file`, `--type-add`), `find` (only tests and `-print`,
-//!   `-print0`, `-printf`, `-ls`, `-prune`: no `-exec`, `-execdir`, `-ok`, `-okdir`, `-delete`, `-fls`,
-//!   `-fprint*`), `pwd`, `echo`, `which`, and `git status`, `git diff`, `git log`, `git show` with no option
-//!   before the subcommand (no `-c`, `-C`, `--git-dir`, `--work-tree`, `-p`, ...) and none of `--output`,
-//!   `--ext-diff`, `--textconv`, `-O`, `--no-index`, `--show-signature`, or a `%G` format;
-//! - where every path (operands, `grep -f`, `find -newer`, ...) resolves by its text inside the cwd: no `..`
-//!   component, no absolute path elsewhere, no `~`, no glob whose component starts with `.` or holds `[`, no glob
-//!   before `--` that starts with a pattern character (it could expand to an option); and no path is inside a
-//!   denied path, nor, for a recursive read (`grep -r`, `rg`, `find`, `tree`, `du`, `ls -R`, which read `.` by
-//!   default), a directory that holds one;
-//! - and for `git`: a revision with a path part (`HEAD:path`, `:path`) only when the cwd is the repository's top
-//!   level and the path stays inside it; `diff`, `show` and `log` with anything beyond commit metadata (`-p`,
-//!   `--stat`, `--name-only`, ...) only at the top level or with a pathspec after `--` inside the cwd (no `:`
-//!   magic).
+//!   `ls` (no `-L`, `-H`, `--dereference*`), `cat`, `head`, `tail` (no `-f`/`-F`/`--follow`), `wc` (no
+//!   `--files0-from`), `stat` (no `-L`), `file` (no `-C`, `-m`, `-f`, `-z`, `-p`, `-L`), `df`, `du` (no `-L`,
+//!   `-H`, `-D`, `--dereference*`), `tree` (no `-o`, `-R`, `-H`, `-T`, `-l`, `--output`, `--fromfile`), `grep`
+//!   (no `-R`, `--dereference-recursive`, `-d`, `-D`), `rg` (no `--pre`, `--pre-glob`, `-z`, `--ignore-file`,
+//!   `--type-add`, `-L`, `--follow`), `find` (no `-H`/`-L`/`-follow`; only tests and `-print`, `-print0`,
+//!   `-printf`, `-ls`, `-prune`: no `-exec`, `-execdir`, `-ok`, `-okdir`, `-delete`, `-fls`, `-fprint*`), `pwd`,
+//!   `echo`, `which`. No option that follows symlinks is on the list;
+//! - where every path (operands, `grep -f`, `find -newer`, ..., and the `.` that recursive readers read by
+//!   default) stays inside the cwd twice over: by its text (no `..` component, no absolute path elsewhere, no
+//!   `~`) and physically (the resolver's answer, every symlink followed, is inside the cwd; no answer means not
+//!   low risk), and no path, by either reading, is inside a denied path, nor, for a recursive read (`grep -r`,
+//!   `rg`, `find`, `tree`, `du`, `ls -R`), a directory that holds one. A glob's matches are unknown until it runs,
+//!   so a glob is accepted only as the last component (no trailing `/`), not starting with `.` and without `[`,
+//!   after `--` or not starting with a pattern character, below a directory that resolves inside, and only for
+//!   programs that never follow the symlinks they are given (`stat`, `du`, `find`, and `ls` with `-l`, `-g`,
+//!   `-n`, `-o` or `-d`): `cat *` or `wc -l src/*.rs` could read through a symlink and ask.
 //!
-//! Writes are never low risk. The classifier judges text, not the file system, and it is not the boundary: the
-//! kernel sandbox is. A symlink inside the cwd that points elsewhere is followed by `cat` and friends, and `git`
-//! reads the repository's own configuration (which can name programs, such as `core.fsmonitor`, `diff.external`
-//! or a textconv driver). Users who do not trust a repository should use `ask`.
+//! `git` is not low risk at all: a repository's own configuration can make almost any git command run a program
+//! (`core.fsmonitor` on `git status`, `diff.external` and textconv drivers on `git diff`/`log -p`/`show`, clean
+//! and smudge filters), so git commands ask in `auto_approve` and are refused in `auto_approve_n`. Users who trust
+//! their repositories can add a rule such as `{ effect = "allow", action = "execute", resource = "git status" }`.
+//!
+//! Writes are never low risk. The classifier does no I/O itself (only the injected resolver does), and it is not
+//! the boundary: the kernel sandbox is.
 
 mod classifier;
 mod command_allowlist;
 mod command_options;
 mod cwd_paths;
+mod dangerous_targets;
 mod decision;
 mod fingerprint;
-mod git_allowlist;
+mod fork_bomb;
 mod hard_deny;
 mod rules;
 mod shell_ast;
+mod shell_walk;
 mod shell_words;
 
 use std::fmt;

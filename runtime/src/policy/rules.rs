@@ -4,7 +4,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 use troupe_protocol::types::approval::PermissionAction;
 
-use super::shell_ast;
+use super::shell_walk;
 use super::shell_words::lex;
 use crate::config::PermissionRuleConfig;
 use crate::tools::PermissionRequest;
@@ -113,7 +113,7 @@ impl CompiledRule {
                         let joined: Vec<&str> = words.iter().map(|word| word.text.as_str()).collect();
                         self.command_glob.is_match(joined.join(" "))
                     })
-                    || shell_ast::walk(command).commands.iter().any(|view| {
+                    || shell_walk::walk(command).commands.iter().any(|view| {
                         let joined: Vec<&str> = view.words.iter().map(|word| word.text.as_str()).collect();
                         self.command_glob.is_match(joined.join(" "))
                     })

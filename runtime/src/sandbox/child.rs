@@ -1,5 +1,10 @@
-//! What a tool process does to itself between fork and exec: die with the daemon, leave the network, drop the
-//! capabilities that would reach around the sandbox (as root), and enter its Landlock domain.
+//! What a tool process does to itself between fork and exec: leave the daemon's session (and so its controlling
+//! terminal), die with the daemon, enter namespaces of its own (a PID namespace, so that nothing it starts can
+//! outlive it; a network namespace when the network is off), drop the capabilities that would reach around the
+//! sandbox (as root), refuse Unix sockets where Landlock cannot govern them (seccomp), and enter its Landlock
+//! domain. With a PID namespace, the process forks once more: the child becomes the namespace's init and execs
+//! the command; the parent only waits for it and exits the way it did, so that everything in the namespace dies
+//! when the command ends or when either process is killed.
 //!
 //! Everything here runs in the forked child of a multi-threaded daemon, where only async-signal-safe calls are
 //! allowed: raw syscalls on data prepared before the fork, no allocation, no locks. Every failure is returned as
@@ -32,35 +37,77 @@ struct IdMaps {
 pub(super) struct ChildSetup {
     /// The daemon's pid: a child whose parent is already another process must not run.
     parent_pid: libc::pid_t,
-    /// `Some` when the process must run in a network namespace of its own (loopback only).
-    network_isolation: Option<IdMaps>,
+    /// Namespaces to enter (`CLONE_NEWPID`, `CLONE_NEWNET`), 0 for none.
+    namespaces: libc::c_int,
+    /// The id maps of a user namespace, for when the namespaces need one (the daemon is not root).
+    id_maps: IdMaps,
     /// Whether the process runs as root, whose bounding set is trimmed.
     as_root: bool,
+    /// The seccomp filter refusing Unix sockets (and io_uring), where Landlock cannot govern them.
+    refuse_unix_sockets: bool,
     /// The Landlock ruleset; `None` only when the mode is `off`.
     ruleset: Option<OwnedFd>,
 }
 
+/// What a confined child gets besides its ruleset.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Isolation {
+    pub network: bool,
+    pub pid_namespace: bool,
+    pub refuse_unix_sockets: bool,
+}
+
 impl ChildSetup {
     /// The setup of a confined child. Call it in the parent, right before spawning.
-    pub(super) fn confined(ruleset: OwnedFd, isolate_network: bool) -> ChildSetup {
-        // SAFETY: getuid, getgid, geteuid and getpid cannot fail and touch no memory of ours.
-        let (uid, gid, euid, pid) = unsafe { (libc::getuid(), libc::getgid(), libc::geteuid(), libc::getpid()) };
-        let network_isolation = isolate_network.then(|| IdMaps {
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-        });
-        ChildSetup { parent_pid: pid, network_isolation, as_root: euid == 0, ruleset: Some(ruleset) }
+    pub(super) fn confined(ruleset: OwnedFd, isolation: Isolation) -> ChildSetup {
+        // SAFETY: geteuid cannot fail and touches no memory of ours.
+        let euid = unsafe { libc::geteuid() };
+        let mut namespaces = 0;
+        if !isolation.network {
+            namespaces |= libc::CLONE_NEWNET;
+        }
+        if isolation.pid_namespace {
+            namespaces |= libc::CLONE_NEWPID;
+        }
+        ChildSetup {
+            namespaces,
+            as_root: euid == 0,
+            refuse_unix_sockets: isolation.refuse_unix_sockets,
+            ruleset: Some(ruleset),
+            ..ChildSetup::unconfined()
+        }
     }
 
-    /// The setup of an unconfined child (mode `off`): it only dies with the daemon.
-    pub(super) fn death_signal_only() -> ChildSetup {
-        // SAFETY: getpid cannot fail and touches no memory of ours.
-        let pid = unsafe { libc::getpid() };
-        ChildSetup { parent_pid: pid, network_isolation: None, as_root: false, ruleset: None }
+    /// The setup of an unconfined child (mode `off`): its own session, and it dies with the daemon.
+    pub(super) fn unconfined() -> ChildSetup {
+        // SAFETY: getuid, getgid and getpid cannot fail and touch no memory of ours.
+        let (uid, gid, pid) = unsafe { (libc::getuid(), libc::getgid(), libc::getpid()) };
+        ChildSetup {
+            parent_pid: pid,
+            namespaces: 0,
+            id_maps: IdMaps {
+                uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+                gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            },
+            as_root: false,
+            refuse_unix_sockets: false,
+            ruleset: None,
+        }
+    }
+
+    /// A child that only enters a PID namespace, to learn at start whether this system allows it.
+    pub(super) fn pid_namespace_probe() -> ChildSetup {
+        ChildSetup { namespaces: libc::CLONE_NEWPID, ..ChildSetup::unconfined() }
     }
 
     /// Runs in the child between fork and exec. Async-signal-safe: raw syscalls on prepared data only.
     pub(super) fn apply(&self) -> io::Result<()> {
+        // A session of its own: no controlling terminal, so nothing can reach the user's terminal through
+        // `/dev/tty` (TIOCSTI injection, reading keystrokes); it also leads a new process group.
+        // SAFETY: setsid takes no arguments; the child is not a group leader (no process_group was set).
+        if unsafe { libc::setsid() } < 0 {
+            return Err(io::Error::last_os_error());
+        }
         // SAFETY: prctl with integer arguments only; PR_SET_PDEATHSIG takes a signal number.
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) })?;
         // The daemon may have died between the fork and the line above; then nothing would kill this process.
@@ -68,8 +115,11 @@ impl ChildSetup {
         if unsafe { libc::getppid() } != self.parent_pid {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        if let Some(maps) = &self.network_isolation {
-            leave_network(maps)?;
+        if self.namespaces != 0 {
+            enter_namespaces(self.namespaces, &self.id_maps)?;
+        }
+        if self.namespaces & libc::CLONE_NEWNET != 0 {
+            bring_loopback_up()?;
         }
         if self.as_root {
             drop_dangerous_capabilities()?;
@@ -77,33 +127,85 @@ impl ChildSetup {
         if let Some(ruleset) = &self.ruleset {
             // SAFETY: prctl with integer arguments only.
             check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) })?;
+            if self.refuse_unix_sockets {
+                super::seccomp::install_unix_socket_filter()?;
+            }
             // SAFETY: the ruleset descriptor is open and owned by this setup; flags 0 is the only defined value.
             let outcome = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };
             if outcome != 0 {
                 return Err(io::Error::last_os_error());
             }
         }
+        if self.namespaces & libc::CLONE_NEWPID != 0 {
+            become_namespace_init()?;
+        }
         Ok(())
     }
 }
 
-/// Enters a new network namespace and brings its loopback up. Root (with `CAP_SYS_ADMIN`) needs only the network
-/// namespace; anyone else first enters a user namespace that maps their own ids, which gives the rights over the
-/// new network namespace that bringing `lo` up needs. Those rights end at exec for a non-root user.
-fn leave_network(maps: &IdMaps) -> io::Result<()> {
+/// Enters new namespaces (`flags`). Root (with `CAP_SYS_ADMIN`) needs nothing else; anyone else first enters a
+/// user namespace that maps their own ids, which gives the rights over the new namespaces that setting them up
+/// needs. Those rights end at exec for a non-root user.
+fn enter_namespaces(flags: libc::c_int, maps: &IdMaps) -> io::Result<()> {
     // SAFETY: unshare takes flags only; the child is single-threaded, as CLONE_NEWUSER requires.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+    if unsafe { libc::unshare(flags) } != 0 {
         let error = io::Error::last_os_error();
         if error.raw_os_error() != Some(libc::EPERM) {
             return Err(error);
         }
         // SAFETY: as above.
-        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) })?;
+        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | flags) })?;
         write_file(c"/proc/self/setgroups", b"deny")?;
         write_file(c"/proc/self/uid_map", &maps.uid_map)?;
         write_file(c"/proc/self/gid_map", &maps.gid_map)?;
     }
-    bring_loopback_up()
+    Ok(())
+}
+
+/// After `unshare(CLONE_NEWPID)` the next child is the namespace's init. Forks it: the child returns (and goes on
+/// to exec the command as pid 1); this process closes every descriptor (the command's pipes, and the pipe through
+/// which the daemon learns whether exec succeeded, which only the command must hold), waits for the command and
+/// ends the way it ended. When the command (pid 1) ends, the kernel kills everything left in the namespace,
+/// `setsid` or not; when this process is killed, the command dies by its own death signal.
+fn become_namespace_init() -> io::Result<()> {
+    // SAFETY: a raw clone with only SIGCHLD is fork without the libc fork handlers, which must not run in the
+    // child of a multi-threaded process; no stack or tls arguments are passed.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // The command: it dies with this waiting parent (which dies with the daemon).
+        // SAFETY: prctl with integer arguments only.
+        return check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) });
+    }
+    let pid = pid as libc::pid_t;
+    // SAFETY: close_range with integer arguments; this process needs none of its descriptors any more.
+    unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: `status` is a valid int to write to.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if waited == pid {
+            break;
+        }
+        // SAFETY: reading errno of this thread.
+        if waited < 0 && unsafe { *libc::__errno_location() } != libc::EINTR {
+            // SAFETY: _exit ends the process without running anything of the parent's.
+            unsafe { libc::_exit(127) };
+        }
+    }
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        // SAFETY: restoring the default action and signalling ourselves, so the daemon sees the same signal.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+    }
+    // SAFETY: _exit ends the process with the command's exit code.
+    unsafe { libc::_exit(libc::WEXITSTATUS(status)) }
 }
 
 /// Sets `IFF_UP` on `lo`, so that 127.0.0.1 works inside the namespace.

@@ -2,8 +2,10 @@
 //! and its installation into a `Command`, applied between fork and exec by [`child`](super::child).
 //!
 //! The ruleset handles every filesystem access right of the kernel's Landlock ABI, so anything a rule does not
-//! grant is refused, and with ABI 6 or later it also scopes signals: a tool process cannot signal the daemon or
-//! any process outside its own command. Creating device nodes is never granted.
+//! grant is refused, and with ABI 6 or later it also scopes signals and abstract Unix sockets: a tool process
+//! cannot signal the daemon or any process outside its own command, nor connect to an abstract socket outside it.
+//! Creating device nodes is never granted. Below ABI 9 Landlock does not govern Unix socket files, so a seccomp
+//! filter refuses creating Unix sockets instead ([`super::seccomp`]).
 
 use std::path::Path;
 
@@ -47,12 +49,12 @@ impl PreparedSandbox {
         let _ = command;
     }
 
-    /// For mode `off`: the child is not confined but still dies with the daemon (`PR_SET_PDEATHSIG`, same thread
-    /// caveat as [`PreparedSandbox::install`]). A no-op outside Linux.
+    /// For mode `off`: the child is not confined but still gets a session of its own and dies with the daemon
+    /// (`PR_SET_PDEATHSIG`, same thread caveat as [`PreparedSandbox::install`]). A no-op outside Linux.
     pub fn install_death_signal(command: &mut Command) {
         #[cfg(target_os = "linux")]
         {
-            let setup = super::child::ChildSetup::death_signal_only();
+            let setup = super::child::ChildSetup::unconfined();
             // SAFETY: as in `install`: raw async-signal-safe syscalls only, on data prepared before the fork.
             unsafe {
                 command.pre_exec(move || setup.apply());
@@ -61,6 +63,30 @@ impl PreparedSandbox {
         #[cfg(not(target_os = "linux"))]
         let _ = command;
     }
+}
+
+/// Whether tool processes can get a PID namespace of their own here (as root, or through an unprivileged user
+/// namespace): starts `/bin/true` as the init of a new one. `Err` says why not.
+#[cfg(target_os = "linux")]
+pub(super) fn probe_pid_namespace() -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let setup = super::child::ChildSetup::pid_namespace_probe();
+    let mut command = std::process::Command::new("/bin/true");
+    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    // SAFETY: as in `PreparedSandbox::install`: raw async-signal-safe syscalls only, on data prepared before.
+    unsafe {
+        command.pre_exec(move || setup.apply());
+    }
+    match command.status() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("a process in a new PID namespace ended with {status}")),
+        Err(error) => Err(format!("a new PID namespace could not be made: {error}")),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn probe_pid_namespace() -> Result<(), String> {
+    Err("PID namespaces exist only on Linux".to_owned())
 }
 
 /// The Landlock ABI of the running kernel.
@@ -92,19 +118,35 @@ pub(super) fn probe() -> Support {
 
 /// Plans the rules of a process started in `cwd` with `temp_dir` and builds its Landlock ruleset. Blocking I/O.
 #[cfg(target_os = "linux")]
-pub(super) fn prepare(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> Result<PreparedSandbox, String> {
+pub(super) fn prepare(
+    sandbox: &Sandbox,
+    cwd: &Path,
+    temp_dir: &Path,
+    extra_writable: &[std::path::PathBuf],
+) -> Result<PreparedSandbox, String> {
     let Support::Landlock { abi } = sandbox.support() else {
         return Err("Landlock is not available on this system".to_owned());
     };
-    let plan = super::plan::plan(sandbox, cwd, temp_dir);
+    let plan = super::plan::plan(sandbox, cwd, temp_dir, extra_writable);
     let ruleset = ruleset::build(*abi, &plan, sandbox.denied())
         .map_err(|error| format!("the sandbox rules could not be built: {error}"))?;
-    let setup = super::child::ChildSetup::confined(ruleset, !sandbox.network());
+    let isolation = super::child::Isolation {
+        network: sandbox.network(),
+        pid_namespace: sandbox.pid_namespace(),
+        // From ABI 9 the ruleset governs connecting to Unix sockets; before, only seccomp can refuse them.
+        refuse_unix_sockets: *abi < 9,
+    };
+    let setup = super::child::ChildSetup::confined(ruleset, isolation);
     Ok(PreparedSandbox { plan, setup })
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn prepare(_sandbox: &Sandbox, _cwd: &Path, _temp_dir: &Path) -> Result<PreparedSandbox, String> {
+pub(super) fn prepare(
+    _sandbox: &Sandbox,
+    _cwd: &Path,
+    _temp_dir: &Path,
+    _extra_writable: &[std::path::PathBuf],
+) -> Result<PreparedSandbox, String> {
     Err("the sandbox uses Landlock, which exists only on Linux".to_owned())
 }
 
@@ -132,7 +174,8 @@ mod ruleset {
             .handle_access(rights.handled)
             .map_err(|error| error.to_string())?;
         if !Scope::from_all(abi).is_empty() {
-            ruleset = ruleset.scope(Scope::Signal).map_err(|error| error.to_string())?;
+            // Signals and abstract Unix sockets (an X server, a D-Bus bus) reach nothing outside the sandbox.
+            ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket).map_err(|error| error.to_string())?;
         }
         let mut created = ruleset.create().map_err(|error| error.to_string())?;
         for rule in &plan.rules {
@@ -166,10 +209,12 @@ mod ruleset {
     impl Rights {
         fn of(abi: ABI) -> Rights {
             let handled = AccessFs::from_all(abi);
-            // Connecting to a Unix socket by path is "reading" it: allowed wherever files may be read.
-            let read = (AccessFs::from_read(abi) | AccessFs::ResolveUnix) & handled;
-            let never = AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev | AccessFs::ResolveUnix;
-            let write = AccessFs::from_write(abi) & !never;
+            // Connecting to a Unix socket lets something outside the sandbox act for the process (a Docker or
+            // D-Bus socket): allowed only where the process may write anyway (its own sockets in the cwd or
+            // $TMPDIR), never under /run or a user's runtime dir.
+            let read = AccessFs::from_read(abi) & handled & !AccessFs::ResolveUnix;
+            let never = AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev;
+            let write = (AccessFs::from_write(abi) | (handled & AccessFs::ResolveUnix)) & !never;
             let device = (AccessFs::WriteFile | AccessFs::IoctlDev) & handled;
             Rights { handled, read, write, device, file: AccessFs::from_file(abi) }
         }

@@ -9,9 +9,12 @@
 //!   denied path. With `network = false` it runs in a network namespace of its own (loopback only);
 //! - in-process file tools check the file they opened (device and inode, and those of its directories) against
 //!   the same denied paths ([`protected`]), so a hard link or a bind mount does not lead around them;
-//! - tool processes die with their run and with the daemon: `PR_SET_PDEATHSIG` on the group leader, and each
-//!   live process group recorded durably ([`process_groups`]) so that the next start kills what a SIGKILLed
-//!   daemon left behind before it marks the run interrupted.
+//! - tool processes run in a session of their own (no controlling terminal) and, where the system allows it, in
+//!   a PID namespace whose init is the command, so that nothing they start outlives them (`setsid` included);
+//!   they die with the daemon (`PR_SET_PDEATHSIG`), and each live process group is recorded durably
+//!   ([`process_groups`]) so that the next start kills what a SIGKILLed daemon left behind before it marks the
+//!   run interrupted;
+//! - below Landlock ABI 9, which cannot govern Unix sockets, a seccomp filter refuses creating them.
 //!
 //! On a kernel without Landlock, tool processes are refused unless `[sandbox] mode = "off"` says to run them
 //! unconfined: never a silent downgrade.
@@ -22,6 +25,9 @@ mod landlock;
 pub mod plan;
 pub mod process_groups;
 pub mod protected;
+pub mod repository;
+#[cfg(target_os = "linux")]
+mod seccomp;
 
 use std::path::{Path, PathBuf};
 
@@ -57,6 +63,8 @@ pub struct Sandbox {
     /// Absolute paths tool processes may write besides the cwd and the run's temp dir.
     writable: Vec<PathBuf>,
     support: Support,
+    /// Why tool processes get no PID namespace of their own, or `None` when they do.
+    no_pid_namespace: Option<String>,
     protected: ProtectedPaths,
     groups: Option<ProcessGroups>,
 }
@@ -69,6 +77,7 @@ impl Sandbox {
         let expand = |path: &String| -> Option<PathBuf> {
             match path.strip_prefix("~/") {
                 Some(rest) => home.map(|home| home.join(rest)),
+                None if path == "~" => home.map(Path::to_path_buf),
                 None => Some(PathBuf::from(path)),
             }
         };
@@ -83,7 +92,16 @@ impl Sandbox {
         }
         let writable = config.writable.iter().filter_map(expand).map(canonical).collect();
         let support = landlock::probe();
-        let protected = ProtectedPaths::new(denied.clone());
+        let no_pid_namespace = match (&support, config.mode) {
+            (_, SandboxMode::Off) => Some("the sandbox is off".to_owned()),
+            (Support::Unavailable { reason }, _) => Some(reason.clone()),
+            (Support::Landlock { .. }, _) => landlock::probe_pid_namespace().err(),
+        };
+        // File tools run inside the daemon, whose own `/proc/self` (environment, memory, descriptors) no tool may
+        // read; tool processes read their own `/proc` and are kept from the daemon's by Landlock.
+        let mut file_tool_denied = denied.clone();
+        file_tool_denied.push(PathBuf::from("/proc"));
+        let protected = ProtectedPaths::new(file_tool_denied);
         let groups = ProcessGroups::new(data_dir.join("daemon").join("process-groups"));
         Sandbox {
             mode: config.mode,
@@ -92,6 +110,7 @@ impl Sandbox {
             denied,
             writable,
             support,
+            no_pid_namespace,
             protected,
             groups: Some(groups),
         }
@@ -106,6 +125,7 @@ impl Sandbox {
             denied: Vec::new(),
             writable: Vec::new(),
             support: Support::Unavailable { reason: "not probed".to_owned() },
+            no_pid_namespace: Some("not probed".to_owned()),
             protected: ProtectedPaths::new(Vec::new()),
             groups: None,
         }
@@ -143,6 +163,16 @@ impl Sandbox {
         &self.support
     }
 
+    /// Whether tool processes run in a PID namespace of their own (everything they start dies with them).
+    pub fn pid_namespace(&self) -> bool {
+        self.no_pid_namespace.is_none()
+    }
+
+    /// Why tool processes get no PID namespace, when they do not.
+    pub fn no_pid_namespace(&self) -> Option<&str> {
+        self.no_pid_namespace.as_deref()
+    }
+
     /// The denied paths by file identity, for in-process file tools.
     pub fn protected(&self) -> &ProtectedPaths {
         &self.protected
@@ -170,7 +200,18 @@ impl Sandbox {
             denied: shown(&self.denied),
             writable: shown(&self.writable),
             tools_refused: self.refusal(),
+            pid_namespace: self.pid_namespace(),
         }
+    }
+
+    /// Why file tools may not write at all, or `None`: in `read-only` mode nothing of the project changes, whether
+    /// a command or a file tool would change it.
+    pub fn file_write_refusal(&self) -> Option<String> {
+        (self.mode == SandboxMode::ReadOnly).then(|| {
+            "refused by the sandbox: it is in read-only mode, so tools change no files (set `[sandbox] mode = \
+             \"workspace-write\"` in troupe's config.toml to allow writes in the session's directory)"
+                .to_owned()
+        })
     }
 
     /// Why tool processes may not start at all, or `None`: the mode asks for a sandbox this kernel cannot give.
@@ -187,14 +228,21 @@ impl Sandbox {
 
     /// The kernel rules for one tool process started in `cwd`, with `temp_dir` as its run's temp dir; `None` when
     /// the mode is `off`. An error means the process must not start (the reason is for the model and the user).
-    /// Does blocking I/O (opens every rule's path): call it from a blocking thread.
-    pub fn prepare(&self, cwd: &Path, temp_dir: &Path) -> Result<Option<PreparedSandbox>, String> {
+    /// `extra_writable` are further roots it may write in `workspace-write` (the git directory of the repository
+    /// that holds the cwd); they are dropped when they lie in a denied path. Does blocking I/O (opens every rule's
+    /// path): call it from a blocking thread.
+    pub fn prepare(
+        &self,
+        cwd: &Path,
+        temp_dir: &Path,
+        extra_writable: &[PathBuf],
+    ) -> Result<Option<PreparedSandbox>, String> {
         if let Some(refusal) = self.refusal() {
             return Err(refusal);
         }
         if self.mode == SandboxMode::Off {
             return Ok(None);
         }
-        landlock::prepare(self, cwd, temp_dir).map(Some)
+        landlock::prepare(self, cwd, temp_dir, extra_writable).map(Some)
     }
 }

@@ -23,20 +23,14 @@ use crate::config::SandboxMode;
 
 /// The devices every tool process may read besides nothing else of `/dev`: raw disks and memory stay closed even
 /// to a process running as root.
-pub const READABLE_DEVICES: [&str; 9] = [
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-    "/dev/shm",
-];
+///
+/// No terminal is among them: tool processes run in a session of their own with pipes for stdio, and a terminal
+/// device would reach the user's terminal (reading keystrokes, injecting input with TIOCSTI).
+pub const READABLE_DEVICES: [&str; 6] =
+    ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm"];
 
 /// Devices every tool process may write (and send ioctls to, where the kernel governs ioctls), in every mode.
-pub const WRITABLE_DEVICES: [&str; 6] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts"];
+pub const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Shared memory: writable like a temp dir in every mode.
 pub const SHARED_MEMORY: &str = "/dev/shm";
@@ -55,7 +49,7 @@ pub enum Grant {
     /// Write and truncate files; create, remove, rename and link files, directories, symlinks, fifos and sockets
     /// (never device nodes).
     Write,
-    /// Write to a device and send it ioctls (terminals, `/dev/null`).
+    /// Write to a device and send it ioctls (`/dev/null`).
     Device,
 }
 
@@ -75,12 +69,14 @@ pub struct SandboxPlan {
 
 /// The roots a mode lets tool processes write, canonical where they exist, and those dropped because they lie in
 /// a denied path (the deny wins).
-fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let candidates: Vec<PathBuf> = match sandbox.mode() {
-        SandboxMode::WorkspaceWrite => {
-            [canonical(cwd), canonical(temp_dir)].into_iter().chain(sandbox.writable().iter().cloned()).collect()
-        }
+        SandboxMode::WorkspaceWrite => [canonical(cwd), canonical(temp_dir)]
+            .into_iter()
+            .chain(sandbox.writable().iter().cloned())
+            .chain(extra.iter().map(|path| canonical(path)))
+            .collect(),
         SandboxMode::ReadOnly => vec![canonical(temp_dir)],
         SandboxMode::Off => Vec::new(),
     };
@@ -98,7 +94,10 @@ fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> (Vec<PathBuf>,
 
 /// The rules of a process started in `cwd` with `temp_dir`. Lists the folders that hold denied paths (blocking
 /// I/O). An entry that cannot be listed or is a symlink gets no rule: less access, never more.
-pub fn plan(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> SandboxPlan {
+///
+/// `extra_writable` are roots the process may write besides the mode's (in `workspace-write` only): the git
+/// directory of the repository that holds the cwd, when it lies outside it.
+pub fn plan(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra_writable: &[PathBuf]) -> SandboxPlan {
     let mut rules = vec![PlannedRule { path: PathBuf::from("/"), grant: Grant::ListNames }];
     let mut unreadable = sandbox.denied().to_vec();
     unreadable.push(PathBuf::from(DEVICES));
@@ -110,7 +109,7 @@ pub fn plan(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path) -> SandboxPlan {
         rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Device });
     }
     rules.push(PlannedRule { path: PathBuf::from(SHARED_MEMORY), grant: Grant::Write });
-    let (roots, dropped_writable) = write_roots(sandbox, cwd, temp_dir);
+    let (roots, dropped_writable) = write_roots(sandbox, cwd, temp_dir, extra_writable);
     for root in roots {
         carve(&root, Grant::Write, sandbox.denied(), &mut rules);
     }

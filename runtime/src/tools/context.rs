@@ -77,6 +77,9 @@ pub struct ToolContext {
     /// The run's private temp dir (`TMPDIR` of tool processes, writable in every sandbox mode). `None` uses a
     /// fresh directory per call.
     pub temp_dir: Option<PathBuf>,
+    /// Further roots the call's processes may write in `workspace-write`: the git directory of the repository
+    /// that holds the cwd when it lies outside it (a subfolder of a repository, a worktree), so that commits work.
+    pub writable: Vec<PathBuf>,
 }
 
 impl ToolContext {
@@ -91,6 +94,7 @@ impl ToolContext {
             approved_request: None,
             sandbox: Arc::new(Sandbox::unconfined()),
             temp_dir: None,
+            writable: Vec::new(),
         }
     }
 }

@@ -62,6 +62,9 @@ impl Tool for EditFileTool {
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         execute_blocking(NAME, arguments, context, Some("cancelled before editing"), |arguments: Arguments, context| {
+            if let Some(refusal) = context.sandbox.file_write_refusal() {
+                return super::results::denied(refusal);
+            }
             edit(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
         })
     }

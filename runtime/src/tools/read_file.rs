@@ -84,43 +84,11 @@ fn read(
     let limit_lines = arguments.limit_lines.unwrap_or(u64::MAX);
 
     let mut reader = BufReader::new(file);
-    let mut line = Vec::new();
-    let mut text = Vec::new();
-    let mut line_number = 0u64;
-    let mut lines_taken = 0u64;
-    // The line to continue from when the output stops early, for the note.
-    let mut stopped_at = None;
-    let mut cut_line = None;
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+    let Lines { text, line_number, stopped_at, cut_line } =
+        match take_lines(&mut reader, first_line, limit_lines, max_bytes) {
+            Ok(lines) => lines,
             Err(error) => return io_error("read", &arguments.path, &error),
-        }
-        line_number += 1;
-        if line_number < first_line {
-            continue;
-        }
-        if lines_taken == limit_lines {
-            stopped_at = Some(line_number);
-            break;
-        }
-        let room = max_bytes - text.len();
-        if line.len() > room {
-            // A line longer than the whole budget is cut, so that one huge line still shows something.
-            if lines_taken == 0 {
-                text.extend_from_slice(&line[..room]);
-                cut_line = Some(line_number);
-                stopped_at = Some(line_number + 1);
-            } else {
-                stopped_at = Some(line_number);
-            }
-            break;
-        }
-        text.extend_from_slice(&line);
-        lines_taken += 1;
-    }
+        };
 
     let mut output = String::from_utf8_lossy(&text).into_owned();
     if line_number < first_line && first_line > 1 {
@@ -143,4 +111,109 @@ fn read(
         ));
     }
     results::ok(output)
+}
+
+/// Consumes the next line through its `\n` without keeping it; false at the end of the file.
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<bool> {
+    let mut consumed_any = false;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(consumed_any);
+        }
+        consumed_any = true;
+        match buffer.iter().position(|byte| *byte == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(true);
+            }
+            None => {
+                let length = buffer.len();
+                reader.consume(length);
+            }
+        }
+    }
+}
+
+/// Reads the next line through its `\n`, or its first `cap` bytes when it is longer (the rest stays unread).
+/// Returns how many bytes were read; 0 at the end of the file.
+fn read_line_capped(reader: &mut impl BufRead, line: &mut Vec<u8>, cap: usize) -> std::io::Result<usize> {
+    let start = line.len();
+    while line.len() - start < cap {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        let wanted = buffer.len().min(cap - (line.len() - start));
+        let (taken, done) = match buffer[..wanted].iter().position(|byte| *byte == b'\n') {
+            Some(end) => (end + 1, true),
+            None => (wanted, false),
+        };
+        line.extend_from_slice(&buffer[..taken]);
+        reader.consume(taken);
+        if done {
+            break;
+        }
+    }
+    Ok(line.len() - start)
+}
+
+/// What [`take_lines`] read.
+struct Lines {
+    text: Vec<u8>,
+    /// The number of the last line read (counted, kept or not).
+    line_number: u64,
+    /// The line to continue from when the output stops early, for the note.
+    stopped_at: Option<u64>,
+    /// The line cut at the byte budget, when one was.
+    cut_line: Option<u64>,
+}
+
+/// Lines `first_line..` (at most `limit_lines`, at most `max_bytes` in all). Memory stays within the budget
+/// whatever the file: lines before `first_line` are counted, not kept, and a line is read at most one byte past
+/// the room left, so a file that is one huge line is never buffered whole.
+fn take_lines(
+    reader: &mut impl BufRead,
+    first_line: u64,
+    limit_lines: u64,
+    max_bytes: usize,
+) -> std::io::Result<Lines> {
+    let mut lines = Lines { text: Vec::new(), line_number: 0, stopped_at: None, cut_line: None };
+    let mut line = Vec::new();
+    let mut lines_taken = 0u64;
+    loop {
+        if lines.line_number + 1 < first_line {
+            if !skip_line(reader)? {
+                break;
+            }
+            lines.line_number += 1;
+            continue;
+        }
+        if lines_taken == limit_lines {
+            if !reader.fill_buf()?.is_empty() {
+                lines.stopped_at = Some(lines.line_number + 1);
+            }
+            break;
+        }
+        let room = max_bytes - lines.text.len();
+        line.clear();
+        if read_line_capped(reader, &mut line, room + 1)? == 0 {
+            break;
+        }
+        lines.line_number += 1;
+        if line.len() > room {
+            // A line longer than the whole budget is cut, so that one huge line still shows something.
+            if lines_taken == 0 {
+                lines.text.extend_from_slice(&line[..room]);
+                lines.cut_line = Some(lines.line_number);
+                lines.stopped_at = Some(lines.line_number + 1);
+            } else {
+                lines.stopped_at = Some(lines.line_number);
+            }
+            break;
+        }
+        lines.text.extend_from_slice(&line);
+        lines_taken += 1;
+    }
+    Ok(lines)
 }

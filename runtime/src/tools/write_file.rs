@@ -53,6 +53,9 @@ impl Tool for WriteFileTool {
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         // Cancellation is checked once, before anything changes: a write is not abandoned halfway.
         execute_blocking(NAME, arguments, context, Some("cancelled before writing"), |arguments: Arguments, context| {
+            if let Some(refusal) = context.sandbox.file_write_refusal() {
+                return super::results::denied(refusal);
+            }
             write(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
         })
     }

@@ -11,8 +11,39 @@ use crate::config::SandboxMode;
 use crate::sandbox::process_groups::GroupRecord;
 use crate::sandbox::{PreparedSandbox, Sandbox};
 
-/// What a failed command's stderr says when the kernel refused it a file.
-const REFUSAL_MARKERS: [&str; 3] = ["Permission denied", "Operation not permitted", "Read-only file system"];
+/// Parts of environment variable names that hold secrets (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`,
+/// `PGPASSWORD`, ...): such variables of the daemon are not passed to commands.
+const SECRET_NAME_PARTS: [&str; 8] =
+    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"];
+
+/// Variables that lead to agents and buses acting outside the sandbox for a command (an ssh or gpg agent, the
+/// session bus's `systemd-run`), not passed to commands either.
+const AGENT_VARIABLES: [&str; 4] = ["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME"];
+
+/// The environment a command inherits: the daemon's, without the variables that hold secrets or lead to agents.
+pub(super) fn inherited_environment(
+    daemon: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    daemon.filter(|(name, _)| !is_secret_variable(&name.to_string_lossy())).collect()
+}
+
+fn is_secret_variable(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part)) || AGENT_VARIABLES.contains(&upper.as_str())
+}
+
+/// What a command's output says when the kernel refused it a file (or a Unix socket).
+const REFUSAL_MARKERS: [&str; 5] =
+    ["Permission denied", "Operation not permitted", "Read-only file system", "EACCES", "EPERM"];
+
+/// What a command's output says when it could not reach the network, which the sandbox may have cut.
+const OFFLINE_MARKERS: [&str; 5] = [
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+    "Network is unreachable",
+    "Name or service not known",
+    "getaddrinfo",
+];
 
 /// The temp dir of one call: the run's, or a fresh private one that the call removes when it ends.
 #[derive(Debug)]
@@ -69,10 +100,11 @@ pub(super) async fn prepare(
     sandbox: Arc<Sandbox>,
     cwd: PathBuf,
     temp_dir: PathBuf,
+    extra_writable: Vec<PathBuf>,
 ) -> Result<Option<PreparedSandbox>, String> {
     let prepared = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let prepared = sandbox.prepare(&cwd, &temp_dir);
+        let prepared = sandbox.prepare(&cwd, &temp_dir, &extra_writable);
         if let Ok(Some(prepared)) = &prepared {
             tracing::debug!(
                 rules = prepared.plan().rules.len(),
@@ -121,7 +153,7 @@ pub(super) async fn release_group(record: Option<GroupRecord>, group_gone: bool)
 
 /// One line for a failed command whose stderr shows a refused access, saying what the sandbox allows; `None` in
 /// mode `off` or when nothing looks refused.
-pub(super) fn refusal_note(sandbox: &Sandbox, cwd: &Path, stderr: &str) -> Option<String> {
+pub(super) fn refusal_note(sandbox: &Sandbox, cwd: &Path, stderr: &str, stdout: &str) -> Option<String> {
     let writes = match sandbox.mode() {
         SandboxMode::Off => return None,
         SandboxMode::WorkspaceWrite => {
@@ -131,14 +163,45 @@ pub(super) fn refusal_note(sandbox: &Sandbox, cwd: &Path, stderr: &str) -> Optio
         }
         SandboxMode::ReadOnly => "$TMPDIR".to_owned(),
     };
-    if !REFUSAL_MARKERS.iter().any(|marker| stderr.contains(marker)) {
+    let output = [stderr, stdout];
+    let mentions = |markers: &[&str]| output.iter().any(|text| markers.iter().any(|marker| text.contains(marker)));
+    let refused = mentions(&REFUSAL_MARKERS);
+    let offline = !sandbox.network() && mentions(&OFFLINE_MARKERS);
+    if !refused && !offline {
         return None;
     }
     let others = if sandbox.denied().len() > 1 { " and the other denied paths" } else { "" };
+    let network = if sandbox.network() { "" } else { "; it has no network (only its own loopback)" };
     Some(format!(
-        "(this command ran in troupe's sandbox ({}): it cannot read or write {}{others}, and writes only {writes}; \
-         a \"Permission denied\" on such a path was the sandbox refusing it)",
+        "(troupe sandbox, mode {}: this command cannot read or write {}{others}, may write only {writes}{network}. \
+         A \"Permission denied\" on another path, or a failed connection, was the sandbox refusing it: do not \
+         try to work around it (no sudo, chmod or chown); write under $TMPDIR instead (e.g. a cache), or ask the \
+         user to allow the path with `[sandbox] writable` in troupe's config.toml)",
         sandbox.mode().as_str(),
         sandbox.data_dir().display(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_and_agent_variables_are_not_inherited() {
+        for name in [
+            "OPENAI_API_KEY",
+            "github_token",
+            "TROUPE_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "PGPASSWORD",
+            "SSH_AUTH_SOCK",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "NPM_CONFIG_//registry/:_authToken",
+        ] {
+            assert!(is_secret_variable(name), "{name}");
+        }
+        for name in ["HOME", "PATH", "GIT_AUTHOR_NAME", "CARGO_HOME", "LANG", "XDG_RUNTIME_DIR"] {
+            assert!(!is_secret_variable(name), "{name}");
+        }
+    }
 }

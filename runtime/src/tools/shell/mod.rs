@@ -40,7 +40,6 @@ use super::error::ToolError;
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::sandbox::PreparedSandbox;
-use crate::token::TOKEN_ENV;
 
 const NAME: &str = "shell";
 
@@ -154,28 +153,31 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         approved_request: _,
         sandbox,
         temp_dir,
+        writable,
     } = context;
 
     let temp_dir = match CallTempDir::new(temp_dir) {
         Ok(temp_dir) => temp_dir,
         Err(error) => return results::error(format!("could not create a temp dir for the command: {error}")),
     };
-    let prepared = match confine::prepare(Arc::clone(&sandbox), cwd.clone(), temp_dir.path().to_path_buf()).await {
-        Ok(prepared) => prepared,
-        Err(reason) => {
-            temp_dir.remove().await;
-            return results::denied(format!("refused by the sandbox, the command did not run: {reason}"));
-        }
-    };
+    let prepared =
+        match confine::prepare(Arc::clone(&sandbox), cwd.clone(), temp_dir.path().to_path_buf(), writable).await {
+            Ok(prepared) => prepared,
+            Err(reason) => {
+                temp_dir.remove().await;
+                return results::denied(format!("refused by the sandbox, the command did not run: {reason}"));
+            }
+        };
 
     let mut shell = Command::new("/bin/sh");
     shell
         .arg("-c")
         .arg(command)
         .current_dir(&cwd)
-        .process_group(0)
-        // The daemon's bearer token is a secret the model must never be able to print.
-        .env_remove(TOKEN_ENV)
+        // The daemon's environment without its secrets (the bearer token, API keys, agent sockets): nothing the
+        // model could print or use.
+        .env_clear()
+        .envs(confine::inherited_environment(std::env::vars_os()))
         .env("TMPDIR", temp_dir.path())
         .env("TMP", temp_dir.path())
         .env("TEMP", temp_dir.path())
@@ -184,6 +186,7 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         .stderr(Stdio::piped())
         // If this future is dropped, tokio kills and reaps the shell; `ProcessGroup` kills the rest.
         .kill_on_drop(true);
+    // The child leads a new session (and so its own process group) from `setsid` between fork and exec.
     // Spawned from this runtime thread, which outlives the child: PR_SET_PDEATHSIG fires when the forking
     // thread ends.
     let confined = prepared.is_some();
@@ -277,9 +280,8 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
     if stdout_capture.total() == 0 && stderr_capture.total() == 0 {
         text.push_str("\n(no output)");
     }
-    if status == ToolResultStatus::Error
-        && let Some(note) = confine::refusal_note(&sandbox, &cwd, &stderr_capture.render())
-    {
+    // Whether or not the command failed as a whole: `a; b` succeeds although `a` was refused.
+    if let Some(note) = confine::refusal_note(&sandbox, &cwd, &stderr_capture.render(), &stdout_capture.render()) {
         text.push('\n');
         text.push_str(&note);
     }

@@ -1,0 +1,45 @@
+//! The daemon's secret environment variables do not reach commands. A test binary of its own with one test, so
+//! that setting this process's environment races with no other thread.
+
+#![cfg(target_os = "linux")]
+
+use troupe_protocol::types::run::ToolResultStatus;
+use troupe_runtime::config::SandboxMode;
+
+mod sandbox_support;
+
+use sandbox_support::*;
+
+const SECRET_VARIABLES: [&str; 6] = [
+    "OPENAI_API_KEY",
+    "GITHUB_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "PGPASSWORD",
+    "SSH_AUTH_SOCK",
+    "DBUS_SESSION_BUS_ADDRESS",
+];
+
+#[test]
+fn the_daemons_secret_variables_do_not_reach_a_command() {
+    for name in SECRET_VARIABLES {
+        // SAFETY: the only test of this binary, before any runtime or other thread of ours exists.
+        unsafe { std::env::set_var(name, "secret-value-0123456789") };
+    }
+    // SAFETY: as above.
+    unsafe { std::env::set_var("TROUPE_HARMLESS_SETTING", "kept") };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let workspace = Workspace::new();
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::Off] {
+            let sandbox = workspace.sandbox(config(mode));
+            let result = workspace.run(&sandbox, "env").await;
+            assert_status(&result, ToolResultStatus::Ok);
+            for name in SECRET_VARIABLES {
+                assert!(!result.output.contains(name), "{mode:?}: {name} reached the command: {}", result.output);
+            }
+            assert!(!result.output.contains("secret-value"), "{}", result.output);
+            assert!(result.output.contains("TROUPE_HARMLESS_SETTING=kept"), "{}", result.output);
+            assert!(result.output.contains("PATH="), "{}", result.output);
+        }
+    });
+}

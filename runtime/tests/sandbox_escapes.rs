@@ -1,0 +1,112 @@
+//! The ways out of the sandbox a red-team tried, each shut: the user's terminal, Unix sockets of services outside
+//! the sandbox, and processes that leave the command's process group. (The daemon's environment: see
+//! `sandbox_environment.rs`.)
+
+#![cfg(target_os = "linux")]
+
+use std::io::Read;
+use std::os::unix::net::UnixListener;
+use std::time::{Duration, Instant};
+
+use troupe_protocol::types::run::ToolResultStatus;
+use troupe_runtime::config::SandboxMode;
+
+mod sandbox_support;
+
+use sandbox_support::*;
+
+/// Processes whose command line holds `marker`, zombies excluded.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_command_has_no_terminal_to_reach_the_users() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    // Its own session, so no controlling terminal: /dev/tty cannot be opened (TIOCSTI injection needs it).
+    let result = workspace.run(&sandbox, "cut -d' ' -f6 /proc/self/stat").await;
+    assert_status(&result, ToolResultStatus::Ok);
+    let session: i32 = result.output.lines().find_map(|line| line.trim().parse().ok()).expect("a session id");
+    // SAFETY: getsid(0) only reads this process's session id.
+    assert_ne!(session, unsafe { libc::getsid(0) }, "the command shares the daemon's session");
+    let result = workspace.run(&sandbox, "echo x > /dev/tty").await;
+    assert_status(&result, ToolResultStatus::Error);
+    for terminal in ["echo x > /dev/pts/0", "cat /dev/pts/ptmx", "cat /dev/sda"] {
+        let result = workspace.run(&sandbox, terminal).await;
+        assert_status(&result, ToolResultStatus::Error);
+    }
+}
+
+#[tokio::test]
+async fn processes_that_leave_the_group_die_with_the_command() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) || !sandbox.pid_namespace() {
+        eprintln!("skipped: no PID namespace here: {:?}", sandbox.no_pid_namespace());
+        return;
+    }
+    let marker = format!("sleep 77.{}", std::process::id());
+    let command =
+        format!("setsid {marker} > /dev/null 2>&1 < /dev/null & nohup {marker} > /dev/null 2>&1 & echo started");
+    let result = workspace.run(&sandbox, &command).await;
+    assert_status(&result, ToolResultStatus::Ok);
+    let deadline = Instant::now() + STEP;
+    while !processes_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "a detached process outlived its command: {:?}", processes_with(&marker));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The exit status of the command is the one the daemon sees, through the namespace's waiting parent.
+    let result = workspace.run(&sandbox, "exit 3").await;
+    assert!(result.output.contains("exit code 3"), "{}", result.output);
+}
+
+#[tokio::test]
+async fn a_unix_socket_of_a_service_outside_the_sandbox_cannot_be_reached() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    let service = tempfile::tempdir().unwrap();
+    let socket = service.path().join("service.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); s.send(b'run this')\"",
+        socket.display()
+    );
+    let result = workspace.run(&sandbox, &connect).await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert!(
+        result.output.contains("Permission denied") || result.output.contains("PermissionError"),
+        "{}",
+        result.output
+    );
+    match listener.accept() {
+        Ok((mut stream, _)) => {
+            let mut received = Vec::new();
+            let _ = stream.read_to_end(&mut received);
+            panic!("the service was reached: {}", String::from_utf8_lossy(&received));
+        }
+        Err(error) => assert_eq!(error.kind(), std::io::ErrorKind::WouldBlock),
+    }
+    // Pipes and socket pairs between the command's own processes still work.
+    let result = workspace
+        .run(&sandbox, "python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'ok'); print(b.recv(2))\"")
+        .await;
+    assert_status(&result, ToolResultStatus::Ok);
+}

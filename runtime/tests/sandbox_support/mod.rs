@@ -1,0 +1,90 @@
+//! What the sandbox tests share: a home that is also the cwd and holds the data directory, and running the real
+//! `shell` tool in it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tempfile::TempDir;
+use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_runtime::config::{SandboxConfig, SandboxMode};
+use troupe_runtime::sandbox::{Sandbox, Support};
+use troupe_runtime::tools::{Tool, ToolContext, ToolRegistry};
+
+pub const STEP: Duration = Duration::from_secs(20);
+pub const TOKEN: &str = "troupe-token-0123456789abcdef";
+pub const API_KEY: &str = "sk-live-SECRETKEY42";
+pub const CONFIG: &str = "[sandbox]\nmode = \"workspace-write\"\n";
+
+pub fn shell() -> &'static dyn Tool {
+    static REGISTRY: std::sync::OnceLock<ToolRegistry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(ToolRegistry::builtin).get("shell").expect("shell is built in")
+}
+
+/// A home that is also the cwd, holding the data directory `.troupe` with a token, API keys and a config, and a
+/// `work` folder.
+pub struct Workspace {
+    pub home: TempDir,
+    pub data_dir: PathBuf,
+}
+
+impl Workspace {
+    pub fn new() -> Workspace {
+        let home = tempfile::tempdir().unwrap();
+        let data_dir = home.path().join(".troupe");
+        std::fs::create_dir_all(data_dir.join("daemon")).unwrap();
+        std::fs::write(data_dir.join("daemon").join("token"), TOKEN).unwrap();
+        std::fs::write(data_dir.join("providers.json"), format!("{{\"openai\":{{\"api_key\":\"{API_KEY}\"}}}}"))
+            .unwrap();
+        std::fs::write(data_dir.join("config.toml"), CONFIG).unwrap();
+        std::fs::create_dir(home.path().join("work")).unwrap();
+        Workspace { home, data_dir }
+    }
+
+    pub fn cwd(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn sandbox(&self, config: SandboxConfig) -> Arc<Sandbox> {
+        Arc::new(Sandbox::new(&config, &self.data_dir, Some(self.home.path())))
+    }
+
+    pub fn context(&self, sandbox: &Arc<Sandbox>) -> ToolContext {
+        let mut context = ToolContext::new(self.cwd());
+        context.sandbox = Arc::clone(sandbox);
+        context
+    }
+
+    pub async fn run(&self, sandbox: &Arc<Sandbox>, command: &str) -> PersistedToolResult {
+        tokio::time::timeout(STEP, shell().execute(json!({"command": command}), self.context(sandbox)))
+            .await
+            .expect("the shell call ends in time")
+    }
+}
+
+pub fn config(mode: SandboxMode) -> SandboxConfig {
+    SandboxConfig { mode, ..SandboxConfig::default() }
+}
+
+/// Whether this kernel enforces Landlock; when not, the test says so and checks nothing.
+pub fn landlock(sandbox: &Sandbox) -> bool {
+    match sandbox.support() {
+        Support::Landlock { .. } => true,
+        Support::Unavailable { reason } => {
+            eprintln!("skipped: Landlock is unavailable: {reason}");
+            false
+        }
+    }
+}
+
+pub fn assert_status(result: &PersistedToolResult, status: ToolResultStatus) {
+    assert_eq!(result.status, status, "{}", result.output);
+}
+
+pub fn assert_no_secret(result: &PersistedToolResult) {
+    assert!(!result.output.contains(TOKEN), "the token leaked: {}", result.output);
+    assert!(!result.output.contains("SECRETKEY"), "the API key leaked: {}", result.output);
+}
