@@ -160,6 +160,9 @@ fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
             );
         }
     }
+    if let Err(error) = sandbox.clear_temp_root() {
+        tracing::warn!(%error, "could not clear the temp dirs of runs a previous daemon left");
+    }
     if let Some(groups) = sandbox.groups() {
         for leftover in groups.kill_leftovers() {
             match leftover {

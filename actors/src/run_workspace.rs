@@ -5,6 +5,9 @@
 //! and torn down when the run ends: the temp dir and everything a tool left in it are removed.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use troupe_runtime::sandbox::Sandbox;
 
 /// A run's working places.
 #[derive(Debug)]
@@ -20,12 +23,14 @@ pub(crate) struct RunWorkspace {
 }
 
 impl RunWorkspace {
-    pub async fn prepare(cwd: PathBuf, run_id: String) -> RunWorkspace {
+    pub async fn prepare(cwd: PathBuf, run_id: String, sandbox: Arc<Sandbox>) -> RunWorkspace {
         let fallback = cwd.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             let cwd = cwd.canonicalize().unwrap_or(cwd);
             let git_dirs = troupe_runtime::sandbox::repository::git_dirs_outside(&cwd);
-            let temp_dir = make_temp_dir(&std::env::temp_dir(), &run_id)
+            let temp_dir = sandbox
+                .temp_root()
+                .and_then(|root| make_temp_dir(&root, &run_id))
                 .inspect_err(|error| tracing::warn!(%run_id, %error, "could not create the run's temp dir"))
                 .ok();
             RunWorkspace { cwd, git_dirs, temp_dir }
@@ -45,13 +50,12 @@ impl RunWorkspace {
     }
 }
 
-/// `<tmp>/troupe-run-<run id>`, mode 0700, created fresh (a leftover of the same name is not reused).
+/// `<temp root>/run-<run id>`, mode 0700, created fresh (a leftover of the same name is not reused).
 fn make_temp_dir(parent: &Path, run_id: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let safe_id: String = run_id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
     for attempt in 0..8u32 {
-        let name =
-            if attempt == 0 { format!("troupe-run-{safe_id}") } else { format!("troupe-run-{safe_id}-{attempt}") };
+        let name = if attempt == 0 { format!("run-{safe_id}") } else { format!("run-{safe_id}-{attempt}") };
         let path = parent.join(name);
         match std::fs::DirBuilder::new().mode(0o700).create(&path) {
             Ok(()) => return Ok(path),

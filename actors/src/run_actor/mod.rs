@@ -12,7 +12,9 @@
 //! and shares a small [`RunControl`] with the handlers.
 
 mod masking;
+mod permission;
 mod progress;
+mod tool_call;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,30 +22,23 @@ use std::sync::Arc;
 use actix::prelude::*;
 use futures::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use troupe_protocol::types::approval::{ApprovalConstraints, ApprovalOperation};
 use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
 use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
-use troupe_protocol::types::session::PermissionMode;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::model::{
     ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec,
 };
-use troupe_runtime::policy::{ClassifierContext, Decision, Policy, decide, is_low_risk, operation_fingerprint};
-use troupe_runtime::tools::{OutputChunk, PermissionRequest, StdinInput, ToolContext};
+use troupe_runtime::policy::Policy;
+use troupe_runtime::tools::StdinInput;
 
-use self::masking::{OutputMasks, mask_result};
-use self::progress::ProgressRecorder;
-use crate::approval_actor::{ApprovalActor, CheckTreePermission};
+use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
 use crate::run_services::RunServices;
 use crate::run_workspace::RunWorkspace;
-use crate::session_actor::{
-    AppendRunEvent, AppendTrackedRunEvent, ApprovalOutcome, CancelPendingApprovals, PromotePendingInputs,
-    RequestApproval, RunOutput, SessionActor, Until,
-};
+use crate::session_actor::{AppendRunEvent, CancelPendingApprovals, PromotePendingInputs, SessionActor, Until};
 
 /// Stops the run: the model stream is dropped and a running tool's process group is killed. Replies whether the
 /// run was still running.
@@ -256,7 +251,9 @@ impl RunLoop {
                     return RunOutcome::Cancelled;
                 }
                 if self.workspace.is_none() {
-                    let workspace = RunWorkspace::prepare(self.setup.cwd.clone(), self.setup.run_id.clone()).await;
+                    let sandbox = self.setup.services.sandbox.clone();
+                    let workspace =
+                        RunWorkspace::prepare(self.setup.cwd.clone(), self.setup.run_id.clone(), sandbox).await;
                     self.workspace = Some(workspace);
                 }
                 let result = self.execute_tool_call(call).await;
@@ -437,209 +434,6 @@ impl RunLoop {
         Ok(Turn { text, tool_calls })
     }
 
-    /// Checks permission, then executes one tool call with its output streamed to the session.
-    async fn execute_tool_call(&self, call: &ToolCallRequest) -> PersistedToolResult {
-        let services = &self.setup.services;
-        let Some(tool) = services.tools.get(&call.tool) else {
-            let known: Vec<String> = services.tools.specs().into_iter().map(|spec| spec.name).collect();
-            return tool_result(
-                ToolResultStatus::Error,
-                format!("there is no tool `{}`; the tools are: {}", call.tool, known.join(", ")),
-            );
-        };
-        let request = match tool.permission(&call.arguments, &self.setup.cwd) {
-            Ok(request) => request,
-            Err(error) => {
-                return tool_result(ToolResultStatus::Error, format!("invalid arguments: {error}"));
-            }
-        };
-        if let Some(refusal) = self.check_permission(call, &request).await {
-            return refusal;
-        }
-        let started = EventPayload::ToolCallStarted {
-            tool_call_id: call.tool_call_id.clone(),
-            tool: call.tool.clone(),
-            arguments: call.arguments.clone(),
-            action: request.action,
-            resource: request.resource.clone(),
-        };
-        // Accepted (its place in the log fixed) before the call runs, but not waited on to be durable: the turn
-        // that asked for the call is durable already. Live output is published at once, though, so the first
-        // chunk waits until this event is durable: a subscriber never sees output of a call it has not seen start.
-        let tracked = AppendTrackedRunEvent { run_id: self.setup.run_id.clone(), payload: started };
-        let mut started = match self.setup.session.send(tracked).await {
-            Ok(Ok(tracked)) => Some(tracked.durable),
-            // The session stopped or the run is no longer active; the run's next durable point notices it.
-            Ok(Err(_)) | Err(_) => None,
-        };
-
-        let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);
-        let (stdin_sender, stdin) = mpsc::channel::<StdinInput>(16);
-        *self.control.stdin.lock() = Some((call.tool_call_id.clone(), stdin_sender));
-        let context = ToolContext {
-            cwd: self.setup.cwd.clone(),
-            limits: services.tool_limits.clone(),
-            output: Some(output_sender),
-            stdin: Some(stdin),
-            cancel: self.control.cancel.child_token(),
-            // The call was allowed as described, including a resource outside the cwd when the mode allows it.
-            approved_request: Some(request.clone()),
-            sandbox: services.sandbox.clone(),
-            temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
-            writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
-        };
-        let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
-        let mut masks = OutputMasks::new(&services.secrets);
-        let execution = tool.execute(call.arguments.clone(), context);
-        tokio::pin!(execution);
-        let result = loop {
-            tokio::select! {
-                result = &mut execution => break result,
-                Some(chunk) = output.recv() => {
-                    if let Some(chunk) = masks.mask(chunk) {
-                        wait_until_started(&mut started).await;
-                        self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
-                    }
-                }
-            }
-        };
-        let mut rest: Vec<OutputChunk> = Vec::new();
-        while let Ok(chunk) = output.try_recv() {
-            rest.extend(masks.mask(chunk));
-        }
-        rest.extend(masks.finish());
-        for chunk in rest {
-            wait_until_started(&mut started).await;
-            self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
-        }
-        *self.control.stdin.lock() = None;
-        for payload in progress.finish() {
-            self.emit(payload).await;
-        }
-        mask_result(&services.secrets, result, &masks.labels())
-    }
-
-    /// Decides whether the call may run: the policy's verdict, the tree's grants and mode, and when needed a
-    /// user's answer (the run waits for it, or for cancellation). `None` means go ahead; otherwise the result to
-    /// record instead of running the tool.
-    async fn check_permission(
-        &self,
-        call: &ToolCallRequest,
-        request: &PermissionRequest,
-    ) -> Option<PersistedToolResult> {
-        let evaluation = self.setup.policy.evaluate(&call.tool, request);
-        let check = CheckTreePermission { action: request.action, resource: request.resource.clone() };
-        // Fails closed: without the tree's answer the mode is unknown, so the call is treated as in `ask`.
-        let (mode, granted) = match self.setup.approvals.send(check).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                tracing::warn!(run_id = %self.setup.run_id, %error, "the tree's permission mode is unknown; asking");
-                (PermissionMode::Ask, false)
-            }
-        };
-        // The classifier only matters for an `ask` not covered by a grant in the `auto_approve` modes. It resolves
-        // every path it is given (blocking `stat` calls), so it runs on a blocking thread; a failure is "not low risk".
-        let classifier_matters = evaluation.effect == troupe_runtime::policy::Effect::Ask
-            && !granted
-            && matches!(
-                mode,
-                PermissionMode::AutoApprove | PermissionMode::AutoApproveN | PermissionMode::AutoApproveY
-            );
-        let low_risk = match &self.workspace {
-            Some(workspace) if classifier_matters => {
-                let cwd = workspace.cwd.clone();
-                let denied = self.setup.services.sandbox.denied().to_vec();
-                let (tool, request, arguments) = (call.tool.clone(), request.clone(), call.arguments.clone());
-                tokio::task::spawn_blocking(move || {
-                    let resolve = |path: &std::path::Path| {
-                        let requested = path.to_str()?;
-                        troupe_runtime::tools::paths::resolve_path(&cwd, requested).ok().map(|resolved| resolved.path)
-                    };
-                    let context = ClassifierContext { cwd: &cwd, denied: &denied, resolve: &resolve };
-                    is_low_risk(&tool, &request, &arguments, &context)
-                })
-                .await
-                .unwrap_or(false)
-            }
-            _ => false,
-        };
-        let reason = match decide(mode, &evaluation, request, granted, low_risk) {
-            Decision::Allow { .. } | Decision::AllowOnceByMode => return None,
-            Decision::Deny { reason } => return Some(tool_result(ToolResultStatus::Denied, reason)),
-            Decision::AskUser { reason } => reason,
-        };
-        tracing::debug!(run_id = %self.setup.run_id, tool = %call.tool, %reason, "asking for approval");
-        let asked = self
-            .setup
-            .session
-            .send(RequestApproval {
-                run_id: self.setup.run_id.clone(),
-                tool_call_id: call.tool_call_id.clone(),
-                operation: ApprovalOperation {
-                    tool: call.tool.clone(),
-                    action: request.action,
-                    resource: request.resource.clone(),
-                    summary: request.summary.clone(),
-                },
-                operation_fingerprint: operation_fingerprint(&call.tool, request, &call.arguments),
-                constraints: ApprovalConstraints {
-                    allow_once: true,
-                    allow_tree_grant: true,
-                    cancellable: true,
-                    expires_at: None,
-                },
-            })
-            .await;
-        let answer = match asked {
-            Ok(Ok((_, answer))) => answer,
-            _ => {
-                return Some(tool_result(
-                    ToolResultStatus::Cancelled,
-                    "the session stopped before the approval".into(),
-                ));
-            }
-        };
-        let outcome = tokio::select! {
-            outcome = answer => outcome.unwrap_or(ApprovalOutcome::Cancelled { reason: "the session stopped".into() }),
-            _ = self.control.cancel.cancelled() => {
-                return Some(tool_result(ToolResultStatus::Cancelled, "the run was cancelled while waiting for approval".into()));
-            }
-        };
-        match outcome {
-            ApprovalOutcome::Approved { .. } => None,
-            ApprovalOutcome::Rejected { feedback } => {
-                let mut output = format!("The user rejected this call ({}).", request.summary);
-                if let Some(feedback) = feedback {
-                    output.push_str(" Their feedback: ");
-                    output.push_str(&feedback);
-                }
-                Some(tool_result(ToolResultStatus::Denied, output))
-            }
-            ApprovalOutcome::Cancelled { reason } => {
-                Some(tool_result(ToolResultStatus::Cancelled, format!("the approval was cancelled: {reason}")))
-            }
-        }
-    }
-
-    async fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
-        // Awaited, so a command that writes faster than subscribers are served slows down at its pipe instead of
-        // filling the session's mailbox.
-        let _ = self
-            .setup
-            .session
-            .send(RunOutput {
-                run_id: self.setup.run_id.clone(),
-                tool_call_id: tool_call_id.to_owned(),
-                stream: chunk.stream,
-                offset: chunk.offset,
-                data: chunk.data.clone(),
-            })
-            .await;
-        if let Some(payload) = progress.record(chunk) {
-            self.emit(payload).await;
-        }
-    }
-
     /// Records the terminal event (unless the session is gone).
     async fn finish(&self, outcome: RunOutcome) {
         let payload = match outcome {
@@ -658,14 +452,6 @@ impl RunLoop {
         if let Err(error) = self.commit(payload, None).await {
             tracing::warn!(run_id = %self.setup.run_id, %error, "could not record the end of a run");
         }
-    }
-}
-
-/// Waits once for the `tool_call_started` event to be durable (a later call returns at once).
-async fn wait_until_started(started: &mut Option<oneshot::Receiver<Result<(), EngineError>>>) {
-    if let Some(durable) = started.take() {
-        // A failure here means the session stopped; the next durable point of the run notices it.
-        let _ = durable.await;
     }
 }
 

@@ -29,6 +29,7 @@ pub mod repository;
 #[cfg(target_os = "linux")]
 mod seccomp;
 
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxStatus};
@@ -67,6 +68,9 @@ pub struct Sandbox {
     no_pid_namespace: Option<String>,
     protected: ProtectedPaths,
     groups: Option<ProcessGroups>,
+    /// Where runs make their temp dirs: `<system temp>/troupe-<uid>-<hash of the data dir>`, one per data dir, so
+    /// that a daemon cleans up after a predecessor that died.
+    temp_root: Option<PathBuf>,
 }
 
 impl Sandbox {
@@ -103,6 +107,7 @@ impl Sandbox {
         file_tool_denied.push(PathBuf::from("/proc"));
         let protected = ProtectedPaths::new(file_tool_denied);
         let groups = ProcessGroups::new(data_dir.join("daemon").join("process-groups"));
+        let temp_root = temp_root_of(&data_dir);
         Sandbox {
             mode: config.mode,
             network: config.network,
@@ -113,6 +118,7 @@ impl Sandbox {
             no_pid_namespace,
             protected,
             groups: Some(groups),
+            temp_root: Some(temp_root),
         }
     }
 
@@ -128,6 +134,7 @@ impl Sandbox {
             no_pid_namespace: Some("not probed".to_owned()),
             protected: ProtectedPaths::new(Vec::new()),
             groups: None,
+            temp_root: None,
         }
     }
 
@@ -176,6 +183,45 @@ impl Sandbox {
     /// The denied paths by file identity, for in-process file tools.
     pub fn protected(&self) -> &ProtectedPaths {
         &self.protected
+    }
+
+    /// The folder of the runs' temp dirs, when this sandbox belongs to a daemon: created (0700) if missing, and
+    /// refused unless it is a real directory of this user that only this user can enter (the system temp dir is
+    /// shared, and another user could have planted a symlink or a folder of theirs). Blocking I/O.
+    pub fn temp_root(&self) -> std::io::Result<PathBuf> {
+        let root = self.temp_root.clone().ok_or_else(|| std::io::Error::other("no temp root"))?;
+        match std::fs::DirBuilder::new().mode(0o700).create(&root) {
+            Ok(()) => return Ok(root),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
+        }
+        let metadata = std::fs::symlink_metadata(&root)?;
+        // SAFETY: geteuid cannot fail and touches no memory of ours.
+        let uid = unsafe { libc::geteuid() };
+        if !metadata.is_dir() || metadata.uid() != uid || metadata.mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!("{} is not a private folder of this user", root.display())));
+        }
+        Ok(root)
+    }
+
+    /// Removes the runs' temp dirs a previous daemon of this data directory left (it died before its runs ended).
+    /// Called once at start, while the data directory's lock is held, so no live run uses them.
+    pub fn clear_temp_root(&self) -> std::io::Result<()> {
+        match self.temp_root.as_deref().map(std::fs::symlink_metadata) {
+            None => return Ok(()),
+            Some(Err(error)) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Some(_) => {}
+        }
+        let root = self.temp_root()?;
+        for entry in std::fs::read_dir(&root)? {
+            let path = entry?.path();
+            match std::fs::symlink_metadata(&path) {
+                Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path)?,
+                Ok(_) => std::fs::remove_file(&path)?,
+                Err(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Where live process groups are recorded, when this sandbox belongs to a daemon.
@@ -245,4 +291,16 @@ impl Sandbox {
         }
         landlock::prepare(self, cwd, temp_dir, extra_writable).map(Some)
     }
+}
+
+/// `<system temp>/troupe-<uid>-<first 16 hex digits of the SHA-256 of the data directory's path>`: where the runs of
+/// the daemon of `data_dir` (canonical) make their temp dirs.
+pub fn temp_root_of(data_dir: &Path) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::ffi::OsStrExt;
+    let digest = Sha256::digest(data_dir.as_os_str().as_bytes());
+    let hash: String = digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect();
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    let uid = unsafe { libc::geteuid() };
+    std::env::temp_dir().join(format!("troupe-{uid}-{hash}"))
 }

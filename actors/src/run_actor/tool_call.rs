@@ -1,0 +1,125 @@
+//! One tool call of a run: the permission check, `tool_call_started` (accepted before the tool runs), the
+//! execution with its live output masked and streamed to the session, and the masked result.
+
+use tokio::sync::{mpsc, oneshot};
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_runtime::model::ToolCallRequest;
+use troupe_runtime::tools::{OutputChunk, StdinInput, ToolContext};
+
+use super::masking::{OutputMasks, mask_result};
+use super::progress::ProgressRecorder;
+use super::{RunLoop, tool_result};
+use crate::error::EngineError;
+use crate::session_actor::{AppendTrackedRunEvent, RunOutput};
+
+impl RunLoop {
+    /// Checks permission, then executes one tool call with its output streamed to the session.
+    pub(super) async fn execute_tool_call(&self, call: &ToolCallRequest) -> PersistedToolResult {
+        let services = &self.setup.services;
+        let Some(tool) = services.tools.get(&call.tool) else {
+            let known: Vec<String> = services.tools.specs().into_iter().map(|spec| spec.name).collect();
+            return tool_result(
+                ToolResultStatus::Error,
+                format!("there is no tool `{}`; the tools are: {}", call.tool, known.join(", ")),
+            );
+        };
+        let request = match tool.permission(&call.arguments, &self.setup.cwd) {
+            Ok(request) => request,
+            Err(error) => {
+                return tool_result(ToolResultStatus::Error, format!("invalid arguments: {error}"));
+            }
+        };
+        if let Some(refusal) = self.check_permission(call, &request).await {
+            return refusal;
+        }
+        let started = EventPayload::ToolCallStarted {
+            tool_call_id: call.tool_call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            action: request.action,
+            resource: request.resource.clone(),
+        };
+        // Accepted (its place in the log fixed) before the call runs, but not waited on to be durable: the turn
+        // that asked for the call is durable already. Live output is published at once, though, so the first
+        // chunk waits until this event is durable: a subscriber never sees output of a call it has not seen start.
+        let tracked = AppendTrackedRunEvent { run_id: self.setup.run_id.clone(), payload: started };
+        let mut started = match self.setup.session.send(tracked).await {
+            Ok(Ok(tracked)) => Some(tracked.durable),
+            // The session stopped or the run is no longer active; the run's next durable point notices it.
+            Ok(Err(_)) | Err(_) => None,
+        };
+
+        let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);
+        let (stdin_sender, stdin) = mpsc::channel::<StdinInput>(16);
+        *self.control.stdin.lock() = Some((call.tool_call_id.clone(), stdin_sender));
+        let context = ToolContext {
+            cwd: self.setup.cwd.clone(),
+            limits: services.tool_limits.clone(),
+            output: Some(output_sender),
+            stdin: Some(stdin),
+            cancel: self.control.cancel.child_token(),
+            // The call was allowed as described, including a resource outside the cwd when the mode allows it.
+            approved_request: Some(request.clone()),
+            sandbox: services.sandbox.clone(),
+            temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
+            writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
+        };
+        let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
+        let mut masks = OutputMasks::new(&services.secrets);
+        let execution = tool.execute(call.arguments.clone(), context);
+        tokio::pin!(execution);
+        let result = loop {
+            tokio::select! {
+                result = &mut execution => break result,
+                Some(chunk) = output.recv() => {
+                    if let Some(chunk) = masks.mask(chunk) {
+                        wait_until_started(&mut started).await;
+                        self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
+                    }
+                }
+            }
+        };
+        let mut rest: Vec<OutputChunk> = Vec::new();
+        while let Ok(chunk) = output.try_recv() {
+            rest.extend(masks.mask(chunk));
+        }
+        rest.extend(masks.finish());
+        for chunk in rest {
+            wait_until_started(&mut started).await;
+            self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
+        }
+        *self.control.stdin.lock() = None;
+        for payload in progress.finish() {
+            self.emit(payload).await;
+        }
+        mask_result(&services.secrets, result, &masks.labels())
+    }
+
+    async fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
+        // Awaited, so a command that writes faster than subscribers are served slows down at its pipe instead of
+        // filling the session's mailbox.
+        let _ = self
+            .setup
+            .session
+            .send(RunOutput {
+                run_id: self.setup.run_id.clone(),
+                tool_call_id: tool_call_id.to_owned(),
+                stream: chunk.stream,
+                offset: chunk.offset,
+                data: chunk.data.clone(),
+            })
+            .await;
+        if let Some(payload) = progress.record(chunk) {
+            self.emit(payload).await;
+        }
+    }
+}
+
+/// Waits once for the `tool_call_started` event to be durable (a later call returns at once).
+async fn wait_until_started(started: &mut Option<oneshot::Receiver<Result<(), EngineError>>>) {
+    if let Some(durable) = started.take() {
+        // A failure here means the session stopped; the next durable point of the run notices it.
+        let _ = durable.await;
+    }
+}
