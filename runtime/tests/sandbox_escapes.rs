@@ -13,22 +13,8 @@ use troupe_runtime::config::SandboxMode;
 
 mod sandbox_support;
 
+use sandbox_support::processes::processes_with;
 use sandbox_support::*;
-
-/// Processes whose command line holds `marker`, zombies excluded.
-fn processes_with(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker)
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn a_command_has_no_terminal_to_reach_the_users() {

@@ -278,18 +278,18 @@ async fn other_denied_paths_are_refused_even_when_approved() {
 async fn the_daemons_own_proc_files_are_refused_even_when_approved() {
     let layout = Layout::new();
     // File tools run inside the daemon: its environment, memory map and descriptors are behind /proc/self.
-    for path in ["/proc/self/environ", "/proc/self/maps", "/proc/1/environ"] {
+    for (tool, path) in [
+        ("read_file", "/proc/self/environ"),
+        ("read_file", "/proc/self/maps"),
+        ("read_file", "/proc/1/environ"),
+        ("list_dir", "/proc/self/fd"),
+    ] {
         let arguments = json!({"path": path});
         let mut context = layout.context();
         context.approved_request =
-            Some(ToolRegistry::builtin().get("read_file").unwrap().permission(&arguments, &layout.cwd).unwrap());
-        assert_refused(&execute("read_file", arguments, context).await, "/proc");
+            Some(ToolRegistry::builtin().get(tool).unwrap().permission(&arguments, &layout.cwd).unwrap());
+        assert_refused(&execute(tool, arguments, context).await, "/proc");
     }
-    let listing = json!({"path": "/proc/self/fd"});
-    let mut context = layout.context();
-    context.approved_request =
-        Some(ToolRegistry::builtin().get("list_dir").unwrap().permission(&listing, &layout.cwd).unwrap());
-    assert_refused(&execute("list_dir", listing, context).await, "/proc");
 }
 
 #[tokio::test]
@@ -313,23 +313,29 @@ impl Drop for Unmount {
     }
 }
 
-#[tokio::test]
-async fn a_bind_mount_of_the_data_dir_is_refused() {
-    let layout = Layout::new();
-    let mount_point = layout.cwd.join("mnt");
-    std::fs::create_dir(&mount_point).unwrap();
+/// Bind-mounts `source` on a new folder `mount_point`; `None` (the test is skipped) without the privileges.
+fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
+    std::fs::create_dir(mount_point).unwrap();
     let mounted = std::process::Command::new("mount")
         .arg("--bind")
-        .arg(&layout.data_dir)
-        .arg(&mount_point)
+        .arg(source)
+        .arg(mount_point)
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|status| status.success());
     if !mounted {
         eprintln!("skipped: bind mounts need privileges this test does not have");
-        return;
+        return None;
     }
-    let _unmount = Unmount(mount_point.clone());
+    Some(Unmount(mount_point.to_path_buf()))
+}
+
+#[tokio::test]
+async fn a_bind_mount_of_the_data_dir_is_refused() {
+    let layout = Layout::new();
+    let Some(_unmount) = bind_mount(&layout.data_dir, &layout.cwd.join("mnt")) else {
+        return;
+    };
 
     // By path, mnt/daemon/token is an ordinary file in the cwd; by the identity of mnt, it is in the data dir.
     let read = layout.call("read_file", json!({"path": "mnt/daemon/token"})).await;
@@ -347,20 +353,9 @@ async fn a_bind_mount_of_the_data_dir_is_refused() {
 #[tokio::test]
 async fn a_bind_mount_of_a_folder_inside_the_data_dir_is_refused() {
     let layout = Layout::new();
-    let mount_point = layout.cwd.join("mnt");
-    std::fs::create_dir(&mount_point).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .arg("--bind")
-        .arg(layout.data_dir.join("daemon"))
-        .arg(&mount_point)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !mounted {
-        eprintln!("skipped: bind mounts need privileges this test does not have");
+    let Some(_unmount) = bind_mount(&layout.data_dir.join("daemon"), &layout.cwd.join("mnt")) else {
         return;
-    }
-    let _unmount = Unmount(mount_point.clone());
+    };
     let read = layout.call("read_file", json!({"path": "mnt/token"})).await;
     assert_refused(&read, "the daemon's data directory");
     let searched = layout.call("search", json!({"pattern": "tok_"})).await;

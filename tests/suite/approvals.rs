@@ -274,14 +274,7 @@ async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     connect_script(&client, data_dir.path(), write_then_shell()).await;
-    let session = client
-        .call::<method::SessionCreate>(troupe_protocol::types::session::SessionCreateParams {
-            selection: echo_selection(),
-            cwd: Some(project.path().to_string_lossy().into_owned()),
-        })
-        .await
-        .unwrap()
-        .session;
+    let session = create_session_in(&client, project.path()).await;
     set_mode(&client, &session.session_id, PermissionMode::Ask).await;
     client.subscribe(&session.session_id, None).await.unwrap();
     start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;

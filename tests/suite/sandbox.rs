@@ -16,6 +16,7 @@ use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxMode};
 use troupe_protocol::types::session::PermissionMode;
 
 use super::model_support::{FakeResponse, FakeServer};
+use super::processes::processes_with;
 use super::support::*;
 
 const API_KEY: &str = "sk-test-7f3a9c1e5b2d4f6a8c0e";
@@ -257,14 +258,7 @@ async fn a_command_left_running_by_a_sigkilled_daemon_is_killed_at_restart_and_i
     let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     connect_script(&client, data_dir.path(), script).await;
-    let session = client
-        .call::<method::SessionCreate>(troupe_protocol::types::session::SessionCreateParams {
-            selection: echo_selection(),
-            cwd: Some(project.path().to_string_lossy().into_owned()),
-        })
-        .await
-        .unwrap()
-        .session;
+    let session = create_session_in(&client, project.path()).await;
     set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
     client.subscribe(&session.session_id, None).await.unwrap();
     let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "sleep").await;
@@ -341,16 +335,7 @@ async fn the_classifier_runs_only_what_stays_read_only_and_inside_and_hard_denie
     connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some(API_KEY))
         .await
         .unwrap();
-    let session = within(
-        "session.create",
-        client.call::<method::SessionCreate>(troupe_protocol::types::session::SessionCreateParams {
-            selection: echo_selection(),
-            cwd: Some(cwd.to_string_lossy().into_owned()),
-        }),
-    )
-    .await
-    .unwrap()
-    .session;
+    let session = create_session_in(&client, &cwd).await;
     set_mode(&client, &session.session_id, PermissionMode::AutoApproveN).await;
     client.subscribe(&session.session_id, None).await.unwrap();
     let (events, _) = run_approving_everything(&client, &mut deliveries, &session.session_id).await;
@@ -391,16 +376,7 @@ async fn a_session_in_a_repository_subfolder_can_commit_but_not_write_beside_it(
     ]});
     let (client, mut deliveries) = daemon.client().await;
     connect_script(&client, daemon.data_path(), script).await;
-    let session = within(
-        "session.create",
-        client.call::<method::SessionCreate>(troupe_protocol::types::session::SessionCreateParams {
-            selection: echo_selection(),
-            cwd: Some(cwd.to_string_lossy().into_owned()),
-        }),
-    )
-    .await
-    .unwrap()
-    .session;
+    let session = create_session_in(&client, &cwd).await;
     set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
     client.subscribe(&session.session_id, None).await.unwrap();
     start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "commit").await;

@@ -9,6 +9,7 @@ use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::{RunIdParams, RunSteerParams, RunToolStdinParams, ToolResultStatus};
 use troupe_protocol::types::session::PermissionMode;
 
+use super::processes::processes_with;
 use super::support::*;
 
 async fn steer(client: &troupe_protocol::client::Client, run_id: &str, input: &str) {

@@ -469,17 +469,16 @@ pub fn kinds(events: &[StoredEvent]) -> Vec<&'static str> {
     events.iter().filter_map(|event| event.payload.kind()).collect()
 }
 
-/// Processes whose command line holds `marker` and that are not zombies.
-pub fn processes_with(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker)
-        })
-        .collect()
+/// `session.create` in `cwd` (the echo model's selection).
+pub async fn create_session_in(client: &Client, cwd: &Path) -> SessionMeta {
+    within(
+        "session.create",
+        client.call::<method::SessionCreate>(SessionCreateParams {
+            selection: echo_selection(),
+            cwd: Some(cwd.to_string_lossy().into_owned()),
+        }),
+    )
+    .await
+    .expect("session.create")
+    .session
 }
