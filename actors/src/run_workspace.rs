@@ -27,9 +27,12 @@ impl RunWorkspace {
         let fallback = cwd.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             let cwd = cwd.canonicalize().unwrap_or(cwd);
-            let git_dirs = troupe_runtime::sandbox::repository::git_dirs_outside(&cwd);
-            let temp_dir = sandbox
-                .temp_root()
+            let temp_root = sandbox.temp_root();
+            let mut writable = vec![cwd.clone()];
+            writable.extend(temp_root.as_ref().ok().cloned());
+            writable.extend(sandbox.writable().iter().cloned());
+            let git_dirs = troupe_runtime::sandbox::repository::git_dirs_outside(&cwd, &writable);
+            let temp_dir = temp_root
                 .and_then(|root| make_temp_dir(&root, &run_id))
                 .inspect_err(|error| tracing::warn!(%run_id, %error, "could not create the run's temp dir"))
                 .ok();

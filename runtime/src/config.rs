@@ -20,7 +20,7 @@
 //! ]
 //! [sandbox]
 //! mode = "workspace-write"        # or "read-only", or "off" (no kernel sandbox at all)
-//! deny_read = ["~/.kube"]         # added to ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.gnupg and the data dir
+//! deny_read = ["~/.kube"]         # added to ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.gnupg, ~/.troupe and the data dir
 //! writable = ["~/.cargo"]         # written by tool processes besides the cwd and the run's temp dir
 //! network = true                  # false: tool processes get a network namespace with loopback only
 //! [agents.reviewer]

@@ -90,9 +90,73 @@ async fn a_unix_socket_of_a_service_outside_the_sandbox_cannot_be_reached() {
         }
         Err(error) => assert_eq!(error.kind(), std::io::ErrorKind::WouldBlock),
     }
-    // Pipes and socket pairs between the command's own processes still work.
+    // Nor through a datagram socket pair, whose end can `sendto` any socket path.
+    let datagram = service.path().join("datagram.sock");
+    let datagram_listener = std::os::unix::net::UnixDatagram::bind(&datagram).unwrap();
+    datagram_listener.set_nonblocking(true).unwrap();
+    let send = format!(
+        "python3 -c \"import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'run this', '{}')\"",
+        datagram.display()
+    );
+    let result = workspace.run(&sandbox, &send).await;
+    assert_status(&result, ToolResultStatus::Error);
+    let mut buffer = [0u8; 64];
+    assert!(datagram_listener.recv(&mut buffer).is_err(), "the datagram service was reached");
+    // Pipes and stream socket pairs between the command's own processes still work.
     let result = workspace
         .run(&sandbox, "python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'ok'); print(b.recv(2))\"")
         .await;
     assert_status(&result, ToolResultStatus::Ok);
+}
+
+#[tokio::test]
+async fn the_waiting_parent_outside_the_namespace_holds_the_daemons_memory_out_of_reach() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) || !sandbox.pid_namespace() {
+        return;
+    }
+    // The command's session id is the host pid of its waiting parent, a fork of the daemon (its token and keys).
+    let command = "parent=$(cut -d' ' -f6 /proc/self/stat); head -c 64 /proc/$parent/mem; head -c 64 /proc/$parent/maps; \
+                   head -c 64 /proc/$parent/environ; echo tried $parent";
+    let result = workspace.run(&sandbox, command).await;
+    assert!(result.output.contains("tried"), "{}", result.output);
+    for file in ["mem", "maps", "environ"] {
+        let refused =
+            result.output.lines().any(|line| line.contains(&format!("/{file}")) && line.contains("Permission denied"));
+        assert!(refused, "{file} of the waiting parent was readable: {}", result.output);
+    }
+}
+
+#[tokio::test]
+async fn descriptors_the_daemon_inherited_do_not_reach_a_command() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    // A descriptor without close-on-exec, as a supervisor or launcher may hand the daemon.
+    let file = std::fs::File::open("/dev/null").unwrap();
+    let descriptor = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: clears FD_CLOEXEC on a descriptor this test owns.
+    unsafe { libc::fcntl(descriptor, libc::F_SETFD, 0) };
+    let result = workspace.run(&sandbox, &format!("test -e /proc/self/fd/{descriptor} && echo leaked; true")).await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(!result.output.contains("leaked"), "descriptor {descriptor} reached the command: {}", result.output);
+    drop(file);
+}
+
+#[tokio::test]
+async fn the_default_data_directory_of_another_daemon_is_unreadable() {
+    // This daemon's data directory is elsewhere; ~/.troupe (the default one, another daemon's) is denied too.
+    let workspace = Workspace::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let sandbox = std::sync::Arc::new(troupe_runtime::sandbox::Sandbox::new(
+        &config(SandboxMode::WorkspaceWrite),
+        elsewhere.path(),
+        Some(workspace.home.path()),
+    ));
+    if !landlock(&sandbox) {
+        return;
+    }
+    let result = workspace.run(&sandbox, "cat .troupe/daemon/token").await;
+    assert_status(&result, ToolResultStatus::Error);
+    assert_no_secret(&result);
 }

@@ -14,16 +14,26 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-/// Capabilities dropped from the bounding set of a tool process that runs as root, so that the program it execs
-/// cannot load kernel code, touch raw I/O or kernel memory, or administer the system around Landlock.
-const DROPPED_CAPABILITIES: [libc::c_int; 6] = [
-    16, // CAP_SYS_MODULE
-    17, // CAP_SYS_RAWIO
-    21, // CAP_SYS_ADMIN
-    22, // CAP_SYS_BOOT
-    38, // CAP_PERFMON
-    39, // CAP_BPF
+/// The capabilities a tool process that runs as root keeps in its bounding set (so after exec): what a root
+/// program ordinarily needs for files and processes of its own (as a container runtime would keep), and none that
+/// reaches around the sandbox: no raw or packet sockets (sniffing the daemon's loopback traffic), no network or
+/// system administration, no ptrace, no module loading, no raw I/O, no bpf or perf, no clock or log access.
+const KEPT_CAPABILITIES: [libc::c_int; 11] = [
+    0,  // CAP_CHOWN
+    1,  // CAP_DAC_OVERRIDE
+    3,  // CAP_FOWNER
+    4,  // CAP_FSETID
+    5,  // CAP_KILL
+    6,  // CAP_SETGID
+    7,  // CAP_SETUID
+    8,  // CAP_SETPCAP
+    10, // CAP_NET_BIND_SERVICE
+    18, // CAP_SYS_CHROOT
+    29, // CAP_AUDIT_WRITE
 ];
+
+/// The highest capability number tried when dropping (the kernel answers EINVAL beyond its last one).
+const LAST_CAPABILITY: libc::c_int = 63;
 
 /// The user and group id maps of a new user namespace, written as text before the fork.
 #[derive(Debug)]
@@ -115,6 +125,9 @@ impl ChildSetup {
         if unsafe { libc::getppid() } != self.parent_pid {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
+        // Descriptors the daemon inherited (a supervisor's socket, a launcher's pipe) must not reach the command:
+        // every one above stdio closes at exec. (The daemon's own are close-on-exec already.)
+        close_inherited_descriptors_on_exec();
         if self.namespaces != 0 {
             enter_namespaces(self.namespaces, &self.id_maps)?;
         }
@@ -122,7 +135,12 @@ impl ChildSetup {
             bring_loopback_up()?;
         }
         if self.as_root {
-            drop_dangerous_capabilities()?;
+            drop_capabilities()?;
+        }
+        // With a PID namespace, fork first: the waiting parent is a copy of the daemon's memory (its token, provider
+        // keys), so it must stay outside the command's Landlock domain, where the command cannot read it.
+        if self.namespaces & libc::CLONE_NEWPID != 0 {
+            become_namespace_init()?;
         }
         if let Some(ruleset) = &self.ruleset {
             // SAFETY: prctl with integer arguments only.
@@ -135,9 +153,6 @@ impl ChildSetup {
             if outcome != 0 {
                 return Err(io::Error::last_os_error());
             }
-        }
-        if self.namespaces & libc::CLONE_NEWPID != 0 {
-            become_namespace_init()?;
         }
         Ok(())
     }
@@ -180,6 +195,10 @@ fn become_namespace_init() -> io::Result<()> {
         return check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) });
     }
     let pid = pid as libc::pid_t;
+    // Not dumpable: its memory (a copy of the daemon's) cannot be read through /proc or ptrace without
+    // CAP_SYS_PTRACE, which the command does not have; and the command is in a Landlock domain this process is not.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
     // SAFETY: close_range with integer arguments; this process needs none of its descriptors any more.
     unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
     let mut status: libc::c_int = 0;
@@ -234,11 +253,11 @@ fn bring_loopback_up() -> io::Result<()> {
     error.map_or(Ok(()), Err)
 }
 
-/// Drops [`DROPPED_CAPABILITIES`] from the bounding set. A capability this kernel does not know (`EINVAL`) or a
-/// process that may not change its bounding set (`EPERM`: it lacks `CAP_SETPCAP`, as in most containers, and then
-/// lacks these too) is not an error.
-fn drop_dangerous_capabilities() -> io::Result<()> {
-    for capability in DROPPED_CAPABILITIES {
+/// Drops every capability but [`KEPT_CAPABILITIES`] from the bounding set. A capability this kernel does not know
+/// (`EINVAL`) or a process that may not change its bounding set (`EPERM`: it lacks `CAP_SETPCAP`, as in most
+/// containers, and then lacks the others too) is not an error.
+fn drop_capabilities() -> io::Result<()> {
+    for capability in (0..=LAST_CAPABILITY).filter(|capability| !KEPT_CAPABILITIES.contains(capability)) {
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability as libc::c_ulong, 0, 0, 0) } != 0 {
             let error = io::Error::last_os_error();
@@ -248,6 +267,27 @@ fn drop_dangerous_capabilities() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Marks every descriptor from 3 up close-on-exec: `close_range` with `CLOSE_RANGE_CLOEXEC` (Linux 5.11), else one
+/// `fcntl` per descriptor up to the limit.
+fn close_inherited_descriptors_on_exec() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments only; with CLOSE_RANGE_CLOEXEC it closes nothing now.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) } == 0 {
+        return;
+    }
+    // SAFETY: getrlimit writes into a local struct.
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let highest = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur.min(65_536) as libc::c_int
+    } else {
+        1024
+    };
+    for descriptor in 3..highest {
+        // SAFETY: fcntl on a descriptor number; an unused one answers EBADF, which is ignored.
+        unsafe { libc::fcntl(descriptor, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
 }
 
 /// Writes `contents` to the file at `path` in one `write`, as `/proc` id maps require.

@@ -40,8 +40,10 @@ pub use self::landlock::PreparedSandbox;
 pub use self::process_groups::ProcessGroups;
 pub use self::protected::ProtectedPaths;
 
-/// Paths under the daemon user's home that tool processes never read, whatever the configuration adds.
-pub const DEFAULT_DENY_READ: [&str; 4] = ["~/.ssh", "~/.aws", "~/.config/gcloud", "~/.gnupg"];
+/// Paths under the daemon user's home that tool processes never read, whatever the configuration adds: keys and
+/// cloud credentials, and the default data directory of troupe (another daemon's token, when this one uses
+/// another data directory).
+pub const DEFAULT_DENY_READ: [&str; 5] = ["~/.ssh", "~/.aws", "~/.config/gcloud", "~/.gnupg", "~/.troupe"];
 
 /// Whether this kernel can enforce the sandbox.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +89,10 @@ impl Sandbox {
         };
         let canonical = |path: PathBuf| path.canonicalize().unwrap_or(path);
         let mut denied = vec![data_dir.clone()];
-        for path in DEFAULT_DENY_READ.iter().map(|path| (*path).to_owned()).chain(config.deny_read.iter().cloned()) {
+        // The data directory named by TROUPE_HOME, when this daemon was given another one.
+        let troupe_home = std::env::var(crate::data_dir::DATA_DIR_ENV).ok().filter(|path| path.starts_with('/'));
+        let defaults = DEFAULT_DENY_READ.iter().map(|path| (*path).to_owned()).chain(troupe_home);
+        for path in defaults.chain(config.deny_read.iter().cloned()) {
             if let Some(path) = expand(&path).map(canonical)
                 && !denied.contains(&path)
             {

@@ -75,7 +75,13 @@ fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra: &[PathBuf]
         SandboxMode::WorkspaceWrite => [canonical(cwd), canonical(temp_dir)]
             .into_iter()
             .chain(sandbox.writable().iter().cloned())
-            .chain(extra.iter().map(|path| canonical(path)))
+            // A further root (a repository's git dir) never holds a denied path: not `/`, not a home folder.
+            .chain(
+                extra
+                    .iter()
+                    .map(|path| canonical(path))
+                    .filter(|path| !sandbox.denied().iter().any(|denied| denied.starts_with(path))),
+            )
             .collect(),
         SandboxMode::ReadOnly => vec![canonical(temp_dir)],
         SandboxMode::Off => Vec::new(),

@@ -3,10 +3,12 @@
 //! directory of a worktree (its `.git` is a file, `gitdir: <path>`). Without them `git add` and `git commit` fail
 //! in such sessions.
 //!
-//! A `.git` file is text a command may have written (`gitdir: /some/other/repo/.git` would open that repository's
-//! hooks to the sandbox). So a worktree's git directory is used only when it links back to this worktree: git
-//! writes `<gitdir>/gitdir` naming the worktree's `.git` file, and a sandboxed command cannot write there.
-//! Submodules (whose `.git` file points into the parent's `.git/modules/`) are not followed.
+//! A `.git` file, and the files of a worktree's git directory, are text a command may have written (`gitdir:`
+//! naming another repository, or a `commondir` naming `/`, would open them to the sandbox). So a worktree's git
+//! directories are used only when they have exactly git's layout (`<common>/worktrees/<name>`, whose `gitdir` links
+//! back to this worktree and whose `commondir` is `../..`), are real git directories, and lie outside everything
+//! the sandbox may write. Submodules (whose `.git` file points into the parent's `.git/modules/`) are not
+//! followed.
 
 use std::path::{Path, PathBuf};
 
@@ -14,13 +16,20 @@ use std::path::{Path, PathBuf};
 const MAX_LINK_BYTES: u64 = 4096;
 
 /// The git directories of the repository holding `cwd` that lie outside it (empty when there is none, or when
-/// the git directory is inside `cwd`). `cwd` should be canonical. Blocking I/O.
-pub fn git_dirs_outside(cwd: &Path) -> Vec<PathBuf> {
+/// the git directory is inside `cwd`). `cwd` should be canonical. `writable` are the roots tool processes may write
+/// (the cwd, the temp root, `[sandbox] writable`): nothing found in them is trusted, since a command could have
+/// forged it. Blocking I/O.
+pub fn git_dirs_outside(cwd: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let trusted = |path: &Path| !writable.iter().any(|root| path.starts_with(root)) && is_git_dir(path);
     for dir in cwd.ancestors() {
         let dot_git = dir.join(".git");
         let Ok(metadata) = std::fs::symlink_metadata(&dot_git) else {
             continue;
         };
+        if dot_git.starts_with(cwd) && metadata.is_dir() {
+            // The session's own repository: already writable.
+            return Vec::new();
+        }
         let found = if metadata.is_dir() {
             vec![dot_git]
         } else if metadata.is_file() {
@@ -28,35 +37,43 @@ pub fn git_dirs_outside(cwd: &Path) -> Vec<PathBuf> {
         } else {
             Vec::new()
         };
-        return found.into_iter().filter(|path| !path.starts_with(cwd)).collect();
+        if found.iter().all(|path| trusted(path)) {
+            return found;
+        }
+        return Vec::new();
     }
     Vec::new()
 }
 
-/// The private and common git directories of the worktree whose `.git` file is `dot_git`, if it is a genuine
-/// worktree (its git directory links back to it).
+/// The private and common git directories of the worktree whose `.git` file is `dot_git`, when they have exactly
+/// the layout git gives them: `<common>/worktrees/<name>`, linking back to `dot_git` (`<name>/gitdir`) and to the
+/// common directory as `../..` (`<name>/commondir`).
 fn worktree_git_dirs(dot_git: &Path) -> Vec<PathBuf> {
     let Some(holder) = dot_git.parent() else {
         return Vec::new();
     };
-    let Some(git_dir) = read_link_file(dot_git, "gitdir:").map(|path| holder.join(path)) else {
+    let Some(git_dir) = read_link_file(dot_git, "gitdir:").and_then(|path| holder.join(path).canonicalize().ok())
+    else {
         return Vec::new();
     };
-    let Ok(git_dir) = git_dir.canonicalize() else {
+    let Some(common) = git_dir.parent().filter(|parent| parent.ends_with("worktrees")).and_then(Path::parent) else {
         return Vec::new();
     };
     let back_link =
         read_link_file(&git_dir.join("gitdir"), "").and_then(|path| PathBuf::from(path).canonicalize().ok());
-    if back_link.as_deref() != dot_git.canonicalize().ok().as_deref() {
+    let common_link =
+        read_link_file(&git_dir.join("commondir"), "").and_then(|path| git_dir.join(path).canonicalize().ok());
+    if back_link.as_deref() != dot_git.canonicalize().ok().as_deref() || common_link.as_deref() != Some(common) {
         return Vec::new();
     }
-    let mut dirs = vec![git_dir.clone()];
-    if let Some(common) =
-        read_link_file(&git_dir.join("commondir"), "").and_then(|path| git_dir.join(path).canonicalize().ok())
-    {
-        dirs.push(common);
-    }
-    dirs
+    vec![git_dir.clone(), common.to_path_buf()]
+}
+
+/// Whether `path` is a git directory (so never `/` or a home folder): `HEAD` with `objects/` and `refs/`, or, for
+/// a worktree's private one, with `commondir`.
+fn is_git_dir(path: &Path) -> bool {
+    path.join("HEAD").is_file()
+        && ((path.join("objects").is_dir() && path.join("refs").is_dir()) || path.join("commondir").is_file())
 }
 
 /// The first line of a small file, after `prefix`, trimmed.
@@ -92,8 +109,8 @@ mod tests {
         let repository = base.path().canonicalize().unwrap().join("repo");
         std::fs::create_dir_all(repository.join("sub")).unwrap();
         git(&repository, &["init", "-q"]);
-        assert_eq!(git_dirs_outside(&repository.join("sub")), vec![repository.join(".git")]);
-        assert!(git_dirs_outside(&repository).is_empty());
+        assert_eq!(git_dirs_outside(&repository.join("sub"), &[repository.join("sub")]), vec![repository.join(".git")]);
+        assert!(git_dirs_outside(&repository, std::slice::from_ref(&repository)).is_empty());
     }
 
     #[test]
@@ -105,7 +122,7 @@ mod tests {
         git(&repository, &["init", "-q"]);
         git(&repository, &["commit", "-q", "--allow-empty", "-m", "first"]);
         git(&repository, &["worktree", "add", "-q", "../tree"]);
-        let dirs = git_dirs_outside(&base.join("tree"));
+        let dirs = git_dirs_outside(&base.join("tree"), &[base.join("tree")]);
         assert_eq!(dirs, vec![repository.join(".git/worktrees/tree"), repository.join(".git")]);
 
         // A `.git` file written by a command, naming another repository's git dir: not followed.
@@ -113,8 +130,41 @@ mod tests {
         std::fs::create_dir_all(&forged).unwrap();
         std::fs::write(forged.join(".git"), format!("gitdir: {}\n", repository.join(".git/worktrees/tree").display()))
             .unwrap();
-        assert!(git_dirs_outside(&forged).is_empty());
+        assert!(git_dirs_outside(&forged, std::slice::from_ref(&forged)).is_empty());
         std::fs::write(forged.join(".git"), format!("gitdir: {}\n", repository.join(".git").display())).unwrap();
-        assert!(git_dirs_outside(&forged).is_empty());
+        assert!(git_dirs_outside(&forged, std::slice::from_ref(&forged)).is_empty());
+    }
+
+    #[test]
+    fn git_dirs_a_command_could_have_forged_are_not_trusted() {
+        let base = tempfile::tempdir().unwrap();
+        let base = base.path().canonicalize().unwrap();
+        let victim = base.join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        // Inside the session's directory: a fake worktree git dir with a back-link and a commondir naming elsewhere.
+        let cwd = base.join("proj");
+        std::fs::create_dir_all(cwd.join("fake")).unwrap();
+        std::fs::write(cwd.join(".git"), "gitdir: fake\n").unwrap();
+        std::fs::write(cwd.join("fake/gitdir"), format!("{}\n", cwd.join(".git").display())).unwrap();
+        std::fs::write(cwd.join("fake/commondir"), format!("{}\n", victim.display())).unwrap();
+        assert!(git_dirs_outside(&cwd, std::slice::from_ref(&cwd)).is_empty());
+        // The same layout as git's, but inside what the sandbox may write.
+        std::fs::create_dir_all(cwd.join("common/worktrees/w")).unwrap();
+        std::fs::write(cwd.join(".git"), "gitdir: common/worktrees/w\n").unwrap();
+        std::fs::write(cwd.join("common/worktrees/w/gitdir"), format!("{}\n", cwd.join(".git").display())).unwrap();
+        std::fs::write(cwd.join("common/worktrees/w/commondir"), "../..\n").unwrap();
+        assert!(git_dirs_outside(&cwd, std::slice::from_ref(&cwd)).is_empty());
+
+        // A genuine worktree whose commondir a command (which may write the worktree's git dir) pointed elsewhere.
+        let repository = base.join("repo");
+        std::fs::create_dir_all(&repository).unwrap();
+        git(&repository, &["init", "-q"]);
+        git(&repository, &["commit", "-q", "--allow-empty", "-m", "first"]);
+        git(&repository, &["worktree", "add", "-q", "../tree"]);
+        let tree = base.join("tree");
+        std::fs::write(repository.join(".git/worktrees/tree/commondir"), format!("{}\n", victim.display())).unwrap();
+        assert!(git_dirs_outside(&tree, std::slice::from_ref(&tree)).is_empty());
+        std::fs::write(repository.join(".git/worktrees/tree/commondir"), "/\n").unwrap();
+        assert!(git_dirs_outside(&tree, std::slice::from_ref(&tree)).is_empty());
     }
 }

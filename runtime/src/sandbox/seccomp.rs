@@ -2,8 +2,9 @@
 //! process could connect to any socket file its user may write (a Docker socket, the session bus with
 //! `systemd-run --user`, an ssh or gpg agent) and have something outside the sandbox run for it.
 //!
-//! The filter refuses creating `AF_UNIX` sockets with `socket()` (`EACCES`); `socketpair()`, which only connects
-//! a process to its own children, stays allowed. It also refuses `io_uring_setup` (`ENOSYS`, as on kernels that
+//! The filter refuses creating `AF_UNIX` sockets with `socket()` (`EACCES`), and datagram socket pairs, whose ends
+//! can `sendto` any socket path; stream socket pairs, which only connect a process to its own children, stay
+//! allowed. It also refuses `io_uring_setup` (`ENOSYS`, as on kernels that
 //! lack it), which could create sockets past the filter, and any system call of another ABI than the daemon's
 //! (x32, or 32-bit calls), which would bypass a filter written for this one.
 //!
@@ -37,15 +38,21 @@ const BPF_JMP_JEQ_K: u16 = 0x15;
 const BPF_JMP_JGE_K: u16 = 0x35;
 /// `BPF_RET | BPF_K`.
 const BPF_RET_K: u16 = 0x06;
+/// `BPF_ALU | BPF_AND | BPF_K`.
+const BPF_ALU_AND_K: u16 = 0x54;
+
+/// The socket type in `socketpair`'s second argument, without `SOCK_NONBLOCK` and `SOCK_CLOEXEC`.
+const SOCKET_TYPE_MASK: u32 = 0xf;
 
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 const SECCOMP_MODE_FILTER: libc::c_ulong = 2;
 
-/// Offsets in `struct seccomp_data`: the call number, the architecture, the low half of the first argument.
+/// Offsets in `struct seccomp_data`: the call number, the architecture, the low halves of the first two arguments.
 const OFFSET_NR: u32 = 0;
 const OFFSET_ARCH: u32 = 4;
 const OFFSET_ARG0_LOW: u32 = 16;
+const OFFSET_ARG1_LOW: u32 = 24;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -65,19 +72,23 @@ const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> SockFilter {
 
 /// The program; jump offsets count the instructions skipped after the jump.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-const PROGRAM: [SockFilter; 12] = [
+const PROGRAM: [SockFilter; 16] = [
     /* 0 */ statement(BPF_LD_W_ABS, OFFSET_ARCH),
-    /* 1 */ jump(BPF_JMP_JEQ_K, AUDIT_ARCH, 0, 9), // another ABI: 11
+    /* 1 */ jump(BPF_JMP_JEQ_K, AUDIT_ARCH, 0, 13), // another ABI: 15
     /* 2 */ statement(BPF_LD_W_ABS, OFFSET_NR),
-    /* 3 */ jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 7, 0), // x32: 11
-    /* 4 */ jump(BPF_JMP_JEQ_K, libc::SYS_io_uring_setup as u32, 5, 0), // 10
-    /* 5 */ jump(BPF_JMP_JEQ_K, libc::SYS_socket as u32, 0, 2), // not socket(): 8
-    /* 6 */ statement(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
-    /* 7 */ jump(BPF_JMP_JEQ_K, libc::AF_UNIX as u32, 1, 0), // AF_UNIX: 9
-    /* 8 */ statement(BPF_RET_K, SECCOMP_RET_ALLOW),
-    /* 9 */ statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EACCES as u32),
-    /* 10 */ statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-    /* 11 */ statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32),
+    /* 3 */ jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 11, 0), // x32: 15
+    /* 4 */ jump(BPF_JMP_JEQ_K, libc::SYS_io_uring_setup as u32, 9, 0), // 14
+    /* 5 */ jump(BPF_JMP_JEQ_K, libc::SYS_socket as u32, 1, 0), // socket(): 7
+    /* 6 */ jump(BPF_JMP_JEQ_K, libc::SYS_socketpair as u32, 2, 5), // socketpair(): 9, else 12
+    /* 7 */ statement(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
+    /* 8 */ jump(BPF_JMP_JEQ_K, libc::AF_UNIX as u32, 4, 3), // AF_UNIX: 13, else 12
+    /* 9 */ statement(BPF_LD_W_ABS, OFFSET_ARG1_LOW),
+    /* 10 */ statement(BPF_ALU_AND_K, SOCKET_TYPE_MASK),
+    /* 11 */ jump(BPF_JMP_JEQ_K, libc::SOCK_DGRAM as u32, 1, 0), // a datagram pair: 13
+    /* 12 */ statement(BPF_RET_K, SECCOMP_RET_ALLOW),
+    /* 13 */ statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EACCES as u32),
+    /* 14 */ statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+    /* 15 */ statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32),
 ];
 
 /// Installs the filter on the calling thread (the single thread of a forked child). Needs `no_new_privs` (or

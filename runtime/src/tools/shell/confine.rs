@@ -11,10 +11,32 @@ use crate::config::SandboxMode;
 use crate::sandbox::process_groups::GroupRecord;
 use crate::sandbox::{PreparedSandbox, Sandbox};
 
-/// Parts of environment variable names that hold secrets (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`,
-/// `PGPASSWORD`, ...): such variables of the daemon are not passed to commands.
-const SECRET_NAME_PARTS: [&str; 8] =
-    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"];
+/// Words (between `_`) of environment variable names that hold secrets: `OPENAI_API_KEY`, `OPENAI_KEY`,
+/// `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `MYSQL_PWD`, `ANTHROPIC_AUTH`, `GH_PAT`, `SENTRY_DSN`, ... Such variables
+/// of the daemon are not passed to commands (`PWD`, the current directory, alone is kept).
+const SECRET_NAME_WORDS: [&str; 18] = [
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "PWD",
+    "PASS",
+    "KEY",
+    "KEYS",
+    "APIKEY",
+    "AUTH",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "PAT",
+    "DSN",
+    "COOKIE",
+    "PRIVATE",
+];
+
+/// Parts that mark a secret wherever they stand in a name (`PGPASSWORD`, `GITHUBTOKEN`).
+const SECRET_NAME_PARTS: [&str; 6] = ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL"];
 
 /// Variables that lead to agents and buses acting outside the sandbox for a command (an ssh or gpg agent, the
 /// session bus's `systemd-run`), not passed to commands either.
@@ -24,12 +46,23 @@ const AGENT_VARIABLES: [&str; 4] = ["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SES
 pub(super) fn inherited_environment(
     daemon: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    daemon.filter(|(name, _)| !is_secret_variable(&name.to_string_lossy())).collect()
+    daemon.filter(|(name, value)| !is_secret_variable(&name.to_string_lossy(), &value.to_string_lossy())).collect()
 }
 
-fn is_secret_variable(name: &str) -> bool {
+fn is_secret_variable(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part)) || AGENT_VARIABLES.contains(&upper.as_str())
+    let secret_word =
+        upper != "PWD" && upper.split(['_', '-', '.', '/', ':']).any(|word| SECRET_NAME_WORDS.contains(&word));
+    let secret_part = SECRET_NAME_PARTS.iter().any(|part| upper.contains(part));
+    secret_word || secret_part || AGENT_VARIABLES.contains(&upper.as_str()) || has_url_credentials(value)
+}
+
+/// `scheme://user:password@host...`, as in `DATABASE_URL`.
+fn has_url_credentials(value: &str) -> bool {
+    value.split("://").skip(1).any(|rest| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        authority.rsplit_once('@').is_some_and(|(credentials, _)| credentials.contains(':'))
+    })
 }
 
 /// What a command's output says when the kernel refused it a file (or a Unix socket).
@@ -190,18 +223,31 @@ mod tests {
     fn secret_and_agent_variables_are_not_inherited() {
         for name in [
             "OPENAI_API_KEY",
+            "OPENAI_KEY",
             "github_token",
             "TROUPE_TOKEN",
             "AWS_SECRET_ACCESS_KEY",
+            "AWS_ACCESS_KEY_ID",
             "PGPASSWORD",
+            "MYSQL_PWD",
+            "ANTHROPIC_AUTH",
+            "GH_PAT",
+            "SENTRY_DSN",
+            "STRIPE_KEY",
+            "NPM_CONFIG__AUTH",
+            "NPM_CONFIG_//registry/:_authToken",
             "SSH_AUTH_SOCK",
             "DBUS_SESSION_BUS_ADDRESS",
-            "NPM_CONFIG_//registry/:_authToken",
         ] {
-            assert!(is_secret_variable(name), "{name}");
+            assert!(is_secret_variable(name, "x"), "{name}");
         }
-        for name in ["HOME", "PATH", "GIT_AUTHOR_NAME", "CARGO_HOME", "LANG", "XDG_RUNTIME_DIR"] {
-            assert!(!is_secret_variable(name), "{name}");
+        assert!(is_secret_variable("DATABASE_URL", "postgres://app:hunter2@db:5432/app"));
+        for name in
+            ["HOME", "PATH", "PWD", "OLDPWD", "GIT_AUTHOR_NAME", "CARGO_HOME", "LANG", "XDG_RUNTIME_DIR", "KEYMAP"]
+        {
+            assert!(!is_secret_variable(name, "/x"), "{name}");
         }
+        assert!(!is_secret_variable("DATABASE_URL", "postgres://db:5432/app"));
+        assert!(!is_secret_variable("HOMEPAGE", "https://example.com/a@b"));
     }
 }
