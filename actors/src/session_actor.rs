@@ -103,11 +103,15 @@ pub struct Stall {
     pub duration: std::time::Duration,
 }
 
+/// How long a session actor that could not open its log keeps answering the requests already sent to it.
+const FAILED_LINGER: Duration = Duration::from_millis(500);
+
 enum Phase {
     /// Creating or loading the log; the mailbox is paused until this ends.
     Starting,
     Ready,
-    /// The log could not be opened, or a write failed. Every request gets this error.
+    /// The log could not be opened, or a write failed. Every request gets this error until the actor stops (soon:
+    /// the next request after that reloads the session).
     Failed(EngineError),
 }
 
@@ -353,6 +357,16 @@ impl SessionActor {
         ctx.stop();
     }
 
+    /// Loading or creating the log failed. Requests already sent here get the error; the supervisor forgets this
+    /// actor at once, so the next request starts a fresh one, which tries again (the cause may be gone: a full disk,
+    /// a file put back); and the actor stops soon after, leaving nothing behind.
+    fn fail_to_open(&mut self, ctx: &mut Context<Self>, error: EngineError) {
+        tracing::warn!(session_id = %self.session_id, %error, "the session could not be opened");
+        self.phase = Phase::Failed(error);
+        self.supervisor.do_send(SessionStopped { session_id: self.session_id.clone(), incarnation: self.incarnation });
+        ctx.run_later(FAILED_LINGER, |_, ctx| ctx.stop());
+    }
+
     fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
         self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
         let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some());
@@ -393,7 +407,10 @@ impl Actor for SessionActor {
                         Ok((state, json, writer)) => {
                             actor.start_from(ctx, state, vec![CommittedEvent { seq: 1, json }], writer);
                         }
-                        Err(detail) => actor.phase = Phase::Failed(actor.storage_error(detail)),
+                        Err(detail) => {
+                            let error = actor.storage_error(detail);
+                            actor.fail_to_open(ctx, error);
+                        }
                     }
                 }));
             }
@@ -403,10 +420,12 @@ impl Actor for SessionActor {
                     let loaded = match joined {
                         Ok(Ok(loaded)) => loaded,
                         Ok(Err(error)) => {
-                            return actor.phase = Phase::Failed(actor.storage_error(error));
+                            let error = actor.storage_error(error);
+                            return actor.fail_to_open(ctx, error);
                         }
                         Err(error) => {
-                            return actor.phase = Phase::Failed(actor.storage_error(error));
+                            let error = actor.storage_error(error);
+                            return actor.fail_to_open(ctx, error);
                         }
                     };
                     let state = SessionState::from_events(
@@ -422,7 +441,10 @@ impl Actor for SessionActor {
                                 .collect();
                             actor.start_from(ctx, state, events, loaded.writer);
                         }
-                        Err(error) => actor.phase = Phase::Failed(actor.storage_error(error)),
+                        Err(error) => {
+                            let error = actor.storage_error(error);
+                            actor.fail_to_open(ctx, error);
+                        }
                     }
                 }));
             }

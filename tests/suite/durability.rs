@@ -220,3 +220,48 @@ async fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("another troupe daemon"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_log_cannot_be_loaded_is_retried_by_the_next_request_not_stranded() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        hibernate_after: Some(std::time::Duration::from_millis(50)),
+        ..DaemonSetup::default()
+    });
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    set_title(&client, &session.session_id, "first", "before").await.unwrap();
+    eventually("the session hibernates", || !daemon.engine().is_live(&session.session_id)).await;
+
+    // The log cannot be opened now (a directory stands where it was): loading fails with a typed error.
+    let log = daemon.data_path().join("sessions").join(&session.session_id).join("events.jsonl");
+    let moved = log.with_extension("jsonl.away");
+    std::fs::rename(&log, &moved).unwrap();
+    std::fs::create_dir(&log).unwrap();
+    let failed = set_title(&client, &session.session_id, "second", "during").await;
+    let error = failed.expect_err("the log cannot be loaded");
+    assert!(
+        error.to_string().contains("events.jsonl") || error.to_string().to_lowercase().contains("storage"),
+        "{error}"
+    );
+
+    // Put back, the session works again at the next request: no restart needed, nothing stranded.
+    std::fs::remove_dir(&log).unwrap();
+    std::fs::rename(&moved, &log).unwrap();
+    let renamed = within("the session loads again", async {
+        loop {
+            match set_title(
+                &client,
+                &session.session_id,
+                &format!("third-{}", troupe_runtime::clock::new_id()),
+                "after",
+            )
+            .await
+            {
+                Ok(renamed) => return renamed,
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(renamed.session.title.as_deref(), Some("after"));
+}
