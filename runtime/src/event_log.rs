@@ -36,7 +36,8 @@
 //! # Load path
 //!
 //! [`load`] reads the whole file at once and checks each line on its own. A bad line (not JSON, not an event,
-//! a sequence that does not increase, another session's event) is skipped and reported as a [`SkippedEvent`]
+//! a sequence that does not increase, or that jumps further than the lines since the last good event allow, since
+//! the writer numbers events one by one; another session's event) is skipped and reported as a [`SkippedEvent`]
 //! with its `seq` when readable, else its line number, and a reason that never quotes the line: lines hold user
 //! text and tool output, and reasons travel to clients. Good lines are parsed once.
 
@@ -298,8 +299,13 @@ fn parse_log(bytes: &[u8], session_id: &str) -> ParsedLog {
     // Sized once: every complete line is at most one event, and growing a vector of large records by doubling
     // would copy them several times over.
     let line_count = bytes[..complete_len].iter().filter(|&&byte| byte == b'\n').count();
-    let mut checker =
-        LineChecker { session_id, events: Vec::with_capacity(line_count), skipped: Vec::new(), last_seq: 0 };
+    let mut checker = LineChecker {
+        session_id,
+        events: Vec::with_capacity(line_count),
+        skipped: Vec::new(),
+        last_seq: 0,
+        last_line: 0,
+    };
     let mut offset = 0;
     let mut line_number: u64 = 0;
     while offset < bytes.len() {
@@ -368,6 +374,8 @@ struct LineChecker<'a> {
     events: Vec<LoadedEvent>,
     skipped: Vec<SkippedEvent>,
     last_seq: u64,
+    /// The line number of the last accepted event.
+    last_line: u64,
 }
 
 impl LineChecker<'_> {
@@ -411,6 +419,17 @@ impl LineChecker<'_> {
         } else if seq <= self.last_seq {
             self.skip(Some(seq), line_number, format!("sequence {seq} does not increase (previous {})", self.last_seq));
             return;
+        } else if seq > self.last_seq + (line_number - self.last_line) {
+            // The writer numbers events one by one, so a line can be at most one higher than the line before it.
+            // A larger jump is a damaged sequence: skipping it (not the intact lines after it) keeps the log going
+            // and appends continuing from the last good sequence.
+            let most = self.last_seq + (line_number - self.last_line);
+            self.skip(
+                Some(seq),
+                line_number,
+                format!("sequence {seq} is out of place (at most {most} can follow {})", self.last_seq),
+            );
+            return;
         }
         let json = match EventJson::from_json(line.to_owned()) {
             Ok(json) => json,
@@ -421,6 +440,7 @@ impl LineChecker<'_> {
             }
         };
         self.last_seq = seq;
+        self.last_line = line_number;
         self.events.push(LoadedEvent { event, json });
     }
 

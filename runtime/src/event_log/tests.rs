@@ -211,26 +211,62 @@ fn non_increasing_sequences_and_foreign_events_are_skipped() {
     let (_temp, session_dir) = session_location();
     let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
     writer
-        .append_batch(&[input_event(2, "a"), input_event(7, "b"), input_event(5, "stale"), input_event(7, "dup")])
+        .append_batch(&[input_event(2, "a"), input_event(3, "b"), input_event(2, "stale"), input_event(3, "dup")])
         .unwrap();
-    let foreign = input_event(8, "other").as_str().replace(SESSION_ID, "another-session");
-    writer.append_batch(&[EventJson::from_json(foreign).unwrap(), input_event(8, "c")]).unwrap();
+    let foreign = input_event(4, "other").as_str().replace(SESSION_ID, "another-session");
+    writer.append_batch(&[EventJson::from_json(foreign).unwrap(), input_event(4, "c")]).unwrap();
     drop(writer);
 
     let loaded = load(&session_dir).unwrap();
-    assert_eq!(seqs(&loaded), [1, 2, 7, 8]);
+    assert_eq!(seqs(&loaded), [1, 2, 3, 4]);
     assert_eq!(
         loaded.skipped,
         [
-            SkippedEvent { seq: Some(5), line: None, reason: "sequence 5 does not increase (previous 7)".to_owned() },
-            SkippedEvent { seq: Some(7), line: None, reason: "sequence 7 does not increase (previous 7)".to_owned() },
+            SkippedEvent { seq: Some(2), line: None, reason: "sequence 2 does not increase (previous 3)".to_owned() },
+            SkippedEvent { seq: Some(3), line: None, reason: "sequence 3 does not increase (previous 3)".to_owned() },
             SkippedEvent {
-                seq: Some(8),
+                seq: Some(4),
                 line: None,
                 reason: "session_id does not match the session directory".to_owned(),
             },
         ]
     );
+}
+
+#[test]
+fn one_damaged_sequence_is_skipped_and_the_intact_lines_after_it_load() {
+    let (_temp, session_dir) = session_location();
+    let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
+    // Sequence 4 damaged into 999999 on disk; everything around it intact.
+    writer
+        .append_batch(&[
+            input_event(2, "a"),
+            input_event(3, "b"),
+            input_event(999_999, "damaged 4"),
+            input_event(5, "c"),
+            input_event(6, "d"),
+        ])
+        .unwrap();
+    drop(writer);
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3, 5, 6]);
+    assert_eq!(
+        loaded.skipped,
+        [SkippedEvent {
+            seq: Some(999_999),
+            line: None,
+            reason: "sequence 999999 is out of place (at most 4 can follow 3)".to_owned()
+        }]
+    );
+    assert_eq!(loaded.last_seq, 6, "appends continue after the last good sequence");
+
+    // The damaged line last: appends continue from the last good one, not from the damage.
+    let mut writer = loaded.writer;
+    writer.append_batch(&[input_event(7, "e"), input_event(1_000_000, "damaged 8")]).unwrap();
+    drop(writer);
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3, 5, 6, 7]);
+    assert_eq!(loaded.last_seq, 7);
 }
 
 #[test]
