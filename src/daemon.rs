@@ -83,6 +83,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             hibernate_after,
             session_threads,
             default_cwd,
+            max_input_bytes: config.limits.input_bytes(),
             sandbox,
             secrets,
         })

@@ -77,6 +77,8 @@ pub struct EngineConfig {
     pub session_threads: usize,
     /// The cwd of sessions created without one.
     pub default_cwd: PathBuf,
+    /// The largest input of `run.start` and `run.steer`, in bytes.
+    pub max_input_bytes: usize,
     /// The kernel's bounds on tool processes, built from `[sandbox]` (the daemon killed what a previous daemon
     /// left behind before starting the engine).
     pub sandbox: Arc<Sandbox>,
@@ -90,6 +92,7 @@ pub struct Engine {
     supervisor: Addr<SessionSupervisor>,
     live: LiveSessions,
     default_cwd: PathBuf,
+    max_input_bytes: usize,
     services: Arc<RunServices>,
     /// The session of each run started since the daemon started, for `run.*` requests.
     runs: DashMap<String, String>,
@@ -133,6 +136,7 @@ impl Engine {
             supervisor,
             live,
             default_cwd: config.default_cwd,
+            max_input_bytes: config.max_input_bytes,
             services,
             runs: DashMap::new(),
             session_arbiters,
@@ -226,6 +230,22 @@ impl Engine {
             source: found.skill.source,
             rendered: troupe_runtime::skills::render(&found.skill, arguments.trim()),
         }))
+    }
+
+    /// Refuses an input larger than `[limits] max_input_bytes`, before anything is written.
+    fn check_input_size(&self, what: &str, input: &str) -> Result<(), RpcError> {
+        if input.len() <= self.max_input_bytes {
+            return Ok(());
+        }
+        let detail = format!(
+            "{what} is {} bytes; at most {} are accepted (`[limits] max_input_bytes` in the daemon's config.toml): \
+             put large material in a file in the session's directory and refer to it",
+            input.len(),
+            self.max_input_bytes
+        );
+        let fields =
+            [("size", serde_json::Value::from(input.len())), ("limit", serde_json::Value::from(self.max_input_bytes))];
+        Err(RpcError::invalid_params_typed("input_too_large", &detail, &fields))
     }
 
     /// The session that owns `run_id`, if the run was started since the daemon started.
@@ -505,6 +525,7 @@ impl ServerProtocol for Engine {
         if params.input.trim().is_empty() {
             return Err(RpcError::invalid_params_typed("invalid_input", "the run's input is empty", &[]));
         }
+        self.check_input_size("the run's input", &params.input)?;
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
         let agent_chain = snapshot
@@ -539,6 +560,7 @@ impl ServerProtocol for Engine {
         if params.input.trim().is_empty() {
             return Err(RpcError::invalid_params_typed("invalid_input", "the steering input is empty", &[]));
         }
+        self.check_input_size("the steering input", &params.input)?;
         let session_id = self.session_of_run(&params.run_id)?;
         let accepted = self
             .ask_session(&session_id, || SteerRun { run_id: params.run_id.clone(), input: params.input.clone() })

@@ -13,6 +13,7 @@
 //! max_in_flight = 256
 //! outbound_queue = 1024
 //! hibernate_after_secs = 60
+//! max_input_bytes = 1048576
 //! [permissions]
 //! rules = [
 //!   { effect = "allow", action = "execute", resource = "cargo test*" },
@@ -168,11 +169,29 @@ pub struct Limits {
     pub outbound_queue: usize,
     /// An idle session with no subscribers stops after this many seconds.
     pub hibernate_after_secs: u64,
+    /// The largest input of `run.start` or `run.steer`, in bytes (UTF-8). A larger one is refused (-32602
+    /// `input_too_large`) before anything is written. At most a quarter of `max_frame_bytes`, so that the events
+    /// and replies holding it fit a frame with room; unset, 1 MiB or that quarter, whichever is smaller. Read it
+    /// with [`Limits::input_bytes`].
+    pub max_input_bytes: Option<usize>,
+}
+
+impl Limits {
+    /// The largest input of `run.start` or `run.steer`, in bytes.
+    pub fn input_bytes(&self) -> usize {
+        self.max_input_bytes.unwrap_or((1024 * 1024).min(self.max_frame_bytes / 4))
+    }
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_frame_bytes: 16 * 1024 * 1024, max_in_flight: 256, outbound_queue: 1024, hibernate_after_secs: 60 }
+        Limits {
+            max_frame_bytes: 16 * 1024 * 1024,
+            max_in_flight: 256,
+            outbound_queue: 1024,
+            hibernate_after_secs: 60,
+            max_input_bytes: None,
+        }
     }
 }
 
@@ -219,6 +238,13 @@ fn validate(config: &mut Config) -> Result<(), String> {
         if value == 0 {
             return Err(format!("{key} must be greater than 0"));
         }
+    }
+    if let Some(input) = config.limits.max_input_bytes
+        && (input == 0 || input > config.limits.max_frame_bytes / 4)
+    {
+        return Err(
+            "limits.max_input_bytes must be greater than 0 and at most a quarter of limits.max_frame_bytes".to_owned()
+        );
     }
     if config.tools.shell_timeout_secs == 0 || config.tools.max_output_bytes == 0 {
         return Err("tools.shell_timeout_secs and tools.max_output_bytes must be greater than 0".to_owned());
@@ -369,8 +395,25 @@ hibernate_after_secs = 5
         assert!(config.trust_proxy);
         assert_eq!(
             config.limits,
-            Limits { max_frame_bytes: 1024, max_in_flight: 8, outbound_queue: 16, hibernate_after_secs: 5 }
+            Limits {
+                max_frame_bytes: 1024,
+                max_in_flight: 8,
+                outbound_queue: 16,
+                hibernate_after_secs: 5,
+                max_input_bytes: None
+            }
         );
+    }
+
+    #[test]
+    fn the_input_limit_defaults_to_a_mebibyte_within_a_quarter_frame_and_is_checked() {
+        assert_eq!(parse_text("").unwrap().limits.input_bytes(), 1024 * 1024);
+        assert_eq!(parse_text("[limits]\nmax_frame_bytes = 1024\n").unwrap().limits.input_bytes(), 256);
+        assert_eq!(parse_text("[limits]\nmax_input_bytes = 5000\n").unwrap().limits.input_bytes(), 5000);
+        for bad in ["[limits]\nmax_input_bytes = 0\n", "[limits]\nmax_frame_bytes = 1024\nmax_input_bytes = 300\n"] {
+            let error = parse_text(bad).unwrap_err().to_string();
+            assert!(error.contains("limits.max_input_bytes"), "{error}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod cli;
 mod durability;
 mod envelope;
 mod event_order;
+mod limits;
 mod providers;
 mod runs;
 mod sandbox;
