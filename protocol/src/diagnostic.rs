@@ -87,22 +87,15 @@ fn skip_csi_body(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
     }
 }
 
-/// Unicode "format" characters (category Cf) and other invisible controls that can reorder or hide text.
-fn is_format_control(c: char) -> bool {
-    matches!(c,
-        '\u{ad}'
-        | '\u{600}'..='\u{605}'
-        | '\u{61c}'
-        | '\u{6dd}'
-        | '\u{70f}'
-        | '\u{180e}'
-        | '\u{200b}'..='\u{200f}'
-        | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'..='\u{206f}'
-        | '\u{feff}'
-        | '\u{fff9}'..='\u{fffb}'
-        | '\u{e0001}'
-        | '\u{e0020}'..='\u{e007f}')
+/// Unicode format characters (general category Cf: bidi overrides and isolates, zero-width characters, BOMs, tag
+/// characters, ...) and the line and paragraph separators (Zl, Zp), which can reorder, hide or break text. Decided by
+/// the character's Unicode property, so characters added to the category are covered too.
+pub fn is_format_control(c: char) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    matches!(
+        c.general_category(),
+        GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+    )
 }
 
 #[cfg(test)]
@@ -122,6 +115,26 @@ mod tests {
         assert!(out.len() <= MAX_DIAGNOSTIC_BYTES, "{} bytes", out.len());
         assert!(out.ends_with(TRUNCATION_MARKER));
         assert!(out.len() > MAX_DIAGNOSTIC_BYTES - TRUNCATION_MARKER.len() - 4);
+    }
+
+    #[test]
+    fn format_controls_are_found_by_property() {
+        for c in [
+            '\u{202e}',
+            '\u{200b}',
+            '\u{2066}',
+            '\u{feff}',
+            '\u{e0041}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{110bd}',
+            '\u{1d173}',
+        ] {
+            assert!(is_format_control(c), "{:x}", c as u32);
+        }
+        for c in ['a', ' ', 'é', '\n', '漢', '😀'] {
+            assert!(!is_format_control(c), "{:x}", c as u32);
+        }
     }
 
     #[test]

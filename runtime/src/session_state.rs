@@ -147,7 +147,7 @@ impl SessionState {
 }
 
 /// Normalizes a requested title: surrounding whitespace is trimmed; the rest must be 1..=512 bytes with no
-/// control characters.
+/// control characters or invisible format characters (Unicode category Cf, line and paragraph separators).
 pub fn normalize_title(title: &str) -> Result<String, String> {
     let title = title.trim();
     if title.is_empty() {
@@ -156,8 +156,8 @@ pub fn normalize_title(title: &str) -> Result<String, String> {
     if title.len() > MAX_TITLE_BYTES {
         return Err(format!("the title is {} bytes; at most {MAX_TITLE_BYTES} are allowed", title.len()));
     }
-    if title.chars().any(char::is_control) {
-        return Err("the title contains control characters".to_owned());
+    if title.chars().any(|c| c.is_control() || troupe_protocol::diagnostic::is_format_control(c)) {
+        return Err("the title contains control or invisible format characters (such as U+202E or U+200B)".to_owned());
     }
     Ok(title.to_owned())
 }
@@ -262,5 +262,9 @@ mod tests {
         assert!(normalize_title("   ").is_err());
         assert!(normalize_title(&"x".repeat(513)).is_err());
         assert!(normalize_title("a\u{7}b").is_err());
+        // Invisible format characters would let a title read differently than it is (bidi override, zero width).
+        assert!(normalize_title("invoice\u{202e}fdp.exe").is_err());
+        assert!(normalize_title("a\u{200b}b").is_err());
+        assert_eq!(normalize_title("Fix the parser — ünïcode ✓").unwrap(), "Fix the parser — ünïcode ✓");
     }
 }

@@ -161,7 +161,9 @@ pub(crate) async fn error_from_response(response: reqwest::Response, api_key: Op
     error.request_id = request_id;
     error.retry_after_ms = retry_after_ms;
     if !body_text.is_empty() {
-        error.response_body = Some(sanitize_diagnostic(&body_text));
+        // Redacted before it is cut to size, so that a key across the cut cannot survive in part.
+        let body = api_key.map_or_else(|| body_text.clone(), |key| key.redact_from(&body_text));
+        error.response_body = Some(sanitize_diagnostic(&body));
     }
     redact_error(error, api_key)
 }
@@ -236,7 +238,8 @@ pub(crate) fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
 pub(crate) fn redact_error(mut error: ModelError, api_key: Option<&ApiKey>) -> ModelError {
     if let Some(key) = api_key {
         error.message = key.redact_from(&error.message);
-        error.response_body = error.response_body.map(|body| key.redact_from(&body));
+        // Bounded again after the redaction, whose marker may be longer than the key it replaces.
+        error.response_body = error.response_body.map(|body| sanitize_diagnostic(&key.redact_from(&body)));
     }
     error
 }
@@ -245,6 +248,20 @@ pub(crate) fn redact_error(mut error: ModelError, api_key: Option<&ApiKey>) -> M
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+
+    #[test]
+    fn a_redacted_response_body_stays_within_the_diagnostic_bound() {
+        use troupe_protocol::diagnostic::MAX_DIAGNOSTIC_BYTES;
+        // A short key echoed many times: "<redacted>" is longer than the key, so redacting after the cut grew the
+        // body past the bound.
+        let key = ApiKey::new("sk-12345");
+        let mut error = ModelError::new(ModelErrorKind::Auth, ErrorStage::Request, "HTTP 401");
+        error.response_body = Some(sanitize_diagnostic(&"sk-12345 ".repeat(600)));
+        let redacted = redact_error(error, Some(&key));
+        let body = redacted.response_body.unwrap();
+        assert!(body.len() <= MAX_DIAGNOSTIC_BYTES, "{} bytes", body.len());
+        assert!(!body.contains("sk-12345"));
+    }
 
     #[test]
     fn retry_after_prefers_milliseconds_and_reads_seconds() {
