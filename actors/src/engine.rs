@@ -253,7 +253,7 @@ impl Engine {
         self.runs
             .get(run_id)
             .map(|session| session.value().clone())
-            .ok_or_else(|| EngineError::RunNotActive { run_id: run_id.to_owned() })
+            .ok_or_else(|| EngineError::RunNotFound { run_id: run_id.to_owned() })
     }
 
     fn resolve_cwd(&self, requested: Option<&str>) -> Result<String, EngineError> {

@@ -21,6 +21,9 @@ pub enum EngineError {
     InvalidIdempotencyKey { field: &'static str, reason: String },
     #[error("run `{run_id}` is not the active run of its session")]
     RunNotActive { run_id: String },
+    /// The daemon knows no run of that id (never started, or started before the daemon's last start).
+    #[error("there is no run `{run_id}` (runs started before the daemon's last start are not known)")]
+    RunNotFound { run_id: String },
     #[error("session `{session_id}` already has an active run, `{active_run_id}`; steer or cancel it first")]
     SessionBusy { session_id: String, active_run_id: String },
     #[error("`{client_run_id}` was already used to start a different run in this session")]
@@ -124,6 +127,9 @@ impl From<EngineError> for RpcError {
             ),
             EngineError::RunNotActive { run_id } => {
                 RpcError::engine("run_not_active", &detail, &[("run_id", Value::String(run_id.clone()))])
+            }
+            EngineError::RunNotFound { run_id } => {
+                RpcError::engine("run_not_found", &detail, &[("run_id", Value::String(run_id.clone()))])
             }
             EngineError::SessionBusy { session_id, active_run_id } => RpcError::engine(
                 "session_busy",

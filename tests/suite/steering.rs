@@ -152,3 +152,21 @@ async fn cancel_kills_the_command_tree_and_voids_pending_input() {
     let events = events_until(&mut deliveries, |e| e.run_id.as_deref() == Some(&next) && is_terminal(e)).await;
     assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }));
 }
+
+#[tokio::test]
+async fn a_run_the_daemon_does_not_know_is_run_not_found() {
+    let daemon = TestDaemon::start();
+    let mut raw = daemon.raw().await;
+    raw.handshake().await;
+    let unknown = "0190d3a4-0000-7000-8000-000000000000";
+    for (id, method, params) in [
+        (2, "run.cancel", json!({"run_id": unknown})),
+        (3, "run.steer", json!({"run_id": unknown, "input": "hello"})),
+        (4, "run.recall_steer", json!({"run_id": unknown})),
+    ] {
+        let reply = raw.call(id, method, params).await;
+        assert_eq!(reply["error"]["code"], -32000, "{method}: {reply}");
+        assert_eq!(reply["error"]["data"]["code"], "run_not_found", "{method}: {reply}");
+        assert_eq!(reply["error"]["data"]["run_id"], unknown, "{method}: {reply}");
+    }
+}
