@@ -1,8 +1,8 @@
 //! Who may upgrade: the bearer token, from a header or from the subprotocol list.
 //!
 //! CLIs and scripts send `Authorization: Bearer <token>`. Browsers cannot set headers on a WebSocket, so they
-//! offer the subprotocol `troupe.bearer.<token>` instead, and the server answers by selecting `troupe` (it never
-//! echoes the entry that carries the token). A request must use exactly one of the two ways, so that a proxy that
+//! offer the subprotocol `troupe.bearer.<token>` instead (with `troupe` next to it, which the server then selects;
+//! it never echoes the entry that carries the token, and selects nothing the client did not offer). A request must use exactly one of the two ways, so that a proxy that
 //! injects one credential can never be confused with a client that brought another.
 //!
 //! Nothing here logs or returns a header value: rejections name the reason, never the token.
@@ -65,11 +65,12 @@ pub(crate) fn authenticate(headers: &HeaderMap, token: &Token) -> Result<Credent
     }
 }
 
-/// Whether the response should select [`SUBPROTOCOL`]: always when the token came through the list (browsers
-/// are told to offer `troupe` next to it), and whenever the client offered `troupe` itself, because clients that
-/// offer subprotocols may fail a handshake that selects none.
-pub(crate) fn selects_subprotocol(headers: &HeaderMap, credential: Credential) -> bool {
-    credential == Credential::Subprotocol || offered_subprotocols(headers).any(|protocol| protocol == SUBPROTOCOL)
+/// Whether the response selects [`SUBPROTOCOL`]: exactly when the client offered `troupe`. RFC 6455 lets a server
+/// select only a subprotocol the client offered, and strict clients (browsers, Python's `websockets`) abort
+/// otherwise; so a client that offered only `troupe.bearer.<token>` gets none selected (the token entry is never
+/// echoed), and one that offered `troupe` next to it gets `troupe`.
+pub(crate) fn selects_subprotocol(headers: &HeaderMap) -> bool {
+    offered_subprotocols(headers).any(|protocol| protocol == SUBPROTOCOL)
 }
 
 /// The token of an `Authorization` value whose scheme is `Bearer` (case-insensitive, as RFC 7235 says).

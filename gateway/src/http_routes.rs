@@ -78,6 +78,7 @@ async fn upgrade<S: ServerProtocol>(
             return Ok(plain_text(response, &rejection.to_string()));
         }
     };
+    tracing::debug!(%peer, ?credential, "WebSocket upgrade authenticated");
 
     // The size check must see the raw bytes before actix-ws buffers them, so the payload is wrapped and put
     // back into an extractor-shaped `web::Payload`.
@@ -85,7 +86,7 @@ async fn upgrade<S: ServerProtocol>(
         Box::pin(FrameSizeGuard::new(payload.into_inner(), state.max_frame_bytes));
     let payload = web::Payload::from_request(&request, &mut RawPayload::Stream { payload: guarded }).await?;
     let (mut response, session, inbound) = actix_ws::handle(&request, payload)?;
-    if auth::selects_subprotocol(request.headers(), credential) {
+    if auth::selects_subprotocol(request.headers()) {
         response.headers_mut().insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(SUBPROTOCOL));
     }
     let inbound = inbound

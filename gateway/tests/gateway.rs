@@ -276,14 +276,17 @@ async fn a_subprotocol_token_is_accepted_and_troupe_selected() {
         .await;
     assert_eq!(next_json(&mut client).await["result"]["protocol_version"], 20);
 
-    // Leniency: `troupe` is selected even when only the token entry was offered.
+    // Only the token entry offered: the upgrade succeeds and selects nothing, as RFC 6455 requires (a server may
+    // select only what the client offered; strict clients abort otherwise), and the token is never echoed.
     let (status, headers, _) = raw_http(
         gateway.addr(),
         upgrade_request(gateway.addr(), &format!("Sec-WebSocket-Protocol: troupe.bearer.{TOKEN}\r\n")),
     )
     .await;
     assert_eq!(status, 101);
-    assert_eq!(header(&headers, "sec-websocket-protocol"), Some("troupe"));
+    assert_eq!(header(&headers, "sec-websocket-protocol"), None);
+    // (tungstenite's own client, stricter than the RFC, refuses a handshake that selects none when it offered
+    // some, so this case is checked on the raw upgrade; browsers and Python's websockets accept it.)
     gateway.stop().await;
 }
 
