@@ -282,7 +282,7 @@ async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     daemon.kill();
 
     let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
-    let (client, _) = daemon.client().await;
+    let (client, mut deliveries) = daemon.client().await;
     let listed = within("list", async {
         loop {
             let listed = client
@@ -302,4 +302,12 @@ async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     assert_eq!(listed.approvals.len(), 1);
     assert_eq!(listed.approvals[0].status, ApprovalStatus::Cancelled);
     assert!(!project.path().join("a.txt").exists());
+    // And the run itself is recorded as interrupted, after its approval was cancelled.
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let events =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. })).await;
+    let kinds = kinds(&events);
+    let cancelled_at = kinds.iter().rposition(|kind| *kind == "approval_cancelled");
+    let interrupted_at = kinds.iter().position(|kind| *kind == "run_interrupted");
+    assert!(cancelled_at.is_some() && cancelled_at < interrupted_at, "{kinds:?}");
 }

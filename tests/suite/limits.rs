@@ -1,5 +1,6 @@
-//! Inputs larger than `[limits] max_input_bytes` are refused with a typed -32602 before anything is written; the
-//! connection stays up and a run at the limit starts.
+//! The bounds of `config.toml` at work: inputs larger than `[limits] max_input_bytes` are refused with a typed
+//! -32602 before anything is written (the connection stays up and a run at the limit starts), and `[tools]`
+//! bounds a shell call's time and the output its result keeps.
 
 use serde_json::json;
 
@@ -42,4 +43,36 @@ async fn an_input_over_the_limit_is_refused_and_nothing_is_written() {
     assert_eq!(steer["error"]["data"]["code"], "input_too_large", "{steer}");
     let steer = raw.call(6, "run.steer", json!({"run_id": run_id, "input": "small"})).await;
     assert_eq!(steer["result"]["accepted"], true, "{steer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tools_section_of_config_toml_bounds_shell_calls() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[tools]\nshell_timeout_secs = 1\nmax_output_bytes = 2000\n".to_owned()),
+        ..DaemonSetup::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 30"}}]},
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "head -c 10000 /dev/zero | tr '\\0' a"}}]},
+        {"text": "done"}
+    ]});
+    connect_script(&client, daemon.data_path(), script).await;
+    let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let outputs: Vec<String> = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            troupe_protocol::types::events::EventPayload::ToolCallTerminated { result, .. } => {
+                Some(result.output.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(outputs[0].contains("timed out after 1 s"), "{}", outputs[0]);
+    assert!(outputs[1].contains("bytes elided"), "{}", &outputs[1][..200.min(outputs[1].len())]);
+    assert!(outputs[1].len() < 2 * 2000 + 500, "{} bytes kept", outputs[1].len());
 }
