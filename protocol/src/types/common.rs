@@ -6,10 +6,22 @@ use serde::{Deserialize, Serialize};
 /// A model reference, `{model: "<provider>/<id>", variant}`. `variant` is required but may be null.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("required" = ["model", "variant"]))]
 pub struct ModelSelection {
     /// `<provider_id>/<model id>`, e.g. `local/echo` or `openai/gpt-4o`.
     pub model: String,
+    #[serde(deserialize_with = "required_nullable")]
     pub variant: Option<String>,
+}
+
+/// Deserializes a field that must be present but may be `null`. (serde lets an `Option` field be absent unless it
+/// has a `deserialize_with`, so the field's presence is checked by this.)
+pub(crate) fn required_nullable<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer)
 }
 
 /// Which agent, model and preset a run (or a session's default) uses.
@@ -123,4 +135,24 @@ pub struct ModelErrorSummary {
     /// A `DiagnosticText`: format controls removed, at most 4,096 UTF-8 bytes including the truncation marker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_body: Option<String>,
+}
+
+#[cfg(test)]
+mod required_nullable_tests {
+    use super::*;
+    use crate::types::session::SessionCompactParams;
+
+    #[test]
+    fn a_required_nullable_field_may_be_null_but_not_absent() {
+        let with_null: ModelSelection = serde_json::from_str(r#"{"model": "local/echo", "variant": null}"#).unwrap();
+        assert_eq!(with_null.variant, None);
+        let with_value: ModelSelection = serde_json::from_str(r#"{"model": "a/b", "variant": "fast"}"#).unwrap();
+        assert_eq!(with_value.variant.as_deref(), Some("fast"));
+        let absent = serde_json::from_str::<ModelSelection>(r#"{"model": "local/echo"}"#).unwrap_err();
+        assert!(absent.to_string().contains("missing field `variant`"), "{absent}");
+
+        assert!(serde_json::from_str::<SessionCompactParams>(r#"{"session_id": "s", "focus": null}"#).is_ok());
+        let absent = serde_json::from_str::<SessionCompactParams>(r#"{"session_id": "s"}"#).unwrap_err();
+        assert!(absent.to_string().contains("missing field `focus`"), "{absent}");
+    }
 }

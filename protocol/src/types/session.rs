@@ -112,9 +112,11 @@ pub struct SetPermissionModeParams {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("required" = ["session_id", "focus"]))]
 pub struct SessionCompactParams {
     pub session_id: String,
     /// Required, may be null.
+    #[serde(deserialize_with = "crate::types::common::required_nullable")]
     pub focus: Option<String>,
 }
 
