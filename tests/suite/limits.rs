@@ -76,3 +76,40 @@ async fn the_tools_section_of_config_toml_bounds_shell_calls() {
     assert!(outputs[1].contains("bytes elided"), "{}", &outputs[1][..200.min(outputs[1].len())]);
     assert!(outputs[1].len() < 2 * 2000 + 500, "{} bytes kept", outputs[1].len());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loud_command_keeps_64_kib_of_each_stream_in_the_log_and_counts_the_rest() {
+    use troupe_protocol::types::events::EventPayload;
+    use troupe_protocol::types::tool_output::OutputStream;
+    const DURABLE_CAP: u64 = 64 * 1024;
+    const PRINTED: u64 = 200_000;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let command = format!("head -c {PRINTED} /dev/zero | tr '\\0' a; head -c 1000 /dev/zero | tr '\\0' e >&2");
+    let script =
+        json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": command}}]}, {"text": "done"}]});
+    connect_script(&client, daemon.data_path(), script).await;
+    let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let mut recorded = [0u64; 2];
+    let mut elided = [0u64; 2];
+    for event in &events {
+        match &event.payload {
+            EventPayload::ToolCallProgress { stream, offset, text, .. } => {
+                let index = usize::from(*stream == OutputStream::Stderr);
+                assert_eq!(*offset, recorded[index], "progress chunks are contiguous from offset 0");
+                recorded[index] += text.len() as u64;
+            }
+            EventPayload::ToolOutputElided { stream, elided_bytes, .. } => {
+                elided[usize::from(*stream == OutputStream::Stderr)] += elided_bytes;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(recorded[0], DURABLE_CAP, "stdout kept in the log");
+    assert_eq!(elided[0], PRINTED - DURABLE_CAP, "stdout counted as elided");
+    assert_eq!((recorded[1], elided[1]), (1000, 0), "a quiet stderr is kept whole");
+}
