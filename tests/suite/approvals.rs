@@ -311,3 +311,41 @@ async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     let interrupted_at = kinds.iter().position(|kind| *kind == "run_interrupted");
     assert!(cancelled_at.is_some() && cancelled_at < interrupted_at, "{kinds:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_mode_is_auto_approve_again_and_tree_grants_still_hold() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let write =
+        |path: &str| json!({"tool_calls": [{"tool": "write_file", "arguments": {"path": path, "content": "x"}}]});
+    // Run 1 plays turns 0-1, run 2 turns 2-4 (a turn is chosen by the number of assistant messages so far).
+    let script = json!({"turns": [write("a.txt"), {"text": "one"}, write("a.txt"), write("b.txt"), {"text": "two"}]});
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, data_dir.path(), script).await;
+    let session = create_session_in(&client, project.path()).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "first").await;
+    let asked = events_until(&mut deliveries, |e| requested(e).is_some()).await;
+    let record = requested(asked.last().unwrap()).unwrap();
+    respond(&client, respond_params(&record, "grant-a", ApprovalDecision::ApproveTree)).await.unwrap();
+    events_until(&mut deliveries, is_terminal).await;
+    set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
+    drop(client);
+    daemon.terminate();
+
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    let second = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "second").await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let events =
+        events_until(&mut deliveries, |e| e.run_id.as_deref() == Some(&second) && requested(e).is_some()).await;
+    let asked: Vec<ApprovalRecord> =
+        events.iter().filter(|e| e.run_id.as_deref() == Some(&second)).filter_map(requested).collect();
+    assert_eq!(asked.len(), 1, "only b.txt asks");
+    assert!(asked[0].operation.resource.ends_with("b.txt"), "{:?}", asked[0].operation);
+    let statuses =
+        tool_statuses(&events.into_iter().filter(|e| e.run_id.as_deref() == Some(&second)).collect::<Vec<_>>());
+    assert_eq!(statuses, [ToolResultStatus::Ok], "a.txt ran unasked under the grant");
+    client.call::<method::RunCancel>(troupe_protocol::types::run::RunIdParams { run_id: second }).await.unwrap();
+}
