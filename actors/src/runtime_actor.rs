@@ -27,7 +27,7 @@ use troupe_runtime::model::anthropic::{Anthropic, AnthropicConfig};
 use troupe_runtime::model::local::ScriptedModel;
 use troupe_runtime::model::openai::{OpenAiCompatible, OpenAiCompatibleConfig};
 use troupe_runtime::model::{ApiKey, ErrorStage, ModelError, ModelErrorKind, ModelProvider};
-use troupe_runtime::provider_store::{ProviderStore, RecordedAnswer, StoredConnection, request_fingerprint};
+use troupe_runtime::provider_store::{ProviderStore, StoredConnection, request_fingerprint};
 
 use crate::error::EngineError;
 use crate::run_services::RunServices;
@@ -377,16 +377,16 @@ impl Handler<ConnectProvider> for RuntimeActor {
                 },
             );
             contents.generations.insert(provider_id.clone(), generation);
-            contents.answers.insert(
+            contents.record_answer(
                 params.client_connect_id.clone(),
-                RecordedAnswer {
-                    request_fingerprint: fingerprint,
-                    answer: json!({"durable_connection": durable_connection, "effective_auth_source": params.auth_method}),
-                },
+                fingerprint,
+                json!({"durable_connection": durable_connection, "effective_auth_source": params.auth_method}),
             );
             if let Err(error) = actor.store.save() {
                 actor.store.contents = previous;
-                return Err(EngineError::Internal { detail: format!("the provider connection was not saved: {error}") });
+                return Err(EngineError::Internal {
+                    detail: format!("the provider connection was not saved: {error}"),
+                });
             }
             actor.install(&provider_id, client);
             actor.publish_change("provider_connected");
@@ -444,12 +444,10 @@ impl Handler<DisconnectProvider> for RuntimeActor {
         let generation = self.store.contents.generations.get(&provider_id).copied().unwrap_or(0);
         let durable_receipt =
             DisconnectReceipt { provider_id: provider_id.clone(), generation, disconnected_at: now_rfc3339() };
-        self.store.contents.answers.insert(
+        self.store.contents.record_answer(
             params.client_request_id.clone(),
-            RecordedAnswer {
-                request_fingerprint: fingerprint,
-                answer: json!({"durable_receipt": durable_receipt, "disconnected": disconnected}),
-            },
+            fingerprint,
+            json!({"durable_receipt": durable_receipt, "disconnected": disconnected}),
         );
         if let Err(error) = self.store.save() {
             self.store.contents = previous;

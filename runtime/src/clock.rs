@@ -14,6 +14,12 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
+/// The UTC time `age` ago, in the same form as [`now_rfc3339`] (so the two compare as strings).
+pub fn rfc3339_ago(age: std::time::Duration) -> String {
+    let then = SystemTime::now().checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH);
+    humantime::format_rfc3339_millis(then).to_string()
+}
+
 /// A new UUIDv7 identifier in its hyphenated lowercase form.
 pub fn new_id() -> String {
     Uuid::now_v7().to_string()

@@ -61,7 +61,16 @@ pub struct RecordedAnswer {
     /// A hash of the request's content (secrets included, so a different key is a different request).
     pub request_fingerprint: String,
     pub answer: serde_json::Value,
+    /// When it was recorded (RFC 3339 UTC); empty in files written before answers were bounded.
+    #[serde(default)]
+    pub recorded_at: String,
 }
+
+/// How many answers are kept at most, newest first: a redelivery is recognised among the last this many.
+pub const MAX_RECORDED_ANSWERS: usize = 256;
+
+/// How long an answer is kept: a redelivery is recognised within this time.
+pub const RECORDED_ANSWER_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ProviderStoreContents {
@@ -74,6 +83,24 @@ pub struct ProviderStoreContents {
     /// Answers by `client_connect_id` / `client_request_id`.
     #[serde(default)]
     pub answers: BTreeMap<String, RecordedAnswer>,
+}
+
+impl ProviderStoreContents {
+    /// Records the answer to the request `key` with its fingerprint, and forgets answers older than
+    /// [`RECORDED_ANSWER_AGE`] and beyond the newest [`MAX_RECORDED_ANSWERS`], so the file stays small however long
+    /// the daemon runs.
+    pub fn record_answer(&mut self, key: String, request_fingerprint: String, answer: serde_json::Value) {
+        let recorded_at = crate::clock::now_rfc3339();
+        self.answers.insert(key, RecordedAnswer { request_fingerprint, answer, recorded_at });
+        let oldest_kept = crate::clock::rfc3339_ago(RECORDED_ANSWER_AGE);
+        self.answers.retain(|_, recorded| recorded.recorded_at >= oldest_kept);
+        if self.answers.len() > MAX_RECORDED_ANSWERS {
+            let mut times: Vec<&str> = self.answers.values().map(|recorded| recorded.recorded_at.as_str()).collect();
+            times.sort_unstable_by(|a, b| b.cmp(a));
+            let cutoff = times[MAX_RECORDED_ANSWERS - 1].to_owned();
+            self.answers.retain(|_, recorded| recorded.recorded_at >= cutoff);
+        }
+    }
 }
 
 /// A stable fingerprint of a request's content: the SHA-256 of its JSON, in hex. Stable across restarts and
@@ -132,6 +159,51 @@ impl ProviderStore {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn recorded_answers_are_bounded_by_count_and_age() {
+        let mut contents = ProviderStoreContents::default();
+        // Written by an older daemon (no time) and long ago: forgotten at the next answer.
+        contents.answers.insert(
+            "legacy".into(),
+            RecordedAnswer {
+                request_fingerprint: "f".into(),
+                answer: serde_json::Value::Null,
+                recorded_at: String::new(),
+            },
+        );
+        contents.answers.insert(
+            "old".into(),
+            RecordedAnswer {
+                request_fingerprint: "f".into(),
+                answer: serde_json::Value::Null,
+                recorded_at: "2020-01-01T00:00:00.000Z".into(),
+            },
+        );
+        for index in 0..MAX_RECORDED_ANSWERS + 40 {
+            contents.record_answer(format!("key-{index:04}"), "f".into(), serde_json::json!(index));
+        }
+        assert!(contents.answers.len() <= MAX_RECORDED_ANSWERS + 40, "{}", contents.answers.len());
+        assert!(!contents.answers.contains_key("legacy") && !contents.answers.contains_key("old"));
+        let newest = format!("key-{:04}", MAX_RECORDED_ANSWERS + 39);
+        assert!(contents.answers.contains_key(&newest), "the newest answer is kept");
+        // Recorded within the same millisecond, many tie at the cut; spread out, the count bound is exact.
+        let mut spread = ProviderStoreContents::default();
+        for index in 0..MAX_RECORDED_ANSWERS + 10 {
+            spread.answers.insert(
+                format!("key-{index:04}"),
+                RecordedAnswer {
+                    request_fingerprint: "f".into(),
+                    answer: serde_json::Value::Null,
+                    recorded_at: crate::clock::rfc3339_ago(std::time::Duration::from_secs(1000 - index as u64)),
+                },
+            );
+        }
+        spread.record_answer("latest".into(), "f".into(), serde_json::Value::Null);
+        assert_eq!(spread.answers.len(), MAX_RECORDED_ANSWERS);
+        assert!(spread.answers.contains_key("latest") && !spread.answers.contains_key("key-0000"));
+    }
+
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
