@@ -62,9 +62,10 @@ struct ConnectionShared {
     handshaken: AtomicBool,
     in_flight: AtomicUsize,
     outbound: mpsc::Sender<ByteString>,
-    /// Frames that must not be lost when the queue is full (gap notices, runtime changes). At most one gap per
-    /// subscription lands here, because a subscription closes when it emits its gap.
-    priority: Mutex<VecDeque<ByteString>>,
+    /// Frames that must not be lost when the queue is full (gap notices, runtime changes). Bounded: at most one gap
+    /// per subscription lands here, because a subscription closes when it emits its gap, and at most one frame per
+    /// connection-wide notifier, the newest (each carries a complete state, such as a runtime snapshot).
+    priority: Mutex<VecDeque<PriorityFrame>>,
     priority_ready: Notify,
     /// The current subscription of this connection to each session. Subscribing again replaces it.
     subscriptions: Mutex<HashMap<Arc<str>, Arc<GatedChannel>>>,
@@ -76,10 +77,26 @@ impl ConnectionShared {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn push_priority(&self, frame: ByteString) {
-        self.priority.lock().push_back(frame);
+    fn push_gap(&self, frame: ByteString) {
+        self.priority.lock().push_back(PriorityFrame { notifier: None, frame });
         self.priority_ready.notify_one();
     }
+
+    /// Queues a connection-wide notice that found no room, in place of an earlier one of the same notifier that
+    /// is still waiting.
+    fn push_notice(&self, notifier: usize, frame: ByteString) {
+        let mut priority = self.priority.lock();
+        priority.retain(|waiting| waiting.notifier != Some(notifier));
+        priority.push_back(PriorityFrame { notifier: Some(notifier), frame });
+        drop(priority);
+        self.priority_ready.notify_one();
+    }
+}
+
+/// A frame on the priority list: a gap notice, or a connection-wide notice of the notifier it names.
+struct PriorityFrame {
+    notifier: Option<usize>,
+    frame: ByteString,
 }
 
 /// One connection's protocol state. Cheap to clone; all clones drive the same connection.
@@ -109,8 +126,8 @@ impl OutboundStream {
                 Err(mpsc::error::TryRecvError::Disconnected) => return None,
                 Err(mpsc::error::TryRecvError::Empty) => {}
             }
-            if let Some(frame) = self.shared.priority.lock().pop_front() {
-                return Some(frame);
+            if let Some(waiting) = self.shared.priority.lock().pop_front() {
+                return Some(waiting.frame);
             }
             if self.shared.is_closed() {
                 return None;
@@ -332,7 +349,9 @@ impl ServerContext {
         }
     }
 
-    /// A channel for connection-wide notifications (`runtime.changed`), open once this request has replied.
+    /// A channel for connection-wide notifications (`runtime.changed`), open once this request has replied. Each of
+    /// its notifications must carry a complete state that supersedes the ones before it: when the client does not
+    /// read, only the newest waits for room.
     pub fn connection_notifier(&self) -> ConnectionNotifier {
         let channel = GatedChannel::new(self.shared.clone(), None);
         self.group.channels.lock().push(channel.clone());
@@ -435,8 +454,9 @@ impl GatedChannel {
             }
             Err(mpsc::error::TrySendError::Full(frame)) => {
                 if self.session_id.is_none() {
-                    // Connection-wide notices are rare and must not be lost: they wait on the priority list.
-                    self.shared.push_priority(frame);
+                    // Connection-wide notices must not be lost: the newest waits on the priority list, replacing an
+                    // older one of this notifier (each carries the complete state).
+                    self.shared.push_notice(std::ptr::from_ref(self) as usize, frame);
                     return Ok(());
                 }
                 Err(self.fall_behind())
@@ -481,7 +501,7 @@ impl GatedChannel {
                 last_delivered_seq: self.last_delivered_seq.load(Ordering::Acquire),
             };
             match encode_notification::<crate::methods::notification::EventsSubscription>(&gap) {
-                Ok(frame) => self.shared.push_priority(frame),
+                Ok(frame) => self.shared.push_gap(frame),
                 Err(error) => tracing::error!(%error, "failed to encode a gap notice"),
             }
             let mut subscriptions = self.shared.subscriptions.lock();
@@ -640,5 +660,31 @@ mod tests {
         assert_eq!(sink.offer(1, &ByteString::from("event")), Err(SinkError::Lagging));
         assert!(sink.is_closed());
         assert_eq!(connection.shared.priority.lock().len(), 1, "one gap notice");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_does_not_read_holds_only_the_newest_connection_notice() {
+        use crate::methods::notification::RuntimeChanged;
+        use crate::types::runtime::{RuntimeChangedParams, RuntimeSnapshot};
+        let limits = ServerLimits { max_in_flight: 4, outbound_queue: 2 };
+        let (connection, mut outbound) = ServerConnection::new(Arc::new(Nothing), limits);
+        let ctx = ServerContext { shared: connection.shared.clone(), group: Arc::new(ReplyGroup::default()) };
+        let notifier = ctx.connection_notifier();
+        notifier.channel.open();
+        let snapshot = |revision| RuntimeChangedParams {
+            previous_revision: Some(revision - 1),
+            snapshot: RuntimeSnapshot { revision, providers: vec![], models: vec![], agents: vec![], sandbox: None },
+            reasons: vec!["provider_connected".to_owned()],
+        };
+        for revision in 1..=1000 {
+            notifier.notify::<RuntimeChanged>(&snapshot(revision)).unwrap();
+        }
+        // Two fit the queue; of the 998 that did not, only the newest waits.
+        assert_eq!(connection.shared.priority.lock().len(), 1);
+        let mut frames = Vec::new();
+        for _ in 0..3 {
+            frames.push(outbound.next().await.unwrap().to_string());
+        }
+        assert!(frames[2].contains("\"revision\":1000"), "{}", frames[2]);
     }
 }
