@@ -113,3 +113,22 @@ async fn a_loud_command_keeps_64_kib_of_each_stream_in_the_log_and_counts_the_re
     assert_eq!(elided[0], PRINTED - DURABLE_CAP, "stdout counted as elided");
     assert_eq!((recorded[1], elided[1]), (1000, 0), "a quiet stderr is kept whole");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hibernate_after_secs_from_config_toml_unloads_an_idle_session() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[limits]\nhibernate_after_secs = 1\n".to_owned()),
+        ..DaemonSetup::default()
+    });
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    set_title(&client, &session.session_id, "wake", "awake").await.unwrap();
+    assert!(daemon.engine().is_live(&session.session_id));
+    let started = std::time::Instant::now();
+    eventually("the idle session hibernates", || !daemon.engine().is_live(&session.session_id)).await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "not before its second: {:?}",
+        started.elapsed()
+    );
+}
