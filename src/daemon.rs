@@ -30,6 +30,8 @@ pub struct DaemonOptions {
     pub listen: Option<SocketAddr>,
     /// Overrides `limits.hibernate_after_secs` (tests use short values).
     pub hibernate_after: Option<Duration>,
+    /// Threads that run session actors; by default the CPU count, from 1 to 8 (tests pin sessions to one).
+    pub session_threads: Option<usize>,
 }
 
 /// A running daemon. Dropping it does not stop it: call [`RunningDaemon::shutdown`].
@@ -68,7 +70,10 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let token = load_or_create_token(&data_dir)?;
     let listen = options.listen.unwrap_or(config.listen);
     let hibernate_after = options.hibernate_after.unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));
-    let session_threads = std::thread::available_parallelism().map_or(2, |count| count.get()).clamp(1, 8);
+    let session_threads = options
+        .session_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |count| count.get()).clamp(1, 8))
+        .max(1);
     let default_cwd = std::env::current_dir().context("reading the current directory")?;
     let sandbox = Arc::new(start_sandbox(&config, &data_dir));
     let secrets = Secrets::new();

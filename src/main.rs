@@ -316,6 +316,7 @@ fn serve(listen: Option<SocketAddr>, data_dir: Option<PathBuf>, hibernate_after_
             data_dir,
             listen,
             hibernate_after: hibernate_after_ms.map(Duration::from_millis),
+            session_threads: None,
         })
         .await?;
         // Machine-readable first line: tests and scripts read the bound address from it.

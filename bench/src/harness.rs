@@ -49,6 +49,7 @@ impl InProcessDaemon {
             data_dir: DataDir::new(data_dir.path().to_path_buf()),
             listen: Some("127.0.0.1:0".parse()?),
             hibernate_after,
+            session_threads: None,
         };
         let daemon = daemon::DaemonThread::spawn(options, WAIT)?;
         let token = std::fs::read_to_string(data_dir.path().join("daemon/token"))?.trim().to_owned();

@@ -142,6 +142,7 @@ fn serve_child(listen: std::net::SocketAddr, data_dir: PathBuf, hibernate_after_
             data_dir: troupe_runtime::data_dir::DataDir::new(data_dir),
             listen: Some(listen),
             hibernate_after: hibernate_after_ms.map(Duration::from_millis),
+            session_threads: None,
         })
         .await?;
         println!("troupe listening on {}", daemon.url());

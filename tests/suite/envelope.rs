@@ -249,7 +249,8 @@ async fn requests_over_the_in_flight_limit_are_answered_overloaded() {
 
 #[tokio::test]
 async fn a_crashing_session_leaves_others_alone_and_comes_back_from_its_log() {
-    let daemon = TestDaemon::start();
+    // One session thread: the healthy session shares the thread of the actor that panics.
+    let daemon = TestDaemon::start_with(DaemonSetup { session_threads: Some(1), ..DaemonSetup::default() });
     let (client, _deliveries) = daemon.client().await;
     let crashing = daemon.create_session(&client).await;
     let healthy = daemon.create_session(&client).await;
@@ -258,9 +259,13 @@ async fn a_crashing_session_leaves_others_alone_and_comes_back_from_its_log() {
 
     let mut socket = daemon.raw().await;
     socket.handshake().await;
-    // The other session is unaffected.
+    // The other session, on the same thread, is unaffected: it still answers and still writes.
     let other = socket.call(1, "session.resume", json!({"session_id": healthy.session_id})).await;
     assert_eq!(other["result"]["session"]["session_id"], json!(healthy.session_id));
+    let written = socket
+        .call(3, "session.rename", json!({"session_id": healthy.session_id, "client_rename_id": "healthy", "change": {"type": "set", "title": "still here"}}))
+        .await;
+    assert_eq!(written["result"]["session"]["title"], "still here", "{written}");
     // The crashed session restarts from its log on next use, with its state intact.
     let renamed = socket
         .call(2, "session.rename", json!({"session_id": crashing.session_id, "client_rename_id": "after-crash", "change": {"type": "set", "title": "back"}}))

@@ -63,6 +63,8 @@ pub struct DaemonSetup {
     pub data_dir: Option<tempfile::TempDir>,
     /// The sessions' working directory (default: a fresh temp dir beside the data directory).
     pub project: Option<tempfile::TempDir>,
+    /// Threads that run session actors (default: the daemon's own choice).
+    pub session_threads: Option<usize>,
 }
 
 /// The real daemon (engine + gateway) on its own actix System thread, listening on 127.0.0.1:0.
@@ -90,6 +92,7 @@ impl TestDaemon {
             data_dir: DataDir::new(data_dir.path().to_path_buf()),
             listen: Some("127.0.0.1:0".parse().expect("address")),
             hibernate_after: setup.hibernate_after,
+            session_threads: setup.session_threads,
         };
         let daemon = DaemonThread::spawn(options, WAIT).unwrap_or_else(|error| panic!("{error:#}"));
         let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).expect("token").trim().to_owned();
