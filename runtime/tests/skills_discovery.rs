@@ -355,3 +355,25 @@ fn a_shadowed_copy_is_described_as_not_the_winner() {
     );
     assert!(descriptors[0].argument_hint.is_none());
 }
+
+#[test]
+fn a_project_skills_folder_reached_through_a_symlink_is_not_read() {
+    let roots = Roots::new();
+    // A folder the model may not read, holding something shaped like a skill.
+    let private = roots._temp.path().join("private");
+    fs::create_dir_all(private.join("skills/notes")).unwrap();
+    fs::write(private.join("skills/notes/SKILL.md"), skill_text("notes", "private notes", "SECRET BODY")).unwrap();
+    // A command in the session made `.troupe` a link to it.
+    std::os::unix::fs::symlink(&private, roots.cwd.join(".troupe")).unwrap();
+    let discovery = roots.discover();
+    assert!(summary(&discovery).is_empty(), "{:?}", summary(&discovery));
+    let problem = problem_for(&discovery, &roots.root(SkillSource::Project));
+    assert!(problem.reason.contains("symbolic link"), "{}", problem.reason);
+    // A symlinked cwd itself is fine: only what lies below it must be real.
+    let linked_cwd = roots._temp.path().join("linked-project");
+    fs::remove_file(roots.cwd.join(".troupe")).unwrap();
+    roots.write(SkillSource::Project, "review", &skill_text("review", "review code", "body"));
+    std::os::unix::fs::symlink(&roots.cwd, &linked_cwd).unwrap();
+    let discovery = discover(&linked_cwd, &roots.data_dir);
+    assert_eq!(summary(&discovery), [("review".to_owned(), SkillSource::Project, true)]);
+}

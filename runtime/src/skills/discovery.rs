@@ -22,8 +22,15 @@ use super::{
 /// cannot be loaded is a [`SkillProblem`].
 pub fn discover(cwd: &Path, data_dir: &Path) -> Discovery {
     let mut discovery = Discovery::default();
-    scan_root(&project_skills_root(cwd), SkillSource::Project, &mut discovery);
-    scan_root(&user_skills_root(data_dir), SkillSource::User, &mut discovery);
+    // The project's root is text a model can write: reached through a symlink (`.troupe -> ~/.ssh`), it would have
+    // the daemon read a denied folder for it. So it must be where it says it is.
+    let project_root = project_skills_root(cwd);
+    let expected_project_root = project_root
+        .strip_prefix(cwd)
+        .ok()
+        .and_then(|inside| fs::canonicalize(cwd).ok().map(|canonical_cwd| canonical_cwd.join(inside)));
+    scan_root(&project_root, expected_project_root.as_deref(), SkillSource::Project, &mut discovery);
+    scan_root(&user_skills_root(data_dir), None, SkillSource::User, &mut discovery);
 
     let project_names: HashSet<String> = discovery
         .skills
@@ -42,7 +49,9 @@ pub fn discover(cwd: &Path, data_dir: &Path) -> Discovery {
     discovery
 }
 
-fn scan_root(root: &Path, source: SkillSource, discovery: &mut Discovery) {
+/// Loads the skills of `root`; with `expected`, only when the root's canonical path is exactly that (no symlink on
+/// the way).
+fn scan_root(root: &Path, expected: Option<&Path>, source: SkillSource, discovery: &mut Discovery) {
     let mut problem = |location: PathBuf, reason: String| {
         discovery.problems.push(SkillProblem { source, location, reason });
     };
@@ -51,6 +60,12 @@ fn scan_root(root: &Path, source: SkillSource, discovery: &mut Discovery) {
         Err(error) if error.kind() == io::ErrorKind::NotFound => return,
         Err(error) => return problem(root.to_path_buf(), format!("cannot resolve the skills directory: {error}")),
     };
+    if expected.is_some_and(|expected| expected != canonical_root) {
+        return problem(
+            root.to_path_buf(),
+            "the skills directory is reached through a symbolic link, so it is not read".to_owned(),
+        );
+    }
     if !canonical_root.is_dir() {
         return problem(root.to_path_buf(), "the skills directory is not a directory".to_owned());
     }
