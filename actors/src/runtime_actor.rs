@@ -35,8 +35,13 @@ use crate::run_services::RunServices;
 /// How long `provider.connect` waits for the provider to list its models.
 const LIST_MODELS_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How a provider's masked key is labelled in tool output: `<provider id> API key`.
-const API_KEY_SECRET_SUFFIX: &str = " API key";
+/// How a provider's masked secrets are labelled in tool output: `provider <provider id> <auth value name>`, e.g.
+/// `provider openai api_key`.
+const PROVIDER_SECRET_PREFIX: &str = "provider ";
+
+fn provider_secret_label(provider_id: &str, value_name: &str) -> String {
+    format!("{PROVIDER_SECRET_PREFIX}{provider_id} {value_name}")
+}
 
 /// Returns the current snapshot.
 #[derive(Message)]
@@ -118,16 +123,26 @@ impl RuntimeActor {
     /// Makes the masked secrets of tool output the API keys of the connections stored now.
     fn sync_secrets(&self) {
         let secrets = &self.services.secrets;
-        for label in secrets.labels().into_iter().filter(|label| label.ends_with(API_KEY_SECRET_SUFFIX)) {
-            let provider_id = label.trim_end_matches(API_KEY_SECRET_SUFFIX);
-            if !self.store.contents.connections.contains_key(provider_id) {
+        // One label per secret value (a provider may hold several), so none replaces another.
+        let wanted: Vec<(String, &String)> = self
+            .store
+            .contents
+            .connections
+            .iter()
+            .flat_map(|(provider_id, connection)| {
+                connection
+                    .auth_values
+                    .iter()
+                    .map(move |(name, value)| (provider_secret_label(provider_id, name), value))
+            })
+            .collect();
+        for label in secrets.labels().into_iter().filter(|label| label.starts_with(PROVIDER_SECRET_PREFIX)) {
+            if !wanted.iter().any(|(wanted_label, _)| *wanted_label == label) {
                 secrets.remove(&label);
             }
         }
-        for (provider_id, connection) in &self.store.contents.connections {
-            for value in connection.auth_values.values() {
-                secrets.set(format!("{provider_id}{API_KEY_SECRET_SUFFIX}"), value.clone());
-            }
+        for (label, value) in wanted {
+            secrets.set(label, value.clone());
         }
     }
 

@@ -387,3 +387,35 @@ async fn a_session_in_a_repository_subfolder_can_commit_but_not_write_beside_it(
     assert_eq!(results[1].0, ToolResultStatus::Error, "{}", results[1].1);
     assert_eq!(std::fs::read_to_string(repository.join("README")).unwrap(), "root");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_providers_key_in_a_project_file_is_masked_in_what_the_model_and_the_log_get() {
+    // The key pasted into a project file, which the sandbox rightly lets a command read.
+    let daemon = TestDaemon::start();
+    std::fs::write(daemon.project_path().join("notes.txt"), format!("deploy with {API_KEY} please\n")).unwrap();
+    let vendor = FakeServer::start(vec![
+        models_list(),
+        tool_call("call_1", "shell", json!({"command": "cat notes.txt"})),
+        tool_call("call_2", "read_file", json!({"path": "notes.txt"})),
+        text("done"),
+    ])
+    .await;
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some(API_KEY))
+        .await
+        .unwrap();
+    let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let (events, frames) = run_approving_everything(&client, &mut deliveries, &session.session_id).await;
+    let results = results(&events);
+    assert_eq!(results.len(), 2);
+    for (_, output) in &results {
+        assert!(output.contains("deploy with") && !output.contains(API_KEY), "{output}");
+        assert!(output.contains("masked its own secrets in this output: provider openai api_key"), "{output}");
+    }
+    assert!(!frames.contains(API_KEY), "the key reached a subscriber");
+    for request in vendor.requests() {
+        assert!(!String::from_utf8_lossy(&request.body).contains(API_KEY), "the key was sent to the model");
+    }
+}
