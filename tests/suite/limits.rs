@@ -48,30 +48,22 @@ async fn an_input_over_the_limit_is_refused_and_nothing_is_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tools_section_of_config_toml_bounds_shell_calls() {
     let daemon = TestDaemon::start_with(DaemonSetup {
-        config_toml: Some("[tools]\nshell_timeout_secs = 1\nmax_output_bytes = 2000\n".to_owned()),
+        config_toml: Some(
+            "[tools]
+shell_timeout_secs = 1
+max_output_bytes = 2000
+"
+            .to_owned(),
+        ),
         ..DaemonSetup::default()
     });
-    let (client, mut deliveries) = daemon.client().await;
     let script = json!({"turns": [
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 30"}}]},
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "head -c 10000 /dev/zero | tr '\\0' a"}}]},
         {"text": "done"}
     ]});
-    connect_script(&client, daemon.data_path(), script).await;
-    let session = daemon.create_session(&client).await;
-    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
-    client.subscribe(&session.session_id, None).await.unwrap();
-    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
-    let events = events_until(&mut deliveries, is_terminal).await;
-    let outputs: Vec<String> = events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            troupe_protocol::types::events::EventPayload::ToolCallTerminated { result, .. } => {
-                Some(result.output.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let events = run_script_in_yolo(&daemon, daemon.project_path(), script).await;
+    let outputs: Vec<String> = tool_results(&events).into_iter().map(|result| result.output).collect();
     assert!(outputs[0].contains("timed out after 1 s"), "{}", outputs[0]);
     assert!(outputs[1].contains("bytes elided"), "{}", &outputs[1][..200.min(outputs[1].len())]);
     assert!(outputs[1].len() < 2 * 2000 + 500, "{} bytes kept", outputs[1].len());
@@ -84,16 +76,10 @@ async fn a_loud_command_keeps_64_kib_of_each_stream_in_the_log_and_counts_the_re
     const DURABLE_CAP: u64 = 64 * 1024;
     const PRINTED: u64 = 200_000;
     let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
     let command = format!("head -c {PRINTED} /dev/zero | tr '\\0' a; head -c 1000 /dev/zero | tr '\\0' e >&2");
     let script =
         json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": command}}]}, {"text": "done"}]});
-    connect_script(&client, daemon.data_path(), script).await;
-    let session = daemon.create_session(&client).await;
-    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
-    client.subscribe(&session.session_id, None).await.unwrap();
-    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
-    let events = events_until(&mut deliveries, is_terminal).await;
+    let events = run_script_in_yolo(&daemon, daemon.project_path(), script).await;
     let mut recorded = [0u64; 2];
     let mut elided = [0u64; 2];
     for event in &events {

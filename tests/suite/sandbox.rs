@@ -101,13 +101,7 @@ async fn run_approving_everything(
 }
 
 fn results(events: &[StoredEvent]) -> Vec<(ToolResultStatus, String)> {
-    events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            EventPayload::ToolCallTerminated { result, .. } => Some((result.status, result.output.clone())),
-            _ => None,
-        })
-        .collect()
+    tool_results(events).into_iter().map(|result| (result.status, result.output)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,13 +368,7 @@ async fn a_session_in_a_repository_subfolder_can_commit_but_not_write_beside_it(
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "echo x > ../README"}}]},
         {"text": "done"}
     ]});
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), script).await;
-    let session = create_session_in(&client, &cwd).await;
-    set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
-    client.subscribe(&session.session_id, None).await.unwrap();
-    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "commit").await;
-    let events = events_until(&mut deliveries, is_terminal).await;
+    let events = run_script_in_yolo(&daemon, &cwd, script).await;
     let results = results(&events);
     assert_eq!(results[0].0, ToolResultStatus::Ok, "{}", results[0].1);
     assert!(results[0].1.contains("\n2\n"), "two commits: {}", results[0].1);

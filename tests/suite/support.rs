@@ -485,3 +485,26 @@ pub async fn create_session_in(client: &Client, cwd: &Path) -> SessionMeta {
     .expect("session.create")
     .session
 }
+
+/// Plays `script` (a `local/scripted` script) as one run in a new `yolo` session in `cwd` and returns the run's
+/// events up to its end.
+pub async fn run_script_in_yolo(daemon: &TestDaemon, cwd: &Path, script: Value) -> Vec<StoredEvent> {
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), script).await;
+    let session = create_session_in(&client, cwd).await;
+    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    events_until(&mut deliveries, is_terminal).await
+}
+
+/// The results of the tool calls among `events`, in order.
+pub fn tool_results(events: &[StoredEvent]) -> Vec<troupe_protocol::types::run::PersistedToolResult> {
+    events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::ToolCallTerminated { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
