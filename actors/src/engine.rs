@@ -108,21 +108,13 @@ impl Engine {
     pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
         let store = ProviderStore::open(config.data_dir.root())
             .map_err(|error| EngineError::Internal { detail: error.to_string() })?;
-        // Hard denies compare resolved paths, so the data directory is given in its canonical form.
-        let data_dir_path =
-            config.data_dir.root().canonicalize().unwrap_or_else(|_| config.data_dir.root().to_path_buf());
         let agent_rules = config
             .agents
             .iter()
             .map(|(name, agent)| (name.clone(), agent.permissions.iter().map(PermissionRule::from).collect()))
             .collect();
-        let mut services = RunServices::new(
-            data_dir_path,
-            config.sandbox.clone(),
-            config.secrets.clone(),
-            config.permissions.clone(),
-            agent_rules,
-        );
+        let mut services =
+            RunServices::new(config.sandbox.clone(), config.secrets.clone(), config.permissions.clone(), agent_rules);
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
         let services = Arc::new(services);

@@ -41,12 +41,13 @@ pub struct RunServices {
 
 impl RunServices {
     pub fn new(
-        data_dir: PathBuf,
         sandbox: Arc<Sandbox>,
         secrets: Secrets,
         permissions: PermissionsConfig,
         agent_rules: HashMap<String, Vec<PermissionRule>>,
     ) -> Self {
+        // Hard denies compare resolved paths: the sandbox holds the data directory in its canonical form.
+        let data_dir = sandbox.data_dir().to_path_buf();
         let mut tools = ToolRegistry::builtin();
         tools.register(Box::new(SkillTool::new(data_dir.clone())));
         RunServices {
