@@ -5,9 +5,7 @@ use std::path::Path;
 use serde_json::json;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_runtime::config::{PermissionRuleConfig, PermissionsConfig};
-use troupe_runtime::policy::{
-    Effect, PermissionRule, Policy, PolicyError, RuleSource, TreeGrantKey, operation_fingerprint,
-};
+use troupe_runtime::policy::{Effect, PermissionRule, Policy, PolicyError, RuleSource, operation_fingerprint};
 use troupe_runtime::tools::PermissionRequest;
 
 const DATA_DIR: &str = "/home/me/.troupe";
@@ -193,22 +191,44 @@ fn invalid_globs_name_the_rule_by_position() {
     assert!(!error.to_string().contains("s3cr3t"), "{error}");
 
     let error = Policy::new(&config(&[]), &[rule(Effect::Deny, None, "a{b", None)], Path::new(DATA_DIR)).unwrap_err();
+    assert!(matches!(error, PolicyError::InvalidRule { rule: RuleSource::Agent(0), .. }), "{error}");
     assert!(error.to_string().starts_with("agent permissions[0] is invalid"), "{error}");
 }
 
 #[test]
-fn policies_are_cloneable_and_debuggable() {
-    let policy = policy(&[rule(Effect::Deny, None, "**/.env", None)], &[]);
+fn a_cloned_policy_evaluates_every_call_like_the_original() {
+    // Run actors each hold a clone of their agent's policy: a clone must keep the compiled rules and the data dir.
+    let policy = policy(
+        &[
+            rule(Effect::Deny, None, "**/.env", None),
+            rule(Effect::Allow, Some(PermissionAction::Execute), "make*", None),
+        ],
+        &[rule(Effect::Ask, Some(PermissionAction::Read), "/p/private/**", Some("read_file"))],
+    );
     let copy = policy.clone();
-    assert_eq!(copy.evaluate("write_file", &write("/p/.env", true)).effect, Effect::Deny);
-    assert!(format!("{policy:?}").contains("Policy"));
-}
-
-#[test]
-fn tree_grant_keys_are_the_action_and_the_exact_resource() {
-    let key = TreeGrantKey::of(&run("cargo test"));
-    assert_eq!(key, TreeGrantKey { action: PermissionAction::Execute, resource: "cargo test".to_owned() });
-    assert_ne!(key, TreeGrantKey::of(&run("cargo test --all")));
+    let calls = [
+        ("write_file", write("/p/.env", true)),
+        ("shell", run("make test")),
+        ("read_file", read("/p/private/key", true)),
+        ("read_file", read("/p/src/lib.rs", true)),
+        ("read_file", read("/home/me/.troupe/daemon/token", false)),
+        ("shell", run("cargo build")),
+    ];
+    let sources: Vec<RuleSource> = calls.iter().map(|(tool, request)| policy.evaluate(tool, request).source).collect();
+    assert_eq!(
+        sources,
+        [
+            RuleSource::Config(0),
+            RuleSource::Config(1),
+            RuleSource::Agent(0),
+            RuleSource::BuiltIn,
+            RuleSource::HardDeny,
+            RuleSource::BuiltIn
+        ]
+    );
+    for (tool, request) in &calls {
+        assert_eq!(copy.evaluate(tool, request), policy.evaluate(tool, request), "{tool} {request:?}");
+    }
 }
 
 #[test]

@@ -1,30 +1,10 @@
 //! What happens to a call now: the policy's evaluation combined with tree grants and the tree's permission mode.
 
-use troupe_protocol::types::approval::{PermissionAction, TreeGrant};
+use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::session::PermissionMode;
 
 use super::{Effect, Evaluation};
 use crate::tools::PermissionRequest;
-
-/// The identity a tree grant covers: the same action on exactly the same resource.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TreeGrantKey {
-    pub action: PermissionAction,
-    pub resource: String,
-}
-
-impl TreeGrantKey {
-    /// The key an `approve_tree` answer to `request` grants, and that later calls are looked up by.
-    pub fn of(request: &PermissionRequest) -> TreeGrantKey {
-        TreeGrantKey { action: request.action, resource: request.resource.clone() }
-    }
-}
-
-impl From<&TreeGrant> for TreeGrantKey {
-    fn from(grant: &TreeGrant) -> Self {
-        TreeGrantKey { action: grant.action, resource: grant.resource.clone() }
-    }
-}
 
 /// What the engine does with a call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,9 +19,9 @@ pub enum Decision {
     AllowOnceByMode,
 }
 
-/// Combines the policy's `evaluation` of `request`, whether a tree grant covers the call (`granted`, see
-/// [`TreeGrantKey`]), the tree's `mode` and the classifier's verdict (`low_risk`, from [`super::is_low_risk`])
-/// into what happens now.
+/// Combines the policy's `evaluation` of `request`, whether a tree grant covers the call (`granted`: the tree's
+/// approval actor holds a grant for the same action on exactly the same resource), the tree's `mode` and the
+/// classifier's verdict (`low_risk`, from [`super::is_low_risk`]) into what happens now.
 ///
 /// `deny` and `allow` evaluations are final in every mode; only `ask` consults grants, the classifier and the mode.
 /// A write outside the session's cwd (a file tool's: the shell's writes are confined by the kernel) is never

@@ -136,7 +136,7 @@ use std::path::{Path, PathBuf};
 use troupe_protocol::types::approval::PermissionAction;
 
 pub use classifier::{ClassifierContext, is_low_risk};
-pub use decision::{Decision, TreeGrantKey, decide};
+pub use decision::{Decision, decide};
 pub use fingerprint::operation_fingerprint;
 pub use rules::{Effect, PermissionRule, validate_rule};
 
