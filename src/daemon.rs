@@ -196,6 +196,9 @@ fn gateway_config(config: &Config, listen: SocketAddr, token: Token) -> GatewayC
         limits: ServerLimits {
             max_in_flight: config.limits.max_in_flight,
             outbound_queue: config.limits.outbound_queue,
+            outbound_queue_bytes: config.limits.outbound_queue_bytes,
+            reply_budget_bytes: config.limits.reply_budget_bytes,
+            replay_stall: Duration::from_secs(config.limits.replay_stall_secs),
         },
         ..GatewayConfig::new(listen, token)
     }

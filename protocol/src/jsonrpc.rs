@@ -4,6 +4,8 @@
 //! Only this crate knows JSON-RPC framing. Encoding is done by hand around pre-encoded parts where it saves a
 //! copy on hot paths (a result is encoded once; an event's JSON is embedded as it was stored).
 
+use std::collections::BTreeMap;
+
 use bytestring::ByteString;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -22,13 +24,6 @@ pub enum Id {
     Null,
 }
 
-impl Id {
-    fn encode(&self) -> String {
-        // Encoding a string, a number or null into JSON cannot fail.
-        serde_json::to_string(self).unwrap_or_else(|_| "null".to_owned())
-    }
-}
-
 /// A method of the protocol: its wire name and the types of its params and result.
 pub trait Method {
     const NAME: &'static str;
@@ -45,13 +40,53 @@ pub trait Notification {
     type Params: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
 }
 
+/// The id of an incoming request exactly as the client wrote it: a JSON string, number or null, kept as its raw
+/// text so that the reply echoes it byte for byte (`12345678901234567890123456789`, `1.0e400` and `-0` included,
+/// which a round trip through `serde_json::Value` would change).
+#[derive(Clone, Debug)]
+pub struct RawId(Box<RawValue>);
+
+impl RawId {
+    /// The `null` id of replies to requests whose id could not be read.
+    pub fn null() -> RawId {
+        RawId(RawValue::NULL.to_owned())
+    }
+
+    /// The id `raw` if it is a string, a number or null (JSON-RPC 2.0 allows nothing else).
+    pub fn from_raw(raw: &RawValue) -> Option<RawId> {
+        match raw.get().as_bytes().first() {
+            Some(b'"' | b'-' | b'0'..=b'9' | b'n') => Some(RawId(raw.to_owned())),
+            _ => None,
+        }
+    }
+
+    /// The id's JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl PartialEq for RawId {
+    fn eq(&self, other: &RawId) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for RawId {}
+
+impl From<&Id> for RawId {
+    fn from(id: &Id) -> RawId {
+        RawId(serde_json::value::to_raw_value(id).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+}
+
 /// `{"jsonrpc":"2.0","id":..,"result":..}` around an already-encoded result.
-pub fn encode_result_response(id: &Id, result: &RawValue) -> String {
-    let id = id.encode();
+pub fn encode_result_response(id: &RawId, result: &RawValue) -> String {
+    let id = id.get();
     let result = result.get();
     let mut out = String::with_capacity(id.len() + result.len() + 32);
     out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    out.push_str(&id);
+    out.push_str(id);
     out.push_str(r#","result":"#);
     out.push_str(result);
     out.push('}');
@@ -59,10 +94,10 @@ pub fn encode_result_response(id: &Id, result: &RawValue) -> String {
 }
 
 /// `{"jsonrpc":"2.0","id":..,"error":{..}}`.
-pub fn encode_error_response(id: &Id, error: &RpcError) -> String {
+pub fn encode_error_response(id: &RawId, error: &RpcError) -> String {
     let error =
         serde_json::to_string(error).unwrap_or_else(|_| r#"{"code":-32603,"message":"Internal error"}"#.to_owned());
-    format!(r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#, id.encode(), error)
+    format!(r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#, id.get(), error)
 }
 
 /// `{"jsonrpc":"2.0","method":..,"params":..}`.
@@ -101,47 +136,71 @@ pub(crate) fn encode_result<R: Serialize>(result: &R) -> Result<Box<RawValue>, R
         .map_err(|error| RpcError::internal(&format!("failed to encode the result: {error}")))
 }
 
+/// One inbound frame, validated as JSON: a single message or a batch of them, each kept as raw text.
+pub(crate) enum Frame<'a> {
+    Single(&'a RawValue),
+    Batch(Vec<&'a RawValue>),
+}
+
+/// Reads a frame's structure without decoding its members: -32700 when it is not JSON.
+pub(crate) fn parse_frame(text: &str) -> Result<Frame<'_>, RpcError> {
+    let not_json = |error: serde_json::Error| RpcError::parse_error(&format!("the frame is not valid JSON: {error}"));
+    let raw: &RawValue = serde_json::from_str(text).map_err(not_json)?;
+    if raw.get().starts_with('[') {
+        Ok(Frame::Batch(serde_json::from_str(raw.get()).map_err(not_json)?))
+    } else {
+        Ok(Frame::Single(raw))
+    }
+}
+
 /// One incoming message from a server's point of view: what the envelope says, validated.
 #[derive(Debug)]
 pub(crate) struct IncomingRequest {
     /// `None` for a notification.
-    pub id: Option<Id>,
+    pub id: Option<RawId>,
     pub method: String,
     pub params: Value,
 }
 
-/// Validates one request object. The error is already addressed (id or null) and ready to send.
-pub(crate) fn parse_request(value: Value) -> Result<IncomingRequest, (Id, RpcError)> {
-    let Value::Object(mut object) = value else {
-        return Err((Id::Null, RpcError::invalid_request("a request must be a JSON object")));
-    };
+/// Validates one request object. The error is already addressed (its id, or null) and ready to send.
+pub(crate) fn parse_request(member: &RawValue) -> Result<IncomingRequest, (RawId, RpcError)> {
+    if !member.get().starts_with('{') {
+        return Err((RawId::null(), RpcError::invalid_request("a request must be a JSON object")));
+    }
+    // Members stay raw: the id is echoed as written, and each other member is decoded into its own type.
+    let mut object: BTreeMap<String, &RawValue> = serde_json::from_str(member.get())
+        .map_err(|error| (RawId::null(), RpcError::invalid_request(&format!("unreadable request object: {error}"))))?;
     let id = match object.remove("id") {
         None => None,
-        Some(Value::Null) => Some(Id::Null),
-        Some(Value::Number(number)) => Some(Id::Number(number)),
-        Some(Value::String(text)) => Some(Id::String(text)),
-        Some(_) => {
-            return Err((Id::Null, RpcError::invalid_request("`id` must be a string, a number or null")));
-        }
+        Some(raw) => match RawId::from_raw(raw) {
+            Some(id) => Some(id),
+            None => {
+                return Err((RawId::null(), RpcError::invalid_request("`id` must be a string, a number or null")));
+            }
+        },
     };
-    let reply_id = id.clone().unwrap_or(Id::Null);
-    match object.remove("jsonrpc") {
-        Some(Value::String(version)) if version == "2.0" => {}
-        _ => {
-            return Err((reply_id, RpcError::invalid_request(r#"`jsonrpc` must be exactly "2.0""#)));
-        }
+    let reply_id = id.clone().unwrap_or_else(RawId::null);
+    let version = object.remove("jsonrpc").and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+    if version.as_deref() != Some("2.0") {
+        return Err((reply_id, RpcError::invalid_request(r#"`jsonrpc` must be exactly "2.0""#)));
     }
     let method = match object.remove("method") {
-        Some(Value::String(method)) => method,
-        Some(_) => {
-            return Err((reply_id, RpcError::invalid_request("`method` must be a string")));
-        }
+        Some(raw) => match serde_json::from_str::<String>(raw.get()) {
+            Ok(method) => method,
+            Err(_) => return Err((reply_id, RpcError::invalid_request("`method` must be a string"))),
+        },
         None => return Err((reply_id, RpcError::invalid_request("`method` is missing"))),
     };
     let params = match object.remove("params") {
         None => Value::Object(Default::default()),
-        Some(params @ Value::Object(_)) => params,
-        Some(Value::Array(_)) => {
+        Some(raw) if raw.get().starts_with('{') => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(params) => params,
+            Err(error) => {
+                let detail = format!("invalid params for `{method}`: {error}");
+                return Err((reply_id, RpcError::invalid_params(&detail)));
+            }
+        },
+        Some(raw) if raw.get().starts_with('[') => {
             return Err((
                 reply_id,
                 RpcError::invalid_params("params must be an object; positional params are not supported"),
@@ -163,28 +222,61 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn parse(text: &str) -> Result<IncomingRequest, (RawId, RpcError)> {
+        parse_request(&RawValue::from_string(text.to_owned()).unwrap())
+    }
+
+    fn raw_id(text: &str) -> RawId {
+        RawId::from_raw(&RawValue::from_string(text.to_owned()).unwrap()).unwrap()
+    }
+
     #[test]
     fn a_request_without_id_is_a_notification() {
-        let request = parse_request(json!({"jsonrpc": "2.0", "method": "x"})).unwrap();
+        let request = parse(r#"{"jsonrpc": "2.0", "method": "x"}"#).unwrap();
         assert_eq!(request.id, None);
         assert_eq!(request.params, json!({}));
     }
 
     #[test]
     fn invalid_members_are_reported_with_the_id_when_it_was_readable() {
-        let (id, error) = parse_request(json!({"jsonrpc": "1.0", "method": "x", "id": 4})).unwrap_err();
-        assert_eq!(id, Id::Number(4.into()));
+        let (id, error) = parse(r#"{"jsonrpc": "1.0", "method": "x", "id": 4}"#).unwrap_err();
+        assert_eq!(id, raw_id("4"));
         assert_eq!(error.code, crate::error::codes::INVALID_REQUEST);
-        let (id, _) = parse_request(json!({"jsonrpc": "2.0", "method": 1, "params": "bar"})).unwrap_err();
-        assert_eq!(id, Id::Null);
+        let (id, _) = parse(r#"{"jsonrpc": "2.0", "method": 1, "params": "bar"}"#).unwrap_err();
+        assert_eq!(id, RawId::null());
+        let (id, error) = parse(r#"{"jsonrpc": "2.0", "method": "x", "id": [1]}"#).unwrap_err();
+        assert_eq!((id, error.code), (RawId::null(), crate::error::codes::INVALID_REQUEST));
+        let (id, error) = parse(r#"{"jsonrpc": "2.0", "method": "x", "id": "a", "extra": 1}"#).unwrap_err();
+        assert_eq!((id.get(), error.code), (r#""a""#, crate::error::codes::INVALID_REQUEST));
     }
 
     #[test]
-    fn responses_embed_the_encoded_result() {
+    fn ids_are_kept_as_written() {
+        for written in ["12345678901234567890123456789", "1.0e400", "-0", "1.5e300", r#""x\u00e9""#, "null"] {
+            let request = parse(&format!(r#"{{"jsonrpc":"2.0","method":"x","id": {written} }}"#)).unwrap();
+            assert_eq!(request.id.as_ref().map(RawId::get), Some(written));
+        }
+        for refused in ["true", "{}", "[]"] {
+            assert!(RawId::from_raw(&RawValue::from_string(refused.to_owned()).unwrap()).is_none(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn responses_embed_the_encoded_result_and_the_id_as_written() {
         let raw = serde_json::value::to_raw_value(&json!({"a": 1})).unwrap();
+        assert_eq!(encode_result_response(&raw_id(r#""x""#), &raw), r#"{"jsonrpc":"2.0","id":"x","result":{"a":1}}"#);
         assert_eq!(
-            encode_result_response(&Id::String("x".into()), &raw),
-            r#"{"jsonrpc":"2.0","id":"x","result":{"a":1}}"#
+            encode_result_response(&raw_id("1.0e400"), &raw),
+            r#"{"jsonrpc":"2.0","id":1.0e400,"result":{"a":1}}"#
         );
+        assert_eq!(RawId::from(&Id::Number(7.into())), raw_id("7"));
+    }
+
+    #[test]
+    fn frames_are_single_messages_or_batches_and_not_json_is_a_parse_error() {
+        assert!(matches!(parse_frame(r#" {"a":1} "#), Ok(Frame::Single(_))));
+        assert!(matches!(parse_frame(r#"[{"a":1}, 2]"#), Ok(Frame::Batch(members)) if members.len() == 2));
+        let error = parse_frame("{").err().unwrap();
+        assert_eq!(error.code, crate::error::codes::PARSE_ERROR);
     }
 }

@@ -12,6 +12,9 @@
 //! max_frame_bytes = 16777216
 //! max_in_flight = 256
 //! outbound_queue = 1024
+//! outbound_queue_bytes = 8388608
+//! reply_budget_bytes = 4194304
+//! replay_stall_secs = 30
 //! hibernate_after_secs = 60
 //! max_input_bytes = 1048576
 //! [permissions]
@@ -41,6 +44,10 @@ use troupe_protocol::types::approval::PermissionAction;
 
 use crate::error::RuntimeError;
 use crate::policy::Effect;
+
+/// The smallest `[limits] reply_budget_bytes`: below it a connection could not build even a small reply page
+/// without waiting for another.
+pub const MIN_REPLY_BUDGET_BYTES: usize = 64 * 1024;
 
 /// The default listen address: loopback only, so a fresh daemon is never reachable from the network.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7419";
@@ -167,6 +174,15 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// Frames queued per connection before a subscriber gets a gap.
     pub outbound_queue: usize,
+    /// Bytes queued per connection (frames not yet written to the socket) before a subscriber gets a gap. A frame
+    /// always fits an empty queue, so this may be smaller than `max_frame_bytes`.
+    pub outbound_queue_bytes: usize,
+    /// Bytes of replies being built and of stored events being read for replays, per connection. A client that
+    /// pipelines many `events.subscribe` requests gets a few replies built at a time. At least 64 KiB.
+    pub reply_budget_bytes: usize,
+    /// Seconds a replayed event may wait for room in a connection's outbound queue before the subscriber is sent
+    /// a gap (it must resubscribe from its cursor).
+    pub replay_stall_secs: u64,
     /// An idle session with no subscribers stops after this many seconds.
     pub hibernate_after_secs: u64,
     /// The largest input of `run.start` or `run.steer`, in bytes (UTF-8). A larger one is refused (-32602
@@ -189,6 +205,9 @@ impl Default for Limits {
             max_frame_bytes: 16 * 1024 * 1024,
             max_in_flight: 256,
             outbound_queue: 1024,
+            outbound_queue_bytes: 8 * 1024 * 1024,
+            reply_budget_bytes: 4 * 1024 * 1024,
+            replay_stall_secs: 30,
             hibernate_after_secs: 60,
             max_input_bytes: None,
         }
@@ -233,11 +252,16 @@ fn validate(config: &mut Config) -> Result<(), String> {
         ("limits.max_frame_bytes", limits.max_frame_bytes as u64),
         ("limits.max_in_flight", limits.max_in_flight as u64),
         ("limits.outbound_queue", limits.outbound_queue as u64),
+        ("limits.outbound_queue_bytes", limits.outbound_queue_bytes as u64),
+        ("limits.replay_stall_secs", limits.replay_stall_secs),
         ("limits.hibernate_after_secs", limits.hibernate_after_secs),
     ] {
         if value == 0 {
             return Err(format!("{key} must be greater than 0"));
         }
+    }
+    if limits.reply_budget_bytes < MIN_REPLY_BUDGET_BYTES {
+        return Err(format!("limits.reply_budget_bytes must be at least {MIN_REPLY_BUDGET_BYTES} (64 KiB)"));
     }
     if let Some(input) = config.limits.max_input_bytes
         && (input == 0 || input > config.limits.max_frame_bytes / 4)
@@ -357,6 +381,9 @@ mod tests {
         assert_eq!(config.limits.max_frame_bytes, 16_777_216);
         assert_eq!(config.limits.max_in_flight, 256);
         assert_eq!(config.limits.outbound_queue, 1024);
+        assert_eq!(config.limits.outbound_queue_bytes, 8 * 1024 * 1024);
+        assert_eq!(config.limits.reply_budget_bytes, 4 * 1024 * 1024);
+        assert_eq!(config.limits.replay_stall_secs, 30);
         assert_eq!(config.limits.hibernate_after_secs, 60);
         assert!(config.allowed_origins.is_empty());
         assert!(!config.trust_proxy);
@@ -382,6 +409,9 @@ trust_proxy = true
 max_frame_bytes = 1024
 max_in_flight = 8
 outbound_queue = 16
+outbound_queue_bytes = 4096
+reply_budget_bytes = 65536
+replay_stall_secs = 2
 hibernate_after_secs = 5
 "#,
         )
@@ -399,6 +429,9 @@ hibernate_after_secs = 5
                 max_frame_bytes: 1024,
                 max_in_flight: 8,
                 outbound_queue: 16,
+                outbound_queue_bytes: 4096,
+                reply_budget_bytes: 65536,
+                replay_stall_secs: 2,
                 hibernate_after_secs: 5,
                 max_input_bytes: None
             }
@@ -441,6 +474,17 @@ hibernate_after_secs = 5
     fn zero_limits_are_rejected() {
         let message = parse_text("[limits]\noutbound_queue = 0\n").unwrap_err().to_string();
         assert!(message.contains("limits.outbound_queue must be greater than 0"), "{message}");
+        for key in ["outbound_queue_bytes", "replay_stall_secs"] {
+            let message = parse_text(&format!("[limits]\n{key} = 0\n")).unwrap_err().to_string();
+            assert!(message.contains(&format!("limits.{key} must be greater than 0")), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_reply_budget_is_at_least_64_kib() {
+        let message = parse_text("[limits]\nreply_budget_bytes = 65535\n").unwrap_err().to_string();
+        assert!(message.contains("limits.reply_budget_bytes must be at least 65536"), "{message}");
+        assert_eq!(parse_text("[limits]\nreply_budget_bytes = 65536\n").unwrap().limits.reply_budget_bytes, 65536);
     }
 
     #[test]

@@ -1,0 +1,218 @@
+//! Frames in, replies out: admission (the handshake gate and the in-flight limit, decided in arrival order),
+//! dispatch to the [`ServerProtocol`] implementation, and queueing of each frame's reply.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use bytestring::ByteString;
+use futures::FutureExt;
+use parking_lot::Mutex;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::budget::ReplyBudget;
+use super::channel::GatedChannel;
+use super::context::{ReplyGroup, ServerContext};
+use super::outbound::{OutboundQueue, OutboundStream};
+use super::{ServerLimits, ServerProtocol};
+use crate::error::RpcError;
+use crate::jsonrpc::{Frame, IncomingRequest, Method, RawId, encode_error_response, encode_result_response};
+use crate::methods::dispatch;
+use crate::transport::MessageFrame;
+use crate::types::runtime::{HandshakeParams, PROTOCOL_VERSION};
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// State shared by a connection, its request contexts and its sinks.
+pub(super) struct ConnectionShared {
+    pub(super) id: u64,
+    pub(super) limits: ServerLimits,
+    handshaken: AtomicBool,
+    in_flight: AtomicUsize,
+    pub(super) queue: OutboundQueue,
+    pub(super) budget: Arc<ReplyBudget>,
+    /// The current subscription of this connection to each session. Subscribing again replaces it.
+    pub(super) subscriptions: Mutex<HashMap<Arc<str>, Arc<GatedChannel>>>,
+}
+
+impl ConnectionShared {
+    pub(super) fn is_closed(&self) -> bool {
+        self.queue.is_closed()
+    }
+
+    /// Closes the connection and frees what it holds: queued frames, the side list, its subscriptions (and the
+    /// frames they held back), and wakes every reply, replay and reservation waiting on it.
+    pub(super) fn close(&self) {
+        self.queue.close();
+        self.budget.close();
+        let subscriptions = std::mem::take(&mut *self.subscriptions.lock());
+        for channel in subscriptions.into_values() {
+            channel.close();
+        }
+    }
+}
+
+/// One connection's protocol state. Cheap to clone; all clones drive the same connection.
+pub struct ServerConnection<S> {
+    server: Arc<S>,
+    pub(super) shared: Arc<ConnectionShared>,
+}
+
+impl<S> Clone for ServerConnection<S> {
+    fn clone(&self) -> Self {
+        ServerConnection { server: self.server.clone(), shared: self.shared.clone() }
+    }
+}
+
+impl<S: ServerProtocol> ServerConnection<S> {
+    /// A new connection and the stream of frames it will send.
+    pub fn new(server: Arc<S>, limits: ServerLimits) -> (Self, OutboundStream) {
+        let shared = Arc::new(ConnectionShared {
+            id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+            limits,
+            handshaken: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            queue: OutboundQueue::new(limits.outbound_queue, limits.outbound_queue_bytes),
+            budget: ReplyBudget::new(limits.reply_budget_bytes),
+            subscriptions: Mutex::new(HashMap::new()),
+        });
+        server.connected(shared.id);
+        let outbound = OutboundStream { shared: shared.clone() };
+        (ServerConnection { server, shared }, outbound)
+    }
+
+    pub fn connection_id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// Processes one inbound frame completely: its reply (if any) and whatever it unblocks are queued when the
+    /// returned future finishes. Frames may be processed concurrently; the handshake and gating decisions are
+    /// taken in arrival order, before the first await.
+    pub fn handle_frame(&self, frame: MessageFrame) -> impl Future<Output = ()> + Send + 'static {
+        let this = self.clone();
+        let text = frame.into_text();
+        let group = Arc::new(ReplyGroup::default());
+        // Validation and gating happen here, synchronously, so that a pipelined `handshake` followed by another
+        // method is gated in the order the client sent them. The frame's text is dropped before any handler runs.
+        let work = match crate::jsonrpc::parse_frame(&text) {
+            Err(error) => Work::Immediate(encode_error_response(&RawId::null(), &error)),
+            Ok(Frame::Batch(members)) if members.is_empty() => Work::Immediate(encode_error_response(
+                &RawId::null(),
+                &RpcError::invalid_request("an empty batch is not a valid request"),
+            )),
+            Ok(Frame::Batch(members)) => {
+                Work::Batch(members.into_iter().map(|member| this.admit(member, &group)).collect())
+            }
+            Ok(Frame::Single(member)) => Work::Single(this.admit(member, &group)),
+        };
+        drop(text);
+        async move {
+            let reply = match work {
+                Work::Immediate(reply) => Some(reply),
+                Work::Single(admitted) => this.run(admitted).await,
+                Work::Batch(members) => {
+                    let replies: Vec<Option<String>> =
+                        futures::future::join_all(members.into_iter().map(|member| this.run(member))).await;
+                    let replies: Vec<String> = replies.into_iter().flatten().collect();
+                    (!replies.is_empty()).then(|| format!("[{}]", replies.join(",")))
+                }
+            };
+            if let Some(reply) = reply
+                && this.shared.queue.push(ByteString::from(reply)).await.is_err()
+            {
+                // The connection is gone; dropping the group closes what it opened and frees its reservations.
+                return;
+            }
+            group.reply_queued();
+            group.release(&this.shared).await;
+        }
+    }
+
+    /// Validates one request object and decides, in arrival order, whether it may run.
+    fn admit(&self, member: &RawValue, group: &Arc<ReplyGroup>) -> Admitted {
+        let request = match crate::jsonrpc::parse_request(member) {
+            Ok(request) => request,
+            Err((id, error)) => return Admitted::Reply(encode_error_response(&id, &error)),
+        };
+        let is_notification = request.id.is_none();
+        let reply_id = request.id.clone().unwrap_or_else(RawId::null);
+        let refuse = |error: RpcError| {
+            if is_notification { Admitted::Nothing } else { Admitted::Reply(encode_error_response(&reply_id, &error)) }
+        };
+        if request.method == crate::methods::method::Handshake::NAME {
+            if let Err(error) = check_handshake(&request.params) {
+                return refuse(error);
+            }
+            self.shared.handshaken.store(true, Ordering::Release);
+        } else if !self.shared.handshaken.load(Ordering::Acquire) {
+            return refuse(RpcError::handshake_required(&request.method));
+        }
+        let limit = self.shared.limits.max_in_flight;
+        if self.shared.in_flight.fetch_add(1, Ordering::AcqRel) >= limit {
+            self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return refuse(RpcError::overloaded(limit));
+        }
+        let ctx = ServerContext { shared: self.shared.clone(), group: group.clone() };
+        Admitted::Dispatch { request, ctx }
+    }
+
+    /// Runs an admitted request to its encoded reply (`None` for a notification).
+    async fn run(&self, admitted: Admitted) -> Option<String> {
+        match admitted {
+            Admitted::Nothing => None,
+            Admitted::Reply(reply) => Some(reply),
+            Admitted::Dispatch { request, ctx } => {
+                let outcome = AssertUnwindSafe(dispatch(&*self.server, &ctx, &request.method, request.params))
+                    .catch_unwind()
+                    .await;
+                self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+                let result = outcome.unwrap_or_else(|_| {
+                    tracing::error!(method = %request.method, "a request handler panicked");
+                    Err(RpcError::internal(&format!(
+                        "the handler of `{}` failed unexpectedly; the daemon's log has the details",
+                        request.method
+                    )))
+                });
+                let id = request.id?;
+                Some(match result {
+                    Ok(raw) => encode_result_response(&id, &raw),
+                    Err(error) => encode_error_response(&id, &error),
+                })
+            }
+        }
+    }
+}
+
+enum Work {
+    Immediate(String),
+    Single(Admitted),
+    Batch(Vec<Admitted>),
+}
+
+enum Admitted {
+    /// A notification that is dropped (before the handshake, or over the in-flight limit).
+    Nothing,
+    /// An error reply decided without dispatching.
+    Reply(String),
+    Dispatch {
+        request: IncomingRequest,
+        ctx: ServerContext,
+    },
+}
+
+fn check_handshake(params: &Value) -> Result<(), RpcError> {
+    let params: HandshakeParams = crate::jsonrpc::decode_params("handshake", params.clone())?;
+    if params.protocol_version != PROTOCOL_VERSION {
+        return Err(RpcError::invalid_params_typed(
+            "unsupported_protocol_version",
+            &format!(
+                "this daemon speaks protocol {PROTOCOL_VERSION} only; the client asked for {}",
+                params.protocol_version
+            ),
+            &[("supported", serde_json::json!([PROTOCOL_VERSION]))],
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! The outbound queue of one connection, and the [`OutboundStream`] its writer drains.
+//!
+//! The queue is bounded in frames and in bytes: the bytes are those of frames queued and not yet taken by the
+//! writer, so a client that stops reading pins at most `outbound_queue_bytes` (or one frame, however large, since a
+//! frame always fits an empty queue). Beside it, a side list holds the frames that must not be lost when the queue
+//! is full: a subscription's `gap` notice (at most one per session: a newer gap replaces an older one that has not
+//! been written, both saying "resubscribe from your cursor") and the newest notice of each connection-wide
+//! notifier. The side list is written when the queue is empty, so a gap follows every event it accounts for.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytestring::ByteString;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
+
+use super::connection::ConnectionShared;
+
+/// Why a frame was not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// No room now (frames or bytes).
+    Full,
+    /// The connection is gone.
+    Closed,
+}
+
+/// What a side-list frame stands for; a newer frame replaces an older one with the same key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum SideKey {
+    /// The gap of the connection's subscription to this session.
+    Gap(Arc<str>),
+    /// The newest notice of the connection-wide notifier with this channel id.
+    Notice(u64),
+}
+
+pub(super) struct OutboundQueue {
+    max_frames: usize,
+    max_bytes: usize,
+    state: Mutex<QueueState>,
+    /// Woken when a frame is queued or the queue closes. Only the writer waits on it.
+    readable: Notify,
+    /// Woken (every waiter) when the writer takes a frame or the queue closes.
+    room: Notify,
+}
+
+#[derive(Default)]
+struct QueueState {
+    frames: VecDeque<ByteString>,
+    bytes: usize,
+    side: VecDeque<(SideKey, ByteString)>,
+    closed: bool,
+}
+
+impl OutboundQueue {
+    pub(super) fn new(max_frames: usize, max_bytes: usize) -> Self {
+        OutboundQueue {
+            max_frames: max_frames.max(1),
+            max_bytes: max_bytes.max(1),
+            state: Mutex::new(QueueState::default()),
+            readable: Notify::new(),
+            room: Notify::new(),
+        }
+    }
+
+    pub(super) fn max_frames(&self) -> usize {
+        self.max_frames
+    }
+
+    pub(super) fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    /// Frames and bytes queued now (not counting the side list).
+    #[cfg(test)]
+    pub(super) fn usage(&self) -> (usize, usize) {
+        let state = self.state.lock();
+        (state.frames.len(), state.bytes)
+    }
+
+    #[cfg(test)]
+    pub(super) fn side_len(&self) -> usize {
+        self.state.lock().side.len()
+    }
+
+    /// Queues `frame` if it fits now: the queue is empty, or it has a free slot and room for the frame's bytes.
+    pub(super) fn try_push(&self, frame: &ByteString) -> Result<(), Refused> {
+        let mut state = self.state.lock();
+        if state.closed {
+            return Err(Refused::Closed);
+        }
+        let fits = state.frames.is_empty()
+            || (state.frames.len() < self.max_frames && state.bytes.saturating_add(frame.len()) <= self.max_bytes);
+        if !fits {
+            return Err(Refused::Full);
+        }
+        state.bytes += frame.len();
+        state.frames.push_back(frame.clone());
+        drop(state);
+        self.readable.notify_one();
+        Ok(())
+    }
+
+    /// Queues `frame`, waiting for room as long as it takes. Cancel-safe: a dropped call queued nothing.
+    pub(super) async fn push(&self, frame: ByteString) -> Result<(), Refused> {
+        loop {
+            let room = self.room_changed();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            match self.try_push(&frame) {
+                Err(Refused::Full) => room.await,
+                done => return done,
+            }
+        }
+    }
+
+    /// A future that completes the next time room may have appeared (or the queue closed). Enable it before
+    /// checking, so that a change between the check and the wait is not missed.
+    pub(super) fn room_changed(&self) -> Notified<'_> {
+        self.room.notified()
+    }
+
+    /// Puts a frame that must not be lost on the side list, replacing a waiting one with the same key.
+    pub(super) fn push_side(&self, key: SideKey, frame: ByteString) {
+        let mut state = self.state.lock();
+        if state.closed {
+            return;
+        }
+        let replaced = state.side.iter().position(|(waiting, _)| *waiting == key).map(|at| state.side.remove(at));
+        state.side.push_back((key, frame));
+        drop(state);
+        drop(replaced);
+        self.readable.notify_one();
+    }
+
+    /// The next frame to write: the queue first, then the side list. `None` once closed.
+    pub(super) async fn next(&self) -> Option<ByteString> {
+        loop {
+            {
+                let mut state = self.state.lock();
+                if state.closed {
+                    return None;
+                }
+                if let Some(frame) = state.frames.pop_front() {
+                    state.bytes -= frame.len();
+                    drop(state);
+                    self.room.notify_waiters();
+                    return Some(frame);
+                }
+                if let Some((_, frame)) = state.side.pop_front() {
+                    return Some(frame);
+                }
+            }
+            self.readable.notified().await;
+        }
+    }
+
+    /// Closes the queue and drops every frame it still holds. Every waiter wakes up and finds it closed.
+    pub(super) fn close(&self) {
+        let mut state = self.state.lock();
+        state.closed = true;
+        let frames = std::mem::take(&mut state.frames);
+        let side = std::mem::take(&mut state.side);
+        state.bytes = 0;
+        drop(state);
+        drop((frames, side));
+        self.readable.notify_one();
+        self.room.notify_waiters();
+    }
+}
+
+/// The frames a connection wants to send, in order. Dropping it closes the connection: its sinks report closed
+/// and whatever it still queued, held or reserved is dropped.
+pub struct OutboundStream {
+    pub(super) shared: Arc<ConnectionShared>,
+}
+
+impl OutboundStream {
+    /// The next frame to write, or `None` once the connection is closed. Taking a frame frees its room in the
+    /// queue.
+    pub async fn next(&mut self) -> Option<ByteString> {
+        self.shared.queue.next().await
+    }
+
+    /// Marks the connection closed: sinks report closed, waiting replies and replays give up, and `next` returns
+    /// `None`.
+    pub fn close(&self) {
+        self.shared.close();
+    }
+}
+
+impl Drop for OutboundStream {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,79 @@
+//! The outbound queue: bounded in frames and in bytes, a frame always fits an empty queue, replies wait for room,
+//! and a closed connection frees everything.
+
+use bytestring::ByteString;
+use futures::FutureExt;
+
+use super::{connection, limits};
+use crate::server::outbound::Refused;
+
+fn frame(bytes: usize) -> ByteString {
+    ByteString::from("x".repeat(bytes))
+}
+
+#[tokio::test]
+async fn the_queue_is_bounded_in_bytes_as_well_as_frames() {
+    let (connection, mut outbound, _ctx) = connection(limits(100, 1000));
+    let queue = &connection.shared.queue;
+    // Small frames: ten of 100 bytes fill the bytes long before the 100 frames.
+    for _ in 0..10 {
+        queue.try_push(&frame(100)).unwrap();
+    }
+    assert_eq!(queue.try_push(&frame(1)), Err(Refused::Full));
+    assert_eq!(queue.usage(), (10, 1000));
+    for _ in 0..10 {
+        outbound.next().await.unwrap();
+    }
+    assert_eq!(queue.usage(), (0, 0));
+    // One frame larger than the whole byte bound fits an empty queue, and then nothing else does.
+    queue.try_push(&frame(5000)).unwrap();
+    assert_eq!(queue.try_push(&frame(1)), Err(Refused::Full));
+    assert_eq!(outbound.next().await.unwrap().len(), 5000);
+    queue.try_push(&frame(1)).unwrap();
+}
+
+#[tokio::test]
+async fn the_queue_is_bounded_in_frames() {
+    let (connection, _outbound, _ctx) = connection(limits(2, 1 << 20));
+    let queue = &connection.shared.queue;
+    queue.try_push(&frame(1)).unwrap();
+    queue.try_push(&frame(1)).unwrap();
+    assert_eq!(queue.try_push(&frame(1)), Err(Refused::Full));
+}
+
+#[tokio::test]
+async fn a_reply_waits_for_room_and_is_queued_once_the_writer_takes_a_frame() {
+    let (connection, mut outbound, _ctx) = connection(limits(4, 100));
+    let queue = &connection.shared.queue;
+    queue.try_push(&frame(80)).unwrap();
+    let mut reply = Box::pin(queue.push(frame(50)));
+    assert!((&mut reply).now_or_never().is_none(), "80 + 50 bytes exceed the bound: the reply waits");
+    assert_eq!(outbound.next().await.unwrap().len(), 80);
+    assert_eq!((&mut reply).now_or_never(), Some(Ok(())));
+    assert_eq!(queue.usage(), (1, 50));
+}
+
+#[tokio::test]
+async fn a_closed_connection_frees_what_it_queued_held_and_subscribed() {
+    let (connection, mut outbound, ctx) = connection(limits(4, 1 << 20));
+    let shared = connection.shared.clone();
+    for _ in 0..4 {
+        shared.queue.try_push(&frame(10)).unwrap();
+    }
+    let sink = ctx.event_sink("s");
+    // Gated: held until the reply is queued.
+    sink.offer(1, &frame(10)).unwrap();
+    assert_eq!(sink.channel.held_len(), 1);
+    let mut waiting_reply = Box::pin(shared.queue.push(frame(10)));
+    assert!((&mut waiting_reply).now_or_never().is_none());
+    assert_eq!(shared.subscriptions.lock().len(), 1);
+
+    outbound.close();
+    assert_eq!(shared.queue.usage(), (0, 0), "queued frames are dropped");
+    assert!(shared.subscriptions.lock().is_empty(), "subscriptions are let go");
+    assert!(sink.is_closed());
+    assert_eq!(sink.channel.held_len(), 0, "held frames are freed");
+    assert_eq!((&mut waiting_reply).now_or_never(), Some(Err(Refused::Closed)), "a waiting reply gives up");
+    assert_eq!(outbound.next().await, None);
+    assert_eq!(sink.offer(2, &frame(10)), Err(crate::server::SinkError::Closed));
+}
