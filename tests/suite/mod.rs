@@ -8,6 +8,7 @@ mod envelope;
 mod event_order;
 mod limits;
 mod providers;
+mod request_ids;
 mod runs;
 mod sandbox;
 mod sessions;
