@@ -1,8 +1,9 @@
 //! The method and notification tables: every JSON-RPC method of protocol 20 declared once.
 //!
 //! From the one table below come the marker types (`method::SessionGet` with its `NAME`, params and result),
-//! the [`ServerProtocol`](crate::server::ServerProtocol) trait with one handler per method, the server's
-//! dispatcher, the list of method names, and the JSON Schema of the whole protocol. A method added here is
+//! the [`ServerProtocol`](crate::server::ServerProtocol) trait with one handler per method, the
+//! [`ClientProtocol`] trait with one typed call per method, the server's dispatcher, the list of method names,
+//! and the JSON Schema of the whole protocol. A method added here is
 //! routed everywhere at once; a handler the engine has not implemented answers `not_implemented`.
 
 use crate::jsonrpc::{Method, Notification};
@@ -64,6 +65,46 @@ macro_rules! protocol_methods {
                 ) -> impl std::future::Future<Output = Result<$result, crate::error::RpcError>> + Send {
                     let _ = (ctx, params);
                     std::future::ready(Err(crate::error::RpcError::not_implemented($name)))
+                }
+            )+
+        }
+
+        /// The client contract (`ClientProtocol` in the reference), implemented by the shared
+        /// [`Client`](crate::client::Client): one typed call per method of this table, each a
+        /// [`call`](ClientProtocol::call) of its marker, plus following a session and closing. The deliveries
+        /// of a followed session come out of the implementation's [`DeliveryStream`](crate::client::DeliveryStream).
+        ///
+        /// `handshake` and `events_subscribe` are here because the table has them, but a client performs the
+        /// handshake when it connects and follows sessions with [`subscribe`](ClientProtocol::subscribe): a bare
+        /// `events_subscribe` returns the reply without the client following the session.
+        pub trait ClientProtocol: Send + Sync {
+            /// The ordered stream of what the daemon sends besides replies.
+            type Deliveries: crate::client::DeliveryStream;
+
+            /// Calls `M` and decodes its result.
+            fn call<M: Method>(
+                &self,
+                params: M::Params,
+            ) -> impl std::future::Future<Output = Result<M::Result, crate::client::ClientError>> + Send;
+
+            /// Follows a session from `cursor` (the last `seq` the caller has; `None` for the whole history):
+            /// its replay and then its live events come out of the deliveries. Returns the reply's `last_seq`.
+            fn subscribe(
+                &self,
+                session_id: &str,
+                cursor: Option<u64>,
+            ) -> impl std::future::Future<Output = Result<u64, crate::client::ClientError>> + Send;
+
+            /// Ends the connection; outstanding and later calls fail.
+            fn close(&self) -> impl std::future::Future<Output = ()> + Send;
+
+            $(
+                $(#[doc = $doc])*
+                fn $handler(
+                    &self,
+                    params: $params,
+                ) -> impl std::future::Future<Output = Result<$result, crate::client::ClientError>> + Send {
+                    self.call::<method::$marker>(params)
                 }
             )+
         }

@@ -495,16 +495,24 @@ impl RawDaemon {
 
     /// Starts connecting a client and reads its handshake request, leaving the answer to the test.
     async fn accept(capacity: usize) -> (RawDaemon, Connecting, Value) {
+        RawDaemon::accept_with(capacity, ClientOptions::default()).await
+    }
+
+    async fn accept_with(capacity: usize, options: ClientOptions) -> (RawDaemon, Connecting, Value) {
         let (client_end, server_end) = InProcessTransport::pair(capacity);
         let mut daemon = RawDaemon { transport: server_end };
-        let connecting = tokio::spawn(Client::connect(client_end, ClientOptions::default()));
+        let connecting = tokio::spawn(Client::connect(client_end, options));
         let handshake = daemon.receive().await;
         (daemon, connecting, handshake)
     }
 
     /// Connects a client, answering its handshake.
     async fn connect() -> (RawDaemon, Client, Deliveries) {
-        let (mut daemon, connecting, handshake) = RawDaemon::accept(64).await;
+        RawDaemon::connect_with(ClientOptions::default()).await
+    }
+
+    async fn connect_with(options: ClientOptions) -> (RawDaemon, Client, Deliveries) {
+        let (mut daemon, connecting, handshake) = RawDaemon::accept_with(64, options).await;
         assert_eq!(handshake["method"], "handshake");
         assert_eq!(handshake["params"], json!({"protocol_version": 20}));
         daemon
@@ -850,4 +858,185 @@ async fn over_websocket_the_client_reconnects_and_resubscribes_from_its_cursor()
     // A call made while disconnected waited for the new connection.
     assert_eq!(within(call).await.unwrap().unwrap(), meta("x"));
     within(client.close()).await;
+}
+
+// ---- Back-pressure and paged replays ----
+
+/// Options with a delivery stream of `capacity` slots.
+fn small_buffer(capacity: usize) -> ClientOptions {
+    ClientOptions { delivery_buffer: capacity, ..ClientOptions::default() }
+}
+
+/// Reads deliveries until event `last` of session `s` has arrived; checks that every event after `after` came
+/// once and in order, replays included. Returns how many replays were for a gap.
+async fn expect_every_event(deliveries: &mut Deliveries, after: u64, last: u64) -> usize {
+    let mut expected = after + 1;
+    let mut gap_replays = 0;
+    while expected <= last {
+        match next(deliveries).await {
+            ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => {
+                assert_eq!(event.seq, expected, "each event once, in order");
+                expected += 1;
+            }
+            ClientDelivery::ReplayStart { reason, after_seq, .. } => {
+                assert_eq!(after_seq, expected - 1, "a replay starts at the cursor");
+                if reason == ReplayReason::Gap {
+                    gap_replays += 1;
+                }
+            }
+            ClientDelivery::ReplayEnd { .. } | ClientDelivery::RuntimeChanged(_) => {}
+            other => panic!("unexpected delivery: {other:?}"),
+        }
+    }
+    gap_replays
+}
+
+#[tokio::test]
+async fn a_consumer_that_never_reads_deliveries_still_gets_call_answers() {
+    let (server, client, mut deliveries) = start(ServerLimits::default(), small_buffer(4)).await;
+    server.append("s");
+    within(client.subscribe("s", None)).await.unwrap();
+
+    // Far more events than the stream holds, none of them read.
+    const EVENTS: u64 = 3_000;
+    for _ in 1..EVENTS {
+        server.append("s");
+    }
+    for index in 0..20 {
+        let session_id = format!("call-{index}");
+        assert_eq!(get_session(&client, &session_id).await.unwrap(), meta(&session_id));
+    }
+
+    // Nothing was lost meanwhile: the consumer catches up by a replay from its cursor.
+    let gap_replays = expect_every_event(&mut deliveries, 0, EVENTS).await;
+    assert!(gap_replays >= 1, "the consumer fell behind, so its events came back as a replay");
+    let seq = server.append("s");
+    loop {
+        match next(&mut deliveries).await {
+            ClientDelivery::ReplayEnd { .. } => {}
+            delivery => break assert_eq!(delivery, ClientDelivery::Live(event("s", seq))),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_paged_reply_is_followed_by_the_rest_of_the_history_as_event_notifications() {
+    let (mut daemon, client, mut deliveries) = RawDaemon::connect().await;
+    let subscribing = tokio::spawn({
+        let client = client.clone();
+        async move { client.subscribe("s", None).await }
+    });
+    let request = daemon.receive().await;
+    assert_eq!(request["method"], "events.subscribe");
+    // The session has six events; the reply carries the first page.
+    daemon.send(subscribe_reply(&request["id"], "s", 1..=3, 3)).await;
+    for seq in 4..=6 {
+        daemon.send(event_frame("s", seq)).await;
+    }
+
+    assert_eq!(within(subscribing).await.unwrap().unwrap(), 3);
+    assert_eq!(expect_replay(&mut deliveries, "s", 0, ReplayReason::Subscribe).await, vec![1, 2, 3]);
+    for seq in 4..=6 {
+        expect_live(&mut deliveries, "s", seq).await;
+    }
+}
+
+/// Plays a daemon that pages replays: a session of `events` events, `page` per subscribe reply, the rest sent
+/// as event notifications right after it; `session.get` is answered at once.
+async fn serve_paging(mut daemon: RawDaemon, events: u64, page: u64) {
+    loop {
+        let request = match tokio::time::timeout(STEP, daemon.transport.recv()).await {
+            Ok(Some(frame)) => serde_json::from_str::<Value>(&frame.into_text()).unwrap(),
+            _ => return,
+        };
+        match request["method"].as_str() {
+            Some("events.subscribe") => {
+                let cursor = request["params"]["cursor"].as_u64().unwrap_or(0);
+                let last = (cursor + page).min(events);
+                daemon.send(subscribe_reply(&request["id"], "s", cursor + 1..=last, last)).await;
+                for seq in last + 1..=events {
+                    daemon.send(event_frame("s", seq)).await;
+                }
+            }
+            Some("session.get") => {
+                let session_id = request["params"]["session_id"].as_str().unwrap().to_owned();
+                daemon.send(session_get_reply(&request["id"], &session_id)).await;
+            }
+            other => panic!("unexpected request {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_consumer_of_a_paging_daemon_gets_every_event_once_and_its_calls_answered() {
+    const EVENTS: u64 = 2_000;
+    let (daemon, client, mut deliveries) = RawDaemon::connect_with(small_buffer(8)).await;
+    let serving = tokio::spawn(serve_paging(daemon, EVENTS, 100));
+
+    assert_eq!(within(client.subscribe("s", None)).await.unwrap(), 100);
+    // The consumer reads nothing yet; its calls are answered all the same.
+    for index in 0..5 {
+        let session_id = format!("call-{index}");
+        assert_eq!(get_session(&client, &session_id).await.unwrap(), meta(&session_id));
+    }
+    let gap_replays = expect_every_event(&mut deliveries, 0, EVENTS).await;
+    assert!(gap_replays >= 1, "the consumer fell behind the notifications that follow the first page");
+    within(client.close()).await;
+    within(serving).await.unwrap();
+}
+
+#[tokio::test]
+async fn tool_output_dropped_for_a_slow_consumer_is_reported_as_a_gap_before_later_output() {
+    let (mut daemon, client, mut deliveries) = RawDaemon::connect_with(small_buffer(1)).await;
+    let delta = |offset: u64| {
+        json!({"session_id": "s", "run_id": "r", "tool_call_id": "t", "stream": "stdout",
+            "byte_offset": offset, "data": "aGk="})
+    };
+    let plugin = json!({"session_id": "s", "plugin": "p", "name": "n", "payload": {}});
+    // The stream holds one delivery: the plugin event fills it, the first delta waits, the rest is dropped.
+    daemon.send(notification_frame("events.plugin", &plugin)).await;
+    for offset in [0, 2, 4] {
+        daemon.send(notification_frame("events.tool_output_delta", &delta(offset))).await;
+    }
+    daemon.send(notification_frame("events.plugin", &plugin)).await;
+    // A call answered after them: the client has read all of them.
+    let call = spawn_get_session(&client, "x");
+    let request = daemon.receive().await;
+    daemon.send(session_get_reply(&request["id"], "x")).await;
+    assert_eq!(within(call).await.unwrap().unwrap(), meta("x"));
+
+    assert_eq!(next(&mut deliveries).await, ClientDelivery::PluginEvent(plugin.clone()));
+    assert_eq!(next(&mut deliveries).await, ClientDelivery::ToolOutputDelta(delta(0)));
+    let gap = json!({"session_id": "s", "run_id": "r", "tool_call_id": "t", "stream": "stdout", "next_offset": 6});
+    assert_eq!(next(&mut deliveries).await, ClientDelivery::ToolOutputGap(gap));
+    assert_eq!(next(&mut deliveries).await, ClientDelivery::PluginEventsDropped { count: 1 });
+
+    // Output after the gap flows again.
+    daemon.send(notification_frame("events.tool_output_delta", &delta(6))).await;
+    assert_eq!(next(&mut deliveries).await, ClientDelivery::ToolOutputDelta(delta(6)));
+}
+
+#[tokio::test]
+async fn the_client_implements_the_client_protocol_of_the_reference() {
+    use troupe_protocol::client::{ClientProtocol, DeliveryStream};
+
+    /// Written against the trait only, as the CLI is.
+    async fn follow<C: ClientProtocol>(client: &C, deliveries: &mut C::Deliveries) -> (SessionResult, Vec<u64>) {
+        let session = client.session_get(SessionIdParams { session_id: "s".to_owned() }).await.unwrap();
+        client.subscribe("s", None).await.unwrap();
+        let mut seqs = Vec::new();
+        while seqs.len() < 2 {
+            if let Some(ClientDelivery::ReplayEvent(event)) = deliveries.next().await {
+                seqs.push(event.seq);
+            }
+        }
+        (session, seqs)
+    }
+
+    let (server, client, mut deliveries) = start_default().await;
+    server.append("s");
+    server.append("s");
+    let (session, seqs) = within(follow(&client, &mut deliveries)).await;
+    assert_eq!(session, meta("s"));
+    assert_eq!(seqs, vec![1, 2]);
 }

@@ -3,6 +3,9 @@
 mod approvals;
 mod auth;
 mod cli;
+mod cli_big_session;
+mod cli_run_control;
+mod cli_support;
 mod durability;
 mod envelope;
 mod event_order;

@@ -1,7 +1,8 @@
 //! Reading the daemon's frames. A batch is taken member by member; each message is parsed once, with its
 //! `result` and `params` kept as raw JSON, and then routed: a response to the request it answers (see
 //! `calls`), a notification by its method into the delivery stream (`events.subscription` through the
-//! subscription bookkeeping in `subscriptions`). Whatever cannot be decoded is logged and skipped: one bad frame
+//! subscription bookkeeping in `subscriptions`, the others through the `outbox`, which decides what a congested
+//! stream drops). Whatever cannot be decoded is logged and skipped: one bad frame
 //! must not end a connection that otherwise works.
 
 use std::borrow::Cow;
@@ -10,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::ClientDelivery;
+use super::outbox::ToolOutput;
 use super::task::ConnectionTask;
 use crate::error::RpcError;
 use crate::jsonrpc::{Id, Notification};
@@ -87,22 +88,23 @@ impl<T: Transport> ConnectionTask<T> {
         match method {
             notification::EventsSubscription::NAME => self.subscription_notice(params),
             notification::RuntimeChanged::NAME => match serde_json::from_str::<RuntimeChangedParams>(params) {
-                Ok(changed) => self.outbox.push_back(ClientDelivery::RuntimeChanged(changed)),
+                Ok(changed) => self.outbox.runtime_changed(changed),
                 Err(error) => tracing::warn!(%error, "ignoring an undecodable runtime.changed"),
             },
-            notification::ToolOutputDelta::NAME => self.deliver_value(method, params, ClientDelivery::ToolOutputDelta),
-            notification::ToolOutputSnapshot::NAME => {
-                self.deliver_value(method, params, ClientDelivery::ToolOutputSnapshot)
-            }
-            notification::ToolOutputGap::NAME => self.deliver_value(method, params, ClientDelivery::ToolOutputGap),
-            notification::EventsPlugin::NAME => self.deliver_value(method, params, ClientDelivery::PluginEvent),
+            notification::ToolOutputDelta::NAME => self.tool_output(method, params, ToolOutput::Delta),
+            notification::ToolOutputSnapshot::NAME => self.tool_output(method, params, ToolOutput::Snapshot),
+            notification::ToolOutputGap::NAME => self.tool_output(method, params, ToolOutput::Gap),
+            notification::EventsPlugin::NAME => match serde_json::from_str::<Value>(params) {
+                Ok(value) => self.outbox.plugin_event(value),
+                Err(error) => tracing::warn!(%method, %error, "ignoring an undecodable notification"),
+            },
             other => tracing::debug!(method = %other, "ignoring an unknown notification"),
         }
     }
 
-    fn deliver_value(&mut self, method: &str, params: &str, wrap: fn(Value) -> ClientDelivery) {
+    fn tool_output(&mut self, method: &str, params: &str, wrap: fn(Value) -> ToolOutput) {
         match serde_json::from_str::<Value>(params) {
-            Ok(value) => self.outbox.push_back(wrap(value)),
+            Ok(value) => self.outbox.tool_output(wrap(value)),
             Err(error) => tracing::warn!(%method, %error, "ignoring an undecodable notification"),
         }
     }

@@ -1,5 +1,5 @@
-//! The shared client: one implementation of the client side of protocol 20, used by the CLI (`troupe sessions`,
-//! `troupe watch`), the end-to-end tests and the benchmarks.
+//! The shared client: one implementation of the client side of protocol 20, used by the CLI (every client
+//! command, through the [`ClientProtocol`] trait), the end-to-end tests and the benchmarks.
 //!
 //! A [`Client`] is a cheap handle to one *connection task*, which owns the transport and all protocol state:
 //!
@@ -23,11 +23,22 @@
 //!
 //! # Back-pressure
 //!
-//! The delivery stream is bounded ([`ClientOptions::delivery_buffer`]). When it is full the connection task waits
-//! for the consumer and reads nothing else from the socket meanwhile, replies included. That is deliberate: the
-//! daemon's own bounded queue then fills up, it sends a `gap`, and recovery by cursor brings the consumer back
-//! without unbounded memory on either side. The price is that a consumer must not block on a [`Client::call`]
-//! while it stops draining [`Deliveries`]: read deliveries on their own task, or such calls end in `Timeout`.
+//! The delivery stream is bounded ([`ClientOptions::delivery_buffer`]), and the connection task never waits for
+//! it: it keeps reading the socket whatever the consumer does, so every reply reaches its call, and a consumer
+//! may block on a call while it is not reading [`Deliveries`]. What the stream cannot take waits inside the task
+//! in order; while anything waits (the stream is *congested*), nothing more is queued without bound:
+//!
+//! - a live event of a subscribed session marks the session *behind* at its cursor and is dropped, as are its
+//!   further events; once the consumer has caught up the task subscribes again from the cursor, and the missing
+//!   events come as a replay with [`ReplayReason::Gap`], exactly as after a daemon `gap`: every event once and in
+//!   order. Automatic re-subscribes (after a gap or a reconnect) likewise wait until the consumer has caught up;
+//! - tool output is dropped, and the consumer gets a synthesized [`ClientDelivery::ToolOutputGap`] for each
+//!   stream that lost bytes (its `next_offset` past the last byte dropped) before any later output of it;
+//! - of the `runtime.changed` notices only the newest is kept (each carries a whole snapshot);
+//! - plugin events are dropped and counted in one [`ClientDelivery::PluginEventsDropped`].
+//!
+//! So the memory a slow consumer costs is one replay per session (which the daemon bounds in bytes), a few
+//! notices, and a fixed amount of state per session and per output stream, never an amount per missed event.
 //!
 //! # Ordering
 //!
@@ -39,12 +50,16 @@
 //!
 //! This file holds the public handle and what a consumer sees. The connection task lives in submodules, one
 //! concept each: `task` (its loop, commands and flushing), `calls` (request ids and the answers they await),
-//! `incoming` (reading the daemon's frames), `subscriptions` (cursors, replays and gap recovery), `reconnect`
-//! (the link and dialing again), `secrets` (frames that must be wiped) and `error` ([`ClientError`]).
+//! `incoming` (reading the daemon's frames), `subscriptions` (cursors, replays and gap recovery), `outbox` (the
+//! hand-over to the consumer and what a congested stream drops), `reconnect` (the link and dialing again),
+//! `secrets` (frames that must be wiped), `protocol` ([`ClientProtocol`] for [`Client`]) and `error`
+//! ([`ClientError`]).
 
 mod calls;
 mod error;
 mod incoming;
+mod outbox;
+mod protocol;
 mod reconnect;
 mod secrets;
 mod subscriptions;
@@ -65,7 +80,9 @@ use crate::transport::{Transport, WebSocketTransport};
 use crate::types::events::StoredEvent;
 use crate::types::runtime::{HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams};
 
+pub use crate::methods::ClientProtocol;
 pub use error::ClientError;
+pub use protocol::DeliveryStream;
 pub use reconnect::ReconnectPolicy;
 
 use error::EndReason;
@@ -81,7 +98,8 @@ pub struct ClientOptions {
     /// Dial again after the connection drops. Only [`Client::connect_websocket`] can; [`Client::connect`]
     /// ignores it, because a generic transport cannot be opened a second time.
     pub reconnect: Option<ReconnectPolicy>,
-    /// Capacity of the delivery stream (see the module docs on back-pressure).
+    /// Capacity of the delivery stream (see the module docs on back-pressure). A consumer that falls further
+    /// behind than this gets its events again as a replay rather than queued without bound.
     pub delivery_buffer: usize,
 }
 
@@ -105,7 +123,9 @@ pub enum ReplayReason {
 /// One item of the ordered delivery stream.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClientDelivery {
-    /// A live event; its `seq` is above every `seq` delivered before for its session.
+    /// An event notification; its `seq` is above every `seq` delivered before for its session. After a paged
+    /// replay (a `ReplayEnd` whose `last_seq` is below the session's end) the rest of the stored events come
+    /// this way too, in order, before the new ones.
     Live(StoredEvent),
     /// The replay of a subscribe reply begins: events with `seq > after_seq` follow as `ReplayEvent`.
     ReplayStart {
@@ -123,10 +143,15 @@ pub enum ClientDelivery {
     ToolOutputDelta(Value),
     /// `events.tool_output_snapshot` params, as sent.
     ToolOutputSnapshot(Value),
-    /// `events.tool_output_gap` params, as sent.
+    /// `events.tool_output_gap` params, as sent by the daemon, or synthesized by the client for output it
+    /// dropped while the delivery stream was congested (see the module docs on back-pressure).
     ToolOutputGap(Value),
     /// `events.plugin` params, as sent.
     PluginEvent(Value),
+    /// `count` plugin events were dropped while the delivery stream was congested.
+    PluginEventsDropped {
+        count: u64,
+    },
     RuntimeChanged(RuntimeChangedParams),
     /// The automatic re-subscribe kept failing; the client no longer follows this session. Subscribe again to
     /// resume.

@@ -153,7 +153,7 @@ impl<T: Transport> ConnectionTask<T> {
         }
         if was_ready {
             tracing::info!(%detail, "lost the connection to the daemon; reconnecting");
-            self.outbox.push_back(ClientDelivery::Disconnected { detail });
+            self.outbox.push(ClientDelivery::Disconnected { detail });
             if let Some(redial) = &mut self.redial {
                 redial.attempt = 0;
             }
@@ -190,7 +190,7 @@ impl<T: Transport> ConnectionTask<T> {
         if let Some(redial) = &mut self.redial {
             redial.attempt = 0;
         }
-        self.outbox.push_back(ClientDelivery::Reconnected);
+        self.outbox.push(ClientDelivery::Reconnected);
         let mut parked: Vec<(String, ReplayReason, Option<SubscribeReply>)> = Vec::new();
         for (session_id, state) in &mut self.sessions {
             if let SessionPhase::AwaitingLink { reason, reply } = &mut state.phase {

@@ -4,9 +4,17 @@
 //!
 //! - a live event at or below the cursor is a duplicate and is dropped;
 //! - a subscribe reply is delivered as a replay (`ReplayStart`, `ReplayEvent`*, `ReplayEnd`), and the live
-//!   events read while it was in flight are held back and delivered after it;
+//!   events read while it was in flight are held back and delivered after it, as far as they continue it
+//!   without a hole;
+//! - a paged reply (its `last_seq` below the session's end) is followed by the rest of the stored events as
+//!   ordinary event notifications: they are above the cursor, so they are delivered as `Live`;
 //! - a `gap` notice, or a reconnect, makes the task subscribe again from the cursor by itself, retrying with
-//!   backoff and finally giving the session up with `RecoveryFailed`.
+//!   backoff and finally giving the session up with `RecoveryFailed`;
+//! - a live event that arrives while the delivery stream is congested (see `outbox`) is not queued: the session
+//!   is marked *behind* at its cursor, its further events are dropped, and once the consumer has caught up the
+//!   task subscribes again from the cursor (a replay with reason `Gap`). The state is per session, whatever
+//!   the number of events missed. Automatic re-subscribes wait for the consumer to catch up in the same way, so
+//!   that at most one replay per session waits for it.
 //!
 //! Every issued subscribe bumps the session's *epoch*, so that a reply or a retry timer that belongs to a
 //! superseded subscribe is recognized and ignored.
@@ -39,8 +47,9 @@ const RECOVERY_INITIAL_DELAY: Duration = Duration::from_millis(100);
 
 /// Live events held back per session while its re-subscribe is in flight. Beyond this they are dropped: they
 /// have `seq` above the cursor, so a further re-subscribe fetches them again if the pending replay does not
-/// already contain them.
-const MAX_HELD_LIVE_EVENTS: usize = 10_000;
+/// already contain them. (The daemon sends a new subscription's events only after its reply, so what is held
+/// comes from the subscription being replaced, and is usually nothing.)
+const MAX_HELD_LIVE_EVENTS: usize = 1024;
 
 pub(super) type SubscribeReply = oneshot::Sender<Result<u64, ClientError>>;
 
@@ -73,6 +82,9 @@ pub(super) enum SessionPhase {
     RetryWait { reason: ReplayReason },
     /// Subscribe as soon as the connection is back (and handshaken).
     AwaitingLink { reason: ReplayReason, reply: Option<SubscribeReply> },
+    /// The consumer fell behind: events are dropped, and the task subscribes again from the cursor once the
+    /// delivery stream has caught up.
+    Behind { reason: ReplayReason },
 }
 
 impl SessionState {
@@ -143,6 +155,12 @@ impl<T: Transport> ConnectionTask<T> {
             state.phase = SessionPhase::AwaitingLink { reason, reply };
             return;
         }
+        if reply.is_none() && self.outbox.congested() {
+            // Its replay would only wait behind what the consumer has not read yet.
+            state.phase = SessionPhase::Behind { reason };
+            self.sessions_behind = true;
+            return;
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let params = EventsSubscribeParams {
             session_id: session_id.to_owned(),
@@ -194,7 +212,9 @@ impl<T: Transport> ConnectionTask<T> {
         let Some(state) = self.sessions.get_mut(&session_id) else {
             return;
         };
-        self.outbox.push_back(ClientDelivery::ReplayStart {
+        // A replay is queued whole, congested or not: the daemon bounds a reply in bytes, and only one replay
+        // per session is ever in flight.
+        self.outbox.push(ClientDelivery::ReplayStart {
             session_id: session_id.clone(),
             after_seq: state.cursor,
             reason,
@@ -202,12 +222,13 @@ impl<T: Transport> ConnectionTask<T> {
         for event in events {
             if event.seq > state.cursor {
                 state.cursor = event.seq;
-                self.outbox.push_back(ClientDelivery::ReplayEvent(event));
+                self.outbox.push(ClientDelivery::ReplayEvent(event));
             }
         }
-        // Live notifications carry exactly the events after `last_seq`.
+        // Event notifications carry exactly the events after `last_seq`: the live ones, and after a paged reply
+        // the rest of the stored ones first.
         state.cursor = state.cursor.max(last_seq);
-        self.outbox.push_back(ClientDelivery::ReplayEnd { session_id: session_id.clone(), last_seq });
+        self.outbox.push(ClientDelivery::ReplayEnd { session_id: session_id.clone(), last_seq });
         state.established = true;
         state.failures = 0;
         let lost_held_events = state.dropped_above.is_some_and(|seq| seq > state.cursor);
@@ -221,11 +242,34 @@ impl<T: Transport> ConnectionTask<T> {
             return;
         }
         state.phase = SessionPhase::Live;
-        for event in state.held.drain(..) {
-            if event.seq > state.cursor {
-                state.cursor = event.seq;
-                self.outbox.push_back(ClientDelivery::Live(event));
+        let held = std::mem::take(&mut state.held);
+        let mut expected = state.cursor + 1;
+        for event in held {
+            if event.seq < expected {
+                continue;
             }
+            if event.seq > expected {
+                // After a paged reply, held events of the replaced subscription can lie beyond the page: the new
+                // subscription sends everything after `last_seq` in order, so they come again.
+                break;
+            }
+            expected += 1;
+            self.live_event(&session_id, event);
+        }
+    }
+
+    /// The consumer caught up: every session marked behind subscribes again from its cursor.
+    pub(super) fn resume_behind(&mut self) {
+        let behind: Vec<(String, ReplayReason)> = self
+            .sessions
+            .iter()
+            .filter_map(|(session_id, state)| match state.phase {
+                SessionPhase::Behind { reason } => Some((session_id.clone(), reason)),
+                _ => None,
+            })
+            .collect();
+        for (session_id, reason) in behind {
+            self.issue_subscribe(&session_id, reason, None);
         }
     }
 
@@ -250,7 +294,7 @@ impl<T: Transport> ConnectionTask<T> {
         if state.failures > RECOVERY_RETRIES {
             tracing::warn!(%session_id, %error, "giving up re-subscribing to a session");
             self.sessions.remove(&session_id);
-            self.outbox.push_back(ClientDelivery::RecoveryFailed { session_id, detail: error.to_string() });
+            self.outbox.push(ClientDelivery::RecoveryFailed { session_id, detail: error.to_string() });
             return;
         }
         tracing::debug!(%session_id, %error, attempt = state.failures, "re-subscribing failed; retrying");
@@ -305,13 +349,20 @@ impl<T: Transport> ConnectionTask<T> {
             tracing::debug!(%session_id, seq = event.seq, "dropping a duplicate event");
             return;
         }
-        if let SessionPhase::Live = state.phase {
-            state.cursor = event.seq;
-            self.outbox.push_back(ClientDelivery::Live(event));
-        } else if state.held.len() < MAX_HELD_LIVE_EVENTS {
-            state.held.push_back(event);
-        } else {
-            state.dropped_above = Some(state.dropped_above.unwrap_or(0).max(event.seq));
+        match state.phase {
+            SessionPhase::Live if self.outbox.congested() => {
+                tracing::debug!(%session_id, cursor = state.cursor, "the consumer fell behind; dropping events");
+                state.phase = SessionPhase::Behind { reason: ReplayReason::Gap };
+                self.sessions_behind = true;
+            }
+            SessionPhase::Live => {
+                state.cursor = event.seq;
+                self.outbox.push(ClientDelivery::Live(event));
+            }
+            // A subscribe from the cursor is due once the consumer catches up; it brings this event again.
+            SessionPhase::Behind { .. } => {}
+            _ if state.held.len() < MAX_HELD_LIVE_EVENTS => state.held.push_back(event),
+            _ => state.dropped_above = Some(state.dropped_above.unwrap_or(0).max(event.seq)),
         }
     }
 
@@ -324,7 +375,7 @@ impl<T: Transport> ConnectionTask<T> {
             SessionPhase::Live => self.issue_subscribe(session_id, ReplayReason::Gap, None),
             SessionPhase::Subscribing { .. } => state.gap_while_subscribing = true,
             // A subscribe from the cursor is already scheduled.
-            SessionPhase::RetryWait { .. } | SessionPhase::AwaitingLink { .. } => {}
+            SessionPhase::RetryWait { .. } | SessionPhase::AwaitingLink { .. } | SessionPhase::Behind { .. } => {}
         }
     }
 }

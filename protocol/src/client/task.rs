@@ -1,7 +1,8 @@
 //! The connection task: the one place that owns the transport and all protocol state of a [`Client`]. Handles
 //! talk to it only through [`Command`]s. This module holds its state, its event loop, the dispatch of events and
-//! commands to the concept modules next to it, the writing of queued frames, the hand-over of queued deliveries
-//! to the consumer, and what happens when the task stops.
+//! commands to the concept modules next to it, the writing of queued frames, and what happens when the task
+//! stops. The loop never waits for the consumer: deliveries go through the `outbox`, which hands them over as
+//! room allows, and the loop keeps reading the socket meanwhile.
 //!
 //! [`Client`]: super::Client
 
@@ -15,6 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::calls::{Pending, WaitingCall};
 use super::error::EndReason;
+use super::outbox::Outbox;
 use super::reconnect::{Link, Redial, link_event};
 use super::secrets::OutgoingText;
 use super::subscriptions::{RetryTimer, SessionPhase, SessionState};
@@ -44,12 +46,17 @@ pub(super) enum Event<T> {
     Frame(Option<MessageFrame>),
     BackoffElapsed,
     Dialed(Result<T, TransportError>),
-    RetryDue { session_id: String, epoch: u64 },
+    RetryDue {
+        session_id: String,
+        epoch: u64,
+    },
+    /// The consumer made room in the delivery stream.
+    Room,
 }
 
 /// The connection task: owns the transport and every piece of protocol state. Handlers are synchronous and
 /// only queue work (`outgoing` frames, `outbox` deliveries); the loop does the awaiting, so state changes are
-/// never interleaved with I/O.
+/// never interleaved with I/O. The only thing it awaits besides its inputs is writing a frame.
 pub(super) struct ConnectionTask<T: Transport> {
     pub(super) link: Link<T>,
     pub(super) redial: Option<Redial<T>>,
@@ -57,9 +64,10 @@ pub(super) struct ConnectionTask<T: Transport> {
     close: watch::Receiver<bool>,
     pub(super) next_id: Arc<AtomicU64>,
     end: Arc<Mutex<Option<EndReason>>>,
-    /// `None` once the consumer dropped [`Deliveries`](super::Deliveries).
-    deliveries: Option<mpsc::Sender<ClientDelivery>>,
-    pub(super) outbox: VecDeque<ClientDelivery>,
+    /// The way to the consumer; see `outbox`.
+    pub(super) outbox: Outbox,
+    /// Some session is marked behind (see `subscriptions`) and waits for the consumer to catch up.
+    pub(super) sessions_behind: bool,
     /// Frames to write, each already registered in `pending`.
     pub(super) outgoing: VecDeque<OutgoingText>,
     pub(super) pending: HashMap<u64, Pending>,
@@ -89,8 +97,8 @@ impl<T: Transport> ConnectionTask<T> {
             close,
             next_id,
             end,
-            deliveries: Some(deliveries),
-            outbox: VecDeque::new(),
+            outbox: Outbox::new(deliveries),
+            sessions_behind: false,
             outgoing: VecDeque::new(),
             pending: HashMap::new(),
             waiting: VecDeque::new(),
@@ -106,14 +114,21 @@ impl<T: Transport> ConnectionTask<T> {
             let event = self.next_event().await;
             self.handle_event(event);
             if self.stop != Some(EndReason::Closed) {
-                self.flush_outgoing().await;
-                self.flush_outbox().await;
+                // Room in the stream may issue re-subscribes, and a failed write may queue a notice: both are
+                // flushed until neither has work left.
+                loop {
+                    self.flush_outbox();
+                    if self.outgoing.is_empty() || self.stop.is_some() {
+                        break;
+                    }
+                    self.flush_outgoing().await;
+                }
             }
             if self.stop.is_some() {
                 break;
             }
         }
-        self.finish();
+        self.finish().await;
     }
 
     async fn next_event(&mut self) -> Event<T> {
@@ -124,7 +139,9 @@ impl<T: Transport> ConnectionTask<T> {
         let commands = &mut self.commands;
         let link = &mut self.link;
         let retries = &mut self.retries;
-        // Not biased: a busy notification stream must not starve commands, nor the reverse.
+        let outbox = &self.outbox;
+        // Not biased: a busy notification stream must not starve commands, nor the reverse. The socket is read
+        // whatever the consumer does, so replies always reach their calls.
         tokio::select! {
             // An error means every `Client` handle is gone: nobody can call or close any more.
             _ = close.wait_for(|closed| *closed) => Event::Close,
@@ -136,6 +153,7 @@ impl<T: Transport> ConnectionTask<T> {
             Some((session_id, epoch)) = retries.next(), if !retries.is_empty() => {
                 Event::RetryDue { session_id, epoch }
             }
+            () = outbox.room() => Event::Room,
         }
     }
 
@@ -148,6 +166,8 @@ impl<T: Transport> ConnectionTask<T> {
             Event::BackoffElapsed => self.backoff_elapsed(),
             Event::Dialed(dialed) => self.dialed(dialed),
             Event::RetryDue { session_id, epoch } => self.retry_due(&session_id, epoch),
+            // `flush_outbox` after every event does the work.
+            Event::Room => {}
         }
     }
 
@@ -185,43 +205,16 @@ impl<T: Transport> ConnectionTask<T> {
         }
     }
 
-    /// Hands queued deliveries to the consumer, waiting for room (see the module docs of `client` on
-    /// back-pressure) but never past a `close`.
-    async fn flush_outbox(&mut self) {
-        while let Some(delivery) = self.outbox.pop_front() {
-            let Some(sender) = &self.deliveries else {
-                self.outbox.clear();
-                return;
-            };
-            let delivery = match sender.try_send(delivery) {
-                Ok(()) => continue,
-                Err(mpsc::error::TrySendError::Full(delivery)) => delivery,
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.consumer_gone();
-                    return;
-                }
-            };
-            let consumer_present = tokio::select! {
-                sent = sender.send(delivery) => sent.is_ok(),
-                _ = self.close.wait_for(|closed| *closed) => {
-                    self.stop = Some(EndReason::Closed);
-                    return;
-                }
-            };
-            if !consumer_present {
-                self.consumer_gone();
-                return;
-            }
+    /// Hands waiting deliveries to the consumer as far as the stream has room. Once nothing waits, the sessions
+    /// that fell behind meanwhile are re-subscribed from their cursors.
+    fn flush_outbox(&mut self) {
+        if self.outbox.flush() && self.sessions_behind {
+            self.sessions_behind = false;
+            self.resume_behind();
         }
     }
 
-    /// The consumer dropped [`Deliveries`](super::Deliveries): calls keep working, deliveries are discarded.
-    fn consumer_gone(&mut self) {
-        self.deliveries = None;
-        self.outbox.clear();
-    }
-
-    fn finish(mut self) {
+    async fn finish(mut self) {
         let reason = self.stop.unwrap_or(EndReason::Disconnected);
         // Published before the replies are failed, so that a caller that finds its reply dropped reads it.
         *self.end.lock() = Some(reason);
@@ -244,6 +237,19 @@ impl<T: Transport> ConnectionTask<T> {
                 std::mem::replace(&mut state.phase, SessionPhase::Live)
             {
                 let _ = reply.send(Err(reason.error()));
+            }
+        }
+        // What the consumer has not read yet is still handed over when the daemon went away (not after a
+        // `close`): the stream then ends after the last event that arrived.
+        let (sender, remaining) = self.outbox.take_remaining();
+        if reason == EndReason::Disconnected
+            && let Some(sender) = sender
+        {
+            for delivery in remaining {
+                tokio::select! {
+                    sent = sender.send(delivery) => if sent.is_err() { break },
+                    _ = self.close.wait_for(|closed| *closed) => break,
+                }
             }
         }
         // Dropping the task drops the command receiver, which is what `Client::close` waits for, and the
