@@ -1,18 +1,17 @@
-//! Client commands: small programs on the shared protocol client, for people at a terminal.
+//! Client commands: small programs on the shared protocol client, for people at a terminal. Each uses the client
+//! through the [`ClientProtocol`] trait only; the commands that follow a session (`run`, `watch`) live in
+//! [`crate::follow`].
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use anyhow::{Context as _, anyhow};
-use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, ReconnectPolicy, ReplayReason};
-use troupe_protocol::method;
+use anyhow::Context as _;
+use troupe_protocol::client::{Client, ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionIdParams, SessionMeta};
-use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::provider::{ProviderConnectParams, ProviderDisconnectParams};
-use troupe_protocol::types::run::{RunIdParams, RunStartParams, RunSteerParams, RunToolStdinParams};
+use troupe_protocol::types::run::{RunIdParams, RunSteerParams, RunToolStdinParams};
 use troupe_protocol::types::session::{PermissionMode, SetPermissionModeParams};
 
-use crate::render::Printer;
+use crate::cli_errors::{explained, require_text};
 use troupe_protocol::types::session::{SessionCreateParams, SessionListParams, SessionRenameParams, TitleChange};
 use troupe_runtime::catalog::{DEFAULT_AGENT, LOCAL_ECHO};
 use troupe_runtime::clock::new_id;
@@ -44,16 +43,32 @@ impl Connection {
         options: ClientOptions,
     ) -> anyhow::Result<(Client, troupe_protocol::client::Deliveries)> {
         let token = self.token()?;
-        Client::connect_websocket(&self.url, &token, options)
-            .await
-            .with_context(|| format!("connecting to {}", self.url))
+        Client::connect_websocket(&self.url, &token, options).await.map_err(|error| {
+            anyhow::anyhow!(
+                "cannot connect to the daemon at {}: {error}\n  hint: start it with `troupe serve`, or point --url \
+                 (TROUPE_URL) at it; the token comes from --token (TROUPE_TOKEN) or --data-dir",
+                self.url
+            )
+        })
     }
+
+    /// Connects and hands the client out as a [`ClientProtocol`], which is all a command may use.
+    pub(crate) async fn open(&self, options: ClientOptions) -> anyhow::Result<Connected<impl ClientProtocol>> {
+        let (client, deliveries) = self.connect(options).await?;
+        Ok(Connected { client, deliveries })
+    }
+}
+
+/// A connected client and its delivery stream.
+pub(crate) struct Connected<C: ClientProtocol> {
+    pub(crate) client: C,
+    pub(crate) deliveries: C::Deliveries,
 }
 
 /// `troupe sessions`: root sessions, most recently active first.
 pub async fn sessions(connection: &Connection, cwd: Option<String>, json: bool) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    let result = client.call::<method::SessionList>(SessionListParams { cwd }).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let result = client.session_list(SessionListParams { cwd }).await.map_err(explained)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&result.sessions)?);
     } else if result.sessions.is_empty() {
@@ -87,8 +102,8 @@ pub async fn create(
 ) -> anyhow::Result<()> {
     let cwd = Some(absolute_cwd(cwd)?);
     let selection = selection(agent, model);
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    let result = client.call::<method::SessionCreate>(SessionCreateParams { selection, cwd }).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let result = client.session_create(SessionCreateParams { selection, cwd }).await.map_err(explained)?;
     println!("{}", result.session.session_id);
     client.close().await;
     Ok(())
@@ -96,156 +111,17 @@ pub async fn create(
 
 /// `troupe rename`: sets, clears or resets a session's title.
 pub async fn rename(connection: &Connection, session_id: String, change: TitleChange) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let result = client
-        .call::<method::SessionRename>(SessionRenameParams { session_id, client_rename_id: new_id(), change })
-        .await?;
+        .session_rename(SessionRenameParams { session_id, client_rename_id: new_id(), change })
+        .await
+        .map_err(explained)?;
     println!("{}", session_line(&result.session));
     client.close().await;
     Ok(())
 }
 
-/// `troupe watch`: prints a session's events, then follows it live. Survives daemon restarts: it reconnects and
-/// resumes from the last event it printed, so nothing is printed twice or skipped.
-pub async fn watch(connection: &Connection, session_id: String, from: Option<u64>) -> anyhow::Result<()> {
-    let options = ClientOptions {
-        reconnect: Some(ReconnectPolicy::default()),
-        request_timeout: Duration::from_secs(30),
-        ..ClientOptions::default()
-    };
-    let (client, mut deliveries) = connection.connect(options).await?;
-    let session = client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.clone() }).await?.session;
-    println!(
-        "watching {}  {}  ({})",
-        session.session_id,
-        session.title.as_deref().unwrap_or("(untitled)"),
-        session.cwd
-    );
-    print_skipped(&session);
-    client.subscribe(&session_id, from).await?;
-    let mut printer = Printer::default();
-    loop {
-        let delivery = tokio::select! {
-            delivery = deliveries.next() => delivery,
-            _ = tokio::signal::ctrl_c() => break,
-        };
-        let Some(delivery) = delivery else {
-            return Err(anyhow!("the connection to the daemon ended"));
-        };
-        match delivery {
-            ClientDelivery::Live(event) => printer.event(&event, true),
-            ClientDelivery::ReplayEvent(event) => printer.event(&event, false),
-            ClientDelivery::ToolOutputDelta(params) | ClientDelivery::ToolOutputSnapshot(params) => {
-                printer.tool_output(&params)
-            }
-            ClientDelivery::ReplayStart { reason: ReplayReason::Gap, after_seq, .. } => {
-                eprintln!("[fell behind after #{after_seq}; catching up]");
-            }
-            ClientDelivery::Disconnected { detail } => {
-                eprintln!("[disconnected: {detail}; reconnecting]")
-            }
-            ClientDelivery::Reconnected => eprintln!("[reconnected; resuming]"),
-            ClientDelivery::RecoveryFailed { detail, .. } => {
-                return Err(anyhow!("could not resume the session: {detail}"));
-            }
-            _ => {}
-        }
-    }
-    client.close().await;
-    Ok(())
-}
-
-fn print_skipped(session: &SessionMeta) {
-    for skipped in &session.skipped_events {
-        let position = match (skipped.seq, skipped.line) {
-            (Some(seq), _) => format!("seq {seq}"),
-            (None, Some(line)) => format!("line {line}"),
-            (None, None) => "unknown position".to_owned(),
-        };
-        println!("! skipped unreadable event at {position}: {}", skipped.reason);
-    }
-}
-
-/// What `troupe run` was asked for.
-pub struct RunRequest {
-    pub session_id: Option<String>,
-    pub cwd: Option<String>,
-    pub agent: Option<String>,
-    pub model: Option<String>,
-    pub input: String,
-}
-
-/// `troupe run`: starts a run (creating a session when none is given), prints it as it happens, and exits when
-/// it ends: 0 when it completed, 1 otherwise.
-pub async fn run(connection: &Connection, request: RunRequest) -> anyhow::Result<bool> {
-    let (client, mut deliveries) = connection.connect(ClientOptions::default()).await?;
-    let selection = selection(request.agent, request.model);
-    let session_id = match request.session_id {
-        Some(session_id) => session_id,
-        None => {
-            let cwd = absolute_cwd(request.cwd)?;
-            let created = client
-                .call::<method::SessionCreate>(SessionCreateParams { selection: selection.clone(), cwd: Some(cwd) })
-                .await?;
-            eprintln!("created session {}", created.session.session_id);
-            created.session.session_id
-        }
-    };
-    let cursor = client.subscribe(&session_id, None).await?;
-    let run_id = client
-        .call::<method::RunStart>(RunStartParams {
-            session_id: session_id.clone(),
-            client_run_id: new_id(),
-            selection,
-            input: request.input,
-            reset_fallback: false,
-        })
-        .await?
-        .run_id;
-    eprintln!(
-        "run {run_id} started; steer it with `troupe steer {run_id} TEXT`, stop it with `troupe cancel {run_id}`"
-    );
-    let mut printer = Printer::default();
-    loop {
-        let delivery = tokio::select! {
-            delivery = deliveries.next() => delivery,
-            _ = tokio::signal::ctrl_c() => {
-                let cancelled = client.call::<method::RunCancel>(RunIdParams { run_id: run_id.clone() }).await?;
-                eprintln!("cancel requested: {}", cancelled.cancelled);
-                continue;
-            }
-        };
-        let Some(delivery) = delivery else {
-            return Err(anyhow!("the connection to the daemon ended"));
-        };
-        let event = match delivery {
-            ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) if event.seq > cursor => event,
-            ClientDelivery::ToolOutputDelta(params) | ClientDelivery::ToolOutputSnapshot(params) => {
-                printer.tool_output(&params);
-                continue;
-            }
-            _ => continue,
-        };
-        printer.event(&event, true);
-        if event.run_id.as_deref() != Some(run_id.as_str()) {
-            continue;
-        }
-        match &event.payload {
-            EventPayload::RunCompleted { .. } => break,
-            EventPayload::RunFailed { .. }
-            | EventPayload::RunCancelled { .. }
-            | EventPayload::RunInterrupted { .. } => {
-                client.close().await;
-                return Ok(false);
-            }
-            _ => {}
-        }
-    }
-    client.close().await;
-    Ok(true)
-}
-
-fn selection(agent: Option<String>, model: Option<String>) -> RunSelection {
+pub(crate) fn selection(agent: Option<String>, model: Option<String>) -> RunSelection {
     RunSelection {
         agent: agent.unwrap_or_else(|| DEFAULT_AGENT.to_owned()),
         model: ModelSelection { model: model.unwrap_or_else(|| LOCAL_ECHO.to_owned()), variant: None },
@@ -253,7 +129,7 @@ fn selection(agent: Option<String>, model: Option<String>) -> RunSelection {
     }
 }
 
-fn absolute_cwd(cwd: Option<String>) -> anyhow::Result<String> {
+pub(crate) fn absolute_cwd(cwd: Option<String>) -> anyhow::Result<String> {
     let path = match cwd {
         Some(cwd) => std::path::absolute(&cwd).with_context(|| format!("resolving {cwd}"))?,
         None => std::env::current_dir()?,
@@ -261,19 +137,25 @@ fn absolute_cwd(cwd: Option<String>) -> anyhow::Result<String> {
     Ok(path.to_string_lossy().into_owned())
 }
 
-/// `troupe steer`.
+/// `troupe steer`: queues input for a running run. Exits 1 when the run did not accept it.
 pub async fn steer(connection: &Connection, run_id: String, input: String) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    let result = client.call::<method::RunSteer>(RunSteerParams { run_id, input }).await?;
-    println!("{}", if result.accepted { "queued for the next boundary" } else { "not accepted" });
+    require_text(&input, "the steering text", "`troupe steer RUN_ID \"also update the docs\"`")?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let result = client.run_steer(RunSteerParams { run_id: run_id.clone(), input }).await.map_err(explained)?;
     client.close().await;
+    if !result.accepted {
+        anyhow::bail!(
+            "run {run_id} did not accept the input\n  hint: it may be ending; `troupe watch SESSION` shows it"
+        );
+    }
+    println!("queued for the next boundary");
     Ok(())
 }
 
 /// `troupe recall`: takes back the newest queued steer.
 pub async fn recall(connection: &Connection, run_id: String) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    let result = client.call::<method::RunRecallSteer>(RunIdParams { run_id }).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let result = client.run_recall_steer(RunIdParams { run_id }).await.map_err(explained)?;
     match result.recalled {
         Some(text) => println!("recalled: {text}"),
         None => println!("nothing to recall"),
@@ -284,8 +166,8 @@ pub async fn recall(connection: &Connection, run_id: String) -> anyhow::Result<(
 
 /// `troupe cancel`.
 pub async fn cancel(connection: &Connection, run_id: String) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    let result = client.call::<method::RunCancel>(RunIdParams { run_id }).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let result = client.run_cancel(RunIdParams { run_id }).await.map_err(explained)?;
     println!("{}", if result.cancelled { "cancelled" } else { "the run was not running" });
     client.close().await;
     Ok(())
@@ -299,29 +181,30 @@ pub async fn stdin(
     text: Option<String>,
     eof: bool,
 ) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let send = |data: Option<String>, eof: bool| {
-        client.call::<method::RunToolStdin>(RunToolStdinParams {
-            run_id: run_id.clone(),
-            tool_call_id: tool_call_id.clone(),
-            data,
-            eof,
-        })
+        let params = RunToolStdinParams { run_id: run_id.clone(), tool_call_id: tool_call_id.clone(), data, eof };
+        let call = client.run_tool_stdin(params);
+        async move { call.await.map(|result| result.accepted).map_err(explained) }
     };
     let accepted = match text {
-        Some(text) => send(Some(text), eof).await?.accepted,
+        Some(text) => send(Some(text), eof).await?,
         None => {
             use tokio::io::AsyncBufReadExt;
             let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
             let mut accepted = true;
             while accepted && let Some(line) = lines.next_line().await? {
-                accepted = send(Some(format!("{line}\n")), false).await?.accepted;
+                accepted = send(Some(format!("{line}\n")), false).await?;
             }
-            accepted && send(None, true).await?.accepted
+            accepted && send(None, true).await?
         }
     };
+    client.close().await;
     if !accepted {
-        anyhow::bail!("not accepted: the tool call is not running or does not read stdin");
+        anyhow::bail!(
+            "tool call {tool_call_id} did not take the input: it is not running, or its stdin is closed\n  hint: \
+             `troupe watch SESSION` shows the tool calls of a run (\"tool shell (ID)\")"
+        );
     }
     client.close().await;
     Ok(())
@@ -329,8 +212,8 @@ pub async fn stdin(
 
 /// `troupe mode`: sets the permission mode of a session's whole tree.
 pub async fn mode(connection: &Connection, session_id: String, mode: PermissionMode) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    client.call::<method::SessionSetPermissionMode>(SetPermissionModeParams { session_id, mode }).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    client.session_set_permission_mode(SetPermissionModeParams { session_id, mode }).await.map_err(explained)?;
     client.close().await;
     Ok(())
 }
@@ -344,7 +227,7 @@ pub async fn connect(
     script: Option<String>,
     api_key: Option<String>,
 ) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let mut setup_values = std::collections::BTreeMap::new();
     if let Some(base_url) = base_url {
         setup_values.insert("base_url".to_owned(), base_url);
@@ -358,7 +241,7 @@ pub async fn connect(
         None => ("none".to_owned(), std::collections::BTreeMap::new()),
     };
     let result = client
-        .call::<method::ProviderConnect>(ProviderConnectParams {
+        .provider_connect(ProviderConnectParams {
             provider_id,
             expected_catalog_revision: None,
             setup_values,
@@ -366,7 +249,8 @@ pub async fn connect(
             auth_values,
             client_connect_id: new_id(),
         })
-        .await?;
+        .await
+        .map_err(explained)?;
     let provider = &result.durable_connection.provider_id;
     let models: Vec<&str> = result
         .snapshot
@@ -385,15 +269,16 @@ pub async fn connect(
 
 /// `troupe disconnect`.
 pub async fn disconnect(connection: &Connection, provider_id: String) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let result = client
-        .call::<method::ProviderDisconnect>(ProviderDisconnectParams {
+        .provider_disconnect(ProviderDisconnectParams {
             provider_id,
             expected_runtime_revision: None,
             expected_connection_generation: None,
             client_request_id: new_id(),
         })
-        .await?;
+        .await
+        .map_err(explained)?;
     println!("{}", if result.disconnected { "disconnected" } else { "it was not connected" });
     client.close().await;
     Ok(())
@@ -417,15 +302,17 @@ pub async fn approve(
         ApprovalFeedback, ApprovalListParams, ApprovalRespondParams, ApprovalStatus,
     };
     use troupe_protocol::types::common::SessionOrigin;
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    let session = client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.clone() }).await?.session;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session =
+        client.session_get(SessionIdParams { session_id: session_id.clone() }).await.map_err(explained)?.session;
     let root_session_id = match &session.origin {
         SessionOrigin::Root => session.session_id.clone(),
         SessionOrigin::Delegated { root_session_id, .. } => root_session_id.clone(),
     };
     let pending = client
-        .call::<method::ApprovalList>(ApprovalListParams { root_session_id, status: Some(ApprovalStatus::Pending) })
-        .await?
+        .approval_list(ApprovalListParams { root_session_id, status: Some(ApprovalStatus::Pending) })
+        .await
+        .map_err(explained)?
         .approvals;
     let mine: Vec<_> = pending
         .into_iter()
@@ -442,7 +329,7 @@ pub async fn approve(
         ),
     };
     let result = client
-        .call::<method::ApprovalRespond>(ApprovalRespondParams {
+        .approval_respond(ApprovalRespondParams {
             session_id: record.session_id.clone(),
             approval_id: record.approval_id.clone(),
             request_revision: record.revision,
@@ -451,7 +338,8 @@ pub async fn approve(
             decision: answer.decision,
             feedback: answer.feedback.map(|message| ApprovalFeedback { message }),
         })
-        .await?;
+        .await
+        .map_err(explained)?;
     println!(
         "{}: {}",
         result.approval.operation.summary,

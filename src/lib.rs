@@ -1,12 +1,15 @@
 //! The `troupe` binary's library half, so that tests can run exactly what the binary runs.
 //!
 //! - [`daemon`]: wires the engine (`troupe-actors`) and the gateway (`troupe-gateway`) into a running daemon.
-//! - [`commands`]: the client commands (`sessions`, `watch`, `create`, `rename`), built on the shared
-//!   protocol client.
+//! - [`commands`]: the client commands (`sessions`, `create`, `rename`, `steer`, …), built on the shared
+//!   protocol client through its `ClientProtocol` trait; [`follow`]: the ones that follow a session (`run`,
+//!   `watch`); [`cli_errors`]: what they say when something goes wrong.
 //! - [`render`]: how those commands print a session's events.
 //! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
 
+pub mod cli_errors;
 pub mod commands;
 pub mod daemon;
+pub mod follow;
 pub mod render;
 pub mod sandbox_explain;

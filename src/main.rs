@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use troupe::commands::{self, Connection};
 use troupe::daemon::{self, DaemonOptions};
+use troupe::follow;
 use troupe_protocol::types::session::{PermissionMode, TitleChange};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::token::load_or_create_token;
@@ -250,8 +251,8 @@ fn main() -> anyhow::Result<()> {
             block_on(commands::rename(&client.connection(), session_id, change))
         }
         Command::Run { client, session, cwd, agent, model, input } => {
-            let request = commands::RunRequest { session_id: session, cwd, agent, model, input };
-            let completed = block_on_value(commands::run(&client.connection(), request))?;
+            let request = follow::RunRequest { session_id: session, cwd, agent, model, input };
+            let completed = block_on_value(follow::run(&client.connection(), request))?;
             if !completed {
                 std::process::exit(1);
             }
@@ -288,9 +289,7 @@ fn main() -> anyhow::Result<()> {
         Command::Sandbox { command: SandboxCommand::Explain { client, session_id, json } } => {
             block_on(troupe::sandbox_explain::explain_command(&client.connection(), session_id, json))
         }
-        Command::Watch { client, session_id, from } => {
-            block_on(commands::watch(&client.connection(), session_id, from))
-        }
+        Command::Watch { client, session_id, from } => block_on(follow::watch(&client.connection(), session_id, from)),
     }
 }
 

@@ -72,6 +72,15 @@ impl Printer {
         let _ = out.flush();
     }
 
+    /// Live output was skipped (this terminal fell behind, or the daemon dropped bytes for it).
+    pub fn output_gap(&mut self) {
+        let mut out = std::io::stdout().lock();
+        self.end_stream(&mut out);
+        self.end_output(&mut out);
+        let _ = writeln!(out, "  │ … (some output was skipped)");
+        let _ = out.flush();
+    }
+
     fn end_stream(&mut self, out: &mut impl Write) {
         if self.streaming {
             let _ = writeln!(out);

@@ -1,0 +1,83 @@
+//! What a client command says when something goes wrong: the daemon's own words (its `data.detail`), plus a
+//! hint that names the command or flag that fixes it. The daemon's typed error codes decide the hint; the
+//! message itself is never rewritten, so nothing the daemon said is lost.
+
+use anyhow::anyhow;
+use troupe_protocol::client::ClientError;
+
+/// Turns a failed call into an error for a person at a terminal.
+pub fn explained(error: ClientError) -> anyhow::Error {
+    let ClientError::Rpc(rpc) = &error else {
+        return match &error {
+            ClientError::Timeout => {
+                anyhow!("{error}\n  hint: the daemon is busy or stuck; try again, or restart it with `troupe serve`")
+            }
+            ClientError::Disconnected => anyhow!("{error}\n  hint: is `troupe serve` still running?"),
+            _ => anyhow!(error),
+        };
+    };
+    let said = rpc.detail().unwrap_or(&rpc.message).to_owned();
+    let hint = match rpc.typed_code() {
+        Some("session_not_found") => "list the sessions with `troupe sessions`",
+        Some("run_not_found") => {
+            "use the run id that `troupe run` printed (\"run … started\"); `troupe watch SESSION` shows every run"
+        }
+        Some("run_not_active") => "the run has ended; start another with `troupe run --session SESSION TEXT`",
+        Some("session_busy") => {
+            "a run is active in that session: steer it with `troupe steer RUN_ID TEXT` or stop it with \
+             `troupe cancel RUN_ID`"
+        }
+        Some("model_not_found" | "invalid_selection") => {
+            "choose the model with --model PROVIDER/MODEL (e.g. --model local/echo); connect a provider first with \
+             `troupe connect`"
+        }
+        Some("agent_not_found") => "choose an agent with --agent (agents are defined in config.toml)",
+        Some("invalid_cwd") => "give an existing directory with --cwd",
+        Some("invalid_title") => "give a title of printable text, or use --clear or --reset",
+        Some("invalid_input") => "give the text to send as the last argument, in quotes",
+        Some("provider_not_found") => "the providers are openai, anthropic and local",
+        Some("invalid_provider_setup") => {
+            "check --base-url, --api-key-env (the name of a variable holding the key) or --script"
+        }
+        Some("approval_not_found" | "approval_not_pending") => {
+            "the approval was answered or withdrawn; `troupe watch SESSION` shows what is pending"
+        }
+        _ => return anyhow!(error),
+    };
+    anyhow!("{said}\n  hint: {hint}")
+}
+
+/// A command given text that is empty, before anything is sent.
+pub fn require_text(text: &str, what: &str, example: &str) -> anyhow::Result<()> {
+    if text.trim().is_empty() {
+        anyhow::bail!("{what} is empty\n  hint: give it as the last argument, in quotes, e.g. {example}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_protocol::RpcError;
+
+    #[test]
+    fn a_typed_error_keeps_the_daemons_words_and_gains_a_hint() {
+        let error = ClientError::Rpc(RpcError::engine("run_not_found", "no run r-1", &[]));
+        let text = explained(error).to_string();
+        assert!(text.starts_with("no run r-1\n"), "{text}");
+        assert!(text.contains("troupe run"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_code_is_shown_as_is() {
+        let error = ClientError::Rpc(RpcError::engine("something_new", "it broke", &[]));
+        assert_eq!(explained(error).to_string(), "Engine error (-32000): it broke");
+    }
+
+    #[test]
+    fn empty_text_is_refused_with_an_example() {
+        let error = require_text("  ", "the steering text", "`troupe steer RUN_ID \"look at the tests\"`").unwrap_err();
+        assert!(error.to_string().contains("troupe steer RUN_ID"), "{error}");
+        assert!(require_text("go", "the steering text", "").is_ok());
+    }
+}

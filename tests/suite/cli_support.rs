@@ -1,0 +1,69 @@
+//! Running the `troupe` binary as a client of a test daemon, from async tests: each invocation is a child
+//! process awaited under a timeout, so the test's own protocol client keeps running meanwhile.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::support::*;
+
+/// What one `troupe …` invocation did.
+#[derive(Debug)]
+pub struct CliOutput {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliOutput {
+    pub fn succeeded(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// Asserts success and returns stdout.
+    pub fn ok(self) -> String {
+        assert!(self.succeeded(), "troupe failed: {self:?}");
+        self.stdout
+    }
+
+    /// Asserts exit code 1 (an error a person should read) and returns stderr.
+    pub fn refused(self) -> String {
+        assert_eq!(self.code, Some(1), "expected exit code 1: {self:?}");
+        self.stderr
+    }
+}
+
+/// A `troupe` command aimed at `daemon` (URL and token from the environment, as a user would set them).
+pub fn troupe_command(daemon: &TestDaemon, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(troupe_binary());
+    command
+        .args(args)
+        .env("TROUPE_URL", daemon.url())
+        .env("TROUPE_TOKEN", &daemon.token)
+        .env("RUST_LOG", "off")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs `troupe args…` against `daemon` to its end, within `limit`.
+pub async fn troupe_within(daemon: &TestDaemon, args: &[&str], limit: Duration) -> CliOutput {
+    finish(troupe_command(daemon, args), limit).await
+}
+
+/// Runs a prepared `troupe` command to its end, within `limit`.
+pub async fn finish(mut command: tokio::process::Command, limit: Duration) -> CliOutput {
+    let output = tokio::time::timeout(limit, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{command:?} did not finish within {limit:?}"))
+        .expect("run troupe");
+    CliOutput {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `troupe args…` against `daemon` to its end, within [`WAIT`].
+pub async fn troupe(daemon: &TestDaemon, args: &[&str]) -> CliOutput {
+    troupe_within(daemon, args, WAIT).await
+}
