@@ -242,6 +242,8 @@ impl<T: Transport> ConnectionTask<T> {
         // What the consumer has not read yet is still handed over when the daemon went away (not after a
         // `close`): the stream then ends after the last event that arrived.
         let (sender, remaining) = self.outbox.take_remaining();
+        // No call can be served any more: calls made from now on fail at once with the end reason.
+        self.commands.close();
         if reason == EndReason::Disconnected
             && let Some(sender) = sender
         {
