@@ -23,10 +23,11 @@
 //!
 //! # Back-pressure
 //!
-//! The delivery stream is bounded ([`ClientOptions::delivery_buffer`]), and the connection task never waits for
-//! it: it keeps reading the socket whatever the consumer does, so every reply reaches its call, and a consumer
+//! The delivery stream is bounded ([`ClientOptions::delivery_buffer`]), and a call never waits for it: a consumer
 //! may block on a call while it is not reading [`Deliveries`]. What the stream cannot take waits inside the task
-//! in order; while anything waits (the stream is *congested*), nothing more is queued without bound:
+//! in order, and while anything waits (the stream is *congested*) the task reads the socket only when an answer
+//! is awaited, so the daemon's bounded queue holds back what follows (a replay simply waits there). What is read
+//! meanwhile is not queued without bound:
 //!
 //! - a live event of a subscribed session marks the session *behind* at its cursor and is dropped, as are its
 //!   further events; once the consumer has caught up the task subscribes again from the cursor, and the missing

@@ -140,8 +140,12 @@ impl<T: Transport> ConnectionTask<T> {
         let link = &mut self.link;
         let retries = &mut self.retries;
         let outbox = &self.outbox;
-        // Not biased: a busy notification stream must not starve commands, nor the reverse. The socket is read
-        // whatever the consumer does, so replies always reach their calls.
+        // While the consumer is behind, the socket is read only when an answer is awaited: the daemon's own
+        // bounded queue then holds what follows (a replay waits for room there; live events past its bound become
+        // a `gap`), instead of this task dropping events and re-subscribing over and over. An awaited answer is
+        // always read, so a call never waits for the consumer.
+        let read = !outbox.congested() || !self.pending.is_empty() || !matches!(link, Link::Up { .. });
+        // Not biased: a busy notification stream must not starve commands, nor the reverse.
         tokio::select! {
             // An error means every `Client` handle is gone: nobody can call or close any more.
             _ = close.wait_for(|closed| *closed) => Event::Close,
@@ -149,7 +153,7 @@ impl<T: Transport> ConnectionTask<T> {
                 Some(command) => Event::Command(command),
                 None => Event::Close,
             },
-            event = link_event(link) => event,
+            event = link_event(link), if read => event,
             Some((session_id, epoch)) = retries.next(), if !retries.is_empty() => {
                 Event::RetryDue { session_id, epoch }
             }
