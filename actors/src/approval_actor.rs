@@ -4,8 +4,9 @@
 //! it starts, and kept current as grants are committed), answers runs that ask whether an operation is already
 //! granted, routes `approval.respond` to the session whose run asked (that session's actor validates the answer
 //! and records it, so racing answers are ordered in one place), commits the tree grant an `approve_tree` answer
-//! creates to the root session's log, and collects `approval.list` across the tree. The supervisor starts it on
-//! first use and keeps it for the life of the daemon; it is small.
+//! creates to the root session's log, and collects `approval.list` across the tree. The supervisor starts it when
+//! the tree is used and stops it once the tree is idle (`approval_trees.rs`): it holds nothing that is lost then, as
+//! the grants are reloaded from the log and the supervisor keeps the tree's mode.
 
 use actix::prelude::*;
 use troupe_protocol::types::approval::{
@@ -25,11 +26,17 @@ pub struct CheckTreePermission {
     pub resource: String,
 }
 
+/// Sent by the supervisor, which remembers the tree's mode.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SetTreeMode {
     pub mode: PermissionMode,
 }
+
+/// Sent by the supervisor when the tree is idle and it has forgotten this actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopIdle;
 
 /// `approval.list` for this tree.
 #[derive(Message)]
@@ -50,15 +57,15 @@ pub struct RespondInTree {
 pub struct ApprovalActor {
     root_session_id: String,
     supervisor: Addr<SessionSupervisor>,
-    /// Runtime-only; every tree starts in the default mode when the daemon starts.
+    /// Runtime-only: the supervisor remembers it between this tree's approval actors, not across restarts.
     mode: PermissionMode,
     /// Durable in the root session's log.
     grants: Vec<TreeGrant>,
 }
 
 impl ApprovalActor {
-    pub fn new(root_session_id: String, supervisor: Addr<SessionSupervisor>) -> Self {
-        ApprovalActor { root_session_id, supervisor, mode: PermissionMode::default(), grants: Vec::new() }
+    pub fn new(root_session_id: String, supervisor: Addr<SessionSupervisor>, mode: PermissionMode) -> Self {
+        ApprovalActor { root_session_id, supervisor, mode, grants: Vec::new() }
     }
 }
 
@@ -134,6 +141,14 @@ impl Handler<SetTreeMode> for ApprovalActor {
 
     fn handle(&mut self, message: SetTreeMode, _: &mut Context<Self>) {
         self.mode = message.mode;
+    }
+}
+
+impl Handler<StopIdle> for ApprovalActor {
+    type Result = ();
+
+    fn handle(&mut self, _: StopIdle, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }
 

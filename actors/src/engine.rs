@@ -5,6 +5,9 @@
 //! JSON-RPC error through the one conversion in `error.rs`. Methods of the reference that later parts of the
 //! engine will implement keep the trait's default answer, `not_implemented`.
 
+#[cfg(feature = "test-hooks")]
+pub(crate) mod test_hooks;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,7 +50,7 @@ use troupe_runtime::redact::Secrets;
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::tools::{PermissionRequest, skill_resource};
 
-use crate::approval_actor::{ListTreeApprovals, RespondInTree, SetTreeMode};
+use crate::approval_actor::{ListTreeApprovals, RespondInTree};
 use crate::error::{EngineError, check_idempotency_key};
 use crate::run_services::RunServices;
 use crate::runtime_actor::{
@@ -58,7 +61,7 @@ use crate::session_actor::{
 };
 use crate::session_supervisor::{
     ApprovalsFor, CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
-    OpenSession, SessionGone, SessionSupervisor,
+    OpenSession, SessionGone, SessionSupervisor, SetPermissionMode,
 };
 
 /// How the engine is set up.
@@ -93,9 +96,8 @@ pub struct Engine {
     live: LiveSessions,
     default_cwd: PathBuf,
     max_input_bytes: usize,
+    /// Also holds the registry of active and recently ended runs (`run_registry.rs`), for `run.*` requests.
     services: Arc<RunServices>,
-    /// The session of each run started since the daemon started, for `run.*` requests.
-    runs: DashMap<String, String>,
     /// Owned so that the session threads stop with the engine.
     session_arbiters: Vec<Arbiter>,
 }
@@ -104,8 +106,10 @@ pub struct Engine {
 const SESSION_SEND_ATTEMPTS: usize = 3;
 
 impl Engine {
-    /// Builds the session index and starts the actors. Must be called inside a running actix System.
+    /// Starts the actors (the supervisor builds the session index on a blocking thread before it answers anything).
+    /// Must be called inside a running actix System. Reads `providers.json` here, before anything is served.
     pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
+        crate::blocking_check::install();
         let store = ProviderStore::open(config.data_dir.root())
             .map_err(|error| EngineError::Internal { detail: error.to_string() })?;
         let agent_rules = config
@@ -121,7 +125,14 @@ impl Engine {
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
-        let supervisor = SessionSupervisor::new(config.data_dir, config.hibernate_after, handles, live.clone()).start();
+        let supervisor = SessionSupervisor::new(
+            config.data_dir,
+            config.hibernate_after,
+            handles,
+            live.clone(),
+            services.runs.clone(),
+        )
+        .start();
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
         Ok(Engine {
             runtime,
@@ -130,7 +141,6 @@ impl Engine {
             default_cwd: config.default_cwd,
             max_input_bytes: config.max_input_bytes,
             services,
-            runs: DashMap::new(),
             session_arbiters,
         })
     }
@@ -240,45 +250,32 @@ impl Engine {
         Err(RpcError::invalid_params_typed("input_too_large", &detail, &fields))
     }
 
-    /// The session that owns `run_id`, if the run was started since the daemon started.
+    /// The session that owns `run_id`, if the run is active or ended recently (see `run_registry.rs`).
     fn session_of_run(&self, run_id: &str) -> Result<String, EngineError> {
-        self.runs
-            .get(run_id)
-            .map(|session| session.value().clone())
-            .ok_or_else(|| EngineError::RunNotFound { run_id: run_id.to_owned() })
+        self.services.runs.session_of(run_id).ok_or_else(|| EngineError::RunNotFound { run_id: run_id.to_owned() })
     }
 
-    fn resolve_cwd(&self, requested: Option<&str>) -> Result<String, EngineError> {
+    /// The canonical form of a requested cwd. Resolving it walks the file system, so it runs on a blocking thread.
+    async fn resolve_cwd(&self, requested: Option<&str>) -> Result<String, EngineError> {
         let Some(requested) = requested else {
             return Ok(self.default_cwd.to_string_lossy().into_owned());
         };
         let invalid = |reason: &str| EngineError::InvalidCwd { cwd: requested.to_owned(), reason: reason.to_owned() };
-        let path = Path::new(requested);
+        let path = PathBuf::from(requested);
         if !path.is_absolute() {
             return Err(invalid("it must be an absolute path"));
         }
-        let canonical = path.canonicalize().map_err(|error| invalid(&format!("it cannot be resolved ({error})")))?;
-        if !canonical.is_dir() {
-            return Err(invalid("it is not a directory"));
-        }
+        let resolved = tokio::task::spawn_blocking(move || {
+            let canonical = path.canonicalize().map_err(|error| format!("it cannot be resolved ({error})"))?;
+            if !canonical.is_dir() {
+                return Err("it is not a directory".to_owned());
+            }
+            Ok(canonical)
+        })
+        .await
+        .map_err(|error| EngineError::Internal { detail: format!("resolving the cwd failed: {error}") })?;
+        let canonical = resolved.map_err(|reason| invalid(&reason))?;
         canonical.into_os_string().into_string().map_err(|_| invalid("it is not valid UTF-8"))
-    }
-
-    /// Test-only load hook: the session's actor handles nothing for `duration` (its mailbox fills meanwhile). Does
-    /// not wait for the stall to end.
-    #[cfg(feature = "test-hooks")]
-    pub async fn stall_session(&self, session_id: &str, duration: std::time::Duration) -> Result<(), EngineError> {
-        let addr = self.session_addr(session_id).await?;
-        addr.do_send(crate::session_actor::Stall { duration });
-        Ok(())
-    }
-
-    /// Test-only fault hook: makes the session's actor panic while handling a message.
-    #[cfg(feature = "test-hooks")]
-    pub async fn inject_session_panic(&self, session_id: &str) -> Result<(), EngineError> {
-        let addr = self.session_addr(session_id).await?;
-        let _ = addr.send(crate::session_actor::InjectPanic).await;
-        Ok(())
     }
 }
 
@@ -345,17 +342,26 @@ impl ServerProtocol for Engine {
     async fn session_create(&self, _: &ServerContext, params: SessionCreateParams) -> Result<SessionResult, RpcError> {
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
-        let cwd = self.resolve_cwd(params.cwd.as_deref())?;
+        let cwd = self.resolve_cwd(params.cwd.as_deref()).await?;
         let session = self.supervisor_ask(CreateSession { selection: params.selection, cwd }).await??;
         Ok(SessionResult { session })
     }
 
     async fn session_list(&self, _: &ServerContext, params: SessionListParams) -> Result<SessionListResult, RpcError> {
         // Filter by the same canonical form that `session.create` stored; a path that does not resolve can
-        // still match sessions whose directory has since been removed.
-        let cwd = params.cwd.map(|cwd| {
-            Path::new(&cwd).canonicalize().ok().and_then(|path| path.into_os_string().into_string().ok()).unwrap_or(cwd)
-        });
+        // still match sessions whose directory has since been removed. Resolving walks the file system: on a
+        // blocking thread.
+        let cwd = match params.cwd {
+            None => None,
+            Some(cwd) => Some(
+                tokio::task::spawn_blocking(move || {
+                    let canonical = Path::new(&cwd).canonicalize().ok();
+                    canonical.and_then(|path| path.into_os_string().into_string().ok()).unwrap_or(cwd)
+                })
+                .await
+                .map_err(|error| EngineError::Internal { detail: format!("resolving the cwd failed: {error}") })?,
+            ),
+        };
         let sessions = self.supervisor_ask(ListRootSessions { cwd }).await?;
         Ok(SessionListResult { sessions })
     }
@@ -411,8 +417,7 @@ impl ServerProtocol for Engine {
         _: &ServerContext,
         params: SetPermissionModeParams,
     ) -> Result<Empty, RpcError> {
-        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id }).await??;
-        approvals.send(SetTreeMode { mode: params.mode }).await.map_err(|_| EngineError::ShuttingDown)?;
+        self.supervisor_ask(SetPermissionMode { session_id: params.session_id, mode: params.mode }).await??;
         Ok(Empty {})
     }
 
@@ -544,7 +549,7 @@ impl ServerProtocol for Engine {
                 skill: skill.clone(),
             })
             .await?;
-        self.runs.insert(run_id.clone(), params.session_id);
+        self.services.runs.note_started(&run_id, &params.session_id);
         Ok(RunStartResult { run_id })
     }
 

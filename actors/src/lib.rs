@@ -3,8 +3,9 @@
 //! - [`runtime_actor::RuntimeActor`]: the runtime snapshot and `runtime.changed` broadcasts.
 //! - [`session_supervisor::SessionSupervisor`]: the session index; starts, restarts and forgets session actors.
 //! - [`session_actor::SessionActor`]: one per live session, the single writer of its log; owns the steering lane.
-//! - [`approval_actor::ApprovalActor`]: one per root session tree: its permission mode and tree grants; routes
-//!   answers to approvals.
+//! - [`approval_actor::ApprovalActor`]: one per root session tree in use: its permission mode and tree grants;
+//!   routes answers to approvals. [`approval_trees`] starts it when a tree is used and stops it when idle.
+//! - [`run_registry::RunRegistry`]: the session of each active or recently ended run, bounded.
 //! - [`run_actor::RunActor`]: one per active run, the agent loop (model, tools, steering boundaries).
 //! - [`engine::Engine`]: implements the protocol's `ServerProtocol` by messaging those actors.
 //!
@@ -12,14 +13,19 @@
 //! durable records from `troupe-runtime`.
 
 pub mod approval_actor;
+pub mod approval_trees;
+pub mod blocking_check;
 pub mod engine;
 pub mod error;
 pub mod run_actor;
+pub mod run_registry;
 pub mod run_services;
 mod run_workspace;
 pub mod runtime_actor;
 pub mod session_actor;
 pub mod session_supervisor;
 
+#[cfg(feature = "test-hooks")]
+pub use engine::test_hooks::EngineSizes;
 pub use engine::{Engine, EngineConfig};
 pub use error::EngineError;

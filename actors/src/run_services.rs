@@ -35,6 +35,8 @@ pub struct RunServices {
     pub sandbox: Arc<Sandbox>,
     /// The daemon token and connected providers' keys, masked in tool output before it is stored or sent.
     pub secrets: Secrets,
+    /// The session of each active or recently ended run; each run actor registers itself here.
+    pub runs: crate::run_registry::RunRegistry,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -60,6 +62,7 @@ impl RunServices {
             data_dir,
             sandbox,
             secrets,
+            runs: Default::default(),
             policies: RwLock::new(HashMap::new()),
         }
     }

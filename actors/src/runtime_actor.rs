@@ -5,35 +5,31 @@
 //! the snapshot is broadcast to all of them as `runtime.changed`. `provider.connect` and `provider.disconnect`
 //! are answered here: a connection is made durable in `providers.json` before it is acknowledged, installed in
 //! the model router that runs use, and recorded under its client id so a redelivery gets the first answer.
+//!
+//! `providers.json` is saved on a blocking thread, never on this actor's thread, and its changes are applied one
+//! at a time in arrival order (`providers.rs`): meanwhile the actor keeps answering snapshot requests.
+
+mod clients;
+mod providers;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
-use serde_json::json;
 use troupe_protocol::notification::RuntimeChanged;
 use troupe_protocol::server::ConnectionNotifier;
 use troupe_protocol::types::provider::{
-    DisconnectReceipt, DurableConnection, ProviderConnectParams, ProviderConnectResult, ProviderDisconnectParams,
-    ProviderDisconnectResult,
+    ProviderConnectParams, ProviderConnectResult, ProviderDisconnectParams, ProviderDisconnectResult,
 };
 use troupe_protocol::types::runtime::{AuthState, RuntimeChangedParams, RuntimeSnapshot};
 use troupe_runtime::catalog::build_snapshot;
-use troupe_runtime::clock::now_rfc3339;
 use troupe_runtime::config::AgentConfig;
-use troupe_runtime::model::anthropic::{Anthropic, AnthropicConfig};
-use troupe_runtime::model::local::ScriptedModel;
-use troupe_runtime::model::openai::{OpenAiCompatible, OpenAiCompatibleConfig};
-use troupe_runtime::model::{ApiKey, ErrorStage, ModelError, ModelErrorKind, ModelProvider};
-use troupe_runtime::provider_store::{ProviderStore, StoredConnection, request_fingerprint};
+use troupe_runtime::model::ModelProvider;
+use troupe_runtime::provider_store::{ProviderStore, StoredConnection};
 
 use crate::error::EngineError;
 use crate::run_services::RunServices;
-
-/// How long `provider.connect` waits for the provider to list its models.
-const LIST_MODELS_TIMEOUT: Duration = Duration::from_secs(15);
+use clients::{ProviderClient, build_client};
 
 /// How a provider's masked secrets are labelled in tool output: `provider <provider id> <auth value name>`, e.g.
 /// `provider openai api_key`.
@@ -81,16 +77,12 @@ pub struct RuntimeActor {
     snapshot: RuntimeSnapshot,
     /// Connections that completed a handshake, by connection id.
     notifiers: HashMap<u64, ConnectionNotifier>,
+    /// `providers.json` as last made durable: a change is adopted only once it is saved.
     store: ProviderStore,
+    /// Orders the changes of `providers.json`: each decides on the state the previous one left.
+    store_lane: Arc<tokio::sync::Mutex<()>>,
     agents: BTreeMap<String, AgentConfig>,
     services: Arc<RunServices>,
-}
-
-/// A provider client built from settings, before it is installed.
-enum ProviderClient {
-    Scripted(Arc<ScriptedModel>),
-    OpenAi(OpenAiCompatible),
-    Anthropic(Anthropic),
 }
 
 impl RuntimeActor {
@@ -100,6 +92,7 @@ impl RuntimeActor {
             snapshot: build_snapshot(1, &BTreeMap::new(), &agents),
             notifiers: HashMap::new(),
             store,
+            store_lane: Arc::default(),
             agents,
             services,
         };
@@ -212,80 +205,6 @@ impl RuntimeActor {
     }
 }
 
-/// Builds a provider client from its settings, checking them. Errors never contain secret values.
-fn build_client(
-    provider_id: &str,
-    setup_values: &BTreeMap<String, String>,
-    auth_method: &str,
-    auth_values: &BTreeMap<String, String>,
-) -> Result<ProviderClient, String> {
-    let allowed_setup: &[&str] = if provider_id == "local" { &["script"] } else { &["base_url"] };
-    if let Some(unknown) = setup_values.keys().find(|key| !allowed_setup.contains(&key.as_str())) {
-        return Err(format!(
-            "unknown setup value `{unknown}` for `{provider_id}`; allowed: {}",
-            allowed_setup.join(", ")
-        ));
-    }
-    let api_key = match auth_method {
-        "none" => {
-            if !auth_values.is_empty() {
-                return Err("auth_method `none` takes no auth_values".to_owned());
-            }
-            None
-        }
-        "api_key" => match auth_values.get("api_key") {
-            Some(key) if !key.trim().is_empty() && auth_values.len() == 1 => Some(ApiKey::new(key.trim())),
-            _ => {
-                return Err("auth_method `api_key` needs exactly one auth value, a non-empty `api_key`".to_owned());
-            }
-        },
-        other => {
-            return Err(format!("unknown auth_method `{other}`; use `api_key` or `none`"));
-        }
-    };
-    match provider_id {
-        "local" => {
-            if api_key.is_some() {
-                return Err("the local provider takes auth_method `none`".to_owned());
-            }
-            let script = setup_values.get("script").ok_or("the local provider needs setup_values.script")?;
-            let scripted = ScriptedModel::from_file(&PathBuf::from(script))
-                .map_err(|error| format!("the script cannot be used: {error}"))?;
-            Ok(ProviderClient::Scripted(Arc::new(scripted)))
-        }
-        "openai" => {
-            let mut config = match api_key {
-                Some(key) => OpenAiCompatibleConfig::openai(key),
-                None => match setup_values.get("base_url") {
-                    Some(base_url) => OpenAiCompatibleConfig::keyless(base_url.clone()),
-                    None => return Err("without an api_key, setup_values.base_url is required (e.g. Ollama)".into()),
-                },
-            };
-            if let Some(base_url) = setup_values.get("base_url") {
-                config.base_url = base_url.clone();
-            }
-            OpenAiCompatible::new(config).map(ProviderClient::OpenAi).map_err(|error| error.to_string())
-        }
-        "anthropic" => {
-            let key = api_key.ok_or("the anthropic provider needs auth_method `api_key`")?;
-            let mut config = AnthropicConfig::new(key);
-            if let Some(base_url) = setup_values.get("base_url") {
-                config.base_url = base_url.clone();
-            }
-            Anthropic::new(config).map(ProviderClient::Anthropic).map_err(|error| error.to_string())
-        }
-        other => Err(format!("unknown provider `{other}`")),
-    }
-}
-
-async fn within_listing_timeout(
-    listing: impl Future<Output = Result<Vec<String>, ModelError>>,
-) -> Result<Vec<String>, ModelError> {
-    tokio::time::timeout(LIST_MODELS_TIMEOUT, listing).await.unwrap_or_else(|_| {
-        Err(ModelError::new(ModelErrorKind::Timeout, ErrorStage::Request, "listing the models timed out"))
-    })
-}
-
 impl Actor for RuntimeActor {
     type Context = Context<Self>;
 }
@@ -316,168 +235,17 @@ impl Handler<UnregisterConnection> for RuntimeActor {
     }
 }
 
-impl Handler<ConnectProvider> for RuntimeActor {
-    type Result = ResponseActFuture<Self, Result<ProviderConnectResult, EngineError>>;
+/// Test-only size query: how many connections have a notifier registered (one per open, handshaken connection).
+#[cfg(feature = "test-hooks")]
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct CountNotifiers;
 
-    fn handle(&mut self, message: ConnectProvider, _: &mut Context<Self>) -> Self::Result {
-        let params = message.params;
-        let provider_id = params.provider_id.clone();
-        let fingerprint = request_fingerprint(&json!({
-            "operation": "connect",
-            "provider_id": params.provider_id,
-            "setup_values": params.setup_values,
-            "auth_method": params.auth_method,
-            "auth_values": params.auth_values,
-        }));
-        let prepared = (|| {
-            if let Some(answer) = self.replay(&provider_id, &params.client_connect_id, &fingerprint)? {
-                return Ok(Err(answer));
-            }
-            if !self.snapshot.providers.iter().any(|provider| provider.provider_id == provider_id) {
-                return Err(EngineError::ProviderNotFound { provider_id: provider_id.clone() });
-            }
-            if let Some(expected) = params.expected_catalog_revision
-                && expected != self.snapshot.revision
-            {
-                return Err(EngineError::RevisionConflict { expected, found: self.snapshot.revision });
-            }
-            build_client(&provider_id, &params.setup_values, &params.auth_method, &params.auth_values)
-                .map(Ok)
-                .map_err(|detail| EngineError::InvalidProviderSetup { provider_id: provider_id.clone(), detail })
-        })();
-        let client = match prepared {
-            Err(error) => return Box::pin(actix::fut::ready(Err(error))),
-            Ok(Err(answer)) => {
-                let snapshot = self.snapshot.clone();
-                let replayed = serde_json::from_value::<ProviderConnectResult>(json!({
-                    "durable_connection": answer["durable_connection"],
-                    "effective_auth_source": answer["effective_auth_source"],
-                    "snapshot": snapshot,
-                    "replayed": true,
-                }))
-                .map_err(|error| EngineError::Internal { detail: format!("a recorded answer is unreadable: {error}") });
-                return Box::pin(actix::fut::ready(replayed));
-            }
-            Ok(Ok(client)) => client,
-        };
-        // Listing the models checks the address and the credentials now, rather than at the first run.
-        let listing = async move {
-            let listed = match &client {
-                ProviderClient::Scripted(_) => Ok(Vec::new()),
-                ProviderClient::OpenAi(openai) => within_listing_timeout(openai.list_models()).await,
-                ProviderClient::Anthropic(anthropic) => within_listing_timeout(anthropic.list_models()).await,
-            };
-            (client, listed)
-        };
-        Box::pin(listing.into_actor(self).map(move |(client, listed), actor, _| {
-            let models = listed.map_err(|error| EngineError::ProviderUnreachable {
-                provider_id: provider_id.clone(),
-                detail: error.to_string(),
-            })?;
-            let generation = actor.store.contents.generations.get(&provider_id).copied().unwrap_or(0) + 1;
-            let connected_at = now_rfc3339();
-            let durable_connection =
-                DurableConnection { provider_id: provider_id.clone(), generation, connected_at: connected_at.clone() };
-            let previous = actor.store.contents.clone();
-            let contents = &mut actor.store.contents;
-            contents.connections.insert(
-                provider_id.clone(),
-                StoredConnection {
-                    generation,
-                    connected_at,
-                    setup_values: params.setup_values.clone(),
-                    auth_method: params.auth_method.clone(),
-                    auth_values: params.auth_values.clone(),
-                    models,
-                },
-            );
-            contents.generations.insert(provider_id.clone(), generation);
-            contents.record_answer(
-                params.client_connect_id.clone(),
-                fingerprint,
-                json!({"durable_connection": durable_connection, "effective_auth_source": params.auth_method}),
-            );
-            if let Err(error) = actor.store.save() {
-                actor.store.contents = previous;
-                return Err(EngineError::Internal {
-                    detail: format!("the provider connection was not saved: {error}"),
-                });
-            }
-            actor.install(&provider_id, client);
-            actor.publish_change("provider_connected");
-            Ok(ProviderConnectResult {
-                durable_connection,
-                effective_auth_source: params.auth_method.clone(),
-                snapshot: actor.snapshot.clone(),
-                replayed: false,
-            })
-        }))
-    }
-}
+#[cfg(feature = "test-hooks")]
+impl Handler<CountNotifiers> for RuntimeActor {
+    type Result = usize;
 
-impl Handler<DisconnectProvider> for RuntimeActor {
-    type Result = Result<ProviderDisconnectResult, EngineError>;
-
-    fn handle(&mut self, message: DisconnectProvider, _: &mut Context<Self>) -> Self::Result {
-        let params = message.params;
-        let provider_id = params.provider_id.clone();
-        let fingerprint = request_fingerprint(&json!({
-            "operation": "disconnect",
-            "provider_id": params.provider_id,
-            "expected_runtime_revision": params.expected_runtime_revision,
-            "expected_connection_generation": params.expected_connection_generation,
-        }));
-        if let Some(answer) = self.replay(&provider_id, &params.client_request_id, &fingerprint)? {
-            let mut result: ProviderDisconnectResult = serde_json::from_value(json!({
-                "durable_receipt": answer["durable_receipt"],
-                "disconnected": answer["disconnected"],
-                "effective_auth_state": self.auth_state(&provider_id),
-                "snapshot": self.snapshot,
-                "replayed": true,
-            }))
-            .map_err(|error| EngineError::Internal { detail: format!("a recorded answer is unreadable: {error}") })?;
-            result.replayed = true;
-            return Ok(result);
-        }
-        if !self.snapshot.providers.iter().any(|provider| provider.provider_id == provider_id) {
-            return Err(EngineError::ProviderNotFound { provider_id });
-        }
-        if let Some(expected) = params.expected_runtime_revision
-            && expected != self.snapshot.revision
-        {
-            return Err(EngineError::RevisionConflict { expected, found: self.snapshot.revision });
-        }
-        let current_generation =
-            self.store.contents.connections.get(&provider_id).map(|connection| connection.generation);
-        if let Some(expected) = params.expected_connection_generation
-            && Some(expected) != current_generation
-        {
-            return Err(EngineError::RevisionConflict { expected, found: current_generation.unwrap_or(0) });
-        }
-        let previous = self.store.contents.clone();
-        let disconnected = self.store.contents.connections.remove(&provider_id).is_some();
-        let generation = self.store.contents.generations.get(&provider_id).copied().unwrap_or(0);
-        let durable_receipt =
-            DisconnectReceipt { provider_id: provider_id.clone(), generation, disconnected_at: now_rfc3339() };
-        self.store.contents.record_answer(
-            params.client_request_id.clone(),
-            fingerprint,
-            json!({"durable_receipt": durable_receipt, "disconnected": disconnected}),
-        );
-        if let Err(error) = self.store.save() {
-            self.store.contents = previous;
-            return Err(EngineError::Internal { detail: format!("the disconnection was not saved: {error}") });
-        }
-        if disconnected {
-            self.uninstall(&provider_id);
-            self.publish_change("provider_disconnected");
-        }
-        Ok(ProviderDisconnectResult {
-            durable_receipt,
-            disconnected,
-            effective_auth_state: self.auth_state(&provider_id),
-            snapshot: self.snapshot.clone(),
-            replayed: false,
-        })
+    fn handle(&mut self, _: CountNotifiers, _: &mut Context<Self>) -> usize {
+        self.notifiers.len()
     }
 }

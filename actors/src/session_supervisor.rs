@@ -15,15 +15,16 @@ use actix::prelude::*;
 use dashmap::DashMap;
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::session::{SessionChildSummary, SessionTreeNode};
+use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, SessionTreeNode};
 use troupe_runtime::clock::{new_id, now_rfc3339};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::event_log;
 use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::SessionState;
 
-use crate::approval_actor::ApprovalActor;
+use crate::approval_trees::{ApprovalTrees, TreeApprovals};
 use crate::error::EngineError;
+use crate::run_registry::RunRegistry;
 use crate::session_actor::{Drain, GetMeta, Opening, SessionActor};
 
 /// A live session actor, as the engine sees it.
@@ -101,12 +102,27 @@ pub struct GetTree {
     pub session_id: String,
 }
 
-/// The approval actor of the tree that contains the session (started on first use), and the tree's root.
+/// The approval actor of the tree that contains the session (started when the tree has none), and the tree's
+/// root. The tree counts as in use while the returned handle is held.
 #[derive(Message)]
-#[rtype(result = "Result<(String, Addr<ApprovalActor>), EngineError>")]
+#[rtype(result = "Result<(String, TreeApprovals), EngineError>")]
 pub struct ApprovalsFor {
     pub session_id: String,
 }
+
+/// `session.set_permission_mode`: the mode of the tree that contains the session.
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub struct SetPermissionMode {
+    pub session_id: String,
+    pub mode: PermissionMode,
+}
+
+/// Test-only size query: approval actors alive, and trees' modes remembered.
+#[cfg(feature = "test-hooks")]
+#[derive(Message)]
+#[rtype(result = "(usize, usize)")]
+pub struct CountApprovals;
 
 /// Waits until every live session has made everything it accepted durable (used at shutdown).
 #[derive(Message)]
@@ -124,15 +140,22 @@ pub struct SessionSupervisor {
     /// Direct children of each session, in creation order.
     children: HashMap<String, Vec<String>>,
     live: LiveSessions,
-    /// The approval actor of each root session tree that has needed one.
-    approvals: HashMap<String, Addr<ApprovalActor>>,
+    /// The approval actors of the trees in use, and the trees' modes.
+    approvals: ApprovalTrees,
     next_incarnation: u64,
 }
 
 impl SessionSupervisor {
-    /// Builds the index from the data directory. Blocking: call before serving.
-    pub fn new(data_dir: DataDir, hibernate_after: Duration, arbiters: Vec<ArbiterHandle>, live: LiveSessions) -> Self {
-        let mut supervisor = SessionSupervisor {
+    /// A supervisor with an empty index: it builds the index from the data directory when it starts, on a blocking
+    /// thread, before it handles any message. `runs` tells which trees have a run in flight.
+    pub fn new(
+        data_dir: DataDir,
+        hibernate_after: Duration,
+        arbiters: Vec<ArbiterHandle>,
+        live: LiveSessions,
+        runs: RunRegistry,
+    ) -> Self {
+        SessionSupervisor {
             data_dir,
             hibernate_after,
             arbiters,
@@ -140,14 +163,24 @@ impl SessionSupervisor {
             index: HashMap::new(),
             children: HashMap::new(),
             live,
-            approvals: HashMap::new(),
+            approvals: ApprovalTrees::new(hibernate_after, runs),
             next_incarnation: 1,
-        };
-        for meta in scan_sessions(&supervisor.data_dir) {
-            supervisor.index_meta(meta);
         }
-        tracing::info!(sessions = supervisor.index.len(), "session index built");
-        supervisor
+    }
+
+    /// Runs that were in flight when the daemon stopped get `run_interrupted` now: opening their sessions loads
+    /// the logs, and a session that finds an active run without an actor records the interruption.
+    fn interrupt_runs_left_in_flight(&mut self, ctx: &mut Context<Self>) {
+        let running: Vec<String> = self
+            .index
+            .values()
+            .filter(|meta| meta.status == troupe_protocol::types::common::SessionStatus::Running)
+            .map(|meta| meta.session_id.clone())
+            .collect();
+        for session_id in running {
+            tracing::info!(%session_id, "interrupting a run left in flight");
+            self.start_actor(&session_id, Opening::Load, ctx);
+        }
     }
 
     fn index_meta(&mut self, meta: SessionMeta) {
@@ -258,19 +291,28 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
 impl Actor for SessionSupervisor {
     type Context = Context<Self>;
 
-    /// Runs that were in flight when the daemon stopped get `run_interrupted` now: opening their sessions loads
-    /// the logs, and a session that finds an active run without an actor records the interruption.
+    /// Builds the index on a blocking thread (it reads every session's cache or log) while messages wait, then
+    /// interrupts the runs left in flight; from then on, checks now and then for idle trees' approval actors.
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let running: Vec<String> = self
-            .index
-            .values()
-            .filter(|meta| meta.status == troupe_protocol::types::common::SessionStatus::Running)
-            .map(|meta| meta.session_id.clone())
-            .collect();
-        for session_id in running {
-            tracing::info!(%session_id, "interrupting a run left in flight");
-            self.start_actor(&session_id, Opening::Load, ctx);
-        }
+        let data_dir = self.data_dir.clone();
+        let scan = async move { tokio::task::spawn_blocking(move || scan_sessions(&data_dir)).await };
+        ctx.wait(scan.into_actor(self).map(|scanned, supervisor, ctx| {
+            match scanned {
+                Ok(sessions) => sessions.into_iter().for_each(|meta| supervisor.index_meta(meta)),
+                Err(error) => tracing::error!(%error, "the scan of the sessions directory failed"),
+            }
+            tracing::info!(sessions = supervisor.index.len(), "session index built");
+            supervisor.interrupt_runs_left_in_flight(ctx);
+        }));
+        let check_every = (self.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
+        ctx.run_interval(check_every, |supervisor, _| {
+            let index = &supervisor.index;
+            let root_of = |session_id: &str| {
+                let meta = index.get(session_id)?;
+                Some(meta.origin.root_session_id().unwrap_or(&meta.session_id).to_owned())
+            };
+            supervisor.approvals.forget_idle(root_of);
+        });
     }
 }
 
@@ -404,17 +446,31 @@ impl Handler<GetTree> for SessionSupervisor {
 }
 
 impl Handler<ApprovalsFor> for SessionSupervisor {
-    type Result = Result<(String, Addr<ApprovalActor>), EngineError>;
+    type Result = Result<(String, TreeApprovals), EngineError>;
 
     fn handle(&mut self, message: ApprovalsFor, ctx: &mut Context<Self>) -> Self::Result {
         let root = self.root_of(&message.session_id)?;
-        let supervisor = ctx.address();
-        let addr = self
-            .approvals
-            .entry(root.clone())
-            .or_insert_with(|| ApprovalActor::new(root.clone(), supervisor).start())
-            .clone();
-        Ok((root, addr))
+        let approvals = self.approvals.lease(&root, ctx.address());
+        Ok((root, approvals))
+    }
+}
+
+impl Handler<SetPermissionMode> for SessionSupervisor {
+    type Result = Result<(), EngineError>;
+
+    fn handle(&mut self, message: SetPermissionMode, _: &mut Context<Self>) -> Self::Result {
+        let root = self.root_of(&message.session_id)?;
+        self.approvals.set_mode(&root, message.mode);
+        Ok(())
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+impl Handler<CountApprovals> for SessionSupervisor {
+    type Result = MessageResult<CountApprovals>;
+
+    fn handle(&mut self, _: CountApprovals, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.approvals.counts())
     }
 }
 

@@ -1,5 +1,6 @@
 //! troupe-runtime: the parts of the engine that need no actors.
 //!
+//! - [`blocking`]: the debug assertion that no blocking file function runs on an actor's (async) thread.
 //! - [`data_dir`]: where everything durable lives, and the private directories inside it.
 //! - [`config`]: `config.toml`, read once at start.
 //! - [`token`]: the bearer token that authenticates every WebSocket upgrade.
@@ -22,11 +23,13 @@
 //! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
 //!
-//! Everything here is synchronous and blocking: the actors call into it from `spawn_blocking` where it touches
-//! the disk on a hot path. Errors are [`error::RuntimeError`], whose messages carry paths and operating-system
+//! Everything here is synchronous and blocking: the actors call into it from `spawn_blocking` (or a writer thread)
+//! whenever it touches the disk while serving; [`blocking::assert_may_block`] catches a call on an actor's thread in
+//! debug builds. Errors are [`error::RuntimeError`], whose messages carry paths and operating-system
 //! errors but never file contents or secrets.
 
 pub mod approval_book;
+pub mod blocking;
 pub mod catalog;
 pub mod clock;
 pub mod config;

@@ -134,8 +134,15 @@ impl ProviderStore {
         Ok(ProviderStore { path, contents })
     }
 
-    /// Makes the current contents durable, replacing the file atomically.
+    /// The same file with other contents, e.g. a change to save on a blocking thread before it is adopted.
+    pub fn staged(&self, contents: ProviderStoreContents) -> ProviderStore {
+        ProviderStore { path: self.path.clone(), contents }
+    }
+
+    /// Makes the current contents durable, replacing the file atomically. Blocking (two `fsync`s): never on an
+    /// actor's thread.
     pub fn save(&self) -> Result<(), RuntimeError> {
+        crate::blocking::assert_may_block();
         let mut bytes = serde_json::to_vec_pretty(&self.contents).map_err(|error| RuntimeError::ConfigInvalid {
             path: self.path.clone(),
             detail: format!("cannot encode the providers file: {error}"),

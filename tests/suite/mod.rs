@@ -9,6 +9,7 @@ mod cli_support;
 mod durability;
 mod envelope;
 mod event_order;
+mod growth;
 mod limits;
 mod providers;
 mod request_ids;

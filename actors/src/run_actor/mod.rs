@@ -85,11 +85,15 @@ pub struct RunActor {
     /// Taken by `started`, which moves it into the loop.
     setup: Option<RunSetup>,
     control: Arc<RunControl>,
+    /// Keeps the run known to the engine as active while this actor exists: dropped with the actor when the run
+    /// ends (or the daemon stops), which moves the run to the engine's bounded list of recently ended runs.
+    _registration: crate::run_registry::RunRegistration,
 }
 
 impl RunActor {
     pub fn new(setup: RunSetup) -> Self {
-        RunActor { setup: Some(setup), control: Arc::default() }
+        let _registration = setup.services.runs.register(&setup.run_id, &setup.session_id);
+        RunActor { setup: Some(setup), control: Arc::default(), _registration }
     }
 }
 

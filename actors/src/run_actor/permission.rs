@@ -1,5 +1,7 @@
-//! The permission check of one tool call: the policy's verdict, the tree's grants and mode, the classifier (on a
-//! blocking thread, since it resolves paths), and when needed a user's answer, which the run waits for.
+//! The permission check of one tool call: its description (action and resource), the policy's verdict, the tree's
+//! grants and mode, the classifier, and when needed a user's answer, which the run waits for. Describing a file
+//! tool's call and classifying it resolve paths (`canonicalize`, an `lstat` per component): both run on blocking
+//! threads, never on the run's arbiter.
 //!
 //! It fails closed: a tree whose mode cannot be learned is treated as `ask`, a classifier that fails says "not low
 //! risk", and a session that stops before answering cancels the call.
@@ -16,6 +18,23 @@ use crate::approval_actor::CheckTreePermission;
 use crate::session_actor::{ApprovalOutcome, RequestApproval};
 
 impl RunLoop {
+    /// What the call would do (action, resource, inside the cwd or not), resolved on a blocking thread. A call that
+    /// cannot be described gets the result to record instead.
+    pub(super) async fn describe_call(&self, call: &ToolCallRequest) -> Result<PermissionRequest, PersistedToolResult> {
+        let services = self.setup.services.clone();
+        let (tool, arguments, cwd) = (call.tool.clone(), call.arguments.clone(), self.setup.cwd.clone());
+        let described = tokio::task::spawn_blocking(move || {
+            services.tools.get(&tool).map(|tool| tool.permission(&arguments, &cwd).map_err(|error| error.to_string()))
+        })
+        .await;
+        match described {
+            Ok(Some(Ok(request))) => Ok(request),
+            Ok(Some(Err(error))) => Err(tool_result(ToolResultStatus::Error, format!("invalid arguments: {error}"))),
+            Ok(None) => Err(tool_result(ToolResultStatus::Error, format!("there is no tool `{}`", call.tool))),
+            Err(error) => Err(tool_result(ToolResultStatus::Error, format!("the tool failed internally: {error}"))),
+        }
+    }
+
     /// Decides whether the call may run: the policy's verdict, the tree's grants and mode, and when needed a
     /// user's answer (the run waits for it, or for cancellation). `None` means go ahead; otherwise the result to
     /// record instead of running the tool.

@@ -24,11 +24,9 @@ impl RunLoop {
                 format!("there is no tool `{}`; the tools are: {}", call.tool, known.join(", ")),
             );
         };
-        let request = match tool.permission(&call.arguments, &self.setup.cwd) {
+        let request = match self.describe_call(call).await {
             Ok(request) => request,
-            Err(error) => {
-                return tool_result(ToolResultStatus::Error, format!("invalid arguments: {error}"));
-            }
+            Err(refusal) => return refusal,
         };
         if let Some(refusal) = self.check_permission(call, &request).await {
             return refusal;

@@ -44,11 +44,13 @@ impl ResolvedPath {
 
 /// The cwd with every symlink resolved; every confinement check compares against this.
 pub fn canonical_cwd(cwd: &Path) -> Result<PathBuf, ToolError> {
+    crate::blocking::assert_may_block();
     cwd.canonicalize().map_err(|source| ToolError::Cwd { path: cwd.to_path_buf(), source })
 }
 
 /// Resolves `requested` (relative to `cwd`, or absolute) and says whether it stays inside `cwd`.
 pub fn resolve_path(cwd: &Path, requested: &str) -> Result<ResolvedPath, ToolError> {
+    crate::blocking::assert_may_block();
     if requested.is_empty() {
         return Err(ToolError::InvalidPath { path: String::new(), reason: "the path is empty" });
     }

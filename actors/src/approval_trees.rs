@@ -1,0 +1,142 @@
+//! The supervisor's book of approval actors: which trees have one now, and the permission modes that outlive them.
+//!
+//! An approval actor exists only while its tree is in use, so the daemon's memory does not grow with every tree it
+//! ever served. A tree is in use while a request holds its approval actor (a [`TreeApprovals`] handed out by
+//! `ApprovalsFor` is a lease), while one of its sessions has an active run (its run actor holds the address for the
+//! run's life: the run registry knows), and for `idle_after` (the daemon's `hibernate_after`) after the last of
+//! those. Then the actor stops and is forgotten; the next use starts a new one, which reloads the tree's grants
+//! from the root session's log, and gets the tree's mode from here.
+//!
+//! Bounds: one approval actor per tree in use; one remembered mode per root session whose mode is not the default
+//! (at most one per root session on disk, like the session index itself).
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use parking_lot::Mutex;
+use troupe_protocol::types::session::PermissionMode;
+
+use crate::approval_actor::{ApprovalActor, SetTreeMode, StopIdle};
+use crate::run_registry::RunRegistry;
+use crate::session_supervisor::SessionSupervisor;
+
+/// A tree's approval actor, held for the length of a request. Dereferences to its address.
+pub struct TreeApprovals {
+    addr: Addr<ApprovalActor>,
+    _lease: Lease,
+}
+
+impl Deref for TreeApprovals {
+    type Target = Addr<ApprovalActor>;
+
+    fn deref(&self) -> &Addr<ApprovalActor> {
+        &self.addr
+    }
+}
+
+/// How much a tree's approval actor is in use.
+struct Activity {
+    /// Leases held, and when the last one was taken or returned.
+    state: Mutex<(usize, Instant)>,
+}
+
+impl Activity {
+    fn idle_for(&self, at_least: Duration) -> bool {
+        let (leases, last) = *self.state.lock();
+        leases == 0 && last.elapsed() >= at_least
+    }
+}
+
+struct Lease(Arc<Activity>);
+
+impl Lease {
+    fn take(activity: &Arc<Activity>) -> Lease {
+        let mut state = activity.state.lock();
+        *state = (state.0 + 1, Instant::now());
+        Lease(activity.clone())
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock();
+        *state = (state.0.saturating_sub(1), Instant::now());
+    }
+}
+
+struct Tree {
+    addr: Addr<ApprovalActor>,
+    activity: Arc<Activity>,
+}
+
+pub struct ApprovalTrees {
+    /// The approval actor of each tree in use, by root session id.
+    trees: HashMap<String, Tree>,
+    /// Modes other than the default, by root session id. Runtime-only: every tree starts in the default mode when
+    /// the daemon starts.
+    modes: HashMap<String, PermissionMode>,
+    idle_after: Duration,
+    runs: RunRegistry,
+}
+
+impl ApprovalTrees {
+    pub fn new(idle_after: Duration, runs: RunRegistry) -> Self {
+        ApprovalTrees { trees: HashMap::new(), modes: HashMap::new(), idle_after, runs }
+    }
+
+    /// The tree's approval actor, started (with the tree's mode) if it has none or its actor died.
+    pub fn lease(&mut self, root: &str, supervisor: Addr<SessionSupervisor>) -> TreeApprovals {
+        let mode = self.modes.get(root).copied().unwrap_or_default();
+        let tree = self.trees.entry(root.to_owned()).or_insert_with(|| start_tree(root, supervisor.clone(), mode));
+        if !tree.addr.connected() {
+            *tree = start_tree(root, supervisor, mode);
+        }
+        TreeApprovals { addr: tree.addr.clone(), _lease: Lease::take(&tree.activity) }
+    }
+
+    /// Records the tree's mode and tells its approval actor, if it has one. Sent before the caller is answered, so
+    /// every permission check that follows the answer sees the new mode.
+    pub fn set_mode(&mut self, root: &str, mode: PermissionMode) {
+        if mode == PermissionMode::default() {
+            self.modes.remove(root);
+        } else {
+            self.modes.insert(root.to_owned(), mode);
+        }
+        if let Some(tree) = self.trees.get(root) {
+            tree.addr.do_send(SetTreeMode { mode });
+        }
+    }
+
+    /// Stops and forgets the approval actors of trees no longer in use. `root_of` gives a session's root.
+    pub fn forget_idle(&mut self, root_of: impl Fn(&str) -> Option<String>) {
+        if self.trees.is_empty() {
+            return;
+        }
+        let running: HashSet<String> =
+            self.runs.active_sessions().iter().filter_map(|session| root_of(session)).collect();
+        let idle_after = self.idle_after;
+        self.trees.retain(|root, tree| {
+            let in_use = running.contains(root) || !tree.activity.idle_for(idle_after);
+            if !in_use {
+                tracing::debug!(%root, "stopping the idle approval actor of a tree");
+                tree.addr.do_send(StopIdle);
+            }
+            in_use
+        });
+    }
+
+    /// How many approval actors are alive, and how many modes are remembered.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.trees.len(), self.modes.len())
+    }
+}
+
+fn start_tree(root: &str, supervisor: Addr<SessionSupervisor>, mode: PermissionMode) -> Tree {
+    Tree {
+        addr: ApprovalActor::new(root.to_owned(), supervisor, mode).start(),
+        activity: Arc::new(Activity { state: Mutex::new((0, Instant::now())) }),
+    }
+}
