@@ -481,3 +481,62 @@ pub fn raw_fdatasync_latency(dir: &Path, line: &[u8], count: usize) -> anyhow::R
     let _ = std::fs::remove_file(&path);
     Ok(samples)
 }
+
+/// Writes `<data_dir>/sessions/<session_id>/events.jsonl` directly, in the log's line format (one compact
+/// `StoredEvent` per line, each ending in `\n`): `session_created`, `run_started`, `count - 3` text deltas of
+/// `text_bytes` bytes each, `run_completed`. Directories 0700 and the file 0600, as the daemon makes them. Writing
+/// the file is much faster than making the daemon commit `count` events, and gives a session of any size.
+/// Returns the log's size in bytes.
+pub fn write_text_delta_log(data_dir: &Path, session_id: &str, count: u64, text_bytes: usize) -> anyhow::Result<u64> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use troupe_protocol::types::common::SessionOrigin;
+    use troupe_protocol::types::events::{EventPayload, StoredEvent};
+
+    ensure!(count >= 3, "a log of {count} events has no room for its run");
+    let session_dir = data_dir.join("sessions").join(session_id);
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&session_dir)?;
+    let path = session_dir.join("events.jsonl");
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    let mut out = std::io::BufWriter::with_capacity(1024 * 1024, file);
+    let timestamp = troupe_runtime::clock::now_rfc3339();
+    let run_id = troupe_runtime::clock::new_id();
+    let filler = "x".repeat(text_bytes);
+    for seq in 1..=count {
+        let payload = match seq {
+            1 => EventPayload::SessionCreated {
+                origin: SessionOrigin::Root,
+                cwd: data_dir.to_string_lossy().into_owned(),
+                selection: selection("local/echo"),
+            },
+            2 => EventPayload::RunStarted {
+                client_run_id: "bench-run".to_owned(),
+                selection: selection("local/echo"),
+                input: "replay".to_owned(),
+                fallback_index: 0,
+                model_chain: Vec::new(),
+                reset_fallback: false,
+                skill: None,
+            },
+            last if last == count => EventPayload::RunCompleted { final_text: Some("done".to_owned()) },
+            _ => {
+                // The sequence first, then filler up to exactly `text_bytes`.
+                let mut text = format!("{seq:07} ");
+                text.push_str(&filler[..text_bytes.saturating_sub(text.len())]);
+                EventPayload::TextDelta { attempt_id: "bench-attempt".to_owned(), text }
+            }
+        };
+        let event = StoredEvent {
+            session_id: session_id.to_owned(),
+            run_id: (seq > 1).then(|| run_id.clone()),
+            seq,
+            timestamp: timestamp.clone(),
+            origin: None,
+            payload,
+        };
+        serde_json::to_writer(&mut out, &event)?;
+        out.write_all(b"\n")?;
+    }
+    let file = out.into_inner().map_err(|error| anyhow!("flush {}: {}", path.display(), error.error()))?;
+    file.sync_all()?;
+    Ok(file.metadata()?.len())
+}

@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! cargo run --release -p troupe-bench                     # every figure
-//! cargo run --release -p troupe-bench -- --only rtt       # one figure (rtt, pipeline, fanout, durable, load, scale, runs)
+//! cargo run --release -p troupe-bench -- --only rtt       # one figure: rtt, pipeline, fanout, durable, load,
+//!                                                         #   scale, runs, history
 //! cargo run -p troupe-bench -- --smoke                    # small sizes, correctness only (the test suite runs this)
 //! ```
 
@@ -25,7 +26,8 @@ struct Args {
     /// A few iterations at small sizes: checks correctness only (targets are not judged).
     #[arg(long)]
     smoke: bool,
-    /// Run only these figures (repeatable or comma-separated): rtt, pipeline, fanout, durable, load, scale, runs.
+    /// Run only these figures (repeatable or comma-separated): rtt, pipeline, fanout, durable, load, scale, runs,
+    /// history.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Rounds per figure (default 5; 2 with --smoke).
@@ -53,7 +55,7 @@ enum Sub {
     },
 }
 
-pub const FIGURES: [&str; 7] = ["rtt", "pipeline", "fanout", "durable", "load", "scale", "runs"];
+pub const FIGURES: [&str; 8] = ["rtt", "pipeline", "fanout", "durable", "load", "scale", "runs", "history"];
 
 /// What every figure gets.
 pub struct Ctx {

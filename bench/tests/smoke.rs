@@ -15,10 +15,17 @@ fn smoke_mode_runs_every_figure() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "troupe-bench --smoke failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("smoke: ok (7 figures"), "no success line\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    for figure in
-        ["1. RPC round trip", "2. Pipelined", "3. Fan-out", "4. Durable", "5. Cold load", "6. Scale", "7. Run overhead"]
-    {
+    assert!(stdout.contains("smoke: ok (8 figures"), "no success line\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    for figure in [
+        "1. RPC round trip",
+        "2. Pipelined",
+        "3. Fan-out",
+        "4. Durable",
+        "5. Cold load",
+        "6. Scale",
+        "7. Run overhead",
+        "8. Bounded history",
+    ] {
         assert!(stdout.contains(figure), "figure {figure:?} missing\nstdout:\n{stdout}");
     }
     assert!(started.elapsed() < Duration::from_secs(120), "the smoke run took {:?}", started.elapsed());

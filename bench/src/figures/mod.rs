@@ -4,6 +4,7 @@
 mod cold_load;
 mod durable;
 mod fanout;
+mod history;
 mod pipeline;
 mod rtt;
 mod runs;
@@ -21,6 +22,7 @@ pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
         "load" => cold_load::run(ctx).await,
         "scale" => scale::run(ctx).await,
         "runs" => runs::run(ctx).await,
+        "history" => history::run(ctx).await,
         other => anyhow::bail!("unknown figure {other}"),
     }
 }
