@@ -139,13 +139,22 @@ async fn approve_tree_grants_the_same_operation_to_later_runs_without_asking() {
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch granted.txt"}}]},
         {"text": "first run done"},
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch granted.txt"}}]},
-        {"text": "second run done"}
+        {"text": "second run done"},
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch granted.txt other.txt"}}]},
+        {"text": "third run done"}
     ]});
     let mut setup = setup(script, Some(PermissionMode::Ask)).await;
     let first = run_answering(&mut setup, Some(ApprovalDecision::ApproveTree)).await;
     assert!(kinds(&first).contains(&"tree_approval_grant_committed"));
     let second = run_answering(&mut setup, None).await;
     assert_eq!(tool_statuses(&second), [ToolResultStatus::Ok], "no second approval for the granted operation");
+    // A grant covers exactly its resource: a command that merely starts like it asks again.
+    let third = run_answering(&mut setup, Some(ApprovalDecision::Reject)).await;
+    let asked: Vec<ApprovalRecord> = third.iter().filter_map(requested).collect();
+    assert_eq!(asked.len(), 1, "{:?}", kinds(&third));
+    assert_eq!(asked[0].operation.resource, "touch granted.txt other.txt");
+    assert_eq!(tool_statuses(&third), [ToolResultStatus::Denied]);
+    assert!(!setup.daemon.project_path().join("other.txt").exists());
     let listed = setup
         .client
         .call::<method::ApprovalList>(ApprovalListParams { root_session_id: setup.session_id.clone(), status: None })
@@ -153,9 +162,14 @@ async fn approve_tree_grants_the_same_operation_to_later_runs_without_asking() {
         .unwrap();
     assert_eq!(listed.tree_grants.len(), 1);
     assert_eq!(listed.tree_grants[0].resource, "touch granted.txt");
-    assert_eq!(listed.approvals.len(), 1);
-    assert_eq!(listed.approvals[0].status, ApprovalStatus::Approved);
-    assert_eq!(listed.approvals[0].decision, Some(ApprovalDecision::ApproveTree));
+    let decisions: Vec<_> = listed.approvals.iter().map(|record| (record.status, record.decision)).collect();
+    assert_eq!(
+        decisions,
+        [
+            (ApprovalStatus::Approved, Some(ApprovalDecision::ApproveTree)),
+            (ApprovalStatus::Rejected, Some(ApprovalDecision::Reject))
+        ]
+    );
 }
 
 #[tokio::test]
@@ -277,8 +291,9 @@ async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     let session = create_session_in(&client, project.path()).await;
     set_mode(&client, &session.session_id, PermissionMode::Ask).await;
     client.subscribe(&session.session_id, None).await.unwrap();
-    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
-    events_until(&mut deliveries, |e| requested(e).is_some()).await;
+    let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    let asked = events_until(&mut deliveries, |e| requested(e).is_some()).await;
+    let pending = requested(asked.last().unwrap()).unwrap();
     daemon.kill();
 
     let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
@@ -300,16 +315,32 @@ async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     })
     .await;
     assert_eq!(listed.approvals.len(), 1);
+    assert_eq!(listed.approvals[0].approval_id, pending.approval_id);
     assert_eq!(listed.approvals[0].status, ApprovalStatus::Cancelled);
     assert!(!project.path().join("a.txt").exists());
-    // And the run itself is recorded as interrupted, after its approval was cancelled.
+
+    // The run itself is recorded as interrupted, once, after its approval was cancelled, and nothing ran.
     client.subscribe(&session.session_id, None).await.unwrap();
-    let events =
-        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. })).await;
-    let kinds = kinds(&events);
-    let cancelled_at = kinds.iter().rposition(|kind| *kind == "approval_cancelled");
-    let interrupted_at = kinds.iter().position(|kind| *kind == "run_interrupted");
-    assert!(cancelled_at.is_some() && cancelled_at < interrupted_at, "{kinds:?}");
+    let events = events_until(&mut deliveries, |event| {
+        event.run_id.as_deref() == Some(&run_id) && matches!(event.payload, EventPayload::RunInterrupted { .. })
+    })
+    .await;
+    let cancelled_at = events.iter().position(|event| {
+        matches!(&event.payload, EventPayload::ApprovalCancelled { approval_id, .. } if *approval_id == pending.approval_id)
+    });
+    let interrupted_at = events.len() - 1;
+    assert!(cancelled_at.is_some_and(|at| at < interrupted_at), "{:?}", kinds(&events));
+    let run_ends: Vec<&StoredEvent> =
+        events.iter().filter(|event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).collect();
+    assert_eq!(run_ends.len(), 1, "{:?}", kinds(&events));
+    assert!(tool_statuses(&events).iter().all(|status| *status != ToolResultStatus::Ok), "{:?}", kinds(&events));
+
+    // The session has no active run any more: a new one starts and completes.
+    let next = start_run(&client, &session.session_id, echo_selection(), "again").await;
+    assert_ne!(next, run_id);
+    let after =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&next) && is_terminal(event)).await;
+    assert!(matches!(after.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{:?}", kinds(&after));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

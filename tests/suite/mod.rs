@@ -16,10 +16,12 @@ mod request_ids;
 mod runs;
 mod sandbox;
 mod sessions;
+mod sigkill_trials;
 mod skills;
 mod steering;
 mod subscriptions;
 mod support;
+mod tool_output;
 
 /// The fake model vendor of the provider tests (HTTP/1.1 + SSE on 127.0.0.1:0), shared rather than copied.
 #[path = "../../runtime/tests/model_support/mod.rs"]

@@ -133,6 +133,13 @@ impl TestDaemon {
         RawSocket::connect(&self.url(), &self.token).await
     }
 
+    /// Like [`TestDaemon::raw`], with the client's kernel receive buffer fixed at about `bytes` (which turns off
+    /// its autotuning), so that a reader that stops reading backs the daemon up after a known, small amount
+    /// whatever the machine's `tcp_rmem`.
+    pub async fn raw_with_receive_buffer(&self, bytes: u32) -> RawSocket {
+        RawSocket::connect_with_receive_buffer(self.addr, &self.url(), &self.token, bytes).await
+    }
+
     pub async fn create_session(&self, client: &Client) -> SessionMeta {
         within(
             "session.create",
@@ -163,6 +170,20 @@ impl RawSocket {
         let mut request = url.into_client_request().expect("request");
         request.headers_mut().insert("Authorization", format!("Bearer {token}").parse().expect("header"));
         let (stream, _) = within("raw connect", tokio_tungstenite::connect_async(request)).await.expect("raw connect");
+        RawSocket { stream }
+    }
+
+    /// [`RawSocket::connect`] over a TCP socket whose receive buffer is set to `bytes` before connecting.
+    pub async fn connect_with_receive_buffer(addr: SocketAddr, url: &str, token: &str, bytes: u32) -> RawSocket {
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+            .expect("socket");
+        socket.set_recv_buffer_size(bytes).expect("SO_RCVBUF");
+        let tcp = within("tcp connect", socket.connect(addr)).await.expect("tcp connect");
+        let mut request = url.into_client_request().expect("request");
+        request.headers_mut().insert("Authorization", format!("Bearer {token}").parse().expect("header"));
+        let (stream, _) = within("raw connect", tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(tcp)))
+            .await
+            .expect("raw connect");
         RawSocket { stream }
     }
 
