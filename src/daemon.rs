@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use troupe_actors::{Engine, EngineConfig};
+use troupe_actors::{Engine, EngineConfig, SessionLimits};
 use troupe_gateway::{GatewayConfig, RunningGateway, Token};
 use troupe_protocol::server::ServerLimits;
 use troupe_runtime::config::SandboxMode;
@@ -85,7 +85,11 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             agents: config.agents.clone(),
             tools: config.tools.clone(),
             permissions: config.permissions.clone(),
-            hibernate_after,
+            sessions: SessionLimits {
+                hibernate_after,
+                replay_page_bytes: config.limits.page_bytes(),
+                tail_bytes: config.limits.session_tail_bytes,
+            },
             session_threads,
             default_cwd,
             max_input_bytes: config.limits.input_bytes(),

@@ -57,7 +57,8 @@ use crate::runtime_actor::{
     ConnectProvider, DisconnectProvider, GetSnapshot, RegisterConnection, RuntimeActor, UnregisterConnection,
 };
 use crate::session_actor::{
-    CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, StartRun, SteerRun, Subscribe, ToolStdin,
+    CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, SessionLimits, StartRun, SteerRun, Subscribe,
+    ToolStdin,
 };
 use crate::session_supervisor::{
     ApprovalsFor, CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
@@ -74,8 +75,9 @@ pub struct EngineConfig {
     pub tools: ToolSettings,
     /// Permission rules from `config.toml`.
     pub permissions: PermissionsConfig,
-    /// An idle session with no subscribers stops after this long.
-    pub hibernate_after: Duration,
+    /// Sessions' memory bounds and idle time (an idle session with no subscribers stops after
+    /// `hibernate_after`).
+    pub sessions: SessionLimits,
     /// Threads that run session actors.
     pub session_threads: usize,
     /// The cwd of sessions created without one.
@@ -96,6 +98,8 @@ pub struct Engine {
     live: LiveSessions,
     default_cwd: PathBuf,
     max_input_bytes: usize,
+    /// Bytes of events in one `events.subscribe` reply.
+    replay_page_bytes: usize,
     /// Also holds the registry of active and recently ended runs (`run_registry.rs`), for `run.*` requests.
     services: Arc<RunServices>,
     /// Owned so that the session threads stop with the engine.
@@ -125,14 +129,9 @@ impl Engine {
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
-        let supervisor = SessionSupervisor::new(
-            config.data_dir,
-            config.hibernate_after,
-            handles,
-            live.clone(),
-            services.runs.clone(),
-        )
-        .start();
+        let supervisor =
+            SessionSupervisor::new(config.data_dir, config.sessions, handles, live.clone(), services.runs.clone())
+                .start();
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
         Ok(Engine {
             runtime,
@@ -140,6 +139,7 @@ impl Engine {
             live,
             default_cwd: config.default_cwd,
             max_input_bytes: config.max_input_bytes,
+            replay_page_bytes: config.sessions.replay_page_bytes,
             services,
             session_arbiters,
         })
@@ -490,6 +490,12 @@ impl ServerProtocol for Engine {
         ctx: &ServerContext,
         params: EventsSubscribeParams,
     ) -> Result<EventsSubscribeResult, RpcError> {
+        // The reply carries at most one page of events; building it counts against the connection's budget,
+        // so many pipelined subscribes build a few replies at a time.
+        if !ctx.reserve_reply_bytes(self.replay_page_bytes).await {
+            // The connection closed while this request waited for its turn: nobody would read the reply.
+            return Err(RpcError::internal("the connection closed before the subscription was made"));
+        }
         let result = self
             .ask_session(&params.session_id, || Subscribe {
                 sink: ctx.event_sink(&params.session_id),

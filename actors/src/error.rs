@@ -36,6 +36,11 @@ pub enum EngineError {
     /// A session actor stopped while answering (for example it crashed); the request was not completed.
     #[error("session `{session_id}` is unavailable: {detail}")]
     Unavailable { session_id: String, detail: String },
+    /// The session's log lost its `session_created`: it can be listed and read, not run.
+    #[error(
+        "session `{session_id}` cannot run: its log lost the session_created event, so its cwd and selection are unknown (see skipped_events)"
+    )]
+    SessionDamaged { session_id: String },
     #[error("the engine is shutting down")]
     ShuttingDown,
     #[error("there is no provider `{provider_id}`; the providers are local, openai and anthropic")]
@@ -143,6 +148,9 @@ impl From<EngineError> for RpcError {
             ),
             EngineError::Storage { .. } => RpcError::internal(&detail),
             EngineError::Unavailable { .. } => RpcError::internal(&detail),
+            EngineError::SessionDamaged { session_id } => {
+                RpcError::engine("session_damaged", &detail, &[session(session_id)])
+            }
             EngineError::ShuttingDown => RpcError::engine("shutting_down", &detail, &[]),
             EngineError::ProviderNotFound { provider_id } => {
                 RpcError::engine("provider_not_found", &detail, &[provider(provider_id)])

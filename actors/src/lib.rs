@@ -29,3 +29,4 @@ pub mod session_supervisor;
 pub use engine::test_hooks::EngineSizes;
 pub use engine::{Engine, EngineConfig};
 pub use error::EngineError;
+pub use session_actor::SessionLimits;

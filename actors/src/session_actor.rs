@@ -13,13 +13,19 @@
 //! requests acknowledged. A failed write poisons the actor: it fails everything pending and stops; the next
 //! request starts a fresh actor from the log.
 //!
+//! # Memory
+//!
+//! The actor keeps its projection and a bounded tail of recent events ([`SessionLimits::tail_bytes`]); older
+//! events stay on disk and are read through the store's reader when a subscriber replays them (`replay`).
+//!
 //! # Hibernation
 //!
 //! With no subscribers, no pending write and no request for `hibernate_after`, the actor stops itself; its
 //! metadata stays in the supervisor's index and the next request loads the log again.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -29,15 +35,16 @@ use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::events::{EventJson, EventPayload, EventsSubscribeResult, StoredEvent};
 use troupe_protocol::types::session::TitleChange;
 use troupe_runtime::clock::now_rfc3339;
-use troupe_runtime::event_log::{self, LogWriter};
+use troupe_runtime::event_log::{self, EventReader, EventStore, FileEventStore, LogEntry, LogWriter};
 use troupe_runtime::meta_cache;
-use troupe_runtime::session_state::{SessionState, normalize_title};
+use troupe_runtime::session_state::{Projector, SessionState, normalize_title};
 
 use crate::error::EngineError;
 use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
 mod approvals;
+mod replay;
 mod runs;
 mod tool_output;
 
@@ -46,9 +53,11 @@ pub use approvals::{
     RequestApproval, RespondToApproval,
 };
 
+use replay::EventTail;
+pub use replay::SessionLimits;
 pub use runs::{
-    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, PromotePendingInputs, RecallSteer, RunOutput, StartRun,
-    SteerRun, ToolStdin, TrackedEvent, Until,
+    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, NextRunSelection, PromotePendingInputs, RecallSteer,
+    RunOutput, StartRun, SteerRun, ToolStdin, TrackedEvent, Until,
 };
 use tool_output::{Subscriber, ToolOutputStreams};
 
@@ -73,9 +82,8 @@ pub struct Rename {
     pub change: TitleChange,
 }
 
-/// Registers a subscriber and returns the committed events after `cursor`. Events committed later go to the
-/// sink; the reply and the sink's first event meet without a gap or an overlap because both are decided here,
-/// in one turn of the actor.
+/// Registers a subscriber and returns the first page of committed events after `cursor`; the rest follow on the
+/// sink, replayed and then live, without a gap or an overlap (see `replay`).
 #[derive(Message)]
 #[rtype(result = "Result<EventsSubscribeResult, EngineError>")]
 pub struct Subscribe {
@@ -115,12 +123,6 @@ enum Phase {
     Failed(EngineError),
 }
 
-/// One committed event: its sequence and its stored JSON.
-struct CommittedEvent {
-    seq: u64,
-    json: EventJson,
-}
-
 pub struct SessionActor {
     session_id: String,
     session_dir: PathBuf,
@@ -131,26 +133,32 @@ pub struct SessionActor {
     phase: Phase,
     /// The projection, including accepted events that are not durable yet. `None` until started.
     state: Option<SessionState>,
-    /// Durable events, oldest first, with strictly increasing `seq`.
-    committed: Vec<CommittedEvent>,
+    /// The newest durable events, oldest first, with strictly increasing `seq`; older ones are read from the log.
+    tail: EventTail,
+    /// Reads durable events from the log, on any thread. `None` until started.
+    reader: Option<Arc<dyn EventReader>>,
     /// The highest durable `seq`.
     committed_seq: u64,
     /// The `seq` the next accepted event gets.
     next_seq: u64,
-    /// The log writer; `None` while a batch is being written on a blocking thread.
-    writer: Option<LogWriter>,
+    /// The log; `None` while a batch is being written on a blocking thread.
+    store: Option<FileEventStore>,
     /// Accepted events waiting for the next batch.
-    queued: Vec<CommittedEvent>,
+    queued: Vec<LogEntry>,
     /// Requests waiting for their event's durability, in `seq` order.
     durability_waiters: VecDeque<(u64, oneshot::Sender<Result<(), EngineError>>)>,
+    /// Live subscribers: every committed event is offered to them.
     subscribers: Vec<Subscriber>,
+    /// Subscribers whose stored events a replay pump is still delivering, by pump id.
+    replays: HashMap<u64, Arc<EventSink>>,
+    next_replay_id: u64,
     /// The actor of the active run, if this actor started it.
     run_actor: Option<Addr<RunActor>>,
     /// Retained output of running tool calls, for snapshots and gap notices.
     tool_output: ToolOutputStreams,
     /// Runs waiting for answers to their approvals.
     approval_waiters: approvals::ApprovalWaiters,
-    hibernate_after: Duration,
+    limits: SessionLimits,
     last_request: Instant,
 }
 
@@ -161,7 +169,7 @@ impl SessionActor {
         incarnation: u64,
         supervisor: Addr<SessionSupervisor>,
         opening: Opening,
-        hibernate_after: Duration,
+        limits: SessionLimits,
     ) -> Self {
         SessionActor {
             session_id,
@@ -171,17 +179,20 @@ impl SessionActor {
             opening: Some(opening),
             phase: Phase::Starting,
             state: None,
-            committed: Vec::new(),
+            tail: EventTail::default(),
+            reader: None,
             committed_seq: 0,
             next_seq: 1,
-            writer: None,
+            store: None,
             queued: Vec::new(),
             durability_waiters: VecDeque::new(),
             subscribers: Vec::new(),
+            replays: HashMap::new(),
+            next_replay_id: 1,
             run_actor: None,
             tool_output: ToolOutputStreams::default(),
             approval_waiters: Default::default(),
-            hibernate_after,
+            limits,
             last_request: Instant::now(),
         }
     }
@@ -213,13 +224,14 @@ impl SessionActor {
         &mut self,
         ctx: &mut Context<Self>,
         state: SessionState,
-        events: Vec<CommittedEvent>,
-        writer: LogWriter,
+        tail: VecDeque<LogEntry>,
+        store: FileEventStore,
     ) {
-        self.committed_seq = events.last().map_or(0, |event| event.seq);
+        self.committed_seq = store.last_seq();
         self.next_seq = self.committed_seq + 1;
-        self.committed = events;
-        self.writer = Some(writer);
+        self.tail = EventTail::new(tail, self.limits.tail_bytes);
+        self.reader = Some(store.reader());
+        self.store = Some(store);
         let dangling_run = state.runs.active_run_id().map(str::to_owned);
         self.state = Some(state);
         self.phase = Phase::Ready;
@@ -270,7 +282,7 @@ impl SessionActor {
             self.tool_output.finish_call(tool_call_id, &mut self.subscribers);
         }
         self.next_seq += 1;
-        self.queued.push(CommittedEvent { seq, json });
+        self.queued.push(LogEntry { seq, json });
         self.write_next_batch(ctx);
         Ok(seq)
     }
@@ -291,28 +303,27 @@ impl SessionActor {
         if self.queued.is_empty() {
             return;
         }
-        let Some(mut writer) = self.writer.take() else {
+        let Some(mut store) = self.store.take() else {
             // A batch is in flight; its completion starts the next one.
             return;
         };
         let batch = std::mem::take(&mut self.queued);
         let write = async move {
             tokio::task::spawn_blocking(move || {
-                let lines: Vec<EventJson> = batch.iter().map(|event| event.json.clone()).collect();
-                let outcome = writer.append_batch(&lines);
-                (writer, batch, outcome)
+                let outcome = store.append_batch(&batch);
+                (store, batch, outcome)
             })
             .await
         };
         ctx.spawn(write.into_actor(self).map(|joined, actor, ctx| match joined {
-            Ok((writer, batch, Ok(()))) => {
-                if !writer.has_torn_tail()
+            Ok((store, batch, Ok(()))) => {
+                if !store.has_torn_tail()
                     && let Some(state) = actor.state.as_mut()
                 {
                     // The append cut the torn tail off: it is no longer in the log, so stop reporting it.
                     state.skipped_events.retain(|skipped| skipped.reason != event_log::TORN_REASON);
                 }
-                actor.writer = Some(writer);
+                actor.store = Some(store);
                 actor.commit(batch);
                 actor.write_next_batch(ctx);
             }
@@ -321,8 +332,9 @@ impl SessionActor {
         }));
     }
 
-    /// Publishes a durable batch: to the in-memory log, to subscribers, then to waiting requests.
-    fn commit(&mut self, batch: Vec<CommittedEvent>) {
+    /// Publishes a durable batch: to the tail, to live subscribers, then to waiting requests. (Replaying
+    /// subscribers get these events from their pump.)
+    fn commit(&mut self, batch: Vec<LogEntry>) {
         let Some(last) = batch.last().map(|event| event.seq) else {
             return;
         };
@@ -331,7 +343,7 @@ impl SessionActor {
                 let frame = encode_event_notification(&self.session_id, &event.json);
                 self.subscribers.retain(|subscriber| subscriber.sink.offer(event.seq, &frame).is_ok());
             }
-            self.committed.push(event);
+            self.tail.push(event);
         }
         self.committed_seq = last;
         while let Some((seq, _)) = self.durability_waiters.front() {
@@ -369,13 +381,15 @@ impl SessionActor {
 
     fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
         self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
+        self.replays.retain(|_, sink| !sink.is_closed());
         let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some());
         let idle = !running
             && self.subscribers.is_empty()
+            && self.replays.is_empty()
             && self.queued.is_empty()
-            && self.writer.is_some()
+            && self.store.is_some()
             && self.durability_waiters.is_empty()
-            && self.last_request.elapsed() >= self.hibernate_after;
+            && self.last_request.elapsed() >= self.limits.hibernate_after;
         if idle && matches!(self.phase, Phase::Ready) {
             tracing::debug!(session_id = %self.session_id, "hibernating idle session");
             ctx.stop();
@@ -394,19 +408,19 @@ impl Actor for SessionActor {
                     tokio::task::spawn_blocking(move || {
                         let json = EventJson::encode(&first).map_err(|error| error.to_string())?;
                         let writer = LogWriter::create(&session_dir, &json).map_err(|error| error.to_string())?;
-                        Ok::<_, String>((first, json, writer))
+                        let entry = LogEntry { seq: first.seq, json };
+                        let store = FileEventStore::created(writer, &entry);
+                        Ok::<_, String>((first, entry, store))
                     })
                     .await
                 };
                 ctx.wait(open.into_actor(self).map(|joined, actor, ctx| {
                     let created = joined.map_err(|error| error.to_string()).and_then(|result| result);
-                    match created.and_then(|(first, json, writer)| {
+                    match created.and_then(|(first, entry, store)| {
                         let state = SessionState::created(&first).map_err(|error| error.to_string())?;
-                        Ok((state, json, writer))
+                        Ok((state, entry, store))
                     }) {
-                        Ok((state, json, writer)) => {
-                            actor.start_from(ctx, state, vec![CommittedEvent { seq: 1, json }], writer);
-                        }
+                        Ok((state, entry, store)) => actor.start_from(ctx, state, VecDeque::from([entry]), store),
                         Err(detail) => {
                             let error = actor.storage_error(detail);
                             actor.fail_to_open(ctx, error);
@@ -415,9 +429,20 @@ impl Actor for SessionActor {
                 }));
             }
             Some(Opening::Load) | None => {
-                let load = async move { tokio::task::spawn_blocking(move || event_log::load(&session_dir)).await };
+                let tail_bytes = self.limits.tail_bytes;
+                let session_id = self.session_id.clone();
+                let load = async move {
+                    tokio::task::spawn_blocking(move || {
+                        let mut projector = Projector::default();
+                        let opened = event_log::open(&session_dir, tail_bytes, |event| projector.apply(event))?;
+                        let fallback_time = event_log::modified_rfc3339(&session_dir);
+                        let state = projector.finish(&session_id, opened.skipped.clone(), &fallback_time);
+                        Ok::<_, troupe_runtime::error::RuntimeError>((state, opened))
+                    })
+                    .await
+                };
                 ctx.wait(load.into_actor(self).map(|joined, actor, ctx| {
-                    let loaded = match joined {
+                    let (state, opened) = match joined {
                         Ok(Ok(loaded)) => loaded,
                         Ok(Err(error)) => {
                             let error = actor.storage_error(error);
@@ -428,36 +453,37 @@ impl Actor for SessionActor {
                             return actor.fail_to_open(ctx, error);
                         }
                     };
-                    let state = SessionState::from_events(
-                        loaded.events.iter().map(|event| &event.event),
-                        loaded.skipped.clone(),
-                    );
-                    match state {
-                        Ok(state) => {
-                            let events = loaded
-                                .events
-                                .into_iter()
-                                .map(|event| CommittedEvent { seq: event.event.seq, json: event.json })
-                                .collect();
-                            actor.start_from(ctx, state, events, loaded.writer);
-                        }
-                        Err(error) => {
-                            let error = actor.storage_error(error);
-                            actor.fail_to_open(ctx, error);
-                        }
+                    for diagnostic in &opened.diagnostics {
+                        tracing::warn!(
+                            session_id = %actor.session_id, seq = diagnostic.seq, detail = %diagnostic.detail,
+                            "an event of the log was repaired while loading"
+                        );
                     }
+                    actor.start_from(ctx, state, opened.tail, opened.store);
                 }));
             }
         }
-        let check_every = (self.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
+        let check_every = (self.limits.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
         ctx.run_interval(check_every, |actor, ctx| actor.maybe_hibernate(ctx));
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if let (Some(state), Some(writer)) = (&self.state, &self.writer)
-            && let Err(error) = meta_cache::write(&self.session_dir, &state.meta(), writer.len_bytes())
-        {
-            tracing::warn!(session_id = %self.session_id, %error, "could not write the metadata cache");
+        if let (Some(state), Some(store)) = (&self.state, &self.store) {
+            // The cache is only a cache (validated by the log's length), so it is written off the actor's thread
+            // and nothing waits for it.
+            let (session_dir, meta, len) = (self.session_dir.clone(), state.meta(), store.len_bytes());
+            let session_id = self.session_id.clone();
+            let write = move || {
+                if let Err(error) = meta_cache::write(&session_dir, &meta, len) {
+                    tracing::warn!(%session_id, %error, "could not write the metadata cache");
+                }
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(write)),
+                // The arbiter's runtime is already gone (the daemon is exiting). The cache is optional: the next
+                // start finds it stale or missing and reads the log instead.
+                Err(_) => drop(write),
+            }
         }
         self.supervisor.do_send(SessionStopped { session_id: self.session_id.clone(), incarnation: self.incarnation });
     }
@@ -522,27 +548,6 @@ impl Handler<Rename> for SessionActor {
                 .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
             meta.ok_or(EngineError::ShuttingDown)
         })
-    }
-}
-
-impl Handler<Subscribe> for SessionActor {
-    type Result = Result<EventsSubscribeResult, EngineError>;
-
-    fn handle(&mut self, message: Subscribe, _: &mut Context<Self>) -> Self::Result {
-        self.ready_state()?;
-        self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
-        let start = match message.cursor {
-            None => 0,
-            Some(cursor) => self.committed.partition_point(|event| event.seq <= cursor),
-        };
-        let events = self.committed[start..].iter().map(|event| event.json.clone()).collect();
-        message.sink.mark_replayed_through(self.committed_seq);
-        // A late subscriber gets the retained output of tools that are still running (after the reply).
-        for snapshot in self.tool_output.snapshots(&self.session_id) {
-            let _ = message.sink.offer_transient(&snapshot);
-        }
-        self.subscribers.push(Subscriber::new(message.sink));
-        Ok(EventsSubscribeResult { events, last_seq: self.committed_seq })
     }
 }
 

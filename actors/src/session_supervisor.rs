@@ -18,14 +18,14 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, SessionTreeNode};
 use troupe_runtime::clock::{new_id, now_rfc3339};
 use troupe_runtime::data_dir::DataDir;
-use troupe_runtime::event_log;
+use troupe_runtime::event_log::{self, EventStore};
 use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::SessionState;
 
 use crate::approval_trees::{ApprovalTrees, TreeApprovals};
 use crate::error::EngineError;
 use crate::run_registry::RunRegistry;
-use crate::session_actor::{Drain, GetMeta, Opening, SessionActor};
+use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits};
 
 /// A live session actor, as the engine sees it.
 #[derive(Clone)]
@@ -131,7 +131,8 @@ pub struct DrainAll;
 
 pub struct SessionSupervisor {
     data_dir: DataDir,
-    hibernate_after: Duration,
+    /// Sessions' memory bounds and idle time.
+    sessions: SessionLimits,
     /// Threads session actors run on, used round-robin, so sessions do not share one thread.
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
@@ -150,20 +151,20 @@ impl SessionSupervisor {
     /// thread, before it handles any message. `runs` tells which trees have a run in flight.
     pub fn new(
         data_dir: DataDir,
-        hibernate_after: Duration,
+        sessions: SessionLimits,
         arbiters: Vec<ArbiterHandle>,
         live: LiveSessions,
         runs: RunRegistry,
     ) -> Self {
         SessionSupervisor {
             data_dir,
-            hibernate_after,
+            sessions,
             arbiters,
             next_arbiter: 0,
             index: HashMap::new(),
             children: HashMap::new(),
             live,
-            approvals: ApprovalTrees::new(hibernate_after, runs),
+            approvals: ApprovalTrees::new(sessions.hibernate_after, runs),
             next_incarnation: 1,
         }
     }
@@ -197,10 +198,10 @@ impl SessionSupervisor {
         self.next_incarnation += 1;
         let session_dir = self.data_dir.session_dir(session_id);
         let supervisor = ctx.address();
-        let hibernate_after = self.hibernate_after;
+        let sessions = self.sessions;
         let id = session_id.to_owned();
         let build = move |_: &mut Context<SessionActor>| {
-            SessionActor::new(id, session_dir, incarnation, supervisor, opening, hibernate_after)
+            SessionActor::new(id, session_dir, incarnation, supervisor, opening, sessions)
         };
         let addr = if self.arbiters.is_empty() {
             SessionActor::create(build)
@@ -265,20 +266,16 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
             sessions.push(meta);
             continue;
         }
-        match event_log::load(&session_dir) {
-            Ok(loaded) => {
-                match SessionState::from_events(loaded.events.iter().map(|event| &event.event), loaded.skipped) {
-                    Ok(state) => {
-                        let meta = state.meta();
-                        if let Err(error) = meta_cache::write(&session_dir, &meta, loaded.writer.len_bytes()) {
-                            tracing::warn!(%session_id, %error, "could not write the metadata cache");
-                        }
-                        sessions.push(meta);
-                    }
-                    Err(error) => {
-                        tracing::warn!(%session_id, %error, "skipping a session whose log cannot be read")
-                    }
+        // Streamed: the projection is built line by line, no event is kept.
+        let mut projector = SessionState::projector();
+        match event_log::open(&session_dir, 0, |event| projector.apply(event)) {
+            Ok(opened) => {
+                let fallback_time = event_log::modified_rfc3339(&session_dir);
+                let meta = projector.finish(&session_id, opened.skipped, &fallback_time).meta();
+                if let Err(error) = meta_cache::write(&session_dir, &meta, opened.store.len_bytes()) {
+                    tracing::warn!(%session_id, %error, "could not write the metadata cache");
                 }
+                sessions.push(meta);
             }
             Err(error) => {
                 tracing::warn!(%session_id, %error, "skipping a session whose log cannot be opened")
@@ -304,7 +301,7 @@ impl Actor for SessionSupervisor {
             tracing::info!(sessions = supervisor.index.len(), "session index built");
             supervisor.interrupt_runs_left_in_flight(ctx);
         }));
-        let check_every = (self.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
+        let check_every = (self.sessions.hibernate_after / 2).clamp(Duration::from_millis(20), Duration::from_secs(5));
         ctx.run_interval(check_every, |supervisor, _| {
             let index = &supervisor.index;
             let root_of = |session_id: &str| {

@@ -53,6 +53,8 @@ pub(crate) struct Keepalive {
 pub(crate) struct ConnectionSetup<S> {
     pub(crate) engine: Arc<S>,
     pub(crate) limits: ServerLimits,
+    /// The largest inbound frame; also the bytes of frames being answered at which reading pauses.
+    pub(crate) max_frame_bytes: usize,
     pub(crate) session: Session,
     pub(crate) inbound: AggregatedMessageStream,
     pub(crate) peer: String,
@@ -92,7 +94,8 @@ impl<S: ServerProtocol> ConnectionActor<S> {
         ConnectionActor::create(move |ctx| {
             let (connection, outbound) = ServerConnection::new(setup.engine.clone(), setup.limits);
             let connection_id = connection.connection_id();
-            let read_gate = ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK));
+            let read_gate =
+                ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK), setup.max_frame_bytes);
             ctx.add_stream(read_gate.gate(setup.inbound));
             ConnectionActor {
                 connection,
@@ -121,7 +124,7 @@ impl<S: ServerProtocol> ConnectionActor<S> {
         let frames_out = self.frames_out.clone();
         let writer = async move {
             while let Some(frame) = teardown.outbound.next().await {
-                if session.text(frame).await.is_err() {
+                if write_text(&mut session, frame).await.is_err() {
                     break;
                 }
                 frames_out.set(frames_out.get() + 1);
@@ -236,8 +239,9 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
             Ok(AggregatedMessage::Text(text)) => {
                 self.frames_in += 1;
                 // Admission happens inside `handle_frame`, now, in arrival order; only the work is spawned.
+                let bytes = text.len();
                 let work = self.connection.handle_frame(MessageFrame::Text(String::from(text)));
-                actix::spawn(self.read_gate.track(work));
+                actix::spawn(self.read_gate.track(work, bytes));
             }
             Ok(AggregatedMessage::Binary(_)) => {
                 self.close_and_stop(
@@ -317,4 +321,32 @@ impl<S: ServerProtocol> Drop for Teardown<S> {
         self.outbound.close();
         self.engine.disconnected(self.connection_id);
     }
+}
+
+/// Bytes of one WebSocket frame of a fragmented message.
+const FRAGMENT_BYTES: usize = 64 * 1024;
+
+/// Writes one protocol message. A large one goes as fragments (RFC 6455 §5.4; clients see one message): actix-ws
+/// queues up to 32 messages per socket whatever their size, so fragments keep what waits there for a slow client
+/// to about 2 MiB instead of 32 whole replies. Control frames (pings, close) may come between fragments.
+async fn write_text(session: &mut actix_ws::Session, frame: bytestring::ByteString) -> Result<(), actix_ws::Closed> {
+    if frame.len() <= FRAGMENT_BYTES {
+        return session.text(frame).await;
+    }
+    let bytes = frame.into_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = (start + FRAGMENT_BYTES).min(bytes.len());
+        let part = bytes.slice(start..end);
+        let item = if start == 0 {
+            actix_ws::Item::FirstText(part)
+        } else if end == bytes.len() {
+            actix_ws::Item::Last(part)
+        } else {
+            actix_ws::Item::Continue(part)
+        };
+        session.continuation(item).await?;
+        start = end;
+    }
+    Ok(())
 }

@@ -96,6 +96,7 @@ async fn upgrade<S: ServerProtocol>(
     ConnectionActor::launch(ConnectionSetup {
         engine: state.engine.clone(),
         limits: state.limits,
+        max_frame_bytes: state.max_frame_bytes,
         session,
         inbound,
         peer,

@@ -1,9 +1,10 @@
-//! Pauses reading a connection while too many of its frames are still being answered.
+//! Pauses reading a connection while too many of its frames, or too many bytes of them, are still being answered.
 //!
 //! Frames are processed concurrently, and even a frame refused with -32003 needs room in the outbound queue for
-//! its reply. A client that keeps sending without reading would otherwise pile up one pending task per frame.
-//! The gate counts the frame tasks of one connection; at its cap the inbound stream reports `Pending`, so the
-//! socket stops being read and TCP pushes back on the client. Everything here lives on the connection's worker
+//! its reply. A client that keeps sending without reading would otherwise pile up one pending task per frame, each
+//! holding its request. The gate counts the frame tasks of one connection and their bytes; at either cap the
+//! inbound stream reports `Pending`, so the socket stops being read and TCP pushes back on the client. (A frame
+//! is always taken when nothing is outstanding, so the bytes held stay below the byte cap plus one frame.) Everything here lives on the connection's worker
 //! thread, so plain `Rc`/`Cell` suffice.
 
 use std::cell::Cell;
@@ -17,19 +18,32 @@ use futures::Stream;
 pub(crate) struct ReadGate {
     outstanding: Cell<usize>,
     cap: usize,
+    outstanding_bytes: Cell<usize>,
+    cap_bytes: usize,
     /// The reader parked at the cap, woken when a task finishes.
     parked_reader: Cell<Option<Waker>>,
 }
 
 impl ReadGate {
-    pub(crate) fn new(cap: usize) -> Rc<Self> {
-        Rc::new(ReadGate { outstanding: Cell::new(0), cap: cap.max(1), parked_reader: Cell::new(None) })
+    pub(crate) fn new(cap: usize, cap_bytes: usize) -> Rc<Self> {
+        Rc::new(ReadGate {
+            outstanding: Cell::new(0),
+            cap: cap.max(1),
+            outstanding_bytes: Cell::new(0),
+            cap_bytes: cap_bytes.max(1),
+            parked_reader: Cell::new(None),
+        })
     }
 
-    /// Wraps one frame's task so that it counts until it finishes (or is dropped).
-    pub(crate) fn track<F: Future<Output = ()>>(self: &Rc<Self>, task: F) -> impl Future<Output = ()> + use<F> {
+    /// Wraps the task of one frame of `bytes` so that it counts until it finishes (or is dropped).
+    pub(crate) fn track<F: Future<Output = ()>>(
+        self: &Rc<Self>,
+        task: F,
+        bytes: usize,
+    ) -> impl Future<Output = ()> + use<F> {
         self.outstanding.set(self.outstanding.get() + 1);
-        let permit = Permit(self.clone());
+        self.outstanding_bytes.set(self.outstanding_bytes.get() + bytes);
+        let permit = Permit { gate: self.clone(), bytes };
         async move {
             task.await;
             drop(permit);
@@ -47,12 +61,16 @@ impl ReadGate {
 }
 
 /// Held by a running frame task.
-struct Permit(Rc<ReadGate>);
+struct Permit {
+    gate: Rc<ReadGate>,
+    bytes: usize,
+}
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let gate = &self.0;
+        let gate = &self.gate;
         gate.outstanding.set(gate.outstanding.get().saturating_sub(1));
+        gate.outstanding_bytes.set(gate.outstanding_bytes.get().saturating_sub(self.bytes));
         if let Some(reader) = gate.parked_reader.take() {
             reader.wake();
         }
@@ -69,7 +87,8 @@ impl<St: Stream + Unpin> Stream for Gated<St> {
     type Item = St::Item;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.gate.outstanding.get() >= self.gate.cap {
+        let gate = &self.gate;
+        if gate.outstanding.get() >= gate.cap || gate.outstanding_bytes.get() >= gate.cap_bytes {
             self.gate.parked_reader.set(Some(cx.waker().clone()));
             return Poll::Pending;
         }
@@ -86,16 +105,33 @@ mod tests {
 
     #[test]
     fn the_stream_pauses_at_the_cap_and_resumes_when_a_task_ends() {
-        let gate = ReadGate::new(1);
+        let gate = ReadGate::new(1, 1000);
         let mut stream = gate.gate(futures::stream::iter([1, 2]));
         let waker = noop_waker();
         let mut cx = Context::from_waker(&waker);
         assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(1)));
-        let mut task = Box::pin(gate.track(async {}));
+        let mut task = Box::pin(gate.track(async {}, 10));
         assert_eq!(gate.outstanding(), 1);
         assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Pending);
         assert_eq!(task.as_mut().poll(&mut cx), Poll::Ready(()));
         assert_eq!(gate.outstanding(), 0);
         assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(2)));
+    }
+
+    #[test]
+    fn the_stream_pauses_at_the_byte_cap_and_always_takes_a_frame_when_nothing_is_outstanding() {
+        let gate = ReadGate::new(100, 1000);
+        let mut stream = gate.gate(futures::stream::iter([1, 2, 3]));
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(1)));
+        // One frame larger than the cap is taken (nothing else was outstanding); then reading pauses.
+        let mut big = Box::pin(gate.track(async {}, 5000));
+        assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Pending);
+        assert_eq!(big.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(2)));
+        let mut small = Box::pin(gate.track(async {}, 999));
+        assert_eq!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(3)), "below the cap, reading goes on");
+        assert_eq!(small.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 }

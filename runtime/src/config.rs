@@ -15,6 +15,8 @@
 //! outbound_queue_bytes = 8388608
 //! reply_budget_bytes = 4194304
 //! replay_stall_secs = 30
+//! replay_page_bytes = 1048576
+//! session_tail_bytes = 1048576
 //! hibernate_after_secs = 60
 //! max_input_bytes = 1048576
 //! [permissions]
@@ -183,6 +185,11 @@ pub struct Limits {
     /// Seconds a replayed event may wait for room in a connection's outbound queue before the subscriber is sent
     /// a gap (it must resubscribe from its cursor).
     pub replay_stall_secs: u64,
+    /// Bytes of events in one `events.subscribe` reply (a reply holds at least one event, whatever its size); the
+    /// rest follow as notifications. Capped at `reply_budget_bytes`: read it with [`Limits::page_bytes`].
+    pub replay_page_bytes: usize,
+    /// Bytes of recent events a live session keeps in memory; replays of older events read the log.
+    pub session_tail_bytes: usize,
     /// An idle session with no subscribers stops after this many seconds.
     pub hibernate_after_secs: u64,
     /// The largest input of `run.start` or `run.steer`, in bytes (UTF-8). A larger one is refused (-32602
@@ -193,6 +200,11 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// Bytes of events in one `events.subscribe` reply: `replay_page_bytes`, within the reply budget.
+    pub fn page_bytes(&self) -> usize {
+        self.replay_page_bytes.min(self.reply_budget_bytes)
+    }
+
     /// The largest input of `run.start` or `run.steer`, in bytes.
     pub fn input_bytes(&self) -> usize {
         self.max_input_bytes.unwrap_or((1024 * 1024).min(self.max_frame_bytes / 4))
@@ -208,6 +220,8 @@ impl Default for Limits {
             outbound_queue_bytes: 8 * 1024 * 1024,
             reply_budget_bytes: 4 * 1024 * 1024,
             replay_stall_secs: 30,
+            replay_page_bytes: 1024 * 1024,
+            session_tail_bytes: 1024 * 1024,
             hibernate_after_secs: 60,
             max_input_bytes: None,
         }
@@ -254,6 +268,7 @@ fn validate(config: &mut Config) -> Result<(), String> {
         ("limits.outbound_queue", limits.outbound_queue as u64),
         ("limits.outbound_queue_bytes", limits.outbound_queue_bytes as u64),
         ("limits.replay_stall_secs", limits.replay_stall_secs),
+        ("limits.replay_page_bytes", limits.replay_page_bytes as u64),
         ("limits.hibernate_after_secs", limits.hibernate_after_secs),
     ] {
         if value == 0 {
@@ -412,6 +427,8 @@ outbound_queue = 16
 outbound_queue_bytes = 4096
 reply_budget_bytes = 65536
 replay_stall_secs = 2
+replay_page_bytes = 32768
+session_tail_bytes = 0
 hibernate_after_secs = 5
 "#,
         )
@@ -432,6 +449,8 @@ hibernate_after_secs = 5
                 outbound_queue_bytes: 4096,
                 reply_budget_bytes: 65536,
                 replay_stall_secs: 2,
+                replay_page_bytes: 32768,
+                session_tail_bytes: 0,
                 hibernate_after_secs: 5,
                 max_input_bytes: None
             }
@@ -485,6 +504,10 @@ hibernate_after_secs = 5
         let message = parse_text("[limits]\nreply_budget_bytes = 65535\n").unwrap_err().to_string();
         assert!(message.contains("limits.reply_budget_bytes must be at least 65536"), "{message}");
         assert_eq!(parse_text("[limits]\nreply_budget_bytes = 65536\n").unwrap().limits.reply_budget_bytes, 65536);
+        let capped = parse_text("[limits]\nreply_budget_bytes = 65536\n").unwrap().limits;
+        assert_eq!(capped.page_bytes(), 65536, "a page fits the reply budget");
+        let message = parse_text("[limits]\nreplay_page_bytes = 0\n").unwrap_err().to_string();
+        assert!(message.contains("limits.replay_page_bytes must be greater than 0"), "{message}");
     }
 
     #[test]

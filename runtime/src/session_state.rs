@@ -4,7 +4,7 @@
 //! `meta.json` cache is a copy that is validated against the log). Keeping the transitions here, free of actors
 //! and I/O, lets them be tested directly and keeps the session actor a thin owner of state, log and subscribers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin, SessionStatus, SkippedEvent};
 use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
@@ -13,6 +13,9 @@ use troupe_protocol::types::session::TitleChange;
 use crate::approval_book::ApprovalBook;
 use crate::run_ledger::RunLedger;
 use crate::transcript::Transcript;
+
+/// Renames remembered per session for `client_rename_id` redeliveries (the newest ones).
+pub const MAX_RECORDED_RENAMES: usize = 1024;
 
 /// Maximum length of a session title, in UTF-8 bytes.
 pub const MAX_TITLE_BYTES: usize = 512;
@@ -39,7 +42,13 @@ pub struct SessionState {
     pub created_at: String,
     pub last_activity_at: String,
     pub skipped_events: Vec<SkippedEvent>,
+    /// Set when the log's `session_created` is damaged or missing: the session is listed and readable, but its
+    /// cwd and creation selection are unknown (empty), so it cannot run.
+    pub creation_lost: bool,
+    /// The newest [`MAX_RECORDED_RENAMES`] renames by `client_rename_id`, for redeliveries.
     renames: HashMap<String, RecordedRename>,
+    /// Their ids, oldest first, so the oldest is forgotten first.
+    rename_order: VecDeque<String>,
     /// The active run, its steering lane, and past runs by `client_run_id`.
     pub runs: RunLedger,
     /// The model history.
@@ -76,11 +85,46 @@ impl SessionState {
             created_at: first.timestamp.clone(),
             last_activity_at: first.timestamp.clone(),
             skipped_events: Vec::new(),
+            creation_lost: false,
             renames: HashMap::new(),
+            rename_order: VecDeque::new(),
             runs: RunLedger::default(),
             transcript: Transcript::default(),
             approvals: ApprovalBook::default(),
         })
+    }
+
+    /// The state of a session whose log lost its `session_created`, before its first readable event: what the
+    /// creation said (cwd, origin, selection) is unknown and left empty; `time` stands in for the creation time.
+    pub fn creation_lost(session_id: &str, time: &str) -> SessionState {
+        SessionState {
+            session_id: session_id.to_owned(),
+            origin: SessionOrigin::Root,
+            cwd: String::new(),
+            creation_selection: RunSelection {
+                agent: String::new(),
+                model: troupe_protocol::types::common::ModelSelection { model: String::new(), variant: None },
+                preset: None,
+            },
+            title: None,
+            title_updated_seq: None,
+            status: SessionStatus::Idle,
+            last_event_seq: 0,
+            created_at: time.to_owned(),
+            last_activity_at: time.to_owned(),
+            skipped_events: Vec::new(),
+            creation_lost: true,
+            renames: HashMap::new(),
+            rename_order: VecDeque::new(),
+            runs: RunLedger::default(),
+            transcript: Transcript::default(),
+            approvals: ApprovalBook::default(),
+        }
+    }
+
+    /// A projector, to build a state while a log streams in.
+    pub fn projector() -> Projector {
+        Projector::default()
     }
 
     /// Rebuilds the state from a whole log. `skipped` is what the loader could not read.
@@ -113,7 +157,7 @@ impl SessionState {
                     (TitleChangeKind::Set, None) | (TitleChangeKind::Clear, _) => TitleChange::Clear,
                     (TitleChangeKind::Reset, _) => TitleChange::Reset,
                 };
-                self.renames.insert(client_rename_id.clone(), RecordedRename { change, seq: event.seq });
+                self.record_rename(client_rename_id, RecordedRename { change, seq: event.seq });
             }
             EventPayload::RunStarted { .. } => self.status = SessionStatus::Running,
             EventPayload::RunCompleted { .. } => self.status = SessionStatus::Completed,
@@ -121,6 +165,19 @@ impl SessionState {
             EventPayload::RunCancelled { .. } => self.status = SessionStatus::Cancelled,
             EventPayload::RunInterrupted { .. } => self.status = SessionStatus::Interrupted,
             _ => {}
+        }
+    }
+
+    /// Remembers a rename for redeliveries, forgetting the oldest beyond the bound: the projection of a session
+    /// renamed a million times stays small, and a redelivery comes long before a thousand other renames.
+    fn record_rename(&mut self, client_rename_id: &str, rename: RecordedRename) {
+        if self.renames.insert(client_rename_id.to_owned(), rename).is_none() {
+            self.rename_order.push_back(client_rename_id.to_owned());
+        }
+        while self.rename_order.len() > MAX_RECORDED_RENAMES {
+            if let Some(oldest) = self.rename_order.pop_front() {
+                self.renames.remove(&oldest);
+            }
         }
     }
 
@@ -143,6 +200,38 @@ impl SessionState {
             last_activity_at: self.last_activity_at.clone(),
             skipped_events: self.skipped_events.clone(),
         }
+    }
+}
+
+/// Builds a session's state event by event while its log streams in.
+#[derive(Default)]
+pub struct Projector {
+    state: Option<SessionState>,
+}
+
+impl Projector {
+    /// Applies the next accepted event of the log.
+    pub fn apply(&mut self, event: &StoredEvent) {
+        match &mut self.state {
+            Some(state) => state.apply(event),
+            None => {
+                let state = SessionState::created(event).unwrap_or_else(|_| {
+                    // The loader accepts a first event other than the creation only when the creation is damaged.
+                    let mut state = SessionState::creation_lost(&event.session_id, &event.timestamp);
+                    state.apply(event);
+                    state
+                });
+                self.state = Some(state);
+            }
+        }
+    }
+
+    /// The state. A log that lost its creation still gives one (`creation_lost`), so the session stays listed
+    /// with its damage reported; `fallback_time` is its creation time when no event at all was readable.
+    pub fn finish(self, session_id: &str, skipped: Vec<SkippedEvent>, fallback_time: &str) -> SessionState {
+        let mut state = self.state.unwrap_or_else(|| SessionState::creation_lost(session_id, fallback_time));
+        state.skipped_events = skipped;
+        state
     }
 }
 
@@ -191,6 +280,59 @@ mod tests {
                 },
             },
         )
+    }
+
+    #[test]
+    fn only_the_newest_renames_are_remembered_for_redeliveries() {
+        let mut state = SessionState::created(&created()).unwrap();
+        let total = MAX_RECORDED_RENAMES as u64 + 10;
+        for seq in 2..2 + total {
+            state.apply(&event(
+                seq,
+                EventPayload::SessionTitleCommitted {
+                    title: Some(format!("t{seq}")),
+                    change: TitleChangeKind::Set,
+                    client_rename_id: format!("r{seq}"),
+                },
+            ));
+        }
+        assert!(state.recorded_rename("r2").is_none(), "the oldest is forgotten");
+        assert!(state.recorded_rename("r11").is_none());
+        assert_eq!(state.recorded_rename("r12").map(|rename| rename.seq), Some(12));
+        let last = 1 + total;
+        assert_eq!(state.recorded_rename(&format!("r{last}")).map(|rename| rename.seq), Some(last));
+        assert_eq!(state.renames.len(), MAX_RECORDED_RENAMES);
+    }
+
+    #[test]
+    fn a_projector_gives_a_listable_state_when_the_creation_is_lost() {
+        let skipped = vec![SkippedEvent { seq: None, line: Some(1), reason: "invalid JSON".into() }];
+        let mut projector = SessionState::projector();
+        projector.apply(&event(
+            2,
+            EventPayload::SessionTitleCommitted {
+                title: Some("Kept".into()),
+                change: TitleChangeKind::Set,
+                client_rename_id: "r1".into(),
+            },
+        ));
+        let state = projector.finish("s", skipped.clone(), "2026-02-02T00:00:00.000Z");
+        assert!(state.creation_lost);
+        assert_eq!(state.title.as_deref(), Some("Kept"));
+        assert_eq!(state.last_event_seq, 2);
+        assert_eq!(state.meta().skipped_events, skipped);
+        assert_eq!(state.cwd, "");
+
+        let nothing = SessionState::projector().finish("s", skipped, "2026-02-02T00:00:00.000Z");
+        assert!(nothing.creation_lost);
+        assert_eq!(nothing.created_at, "2026-02-02T00:00:00.000Z");
+        assert_eq!(nothing.last_event_seq, 0);
+
+        let mut whole = SessionState::projector();
+        whole.apply(&created());
+        let whole = whole.finish("s", Vec::new(), "unused");
+        assert!(!whole.creation_lost);
+        assert_eq!(whole.cwd, "/tmp");
     }
 
     #[test]

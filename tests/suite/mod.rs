@@ -2,6 +2,7 @@
 
 mod approvals;
 mod auth;
+mod big_history;
 mod cli;
 mod cli_big_session;
 mod cli_run_control;

@@ -11,7 +11,7 @@ use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::clock::new_id;
-use troupe_runtime::run_ledger::FallbackScope;
+use troupe_runtime::run_ledger::{RunLedger, RunPlan};
 use troupe_runtime::tools::StdinInput;
 
 use super::SessionActor;
@@ -39,6 +39,12 @@ pub struct StartRun {
     /// The skill the input invoked, when it names one.
     pub skill: Option<troupe_protocol::types::skills::SkillInvocation>,
 }
+
+/// The selection the session's next run is expected to use, when a request names none: its latest run's
+/// effective selection, else its creation selection.
+#[derive(Message)]
+#[rtype(result = "Result<RunSelection, EngineError>")]
+pub struct NextRunSelection;
 
 /// Admits a steering input for the active run (`user_input_admitted`).
 #[derive(Message)]
@@ -174,9 +180,14 @@ impl SessionActor {
             return Err(EngineError::ShuttingDown);
         };
         if let Some(recorded) = state.runs.recorded(&message.client_run_id) {
-            let same = recorded.selection == message.selection
-                && recorded.input == message.input
-                && recorded.reset_fallback == message.reset_fallback;
+            let same = RunLedger::is_redelivery(
+                recorded,
+                &message.selection,
+                &message.input,
+                message.reset_fallback,
+                &message.agent_chain,
+                message.requested_index,
+            );
             if !same {
                 return Err(EngineError::RunIdempotencyConflict { session_id, client_run_id: message.client_run_id });
             }
@@ -187,23 +198,17 @@ impl SessionActor {
         if let Some(active) = state.runs.active_run_id() {
             return Err(EngineError::SessionBusy { session_id, active_run_id: active.to_owned() });
         }
-        // The chain: the agent's chain from the requested model on, trimmed to a sticky fallback of this scope.
-        let (mut fallback_index, mut model_chain) = match message.requested_index {
-            Some(index) => (index, message.agent_chain[index..].to_vec()),
-            None => (0, vec![message.selection.model.clone()]),
-        };
-        if !message.reset_fallback
-            && let Some(sticky) = state.runs.sticky_model(&FallbackScope::of(&message.selection))
-            && let Some(position) = model_chain.iter().position(|model| model == sticky)
-        {
-            fallback_index += position;
-            model_chain.drain(..position);
+        if state.creation_lost {
+            return Err(EngineError::SessionDamaged { session_id });
         }
+        // The chain: the agent's chain from the requested model on, trimmed to a sticky fallback of this scope.
+        let RunPlan { selection, fallback_index, model_chain } =
+            state.runs.plan(&message.selection, message.reset_fallback, &message.agent_chain, message.requested_index);
         let cwd = std::path::PathBuf::from(&state.cwd);
         let run_id = new_id();
         let payload = EventPayload::RunStarted {
             client_run_id: message.client_run_id,
-            selection: message.selection.clone(),
+            selection: selection.clone(),
             input: message.input,
             fallback_index: fallback_index as u32,
             model_chain: model_chain.clone(),
@@ -219,7 +224,7 @@ impl SessionActor {
             approvals: message.approvals,
             policy: message.policy,
             cwd,
-            selection: message.selection,
+            selection,
             model_chain,
             history,
             services: message.services,
@@ -235,6 +240,15 @@ impl Handler<StartRun> for SessionActor {
     fn handle(&mut self, message: StartRun, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = self.start_run(ctx, message);
         self.durable_reply(accepted)
+    }
+}
+
+impl Handler<NextRunSelection> for SessionActor {
+    type Result = Result<RunSelection, EngineError>;
+
+    fn handle(&mut self, _: NextRunSelection, _: &mut Context<Self>) -> Self::Result {
+        let state = self.ready_state()?;
+        Ok(state.runs.latest_selection().unwrap_or(&state.creation_selection).clone())
     }
 }
 

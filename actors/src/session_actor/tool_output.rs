@@ -7,6 +7,7 @@
 //! retained, and a subscriber that arrives while a tool runs gets them as `events.tool_output_snapshot`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -20,12 +21,13 @@ use troupe_protocol::types::tool_output::{
 
 /// One subscriber of the session, and the output streams on which it missed bytes.
 pub(crate) struct Subscriber {
-    pub(crate) sink: EventSink,
+    /// Shared with the replay pump that delivered its stored events, if any.
+    pub(crate) sink: Arc<EventSink>,
     missed: HashSet<(String, OutputStream)>,
 }
 
 impl Subscriber {
-    pub(crate) fn new(sink: EventSink) -> Self {
+    pub(crate) fn new(sink: Arc<EventSink>) -> Self {
         Subscriber { sink, missed: HashSet::new() }
     }
 }

@@ -84,14 +84,18 @@ impl ServerContext {
     ///
     /// A request whose frame already holds part of the budget (an earlier reservation, a sibling in its batch)
     /// does not wait: the bytes it would wait for are only freed by its own reply. On a closed connection it
-    /// returns at once, reserving nothing.
-    pub fn reserve_reply_bytes(&self, bytes: usize) -> impl Future<Output = ()> + Send + 'static + use<> {
+    /// returns `false` at once, reserving nothing: the caller should not build a reply nobody will read.
+    pub fn reserve_reply_bytes(&self, bytes: usize) -> impl Future<Output = bool> + Send + 'static + use<> {
         let shared = self.shared.clone();
         let group = self.group.clone();
         async move {
             let budget = shared.budget.clone();
-            if let Some(reservation) = budget.reserve(bytes, &group.holder, || false).await {
-                group.reservations.lock().push(reservation);
+            match budget.reserve(bytes, &group.holder, || false).await {
+                Some(reservation) => {
+                    group.reservations.lock().push(reservation);
+                    true
+                }
+                None => false,
             }
         }
     }

@@ -2,7 +2,8 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin, SkippedEvent};
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
 
 use super::*;
 
@@ -53,6 +54,10 @@ fn seqs(loaded: &LoadedLog) -> Vec<u64> {
     loaded.events.iter().map(|loaded| loaded.event.seq).collect()
 }
 
+fn entries(events: &[EventJson]) -> Vec<LogEntry> {
+    events.iter().map(|json| LogEntry { seq: json.decode().unwrap().seq, json: json.clone() }).collect()
+}
+
 fn append_raw(session_dir: &Path, bytes: &[u8]) {
     let mut file = OpenOptions::new().append(true).open(log_path(session_dir)).unwrap();
     file.write_all(bytes).unwrap();
@@ -81,7 +86,7 @@ fn batches_round_trip_with_identical_text_and_sequences() {
     assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
     assert_eq!(seqs(&loaded), (1..=7).collect::<Vec<_>>());
     assert_eq!(loaded.last_seq, 7);
-    assert_eq!(loaded.writer.len_bytes(), file_len);
+    assert_eq!(loaded.store.len_bytes(), file_len);
     for (loaded_event, original) in loaded.events.iter().zip(&written) {
         assert_eq!(loaded_event.json.as_str(), original.as_str());
         assert_eq!(loaded_event.event, original.decode().unwrap());
@@ -99,7 +104,7 @@ fn appending_after_a_reload_continues_the_log() {
     drop(writer);
 
     let mut loaded = load(&session_dir).unwrap();
-    loaded.writer.append_batch(&[input_event(3, "b")]).unwrap();
+    loaded.store.append_batch(&entries(&[input_event(3, "b")])).unwrap();
     drop(loaded);
 
     let reloaded = load(&session_dir).unwrap();
@@ -158,12 +163,12 @@ fn a_corrupt_middle_line_and_a_torn_tail_are_reported_and_the_tail_is_cut_off() 
         assert!(!skipped.reason.contains("secret"));
     }
     let file_len = std::fs::metadata(log_path(&session_dir)).unwrap().len();
-    assert!(loaded.writer.len_bytes() < file_len);
+    assert!(loaded.store.len_bytes() < file_len);
 
     // The next append cuts the torn half line off first, so the new line starts on a line of its own.
-    loaded.writer.append_batch(&[input_event(5, "retried")]).unwrap();
+    loaded.store.append_batch(&entries(&[input_event(5, "retried")])).unwrap();
     let after_append = std::fs::metadata(log_path(&session_dir)).unwrap().len();
-    assert_eq!(loaded.writer.len_bytes(), after_append);
+    assert_eq!(loaded.store.len_bytes(), after_append);
     drop(loaded);
 
     let reloaded = load(&session_dir).unwrap();
@@ -198,8 +203,8 @@ fn a_torn_tail_cut_inside_a_character_is_reported_and_cut_off() {
     let mut loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2]);
     assert_eq!(loaded.skipped, [SkippedEvent { seq: None, line: Some(3), reason: TORN_REASON.to_owned() }]);
-    assert_eq!(loaded.writer.len_bytes(), valid_len);
-    loaded.writer.append_batch(&[input_event(3, "again")]).unwrap();
+    assert_eq!(loaded.store.len_bytes(), valid_len);
+    loaded.store.append_batch(&entries(&[input_event(3, "again")])).unwrap();
     drop(loaded);
     let reloaded = load(&session_dir).unwrap();
     assert!(reloaded.skipped.is_empty(), "{:?}", reloaded.skipped);
@@ -261,9 +266,9 @@ fn one_damaged_sequence_is_skipped_and_the_intact_lines_after_it_load() {
     assert_eq!(loaded.last_seq, 6, "appends continue after the last good sequence");
 
     // The damaged line last: appends continue from the last good one, not from the damage.
-    let mut writer = loaded.writer;
-    writer.append_batch(&[input_event(7, "e"), input_event(1_000_000, "damaged 8")]).unwrap();
-    drop(writer);
+    let mut store = loaded.store;
+    store.append_batch(&entries(&[input_event(7, "e"), input_event(1_000_000, "damaged 8")])).unwrap();
+    drop(store);
     let loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2, 3, 5, 6, 7]);
     assert_eq!(loaded.last_seq, 7);
@@ -292,17 +297,99 @@ fn json_that_is_not_an_event_is_reported_without_its_content() {
 }
 
 #[test]
-fn a_log_without_session_created_loads_empty_and_reports_every_line() {
+fn a_log_whose_first_line_is_not_session_created_loads_the_lines_after_it() {
     let (_temp, session_dir) = session_location();
     let mut writer = LogWriter::create(&session_dir, &input_event(1, "not a creation")).unwrap();
-    writer.append_batch(&[input_event(2, "x")]).unwrap();
+    writer.append_batch(&[input_event(2, "x"), created_event()]).unwrap();
     drop(writer);
 
     let loaded = load(&session_dir).unwrap();
-    assert!(loaded.events.is_empty());
-    assert_eq!(loaded.last_seq, 0);
+    assert_eq!(seqs(&loaded), [2]);
+    assert_eq!(loaded.last_seq, 2);
     assert_eq!(loaded.skipped.len(), 2);
-    assert!(loaded.skipped.iter().all(|skipped| skipped.reason.contains("session_created")));
+    assert!(loaded.skipped.iter().all(|skipped| skipped.reason.contains("session_created")), "{:?}", loaded.skipped);
+}
+
+#[test]
+fn a_damaged_first_line_leaves_the_rest_loadable() {
+    let (_temp, session_dir) = session_location();
+    std::fs::create_dir(&session_dir).unwrap();
+    let mut text = String::from("{\"session_id\": garbage\n");
+    for seq in 2..=4 {
+        text.push_str(input_event(seq, "intact").as_str());
+        text.push('\n');
+    }
+    std::fs::write(log_path(&session_dir), text).unwrap();
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [2, 3, 4]);
+    assert_eq!(
+        loaded.skipped,
+        [SkippedEvent { seq: None, line: Some(1), reason: "invalid JSON (syntax error at column 16)".to_owned() }]
+    );
+}
+
+#[test]
+fn a_damaged_optional_field_is_repaired_to_null_and_reported() {
+    let (_temp, session_dir) = session_location();
+    let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
+    let failed = StoredEvent {
+        session_id: SESSION_ID.to_owned(),
+        run_id: Some("run-1".to_owned()),
+        seq: 2,
+        timestamp: "2026-01-01T00:00:02.000Z".to_owned(),
+        origin: None,
+        payload: EventPayload::RunFailed { error: "boom".to_owned(), model_error: None, resolved_model: None },
+    };
+    let mut value = serde_json::to_value(&failed).unwrap();
+    value["payload"]["model_error"] = serde_json::json!({"kind": 42, "private": "words"});
+    writer.append_batch(&[EventJson::from_json(value.to_string()).unwrap(), input_event(3, "after")]).unwrap();
+    drop(writer);
+
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3]);
+    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    assert_eq!(loaded.events[1].event, failed);
+    assert!(!loaded.events[1].json.as_str().contains("private"));
+    assert_eq!(
+        loaded.diagnostics,
+        [LoadDiagnostic {
+            seq: 2,
+            detail: "the optional field `model_error` was damaged and is loaded as null".to_owned()
+        }]
+    );
+    // Served from disk, the repaired event is the one that loaded, not the damaged line.
+    let reader = loaded.store.reader();
+    let read = reader.read_range(1, 3, usize::MAX).unwrap();
+    assert_eq!(read.iter().map(|entry| entry.seq).collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(read[0].json.as_str(), loaded.events[1].json.as_str());
+}
+
+#[test]
+fn the_reader_serves_any_range_from_disk_and_skips_what_did_not_load() {
+    let (_temp, session_dir) = session_location();
+    let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
+    // Large enough to span many index strides.
+    let body = "x".repeat(3000);
+    let events: Vec<EventJson> = (2..=200).map(|seq| input_event(seq, &body)).collect();
+    writer.append_batch(&events).unwrap();
+    drop(writer);
+    append_raw(&session_dir, b"not json\n");
+    append_raw(&session_dir, format!("{}\n", input_event(150, "stale").as_str()).as_bytes());
+
+    let opened = open(&session_dir, 10_000, |_| {}).unwrap();
+    assert!(opened.tail.len() < 10, "the tail is bounded: {}", opened.tail.len());
+    assert_eq!(opened.tail.back().unwrap().seq, 200);
+    let mut store = opened.store;
+    store.append_batch(&entries(&[input_event(201, "appended")])).unwrap();
+    let reader = store.reader();
+    for (after, through) in [(0, 201), (1, 5), (99, 120), (150, 151), (199, 201), (200, 201)] {
+        let read = reader.read_range(after, through, usize::MAX).unwrap();
+        assert_eq!(read.iter().map(|entry| entry.seq).collect::<Vec<_>>(), ((after + 1)..=through).collect::<Vec<_>>());
+    }
+    assert!(reader.read_range(201, 300, usize::MAX).unwrap().is_empty());
+    let page = reader.read_range(0, 201, 10_000).unwrap();
+    assert_eq!(page.len(), 4, "stops once the byte bound is reached");
+    assert_eq!(page[0].json.as_str(), created_event().as_str());
 }
 
 #[test]
@@ -315,7 +402,7 @@ fn an_empty_log_loads_empty_and_is_reported() {
     assert!(loaded.events.is_empty());
     assert_eq!(loaded.skipped.len(), 1);
     assert_eq!(loaded.skipped[0].seq, Some(1));
-    assert_eq!(loaded.writer.len_bytes(), 0);
+    assert_eq!(loaded.store.len_bytes(), 0);
 }
 
 #[test]
@@ -348,7 +435,7 @@ fn a_failed_write_poisons_the_writer() {
 
     let mut reloaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&reloaded), [1]);
-    reloaded.writer.append_batch(&[input_event(2, "after reload")]).unwrap();
+    reloaded.store.append_batch(&entries(&[input_event(2, "after reload")])).unwrap();
 }
 
 #[test]
@@ -396,7 +483,12 @@ fn loader_timing_against_plain_parsing() {
             .collect();
         events.len()
     });
-    let loader = best_of_seven(&|| parse_log(&bytes, SESSION_ID).events.len());
+    let loader = best_of_seven(&|| {
+        let mut events = Vec::new();
+        // What a session's load keeps of each line: its typed event (the projection's input).
+        load::scan(&bytes[..], SESSION_ID, |event, _| events.push(event.clone())).unwrap();
+        events.len()
+    });
     eprintln!(
         "typed {:.1} ms, typed + EventJson {:.1} ms, loader {:.1} ms: loader / typed = {:.2}",
         typed * 1e3,

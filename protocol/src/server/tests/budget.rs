@@ -16,7 +16,7 @@ async fn requests_reserving_more_than_the_budget_hold_at_most_the_budget_at_once
     let (connection, _outbound, _ctx) = connection(budget_limits(100));
     let budget = connection.shared.budget.clone();
     let requests: Vec<ServerContext> = (0..12).map(|_| context(&connection)).collect();
-    let mut waiting: Vec<(usize, BoxFuture<'static, ()>)> =
+    let mut waiting: Vec<(usize, BoxFuture<'static, bool>)> =
         requests.iter().enumerate().map(|(index, ctx)| (index, ctx.reserve_reply_bytes(30).boxed())).collect();
     let mut finished_order = Vec::new();
     let mut most_held = 0;
@@ -117,4 +117,15 @@ async fn a_replay_waiting_for_budget_gives_up_when_its_subscription_is_replaced(
     // A cancelled waiter leaves the line: the next one is not stuck behind it.
     reply.group.reply_queued();
     assert_eq!(connection.shared.budget.in_use(), 0);
+}
+
+#[tokio::test]
+async fn a_reply_waiting_for_budget_learns_that_its_connection_closed() {
+    let (connection, outbound, first) = connection(budget_limits(100));
+    assert!(first.reserve_reply_bytes(100).await, "an open connection reserves");
+    let waiting_ctx = context(&connection);
+    let mut waiting = waiting_ctx.reserve_reply_bytes(10).boxed();
+    assert!((&mut waiting).now_or_never().is_none());
+    drop(outbound);
+    assert_eq!((&mut waiting).now_or_never(), Some(false), "no reply is built for a closed connection");
 }

@@ -1,0 +1,290 @@
+//! The log behind a small trait: append a batch durably, read a range of committed events, know the length.
+//!
+//! A session actor keeps only a bounded tail of recent events in memory; replay beyond the tail reads the file
+//! through an [`EventReader`], which other threads use while appends continue. A sparse index (one entry per
+//! [`INDEX_STRIDE`] bytes of log, built while loading and extended by appends) turns "events after `seq`" into a
+//! seek: memory for the index is a few bytes per 64 KiB of history, whatever the number of events.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde::Deserialize;
+use troupe_protocol::types::events::EventJson;
+
+use super::LogWriter;
+use crate::error::RuntimeError;
+
+/// Bytes of log between two index entries.
+pub const INDEX_STRIDE: u64 = 64 * 1024;
+
+/// One event as the log holds it: its sequence and its stored text.
+#[derive(Clone, Debug)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub json: EventJson,
+}
+
+impl LogEntry {
+    /// Bytes of the event's text.
+    pub fn len(&self) -> usize {
+        self.json.as_str().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.json.as_str().is_empty()
+    }
+}
+
+/// A session's durable, append-only event store.
+pub trait EventStore: Send + 'static {
+    /// Appends `batch` (consecutive sequences after [`EventStore::last_seq`]). When it returns `Ok`, every event of
+    /// the batch is durable. After an error the store refuses everything.
+    fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), RuntimeError>;
+    /// The sequence of the last durable event; 0 when there is none.
+    fn last_seq(&self) -> u64;
+    /// The store's size in bytes.
+    fn len_bytes(&self) -> u64;
+    /// A handle that reads committed events, on any thread, while appends continue.
+    fn reader(&self) -> Arc<dyn EventReader>;
+}
+
+/// Reads committed events of one session.
+pub trait EventReader: Send + Sync {
+    /// The events with `after < seq <= through`, oldest first, at most `max_bytes` of event text (but at least one
+    /// event when there is one). Events not durable yet are never returned.
+    fn read_range(&self, after: u64, through: u64, max_bytes: usize) -> Result<Vec<LogEntry>, RuntimeError>;
+}
+
+/// What the reader knows about the file beyond its bytes.
+#[derive(Debug, Default)]
+pub(super) struct FileFacts {
+    /// `(seq, offset)` of the first event at or after each [`INDEX_STRIDE`] boundary, in order.
+    index: Vec<(u64, u64)>,
+    /// Where the next index entry is due.
+    next_mark: u64,
+    /// Bytes of durable, complete lines.
+    committed_len: u64,
+    last_seq: u64,
+    /// Offsets of complete lines the loader did not accept, in order.
+    excluded: Vec<u64>,
+    /// Events served differently from their line (an optional field was repaired), by line offset.
+    repaired: HashMap<u64, EventJson>,
+}
+
+impl FileFacts {
+    /// Records an accepted event at `offset`.
+    pub(super) fn note_event(&mut self, seq: u64, offset: u64) {
+        if self.index.is_empty() || offset >= self.next_mark {
+            self.index.push((seq, offset));
+            self.next_mark = offset + INDEX_STRIDE;
+        }
+        self.last_seq = seq;
+    }
+
+    pub(super) fn exclude(&mut self, offset: u64) {
+        self.excluded.push(offset);
+    }
+
+    pub(super) fn repair(&mut self, offset: u64, json: EventJson) {
+        self.repaired.insert(offset, json);
+    }
+
+    pub(super) fn set_committed_len(&mut self, len: u64) {
+        self.committed_len = len;
+    }
+
+    /// The offset to start reading at for events after `after`.
+    fn start_offset(&self, after: u64) -> u64 {
+        let position = self.index.partition_point(|&(seq, _)| seq <= after + 1);
+        position.checked_sub(1).map_or(0, |found| self.index[found].1)
+    }
+}
+
+/// The file-backed store: the log writer plus what readers share with it.
+#[derive(Debug)]
+pub struct FileEventStore {
+    writer: LogWriter,
+    facts: Arc<RwLock<FileFacts>>,
+}
+
+impl FileEventStore {
+    pub(super) fn new(writer: LogWriter, facts: FileFacts) -> Self {
+        FileEventStore { writer, facts: Arc::new(RwLock::new(facts)) }
+    }
+
+    /// A store over a log just created with its first event, `first`.
+    pub fn created(writer: LogWriter, first: &LogEntry) -> Self {
+        let mut facts = FileFacts::default();
+        facts.note_event(first.seq, 0);
+        facts.set_committed_len(writer.len_bytes());
+        Self::new(writer, facts)
+    }
+
+    /// Whether the file still ends with the torn line it was loaded with (cut off by the next append).
+    pub fn has_torn_tail(&self) -> bool {
+        self.writer.has_torn_tail()
+    }
+
+    /// The newest events, at most `tail_bytes` of them but at least the last one, oldest first.
+    pub fn read_tail(&self, tail_bytes: usize) -> Result<std::collections::VecDeque<LogEntry>, RuntimeError> {
+        let (start, end) = {
+            let facts = self.facts.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let from = facts.committed_len.saturating_sub(tail_bytes as u64);
+            // The last index entry at or before `from`: a line boundary at most one stride earlier.
+            let position = facts.index.partition_point(|&(_, offset)| offset <= from);
+            let start = position.checked_sub(1).map_or(0, |found| facts.index[found].1);
+            (start, facts.committed_len)
+        };
+        let reader = FileEventReader { path: self.writer.path().to_path_buf(), facts: self.facts.clone() };
+        let mut tail: std::collections::VecDeque<LogEntry> =
+            reader.read_from(start, end, 0, u64::MAX, usize::MAX)?.into();
+        let mut bytes: usize = tail.iter().map(LogEntry::len).sum();
+        while bytes > tail_bytes && tail.len() > 1 {
+            if let Some(oldest) = tail.pop_front() {
+                bytes -= oldest.len();
+            }
+        }
+        Ok(tail)
+    }
+
+    /// The writer (tests, and callers that need the path).
+    pub fn writer(&self) -> &LogWriter {
+        &self.writer
+    }
+}
+
+impl EventStore for FileEventStore {
+    fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), RuntimeError> {
+        let start = self.writer.len_bytes();
+        let lines: Vec<EventJson> = batch.iter().map(|entry| entry.json.clone()).collect();
+        self.writer.append_batch(&lines)?;
+        let mut facts = self.facts.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut offset = start;
+        for entry in batch {
+            facts.note_event(entry.seq, offset);
+            offset += entry.len() as u64 + 1;
+        }
+        facts.set_committed_len(self.writer.len_bytes());
+        Ok(())
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.facts.read().unwrap_or_else(|poisoned| poisoned.into_inner()).last_seq
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.writer.len_bytes()
+    }
+
+    fn reader(&self) -> Arc<dyn EventReader> {
+        Arc::new(FileEventReader { path: self.writer.path().to_path_buf(), facts: self.facts.clone() })
+    }
+}
+
+/// Reads a log file by seeking through the shared index.
+struct FileEventReader {
+    path: PathBuf,
+    facts: Arc<RwLock<FileFacts>>,
+}
+
+/// The one field a reader needs to place a line.
+#[derive(Deserialize)]
+struct SeqOnly {
+    seq: u64,
+}
+
+impl EventReader for FileEventReader {
+    fn read_range(&self, after: u64, through: u64, max_bytes: usize) -> Result<Vec<LogEntry>, RuntimeError> {
+        let (start, end) = {
+            let facts = self.facts.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if after >= through.min(facts.last_seq) {
+                return Ok(Vec::new());
+            }
+            (facts.start_offset(after), facts.committed_len)
+        };
+        self.read_from(start, end, after, through, max_bytes)
+    }
+}
+
+impl FileEventReader {
+    /// The events with `after < seq <= through` in the bytes `start..end` (`start` at a line's beginning).
+    fn read_from(
+        &self,
+        start: u64,
+        end: u64,
+        after: u64,
+        through: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<LogEntry>, RuntimeError> {
+        let mut file =
+            File::open(&self.path).map_err(|error| RuntimeError::io("open the event log", &self.path, error))?;
+        file.seek(SeekFrom::Start(start)).map_err(|error| RuntimeError::io("seek in", &self.path, error))?;
+        let mut lines = BufReader::with_capacity(64 * 1024, file);
+        let mut entries = Vec::new();
+        let mut bytes = 0usize;
+        let mut offset = start;
+        let mut line = Vec::new();
+        while offset < end {
+            line.clear();
+            let read = read_line(&mut lines, &mut line, end - offset, &self.path)?;
+            if read == 0 {
+                break;
+            }
+            let line_offset = offset;
+            offset += read as u64;
+            let Some(entry) = self.entry_at(line_offset, &mut line) else { continue };
+            if entry.seq <= after {
+                continue;
+            }
+            if entry.seq > through {
+                break;
+            }
+            if !entries.is_empty() && bytes + entry.len() > max_bytes {
+                break;
+            }
+            bytes += entry.len();
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
+    /// The event a complete line at `offset` holds, if the loader accepted it.
+    fn entry_at(&self, offset: u64, line: &mut Vec<u8>) -> Option<LogEntry> {
+        {
+            let facts = self.facts.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if facts.excluded.binary_search(&offset).is_ok() {
+                return None;
+            }
+            if let Some(json) = facts.repaired.get(&offset) {
+                let seq = serde_json::from_str::<SeqOnly>(json.as_str()).ok()?.seq;
+                return Some(LogEntry { seq, json: json.clone() });
+            }
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if line.trim_ascii().is_empty() {
+            return None;
+        }
+        let seq = match serde_json::from_slice::<SeqOnly>(line) {
+            Ok(place) => place.seq,
+            Err(error) => {
+                // The loader accepted this line; it changed on disk since. Leave it out rather than fail the replay.
+                tracing::warn!(path = %self.path.display(), offset, %error, "an event log line changed on disk");
+                return None;
+            }
+        };
+        let text = String::from_utf8(std::mem::take(line)).ok()?;
+        let json = EventJson::from_json(text).ok()?;
+        Some(LogEntry { seq, json })
+    }
+}
+
+/// Reads one line (with its `\n`) but never more than `limit` bytes. Returns the bytes consumed.
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, limit: u64, path: &Path) -> Result<usize, RuntimeError> {
+    let mut limited = io::Read::take(reader, limit);
+    limited.read_until(b'\n', line).map_err(|error| RuntimeError::io("read the event log", path, error))
+}
