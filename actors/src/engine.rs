@@ -44,7 +44,7 @@ use troupe_protocol::types::skills::{
 use troupe_runtime::catalog::validate_selection;
 use troupe_runtime::config::{AgentConfig, PermissionsConfig, ToolSettings};
 use troupe_runtime::data_dir::DataDir;
-use troupe_runtime::policy::{Effect, PermissionRule, Policy};
+use troupe_runtime::policy::{Decision, PermissionRule, decide};
 use troupe_runtime::provider_store::ProviderStore;
 use troupe_runtime::redact::Secrets;
 use troupe_runtime::sandbox::Sandbox;
@@ -200,28 +200,64 @@ impl Engine {
         self.supervisor.send(message).await.map_err(|_| EngineError::ShuttingDown)
     }
 
-    /// The skills a session sees, each with the permission effect of invoking it under the policy of the
-    /// session's agent. Reads the skill files on a blocking thread.
-    async fn session_skills(&self, session_id: &str) -> Result<SessionSkills, EngineError> {
+    /// The skills a session sees, each with the permission effect of invoking it in the run that will use it:
+    /// under the policy of that run's agent (`selection`'s; without one, the agent of the session's latest run,
+    /// else of its creation selection), with the session's overlay applied as a run applies it (the tree's
+    /// permission mode and grants). Reads the skill files on a blocking thread.
+    async fn session_skills(
+        &self,
+        session_id: &str,
+        selection: Option<&troupe_protocol::types::common::RunSelection>,
+    ) -> Result<SessionSkills, EngineError> {
         let meta = self.supervisor_ask(IndexedMeta { session_id: session_id.to_owned() }).await??;
-        let policy = self.services.policy_for(&meta.creation_selection.agent)?;
+        let agent = match selection {
+            Some(selection) => selection.agent.clone(),
+            None => self.ask_session(session_id, || crate::session_actor::NextRunSelection).await?.agent,
+        };
+        let policy = self.services.policy_for(&agent)?;
+        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: session_id.to_owned() }).await??;
         let cwd = PathBuf::from(&meta.cwd);
         let data_dir = self.services.data_dir.clone();
         let discovery = tokio::task::spawn_blocking(move || troupe_runtime::skills::discover(&cwd, &data_dir))
             .await
             .map_err(|error| EngineError::Internal { detail: format!("skill discovery failed: {error}") })?;
-        let effects = discovery.skills.iter().map(|found| skill_effect(&policy, &found.skill.name)).collect();
+        let mut effects = Vec::with_capacity(discovery.skills.len());
+        for found in &discovery.skills {
+            let request = skill_request(&found.skill.name);
+            let check = crate::approval_actor::CheckTreePermission {
+                action: request.action,
+                resource: request.resource.clone(),
+            };
+            // Fails closed as a run does: without the tree's answer the mode is `ask` and nothing is granted.
+            let fail_closed = (troupe_protocol::types::session::PermissionMode::Ask, false);
+            let (mode, granted) = approvals.send(check).await.unwrap_or(fail_closed);
+            let evaluation = policy.evaluate("skill", &request);
+            // The low-risk classifier approves reads of paths inside the cwd; `skill:<name>` is not a path, so it
+            // never approves a skill, in a run or here.
+            let low_risk = false;
+            effects.push(match decide(mode, &evaluation, &request, granted, low_risk) {
+                Decision::Allow { .. } | Decision::AllowOnceByMode => "allow",
+                Decision::AskUser { .. } => "ask",
+                Decision::Deny { .. } => "deny",
+            });
+        }
         Ok(SessionSkills { discovery, effects })
     }
 
-    /// When `input` starts with `/<name>` naming a skill the user may invoke, the invocation to record.
-    async fn skill_invocation(&self, session_id: &str, input: &str) -> Result<Option<SkillInvocation>, EngineError> {
+    /// When `input` starts with `/<name>` naming a skill the user may invoke, the invocation to record. The
+    /// skill's effect is the one in a run of `selection`'s agent.
+    async fn skill_invocation(
+        &self,
+        session_id: &str,
+        selection: &troupe_protocol::types::common::RunSelection,
+        input: &str,
+    ) -> Result<Option<SkillInvocation>, EngineError> {
         let Some(rest) = input.strip_prefix('/') else { return Ok(None) };
         let (name, arguments) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
         if !troupe_runtime::skills::front_matter::is_valid_skill_name(name) {
             return Ok(None);
         }
-        let skills = self.session_skills(session_id).await?;
+        let skills = self.session_skills(session_id, Some(selection)).await?;
         let Some((found, effect)) = skills.winner(name) else { return Ok(None) };
         if !found.skill.user_invocable || effect == "deny" {
             return Err(EngineError::SkillNotAllowed { name: name.to_owned() });
@@ -297,18 +333,13 @@ impl SessionSkills {
     }
 }
 
-/// `allow`, `ask` or `deny`: what the policy says about invoking the skill `name`.
-fn skill_effect(policy: &Policy, name: &str) -> &'static str {
-    let request = PermissionRequest {
+/// What invoking the skill `name` asks of the permission check: a read of `skill:<name>`.
+fn skill_request(name: &str) -> PermissionRequest {
+    PermissionRequest {
         action: PermissionAction::Read,
         resource: skill_resource(name),
         summary: format!("use the skill {name}"),
         inside_cwd: true,
-    };
-    match policy.evaluate("skill", &request).effect {
-        Effect::Allow => "allow",
-        Effect::Ask => "ask",
-        Effect::Deny => "deny",
     }
 }
 
@@ -452,7 +483,7 @@ impl ServerProtocol for Engine {
     }
 
     async fn skills_list(&self, _: &ServerContext, params: SessionIdParams) -> Result<SkillsListResult, RpcError> {
-        let SessionSkills { discovery, effects } = self.session_skills(&params.session_id).await?;
+        let SessionSkills { discovery, effects } = self.session_skills(&params.session_id, None).await?;
         let skills = discovery
             .skills
             .iter()
@@ -472,7 +503,7 @@ impl ServerProtocol for Engine {
     }
 
     async fn skills_get(&self, _: &ServerContext, params: SkillsGetParams) -> Result<SkillsGetResult, RpcError> {
-        let skills = self.session_skills(&params.session_id).await?;
+        let skills = self.session_skills(&params.session_id, None).await?;
         let Some((found, effect)) = skills.winner(&params.name) else {
             return Err(EngineError::SkillNotFound { name: params.name }.into());
         };
@@ -540,7 +571,7 @@ impl ServerProtocol for Engine {
         let requested_index = agent_chain.iter().position(|model| *model == params.selection.model);
         let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
         let policy = self.services.policy_for(&params.selection.agent)?;
-        let skill = self.skill_invocation(&params.session_id, &params.input).await?;
+        let skill = self.skill_invocation(&params.session_id, &params.selection, &params.input).await?;
         let run_id = self
             .ask_session(&params.session_id, || StartRun {
                 client_run_id: params.client_run_id.clone(),

@@ -1,6 +1,13 @@
 //! What a session knows about its runs, rebuilt from its log: the active run and its steering lane, every run
 //! by `client_run_id` (for idempotent `run.start`), and fallback stickiness.
 //!
+//! Stickiness follows the reference: when a turn commits on a fallback (a later model of the run's chain), later
+//! runs of the same agent and preset that request an earlier model of the agent's chain start at that fallback,
+//! matched by exact model and variant; `run_started` records that effective selection and chain. A
+//! `reset_fallback` run starts at the requested model, and once a turn commits there, the stickiness is gone. A
+//! redelivered `run.start` is planned against the state that preceded the original run, so it is recognized
+//! whatever the original run changed.
+//!
 //! The steering lane lives here, in the session's projection, because admission, promotion and recall are all
 //! events of the session's log: the session actor is the one place that orders a steer against a boundary.
 
@@ -23,6 +30,8 @@ pub struct ActiveRun {
     pub selection: RunSelection,
     /// The models this run may use, in order.
     pub model_chain: Vec<ModelSelection>,
+    /// The position of `model_chain[0]` in the agent's chain (`run_started.fallback_index`).
+    pub chain_start: usize,
     /// Admitted steering inputs, oldest first.
     pub pending: VecDeque<PendingInput>,
 }
@@ -31,26 +40,77 @@ pub struct ActiveRun {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecordedRun {
     pub run_id: String,
+    /// The effective selection `run_started` recorded.
     pub selection: RunSelection,
     pub input: String,
     pub reset_fallback: bool,
+    /// The sticky fallback of the run's scope just before the run: a redelivery is planned against it, not
+    /// against what the run itself changed.
+    pub sticky_before: Option<StickyFallback>,
 }
 
-/// Which requests share a sticky fallback: the same agent, preset and requested model.
+/// Which requests share a sticky fallback: the same agent and preset, whatever model they request.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FallbackScope {
     pub agent: String,
     pub preset: Option<String>,
-    pub model: ModelSelection,
 }
 
 impl FallbackScope {
     pub fn of(selection: &RunSelection) -> Self {
-        FallbackScope {
-            agent: selection.agent.clone(),
-            preset: selection.preset.clone(),
-            model: selection.model.clone(),
-        }
+        FallbackScope { agent: selection.agent.clone(), preset: selection.preset.clone() }
+    }
+}
+
+/// The model (and variant) of the agent's chain on which the latest turn of a scope committed after a fallback,
+/// and its position in the agent's chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickyFallback {
+    pub model: ModelSelection,
+    pub chain_index: usize,
+}
+
+/// Where a new run starts: its effective selection, and its chain of models with the chain's position in the
+/// agent's chain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunPlan {
+    /// The requested selection with the model the run starts on.
+    pub selection: RunSelection,
+    pub fallback_index: usize,
+    pub model_chain: Vec<ModelSelection>,
+}
+
+/// The chain of a run requesting `selection`: the agent's chain from the requested model on (the requested
+/// model alone when the chain does not hold it), trimmed to `sticky` when it comes later in that chain, unless
+/// `reset_fallback`. Identity is exact: model and variant.
+pub fn plan_run(
+    selection: &RunSelection,
+    reset_fallback: bool,
+    agent_chain: &[ModelSelection],
+    requested_index: Option<usize>,
+    sticky: Option<&StickyFallback>,
+) -> RunPlan {
+    let (mut fallback_index, mut model_chain) = match requested_index.filter(|index| *index < agent_chain.len()) {
+        Some(index) => (index, agent_chain[index..].to_vec()),
+        None => (0, vec![selection.model.clone()]),
+    };
+    if !reset_fallback
+        && requested_index.is_some()
+        && let Some(sticky) = sticky
+        && let Some(position) = model_chain.iter().position(|model| *model == sticky.model)
+    {
+        fallback_index += position;
+        model_chain.drain(..position);
+    }
+    let selection = RunSelection { model: model_chain[0].clone(), ..selection.clone() };
+    RunPlan { selection, fallback_index, model_chain }
+}
+
+impl ActiveRun {
+    /// Whether the run requested a model outside the agent's chain: its chain is that model alone, at position 0
+    /// (an agent chain of one model looks the same, but it never has a fallback to forget).
+    fn off_chain(&self) -> bool {
+        self.chain_start == 0 && self.model_chain.len() == 1
     }
 }
 
@@ -58,8 +118,10 @@ impl FallbackScope {
 pub struct RunLedger {
     pub active: Option<ActiveRun>,
     runs: HashMap<String, RecordedRun>,
-    /// The model (of the agent's chain) on which the latest turn of a scope committed, when that was a fallback.
-    sticky: HashMap<FallbackScope, ModelSelection>,
+    /// The latest committed fallback of each scope.
+    sticky: HashMap<FallbackScope, StickyFallback>,
+    /// The effective selection of the latest run.
+    latest_selection: Option<RunSelection>,
 }
 
 impl RunLedger {
@@ -67,9 +129,48 @@ impl RunLedger {
         self.runs.get(client_run_id)
     }
 
-    /// The model a new run of this scope should start from instead of the requested one, if a fallback stuck.
-    pub fn sticky_model(&self, scope: &FallbackScope) -> Option<&ModelSelection> {
+    /// The latest committed fallback of a scope, which a new run of that scope starts from when it requests an
+    /// earlier model of the agent's chain.
+    pub fn sticky_fallback(&self, scope: &FallbackScope) -> Option<&StickyFallback> {
         self.sticky.get(scope)
+    }
+
+    /// The selection of the latest run, if the session has run.
+    pub fn latest_selection(&self) -> Option<&RunSelection> {
+        self.latest_selection.as_ref()
+    }
+
+    /// Where a new run requesting `selection` starts, given this session's sticky fallbacks.
+    pub fn plan(
+        &self,
+        selection: &RunSelection,
+        reset_fallback: bool,
+        agent_chain: &[ModelSelection],
+        requested_index: Option<usize>,
+    ) -> RunPlan {
+        let sticky = self.sticky_fallback(&FallbackScope::of(selection));
+        plan_run(selection, reset_fallback, agent_chain, requested_index, sticky)
+    }
+
+    /// Whether a `run.start` is a redelivery of `recorded` (rather than a conflicting reuse of its id): the same
+    /// input and flag, and a selection that, planned against the state preceding the original run, gives the
+    /// selection it recorded.
+    pub fn is_redelivery(
+        recorded: &RecordedRun,
+        selection: &RunSelection,
+        input: &str,
+        reset_fallback: bool,
+        agent_chain: &[ModelSelection],
+        requested_index: Option<usize>,
+    ) -> bool {
+        if recorded.input != input || recorded.reset_fallback != reset_fallback {
+            return false;
+        }
+        // A log written before `run_started` recorded the effective selection holds the requested one.
+        recorded.selection == *selection
+            || plan_run(selection, reset_fallback, agent_chain, requested_index, recorded.sticky_before.as_ref())
+                .selection
+                == recorded.selection
     }
 
     pub fn active_run_id(&self) -> Option<&str> {
@@ -79,7 +180,15 @@ impl RunLedger {
     pub fn apply(&mut self, event: &StoredEvent) {
         let run_id = event.run_id.as_deref();
         match &event.payload {
-            EventPayload::RunStarted { client_run_id, selection, input, model_chain, reset_fallback, .. } => {
+            EventPayload::RunStarted {
+                client_run_id,
+                selection,
+                input,
+                model_chain,
+                reset_fallback,
+                fallback_index,
+                ..
+            } => {
                 let Some(run_id) = run_id else { return };
                 self.runs.insert(
                     client_run_id.clone(),
@@ -88,14 +197,17 @@ impl RunLedger {
                         selection: selection.clone(),
                         input: input.clone(),
                         reset_fallback: *reset_fallback,
+                        sticky_before: self.sticky_fallback(&FallbackScope::of(selection)).cloned(),
                     },
                 );
+                self.latest_selection = Some(selection.clone());
                 let model_chain =
                     if model_chain.is_empty() { vec![selection.model.clone()] } else { model_chain.clone() };
                 self.active = Some(ActiveRun {
                     run_id: run_id.to_owned(),
                     selection: selection.clone(),
                     model_chain,
+                    chain_start: *fallback_index as usize,
                     pending: VecDeque::new(),
                 });
             }
@@ -109,15 +221,32 @@ impl RunLedger {
                     active.pending.retain(|pending| &pending.input_id != input_id);
                 }
             }
-            EventPayload::ModelTurnCommitted { model, .. } => {
-                if let Some(active) = self.active_for(run_id) {
-                    let scope = FallbackScope::of(&active.selection);
-                    if *model == scope.model.model {
-                        self.sticky.remove(&scope);
-                    } else if let Some(committed) = active.model_chain.iter().find(|entry| &entry.model == model) {
-                        let committed = committed.clone();
-                        self.sticky.insert(scope, committed);
-                    }
+            EventPayload::ModelTurnCommitted { model, fallback_index, .. } => {
+                let Some(active) = self.active_for(run_id) else { return };
+                let scope = FallbackScope::of(&active.selection);
+                // `fallback_index` is the position in the run's chain; the name guards against a log that
+                // disagrees with itself.
+                let position = *fallback_index as usize;
+                let position = match active.model_chain.get(position) {
+                    Some(entry) if entry.model == *model => position,
+                    _ => match active.model_chain.iter().position(|entry| entry.model == *model) {
+                        Some(position) => position,
+                        None => return,
+                    },
+                };
+                let committed = StickyFallback {
+                    model: active.model_chain[position].clone(),
+                    chain_index: active.chain_start + position,
+                };
+                if position > 0 {
+                    // The run fell back and the fallback answered: later runs of the scope start there.
+                    self.sticky.insert(scope, committed);
+                } else if !active.off_chain()
+                    && self.sticky.get(&scope).is_some_and(|sticky| committed.chain_index < sticky.chain_index)
+                {
+                    // The run's first model, earlier in the chain than the sticky fallback, answered (a
+                    // `reset_fallback` run): the earlier model works again.
+                    self.sticky.remove(&scope);
                 }
             }
             // Terminal run events void whatever is still pending.
@@ -205,28 +334,136 @@ mod tests {
         assert_eq!(ledger.recorded("c-r1").unwrap().run_id, "r1");
     }
 
+    fn model(name: &str, variant: Option<&str>) -> ModelSelection {
+        ModelSelection { model: name.into(), variant: variant.map(str::to_owned) }
+    }
+
+    fn started_with(
+        run_id: &str,
+        selection: RunSelection,
+        fallback_index: u32,
+        chain: Vec<ModelSelection>,
+    ) -> StoredEvent {
+        event(
+            1,
+            Some(run_id),
+            EventPayload::RunStarted {
+                client_run_id: format!("c-{run_id}"),
+                selection,
+                input: "hi".into(),
+                fallback_index,
+                model_chain: chain,
+                reset_fallback: false,
+                skill: None,
+            },
+        )
+    }
+
+    fn committed(run_id: &str, model: &str, position: u32) -> StoredEvent {
+        event(
+            3,
+            Some(run_id),
+            EventPayload::ModelTurnCommitted {
+                attempt_id: "x".into(),
+                model: model.into(),
+                fallback_index: position,
+                text: String::new(),
+                reasoning: None,
+                tool_calls: Vec::new(),
+            },
+        )
+    }
+
+    fn ended(run_id: &str) -> StoredEvent {
+        event(4, Some(run_id), EventPayload::RunCompleted { final_text: None })
+    }
+
+    /// Starts a run as the session actor would (planned against the ledger) and returns its plan.
+    fn start(
+        ledger: &mut RunLedger,
+        run_id: &str,
+        requested: RunSelection,
+        reset: bool,
+        agent_chain: &[ModelSelection],
+    ) -> RunPlan {
+        let index = agent_chain.iter().position(|entry| *entry == requested.model);
+        let plan = ledger.plan(&requested, reset, agent_chain, index);
+        let mut started =
+            started_with(run_id, plan.selection.clone(), plan.fallback_index as u32, plan.model_chain.clone());
+        if let EventPayload::RunStarted { reset_fallback, .. } = &mut started.payload {
+            *reset_fallback = reset;
+        }
+        ledger.apply(&started);
+        plan
+    }
+
     #[test]
-    fn a_committed_fallback_sticks_until_the_requested_model_commits_again() {
+    fn a_committed_fallback_trims_a_request_for_an_earlier_model_of_the_same_scope() {
+        let chain = [model("openai/a", None), model("openai/b", Some("high")), model("openai/b", None)];
         let mut ledger = RunLedger::default();
-        ledger.apply(&started("r1", &["openai/a", "local/echo"]));
-        let committed = |model: &str| {
-            event(
-                3,
-                Some("r1"),
-                EventPayload::ModelTurnCommitted {
-                    attempt_id: "x".into(),
-                    model: model.into(),
-                    fallback_index: 1,
-                    text: String::new(),
-                    reasoning: None,
-                    tool_calls: Vec::new(),
-                },
-            )
-        };
-        ledger.apply(&committed("local/echo"));
-        let scope = FallbackScope::of(&selection("openai/a"));
-        assert_eq!(ledger.sticky_model(&scope).map(|m| m.model.as_str()), Some("local/echo"));
-        ledger.apply(&committed("openai/a"));
-        assert_eq!(ledger.sticky_model(&scope), None);
+        let first = start(&mut ledger, "r1", selection("openai/a"), false, &chain);
+        assert_eq!((first.fallback_index, first.model_chain.len()), (0, 3));
+        // The run fell back twice: to b/high, then to b without a variant, which answered.
+        ledger.apply(&committed("r1", "openai/b", 2));
+        ledger.apply(&ended("r1"));
+        let sticky = ledger.sticky_fallback(&FallbackScope::of(&selection("x"))).unwrap();
+        assert_eq!((&sticky.model, sticky.chain_index), (&chain[2], 2), "model and variant, not the first b");
+
+        let second = start(&mut ledger, "r2", selection("openai/a"), false, &chain);
+        assert_eq!(second.fallback_index, 2);
+        assert_eq!(second.model_chain, [chain[2].clone()]);
+        assert_eq!(second.selection.model, chain[2], "the effective selection is recorded");
+        ledger.apply(&committed("r2", "openai/b", 0));
+        ledger.apply(&ended("r2"));
+
+        // Another preset is another scope; so is another agent.
+        let mut other_preset = selection("openai/a");
+        other_preset.preset = Some("fast".into());
+        assert_eq!(ledger.plan(&other_preset, false, &chain, Some(0)).fallback_index, 0);
+        let mut other_agent = selection("openai/a");
+        other_agent.agent = "other".into();
+        assert_eq!(ledger.plan(&other_agent, false, &chain, Some(0)).fallback_index, 0);
+        // A request for b/high (earlier than the sticky b) is trimmed too; a model outside the chain is not.
+        let mut high = selection("openai/b");
+        high.model.variant = Some("high".into());
+        assert_eq!(ledger.plan(&high, false, &chain, Some(1)).fallback_index, 2);
+        assert_eq!(ledger.plan(&selection("openai/z"), false, &chain, None).model_chain, [model("openai/z", None)]);
+    }
+
+    #[test]
+    fn reset_fallback_starts_at_the_requested_model_and_its_success_ends_the_stickiness() {
+        let chain = [model("openai/a", None), model("anthropic/b", None)];
+        let mut ledger = RunLedger::default();
+        start(&mut ledger, "r1", selection("openai/a"), false, &chain);
+        ledger.apply(&committed("r1", "anthropic/b", 1));
+        ledger.apply(&ended("r1"));
+
+        let reset = start(&mut ledger, "r2", selection("openai/a"), true, &chain);
+        assert_eq!((reset.fallback_index, reset.model_chain.len()), (0, 2));
+        ledger.apply(&committed("r2", "openai/a", 0));
+        ledger.apply(&ended("r2"));
+        assert_eq!(ledger.sticky_fallback(&FallbackScope::of(&selection("openai/a"))), None);
+        assert_eq!(start(&mut ledger, "r3", selection("openai/a"), false, &chain).fallback_index, 0);
+    }
+
+    #[test]
+    fn a_redelivery_is_planned_against_the_state_before_the_original_run() {
+        let chain = [model("openai/a", None), model("anthropic/b", None)];
+        let mut ledger = RunLedger::default();
+        start(&mut ledger, "r1", selection("openai/a"), false, &chain);
+        ledger.apply(&committed("r1", "anthropic/b", 1));
+        ledger.apply(&ended("r1"));
+        start(&mut ledger, "r2", selection("openai/a"), false, &chain);
+        ledger.apply(&ended("r2"));
+
+        // r1 was planned with no stickiness, r2 with it; both recognize their original request.
+        for run in ["r1", "r2"] {
+            let recorded = ledger.recorded(&format!("c-{run}")).unwrap();
+            assert!(RunLedger::is_redelivery(recorded, &selection("openai/a"), "hi", false, &chain, Some(0)), "{run}");
+            assert!(!RunLedger::is_redelivery(recorded, &selection("openai/a"), "other", false, &chain, Some(0)));
+            assert!(!RunLedger::is_redelivery(recorded, &selection("anthropic/c"), "hi", false, &chain, None));
+        }
+        assert_eq!(ledger.recorded("c-r2").unwrap().selection.model.model, "anthropic/b");
+        assert_eq!(ledger.latest_selection().map(|s| s.model.model.as_str()), Some("anthropic/b"));
     }
 }

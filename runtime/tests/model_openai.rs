@@ -7,8 +7,8 @@ use model_support::{FakeResponse, FakeServer, TEST_TIMEOUT, collect, escape_lade
 use serde_json::json;
 use troupe_runtime::model::openai::{OpenAiCompatible, OpenAiCompatibleConfig};
 use troupe_runtime::model::{
-    ApiKey, ChatMessage, ErrorStage, FailurePolicy, ModelError, ModelErrorKind, ModelProvider, ModelRequest,
-    StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
+    ApiKey, ChatMessage, ErrorStage, FailurePolicy, FileContent, ModelError, ModelErrorKind, ModelProvider,
+    ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
 };
 
 const TEST_KEY: &str = "sk-test-openai-0123456789";
@@ -161,7 +161,12 @@ async fn the_request_body_maps_history_and_tools_and_a_keyless_server_gets_no_au
             ChatMessage::User {
                 parts: vec![
                     UserPart::Text("look at this".into()),
-                    UserPart::File { path: "artifacts/a1".into(), mime_type: "image/png".into(), name: None },
+                    UserPart::File {
+                        path: "artifacts/a1".into(),
+                        mime_type: "image/png".into(),
+                        name: None,
+                        content: FileContent::NotLoaded,
+                    },
                 ],
             },
             ChatMessage::Assistant {

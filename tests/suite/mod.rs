@@ -10,6 +10,7 @@ mod cli_support;
 mod durability;
 mod envelope;
 mod event_order;
+mod fallback_stickiness;
 mod growth;
 mod limits;
 mod providers;
@@ -18,11 +19,14 @@ mod runs;
 mod sandbox;
 mod sessions;
 mod sigkill_trials;
+mod skill_agents;
 mod skills;
 mod steering;
 mod subscriptions;
 mod support;
+mod tool_messages;
 mod tool_output;
+mod vendor_replies;
 
 /// The fake model vendor of the provider tests (HTTP/1.1 + SSE on 127.0.0.1:0), shared rather than copied.
 #[path = "../../runtime/tests/model_support/mod.rs"]

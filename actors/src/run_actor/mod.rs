@@ -28,11 +28,13 @@ use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelec
 use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_runtime::clock::new_id;
+use troupe_runtime::model::attachments::load_attachments;
 use troupe_runtime::model::{
-    ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec,
+    ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
 };
 use troupe_runtime::policy::Policy;
 use troupe_runtime::tools::StdinInput;
+use troupe_runtime::transcript::ToolUnit;
 
 use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
@@ -242,6 +244,8 @@ impl RunLoop {
     }
 
     async fn run(&mut self) -> RunOutcome {
+        let history = std::mem::take(Arc::make_mut(&mut self.history));
+        self.history = Arc::new(self.with_attachments(history).await);
         loop {
             let turn = match self.request_turn().await {
                 Ok(turn) => turn,
@@ -250,6 +254,9 @@ impl RunLoop {
             let has_tool_calls = !turn.tool_calls.is_empty();
             Arc::make_mut(&mut self.history)
                 .push(ChatMessage::Assistant { text: turn.text.clone(), tool_calls: turn.tool_calls.clone() });
+            // All of the turn's results enter the history before any message its tools emitted: the vendors
+            // reject a user turn between the tool results of one assistant turn.
+            let mut emitted: Vec<ChatMessage> = Vec::new();
             for call in &turn.tool_calls {
                 if self.control.cancel.is_cancelled() {
                     return RunOutcome::Cancelled;
@@ -268,10 +275,16 @@ impl RunLoop {
                 // Not awaited: the next durable point of the run (its next committed turn, or its end) covers it,
                 // and nothing irreversible depends on it being on disk first.
                 self.emit_as(terminated, Some("engine:tool-result")).await;
-                Arc::make_mut(&mut self.history).extend(tool_history(call, &result));
+                let unit = tool_history(call, &result);
+                Arc::make_mut(&mut self.history).push(unit.result);
+                emitted.extend(unit.emitted);
             }
             if self.control.cancel.is_cancelled() {
                 return RunOutcome::Cancelled;
+            }
+            if !emitted.is_empty() {
+                let emitted = self.with_attachments(emitted).await;
+                Arc::make_mut(&mut self.history).extend(emitted);
             }
             // A boundary: pending steering inputs enter the history before the next request.
             let promoted =
@@ -282,12 +295,28 @@ impl RunLoop {
             if !has_tool_calls && promoted.is_empty() {
                 return RunOutcome::Completed { final_text: turn.text };
             }
-            Arc::make_mut(&mut self.history).extend(
-                promoted
-                    .into_iter()
-                    .map(|input| ChatMessage::User { parts: vec![troupe_runtime::model::UserPart::Text(input)] }),
-            );
+            Arc::make_mut(&mut self.history)
+                .extend(promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }));
         }
+    }
+
+    /// Reads the artifacts the messages' file parts name, on a blocking thread, so providers can send them.
+    async fn with_attachments(&self, mut messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+        let is_file = |part: &UserPart| matches!(part, UserPart::File { .. });
+        let has_files =
+            messages.iter().any(|message| matches!(message, ChatMessage::User { parts } if parts.iter().any(is_file)));
+        if !has_files {
+            return messages;
+        }
+        let data_dir = self.setup.services.data_dir.clone();
+        let unread = messages.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            load_attachments(&mut messages, &data_dir);
+            messages
+        })
+        .await;
+        // A panic while reading leaves the parts unread: they go as text notes.
+        loaded.unwrap_or(unread)
     }
 
     /// One committed model turn, retrying and falling back as the error policy says.
@@ -480,6 +509,6 @@ fn tool_result(status: ToolResultStatus, output: String) -> PersistedToolResult 
 }
 
 /// The history entries of a terminated call: the same materialization the session's transcript applies.
-fn tool_history(call: &ToolCallRequest, result: &PersistedToolResult) -> Vec<ChatMessage> {
+fn tool_history(call: &ToolCallRequest, result: &PersistedToolResult) -> ToolUnit {
     troupe_runtime::transcript::tool_unit(&call.tool_call_id, call.tool.clone(), result)
 }

@@ -91,7 +91,7 @@ impl RunLoop {
         for payload in progress.finish() {
             self.emit(payload).await;
         }
-        mask_result(&services.secrets, result, &masks.labels())
+        checked_messages(mask_result(&services.secrets, result, &masks.labels()))
     }
 
     async fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
@@ -114,10 +114,52 @@ impl RunLoop {
     }
 }
 
+/// Enforces the reference's bounds on the messages a tool emits (at most four, each with a part) before the
+/// result is recorded: messages out of bounds are dropped, and the result's output says so, so the model knows
+/// and the log never holds a result that a later load would have to repair.
+pub(super) fn checked_messages(mut result: PersistedToolResult) -> PersistedToolResult {
+    if let Err(reason) = result.validate() {
+        tracing::warn!(%reason, "a tool emitted additional messages out of bounds; they were dropped");
+        result.additional_messages.clear();
+        result.output.push_str(&format!("\n\n[the tool's additional messages were refused: {reason}]"));
+    }
+    result
+}
+
 /// Waits once for the `tool_call_started` event to be durable (a later call returns at once).
 async fn wait_until_started(started: &mut Option<oneshot::Receiver<Result<(), EngineError>>>) {
     if let Some(durable) = started.take() {
         // A failure here means the session stopped; the next durable point of the run notices it.
         let _ = durable.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use troupe_protocol::types::run::{MessagePart, MessageRole, ToolEmittedMessage};
+
+    use super::*;
+
+    fn with_messages(messages: Vec<ToolEmittedMessage>) -> PersistedToolResult {
+        let mut result = tool_result(ToolResultStatus::Ok, "done".into());
+        result.additional_messages = messages;
+        result
+    }
+
+    #[test]
+    fn messages_within_bounds_are_kept_and_out_of_bounds_ones_refused_with_a_note() {
+        let text = ToolEmittedMessage { role: MessageRole::User, parts: vec![MessagePart::Text { text: "t".into() }] };
+        let kept = checked_messages(with_messages(vec![text.clone(); 4]));
+        assert_eq!((kept.additional_messages.len(), kept.output.as_str()), (4, "done"));
+
+        let refused = checked_messages(with_messages(vec![text.clone(); 5]));
+        assert!(refused.additional_messages.is_empty());
+        assert_eq!(refused.status, ToolResultStatus::Ok);
+        assert!(refused.output.starts_with("done") && refused.output.contains("at most 4"), "{}", refused.output);
+
+        let empty = ToolEmittedMessage { role: MessageRole::System, parts: Vec::new() };
+        let refused = checked_messages(with_messages(vec![text, empty]));
+        assert!(refused.additional_messages.is_empty());
+        assert!(refused.output.contains("no content parts"), "{}", refused.output);
     }
 }

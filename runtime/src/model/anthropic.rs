@@ -3,11 +3,11 @@
 //! One request is `POST {base_url}/v1/messages` with `stream: true`, the key in `x-api-key` and
 //! `anthropic-version: 2023-06-01`. `max_tokens` is required by the API: 8192 when the request sets none.
 //!
-//! The system prompt is the top-level `system` field. Messages are content blocks: user text (attachments as
-//! text notes), assistant `text` and `tool_use {id, name, input}` blocks, and tool results as
+//! The system prompt is the top-level `system` field. Messages are content blocks: user text, attached images as
+//! `image` and PDFs as `document` blocks (base64; any other file as its text note), assistant `text` and `tool_use {id, name, input}` blocks, and tool results as
 //! `tool_result {tool_use_id, content, is_error}` blocks inside a *user* message. The API wants user and
 //! assistant turns to alternate, so consecutive user-side messages (several tool results, and any
-//! tool-emitted user message after them) are merged into one user message, tool results first as they come.
+//! tool-emitted user message after them) are merged into one user message, tool results first.
 //! Tool `input` must be an object: arguments that are not (the raw text of a call whose arguments were never
 //! JSON) are sent as `{"_raw": <value>}`.
 //!
@@ -20,11 +20,12 @@ use futures::future::BoxFuture;
 use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
 
+use super::attachments::{AttachmentKind, base64, media_type};
 use super::error::{ErrorStage, ModelError, ModelErrorKind, ProviderSetupError};
 use super::http::{HttpTimeouts, build_http_client, checked_base_url, read_json_body, send_checked};
 use super::secret::ApiKey;
 use super::sse::drive_event_stream;
-use super::{ChatMessage, ModelProvider, ModelRequest, ModelStream, user_parts_text};
+use super::{ChatMessage, FileContent, ModelProvider, ModelRequest, ModelStream, UserPart, user_parts_text};
 
 /// Anthropic's own endpoint; the `/v1/...` paths are appended to it.
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -161,19 +162,53 @@ fn alternating_messages(history: &[ChatMessage]) -> Vec<Value> {
             _ => messages.push((role, blocks)),
         }
     }
-    messages.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect()
+    messages
+        .into_iter()
+        .map(|(role, mut content)| {
+            // The API wants a user message's tool results before anything else in it. The history already puts a
+            // turn's results before the messages its tools emitted; this keeps any other order from being sent.
+            content.sort_by_key(|block| block["type"] != "tool_result");
+            json!({"role": role, "content": content})
+        })
+        .collect()
+}
+
+/// A user message's blocks. One text block when every part is text; otherwise a block per part: `text`, `image`
+/// for an image and `document` for a PDF (both base64), and the text note of any other or unreadable file. The
+/// API rejects empty text blocks, so there are none.
+fn user_blocks(parts: &[UserPart]) -> Vec<Value> {
+    let attached = |part: &UserPart| match part {
+        UserPart::File { mime_type, content: FileContent::Loaded(_), .. } => {
+            matches!(AttachmentKind::of(mime_type), AttachmentKind::Image | AttachmentKind::Pdf)
+        }
+        _ => false,
+    };
+    if !parts.iter().any(attached) {
+        let text = user_parts_text(parts);
+        return if text.is_empty() { Vec::new() } else { vec![json!({"type": "text", "text": text})] };
+    }
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            UserPart::File { mime_type, content: FileContent::Loaded(bytes), .. } if attached(part) => {
+                let kind = if AttachmentKind::of(mime_type) == AttachmentKind::Image { "image" } else { "document" };
+                Some(json!({"type": kind, "source": {
+                    "type": "base64",
+                    "media_type": media_type(mime_type),
+                    "data": base64(bytes),
+                }}))
+            }
+            other => {
+                let text = other.as_prompt_text();
+                (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
+            }
+        })
+        .collect()
 }
 
 fn content_blocks(message: &ChatMessage) -> (&'static str, Vec<Value>) {
     match message {
-        ChatMessage::User { parts } => {
-            let text = user_parts_text(parts);
-            // The API rejects empty text blocks.
-            if text.is_empty() {
-                return ("user", Vec::new());
-            }
-            ("user", vec![json!({"type": "text", "text": text})])
-        }
+        ChatMessage::User { parts } => ("user", user_blocks(parts)),
         ChatMessage::Assistant { text, tool_calls } => {
             let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
             if !text.is_empty() {

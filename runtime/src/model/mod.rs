@@ -23,6 +23,7 @@
 //! replaced before they are kept.
 
 pub mod anthropic;
+pub mod attachments;
 pub mod error;
 pub mod local;
 pub mod openai;
@@ -38,6 +39,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+pub use attachments::FileContent;
 pub use error::{ErrorStage, FailurePolicy, ModelError, ModelErrorKind, ProviderSetupError};
 pub use http::HttpTimeouts;
 pub use retry::RetryPolicy;
@@ -86,21 +88,27 @@ pub enum ChatMessage {
 #[derive(Clone, Debug, PartialEq)]
 pub enum UserPart {
     Text(String),
-    /// An attachment. Until providers upload attachments, it is sent as the text note `[file: path (mime)]`, so
-    /// the model at least knows it exists and where to read it.
+    /// An attachment: a stored artifact (see [`attachments`]). A provider sends its bytes as an image or file part
+    /// when its API takes that kind of file, and otherwise the text note of [`UserPart::as_prompt_text`].
     File {
+        /// `artifacts/<name>`, as the tool result recorded it.
         path: String,
         mime_type: String,
         name: Option<String>,
+        /// The bytes, once the run has read them.
+        content: FileContent,
     },
 }
 
 impl UserPart {
-    /// The text this part is sent as.
+    /// The text this part is sent as by a model that is not sent the file itself: the note
+    /// `[file: path (mime)]`, saying why the file is not attached when it is not, with a text file's contents.
     pub fn as_prompt_text(&self) -> String {
         match self {
             UserPart::Text(text) => text.clone(),
-            UserPart::File { path, mime_type, .. } => format!("[file: {path} ({mime_type})]"),
+            UserPart::File { path, mime_type, name, content } => {
+                attachments::text_note(path, mime_type, name.as_deref(), content)
+            }
         }
     }
 }

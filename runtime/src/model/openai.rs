@@ -5,7 +5,8 @@
 //! when there is one, goes in `Authorization: Bearer`; local servers need none.
 //!
 //! The history maps onto chat messages: the system prompt first as `role: system`, user parts joined into one
-//! content string, assistant turns with their `tool_calls` (arguments as a JSON string, as the API wants), and
+//! content string (or, when the message attaches an image or a PDF, an array of `text`, `image_url` and `file`
+//! content parts with the files as base64 data URLs), assistant turns with their `tool_calls` (arguments as a JSON string, as the API wants), and
 //! tool results as `role: tool` messages. `max_output_tokens` is sent as `max_tokens`, which compatible servers
 //! understand; a variant named `minimal`, `low`, `medium` or `high` is sent as `reasoning_effort`.
 //!
@@ -19,11 +20,12 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
+use super::attachments::{AttachmentKind, data_url, file_name};
 use super::error::{ErrorStage, ModelError, ModelErrorKind, ProviderSetupError};
 use super::http::{HttpTimeouts, build_http_client, checked_base_url, read_json_body, send_checked};
 use super::secret::ApiKey;
 use super::sse::drive_event_stream;
-use super::{ChatMessage, ModelProvider, ModelRequest, ModelStream, user_parts_text};
+use super::{ChatMessage, FileContent, ModelProvider, ModelRequest, ModelStream, UserPart, user_parts_text};
 
 /// OpenAI's own endpoint.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -171,7 +173,7 @@ pub(crate) fn chat_completions_body(request: &ModelRequest) -> Value {
 
 fn chat_message(message: &ChatMessage) -> Value {
     match message {
-        ChatMessage::User { parts } => json!({"role": "user", "content": user_parts_text(parts)}),
+        ChatMessage::User { parts } => json!({"role": "user", "content": user_content(parts)}),
         ChatMessage::Assistant { text, tool_calls } => {
             let mut value = json!({"role": "assistant", "content": text});
             if !tool_calls.is_empty() {
@@ -196,6 +198,41 @@ fn chat_message(message: &ChatMessage) -> Value {
             json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
         }
     }
+}
+
+/// A user message's content. One string when every part is text, which every compatible server understands;
+/// otherwise an array of content parts: `text`, `image_url` with a data URL for an image, and `file` with a data
+/// URL for a PDF. Other files, and files that could not be read, are their text notes.
+fn user_content(parts: &[UserPart]) -> Value {
+    let attached = |part: &UserPart| match part {
+        UserPart::File { mime_type, content: FileContent::Loaded(_), .. } => {
+            matches!(AttachmentKind::of(mime_type), AttachmentKind::Image | AttachmentKind::Pdf)
+        }
+        _ => false,
+    };
+    if !parts.iter().any(attached) {
+        return json!(user_parts_text(parts));
+    }
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            UserPart::File { path, mime_type, name, content: FileContent::Loaded(bytes) } if attached(part) => {
+                Some(match AttachmentKind::of(mime_type) {
+                    AttachmentKind::Image => {
+                        json!({"type": "image_url", "image_url": {"url": data_url(mime_type, bytes)}})
+                    }
+                    _ => json!({"type": "file", "file": {
+                        "filename": file_name(path, name.as_deref()),
+                        "file_data": data_url(mime_type, bytes),
+                    }}),
+                })
+            }
+            other => {
+                let text = other.as_prompt_text();
+                (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
+            }
+        })
+        .collect()
 }
 
 /// Arguments as the API wants them: a JSON string. Arguments that were never valid JSON (kept as a string

@@ -1,0 +1,51 @@
+//! Replies of the fake model vendor (`model_support::FakeServer`) in the real wire formats: a model list, an
+//! OpenAI Chat Completions text stream, an Anthropic Messages text stream, and an OpenAI failure status.
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+
+use super::model_support::FakeResponse;
+
+/// `GET /models`: the listed ids (OpenAI and Anthropic read the same `data[].id`).
+pub fn models_list(ids: &[&str]) -> FakeResponse {
+    let data: Vec<Value> = ids.iter().map(|id| json!({"id": id, "object": "model", "type": "model"})).collect();
+    FakeResponse::status(200, &[], json!({"object": "list", "data": data}).to_string())
+}
+
+/// A streamed OpenAI answer of one text.
+pub fn openai_text(text: &str) -> FakeResponse {
+    let chunk = |delta: Value, finish: Value| {
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+    };
+    FakeResponse::Sse {
+        pieces: vec![
+            chunk(json!({"content": text}), Value::Null),
+            chunk(json!({}), json!("stop")),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+    }
+}
+
+/// A streamed Anthropic answer of one text.
+pub fn anthropic_text(text: &str) -> FakeResponse {
+    let events = [
+        json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 9, "output_tokens": 0}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+        json!({"type": "message_stop"}),
+    ];
+    FakeResponse::Sse {
+        pieces: events
+            .iter()
+            .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap()))
+            .collect(),
+    }
+}
+
+/// An OpenAI error status with its JSON error body.
+pub fn openai_error(status: u16, message: &str) -> FakeResponse {
+    FakeResponse::status(status, &[], json!({"error": {"message": message, "type": "error"}}).to_string())
+}
