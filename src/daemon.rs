@@ -208,6 +208,9 @@ fn gateway_config(config: &Config, listen: SocketAddr, token: Token) -> GatewayC
     }
 }
 
+/// How long a start waits for the data directory's lock before refusing.
+const LOCK_PATIENCE: Duration = Duration::from_secs(1);
+
 /// An exclusive lock on `<data_dir>/daemon/lock`, held for the daemon's lifetime: two daemons writing the same
 /// session logs would break the one-writer rule, so the second one refuses to start.
 struct DataDirLock {
@@ -226,8 +229,18 @@ impl DataDirLock {
             .mode(0o600)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        // SAFETY: flock on a file descriptor we own; it has no memory-safety preconditions.
-        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        // A daemon killed a moment ago may still have a tool process between fork and exec, which shares the lock
+        // until it execs or exits (within milliseconds: it closes or marks close-on-exec every descriptor, and
+        // exits when its parent is gone). So a held lock is tried again for a second before giving up.
+        let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+        let locked = loop {
+            // SAFETY: flock on a file descriptor we own; it has no memory-safety preconditions.
+            let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if locked == 0 || std::time::Instant::now() >= deadline {
+                break locked;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         if locked != 0 {
             bail!(
                 "another troupe daemon is already using the data directory {} (lock held on {})",

@@ -233,15 +233,6 @@ fn logs_on_disk(data_dir: &Path) -> HashMap<String, Vec<StoredEvent>> {
     logs
 }
 
-/// Whether `daemon/lock` could be taken now. A process the killed daemon forked for a tool holds the lock (a
-/// descriptor closed only at exec) until its death signal ends it, a moment after the daemon itself.
-fn lock_is_free(data_dir: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::File::open(data_dir.join("daemon/lock")).expect("the lock file");
-    // SAFETY: flock on a descriptor this function owns; closing it (on drop) releases the lock again.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-}
-
 fn ends_run(event: &StoredEvent) -> bool {
     is_terminal(event)
 }
@@ -436,7 +427,6 @@ async fn trial(seed: u64) -> usize {
     within("the subscriber's connection ends", recorder).await.expect("recorder");
     drop(setup);
     let on_disk = logs_on_disk(data_dir.path());
-    eventually("the killed daemon's tool processes release its lock", || lock_is_free(data_dir.path())).await;
 
     let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
