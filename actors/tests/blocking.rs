@@ -37,6 +37,7 @@ fn blocking_file_functions_panic_on_an_arbiter_thread_and_run_on_a_blocking_thre
 
         let cwd = root.clone();
         panic_message("a path resolution", || drop(troupe_runtime::tools::paths::resolve_path(&cwd, "a.txt")));
+        panic_message("a metadata cache read", || drop(troupe_runtime::meta_cache::read(&cwd)));
 
         // The same calls on a blocking thread are allowed.
         let saved_root: PathBuf = root.clone();

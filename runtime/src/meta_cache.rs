@@ -35,6 +35,7 @@ struct CachedMeta {
 
 /// Writes the cache for `meta`, which describes the log when it was `log_len_bytes` long.
 pub fn write(session_dir: &Path, meta: &SessionMeta, log_len_bytes: u64) -> Result<(), RuntimeError> {
+    crate::blocking::assert_may_block();
     #[derive(Serialize)]
     struct CachedMetaRef<'a> {
         format: u32,
@@ -67,6 +68,7 @@ pub fn write(session_dir: &Path, meta: &SessionMeta, log_len_bytes: u64) -> Resu
 /// Reads the cache: the metadata and the log length it describes. `None` when it is missing, unreadable or of
 /// another format; the caller then rebuilds from the log.
 pub fn read(session_dir: &Path) -> Option<(SessionMeta, u64)> {
+    crate::blocking::assert_may_block();
     let bytes = std::fs::read(session_dir.join(META_FILE_NAME)).ok()?;
     let cached: CachedMeta = serde_json::from_slice(&bytes).ok()?;
     (cached.format == META_FORMAT).then_some((cached.meta, cached.log_len_bytes))
@@ -74,6 +76,7 @@ pub fn read(session_dir: &Path) -> Option<(SessionMeta, u64)> {
 
 /// The current size of the session's `events.jsonl`, to compare with the cached length.
 pub fn log_len(session_dir: &Path) -> Option<u64> {
+    crate::blocking::assert_may_block();
     std::fs::metadata(log_path(session_dir)).ok().map(|metadata| metadata.len())
 }
 
