@@ -90,26 +90,42 @@ pub fn bench_tmp_root() -> PathBuf {
 pub struct DaemonProgram {
     pub program: PathBuf,
     pub real_binary: bool,
+    /// The binary is older than the benchmark: it may not be the code being measured.
+    pub stale: bool,
 }
 
 impl DaemonProgram {
     pub fn find(explicit: Option<PathBuf>) -> anyhow::Result<DaemonProgram> {
         if let Some(path) = explicit.or_else(|| std::env::var_os("TROUPE_BIN").map(PathBuf::from)) {
             ensure!(path.is_file(), "no troupe binary at {}", path.display());
-            return Ok(DaemonProgram { program: path, real_binary: true });
+            return Ok(DaemonProgram { program: path, real_binary: true, stale: false });
         }
         let me = std::env::current_exe()?;
         for dir in me.ancestors().skip(1).take(2) {
             let candidate = dir.join("troupe");
             if candidate.is_file() {
-                return Ok(DaemonProgram { program: candidate, real_binary: true });
+                // A `troupe` left from an earlier build would measure old code: `cargo run -p troupe-bench` builds
+                // the daemon's library into the benchmark, not the `troupe` binary.
+                let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|meta| meta.modified()).ok();
+                let stale =
+                    matches!((modified(&candidate), modified(&me)), (Some(binary), Some(bench)) if binary < bench);
+                if stale {
+                    eprintln!(
+                        "warning: {} is older than this benchmark and may measure old code; build both first \
+                         (`cargo build --release -p troupe -p troupe-bench`) or name a binary with TROUPE_BIN",
+                        candidate.display()
+                    );
+                }
+                return Ok(DaemonProgram { program: candidate, real_binary: true, stale });
             }
         }
-        Ok(DaemonProgram { program: me, real_binary: false })
+        Ok(DaemonProgram { program: me, real_binary: false, stale: false })
     }
 
     pub fn describe(&self) -> String {
-        if self.real_binary {
+        if self.real_binary && self.stale {
+            format!("{} serve (OLDER THAN THIS BENCHMARK: rebuild it)", self.program.display())
+        } else if self.real_binary {
             format!("{} serve", self.program.display())
         } else {
             format!("{} serve-child (no troupe binary found; same daemon::start)", self.program.display())

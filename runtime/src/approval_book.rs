@@ -2,10 +2,12 @@
 //! answers recorded by `client_response_id` (for idempotent `approval.respond`), and, in a root session's log,
 //! the tree grants of its tree.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
+
+use crate::recent::RecentRecords;
 
 /// The answer recorded under a `client_response_id`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,7 +21,8 @@ pub struct RecordedResponse {
 pub struct ApprovalBook {
     /// By approval id; ids are UUIDv7, so this is also creation order.
     records: BTreeMap<String, ApprovalRecord>,
-    responses: HashMap<String, RecordedResponse>,
+    /// The newest answers by `client_response_id`, for redeliveries.
+    responses: RecentRecords<RecordedResponse>,
     grants: Vec<TreeGrant>,
 }
 
@@ -45,7 +48,7 @@ impl ApprovalBook {
                     record.decided_at = Some(event.timestamp.clone());
                 }
                 self.responses.insert(
-                    client_response_id.clone(),
+                    client_response_id,
                     RecordedResponse {
                         approval_id: approval_id.clone(),
                         decision: *decision,

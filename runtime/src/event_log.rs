@@ -99,6 +99,7 @@ impl LogWriter {
     ///
     /// On failure nothing is left behind when possible, so the session simply does not exist.
     pub fn create(session_dir: &Path, first: &EventJson) -> Result<LogWriter, RuntimeError> {
+        crate::blocking::assert_may_block();
         let path = log_path(session_dir);
         ensure_one_line(std::slice::from_ref(first), &path)?;
         create_private_dir(session_dir).map_err(|error| match error {
@@ -149,6 +150,7 @@ impl LogWriter {
     /// An event whose JSON contains a raw newline is refused with [`RuntimeError::EventNotOneLine`] before
     /// anything is written; the writer stays usable.
     pub fn append_batch(&mut self, events: &[EventJson]) -> Result<(), RuntimeError> {
+        crate::blocking::assert_may_block();
         if self.poisoned {
             return Err(RuntimeError::LogPoisoned { path: self.path.clone() });
         }

@@ -40,6 +40,7 @@ pub mod meta_cache;
 pub mod model;
 pub mod policy;
 pub mod provider_store;
+pub mod recent;
 pub mod redact;
 pub mod run_ledger;
 pub mod sandbox;

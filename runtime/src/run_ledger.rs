@@ -16,6 +16,8 @@ use std::collections::{HashMap, VecDeque};
 use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 
+use crate::recent::RecentRecords;
+
 /// An input admitted by `run.steer` and not yet promoted or recalled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingInput {
@@ -117,7 +119,8 @@ impl ActiveRun {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunLedger {
     pub active: Option<ActiveRun>,
-    runs: HashMap<String, RecordedRun>,
+    /// The newest runs by `client_run_id`, for redeliveries.
+    runs: RecentRecords<RecordedRun>,
     /// The latest committed fallback of each scope.
     sticky: HashMap<FallbackScope, StickyFallback>,
     /// The effective selection of the latest run.
@@ -191,7 +194,7 @@ impl RunLedger {
             } => {
                 let Some(run_id) = run_id else { return };
                 self.runs.insert(
-                    client_run_id.clone(),
+                    client_run_id,
                     RecordedRun {
                         run_id: run_id.to_owned(),
                         selection: selection.clone(),

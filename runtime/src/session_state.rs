@@ -4,18 +4,14 @@
 //! `meta.json` cache is a copy that is validated against the log). Keeping the transitions here, free of actors
 //! and I/O, lets them be tested directly and keeps the session actor a thin owner of state, log and subscribers.
 
-use std::collections::{HashMap, VecDeque};
-
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin, SessionStatus, SkippedEvent};
 use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
 use troupe_protocol::types::session::TitleChange;
 
 use crate::approval_book::ApprovalBook;
+use crate::recent::RecentRecords;
 use crate::run_ledger::RunLedger;
 use crate::transcript::Transcript;
-
-/// Renames remembered per session for `client_rename_id` redeliveries (the newest ones).
-pub const MAX_RECORDED_RENAMES: usize = 1024;
 
 /// Maximum length of a session title, in UTF-8 bytes.
 pub const MAX_TITLE_BYTES: usize = 512;
@@ -45,10 +41,8 @@ pub struct SessionState {
     /// Set when the log's `session_created` is damaged or missing: the session is listed and readable, but its
     /// cwd and creation selection are unknown (empty), so it cannot run.
     pub creation_lost: bool,
-    /// The newest [`MAX_RECORDED_RENAMES`] renames by `client_rename_id`, for redeliveries.
-    renames: HashMap<String, RecordedRename>,
-    /// Their ids, oldest first, so the oldest is forgotten first.
-    rename_order: VecDeque<String>,
+    /// The newest renames by `client_rename_id`, for redeliveries.
+    renames: RecentRecords<RecordedRename>,
     /// The active run, its steering lane, and past runs by `client_run_id`.
     pub runs: RunLedger,
     /// The model history.
@@ -86,8 +80,7 @@ impl SessionState {
             last_activity_at: first.timestamp.clone(),
             skipped_events: Vec::new(),
             creation_lost: false,
-            renames: HashMap::new(),
-            rename_order: VecDeque::new(),
+            renames: RecentRecords::default(),
             runs: RunLedger::default(),
             transcript: Transcript::default(),
             approvals: ApprovalBook::default(),
@@ -114,8 +107,7 @@ impl SessionState {
             last_activity_at: time.to_owned(),
             skipped_events: Vec::new(),
             creation_lost: true,
-            renames: HashMap::new(),
-            rename_order: VecDeque::new(),
+            renames: RecentRecords::default(),
             runs: RunLedger::default(),
             transcript: Transcript::default(),
             approvals: ApprovalBook::default(),
@@ -157,7 +149,7 @@ impl SessionState {
                     (TitleChangeKind::Set, None) | (TitleChangeKind::Clear, _) => TitleChange::Clear,
                     (TitleChangeKind::Reset, _) => TitleChange::Reset,
                 };
-                self.record_rename(client_rename_id, RecordedRename { change, seq: event.seq });
+                self.renames.insert(client_rename_id, RecordedRename { change, seq: event.seq });
             }
             EventPayload::RunStarted { .. } => self.status = SessionStatus::Running,
             EventPayload::RunCompleted { .. } => self.status = SessionStatus::Completed,
@@ -165,19 +157,6 @@ impl SessionState {
             EventPayload::RunCancelled { .. } => self.status = SessionStatus::Cancelled,
             EventPayload::RunInterrupted { .. } => self.status = SessionStatus::Interrupted,
             _ => {}
-        }
-    }
-
-    /// Remembers a rename for redeliveries, forgetting the oldest beyond the bound: the projection of a session
-    /// renamed a million times stays small, and a redelivery comes long before a thousand other renames.
-    fn record_rename(&mut self, client_rename_id: &str, rename: RecordedRename) {
-        if self.renames.insert(client_rename_id.to_owned(), rename).is_none() {
-            self.rename_order.push_back(client_rename_id.to_owned());
-        }
-        while self.rename_order.len() > MAX_RECORDED_RENAMES {
-            if let Some(oldest) = self.rename_order.pop_front() {
-                self.renames.remove(&oldest);
-            }
         }
     }
 
@@ -285,7 +264,7 @@ mod tests {
     #[test]
     fn only_the_newest_renames_are_remembered_for_redeliveries() {
         let mut state = SessionState::created(&created()).unwrap();
-        let total = MAX_RECORDED_RENAMES as u64 + 10;
+        let total = crate::recent::MAX_RECENT_RECORDS as u64 + 10;
         for seq in 2..2 + total {
             state.apply(&event(
                 seq,
@@ -301,7 +280,7 @@ mod tests {
         assert_eq!(state.recorded_rename("r12").map(|rename| rename.seq), Some(12));
         let last = 1 + total;
         assert_eq!(state.recorded_rename(&format!("r{last}")).map(|rename| rename.seq), Some(last));
-        assert_eq!(state.renames.len(), MAX_RECORDED_RENAMES);
+        assert_eq!(state.renames.len(), crate::recent::MAX_RECENT_RECORDS);
     }
 
     #[test]

@@ -57,6 +57,7 @@ fn open_scanning(
     session_dir: &Path,
     accept: impl FnMut(&StoredEvent, &str),
 ) -> Result<(FileEventStore, LineChecker<'_>), RuntimeError> {
+    crate::blocking::assert_may_block();
     let path = log_path(session_dir);
     let file = match OpenOptions::new().read(true).append(true).open(&path) {
         Ok(file) => file,

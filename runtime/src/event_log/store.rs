@@ -219,6 +219,7 @@ impl FileEventReader {
         through: u64,
         max_bytes: usize,
     ) -> Result<Vec<LogEntry>, RuntimeError> {
+        crate::blocking::assert_may_block();
         let mut file =
             File::open(&self.path).map_err(|error| RuntimeError::io("open the event log", &self.path, error))?;
         file.seek(SeekFrom::Start(start)).map_err(|error| RuntimeError::io("seek in", &self.path, error))?;
