@@ -3,19 +3,19 @@
 //! Built from what the daemon reports (the sandbox in `runtime.snapshot.get`, the session's cwd from
 //! `session.get`), so it describes the daemon's machine even when the client runs elsewhere.
 
-use troupe_protocol::method;
+use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::{Empty, SessionIdParams};
 use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxMode, SandboxStatus};
 use troupe_runtime::sandbox::plan::{READABLE_DEVICES, SHARED_MEMORY, WRITABLE_DEVICES};
 
-use crate::commands::Connection;
-use troupe_protocol::client::ClientOptions;
+use crate::cli_errors::explained;
+use crate::commands::{Connected, Connection};
 
 /// `troupe sandbox explain`: prints the rules, or their JSON with `json`.
 pub async fn explain_command(connection: &Connection, session_id: String, json: bool) -> anyhow::Result<()> {
-    let (client, _deliveries) = connection.connect(ClientOptions::default()).await?;
-    let session = client.call::<method::SessionGet>(SessionIdParams { session_id }).await?.session;
-    let snapshot = client.call::<method::RuntimeSnapshotGet>(Empty {}).await?.snapshot;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session = client.session_get(SessionIdParams { session_id }).await.map_err(explained)?.session;
+    let snapshot = client.runtime_snapshot_get(Empty {}).await.map_err(explained)?.snapshot;
     client.close().await;
     let Some(sandbox) = snapshot.sandbox else {
         anyhow::bail!("this daemon does not report a sandbox (it is older than troupe's sandbox)");

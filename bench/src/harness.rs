@@ -105,10 +105,9 @@ impl DaemonProgram {
             let candidate = dir.join("troupe");
             if candidate.is_file() {
                 // A `troupe` left from an earlier build would measure old code: `cargo run -p troupe-bench` builds
-                // the daemon's library into the benchmark, not the `troupe` binary.
-                let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|meta| meta.modified()).ok();
-                let stale =
-                    matches!((modified(&candidate), modified(&me)), (Some(binary), Some(bench)) if binary < bench);
+                // the daemon's crates into the benchmark, not the `troupe` binary. The binary is current when it was
+                // linked after every workspace library it is made of was last built.
+                let stale = linked_before_its_libraries(&candidate, &dir.join("deps"));
                 if stale {
                     eprintln!(
                         "warning: {} is older than this benchmark and may measure old code; build both first \
@@ -555,4 +554,19 @@ pub fn write_text_delta_log(data_dir: &Path, session_id: &str, count: u64, text_
     let file = out.into_inner().map_err(|error| anyhow!("flush {}: {}", path.display(), error.error()))?;
     file.sync_all()?;
     Ok(file.metadata()?.len())
+}
+
+/// Whether `binary` is older than one of the workspace's libraries (`libtroupe[-_]*.rlib`) in `deps`: it was linked
+/// before that code last changed.
+fn linked_before_its_libraries(binary: &Path, deps: &Path) -> bool {
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|meta| meta.modified()).ok();
+    let Some(linked) = modified(binary) else { return false };
+    let Ok(entries) = std::fs::read_dir(deps) else { return false };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        (name.starts_with("libtroupe_") || name.starts_with("libtroupe-"))
+            && name.ends_with(".rlib")
+            && modified(&entry.path()).is_some_and(|built| built > linked)
+    })
 }
