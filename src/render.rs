@@ -9,6 +9,7 @@ use std::io::Write;
 use base64::Engine as _;
 use serde_json::Value;
 use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
+use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_protocol::types::run::ToolResultStatus;
 
 /// Prints events and tool output, keeping track of an unfinished streamed line.
@@ -184,6 +185,35 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::TreeApprovalGrantCommitted { grant } => {
             format!("granted for the whole session tree: {}", grant.resource)
         }
+        // --- producers (issue 10) ---
+        EventPayload::ProducerMessageAccepted { producer_owner, mode, body, .. } => {
+            let mode = match mode {
+                ProducerMessageMode::Steer => "steer",
+                ProducerMessageMode::Queue => "queue",
+            };
+            format!("message from {} ({mode}): {body}", describe_owner(producer_owner))
+        }
+        EventPayload::ProducerMessagesClaimed { message_ids } => match message_ids.len() {
+            1 => "producer message delivered to the run".to_owned(),
+            n => format!("{n} producer messages delivered to the run"),
+        },
+        EventPayload::ProducerMessagesReleased { message_ids, reason } => {
+            format!("{} producer message(s) pending again: {reason}", message_ids.len())
+        }
+        // The message was announced when it was accepted and delivered; its consumption adds nothing to read.
+        EventPayload::ProducerMessageConsumed { .. } => return None,
+        EventPayload::ProducerMessageDiscarded { message_id } => format!("producer message {message_id} withdrawn"),
+        // --- end producers ---
         EventPayload::Unknown => "(an event kind this client does not know)".to_owned(),
     })
+}
+
+/// Who sent a producer message, for `describe`.
+fn describe_owner(owner: &ProducerOwner) -> String {
+    match owner {
+        ProducerOwner::Plugin { plugin } => format!("plugin {plugin}"),
+        ProducerOwner::Delegation { child_session_id, .. } => format!("delegated session {child_session_id}"),
+        ProducerOwner::Goal { .. } => "the goal".to_owned(),
+        ProducerOwner::GoalControl { .. } => "the goal's controls".to_owned(),
+    }
 }

@@ -5,6 +5,7 @@
 //! JSON-RPC error through the one conversion in `error.rs`. Methods of the reference that later parts of the
 //! engine will implement keep the trait's default answer, `not_implemented`.
 
+mod producers;
 #[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
 
@@ -104,6 +105,8 @@ pub struct Engine {
     services: Arc<RunServices>,
     /// Owned so that the session threads stop with the engine.
     session_arbiters: Vec<Arbiter>,
+    /// Runtime producer registrations and the plugins' recovery reports (`engine/producers.rs`).
+    producers: Arc<crate::producers::ProducerRegistry>,
 }
 
 /// How many times a request is re-sent to a session whose actor turned out to be gone (hibernated or crashed).
@@ -129,10 +132,17 @@ impl Engine {
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
-        let supervisor =
-            SessionSupervisor::new(config.data_dir, config.sessions, handles, live.clone(), services.runs.clone())
-                .start();
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
+        let run_context = crate::producers::EngineRunContext { runtime: runtime.clone(), services: services.clone() };
+        let supervisor = SessionSupervisor::new(
+            config.data_dir,
+            config.sessions,
+            handles,
+            live.clone(),
+            services.runs.clone(),
+            Some(run_context),
+        )
+        .start();
         Ok(Engine {
             runtime,
             supervisor,
@@ -142,6 +152,7 @@ impl Engine {
             replay_page_bytes: config.sessions.replay_page_bytes,
             services,
             session_arbiters,
+            producers: Default::default(),
         })
     }
 
@@ -612,6 +623,14 @@ impl ServerProtocol for Engine {
         let session_id = self.session_of_run(&params.run_id)?;
         let cancelled = self.ask_session(&session_id, || CancelActiveRun { run_id: params.run_id.clone() }).await?;
         Ok(RunCancelResult { cancelled })
+    }
+
+    async fn session_producers(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::types::producers::SessionProducersResult, RpcError> {
+        Ok(self.producers_of(&params.session_id).await?)
     }
 
     async fn run_tool_stdin(

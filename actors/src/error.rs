@@ -63,6 +63,21 @@ pub enum EngineError {
     SkillNotAllowed { name: String },
     #[error("`{session_id}` is not a root session; approvals are listed for a whole tree, by its root")]
     NotRootSession { session_id: String },
+    // --- producers (issue 10) ---
+    /// The producer id is not registered for this session (never, or unregistered, or the daemon or plugin
+    /// restarted since: registrations are runtime only).
+    #[error("there is no producer `{producer_id}` registered for session `{session_id}`; register again")]
+    ProducerNotFound { session_id: String, producer_id: String },
+    #[error("this owner already holds {limit} producer registrations; unregister some first")]
+    TooManyProducers { limit: usize },
+    #[error("`{idempotency_key}` was already used by this producer for a different message in this session")]
+    ProducerIdempotencyConflict { session_id: String, idempotency_key: String, message_id: String },
+    /// No message of that id from this owner (never accepted, another owner's, or finished long ago).
+    #[error("there is no producer message `{message_id}` of this owner in session `{session_id}`")]
+    ProducerMessageNotFound { session_id: String, message_id: String },
+    #[error("invalid producer message: {reason}")]
+    InvalidProducerMessage { reason: String },
+    // --- end producers ---
     #[error("{}", approval_detail(approval_id, kind))]
     Approval {
         session_id: String,
@@ -178,6 +193,33 @@ impl From<EngineError> for RpcError {
             }
             EngineError::NotRootSession { session_id } => {
                 RpcError::engine("not_root_session", &detail, &[session(session_id)])
+            }
+            EngineError::ProducerNotFound { session_id, producer_id } => RpcError::engine(
+                "producer_not_found",
+                &detail,
+                &[session(session_id), ("producer_id", Value::String(producer_id.clone()))],
+            ),
+            EngineError::TooManyProducers { limit } => {
+                RpcError::engine("too_many_producers", &detail, &[("limit", Value::from(*limit))])
+            }
+            EngineError::ProducerIdempotencyConflict { session_id, idempotency_key, message_id } => {
+                RpcError::invalid_params_typed(
+                    "idempotency_conflict",
+                    &detail,
+                    &[
+                        session(session_id),
+                        ("idempotency_key", Value::String(idempotency_key.clone())),
+                        ("message_id", Value::String(message_id.clone())),
+                    ],
+                )
+            }
+            EngineError::ProducerMessageNotFound { session_id, message_id } => RpcError::engine(
+                "producer_message_not_found",
+                &detail,
+                &[session(session_id), ("message_id", Value::String(message_id.clone()))],
+            ),
+            EngineError::InvalidProducerMessage { .. } => {
+                RpcError::invalid_params_typed("invalid_producer_message", &detail, &[])
             }
             EngineError::Approval { session_id, approval_id, client_response_id, kind } => {
                 use crate::session_actor::ApprovalErrorKind as Kind;

@@ -44,6 +44,7 @@ use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
 mod approvals;
+mod producers;
 mod replay;
 mod runs;
 mod tool_output;
@@ -53,6 +54,9 @@ pub use approvals::{
     RequestApproval, RespondToApproval,
 };
 
+pub use producers::{
+    DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
+};
 use replay::EventTail;
 pub use replay::SessionLimits;
 pub use runs::{
@@ -158,6 +162,8 @@ pub struct SessionActor {
     tool_output: ToolOutputStreams,
     /// Runs waiting for answers to their approvals.
     approval_waiters: approvals::ApprovalWaiters,
+    /// Producer messages: waking the session for them (`producers`).
+    producers: ProducerLane,
     limits: SessionLimits,
     last_request: Instant,
 }
@@ -170,6 +176,7 @@ impl SessionActor {
         supervisor: Addr<SessionSupervisor>,
         opening: Opening,
         limits: SessionLimits,
+        producers: ProducerLane,
     ) -> Self {
         SessionActor {
             session_id,
@@ -192,6 +199,7 @@ impl SessionActor {
             run_actor: None,
             tool_output: ToolOutputStreams::default(),
             approval_waiters: Default::default(),
+            producers,
             limits,
             last_request: Instant::now(),
         }
@@ -249,6 +257,7 @@ impl SessionActor {
                 tracing::error!(session_id = %self.session_id, %error, "could not interrupt a dangling run");
             }
         }
+        self.recover_producer_messages(ctx);
     }
 
     fn report_meta(&self) {
@@ -284,6 +293,7 @@ impl SessionActor {
         self.next_seq += 1;
         self.queued.push(LogEntry { seq, json });
         self.write_next_batch(ctx);
+        self.follow_producer_messages(ctx, &event);
         Ok(seq)
     }
 

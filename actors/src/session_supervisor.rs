@@ -144,6 +144,8 @@ pub struct SessionSupervisor {
     /// The approval actors of the trees in use, and the trees' modes.
     approvals: ApprovalTrees,
     next_incarnation: u64,
+    /// Given to each session actor, so that it can start the runs producer messages wake (`producers.rs`).
+    run_context: Option<crate::producers::EngineRunContext>,
 }
 
 impl SessionSupervisor {
@@ -155,8 +157,10 @@ impl SessionSupervisor {
         arbiters: Vec<ArbiterHandle>,
         live: LiveSessions,
         runs: RunRegistry,
+        run_context: Option<crate::producers::EngineRunContext>,
     ) -> Self {
         SessionSupervisor {
+            run_context,
             data_dir,
             sessions,
             arbiters,
@@ -200,8 +204,9 @@ impl SessionSupervisor {
         let supervisor = ctx.address();
         let sessions = self.sessions;
         let id = session_id.to_owned();
+        let producers = crate::session_actor::ProducerLane::new(self.run_context.clone());
         let build = move |_: &mut Context<SessionActor>| {
-            SessionActor::new(id, session_dir, incarnation, supervisor, opening, sessions)
+            SessionActor::new(id, session_dir, incarnation, supervisor, opening, sessions, producers)
         };
         let addr = if self.arbiters.is_empty() {
             SessionActor::create(build)

@@ -39,6 +39,7 @@ pub mod event_log;
 pub mod meta_cache;
 pub mod model;
 pub mod policy;
+pub mod producer_book;
 pub mod provider_store;
 pub mod recent;
 pub mod redact;

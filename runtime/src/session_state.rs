@@ -9,6 +9,7 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind}
 use troupe_protocol::types::session::TitleChange;
 
 use crate::approval_book::ApprovalBook;
+use crate::producer_book::ProducerBook;
 use crate::recent::RecentRecords;
 use crate::run_ledger::RunLedger;
 use crate::transcript::Transcript;
@@ -49,6 +50,8 @@ pub struct SessionState {
     pub transcript: Transcript,
     /// Approval records, answers by client id, and (in a root session) the tree grants.
     pub approvals: ApprovalBook,
+    /// Producer messages pending or claimed, and recent send receipts.
+    pub producers: ProducerBook,
 }
 
 /// Why a log cannot be projected into a session.
@@ -84,6 +87,7 @@ impl SessionState {
             runs: RunLedger::default(),
             transcript: Transcript::default(),
             approvals: ApprovalBook::default(),
+            producers: ProducerBook::default(),
         })
     }
 
@@ -111,6 +115,7 @@ impl SessionState {
             runs: RunLedger::default(),
             transcript: Transcript::default(),
             approvals: ApprovalBook::default(),
+            producers: ProducerBook::default(),
         }
     }
 
@@ -138,6 +143,7 @@ impl SessionState {
         self.runs.apply(event);
         self.transcript.apply(event);
         self.approvals.apply(event);
+        self.producers.apply(event);
         self.last_event_seq = event.seq;
         self.last_activity_at.clone_from(&event.timestamp);
         match &event.payload {

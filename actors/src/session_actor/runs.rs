@@ -173,6 +173,17 @@ impl SessionActor {
     }
 
     fn start_run(&mut self, ctx: &mut Context<Self>, message: StartRun) -> Result<(u64, String), EngineError> {
+        self.start_run_as(ctx, message, "user")
+    }
+
+    /// Starts a run whose `run_started` has `origin` (`user` for `run.start`; the engine's own runs, such as a
+    /// producer message waking the session, name themselves).
+    pub(super) fn start_run_as(
+        &mut self,
+        ctx: &mut Context<Self>,
+        message: StartRun,
+        origin: &str,
+    ) -> Result<(u64, String), EngineError> {
         self.ready_state()?;
         let last_accepted = self.next_seq - 1;
         let session_id = self.session_id.clone();
@@ -215,7 +226,7 @@ impl SessionActor {
             reset_fallback: message.reset_fallback,
             skill: message.skill,
         };
-        let seq = self.append(ctx, Some(run_id.clone()), Some("user".to_owned()), payload)?;
+        let seq = self.append(ctx, Some(run_id.clone()), Some(origin.to_owned()), payload)?;
         let history = self.state.as_ref().map(|state| state.transcript.messages().to_vec()).unwrap_or_default();
         let setup = RunSetup {
             run_id: run_id.clone(),
@@ -303,6 +314,11 @@ impl Handler<PromotePendingInputs> for SessionActor {
                 let payload = EventPayload::UserInputSubmitted { input_id: input.input_id, input: input.input.clone() };
                 last_seq = self.append(ctx, Some(message.run_id.clone()), Some("user".to_owned()), payload)?;
                 promoted.push(input.input);
+            }
+            // Producer messages in `steer` mode enter at the same boundary, after the user's.
+            if let Some((seq, bodies)) = self.claim_steer_messages(ctx, &message.run_id)? {
+                last_seq = seq;
+                promoted.extend(bodies);
             }
             Ok((last_seq, promoted))
         })();

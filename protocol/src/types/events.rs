@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
 use crate::types::common::{ModelErrorSummary, ModelSelection, RunSelection, SessionOrigin};
+use crate::types::producers::{ProducerMessageMode, ProducerOwner};
 use crate::types::run::PersistedToolResult;
 use crate::types::session::TitleChange;
 use crate::types::skills::SkillInvocation;
@@ -254,6 +255,35 @@ pub enum EventPayload {
     TreeApprovalGrantCommitted {
         grant: TreeGrant,
     },
+    // --- producers (issue 10; projected by `troupe_runtime::producer_book`) ---
+    /// A producer's message is durable; the producer's send is acknowledged only after this. Pending until a
+    /// run claims it (or it is discarded).
+    ProducerMessageAccepted {
+        message_id: String,
+        producer_owner: ProducerOwner,
+        mode: ProducerMessageMode,
+        /// Unique per (session, owner): a retry with the same key and content gets this message's receipt.
+        idempotency_key: String,
+        body: String,
+    },
+    /// The event's run took these pending messages: as its input (a wake-up) or at a steering boundary.
+    ProducerMessagesClaimed {
+        message_ids: Vec<String>,
+    },
+    /// Claimed messages whose run ended without consuming them (it was interrupted) are pending again.
+    ProducerMessagesReleased {
+        message_ids: Vec<String>,
+        reason: String,
+    },
+    /// The claiming run's model saw the message (a turn committed after it), or the run ended: it is delivered.
+    ProducerMessageConsumed {
+        message_id: String,
+    },
+    /// The owner withdrew a message before any run claimed it.
+    ProducerMessageDiscarded {
+        message_id: String,
+    },
+    // --- end producers ---
     /// A kind this build does not model (yet); its JSON is preserved where it is stored.
     #[serde(other)]
     Unknown,
@@ -292,6 +322,11 @@ impl EventPayload {
             EventPayload::ApprovalFinalized { .. } => "approval_finalized",
             EventPayload::ApprovalCancelled { .. } => "approval_cancelled",
             EventPayload::TreeApprovalGrantCommitted { .. } => "tree_approval_grant_committed",
+            EventPayload::ProducerMessageAccepted { .. } => "producer_message_accepted",
+            EventPayload::ProducerMessagesClaimed { .. } => "producer_messages_claimed",
+            EventPayload::ProducerMessagesReleased { .. } => "producer_messages_released",
+            EventPayload::ProducerMessageConsumed { .. } => "producer_message_consumed",
+            EventPayload::ProducerMessageDiscarded { .. } => "producer_message_discarded",
             EventPayload::Unknown => return None,
         })
     }

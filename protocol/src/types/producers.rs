@@ -26,6 +26,16 @@ pub enum ProducerOwner {
     GoalControl { goal_id: String },
 }
 
+/// How a producer message enters the session (`plugin/producer/send`'s `mode`, `producer_message_accepted`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProducerMessageMode {
+    /// Enters an active run at its next boundary, like `run.steer`; wakes an idle session into a run.
+    Steer,
+    /// Waits for the active run to end, then starts the next run; wakes an idle session into a run.
+    Queue,
+}
+
 /// One runtime producer registration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ProducerRegistration {
