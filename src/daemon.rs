@@ -95,6 +95,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             max_input_bytes: config.limits.input_bytes(),
             sandbox,
             secrets,
+            plugins: config.plugins.clone(),
         })
         .context("starting the engine")?,
     );

@@ -204,6 +204,7 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::ProducerMessageConsumed { .. } => return None,
         EventPayload::ProducerMessageDiscarded { message_id } => format!("producer message {message_id} withdrawn"),
         // --- end producers ---
+        EventPayload::PluginEventAdded { plugin, name, .. } => format!("plugin {plugin}: {name}"),
         EventPayload::Unknown => "(an event kind this client does not know)".to_owned(),
     })
 }

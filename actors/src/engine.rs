@@ -90,6 +90,8 @@ pub struct EngineConfig {
     pub sandbox: Arc<Sandbox>,
     /// Secrets masked in tool output (the daemon token; the engine adds connected providers' keys).
     pub secrets: Secrets,
+    /// `[plugins.<name>]`: the plugin subprocesses started with the engine (`plugin_host`).
+    pub plugins: BTreeMap<String, troupe_runtime::config::PluginConfig>,
 }
 
 /// The engine. Cheap to share: every field is an address or a shared map.
@@ -105,6 +107,8 @@ pub struct Engine {
     services: Arc<RunServices>,
     /// Owned so that the session threads stop with the engine.
     session_arbiters: Vec<Arbiter>,
+    /// One host per enabled plugin; stopped before the sessions drain.
+    plugins: crate::plugin_host::PluginHosts,
     /// Runtime producer registrations and the plugins' recovery reports (`engine/producers.rs`).
     producers: Arc<crate::producers::ProducerRegistry>,
 }
@@ -143,7 +147,13 @@ impl Engine {
             Some(run_context),
         )
         .start();
+        let plugins = crate::plugin_host::PluginHosts::start(
+            &config.plugins,
+            services.plugins.clone(),
+            crate::plugin_host::SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
+        );
         Ok(Engine {
+            plugins,
             runtime,
             supervisor,
             live,
@@ -158,10 +168,17 @@ impl Engine {
 
     /// Waits until every accepted operation is durable and stops the session threads.
     pub async fn shutdown(&self) {
+        // Plugins first: what they emit while stopping is still written.
+        self.plugins.shutdown().await;
         let _ = self.supervisor.send(DrainAll).await;
         for arbiter in &self.session_arbiters {
             arbiter.stop();
         }
+    }
+
+    /// The configured plugins' statuses and ready tools.
+    pub fn plugins(&self) -> &crate::plugin_host::PluginDirectory {
+        &self.services.plugins
     }
 
     /// Whether the session's actor is running (not hibernated or never opened).

@@ -17,6 +17,7 @@ pub mod approval_trees;
 pub mod blocking_check;
 pub mod engine;
 pub mod error;
+pub mod plugin_host;
 pub mod producers;
 pub mod run_actor;
 pub mod run_registry;

@@ -37,6 +37,8 @@ pub struct RunServices {
     pub secrets: Secrets,
     /// The session of each active or recently ended run; each run actor registers itself here.
     pub runs: crate::run_registry::RunRegistry,
+    /// The configured plugins' statuses and the tools of the ready ones (`plugin_host`).
+    pub plugins: Arc<crate::plugin_host::PluginDirectory>,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -63,8 +65,24 @@ impl RunServices {
             sandbox,
             secrets,
             runs: Default::default(),
+            plugins: Default::default(),
             policies: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// The tool a run calls `name`: a built-in one, or a ready plugin's (`plugin__<plugin>__<tool>`).
+    pub fn tool(&self, name: &str) -> Option<crate::plugin_host::ToolRef<'_>> {
+        match self.tools.get(name) {
+            Some(tool) => Some(crate::plugin_host::ToolRef::Builtin(tool)),
+            None => self.plugins.tool(name).map(crate::plugin_host::ToolRef::Plugin),
+        }
+    }
+
+    /// What a run offers the model: the built-in tools, then the ready plugins' tools, each in name order.
+    pub fn tool_definitions(&self) -> Vec<troupe_runtime::tools::ToolDefinition> {
+        let mut definitions = self.tools.specs();
+        definitions.extend(self.plugins.tool_definitions());
+        definitions
     }
 
     /// The policy that governs runs of `agent` (built once per agent).

@@ -44,6 +44,7 @@ use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
 mod approvals;
+mod plugin_events;
 mod producers;
 mod replay;
 mod runs;
@@ -57,6 +58,7 @@ pub use approvals::{
 pub use producers::{
     DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
 };
+pub use plugin_events::EmitPluginEvent;
 use replay::EventTail;
 pub use replay::SessionLimits;
 pub use runs::{

@@ -73,7 +73,12 @@ pub struct Config {
     pub permissions: PermissionsConfig,
     /// The kernel sandbox of tool processes; see [`crate::sandbox`].
     pub sandbox: SandboxConfig,
+    /// Plugin subprocesses by name; see [`plugins`].
+    pub plugins: std::collections::BTreeMap<String, PluginConfig>,
 }
+
+mod plugins;
+pub use plugins::{MAX_PLUGIN_NAME_CHARS, PluginConfig, validate_plugin_name};
 
 pub use troupe_protocol::types::runtime::SandboxMode;
 
@@ -162,6 +167,7 @@ impl Default for Config {
             tools: ToolSettings::default(),
             permissions: PermissionsConfig::default(),
             sandbox: SandboxConfig::default(),
+            plugins: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -312,6 +318,7 @@ fn validate(config: &mut Config) -> Result<(), String> {
             }
         }
     }
+    plugins::validate(&config.plugins)?;
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         *origin = normalize_origin(origin).map_err(|problem| {
             format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")

@@ -13,6 +13,7 @@ mod event_order;
 mod fallback_stickiness;
 mod growth;
 mod limits;
+mod plugins;
 mod producers;
 mod providers;
 mod request_ids;

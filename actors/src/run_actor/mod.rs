@@ -187,8 +187,7 @@ impl RunLoop {
         let history = Arc::new(std::mem::take(&mut setup.history));
         let tool_specs: Vec<ToolSpec> = setup
             .services
-            .tools
-            .specs()
+            .tool_definitions()
             .into_iter()
             .map(|definition| ToolSpec {
                 name: definition.name,

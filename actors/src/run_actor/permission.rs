@@ -24,7 +24,7 @@ impl RunLoop {
         let services = self.setup.services.clone();
         let (tool, arguments, cwd) = (call.tool.clone(), call.arguments.clone(), self.setup.cwd.clone());
         let described = tokio::task::spawn_blocking(move || {
-            services.tools.get(&tool).map(|tool| tool.permission(&arguments, &cwd).map_err(|error| error.to_string()))
+            services.tool(&tool).map(|tool| tool.permission(&arguments, &cwd).map_err(|error| error.to_string()))
         })
         .await;
         match described {

@@ -11,14 +11,15 @@ use super::masking::{OutputMasks, mask_result};
 use super::progress::ProgressRecorder;
 use super::{RunLoop, tool_result};
 use crate::error::EngineError;
+use crate::plugin_host::{CallIdentity, ToolRef};
 use crate::session_actor::{AppendTrackedRunEvent, RunOutput};
 
 impl RunLoop {
     /// Checks permission, then executes one tool call with its output streamed to the session.
     pub(super) async fn execute_tool_call(&self, call: &ToolCallRequest) -> PersistedToolResult {
         let services = &self.setup.services;
-        let Some(tool) = services.tools.get(&call.tool) else {
-            let known: Vec<String> = services.tools.specs().into_iter().map(|spec| spec.name).collect();
+        let Some(tool) = services.tool(&call.tool) else {
+            let known: Vec<String> = services.tool_definitions().into_iter().map(|spec| spec.name).collect();
             return tool_result(
                 ToolResultStatus::Error,
                 format!("there is no tool `{}`; the tools are: {}", call.tool, known.join(", ")),
@@ -65,7 +66,17 @@ impl RunLoop {
         };
         let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
         let mut masks = OutputMasks::new(&services.secrets);
-        let execution = tool.execute(call.arguments.clone(), context);
+        let execution: futures::future::BoxFuture<'_, PersistedToolResult> = match &tool {
+            ToolRef::Builtin(tool) => tool.execute(call.arguments.clone(), context),
+            ToolRef::Plugin(tool) => {
+                let identity = CallIdentity {
+                    session_id: &self.setup.session_id,
+                    run_id: &self.setup.run_id,
+                    tool_call_id: &call.tool_call_id,
+                };
+                Box::pin(tool.call(identity, call.arguments.clone(), context.cancel))
+            }
+        };
         tokio::pin!(execution);
         let result = loop {
             tokio::select! {

@@ -255,6 +255,15 @@ pub enum EventPayload {
     TreeApprovalGrantCommitted {
         grant: TreeGrant,
     },
+    // --- plugins (issue 10) ---
+    /// A plugin emitted a session-scoped event (`plugin/emit`); also sent live as `events.plugin`.
+    PluginEventAdded {
+        /// The plugin's configured name.
+        plugin: String,
+        name: String,
+        payload: serde_json::Value,
+    },
+    // --- end plugins ---
     // --- producers (issue 10; projected by `troupe_runtime::producer_book`) ---
     /// A producer's message is durable; the producer's send is acknowledged only after this. Pending until a
     /// run claims it (or it is discarded).
@@ -327,6 +336,7 @@ impl EventPayload {
             EventPayload::ProducerMessagesReleased { .. } => "producer_messages_released",
             EventPayload::ProducerMessageConsumed { .. } => "producer_message_consumed",
             EventPayload::ProducerMessageDiscarded { .. } => "producer_message_discarded",
+            EventPayload::PluginEventAdded { .. } => "plugin_event_added",
             EventPayload::Unknown => return None,
         })
     }

@@ -1,0 +1,510 @@
+//! `PluginHost`: one actor per enabled plugin. It starts the process, runs the `plugin/initialize` handshake
+//! (the version checked exactly, the name equal to the config key), offers the declared tools, sends
+//! `plugin/recovery/start`, pings the plugin while it runs, restarts it with backoff when it exits or misbehaves,
+//! and stops it at daemon stop (`plugin/shutdown`, then SIGKILL after the grace).
+//!
+//! Every connection has a generation; messages about an older process are ignored, so a late line or exit of a
+//! killed process never touches its successor. A failed start or an answer that breaks the protocol never
+//! reaches the daemon beyond this actor: the plugin is marked failed or restarted, and tool calls waiting on it
+//! get an error result at once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use troupe_protocol::RpcError;
+use troupe_protocol::types::plugin::{
+    EXTENSION_VERSION, ExtensionCapabilities, PluginInitializeParams, PluginInitializeResult, PluginToolCallParams,
+    PluginToolCallResult, PluginToolCancelParams, methods,
+};
+use troupe_protocol::types::producers::PluginRecoveryStatus;
+use troupe_runtime::config::PluginConfig;
+
+use super::PluginDirectory;
+use super::limits::EmitLimiter;
+use super::peer::{Incoming, Peer, PeerError};
+use super::process::{self, Line};
+use super::sessions::SessionRouter;
+use super::tool::{PluginTool, validate_tool_name};
+
+/// The first restart delay; doubled after each start that did not last, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A plugin that ran this long counts as healthy again: its next restart starts from the first delay.
+const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+/// How often a ready plugin is pinged; a ping unanswered within the startup timeout restarts it.
+const PING_EVERY: Duration = Duration::from_secs(15);
+/// Requests of one plugin being handled at once; the pump reads no further line while all are taken, so a flood
+/// slows the plugin down at its pipe instead of growing the daemon's memory.
+const MAX_IN_FLIGHT: usize = 32;
+/// Consecutive starts that never became ready before the status says `failed` (restarts go on).
+const FAILED_AFTER: u32 = 3;
+
+/// Why a plugin tool call has no result from the plugin.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PluginCallError {
+    #[error("the plugin is not running (it is starting, restarting or failed)")]
+    NotRunning,
+    #[error("the plugin does not offer the tool `{0}`")]
+    UnknownTool(String),
+    #[error("{0}")]
+    Peer(#[from] PeerError),
+    #[error("the run was cancelled")]
+    Cancelled,
+}
+
+/// Calls one of the plugin's tools, within the configured tool timeout, until `cancel`.
+#[derive(Message)]
+#[rtype(result = "Result<PluginToolCallResult, PluginCallError>")]
+pub struct CallTool {
+    pub params: PluginToolCallParams,
+    pub cancel: CancellationToken,
+}
+
+/// Stops the plugin for good: `plugin/shutdown`, then SIGKILL after the grace. Replies once it exited.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// A message from the plugin (not an answer). It holds one of the plugin's [`MAX_IN_FLIGHT`] permits until it is
+/// answered.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct FromPlugin {
+    generation: u64,
+    incoming: Incoming,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// The plugin broke the framing (a line too long or not UTF-8).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Garbage {
+    generation: u64,
+    reason: String,
+}
+
+/// The process of `generation` exited.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Exited {
+    generation: u64,
+    status: String,
+}
+
+/// The running process.
+struct Connection {
+    generation: u64,
+    peer: Peer,
+    /// Kills the process (its pump task waits for it to exit, then reports `Exited`).
+    kill: Option<oneshot::Sender<()>>,
+    /// Set when `plugin/initialize` succeeded.
+    ready_at: Option<Instant>,
+    capabilities: ExtensionCapabilities,
+    tools: Vec<String>,
+}
+
+pub struct PluginHost {
+    name: String,
+    config: PluginConfig,
+    directory: Arc<PluginDirectory>,
+    pub(super) sessions: SessionRouter,
+    connection: Option<Connection>,
+    generation: u64,
+    /// Consecutive starts that did not last [`HEALTHY_AFTER`].
+    failures: u32,
+    /// The plugin answered initialize in a way a restart cannot fix (wrong version or name): not restarted.
+    permanently_failed: bool,
+    stopping: bool,
+    exit_waiters: Vec<oneshot::Sender<()>>,
+    pub(super) limiter: EmitLimiter,
+}
+
+impl PluginHost {
+    pub fn new(name: String, config: PluginConfig, directory: Arc<PluginDirectory>, sessions: SessionRouter) -> Self {
+        PluginHost {
+            name,
+            config,
+            directory,
+            sessions,
+            connection: None,
+            generation: 0,
+            failures: 0,
+            permanently_failed: false,
+            stopping: false,
+            exit_waiters: Vec::new(),
+            limiter: EmitLimiter::default(),
+        }
+    }
+
+    fn set_status(&self, status: PluginRecoveryStatus, why: &str) {
+        let previous = self.directory.set_status(&self.name, status);
+        if previous != Some(status) {
+            tracing::info!(plugin = %self.name, ?status, "plugin status: {why}");
+        }
+    }
+
+    /// The peer of the running process of `generation`, if it is still the current one.
+    pub(super) fn peer_of(&self, generation: u64) -> Option<&Peer> {
+        self.connection.as_ref().filter(|connection| connection.generation == generation).map(|c| &c.peer)
+    }
+
+    pub(super) fn is_ready(&self, generation: u64) -> bool {
+        self.connection.as_ref().is_some_and(|c| c.generation == generation && c.ready_at.is_some())
+    }
+
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(super) fn recovery_completed(&self, generation: u64, ready: bool, detail: Option<&str>) {
+        if !self.is_ready(generation) {
+            return;
+        }
+        if ready {
+            self.set_status(PluginRecoveryStatus::Ready, "recovery completed");
+        } else {
+            tracing::warn!(plugin = %self.name, detail = detail.unwrap_or(""), "the plugin reported a failed recovery");
+            self.set_status(PluginRecoveryStatus::Failed, "recovery failed");
+        }
+    }
+
+    fn launch(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        self.set_status(PluginRecoveryStatus::Starting, "starting");
+        let spawned = match process::spawn(&self.name, &self.config) {
+            Ok(spawned) => spawned,
+            Err(error) => {
+                tracing::warn!(plugin = %self.name, %error, "the plugin could not be started");
+                self.schedule_restart(ctx);
+                return;
+            }
+        };
+        let peer = Peer::new(spawned.stdin);
+        let (kill, killed) = oneshot::channel();
+        self.connection = Some(Connection {
+            generation,
+            peer: peer.clone(),
+            kill: Some(kill),
+            ready_at: None,
+            capabilities: ExtensionCapabilities::default(),
+            tools: Vec::new(),
+        });
+        tokio::spawn(pump(ctx.address(), generation, peer.clone(), spawned.child, spawned.stdout, killed));
+        let params = PluginInitializeParams {
+            protocol_version: EXTENSION_VERSION.to_owned(),
+            engine_version: env!("CARGO_PKG_VERSION").to_owned(),
+            capabilities: ExtensionCapabilities { tools: true, producer_messaging: true },
+        };
+        let timeout = self.config.startup_timeout();
+        let initialize = async move { peer.request(methods::INITIALIZE, &params, timeout).await };
+        ctx.spawn(initialize.into_actor(self).map(move |answer, host, ctx| host.initialized(ctx, generation, answer)));
+    }
+
+    fn initialized(&mut self, ctx: &mut Context<Self>, generation: u64, answer: Result<Value, PeerError>) {
+        if self.peer_of(generation).is_none() {
+            return;
+        }
+        let result = answer.map_err(|error| (error.to_string(), false)).and_then(|value| self.check_initialize(value));
+        let result = match result {
+            Ok(result) => result,
+            Err((reason, permanent)) => {
+                tracing::warn!(plugin = %self.name, %reason, "plugin/initialize failed");
+                self.permanently_failed |= permanent;
+                self.set_status(PluginRecoveryStatus::Failed, "initialize failed");
+                self.kill();
+                return;
+            }
+        };
+        tracing::info!(plugin = %self.name, version = %result.version, tools = result.tools.len(), "plugin ready");
+        let tools: Vec<Arc<PluginTool>> = result
+            .tools
+            .iter()
+            .map(|declaration| {
+                Arc::new(PluginTool {
+                    plugin: self.name.clone(),
+                    declaration: declaration.clone(),
+                    host: ctx.address(),
+                })
+            })
+            .collect();
+        self.directory.set_tools(&self.name, if result.capabilities.tools { tools } else { Vec::new() });
+        let Some(connection) = self.connection.as_mut() else { return };
+        connection.ready_at = Some(Instant::now());
+        connection.capabilities = result.capabilities;
+        connection.tools = result.tools.iter().map(|tool| tool.name.clone()).collect();
+        connection.peer.notify(methods::RECOVERY_START, &json!({}));
+        // A plugin that sends no producer messages has nothing to recover: it is ready as soon as it initialized.
+        if !result.capabilities.producer_messaging {
+            self.set_status(PluginRecoveryStatus::Ready, "initialized");
+        }
+        self.ping_later(ctx, generation);
+    }
+
+    /// Checks the initialize answer; the error says whether a restart could fix it.
+    fn check_initialize(&self, value: Value) -> Result<PluginInitializeResult, (String, bool)> {
+        let result: PluginInitializeResult =
+            serde_json::from_value(value).map_err(|error| (format!("the answer does not decode: {error}"), false))?;
+        if result.protocol_version != EXTENSION_VERSION {
+            return Err((
+                format!(
+                    "the plugin speaks extension version {:?}; this daemon speaks exactly {EXTENSION_VERSION}",
+                    result.protocol_version.chars().take(32).collect::<String>()
+                ),
+                true,
+            ));
+        }
+        if result.name != self.name {
+            return Err(("the plugin's name differs from its key in config.toml".to_owned(), true));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for tool in &result.tools {
+            validate_tool_name(&tool.name).map_err(|problem| (format!("a declared tool: {problem}"), true))?;
+            if !seen.insert(tool.name.as_str()) {
+                return Err((format!("the tool {} is declared twice", tool.name), true));
+            }
+        }
+        Ok(result)
+    }
+
+    fn ping_later(&self, ctx: &mut Context<Self>, generation: u64) {
+        ctx.run_later(PING_EVERY, move |host, ctx| {
+            let Some(peer) = host.peer_of(generation).cloned() else { return };
+            let timeout = host.config.startup_timeout();
+            let ping = async move { peer.request(methods::PING, &json!({}), timeout).await };
+            ctx.spawn(ping.into_actor(host).map(move |answer, host, ctx| {
+                if host.peer_of(generation).is_none() {
+                    return;
+                }
+                match answer {
+                    Ok(_) => host.ping_later(ctx, generation),
+                    Err(error) => {
+                        tracing::warn!(plugin = %host.name, %error, "plugin/ping failed; restarting the plugin");
+                        host.kill();
+                    }
+                }
+            }));
+        });
+    }
+
+    /// Kills the current process; its exit is reported as usual.
+    fn kill(&mut self) {
+        if let Some(kill) = self.connection.as_mut().and_then(|connection| connection.kill.take()) {
+            let _ = kill.send(());
+        }
+    }
+
+    fn schedule_restart(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        if self.permanently_failed {
+            self.set_status(PluginRecoveryStatus::Failed, "not restarted: fix the plugin or its config");
+            return;
+        }
+        self.failures = self.failures.saturating_add(1);
+        if self.failures >= FAILED_AFTER {
+            self.set_status(PluginRecoveryStatus::Failed, "it keeps exiting; restarting with backoff");
+        } else {
+            self.set_status(PluginRecoveryStatus::Starting, "restarting");
+        }
+        let delay = FIRST_BACKOFF.saturating_mul(1 << (self.failures - 1).min(8)).min(MAX_BACKOFF);
+        tracing::info!(plugin = %self.name, ?delay, failures = self.failures, "restarting the plugin");
+        ctx.run_later(delay, |host, ctx| host.launch(ctx));
+    }
+}
+
+/// Reads the plugin's stdout for one process: answers resolve requests, other messages go to the host, at most
+/// [`MAX_IN_FLIGHT`] unanswered at a time. At end of file, or when told to kill, it waits for the process and
+/// reports its exit.
+async fn pump(
+    host: Addr<PluginHost>,
+    generation: u64,
+    peer: Peer,
+    mut child: tokio::process::Child,
+    mut stdout: tokio::sync::mpsc::Receiver<Line>,
+    mut killed: oneshot::Receiver<()>,
+) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+    let mut kill = false;
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut killed => { kill = true; break; }
+            line = stdout.recv() => match line {
+                Some(Line::Text(text)) => {
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    if let Some(incoming) = peer.accept(&text) {
+                        let Ok(permit) = permits.clone().acquire_owned().await else { break };
+                        host.do_send(FromPlugin { generation, incoming, permit });
+                    }
+                }
+                Some(Line::Garbage(reason)) => {
+                    host.do_send(Garbage { generation, reason: reason.to_owned() });
+                }
+                None => break,
+            }
+        }
+    }
+    // Nothing waits on this process any more.
+    peer.close();
+    if !kill {
+        // Stdout closed: the process is exiting, or closed stdout and lingers; it gets a moment, then SIGKILL.
+        kill = tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err();
+    }
+    if kill {
+        let _ = child.start_kill();
+    }
+    let status = match child.wait().await {
+        Ok(status) => status.to_string(),
+        Err(error) => format!("unknown ({error})"),
+    };
+    host.do_send(Exited { generation, status });
+}
+
+impl Actor for PluginHost {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.launch(ctx);
+    }
+}
+
+impl Handler<Exited> for PluginHost {
+    type Result = ();
+
+    fn handle(&mut self, message: Exited, ctx: &mut Context<Self>) {
+        if self.connection.as_ref().is_none_or(|connection| connection.generation != message.generation) {
+            return;
+        }
+        let connection = self.connection.take();
+        let lasted = connection.as_ref().and_then(|c| c.ready_at).is_some_and(|at| at.elapsed() >= HEALTHY_AFTER);
+        if lasted {
+            self.failures = 0;
+        }
+        self.directory.set_tools(&self.name, Vec::new());
+        super::producers::plugin_exited(self);
+        for waiter in self.exit_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        if self.stopping {
+            tracing::info!(plugin = %self.name, status = %message.status, "plugin stopped");
+            return;
+        }
+        tracing::warn!(plugin = %self.name, status = %message.status, "plugin exited");
+        self.schedule_restart(ctx);
+    }
+}
+
+impl Handler<Garbage> for PluginHost {
+    type Result = ();
+
+    fn handle(&mut self, message: Garbage, _: &mut Context<Self>) {
+        if self.peer_of(message.generation).is_some() {
+            tracing::warn!(plugin = %self.name, reason = %message.reason, "the plugin wrote garbage on stdout; restarting it");
+            self.kill();
+        }
+    }
+}
+
+impl Handler<FromPlugin> for PluginHost {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, message: FromPlugin, _: &mut Context<Self>) -> Self::Result {
+        let generation = message.generation;
+        let permit = message.permit;
+        let Some(peer) = self.peer_of(generation).cloned() else { return Box::pin(async {}) };
+        match message.incoming {
+            Incoming::Request { id, method, params } => {
+                let answer = if self.is_ready(generation) {
+                    super::requests::handle(self, generation, &method, params)
+                } else {
+                    Box::pin(futures::future::ready(Err(RpcError::invalid_request(
+                        "the plugin sent a request before plugin/initialize was answered",
+                    ))))
+                };
+                Box::pin(async move {
+                    peer.respond(id, answer.await).await;
+                    drop(permit);
+                })
+            }
+            Incoming::Notification { method, .. } => {
+                tracing::debug!(plugin = %self.name, method = %method.chars().take(64).collect::<String>(), "ignored a notification");
+                Box::pin(async {})
+            }
+            Incoming::Invalid { reason } => {
+                tracing::warn!(plugin = %self.name, %reason, "the plugin broke the protocol; restarting it");
+                self.kill();
+                Box::pin(async {})
+            }
+        }
+    }
+}
+
+impl Handler<CallTool> for PluginHost {
+    type Result = ResponseFuture<Result<PluginToolCallResult, PluginCallError>>;
+
+    fn handle(&mut self, message: CallTool, _: &mut Context<Self>) -> Self::Result {
+        let Some(connection) = self.connection.as_ref().filter(|connection| connection.ready_at.is_some()) else {
+            return Box::pin(async { Err(PluginCallError::NotRunning) });
+        };
+        if !connection.tools.contains(&message.params.tool) {
+            let tool = message.params.tool;
+            return Box::pin(async move { Err(PluginCallError::UnknownTool(tool)) });
+        }
+        let peer = connection.peer.clone();
+        let timeout = self.config.tool_timeout();
+        Box::pin(async move {
+            let cancel_params = PluginToolCancelParams { tool_call_id: message.params.tool_call_id.clone() };
+            let answer = tokio::select! {
+                answer = peer.request(methods::TOOLS_CALL, &message.params, timeout) => answer,
+                _ = message.cancel.cancelled() => {
+                    peer.notify(methods::TOOLS_CANCEL, &cancel_params);
+                    return Err(PluginCallError::Cancelled);
+                }
+            };
+            match answer {
+                Ok(value) => serde_json::from_value(value)
+                    .map_err(|error| PluginCallError::Peer(PeerError::Malformed(error.to_string()))),
+                Err(error) => {
+                    if matches!(error, PeerError::Timeout { .. }) {
+                        peer.notify(methods::TOOLS_CANCEL, &cancel_params);
+                    }
+                    Err(error.into())
+                }
+            }
+        })
+    }
+}
+
+impl Handler<Shutdown> for PluginHost {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) -> Self::Result {
+        self.stopping = true;
+        let Some(connection) = self.connection.as_ref() else { return Box::pin(async {}) };
+        connection.peer.notify(methods::SHUTDOWN, &json!({}));
+        let (sender, exited) = oneshot::channel();
+        self.exit_waiters.push(sender);
+        let grace = self.config.shutdown_grace();
+        let generation = connection.generation;
+        ctx.run_later(grace, move |host, _| {
+            if host.peer_of(generation).is_some() {
+                tracing::warn!(plugin = %host.name, "the plugin did not exit within its shutdown grace; killing it");
+                host.kill();
+            }
+        });
+        Box::pin(async move {
+            let _ = tokio::time::timeout(grace + Duration::from_secs(5), exited).await;
+        })
+    }
+}

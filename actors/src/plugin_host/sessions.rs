@@ -1,0 +1,51 @@
+//! How a plugin host reaches sessions: the live session's actor, or the supervisor to open it, with the engine's
+//! rule that a request meeting a closed mailbox is sent again to a fresh actor.
+
+use actix::prelude::*;
+
+use crate::error::EngineError;
+use crate::session_actor::SessionActor;
+use crate::session_supervisor::{LiveSessions, OpenSession, SessionGone, SessionSupervisor};
+
+const ATTEMPTS: usize = 3;
+
+/// Routes requests of plugins to session actors. Cheap to clone.
+#[derive(Clone)]
+pub struct SessionRouter {
+    pub supervisor: Addr<SessionSupervisor>,
+    pub live: LiveSessions,
+}
+
+impl SessionRouter {
+    async fn addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
+        if let Some(live) = self.live.get(session_id)
+            && live.addr.connected()
+        {
+            return Ok(live.addr.clone());
+        }
+        self.supervisor
+            .send(OpenSession { session_id: session_id.to_owned() })
+            .await
+            .map_err(|_| EngineError::ShuttingDown)?
+    }
+
+    /// Sends `message()` to the session's actor, starting it when needed.
+    pub async fn ask<M, R>(&self, session_id: &str, mut message: impl FnMut() -> M) -> Result<R, EngineError>
+    where
+        M: Message<Result = Result<R, EngineError>> + Send + 'static,
+        R: Send + 'static,
+        SessionActor: Handler<M>,
+    {
+        for _ in 0..ATTEMPTS {
+            let addr = self.addr(session_id).await?;
+            match addr.send(message()).await {
+                Ok(result) => return result,
+                Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), addr }),
+            }
+        }
+        Err(EngineError::Unavailable {
+            session_id: session_id.to_owned(),
+            detail: "the session stopped while answering; it restarts from its log on the next request".into(),
+        })
+    }
+}

@@ -1,0 +1,319 @@
+//! Plugins as real subprocesses: the example `file_watch.py`, and small inline Python plugins that misbehave.
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use troupe_protocol::client::{ClientDelivery, Deliveries};
+use troupe_protocol::method;
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::producers::PluginRecoveryStatus;
+use troupe_protocol::types::run::ToolResultStatus;
+use troupe_protocol::types::session::{SessionRenameParams, TitleChange};
+
+use super::support::*;
+
+/// The python3 the plugin runs with, by absolute path (a plugin's environment has no PATH).
+fn python3() -> PathBuf {
+    let path = std::env::var_os("PATH").expect("PATH");
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("python3"))
+        .find(|candidate| candidate.is_file())
+        .expect("python3 on PATH (scripts/test installs it)")
+}
+
+fn example_plugin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plugins/file_watch.py")
+}
+
+fn toml_string(value: &Path) -> String {
+    serde_json::to_string(value.to_str().expect("utf-8 path")).expect("string")
+}
+
+/// A `[plugins.<name>]` section running `script` with `env`.
+fn plugin_section(name: &str, script: &Path, env: &[(&str, &Path)], extra: &str) -> String {
+    let env: Vec<String> = env.iter().map(|(key, value)| format!("{key} = {}", toml_string(value))).collect();
+    format!(
+        "[plugins.{name}]\ncommand = {}\nargs = [{}]\nenv = {{ {} }}\n{extra}\n",
+        toml_string(&python3()),
+        toml_string(script),
+        env.join(", ")
+    )
+}
+
+async fn wait_for_status(daemon: &TestDaemon, plugin: &str, status: PluginRecoveryStatus) {
+    eventually(&format!("plugin {plugin} {status:?}"), || daemon.engine().plugins().status(plugin) == Some(status))
+        .await;
+}
+
+/// The next `events.plugin` delivery and the durable `plugin_event_added` event, in whichever order they come
+/// (the notification follows the event's durability; the event's own notification may be queued before it).
+async fn next_plugin_event(deliveries: &mut Deliveries) -> (Value, StoredEvent) {
+    within("an events.plugin notification and its event", async {
+        let (mut notification, mut stored) = (None, None);
+        while notification.is_none() || stored.is_none() {
+            match deliveries.next().await.expect("deliveries open") {
+                ClientDelivery::PluginEvent(params) => notification = Some(params),
+                ClientDelivery::Live(event) if matches!(event.payload, EventPayload::PluginEventAdded { .. }) => {
+                    stored = Some(event)
+                }
+                _ => {}
+            }
+        }
+        (notification.unwrap(), stored.unwrap())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_plugin_offers_its_tool_and_its_events_reach_subscribed_clients_only() {
+    let files = tempfile::tempdir().unwrap();
+    let watched = files.path().join("app.log");
+    std::fs::write(&watched, "old line\n").unwrap();
+    let state = files.path().join("state.json");
+    let config =
+        plugin_section("file_watch", &example_plugin(), &[("WATCH_FILE", &watched), ("STATE_FILE", &state)], "");
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..Default::default() });
+    wait_for_status(&daemon, "file_watch", PluginRecoveryStatus::Ready).await;
+
+    let (first, mut first_deliveries) = daemon.client().await;
+    connect_script(
+        &first,
+        daemon.data_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__file_watch__watch", "arguments": {"mode": "queue"}}]}, {"text": "ok"}]}),
+    )
+    .await;
+    let session = create_session_in(&first, daemon.project_path()).await;
+    set_mode(&first, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    first.subscribe(&session.session_id, None).await.expect("subscribe");
+    start_run(&first, &session.session_id, selection_of("default", "local/scripted"), "watch the log").await;
+    let events = events_until(&mut first_deliveries, is_terminal).await;
+    let started = events.iter().find_map(|event| match &event.payload {
+        EventPayload::ToolCallStarted { tool, resource, .. } => Some((tool.clone(), resource.clone())),
+        _ => None,
+    });
+    assert_eq!(started, Some(("plugin__file_watch__watch".to_owned(), "plugin:file_watch/watch".to_owned())));
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].status, ToolResultStatus::Ok, "{}", results[0].output);
+    assert!(results[0].output.starts_with("[file]\n") && results[0].output.contains("[status]\nwatching"));
+    assert_eq!(results[0].display.as_deref(), Some("watching app.log"));
+
+    let (second, mut second_deliveries) = daemon.client().await;
+    second.subscribe(&session.session_id, None).await.expect("subscribe");
+    let (third, mut third_deliveries) = daemon.client().await;
+    let elsewhere = create_session_in(&third, daemon.project_path()).await;
+    third.subscribe(&elsewhere.session_id, None).await.expect("subscribe");
+
+    let mut file = std::fs::OpenOptions::new().append(true).open(&watched).unwrap();
+    std::io::Write::write_all(&mut file, b"disk almost full\n").unwrap();
+    for deliveries in [&mut first_deliveries, &mut second_deliveries] {
+        let (event, stored) = next_plugin_event(deliveries).await;
+        assert_eq!(event["session_id"], json!(session.session_id));
+        assert_eq!((event["plugin"].as_str(), event["name"].as_str()), (Some("file_watch"), Some("line")));
+        assert_eq!(event["payload"]["line"], "disk almost full");
+        // The durable record reaches subscribers through the log as well.
+        let EventPayload::PluginEventAdded { plugin, name, payload } = &stored.payload else { unreachable!() };
+        assert_eq!(
+            (plugin.as_str(), name.as_str(), &payload["line"]),
+            ("file_watch", "line", &json!("disk almost full"))
+        );
+        assert_eq!(stored.origin.as_deref(), Some("plugin:file_watch"));
+    }
+
+    // The third client saw the plugin event's fan-out happen before anything it is sent next: a rename of its
+    // own session arrives with no plugin event ahead of it.
+    within(
+        "rename",
+        third.call::<method::SessionRename>(SessionRenameParams {
+            session_id: elsewhere.session_id.clone(),
+            client_rename_id: "r1".into(),
+            change: TitleChange::Set { title: "elsewhere".into() },
+        }),
+    )
+    .await
+    .expect("rename");
+    within("the third client's next event", async {
+        loop {
+            match third_deliveries.next().await.expect("deliveries open") {
+                ClientDelivery::PluginEvent(params) => panic!("an unsubscribed client got {params}"),
+                ClientDelivery::Live(event) if matches!(event.payload, EventPayload::SessionTitleCommitted { .. }) => {
+                    return;
+                }
+                _ => {}
+            }
+        }
+    })
+    .await;
+}
+
+/// An inline plugin whose behaviour `MODE` picks. It appends `start <pid>` to `TRACE` when it starts and
+/// `recovered` when it completes recovery, and `refused <code>` for each emit the daemon refuses.
+const INLINE_PLUGIN: &str = r#"
+import json, os, sys, threading, time
+MODE = os.environ["MODE"]
+TRACE = os.environ["TRACE"]
+NAME = os.environ.get("NAME", "inline")
+def trace(text):
+    with open(TRACE, "a") as f:
+        f.write(text + "\n")
+lock = threading.Lock()
+def send(message):
+    message["jsonrpc"] = "2.0"
+    with lock:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+trace("start %d" % os.getpid())
+pending = {}
+for line in sys.stdin:
+    message = json.loads(line)
+    method, mid, params = message.get("method"), message.get("id"), message.get("params") or {}
+    if method is None:
+        error = message.get("error")
+        if error:
+            trace("refused %s" % (error.get("data") or {}).get("code"))
+        continue
+    if method == "plugin/initialize":
+        if MODE == "silent":
+            continue
+        version = "0.0.5" if MODE == "wrong_version" else "0.0.6"
+        tools = [{"name": "work", "description": "does work", "input_schema": {"type": "object"}}]
+        send({"id": mid, "result": {"protocol_version": version, "name": NAME, "version": "1",
+              "capabilities": {"tools": True, "producer_messaging": True}, "tools": tools}})
+        if MODE == "garbage":
+            sys.stdout.write("this is not json\n"); sys.stdout.flush()
+    elif method == "plugin/recovery/start":
+        send({"id": "rc", "method": "plugin/recovery/complete", "params": {"outcome": {"status": "ready"}}})
+        trace("recovered")
+    elif method == "plugin/tools/call":
+        if MODE == "exit_mid_call":
+            os._exit(3)
+        if MODE == "flood":
+            for i in range(60):
+                send({"id": "e%d" % i, "method": "plugin/emit",
+                      "params": {"session_id": params["session_id"], "name": "tick", "payload": {"i": i}}})
+        send({"id": mid, "result": {"output": {"type": "single", "text": "worked"}}})
+    elif method == "plugin/ping":
+        send({"id": mid, "result": {}})
+    elif method == "plugin/shutdown":
+        break
+"#;
+
+struct Inline {
+    daemon: TestDaemon,
+    trace: PathBuf,
+    _files: tempfile::TempDir,
+}
+
+fn start_inline(mode: &str, extra: &str) -> Inline {
+    let files = tempfile::tempdir().unwrap();
+    let script = files.path().join("inline.py");
+    std::fs::write(&script, INLINE_PLUGIN).unwrap();
+    let trace = files.path().join("trace");
+    let config = plugin_section("inline", &script, &[("TRACE", &trace), ("MODE", Path::new(mode))], extra);
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..Default::default() });
+    Inline { daemon, trace, _files: files }
+}
+
+fn trace_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+fn starts(path: &Path) -> Vec<String> {
+    trace_lines(path).into_iter().filter(|line| line.starts_with("start ")).collect()
+}
+
+/// The daemon still serves: a session is created and an echo run completes.
+async fn daemon_still_works(daemon: &TestDaemon) {
+    let (client, mut deliveries) = daemon.client().await;
+    let session = create_session_in(&client, daemon.project_path()).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    start_run(&client, &session.session_id, echo_selection(), "still there?").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_killed_with_sigkill_is_restarted_and_recovers_while_runs_go_on() {
+    let inline = start_inline("ok", "");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    eventually("the first recovery traced", || trace_lines(&inline.trace).iter().any(|line| line == "recovered")).await;
+    let first = starts(&inline.trace);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let pid: i32 = first[0].trim_start_matches("start ").parse().unwrap();
+    // SAFETY: kill(2) on the plugin's pid, which the test read from the plugin's own trace.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    daemon_still_works(&inline.daemon).await;
+    eventually("a second start", || starts(&inline.trace).len() >= 2).await;
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    eventually("a second recovery", || {
+        trace_lines(&inline.trace).iter().filter(|line| *line == "recovered").count() >= 2
+    })
+    .await;
+    // Its tool works again.
+    let events = run_script_in_yolo(
+        &inline.daemon,
+        inline.daemon.project_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]}, {"text": "ok"}]}),
+    )
+    .await;
+    assert_eq!(tool_results(&events)[0].output, "worked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_never_answers_initialize_is_restarted_and_the_daemon_keeps_working() {
+    let inline = start_inline("silent", "startup_timeout_ms = 200");
+    eventually("a restart after the startup timeout", || starts(&inline.trace).len() >= 2).await;
+    assert_ne!(inline.daemon.engine().plugins().status("inline"), Some(PluginRecoveryStatus::Ready));
+    daemon_still_works(&inline.daemon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_of_the_wrong_version_is_failed_and_not_restarted() {
+    let inline = start_inline("wrong_version", "");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Failed).await;
+    daemon_still_works(&inline.daemon).await;
+    // It is not restarted: a second daemon-side action cannot make it start again, and its tool is not offered.
+    assert_eq!(starts(&inline.trace).len(), 1);
+    assert!(inline.daemon.engine().plugins().tool("plugin__inline__work").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_writes_garbage_is_restarted() {
+    let inline = start_inline("garbage", "");
+    eventually("a restart after garbage", || starts(&inline.trace).len() >= 2).await;
+    daemon_still_works(&inline.daemon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_exits_mid_call_gives_the_run_a_tool_error() {
+    let inline = start_inline("exit_mid_call", "");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    let events = run_script_in_yolo(
+        &inline.daemon,
+        inline.daemon.project_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]}, {"text": "ok"}]}),
+    )
+    .await;
+    let results = tool_results(&events);
+    assert_eq!(results[0].status, ToolResultStatus::Error, "{}", results[0].output);
+    assert!(results[0].output.contains("plugin inline"), "{}", results[0].output);
+    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+    eventually("a restart", || starts(&inline.trace).len() >= 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_plugin_is_rate_limited_with_a_clear_error() {
+    let inline = start_inline("flood", "");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    let events = run_script_in_yolo(
+        &inline.daemon,
+        inline.daemon.project_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]}, {"text": "ok"}]}),
+    )
+    .await;
+    assert_eq!(tool_results(&events)[0].output, "worked");
+    eventually("rate-limited emits", || trace_lines(&inline.trace).iter().any(|line| line == "refused rate_limited"))
+        .await;
+    // The emits the limit let through were written; the plugin is still running.
+    assert_eq!(starts(&inline.trace).len(), 1);
+    assert_eq!(inline.daemon.engine().plugins().status("inline"), Some(PluginRecoveryStatus::Ready));
+}
