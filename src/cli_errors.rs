@@ -42,6 +42,17 @@ pub fn explained(error: ClientError) -> anyhow::Error {
         Some("approval_not_found" | "approval_not_pending") => {
             "the approval was answered or withdrawn; `troupe watch SESSION` shows what is pending"
         }
+        Some("goal_already_active") => {
+            "the session already has a goal: `troupe goal show SESSION`; cancel it with `troupe goal cancel SESSION`"
+        }
+        Some("goal_not_found") => "set a goal first with `troupe goal set SESSION OBJECTIVE`",
+        Some("goal_id_mismatch" | "goal_revision_conflict") => {
+            "the goal changed meanwhile: look at it with `troupe goal show SESSION` and try again"
+        }
+        Some("goal_terminal") => "the goal is finished; set a new one with `troupe goal set SESSION OBJECTIVE`",
+        Some("goal_invalid_transition") => "`troupe goal show SESSION` shows whether the goal is active or paused",
+        Some("goal_selection_not_allowed") => "--agent and --model go with `troupe goal resume` only",
+        Some("not_root_session") => "goals and approvals belong to root sessions: use the id `troupe sessions` lists",
         _ => return anyhow!(error),
     };
     anyhow!("{said}\n  hint: {hint}")

@@ -96,6 +96,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             sandbox,
             secrets,
             plugins: config.plugins.clone(),
+            goals: config.goals.clone(),
         })
         .context("starting the engine")?,
     );

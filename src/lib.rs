@@ -11,5 +11,6 @@ pub mod cli_errors;
 pub mod commands;
 pub mod daemon;
 pub mod follow;
+pub mod goal_cli;
 pub mod render;
 pub mod sandbox_explain;

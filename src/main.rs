@@ -197,6 +197,11 @@ enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// A root session's goal: an objective with a checklist that drives automatic runs.
+    Goal {
+        #[command(subcommand)]
+        command: GoalCommand,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
@@ -205,6 +210,60 @@ enum Command {
         /// Start after this sequence instead of from the beginning.
         #[arg(long)]
         from: Option<u64>,
+    },
+}
+
+#[derive(Subcommand)]
+enum GoalCommand {
+    /// Set the session's goal; automatic runs start at once.
+    Set {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        objective: String,
+        /// The agent of the goal's runs (with --model).
+        #[arg(long)]
+        agent: Option<String>,
+        /// `<provider>/<model>` of the goal's runs (default: the session's latest selection).
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// Print the session's goal and checklist.
+    Show {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop automatic runs (the current run finishes).
+    Pause {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// Refuse if the goal is no longer at this revision.
+        #[arg(long)]
+        revision: Option<u64>,
+    },
+    /// Start automatic runs again, optionally with another selection.
+    Resume {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        revision: Option<u64>,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// Cancel the goal for good.
+    Cancel {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        revision: Option<u64>,
     },
 }
 
@@ -289,7 +348,30 @@ fn main() -> anyhow::Result<()> {
         Command::Sandbox { command: SandboxCommand::Explain { client, session_id, json } } => {
             block_on(troupe::sandbox_explain::explain_command(&client.connection(), session_id, json))
         }
+        Command::Goal { command } => goal(command),
         Command::Watch { client, session_id, from } => block_on(follow::watch(&client.connection(), session_id, from)),
+    }
+}
+
+fn goal(command: GoalCommand) -> anyhow::Result<()> {
+    use troupe::goal_cli;
+    use troupe_protocol::types::goal::GoalLifecycleAction as Action;
+    match command {
+        GoalCommand::Set { client, session_id, objective, agent, model } => {
+            let selection = goal_cli::optional_selection(agent, model)?;
+            block_on(goal_cli::set(&client.connection(), session_id, objective, selection))
+        }
+        GoalCommand::Show { client, session_id, json } => block_on(goal_cli::show(&client.connection(), session_id, json)),
+        GoalCommand::Pause { client, session_id, revision } => {
+            block_on(goal_cli::lifecycle(&client.connection(), session_id, Action::Pause, revision, None))
+        }
+        GoalCommand::Resume { client, session_id, revision, agent, model } => {
+            let selection = goal_cli::optional_selection(agent, model)?;
+            block_on(goal_cli::lifecycle(&client.connection(), session_id, Action::Resume, revision, selection))
+        }
+        GoalCommand::Cancel { client, session_id, revision } => {
+            block_on(goal_cli::lifecycle(&client.connection(), session_id, Action::Cancel, revision, None))
+        }
     }
 }
 

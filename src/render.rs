@@ -185,6 +185,10 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::TreeApprovalGrantCommitted { grant } => {
             format!("granted for the whole session tree: {}", grant.resource)
         }
+        EventPayload::PluginEventAdded { plugin, name, .. } => format!("plugin {plugin}: {name}"),
+        EventPayload::GoalActivated { .. }
+        | EventPayload::GoalChecklistRevised { .. }
+        | EventPayload::GoalLifecycleChanged { .. } => return crate::goal_cli::describe_event(payload),
         // --- producers (issue 10) ---
         EventPayload::ProducerMessageAccepted { producer_owner, mode, body, .. } => {
             let mode = match mode {
@@ -204,7 +208,6 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::ProducerMessageConsumed { .. } => return None,
         EventPayload::ProducerMessageDiscarded { message_id } => format!("producer message {message_id} withdrawn"),
         // --- end producers ---
-        EventPayload::PluginEventAdded { plugin, name, .. } => format!("plugin {plugin}: {name}"),
         EventPayload::Unknown => "(an event kind this client does not know)".to_owned(),
     })
 }

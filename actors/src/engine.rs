@@ -5,6 +5,7 @@
 //! JSON-RPC error through the one conversion in `error.rs`. Methods of the reference that later parts of the
 //! engine will implement keep the trait's default answer, `not_implemented`.
 
+mod goals;
 mod producers;
 #[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
@@ -92,6 +93,8 @@ pub struct EngineConfig {
     pub secrets: Secrets,
     /// `[plugins.<name>]`: the plugin subprocesses started with the engine (`plugin_host`).
     pub plugins: BTreeMap<String, troupe_runtime::config::PluginConfig>,
+    /// `[goals]`: the bound on automatic runs without checklist progress.
+    pub goals: troupe_runtime::config::GoalsConfig,
 }
 
 /// The engine. Cheap to share: every field is an address or a shared map.
@@ -136,6 +139,7 @@ impl Engine {
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
+        let goals_data_dir = config.data_dir.clone();
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
         let run_context = crate::producers::EngineRunContext { runtime: runtime.clone(), services: services.clone() };
         let supervisor = SessionSupervisor::new(
@@ -147,10 +151,24 @@ impl Engine {
             Some(run_context),
         )
         .start();
+        supervisor.do_send(crate::goal_actor::InstallGoals {
+            runs: crate::goal_actor::GoalRuns {
+                runtime: runtime.clone(),
+                services: services.clone(),
+                max_idle_runs: config.goals.max_idle_runs,
+            },
+            data_dir: goals_data_dir,
+        });
+        let producers: Arc<crate::producers::ProducerRegistry> = Default::default();
+        producers.set_recovery_source(services.plugins.clone());
         let plugins = crate::plugin_host::PluginHosts::start(
             &config.plugins,
             services.plugins.clone(),
-            crate::plugin_host::SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
+            crate::plugin_host::PluginContext {
+                sessions: crate::plugin_host::SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
+                producers: producers.clone(),
+                max_body_bytes: config.max_input_bytes,
+            },
         );
         Ok(Engine {
             plugins,
@@ -162,7 +180,7 @@ impl Engine {
             replay_page_bytes: config.sessions.replay_page_bytes,
             services,
             session_arbiters,
-            producers: Default::default(),
+            producers,
         })
     }
 
@@ -648,6 +666,30 @@ impl ServerProtocol for Engine {
         params: SessionIdParams,
     ) -> Result<troupe_protocol::types::producers::SessionProducersResult, RpcError> {
         Ok(self.producers_of(&params.session_id).await?)
+    }
+
+    async fn session_goal_get(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::types::goal::GoalGetResult, RpcError> {
+        self.goal_get(params).await
+    }
+
+    async fn session_goal_set(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::goal::GoalSetParams,
+    ) -> Result<troupe_protocol::types::goal::GoalResult, RpcError> {
+        self.goal_set(params).await
+    }
+
+    async fn session_goal_lifecycle(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::goal::GoalLifecycleParams,
+    ) -> Result<troupe_protocol::types::goal::GoalResult, RpcError> {
+        self.goal_lifecycle(params).await
     }
 
     async fn run_tool_stdin(

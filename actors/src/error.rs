@@ -78,6 +78,10 @@ pub enum EngineError {
     #[error("invalid producer message: {reason}")]
     InvalidProducerMessage { reason: String },
     // --- end producers ---
+    // --- goals (issue 10) ---
+    #[error("{}", goal_detail(session_id, kind))]
+    Goal { session_id: String, kind: crate::session_actor::GoalErrorKind },
+    // --- end goals ---
     #[error("{}", approval_detail(approval_id, kind))]
     Approval {
         session_id: String,
@@ -85,6 +89,37 @@ pub enum EngineError {
         client_response_id: String,
         kind: crate::session_actor::ApprovalErrorKind,
     },
+}
+
+fn goal_detail(session_id: &str, kind: &crate::session_actor::GoalErrorKind) -> String {
+    use crate::session_actor::GoalErrorKind as Kind;
+    let name = |status: &troupe_protocol::types::goal::GoalStatus| {
+        serde_json::to_string(status).unwrap_or_default().trim_matches('"').to_owned()
+    };
+    match kind {
+        Kind::NotRootSession => format!("`{session_id}` is not a root session; goals belong to root sessions"),
+        Kind::GoalOpen { goal_id, status } => format!(
+            "session `{session_id}` already has an {} goal `{goal_id}`; cancel it (or let it complete) before setting another",
+            name(status)
+        ),
+        Kind::NoGoal => format!("session `{session_id}` has no goal; set one with session.goal.set"),
+        Kind::StaleGoal { current_goal_id } => {
+            format!("that is not the current goal of session `{session_id}` (it is `{current_goal_id}`); read it again")
+        }
+        Kind::RevisionConflict { found } => {
+            format!("the goal is at revision {found}; read it again (session.goal.get) and retry with that revision")
+        }
+        Kind::Terminal { status } => format!("the goal is {} and cannot change any more", name(status)),
+        Kind::WrongStatus { status, action } => format!(
+            "cannot {} a goal that is {}",
+            serde_json::to_string(action).unwrap_or_default().trim_matches('"'),
+            name(status)
+        ),
+        Kind::SelectionNotAllowed { action } => format!(
+            "a selection is accepted only with `resume`, not with `{}`",
+            serde_json::to_string(action).unwrap_or_default().trim_matches('"')
+        ),
+    }
 }
 
 fn approval_detail(approval_id: &str, kind: &crate::session_actor::ApprovalErrorKind) -> String {
@@ -220,6 +255,34 @@ impl From<EngineError> for RpcError {
             ),
             EngineError::InvalidProducerMessage { .. } => {
                 RpcError::invalid_params_typed("invalid_producer_message", &detail, &[])
+            }
+            EngineError::Goal { session_id, kind } => {
+                use crate::session_actor::GoalErrorKind as Kind;
+                let mut ids = vec![session(session_id)];
+                let code = match kind {
+                    Kind::NotRootSession => "not_root_session",
+                    Kind::GoalOpen { goal_id, .. } => {
+                        ids.push(("goal_id", Value::String(goal_id.clone())));
+                        "goal_already_active"
+                    }
+                    Kind::NoGoal => "goal_not_found",
+                    Kind::StaleGoal { current_goal_id } => {
+                        ids.push(("current_goal_id", Value::String(current_goal_id.clone())));
+                        "goal_id_mismatch"
+                    }
+                    Kind::RevisionConflict { found } => {
+                        ids.push(("found_revision", Value::from(*found)));
+                        "goal_revision_conflict"
+                    }
+                    Kind::Terminal { .. } => "goal_terminal",
+                    Kind::WrongStatus { .. } => "goal_invalid_transition",
+                    Kind::SelectionNotAllowed { .. } => "goal_selection_not_allowed",
+                };
+                match kind {
+                    // The request itself is malformed for its action.
+                    Kind::SelectionNotAllowed { .. } => RpcError::invalid_params_typed(code, &detail, &ids),
+                    _ => RpcError::engine(code, &detail, &ids),
+                }
             }
             EngineError::Approval { session_id, approval_id, client_response_id, kind } => {
                 use crate::session_actor::ApprovalErrorKind as Kind;

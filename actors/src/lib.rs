@@ -18,6 +18,7 @@ pub mod blocking_check;
 pub mod engine;
 pub mod error;
 pub mod plugin_host;
+pub mod goal_actor;
 pub mod producers;
 pub mod run_actor;
 pub mod run_registry;

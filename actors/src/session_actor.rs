@@ -44,6 +44,7 @@ use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
 mod approvals;
+mod goals;
 mod plugin_events;
 mod producers;
 mod replay;
@@ -55,10 +56,14 @@ pub use approvals::{
     RequestApproval, RespondToApproval,
 };
 
+pub use plugin_events::EmitPluginEvent;
+pub use goals::{
+    ChangeGoalLifecycle, GetGoal, GoalErrorKind, GoalRunPlan, PauseGoal, PrepareGoalRun, SetGoal, StartGoalRun,
+    UpdateGoalChecklist,
+};
 pub use producers::{
     DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
 };
-pub use plugin_events::EmitPluginEvent;
 use replay::EventTail;
 pub use replay::SessionLimits;
 pub use runs::{
@@ -168,6 +173,8 @@ pub struct SessionActor {
     producers: ProducerLane,
     limits: SessionLimits,
     last_request: Instant,
+    /// What the supervisor was last told about this session's goal (`goals`).
+    goal_reported: Option<crate::goal_actor::GoalReport>,
 }
 
 impl SessionActor {
@@ -204,6 +211,7 @@ impl SessionActor {
             producers,
             limits,
             last_request: Instant::now(),
+            goal_reported: None,
         }
     }
 
@@ -259,6 +267,7 @@ impl SessionActor {
                 tracing::error!(session_id = %self.session_id, %error, "could not interrupt a dangling run");
             }
         }
+        self.goals_started(ctx);
         self.recover_producer_messages(ctx);
     }
 
@@ -358,6 +367,7 @@ impl SessionActor {
             self.tail.push(event);
         }
         self.committed_seq = last;
+        self.report_goal();
         while let Some((seq, _)) = self.durability_waiters.front() {
             if *seq > last {
                 break;

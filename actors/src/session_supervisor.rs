@@ -144,6 +144,8 @@ pub struct SessionSupervisor {
     /// The approval actors of the trees in use, and the trees' modes.
     approvals: ApprovalTrees,
     next_incarnation: u64,
+    /// The goal actors of root sessions with an active goal (`goal_actor.rs`); installed by the engine.
+    pub(crate) goals: Option<crate::goal_actor::GoalActors>,
     /// Given to each session actor, so that it can start the runs producer messages wake (`producers.rs`).
     run_context: Option<crate::producers::EngineRunContext>,
 }
@@ -170,6 +172,7 @@ impl SessionSupervisor {
             live,
             approvals: ApprovalTrees::new(sessions.hibernate_after, runs),
             next_incarnation: 1,
+            goals: None,
         }
     }
 
@@ -217,6 +220,12 @@ impl SessionSupervisor {
         };
         self.live.insert(session_id.to_owned(), LiveSession { addr: addr.clone(), incarnation });
         addr
+    }
+
+    /// Every root session on disk.
+    pub(crate) fn root_session_ids(&self) -> Vec<String> {
+        let roots = self.index.values().filter(|meta| meta.origin == SessionOrigin::Root);
+        roots.map(|meta| meta.session_id.clone()).collect()
     }
 
     fn meta(&self, session_id: &str) -> Result<&SessionMeta, EngineError> {

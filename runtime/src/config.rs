@@ -73,12 +73,17 @@ pub struct Config {
     pub permissions: PermissionsConfig,
     /// The kernel sandbox of tool processes; see [`crate::sandbox`].
     pub sandbox: SandboxConfig,
+    /// Automatic runs of session goals; see [`GoalsConfig`].
+    pub goals: GoalsConfig,
     /// Plugin subprocesses by name; see [`plugins`].
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
 }
 
 mod plugins;
 pub use plugins::{MAX_PLUGIN_NAME_CHARS, PluginConfig, validate_plugin_name};
+
+mod goals;
+pub use goals::GoalsConfig;
 
 pub use troupe_protocol::types::runtime::SandboxMode;
 
@@ -167,6 +172,7 @@ impl Default for Config {
             tools: ToolSettings::default(),
             permissions: PermissionsConfig::default(),
             sandbox: SandboxConfig::default(),
+            goals: GoalsConfig::default(),
             plugins: std::collections::BTreeMap::new(),
         }
     }
@@ -319,6 +325,7 @@ fn validate(config: &mut Config) -> Result<(), String> {
         }
     }
     plugins::validate(&config.plugins)?;
+    goals::validate(&config.goals)?;
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         *origin = normalize_origin(origin).map_err(|problem| {
             format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")

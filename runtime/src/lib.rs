@@ -36,6 +36,7 @@ pub mod config;
 pub mod data_dir;
 pub mod error;
 pub mod event_log;
+pub mod goal_state;
 pub mod meta_cache;
 pub mod model;
 pub mod policy;

@@ -9,6 +9,7 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind}
 use troupe_protocol::types::session::TitleChange;
 
 use crate::approval_book::ApprovalBook;
+use crate::goal_state::GoalBook;
 use crate::producer_book::ProducerBook;
 use crate::recent::RecentRecords;
 use crate::run_ledger::RunLedger;
@@ -50,6 +51,8 @@ pub struct SessionState {
     pub transcript: Transcript,
     /// Approval records, answers by client id, and (in a root session) the tree grants.
     pub approvals: ApprovalBook,
+    /// The goal of a root session.
+    pub goals: GoalBook,
     /// Producer messages pending or claimed, and recent send receipts.
     pub producers: ProducerBook,
 }
@@ -87,6 +90,7 @@ impl SessionState {
             runs: RunLedger::default(),
             transcript: Transcript::default(),
             approvals: ApprovalBook::default(),
+            goals: GoalBook::default(),
             producers: ProducerBook::default(),
         })
     }
@@ -115,6 +119,7 @@ impl SessionState {
             runs: RunLedger::default(),
             transcript: Transcript::default(),
             approvals: ApprovalBook::default(),
+            goals: GoalBook::default(),
             producers: ProducerBook::default(),
         }
     }
@@ -143,6 +148,7 @@ impl SessionState {
         self.runs.apply(event);
         self.transcript.apply(event);
         self.approvals.apply(event);
+        self.goals.apply(event);
         self.producers.apply(event);
         self.last_event_seq = event.seq;
         self.last_activity_at.clone_from(&event.timestamp);

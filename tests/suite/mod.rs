@@ -11,6 +11,7 @@ mod durability;
 mod envelope;
 mod event_order;
 mod fallback_stickiness;
+mod goals;
 mod growth;
 mod limits;
 mod plugins;

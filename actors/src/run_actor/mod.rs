@@ -11,6 +11,7 @@
 //! running tool's process group) and `WriteToolStdin`. The loop itself runs as a future in the actor's context
 //! and shares a small [`RunControl`] with the handlers.
 
+mod goal_tools;
 mod masking;
 mod permission;
 mod progress;
@@ -73,6 +74,8 @@ pub struct RunSetup {
     /// The session's model history up to and including this run's input.
     pub history: Vec<ChatMessage>,
     pub services: Arc<RunServices>,
+    /// Whether the run is offered `goal_get` and `goal_update` (its root session had a goal at admission).
+    pub goal_tools: bool,
 }
 
 /// What the actor's handlers share with the loop.
@@ -185,7 +188,7 @@ struct RunLoop {
 impl RunLoop {
     fn new(mut setup: RunSetup, control: Arc<RunControl>) -> Self {
         let history = Arc::new(std::mem::take(&mut setup.history));
-        let tool_specs: Vec<ToolSpec> = setup
+        let mut tool_specs: Vec<ToolSpec> = setup
             .services
             .tool_definitions()
             .into_iter()
@@ -195,6 +198,9 @@ impl RunLoop {
                 parameters: definition.parameters,
             })
             .collect();
+        if setup.goal_tools {
+            tool_specs.extend(goal_tools::specs());
+        }
         let system_prompt = format!(
             "You are troupe, a coding agent. You work in the directory {}. Use the tools to read and change files \
              and to run commands there; explain briefly what you did when you are done.",

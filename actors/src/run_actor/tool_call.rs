@@ -17,6 +17,9 @@ use crate::session_actor::{AppendTrackedRunEvent, RunOutput};
 impl RunLoop {
     /// Checks permission, then executes one tool call with its output streamed to the session.
     pub(super) async fn execute_tool_call(&self, call: &ToolCallRequest) -> PersistedToolResult {
+        if let Some(result) = self.goal_tool_call(call).await {
+            return result;
+        }
         let services = &self.setup.services;
         let Some(tool) = services.tool(&call.tool) else {
             let known: Vec<String> = services.tool_definitions().into_iter().map(|spec| spec.name).collect();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use troupe_protocol::types::common::{ModelSelection, RunSelection};
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::clock::new_id;
@@ -226,6 +226,8 @@ impl SessionActor {
             reset_fallback: message.reset_fallback,
             skill: message.skill,
         };
+        // Offered the goal tools when the root session has a goal now: frozen for the run's life.
+        let goal_tools = state.origin == SessionOrigin::Root && state.goals.current().is_some();
         let seq = self.append(ctx, Some(run_id.clone()), Some(origin.to_owned()), payload)?;
         let history = self.state.as_ref().map(|state| state.transcript.messages().to_vec()).unwrap_or_default();
         let setup = RunSetup {
@@ -239,6 +241,7 @@ impl SessionActor {
             model_chain,
             history,
             services: message.services,
+            goal_tools,
         };
         self.run_actor = Some(RunActor::new(setup).start());
         Ok((seq, run_id))

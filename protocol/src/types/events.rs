@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
 use crate::types::common::{ModelErrorSummary, ModelSelection, RunSelection, SessionOrigin};
+use crate::types::goal::{GoalItem, GoalStatus};
 use crate::types::producers::{ProducerMessageMode, ProducerOwner};
 use crate::types::run::PersistedToolResult;
 use crate::types::session::TitleChange;
@@ -293,6 +294,36 @@ pub enum EventPayload {
         message_id: String,
     },
     // --- end producers ---
+    // --- goals (issue 10; projected by `troupe_runtime::goal_state`). Each carries the goal's revision after it,
+    // so a goal's revisions strictly increase in the log. ---
+    /// A goal was activated (revision 1). Origin `user`.
+    GoalActivated {
+        goal_id: String,
+        objective: String,
+        revision: u64,
+        /// The selection automatic runs use; null: the session's latest run selection, else its creation one.
+        #[serde(default)]
+        selection: Option<RunSelection>,
+    },
+    /// The model replaced the whole checklist through `goal_update`.
+    GoalChecklistRevised {
+        goal_id: String,
+        revision: u64,
+        items: Vec<GoalItem>,
+    },
+    /// The goal was paused, resumed (`active`), cancelled or completed.
+    GoalLifecycleChanged {
+        goal_id: String,
+        revision: u64,
+        status: GoalStatus,
+        /// Why, when the engine did it (completion, too many runs without progress).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// A resume's new selection; absent keeps the goal's selection.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selection: Option<RunSelection>,
+    },
+    // --- end goals ---
     /// A kind this build does not model (yet); its JSON is preserved where it is stored.
     #[serde(other)]
     Unknown,
@@ -336,6 +367,9 @@ impl EventPayload {
             EventPayload::ProducerMessagesReleased { .. } => "producer_messages_released",
             EventPayload::ProducerMessageConsumed { .. } => "producer_message_consumed",
             EventPayload::ProducerMessageDiscarded { .. } => "producer_message_discarded",
+            EventPayload::GoalActivated { .. } => "goal_activated",
+            EventPayload::GoalChecklistRevised { .. } => "goal_checklist_revised",
+            EventPayload::GoalLifecycleChanged { .. } => "goal_lifecycle_changed",
             EventPayload::PluginEventAdded { .. } => "plugin_event_added",
             EventPayload::Unknown => return None,
         })
@@ -449,7 +483,7 @@ mod tests {
 
     #[test]
     fn unknown_kinds_decode_as_unknown_and_raw_json_is_kept() {
-        let line = r#"{"session_id":"s","run_id":"r","seq":7,"timestamp":"2026-01-01T00:00:00Z","payload":{"type":"goal_activated","goal_id":"g"}}"#;
+        let line = r#"{"session_id":"s","run_id":"r","seq":7,"timestamp":"2026-01-01T00:00:00Z","payload":{"type":"some_future_kind","goal_id":"g"}}"#;
         let raw = EventJson::from_json(line.to_owned()).unwrap();
         assert_eq!(raw.decode().unwrap().payload, EventPayload::Unknown);
         assert_eq!(serde_json::to_string(&raw).unwrap(), line);

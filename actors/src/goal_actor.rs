@@ -1,0 +1,282 @@
+//! `GoalActor`: one per root session whose goal is active; it owns the goal's wake-up schedule.
+//!
+//! The session actor stays the only writer of the log: it reports to the supervisor ([`GoalReport`]) whether its
+//! goal is active and whether it is idle, and the supervisor's book ([`GoalActors`]) keeps a goal actor exactly
+//! while the goal is active (started, and restarted if it died, like the approval actors of `approval_trees.rs`).
+//! When the session is idle the goal actor starts the next automatic run: it asks the session for the goal and its
+//! selection, validates the selection against the runtime snapshot, resolves the agent's chain and policy as
+//! `run.start` does, and has the session append `run_started` (origin `engine:goal`). A pause, a cancel or the
+//! completion ends the goal actor; resume starts a new one.
+//!
+//! Restarts: the book keeps a marker file `goal-active` in the directory of each session whose goal is active (a
+//! hint, like `meta.json`: the log decides). At start the supervisor opens the sessions that have one, so an active
+//! goal continues without any request. The markers are written in report order on one thread of their own.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use std::collections::HashMap;
+use troupe_runtime::catalog::validate_selection;
+use troupe_runtime::data_dir::DataDir;
+
+use crate::error::EngineError;
+use crate::run_services::RunServices;
+use crate::runtime_actor::{GetSnapshot, RuntimeActor};
+use crate::session_actor::{PauseGoal, PrepareGoalRun, StartGoalRun, StartRun};
+use crate::session_supervisor::{ApprovalsFor, OpenSession, SessionSupervisor};
+
+/// The name of the marker file of a session whose goal is active.
+pub const GOAL_MARKER: &str = "goal-active";
+
+/// How often a goal actor checks on its session even without a report (a wake-up that failed, a session that
+/// hibernated between runs).
+const RECHECK_EVERY: Duration = Duration::from_secs(3);
+
+/// Sent by a session actor to the supervisor when its goal's state or its idleness changed.
+#[derive(Message, Clone, Debug, PartialEq, Eq)]
+#[rtype(result = "()")]
+pub struct GoalReport {
+    pub session_id: String,
+    pub goal_id: String,
+    /// The goal is active (not paused, completed or cancelled).
+    pub active: bool,
+    /// The session has no active run.
+    pub idle: bool,
+}
+
+/// What a goal actor needs to start runs, shared by all of them.
+#[derive(Clone)]
+pub struct GoalRuns {
+    pub runtime: Addr<RuntimeActor>,
+    pub services: Arc<RunServices>,
+    /// `[goals] max_idle_runs`.
+    pub max_idle_runs: u32,
+}
+
+/// The supervisor's book of goal actors, by root session id.
+pub struct GoalActors {
+    actors: HashMap<String, Addr<GoalActor>>,
+    runs: GoalRuns,
+    data_dir: DataDir,
+    /// The marker writer's queue: (session directory, whether the goal is active), applied in order.
+    markers: mpsc::Sender<(PathBuf, bool)>,
+}
+
+impl GoalActors {
+    pub fn new(runs: GoalRuns, data_dir: DataDir) -> Self {
+        let (markers, queue) = mpsc::channel::<(PathBuf, bool)>();
+        let spawned = std::thread::Builder::new().name("troupe-goal-markers".into()).spawn(move || {
+            for (session_dir, active) in queue {
+                let marker = session_dir.join(GOAL_MARKER);
+                let outcome = if active {
+                    std::fs::File::create(&marker).and_then(|file| file.sync_all())
+                } else {
+                    match std::fs::remove_file(&marker) {
+                        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                        other => other,
+                    }
+                };
+                if let Err(error) = outcome {
+                    tracing::warn!(path = %marker.display(), %error, "could not update a goal marker");
+                }
+            }
+        });
+        if let Err(error) = spawned {
+            tracing::error!(%error, "could not start the goal marker thread; active goals will not resume after a restart");
+        }
+        GoalActors { actors: HashMap::new(), runs, data_dir, markers }
+    }
+
+    /// Keeps a goal actor exactly while the session's goal is active, and wakes it when the session is idle.
+    pub fn report(&mut self, report: GoalReport, supervisor: Addr<SessionSupervisor>) {
+        let known = self.actors.get(&report.session_id).filter(|addr| addr.connected()).cloned();
+        match (report.active, known) {
+            (false, known) => {
+                if let Some(addr) = known {
+                    addr.do_send(StopGoal);
+                }
+                self.actors.remove(&report.session_id);
+                let _ = self.markers.send((self.data_dir.session_dir(&report.session_id), false));
+            }
+            (true, known) => {
+                let addr = known.unwrap_or_else(|| {
+                    let _ = self.markers.send((self.data_dir.session_dir(&report.session_id), true));
+                    let addr = GoalActor {
+                        session_id: report.session_id.clone(),
+                        supervisor,
+                        runs: self.runs.clone(),
+                        waking: false,
+                        again: false,
+                    }
+                    .start();
+                    self.actors.insert(report.session_id.clone(), addr.clone());
+                    addr
+                });
+                if report.idle {
+                    addr.do_send(Wake);
+                }
+            }
+        }
+    }
+
+    /// After the daemon starts: opens the sessions whose goal was active, so that each reports its goal and gets
+    /// its goal actor. Checking the markers reads the file system, so it runs on a blocking thread.
+    pub fn resume_after_start(&self, session_ids: Vec<String>, supervisor: Addr<SessionSupervisor>) {
+        let data_dir = self.data_dir.clone();
+        actix::spawn(async move {
+            let marked = tokio::task::spawn_blocking(move || {
+                session_ids
+                    .into_iter()
+                    .filter(|session_id| data_dir.session_dir(session_id).join(GOAL_MARKER).exists())
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+            for session_id in marked {
+                tracing::info!(%session_id, "resuming an active goal");
+                supervisor.do_send(OpenSession { session_id });
+            }
+        });
+    }
+
+    /// How many goal actors are alive.
+    pub fn count(&self) -> usize {
+        self.actors.len()
+    }
+}
+
+/// The session may be idle: start the next automatic run if the goal wants one.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Wake;
+
+/// The goal is no longer active.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StopGoal;
+
+pub struct GoalActor {
+    session_id: String,
+    supervisor: Addr<SessionSupervisor>,
+    runs: GoalRuns,
+    /// A wake-up is in progress; another one asked meanwhile is remembered in `again`.
+    waking: bool,
+    again: bool,
+}
+
+impl Actor for GoalActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(RECHECK_EVERY, |_, ctx| ctx.notify(Wake));
+    }
+}
+
+impl Handler<Wake> for GoalActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        if self.waking {
+            self.again = true;
+            return;
+        }
+        self.waking = true;
+        let wake = wake_once(self.session_id.clone(), self.supervisor.clone(), self.runs.clone());
+        ctx.spawn(wake.into_actor(self).map(|outcome, actor, ctx| {
+            actor.waking = false;
+            if let Err(error) = outcome {
+                tracing::warn!(session_id = %actor.session_id, %error, "a goal's automatic run could not start");
+            }
+            if std::mem::take(&mut actor.again) {
+                ctx.notify(Wake);
+            }
+        }));
+    }
+}
+
+impl Handler<StopGoal> for GoalActor {
+    type Result = ();
+
+    fn handle(&mut self, _: StopGoal, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// Starts the goal's next automatic run when the goal is active and the session idle.
+async fn wake_once(session_id: String, supervisor: Addr<SessionSupervisor>, runs: GoalRuns) -> Result<(), EngineError> {
+    let gone = |_| EngineError::ShuttingDown;
+    let session = supervisor.send(OpenSession { session_id: session_id.clone() }).await.map_err(gone)??;
+    let Some(plan) = session.send(PrepareGoalRun).await.map_err(gone)?? else {
+        return Ok(());
+    };
+    let snapshot = runs.runtime.send(GetSnapshot).await.map_err(gone)?;
+    if let Err(error) = validate_selection(&snapshot, &plan.selection) {
+        let reason = format!(
+            "the goal's automatic runs cannot start: invalid selection: {error}; resume the goal with another selection"
+        );
+        return session.send(PauseGoal { goal_id: plan.goal_id, reason }).await.map_err(gone)?;
+    }
+    let agent_chain = snapshot
+        .agents
+        .iter()
+        .find(|agent| agent.agent == plan.selection.agent)
+        .map(|agent| agent.models.clone())
+        .unwrap_or_default();
+    let requested_index = agent_chain.iter().position(|model| *model == plan.selection.model);
+    let (_, approvals) = supervisor.send(ApprovalsFor { session_id: session_id.clone() }).await.map_err(gone)??;
+    let policy = runs.services.policy_for(&plan.selection.agent)?;
+    let run = StartRun {
+        // Both are set by the session when it accepts the run.
+        client_run_id: String::new(),
+        input: String::new(),
+        selection: plan.selection,
+        reset_fallback: false,
+        agent_chain,
+        requested_index,
+        services: runs.services.clone(),
+        approvals: (*approvals).clone(),
+        policy,
+        skill: None,
+    };
+    let started = session
+        .send(StartGoalRun { goal_id: plan.goal_id, run, max_idle_runs: runs.max_idle_runs })
+        .await
+        .map_err(gone)??;
+    if let Some(run_id) = started {
+        runs.services.runs.note_started(&run_id, &session_id);
+    }
+    Ok(())
+}
+
+impl Handler<GoalReport> for SessionSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, report: GoalReport, ctx: &mut Context<Self>) {
+        match self.goals.as_mut() {
+            Some(goals) => goals.report(report, ctx.address()),
+            None => tracing::warn!(session_id = %report.session_id, "a goal report before goals were installed"),
+        }
+    }
+}
+
+/// Sent by the engine right after it starts the supervisor: installs the book of goal actors. Handled after the
+/// supervisor's index is built (the scan holds the mailbox), so it then resumes the active goals found on disk.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct InstallGoals {
+    pub runs: GoalRuns,
+    pub data_dir: DataDir,
+}
+
+impl Handler<InstallGoals> for SessionSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: InstallGoals, ctx: &mut Context<Self>) {
+        let goals = GoalActors::new(message.runs, message.data_dir);
+        goals.resume_after_start(self.root_session_ids(), ctx.address());
+        self.goals = Some(goals);
+    }
+}

@@ -1,0 +1,350 @@
+//! The session actor's side of goals: activation, lifecycle and the model's checklist updates (each validated
+//! against the projection and appended here, the log's only writer), the start of automatic runs on behalf of the
+//! session's `GoalActor`, and the report that tells the supervisor whether the goal wants a wake-up.
+//!
+//! Goals live only in root sessions. Every refusal is a [`GoalErrorKind`], turned into a typed `data.code` in
+//! `error.rs`.
+
+use actix::prelude::*;
+use troupe_protocol::types::common::{RunSelection, SessionOrigin};
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::goal::{GoalItem, GoalLifecycleAction, GoalState, GoalStatus};
+use troupe_runtime::clock::new_id;
+use troupe_runtime::goal_state::{GOAL_ENGINE_ORIGIN, GOAL_RUN_ORIGIN, GoalBook, LifecycleRefusal, reminder};
+
+use super::SessionActor;
+use super::runs::StartRun;
+use crate::error::EngineError;
+use crate::goal_actor::GoalReport;
+
+/// Why a goal request was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GoalErrorKind {
+    /// Goals belong to root sessions.
+    NotRootSession,
+    /// `session.goal.set` while a goal is active or paused.
+    GoalOpen { goal_id: String, status: GoalStatus },
+    /// The session has no goal (or, for the model, none it may update).
+    NoGoal,
+    /// `goal_id` is not the session's current goal.
+    StaleGoal { current_goal_id: String },
+    /// `expected_revision` is not the goal's revision.
+    RevisionConflict { found: u64 },
+    /// The goal is completed or cancelled.
+    Terminal { status: GoalStatus },
+    /// The action does not apply to the goal's status (pause a paused goal, resume an active one).
+    WrongStatus { status: GoalStatus, action: GoalLifecycleAction },
+    /// A selection came with pause or cancel.
+    SelectionNotAllowed { action: GoalLifecycleAction },
+}
+
+/// `session.goal.get`.
+#[derive(Message)]
+#[rtype(result = "Result<Option<GoalState>, EngineError>")]
+pub struct GetGoal;
+
+/// `session.goal.set`: replies with the new goal once `goal_activated` is durable.
+#[derive(Message)]
+#[rtype(result = "Result<GoalState, EngineError>")]
+pub struct SetGoal {
+    pub objective: String,
+    /// Already validated against the runtime snapshot.
+    pub selection: Option<RunSelection>,
+}
+
+/// `session.goal.lifecycle`: replies with the goal once the change is durable.
+#[derive(Message)]
+#[rtype(result = "Result<GoalState, EngineError>")]
+pub struct ChangeGoalLifecycle {
+    pub goal_id: String,
+    pub expected_revision: u64,
+    pub action: GoalLifecycleAction,
+    pub selection: Option<RunSelection>,
+}
+
+/// The model's `goal_update`: replaces the checklist of the current goal (last accepted wins). Replies with the
+/// goal once every appended event is durable.
+#[derive(Message)]
+#[rtype(result = "Result<GoalState, EngineError>")]
+pub struct UpdateGoalChecklist {
+    pub run_id: String,
+    pub items: Vec<GoalItem>,
+}
+
+/// Asked by the goal actor: the goal and the selection of the next automatic run, when the goal is active and
+/// the session idle (else `None`).
+#[derive(Message)]
+#[rtype(result = "Result<Option<GoalRunPlan>, EngineError>")]
+pub struct PrepareGoalRun;
+
+pub struct GoalRunPlan {
+    pub goal_id: String,
+    /// The goal's selection, else the latest persisted run selection, else the creation selection.
+    pub selection: RunSelection,
+}
+
+/// Sent by the goal actor: starts the next automatic run of `goal_id` when it is still active and the session
+/// idle, or pauses the goal when `max_idle_runs` runs in a row made no progress. Replies with the run's id (once
+/// `run_started` is durable), or `None` when nothing was started.
+#[derive(Message)]
+#[rtype(result = "Result<Option<String>, EngineError>")]
+pub struct StartGoalRun {
+    pub goal_id: String,
+    /// `client_run_id` and `input` are set here.
+    pub run: StartRun,
+    pub max_idle_runs: u32,
+}
+
+/// Sent by the goal actor when the next automatic run cannot start (its selection is no longer valid): the goal
+/// is paused with `reason`, so the user sees why and can resume it with another selection.
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub struct PauseGoal {
+    pub goal_id: String,
+    pub reason: String,
+}
+
+impl SessionActor {
+    fn goal_error(&self, kind: GoalErrorKind) -> EngineError {
+        EngineError::Goal { session_id: self.session_id.clone(), kind }
+    }
+
+    /// The projection of a ready root session.
+    fn root_goals(&mut self) -> Result<&GoalBook, EngineError> {
+        let state = self.ready_state()?;
+        if state.origin != SessionOrigin::Root {
+            return Err(self.goal_error(GoalErrorKind::NotRootSession));
+        }
+        Ok(&self.state.as_ref().ok_or(EngineError::ShuttingDown)?.goals)
+    }
+
+    fn current_goal(&self) -> Option<GoalState> {
+        self.state.as_ref().and_then(|state| state.goals.current().cloned())
+    }
+
+    /// Appends goal events in order; returns the last `seq`.
+    fn append_goal_events(
+        &mut self,
+        ctx: &mut Context<Self>,
+        run_id: Option<String>,
+        origin: &str,
+        events: Vec<EventPayload>,
+    ) -> Result<u64, EngineError> {
+        let mut last = 0;
+        for payload in events {
+            last = self.append(ctx, run_id.clone(), Some(origin.to_owned()), payload)?;
+        }
+        Ok(last)
+    }
+
+    fn set_goal(&mut self, ctx: &mut Context<Self>, message: SetGoal) -> Result<(u64, GoalState), EngineError> {
+        if let Some(open) = self.root_goals()?.open() {
+            let kind = GoalErrorKind::GoalOpen { goal_id: open.goal_id.clone(), status: open.status };
+            return Err(self.goal_error(kind));
+        }
+        if self.state.as_ref().is_some_and(|state| state.creation_lost) {
+            return Err(EngineError::SessionDamaged { session_id: self.session_id.clone() });
+        }
+        let payload = EventPayload::GoalActivated {
+            goal_id: new_id(),
+            objective: message.objective,
+            revision: 1,
+            selection: message.selection,
+        };
+        let seq = self.append(ctx, None, Some("user".to_owned()), payload)?;
+        Ok((seq, self.current_goal().ok_or(EngineError::ShuttingDown)?))
+    }
+
+    fn change_goal_lifecycle(
+        &mut self,
+        ctx: &mut Context<Self>,
+        message: ChangeGoalLifecycle,
+    ) -> Result<(u64, GoalState), EngineError> {
+        let Some(goal) = self.root_goals()?.current().cloned() else {
+            return Err(self.goal_error(GoalErrorKind::NoGoal));
+        };
+        if goal.goal_id != message.goal_id {
+            return Err(self.goal_error(GoalErrorKind::StaleGoal { current_goal_id: goal.goal_id }));
+        }
+        if goal.revision != message.expected_revision {
+            return Err(self.goal_error(GoalErrorKind::RevisionConflict { found: goal.revision }));
+        }
+        let payload = GoalBook::lifecycle(&goal, message.action, message.selection).map_err(|refusal| {
+            self.goal_error(match refusal {
+                LifecycleRefusal::Terminal { status } => GoalErrorKind::Terminal { status },
+                LifecycleRefusal::WrongStatus { status } => {
+                    GoalErrorKind::WrongStatus { status, action: message.action }
+                }
+                LifecycleRefusal::SelectionNotAllowed => GoalErrorKind::SelectionNotAllowed { action: message.action },
+            })
+        })?;
+        let seq = self.append(ctx, None, Some("user".to_owned()), payload)?;
+        Ok((seq, self.current_goal().ok_or(EngineError::ShuttingDown)?))
+    }
+
+    fn update_goal_checklist(
+        &mut self,
+        ctx: &mut Context<Self>,
+        message: UpdateGoalChecklist,
+    ) -> Result<(u64, GoalState), EngineError> {
+        let goals = self.root_goals()?;
+        let events = match goals.checklist_update(message.items) {
+            Some(events) => events,
+            None => {
+                let kind = match goals.current() {
+                    Some(goal) => GoalErrorKind::Terminal { status: goal.status },
+                    None => GoalErrorKind::NoGoal,
+                };
+                return Err(self.goal_error(kind));
+            }
+        };
+        let seq = self.append_goal_events(ctx, Some(message.run_id), "engine:tool-goal_update", events)?;
+        Ok((seq, self.current_goal().ok_or(EngineError::ShuttingDown)?))
+    }
+
+    fn prepare_goal_run(&mut self) -> Result<Option<GoalRunPlan>, EngineError> {
+        let state = self.ready_state()?;
+        if state.origin != SessionOrigin::Root || state.creation_lost || state.runs.active.is_some() {
+            return Ok(None);
+        }
+        let Some(goal) = state.goals.active() else { return Ok(None) };
+        let selection = goal
+            .selection
+            .as_ref()
+            .or_else(|| state.runs.latest_selection())
+            .unwrap_or(&state.creation_selection)
+            .clone();
+        Ok(Some(GoalRunPlan { goal_id: goal.goal_id.clone(), selection }))
+    }
+
+    fn start_goal_run(
+        &mut self,
+        ctx: &mut Context<Self>,
+        message: StartGoalRun,
+    ) -> Result<(u64, Option<String>), EngineError> {
+        let state = self.ready_state()?;
+        let Some(goal) = state.goals.active().filter(|goal| goal.goal_id == message.goal_id).cloned() else {
+            return Ok((0, None));
+        };
+        if state.runs.active.is_some() {
+            return Ok((0, None));
+        }
+        if let Some(pause) = state.goals.idle_pause(message.max_idle_runs) {
+            let seq = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), pause)?;
+            return Ok((seq, None));
+        }
+        let mut run = message.run;
+        run.client_run_id = format!("goal-{}", new_id());
+        run.input = reminder(&goal);
+        let (seq, run_id) = self.start_run_as(ctx, run, GOAL_RUN_ORIGIN)?;
+        Ok((seq, Some(run_id)))
+    }
+
+    fn pause_goal(&mut self, ctx: &mut Context<Self>, message: PauseGoal) -> Result<(u64, ()), EngineError> {
+        let state = self.ready_state()?;
+        let Some(goal) = state.goals.active().filter(|goal| goal.goal_id == message.goal_id) else {
+            return Ok((0, ()));
+        };
+        let payload = EventPayload::GoalLifecycleChanged {
+            goal_id: goal.goal_id.clone(),
+            revision: goal.revision + 1,
+            status: GoalStatus::Paused,
+            reason: Some(message.reason),
+            selection: None,
+        };
+        let seq = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), payload)?;
+        Ok((seq, ()))
+    }
+
+    /// When the actor starts: a committed all-finished checklist whose completion was never written gets it now
+    /// (the daemon stopped between the two), then the supervisor learns whether the goal wants wake-ups.
+    pub(super) fn goals_started(&mut self, ctx: &mut Context<Self>) {
+        let repair = self.state.as_ref().and_then(|state| state.goals.missing_completion());
+        if let Some(completion) = repair {
+            tracing::info!(session_id = %self.session_id, "appending the completion of an all-finished goal");
+            if let Err(error) = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), completion) {
+                tracing::error!(session_id = %self.session_id, %error, "could not complete a finished goal");
+            }
+        }
+        self.report_goal();
+    }
+
+    /// Tells the supervisor, when it changed, whether this session's goal is active and whether the session is
+    /// idle, so its goal actor exists exactly while the goal is active and wakes when the session becomes idle.
+    pub(super) fn report_goal(&mut self) {
+        let Some(state) = self.state.as_ref() else { return };
+        let Some(goal) = state.goals.current() else { return };
+        let report = GoalReport {
+            session_id: self.session_id.clone(),
+            goal_id: goal.goal_id.clone(),
+            active: goal.status == GoalStatus::Active,
+            idle: state.runs.active.is_none(),
+        };
+        if self.goal_reported.as_ref() == Some(&report) {
+            return;
+        }
+        self.goal_reported = Some(report.clone());
+        self.supervisor.do_send(report);
+    }
+}
+
+impl Handler<GetGoal> for SessionActor {
+    type Result = Result<Option<GoalState>, EngineError>;
+
+    fn handle(&mut self, _: GetGoal, _: &mut Context<Self>) -> Self::Result {
+        Ok(self.root_goals()?.current().cloned())
+    }
+}
+
+impl Handler<SetGoal> for SessionActor {
+    type Result = ResponseFuture<Result<GoalState, EngineError>>;
+
+    fn handle(&mut self, message: SetGoal, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.set_goal(ctx, message);
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<ChangeGoalLifecycle> for SessionActor {
+    type Result = ResponseFuture<Result<GoalState, EngineError>>;
+
+    fn handle(&mut self, message: ChangeGoalLifecycle, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.change_goal_lifecycle(ctx, message);
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<UpdateGoalChecklist> for SessionActor {
+    type Result = ResponseFuture<Result<GoalState, EngineError>>;
+
+    fn handle(&mut self, message: UpdateGoalChecklist, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.update_goal_checklist(ctx, message);
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<PrepareGoalRun> for SessionActor {
+    type Result = Result<Option<GoalRunPlan>, EngineError>;
+
+    fn handle(&mut self, _: PrepareGoalRun, _: &mut Context<Self>) -> Self::Result {
+        self.prepare_goal_run()
+    }
+}
+
+impl Handler<StartGoalRun> for SessionActor {
+    type Result = ResponseFuture<Result<Option<String>, EngineError>>;
+
+    fn handle(&mut self, message: StartGoalRun, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.start_goal_run(ctx, message);
+        self.durable_reply(accepted)
+    }
+}
+
+impl Handler<PauseGoal> for SessionActor {
+    type Result = ResponseFuture<Result<(), EngineError>>;
+
+    fn handle(&mut self, message: PauseGoal, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.pause_goal(ctx, message);
+        self.durable_reply(accepted)
+    }
+}

@@ -1,0 +1,176 @@
+//! `troupe goal set|show|pause|resume|cancel`: a root session's goal from the command line, and the lines
+//! `troupe watch` prints for goal events.
+//!
+//! `pause`, `resume` and `cancel` act on the goal as the daemon reports it just before (its id and revision),
+//! unless `--revision` pins the revision the user saw: then a goal that changed meanwhile is refused, not
+//! silently acted on.
+
+use troupe_protocol::client::{ClientOptions, ClientProtocol};
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionIdParams};
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::goal::{GoalLifecycleAction, GoalLifecycleParams, GoalSetParams, GoalState, GoalStatus};
+use troupe_runtime::catalog::DEFAULT_AGENT;
+
+use crate::cli_errors::{explained, require_text};
+use crate::commands::{Connected, Connection};
+
+/// An optional selection from `--agent` and `--model`: none when neither is given (the session's own is used).
+pub fn optional_selection(agent: Option<String>, model: Option<String>) -> anyhow::Result<Option<RunSelection>> {
+    match (agent, model) {
+        (None, None) => Ok(None),
+        (agent, Some(model)) => Ok(Some(RunSelection {
+            agent: agent.unwrap_or_else(|| DEFAULT_AGENT.to_owned()),
+            model: ModelSelection { model, variant: None },
+            preset: None,
+        })),
+        (Some(_), None) => anyhow::bail!(
+            "--agent needs --model too\n  hint: give both, e.g. --agent default --model local/echo, or neither to \
+             use the session's latest selection"
+        ),
+    }
+}
+
+/// `troupe goal set`.
+pub async fn set(
+    connection: &Connection,
+    session_id: String,
+    objective: String,
+    selection: Option<RunSelection>,
+) -> anyhow::Result<()> {
+    require_text(&objective, "the objective", "`troupe goal set SESSION \"make the tests pass\"`")?;
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let result =
+        client.session_goal_set(GoalSetParams { session_id, objective, selection }).await.map_err(explained)?;
+    print!("{}", describe_goal(&result.goal));
+    client.close().await;
+    Ok(())
+}
+
+/// `troupe goal show`.
+pub async fn show(connection: &Connection, session_id: String, json: bool) -> anyhow::Result<()> {
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let result = client.session_goal_get(SessionIdParams { session_id }).await.map_err(explained)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        match &result.goal {
+            Some(goal) => print!("{}", describe_goal(goal)),
+            None => println!("no goal (set one with `troupe goal set SESSION OBJECTIVE`)"),
+        }
+    }
+    client.close().await;
+    Ok(())
+}
+
+/// `troupe goal pause|resume|cancel`.
+pub async fn lifecycle(
+    connection: &Connection,
+    session_id: String,
+    action: GoalLifecycleAction,
+    revision: Option<u64>,
+    selection: Option<RunSelection>,
+) -> anyhow::Result<()> {
+    let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let current =
+        client.session_goal_get(SessionIdParams { session_id: session_id.clone() }).await.map_err(explained)?;
+    let Some(goal) = current.goal else {
+        anyhow::bail!(
+            "session {session_id} has no goal\n  hint: set one with `troupe goal set {session_id} OBJECTIVE`"
+        );
+    };
+    let params = GoalLifecycleParams {
+        session_id,
+        goal_id: goal.goal_id,
+        expected_revision: revision.unwrap_or(goal.revision),
+        action,
+        selection,
+    };
+    let result = client.session_goal_lifecycle(params).await.map_err(explained)?;
+    print!("{}", describe_goal(&result.goal));
+    client.close().await;
+    Ok(())
+}
+
+fn status_name(status: GoalStatus) -> &'static str {
+    match status {
+        GoalStatus::Active => "active",
+        GoalStatus::Paused => "paused",
+        GoalStatus::Completed => "completed",
+        GoalStatus::Cancelled => "cancelled",
+    }
+}
+
+/// A goal in a few lines: status, revision, objective, checklist.
+pub fn describe_goal(goal: &GoalState) -> String {
+    let mut text = format!(
+        "goal {} ({}, revision {}): {}\n",
+        goal.goal_id,
+        status_name(goal.status),
+        goal.revision,
+        goal.objective
+    );
+    if let Some(selection) = &goal.selection {
+        text.push_str(&format!("  runs with {} on {}\n", selection.agent, selection.model.model));
+    }
+    for item in &goal.items {
+        text.push_str(&format!("  [{}] {}\n", if item.finished { "x" } else { " " }, item.description));
+    }
+    text
+}
+
+/// The `troupe watch` line of a goal event; `None` for other kinds.
+pub fn describe_event(payload: &EventPayload) -> Option<String> {
+    Some(match payload {
+        EventPayload::GoalActivated { objective, revision, .. } => format!("goal set (r{revision}): {objective}"),
+        EventPayload::GoalChecklistRevised { revision, items, .. } => {
+            let finished = items.iter().filter(|item| item.finished).count();
+            let mut text = format!("goal checklist (r{revision}): {finished} of {} finished", items.len());
+            for item in items {
+                text.push_str(&format!("\n        [{}] {}", if item.finished { "x" } else { " " }, item.description));
+            }
+            text
+        }
+        EventPayload::GoalLifecycleChanged { revision, status, reason, .. } => match reason {
+            Some(reason) => format!("goal {} (r{revision}): {reason}", status_name(*status)),
+            None => format!("goal {} (r{revision})", status_name(*status)),
+        },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_protocol::types::goal::GoalItem;
+
+    #[test]
+    fn goal_events_get_one_readable_line_each() {
+        let revised = EventPayload::GoalChecklistRevised {
+            goal_id: "g".into(),
+            revision: 2,
+            items: vec![
+                GoalItem { description: "tests".into(), finished: true },
+                GoalItem { description: "docs".into(), finished: false },
+            ],
+        };
+        let text = describe_event(&revised).unwrap();
+        assert!(text.starts_with("goal checklist (r2): 1 of 2 finished"), "{text}");
+        assert!(text.contains("[ ] docs"), "{text}");
+        let paused = EventPayload::GoalLifecycleChanged {
+            goal_id: "g".into(),
+            revision: 5,
+            status: GoalStatus::Paused,
+            reason: Some("3 automatic runs".into()),
+            selection: None,
+        };
+        assert_eq!(describe_event(&paused).unwrap(), "goal paused (r5): 3 automatic runs");
+        assert_eq!(describe_event(&EventPayload::RunCompleted { final_text: None }), None);
+    }
+
+    #[test]
+    fn a_selection_needs_a_model() {
+        assert_eq!(optional_selection(None, None).unwrap(), None);
+        assert!(optional_selection(Some("default".into()), None).is_err());
+        assert_eq!(optional_selection(None, Some("local/echo".into())).unwrap().unwrap().agent, DEFAULT_AGENT);
+    }
+}
