@@ -306,7 +306,7 @@ async fn claims_left_by_a_crash_are_released_and_delivered_once() {
     let session_id = troupe_runtime::clock::new_id();
     let sid = session_id.as_str();
     let crashed_run = "00000000-0000-0000-0000-0000000000aa";
-    let lines = vec![
+    let lines = [
         session_created_line(sid, json!({"type": "root"})),
         stored(
             sid,
@@ -382,4 +382,24 @@ async fn claims_left_by_a_crash_are_released_and_delivered_once() {
     let runs = runs_started(&events);
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].2, "barrier");
+}
+
+#[test]
+fn watch_renders_producer_events() {
+    let accepted = EventPayload::ProducerMessageAccepted {
+        message_id: "m1".into(),
+        producer_owner: notify(),
+        mode: ProducerMessageMode::Steer,
+        idempotency_key: "k".into(),
+        body: "the build failed".into(),
+    };
+    let describe = troupe::render::describe;
+    assert_eq!(describe(&accepted).as_deref(), Some("message from plugin notify (steer): the build failed"));
+    let claimed = EventPayload::ProducerMessagesClaimed { message_ids: vec!["m1".into(), "m2".into()] };
+    assert_eq!(describe(&claimed).as_deref(), Some("2 producer messages delivered to the run"));
+    let released = EventPayload::ProducerMessagesReleased { message_ids: vec!["m1".into()], reason: "restart".into() };
+    assert_eq!(describe(&released).as_deref(), Some("1 producer message(s) pending again: restart"));
+    assert_eq!(describe(&EventPayload::ProducerMessageConsumed { message_id: "m1".into() }), None);
+    let discarded = EventPayload::ProducerMessageDiscarded { message_id: "m1".into() };
+    assert_eq!(describe(&discarded).as_deref(), Some("producer message m1 withdrawn"));
 }
