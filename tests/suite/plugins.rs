@@ -183,7 +183,12 @@ for line in sys.stdin:
     elif method == "plugin/recovery/start":
         send({"id": "rc", "method": "plugin/recovery/complete", "params": {"outcome": {"status": "ready"}}})
         trace("recovered")
+    elif method == "plugin/tools/cancel":
+        trace("cancelled %s" % params.get("tool_call_id"))
     elif method == "plugin/tools/call":
+        if MODE == "slow":
+            trace("called")
+            continue
         if MODE == "exit_mid_call":
             os._exit(3)
         if MODE == "flood":
@@ -194,7 +199,9 @@ for line in sys.stdin:
     elif method == "plugin/ping":
         send({"id": mid, "result": {}})
     elif method == "plugin/shutdown":
+        trace("shutdown")
         break
+trace("exit")
 "#;
 
 struct Inline {
@@ -316,4 +323,165 @@ async fn a_flooding_plugin_is_rate_limited_with_a_clear_error() {
     // The emits the limit let through were written; the plugin is still running.
     assert_eq!(starts(&inline.trace).len(), 1);
     assert_eq!(inline.daemon.engine().plugins().status("inline"), Some(PluginRecoveryStatus::Ready));
+}
+
+/// `session.producers` of `session_id`.
+async fn producers_of(
+    client: &troupe_protocol::client::Client,
+    session_id: &str,
+) -> troupe_protocol::types::producers::SessionProducersResult {
+    within(
+        "session.producers",
+        client.call::<method::SessionProducers>(troupe_protocol::types::common::SessionIdParams {
+            session_id: session_id.to_owned(),
+        }),
+    )
+    .await
+    .expect("session.producers")
+}
+
+/// Polls `session.producers` until `condition` holds for it.
+async fn producers_until(
+    client: &troupe_protocol::client::Client,
+    session_id: &str,
+    what: &str,
+    condition: impl Fn(&troupe_protocol::types::producers::SessionProducersResult) -> bool,
+) -> troupe_protocol::types::producers::SessionProducersResult {
+    within(what, async {
+        loop {
+            let producers = producers_of(client, session_id).await;
+            if condition(&producers) {
+                return producers;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+fn append_line(path: &Path, line: &str) {
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes()).unwrap();
+}
+
+/// The body of the next `producer_message_accepted` among the session's events, and the events up to it.
+async fn next_accepted_body(deliveries: &mut Deliveries) -> String {
+    let events =
+        events_until(deliveries, |event| matches!(event.payload, EventPayload::ProducerMessageAccepted { .. })).await;
+    match &events.last().unwrap().payload {
+        EventPayload::ProducerMessageAccepted { body, producer_owner, .. } => {
+            assert_eq!(
+                *producer_owner,
+                troupe_protocol::types::producers::ProducerOwner::Plugin { plugin: "file_watch".into() }
+            );
+            body.clone()
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_plugin_sends_lines_as_producer_messages_and_recovers_after_sigkill() {
+    let files = tempfile::tempdir().unwrap();
+    // A copy with a path of its own, so that this test finds its process by command line.
+    let script = files.path().join("file_watch_sigkill.py");
+    std::fs::copy(example_plugin(), &script).unwrap();
+    let watched = files.path().join("build.log");
+    std::fs::write(&watched, "").unwrap();
+    let state = files.path().join("state.json");
+    let config = plugin_section("file_watch", &script, &[("WATCH_FILE", &watched), ("STATE_FILE", &state)], "");
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..Default::default() });
+
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(
+        &client,
+        daemon.data_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__file_watch__watch", "arguments": {}}]}, {"text": "watching"}]}),
+    )
+    .await;
+    let session = create_session_in(&client, daemon.project_path()).await;
+    let ready = |producers: &troupe_protocol::types::producers::SessionProducersResult| {
+        producers
+            .plugin_recovery
+            .iter()
+            .any(|state| state.plugin == "file_watch" && state.status == PluginRecoveryStatus::Ready)
+    };
+    producers_until(&client, &session.session_id, "the plugin ready", ready).await;
+    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "watch the build").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let output = &tool_results(&events)[0].output;
+    assert!(!output.contains("registration failed"), "{output}");
+    let registered = producers_of(&client, &session.session_id).await.producers;
+    assert_eq!(registered.len(), 1, "{registered:?}");
+
+    // A new line is a producer message, which wakes the idle session into a run.
+    append_line(&watched, "build failed");
+    assert_eq!(next_accepted_body(&mut deliveries).await, "build failed");
+    let woken = events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunStarted { .. })).await;
+    assert!(woken.last().unwrap().origin.as_deref().is_some_and(|origin| origin.starts_with("engine:")));
+    events_until(&mut deliveries, is_terminal).await;
+
+    // SIGKILL: the daemon keeps serving, restarts the plugin, and the plugin registers again while recovering.
+    let pids = super::processes::processes_with(script.to_str().unwrap());
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    // SAFETY: kill(2) on the plugin process this test started, found by its unique command line.
+    assert_eq!(unsafe { libc::kill(pids[0] as i32, libc::SIGKILL) }, 0);
+    daemon_still_works(&daemon).await;
+    let old = registered[0].producer_id.clone();
+    producers_until(&client, &session.session_id, "a fresh registration after the restart", |producers| {
+        ready(producers) && producers.producers.len() == 1 && producers.producers[0].producer_id != old
+    })
+    .await;
+    append_line(&watched, "build fixed");
+    assert_eq!(next_accepted_body(&mut deliveries).await, "build fixed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_cancels_its_plugin_call_and_a_slow_call_times_out() {
+    let inline = start_inline("slow", "tool_timeout_ms = 60000");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    let (client, mut deliveries) = inline.daemon.client().await;
+    connect_script(
+        &client,
+        inline.daemon.data_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]}, {"text": "ok"}]}),
+    )
+    .await;
+    let session = create_session_in(&client, inline.daemon.project_path()).await;
+    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    eventually("the plugin got the call", || trace_lines(&inline.trace).iter().any(|line| line == "called")).await;
+    let cancelled = within(
+        "run.cancel",
+        client.call::<method::RunCancel>(troupe_protocol::types::run::RunIdParams { run_id: run_id.clone() }),
+    )
+    .await
+    .expect("run.cancel");
+    assert!(cancelled.cancelled);
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCancelled { .. }), "{:?}", kinds(&events));
+    eventually("the plugin was told", || {
+        trace_lines(&inline.trace).iter().any(|line| line.starts_with("cancelled call-"))
+    })
+    .await;
+
+    // Stopping the daemon sends plugin/shutdown: the plugin exits on its own.
+    inline.daemon.stop();
+    let lines = trace_lines(&inline.trace);
+    assert!(lines.ends_with(&["shutdown".to_owned(), "exit".to_owned()]), "{lines:?}");
+
+    let timing_out = start_inline("slow", "tool_timeout_ms = 200");
+    wait_for_status(&timing_out.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    let events = run_script_in_yolo(
+        &timing_out.daemon,
+        timing_out.daemon.project_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]}, {"text": "ok"}]}),
+    )
+    .await;
+    let result = &tool_results(&events)[0];
+    assert_eq!(result.status, ToolResultStatus::Error);
+    assert!(result.output.contains("did not answer plugin/tools/call"), "{}", result.output);
 }

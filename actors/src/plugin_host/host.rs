@@ -14,21 +14,23 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 use troupe_protocol::RpcError;
 use troupe_protocol::types::plugin::{
-    EXTENSION_VERSION, ExtensionCapabilities, PluginInitializeParams, PluginInitializeResult, PluginToolCallParams,
-    PluginToolCallResult, PluginToolCancelParams, methods,
+    EXTENSION_VERSION, ExtensionCapabilities, PluginInitializeParams, PluginInitializeResult, methods,
 };
 use troupe_protocol::types::producers::PluginRecoveryStatus;
 use troupe_runtime::config::PluginConfig;
 
-use super::PluginDirectory;
 use super::limits::EmitLimiter;
 use super::peer::{Incoming, Peer, PeerError};
-use super::process::{self, Line};
-use super::sessions::SessionRouter;
+use super::process;
 use super::tool::{PluginTool, validate_tool_name};
+mod calls;
+mod pump;
+
+pub use calls::{CallTool, PluginCallError};
+
+use super::{PluginContext, PluginDirectory};
 
 /// The first restart delay; doubled after each start that did not last, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -42,27 +44,6 @@ const PING_EVERY: Duration = Duration::from_secs(15);
 const MAX_IN_FLIGHT: usize = 32;
 /// Consecutive starts that never became ready before the status says `failed` (restarts go on).
 const FAILED_AFTER: u32 = 3;
-
-/// Why a plugin tool call has no result from the plugin.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum PluginCallError {
-    #[error("the plugin is not running (it is starting, restarting or failed)")]
-    NotRunning,
-    #[error("the plugin does not offer the tool `{0}`")]
-    UnknownTool(String),
-    #[error("{0}")]
-    Peer(#[from] PeerError),
-    #[error("the run was cancelled")]
-    Cancelled,
-}
-
-/// Calls one of the plugin's tools, within the configured tool timeout, until `cancel`.
-#[derive(Message)]
-#[rtype(result = "Result<PluginToolCallResult, PluginCallError>")]
-pub struct CallTool {
-    pub params: PluginToolCallParams,
-    pub cancel: CancellationToken,
-}
 
 /// Stops the plugin for good: `plugin/shutdown`, then SIGKILL after the grace. Replies once it exited.
 #[derive(Message)]
@@ -111,7 +92,7 @@ pub struct PluginHost {
     name: String,
     config: PluginConfig,
     directory: Arc<PluginDirectory>,
-    pub(super) sessions: SessionRouter,
+    pub(super) context: PluginContext,
     connection: Option<Connection>,
     generation: u64,
     /// Consecutive starts that did not last [`HEALTHY_AFTER`].
@@ -124,12 +105,12 @@ pub struct PluginHost {
 }
 
 impl PluginHost {
-    pub fn new(name: String, config: PluginConfig, directory: Arc<PluginDirectory>, sessions: SessionRouter) -> Self {
+    pub fn new(name: String, config: PluginConfig, directory: Arc<PluginDirectory>, context: PluginContext) -> Self {
         PluginHost {
             name,
             config,
             directory,
-            sessions,
+            context,
             connection: None,
             generation: 0,
             failures: 0,
@@ -197,7 +178,7 @@ impl PluginHost {
             capabilities: ExtensionCapabilities::default(),
             tools: Vec::new(),
         });
-        tokio::spawn(pump(ctx.address(), generation, peer.clone(), spawned.child, spawned.stdout, killed));
+        tokio::spawn(pump::pump(ctx.address(), generation, peer.clone(), spawned.child, spawned.stdout, killed));
         let params = PluginInitializeParams {
             protocol_version: EXTENSION_VERSION.to_owned(),
             engine_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -321,56 +302,6 @@ impl PluginHost {
     }
 }
 
-/// Reads the plugin's stdout for one process: answers resolve requests, other messages go to the host, at most
-/// [`MAX_IN_FLIGHT`] unanswered at a time. At end of file, or when told to kill, it waits for the process and
-/// reports its exit.
-async fn pump(
-    host: Addr<PluginHost>,
-    generation: u64,
-    peer: Peer,
-    mut child: tokio::process::Child,
-    mut stdout: tokio::sync::mpsc::Receiver<Line>,
-    mut killed: oneshot::Receiver<()>,
-) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
-    let mut kill = false;
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut killed => { kill = true; break; }
-            line = stdout.recv() => match line {
-                Some(Line::Text(text)) => {
-                    if text.trim().is_empty() {
-                        continue;
-                    }
-                    if let Some(incoming) = peer.accept(&text) {
-                        let Ok(permit) = permits.clone().acquire_owned().await else { break };
-                        host.do_send(FromPlugin { generation, incoming, permit });
-                    }
-                }
-                Some(Line::Garbage(reason)) => {
-                    host.do_send(Garbage { generation, reason: reason.to_owned() });
-                }
-                None => break,
-            }
-        }
-    }
-    // Nothing waits on this process any more.
-    peer.close();
-    if !kill {
-        // Stdout closed: the process is exiting, or closed stdout and lingers; it gets a moment, then SIGKILL.
-        kill = tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err();
-    }
-    if kill {
-        let _ = child.start_kill();
-    }
-    let status = match child.wait().await {
-        Ok(status) => status.to_string(),
-        Err(error) => format!("unknown ({error})"),
-    };
-    host.do_send(Exited { generation, status });
-}
-
 impl Actor for PluginHost {
     type Context = Context<Self>;
 
@@ -447,42 +378,6 @@ impl Handler<FromPlugin> for PluginHost {
                 Box::pin(async {})
             }
         }
-    }
-}
-
-impl Handler<CallTool> for PluginHost {
-    type Result = ResponseFuture<Result<PluginToolCallResult, PluginCallError>>;
-
-    fn handle(&mut self, message: CallTool, _: &mut Context<Self>) -> Self::Result {
-        let Some(connection) = self.connection.as_ref().filter(|connection| connection.ready_at.is_some()) else {
-            return Box::pin(async { Err(PluginCallError::NotRunning) });
-        };
-        if !connection.tools.contains(&message.params.tool) {
-            let tool = message.params.tool;
-            return Box::pin(async move { Err(PluginCallError::UnknownTool(tool)) });
-        }
-        let peer = connection.peer.clone();
-        let timeout = self.config.tool_timeout();
-        Box::pin(async move {
-            let cancel_params = PluginToolCancelParams { tool_call_id: message.params.tool_call_id.clone() };
-            let answer = tokio::select! {
-                answer = peer.request(methods::TOOLS_CALL, &message.params, timeout) => answer,
-                _ = message.cancel.cancelled() => {
-                    peer.notify(methods::TOOLS_CANCEL, &cancel_params);
-                    return Err(PluginCallError::Cancelled);
-                }
-            };
-            match answer {
-                Ok(value) => serde_json::from_value(value)
-                    .map_err(|error| PluginCallError::Peer(PeerError::Malformed(error.to_string()))),
-                Err(error) => {
-                    if matches!(error, PeerError::Timeout { .. }) {
-                        peer.notify(methods::TOOLS_CANCEL, &cancel_params);
-                    }
-                    Err(error.into())
-                }
-            }
-        })
     }
 }
 

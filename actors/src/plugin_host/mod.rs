@@ -3,7 +3,8 @@
 //!
 //! - `process`: starting the process (environment cleared apart from the configured `env`) and its stdio framing.
 //! - `peer`: the JSON-RPC peer (requests both ways, ids, timeouts).
-//! - `host`: the [`PluginHost`] actor, one per enabled plugin: handshake, restarts with backoff, shutdown.
+//! - `host`: the [`PluginHost`] actor, one per enabled plugin: handshake, restarts with backoff, shutdown; its
+//!   stdout reader (`host/pump`) and tool calls (`host/calls`).
 //! - `requests`: what a plugin may ask (`plugin/emit`, `plugin/recovery/complete`, producer requests);
 //!   `limits`: the emit bounds; `producers`: producer messaging.
 //! - `tool`: the plugin's tools as the model sees them.
@@ -81,6 +82,22 @@ impl PluginDirectory {
     }
 }
 
+/// What every host reaches beyond its plugin: the sessions, and the engine's producer registrations.
+#[derive(Clone)]
+pub struct PluginContext {
+    pub sessions: SessionRouter,
+    pub producers: Arc<crate::producers::ProducerRegistry>,
+    /// The largest producer message body (`[limits] max_input_bytes`, as for `run.start`).
+    pub max_body_bytes: usize,
+}
+
+impl crate::producers::PluginRecoverySource for PluginDirectory {
+    /// A plugin's handshake is per process, not per session: every session sees the same states.
+    fn recovery_states(&self, _session_id: &str) -> Vec<PluginRecoveryState> {
+        PluginDirectory::recovery_states(self)
+    }
+}
+
 /// The running hosts, started with the engine and stopped with it.
 #[derive(Default)]
 pub struct PluginHosts {
@@ -92,7 +109,7 @@ impl PluginHosts {
     pub fn start(
         configs: &BTreeMap<String, PluginConfig>,
         directory: Arc<PluginDirectory>,
-        sessions: SessionRouter,
+        context: PluginContext,
     ) -> Self {
         let mut hosts = Vec::new();
         for (name, config) in configs {
@@ -102,7 +119,7 @@ impl PluginHosts {
                 continue;
             }
             directory.set_status(name, PluginRecoveryStatus::Starting);
-            let host = PluginHost::new(name.clone(), config.clone(), directory.clone(), sessions.clone());
+            let host = PluginHost::new(name.clone(), config.clone(), directory.clone(), context.clone());
             hosts.push(host.start());
         }
         PluginHosts { hosts }

@@ -63,7 +63,7 @@ fn emit(host: &mut PluginHost, params: Value) -> Answer {
         tracing::debug!(plugin = %host.name(), %refused, "plugin/emit refused");
         return ready(Err(refusal(refused)));
     }
-    let sessions = host.sessions.clone();
+    let sessions = host.context.sessions.clone();
     let plugin = host.name().to_owned();
     Box::pin(async move {
         let PluginEmitParams { session_id, name, payload } = params;

@@ -189,6 +189,53 @@ pub struct ExtensionRecoveryCompleteParams {
     pub outcome: ExtensionRecoveryOutcome,
 }
 
+/// `plugin/producer/register` params: become a producer of the session. Registrations last while the plugin's
+/// process runs; a restarted plugin registers again (during recovery).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionProducerRegisterParams {
+    pub session_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ExtensionProducerRegisterResult {
+    pub producer_id: String,
+}
+
+/// `plugin/producer/send` params. Answered once `producer_message_accepted` is durable; a retry with the same
+/// key and body returns the original `message_id`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionProducerSendParams {
+    pub session_id: String,
+    pub producer_id: String,
+    pub mode: crate::types::producers::ProducerMessageMode,
+    pub idempotency_key: String,
+    pub body: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ExtensionProducerSendResult {
+    pub message_id: String,
+}
+
+/// `plugin/producer/discard` params: withdraw one of the plugin's messages no run has claimed yet. Idempotent;
+/// works after unregister. The result is `{}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionProducerDiscardParams {
+    pub session_id: String,
+    pub message_id: String,
+}
+
+/// `plugin/producer/unregister` params. The result is `{}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionProducerUnregisterParams {
+    pub session_id: String,
+    pub producer_id: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
