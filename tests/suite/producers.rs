@@ -403,3 +403,67 @@ fn watch_renders_producer_events() {
     let discarded = EventPayload::ProducerMessageDiscarded { message_id: "m1".into() };
     assert_eq!(describe(&discarded).as_deref(), Some("producer message m1 withdrawn"));
 }
+
+#[tokio::test]
+async fn a_daemon_stopped_while_a_woken_run_waits_for_its_model_delivers_the_message_once_more() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    // The model of the woken run answers only after a minute: the daemon stops before its turn commits.
+    let script = daemon.data_path().join("producer-script.json");
+    std::fs::write(&script, json!({"turns": [{"text": "too late", "delay_ms": 60_000}]}).to_string()).unwrap();
+    connect_provider(&client, "local", &[("script", script.to_str().unwrap())], None).await.expect("connect");
+    let session = within(
+        "session.create",
+        client.call::<method::SessionCreate>(troupe_protocol::types::session::SessionCreateParams {
+            selection: selection_of("default", "local/scripted"),
+            cwd: Some(daemon.project_path().to_string_lossy().into_owned()),
+        }),
+    )
+    .await
+    .expect("session.create")
+    .session;
+    let session_id = session.session_id.clone();
+    client.subscribe(&session_id, None).await.expect("subscribe");
+    let engine = daemon.engine();
+    let producer = engine.register_producer(&session_id, notify()).await.expect("register");
+    let sent = engine
+        .send_producer_message(&session_id, &producer, ProducerMessageMode::Queue, "k", "slow note")
+        .await
+        .expect("send");
+    let before = events_until(&mut deliveries, |e| matches!(e.payload, EventPayload::ModelAttemptStarted { .. })).await;
+    let (first_run, _, _) = runs_started(&before).pop().expect("a woken run");
+    assert!(before.iter().any(|e| claimed(e, &first_run, &sent.message_id)));
+    drop((client, deliveries));
+    let data_dir = daemon.stop();
+
+    // After the restart the model answers at once; the message reaches one new run, and only one.
+    std::fs::write(&script, json!({"turns": [{"text": "handled the note"}]}).to_string()).unwrap();
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..Default::default() });
+    let (client, mut deliveries) = daemon.client().await;
+    client.subscribe(&session_id, None).await.expect("subscribe");
+    let events = events_until(&mut deliveries, |e| matches!(e.payload, EventPayload::RunCompleted { .. })).await;
+    assert!(
+        events.iter().any(|e| e.run_id.as_deref() == Some(first_run.as_str())
+            && matches!(e.payload, EventPayload::RunInterrupted { .. }))
+    );
+    assert!(events.iter().any(|e| matches!(&e.payload,
+        EventPayload::ProducerMessagesReleased { message_ids, .. } if *message_ids == [sent.message_id.clone()])));
+    let runs = runs_started(&events);
+    assert_eq!(runs.len(), 2, "the interrupted run and one redelivery: {runs:?}");
+    let (second_run, origin, input) = &runs[1];
+    assert_eq!((origin.as_deref(), input.as_str()), (Some(PRODUCER_ORIGIN), "slow note"));
+    assert!(events.iter().any(|e| claimed(e, second_run, &sent.message_id)));
+    assert!(events.iter().any(|e| consumed(e, &sent.message_id)));
+    let EventPayload::RunCompleted { final_text } = &events.last().unwrap().payload else { unreachable!() };
+    assert_eq!(final_text.as_deref(), Some("handled the note"));
+    assert!(has_no_registrations(&daemon, &session_id).await, "registrations do not survive a restart");
+}
+
+async fn has_no_registrations(daemon: &TestDaemon, session_id: &str) -> bool {
+    let (client, _deliveries) = daemon.client().await;
+    let listed = client
+        .call::<method::SessionProducers>(SessionIdParams { session_id: session_id.into() })
+        .await
+        .expect("session.producers");
+    listed.producers.is_empty()
+}
