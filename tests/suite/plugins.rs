@@ -485,3 +485,32 @@ async fn a_cancelled_run_cancels_its_plugin_call_and_a_slow_call_times_out() {
     assert_eq!(result.status, ToolResultStatus::Error);
     assert!(result.output.contains("did not answer plugin/tools/call"), "{}", result.output);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_tools_go_through_the_ordinary_permission_rules() {
+    let rules =
+        "\n[permissions]\nrules = [{ effect = \"allow\", action = \"execute\", resource = \"plugin:inline/*\" }]\n";
+    let allowed = start_inline("ok", rules);
+    let denied = start_inline(
+        "ok",
+        "\n[permissions]\nrules = [{ effect = \"deny\", action = \"execute\", resource = \"plugin:inline/work\" }]\n",
+    );
+    for (inline, expected) in [(&allowed, ToolResultStatus::Ok), (&denied, ToolResultStatus::Denied)] {
+        wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+        let (client, mut deliveries) = inline.daemon.client().await;
+        connect_script(
+            &client,
+            inline.daemon.data_path(),
+            json!({"turns": [{"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]}, {"text": "ok"}]}),
+        )
+        .await;
+        // The session's default mode asks for anything not allowed by a rule.
+        let session = create_session_in(&client, inline.daemon.project_path()).await;
+        client.subscribe(&session.session_id, None).await.expect("subscribe");
+        start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+        let events = events_until(&mut deliveries, is_terminal).await;
+        assert!(!kinds(&events).contains(&"approval_requested"), "{:?}", kinds(&events));
+        let results = tool_results(&events);
+        assert_eq!(results[0].status, expected, "{}", results[0].output);
+    }
+}

@@ -66,7 +66,7 @@ fn emit(host: &mut PluginHost, params: Value) -> Answer {
     let sessions = host.context.sessions.clone();
     let plugin = host.name().to_owned();
     Box::pin(async move {
-        let PluginEmitParams { session_id, name, payload } = params;
+        let PluginEmitParams { session_id, name, payload, .. } = params;
         let seq = sessions
             .ask(&session_id, || EmitPluginEvent {
                 plugin: plugin.clone(),

@@ -152,6 +152,9 @@ pub struct PluginEmitParams {
     pub name: String,
     /// At most [`MAX_EMIT_PAYLOAD_BYTES`] bytes of JSON.
     pub payload: serde_json::Value,
+    /// The reference's one-shot context token; accepted and ignored (this daemon has no contexts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
 }
 
 /// `plugin/emit` result: the `seq` of the durable `plugin_event_added`.
