@@ -128,6 +128,10 @@ async fn methods_of_later_issues_answer_not_implemented_naming_the_method() {
         "approval.respond",
         "skills.list",
         "skills.get",
+        "session.goal.get",
+        "session.goal.set",
+        "session.goal.lifecycle",
+        "session.producers",
     ];
     let examples = json!({
         "provider.connect": {"provider_id": "openai", "expected_catalog_revision": null, "setup_values": {}, "auth_method": "none", "auth_values": {}, "client_connect_id": "c"},

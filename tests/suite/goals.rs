@@ -305,3 +305,38 @@ async fn an_active_goal_continues_after_a_restart() {
     let goal = get_goal(&client, &session.session_id).await.unwrap();
     assert_eq!((goal.status, goal.items.len()), (GoalStatus::Completed, 1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_sets_shows_pauses_resumes_and_cancels_a_goal() {
+    use super::cli_support::troupe;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries, session_id) = yolo_session(&daemon).await;
+    // Slow runs, so the goal stays where the commands put it.
+    connect_script(
+        &client,
+        daemon.data_path(),
+        json!({"turns": [{"text": "thinking", "delay_ms": 1500}, {"text": "still thinking", "delay_ms": 30000}]}),
+    )
+    .await;
+
+    let set = troupe(&daemon, &["goal", "set", &session_id, "tidy up", "--model", "local/scripted"]).await.ok();
+    assert!(set.contains("(active, revision 1): tidy up"), "{set}");
+    let refused = troupe(&daemon, &["goal", "set", &session_id, "another"]).await.refused();
+    assert!(refused.contains("hint:") && refused.contains("troupe goal cancel"), "{refused}");
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunStarted { .. })).await;
+
+    let stale = troupe(&daemon, &["goal", "pause", &session_id, "--revision", "7"]).await.refused();
+    assert!(stale.contains("revision 1") && stale.contains("troupe goal show"), "{stale}");
+    let paused = troupe(&daemon, &["goal", "pause", &session_id]).await.ok();
+    assert!(paused.contains("(paused, revision 2)"), "{paused}");
+    let shown = troupe(&daemon, &["goal", "show", &session_id, "--json"]).await.ok();
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["goal"]["status"], "paused");
+    let resumed =
+        troupe(&daemon, &["goal", "resume", &session_id, "--agent", "default", "--model", "local/scripted"]).await.ok();
+    assert!(resumed.contains("(active, revision 3)") && resumed.contains("default on local/scripted"), "{resumed}");
+    let cancelled = troupe(&daemon, &["goal", "cancel", &session_id]).await.ok();
+    assert!(cancelled.contains("(cancelled, revision 4)"), "{cancelled}");
+    let shown = troupe(&daemon, &["goal", "show", &session_id]).await.ok();
+    assert!(shown.contains("cancelled"), "{shown}");
+}
