@@ -340,3 +340,49 @@ async fn the_cli_sets_shows_pauses_resumes_and_cancels_a_goal() {
     let shown = troupe(&daemon, &["goal", "show", &session_id]).await.ok();
     assert!(shown.contains("cancelled"), "{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goals_are_root_only_and_a_missing_completion_is_repaired_on_load() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let (root, child) = ("01957a1c-0000-7000-8000-000000000001", "01957a1c-0000-7000-8000-000000000002");
+    let event = |seq: u64, payload: Value| {
+        json!({"session_id": root, "run_id": null, "seq": seq, "timestamp": "2026-01-01T00:00:01.000Z",
+            "origin": "user", "payload": payload})
+        .to_string()
+    };
+    // The daemon stopped between an all-finished checklist and its completion.
+    write_session_log(
+        data_dir.path(),
+        root,
+        &[
+            session_created_line(root, json!({"type": "root"})),
+            event(
+                2,
+                json!({"type": "goal_activated", "goal_id": "g", "objective": "o", "revision": 1, "selection": null}),
+            ),
+            event(
+                3,
+                json!({"type": "goal_checklist_revised", "goal_id": "g", "revision": 2,
+                    "items": [{"description": "a", "finished": true}]}),
+            ),
+            // A terminated last line: an unterminated one would be taken for a torn write.
+            String::new(),
+        ],
+    );
+    let delegated = json!({"type": "delegated", "root_session_id": root, "parent_session_id": root,
+        "parent_run_id": "r", "parent_tool_call_id": "t", "depth": 1});
+    write_session_log(data_dir.path(), child, &[session_created_line(child, delegated), String::new()]);
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..Default::default() });
+    let (client, _deliveries) = daemon.client().await;
+
+    let goal = get_goal(&client, root).await.unwrap();
+    assert_eq!((goal.status, goal.revision, goal.items.len()), (GoalStatus::Completed, 3, 1));
+
+    let refused = set_goal(&client, child, "not here", "local/echo").await.unwrap_err();
+    assert_eq!(typed(refused), (-32000, "not_root_session".to_owned()));
+    let refused =
+        within("goal.get", client.call::<method::SessionGoalGet>(SessionIdParams { session_id: child.into() }))
+            .await
+            .unwrap_err();
+    assert_eq!(typed(refused), (-32000, "not_root_session".to_owned()));
+}
