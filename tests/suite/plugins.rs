@@ -162,7 +162,22 @@ def send(message):
         sys.stdout.write(json.dumps(message) + "\n")
         sys.stdout.flush()
 trace("start %d" % os.getpid())
-pending = {}
+answers, arrived = {}, threading.Condition()
+def ask(rid, method, params):
+    send({"id": rid, "method": method, "params": params})
+    with arrived:
+        arrived.wait_for(lambda: rid in answers, timeout=20)
+        return answers.get(rid, {})
+def duplicates(session_id):
+    producer = ask("reg", "plugin/producer/register", {"session_id": session_id})["result"]["producer_id"]
+    message = {"session_id": session_id, "producer_id": producer, "mode": "queue", "idempotency_key": "k1", "body": "hello"}
+    first = ask("s1", "plugin/producer/send", message)["result"]["message_id"]
+    again = ask("s2", "plugin/producer/send", message)["result"]["message_id"]
+    other = ask("s3", "plugin/producer/send", dict(message, body="other"))
+    trace("sent %s %s %s" % (first, again, (other.get("error", {}).get("data") or {}).get("code")))
+    gone = ask("u1", "plugin/producer/unregister", {"session_id": session_id, "producer_id": producer})["result"]
+    discarded = ask("d1", "plugin/producer/discard", {"session_id": session_id, "message_id": first})["result"]
+    trace("after unregister %s %s" % (gone["unregistered"], discarded["outcome"]))
 for line in sys.stdin:
     message = json.loads(line)
     method, mid, params = message.get("method"), message.get("id"), message.get("params") or {}
@@ -170,6 +185,9 @@ for line in sys.stdin:
         error = message.get("error")
         if error:
             trace("refused %s" % (error.get("data") or {}).get("code"))
+        with arrived:
+            answers[mid] = message
+            arrived.notify_all()
         continue
     if method == "plugin/initialize":
         if MODE == "silent":
@@ -189,6 +207,8 @@ for line in sys.stdin:
         if MODE == "slow":
             trace("called")
             continue
+        if MODE == "duplicates":
+            threading.Thread(target=duplicates, args=(params["session_id"],), daemon=True).start()
         if MODE == "exit_mid_call":
             os._exit(3)
         if MODE == "flood":
@@ -513,4 +533,105 @@ async fn plugin_tools_go_through_the_ordinary_permission_rules() {
         let results = tool_results(&events);
         assert_eq!(results[0].status, expected, "{}", results[0].output);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_producer_send_returns_the_same_receipt_and_discard_works_after_unregister() {
+    let inline = start_inline("duplicates", "");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    let (client, mut deliveries) = inline.daemon.client().await;
+    connect_script(
+        &client,
+        inline.daemon.data_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]}, {"text": "ok"}]}),
+    )
+    .await;
+    let session = create_session_in(&client, inline.daemon.project_path()).await;
+    set_mode(&client, &session.session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    eventually("the sends traced", || {
+        trace_lines(&inline.trace).iter().any(|line| line.starts_with("after unregister"))
+    })
+    .await;
+    let lines = trace_lines(&inline.trace);
+    let sent: Vec<&str> =
+        lines.iter().find(|line| line.starts_with("sent ")).expect("sent").split(' ').skip(1).collect();
+    assert_eq!(sent[0], sent[1], "a retry with the same key and body returns the original receipt");
+    assert_eq!(sent[2], "idempotency_conflict");
+    // The message was queued behind the run that asked; whether a run took it first or the discard did, the
+    // answer says which, and unregistering did not stop the discard.
+    let after = lines.iter().find(|line| line.starts_with("after unregister")).unwrap();
+    assert!(
+        after == "after unregister True discarded" || after == "after unregister True already_delivered",
+        "{after}"
+    );
+    let events =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ProducerMessageAccepted { .. }))
+            .await;
+    let accepted = events.last().unwrap();
+    assert_eq!(accepted.origin.as_deref(), Some("plugin:inline"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_plugin_is_listed_and_not_started() {
+    let inline = start_inline("ok", "enabled = false");
+    let (client, _deliveries) = inline.daemon.client().await;
+    let session = create_session_in(&client, inline.daemon.project_path()).await;
+    let producers = producers_of(&client, &session.session_id).await;
+    assert_eq!(
+        producers.plugin_recovery,
+        vec![troupe_protocol::types::producers::PluginRecoveryState {
+            plugin: "inline".into(),
+            status: PluginRecoveryStatus::Disabled
+        }]
+    );
+    assert!(starts(&inline.trace).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_plugins_queue_message_waits_for_the_active_run_to_end() {
+    let files = tempfile::tempdir().unwrap();
+    let watched = files.path().join("queue.log");
+    std::fs::write(&watched, "").unwrap();
+    let state = files.path().join("state.json");
+    let mut config =
+        plugin_section("file_watch", &example_plugin(), &[("WATCH_FILE", &watched), ("STATE_FILE", &state)], "");
+    config.push_str(
+        "\n[permissions]\nrules = [{ effect = \"allow\", action = \"execute\", resource = \"plugin:file_watch/*\" }]\n",
+    );
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..Default::default() });
+    wait_for_status(&daemon, "file_watch", PluginRecoveryStatus::Ready).await;
+    let (client, mut deliveries) = daemon.client().await;
+    // The watch call is allowed by the rule; the shell call then waits for an approval, keeping the run active.
+    connect_script(
+        &client,
+        daemon.data_path(),
+        json!({"turns": [
+            {"tool_calls": [{"tool": "plugin__file_watch__watch", "arguments": {"mode": "queue"}}]},
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "true"}}]},
+            {"text": "done"}
+        ]}),
+    )
+    .await;
+    let session = create_session_in(&client, daemon.project_path()).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "watch").await;
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+
+    append_line(&watched, "queued while busy");
+    assert_eq!(next_accepted_body(&mut deliveries).await, "queued while busy");
+    within("run.cancel", client.call::<method::RunCancel>(troupe_protocol::types::run::RunIdParams { run_id }))
+        .await
+        .expect("run.cancel");
+    let until_end = events_until(&mut deliveries, is_terminal).await;
+    assert!(
+        !kinds(&until_end).contains(&"producer_messages_claimed"),
+        "a queued message is not taken by the active run: {:?}",
+        kinds(&until_end)
+    );
+    // Once the run ended, the message starts the next run.
+    let next = events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunStarted { .. })).await;
+    let EventPayload::RunStarted { input, .. } = &next.last().unwrap().payload else { unreachable!() };
+    assert!(input.contains("queued while busy"), "{input}");
 }
