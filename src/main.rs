@@ -361,7 +361,9 @@ fn goal(command: GoalCommand) -> anyhow::Result<()> {
             let selection = goal_cli::optional_selection(agent, model)?;
             block_on(goal_cli::set(&client.connection(), session_id, objective, selection))
         }
-        GoalCommand::Show { client, session_id, json } => block_on(goal_cli::show(&client.connection(), session_id, json)),
+        GoalCommand::Show { client, session_id, json } => {
+            block_on(goal_cli::show(&client.connection(), session_id, json))
+        }
         GoalCommand::Pause { client, session_id, revision } => {
             block_on(goal_cli::lifecycle(&client.connection(), session_id, Action::Pause, revision, None))
         }

@@ -99,7 +99,7 @@ fn goal_detail(session_id: &str, kind: &crate::session_actor::GoalErrorKind) -> 
     match kind {
         Kind::NotRootSession => format!("`{session_id}` is not a root session; goals belong to root sessions"),
         Kind::GoalOpen { goal_id, status } => format!(
-            "session `{session_id}` already has an {} goal `{goal_id}`; cancel it (or let it complete) before setting another",
+            "session `{session_id}` already has a goal `{goal_id}` ({}); cancel it (or let it complete) first",
             name(status)
         ),
         Kind::NoGoal => format!("session `{session_id}` has no goal; set one with session.goal.set"),

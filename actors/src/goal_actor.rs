@@ -85,40 +85,38 @@ impl GoalActors {
             }
         });
         if let Err(error) = spawned {
-            tracing::error!(%error, "could not start the goal marker thread; active goals will not resume after a restart");
+            tracing::error!(%error, "no goal marker thread: active goals will not resume after a restart");
         }
         GoalActors { actors: HashMap::new(), runs, data_dir, markers }
     }
 
-    /// Keeps a goal actor exactly while the session's goal is active, and wakes it when the session is idle.
+    /// Keeps a goal actor exactly while the session's goal is active (a dead one is replaced), and wakes it when
+    /// the session is idle.
     pub fn report(&mut self, report: GoalReport, supervisor: Addr<SessionSupervisor>) {
+        let session_dir = self.data_dir.session_dir(&report.session_id);
+        if !report.active {
+            if let Some(addr) = self.actors.remove(&report.session_id) {
+                addr.do_send(StopGoal);
+            }
+            let _ = self.markers.send((session_dir, false));
+            return;
+        }
         let known = self.actors.get(&report.session_id).filter(|addr| addr.connected()).cloned();
-        match (report.active, known) {
-            (false, known) => {
-                if let Some(addr) = known {
-                    addr.do_send(StopGoal);
-                }
-                self.actors.remove(&report.session_id);
-                let _ = self.markers.send((self.data_dir.session_dir(&report.session_id), false));
-            }
-            (true, known) => {
-                let addr = known.unwrap_or_else(|| {
-                    let _ = self.markers.send((self.data_dir.session_dir(&report.session_id), true));
-                    let addr = GoalActor {
-                        session_id: report.session_id.clone(),
-                        supervisor,
-                        runs: self.runs.clone(),
-                        waking: false,
-                        again: false,
-                    }
-                    .start();
-                    self.actors.insert(report.session_id.clone(), addr.clone());
-                    addr
-                });
-                if report.idle {
-                    addr.do_send(Wake);
-                }
-            }
+        let addr = known.unwrap_or_else(|| {
+            let _ = self.markers.send((session_dir, true));
+            let goal = GoalActor {
+                session_id: report.session_id.clone(),
+                supervisor,
+                runs: self.runs.clone(),
+                waking: false,
+                again: false,
+            };
+            let addr = goal.start();
+            self.actors.insert(report.session_id.clone(), addr.clone());
+            addr
+        });
+        if report.idle {
+            addr.do_send(Wake);
         }
     }
 
@@ -140,11 +138,6 @@ impl GoalActors {
                 supervisor.do_send(OpenSession { session_id });
             }
         });
-    }
-
-    /// How many goal actors are alive.
-    pub fn count(&self) -> usize {
-        self.actors.len()
     }
 }
 
