@@ -194,7 +194,8 @@ for line in sys.stdin:
             continue
         version = "0.0.5" if MODE == "wrong_version" else "0.0.6"
         tools = [{"name": "work", "description": "does work", "input_schema": {"type": "object"}}]
-        send({"id": mid, "result": {"protocol_version": version, "name": NAME, "version": "1",
+        name = "other" if MODE == "wrong_name" else NAME
+        send({"id": mid, "result": {"protocol_version": version, "name": name, "version": "1",
               "capabilities": {"tools": True, "producer_messaging": True}, "tools": tools}})
         if MODE == "garbage":
             sys.stdout.write("this is not json\n"); sys.stdout.flush()
@@ -295,13 +296,15 @@ async fn a_plugin_that_never_answers_initialize_is_restarted_and_the_daemon_keep
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plugin_of_the_wrong_version_is_failed_and_not_restarted() {
-    let inline = start_inline("wrong_version", "");
-    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Failed).await;
-    daemon_still_works(&inline.daemon).await;
-    // It is not restarted: a second daemon-side action cannot make it start again, and its tool is not offered.
-    assert_eq!(starts(&inline.trace).len(), 1);
-    assert!(inline.daemon.engine().plugins().tool("plugin__inline__work").is_none());
+async fn a_plugin_of_the_wrong_version_or_name_is_failed_and_not_restarted() {
+    for mode in ["wrong_version", "wrong_name"] {
+        let inline = start_inline(mode, "");
+        wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Failed).await;
+        daemon_still_works(&inline.daemon).await;
+        // Not restarted (a restart cannot fix it), and its tool is not offered.
+        assert_eq!(starts(&inline.trace).len(), 1, "{mode}");
+        assert!(inline.daemon.engine().plugins().tool("plugin__inline__work").is_none());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
