@@ -569,10 +569,9 @@ impl ServerProtocol for Engine {
     ) -> Result<EventsSubscribeResult, RpcError> {
         // The reply carries at most one page of events; building it counts against the connection's budget,
         // so many pipelined subscribes build a few replies at a time.
-        if !ctx.reserve_reply_bytes(self.replay_page_bytes).await {
-            // The connection closed while this request waited for its turn: nobody would read the reply.
-            return Err(RpcError::internal("the connection closed before the subscription was made"));
-        }
+        // Fails when the connection closed meanwhile (nobody would read the reply) or when a batch's subscribes
+        // together would exceed the budget.
+        ctx.reserve_reply_bytes(self.replay_page_bytes).await?;
         let result = self
             .ask_session(&params.session_id, || Subscribe {
                 sink: ctx.event_sink(&params.session_id),

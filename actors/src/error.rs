@@ -38,9 +38,14 @@ pub enum EngineError {
     Unavailable { session_id: String, detail: String },
     /// The session's log lost its `session_created`: it can be listed and read, not run.
     #[error(
-        "session `{session_id}` cannot run: its log lost the session_created event, so its cwd and selection are unknown (see skipped_events)"
+        "session `{session_id}` cannot be changed or run: its log lost the session_created event, so its cwd and selection are unknown (see skipped_events); it can still be read"
     )]
     SessionDamaged { session_id: String },
+    /// `events.subscribe` with a cursor past the session's last event.
+    #[error(
+        "cursor {cursor} is past the last event of session `{session_id}` ({last_seq}); resubscribe with a cursor you received from this session, or none"
+    )]
+    CursorAhead { session_id: String, cursor: u64, last_seq: u64 },
     #[error("the engine is shutting down")]
     ShuttingDown,
     #[error("there is no provider `{provider_id}`; the providers are local, openai and anthropic")]
@@ -201,6 +206,11 @@ impl From<EngineError> for RpcError {
             EngineError::SessionDamaged { session_id } => {
                 RpcError::engine("session_damaged", &detail, &[session(session_id)])
             }
+            EngineError::CursorAhead { session_id, last_seq, .. } => RpcError::invalid_params_typed(
+                "cursor_ahead",
+                &detail,
+                &[session(session_id), ("last_seq", Value::from(*last_seq))],
+            ),
             EngineError::ShuttingDown => RpcError::engine("shutting_down", &detail, &[]),
             EngineError::ProviderNotFound { provider_id } => {
                 RpcError::engine("provider_not_found", &detail, &[provider(provider_id)])

@@ -56,11 +56,11 @@ pub use approvals::{
     RequestApproval, RespondToApproval,
 };
 
-pub use plugin_events::EmitPluginEvent;
 pub use goals::{
     ChangeGoalLifecycle, GetGoal, GoalErrorKind, GoalRunPlan, PauseGoal, PrepareGoalRun, SetGoal, StartGoalRun,
     UpdateGoalChecklist,
 };
+pub use plugin_events::EmitPluginEvent;
 pub use producers::{
     DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
 };
@@ -286,6 +286,12 @@ impl SessionActor {
         payload: EventPayload,
     ) -> Result<u64, EngineError> {
         let seq = self.next_seq;
+        if seq == 1 {
+            // Only `session_created` may be sequence 1, and it is written when the log is created. A log with no
+            // readable event at all (empty, or every line damaged) has nothing to anchor a sequence on: an event
+            // numbered 1 here would be refused by the next load, after it was acknowledged.
+            return Err(EngineError::SessionDamaged { session_id: self.session_id.clone() });
+        }
         let event =
             StoredEvent { session_id: self.session_id.clone(), run_id, seq, timestamp: now_rfc3339(), origin, payload };
         let json = EventJson::encode(&event).map_err(|error| self.storage_error(format!("encoding: {error}")))?;

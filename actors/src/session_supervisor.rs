@@ -291,8 +291,21 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
                 }
                 sessions.push(meta);
             }
+            Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => {
+                tracing::warn!(%session_id, "skipping a session directory without an event log")
+            }
             Err(error) => {
-                tracing::warn!(%session_id, %error, "skipping a session whose log cannot be opened")
+                // The log is there but cannot be read now (permissions, a directory in its place, an I/O error).
+                // The session stays indexed, its damage reported, so that requests reach it: each tries to load it
+                // again and answers with the error until the file is repaired, with no restart needed.
+                tracing::warn!(%session_id, %error, "a session's log cannot be opened; it stays listed");
+                let fallback_time = event_log::modified_rfc3339(&session_dir);
+                let skipped = vec![troupe_protocol::types::common::SkippedEvent {
+                    seq: Some(1),
+                    line: None,
+                    reason: format!("the log could not be opened: {error}"),
+                }];
+                sessions.push(SessionState::projector().finish(&session_id, skipped, &fallback_time).meta());
             }
         }
     }

@@ -118,6 +118,18 @@ impl RpcError {
         )
     }
 
+    /// The requests of one frame (a batch) would together hold more reply bytes than the connection's budget.
+    pub fn reply_budget_exceeded(limit: usize) -> Self {
+        Self::with_detail(
+            codes::OVERLOADED,
+            "Overloaded",
+            &format!(
+                "the replies of this batch would exceed the connection's reply budget ({limit} bytes, \
+                 limits.reply_budget_bytes); send these requests separately or in smaller batches"
+            ),
+        )
+    }
+
     /// The engine refused the operation.
     pub fn engine(typed_code: &str, detail: &str, ids: &[(&str, Value)]) -> Self {
         Self::typed(codes::ENGINE_ERROR, "Engine error", typed_code, detail, ids)

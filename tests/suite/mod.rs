@@ -17,6 +17,7 @@ mod limits;
 mod plugins;
 mod producers;
 mod providers;
+mod replay_edges;
 mod request_ids;
 mod runs;
 mod sandbox;

@@ -151,7 +151,16 @@ impl Handler<Subscribe> for SessionActor {
         let sink = Arc::new(message.sink);
         let through = self.committed_seq;
         let after = message.cursor.unwrap_or(0);
-        if after >= through {
+        if after > through {
+            // Events reach clients only once durable, so no client can have seen one past the last: the cursor is
+            // from another session or made up, and live events at or below it would be delivered as if new.
+            return Box::pin(fut::ready(Err(EngineError::CursorAhead {
+                session_id: self.session_id.clone(),
+                cursor: after,
+                last_seq: through,
+            })));
+        }
+        if after == through {
             sink.mark_replayed_through(through);
             self.go_live(sink);
             return Box::pin(fut::ready(Ok(EventsSubscribeResult { events: Vec::new(), last_seq: through })));
@@ -201,6 +210,16 @@ enum ReplayStep {
     Memory { entries: Vec<LogEntry>, through: u64 },
     /// Read the events after the point asked for, through `through`, from the store.
     Store { reader: Arc<dyn EventReader>, through: u64 },
+    /// The replay cannot go on (the session has no reader): end the subscription with a gap.
+    Failed,
+}
+
+/// Why a replay pump stopped before its subscriber went live.
+enum Stopped {
+    /// The sink closed or fell behind (it has its gap already).
+    SinkGone,
+    /// The log could not be read: the subscriber is sent a gap, so it resubscribes instead of waiting forever.
+    ReadFailed,
 }
 
 /// A replay pump stopped early (its subscriber closed or fell behind).
@@ -233,7 +252,7 @@ impl Handler<NextReplay> for SessionActor {
             Err(error) => {
                 tracing::error!(session_id = %self.session_id, %error, "a replay cannot continue");
                 self.replays.remove(&message.id);
-                ReplayStep::Gone
+                ReplayStep::Failed
             }
         })
     }
@@ -259,13 +278,18 @@ struct ReplayPump {
 
 impl ReplayPump {
     async fn run(mut self) {
-        if self.pump().await.is_err() {
-            self.actor.do_send(ReplayEnded { id: self.id });
+        match self.pump().await {
+            Ok(()) => {}
+            Err(Stopped::SinkGone) => self.actor.do_send(ReplayEnded { id: self.id }),
+            Err(Stopped::ReadFailed) => {
+                self.sink.end_with_gap();
+                self.actor.do_send(ReplayEnded { id: self.id });
+            }
         }
     }
 
     /// `Ok` when the subscriber is live or gone; `Err` when this pump stopped it.
-    async fn pump(&mut self) -> Result<(), ()> {
+    async fn pump(&mut self) -> Result<(), Stopped> {
         loop {
             let Ok(step) = self.actor.send(NextReplay { id: self.id, after: self.after }).await else {
                 // The session actor stopped; its subscribers went with it.
@@ -273,10 +297,14 @@ impl ReplayPump {
             };
             let (entries, through, _permit) = match step {
                 ReplayStep::CaughtUp | ReplayStep::Gone => return Ok(()),
+                ReplayStep::Failed => {
+                    self.sink.end_with_gap();
+                    return Ok(());
+                }
                 ReplayStep::Memory { entries, through } => (entries, through, None),
                 ReplayStep::Store { reader, through } => {
                     // What is read from disk counts against the connection's budget until it is queued.
-                    let permit = self.sink.reserve_replay(REPLAY_CHUNK_BYTES).await.map_err(|_| ())?;
+                    let permit = self.sink.reserve_replay(REPLAY_CHUNK_BYTES).await.map_err(|_| Stopped::SinkGone)?;
                     let after = self.after;
                     let read =
                         tokio::task::spawn_blocking(move || reader.read_range(after, through, REPLAY_CHUNK_BYTES))
@@ -285,11 +313,11 @@ impl ReplayPump {
                         Ok(Ok(entries)) => (entries, through, Some(permit)),
                         Ok(Err(error)) => {
                             tracing::error!(session_id = %self.session_id, %error, "a replay could not read the log");
-                            return Err(());
+                            return Err(Stopped::ReadFailed);
                         }
                         Err(error) => {
                             tracing::error!(session_id = %self.session_id, %error, "a replay reader thread failed");
-                            return Err(());
+                            return Err(Stopped::ReadFailed);
                         }
                     }
                 }
@@ -301,7 +329,7 @@ impl ReplayPump {
             }
             for entry in entries {
                 let frame = encode_event_notification(&self.session_id, &entry.json);
-                self.sink.offer_replay(entry.seq, &frame).await.map_err(|_| ())?;
+                self.sink.offer_replay(entry.seq, &frame).await.map_err(|_| Stopped::SinkGone)?;
                 self.after = entry.seq;
             }
         }

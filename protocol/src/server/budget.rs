@@ -6,8 +6,9 @@
 //!
 //! A holder that already holds part of the budget never waits for more: the members of one batch (one reply
 //! frame) and one subscription's replay each form a holder, and a holder waiting for bytes that only its own
-//! progress would free would wait forever. Such a reservation is taken at once, beyond the budget if need be; the
-//! excess is bounded by what one holder asks for while it holds (a batch: its members).
+//! progress would free would wait forever. Such a reservation is taken at once while the holder's own bytes stay
+//! within the budget, and refused ([`Reserved::OverBudget`]) beyond it: a batch of many large requests gets errors
+//! for the members that do not fit, never more memory than one budget.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,10 +34,20 @@ struct BudgetState {
     closed: bool,
 }
 
-/// Which reservations count as one holder: how many reservations it holds now.
+/// Which reservations count as one holder: how many reservations it holds now, and their bytes.
 #[derive(Default)]
 pub(super) struct Holder {
     held: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+/// The outcome of a reservation.
+pub(super) enum Reserved {
+    Granted(Reservation),
+    /// The budget or what the caller watches closed while waiting.
+    Closed,
+    /// The holder already holds part of the budget and these bytes would take it past the budget.
+    OverBudget,
 }
 
 impl Holder {
@@ -63,6 +74,7 @@ impl Drop for Reservation {
         let mut state = self.budget.state.lock();
         state.in_use -= self.bytes;
         self.holder.held.fetch_sub(1, Ordering::AcqRel);
+        self.holder.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
         drop(state);
         self.budget.changed.notify_waiters();
     }
@@ -111,13 +123,13 @@ impl ReplyBudget {
     }
 
     /// Reserves `min(bytes, limit)` for `holder`, waiting in line for them unless `holder` already holds some.
-    /// `None` when the budget or what `gone` watches closed while waiting. Cancel-safe.
+    /// [`Reserved::Closed`] when the budget or what `gone` watches closed while waiting. Cancel-safe.
     pub(super) async fn reserve(
         self: &Arc<Self>,
         bytes: usize,
         holder: &Arc<Holder>,
         gone: impl Fn() -> bool,
-    ) -> Option<Reservation> {
+    ) -> Reserved {
         let bytes = bytes.min(self.limit);
         let mut ticket: Option<Ticket<'_>> = None;
         loop {
@@ -127,24 +139,29 @@ impl ReplyBudget {
             {
                 let mut state = self.state.lock();
                 if state.closed || gone() {
-                    return None;
+                    return Reserved::Closed;
+                }
+                let holds = holder.holds();
+                if holds && holder.bytes.load(Ordering::Acquire) + bytes > self.limit {
+                    return Reserved::OverBudget;
                 }
                 let first = match &ticket {
                     Some(ticket) => state.line.front() == Some(&ticket.ticket),
                     None => state.line.is_empty(),
                 };
                 let fits = state.in_use == 0 || state.in_use + bytes <= self.limit;
-                if (first && fits) || holder.holds() {
+                if (first && fits) || holds {
                     if let Some(ticket) = &mut ticket {
                         state.line.retain(|waiting| *waiting != ticket.ticket);
                         ticket.granted = true;
                     }
                     state.in_use += bytes;
                     holder.held.fetch_add(1, Ordering::AcqRel);
+                    holder.bytes.fetch_add(bytes, Ordering::AcqRel);
                     drop(state);
                     // The next in line may fit as well.
                     self.changed.notify_waiters();
-                    return Some(Reservation { budget: self.clone(), holder: holder.clone(), bytes });
+                    return Reserved::Granted(Reservation { budget: self.clone(), holder: holder.clone(), bytes });
                 }
                 if ticket.is_none() {
                     let number = state.next_ticket;

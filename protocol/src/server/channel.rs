@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::budget::{Holder, Reservation};
+use super::budget::{Holder, Reservation, Reserved};
 use super::connection::ConnectionShared;
 use super::outbound::{Refused, SideKey};
 use super::sink::SinkError;
@@ -302,6 +302,11 @@ impl GatedChannel {
             return Err(SinkError::Closed);
         }
         let budget = self.shared.budget.clone();
-        budget.reserve(bytes, &self.replay_holder, || self.is_closed()).await.ok_or(SinkError::Closed)
+        match budget.reserve(bytes, &self.replay_holder, || self.is_closed()).await {
+            Reserved::Granted(reservation) => Ok(reservation),
+            // A replay that holds a chunk and asks for another past the budget: treat it as done with (the pump
+            // drops each chunk's permit before the next, so this does not happen).
+            Reserved::Closed | Reserved::OverBudget => Err(SinkError::Closed),
+        }
     }
 }

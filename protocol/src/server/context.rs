@@ -7,10 +7,12 @@ use std::sync::Arc;
 use bytestring::ByteString;
 use parking_lot::Mutex;
 
-use super::budget::{Holder, Reservation};
+use super::budget::{Holder, Reservation, Reserved};
 use super::channel::GatedChannel;
 use super::connection::ConnectionShared;
+use super::outbound::SideKey;
 use super::sink::{ConnectionNotifier, EventSink};
+use crate::error::RpcError;
 use crate::jsonrpc::{Notification, encode_notification};
 
 /// What the requests of one frame (a single request or a whole batch) opened or reserved, released after the
@@ -83,19 +85,25 @@ impl ServerContext {
     /// without reading gets a few replies built at a time, the rest waiting cheaply.
     ///
     /// A request whose frame already holds part of the budget (an earlier reservation, a sibling in its batch)
-    /// does not wait: the bytes it would wait for are only freed by its own reply. On a closed connection it
-    /// returns `false` at once, reserving nothing: the caller should not build a reply nobody will read.
-    pub fn reserve_reply_bytes(&self, bytes: usize) -> impl Future<Output = bool> + Send + 'static + use<> {
+    /// does not wait: the bytes it would wait for are only freed by its own reply. Such a request is refused
+    /// (-32003, [`RpcError::reply_budget_exceeded`]) when the frame's requests together would hold more than the
+    /// budget, so a batch of many large requests costs at most one budget. On a closed connection it fails at
+    /// once, reserving nothing: the caller should not build a reply nobody will read.
+    pub fn reserve_reply_bytes(
+        &self,
+        bytes: usize,
+    ) -> impl Future<Output = Result<(), RpcError>> + Send + 'static + use<> {
         let shared = self.shared.clone();
         let group = self.group.clone();
         async move {
             let budget = shared.budget.clone();
             match budget.reserve(bytes, &group.holder, || false).await {
-                Some(reservation) => {
+                Reserved::Granted(reservation) => {
                     group.reservations.lock().push(reservation);
-                    true
+                    Ok(())
                 }
-                None => false,
+                Reserved::OverBudget => Err(RpcError::reply_budget_exceeded(shared.limits.reply_budget_bytes)),
+                Reserved::Closed => Err(RpcError::internal("the connection closed before the reply was built")),
             }
         }
     }
@@ -120,6 +128,9 @@ impl ServerContext {
                 // Too late to register: the connection already let go of its subscriptions.
                 Some(channel.clone())
             } else {
+                // A gap of the subscription being replaced that is still waiting to be written belongs to it, not to
+                // this one: the client is told where to resume by this subscription's reply instead.
+                self.shared.queue.remove_side(&SideKey::Gap(session_id.clone()));
                 subscriptions.insert(session_id, channel.clone())
             }
         };

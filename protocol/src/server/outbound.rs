@@ -138,6 +138,15 @@ impl OutboundQueue {
         self.readable.notify_one();
     }
 
+    /// Drops a waiting side-list frame with this key (a gap of a subscription that was just replaced: the new
+    /// subscription's reply supersedes it).
+    pub(super) fn remove_side(&self, key: &SideKey) {
+        let mut state = self.state.lock();
+        let removed = state.side.iter().position(|(waiting, _)| waiting == key).map(|at| state.side.remove(at));
+        drop(state);
+        drop(removed);
+    }
+
     /// The next frame to write: the queue first, then the side list. `None` once closed.
     pub(super) async fn next(&self) -> Option<ByteString> {
         loop {

@@ -93,6 +93,13 @@ impl EventSink {
         async move { channel.reserve_replay(bytes).await.map(|reservation| ReplayPermit { reservation }) }
     }
 
+    /// Ends the subscription with its one `gap` notice (pointing after the last event delivered), as when the
+    /// subscriber falls behind: for a server that cannot go on delivering (a replay that failed to read the log),
+    /// so the client resubscribes from its cursor instead of waiting for events that will not come.
+    pub fn end_with_gap(&self) {
+        let _ = self.channel.fall_behind();
+    }
+
     /// Whether the connection is gone or the subscription was replaced.
     pub fn is_closed(&self) -> bool {
         self.channel.is_closed()

@@ -32,17 +32,38 @@ pub(super) struct Accepted {
     pub(super) event: StoredEvent,
     /// Set when an optional field was repaired: the stored line is not what the event is served as.
     pub(super) repaired: Option<EventJson>,
+    /// Where the line starts in the file.
+    pub(super) offset: u64,
+    /// The line's text, kept when it waited for the next line (by then the reader has moved on).
+    pub(super) kept_text: Option<String>,
 }
 
-/// The per-line rules, with the state they need: the session id and the last accepted sequence.
+/// A line whose sequence jumps ahead of the last accepted one, waiting for the next event line to tell a lost line
+/// (the next line continues it) from a damaged sequence (it does not).
+struct Doubtful {
+    accepted: Accepted,
+    line_number: u64,
+    /// The highest sequence its position allows if lines around it were only damaged in place.
+    most: u64,
+}
+
+/// How far a last line may jump beyond what its position allows and still be taken as real (lines lost before
+/// it) rather than a damaged sequence: nothing follows it to tell.
+const LAST_LINE_SLACK: u64 = 16;
+
+/// The per-line rules, with the state they need: the session id, the last accepted sequence, and a line that
+/// waits for its neighbour.
 pub(super) struct LineChecker<'a> {
     session_id: &'a str,
     pub(super) skipped: Vec<SkippedEvent>,
     pub(super) diagnostics: Vec<LoadDiagnostic>,
     pub(super) last_seq: u64,
+    /// Offsets of the complete lines that were not accepted (in any order).
+    pub(super) excluded: Vec<u64>,
     /// The line number of the last accepted event (0 before the first).
     last_line: u64,
     accepted_any: bool,
+    doubtful: Option<Doubtful>,
 }
 
 impl<'a> LineChecker<'a> {
@@ -52,13 +73,16 @@ impl<'a> LineChecker<'a> {
             skipped: Vec::new(),
             diagnostics: Vec::new(),
             last_seq: 0,
+            excluded: Vec::new(),
             last_line: 0,
             accepted_any: false,
+            doubtful: None,
         }
     }
 
-    /// Accepts or skips one complete, non-blank line.
-    pub(super) fn check_line(&mut self, line: &str, line_number: u64) -> Option<Accepted> {
+    /// Checks one complete, non-blank line at `offset`; what it (and a line that waited for it) made acceptable
+    /// is pushed to `out`, in order.
+    pub(super) fn check_line(&mut self, line: &str, line_number: u64, offset: u64, out: &mut Vec<Accepted>) {
         // The common case parses once, straight into the typed event; only a failing line is parsed again, as a
         // plain value, to find its sequence for the report or to repair an optional field.
         let (event, repaired) = match serde_json::from_str::<StoredEvent>(line) {
@@ -69,95 +93,163 @@ impl<'a> LineChecker<'a> {
                     None => {
                         // Data errors can quote the offending value, so their message is never used.
                         let reason = "not a valid event: missing or wrong field".to_owned();
-                        self.skip(read_seq(line), line_number, reason);
-                        return None;
+                        self.skip(read_seq(line), line_number, Some(offset), reason);
+                        return;
                     }
                 },
                 Category::Syntax => {
-                    self.skip(None, line_number, format!("invalid JSON (syntax error at column {})", error.column()));
-                    return None;
+                    let reason = format!("invalid JSON (syntax error at column {})", error.column());
+                    self.skip(None, line_number, Some(offset), reason);
+                    return;
                 }
                 Category::Eof | Category::Io => {
-                    self.skip(None, line_number, format!("invalid JSON (ends early at column {})", error.column()));
-                    return None;
+                    let reason = format!("invalid JSON (ends early at column {})", error.column());
+                    self.skip(None, line_number, Some(offset), reason);
+                    return;
                 }
             },
         };
         let seq = event.seq;
         if event.session_id != self.session_id {
-            self.skip(Some(seq), line_number, "session_id does not match the session directory".to_owned());
-            return None;
+            self.skip(
+                Some(seq),
+                line_number,
+                Some(offset),
+                "session_id does not match the session directory".to_owned(),
+            );
+            return;
         }
         let is_creation = matches!(event.payload, EventPayload::SessionCreated { .. });
         if is_creation {
-            if self.accepted_any || seq != 1 || event.run_id.is_some() {
+            if self.accepted_any || self.doubtful.is_some() || seq != 1 || event.run_id.is_some() {
                 let reason = "session_created is only valid as the first event, with sequence 1 and no run";
-                self.skip(Some(seq), line_number, reason.to_owned());
-                return None;
+                self.skip(Some(seq), line_number, Some(offset), reason.to_owned());
+                return;
             }
-        } else if !self.accepted_any && self.skipped.is_empty() {
+        } else if !self.accepted_any && self.doubtful.is_none() && self.skipped.is_empty() {
             // The first line must be the creation. When it is damaged, later intact lines still load (the session
             // stays listed and readable, its creation unknown), numbered as if it were there.
             self.skip(
                 Some(seq),
                 line_number,
+                Some(offset),
                 "expected session_created with sequence 1 and no run as the first event".to_owned(),
             );
-            return None;
+            return;
         }
-        if self.accepted_any && seq <= self.last_seq {
-            self.skip(Some(seq), line_number, format!("sequence {seq} does not increase (previous {})", self.last_seq));
-            return None;
-        }
-        if seq == 0 || seq > self.last_seq + (line_number - self.last_line) {
-            // The writer numbers events one by one, so a line can be at most one higher than the line before it.
-            // A larger jump is a damaged sequence: skipping it (not the intact lines after it) keeps the log going
-            // and appends continuing from the last good sequence.
-            let most = self.last_seq + (line_number - self.last_line);
-            self.skip(
-                Some(seq),
-                line_number,
-                format!("sequence {seq} is out of place (at most {most} can follow {})", self.last_seq),
-            );
-            return None;
-        }
-        // A line that parsed as an event is exactly one JSON value (the parser refuses trailing text), so it is
-        // served as it is; only a repaired event is encoded again.
         let repaired = match repaired {
             None => None,
             Some(field) => {
                 let Ok(json) = EventJson::encode(&event) else {
-                    self.skip(Some(seq), line_number, "not a valid event: missing or wrong field".to_owned());
-                    return None;
+                    let reason = "not a valid event: missing or wrong field".to_owned();
+                    self.skip(Some(seq), line_number, Some(offset), reason);
+                    return;
                 };
-                self.diagnostics.push(LoadDiagnostic {
-                    seq,
-                    detail: format!("the optional field `{field}` was damaged and is loaded as null"),
-                });
-                Some(json)
+                Some((json, field))
             }
         };
-        self.last_seq = seq;
-        self.last_line = line_number;
-        self.accepted_any = true;
-        Some(Accepted { event, repaired })
+        let candidate = Candidate { event, repaired, offset };
+
+        // A line waiting for this one is settled first: a line continuing it shows that lines were lost before it
+        // (accepted), anything else that it was a damaged sequence (skipped).
+        if let Some(doubtful) = self.doubtful.take() {
+            if seq == doubtful.accepted.event.seq + 1 {
+                let waited = doubtful.accepted.event.seq;
+                self.accept(doubtful.accepted, doubtful.line_number, out);
+                debug_assert_eq!(self.last_seq, waited);
+                let accepted = candidate.into_accepted(&mut self.diagnostics);
+                self.accept(accepted, line_number, out);
+                return;
+            }
+            self.reject_doubtful(doubtful);
+        }
+        if self.accepted_any && seq <= self.last_seq {
+            let reason = format!("sequence {seq} does not increase (previous {})", self.last_seq);
+            self.skip(Some(seq), line_number, Some(offset), reason);
+            return;
+        }
+        if seq == 0 {
+            self.skip(Some(seq), line_number, Some(offset), "sequence 0 is not a valid sequence".to_owned());
+            return;
+        }
+        let accepted = candidate.into_accepted(&mut self.diagnostics);
+        if seq == self.last_seq + 1 {
+            self.accept(accepted, line_number, out);
+        } else {
+            // The writer numbers events one by one: a jump is either lines lost before this one or a damaged
+            // sequence. The next event line tells.
+            let most = self.last_seq + (line_number - self.last_line);
+            let accepted = Accepted { kept_text: Some(line.to_owned()), ..accepted };
+            self.doubtful = Some(Doubtful { accepted, line_number, most });
+        }
     }
 
-    /// Records a skipped line: by sequence when one was read, else by line number (exactly one of the two).
-    pub(super) fn skip(&mut self, seq: Option<u64>, line_number: u64, reason: String) {
-        self.skipped.push(SkippedEvent { line: if seq.is_some() { None } else { Some(line_number) }, seq, reason });
-    }
-
-    /// The report of a log in which nothing at all was found, not even a damaged line: it lost its
-    /// `session_created`. Reported so the caller sees why the session has no metadata.
-    pub(super) fn report_if_empty(&mut self) {
+    /// The end of the log: a last line that still waits is taken when its jump is small (lines lost before it;
+    /// nothing follows to tell), else skipped as a damaged sequence, so appends continue from the last good one.
+    pub(super) fn finish(&mut self, out: &mut Vec<Accepted>) {
+        if let Some(doubtful) = self.doubtful.take() {
+            if doubtful.accepted.event.seq <= doubtful.most + LAST_LINE_SLACK {
+                let line_number = doubtful.line_number;
+                self.accept(doubtful.accepted, line_number, out);
+            } else {
+                self.reject_doubtful(doubtful);
+            }
+        }
         if !self.accepted_any && self.skipped.is_empty() {
+            // Nothing at all, not even a damaged line: the log lost its `session_created`. Report it, so the
+            // caller sees why the session has no metadata.
             self.skipped.push(SkippedEvent {
                 seq: Some(1),
                 line: None,
                 reason: "the log is empty: session_created (sequence 1) is missing".to_owned(),
             });
         }
+    }
+
+    fn accept(&mut self, accepted: Accepted, line_number: u64, out: &mut Vec<Accepted>) {
+        self.last_seq = accepted.event.seq;
+        self.last_line = line_number;
+        self.accepted_any = true;
+        out.push(accepted);
+    }
+
+    fn reject_doubtful(&mut self, doubtful: Doubtful) {
+        let seq = doubtful.accepted.event.seq;
+        if let Some(repair) = self.diagnostics.iter().position(|diagnostic| diagnostic.seq == seq) {
+            self.diagnostics.remove(repair);
+        }
+        let reason = format!("sequence {seq} is out of place (at most {} can follow {})", doubtful.most, self.last_seq);
+        self.skip(Some(seq), doubtful.line_number, Some(doubtful.accepted.offset), reason);
+    }
+
+    /// Records a skipped line: by sequence when one was read, else by line number (exactly one of the two). A
+    /// complete line's offset is excluded from replays.
+    pub(super) fn skip(&mut self, seq: Option<u64>, line_number: u64, offset: Option<u64>, reason: String) {
+        if let Some(offset) = offset {
+            self.excluded.push(offset);
+        }
+        self.skipped.push(SkippedEvent { line: if seq.is_some() { None } else { Some(line_number) }, seq, reason });
+    }
+}
+
+/// A line that passed the identity checks, before the sequence rules.
+struct Candidate {
+    event: StoredEvent,
+    /// The repaired text and the name of the repaired field.
+    repaired: Option<(EventJson, String)>,
+    offset: u64,
+}
+
+impl Candidate {
+    fn into_accepted(self, diagnostics: &mut Vec<LoadDiagnostic>) -> Accepted {
+        let repaired = self.repaired.map(|(json, field)| {
+            diagnostics.push(LoadDiagnostic {
+                seq: self.event.seq,
+                detail: format!("the optional field `{field}` was damaged and is loaded as null"),
+            });
+            json
+        });
+        Accepted { event: self.event, repaired, offset: self.offset, kept_text: None }
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use troupe_protocol::types::common::SkippedEvent;
 use troupe_protocol::types::events::{EventJson, StoredEvent};
 
-use super::check::{LineChecker, LoadDiagnostic, TORN_REASON, read_seq};
+use super::check::{Accepted, LineChecker, LoadDiagnostic, TORN_REASON, read_seq};
 use super::store::{FileEventStore, FileFacts, LogEntry};
 use super::{LogWriter, log_path};
 use crate::error::RuntimeError;
@@ -144,6 +144,7 @@ pub(super) fn scan<'a>(
     let mut checker = LineChecker::new(session_id);
     let mut facts = FileFacts::default();
     let mut line = Vec::new();
+    let mut accepted = Vec::new();
     let mut offset: u64 = 0;
     let mut complete_len: u64 = 0;
     let mut line_number: u64 = 0;
@@ -169,37 +170,55 @@ pub(super) fn scan<'a>(
         let text = match std::str::from_utf8(&line) {
             Ok(text) => text,
             Err(error) => {
-                let reason = if terminated {
-                    format!("not valid UTF-8 (at byte {} of the line)", error.valid_up_to() + 1)
+                if terminated {
+                    let reason = format!("not valid UTF-8 (at byte {} of the line)", error.valid_up_to() + 1);
+                    checker.skip(None, line_number, Some(line_offset), reason);
                 } else {
-                    TORN_REASON.to_owned()
-                };
-                checker.skip(None, line_number, reason);
-                facts.exclude(line_offset);
+                    checker.skip(None, line_number, None, TORN_REASON.to_owned());
+                }
                 continue;
             }
         };
         if !terminated {
-            // An unterminated line was never acknowledged, even when it happens to be complete JSON.
-            checker.skip(read_seq(text), line_number, TORN_REASON.to_owned());
+            // An unterminated line was never acknowledged, even when it happens to be complete JSON. It lies past
+            // the complete lines, so replays never reach it.
+            checker.skip(read_seq(text), line_number, None, TORN_REASON.to_owned());
             continue;
         }
-        match checker.check_line(text, line_number) {
-            Some(accepted) => {
-                facts.note_event(accepted.event.seq, line_offset);
-                match accepted.repaired {
-                    Some(json) => {
-                        accept(&accepted.event, json.as_str());
-                        facts.repair(line_offset, json);
-                    }
-                    None => accept(&accepted.event, text),
-                }
+        checker.check_line(text, line_number, line_offset, &mut accepted);
+        take_accepted(&mut accepted, &mut facts, Some((line_offset, text)), &mut accept);
+    }
+    checker.finish(&mut accepted);
+    take_accepted(&mut accepted, &mut facts, None, &mut accept);
+    let mut excluded = std::mem::take(&mut checker.excluded);
+    excluded.sort_unstable();
+    for offset in excluded {
+        facts.exclude(offset);
+    }
+    Ok(Scanned { checker, facts, complete_len, total_len: offset })
+}
+
+/// Hands accepted lines to the caller and the index, in order. `current` is the line just read, whose text the
+/// caller gets from the reader's buffer; a line that waited for it kept its own.
+fn take_accepted(
+    accepted: &mut Vec<Accepted>,
+    facts: &mut FileFacts,
+    current: Option<(u64, &str)>,
+    accept: &mut impl FnMut(&StoredEvent, &str),
+) {
+    for line in accepted.drain(..) {
+        facts.note_event(line.event.seq, line.offset);
+        match (line.repaired, line.kept_text, current) {
+            (Some(json), _, _) => {
+                accept(&line.event, json.as_str());
+                facts.repair(line.offset, json);
             }
-            None => facts.exclude(line_offset),
+            (None, Some(text), _) => accept(&line.event, &text),
+            (None, None, Some((offset, text))) if offset == line.offset => accept(&line.event, text),
+            // Unreachable: a line accepted later than it was read always kept its text.
+            (None, None, _) => tracing::error!(seq = line.event.seq, "an accepted log line lost its text"),
         }
     }
-    checker.report_if_empty();
-    Ok(Scanned { checker, facts, complete_len, total_len: offset })
 }
 
 /// The log's modification time as RFC 3339: the stand-in creation time of a session whose log lost its

@@ -497,3 +497,73 @@ fn loader_timing_against_plain_parsing() {
         loader / typed
     );
 }
+
+/// Writes `lines` (event texts, or raw text) as a log, each ending in a newline.
+fn write_lines(session_dir: &Path, lines: &[String]) {
+    std::fs::create_dir(session_dir).unwrap();
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(log_path(session_dir), text).unwrap();
+}
+
+fn numbered(seqs: std::ops::RangeInclusive<u64>) -> Vec<String> {
+    seqs.map(|seq| if seq == 1 { created_event() } else { input_event(seq, "x") }.as_str().to_owned()).collect()
+}
+
+#[test]
+fn a_lost_line_keeps_the_lines_after_it_and_appends_never_reuse_their_sequences() {
+    let (_temp, session_dir) = session_location();
+    let mut lines = numbered(1..=10);
+    lines.remove(4); // seq 5 is gone
+    write_lines(&session_dir, &lines);
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3, 4, 6, 7, 8, 9, 10]);
+    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    assert_eq!(loaded.last_seq, 10, "the next append is 11, never a second 6");
+    let read = loaded.store.reader().read_range(4, 10, usize::MAX).unwrap();
+    assert_eq!(read.iter().map(|entry| entry.seq).collect::<Vec<_>>(), [6, 7, 8, 9, 10]);
+}
+
+#[test]
+fn two_lines_merged_by_a_lost_newline_cost_only_themselves() {
+    let (_temp, session_dir) = session_location();
+    let mut lines = numbered(1..=10);
+    let seventh = lines.remove(6);
+    lines[5].push_str(&seventh); // 6 and 7 on one line
+    write_lines(&session_dir, &lines);
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3, 4, 5, 8, 9, 10]);
+    assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
+    assert_eq!(loaded.skipped[0].line, Some(6));
+}
+
+#[test]
+fn a_damaged_sequence_after_junk_is_told_apart_by_the_line_after_it() {
+    let (_temp, session_dir) = session_location();
+    let mut lines = numbered(1..=10);
+    lines[4] = "junk".to_owned(); // 5 unreadable
+    lines[5] = "more junk".to_owned(); // 6 unreadable
+    lines[6] = input_event(9, "7 damaged into 9").as_str().to_owned();
+    write_lines(&session_dir, &lines);
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3, 4, 8, 9, 10], "the damaged 9 does not hide the real 8, 9, 10");
+    assert!(loaded.skipped.iter().any(|skipped| skipped.seq == Some(9) && skipped.reason.contains("out of place")));
+}
+
+#[test]
+fn a_last_line_after_a_lost_line_is_kept_and_a_wildly_damaged_one_is_not() {
+    let (_temp, session_dir) = session_location();
+    let mut lines = numbered(1..=6);
+    lines.remove(4); // 5 lost, 6 is the last line
+    write_lines(&session_dir, &lines);
+    let loaded = load(&session_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3, 4, 6]);
+    assert_eq!(loaded.last_seq, 6);
+
+    let (_other, damaged_dir) = session_location();
+    let mut lines = numbered(1..=5);
+    lines.push(input_event(999_999, "damaged last").as_str().to_owned());
+    write_lines(&damaged_dir, &lines);
+    let loaded = load(&damaged_dir).unwrap();
+    assert_eq!(seqs(&loaded), [1, 2, 3, 4, 5]);
+    assert_eq!(loaded.last_seq, 5, "appends continue after the last good sequence, not at 1,000,000");
+}

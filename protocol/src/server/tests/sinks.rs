@@ -56,6 +56,33 @@ async fn gaps_waiting_on_the_side_list_stay_one_per_session() {
 }
 
 #[tokio::test]
+async fn resubscribing_drops_the_replaced_subscriptions_waiting_gap() {
+    let (connection, _outbound, _ctx) = connection(limits(1, 1 << 20));
+    connection.shared.queue.try_push(&ByteString::from("reply")).unwrap();
+    let old_request = context(&connection);
+    let old = old_request.event_sink("a");
+    old.mark_replayed_through(9093);
+    old.channel.open();
+    assert_eq!(old.offer(9094, &ByteString::from("event")), Err(SinkError::Lagging));
+    assert_eq!(connection.shared.queue.side_len(), 1, "the old subscription's gap waits");
+    // The client subscribes again before the gap was written: the new reply tells it where to resume, and a gap
+    // pointing at 9093 arriving after it would restart a healthy replay.
+    let new_request = context(&connection);
+    let _new = new_request.event_sink("a");
+    assert_eq!(connection.shared.queue.side_len(), 0);
+}
+
+#[tokio::test]
+async fn a_sink_can_end_its_subscription_with_a_gap() {
+    let (connection, _outbound, ctx) = connection(limits(8, 1 << 20));
+    let sink = ctx.event_sink("a");
+    sink.mark_replayed_through(7);
+    sink.end_with_gap();
+    assert!(sink.is_closed());
+    assert_eq!(connection.shared.queue.side_len(), 1, "one gap notice");
+}
+
+#[tokio::test]
 async fn a_client_that_does_not_read_holds_only_the_newest_connection_notice() {
     use crate::methods::notification::RuntimeChanged;
     use crate::types::runtime::{RuntimeChangedParams, RuntimeSnapshot};
