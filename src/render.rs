@@ -46,7 +46,7 @@ impl Printer {
         }
         self.end_stream(&mut out);
         self.end_output(&mut out);
-        if let Some(what) = describe(&event.payload) {
+        if let Some(what) = describe_event(event) {
             let _ = writeln!(out, "{}  {what}", prefix(event));
         }
         let _ = out.flush();
@@ -100,6 +100,22 @@ impl Printer {
 fn prefix(event: &StoredEvent) -> String {
     let time = event.timestamp.get(11..19).unwrap_or(&event.timestamp);
     format!("#{:<5} {time}", event.seq)
+}
+
+/// One line for a stored event: [`describe`], with the author of a run's input named by the event's origin (a
+/// goal's or a producer's automatic run is not the user's).
+pub fn describe_event(event: &StoredEvent) -> Option<String> {
+    if let EventPayload::RunStarted { input, model_chain, selection, .. } = &event.payload {
+        let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
+        let author = match event.origin.as_deref() {
+            None | Some("user") => "user",
+            Some("engine:goal") => "goal",
+            Some("engine:producer") => "producer messages",
+            Some(other) => other,
+        };
+        return Some(format!("run started on {model}\n        {author}: {input}"));
+    }
+    describe(&event.payload)
 }
 
 /// One line for an event, or `None` for events that are not worth a line of their own.
@@ -219,5 +235,44 @@ fn describe_owner(owner: &ProducerOwner) -> String {
         ProducerOwner::Delegation { child_session_id, .. } => format!("delegated session {child_session_id}"),
         ProducerOwner::Goal { .. } => "the goal".to_owned(),
         ProducerOwner::GoalControl { .. } => "the goal's controls".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use troupe_protocol::types::common::{ModelSelection, RunSelection};
+
+    use super::*;
+
+    fn run_started(origin: Option<&str>) -> StoredEvent {
+        StoredEvent {
+            session_id: "s".into(),
+            run_id: Some("r".into()),
+            seq: 2,
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            origin: origin.map(str::to_owned),
+            payload: EventPayload::RunStarted {
+                client_run_id: "c".into(),
+                selection: RunSelection {
+                    agent: "default".into(),
+                    model: ModelSelection { model: "local/echo".into(), variant: None },
+                    preset: None,
+                },
+                input: "do it".into(),
+                fallback_index: 0,
+                model_chain: Vec::new(),
+                reset_fallback: false,
+                skill: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_run_names_who_wrote_its_input() {
+        let line = |origin| describe_event(&run_started(origin)).unwrap();
+        assert_eq!(line(Some("user")), "run started on local/echo\n        user: do it");
+        assert_eq!(line(None), "run started on local/echo\n        user: do it");
+        assert_eq!(line(Some("engine:goal")), "run started on local/echo\n        goal: do it");
+        assert_eq!(line(Some("engine:producer")), "run started on local/echo\n        producer messages: do it");
     }
 }

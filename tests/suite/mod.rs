@@ -14,6 +14,7 @@ mod fallback_stickiness;
 mod goals;
 mod growth;
 mod limits;
+mod plugin_lifetime;
 mod plugins;
 mod producers;
 mod providers;

@@ -4,7 +4,7 @@
 //! The process is started with an empty environment apart from the configured `env`, so nothing of the daemon's
 //! (its token, provider keys, `HOME`, `TROUPE_*`) reaches it; it is not put under the tools' kernel sandbox (it is
 //! operator-configured code, trusted like the daemon itself; see `docs/plugins.md`). `kill_on_drop` makes sure a
-//! process whose host is gone does not linger.
+//! process whose host is gone does not linger, and `PR_SET_PDEATHSIG` that it dies with a daemon that was killed.
 
 use std::process::Stdio;
 
@@ -44,6 +44,8 @@ pub fn spawn(name: &str, config: &PluginConfig) -> Result<Spawned, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // Its own session, and SIGKILL when the daemon dies, even by SIGKILL (when `kill_on_drop` never runs).
+    troupe_runtime::sandbox::PreparedSandbox::install_death_signal(&mut command);
     if let Some(cwd) = &config.cwd {
         command.current_dir(cwd);
     }
