@@ -62,9 +62,10 @@ use crate::session_actor::{
     CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, SessionLimits, StartRun, SteerRun, Subscribe,
     ToolStdin,
 };
+use crate::session_router::SessionRouter;
 use crate::session_supervisor::{
     ApprovalsFor, CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
-    OpenSession, SessionGone, SessionSupervisor, SetPermissionMode,
+    SessionSupervisor, SetPermissionMode,
 };
 
 /// How the engine is set up.
@@ -116,9 +117,6 @@ pub struct Engine {
     producers: Arc<crate::producers::ProducerRegistry>,
 }
 
-/// How many times a request is re-sent to a session whose actor turned out to be gone (hibernated or crashed).
-const SESSION_SEND_ATTEMPTS: usize = 3;
-
 impl Engine {
     /// Starts the actors (the supervisor builds the session index on a blocking thread before it answers anything).
     /// Must be called inside a running actix System. Reads `providers.json` here, before anything is served.
@@ -165,7 +163,7 @@ impl Engine {
             &config.plugins,
             services.plugins.clone(),
             crate::plugin_host::PluginContext {
-                sessions: crate::plugin_host::SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
+                sessions: SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
                 producers: producers.clone(),
                 max_body_bytes: config.max_input_bytes,
             },
@@ -204,37 +202,18 @@ impl Engine {
         self.live.get(session_id).is_some_and(|live| live.addr.connected())
     }
 
-    async fn session_addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
-        if let Some(live) = self.live.get(session_id)
-            && live.addr.connected()
-        {
-            return Ok(live.addr.clone());
-        }
-        self.supervisor
-            .send(OpenSession { session_id: session_id.to_owned() })
-            .await
-            .map_err(|_| EngineError::ShuttingDown)?
-    }
-
-    /// Sends a request to a session's actor, starting the actor when needed. A request that meets a closed
-    /// mailbox was not processed, so it is sent again to a fresh actor (loaded from the log).
-    async fn ask_session<M, R>(&self, session_id: &str, mut message: impl FnMut() -> M) -> Result<R, EngineError>
+    /// Sends a request to a session's actor, starting the actor when needed; see [`SessionRouter::ask`].
+    async fn ask_session<M, R>(&self, session_id: &str, message: impl FnMut() -> M) -> Result<R, EngineError>
     where
         M: Message<Result = Result<R, EngineError>> + Send + 'static,
         R: Send + 'static,
         SessionActor: Handler<M>,
     {
-        for _ in 0..SESSION_SEND_ATTEMPTS {
-            let addr = self.session_addr(session_id).await?;
-            match addr.send(message()).await {
-                Ok(result) => return result,
-                Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), addr }),
-            }
-        }
-        Err(EngineError::Unavailable {
-            session_id: session_id.to_owned(),
-            detail: "the session stopped while answering; it restarts from its log on the next request".into(),
-        })
+        self.router().ask(session_id, message).await
+    }
+
+    pub(crate) fn router(&self) -> SessionRouter {
+        SessionRouter { supervisor: self.supervisor.clone(), live: self.live.clone() }
     }
 
     async fn supervisor_ask<M, R>(&self, message: M) -> Result<R, EngineError>

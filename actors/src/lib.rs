@@ -26,6 +26,7 @@ pub mod run_services;
 mod run_workspace;
 pub mod runtime_actor;
 pub mod session_actor;
+pub mod session_router;
 pub mod session_supervisor;
 
 #[cfg(feature = "test-hooks")]

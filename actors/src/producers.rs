@@ -59,6 +59,24 @@ pub trait PluginRecoverySource: Send + Sync {
     fn recovery_states(&self, session_id: &str) -> Vec<PluginRecoveryState>;
 }
 
+/// Checks what a producer sends before anything is written, the same for every sender (a plugin's request or an
+/// engine caller): a valid idempotency key and a body that is not empty and at most `max_body_bytes`.
+pub fn check_message(idempotency_key: &str, body: &str, max_body_bytes: usize) -> Result<(), EngineError> {
+    crate::error::check_idempotency_key("idempotency_key", idempotency_key)?;
+    if body.trim().is_empty() {
+        return Err(EngineError::InvalidProducerMessage { reason: "the body is empty".into() });
+    }
+    if body.len() > max_body_bytes {
+        return Err(EngineError::InvalidProducerMessage {
+            reason: format!(
+                "the body is {} bytes; at most {max_body_bytes} are accepted (`[limits] max_input_bytes`)",
+                body.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The engine's producer registrations (runtime only), and the plugin recovery hook.
 #[derive(Default)]
 pub struct ProducerRegistry {

@@ -74,29 +74,18 @@ impl SessionState {
             return Err(ProjectionError::MissingSessionCreated);
         }
         Ok(SessionState {
-            session_id: first.session_id.clone(),
             origin: origin.clone(),
             cwd: cwd.clone(),
             creation_selection: selection.clone(),
-            title: None,
-            title_updated_seq: None,
-            status: SessionStatus::Idle,
             last_event_seq: first.seq,
-            created_at: first.timestamp.clone(),
-            last_activity_at: first.timestamp.clone(),
-            skipped_events: Vec::new(),
             creation_lost: false,
-            renames: RecentRecords::default(),
-            runs: RunLedger::default(),
-            transcript: Transcript::default(),
-            approvals: ApprovalBook::default(),
-            goals: GoalBook::default(),
-            producers: ProducerBook::default(),
+            ..SessionState::creation_lost(&first.session_id, &first.timestamp)
         })
     }
 
     /// The state of a session whose log lost its `session_created`, before its first readable event: what the
     /// creation said (cwd, origin, selection) is unknown and left empty; `time` stands in for the creation time.
+    /// (Also the base of [`SessionState::created`], which fills in what the creation says.)
     pub fn creation_lost(session_id: &str, time: &str) -> SessionState {
         SessionState {
             session_id: session_id.to_owned(),

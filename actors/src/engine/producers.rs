@@ -18,7 +18,7 @@ use std::sync::Arc;
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner, SessionProducersResult};
 
 use super::Engine;
-use crate::error::{EngineError, check_idempotency_key};
+use crate::error::EngineError;
 use crate::producers::PluginRecoverySource;
 use crate::session_actor::{DiscardOutcome, DiscardProducerMessage, ProducerReceipt, SendProducerMessage};
 use crate::session_supervisor::IndexedMeta;
@@ -56,19 +56,7 @@ impl Engine {
         idempotency_key: &str,
         body: &str,
     ) -> Result<ProducerReceipt, EngineError> {
-        check_idempotency_key("idempotency_key", idempotency_key)?;
-        if body.trim().is_empty() {
-            return Err(EngineError::InvalidProducerMessage { reason: "the body is empty".into() });
-        }
-        if body.len() > self.max_input_bytes {
-            return Err(EngineError::InvalidProducerMessage {
-                reason: format!(
-                    "the body is {} bytes; at most {} are accepted (`[limits] max_input_bytes`)",
-                    body.len(),
-                    self.max_input_bytes
-                ),
-            });
-        }
+        crate::producers::check_message(idempotency_key, body, self.max_input_bytes)?;
         let registration = self.producers.get(session_id, producer_id)?;
         self.ask_session(session_id, || SendProducerMessage {
             owner: registration.owner.clone(),

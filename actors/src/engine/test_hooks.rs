@@ -26,14 +26,14 @@ impl Engine {
     /// Test-only load hook: the session's actor handles nothing for `duration` (its mailbox fills meanwhile). Does
     /// not wait for the stall to end.
     pub async fn stall_session(&self, session_id: &str, duration: Duration) -> Result<(), EngineError> {
-        let addr = self.session_addr(session_id).await?;
+        let addr = self.router().addr(session_id).await?;
         addr.do_send(crate::session_actor::Stall { duration });
         Ok(())
     }
 
     /// Test-only fault hook: makes the session's actor panic while handling a message.
     pub async fn inject_session_panic(&self, session_id: &str) -> Result<(), EngineError> {
-        let addr = self.session_addr(session_id).await?;
+        let addr = self.router().addr(session_id).await?;
         let _ = addr.send(crate::session_actor::InjectPanic).await;
         Ok(())
     }

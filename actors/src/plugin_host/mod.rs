@@ -18,7 +18,6 @@ mod peer;
 mod process;
 mod producers;
 mod requests;
-mod sessions;
 mod tool;
 
 use std::collections::BTreeMap;
@@ -30,8 +29,8 @@ use troupe_protocol::types::producers::{PluginRecoveryState, PluginRecoveryStatu
 use troupe_runtime::config::PluginConfig;
 use troupe_runtime::tools::ToolDefinition;
 
+pub use crate::session_router::SessionRouter;
 pub use host::{CallTool, PluginCallError, PluginHost, Shutdown};
-pub use sessions::SessionRouter;
 pub use tool::{CallIdentity, PLUGIN_TOOL_PREFIX, PluginTool, ToolRef, model_tool_name, plugin_resource};
 
 /// Every configured plugin's status, and the tools of the ready ones. Shared by the hosts (writers), runs and

@@ -14,7 +14,7 @@ use troupe_protocol::types::producers::ProducerOwner;
 
 use super::host::PluginHost;
 use super::requests::parse;
-use crate::error::{EngineError, check_idempotency_key};
+use crate::error::EngineError;
 use crate::session_actor::{DiscardOutcome, DiscardProducerMessage, SendProducerMessage};
 use crate::session_supervisor::IndexedMeta;
 
@@ -43,18 +43,7 @@ pub(super) fn handle(host: &mut PluginHost, method: &str, params: Value) -> Answ
             }
             methods::PRODUCER_SEND => {
                 let params: ExtensionProducerSendParams = parse(&method, params)?;
-                check_idempotency_key("idempotency_key", &params.idempotency_key)?;
-                if params.body.trim().is_empty() {
-                    return Err(EngineError::InvalidProducerMessage { reason: "the body is empty".into() }.into());
-                }
-                if params.body.len() > context.max_body_bytes {
-                    let reason = format!(
-                        "the body is {} bytes; at most {} are accepted (`[limits] max_input_bytes`)",
-                        params.body.len(),
-                        context.max_body_bytes
-                    );
-                    return Err(EngineError::InvalidProducerMessage { reason }.into());
-                }
+                crate::producers::check_message(&params.idempotency_key, &params.body, context.max_body_bytes)?;
                 let registration = context.producers.get(&params.session_id, &params.producer_id)?;
                 let receipt = context
                     .sessions

@@ -1,5 +1,6 @@
-//! How a plugin host reaches sessions: the live session's actor, or the supervisor to open it, with the engine's
-//! rule that a request meeting a closed mailbox is sent again to a fresh actor.
+//! How the engine and the plugin hosts reach sessions: the live session's actor, or the supervisor to open it, and
+//! a request that meets a closed mailbox (the actor hibernated or crashed, so it was not processed) is sent again to
+//! a fresh actor, loaded from the log.
 
 use actix::prelude::*;
 
@@ -9,7 +10,7 @@ use crate::session_supervisor::{LiveSessions, OpenSession, SessionGone, SessionS
 
 const ATTEMPTS: usize = 3;
 
-/// Routes requests of plugins to session actors. Cheap to clone.
+/// Routes requests to session actors. Cheap to clone.
 #[derive(Clone)]
 pub struct SessionRouter {
     pub supervisor: Addr<SessionSupervisor>,
@@ -17,7 +18,8 @@ pub struct SessionRouter {
 }
 
 impl SessionRouter {
-    async fn addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
+    /// The session's actor, started by the supervisor when it is not live.
+    pub async fn addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
         if let Some(live) = self.live.get(session_id)
             && live.addr.connected()
         {
