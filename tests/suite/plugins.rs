@@ -212,6 +212,16 @@ for line in sys.stdin:
             threading.Thread(target=duplicates, args=(params["session_id"],), daemon=True).start()
         if MODE == "exit_mid_call":
             os._exit(3)
+        if MODE == "noread":
+            # Answer, then flood requests from a thread and never read stdin again: the answers fill the pipe.
+            send({"id": mid, "result": {"output": {"type": "single", "text": "worked"}}})
+            def flood():
+                for i in range(3000):
+                    send({"id": "n%d" % i, "method": "plugin/emit", "params": {
+                          "session_id": "00000000-0000-7000-8000-000000000000", "name": "x", "payload": {"i": i}}})
+            threading.Thread(target=flood, daemon=True).start()
+            trace("stopped reading")
+            time.sleep(3600)
         if MODE == "flood":
             for i in range(400):
                 send({"id": "e%d" % i, "method": "plugin/emit",
@@ -347,6 +357,35 @@ async fn a_flooding_plugin_is_rate_limited_with_a_clear_error() {
     // The emits the limit let through were written; the plugin is still running.
     assert_eq!(starts(&inline.trace).len(), 1);
     assert_eq!(inline.daemon.engine().plugins().status("inline"), Some(PluginRecoveryStatus::Ready));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_stops_reading_while_it_floods_gives_tool_errors_in_time_and_is_restarted() {
+    let inline = start_inline("noread", "startup_timeout_ms = 4000\ntool_timeout_ms = 1000");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Ready).await;
+    let started = std::time::Instant::now();
+    // The first call is answered, then the plugin floods and stops reading; the second call (after the flood
+    // filled its stdin) cannot even be queued, and still ends with a tool error within the tool timeout.
+    let events = run_script_in_yolo(
+        &inline.daemon,
+        inline.daemon.project_path(),
+        json!({"turns": [
+            {"tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]},
+            {"delay_ms": 1000, "tool_calls": [{"tool": "plugin__inline__work", "arguments": {}}]},
+            {"text": "ok"}
+        ]}),
+    )
+    .await;
+    let results = tool_results(&events);
+    assert_eq!(results[0].output, "worked");
+    assert_eq!(results[1].status, ToolResultStatus::Error, "{}", results[1].output);
+    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(trace_lines(&inline.trace).iter().any(|line| line == "stopped reading"));
+    // The plugin that does not read is killed and started again; the daemon serves other sessions meanwhile.
+    daemon_still_works(&inline.daemon).await;
+    eventually("a restart of the plugin that stopped reading", || starts(&inline.trace).len() >= 2).await;
+    daemon_still_works(&inline.daemon).await;
 }
 
 /// `session.producers` of `session_id`.

@@ -348,12 +348,12 @@ impl Handler<Garbage> for PluginHost {
 }
 
 impl Handler<FromPlugin> for PluginHost {
-    type Result = ResponseFuture<()>;
+    type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, message: FromPlugin, _: &mut Context<Self>) -> Self::Result {
         let generation = message.generation;
         let permit = message.permit;
-        let Some(peer) = self.peer_of(generation).cloned() else { return Box::pin(async {}) };
+        let Some(peer) = self.peer_of(generation).cloned() else { return Box::pin(actix::fut::ready(())) };
         match message.incoming {
             Incoming::Request { id, method, params } => {
                 let answer = if self.is_ready(generation) {
@@ -363,19 +363,29 @@ impl Handler<FromPlugin> for PluginHost {
                         "the plugin sent a request before plugin/initialize was answered",
                     ))))
                 };
-                Box::pin(async move {
-                    peer.respond(id, answer.await).await;
+                // An answer the plugin does not read within the startup timeout is dropped (its permit freed) and
+                // the plugin, which no longer reads its stdin, is restarted.
+                let wait = self.config.startup_timeout();
+                let answering = async move {
+                    let delivered = peer.respond(id, answer.await, wait).await;
                     drop(permit);
-                })
+                    delivered
+                };
+                Box::pin(answering.into_actor(self).map(move |delivered, host, _| {
+                    if !delivered && host.peer_of(generation).is_some() {
+                        tracing::warn!(plugin = %host.name, "the plugin does not read its stdin; restarting it");
+                        host.kill();
+                    }
+                }))
             }
             Incoming::Notification { method, .. } => {
                 tracing::debug!(plugin = %self.name, method = %method.chars().take(64).collect::<String>(), "ignored a notification");
-                Box::pin(async {})
+                Box::pin(actix::fut::ready(()))
             }
             Incoming::Invalid { reason } => {
                 tracing::warn!(plugin = %self.name, %reason, "the plugin broke the protocol; restarting it");
                 self.kill();
-                Box::pin(async {})
+                Box::pin(actix::fut::ready(()))
             }
         }
     }

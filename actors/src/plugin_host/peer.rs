@@ -61,7 +61,8 @@ impl Peer {
         Peer { outgoing, waiters: Arc::new(Mutex::new(Some(HashMap::new()))), next_id: Arc::new(AtomicU64::new(1)) }
     }
 
-    /// Sends a request and waits for its answer, at most `timeout`.
+    /// Sends a request and waits for its answer, at most `timeout` in all: queueing the request on a full stdin
+    /// counts against it too, so a plugin that stops reading cannot hold the caller.
     pub async fn request<P: Serialize>(&self, method: &str, params: &P, timeout: Duration) -> Result<Value, PeerError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
@@ -70,17 +71,18 @@ impl Peer {
             None => return Err(PeerError::Closed),
         };
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        if self.outgoing.send(line).await.is_err() {
-            self.forget(id);
-            return Err(PeerError::Closed);
-        }
-        let answer = tokio::time::timeout(timeout, receiver).await;
+        let exchange = async {
+            if self.outgoing.send(line).await.is_err() {
+                return Err(PeerError::Closed);
+            }
+            match receiver.await {
+                Ok(result) => result,
+                Err(_) => Err(PeerError::Closed),
+            }
+        };
+        let answer = tokio::time::timeout(timeout, exchange).await;
         self.forget(id);
-        match answer {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(PeerError::Closed),
-            Err(_) => Err(PeerError::Timeout { method: method.to_owned(), timeout }),
-        }
+        answer.unwrap_or_else(|_| Err(PeerError::Timeout { method: method.to_owned(), timeout }))
     }
 
     fn forget(&self, id: u64) {
@@ -95,13 +97,15 @@ impl Peer {
         let _ = self.outgoing.try_send(line);
     }
 
-    /// Answers a request of the plugin.
-    pub async fn respond(&self, id: Value, result: Result<Value, RpcError>) {
+    /// Answers a request of the plugin, waiting at most `wait` for room on its stdin. `false` when the answer
+    /// was dropped because the plugin did not read its stdin in time (a failed plugin: the caller kills it).
+    pub async fn respond(&self, id: Value, result: Result<Value, RpcError>, wait: Duration) -> bool {
         let message = match result {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
         };
-        let _ = self.outgoing.send(message.to_string()).await;
+        // A closed connection is not the plugin's fault here: its exit is reported on its own.
+        tokio::time::timeout(wait, self.outgoing.send(message.to_string())).await.is_ok()
     }
 
     /// Fails every waiting request and refuses new ones: the process is gone.
@@ -186,6 +190,16 @@ mod tests {
         peer.close();
         assert_eq!(waiting.await.unwrap(), Err(PeerError::Closed));
         assert_eq!(peer.request("x", &json!({}), Duration::from_secs(1)).await, Err(PeerError::Closed));
+    }
+
+    #[tokio::test]
+    async fn a_full_stdin_counts_against_the_timeout_and_drops_answers() {
+        let (sender, _lines) = mpsc::channel(1);
+        let peer = Peer::new(sender);
+        peer.notify("fill", &json!({}));
+        let asked = peer.request("plugin/ping", &json!({}), Duration::from_millis(50)).await;
+        assert!(matches!(asked, Err(PeerError::Timeout { .. })), "{asked:?}");
+        assert!(!peer.respond(json!(1), Ok(json!({})), Duration::from_millis(50)).await);
     }
 
     #[test]

@@ -33,7 +33,16 @@ pub(super) async fn pump(
                         continue;
                     }
                     if let Some(incoming) = peer.accept(&text) {
-                        let Ok(permit) = permits.clone().acquire_owned().await else { break };
+                        // Waiting for a permit (the plugin's earlier requests not yet answered, e.g. because it
+                        // does not read its stdin) must not hide a kill.
+                        let permit = tokio::select! {
+                            biased;
+                            _ = &mut killed => { kill = true; break; }
+                            permit = permits.clone().acquire_owned() => match permit {
+                                Ok(permit) => permit,
+                                Err(_) => break,
+                            },
+                        };
                         host.do_send(FromPlugin { generation, incoming, permit });
                     }
                 }
