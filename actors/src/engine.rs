@@ -139,7 +139,11 @@ impl Engine {
         let live: LiveSessions = Arc::new(DashMap::new());
         let goals_data_dir = config.data_dir.clone();
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
-        let run_context = crate::producers::EngineRunContext { runtime: runtime.clone(), services: services.clone() };
+        let run_context = crate::producers::EngineRunContext {
+            runtime: runtime.clone(),
+            services: services.clone(),
+            max_input_bytes: config.max_input_bytes,
+        };
         let supervisor = SessionSupervisor::new(
             config.data_dir,
             config.sessions,

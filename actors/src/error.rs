@@ -82,6 +82,12 @@ pub enum EngineError {
     ProducerMessageNotFound { session_id: String, message_id: String },
     #[error("invalid producer message: {reason}")]
     InvalidProducerMessage { reason: String },
+    /// The session already holds as many undelivered producer messages (or bytes of them) as it may.
+    #[error(
+        "session `{session_id}` already holds {messages} undelivered producer messages ({bytes} bytes); at most \
+         {max_messages} messages and {max_bytes} bytes are held: retry once some are delivered or discarded"
+    )]
+    ProducerBacklogFull { session_id: String, messages: usize, bytes: usize, max_messages: usize, max_bytes: usize },
     // --- end producers ---
     // --- goals (issue 10) ---
     #[error("{}", goal_detail(session_id, kind))]
@@ -263,6 +269,19 @@ impl From<EngineError> for RpcError {
                 &detail,
                 &[session(session_id), ("message_id", Value::String(message_id.clone()))],
             ),
+            EngineError::ProducerBacklogFull { session_id, messages, bytes, max_messages, max_bytes } => {
+                RpcError::engine(
+                    "producer_backlog_full",
+                    &detail,
+                    &[
+                        session(session_id),
+                        ("messages", Value::from(*messages)),
+                        ("bytes", Value::from(*bytes)),
+                        ("max_messages", Value::from(*max_messages)),
+                        ("max_bytes", Value::from(*max_bytes)),
+                    ],
+                )
+            }
             EngineError::InvalidProducerMessage { .. } => {
                 RpcError::invalid_params_typed("invalid_producer_message", &detail, &[])
             }

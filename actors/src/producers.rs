@@ -160,6 +160,8 @@ impl ProducerRegistry {
 pub struct EngineRunContext {
     pub runtime: Addr<RuntimeActor>,
     pub services: Arc<RunServices>,
+    /// `[limits] max_input_bytes`: the most a woken run's input (or one boundary's steer messages) may hold.
+    pub max_input_bytes: usize,
 }
 
 /// A run ready to be started by a session actor: the selection checked against the runtime snapshot, the agent's

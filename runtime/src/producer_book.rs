@@ -16,6 +16,34 @@ use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 
 use crate::recent::RecentRecords;
 
+/// The most messages a session holds for delivery (pending, or claimed and not yet consumed); a send beyond it is
+/// refused (`producer_backlog_full`) with nothing written.
+pub const MAX_HELD_MESSAGES: usize = 256;
+/// The most bytes of bodies a session holds for delivery, under the same rule as [`MAX_HELD_MESSAGES`].
+pub const MAX_HELD_BYTES: usize = 16 * 1024 * 1024;
+/// What joins the bodies of the messages one run claims into its input.
+pub const BODY_SEPARATOR: &str = "\n\n";
+
+/// The oldest messages of `messages` (in the order given) whose bodies, joined by [`BODY_SEPARATOR`], fit in
+/// `limit` bytes: a prefix, so delivery order holds, and never empty when `messages` is not (one body alone is
+/// already bounded by the same limit when it is sent).
+pub fn oldest_within<'a>(
+    messages: impl IntoIterator<Item = &'a ProducerMessage>,
+    limit: usize,
+) -> Vec<&'a ProducerMessage> {
+    let mut taken: Vec<&ProducerMessage> = Vec::new();
+    let mut bytes = 0usize;
+    for message in messages {
+        let added = message.body.len() + if taken.is_empty() { 0 } else { BODY_SEPARATOR.len() };
+        if !taken.is_empty() && bytes.saturating_add(added) > limit {
+            break;
+        }
+        bytes = bytes.saturating_add(added);
+        taken.push(message);
+    }
+    taken
+}
+
 /// A message accepted and not yet consumed or discarded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerMessage {
@@ -139,6 +167,11 @@ impl ProducerBook {
 
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
+    }
+
+    /// The bytes of the bodies of the messages pending or claimed.
+    pub fn held_bytes(&self) -> usize {
+        self.messages.values().map(|message| message.body.len()).sum()
     }
 
     fn message_mut(&mut self, message_id: &str) -> Option<&mut ProducerMessage> {
@@ -300,6 +333,21 @@ mod tests {
         book.apply(&event(4, Some("r"), EventPayload::ProducerMessagesClaimed { message_ids: vec!["m1".into()] }));
         book.apply(&event(5, Some("r"), EventPayload::ProducerMessageConsumed { message_id: "m1".into() }));
         assert_eq!(book.receipt(&plugin("a"), "k").unwrap().message_id, "m1");
+    }
+
+    #[test]
+    fn oldest_within_takes_a_prefix_that_fits_and_at_least_one() {
+        let mut book = ProducerBook::default();
+        for n in 0..4u64 {
+            book.apply(&accepted(2 + n, &format!("m{n}"), &plugin("a"), ProducerMessageMode::Queue, &format!("k{n}")));
+        }
+        // Each body is "body of mN" (10 bytes); two with the separator are 22.
+        assert_eq!(ids(oldest_within(book.pending(), 22).into_iter()), ["m0", "m1"]);
+        assert_eq!(ids(oldest_within(book.pending(), 33).into_iter()), ["m0", "m1"]);
+        assert_eq!(ids(oldest_within(book.pending(), 34).into_iter()), ["m0", "m1", "m2"]);
+        assert_eq!(ids(oldest_within(book.pending(), 3).into_iter()), ["m0"], "always at least one");
+        assert!(oldest_within(book.pending_of(ProducerMessageMode::Steer), 100).is_empty());
+        assert_eq!(book.held_bytes(), 40);
     }
 
     #[test]

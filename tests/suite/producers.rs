@@ -467,3 +467,119 @@ async fn has_no_registrations(daemon: &TestDaemon, session_id: &str) -> bool {
         .expect("session.producers");
     listed.producers.is_empty()
 }
+
+#[tokio::test]
+async fn a_send_past_the_session_backlog_is_refused_with_nothing_written() {
+    use troupe_runtime::producer_book::{MAX_HELD_BYTES, MAX_HELD_MESSAGES};
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), blocking_script()).await;
+    let session = daemon.create_session(&client).await;
+    let session_id = session.session_id.as_str();
+    set_mode(&client, session_id, PermissionMode::Yolo).await;
+    client.subscribe(session_id, None).await.expect("subscribe");
+    start_run(&client, session_id, selection_of("default", "local/scripted"), "start").await;
+    tool_started(&mut deliveries).await;
+
+    let engine = daemon.engine();
+    let producer = engine.register_producer(session_id, notify()).await.expect("register");
+    let send = |key: String, body: String| {
+        let producer = producer.clone();
+        async move {
+            within("send", engine.send_producer_message(session_id, &producer, ProducerMessageMode::Queue, &key, &body))
+                .await
+        }
+    };
+    let last_seq = || async {
+        let meta = client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.into() }).await;
+        meta.expect("session.get").session.last_event_seq
+    };
+
+    // Bytes: the run is busy, so every message waits; the bodies fill the byte bound exactly.
+    let big = 1024 * 1024;
+    let mut held = Vec::new();
+    for n in 0..MAX_HELD_BYTES / big {
+        held.push(send(format!("big{n}"), "x".repeat(big)).await.expect("within bounds"));
+    }
+    let before = last_seq().await;
+    let full = send("one more".into(), "y".into()).await.unwrap_err();
+    assert!(matches!(full, EngineError::ProducerBacklogFull { messages: 16, bytes, .. } if bytes == MAX_HELD_BYTES));
+    let rpc = RpcError::from(full);
+    assert_eq!(rpc.typed_code(), Some("producer_backlog_full"));
+    assert_eq!(rpc.code, -32000);
+    let data = rpc.data.expect("data");
+    assert_eq!((data["max_messages"].as_u64(), data["max_bytes"].as_u64()), (Some(256), Some(16 * 1024 * 1024)));
+    assert!(data["detail"].as_str().unwrap().contains("at most 256 messages"), "{data}");
+    assert_eq!(last_seq().await, before, "a refused send writes nothing");
+    // A retry of an accepted send is still answered with its receipt.
+    let retry = send("big0".into(), "x".repeat(big)).await.expect("a retry");
+    assert!(retry.replayed);
+
+    // Count: with the big ones withdrawn, small messages fill the count bound.
+    for receipt in &held {
+        engine.discard_producer_message(session_id, &notify(), &receipt.message_id).await.expect("discard");
+    }
+    for n in 0..MAX_HELD_MESSAGES {
+        send(format!("small{n}"), format!("note {n}")).await.expect("within bounds");
+    }
+    let before = last_seq().await;
+    let full = send("small one more".into(), "z".into()).await.unwrap_err();
+    assert!(matches!(full, EngineError::ProducerBacklogFull { messages, .. } if messages == MAX_HELD_MESSAGES));
+    assert_eq!(last_seq().await, before, "a refused send writes nothing");
+}
+
+#[tokio::test]
+async fn queued_messages_larger_than_the_input_limit_together_are_delivered_across_runs() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[limits]\nmax_input_bytes = 1000\n".into()),
+        ..Default::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    let mut turns = vec![
+        json!({"tool_calls": [{"tool": "shell", "arguments": {"command": "read line; echo got $line"}}]}),
+        json!({"text": "answered after the boundary"}),
+    ];
+    turns.extend((0..8).map(|n| json!({"text": format!("woken {n}")})));
+    connect_script(&client, daemon.data_path(), json!({ "turns": turns })).await;
+    let session = daemon.create_session(&client).await;
+    let session_id = session.session_id.as_str();
+    set_mode(&client, session_id, PermissionMode::Yolo).await;
+    client.subscribe(session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, session_id, selection_of("default", "local/scripted"), "start").await;
+    let tool_call_id = tool_started(&mut deliveries).await;
+
+    let engine = daemon.engine();
+    let producer = engine.register_producer(session_id, notify()).await.expect("register");
+    // Ten bodies of 300 bytes: three fit in 1000 bytes with their separators, four do not.
+    let bodies: Vec<String> = (0..10).map(|n| format!("{n}").repeat(300)).collect();
+    let mut ids = Vec::new();
+    for (n, body) in bodies.iter().enumerate() {
+        let receipt = engine
+            .send_producer_message(session_id, &producer, ProducerMessageMode::Queue, &format!("k{n}"), body)
+            .await
+            .expect("send");
+        ids.push(receipt.message_id);
+    }
+
+    finish_tool(&client, &run_id, &tool_call_id).await;
+    let events = events_until_runs_end(&mut deliveries, 5).await;
+    let runs = runs_started(&events);
+    let woken: Vec<&(String, Option<String>, String)> =
+        runs.iter().filter(|(_, origin, _)| origin.as_deref() == Some(PRODUCER_ORIGIN)).collect();
+    assert_eq!(woken.len(), 4, "{:?}", kinds(&events));
+    let per_run: Vec<usize> = woken.iter().map(|(_, _, input)| input.split("\n\n").count()).collect();
+    assert_eq!(per_run, [3, 3, 3, 1]);
+    assert!(woken.iter().all(|(_, _, input)| input.len() <= 1000));
+    let delivered: Vec<String> =
+        woken.iter().flat_map(|(_, _, input)| input.split("\n\n").map(str::to_owned).collect::<Vec<_>>()).collect();
+    assert_eq!(delivered, bodies, "every message once, oldest first");
+    for id in &ids {
+        let claims = events.iter().filter(|e| {
+            matches!(&e.payload,
+            EventPayload::ProducerMessagesClaimed { message_ids } if message_ids.contains(id))
+        });
+        assert_eq!(claims.count(), 1);
+        assert_eq!(events.iter().filter(|e| consumed(e, id)).count(), 1);
+    }
+    assert!(events.iter().filter(|e| is_terminal(e)).all(|e| matches!(e.payload, EventPayload::RunCompleted { .. })));
+}

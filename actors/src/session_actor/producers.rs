@@ -6,8 +6,11 @@
 //!   (`producer_messages_claimed`, then one `user_input_submitted` per message, origin `engine:producer`).
 //! - `queue` messages wait for the active run to end.
 //! - When the session is idle and a message is pending, of either mode, the actor starts a run itself (origin
-//!   `engine:producer`, the latest run's selection, else the creation selection) whose input is every pending
-//!   message, oldest first, and claims them for it.
+//!   `engine:producer`, the latest run's selection, else the creation selection) whose input is the pending
+//!   messages, oldest first, as many as fit in `[limits] max_input_bytes` (at least one), and claims them for it;
+//!   the rest wait for the next run. A boundary claims `steer` messages under the same bound.
+//! - A session holds at most [`MAX_HELD_MESSAGES`] messages and [`MAX_HELD_BYTES`] bytes of bodies pending or
+//!   claimed; a send beyond either is refused (`producer_backlog_full`) and nothing is written.
 //! - A claimed message is consumed (`producer_message_consumed`) when the claiming run's next model turn commits,
 //!   or when that run ends; a run that is interrupted (the daemon or session stopped) releases its messages
 //!   (`producer_messages_released`), and so does every claim found when the session starts, so each message still
@@ -17,7 +20,9 @@ use actix::prelude::*;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_runtime::clock::new_id;
-use troupe_runtime::producer_book::{FinishedHow, MessageStanding};
+use troupe_runtime::producer_book::{
+    BODY_SEPARATOR, FinishedHow, MAX_HELD_BYTES, MAX_HELD_MESSAGES, MessageStanding, oldest_within,
+};
 
 use super::SessionActor;
 use super::runs::StartRun;
@@ -39,6 +44,11 @@ pub struct ProducerLane {
 impl ProducerLane {
     pub fn new(run_context: Option<EngineRunContext>) -> Self {
         ProducerLane { run_context, wake_scheduled: false }
+    }
+
+    /// The most one run's producer input may hold (`[limits] max_input_bytes`; unbounded in hand-built tests).
+    fn max_input_bytes(&self) -> usize {
+        self.run_context.as_ref().map_or(usize::MAX, |context| context.max_input_bytes)
     }
 }
 
@@ -112,6 +122,16 @@ impl SessionActor {
             let replayed = ProducerReceipt { message_id: receipt.message_id.clone(), seq: receipt.seq, replayed: true };
             return Ok((receipt.seq, replayed));
         }
+        let (held, bytes) = (state.producers.len(), state.producers.held_bytes());
+        if held >= MAX_HELD_MESSAGES || bytes.saturating_add(message.body.len()) > MAX_HELD_BYTES {
+            return Err(EngineError::ProducerBacklogFull {
+                session_id,
+                messages: held,
+                bytes,
+                max_messages: MAX_HELD_MESSAGES,
+                max_bytes: MAX_HELD_BYTES,
+            });
+        }
         let message_id = new_id();
         let payload = EventPayload::ProducerMessageAccepted {
             message_id: message_id.clone(),
@@ -159,19 +179,20 @@ impl SessionActor {
         Ok((seq, outcome))
     }
 
-    /// At a steering boundary of `run_id`: claims every pending `steer` message for it and submits each as an
-    /// input. Returns the last event's `seq` and the bodies, oldest first; `None` when there is none.
+    /// At a steering boundary of `run_id`: claims the pending `steer` messages for it, oldest first, as many as fit
+    /// in `max_input_bytes` (at least one; the rest wait for the next boundary), and submits each as an input.
+    /// Returns the last event's `seq` and the bodies, oldest first; `None` when there is none.
     pub(super) fn claim_steer_messages(
         &mut self,
         ctx: &mut Context<Self>,
         run_id: &str,
     ) -> Result<Option<(u64, Vec<String>)>, EngineError> {
         let Some(state) = self.state.as_ref() else { return Ok(None) };
-        let steer: Vec<(String, String)> = state
-            .producers
-            .pending_of(ProducerMessageMode::Steer)
-            .map(|message| (message.message_id.clone(), message.body.clone()))
-            .collect();
+        let steer: Vec<(String, String)> =
+            oldest_within(state.producers.pending_of(ProducerMessageMode::Steer), self.producers.max_input_bytes())
+                .into_iter()
+                .map(|message| (message.message_id.clone(), message.body.clone()))
+                .collect();
         if steer.is_empty() {
             return Ok(None);
         }
@@ -278,19 +299,22 @@ impl SessionActor {
         }));
     }
 
-    /// Starts a run whose input is every pending message, and claims them for it.
+    /// Starts a run whose input is the oldest pending messages that fit in `max_input_bytes`, and claims them for
+    /// it; the others stay pending and wake the next run when this one ends.
     fn wake_for_producers(&mut self, ctx: &mut Context<Self>, prepared: PreparedRun) {
         let Some(state) = self.state.as_ref() else { return };
         if state.runs.active.is_some() {
             // A run started meanwhile: steer messages enter it, queue messages wait for its end.
             return;
         }
-        let pending: Vec<(String, String)> =
-            state.producers.pending().map(|message| (message.message_id.clone(), message.body.clone())).collect();
+        let pending: Vec<(String, String)> = oldest_within(state.producers.pending(), self.producers.max_input_bytes())
+            .into_iter()
+            .map(|message| (message.message_id.clone(), message.body.clone()))
+            .collect();
         if pending.is_empty() {
             return;
         }
-        let input = pending.iter().map(|(_, body)| body.as_str()).collect::<Vec<_>>().join("\n\n");
+        let input = pending.iter().map(|(_, body)| body.as_str()).collect::<Vec<_>>().join(BODY_SEPARATOR);
         let start = StartRun {
             client_run_id: format!("producer:{}", new_id()),
             selection: prepared.selection,
