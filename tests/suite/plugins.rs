@@ -162,6 +162,8 @@ def send(message):
         sys.stdout.write(json.dumps(message) + "\n")
         sys.stdout.flush()
 trace("start %d" % os.getpid())
+if MODE == "crash":
+    os._exit(1)
 answers, arrived = {}, threading.Condition()
 def ask(rid, method, params):
     send({"id": rid, "method": method, "params": params})
@@ -315,6 +317,21 @@ async fn a_plugin_of_the_wrong_version_or_name_is_failed_and_not_restarted() {
         assert_eq!(starts(&inline.trace).len(), 1, "{mode}");
         assert!(inline.daemon.engine().plugins().tool("plugin__inline__work").is_none());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_plugin_stays_failed_while_it_is_retried() {
+    let inline = start_inline("crash", "");
+    wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Failed).await;
+    let failed_at = starts(&inline.trace).len();
+    within("two more starts, all while failed", async {
+        while starts(&inline.trace).len() < failed_at + 2 {
+            assert_eq!(inline.daemon.engine().plugins().status("inline"), Some(PluginRecoveryStatus::Failed));
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    daemon_still_works(&inline.daemon).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -159,7 +159,10 @@ impl PluginHost {
         }
         self.generation += 1;
         let generation = self.generation;
-        self.set_status(PluginRecoveryStatus::Starting, "starting");
+        // A plugin that keeps failing stays `failed` while it is retried, until a start becomes ready.
+        if self.failures < FAILED_AFTER {
+            self.set_status(PluginRecoveryStatus::Starting, "starting");
+        }
         let spawned = match process::spawn(&self.name, &self.config) {
             Ok(spawned) => spawned,
             Err(error) => {

@@ -7,6 +7,7 @@
 //! process whose host is gone does not linger, and `PR_SET_PDEATHSIG` that it dies with a daemon that was killed.
 
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
@@ -35,6 +36,12 @@ pub struct Spawned {
 
 /// Starts the plugin `name` as configured. The error is the OS error with the command, never the environment.
 pub fn spawn(name: &str, config: &PluginConfig) -> Result<Spawned, String> {
+    // Checked first: a missing working directory would otherwise read as a missing command.
+    if let Some(cwd) = &config.cwd
+        && !std::path::Path::new(cwd).is_dir()
+    {
+        return Err(format!("the plugin's cwd `{cwd}` does not exist or is not a directory"));
+    }
     let mut command = Command::new(&config.command);
     command
         .args(&config.args)
@@ -131,19 +138,106 @@ async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::Receiver<String>) {
     // Every sender is gone: closing stdin tells the plugin to exit.
 }
 
-/// Copies stderr to the log, one bounded line at a time.
+/// The longest stderr line logged; the rest of it is cut.
+const MAX_STDERR_LINE_BYTES: usize = 4 * 1024;
+/// Stderr lines logged per plugin per second; the others are counted, and logged as one "suppressed" record.
+const MAX_STDERR_LINES_PER_SECOND: u32 = 50;
+
+/// The rate bound of one plugin's stderr: fixed one-second windows of at most [`MAX_STDERR_LINES_PER_SECOND`].
+struct StderrGate {
+    window: Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl StderrGate {
+    fn new(now: Instant) -> Self {
+        StderrGate { window: now, logged: 0, suppressed: 0 }
+    }
+
+    /// Whether the line arriving at `now` is logged, and the count of lines suppressed in the windows before it
+    /// that is to be reported now (once).
+    fn admit(&mut self, now: Instant) -> (bool, Option<u64>) {
+        let mut report = None;
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.logged = 0;
+            report = (self.suppressed > 0).then_some(std::mem::take(&mut self.suppressed));
+        }
+        if self.logged < MAX_STDERR_LINES_PER_SECOND {
+            self.logged += 1;
+            (true, report)
+        } else {
+            self.suppressed += 1;
+            (false, report)
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Copies stderr to the log, one bounded line at a time, at a bounded rate (a chatty plugin cannot fill the disk).
 async fn log_stderr(name: String, stderr: impl AsyncRead + Unpin) {
     let mut reader = BufReader::new(stderr);
     let mut buffer = Vec::new();
+    let mut gate = StderrGate::new(Instant::now());
     loop {
         buffer.clear();
         match read_bounded_line(&mut reader, &mut buffer).await {
             Ok(Some(_)) => {
-                let text = String::from_utf8_lossy(&buffer);
-                let text: String = text.chars().take(2000).collect();
-                tracing::info!(plugin = %name, "plugin stderr: {text}");
+                let (log, suppressed) = gate.admit(Instant::now());
+                if let Some(count) = suppressed {
+                    tracing::warn!(plugin = %name, suppressed = count, "plugin stderr: suppressed {count} lines");
+                }
+                if log {
+                    let text = String::from_utf8_lossy(&buffer[..buffer.len().min(MAX_STDERR_LINE_BYTES + 4)]);
+                    let text = cut(&text, MAX_STDERR_LINE_BYTES);
+                    tracing::info!(plugin = %name, "plugin stderr: {text}");
+                }
             }
-            Ok(None) | Err(_) => return,
+            Ok(None) | Err(_) => break,
         }
+    }
+    if gate.suppressed > 0 {
+        tracing::warn!(plugin = %name, suppressed = gate.suppressed, "plugin stderr: suppressed {} lines", gate.suppressed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_is_bounded_in_rate_and_line_length() {
+        let start = Instant::now();
+        let mut gate = StderrGate::new(start);
+        let admitted = (0..200).filter(|_| gate.admit(start).0).count();
+        assert_eq!(admitted, MAX_STDERR_LINES_PER_SECOND as usize);
+        let next = start + Duration::from_millis(1000);
+        assert_eq!(gate.admit(next), (true, Some(150)));
+        assert_eq!(gate.admit(next), (true, None));
+
+        assert_eq!(cut("abc", 2), "ab");
+        assert_eq!(cut("aé", 2), "a");
+        assert_eq!(cut("abc", 10), "abc");
+    }
+
+    #[tokio::test]
+    async fn a_missing_cwd_is_named_in_the_error() {
+        let config: PluginConfig =
+            serde_json::from_value(serde_json::json!({"command": "/bin/sh", "cwd": "/nonexistent/troupe-plugin-cwd"}))
+                .expect("config");
+        let Err(error) = spawn("p", &config) else { panic!("started") };
+        assert!(error.contains("cwd `/nonexistent/troupe-plugin-cwd` does not exist"), "{error}");
     }
 }

@@ -21,7 +21,8 @@ use serde::Deserialize;
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
-    /// The program: an absolute path, or a name found through the `PATH` of `env` (the daemon's is not used).
+    /// The program: an absolute path, or a bare name (no `/`) when `env` sets `PATH`, which it is looked up in
+    /// (the daemon's `PATH` is never used). Anything else is refused at config load.
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
@@ -94,6 +95,12 @@ pub(super) fn validate(plugins: &BTreeMap<String, PluginConfig>) -> Result<(), S
         if plugin.command.trim().is_empty() {
             return Err(format!("plugins.{name}.command must not be empty"));
         }
+        if !plugin.command.starts_with('/') && (plugin.command.contains('/') || !plugin.env.contains_key("PATH")) {
+            return Err(format!(
+                "plugins.{name}.command must be an absolute path (or a bare name with PATH set in plugins.{name}.env; \
+                 the daemon's PATH is not used)"
+            ));
+        }
         if let Some(cwd) = &plugin.cwd
             && !cwd.starts_with('/')
         {
@@ -143,14 +150,22 @@ mod tests {
             (10_000, 30_000, 3_000)
         );
 
-        let error = parse("[plugins.Watch]\ncommand = \"x\"\n").unwrap_err();
+        let error = parse("[plugins.Watch]\ncommand = \"/x\"\n").unwrap_err();
         assert!(error.contains("plugins.Watch"), "{error}");
-        let error = parse("[plugins.w]\ncommand = \"x\"\ncwd = \"rel\"\n").unwrap_err();
+        let error = parse("[plugins.w]\ncommand = \"/x\"\ncwd = \"rel\"\n").unwrap_err();
         assert!(error.contains("plugins.w.cwd"), "{error}");
-        let error = parse("[plugins.w]\ncommand = \"x\"\ntool_timeout_ms = 0\n").unwrap_err();
+        let error = parse("[plugins.w]\ncommand = \"/x\"\ntool_timeout_ms = 0\n").unwrap_err();
         assert!(error.contains("plugins.w.tool_timeout_ms"), "{error}");
-        let error = parse("[plugins.w]\ncommand = \"x\"\nenv = { \"\" = \"hidden\" }\n").unwrap_err();
+        let error = parse("[plugins.w]\ncommand = \"/x\"\nenv = { \"\" = \"hidden\" }\n").unwrap_err();
         assert!(error.contains("plugins.w.env") && !error.contains("hidden"), "{error}");
-        assert!(parse("[plugins.w]\ncommand = \"x\"\ncolour = 1\n").unwrap_err().contains("colour"));
+        assert!(parse("[plugins.w]\ncommand = \"/x\"\ncolour = 1\n").unwrap_err().contains("colour"));
+        // A relative command is never looked up in the daemon's PATH: refused unless `env` sets PATH.
+        for relative in ["python3", "./plugin.py", "bin/plugin"] {
+            let error = parse(&format!("[plugins.w]\ncommand = \"{relative}\"\n")).unwrap_err();
+            assert!(error.contains("plugins.w.command must be an absolute path"), "{error}");
+        }
+        let error = parse("[plugins.w]\ncommand = \"./p\"\nenv = { PATH = \"/usr/bin\" }\n").unwrap_err();
+        assert!(error.contains("plugins.w.command"), "{error}");
+        assert!(parse("[plugins.w]\ncommand = \"python3\"\nenv = { PATH = \"/usr/bin\" }\n").is_ok());
     }
 }
