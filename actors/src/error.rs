@@ -130,6 +130,7 @@ fn goal_detail(session_id: &str, kind: &crate::session_actor::GoalErrorKind) -> 
             "a selection is accepted only with `resume`, not with `{}`",
             serde_json::to_string(action).unwrap_or_default().trim_matches('"')
         ),
+        Kind::ChecklistTooLarge { reason } => format!("{reason}; the goal is unchanged"),
     }
 }
 
@@ -306,10 +307,13 @@ impl From<EngineError> for RpcError {
                     Kind::Terminal { .. } => "goal_terminal",
                     Kind::WrongStatus { .. } => "goal_invalid_transition",
                     Kind::SelectionNotAllowed { .. } => "goal_selection_not_allowed",
+                    Kind::ChecklistTooLarge { .. } => "goal_checklist_too_large",
                 };
                 match kind {
                     // The request itself is malformed for its action.
-                    Kind::SelectionNotAllowed { .. } => RpcError::invalid_params_typed(code, &detail, &ids),
+                    Kind::SelectionNotAllowed { .. } | Kind::ChecklistTooLarge { .. } => {
+                        RpcError::invalid_params_typed(code, &detail, &ids)
+                    }
                     _ => RpcError::engine(code, &detail, &ids),
                 }
             }

@@ -22,6 +22,41 @@ pub const GOAL_ENGINE_ORIGIN: &str = "engine:goal";
 /// The reason recorded when a checklist with every item finished completes its goal.
 pub const COMPLETION_REASON: &str = "every checklist item is finished";
 
+/// The most items a `goal_update` checklist may hold.
+pub const MAX_CHECKLIST_ITEMS: usize = 100;
+/// The most bytes (UTF-8) one checklist item's description may hold.
+pub const MAX_ITEM_DESCRIPTION_BYTES: usize = 1024;
+/// The most bytes the descriptions of a whole checklist may hold together.
+pub const MAX_CHECKLIST_BYTES: usize = 64 * 1024;
+
+/// Checks a model's checklist against [`MAX_CHECKLIST_ITEMS`], [`MAX_ITEM_DESCRIPTION_BYTES`] and
+/// [`MAX_CHECKLIST_BYTES`]; the error says which bound it exceeds, for the model to read.
+pub fn check_checklist(items: &[GoalItem]) -> Result<(), String> {
+    if items.len() > MAX_CHECKLIST_ITEMS {
+        return Err(format!(
+            "the checklist has {} items; at most {MAX_CHECKLIST_ITEMS} are accepted: group related steps into one item",
+            items.len()
+        ));
+    }
+    if let Some((index, item)) =
+        items.iter().enumerate().find(|(_, item)| item.description.len() > MAX_ITEM_DESCRIPTION_BYTES)
+    {
+        return Err(format!(
+            "item {} has a description of {} bytes; at most {MAX_ITEM_DESCRIPTION_BYTES} are accepted: keep each \
+             item a short step",
+            index + 1,
+            item.description.len()
+        ));
+    }
+    let total: usize = items.iter().map(|item| item.description.len()).sum();
+    if total > MAX_CHECKLIST_BYTES {
+        return Err(format!(
+            "the checklist's descriptions are {total} bytes together; at most {MAX_CHECKLIST_BYTES} are accepted"
+        ));
+    }
+    Ok(())
+}
+
 /// A root session's current goal and the count of automatic runs without checklist progress.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GoalBook {
@@ -223,6 +258,21 @@ pub fn reminder(goal: &GoalState) -> String {
 mod tests {
     use super::*;
     use troupe_protocol::types::common::ModelSelection;
+
+    #[test]
+    fn checklists_are_bounded_in_items_description_and_total_bytes() {
+        let item = |bytes: usize| GoalItem { description: "d".repeat(bytes), finished: false };
+        assert!(check_checklist(&[]).is_ok());
+        assert!(check_checklist(&vec![item(10); MAX_CHECKLIST_ITEMS]).is_ok());
+        let many = check_checklist(&vec![item(10); MAX_CHECKLIST_ITEMS + 1]).unwrap_err();
+        assert!(many.contains("101 items"), "{many}");
+        assert!(check_checklist(&[item(MAX_ITEM_DESCRIPTION_BYTES)]).is_ok());
+        let long = check_checklist(&[item(1), item(MAX_ITEM_DESCRIPTION_BYTES + 1)]).unwrap_err();
+        assert!(long.contains("item 2"), "{long}");
+        assert!(check_checklist(&vec![item(1024); 64]).is_ok());
+        let total = check_checklist(&vec![item(1024); 65]).unwrap_err();
+        assert!(total.contains("together"), "{total}");
+    }
 
     fn event(seq: u64, origin: Option<&str>, payload: EventPayload) -> StoredEvent {
         StoredEvent {

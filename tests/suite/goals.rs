@@ -386,3 +386,51 @@ async fn goals_are_root_only_and_a_missing_completion_is_repaired_on_load() {
             .unwrap_err();
     assert_eq!(typed(refused), (-32000, "not_root_session".to_owned()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checklist_past_its_bounds_is_a_tool_error_and_the_goal_is_unchanged() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[goals]\nmax_idle_runs = 1\n[limits]\nmax_input_bytes = 4000\n".into()),
+        ..Default::default()
+    });
+    let (client, mut deliveries, session_id) = yolo_session(&daemon).await;
+    // The objective obeys `[limits] max_input_bytes`.
+    let refused = set_goal(&client, &session_id, &"o".repeat(4001), "local/scripted").await.unwrap_err();
+    assert_eq!(typed(refused), (-32602, "input_too_large".to_owned()));
+    assert_eq!(get_goal(&client, &session_id).await, None);
+
+    let many: Vec<(String, bool)> = (0..101).map(|n| (format!("step {n}"), false)).collect();
+    let long = vec![("l".repeat(1025), false)];
+    let heavy: Vec<(String, bool)> = (0..65).map(|n| (format!("{n:04}").repeat(256), false)).collect();
+    let as_refs = |items: &[(String, bool)]| update(&items.iter().map(|(d, f)| (d.as_str(), *f)).collect::<Vec<_>>());
+    connect_script(
+        &client,
+        daemon.data_path(),
+        json!({"turns": [as_refs(&many), as_refs(&long), as_refs(&heavy), {"text": "gave up"}]}),
+    )
+    .await;
+    let goal = set_goal(&client, &session_id, "plan big", "local/scripted").await.unwrap();
+    let events = events_until(&mut deliveries, |event| is_goal_status(event, GoalStatus::Paused)).await;
+    assert!(
+        !events.iter().any(|e| matches!(e.payload, EventPayload::GoalChecklistRevised { .. })),
+        "{:?}",
+        kinds(&events)
+    );
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(|result| result.status == ToolResultStatus::Error), "{results:?}");
+    assert!(
+        results[0].output.contains("101 items") && results[0].output.contains("at most 100"),
+        "{}",
+        results[0].output
+    );
+    assert!(
+        results[1].output.contains("1025 bytes") && results[1].output.contains("at most 1024"),
+        "{}",
+        results[1].output
+    );
+    assert!(results[2].output.contains("at most 65536"), "{}", results[2].output);
+    assert!(results.iter().all(|result| result.output.contains("the goal is unchanged")));
+    let after = get_goal(&client, &session_id).await.unwrap();
+    assert_eq!((after.goal_id, after.items.len(), after.status), (goal.goal_id, 0, GoalStatus::Paused));
+}

@@ -10,7 +10,9 @@ use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalItem, GoalLifecycleAction, GoalState, GoalStatus};
 use troupe_runtime::clock::new_id;
-use troupe_runtime::goal_state::{GOAL_ENGINE_ORIGIN, GOAL_RUN_ORIGIN, GoalBook, LifecycleRefusal, reminder};
+use troupe_runtime::goal_state::{
+    GOAL_ENGINE_ORIGIN, GOAL_RUN_ORIGIN, GoalBook, LifecycleRefusal, check_checklist, reminder,
+};
 
 use super::SessionActor;
 use super::runs::StartRun;
@@ -36,6 +38,8 @@ pub enum GoalErrorKind {
     WrongStatus { status: GoalStatus, action: GoalLifecycleAction },
     /// A selection came with pause or cancel.
     SelectionNotAllowed { action: GoalLifecycleAction },
+    /// A `goal_update` checklist exceeds a bound (`troupe_runtime::goal_state::check_checklist`).
+    ChecklistTooLarge { reason: String },
 }
 
 /// `session.goal.get`.
@@ -187,6 +191,10 @@ impl SessionActor {
         ctx: &mut Context<Self>,
         message: UpdateGoalChecklist,
     ) -> Result<(u64, GoalState), EngineError> {
+        self.root_goals()?;
+        if let Err(reason) = check_checklist(&message.items) {
+            return Err(self.goal_error(GoalErrorKind::ChecklistTooLarge { reason }));
+        }
         let goals = self.root_goals()?;
         let events = match goals.checklist_update(message.items) {
             Some(events) => events,
