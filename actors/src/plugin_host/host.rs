@@ -375,7 +375,9 @@ impl Handler<FromPlugin> for PluginHost {
                     delivered
                 };
                 Box::pin(answering.into_actor(self).map(move |delivered, host, _| {
-                    if !delivered && host.peer_of(generation).is_some() {
+                    // Once per process: the other answers it left unread end the same way.
+                    let live = host.connection.as_ref().is_some_and(|c| c.generation == generation && c.kill.is_some());
+                    if !delivered && live {
                         tracing::warn!(plugin = %host.name, "the plugin does not read its stdin; restarting it");
                         host.kill();
                     }
