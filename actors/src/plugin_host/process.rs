@@ -187,30 +187,48 @@ fn cut(text: &str, max: usize) -> &str {
 }
 
 /// Copies stderr to the log, one bounded line at a time, at a bounded rate (a chatty plugin cannot fill the disk).
+/// Lines suppressed in a window are reported once it ends, even if the plugin writes nothing more.
 async fn log_stderr(name: String, stderr: impl AsyncRead + Unpin) {
     let mut reader = BufReader::new(stderr);
     let mut buffer = Vec::new();
     let mut gate = StderrGate::new(Instant::now());
     loop {
-        buffer.clear();
-        match read_bounded_line(&mut reader, &mut buffer).await {
+        let read = if gate.suppressed > 0 {
+            let window_end = tokio::time::Instant::from_std(gate.window + Duration::from_secs(1));
+            match tokio::time::timeout_at(window_end, read_bounded_line(&mut reader, &mut buffer)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    // The line being read (if any) stays in `buffer` and is completed by the next read.
+                    report_suppressed(&name, std::mem::take(&mut gate.suppressed));
+                    continue;
+                }
+            }
+        } else {
+            read_bounded_line(&mut reader, &mut buffer).await
+        };
+        match read {
             Ok(Some(_)) => {
                 let (log, suppressed) = gate.admit(Instant::now());
                 if let Some(count) = suppressed {
-                    tracing::warn!(plugin = %name, suppressed = count, "plugin stderr: suppressed {count} lines");
+                    report_suppressed(&name, count);
                 }
                 if log {
                     let text = String::from_utf8_lossy(&buffer[..buffer.len().min(MAX_STDERR_LINE_BYTES + 4)]);
                     let text = cut(&text, MAX_STDERR_LINE_BYTES);
                     tracing::info!(plugin = %name, "plugin stderr: {text}");
                 }
+                buffer.clear();
             }
             Ok(None) | Err(_) => break,
         }
     }
     if gate.suppressed > 0 {
-        tracing::warn!(plugin = %name, suppressed = gate.suppressed, "plugin stderr: suppressed {} lines", gate.suppressed);
+        report_suppressed(&name, gate.suppressed);
     }
+}
+
+fn report_suppressed(name: &str, count: u64) {
+    tracing::warn!(plugin = %name, suppressed = count, "plugin stderr: suppressed {count} lines (at most {MAX_STDERR_LINES_PER_SECOND} a second are logged)");
 }
 
 #[cfg(test)]
