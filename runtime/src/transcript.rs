@@ -229,21 +229,7 @@ mod tests {
     }
 
     fn turn_with_call(seq: u64, id: &str) -> StoredEvent {
-        event(
-            seq,
-            EventPayload::ModelTurnCommitted {
-                attempt_id: "a".into(),
-                model: "local/scripted".into(),
-                fallback_index: 0,
-                text: String::new(),
-                reasoning: None,
-                tool_calls: vec![ToolCallRecord {
-                    tool_call_id: id.into(),
-                    tool: "probe".into(),
-                    arguments: serde_json::json!({}),
-                }],
-            },
-        )
+        turn_with_calls(seq, &[id])
     }
 
     fn terminated(seq: u64, id: &str, output: &str, messages: Vec<ToolEmittedMessage>) -> StoredEvent {

@@ -24,7 +24,7 @@ use crate::error::EngineError;
 /// Bytes of events a replay pump reads and offers at a time.
 const REPLAY_CHUNK_BYTES: usize = 256 * 1024;
 
-/// Memory bounds of one session actor.
+/// Memory bounds of one session actor (from `[limits]` in `config.toml`, whose defaults are 1 MiB each).
 #[derive(Clone, Copy, Debug)]
 pub struct SessionLimits {
     /// An idle session with no subscribers stops after this long.
@@ -33,20 +33,6 @@ pub struct SessionLimits {
     pub replay_page_bytes: usize,
     /// Bytes of recent events kept in memory; older ones are read from the log.
     pub tail_bytes: usize,
-}
-
-impl SessionLimits {
-    pub const DEFAULT_REPLAY_PAGE_BYTES: usize = 1024 * 1024;
-    pub const DEFAULT_TAIL_BYTES: usize = 1024 * 1024;
-
-    /// The default bounds with the given idle time.
-    pub fn with_hibernate_after(hibernate_after: std::time::Duration) -> Self {
-        SessionLimits {
-            hibernate_after,
-            replay_page_bytes: Self::DEFAULT_REPLAY_PAGE_BYTES,
-            tail_bytes: Self::DEFAULT_TAIL_BYTES,
-        }
-    }
 }
 
 /// The newest committed events, bounded by their bytes (always at least the last one).

@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use troupe_actors::session_actor::SessionLimits;
 use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_runtime::event_log;
@@ -54,7 +53,10 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         // the projection, keep only the default tail of recent events.
         let started = Instant::now();
         let mut projector = SessionState::projector();
-        let opened = event_log::open(&session_dir, SessionLimits::DEFAULT_TAIL_BYTES, |event| projector.apply(event))?;
+        let opened =
+            event_log::open(&session_dir, troupe_runtime::config::Limits::default().session_tail_bytes, |event| {
+                projector.apply(event)
+            })?;
         let fallback_time = event_log::modified_rfc3339(&session_dir);
         let state = projector.finish(&session_id, opened.skipped.clone(), &fallback_time);
         load_samples.push(ms(started.elapsed()));
@@ -64,8 +66,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         ensure!(state.meta().last_event_seq == events as u64, "the projection ends at {}", state.meta().last_event_seq);
         tail_events = opened.tail.len();
         tail_bytes = opened.tail.iter().map(|entry| entry.len()).sum();
-        let bounded = tail_bytes <= SessionLimits::DEFAULT_TAIL_BYTES || tail_events == 1;
-        let partial = log_bytes as usize <= SessionLimits::DEFAULT_TAIL_BYTES || tail_events < events;
+        let bounded = tail_bytes <= troupe_runtime::config::Limits::default().session_tail_bytes || tail_events == 1;
+        let partial =
+            log_bytes as usize <= troupe_runtime::config::Limits::default().session_tail_bytes || tail_events < events;
         ensure!(bounded && partial, "the tail kept {tail_events} events, {tail_bytes} bytes");
         drop((opened, state));
 
@@ -127,7 +130,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             generated.as_secs_f64(),
             ctx.rounds,
             tail_bytes as f64 / 1e6,
-            SessionLimits::DEFAULT_TAIL_BYTES / (1024 * 1024)
+            troupe_runtime::config::Limits::default().session_tail_bytes / (1024 * 1024)
         ),
         rows: vec![
             Row::new("serde_json::Value per line (baseline)", "ms", parse, parse_p99),

@@ -13,8 +13,6 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::session::SessionListParams;
 
-use troupe_actors::session_actor::SessionLimits;
-
 use crate::Ctx;
 use crate::harness::{ChildDaemon, RawWs, bench_tmp_root, connect, within, write_text_delta_log};
 use crate::report::{Row, Table, Target, median_p99};
@@ -215,7 +213,7 @@ async fn replay_from_zero(ctx: &Ctx, child: &ChildDaemon, session_id: &str, coun
             let result = value.get("result").with_context(|| format!("events.subscribe failed: {value}"))?;
             let events = result["events"].as_array().context("the reply's events")?;
             // One page: at most the page's bytes of events (or a single event), whatever the history.
-            let page_bytes = SessionLimits::DEFAULT_REPLAY_PAGE_BYTES + 64 * 1024;
+            let page_bytes = troupe_runtime::config::Limits::default().replay_page_bytes + 64 * 1024;
             ensure!(text.len() <= page_bytes || events.len() == 1, "a reply of {} bytes is not one page", text.len());
             for event in events {
                 ensure!(event["seq"] == next_seq, "the reply holds seq {} where {next_seq} was due", event["seq"]);

@@ -149,11 +149,6 @@ impl FileEventStore {
         }
         Ok(tail)
     }
-
-    /// The writer (tests, and callers that need the path).
-    pub fn writer(&self) -> &LogWriter {
-        &self.writer
-    }
 }
 
 impl EventStore for FileEventStore {
