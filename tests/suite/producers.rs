@@ -163,17 +163,31 @@ fn blocking_script() -> serde_json::Value {
     ]})
 }
 
+/// A yolo session whose run is blocked in its shell tool (waiting for stdin), subscribed by `client`.
+struct Busy {
+    client: Client,
+    deliveries: Deliveries,
+    session_id: String,
+    run_id: String,
+    tool_call_id: String,
+}
+
+async fn busy_session(daemon: &TestDaemon) -> Busy {
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), blocking_script()).await;
+    let session_id = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &session_id, PermissionMode::Yolo).await;
+    client.subscribe(&session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session_id, selection_of("default", "local/scripted"), "start").await;
+    let tool_call_id = tool_started(&mut deliveries).await;
+    Busy { client, deliveries, session_id, run_id, tool_call_id }
+}
+
 #[tokio::test]
 async fn a_queue_message_waits_for_the_run_to_end_and_a_steer_message_enters_it() {
     let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), blocking_script()).await;
-    let session = daemon.create_session(&client).await;
-    let session_id = session.session_id.as_str();
-    set_mode(&client, session_id, PermissionMode::Yolo).await;
-    client.subscribe(session_id, None).await.expect("subscribe");
-    let run_id = start_run(&client, session_id, selection_of("default", "local/scripted"), "start").await;
-    let tool_call_id = tool_started(&mut deliveries).await;
+    let Busy { client, mut deliveries, session_id, run_id, tool_call_id } = busy_session(&daemon).await;
+    let session_id = session_id.as_str();
 
     let engine = daemon.engine();
     let producer = engine.register_producer(session_id, notify()).await.expect("register");
@@ -232,14 +246,8 @@ async fn a_queue_message_waits_for_the_run_to_end_and_a_steer_message_enters_it(
 #[tokio::test]
 async fn discard_works_after_unregister_and_is_idempotent() {
     let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), blocking_script()).await;
-    let session = daemon.create_session(&client).await;
-    let session_id = session.session_id.as_str();
-    set_mode(&client, session_id, PermissionMode::Yolo).await;
-    client.subscribe(session_id, None).await.expect("subscribe");
-    let run_id = start_run(&client, session_id, selection_of("default", "local/scripted"), "start").await;
-    let tool_call_id = tool_started(&mut deliveries).await;
+    let Busy { client, mut deliveries, session_id, run_id, tool_call_id } = busy_session(&daemon).await;
+    let session_id = session_id.as_str();
 
     let engine = daemon.engine();
     let producer = engine.register_producer(session_id, notify()).await.expect("register");
@@ -472,14 +480,8 @@ async fn has_no_registrations(daemon: &TestDaemon, session_id: &str) -> bool {
 async fn a_send_past_the_session_backlog_is_refused_with_nothing_written() {
     use troupe_runtime::producer_book::{MAX_HELD_BYTES, MAX_HELD_MESSAGES};
     let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), blocking_script()).await;
-    let session = daemon.create_session(&client).await;
-    let session_id = session.session_id.as_str();
-    set_mode(&client, session_id, PermissionMode::Yolo).await;
-    client.subscribe(session_id, None).await.expect("subscribe");
-    start_run(&client, session_id, selection_of("default", "local/scripted"), "start").await;
-    tool_started(&mut deliveries).await;
+    let Busy { client, deliveries: _deliveries, session_id, .. } = busy_session(&daemon).await;
+    let session_id = session_id.as_str();
 
     let engine = daemon.engine();
     let producer = engine.register_producer(session_id, notify()).await.expect("register");
