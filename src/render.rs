@@ -8,7 +8,9 @@ use std::io::Write;
 
 use base64::Engine as _;
 use serde_json::Value;
-use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
+use troupe_protocol::types::events::{
+    CompactionOutcome, CompactionTrigger, DelegateStatus, EventPayload, StoredEvent, TitleChangeKind,
+};
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_protocol::types::run::ToolResultStatus;
 
@@ -118,6 +120,24 @@ pub fn describe_event(event: &StoredEvent) -> Option<String> {
     describe(&event.payload)
 }
 
+fn compaction_outcome(outcome: CompactionOutcome) -> &'static str {
+    match outcome {
+        CompactionOutcome::Committed => "committed",
+        CompactionOutcome::Skipped => "skipped",
+        CompactionOutcome::Failed => "failed",
+        CompactionOutcome::Cancelled => "cancelled",
+    }
+}
+
+fn delegate_status(status: DelegateStatus) -> &'static str {
+    match status {
+        DelegateStatus::Completed => "completed",
+        DelegateStatus::Failed => "failed",
+        DelegateStatus::Cancelled => "was cancelled",
+        DelegateStatus::Interrupted => "was interrupted",
+    }
+}
+
 /// One line for an event, or `None` for events that are not worth a line of their own.
 pub fn describe(payload: &EventPayload) -> Option<String> {
     Some(match payload {
@@ -197,6 +217,35 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
             }
         }
         EventPayload::ApprovalFinalized { .. } => return None,
+        EventPayload::CompactionStarted { trigger, focus, model, .. } => {
+            let why = match trigger {
+                CompactionTrigger::Manual => "compacting the history",
+                CompactionTrigger::Auto => "the history is near the context window: compacting it",
+                CompactionTrigger::Overflow => "the model's context window overflowed: compacting the history",
+            };
+            match focus {
+                Some(focus) => format!("{why} with {model} (focus: {focus})"),
+                None => format!("{why} with {model}"),
+            }
+        }
+        EventPayload::ContextCheckpointCommitted { through_seq, compacted_messages, elided_tool_results, .. } => {
+            format!(
+                "checkpoint: history through #{through_seq} summarized ({compacted_messages} messages, \
+                 {elided_tool_results} tool results; attachments before it are no longer sent)"
+            )
+        }
+        EventPayload::CompactionEnded { outcome, reason, .. } => match (outcome, reason) {
+            (CompactionOutcome::Committed, _) => return None,
+            (outcome, Some(reason)) => format!("compaction {}: {reason}", compaction_outcome(*outcome)),
+            (outcome, None) => format!("compaction {}", compaction_outcome(*outcome)),
+        },
+        EventPayload::DelegateStarted { child_session_id, agent, task, .. } => {
+            format!("delegated to {agent} in child session {child_session_id}: {task}")
+        }
+        EventPayload::DelegateFinished { child_session_id, status, summary, .. } => {
+            let first_line = summary.lines().next().unwrap_or("");
+            format!("child session {child_session_id} {}: {first_line}", delegate_status(*status))
+        }
         EventPayload::ApprovalCancelled { reason, .. } => format!("approval cancelled: {reason}"),
         EventPayload::TreeApprovalGrantCommitted { grant } => {
             format!("granted for the whole session tree: {}", grant.resource)

@@ -203,6 +203,8 @@ protocol_methods! {
     AgentUsage, agent_usage, "agent.usage", AgentUsageParams => AgentUsageResult;
     /// Rollup across all sessions.
     UsageGlobal, usage_global, "usage.global", Empty => GlobalUsageResult;
+    /// Rollup of a session and every delegated session below it.
+    SessionTreeUsage, session_tree_usage, "session.tree_usage", SessionIdParams => SessionTreeUsageResult;
     /// Direct children of a session.
     SessionChildren, session_children, "session.children", SessionIdParams => SessionChildrenResult;
     /// The recursive tree below a session.

@@ -143,6 +143,7 @@ async fn methods_of_later_issues_answer_not_implemented_naming_the_method() {
         "session.usage": {"session_id": "s"},
         "agent.usage": {"agent_id": "default"},
         "usage.global": {},
+        "session.tree_usage": {"session_id": "s"},
         "skills.list": {"session_id": "s"},
         "skills.get": {"session_id": "s", "name": "n", "arguments": ""},
         "session.compact": {"session_id": "s", "focus": null},

@@ -466,6 +466,7 @@ impl RunLoop {
                 cache_read_tokens: usage.cache_read_tokens,
                 cache_write_tokens: usage.cache_write_tokens,
                 estimated_cost_usd,
+                purpose: Default::default(),
             })
             .await;
         }

@@ -187,8 +187,12 @@ pub enum EventPayload {
         cache_read_tokens: u64,
         #[serde(default)]
         cache_write_tokens: u64,
+        /// Stamped when recorded, from the model's pricing then; null when the model had none. Never recomputed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         estimated_cost_usd: Option<f64>,
+        /// What the request was for: a turn of the run (absent) or a compaction's summary.
+        #[serde(default, skip_serializing_if = "UsagePurpose::is_turn")]
+        purpose: UsagePurpose,
     },
     /// A tool call passed its permission check and starts executing.
     ToolCallStarted {
@@ -324,6 +328,51 @@ pub enum EventPayload {
         selection: Option<RunSelection>,
     },
     // --- end goals ---
+    // --- history (issue 11) ---
+    /// A compaction began: the session's model is asked for a summary of the history so far.
+    CompactionStarted {
+        compaction_id: String,
+        trigger: CompactionTrigger,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+        /// `<provider>/<model id>` asked for the summary.
+        model: String,
+    },
+    /// Model requests from now on start from `summary` instead of the history through `through_seq`. Attachments
+    /// in the compacted history are not recoverable from the checkpoint.
+    ContextCheckpointCommitted {
+        compaction_id: String,
+        summary: String,
+        /// The last event the summary covers.
+        through_seq: u64,
+        trigger: CompactionTrigger,
+        /// History messages the summary replaced.
+        compacted_messages: u64,
+        /// Tool results (each with its emitted messages, as one unit) whose content the summary replaced.
+        elided_tool_results: u64,
+    },
+    /// A compaction ended; `committed` when its checkpoint is the preceding `context_checkpoint_committed`.
+    CompactionEnded {
+        compaction_id: String,
+        outcome: CompactionOutcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A `delegate` tool call created a child session and started the task there (in the parent's log).
+    DelegateStarted {
+        tool_call_id: String,
+        child_session_id: String,
+        agent: String,
+        task: String,
+    },
+    /// The child's run ended; `summary` (bounded) is what the parent's tool result carries.
+    DelegateFinished {
+        tool_call_id: String,
+        child_session_id: String,
+        status: DelegateStatus,
+        summary: String,
+    },
+    // --- end history ---
     /// A kind this build does not model (yet); its JSON is preserved where it is stored.
     #[serde(other)]
     Unknown,
@@ -371,9 +420,64 @@ impl EventPayload {
             EventPayload::GoalChecklistRevised { .. } => "goal_checklist_revised",
             EventPayload::GoalLifecycleChanged { .. } => "goal_lifecycle_changed",
             EventPayload::PluginEventAdded { .. } => "plugin_event_added",
+            EventPayload::CompactionStarted { .. } => "compaction_started",
+            EventPayload::ContextCheckpointCommitted { .. } => "context_checkpoint_committed",
+            EventPayload::CompactionEnded { .. } => "compaction_ended",
+            EventPayload::DelegateStarted { .. } => "delegate_started",
+            EventPayload::DelegateFinished { .. } => "delegate_finished",
             EventPayload::Unknown => return None,
         })
     }
+}
+
+/// What a model request recorded in `model_usage_recorded` was for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UsagePurpose {
+    /// A turn of the run.
+    #[default]
+    Turn,
+    /// A compaction's summary.
+    Compaction,
+}
+
+impl UsagePurpose {
+    pub fn is_turn(&self) -> bool {
+        *self == UsagePurpose::Turn
+    }
+}
+
+/// Why a compaction ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionTrigger {
+    /// `session.compact`.
+    Manual,
+    /// The next request would not fit the model's context window.
+    Auto,
+    /// The provider answered that the request exceeded the context window; the request is retried after it.
+    Overflow,
+}
+
+/// How a compaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionOutcome {
+    Committed,
+    /// Nothing to compact (no history since the last checkpoint).
+    Skipped,
+    Failed,
+    Cancelled,
+}
+
+/// How a delegated task ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DelegateStatus {
+    Completed,
+    Failed,
+    Cancelled,
+    Interrupted,
 }
 
 /// A tool call as the model asked for it.

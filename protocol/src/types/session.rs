@@ -123,8 +123,12 @@ pub struct SessionCompactParams {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionCompactResult {
     pub compacted: bool,
+    /// Why nothing was committed (nothing to compact, the model failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Set when the compaction was cancelled (`run.cancel` on its id, or the daemon stopping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancellation_reason: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

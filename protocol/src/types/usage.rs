@@ -42,7 +42,20 @@ impl UsageRollup {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionUsageResult {
     pub session_id: String,
+    /// The visible branch: requests of the events a revert did not hide.
     pub usage: UsageRollup,
+    /// Everything this session spent, reverted-away turns included (what `usage.global` counts).
+    #[serde(default)]
+    pub spent: UsageRollup,
+}
+
+/// `session.tree_usage` result: everything the session and its delegated descendants spent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionTreeUsageResult {
+    pub session_id: String,
+    pub usage: UsageRollup,
+    /// Sessions counted: the session itself and every descendant.
+    pub session_count: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
