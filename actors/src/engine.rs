@@ -6,6 +6,7 @@
 //! engine will implement keep the trait's default answer, `not_implemented`.
 
 mod goals;
+mod history;
 mod producers;
 #[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
@@ -648,6 +649,22 @@ impl ServerProtocol for Engine {
         params: SessionIdParams,
     ) -> Result<troupe_protocol::types::producers::SessionProducersResult, RpcError> {
         Ok(self.producers_of(&params.session_id).await?)
+    }
+
+    async fn session_revert(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::session::SessionRevertParams,
+    ) -> Result<SessionResult, RpcError> {
+        self.revert(params).await
+    }
+
+    async fn session_fork(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::session::SessionForkParams,
+    ) -> Result<troupe_protocol::types::session::SessionForkResult, RpcError> {
+        self.fork(params).await
     }
 
     async fn session_goal_get(

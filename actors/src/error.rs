@@ -48,6 +48,16 @@ pub enum EngineError {
     CursorAhead { session_id: String, cursor: u64, last_seq: u64 },
     #[error("the engine is shutting down")]
     ShuttingDown,
+    /// `session.revert`/`session.fork` with a `through_seq` that is not an event of the session.
+    #[error(
+        "through_seq {through_seq} is not an event of session `{session_id}`: its events are 1..={last_seq}; events.subscribe shows their seqs"
+    )]
+    SeqOutOfRange { session_id: String, through_seq: u64, last_seq: u64 },
+    /// `session.fork` of a prefix without a user message.
+    #[error(
+        "session `{session_id}` has no user message through seq {through_seq}: fork from a seq at or after the first run_started"
+    )]
+    NoUserMessageInPrefix { session_id: String, through_seq: u64 },
     #[error("there is no provider `{provider_id}`; the providers are local, openai and anthropic")]
     ProviderNotFound { provider_id: String },
     #[error("invalid settings for provider `{provider_id}`: {detail}")]
@@ -219,6 +229,20 @@ impl From<EngineError> for RpcError {
                 &[session(session_id), ("last_seq", Value::from(*last_seq))],
             ),
             EngineError::ShuttingDown => RpcError::engine("shutting_down", &detail, &[]),
+            EngineError::SeqOutOfRange { session_id, through_seq, last_seq } => RpcError::invalid_params_typed(
+                "seq_out_of_range",
+                &detail,
+                &[
+                    session(session_id),
+                    ("through_seq", Value::from(*through_seq)),
+                    ("last_seq", Value::from(*last_seq)),
+                ],
+            ),
+            EngineError::NoUserMessageInPrefix { session_id, through_seq } => RpcError::invalid_params_typed(
+                "no_user_message_in_prefix",
+                &detail,
+                &[session(session_id), ("through_seq", Value::from(*through_seq))],
+            ),
             EngineError::ProviderNotFound { provider_id } => {
                 RpcError::engine("provider_not_found", &detail, &[provider(provider_id)])
             }

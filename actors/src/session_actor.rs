@@ -45,6 +45,7 @@ use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSuper
 
 mod approvals;
 mod goals;
+mod history;
 mod plugin_events;
 mod producers;
 mod replay;
@@ -60,6 +61,7 @@ pub use goals::{
     ChangeGoalLifecycle, GetGoal, GoalErrorKind, GoalRunPlan, PauseGoal, PrepareGoalRun, SetGoal, StartGoalRun,
     UpdateGoalChecklist,
 };
+pub use history::{PrepareFork, Revert};
 pub use plugin_events::EmitPluginEvent;
 pub use producers::{
     DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
@@ -78,6 +80,8 @@ pub enum Opening {
     Create { first: Box<StoredEvent> },
     /// Load the existing log.
     Load,
+    /// Copy a prefix of another session into a new log (`session.fork`), then load it.
+    Fork { source: Box<troupe_runtime::fork::ForkSource> },
 }
 
 /// The session's metadata.
@@ -175,6 +179,8 @@ pub struct SessionActor {
     last_request: Instant,
     /// What the supervisor was last told about this session's goal (`goals`).
     goal_reported: Option<crate::goal_actor::GoalReport>,
+    /// Whether this session was created by `session.fork` (a run in flight in its log was copied, not lost).
+    forked: bool,
 }
 
 impl SessionActor {
@@ -212,6 +218,7 @@ impl SessionActor {
             limits,
             last_request: Instant::now(),
             goal_reported: None,
+            forked: false,
         }
     }
 
@@ -254,21 +261,29 @@ impl SessionActor {
         self.state = Some(state);
         self.phase = Phase::Ready;
         self.report_meta();
-        // A run that was active in the log has no actor now: the daemon restarted or this session crashed.
+        // A run that was active in the log has no actor now: the daemon restarted or this session crashed (or, in
+        // a fork, the run was copied from its source, where it goes on).
         if let Some(run_id) = dangling_run {
-            let reason = "the run was interrupted";
-            if let Err(error) = self.cancel_pending_approvals(ctx, &run_id, reason) {
-                tracing::error!(session_id = %self.session_id, %error, "could not cancel approvals of a dangling run");
-            }
-            let interrupted = EventPayload::RunInterrupted {
-                reason: Some("the daemon stopped or the session restarted while the run was in flight".into()),
+            let reason = if self.forked {
+                "the run was copied by a fork while in flight; it continues only in its source session"
+            } else {
+                "the daemon stopped or the session restarted while the run was in flight"
             };
-            if let Err(error) = self.append(ctx, Some(run_id), None, interrupted) {
-                tracing::error!(session_id = %self.session_id, %error, "could not interrupt a dangling run");
-            }
+            self.close_dangling_run(ctx, run_id, reason);
         }
         self.goals_started(ctx);
         self.recover_producer_messages(ctx);
+    }
+
+    /// Ends a run that has no actor: its pending approvals are cancelled and it is recorded as interrupted.
+    fn close_dangling_run(&mut self, ctx: &mut Context<Self>, run_id: String, reason: &str) {
+        if let Err(error) = self.cancel_pending_approvals(ctx, &run_id, "the run was interrupted") {
+            tracing::error!(session_id = %self.session_id, %error, "could not cancel approvals of a dangling run");
+        }
+        let interrupted = EventPayload::RunInterrupted { reason: Some(reason.to_owned()) };
+        if let Err(error) = self.append(ctx, Some(run_id), None, interrupted) {
+            tracing::error!(session_id = %self.session_id, %error, "could not interrupt a dangling run");
+        }
     }
 
     fn report_meta(&self) {
@@ -456,16 +471,27 @@ impl Actor for SessionActor {
                     }
                 }));
             }
-            Some(Opening::Load) | None => {
+            opening @ (Some(Opening::Load) | Some(Opening::Fork { .. }) | None) => {
                 let tail_bytes = self.limits.tail_bytes;
                 let session_id = self.session_id.clone();
+                let fork = match opening {
+                    Some(Opening::Fork { source }) => Some(source),
+                    _ => None,
+                };
+                self.forked = fork.is_some();
                 let load = async move {
                     tokio::task::spawn_blocking(move || {
+                        if let Some(source) = fork {
+                            history::copy_fork(&session_dir, &source)?;
+                        }
                         let mut projector = Projector::default();
-                        let opened = event_log::open(&session_dir, tail_bytes, |event| projector.apply(event))?;
+                        let opened = event_log::open(&session_dir, tail_bytes, |event| projector.apply(event))
+                            .map_err(history::OpenError::Runtime)?;
                         let fallback_time = event_log::modified_rfc3339(&session_dir);
-                        let state = projector.finish(&session_id, opened.skipped.clone(), &fallback_time);
-                        Ok::<_, troupe_runtime::error::RuntimeError>((state, opened))
+                        let mut state = projector.finish(&session_id, opened.skipped.clone(), &fallback_time);
+                        troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader())
+                            .map_err(history::OpenError::Runtime)?;
+                        Ok::<_, history::OpenError>((state, opened))
                     })
                     .await
                 };
@@ -473,7 +499,7 @@ impl Actor for SessionActor {
                     let (state, opened) = match joined {
                         Ok(Ok(loaded)) => loaded,
                         Ok(Err(error)) => {
-                            let error = actor.storage_error(error);
+                            let error = actor.open_error(error);
                             return actor.fail_to_open(ctx, error);
                         }
                         Err(error) => {

@@ -19,6 +19,7 @@ use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, Sessi
 use troupe_runtime::clock::{new_id, now_rfc3339};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::event_log::{self, EventStore};
+use troupe_runtime::fork::FORK_DIR_SUFFIX;
 use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::SessionState;
 
@@ -272,6 +273,14 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
         if !session_dir.is_dir() {
             continue;
         }
+        if session_id.starts_with('.') {
+            // A fork being copied (`.<id>.fork`) when the daemon stopped: never renamed into place, so it is not a
+            // session. Removed so it does not accumulate.
+            if session_id.ends_with(FORK_DIR_SUFFIX) {
+                let _ = std::fs::remove_dir_all(&session_dir);
+            }
+            continue;
+        }
         let log_len = meta_cache::log_len(&session_dir);
         if let Some((meta, cached_len)) = meta_cache::read(&session_dir)
             && Some(cached_len) == log_len
@@ -285,7 +294,11 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
         match event_log::open(&session_dir, 0, |event| projector.apply(event)) {
             Ok(opened) => {
                 let fallback_time = event_log::modified_rfc3339(&session_dir);
-                let meta = projector.finish(&session_id, opened.skipped, &fallback_time).meta();
+                let mut state = projector.finish(&session_id, opened.skipped, &fallback_time);
+                if let Err(error) = troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader()) {
+                    tracing::warn!(%session_id, %error, "could not read a reverted session's visible events");
+                }
+                let meta = state.meta();
                 if let Err(error) = meta_cache::write(&session_dir, &meta, opened.store.len_bytes()) {
                     tracing::warn!(%session_id, %error, "could not write the metadata cache");
                 }
@@ -357,7 +370,19 @@ impl Handler<CreateSession> for SessionSupervisor {
                 selection: message.selection,
             },
         };
-        let addr = self.start_actor(&session_id, Opening::Create { first: Box::new(first) }, ctx);
+        self.start_new_session(session_id, Opening::Create { first: Box::new(first) }, ctx)
+    }
+}
+
+impl SessionSupervisor {
+    /// Starts the actor of a session that is not on disk yet and indexes the session once its log is durable.
+    pub(crate) fn start_new_session(
+        &mut self,
+        session_id: String,
+        opening: Opening,
+        ctx: &mut Context<Self>,
+    ) -> ResponseActFuture<Self, Result<SessionMeta, EngineError>> {
+        let addr = self.start_actor(&session_id, opening, ctx);
         Box::pin(addr.send(GetMeta).into_actor(self).map(move |reply, supervisor, _| {
             let created = reply.unwrap_or_else(|_| {
                 Err(EngineError::Unavailable {
@@ -373,6 +398,21 @@ impl Handler<CreateSession> for SessionSupervisor {
             }
             created
         }))
+    }
+}
+
+/// `session.fork`: a new root session whose log starts with `source`'s prefix; replies once it is durable.
+#[derive(Message)]
+#[rtype(result = "Result<SessionMeta, EngineError>")]
+pub struct ForkSession {
+    pub source: troupe_runtime::fork::ForkSource,
+}
+
+impl Handler<ForkSession> for SessionSupervisor {
+    type Result = ResponseActFuture<Self, Result<SessionMeta, EngineError>>;
+
+    fn handle(&mut self, message: ForkSession, ctx: &mut Context<Self>) -> Self::Result {
+        self.start_new_session(new_id(), Opening::Fork { source: Box::new(message.source) }, ctx)
     }
 }
 

@@ -27,6 +27,12 @@ pub struct ApprovalBook {
 }
 
 impl ApprovalBook {
+    /// Takes the approval records of `branch` (the visible events' book) and keeps this book's answers by client
+    /// id (a redelivered answer is still recognized) and tree grants (a revert does not take back a grant).
+    pub fn adopt_branch(&mut self, branch: ApprovalBook) {
+        self.records = branch.records;
+    }
+
     pub fn apply(&mut self, event: &StoredEvent) {
         match &event.payload {
             EventPayload::ApprovalRequested { approval } => {

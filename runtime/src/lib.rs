@@ -30,12 +30,14 @@
 
 pub mod approval_book;
 pub mod blocking;
+pub mod branch;
 pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod data_dir;
 pub mod error;
 pub mod event_log;
+pub mod fork;
 pub mod goal_state;
 pub mod meta_cache;
 pub mod model;

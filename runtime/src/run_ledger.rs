@@ -176,6 +176,14 @@ impl RunLedger {
                 == recorded.selection
     }
 
+    /// Takes the active run, stickiness and latest selection of `branch` (the visible events' ledger) and keeps
+    /// this ledger's idempotency records, so a redelivered `run.start` of a reverted-away run is still recognized.
+    pub fn adopt_branch(&mut self, branch: RunLedger) {
+        self.active = branch.active;
+        self.sticky = branch.sticky;
+        self.latest_selection = branch.latest_selection;
+    }
+
     pub fn active_run_id(&self) -> Option<&str> {
         self.active.as_ref().map(|run| run.run_id.as_str())
     }

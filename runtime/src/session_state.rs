@@ -9,6 +9,7 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind}
 use troupe_protocol::types::session::TitleChange;
 
 use crate::approval_book::ApprovalBook;
+use crate::branch::Visibility;
 use crate::goal_state::GoalBook;
 use crate::producer_book::ProducerBook;
 use crate::recent::RecentRecords;
@@ -55,6 +56,8 @@ pub struct SessionState {
     pub goals: GoalBook,
     /// Producer messages pending or claimed, and recent send receipts.
     pub producers: ProducerBook,
+    /// The reverts of the log: which events are visible (`branch`).
+    pub visibility: Visibility,
 }
 
 /// Why a log cannot be projected into a session.
@@ -110,6 +113,7 @@ impl SessionState {
             approvals: ApprovalBook::default(),
             goals: GoalBook::default(),
             producers: ProducerBook::default(),
+            visibility: Visibility::default(),
         }
     }
 
@@ -132,8 +136,25 @@ impl SessionState {
         Ok(state)
     }
 
+    /// Takes the branch-derived parts from `branch`, the projection of just the visible events (see
+    /// `crate::branch`): model history, title, status, approval records, the active run with its steering lane,
+    /// fallback stickiness. What is not part of the conversation stays as the whole log made it: idempotency
+    /// records (a redelivered request is still recognized), tree grants, the goal, producer messages, the log's
+    /// length and activity time, and what a revert cannot undo.
+    pub fn adopt_branch(&mut self, branch: SessionState) {
+        self.title = branch.title;
+        self.title_updated_seq = branch.title_updated_seq;
+        self.status = branch.status;
+        self.transcript = branch.transcript;
+        self.runs.adopt_branch(branch.runs);
+        self.approvals.adopt_branch(branch.approvals);
+    }
+
     /// Applies one event that follows the current state.
     pub fn apply(&mut self, event: &StoredEvent) {
+        if let EventPayload::SessionReverted { through_seq } = &event.payload {
+            self.visibility.apply_revert(event.seq, *through_seq);
+        }
         self.runs.apply(event);
         self.transcript.apply(event);
         self.approvals.apply(event);

@@ -13,6 +13,7 @@ mod event_order;
 mod fallback_stickiness;
 mod goals;
 mod growth;
+mod history;
 mod limits;
 mod plugin_lifetime;
 mod plugins;
