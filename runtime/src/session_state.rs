@@ -391,6 +391,49 @@ mod tests {
     }
 
     #[test]
+    fn adopting_a_branch_takes_the_conversation_and_keeps_idempotency_records() {
+        let rename = |seq: u64, title: &str| {
+            event(
+                seq,
+                EventPayload::SessionTitleCommitted {
+                    title: Some(title.into()),
+                    change: TitleChangeKind::Set,
+                    client_rename_id: format!("r{seq}"),
+                },
+            )
+        };
+        let started = |seq: u64, client_run_id: &str| StoredEvent {
+            run_id: Some(format!("run-{seq}")),
+            ..event(
+                seq,
+                EventPayload::RunStarted {
+                    client_run_id: client_run_id.into(),
+                    selection: created_selection(),
+                    input: format!("input {seq}"),
+                    fallback_index: 0,
+                    model_chain: Vec::new(),
+                    reset_fallback: false,
+                    skill: None,
+                },
+            )
+        };
+        let visible = [created(), rename(2, "kept")];
+        let all = [created(), rename(2, "kept"), rename(3, "hidden"), started(4, "c4")];
+        let mut state = SessionState::from_events(all.iter(), Vec::new()).unwrap();
+        state.apply(&event(5, EventPayload::SessionReverted { through_seq: 2 }));
+        let branch = SessionState::from_events(visible.iter(), Vec::new()).unwrap();
+        state.adopt_branch(branch);
+        assert_eq!(state.title.as_deref(), Some("kept"));
+        assert_eq!(state.status, SessionStatus::Idle);
+        assert!(state.runs.active.is_none(), "the hidden run is not active");
+        assert_eq!(state.transcript.messages().len(), 0, "the hidden run's input is not history");
+        assert_eq!(state.recorded_rename("r3").map(|rename| rename.seq), Some(3), "idempotency records stay");
+        assert_eq!(state.runs.recorded("c4").map(|run| run.run_id.as_str()), Some("run-4"));
+        assert_eq!(state.last_event_seq, 5);
+        assert_eq!(state.visibility.visible_after(5), vec![1..=2, 5..=5]);
+    }
+
+    #[test]
     fn a_log_must_start_with_session_created() {
         let events = [event(1, EventPayload::RunCompleted { final_text: None })];
         assert!(matches!(
