@@ -9,9 +9,10 @@
 //!
 //! Not copied, because they are not the conversation and belong to the source: revert markers (the copy already
 //! is the visible branch), `model_usage_recorded` (the prefix's requests were spent once, by the source; copying
-//! them would count them twice in `usage.global`), the goal's events and producer messages (a fork must not
-//! start the source's automatic runs or deliver its messages twice). A checkpoint's `through_seq` is renumbered.
-//! The fork is a root session, whatever the source was.
+//! them would count them twice in `usage.global`), tree approval grants (a grant is given to one tree; the fork
+//! is a new one), the goal's events and producer messages (a fork must not start the source's automatic runs or
+//! deliver its messages twice). A checkpoint's `through_seq` is renumbered, and a copied approval record names
+//! the fork as its session. The fork is a root session, whatever the source was.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +36,7 @@ const BATCH_BYTES: usize = 1024 * 1024;
 const NOT_COPIED: &[&str] = &[
     "session_reverted",
     "model_usage_recorded",
+    "tree_approval_grant_committed",
     "goal_activated",
     "goal_checklist_revised",
     "goal_lifecycle_changed",
@@ -168,6 +170,8 @@ impl ForkCopy<'_> {
             "session_created" => event["payload"]["origin"] = serde_json::json!({"type": "root"}),
             "run_started" | "user_input_submitted" => self.has_user_message = true,
             "session_title_committed" => self.title = event["payload"]["title"].as_str().map(str::to_owned),
+            // The record names its session; in the fork it is the fork's (answered and listed there).
+            "approval_requested" => event["payload"]["approval"]["session_id"] = Value::from(self.new_session_id),
             "context_checkpoint_committed" => {
                 let through = event["payload"]["through_seq"].as_u64().unwrap_or_default();
                 let renumbered =

@@ -257,3 +257,52 @@ async fn revert_and_fork_refuse_what_they_cannot_do_with_typed_errors() {
     let tail = kinds(&tail);
     assert_eq!(tail[tail.len() - 2..], ["session_reverted", "run_interrupted"]);
 }
+
+#[tokio::test]
+async fn a_fork_through_a_pending_approval_gets_the_record_as_its_own_cancelled_and_no_tree_grants() {
+    use troupe_protocol::types::approval::{ApprovalListParams, ApprovalStatus};
+    use troupe_protocol::types::session::PermissionMode;
+
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": "echo hi"}}]}]});
+    connect_script(&client, daemon.data_path(), script).await;
+    let session = daemon.create_session(&client).await;
+    let id = session.session_id.clone();
+    set_mode(&client, &id, PermissionMode::Ask).await;
+    client.subscribe(&id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &id, selection_of("default", "local/scripted"), "run it").await;
+    let asked =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+
+    let fork_id = fork(&client, &id, last_seq(&asked)).await.expect("fork");
+    let (reader, mut reader_deliveries) = daemon.client().await;
+    reader.subscribe(&fork_id, None).await.expect("subscribe the fork");
+    let copied =
+        events_until(&mut reader_deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. }))
+            .await;
+    let record = copied.iter().find_map(|event| match &event.payload {
+        EventPayload::ApprovalRequested { approval } => Some(approval.clone()),
+        _ => None,
+    });
+    assert_eq!(record.expect("the copied request").session_id, fork_id);
+    let listed = client
+        .call::<method::ApprovalList>(ApprovalListParams { root_session_id: fork_id.clone(), status: None })
+        .await
+        .expect("approval.list on the fork");
+    assert_eq!(listed.approvals.len(), 1);
+    assert_eq!(listed.approvals[0].session_id, fork_id);
+    assert_eq!(listed.approvals[0].status, ApprovalStatus::Cancelled);
+    assert!(listed.tree_grants.is_empty());
+
+    // The source still waits for its answer.
+    let pending = client
+        .call::<method::ApprovalList>(ApprovalListParams {
+            root_session_id: id.clone(),
+            status: Some(ApprovalStatus::Pending),
+        })
+        .await
+        .unwrap();
+    assert_eq!(pending.approvals.len(), 1);
+    client.call::<method::RunCancel>(RunIdParams { run_id }).await.unwrap();
+}
