@@ -75,6 +75,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// Automatic runs of session goals; see [`GoalsConfig`].
     pub goals: GoalsConfig,
+    /// The `delegate` tool's depth and concurrency bounds; see [`DelegationConfig`].
+    pub delegation: DelegationConfig,
     /// Plugin subprocesses by name; see [`plugins`].
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
 }
@@ -84,6 +86,9 @@ pub use plugins::{MAX_PLUGIN_NAME_CHARS, PluginConfig, validate_plugin_name};
 
 mod goals;
 pub use goals::GoalsConfig;
+
+mod delegation;
+pub use delegation::DelegationConfig;
 
 pub use troupe_protocol::types::runtime::SandboxMode;
 
@@ -173,6 +178,7 @@ impl Default for Config {
             permissions: PermissionsConfig::default(),
             sandbox: SandboxConfig::default(),
             goals: GoalsConfig::default(),
+            delegation: DelegationConfig::default(),
             plugins: std::collections::BTreeMap::new(),
         }
     }
@@ -326,6 +332,7 @@ fn validate(config: &mut Config) -> Result<(), String> {
     }
     plugins::validate(&config.plugins)?;
     goals::validate(&config.goals)?;
+    delegation::validate(&config.delegation)?;
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         *origin = normalize_origin(origin).map_err(|problem| {
             format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")

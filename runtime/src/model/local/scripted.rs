@@ -25,6 +25,17 @@
 //! attempt, which exercises fallback), and a restarted daemon picks up where the history is. Past the last
 //! turn the model answers with empty text and no tool calls, which ends any run. Tool call ids are
 //! `call-<turn>-<position>`, stable across replays.
+//!
+//! Several conversations can share one script (a parent session and the child sessions it delegates to): an
+//! optional `by_input` object maps the text of a conversation's *first* user message to the turns that
+//! conversation plays instead of the top-level `turns`. A request whose first user message is not a key (or has
+//! none) plays `turns`.
+//!
+//! ```json
+//! {"turns": [{"tool_calls": [{"tool": "delegate", "arguments": {"agent": "helper", "task": "count the files"}}]},
+//!            {"text": "The helper answered."}],
+//!  "by_input": {"count the files": {"turns": [{"text": "There are 3 files."}]}}}
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +55,16 @@ use crate::model::{
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
+    pub turns: Vec<ScriptedTurn>,
+    /// Conversations by the text of their first user message; see the module docs.
+    #[serde(default)]
+    pub by_input: std::collections::BTreeMap<String, ScriptedConversation>,
+}
+
+/// The turns of one conversation selected by its first user message.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedConversation {
     pub turns: Vec<ScriptedTurn>,
 }
 
@@ -128,6 +149,24 @@ impl ScriptedModel {
         ScriptedModel { script: Arc::new(script) }
     }
 
+    /// The turns that answer `request`: those of `by_input` for its first user message, else the top-level ones.
+    fn turns_for(&self, request: &ModelRequest) -> &[ScriptedTurn] {
+        let first_input = request.messages.iter().find_map(|message| match message {
+            ChatMessage::User { parts } => Some(parts),
+            _ => None,
+        });
+        let text = first_input.and_then(|parts| {
+            parts.iter().find_map(|part| match part {
+                crate::model::UserPart::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+        });
+        match text.and_then(|text| self.script.by_input.get(text)) {
+            Some(conversation) => &conversation.turns,
+            None => &self.script.turns,
+        }
+    }
+
     /// Reads and parses a script file. Blocking: call it off the async runtime's hot path.
     pub fn from_file(path: &Path) -> Result<ScriptedModel, ScriptError> {
         let text =
@@ -147,7 +186,7 @@ impl ModelProvider for ScriptedModel {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'static, Result<ModelStream, ModelError>> {
         let turn_index = ScriptedModel::turn_index(&request);
         // Past the end of the script: an empty final answer.
-        let turn = self.script.turns.get(turn_index).cloned().unwrap_or_default();
+        let turn = self.turns_for(&request).get(turn_index).cloned().unwrap_or_default();
         let input_bytes = request_bytes(&request);
         async move {
             if let Some(delay_ms) = turn.delay_ms {
