@@ -68,6 +68,43 @@ pub fn build_snapshot(
     snapshot
 }
 
+/// Applies `[models]` to a snapshot's models: a configured context window or pricing replaces the catalog's. A
+/// configured model of a known remote provider that the provider did not list is added, so clients see what the
+/// daemon knows of it; `local` models are never added (only `local/echo` and `local/scripted` exist).
+pub fn apply_model_config(snapshot: &mut RuntimeSnapshot, models: &crate::config::ModelsConfig) {
+    for (model, config) in models {
+        let Some((provider_id, model_id)) = model.split_once('/') else { continue };
+        let index = match snapshot.models.iter().position(|info| &info.model == model) {
+            Some(index) => index,
+            None => {
+                let remote = snapshot
+                    .providers
+                    .iter()
+                    .any(|provider| provider.provider_id == provider_id && provider.kind != ProviderKind::Local);
+                if !remote {
+                    continue;
+                }
+                snapshot.models.push(ModelInfo {
+                    model: model.clone(),
+                    name: model_id.to_owned(),
+                    provider_id: provider_id.to_owned(),
+                    context_window: None,
+                    pricing: builtin_pricing(model_id),
+                });
+                snapshot.models.len() - 1
+            }
+        };
+        let info = &mut snapshot.models[index];
+        if let Some(window) = config.context_window {
+            info.context_window = Some(window);
+        }
+        if let Some(pricing) = &config.pricing {
+            info.pricing = Some(pricing.into());
+        }
+    }
+    snapshot.models.sort_by(|a, b| a.model.cmp(&b.model));
+}
+
 fn builtin_parts(revision: u64) -> RuntimeSnapshot {
     let provider = |provider_id: &str, name: &str, kind: ProviderKind, connected: bool| ProviderInfo {
         provider_id: provider_id.to_owned(),
@@ -155,6 +192,34 @@ mod tests {
     fn builtin_lists_are_sorted() {
         let snapshot = builtin_snapshot(1);
         let ids: Vec<_> = snapshot.providers.iter().map(|p| p.provider_id.as_str()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+    }
+
+    #[test]
+    fn configured_models_override_windows_and_prices_and_remote_ones_are_listed() {
+        let models: crate::config::ModelsConfig = toml::from_str(
+            r#"
+            ["local/scripted"]
+            context_window = 900
+            ["openai/gpt-x"]
+            context_window = 1000
+            pricing = { input_per_million_usd = 1.0, output_per_million_usd = 2.0 }
+            ["local/nope"]
+            context_window = 5
+            "#,
+        )
+        .unwrap();
+        let mut snapshot = builtin_snapshot(1);
+        apply_model_config(&mut snapshot, &models);
+        let info = |model: &str| snapshot.models.iter().find(|info| info.model == model).cloned();
+        assert_eq!(info(LOCAL_SCRIPTED).unwrap().context_window, Some(900));
+        let remote = info("openai/gpt-x").unwrap();
+        assert_eq!(remote.context_window, Some(1000));
+        assert_eq!(remote.pricing.unwrap().output_per_million_usd, 2.0);
+        assert!(info("local/nope").is_none(), "local models are not invented");
+        let ids: Vec<_> = snapshot.models.iter().map(|info| info.model.clone()).collect();
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(ids, sorted);

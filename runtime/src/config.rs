@@ -77,6 +77,10 @@ pub struct Config {
     pub goals: GoalsConfig,
     /// The `delegate` tool's depth and concurrency bounds; see [`DelegationConfig`].
     pub delegation: DelegationConfig,
+    /// What the daemon knows of models beyond its catalog (context window, prices); see [`models`].
+    pub models: ModelsConfig,
+    /// Automatic compaction of a run's history; see [`CompactionConfig`].
+    pub compaction: CompactionConfig,
     /// Plugin subprocesses by name; see [`plugins`].
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
 }
@@ -89,6 +93,9 @@ pub use goals::GoalsConfig;
 
 mod delegation;
 pub use delegation::DelegationConfig;
+
+pub mod models;
+pub use models::{CompactionConfig, ModelsConfig};
 
 pub use troupe_protocol::types::runtime::SandboxMode;
 
@@ -179,6 +186,8 @@ impl Default for Config {
             sandbox: SandboxConfig::default(),
             goals: GoalsConfig::default(),
             delegation: DelegationConfig::default(),
+            models: ModelsConfig::default(),
+            compaction: CompactionConfig::default(),
             plugins: std::collections::BTreeMap::new(),
         }
     }
@@ -333,6 +342,7 @@ fn validate(config: &mut Config) -> Result<(), String> {
     plugins::validate(&config.plugins)?;
     goals::validate(&config.goals)?;
     delegation::validate(&config.delegation)?;
+    models::validate(&config.models, &config.compaction)?;
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         *origin = normalize_origin(origin).map_err(|problem| {
             format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")

@@ -12,6 +12,7 @@
 //! - [`approval_book`]: a session's approval records, answers by client id, and its tree's grants.
 //! - [`run_ledger`]: the active run, its steering lane, runs by client id, and fallback stickiness.
 //! - [`transcript`]: the model history, with tool-emitted messages materialized as the reference says.
+//! - [`compaction`]: the token estimate, the summary request and the checkpoint message of a compaction.
 //! - [`model`]: streaming model providers (OpenAI-compatible, Anthropic, offline), error policy, pricing; async.
 //! - [`provider_store`]: `providers.json`, provider connections and credentials (0600, replaced atomically).
 //! - [`redact`]: masking the daemon token and provider keys out of tool output (same length), whole or streamed.
@@ -33,6 +34,7 @@ pub mod blocking;
 pub mod branch;
 pub mod catalog;
 pub mod clock;
+pub mod compaction;
 pub mod config;
 pub mod data_dir;
 pub mod error;

@@ -17,6 +17,11 @@
 //! Tool-emitted messages are validated here, on load, as well as when a tool emits them: a result whose
 //! `additional_messages` break the reference's bounds (at most four, each with a part) enters the history
 //! without them and with a note saying so, and the damage is logged; the event itself is kept.
+//!
+//! A `context_checkpoint_committed` replaces every entry that came from an event at or before its `through_seq`
+//! with one user message carrying the summary ([`crate::compaction::checkpoint_message`]); later events add after
+//! it. A tool call whose turn was compacted is gone with it: a termination of it arriving later is not history.
+//! Each entry remembers the seq of the event that made it, for this; [`Transcript::messages`] stays one pass.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -44,7 +49,20 @@ pub struct ToolUnit {
 enum Entry {
     Message(ChatMessage),
     Turn(ToolTurn),
+    /// A checkpoint's summary, standing for everything before it.
+    Checkpoint(ChatMessage),
 }
+
+/// An entry and the seq of the event that made it.
+#[derive(Clone, Debug)]
+struct Placed {
+    seq: u64,
+    entry: Entry,
+}
+
+/// The result of a tool unit left out of a summary request, with the messages it emitted.
+pub const ELIDED_RESULT: &str =
+    "[tool result elided: left out, with the messages the tool emitted, to fit the request]";
 
 /// A committed model turn that asked for tools, and the units of the calls that terminated so far.
 #[derive(Clone, Debug)]
@@ -56,8 +74,20 @@ struct ToolTurn {
 }
 
 impl ToolTurn {
-    /// The turn's messages: the assistant turn, every result in call order, then every emitted message.
-    fn flatten_into(&self, messages: &mut Vec<ChatMessage>) {
+    /// How many tool units the turn has when flattened (calls that never terminated included).
+    fn unit_count(&self) -> usize {
+        let calls: &[ToolCallRequest] = match &self.assistant {
+            Some(ChatMessage::Assistant { tool_calls, .. }) => tool_calls,
+            _ => &[],
+        };
+        let unlisted = self.units.iter().filter(|(id, _)| !calls.iter().any(|call| call.tool_call_id == *id)).count();
+        calls.len() + unlisted
+    }
+
+    /// The turn's messages: the assistant turn, every result in call order, then every emitted message. While
+    /// `elide` is positive, each unit is elided as a whole (its result replaced by [`ELIDED_RESULT`], its emitted
+    /// messages left out) and `elide` counts down.
+    fn flatten_into(&self, messages: &mut Vec<ChatMessage>, elide: &mut usize) {
         let calls: &[ToolCallRequest] = match &self.assistant {
             Some(ChatMessage::Assistant { tool_calls, .. }) => tool_calls,
             _ => &[],
@@ -81,6 +111,20 @@ impl ToolTurn {
         // Units of calls the turn does not list (a log written otherwise) still count, after the listed ones.
         let unlisted = self.units.iter().filter(|(id, _)| !calls.iter().any(|call| call.tool_call_id == *id));
         units.extend(unlisted.map(|(_, unit)| Cow::Borrowed(unit)));
+        for unit in &mut units {
+            if *elide == 0 {
+                break;
+            }
+            *elide -= 1;
+            let ChatMessage::ToolResult { tool_call_id, tool, .. } = &unit.result else { continue };
+            let result = ChatMessage::ToolResult {
+                tool_call_id: tool_call_id.clone(),
+                tool: tool.clone(),
+                content: ELIDED_RESULT.to_owned(),
+                is_error: false,
+            };
+            *unit = Cow::Owned(ToolUnit { result, emitted: Vec::new() });
+        }
         messages.extend(units.iter().map(|unit| unit.result.clone()));
         for unit in &units {
             messages.extend(unit.emitted.iter().cloned());
@@ -88,9 +132,18 @@ impl ToolTurn {
     }
 }
 
+/// What a checkpoint made now would replace: the counts its event records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionCounts {
+    /// History messages (a previous checkpoint's summary included).
+    pub messages: u64,
+    /// Tool units: a result with the messages its tool emitted.
+    pub tool_units: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Transcript {
-    entries: Vec<Entry>,
+    entries: Vec<Placed>,
     /// The entry of each call's turn, by call id.
     turn_of_call: HashMap<String, usize>,
     /// Tool names by call id, from the committed turns that asked for them.
@@ -100,14 +153,41 @@ pub struct Transcript {
 impl Transcript {
     /// The history, oldest first, as it is sent to a model.
     pub fn messages(&self) -> Vec<ChatMessage> {
+        self.messages_eliding(0)
+    }
+
+    /// The history with its first `elide` tool units elided, each as one unit (see [`ELIDED_RESULT`]): what a
+    /// summary request sends when the whole history does not fit.
+    pub fn messages_eliding(&self, mut elide: usize) -> Vec<ChatMessage> {
         let mut messages = Vec::with_capacity(self.entries.len());
-        for entry in &self.entries {
-            match entry {
-                Entry::Message(message) => messages.push(message.clone()),
-                Entry::Turn(turn) => turn.flatten_into(&mut messages),
+        for placed in &self.entries {
+            match &placed.entry {
+                Entry::Message(message) | Entry::Checkpoint(message) => messages.push(message.clone()),
+                Entry::Turn(turn) => turn.flatten_into(&mut messages, &mut elide),
             }
         }
         messages
+    }
+
+    /// What a checkpoint of the whole history would replace; `None` when nothing happened since the last
+    /// checkpoint (or at all), so there is nothing to compact.
+    pub fn compaction_counts(&self) -> Option<CompactionCounts> {
+        if !self.entries.iter().any(|placed| !matches!(placed.entry, Entry::Checkpoint(_))) {
+            return None;
+        }
+        let mut counts = CompactionCounts { messages: 0, tool_units: 0 };
+        for placed in &self.entries {
+            match &placed.entry {
+                Entry::Message(_) | Entry::Checkpoint(_) => counts.messages += 1,
+                Entry::Turn(turn) => {
+                    let units = turn.unit_count() as u64;
+                    let emitted: usize = turn.units.iter().map(|(_, unit)| unit.emitted.len()).sum();
+                    counts.tool_units += units;
+                    counts.messages += u64::from(turn.assistant.is_some()) + units + emitted as u64;
+                }
+            }
+        }
+        Some(counts)
     }
 
     pub fn apply(&mut self, event: &StoredEvent) {
@@ -115,11 +195,9 @@ impl Transcript {
             EventPayload::RunStarted { input, skill, .. } => {
                 // A skill invocation reaches the model as the skill's rendered text.
                 let text = skill.as_ref().map_or(input, |skill| &skill.rendered);
-                self.entries.push(Entry::Message(ChatMessage::User { parts: vec![UserPart::Text(text.clone())] }));
+                self.push_user(event.seq, text);
             }
-            EventPayload::UserInputSubmitted { input, .. } => {
-                self.entries.push(Entry::Message(ChatMessage::User { parts: vec![UserPart::Text(input.clone())] }));
-            }
+            EventPayload::UserInputSubmitted { input, .. } => self.push_user(event.seq, input),
             EventPayload::ModelTurnCommitted { text, tool_calls, .. } => {
                 let assistant = ChatMessage::Assistant {
                     text: text.clone(),
@@ -133,7 +211,7 @@ impl Transcript {
                         .collect(),
                 };
                 if tool_calls.is_empty() {
-                    self.entries.push(Entry::Message(assistant));
+                    self.entries.push(Placed { seq: event.seq, entry: Entry::Message(assistant) });
                     return;
                 }
                 let index = self.entries.len();
@@ -141,16 +219,56 @@ impl Transcript {
                     self.tool_names.insert(call.tool_call_id.clone(), call.tool.clone());
                     self.turn_of_call.insert(call.tool_call_id.clone(), index);
                 }
-                self.entries.push(Entry::Turn(ToolTurn { assistant: Some(assistant), units: Vec::new() }));
+                let turn = ToolTurn { assistant: Some(assistant), units: Vec::new() };
+                self.entries.push(Placed { seq: event.seq, entry: Entry::Turn(turn) });
             }
             EventPayload::ToolCallTerminated { tool_call_id, result } => {
                 self.terminate(event.seq, tool_call_id, result)
+            }
+            EventPayload::ContextCheckpointCommitted {
+                summary,
+                through_seq,
+                compacted_messages,
+                elided_tool_results,
+                ..
+            } => {
+                // A newer summary covers the older ones (it was made from a history that started with them).
+                self.entries
+                    .retain(|placed| placed.seq > *through_seq && !matches!(placed.entry, Entry::Checkpoint(_)));
+                let message = crate::compaction::checkpoint_message(summary, *compacted_messages, *elided_tool_results);
+                self.entries.insert(0, Placed { seq: event.seq, entry: Entry::Checkpoint(message) });
+                self.reindex();
             }
             _ => {}
         }
     }
 
+    /// Rebuilds the entry of each call's turn after entries were removed.
+    fn reindex(&mut self) {
+        self.turn_of_call.clear();
+        for (index, placed) in self.entries.iter().enumerate() {
+            let Entry::Turn(turn) = &placed.entry else { continue };
+            if let Some(ChatMessage::Assistant { tool_calls, .. }) = &turn.assistant {
+                for call in tool_calls {
+                    self.turn_of_call.insert(call.tool_call_id.clone(), index);
+                }
+            }
+            for (id, _) in &turn.units {
+                self.turn_of_call.insert(id.clone(), index);
+            }
+        }
+    }
+
+    fn push_user(&mut self, seq: u64, text: &str) {
+        let message = ChatMessage::User { parts: vec![UserPart::Text(text.to_owned())] };
+        self.entries.push(Placed { seq, entry: Entry::Message(message) });
+    }
+
     fn terminate(&mut self, seq: u64, tool_call_id: &str, result: &PersistedToolResult) {
+        if self.tool_names.contains_key(tool_call_id) && !self.turn_of_call.contains_key(tool_call_id) {
+            // Its turn was compacted into a checkpoint: the call is part of the summary, not of the history.
+            return;
+        }
         let tool = self.tool_names.get(tool_call_id).cloned().unwrap_or_default();
         let unit = tool_unit(tool_call_id, tool, result);
         if let Err(reason) = result.validate() {
@@ -161,11 +279,12 @@ impl Transcript {
             None => {
                 // A termination whose turn is not in the log: kept where it comes, as a turn of its own.
                 self.turn_of_call.insert(tool_call_id.to_owned(), self.entries.len());
-                self.entries.push(Entry::Turn(ToolTurn { assistant: None, units: Vec::new() }));
+                let turn = ToolTurn { assistant: None, units: Vec::new() };
+                self.entries.push(Placed { seq, entry: Entry::Turn(turn) });
                 self.entries.len() - 1
             }
         };
-        let Some(Entry::Turn(turn)) = self.entries.get_mut(index) else { return };
+        let Some(Placed { entry: Entry::Turn(turn), .. }) = self.entries.get_mut(index) else { return };
         match turn.units.iter_mut().find(|(id, _)| id == tool_call_id) {
             Some((_, existing)) => *existing = unit,
             None => turn.units.push((tool_call_id.to_owned(), unit)),
@@ -211,251 +330,4 @@ pub fn tool_unit(tool_call_id: &str, tool: String, result: &PersistedToolResult)
 }
 
 #[cfg(test)]
-mod tests {
-    use troupe_protocol::types::events::ToolCallRecord;
-    use troupe_protocol::types::run::ToolEmittedMessage;
-
-    use super::*;
-
-    fn event(seq: u64, payload: EventPayload) -> StoredEvent {
-        StoredEvent {
-            session_id: "s".into(),
-            run_id: Some("r".into()),
-            seq,
-            timestamp: "t".into(),
-            origin: None,
-            payload,
-        }
-    }
-
-    fn turn_with_call(seq: u64, id: &str) -> StoredEvent {
-        turn_with_calls(seq, &[id])
-    }
-
-    fn terminated(seq: u64, id: &str, output: &str, messages: Vec<ToolEmittedMessage>) -> StoredEvent {
-        event(
-            seq,
-            EventPayload::ToolCallTerminated {
-                tool_call_id: id.into(),
-                result: PersistedToolResult {
-                    status: ToolResultStatus::Ok,
-                    output: output.into(),
-                    display: None,
-                    output_ref: None,
-                    additional_messages: messages,
-                },
-            },
-        )
-    }
-
-    fn message(role: MessageRole, text: &str) -> ToolEmittedMessage {
-        ToolEmittedMessage { role, parts: vec![MessagePart::Text { text: text.into() }] }
-    }
-
-    fn texts(message: &ChatMessage) -> Vec<String> {
-        match message {
-            ChatMessage::User { parts } => parts
-                .iter()
-                .map(|part| match part {
-                    UserPart::Text(text) => text.clone(),
-                    UserPart::File { path, .. } => format!("file:{path}"),
-                })
-                .collect(),
-            other => vec![format!("{other:?}")],
-        }
-    }
-
-    #[test]
-    fn the_result_comes_first_then_its_messages_in_order_with_system_ones_marked() {
-        let mut transcript = Transcript::default();
-        transcript.apply(&turn_with_call(2, "c1"));
-        transcript.apply(&terminated(
-            3,
-            "c1",
-            "result",
-            vec![
-                message(MessageRole::User, "from the user role"),
-                message(MessageRole::System, "from the system role"),
-            ],
-        ));
-        let messages = transcript.messages();
-        assert_eq!(messages.len(), 4);
-        assert!(matches!(&messages[1], ChatMessage::ToolResult { tool_call_id, tool, content, is_error: false }
-            if tool_call_id == "c1" && tool == "probe" && content == "result"));
-        assert_eq!(texts(&messages[2]), ["from the user role"]);
-        assert_eq!(texts(&messages[3]), [SYSTEM_MESSAGE_MARKER, "from the system role"]);
-    }
-
-    #[test]
-    fn a_replayed_termination_replaces_the_unit_instead_of_adding_its_messages_twice() {
-        let mut transcript = Transcript::default();
-        transcript.apply(&turn_with_call(2, "c1"));
-        transcript.apply(&terminated(
-            3,
-            "c1",
-            "first",
-            vec![message(MessageRole::User, "a"), message(MessageRole::User, "b")],
-        ));
-        transcript.apply(&turn_with_call(4, "c2"));
-        transcript.apply(&terminated(5, "c2", "other", vec![]));
-        // The same call terminates again, now with one message: its unit shrinks in place.
-        transcript.apply(&terminated(6, "c1", "second", vec![message(MessageRole::User, "c")]));
-        let shape: Vec<String> = transcript
-            .messages()
-            .iter()
-            .map(|message| match message {
-                ChatMessage::ToolResult { content, .. } => format!("result {content}"),
-                ChatMessage::Assistant { tool_calls, .. } => format!("call {}", tool_calls[0].tool_call_id),
-                user => texts(user).join(" "),
-            })
-            .collect();
-        assert_eq!(shape, ["call c1", "result second", "c", "call c2", "result other"]);
-        // And a later replacement of c2 still finds its (moved) unit.
-        transcript.apply(&terminated(7, "c2", "other again", vec![message(MessageRole::User, "d")]));
-        assert_eq!(texts(transcript.messages().last().unwrap()), ["d"]);
-    }
-
-    fn turn_with_calls(seq: u64, ids: &[&str]) -> StoredEvent {
-        event(
-            seq,
-            EventPayload::ModelTurnCommitted {
-                attempt_id: "a".into(),
-                model: "local/scripted".into(),
-                fallback_index: 0,
-                text: String::new(),
-                reasoning: None,
-                tool_calls: ids
-                    .iter()
-                    .map(|id| ToolCallRecord {
-                        tool_call_id: (*id).into(),
-                        tool: "probe".into(),
-                        arguments: serde_json::json!({}),
-                    })
-                    .collect(),
-            },
-        )
-    }
-
-    fn shape(transcript: &Transcript) -> Vec<String> {
-        transcript
-            .messages()
-            .iter()
-            .map(|message| match message {
-                ChatMessage::ToolResult { tool_call_id, .. } => format!("result {tool_call_id}"),
-                ChatMessage::Assistant { tool_calls, .. } => format!("calls {}", tool_calls.len()),
-                user => texts(user).join(" "),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn all_results_of_a_turn_come_before_the_messages_its_tools_emitted() {
-        let mut transcript = Transcript::default();
-        transcript.apply(&turn_with_calls(2, &["c1", "c2", "c3"]));
-        transcript.apply(&terminated(
-            3,
-            "c1",
-            "r1",
-            vec![message(MessageRole::User, "m1a"), message(MessageRole::User, "m1b")],
-        ));
-        transcript.apply(&terminated(4, "c2", "r2", vec![]));
-        transcript.apply(&terminated(5, "c3", "r3", vec![message(MessageRole::System, "m3")]));
-        transcript.apply(&event(6, EventPayload::UserInputSubmitted { input_id: "i".into(), input: "steer".into() }));
-        assert_eq!(
-            shape(&transcript),
-            [
-                "calls 3",
-                "result c1",
-                "result c2",
-                "result c3",
-                "m1a",
-                "m1b",
-                &format!("{SYSTEM_MESSAGE_MARKER} m3"),
-                "steer"
-            ]
-        );
-        // A replayed termination of the first call still lands in place, its messages before the later call's.
-        transcript.apply(&terminated(7, "c1", "r1 again", vec![message(MessageRole::User, "m1c")]));
-        assert_eq!(
-            shape(&transcript)[1..7],
-            ["result c1", "result c2", "result c3", "m1c", &format!("{SYSTEM_MESSAGE_MARKER} m3"), "steer"]
-        );
-    }
-
-    #[test]
-    fn messages_out_of_bounds_are_left_out_with_a_note_and_the_result_is_kept() {
-        let mut transcript = Transcript::default();
-        transcript.apply(&turn_with_calls(2, &["c1", "c2"]));
-        transcript.apply(&terminated(3, "c1", "too many", vec![message(MessageRole::User, "x"); 5]));
-        let empty = ToolEmittedMessage { role: MessageRole::User, parts: Vec::new() };
-        transcript.apply(&terminated(4, "c2", "an empty one", vec![message(MessageRole::User, "y"), empty]));
-        let messages = transcript.messages();
-        assert_eq!(messages.len(), 3, "{messages:?}");
-        let contents: Vec<&str> = messages[1..]
-            .iter()
-            .map(|message| match message {
-                ChatMessage::ToolResult { content, .. } => content.as_str(),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert!(contents[0].starts_with("too many") && contents[0].contains("at most 4"), "{}", contents[0]);
-        assert!(contents[1].contains("no content parts"), "{}", contents[1]);
-    }
-
-    #[test]
-    fn a_call_that_never_terminated_gets_an_error_result_so_the_turn_stays_answerable() {
-        let mut transcript = Transcript::default();
-        transcript.apply(&turn_with_calls(2, &["c1", "c2"]));
-        transcript.apply(&terminated(3, "c1", "r1", vec![message(MessageRole::User, "m1")]));
-        transcript.apply(&event(4, EventPayload::RunCancelled { reason: None }));
-        let messages = transcript.messages();
-        assert_eq!(shape(&transcript), ["calls 2", "result c1", "result c2", "m1"]);
-        assert!(matches!(&messages[2], ChatMessage::ToolResult { content, is_error: true, .. }
-            if content == UNFINISHED_CALL_RESULT));
-    }
-
-    #[test]
-    fn file_parts_become_attachments_to_load() {
-        let mut transcript = Transcript::default();
-        transcript.apply(&turn_with_call(2, "c1"));
-        let file = MessagePart::File { path: "artifacts/a.png".into(), mime_type: "image/png".into(), name: None };
-        transcript.apply(&terminated(
-            3,
-            "c1",
-            "r",
-            vec![ToolEmittedMessage { role: MessageRole::User, parts: vec![file] }],
-        ));
-        assert!(matches!(&transcript.messages()[2], ChatMessage::User { parts }
-            if matches!(&parts[0], UserPart::File { path, content: FileContent::NotLoaded, .. }
-                if path == "artifacts/a.png")));
-    }
-
-    #[test]
-    fn a_skill_invocation_reaches_the_model_as_its_rendered_text() {
-        use troupe_protocol::types::common::{ModelSelection, RunSelection};
-        use troupe_protocol::types::skills::{SkillInvocation, SkillSource};
-        let mut transcript = Transcript::default();
-        transcript.apply(&event(
-            2,
-            EventPayload::RunStarted {
-                client_run_id: "c".into(),
-                selection: RunSelection {
-                    agent: "default".into(),
-                    model: ModelSelection { model: "local/echo".into(), variant: None },
-                    preset: None,
-                },
-                input: "/review a.rs".into(),
-                fallback_index: 0,
-                model_chain: Vec::new(),
-                reset_fallback: false,
-                skill: Some(SkillInvocation {
-                    name: "review".into(),
-                    arguments: "a.rs".into(),
-                    source: SkillSource::Project,
-                    rendered: "Review a.rs.".into(),
-                }),
-            },
-        ));
-        assert_eq!(texts(&transcript.messages()[0]), ["Review a.rs."]);
-    }
-}
+mod tests;
