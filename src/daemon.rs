@@ -97,6 +97,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             secrets,
             plugins: config.plugins.clone(),
             goals: config.goals.clone(),
+            delegation: config.delegation,
         })
         .context("starting the engine")?,
     );

@@ -97,6 +97,8 @@ pub struct EngineConfig {
     pub plugins: BTreeMap<String, troupe_runtime::config::PluginConfig>,
     /// `[goals]`: the bound on automatic runs without checklist progress.
     pub goals: troupe_runtime::config::GoalsConfig,
+    /// `[delegation]`: the `delegate` tool's depth and concurrency bounds.
+    pub delegation: troupe_runtime::config::DelegationConfig,
 }
 
 /// The engine. Cheap to share: every field is an address or a shared map.
@@ -134,6 +136,7 @@ impl Engine {
             RunServices::new(config.sandbox.clone(), config.secrets.clone(), config.permissions.clone(), agent_rules);
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
+        services.delegation = config.delegation;
         let services = Arc::new(services);
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();

@@ -6,11 +6,18 @@
 //! finished runs, the newest [`FINISHED_RUNS_KEPT`], so that a request about a run that just ended still reaches
 //! its session and gets that session's answer (`run_not_active`, or `cancelled: false` for `run.cancel`). A run
 //! older than that, or from before the daemon started, is `run_not_found`: the daemon no longer knows it.
+//!
+//! It also tells who awaits a run how it ended (a parent's `delegate` call awaiting its child's run): an
+//! [`EndWatch`] taken on a session *before* the run is started there resolves with the next run of that session to
+//! end, reported by the run itself ([`RunRegistry::report_end`]) once its terminal event is durable. A run whose
+//! actor goes without reporting (the daemon stopped) resolves the watch as interrupted. Watches live only while
+//! their holder keeps them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
 /// How many ended runs are remembered (run id and session id each, some 100 bytes).
 pub const FINISHED_RUNS_KEPT: usize = 128;
@@ -28,6 +35,26 @@ struct Runs {
     /// Recently ended (or replayed) runs: run id → session id, with their order, oldest first.
     finished: HashMap<String, String>,
     finished_order: VecDeque<String>,
+    /// End watches by session id: (watch id, where the next ending run of the session is reported).
+    end_watches: HashMap<String, Vec<(u64, EndSender)>>,
+    next_watch: u64,
+}
+
+/// Where a watched run's id and end are sent.
+type EndSender = oneshot::Sender<(String, RunEnd)>;
+
+/// How a run ended, as its awaiting parent learns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    Completed {
+        final_text: String,
+    },
+    Failed {
+        error: String,
+    },
+    Cancelled,
+    /// The run's session or the daemon went away while it was in flight.
+    Interrupted,
 }
 
 impl Runs {
@@ -78,6 +105,25 @@ impl RunRegistry {
         self.inner.lock().active.values().cloned().collect()
     }
 
+    /// Watches for the next run of `session_id` to end. Take it before starting the run, so a run that ends at
+    /// once is not missed.
+    pub fn watch_next_end(&self, session_id: &str) -> EndWatch {
+        let mut runs = self.inner.lock();
+        let id = runs.next_watch;
+        runs.next_watch += 1;
+        let (sender, receiver) = oneshot::channel();
+        runs.end_watches.entry(session_id.to_owned()).or_default().push((id, sender));
+        EndWatch { registry: self.clone(), session_id: session_id.to_owned(), id, receiver }
+    }
+
+    /// Sent by a run once its end is durable: resolves the watches of its session.
+    pub fn report_end(&self, session_id: &str, run_id: &str, end: RunEnd) {
+        let watches = self.inner.lock().end_watches.remove(session_id).unwrap_or_default();
+        for (_, sender) in watches {
+            let _ = sender.send((run_id.to_owned(), end.clone()));
+        }
+    }
+
     pub fn sizes(&self) -> RunRegistrySizes {
         let runs = self.inner.lock();
         RunRegistrySizes { active: runs.active.len(), finished: runs.finished.len() }
@@ -95,7 +141,38 @@ impl Drop for RunRegistration {
     fn drop(&mut self) {
         let mut runs = self.registry.inner.lock();
         runs.active.remove(&self.run_id);
+        // A run that reported its end took its session's watches; any left are told it was interrupted.
+        for (_, sender) in runs.end_watches.remove(&self.session_id).unwrap_or_default() {
+            let _ = sender.send((self.run_id.clone(), RunEnd::Interrupted));
+        }
         runs.remember_finished(std::mem::take(&mut self.run_id), std::mem::take(&mut self.session_id));
+    }
+}
+
+/// Awaits the next run of one session to end; see [`RunRegistry::watch_next_end`]. Dropping it withdraws it.
+pub struct EndWatch {
+    registry: RunRegistry,
+    session_id: String,
+    id: u64,
+    receiver: oneshot::Receiver<(String, RunEnd)>,
+}
+
+impl EndWatch {
+    /// The run that ended and how. Cancel-safe: awaiting it again after a dropped await still sees the end.
+    pub async fn ended(&mut self) -> (String, RunEnd) {
+        (&mut self.receiver).await.unwrap_or_else(|_| (String::new(), RunEnd::Interrupted))
+    }
+}
+
+impl Drop for EndWatch {
+    fn drop(&mut self) {
+        let mut runs = self.registry.inner.lock();
+        if let Some(watches) = runs.end_watches.get_mut(&self.session_id) {
+            watches.retain(|(id, _)| *id != self.id);
+            if watches.is_empty() {
+                runs.end_watches.remove(&self.session_id);
+            }
+        }
     }
 }
 
@@ -118,6 +195,24 @@ mod tests {
         assert_eq!(registry.sizes(), RunRegistrySizes { active: 0, finished: FINISHED_RUNS_KEPT });
         assert_eq!(registry.session_of("run-0"), None, "the oldest ended runs are forgotten");
         assert!(registry.session_of(&format!("run-{}", FINISHED_RUNS_KEPT + 10)).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_watch_taken_before_a_run_sees_how_it_ended_and_goes_when_dropped() {
+        let registry = RunRegistry::default();
+        let mut watch = registry.watch_next_end("child");
+        let run = registry.register("r1", "child");
+        registry.report_end("other", "r9", RunEnd::Cancelled);
+        registry.report_end("child", "r1", RunEnd::Completed { final_text: "done".into() });
+        drop(run);
+        assert_eq!(watch.ended().await, ("r1".to_owned(), RunEnd::Completed { final_text: "done".into() }));
+
+        let mut watch = registry.watch_next_end("child");
+        drop(registry.register("r2", "child"));
+        assert_eq!(watch.ended().await, ("r2".to_owned(), RunEnd::Interrupted), "an actor gone without a report");
+
+        drop(registry.watch_next_end("child"));
+        assert!(registry.inner.lock().end_watches.is_empty(), "a dropped watch leaves nothing behind");
     }
 
     #[test]

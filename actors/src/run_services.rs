@@ -39,6 +39,8 @@ pub struct RunServices {
     pub runs: crate::run_registry::RunRegistry,
     /// The configured plugins' statuses and the tools of the ready ones (`plugin_host`).
     pub plugins: Arc<crate::plugin_host::PluginDirectory>,
+    /// `[delegation]`: how deep trees grow and how many children a run has at once (`run_actor/delegate.rs`).
+    pub delegation: troupe_runtime::config::DelegationConfig,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -66,6 +68,7 @@ impl RunServices {
             secrets,
             runs: Default::default(),
             plugins: Default::default(),
+            delegation: Default::default(),
             policies: RwLock::new(HashMap::new()),
         }
     }

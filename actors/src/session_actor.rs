@@ -70,7 +70,7 @@ use replay::EventTail;
 pub use replay::SessionLimits;
 pub use runs::{
     AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, NextRunSelection, PromotePendingInputs, RecallSteer,
-    RunOutput, StartRun, SteerRun, ToolStdin, TrackedEvent, Until,
+    RunOutput, StartDelegatedRun, StartRun, SteerRun, ToolStdin, TrackedEvent, Until,
 };
 use tool_output::{Subscriber, ToolOutputStreams};
 

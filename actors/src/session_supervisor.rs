@@ -28,6 +28,9 @@ use crate::error::EngineError;
 use crate::run_registry::RunRegistry;
 use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits};
 
+mod children;
+pub use children::{CreateChildSession, DELEGATE_ORIGIN};
+
 /// A live session actor, as the engine sees it.
 #[derive(Clone)]
 pub struct LiveSession {

@@ -11,6 +11,7 @@
 //! running tool's process group) and `WriteToolStdin`. The loop itself runs as a future in the actor's context
 //! and shares a small [`RunControl`] with the handlers.
 
+mod delegate;
 mod goal_tools;
 mod masking;
 mod permission;
@@ -37,8 +38,11 @@ use troupe_runtime::policy::Policy;
 use troupe_runtime::tools::StdinInput;
 use troupe_runtime::transcript::ToolUnit;
 
+pub use delegate::DelegationContext;
+
 use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
+use crate::run_registry::RunEnd;
 use crate::run_services::RunServices;
 use crate::run_workspace::RunWorkspace;
 use crate::session_actor::{AppendRunEvent, CancelPendingApprovals, PromotePendingInputs, SessionActor, Until};
@@ -76,6 +80,9 @@ pub struct RunSetup {
     pub services: Arc<RunServices>,
     /// Whether the run is offered `goal_get` and `goal_update` (its root session had a goal at admission).
     pub goal_tools: bool,
+    /// How the run may delegate (`delegate.rs`): offered the `delegate` tool when its session is shallower than
+    /// `[delegation] max_depth`. `None` only for runs of hand-built session actors in tests.
+    pub delegation: Option<DelegationContext>,
 }
 
 /// What the actor's handlers share with the loop.
@@ -201,6 +208,9 @@ impl RunLoop {
         if setup.goal_tools {
             tool_specs.extend(goal_tools::specs());
         }
+        if setup.delegation.as_ref().is_some_and(DelegationContext::offered) {
+            tool_specs.push(delegate::spec());
+        }
         let system_prompt = format!(
             "You are troupe, a coding agent. You work in the directory {}. Use the tools to read and change files \
              and to run commands there; explain briefly what you did when you are done.",
@@ -262,7 +272,7 @@ impl RunLoop {
             // All of the turn's results enter the history before any message its tools emitted: the vendors
             // reject a user turn between the tool results of one assistant turn.
             let mut emitted: Vec<ChatMessage> = Vec::new();
-            for call in &turn.tool_calls {
+            for batch in call_batches(&turn.tool_calls) {
                 if self.control.cancel.is_cancelled() {
                     return RunOutcome::Cancelled;
                 }
@@ -272,17 +282,21 @@ impl RunLoop {
                         RunWorkspace::prepare(self.setup.cwd.clone(), self.setup.run_id.clone(), sandbox).await;
                     self.workspace = Some(workspace);
                 }
-                let result = self.execute_tool_call(call).await;
-                let terminated = EventPayload::ToolCallTerminated {
-                    tool_call_id: call.tool_call_id.clone(),
-                    result: result.clone(),
-                };
-                // Not awaited: the next durable point of the run (its next committed turn, or its end) covers it,
-                // and nothing irreversible depends on it being on disk first.
-                self.emit_as(terminated, Some("engine:tool-result")).await;
-                let unit = tool_history(call, &result);
-                Arc::make_mut(&mut self.history).push(unit.result);
-                emitted.extend(unit.emitted);
+                // The calls of a batch run concurrently (each with its own permission check); their results are
+                // recorded in the model's call order once all have ended.
+                let results = futures::future::join_all(batch.iter().map(|call| self.execute_tool_call(call))).await;
+                for (call, result) in batch.iter().zip(results) {
+                    let terminated = EventPayload::ToolCallTerminated {
+                        tool_call_id: call.tool_call_id.clone(),
+                        result: result.clone(),
+                    };
+                    // Not awaited: the next durable point of the run (its next committed turn, or its end) covers
+                    // it, and nothing irreversible depends on it being on disk first.
+                    self.emit_as(terminated, Some("engine:tool-result")).await;
+                    let unit = tool_history(call, &result);
+                    Arc::make_mut(&mut self.history).push(unit.result);
+                    emitted.extend(unit.emitted);
+                }
             }
             if self.control.cancel.is_cancelled() {
                 return RunOutcome::Cancelled;
@@ -473,24 +487,41 @@ impl RunLoop {
         Ok(Turn { text, tool_calls })
     }
 
-    /// Records the terminal event (unless the session is gone).
+    /// Records the terminal event (unless the session is gone), then reports the end to whoever awaits it (a
+    /// parent's `delegate` call).
     async fn finish(&self, outcome: RunOutcome) {
-        let payload = match outcome {
-            RunOutcome::Completed { final_text } => EventPayload::RunCompleted { final_text: Some(final_text) },
-            RunOutcome::Failed { error, model_error, resolved_model } => {
-                EventPayload::RunFailed { error, model_error, resolved_model }
+        let (payload, end) = match outcome {
+            RunOutcome::Completed { final_text } => {
+                (EventPayload::RunCompleted { final_text: Some(final_text.clone()) }, RunEnd::Completed { final_text })
             }
-            RunOutcome::Cancelled => EventPayload::RunCancelled { reason: Some("cancelled by a client".into()) },
-            RunOutcome::SessionLost => return,
+            RunOutcome::Failed { error, model_error, resolved_model } => (
+                EventPayload::RunFailed { error: error.clone(), model_error, resolved_model },
+                RunEnd::Failed { error },
+            ),
+            RunOutcome::Cancelled => {
+                (EventPayload::RunCancelled { reason: Some("cancelled by a client".into()) }, RunEnd::Cancelled)
+            }
+            RunOutcome::SessionLost => {
+                self.report_end(RunEnd::Interrupted);
+                return;
+            }
         };
         let cancel_approvals =
             CancelPendingApprovals { run_id: self.setup.run_id.clone(), reason: "the run ended".to_owned() };
         if let Ok(Err(error)) = self.setup.session.send(cancel_approvals).await {
             tracing::warn!(run_id = %self.setup.run_id, %error, "could not cancel the run's pending approvals");
         }
-        if let Err(error) = self.commit(payload, None).await {
-            tracing::warn!(run_id = %self.setup.run_id, %error, "could not record the end of a run");
+        match self.commit(payload, None).await {
+            Ok(_) => self.report_end(end),
+            Err(error) => {
+                tracing::warn!(run_id = %self.setup.run_id, %error, "could not record the end of a run");
+                self.report_end(RunEnd::Interrupted);
+            }
         }
+    }
+
+    fn report_end(&self, end: RunEnd) {
+        self.setup.services.runs.report_end(&self.setup.session_id, &self.setup.run_id, end);
     }
 }
 
@@ -508,6 +539,24 @@ impl AttemptError {
     fn model(error: ModelError, produced_output: bool) -> Self {
         AttemptError::Model { error, produced_output }
     }
+}
+
+/// The turn's calls in batches, in order: each run of consecutive `delegate` calls is one batch (they run
+/// concurrently), every other call a batch of its own (tools that touch files and processes run one by one).
+fn call_batches(calls: &[ToolCallRequest]) -> Vec<&[ToolCallRequest]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    while start < calls.len() {
+        let mut end = start + 1;
+        if delegate::is_delegate(&calls[start]) {
+            while end < calls.len() && delegate::is_delegate(&calls[end]) {
+                end += 1;
+            }
+        }
+        batches.push(&calls[start..end]);
+        start = end;
+    }
+    batches
 }
 
 fn tool_result(status: ToolResultStatus, output: String) -> PersistedToolResult {

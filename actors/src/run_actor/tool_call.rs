@@ -20,6 +20,9 @@ impl RunLoop {
         if let Some(result) = self.goal_tool_call(call).await {
             return result;
         }
+        if let Some(result) = self.delegate_call(call).await {
+            return result;
+        }
         let services = &self.setup.services;
         let Some(tool) = services.tool(&call.tool) else {
             let known: Vec<String> = services.tool_definitions().into_iter().map(|spec| spec.name).collect();

@@ -228,6 +228,9 @@ impl SessionActor {
         };
         // Offered the goal tools when the root session has a goal now: frozen for the run's life.
         let goal_tools = state.origin == SessionOrigin::Root && state.goals.current().is_some();
+        let delegation = self.producers.run_context.clone().map(|run_context| {
+            crate::run_actor::DelegationContext::new(&state.origin, self.supervisor.clone(), run_context)
+        });
         let seq = self.append(ctx, Some(run_id.clone()), Some(origin.to_owned()), payload)?;
         let history = self.state.as_ref().map(|state| state.transcript.messages().to_vec()).unwrap_or_default();
         let setup = RunSetup {
@@ -242,6 +245,7 @@ impl SessionActor {
             history,
             services: message.services,
             goal_tools,
+            delegation,
         };
         self.run_actor = Some(RunActor::new(setup).start());
         Ok((seq, run_id))
@@ -253,6 +257,20 @@ impl Handler<StartRun> for SessionActor {
 
     fn handle(&mut self, message: StartRun, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = self.start_run(ctx, message);
+        self.durable_reply(accepted)
+    }
+}
+
+/// Starts the run of a task delegated to this (child) session; its `run_started` names the engine as its origin.
+#[derive(Message)]
+#[rtype(result = "Result<String, EngineError>")]
+pub struct StartDelegatedRun(pub StartRun);
+
+impl Handler<StartDelegatedRun> for SessionActor {
+    type Result = ResponseFuture<Result<String, EngineError>>;
+
+    fn handle(&mut self, message: StartDelegatedRun, ctx: &mut Context<Self>) -> Self::Result {
+        let accepted = self.start_run_as(ctx, message.0, crate::session_supervisor::DELEGATE_ORIGIN);
         self.durable_reply(accepted)
     }
 }
