@@ -280,6 +280,22 @@ impl SessionActor {
         if let Err(error) = self.cancel_pending_approvals(ctx, &run_id, "the run was interrupted") {
             tracing::error!(session_id = %self.session_id, %error, "could not cancel approvals of a dangling run");
         }
+        // Its delegations whose children were at work end with it (the children's own runs are interrupted by
+        // their sessions).
+        let open_delegates = self.state.as_ref().and_then(|state| state.runs.active.as_ref());
+        let open_delegates = open_delegates.map(|active| active.open_delegates.clone()).unwrap_or_default();
+        for (tool_call_id, child_session_id) in open_delegates {
+            let finished = EventPayload::DelegateFinished {
+                tool_call_id,
+                child_session_id,
+                status: troupe_protocol::types::events::DelegateStatus::Interrupted,
+                summary: "the delegated task was interrupted: the run that delegated it ended without waiting for it"
+                    .to_owned(),
+            };
+            if let Err(error) = self.append(ctx, Some(run_id.clone()), None, finished) {
+                tracing::error!(session_id = %self.session_id, %error, "could not close a dangling delegation");
+            }
+        }
         let interrupted = EventPayload::RunInterrupted { reason: Some(reason.to_owned()) };
         if let Err(error) = self.append(ctx, Some(run_id), None, interrupted) {
             tracing::error!(session_id = %self.session_id, %error, "could not interrupt a dangling run");

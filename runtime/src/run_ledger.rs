@@ -36,6 +36,9 @@ pub struct ActiveRun {
     pub chain_start: usize,
     /// Admitted steering inputs, oldest first.
     pub pending: VecDeque<PendingInput>,
+    /// The run's `delegate` calls whose child is still at work: (tool call id, child session id), oldest first. A
+    /// run closed without its actor records each as interrupted.
+    pub open_delegates: Vec<(String, String)>,
 }
 
 /// What `run.start` recorded under a `client_run_id`, to answer a redelivery or detect a conflict.
@@ -220,6 +223,7 @@ impl RunLedger {
                     model_chain,
                     chain_start: *fallback_index as usize,
                     pending: VecDeque::new(),
+                    open_delegates: Vec::new(),
                 });
             }
             EventPayload::UserInputAdmitted { input_id, input } => {
@@ -258,6 +262,16 @@ impl RunLedger {
                     // The run's first model, earlier in the chain than the sticky fallback, answered (a
                     // `reset_fallback` run): the earlier model works again.
                     self.sticky.remove(&scope);
+                }
+            }
+            EventPayload::DelegateStarted { tool_call_id, child_session_id, .. } => {
+                if let Some(active) = self.active_for(run_id) {
+                    active.open_delegates.push((tool_call_id.clone(), child_session_id.clone()));
+                }
+            }
+            EventPayload::DelegateFinished { tool_call_id, .. } => {
+                if let Some(active) = self.active_for(run_id) {
+                    active.open_delegates.retain(|(open, _)| open != tool_call_id);
                 }
             }
             // Terminal run events void whatever is still pending.
@@ -319,6 +333,32 @@ mod tests {
 
     fn admitted(run_id: &str, id: &str) -> StoredEvent {
         event(2, Some(run_id), EventPayload::UserInputAdmitted { input_id: id.into(), input: id.into() })
+    }
+
+    #[test]
+    fn a_run_keeps_its_delegations_open_until_each_finishes() {
+        use troupe_protocol::types::events::DelegateStatus;
+        let mut ledger = RunLedger::default();
+        ledger.apply(&started("r1", &["local/echo"]));
+        for (call, child) in [("c1", "child-1"), ("c2", "child-2")] {
+            let payload = EventPayload::DelegateStarted {
+                tool_call_id: call.into(),
+                child_session_id: child.into(),
+                agent: "helper".into(),
+                task: "t".into(),
+            };
+            ledger.apply(&event(2, Some("r1"), payload));
+        }
+        let finished = EventPayload::DelegateFinished {
+            tool_call_id: "c1".into(),
+            child_session_id: "child-1".into(),
+            status: DelegateStatus::Completed,
+            summary: "s".into(),
+        };
+        ledger.apply(&event(3, Some("other-run"), finished.clone()));
+        assert_eq!(ledger.active.as_ref().unwrap().open_delegates.len(), 2, "another run's event changes nothing");
+        ledger.apply(&event(4, Some("r1"), finished));
+        assert_eq!(ledger.active.as_ref().unwrap().open_delegates, [("c2".to_owned(), "child-2".to_owned())]);
     }
 
     #[test]

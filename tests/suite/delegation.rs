@@ -285,3 +285,50 @@ async fn limits_unknown_agents_and_empty_tasks_are_tool_errors_and_the_run_goes_
     assert!(child_results[0].output.contains("max_depth"), "{}", child_results[0].output);
     assert!(children(&tree.client, child).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_delegation_interrupts_the_child_and_the_parent_records_its_delegate_as_interrupted() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(data_dir.path().join("config.toml"), config(3, 4, "")).unwrap();
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "take your time")]}, {"text": "parent done"}],
+        "by_input": {"take your time": {"turns": [{"text": "never", "delay_ms": 600000}]}}
+    });
+    connect_script(&client, data_dir.path(), script).await;
+    let root = create_session_in(&client, project.path()).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
+    let child = children_when(&client, &root, |listed| {
+        listed.first().is_some_and(|child| child.status == SessionStatus::Running)
+    })
+    .await[0]
+        .session_id
+        .clone();
+    daemon.kill();
+
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    client.subscribe(&root, None).await.unwrap();
+    let events =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. })).await;
+    let finished: Vec<(&str, DelegateStatus)> = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::DelegateFinished { child_session_id, status, .. } => {
+                Some((child_session_id.as_str(), *status))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, [(child.as_str(), DelegateStatus::Interrupted)], "{:?}", kinds(&events));
+
+    let (child_client, mut child_deliveries) = daemon.client().await;
+    child_client.subscribe(&child, None).await.unwrap();
+    events_until(&mut child_deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. })).await;
+    assert_eq!(get(&client, &child).await.status, SessionStatus::Interrupted);
+}
