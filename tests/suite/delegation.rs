@@ -87,7 +87,11 @@ fn delegate_events(events: &[StoredEvent]) -> Vec<&EventPayload> {
 async fn a_delegated_task_runs_in_a_reachable_child_session_and_its_final_text_is_the_tool_result() {
     let script = json!({
         "turns": [{"tool_calls": [delegate("helper", "count the files")]}, {"text": "the parent is done"}],
-        "by_input": {"count the files": {"turns": [{"text": "there are three files"}]}}
+        // The child runs a command without asking: the root's `yolo` applies to the whole tree.
+        "by_input": {"count the files": {"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch counted.txt"}}]},
+            {"text": "there are three files"}
+        ]}}
     });
     let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
     start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
@@ -165,12 +169,20 @@ async fn a_delegated_task_runs_in_a_reachable_child_session_and_its_final_text_i
         &child_events.last().unwrap().payload,
         EventPayload::RunCompleted { final_text: Some(text) } if text == "there are three files"
     ));
+    assert_eq!(tool_results(&child_events)[0].status, ToolResultStatus::Ok);
+    assert!(tree.daemon.project_path().join("counted.txt").exists(), "the child works in the parent's cwd");
 }
 
 #[tokio::test]
 async fn an_approval_asked_in_a_child_is_listed_and_answered_through_the_root() {
     let script = json!({
-        "turns": [{"tool_calls": [delegate("helper", "make a file")]}, {"text": "parent done"}],
+        "turns": [
+            {"tool_calls": [delegate("helper", "make a file")]},
+            {"text": "parent done"},
+            // The root's second run.
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch second.txt"}}]},
+            {"text": "second done"}
+        ],
         "by_input": {"make a file": {"turns": [
             {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch made-by-child.txt"}}]},
             {"text": "made it"}
@@ -210,6 +222,14 @@ async fn an_approval_asked_in_a_child_is_listed_and_answered_through_the_root() 
     let events = events_until(&mut tree.deliveries, is_terminal).await;
     assert_eq!(tool_results(&events)[0].output, "made it");
     assert!(tree.daemon.project_path().join("made-by-child.txt").exists());
+
+    // The mode set through the child is the tree's: the root's next run runs its command without asking.
+    set_mode(&tree.client, &record.session_id, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "again").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(!events.iter().any(|event| matches!(event.payload, EventPayload::ApprovalRequested { .. })));
+    assert_eq!(tool_results(&events)[0].status, ToolResultStatus::Ok);
+    assert!(tree.daemon.project_path().join("second.txt").exists());
 }
 
 #[tokio::test]
