@@ -147,6 +147,8 @@ async fn a_delegated_task_runs_in_a_reachable_child_session_and_its_final_text_i
             depth: 1
         }
     );
+    let engine_written = |event: &&StoredEvent| event.origin.as_deref() == Some("engine:delegate");
+    assert_eq!(events.iter().filter(engine_written).count(), 2, "delegate_started and delegate_finished");
     assert_eq!(child.cwd, get(&tree.client, &tree.root).await.cwd);
     assert_eq!(child.creation_selection, selection_of("helper", "local/scripted"));
     assert_eq!(child.status, SessionStatus::Completed);

@@ -36,7 +36,7 @@ use crate::producers::EngineRunContext;
 use crate::run_registry::RunEnd;
 use crate::runtime_actor::GetSnapshot;
 use crate::session_actor::{CancelActiveRun, StartDelegatedRun, StartRun};
-use crate::session_supervisor::{CreateChildSession, OpenSession, SessionSupervisor};
+use crate::session_supervisor::{CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionSupervisor};
 
 /// The tool's name.
 pub const DELEGATE_TOOL: &str = "delegate";
@@ -245,22 +245,22 @@ impl RunLoop {
             Err(_) => return tool_error("the daemon is shutting down".into()),
         };
         let child_session_id = child.session_id;
-        self.emit(EventPayload::DelegateStarted {
+        let started = EventPayload::DelegateStarted {
             tool_call_id: call.tool_call_id.clone(),
             child_session_id: child_session_id.clone(),
             agent: arguments.agent.clone(),
             task: arguments.task.clone(),
-        })
-        .await;
+        };
+        self.emit_as(started, Some(DELEGATE_ORIGIN)).await;
         let end = self.run_child(delegation, &child_session_id, selection, arguments.task).await;
         let (status, result_status, summary) = finished(end, &child_session_id);
-        self.emit(EventPayload::DelegateFinished {
+        let finished = EventPayload::DelegateFinished {
             tool_call_id: call.tool_call_id.clone(),
             child_session_id,
             status,
             summary: summary.clone(),
-        })
-        .await;
+        };
+        self.emit_as(finished, Some(DELEGATE_ORIGIN)).await;
         tool_result(result_status, summary)
     }
 
