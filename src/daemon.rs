@@ -98,6 +98,8 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             plugins: config.plugins.clone(),
             goals: config.goals.clone(),
             delegation: config.delegation,
+            models: config.models.clone(),
+            compaction: config.compaction.clone(),
         })
         .context("starting the engine")?,
     );

@@ -5,6 +5,7 @@
 //! JSON-RPC error through the one conversion in `error.rs`. Methods of the reference that later parts of the
 //! engine will implement keep the trait's default answer, `not_implemented`.
 
+mod compaction;
 mod goals;
 mod history;
 mod producers;
@@ -99,6 +100,10 @@ pub struct EngineConfig {
     pub goals: troupe_runtime::config::GoalsConfig,
     /// `[delegation]`: the `delegate` tool's depth and concurrency bounds.
     pub delegation: troupe_runtime::config::DelegationConfig,
+    /// `[models]`: context windows and prices beyond the catalog's.
+    pub models: troupe_runtime::config::ModelsConfig,
+    /// `[compaction]`: automatic compaction of runs.
+    pub compaction: troupe_runtime::config::CompactionConfig,
 }
 
 /// The engine. Cheap to share: every field is an address or a shared map.
@@ -137,6 +142,8 @@ impl Engine {
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
         services.delegation = config.delegation;
+        services.compaction = config.compaction;
+        services.models.configure(config.models);
         let services = Arc::new(services);
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
@@ -652,6 +659,14 @@ impl ServerProtocol for Engine {
         params: SessionIdParams,
     ) -> Result<troupe_protocol::types::producers::SessionProducersResult, RpcError> {
         Ok(self.producers_of(&params.session_id).await?)
+    }
+
+    async fn session_compact(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::session::SessionCompactParams,
+    ) -> Result<troupe_protocol::types::session::SessionCompactResult, RpcError> {
+        self.compact(params).await
     }
 
     async fn session_revert(

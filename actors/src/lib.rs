@@ -15,6 +15,7 @@
 pub mod approval_actor;
 pub mod approval_trees;
 pub mod blocking_check;
+pub mod compaction;
 pub mod engine;
 pub mod error;
 pub mod goal_actor;

@@ -41,6 +41,8 @@ pub struct RunServices {
     pub plugins: Arc<crate::plugin_host::PluginDirectory>,
     /// `[delegation]`: how deep trees grow and how many children a run has at once (`run_actor/delegate.rs`).
     pub delegation: troupe_runtime::config::DelegationConfig,
+    /// `[compaction]`: whether runs compact by themselves, and the answer reserve (`run_actor/compaction.rs`).
+    pub compaction: troupe_runtime::config::CompactionConfig,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -69,6 +71,7 @@ impl RunServices {
             runs: Default::default(),
             plugins: Default::default(),
             delegation: Default::default(),
+            compaction: Default::default(),
             policies: RwLock::new(HashMap::new()),
         }
     }
@@ -111,6 +114,8 @@ pub struct ModelRouter {
     remote: RwLock<HashMap<String, Arc<dyn ModelProvider>>>,
     /// Known prices by full model name.
     pricing: RwLock<HashMap<String, ModelPricing>>,
+    /// `[models]` of `config.toml`: context windows and prices that override the catalog's.
+    configured: RwLock<troupe_runtime::config::ModelsConfig>,
 }
 
 impl ModelRouter {
@@ -120,7 +125,23 @@ impl ModelRouter {
             scripted: RwLock::new(None),
             remote: RwLock::new(HashMap::new()),
             pricing: RwLock::new(HashMap::new()),
+            configured: RwLock::new(Default::default()),
         }
+    }
+
+    /// Installs `[models]`: their context windows and prices win over the catalog's and the built-in table's.
+    pub fn configure(&self, models: troupe_runtime::config::ModelsConfig) {
+        *self.configured.write() = models;
+    }
+
+    /// `[models]` as configured, for the runtime snapshot.
+    pub fn configured(&self) -> troupe_runtime::config::ModelsConfig {
+        self.configured.read().clone()
+    }
+
+    /// The context window of `model`, when configured (`[models."<model>"] context_window`).
+    pub fn context_window(&self, model: &str) -> Option<u64> {
+        self.configured.read().get(model).and_then(|config| config.context_window)
     }
 
     pub fn set_scripted(&self, scripted: Option<Arc<ScriptedModel>>) {
@@ -177,7 +198,8 @@ impl ModelRouter {
 
     /// The estimated cost of a turn, when the model's prices are known.
     pub fn estimate_cost_usd(&self, model: &str, usage: &TokenUsage) -> Option<f64> {
-        let pricing = self.pricing.read().get(model).cloned().or_else(|| {
+        let configured = self.configured.read().get(model).and_then(|config| config.pricing.as_ref().map(Into::into));
+        let pricing = configured.or_else(|| self.pricing.read().get(model).cloned()).or_else(|| {
             let model_id = model.split_once('/').map_or(model, |(_, id)| id);
             troupe_runtime::model::pricing::builtin_pricing(model_id)
         })?;

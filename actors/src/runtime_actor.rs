@@ -139,9 +139,10 @@ impl RuntimeActor {
         }
     }
 
-    /// The snapshot at `revision`: the catalog with the stored connections and agents, and the sandbox.
+    /// The snapshot at `revision`: the catalog with the stored connections and agents, `[models]`, and the sandbox.
     fn build(&self, revision: u64) -> RuntimeSnapshot {
         let mut snapshot = build_snapshot(revision, &self.store.contents.connections, &self.agents);
+        troupe_runtime::catalog::apply_model_config(&mut snapshot, &self.services.models.configured());
         snapshot.sandbox = Some(self.services.sandbox.status());
         snapshot
     }

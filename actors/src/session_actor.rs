@@ -44,6 +44,7 @@ use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
 mod approvals;
+mod compaction;
 mod goals;
 mod history;
 mod plugin_events;
@@ -57,6 +58,10 @@ pub use approvals::{
     RequestApproval, RespondToApproval,
 };
 
+pub use compaction::{
+    ActiveCompaction, BeginCompaction, COMPACTION_ORIGIN, CompactionSourceOfRun, ManualStart, RecordCompaction,
+    RunHistory,
+};
 pub use goals::{
     ChangeGoalLifecycle, GetGoal, GoalErrorKind, GoalRunPlan, PauseGoal, PrepareGoalRun, SetGoal, StartGoalRun,
     UpdateGoalChecklist,
@@ -181,6 +186,8 @@ pub struct SessionActor {
     goal_reported: Option<crate::goal_actor::GoalReport>,
     /// Whether this session was created by `session.fork` (a run in flight in its log was copied, not lost).
     forked: bool,
+    /// The manual compaction in progress (`compaction`): the session is busy while it runs.
+    compaction: Option<ActiveCompaction>,
 }
 
 impl SessionActor {
@@ -219,6 +226,7 @@ impl SessionActor {
             last_request: Instant::now(),
             goal_reported: None,
             forked: false,
+            compaction: None,
         }
     }
 
@@ -442,7 +450,7 @@ impl SessionActor {
     fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
         self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
         self.replays.retain(|_, sink| !sink.is_closed());
-        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some());
+        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some()) || self.compaction.is_some();
         let idle = !running
             && self.subscribers.is_empty()
             && self.replays.is_empty()

@@ -134,6 +134,7 @@ async fn methods_of_later_issues_answer_not_implemented_naming_the_method() {
         "session.producers",
         "session.revert",
         "session.fork",
+        "session.compact",
     ];
     let examples = json!({
         "provider.connect": {"provider_id": "openai", "expected_catalog_revision": null, "setup_values": {}, "auth_method": "none", "auth_values": {}, "client_connect_id": "c"},

@@ -7,6 +7,7 @@ mod cli;
 mod cli_big_session;
 mod cli_run_control;
 mod cli_support;
+mod compaction;
 mod delegation;
 mod durability;
 mod envelope;

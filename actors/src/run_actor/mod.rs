@@ -11,6 +11,7 @@
 //! running tool's process group) and `WriteToolStdin`. The loop itself runs as a future in the actor's context
 //! and shares a small [`RunControl`] with the handlers.
 
+mod compaction;
 mod delegate;
 mod goal_tools;
 mod masking;
@@ -342,8 +343,11 @@ impl RunLoop {
     async fn request_turn(&mut self) -> Result<Turn, TurnError> {
         let retry = self.setup.services.retry;
         let mut retry_ordinal: u32 = 0;
+        // One automatic compaction and one overflow recovery per turn (`compaction.rs`).
+        let (mut auto_compacted, mut overflow_recovered) = (false, false);
         loop {
             let model = self.setup.model_chain[self.chain_index].clone();
+            self.compact_if_needed(&model, &mut auto_compacted).await?;
             let attempt_id = new_id();
             self.emit(EventPayload::ModelAttemptStarted {
                 attempt_id: attempt_id.clone(),
@@ -362,6 +366,10 @@ impl RunLoop {
                 }
                 Err(AttemptError::Model { error, produced_output }) => (error, produced_output),
             };
+            if self.recover_overflow(&error, &mut overflow_recovered, &attempt_id, &model).await? {
+                retry_ordinal += 1;
+                continue;
+            }
 
             let policy = error.policy();
             let retry_same = policy == FailurePolicy::RetrySameModel

@@ -206,7 +206,7 @@ impl SessionActor {
             // Waiting for everything accepted so far covers the original `run_started`.
             return Ok((last_accepted, recorded.run_id.clone()));
         }
-        if let Some(active) = state.runs.active_run_id() {
+        if let Some(active) = state.runs.active_run_id().or(self.compaction_in_progress()) {
             return Err(EngineError::SessionBusy { session_id, active_run_id: active.to_owned() });
         }
         if state.creation_lost {
@@ -390,6 +390,9 @@ impl Handler<CancelActiveRun> for SessionActor {
     type Result = ResponseFuture<Result<bool, EngineError>>;
 
     fn handle(&mut self, message: CancelActiveRun, _: &mut Context<Self>) -> Self::Result {
+        if let Some(cancelled) = self.cancel_compaction(&message.run_id) {
+            return Box::pin(std::future::ready(Ok(cancelled)));
+        }
         let run = self.active_run_actor(&message.run_id);
         Box::pin(async move {
             match run {

@@ -1,0 +1,163 @@
+//! A compaction's summary request, shared by `session.compact` (`engine/compaction.rs`, the session side in
+//! `session_actor/compaction.rs`) and by a run that compacts before a request that would not fit, or after a
+//! provider said it did not (`run_actor/compaction.rs`).
+//!
+//! The session's model is asked for a summary of its history: the models of the chain in order, the first that
+//! answers with a non-empty text wins (one attempt each: a compaction that cannot be made now is reported, and a
+//! manual one can simply be asked again). When the model's context window is known, the request is made to fit it
+//! by eliding the oldest tool units (`troupe_runtime::compaction::summary_request`). Each attempt that reported
+//! usage gives a `model_usage_recorded` with purpose `compaction`, stamped with its cost as the run loop does; the
+//! caller appends them, attributed to its agent.
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use troupe_protocol::types::common::ModelSelection;
+use troupe_protocol::types::events::{CompactionTrigger, EventPayload, UsagePurpose};
+use troupe_runtime::clock::new_id;
+use troupe_runtime::compaction::{answer_reserve, summary_request};
+use troupe_runtime::model::{StreamEvent, TokenUsage};
+use troupe_runtime::transcript::{CompactionCounts, Transcript};
+
+use crate::run_services::RunServices;
+
+/// What a compaction summarizes: a copy of the history as the session has it, and what a checkpoint of it covers.
+#[derive(Clone, Debug)]
+pub struct CompactionSource {
+    pub transcript: Transcript,
+    /// The last event the checkpoint will cover.
+    pub through_seq: u64,
+    pub counts: CompactionCounts,
+}
+
+/// One summary request to make.
+pub struct SummaryJob<'a> {
+    pub services: &'a RunServices,
+    /// Models to try, in order.
+    pub chain: &'a [ModelSelection],
+    /// The agent the usage is attributed to.
+    pub agent: &'a str,
+    pub source: &'a CompactionSource,
+    pub focus: Option<&'a str>,
+    pub cancel: &'a CancellationToken,
+}
+
+/// How a summary request ended.
+pub enum Summary {
+    Written(String),
+    /// Every model failed; the reason names the last failure.
+    Failed(String),
+    Cancelled,
+}
+
+/// The summary and the usage records of its attempts (`model_usage_recorded`, purpose `compaction`).
+pub struct SummaryOutcome {
+    pub summary: Summary,
+    pub usage: Vec<EventPayload>,
+}
+
+/// Asks the chain's models, in order, for a summary of `job.source`.
+pub async fn summarize(job: SummaryJob<'_>) -> SummaryOutcome {
+    let mut usage = Vec::new();
+    let mut last_failure = "the session has no model to summarize with".to_owned();
+    for model in job.chain {
+        if job.cancel.is_cancelled() {
+            return SummaryOutcome { summary: Summary::Cancelled, usage };
+        }
+        match attempt(&job, model, &mut usage).await {
+            Attempt::Written(text) => return SummaryOutcome { summary: Summary::Written(text), usage },
+            Attempt::Cancelled => return SummaryOutcome { summary: Summary::Cancelled, usage },
+            Attempt::Failed(reason) => {
+                tracing::debug!(model = %model.model, %reason, "a compaction's summary request failed");
+                last_failure = format!("{} could not summarize: {reason}", model.model);
+            }
+        }
+    }
+    SummaryOutcome { summary: Summary::Failed(last_failure), usage }
+}
+
+enum Attempt {
+    Written(String),
+    Failed(String),
+    Cancelled,
+}
+
+async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<EventPayload>) -> Attempt {
+    let models = &job.services.models;
+    let (provider, model_id) = match models.resolve(&model.model) {
+        Ok(resolved) => resolved,
+        Err(error) => return Attempt::Failed(error.message),
+    };
+    let fit = models
+        .context_window(&model.model)
+        .map(|window| (window, answer_reserve(window, job.services.compaction.reserve_tokens)));
+    let tool_units = job.source.counts.tool_units as usize;
+    let (request, _) =
+        summary_request(&job.source.transcript, model_id, model.variant.clone(), job.focus, fit, tool_units);
+    let mut stream = tokio::select! {
+        opened = provider.stream(request) => match opened {
+            Ok(stream) => stream,
+            Err(error) => return Attempt::Failed(error.message),
+        },
+        _ = job.cancel.cancelled() => return Attempt::Cancelled,
+    };
+    let mut text = String::new();
+    let mut reported: Option<TokenUsage> = None;
+    let failure = loop {
+        let item = tokio::select! {
+            item = stream.next() => item,
+            _ = job.cancel.cancelled() => return Attempt::Cancelled,
+        };
+        match item {
+            Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
+            Some(Ok(StreamEvent::Usage(tokens))) => reported = Some(tokens),
+            Some(Ok(StreamEvent::Finished { .. })) | None => break None,
+            Some(Ok(_)) => {}
+            Some(Err(error)) => break Some(error.message),
+        }
+    };
+    if let Some(tokens) = reported {
+        usage.push(EventPayload::ModelUsageRecorded {
+            attempt_id: new_id(),
+            model: model.model.clone(),
+            agent: job.agent.to_owned(),
+            input_tokens: tokens.input_tokens,
+            output_tokens: tokens.output_tokens,
+            reasoning_tokens: tokens.reasoning_tokens,
+            cache_read_tokens: tokens.cache_read_tokens,
+            cache_write_tokens: tokens.cache_write_tokens,
+            estimated_cost_usd: models.estimate_cost_usd(&model.model, &tokens),
+            purpose: UsagePurpose::Compaction,
+        });
+    }
+    match failure {
+        Some(reason) => Attempt::Failed(reason),
+        None if text.trim().is_empty() => Attempt::Failed("the model answered with an empty summary".to_owned()),
+        None => Attempt::Written(text.trim().to_owned()),
+    }
+}
+
+/// The checkpoint event of a written summary.
+pub fn checkpoint_event(
+    compaction_id: &str,
+    summary: String,
+    source: &CompactionSource,
+    trigger: CompactionTrigger,
+) -> EventPayload {
+    EventPayload::ContextCheckpointCommitted {
+        compaction_id: compaction_id.to_owned(),
+        summary,
+        through_seq: source.through_seq,
+        trigger,
+        compacted_messages: source.counts.messages,
+        elided_tool_results: source.counts.tool_units,
+    }
+}
+
+/// The models a compaction of a session whose next run would use `selection` tries: the agent's chain from that
+/// model on (the model alone when the chain does not hold it).
+pub fn chain_from(selection: &ModelSelection, agent_chain: &[ModelSelection]) -> Vec<ModelSelection> {
+    match agent_chain.iter().position(|model| model == selection) {
+        Some(index) => agent_chain[index..].to_vec(),
+        None => vec![selection.clone()],
+    }
+}
