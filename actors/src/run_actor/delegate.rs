@@ -272,6 +272,10 @@ impl RunLoop {
         selection: RunSelection,
         task: String,
     ) -> RunEnd {
+        if self.control.cancel.is_cancelled() {
+            // Cancelled while the child was being created: its run never starts.
+            return RunEnd::Cancelled;
+        }
         let runs = &self.setup.services.runs;
         let mut watch = runs.watch_next_end(child_session_id);
         let started = start_child_run(delegation, child_session_id, selection, task).await;
@@ -336,6 +340,15 @@ mod tests {
         let (kept, note) = cut.split_once("\n\n[truncated").expect("a note");
         assert!(kept.len() <= SUMMARY_MAX_BYTES && kept.chars().all(|c| c == 'é'));
         assert!(note.contains(&format!("of {} bytes", 2 * SUMMARY_MAX_BYTES)) && note.contains("child-1"), "{note}");
+    }
+
+    #[test]
+    fn consecutive_delegate_calls_form_one_batch_and_other_calls_run_alone() {
+        let call = |tool: &str| ToolCallRequest { tool_call_id: tool.into(), tool: tool.into(), arguments: json!({}) };
+        let calls = [call("delegate"), call("delegate"), call("shell"), call("read_file"), call("delegate")];
+        let sizes: Vec<usize> = super::super::call_batches(&calls).iter().map(|batch| batch.len()).collect();
+        assert_eq!(sizes, [2, 1, 1, 1]);
+        assert!(super::super::call_batches(&[]).is_empty());
     }
 
     #[test]
