@@ -115,7 +115,13 @@ async fn a_manual_compaction_commits_the_summary_and_the_next_request_starts_wit
         openai_text("answer two"),
     ])
     .await;
-    let daemon = TestDaemon::start();
+    // Configured prices replace the built-in table's in the stamped cost.
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some(format!(
+            "[models.\"{MODEL}\"]\npricing = {{ input_per_million_usd = 1.0, output_per_million_usd = 2.0 }}\n"
+        )),
+        ..DaemonSetup::default()
+    });
     let (client, mut deliveries) = daemon.client().await;
     connect_vendor(&client, &vendor).await;
     let id = daemon.create_session(&client).await.session_id;
@@ -140,8 +146,11 @@ async fn a_manual_compaction_commits_the_summary_and_the_next_request_starts_wit
         if focus.as_deref() == Some("the parser") && model == MODEL)
     );
     assert!(
-        matches!(compaction[1], EventPayload::ModelUsageRecorded { model, agent, input_tokens: 40, output_tokens: 7, .. }
-        if model == MODEL && agent == "default")
+        matches!(compaction[1], EventPayload::ModelUsageRecorded {
+            model, agent, input_tokens: 40, output_tokens: 7, estimated_cost_usd: Some(cost), ..
+        } if model == MODEL && agent == "default" && (cost - 54e-6).abs() < 1e-12),
+        "{:?}",
+        compaction[1]
     );
     let EventPayload::ContextCheckpointCommitted {
         summary,
@@ -229,6 +238,11 @@ async fn a_busy_session_is_not_compacted_and_a_compaction_keeps_runs_out_until_c
         .await
         .expect_err("a session being compacted");
         assert_eq!(error_code(&refused), "session_busy");
+        let revert = troupe_protocol::types::session::SessionRevertParams { session_id: id.clone(), through_seq: 1 };
+        let refused = within("session.revert", client.call::<method::SessionRevert>(revert))
+            .await
+            .expect_err("a revert of a session being compacted");
+        assert_eq!(error_code(&refused), "session_busy");
         let cancelled =
             within("run.cancel", client.call::<method::RunCancel>(RunIdParams { run_id: compaction_id.clone() }))
                 .await
@@ -272,6 +286,12 @@ async fn a_run_compacts_first_when_its_request_would_not_fit_the_configured_wind
     connect_vendor(&client, &vendor).await;
     let id = daemon.create_session(&client).await.session_id;
     client.subscribe(&id, None).await.expect("subscribe");
+    let snapshot = within("snapshot", client.call::<method::RuntimeSnapshotGet>(Default::default()))
+        .await
+        .expect("runtime.snapshot.get")
+        .snapshot;
+    let info = snapshot.models.iter().find(|info| info.model == MODEL).expect("the configured model is listed");
+    assert_eq!(info.context_window, Some(16_000));
     let first = run(&client, &mut deliveries, &id, &big("first")).await;
     assert!(compaction_events(&first).is_empty(), "the first request fits");
 
