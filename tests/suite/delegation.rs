@@ -269,17 +269,18 @@ async fn two_delegations_of_one_turn_run_concurrently_and_cancelling_the_parent_
 }
 
 #[tokio::test]
-async fn limits_unknown_agents_and_empty_tasks_are_tool_errors_and_the_run_goes_on() {
+async fn limits_unknown_agents_and_empty_or_oversized_tasks_are_tool_errors_and_the_run_goes_on() {
     let script = json!({
         "turns": [
             {"tool_calls": [delegate("helper", "task A"), delegate("helper", "task B")]},
             {"tool_calls": [delegate("nobody", "task C"), delegate("helper", "  ")]},
+            {"tool_calls": [delegate("helper", &"x".repeat(2048))]},
             {"text": "the parent carries on"}
         ],
         // The child is at depth 1 = max_depth: its own delegation is refused.
         "by_input": {"task A": {"turns": [{"tool_calls": [delegate("helper", "task D")]}, {"text": "A done"}]}}
     });
-    let mut tree = tree(config(1, 1, ""), script, PermissionMode::Yolo).await;
+    let mut tree = tree(config(1, 1, "\n[limits]\nmax_input_bytes = 1024\n"), script, PermissionMode::Yolo).await;
     start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
     let events = events_until(&mut tree.deliveries, is_terminal).await;
     assert!(matches!(
@@ -290,12 +291,19 @@ async fn limits_unknown_agents_and_empty_tasks_are_tool_errors_and_the_run_goes_
     let statuses: Vec<ToolResultStatus> = results.iter().map(|result| result.status).collect();
     assert_eq!(
         statuses,
-        [ToolResultStatus::Ok, ToolResultStatus::Error, ToolResultStatus::Error, ToolResultStatus::Error]
+        [
+            ToolResultStatus::Ok,
+            ToolResultStatus::Error,
+            ToolResultStatus::Error,
+            ToolResultStatus::Error,
+            ToolResultStatus::Error
+        ]
     );
     assert_eq!(results[0].output, "A done");
     assert!(results[1].output.contains("max_concurrency"), "{}", results[1].output);
     assert!(results[2].output.contains("no agent `nobody`"), "{}", results[2].output);
     assert!(results[3].output.contains("the task is empty"), "{}", results[3].output);
+    assert!(results[4].output.contains("max_input_bytes"), "{}", results[4].output);
     assert_eq!(children(&tree.client, &tree.root).await.len(), 1, "only the accepted call made a child");
 
     let child = &children(&tree.client, &tree.root).await[0].session_id;

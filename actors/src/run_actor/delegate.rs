@@ -3,9 +3,10 @@
 //!
 //! Like the goal tools it lives in the actor layer, because it acts on sessions. A call is checked in this order,
 //! each failure a tool error the model can read (the run goes on): the session's depth against `[delegation]
-//! max_depth`, the arguments (`agent`, a non-empty `task`), the run's children at work against `max_concurrency`,
-//! the agent against the runtime snapshot, then the ordinary permission check (action `execute` on the resource
-//! `agent:<name>`, so rules, modes, grants and approvals apply as to any tool). Then:
+//! max_depth`, the arguments (`agent`, a non-empty `task` within `[limits] max_input_bytes`), the run's children
+//! at work against `max_concurrency`, the agent against the runtime snapshot, then the ordinary permission check
+//! (action `execute` on the resource `agent:<name>`, so rules, modes, grants and approvals apply as to any tool).
+//! Then:
 //!
 //! 1. the supervisor creates the child session (`CreateChildSession`: origin `delegated`, the parent's cwd, the
 //!    agent's first model), and the parent's log gets `delegate_started`;
@@ -192,6 +193,14 @@ impl RunLoop {
         };
         if arguments.task.trim().is_empty() {
             return tool_error("invalid arguments: the task is empty".into());
+        }
+        let max_input_bytes = delegation.run_context.max_input_bytes;
+        if arguments.task.len() > max_input_bytes {
+            return tool_error(format!(
+                "invalid arguments: the task is {} bytes; a run's input holds at most {max_input_bytes} \
+                 (`[limits] max_input_bytes`)",
+                arguments.task.len()
+            ));
         }
         let Some(_slot) = delegation.reserve() else {
             return tool_error(format!(
