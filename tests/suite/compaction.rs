@@ -113,6 +113,8 @@ async fn a_manual_compaction_commits_the_summary_and_the_next_request_starts_wit
         openai_text("answer one"),
         openai_text_with_usage("SUMMARY: the user asked question one; it was answered.", 40, 7),
         openai_text("answer two"),
+        openai_text("answer three"),
+        openai_text("answer four"),
     ])
     .await;
     // Configured prices replace the built-in table's in the stamped cost.
@@ -187,6 +189,28 @@ async fn a_manual_compaction_commits_the_summary_and_the_next_request_starts_wit
     assert!(history[0].1.starts_with("[Summary of the earlier conversation."), "{}", history[0].1);
     assert!(history[0].1.contains("not available") && history[0].1.ends_with("it was answered."));
     assert_eq!(history[1], ("user".to_owned(), "question two".to_owned()));
+
+    // After a restart the history is rebuilt from the log: still the summary, then what followed it.
+    drop((client, deliveries));
+    let data_dir = daemon.stop();
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    let (client, mut deliveries) = daemon.client().await;
+    client.subscribe(&id, None).await.expect("subscribe");
+    run(&client, &mut deliveries, &id, "question three").await;
+    let history = history_of(chat_requests(&vendor).last().unwrap());
+    let texts: Vec<&str> = history.iter().map(|(_, text)| text.as_str()).collect();
+    assert_eq!(texts.len(), 4, "{texts:?}");
+    assert!(texts[0].starts_with("[Summary of the earlier conversation."));
+    assert_eq!(texts[1..], ["question two", "answer two", "question three"]);
+
+    // A revert to before the compaction hides the checkpoint: the history it replaced comes back.
+    let revert =
+        troupe_protocol::types::session::SessionRevertParams { session_id: id.clone(), through_seq: end_of_first };
+    within("session.revert", client.call::<method::SessionRevert>(revert)).await.expect("revert");
+    run(&client, &mut deliveries, &id, "question four").await;
+    let history = history_of(chat_requests(&vendor).last().unwrap());
+    let texts: Vec<&str> = history.iter().map(|(_, text)| text.as_str()).collect();
+    assert_eq!(texts, ["question one", "answer one", "question four"]);
 }
 
 #[tokio::test]

@@ -144,6 +144,8 @@ impl SessionActor {
             self.compaction = None;
             let ended = EventPayload::CompactionEnded { compaction_id: message.compaction_id, outcome, reason };
             last = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), ended)?;
+            // Producer messages that arrived meanwhile could not start a run; now they can.
+            self.schedule_producer_wake(ctx);
         }
         Ok(last)
     }

@@ -274,7 +274,7 @@ impl SessionActor {
 
     /// Starts preparing a run for pending messages when the session is idle. The preparation asks the runtime
     /// and the supervisor, so it runs as a future; the run starts only if the session is still idle then.
-    fn schedule_producer_wake(&mut self, ctx: &mut Context<Self>) {
+    pub(super) fn schedule_producer_wake(&mut self, ctx: &mut Context<Self>) {
         let Some(state) = self.state.as_ref() else { return };
         if self.producers.wake_scheduled || state.runs.active.is_some() || !state.producers.has_pending() {
             return;
