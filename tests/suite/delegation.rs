@@ -362,3 +362,25 @@ async fn a_restart_mid_delegation_interrupts_the_child_and_the_parent_records_it
     events_until(&mut child_deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. })).await;
     assert_eq!(get(&client, &child).await.status, SessionStatus::Interrupted);
 }
+
+#[tokio::test]
+async fn a_child_whose_run_fails_gives_a_failed_delegation_and_an_error_result() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "fail please")]}, {"text": "the parent saw the failure"}],
+        "by_input": {"fail please": {"turns": [{"error": {"kind": "auth", "message": "the key was revoked"}}]}}
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "the parent goes on");
+    let results = tool_results(&events);
+    assert_eq!(results[0].status, ToolResultStatus::Error);
+    assert!(results[0].output.contains("the key was revoked"), "{}", results[0].output);
+    let finished = events.iter().find_map(|event| match &event.payload {
+        EventPayload::DelegateFinished { status, .. } => Some(*status),
+        _ => None,
+    });
+    assert_eq!(finished, Some(DelegateStatus::Failed));
+    let child = &children(&tree.client, &tree.root).await[0];
+    assert_eq!(child.status, SessionStatus::Failed);
+}
