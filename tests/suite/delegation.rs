@@ -384,3 +384,70 @@ async fn a_child_whose_run_fails_gives_a_failed_delegation_and_an_error_result()
     let child = &children(&tree.client, &tree.root).await[0];
     assert_eq!(child.status, SessionStatus::Failed);
 }
+
+#[tokio::test]
+async fn a_child_delegates_in_turn_and_the_tree_nests_with_one_root() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "ask your own helper")]}, {"text": "root done"}],
+        "by_input": {
+            "ask your own helper": {"turns": [{"tool_calls": [delegate("helper", "the deepest task")]}, {"text": "child done"}]},
+            "the deepest task": {"turns": [{"text": "grandchild done"}]}
+        }
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert_eq!(tool_results(&events)[0].output, "child done");
+
+    let params = SessionIdParams { session_id: tree.root.clone() };
+    let root_tree = within("session.tree", tree.client.call::<method::SessionTree>(params)).await.unwrap().tree;
+    let [child] = &root_tree.children[..] else { panic!("one child: {root_tree:?}") };
+    let [grandchild] = &child.children[..] else { panic!("one grandchild: {child:?}") };
+    assert!(grandchild.children.is_empty());
+    let SessionOrigin::Delegated { root_session_id, parent_session_id, depth, .. } = &grandchild.session.origin else {
+        panic!("{:?}", grandchild.session.origin);
+    };
+    assert_eq!((root_session_id, parent_session_id, *depth), (&tree.root, &child.session.session_id, 2));
+    let child_results = {
+        let (client, mut deliveries) = tree.daemon.client().await;
+        client.subscribe(&child.session.session_id, None).await.unwrap();
+        tool_results(&events_until(&mut deliveries, is_terminal).await)
+    };
+    assert_eq!(child_results[0].output, "grandchild done");
+}
+
+#[tokio::test]
+async fn the_tool_is_offered_with_the_agents_above_the_depth_limit_only() {
+    use super::model_support::{FakeResponse, FakeServer};
+    let sse =
+        |chunk: Value| FakeResponse::Sse { pieces: vec![format!("data: {chunk}\n\n"), "data: [DONE]\n\n".into()] };
+    let text =
+        |content: &str| sse(json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": "stop"}]}));
+    let arguments = json!({"agent": "helper", "task": "answer briefly"}).to_string();
+    let call = sse(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+        "type": "function", "function": {"name": "delegate", "arguments": arguments}}]}, "finish_reason": "tool_calls"}]}));
+    let models = FakeResponse::status(200, &[], json!({"data": [{"id": "m"}]}).to_string());
+    let vendor = FakeServer::start(vec![models, call, text("the child's answer"), text("all done")]).await;
+    let config = "[agents.helper]\ndescription = \"answers questions\"\nmodels = [\"openai/m\"]\n\n\
+                  [delegation]\nmax_depth = 1\n";
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config.into()), ..Default::default() });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("k")).await.unwrap();
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "openai/m"), "go").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert_eq!(tool_results(&events)[0].output, "the child's answer");
+
+    let requests = vendor.requests();
+    let tools =
+        |index: usize| -> Vec<Value> { requests[index].json()["tools"].as_array().cloned().unwrap_or_default() };
+    let named = |tools: &[Value], name: &str| tools.iter().find(|tool| tool["function"]["name"] == name).cloned();
+    let offered = named(&tools(1), "delegate").expect("the root's run is offered delegate");
+    let description = offered["function"]["description"].as_str().unwrap();
+    assert!(description.contains("`helper` (answers questions)"), "{description}");
+    assert_eq!(requests[2].json()["messages"].as_array().unwrap().last().unwrap()["content"], "answer briefly");
+    assert!(named(&tools(2), "delegate").is_none(), "the child, at max_depth, is not offered delegate");
+    assert!(named(&tools(2), "shell").is_some());
+}

@@ -26,6 +26,7 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::{DelegateStatus, EventPayload};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_protocol::types::runtime::AgentInfo;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::config::DelegationConfig;
 use troupe_runtime::model::{ToolCallRequest, ToolSpec};
@@ -101,15 +102,30 @@ struct DelegateArguments {
     task: String,
 }
 
-/// What the model is told about the tool.
-pub(super) fn spec() -> ToolSpec {
+/// Agents named in the tool's description, and the characters of each agent's description shown there.
+const LISTED_AGENTS: usize = 32;
+const LISTED_DESCRIPTION_CHARS: usize = 200;
+
+/// What the model is told about the tool, with the agents it may name (from the runtime snapshot).
+fn spec(agents: &[AgentInfo]) -> ToolSpec {
+    let mut description = "Hand a self-contained task to an agent, which works on it in a child session with its \
+                           own history and tools and answers with its final text, returned here. The agent does not \
+                           see this conversation: say everything it needs in `task`. Several delegate calls in one \
+                           turn run at the same time. The agents:"
+        .to_owned();
+    for agent in agents.iter().take(LISTED_AGENTS) {
+        let about: String = agent.description.chars().take(LISTED_DESCRIPTION_CHARS).collect();
+        match about.trim() {
+            "" => description.push_str(&format!(" `{}`;", agent.agent)),
+            about => description.push_str(&format!(" `{}` ({about});", agent.agent)),
+        }
+    }
+    if agents.len() > LISTED_AGENTS {
+        description.push_str(&format!(" and {} more.", agents.len() - LISTED_AGENTS));
+    }
     ToolSpec {
         name: DELEGATE_TOOL.into(),
-        description: "Hand a self-contained task to an agent (`default`, or one configured in the daemon's \
-                      config), which works on it in a child session with its own history and tools and answers \
-                      with its final text, returned here. The agent does not see this conversation: say everything \
-                      it needs in `task`. Several delegate calls in one turn run at the same time."
-            .into(),
+        description,
         parameters: json!({
             "type": "object",
             "properties": {
@@ -171,6 +187,14 @@ fn tool_error(output: String) -> PersistedToolResult {
 }
 
 impl RunLoop {
+    /// The tool's spec when the run is offered it (its session is shallower than `[delegation] max_depth`).
+    pub(super) async fn delegate_spec(&self) -> Option<ToolSpec> {
+        let delegation = self.setup.delegation.as_ref().filter(|delegation| delegation.offered())?;
+        // Without the snapshot (the daemon is stopping) the tool is offered with no agents listed.
+        let snapshot = delegation.run_context.runtime.send(GetSnapshot).await.ok();
+        Some(spec(snapshot.as_ref().map(|snapshot| snapshot.agents.as_slice()).unwrap_or_default()))
+    }
+
     /// Runs `call` when it is a `delegate` call; `None` for any other tool.
     pub(super) async fn delegate_call(&self, call: &ToolCallRequest) -> Option<PersistedToolResult> {
         is_delegate(call).then_some(())?;
@@ -358,6 +382,21 @@ mod tests {
         let sizes: Vec<usize> = super::super::call_batches(&calls).iter().map(|batch| batch.len()).collect();
         assert_eq!(sizes, [2, 1, 1, 1]);
         assert!(super::super::call_batches(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_description_lists_the_agents_within_bounds() {
+        let agent = |name: String, description: &str| AgentInfo {
+            agent: name,
+            description: description.into(),
+            mode: troupe_protocol::types::runtime::AgentMode::Primary,
+            models: Vec::new(),
+        };
+        let listed = spec(&[agent("default".into(), ""), agent("helper".into(), "reads code")]).description;
+        assert!(listed.ends_with("The agents: `default`; `helper` (reads code);"), "{listed}");
+        let many: Vec<AgentInfo> = (0..40).map(|index| agent(format!("a{index}"), &"d".repeat(500))).collect();
+        let listed = spec(&many).description;
+        assert!(listed.ends_with("and 8 more.") && !listed.contains(&"d".repeat(201)), "{listed}");
     }
 
     #[test]

@@ -209,9 +209,6 @@ impl RunLoop {
         if setup.goal_tools {
             tool_specs.extend(goal_tools::specs());
         }
-        if setup.delegation.as_ref().is_some_and(DelegationContext::offered) {
-            tool_specs.push(delegate::spec());
-        }
         let system_prompt = format!(
             "You are troupe, a coding agent. You work in the directory {}. Use the tools to read and change files \
              and to run commands there; explain briefly what you did when you are done.",
@@ -262,6 +259,9 @@ impl RunLoop {
     async fn run(&mut self) -> RunOutcome {
         let history = std::mem::take(Arc::make_mut(&mut self.history));
         self.history = Arc::new(self.with_attachments(history).await);
+        if let Some(spec) = self.delegate_spec().await {
+            Arc::make_mut(&mut self.tool_specs).push(spec);
+        }
         loop {
             let turn = match self.request_turn().await {
                 Ok(turn) => turn,
