@@ -139,9 +139,11 @@ impl ModelRouter {
         self.configured.read().clone()
     }
 
-    /// The context window of `model`, when configured (`[models."<model>"] context_window`).
+    /// The context window of `model`, when known: configured (`[models."<model>"] context_window`), else from
+    /// the built-in table of well-known models.
     pub fn context_window(&self, model: &str) -> Option<u64> {
-        self.configured.read().get(model).and_then(|config| config.context_window)
+        let configured = self.configured.read().get(model).and_then(|config| config.context_window);
+        configured.or_else(|| troupe_runtime::model::context_window::builtin_context_window(model))
     }
 
     pub fn set_scripted(&self, scripted: Option<Arc<ScriptedModel>>) {

@@ -11,6 +11,7 @@ use troupe_protocol::types::runtime::{
 };
 
 use crate::config::AgentConfig;
+use crate::model::context_window::builtin_context_window;
 use crate::model::pricing::builtin_pricing;
 use crate::provider_store::StoredConnection;
 
@@ -48,7 +49,7 @@ pub fn build_snapshot(
                 model: format!("{provider_id}/{model_id}"),
                 name: model_id.clone(),
                 provider_id: provider_id.clone(),
-                context_window: None,
+                context_window: builtin_context_window(model_id),
                 pricing: builtin_pricing(model_id),
             });
         }
@@ -88,7 +89,7 @@ pub fn apply_model_config(snapshot: &mut RuntimeSnapshot, models: &crate::config
                     model: model.clone(),
                     name: model_id.to_owned(),
                     provider_id: provider_id.to_owned(),
-                    context_window: None,
+                    context_window: builtin_context_window(model_id),
                     pricing: builtin_pricing(model_id),
                 });
                 snapshot.models.len() - 1

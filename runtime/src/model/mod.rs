@@ -24,6 +24,7 @@
 
 pub mod anthropic;
 pub mod attachments;
+pub mod context_window;
 pub mod error;
 pub mod local;
 pub mod openai;
