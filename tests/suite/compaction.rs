@@ -323,6 +323,12 @@ async fn a_run_compacts_first_when_its_request_would_not_fit_the_configured_wind
     assert!(matches!(second.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{:?}", kinds(&second));
     let compaction = compaction_events(&second);
     assert_eq!(compaction.len(), 4, "{compaction:?}");
+    let origins: Vec<Option<&str>> = second
+        .iter()
+        .filter(|event| compaction.iter().any(|payload| std::ptr::eq(*payload, &event.payload)))
+        .map(|event| event.origin.as_deref())
+        .collect();
+    assert_eq!(origins, [Some("engine:compaction"); 4]);
     assert!(matches!(compaction[0], EventPayload::CompactionStarted { trigger: CompactionTrigger::Auto, .. }));
     assert!(matches!(compaction[1], EventPayload::ModelUsageRecorded { input_tokens: 9_000, output_tokens: 12, .. }));
     assert!(matches!(

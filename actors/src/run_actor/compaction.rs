@@ -17,10 +17,7 @@ use troupe_runtime::model::{ModelError, ModelErrorKind};
 
 use super::{RunLoop, RunOutcome, TurnError};
 use crate::compaction::{Summary, SummaryJob, checkpoint_event, summarize};
-use crate::session_actor::{CompactionSourceOfRun, RunHistory};
-
-/// The origin of the checkpoint a run commits.
-const RUN_COMPACTION_ORIGIN: &str = "engine:compaction";
+use crate::session_actor::{COMPACTION_ORIGIN, CompactionSourceOfRun, RunHistory};
 
 impl RunLoop {
     /// Whether the next request on `model` would not fit its context window (when known) less the answer reserve.
@@ -94,13 +91,13 @@ impl RunLoop {
         };
         let chain: Vec<ModelSelection> = self.setup.model_chain[self.chain_index..].to_vec();
         let compaction_id = new_id();
-        self.emit(EventPayload::CompactionStarted {
+        let started = EventPayload::CompactionStarted {
             compaction_id: compaction_id.clone(),
             trigger,
             focus: None,
             model: chain[0].model.clone(),
-        })
-        .await;
+        };
+        self.emit_as(started, Some(COMPACTION_ORIGIN)).await;
         let outcome = summarize(SummaryJob {
             services: &self.setup.services,
             chain: &chain,
@@ -111,15 +108,15 @@ impl RunLoop {
         })
         .await;
         for usage in outcome.usage {
-            self.emit(usage).await;
+            self.emit_as(usage, Some(COMPACTION_ORIGIN)).await;
         }
         let ended =
             |outcome, reason| EventPayload::CompactionEnded { compaction_id: compaction_id.clone(), outcome, reason };
         match outcome.summary {
             Summary::Written(summary) => {
                 let checkpoint = checkpoint_event(&compaction_id, summary, &source, trigger);
-                self.commit(checkpoint, Some(RUN_COMPACTION_ORIGIN)).await.map_err(|_| RunOutcome::SessionLost)?;
-                self.emit(ended(CompactionOutcome::Committed, None)).await;
+                self.commit(checkpoint, Some(COMPACTION_ORIGIN)).await.map_err(|_| RunOutcome::SessionLost)?;
+                self.emit_as(ended(CompactionOutcome::Committed, None), Some(COMPACTION_ORIGIN)).await;
                 let history = match session.send(RunHistory { run_id }).await {
                     Ok(Ok(history)) => history,
                     _ => return Err(RunOutcome::SessionLost),
@@ -129,11 +126,15 @@ impl RunLoop {
             }
             Summary::Failed(reason) => {
                 tracing::warn!(run_id = %self.setup.run_id, %reason, "a compaction in a run failed");
-                self.emit(ended(CompactionOutcome::Failed, Some(reason))).await;
+                self.emit_as(ended(CompactionOutcome::Failed, Some(reason)), Some(COMPACTION_ORIGIN)).await;
                 Ok(false)
             }
             Summary::Cancelled => {
-                self.emit(ended(CompactionOutcome::Cancelled, Some("the run was cancelled".to_owned()))).await;
+                self.emit_as(
+                    ended(CompactionOutcome::Cancelled, Some("the run was cancelled".to_owned())),
+                    Some(COMPACTION_ORIGIN),
+                )
+                .await;
                 Err(RunOutcome::Cancelled)
             }
         }
