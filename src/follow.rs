@@ -2,6 +2,7 @@
 //! any length costs them the same memory: the client hands the history over in bounded replays (the daemon
 //! pages a long one) and drops nothing it cannot make up by cursor (see the back-pressure docs of
 //! `troupe_protocol::client`). `run` does not read the history at all: it follows the session from its end.
+//! Both follow the child sessions of delegations as they start (see [`follow_child`]).
 
 use std::time::Duration;
 
@@ -10,14 +11,14 @@ use troupe_protocol::client::{
     ClientDelivery, ClientOptions, ClientProtocol, DeliveryStream, ReconnectPolicy, ReplayReason,
 };
 use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
-use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams};
 use troupe_protocol::types::session::SessionCreateParams;
 use troupe_runtime::clock::new_id;
 
 use crate::cli_errors::{explained, require_text};
 use crate::commands::{Connected, Connection, absolute_cwd, selection};
-use crate::render::Printer;
+use crate::render::{Printer, is_run_end};
 
 /// `troupe watch`: prints a session's events, then follows it live. Survives daemon restarts: it reconnects and
 /// resumes from the last event it printed, so nothing is printed twice or skipped.
@@ -48,8 +49,14 @@ pub async fn watch(connection: &Connection, session_id: String, from: Option<u64
             return Err(anyhow!("the connection to the daemon ended"));
         };
         match delivery {
-            ClientDelivery::Live(event) => printer.event(&event, true),
-            ClientDelivery::ReplayEvent(event) => printer.event(&event, false),
+            ClientDelivery::Live(event) => {
+                printer.event(&event, true);
+                follow_child(&client, &mut printer, &event).await;
+            }
+            ClientDelivery::ReplayEvent(event) => {
+                printer.event(&event, false);
+                follow_child(&client, &mut printer, &event).await;
+            }
             ClientDelivery::ToolOutputDelta(params) | ClientDelivery::ToolOutputSnapshot(params) => {
                 printer.tool_output(&params)
             }
@@ -69,6 +76,46 @@ pub async fn watch(connection: &Connection, session_id: String, from: Option<u64
     }
     client.close().await;
     Ok(())
+}
+
+/// Follows the child session a printed `delegate_started` names, through the same client, so that the
+/// sub-agent's events print (with a margin naming it) next to its parent's as they happen; grandchildren too, as
+/// their own `delegate_started` passes by. Its `delegate_finished` in the parent closes the story. A child that
+/// cannot be followed is reported and the rest goes on.
+async fn follow_child<C: ClientProtocol>(client: &C, printer: &mut Printer, event: &StoredEvent) {
+    let EventPayload::DelegateStarted { child_session_id, agent, .. } = &event.payload else {
+        return;
+    };
+    if !printer.adopt_child(&event.session_id, child_session_id, agent) {
+        return;
+    }
+    if let Err(error) = client.subscribe(child_session_id, None).await {
+        eprintln!("[cannot follow child session {child_session_id}: {error}]");
+    }
+}
+
+/// How long `troupe run` waits, after its run ended, for the end of a child's run it has not printed yet (the
+/// child's events and the parent's come on separate subscriptions, so they may arrive out of step).
+const CHILDREN_DRAIN: Duration = Duration::from_secs(3);
+
+/// Prints what is left of the followed children's runs, up to [`CHILDREN_DRAIN`].
+async fn drain_children<C: ClientProtocol>(client: &C, deliveries: &mut C::Deliveries, printer: &mut Printer) {
+    let drain = async {
+        while printer.children_running() {
+            match deliveries.next().await {
+                Some(ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event)) => {
+                    printer.event(&event, true);
+                    follow_child(client, printer, &event).await;
+                }
+                Some(ClientDelivery::ToolOutputDelta(params) | ClientDelivery::ToolOutputSnapshot(params)) => {
+                    printer.tool_output(&params)
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CHILDREN_DRAIN, drain).await;
 }
 
 fn print_skipped(session: &SessionMeta) {
@@ -169,17 +216,11 @@ async fn follow_run<C: ClientProtocol>(
             _ => continue,
         };
         printer.event(&event, true);
-        if event.run_id.as_deref() != Some(run_id) {
+        follow_child(client, &mut printer, &event).await;
+        if event.run_id.as_deref() != Some(run_id) || !is_run_end(&event.payload) {
             continue;
         }
-        match &event.payload {
-            EventPayload::RunCompleted { .. } => return Ok(true),
-            EventPayload::RunFailed { .. }
-            | EventPayload::RunCancelled { .. }
-            | EventPayload::RunInterrupted { .. } => {
-                return Ok(false);
-            }
-            _ => {}
-        }
+        drain_children(client, deliveries, &mut printer).await;
+        return Ok(matches!(event.payload, EventPayload::RunCompleted { .. }));
     }
 }

@@ -5,6 +5,7 @@
 //!   protocol client through its `ClientProtocol` trait; [`follow`]: the ones that follow a session (`run`,
 //!   `watch`); [`cli_errors`]: what they say when something goes wrong.
 //! - [`render`]: how those commands print a session's events.
+//! - [`history_cmd`]: `revert`, `fork`, `compact` and `tree`, a session's history and its delegated sessions.
 //! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
 
 pub mod cli_errors;
@@ -12,5 +13,6 @@ pub mod commands;
 pub mod daemon;
 pub mod follow;
 pub mod goal_cli;
+pub mod history_cmd;
 pub mod render;
 pub mod sandbox_explain;

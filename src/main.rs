@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use troupe::commands::{self, Connection};
 use troupe::daemon::{self, DaemonOptions};
 use troupe::follow;
+use troupe::history_cmd;
 use troupe_protocol::types::session::{PermissionMode, TitleChange};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::token::load_or_create_token;
@@ -202,6 +203,46 @@ enum Command {
         #[command(subcommand)]
         command: GoalCommand,
     },
+    /// Revert a session's conversation to event SEQ (an idle session); later events stay in the log, hidden.
+    Revert {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// The last event to keep (the #N that `troupe watch` prints).
+        seq: u64,
+        /// Print the session as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a session's conversation through event SEQ into a new session and print its id.
+    Fork {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// The last event to copy (the #N that `troupe watch` prints).
+        seq: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Summarize a session's history into a checkpoint that model requests start from (an idle session).
+    Compact {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// What the summary should keep in particular.
+        #[arg(long)]
+        focus: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session and the sessions delegated from it, as an indented tree.
+    Tree {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
@@ -349,6 +390,21 @@ fn main() -> anyhow::Result<()> {
             block_on(troupe::sandbox_explain::explain_command(&client.connection(), session_id, json))
         }
         Command::Goal { command } => goal(command),
+        Command::Revert { client, session_id, seq, json } => {
+            block_on(history_cmd::revert(&client.connection(), session_id, seq, json))
+        }
+        Command::Fork { client, session_id, seq, json } => {
+            block_on(history_cmd::fork(&client.connection(), session_id, seq, json))
+        }
+        Command::Compact { client, session_id, focus, json } => {
+            if !block_on_value(history_cmd::compact(&client.connection(), session_id, focus, json))? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Tree { client, session_id, json } => {
+            block_on(history_cmd::tree(&client.connection(), session_id, json))
+        }
         Command::Watch { client, session_id, from } => block_on(follow::watch(&client.connection(), session_id, from)),
     }
 }

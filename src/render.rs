@@ -3,7 +3,13 @@
 //! One line per event, `#seq  hh:mm:ss  what`, except model text, which streams inline as it arrives, and live
 //! tool output, which is printed as it comes with a `│ ` margin. During a replay (history) the durable
 //! `tool_call_progress` chunks stand in for the live output, which is gone by then.
+//!
+//! Child sessions (delegations) that a follower subscribed to alongside the session it follows are printed in the
+//! same stream, each line after a margin naming the child (`  [6f7a8b92 helper] `, indented once more per level),
+//! so the sub-agent's work reads live next to its parent's. Sessions interleave, so a streamed line of one is
+//! closed before another's event is printed, and picked up again with its margin.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use base64::Engine as _;
@@ -17,39 +23,89 @@ use troupe_protocol::types::run::ToolResultStatus;
 /// Prints events and tool output, keeping track of an unfinished streamed line.
 #[derive(Default)]
 pub struct Printer {
-    /// A model's text is being streamed on the current line.
-    streaming: bool,
-    /// Live tool output ended without a newline.
-    output_open: bool,
+    /// The session whose streamed model text or live tool output ends the current line, unfinished.
+    open: Option<(String, OpenLine)>,
+    /// Followed child sessions by id.
+    children: HashMap<String, Child>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpenLine {
+    Text,
+    Output,
+}
+
+/// A child session printed alongside its parent.
+struct Child {
+    /// Put before each of its lines.
+    margin: String,
+    /// 1 for a child of the followed session, 2 for a grandchild, ...
+    depth: usize,
+    /// A run of it has ended since it was adopted (its delegated run: a child has no other unless a client
+    /// starts one).
+    ended: bool,
+}
+
+/// A session id short enough for a margin: its last 8 characters. Ids are UUIDv7, whose first characters are
+/// the creation time and so shared by sessions created together; the end is random.
+pub fn short_id(session_id: &str) -> &str {
+    let start = session_id.len().saturating_sub(8);
+    session_id.get(start..).unwrap_or(session_id)
 }
 
 impl Printer {
+    /// Starts printing the events of `child_session_id`, delegated from `parent_session_id` to `agent`, with a
+    /// margin. False when it is printed already.
+    pub fn adopt_child(&mut self, parent_session_id: &str, child_session_id: &str, agent: &str) -> bool {
+        if self.children.contains_key(child_session_id) {
+            return false;
+        }
+        let depth = self.children.get(parent_session_id).map_or(0, |parent| parent.depth) + 1;
+        let margin = format!("{}[{} {agent}] ", "  ".repeat(depth), short_id(child_session_id));
+        self.children.insert(child_session_id.to_owned(), Child { margin, depth, ended: false });
+        true
+    }
+
+    /// Whether an adopted child has not yet shown the end of its run.
+    pub fn children_running(&self) -> bool {
+        self.children.values().any(|child| !child.ended)
+    }
+
+    fn margin(&self, session_id: &str) -> &str {
+        self.children.get(session_id).map_or("", |child| child.margin.as_str())
+    }
+
     /// Prints one stored event. `live` is false for replayed history.
     pub fn event(&mut self, event: &StoredEvent, live: bool) {
         let mut out = std::io::stdout().lock();
+        let margin = self.margin(&event.session_id).to_owned();
         if let EventPayload::TextDelta { text, .. } = &event.payload {
-            if !self.streaming {
-                self.end_output(&mut out);
-                let _ = write!(out, "{}  assistant: ", prefix(event));
-                self.streaming = true;
+            if !self.is_open(&event.session_id, OpenLine::Text) {
+                self.end_line(&mut out);
+                let _ = write!(out, "{margin}{}  assistant: ", prefix(event));
+                self.open = Some((event.session_id.clone(), OpenLine::Text));
             }
-            let _ = write!(out, "{text}");
+            let _ = write!(out, "{}", indent_lines(text, &margin));
             let _ = out.flush();
             return;
         }
         if let EventPayload::ToolCallProgress { text, .. } = &event.payload {
             if !live {
-                self.end_stream(&mut out);
+                self.end_line(&mut out);
                 for line in text.lines() {
-                    let _ = writeln!(out, "  │ {line}");
+                    let _ = writeln!(out, "{margin}  │ {line}");
                 }
             }
             return;
         }
-        self.end_stream(&mut out);
-        self.end_output(&mut out);
+        self.end_line(&mut out);
+        if is_run_end(&event.payload)
+            && let Some(child) = self.children.get_mut(&event.session_id)
+        {
+            child.ended = true;
+        }
         if let Some(what) = describe_event(event) {
-            let _ = writeln!(out, "{}  {what}", prefix(event));
+            let _ = writeln!(out, "{margin}{}  {}", prefix(event), indent_lines(&what, &margin));
         }
         let _ = out.flush();
     }
@@ -62,15 +118,19 @@ impl Printer {
         let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data) else {
             return;
         };
+        let session_id = params.get("session_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let margin = self.margin(&session_id).to_owned();
         let mut out = std::io::stdout().lock();
-        self.end_stream(&mut out);
+        if !self.is_open(&session_id, OpenLine::Output) {
+            self.end_line(&mut out);
+        }
         let text = String::from_utf8_lossy(&bytes);
         for piece in text.split_inclusive('\n') {
-            if !self.output_open {
-                let _ = write!(out, "  │ ");
+            if self.open.is_none() {
+                let _ = write!(out, "{margin}  │ ");
             }
             let _ = write!(out, "{piece}");
-            self.output_open = !piece.ends_with('\n');
+            self.open = (!piece.ends_with('\n')).then(|| (session_id.clone(), OpenLine::Output));
         }
         let _ = out.flush();
     }
@@ -78,25 +138,36 @@ impl Printer {
     /// Live output was skipped (this terminal fell behind, or the daemon dropped bytes for it).
     pub fn output_gap(&mut self) {
         let mut out = std::io::stdout().lock();
-        self.end_stream(&mut out);
-        self.end_output(&mut out);
+        self.end_line(&mut out);
         let _ = writeln!(out, "  │ … (some output was skipped)");
         let _ = out.flush();
     }
 
-    fn end_stream(&mut self, out: &mut impl Write) {
-        if self.streaming {
-            let _ = writeln!(out);
-            self.streaming = false;
-        }
+    fn is_open(&self, session_id: &str, kind: OpenLine) -> bool {
+        self.open.as_ref().is_some_and(|(open_session, open_kind)| open_session == session_id && *open_kind == kind)
     }
 
-    fn end_output(&mut self, out: &mut impl Write) {
-        if self.output_open {
+    fn end_line(&mut self, out: &mut impl Write) {
+        if self.open.take().is_some() {
             let _ = writeln!(out);
-            self.output_open = false;
         }
     }
+}
+
+/// Whether the event ends a run.
+pub fn is_run_end(payload: &EventPayload) -> bool {
+    matches!(
+        payload,
+        EventPayload::RunCompleted { .. }
+            | EventPayload::RunFailed { .. }
+            | EventPayload::RunCancelled { .. }
+            | EventPayload::RunInterrupted { .. }
+    )
+}
+
+/// `text` with `margin` after each of its line breaks, so that a child's lines keep their margin.
+fn indent_lines(text: &str, margin: &str) -> String {
+    if margin.is_empty() { text.to_owned() } else { text.replace('\n', &format!("\n{margin}")) }
 }
 
 fn prefix(event: &StoredEvent) -> String {
@@ -113,11 +184,49 @@ pub fn describe_event(event: &StoredEvent) -> Option<String> {
             None | Some("user") => "user",
             Some("engine:goal") => "goal",
             Some("engine:producer") => "producer messages",
+            Some("engine:delegate") => "task from the parent",
             Some(other) => other,
         };
         return Some(format!("run started on {model}\n        {author}: {input}"));
     }
+    if let EventPayload::SessionReverted { through_seq } = &event.payload {
+        return Some(reverted(*through_seq, event.seq));
+    }
     describe(&event.payload)
+}
+
+/// The line of a `session_reverted` marker at `marker_seq`: which earlier events left the conversation (they stay
+/// in the log, and a watcher has printed them above).
+fn reverted(through_seq: u64, marker_seq: u64) -> String {
+    let (first, last) = (through_seq + 1, marker_seq.saturating_sub(1));
+    match first.cmp(&last) {
+        std::cmp::Ordering::Less => format!(
+            "reverted to #{through_seq}: events #{first} to #{last} above are no longer part of the conversation"
+        ),
+        std::cmp::Ordering::Equal => {
+            format!("reverted to #{through_seq}: event #{first} above is no longer part of the conversation")
+        }
+        std::cmp::Ordering::Greater => format!("reverted to #{through_seq} (nothing after it to take back)"),
+    }
+}
+
+/// How many lines of a checkpoint's summary a watcher sees, and how long each may be.
+const SUMMARY_EXCERPT_LINES: usize = 3;
+const SUMMARY_EXCERPT_CHARS: usize = 100;
+
+/// The first lines of a checkpoint's summary, each cut to a readable length, indented under the event's line.
+fn summary_excerpt(summary: &str) -> String {
+    let lines: Vec<&str> = summary.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
+    let mut text = String::new();
+    for line in lines.iter().take(SUMMARY_EXCERPT_LINES) {
+        let cut: String = line.chars().take(SUMMARY_EXCERPT_CHARS).collect();
+        let ellipsis = if cut.len() < line.len() { "…" } else { "" };
+        text.push_str(&format!("\n        │ {cut}{ellipsis}"));
+    }
+    if lines.len() > SUMMARY_EXCERPT_LINES {
+        text.push_str(&format!("\n        │ … ({} more lines)", lines.len() - SUMMARY_EXCERPT_LINES));
+    }
+    text
 }
 
 fn compaction_outcome(outcome: CompactionOutcome) -> &'static str {
@@ -151,7 +260,7 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         },
         EventPayload::SessionReverted { through_seq } => format!("reverted to #{through_seq}"),
         EventPayload::SessionForked { source_session_id, through_seq } => {
-            format!("forked from {source_session_id} at #{through_seq}")
+            format!("forked from {source_session_id} at #{through_seq}; the events above are its copy")
         }
         EventPayload::UserInputAdmitted { input, .. } => format!("steer queued: {input}"),
         EventPayload::UserInputSubmitted { input, .. } => format!("user: {input}"),
@@ -228,10 +337,17 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
                 None => format!("{why} with {model}"),
             }
         }
-        EventPayload::ContextCheckpointCommitted { through_seq, compacted_messages, elided_tool_results, .. } => {
+        EventPayload::ContextCheckpointCommitted {
+            through_seq,
+            compacted_messages,
+            elided_tool_results,
+            summary,
+            ..
+        } => {
             format!(
                 "checkpoint: history through #{through_seq} summarized ({compacted_messages} messages, \
-                 {elided_tool_results} tool results; attachments before it are no longer sent)"
+                 {elided_tool_results} tool results; attachments before it are no longer sent){}",
+                summary_excerpt(summary)
             )
         }
         EventPayload::CompactionEnded { outcome, reason, .. } => match (outcome, reason) {
@@ -323,5 +439,62 @@ mod tests {
         assert_eq!(line(None), "run started on local/echo\n        user: do it");
         assert_eq!(line(Some("engine:goal")), "run started on local/echo\n        goal: do it");
         assert_eq!(line(Some("engine:producer")), "run started on local/echo\n        producer messages: do it");
+        assert_eq!(line(Some("engine:delegate")), "run started on local/echo\n        task from the parent: do it");
+    }
+
+    #[test]
+    fn a_revert_marker_names_the_events_that_left_the_conversation() {
+        let marker = |through_seq, seq| StoredEvent {
+            seq,
+            payload: EventPayload::SessionReverted { through_seq },
+            ..run_started(None)
+        };
+        assert_eq!(
+            describe_event(&marker(4, 9)).unwrap(),
+            "reverted to #4: events #5 to #8 above are no longer part of the conversation"
+        );
+        assert_eq!(
+            describe_event(&marker(4, 6)).unwrap(),
+            "reverted to #4: event #5 above is no longer part of the conversation"
+        );
+        assert_eq!(describe_event(&marker(4, 5)).unwrap(), "reverted to #4 (nothing after it to take back)");
+    }
+
+    #[test]
+    fn a_checkpoint_shows_the_first_lines_of_its_summary() {
+        let long = "x".repeat(150);
+        let summary = format!("The user asked for a parser.\n\n{long}\nTests pass.\nDocs remain.\nOne more.");
+        let line = describe(&EventPayload::ContextCheckpointCommitted {
+            compaction_id: "c".into(),
+            summary,
+            through_seq: 12,
+            trigger: CompactionTrigger::Manual,
+            compacted_messages: 7,
+            elided_tool_results: 2,
+        })
+        .unwrap();
+        let lines: Vec<&str> = line.lines().collect();
+        assert!(lines[0].starts_with("checkpoint: history through #12 summarized (7 messages, 2 tool results"));
+        assert_eq!(lines[1], "        │ The user asked for a parser.");
+        assert_eq!(lines[2], format!("        │ {}…", "x".repeat(100)));
+        assert_eq!(lines[3], "        │ Tests pass.");
+        assert_eq!(lines[4], "        │ … (2 more lines)");
+        assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn children_get_a_margin_one_level_deeper_than_their_parent() {
+        let mut printer = Printer::default();
+        assert!(printer.adopt_child("root", "01957a1d-0a00-7b11-9c21-4d5e6f7a8b92", "helper"));
+        assert!(!printer.adopt_child("root", "01957a1d-0a00-7b11-9c21-4d5e6f7a8b92", "helper"));
+        assert!(printer.adopt_child(
+            "01957a1d-0a00-7b11-9c21-4d5e6f7a8b92",
+            "01957a1d-0a00-7b11-9c21-000000000001",
+            "x"
+        ));
+        assert_eq!(printer.margin("root"), "");
+        assert_eq!(printer.margin("01957a1d-0a00-7b11-9c21-4d5e6f7a8b92"), "  [6f7a8b92 helper] ");
+        assert_eq!(printer.margin("01957a1d-0a00-7b11-9c21-000000000001"), "    [00000001 x] ");
+        assert_eq!(indent_lines("a\nb", "  [1 x] "), "a\n  [1 x] b");
     }
 }

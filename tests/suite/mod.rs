@@ -5,6 +5,7 @@ mod auth;
 mod big_history;
 mod cli;
 mod cli_big_session;
+mod cli_history;
 mod cli_run_control;
 mod cli_support;
 mod compaction;
