@@ -11,6 +11,7 @@ mod history;
 mod producers;
 #[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -707,6 +708,38 @@ impl ServerProtocol for Engine {
         params: troupe_protocol::types::goal::GoalLifecycleParams,
     ) -> Result<troupe_protocol::types::goal::GoalResult, RpcError> {
         self.goal_lifecycle(params).await
+    }
+
+    async fn session_usage(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::types::usage::SessionUsageResult, RpcError> {
+        self.usage_of_session(params).await
+    }
+
+    async fn agent_usage(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::usage::AgentUsageParams,
+    ) -> Result<troupe_protocol::types::usage::AgentUsageResult, RpcError> {
+        self.usage_of_agent(params).await
+    }
+
+    async fn usage_global(
+        &self,
+        _: &ServerContext,
+        _: Empty,
+    ) -> Result<troupe_protocol::types::usage::GlobalUsageResult, RpcError> {
+        self.usage_of_everything().await
+    }
+
+    async fn session_tree_usage(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::types::usage::SessionTreeUsageResult, RpcError> {
+        self.usage_of_tree(params).await
     }
 
     async fn run_tool_stdin(

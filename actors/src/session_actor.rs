@@ -52,6 +52,7 @@ mod producers;
 mod replay;
 mod runs;
 mod tool_output;
+mod usage;
 
 pub use approvals::{
     ApprovalErrorKind, ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, GetTreeGrants, ListSessionApprovals,
@@ -78,6 +79,7 @@ pub use runs::{
     RunOutput, StartDelegatedRun, StartRun, SteerRun, ToolStdin, TrackedEvent, Until,
 };
 use tool_output::{Subscriber, ToolOutputStreams};
+pub use usage::GetUsage;
 
 /// How the actor gets its log when it starts.
 pub enum Opening {
@@ -402,7 +404,8 @@ impl SessionActor {
     /// Publishes a durable batch: to the tail, to live subscribers, then to waiting requests. (Replaying
     /// subscribers get these events from their pump.)
     fn commit(&mut self, batch: Vec<LogEntry>) {
-        let Some(last) = batch.last().map(|event| event.seq) else {
+        let (Some(first), Some(last)) = (batch.first().map(|event| event.seq), batch.last().map(|event| event.seq))
+        else {
             return;
         };
         for event in batch {
@@ -423,6 +426,7 @@ impl SessionActor {
             }
         }
         self.report_meta();
+        self.report_usage(first, last);
     }
 
     /// A write failed: nothing more may be written by this actor. Everything pending fails and the actor stops,
@@ -551,9 +555,9 @@ impl Actor for SessionActor {
             // The cache is only a cache (validated by the log's length), so it is written off the actor's thread
             // and nothing waits for it.
             let (session_dir, meta, len) = (self.session_dir.clone(), state.meta(), store.len_bytes());
-            let session_id = self.session_id.clone();
+            let (session_id, usage) = (self.session_id.clone(), state.usage.summary().clone());
             let write = move || {
-                if let Err(error) = meta_cache::write(&session_dir, &meta, len) {
+                if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, len) {
                     tracing::warn!(%session_id, %error, "could not write the metadata cache");
                 }
             };

@@ -2,7 +2,8 @@
 //!
 //! It keeps an index of all sessions' metadata (built at start from the `meta.json` caches, or from the logs
 //! where a cache is missing or stale, then kept current by the session actors), so listing and tree queries
-//! never load logs. It is the only place that starts session actors, which is what guarantees one writer per
+//! never load logs; next to it, every session's spent usage (`usage_index`), so the usage rollups do not either.
+//! It is the only place that starts session actors, which is what guarantees one writer per
 //! log: a session is started at most once at a time, and a crashed or hibernated actor is replaced only after
 //! its mailbox is gone. The engine reads the live registry directly (a shared map only this actor writes) and
 //! comes here when a session is not live.
@@ -22,6 +23,7 @@ use troupe_runtime::event_log::{self, EventStore};
 use troupe_runtime::fork::FORK_DIR_SUFFIX;
 use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::SessionState;
+use troupe_runtime::usage_book::UsageSummary;
 
 use crate::approval_trees::{ApprovalTrees, TreeApprovals};
 use crate::error::EngineError;
@@ -29,7 +31,10 @@ use crate::run_registry::RunRegistry;
 use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits};
 
 mod children;
+mod usage;
+mod usage_index;
 pub use children::{CreateChildSession, DELEGATE_ORIGIN};
+pub use usage::{AgentUsage, GlobalUsage, SessionUsageChanged, TreeUsage};
 
 /// A live session actor, as the engine sees it.
 #[derive(Clone)]
@@ -144,6 +149,8 @@ pub struct SessionSupervisor {
     index: HashMap<String, SessionMeta>,
     /// Direct children of each session, in creation order.
     children: HashMap<String, Vec<String>>,
+    /// Every session's spent usage (`usage_index`), for the usage rollups.
+    usage: usage_index::UsageIndex,
     live: LiveSessions,
     /// The approval actors of the trees in use, and the trees' modes.
     approvals: ApprovalTrees,
@@ -173,6 +180,7 @@ impl SessionSupervisor {
             next_arbiter: 0,
             index: HashMap::new(),
             children: HashMap::new(),
+            usage: usage_index::UsageIndex::default(),
             live,
             approvals: ApprovalTrees::new(sessions.hibernate_after, runs),
             next_incarnation: 1,
@@ -255,9 +263,9 @@ impl SessionSupervisor {
     }
 }
 
-/// Reads every session's metadata: the cache when it matches the log's length, else the log itself (and then
-/// refreshes the cache). Sessions whose log cannot be projected are logged and left out.
-fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
+/// Reads every session's metadata and spent usage: the cache when it matches the log's length, else the log
+/// itself (and then refreshes the cache). Sessions whose log cannot be projected are logged and left out.
+fn scan_sessions(data_dir: &DataDir) -> Vec<(SessionMeta, UsageSummary)> {
     let entries = match std::fs::read_dir(data_dir.sessions_dir()) {
         Ok(entries) => entries,
         Err(error) => {
@@ -285,11 +293,11 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
             continue;
         }
         let log_len = meta_cache::log_len(&session_dir);
-        if let Some((meta, cached_len)) = meta_cache::read(&session_dir)
-            && Some(cached_len) == log_len
-            && meta.session_id == session_id
+        if let Some(cached) = meta_cache::read(&session_dir)
+            && Some(cached.log_len_bytes) == log_len
+            && cached.meta.session_id == session_id
         {
-            sessions.push(meta);
+            sessions.push((cached.meta, cached.usage));
             continue;
         }
         // Streamed: the projection is built line by line, no event is kept.
@@ -301,11 +309,11 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
                 if let Err(error) = troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader()) {
                     tracing::warn!(%session_id, %error, "could not read a reverted session's visible events");
                 }
-                let meta = state.meta();
-                if let Err(error) = meta_cache::write(&session_dir, &meta, opened.store.len_bytes()) {
+                let (meta, usage) = (state.meta(), state.usage.summary().clone());
+                if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, opened.store.len_bytes()) {
                     tracing::warn!(%session_id, %error, "could not write the metadata cache");
                 }
-                sessions.push(meta);
+                sessions.push((meta, usage));
             }
             Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => {
                 tracing::warn!(%session_id, "skipping a session directory without an event log")
@@ -321,7 +329,8 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<SessionMeta> {
                     line: None,
                     reason: format!("the log could not be opened: {error}"),
                 }];
-                sessions.push(SessionState::projector().finish(&session_id, skipped, &fallback_time).meta());
+                let meta = SessionState::projector().finish(&session_id, skipped, &fallback_time).meta();
+                sessions.push((meta, UsageSummary::default()));
             }
         }
     }
@@ -338,7 +347,12 @@ impl Actor for SessionSupervisor {
         let scan = async move { tokio::task::spawn_blocking(move || scan_sessions(&data_dir)).await };
         ctx.wait(scan.into_actor(self).map(|scanned, supervisor, ctx| {
             match scanned {
-                Ok(sessions) => sessions.into_iter().for_each(|meta| supervisor.index_meta(meta)),
+                Ok(sessions) => {
+                    for (meta, usage) in sessions {
+                        supervisor.usage.set(&meta.session_id, usage);
+                        supervisor.index_meta(meta);
+                    }
+                }
                 Err(error) => tracing::error!(%error, "the scan of the sessions directory failed"),
             }
             tracing::info!(sessions = supervisor.index.len(), "session index built");

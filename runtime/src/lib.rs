@@ -12,6 +12,7 @@
 //! - [`approval_book`]: a session's approval records, answers by client id, and its tree's grants.
 //! - [`run_ledger`]: the active run, its steering lane, runs by client id, and fallback stickiness.
 //! - [`transcript`]: the model history, with tool-emitted messages materialized as the reference says.
+//! - [`usage_book`]: a session's usage per (agent, model), spent and visible, summed exactly.
 //! - [`compaction`]: the token estimate, the summary request and the checkpoint message of a compaction.
 //! - [`model`]: streaming model providers (OpenAI-compatible, Anthropic, offline), error policy, pricing; async.
 //! - [`provider_store`]: `providers.json`, provider connections and credentials (0600, replaced atomically).
@@ -55,5 +56,6 @@ pub mod skills;
 pub mod token;
 pub mod tools;
 pub mod transcript;
+pub mod usage_book;
 
 pub use error::RuntimeError;

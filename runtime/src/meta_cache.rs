@@ -1,4 +1,5 @@
-//! `meta.json`: a cache of a session's metadata, so that listing 10,000 sessions does not read 10,000 logs.
+//! `meta.json`: a cache of a session's metadata and spent usage, so that listing 10,000 sessions or answering
+//! `usage.global` does not read 10,000 logs.
 //!
 //! The log is the truth; this file is only a shortcut. It records the log's length when it was written, and a
 //! reader trusts it only while `events.jsonl` still has exactly that length: any append since makes the cache
@@ -16,12 +17,14 @@ use troupe_protocol::types::common::SessionMeta;
 
 use crate::error::RuntimeError;
 use crate::event_log::log_path;
+use crate::usage_book::UsageSummary;
 
 /// The cache's file name inside a session directory.
 pub const META_FILE_NAME: &str = "meta.json";
 
 /// Bumped whenever the stored shape changes, so an old cache is ignored instead of misread.
-const META_FORMAT: u32 = 1;
+/// 2: the session's spent usage (`usage`) was added.
+const META_FORMAT: u32 = 2;
 
 /// What `meta.json` holds.
 #[derive(Serialize, Deserialize)]
@@ -31,18 +34,34 @@ struct CachedMeta {
     /// The length of `events.jsonl` that `meta` describes.
     log_len_bytes: u64,
     meta: SessionMeta,
+    /// Everything the log's `model_usage_recorded` events spent, per (agent, model).
+    usage: UsageSummary,
 }
 
-/// Writes the cache for `meta`, which describes the log when it was `log_len_bytes` long.
-pub fn write(session_dir: &Path, meta: &SessionMeta, log_len_bytes: u64) -> Result<(), RuntimeError> {
+/// A cache that was read: what it says and the log length it describes.
+#[derive(Debug, PartialEq)]
+pub struct Cached {
+    pub meta: SessionMeta,
+    pub usage: UsageSummary,
+    pub log_len_bytes: u64,
+}
+
+/// Writes the cache for `meta` and `usage`, which describe the log when it was `log_len_bytes` long.
+pub fn write(
+    session_dir: &Path,
+    meta: &SessionMeta,
+    usage: &UsageSummary,
+    log_len_bytes: u64,
+) -> Result<(), RuntimeError> {
     crate::blocking::assert_may_block();
     #[derive(Serialize)]
     struct CachedMetaRef<'a> {
         format: u32,
         log_len_bytes: u64,
         meta: &'a SessionMeta,
+        usage: &'a UsageSummary,
     }
-    let json = serde_json::to_vec(&CachedMetaRef { format: META_FORMAT, log_len_bytes, meta })
+    let json = serde_json::to_vec(&CachedMetaRef { format: META_FORMAT, log_len_bytes, meta, usage })
         .map_err(|error| RuntimeError::io("encode", session_dir.join(META_FILE_NAME), error.into()))?;
 
     let final_path = session_dir.join(META_FILE_NAME);
@@ -65,13 +84,17 @@ pub fn write(session_dir: &Path, meta: &SessionMeta, log_len_bytes: u64) -> Resu
     written
 }
 
-/// Reads the cache: the metadata and the log length it describes. `None` when it is missing, unreadable or of
-/// another format; the caller then rebuilds from the log.
-pub fn read(session_dir: &Path) -> Option<(SessionMeta, u64)> {
+/// Reads the cache: the metadata, usage and the log length they describe. `None` when it is missing, unreadable
+/// or of another format; the caller then rebuilds from the log.
+pub fn read(session_dir: &Path) -> Option<Cached> {
     crate::blocking::assert_may_block();
     let bytes = std::fs::read(session_dir.join(META_FILE_NAME)).ok()?;
     let cached: CachedMeta = serde_json::from_slice(&bytes).ok()?;
-    (cached.format == META_FORMAT).then_some((cached.meta, cached.log_len_bytes))
+    (cached.format == META_FORMAT).then_some(Cached {
+        meta: cached.meta,
+        usage: cached.usage,
+        log_len_bytes: cached.log_len_bytes,
+    })
 }
 
 /// The current size of the session's `events.jsonl`, to compare with the cached length.
@@ -112,16 +135,40 @@ mod tests {
         }
     }
 
+    fn sample_usage() -> UsageSummary {
+        let mut book = crate::usage_book::UsageBook::default();
+        book.apply(&troupe_protocol::types::events::StoredEvent {
+            session_id: "s1".to_owned(),
+            run_id: Some("r".to_owned()),
+            seq: 4,
+            timestamp: "2026-01-01T00:00:30.000Z".to_owned(),
+            origin: None,
+            payload: troupe_protocol::types::events::EventPayload::ModelUsageRecorded {
+                attempt_id: "a".to_owned(),
+                model: "openai/gpt-4o-mini".to_owned(),
+                agent: "default".to_owned(),
+                input_tokens: 1000,
+                output_tokens: 200,
+                reasoning_tokens: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+                estimated_cost_usd: Some(0.000_27),
+                purpose: Default::default(),
+            },
+        });
+        book.summary().clone()
+    }
+
     #[test]
     fn round_trips_and_is_private() {
         let temp = tempfile::tempdir().unwrap();
-        write(temp.path(), &sample_meta(), 1234).unwrap();
-        assert_eq!(read(temp.path()), Some((sample_meta(), 1234)));
+        write(temp.path(), &sample_meta(), &sample_usage(), 1234).unwrap();
+        assert_eq!(read(temp.path()), Some(Cached { meta: sample_meta(), usage: sample_usage(), log_len_bytes: 1234 }));
         let mode = std::fs::metadata(temp.path().join(META_FILE_NAME)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         // Rewriting replaces it and leaves no temporary file.
-        write(temp.path(), &sample_meta(), 99).unwrap();
-        assert_eq!(read(temp.path()).map(|(_, length)| length), Some(99));
+        write(temp.path(), &sample_meta(), &UsageSummary::default(), 99).unwrap();
+        assert_eq!(read(temp.path()).map(|cached| cached.log_len_bytes), Some(99));
         assert_eq!(std::fs::read_dir(temp.path()).unwrap().count(), 1);
     }
 
@@ -132,6 +179,14 @@ mod tests {
         std::fs::write(temp.path().join(META_FILE_NAME), b"{\"format\": 1, \"log_len").unwrap();
         assert_eq!(read(temp.path()), None);
         std::fs::write(temp.path().join(META_FILE_NAME), b"{\"format\": 0, \"log_len_bytes\": 1}").unwrap();
+        assert_eq!(read(temp.path()), None);
+        // A cache of format 1 (before usage was kept) is ignored, so the log is read for the usage.
+        write(temp.path(), &sample_meta(), &UsageSummary::default(), 5).unwrap();
+        let mut old: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(temp.path().join(META_FILE_NAME)).unwrap()).unwrap();
+        old["format"] = 1.into();
+        old.as_object_mut().unwrap().remove("usage");
+        std::fs::write(temp.path().join(META_FILE_NAME), serde_json::to_vec(&old).unwrap()).unwrap();
         assert_eq!(read(temp.path()), None);
     }
 

@@ -15,6 +15,7 @@ use crate::producer_book::ProducerBook;
 use crate::recent::RecentRecords;
 use crate::run_ledger::RunLedger;
 use crate::transcript::Transcript;
+use crate::usage_book::UsageBook;
 
 /// Maximum length of a session title, in UTF-8 bytes.
 pub const MAX_TITLE_BYTES: usize = 512;
@@ -58,6 +59,8 @@ pub struct SessionState {
     pub producers: ProducerBook,
     /// The reverts of the log: which events are visible (`branch`).
     pub visibility: Visibility,
+    /// Model usage, spent (the whole log) and visible (the branch).
+    pub usage: UsageBook,
 }
 
 /// Why a log cannot be projected into a session.
@@ -114,6 +117,7 @@ impl SessionState {
             goals: GoalBook::default(),
             producers: ProducerBook::default(),
             visibility: Visibility::default(),
+            usage: UsageBook::default(),
         }
     }
 
@@ -160,6 +164,7 @@ impl SessionState {
         self.approvals.apply(event);
         self.goals.apply(event);
         self.producers.apply(event);
+        self.usage.apply(event);
         self.last_event_seq = event.seq;
         self.last_activity_at.clone_from(&event.timestamp);
         match &event.payload {

@@ -135,6 +135,10 @@ async fn methods_of_later_issues_answer_not_implemented_naming_the_method() {
         "session.revert",
         "session.fork",
         "session.compact",
+        "session.usage",
+        "agent.usage",
+        "usage.global",
+        "session.tree_usage",
     ];
     let examples = json!({
         "provider.connect": {"provider_id": "openai", "expected_catalog_revision": null, "setup_values": {}, "auth_method": "none", "auth_values": {}, "client_connect_id": "c"},

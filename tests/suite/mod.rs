@@ -35,6 +35,7 @@ mod subscriptions;
 mod support;
 mod tool_messages;
 mod tool_output;
+mod usage;
 mod vendor_replies;
 
 /// The fake model vendor of the provider tests (HTTP/1.1 + SSE on 127.0.0.1:0), shared rather than copied.

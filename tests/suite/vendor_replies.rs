@@ -1,5 +1,6 @@
 //! Replies of the fake model vendor (`model_support::FakeServer`) in the real wire formats: a model list, an
-//! OpenAI Chat Completions text stream, an Anthropic Messages text stream, and an OpenAI failure status.
+//! OpenAI Chat Completions text stream (optionally reporting usage), an Anthropic Messages text stream, and an
+//! OpenAI failure status.
 
 #![allow(dead_code)]
 
@@ -22,6 +23,21 @@ pub fn openai_text(text: &str) -> FakeResponse {
         pieces: vec![
             chunk(json!({"content": text}), Value::Null),
             chunk(json!({}), json!("stop")),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+    }
+}
+
+/// A streamed OpenAI answer of one text whose last chunk reports `usage` (as `stream_options.include_usage` asks):
+/// `{"prompt_tokens", "completion_tokens", "prompt_tokens_details": {"cached_tokens"},
+/// "completion_tokens_details": {"reasoning_tokens"}}`.
+pub fn openai_text_reporting(text: &str, usage: Value) -> FakeResponse {
+    let chunk = |value: Value| format!("data: {value}\n\n");
+    FakeResponse::Sse {
+        pieces: vec![
+            chunk(json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})),
+            chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+            chunk(json!({"choices": [], "usage": usage})),
             "data: [DONE]\n\n".to_owned(),
         ],
     }

@@ -1,0 +1,288 @@
+//! Usage rollups over the real socket, against the fake OpenAI vendor reporting known token counts for a model
+//! with built-in pricing: `session.usage`, `agent.usage`, `usage.global` and `session.tree_usage` equal what the
+//! vendor reported, and still do after a restart, counting a session that is never opened again from its
+//! `meta.json`, a session whose cache is stale from its log, and a hand-written delegated child in its tree.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use troupe_protocol::client::{Client, ClientError, Deliveries};
+use troupe_protocol::method;
+use troupe_protocol::types::common::{Empty, SessionIdParams};
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::usage::{
+    AgentUsageParams, SessionTreeUsageResult, SessionUsageResult, UsageFigures, UsageRollup,
+};
+use troupe_runtime::meta_cache;
+
+use super::model_support::FakeServer;
+use super::support::*;
+use super::vendor_replies::{models_list, openai_text_reporting};
+
+const MODEL: &str = "openai/gpt-4o-mini";
+/// gpt-4o-mini's built-in list prices, USD per token: input, cached input, output.
+const INPUT_PRICE: f64 = 0.15e-6;
+const CACHED_PRICE: f64 = 0.075e-6;
+const OUTPUT_PRICE: f64 = 0.60e-6;
+
+/// What the fake vendor reports for one request.
+#[derive(Clone, Copy)]
+struct Reported {
+    input: u64,
+    cached: u64,
+    output: u64,
+    reasoning: u64,
+}
+
+impl Reported {
+    fn json(self) -> Value {
+        json!({
+            "prompt_tokens": self.input, "completion_tokens": self.output,
+            "prompt_tokens_details": {"cached_tokens": self.cached},
+            "completion_tokens_details": {"reasoning_tokens": self.reasoning},
+        })
+    }
+
+    fn cost(self) -> f64 {
+        (self.input - self.cached) as f64 * INPUT_PRICE
+            + self.cached as f64 * CACHED_PRICE
+            + self.output as f64 * OUTPUT_PRICE
+    }
+}
+
+const FIRST: Reported = Reported { input: 1000, cached: 400, output: 200, reasoning: 50 };
+const SECOND: Reported = Reported { input: 2500, cached: 0, output: 120, reasoning: 0 };
+const OTHER: Reported = Reported { input: 300, cached: 100, output: 30, reasoning: 5 };
+
+/// The child written by hand into the first session's tree: an agent and a priced model of its own.
+const CHILD_AGENT: &str = "review";
+const CHILD_MODEL: &str = "anthropic/claude-3-5-haiku";
+const CHILD_COST: f64 = 0.001_25;
+
+/// The figures of `requests`, as the daemon should sum them (`cost` is `None` for unpriced requests).
+fn figures(requests: &[(Reported, Option<f64>)]) -> UsageFigures {
+    let sum = |field: fn(&Reported) -> u64| requests.iter().map(|(request, _)| field(request)).sum::<u64>();
+    let input = sum(|r| r.input);
+    let cached = sum(|r| r.cached);
+    let costs: Vec<f64> = requests.iter().filter_map(|(_, cost)| *cost).collect();
+    UsageFigures {
+        input_tokens: input,
+        output_tokens: sum(|r| r.output),
+        reasoning_tokens: sum(|r| r.reasoning),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+        request_count: requests.len() as u64,
+        cache_hit_rate: (input > 0).then(|| cached as f64 / input as f64),
+        estimated_cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
+    }
+}
+
+/// Compares a rollup with the expected one: counts exactly, rates and costs to a pico-dollar (the daemon sums
+/// exact integer pico-USD; the expectation is summed in floating point).
+fn assert_rollup(actual: &UsageRollup, expected: &[(&str, Vec<(Reported, Option<f64>)>)], what: &str) {
+    let all: Vec<(Reported, Option<f64>)> = expected.iter().flat_map(|(_, requests)| requests.clone()).collect();
+    assert_figures(&actual.totals, &figures(&all), &format!("{what}: totals"));
+    let models: Vec<&str> = actual.by_model.keys().map(String::as_str).collect();
+    let mut expected_models: Vec<&str> = expected.iter().map(|(model, _)| *model).collect();
+    expected_models.sort_unstable();
+    assert_eq!(models, expected_models, "{what}: models");
+    for (model, requests) in expected {
+        assert_figures(&actual.by_model[*model], &figures(requests), &format!("{what}: {model}"));
+    }
+}
+
+fn assert_figures(actual: &UsageFigures, expected: &UsageFigures, what: &str) {
+    let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() < 1e-12,
+        (None, None) => true,
+        _ => false,
+    };
+    let counts = |figures: &UsageFigures| {
+        let UsageFigures {
+            input_tokens, output_tokens, reasoning_tokens, cache_read_tokens, cache_write_tokens, ..
+        } = figures;
+        (
+            *input_tokens,
+            *output_tokens,
+            *reasoning_tokens,
+            *cache_read_tokens,
+            *cache_write_tokens,
+            figures.request_count,
+        )
+    };
+    assert_eq!(counts(actual), counts(expected), "{what}: counts");
+    assert!(close(actual.cache_hit_rate, expected.cache_hit_rate), "{what}: {actual:?} vs {expected:?}");
+    assert!(close(actual.estimated_cost_usd, expected.estimated_cost_usd), "{what}: {actual:?} vs {expected:?}");
+}
+
+async fn session_usage(client: &Client, session_id: &str) -> Result<SessionUsageResult, ClientError> {
+    let params = SessionIdParams { session_id: session_id.to_owned() };
+    within("session.usage", client.call::<method::SessionUsage>(params)).await
+}
+
+async fn tree_usage(client: &Client, session_id: &str) -> Result<SessionTreeUsageResult, ClientError> {
+    let params = SessionIdParams { session_id: session_id.to_owned() };
+    within("session.tree_usage", client.call::<method::SessionTreeUsage>(params)).await
+}
+
+async fn agent_usage(client: &Client, agent: &str) -> UsageRollup {
+    let params = AgentUsageParams { agent_id: agent.to_owned() };
+    let result = within("agent.usage", client.call::<method::AgentUsage>(params)).await.expect("agent.usage");
+    assert_eq!(result.agent_id, agent);
+    result.usage
+}
+
+async fn global_usage(client: &Client) -> UsageRollup {
+    within("usage.global", client.call::<method::UsageGlobal>(Empty {})).await.expect("usage.global").usage
+}
+
+fn typed_code(error: ClientError) -> String {
+    match error {
+        ClientError::Rpc(error) => error.typed_code().unwrap_or("").to_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+async fn run(client: &Client, deliveries: &mut Deliveries, session_id: &str, input: &str) -> Vec<StoredEvent> {
+    let run_id = start_run(client, session_id, selection_of("default", MODEL), input).await;
+    events_until(deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await
+}
+
+/// Waits until the session's `meta.json` describes its whole log (the actor wrote it when it hibernated).
+async fn cache_is_fresh(data_dir: &Path, session_id: &str) {
+    let dir = data_dir.join("sessions").join(session_id);
+    eventually("the session's meta.json is written", || {
+        meta_cache::read(&dir)
+            .is_some_and(|cached| Some(cached.log_len_bytes) == meta_cache::log_len(&dir) && !cached.usage.is_empty())
+    })
+    .await;
+}
+
+/// A delegated child of `parent` whose log records one request of another agent and model.
+fn write_child(data_dir: &Path, parent: &str, child: &str) {
+    let origin = json!({"type": "delegated", "root_session_id": parent, "parent_session_id": parent,
+        "parent_run_id": "r-parent", "parent_tool_call_id": "call-1", "depth": 1});
+    let usage = json!({"session_id": child, "run_id": "r-child", "seq": 2, "timestamp": "2026-01-01T00:00:01.000Z",
+        "payload": {"type": "model_usage_recorded", "attempt_id": "a1", "model": CHILD_MODEL, "agent": CHILD_AGENT,
+            "input_tokens": OTHER.input, "output_tokens": OTHER.output, "reasoning_tokens": OTHER.reasoning,
+            "cache_read_tokens": OTHER.cached, "cache_write_tokens": 0, "estimated_cost_usd": CHILD_COST}});
+    // The trailing empty line ends the last event (an unterminated line would be a torn tail).
+    write_session_log(data_dir, child, &[session_created_line(child, origin), usage.to_string(), String::new()]);
+}
+
+#[tokio::test]
+async fn usage_rollups_equal_what_the_vendor_reported_and_survive_a_restart() {
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-4o-mini"]),
+        openai_text_reporting("answer one", FIRST.json()),
+        openai_text_reporting("answer two", SECOND.json()),
+        openai_text_reporting("answer other", OTHER.json()),
+    ])
+    .await;
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        hibernate_after: Some(Duration::from_millis(200)),
+        ..DaemonSetup::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
+        .await
+        .expect("connect the fake vendor");
+    let first = daemon.create_session(&client).await.session_id;
+    let other = daemon.create_session(&client).await.session_id;
+    client.subscribe(&first, None).await.expect("subscribe");
+    client.subscribe(&other, None).await.expect("subscribe");
+    let events = run(&client, &mut deliveries, &first, "question one").await;
+    // The cost stamped on the event is the built-in price applied.
+    let stamped = events.iter().find_map(|event| match &event.payload {
+        EventPayload::ModelUsageRecorded { estimated_cost_usd, model, .. } => {
+            Some((model.clone(), *estimated_cost_usd))
+        }
+        _ => None,
+    });
+    let (stamped_model, stamped_cost) = stamped.expect("a usage event");
+    assert_eq!(stamped_model, MODEL);
+    assert!((stamped_cost.expect("priced") - FIRST.cost()).abs() < 1e-15, "{stamped_cost:?}");
+    run(&client, &mut deliveries, &first, "question two").await;
+    run(&client, &mut deliveries, &other, "question three").await;
+
+    let first_requests = vec![(FIRST, Some(FIRST.cost())), (SECOND, Some(SECOND.cost()))];
+    let other_requests = vec![(OTHER, Some(OTHER.cost()))];
+    let both: Vec<_> = first_requests.iter().chain(&other_requests).copied().collect();
+    check_sessions(&client, &first, &other, &first_requests, &other_requests).await;
+    assert_rollup(&global_usage(&client).await, &[(MODEL, both.clone())], "usage.global");
+    assert_rollup(&agent_usage(&client, "default").await, &[(MODEL, both.clone())], "agent.usage");
+    let tree = tree_usage(&client, &other).await.expect("session.tree_usage");
+    assert_eq!((tree.session_id.as_str(), tree.session_count), (other.as_str(), 1));
+    assert_rollup(&tree.usage, &[(MODEL, other_requests.clone())], "session.tree_usage");
+
+    // An agent without usage has an empty rollup; unknown sessions are typed errors.
+    assert_eq!(agent_usage(&client, "nobody").await, UsageRollup::empty());
+    assert_eq!(typed_code(session_usage(&client, "no-such-session").await.unwrap_err()), "session_not_found");
+    assert_eq!(typed_code(tree_usage(&client, "no-such-session").await.unwrap_err()), "session_not_found");
+
+    // Without subscribers the sessions hibernate and write their caches.
+    drop(client);
+    drop(deliveries);
+    cache_is_fresh(daemon.data_path(), &first).await;
+    cache_is_fresh(daemon.data_path(), &other).await;
+    let data_dir = daemon.stop();
+
+    // The first session's cache goes stale (a log length that does not match, usage wiped): the next start must
+    // read its log. The other's cache stays as it was, and the session is never opened again. A delegated child of
+    // the first session appears on disk with no cache at all.
+    let first_dir = data_dir.path().join("sessions").join(&first);
+    let mut cached: Value = serde_json::from_slice(&std::fs::read(first_dir.join("meta.json")).unwrap()).unwrap();
+    cached["log_len_bytes"] = json!(1);
+    cached["usage"] = json!({});
+    std::fs::write(first_dir.join("meta.json"), serde_json::to_vec(&cached).unwrap()).unwrap();
+    let child = "child-of-first";
+    write_child(data_dir.path(), &first, child);
+
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    let child_requests = vec![(OTHER, Some(CHILD_COST))];
+    let all_default: Vec<_> = both.clone();
+    assert_rollup(
+        &global_usage(&client).await,
+        &[(MODEL, all_default.clone()), (CHILD_MODEL, child_requests.clone())],
+        "usage.global after the restart",
+    );
+    assert!(!daemon.engine().is_live(&other), "the other session was counted from its cache, not opened");
+    assert!(!daemon.engine().is_live(&first), "the stale one was read by the start's scan, not opened");
+    assert_rollup(&agent_usage(&client, "default").await, &[(MODEL, all_default)], "agent.usage after the restart");
+    assert_rollup(
+        &agent_usage(&client, CHILD_AGENT).await,
+        &[(CHILD_MODEL, child_requests.clone())],
+        "the child's agent",
+    );
+    let tree = tree_usage(&client, &first).await.expect("session.tree_usage");
+    assert_eq!(tree.session_count, 2);
+    assert_rollup(
+        &tree.usage,
+        &[(MODEL, first_requests.clone()), (CHILD_MODEL, child_requests.clone())],
+        "session.tree_usage with the child",
+    );
+    check_sessions(&client, &first, &other, &first_requests, &other_requests).await;
+    // The start's scan rewrote the stale cache.
+    let rebuilt = meta_cache::read(&first_dir).expect("a cache");
+    assert_eq!(Some(rebuilt.log_len_bytes), meta_cache::log_len(&first_dir));
+    assert!(!rebuilt.usage.is_empty());
+}
+
+/// `session.usage` of both sessions (which loads them).
+async fn check_sessions(
+    client: &Client,
+    first: &str,
+    other: &str,
+    first_requests: &[(Reported, Option<f64>)],
+    other_requests: &[(Reported, Option<f64>)],
+) {
+    let usage = session_usage(client, first).await.expect("session.usage");
+    assert_eq!(usage.session_id, first);
+    assert_rollup(&usage.usage, &[(MODEL, first_requests.to_vec())], "session.usage");
+    assert_eq!(usage.spent, usage.usage, "nothing was reverted");
+    let usage = session_usage(client, other).await.expect("session.usage");
+    assert_rollup(&usage.spent, &[(MODEL, other_requests.to_vec())], "session.usage of the other");
+    assert_eq!(usage.spent, usage.usage);
+}
