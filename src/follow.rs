@@ -10,7 +10,7 @@ use anyhow::anyhow;
 use troupe_protocol::client::{
     ClientDelivery, ClientOptions, ClientProtocol, DeliveryStream, ReconnectPolicy, ReplayReason,
 };
-use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
+use troupe_protocol::types::common::{SessionIdParams, SessionMeta, SessionStatus};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams};
 use troupe_protocol::types::session::SessionCreateParams;
@@ -40,6 +40,9 @@ pub async fn watch(connection: &Connection, session_id: String, from: Option<u64
     print_skipped(&session);
     client.subscribe(&session_id, from).await.map_err(explained)?;
     let mut printer = Printer::default();
+    if from.is_some() {
+        follow_running_children(&client, &mut printer, &session_id).await;
+    }
     loop {
         let delivery = tokio::select! {
             delivery = deliveries.next() => delivery,
@@ -61,8 +64,12 @@ pub async fn watch(connection: &Connection, session_id: String, from: Option<u64
                 printer.tool_output(&params)
             }
             ClientDelivery::ToolOutputGap(_) => printer.output_gap(),
-            ClientDelivery::ReplayStart { reason: ReplayReason::Gap, after_seq, .. } => {
-                eprintln!("[fell behind after #{after_seq}; catching up]");
+            ClientDelivery::ReplayStart { reason: ReplayReason::Gap, after_seq, session_id: gap_session } => {
+                if gap_session == session_id {
+                    eprintln!("[fell behind after #{after_seq}; catching up]");
+                } else {
+                    eprintln!("[fell behind in child session {gap_session} after #{after_seq}; catching up]");
+                }
             }
             ClientDelivery::Disconnected { detail } => {
                 eprintln!("[disconnected: {detail}; reconnecting]")
@@ -91,6 +98,30 @@ async fn follow_child<C: ClientProtocol>(client: &C, printer: &mut Printer, even
     }
     if let Err(error) = client.subscribe(child_session_id, None).await {
         eprintln!("[cannot follow child session {child_session_id}: {error}]");
+    }
+}
+
+/// With `--from`, the `delegate_started` of a child still at work may lie before the cursor: such children (and
+/// theirs) are followed from their current end, found in the session's tree.
+async fn follow_running_children<C: ClientProtocol>(client: &C, printer: &mut Printer, session_id: &str) {
+    let Ok(result) = client.session_tree(SessionIdParams { session_id: session_id.to_owned() }).await else {
+        return;
+    };
+    let mut pending = vec![result.tree];
+    while let Some(node) = pending.pop() {
+        for child in node.children {
+            let meta = &child.session;
+            let agent = &meta.creation_selection.agent;
+            if meta.status == SessionStatus::Running
+                && printer.adopt_child(&node.session.session_id, &meta.session_id, agent)
+            {
+                match client.subscribe(&meta.session_id, Some(meta.last_event_seq)).await {
+                    Ok(_) => eprintln!("[following child session {} ({agent}), at work]", meta.session_id),
+                    Err(error) => eprintln!("[cannot follow child session {}: {error}]", meta.session_id),
+                }
+            }
+            pending.push(child);
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use troupe_protocol::client::{Client, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::run::RunIdParams;
+use troupe_protocol::types::run::{RunIdParams, RunToolStdinParams};
 use troupe_protocol::types::session::PermissionMode;
 
 use super::cli_support::*;
@@ -253,4 +253,86 @@ async fn compact_from_the_cli_prints_the_checkpoint_or_why_there_is_none() {
     let output = troupe(&daemon, &["compact", &id]).await;
     assert_eq!(output.code, Some(1), "{output:?}");
     assert!(output.stdout.starts_with("not compacted: nothing to compact"), "{output:?}");
+}
+
+#[tokio::test]
+async fn watch_from_a_cursor_past_a_delegation_follows_the_child_still_at_work() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[agents.helper]\nmodels = [\"local/scripted\"]\n".to_owned()),
+        ..Default::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(
+        &client,
+        daemon.data_path(),
+        json!({
+            "turns": [
+                {"tool_calls": [{"tool": "delegate", "arguments": {"agent": "helper", "task": "wait for input"}}]},
+                {"text": "the parent is done"}
+            ],
+            "by_input": {"wait for input": {"turns": [
+                {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line; echo got $line"}}]},
+                {"text": "the child is done"}
+            ]}}
+        }),
+    )
+    .await;
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.expect("subscribe to the root");
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    let events =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
+    let started = events.last().unwrap();
+    let EventPayload::DelegateStarted { child_session_id: child, .. } = &started.payload else { unreachable!() };
+    let child = child.clone();
+    client.subscribe(&child, None).await.expect("subscribe to the child");
+    let events = events_until(&mut deliveries, |event| {
+        event.session_id == child && matches!(event.payload, EventPayload::ToolCallStarted { .. })
+    })
+    .await;
+    let blocked = events.last().unwrap();
+    let EventPayload::ToolCallStarted { tool_call_id, .. } = &blocked.payload else { unreachable!() };
+    let (child_run, tool_call_id) = (blocked.run_id.clone().expect("a run event"), tool_call_id.clone());
+
+    // Watching from after delegate_started: the child is found in the tree and followed from its end.
+    let from = started.seq.to_string();
+    let mut command = troupe_command(&daemon, &["watch", &root, "--from", &from]);
+    let mut watcher = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn troupe watch --from");
+    let mut notes = BufReader::new(watcher.stderr.take().expect("stderr")).lines();
+    let following = format!("[following child session {child} (helper), at work]");
+    let noted = within("watch to follow the child", async {
+        while let Ok(Some(line)) = notes.next_line().await {
+            if line == following {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(noted, "troupe watch did not follow the child");
+
+    let stdin = RunToolStdinParams { run_id: child_run, tool_call_id, data: Some("hello\n".into()), eof: true };
+    within("run.tool_stdin", client.call::<method::RunToolStdin>(stdin)).await.expect("stdin");
+    let margin = format!("  [{} helper] ", short(&child));
+    let mut lines = BufReader::new(watcher.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    let finished = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let done = line.contains(&format!("child session {child} completed: the child is done"));
+            seen.push(line);
+            if done {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let _ = watcher.kill().await;
+    assert_eq!(finished.ok(), Some(true), "{seen:#?}");
+    assert!(seen.iter().any(|line| line.starts_with(&margin) && line.contains("│ got hello")), "{seen:#?}");
+    assert!(
+        seen.iter().any(|line| line.starts_with(&margin) && line.contains("assistant: the child is done")),
+        "{seen:#?}"
+    );
 }
