@@ -161,3 +161,21 @@ pub fn chain_from(selection: &ModelSelection, agent_chain: &[ModelSelection]) ->
         None => vec![selection.clone()],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(name: &str) -> ModelSelection {
+        ModelSelection { model: name.into(), variant: None }
+    }
+
+    #[test]
+    fn the_chain_starts_at_the_selected_model_or_is_that_model_alone() {
+        let chain = [model("a/1"), model("b/2"), model("c/3")];
+        assert_eq!(chain_from(&model("b/2"), &chain), [model("b/2"), model("c/3")]);
+        assert_eq!(chain_from(&model("z/9"), &chain), [model("z/9")]);
+        let variant = ModelSelection { model: "b/2".into(), variant: Some("high".into()) };
+        assert_eq!(chain_from(&variant, &chain), [variant.clone()], "identity includes the variant");
+    }
+}
