@@ -6,6 +6,7 @@
 //!   `watch`); [`cli_errors`]: what they say when something goes wrong.
 //! - [`render`]: how those commands print a session's events.
 //! - [`history_cmd`]: `revert`, `fork`, `compact` and `tree`, a session's history and its delegated sessions.
+//! - [`usage_cmd`]: `troupe usage`, token counts and estimated cost per session, agent, tree or overall.
 //! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
 
 pub mod cli_errors;
@@ -16,3 +17,4 @@ pub mod goal_cli;
 pub mod history_cmd;
 pub mod render;
 pub mod sandbox_explain;
+pub mod usage_cmd;

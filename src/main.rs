@@ -243,6 +243,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print token counts and estimated cost: of all sessions, or of one session, agent or session tree.
+    Usage {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// One session: its visible conversation, and what it spent in all when a revert hid turns.
+        #[arg(long, conflicts_with_all = ["agent", "tree"])]
+        session: Option<String>,
+        /// The requests of one agent, in every session.
+        #[arg(long, conflicts_with = "tree")]
+        agent: Option<String>,
+        /// A session and every session delegated from it.
+        #[arg(long)]
+        tree: Option<String>,
+        /// Print the daemon's result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
@@ -404,6 +421,10 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Tree { client, session_id, json } => {
             block_on(history_cmd::tree(&client.connection(), session_id, json))
+        }
+        Command::Usage { client, session, agent, tree, json } => {
+            let scope = troupe::usage_cmd::UsageScope::from_flags(session, agent, tree);
+            block_on(troupe::usage_cmd::usage(&client.connection(), scope, json))
         }
         Command::Watch { client, session_id, from } => block_on(follow::watch(&client.connection(), session_id, from)),
     }

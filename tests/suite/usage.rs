@@ -16,6 +16,7 @@ use troupe_protocol::types::usage::{
 };
 use troupe_runtime::meta_cache;
 
+use super::cli_support::troupe;
 use super::model_support::FakeServer;
 use super::support::*;
 use super::vendor_replies::{models_list, openai_text_reporting};
@@ -60,8 +61,11 @@ const CHILD_AGENT: &str = "review";
 const CHILD_MODEL: &str = "anthropic/claude-3-5-haiku";
 const CHILD_COST: f64 = 0.001_25;
 
+/// One request and its cost (`None` when unpriced).
+type Priced = (Reported, Option<f64>);
+
 /// The figures of `requests`, as the daemon should sum them (`cost` is `None` for unpriced requests).
-fn figures(requests: &[(Reported, Option<f64>)]) -> UsageFigures {
+fn figures(requests: &[Priced]) -> UsageFigures {
     let sum = |field: fn(&Reported) -> u64| requests.iter().map(|(request, _)| field(request)).sum::<u64>();
     let input = sum(|r| r.input);
     let cached = sum(|r| r.cached);
@@ -80,8 +84,8 @@ fn figures(requests: &[(Reported, Option<f64>)]) -> UsageFigures {
 
 /// Compares a rollup with the expected one: counts exactly, rates and costs to a pico-dollar (the daemon sums
 /// exact integer pico-USD; the expectation is summed in floating point).
-fn assert_rollup(actual: &UsageRollup, expected: &[(&str, Vec<(Reported, Option<f64>)>)], what: &str) {
-    let all: Vec<(Reported, Option<f64>)> = expected.iter().flat_map(|(_, requests)| requests.clone()).collect();
+fn assert_rollup(actual: &UsageRollup, expected: &[(&str, Vec<Priced>)], what: &str) {
+    let all: Vec<Priced> = expected.iter().flat_map(|(_, requests)| requests.clone()).collect();
     assert_figures(&actual.totals, &figures(&all), &format!("{what}: totals"));
     let models: Vec<&str> = actual.by_model.keys().map(String::as_str).collect();
     let mut expected_models: Vec<&str> = expected.iter().map(|(model, _)| *model).collect();
@@ -275,8 +279,8 @@ async fn check_sessions(
     client: &Client,
     first: &str,
     other: &str,
-    first_requests: &[(Reported, Option<f64>)],
-    other_requests: &[(Reported, Option<f64>)],
+    first_requests: &[Priced],
+    other_requests: &[Priced],
 ) {
     let usage = session_usage(client, first).await.expect("session.usage");
     assert_eq!(usage.session_id, first);
@@ -285,4 +289,53 @@ async fn check_sessions(
     let usage = session_usage(client, other).await.expect("session.usage");
     assert_rollup(&usage.spent, &[(MODEL, other_requests.to_vec())], "session.usage of the other");
     assert_eq!(usage.spent, usage.usage);
+}
+
+#[tokio::test]
+async fn troupe_usage_prints_tables_and_the_raw_results() {
+    let vendor =
+        FakeServer::start(vec![models_list(&["gpt-4o-mini"]), openai_text_reporting("one", FIRST.json())]).await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
+        .await
+        .expect("connect the fake vendor");
+    let session = daemon.create_session(&client).await.session_id;
+    client.subscribe(&session, None).await.expect("subscribe");
+    run(&client, &mut deliveries, &session, "question one").await;
+
+    // FIRST's cost is $0.00024: 4 decimals.
+    let global = troupe(&daemon, &["usage"]).await.ok();
+    let lines: Vec<&str> = global.lines().collect();
+    assert_eq!(lines[0], "All sessions", "{global}");
+    let row = lines.iter().find(|line| line.trim_start().starts_with(MODEL)).expect("a row of the model");
+    for cell in ["1,000", "400", "200", "50", "40.0%", "$0.0002"] {
+        assert!(row.split_whitespace().any(|word| word == cell), "{cell} in {row:?}");
+    }
+    assert!(lines.last().unwrap().trim_start().starts_with("total"), "{global}");
+
+    let of_session = troupe(&daemon, &["usage", "--session", &session]).await.ok();
+    assert!(of_session.starts_with(&format!("Session {session}, visible conversation\n")), "{of_session}");
+    assert!(!of_session.contains("Spent in all"), "nothing was reverted: {of_session}");
+    let of_agent = troupe(&daemon, &["usage", "--agent", "default"]).await.ok();
+    assert!(of_agent.starts_with("Agent default, all sessions\n") && of_agent.contains("$0.0002"), "{of_agent}");
+    let nobody = troupe(&daemon, &["usage", "--agent", "nobody"]).await.ok();
+    assert_eq!(nobody, "Agent nobody, all sessions\n  no model requests recorded\n");
+    let tree = troupe(&daemon, &["usage", "--tree", &session]).await.ok();
+    assert!(tree.starts_with(&format!("Session {session} and no delegated sessions\n")), "{tree}");
+
+    // --json prints the daemon's result as it is.
+    let json: Value = serde_json::from_str(&troupe(&daemon, &["usage", "--json"]).await.ok()).expect("JSON");
+    let wire =
+        serde_json::to_value(within("usage.global", client.call::<method::UsageGlobal>(Empty {})).await.unwrap());
+    assert_eq!(json, wire.unwrap());
+    let json: Value =
+        serde_json::from_str(&troupe(&daemon, &["usage", "--tree", &session, "--json"]).await.ok()).expect("JSON");
+    assert_eq!((json["session_count"].as_u64(), json["usage"]["input_tokens"].as_u64()), (Some(1), Some(1000)));
+
+    // An unknown session is an error a person can read; two scopes at once are refused by the parser.
+    let refused = troupe(&daemon, &["usage", "--session", "no-such-session"]).await.refused();
+    assert!(refused.contains("no-such-session"), "{refused}");
+    let both = troupe(&daemon, &["usage", "--session", &session, "--agent", "default"]).await;
+    assert_eq!(both.code, Some(2), "{both:?}");
 }
