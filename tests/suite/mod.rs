@@ -17,6 +17,7 @@ mod fallback_stickiness;
 mod goals;
 mod growth;
 mod history;
+mod history_attacks;
 mod limits;
 mod plugin_lifetime;
 mod plugins;

@@ -1,0 +1,164 @@
+//! Red-team findings against `session.revert` (issue 11), each a test that fails while its bug is open (marked
+//! `#[ignore = "bug: …"]` so the suite stays green; run them with `--ignored`).
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use troupe_protocol::client::{Client, ClientError};
+use troupe_protocol::method;
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalRespondParams, ApprovalStatus};
+use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::session::{PermissionMode, SessionRevertParams};
+
+use super::support::*;
+
+async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Result<SessionMeta, ClientError> {
+    within(
+        "session.revert",
+        client.call::<method::SessionRevert>(SessionRevertParams { session_id: session_id.into(), through_seq }),
+    )
+    .await
+    .map(|result| result.session)
+}
+
+async fn respond(client: &Client, params: ApprovalRespondParams) -> Result<ApprovalRecord, ClientError> {
+    within("approval.respond", client.call::<method::ApprovalRespond>(params)).await.map(|result| result.approval)
+}
+
+/// The daemon's peak resident memory (`VmHWM`), from `/proc`.
+fn peak_rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib * 1024
+}
+
+/// Writes a log whose one run is followed by `reverts` pairs of (a rename, a revert to the previous marker):
+/// every rename is hidden by the next marker, so the visible events are the run and the markers, each marker a
+/// range of its own. Returns the log's size and the last marker's seq.
+fn write_interleaved_reverts(data_dir: &Path, session_id: &str, reverts: u64) -> (u64, u64) {
+    let dir = data_dir.join("sessions").join(session_id);
+    std::fs::create_dir_all(&dir).expect("session dir");
+    let line = |seq: u64, run: bool, payload: Value| {
+        let run_id = if run { json!("run-1") } else { Value::Null };
+        json!({"session_id": session_id, "run_id": run_id, "seq": seq, "timestamp": "2026-01-01T00:00:00.000Z",
+            "payload": payload})
+        .to_string()
+    };
+    let mut text = session_created_line(session_id, json!({"type": "root"}));
+    text.push('\n');
+    let started = json!({"type": "run_started", "client_run_id": "c-1", "selection": echo_selection(),
+        "input": "go", "fallback_index": 0});
+    text.push_str(&line(2, true, started));
+    text.push('\n');
+    text.push_str(&line(3, true, json!({"type": "run_completed", "final_text": "done"})));
+    text.push('\n');
+    let (mut seq, mut marker) = (3, 3);
+    for n in 0..reverts {
+        seq += 1;
+        let renamed = json!({"type": "session_title_committed", "title": format!("hidden {n}"), "change": "set",
+            "client_rename_id": format!("r-{n}")});
+        text.push_str(&line(seq, false, renamed));
+        text.push('\n');
+        seq += 1;
+        text.push_str(&line(seq, false, json!({"type": "session_reverted", "through_seq": marker})));
+        text.push('\n');
+        marker = seq;
+    }
+    std::fs::write(dir.join("events.jsonl"), &text).expect("write log");
+    (text.len() as u64, marker)
+}
+
+/// `Visibility` keeps, for every marker, a copy of the whole visible range list, and a revert reads each visible
+/// range with a read of its own: with reverts interleaved with any other event, the range list grows by one per
+/// revert, so memory is quadratic in the number of reverts (3,000 reverts in a 1.3 MB log: ~290 MB at load,
+/// ~390 MB after one more revert; 6,000: ~0.9 GB and ~1.4 GB) and each revert costs a read per earlier revert
+/// (0.8 s at 1,000, 5.6 s at 6,000). A client can build such a log with plain rename + revert calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: memory and revert cost are quadratic in the number of reverts (runtime/src/branch.rs Visibility)"]
+async fn thousands_of_reverts_in_a_small_log_keep_the_daemon_small() {
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    let session_id = "0190f5c2-0000-7000-8000-00000000a77a";
+    let (log_bytes, last_marker) = write_interleaved_reverts(data_dir.path(), session_id, 3_000);
+    assert!(log_bytes < 2_000_000, "{log_bytes}");
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let pid = daemon.child.id();
+    let (client, _deliveries) = daemon.client().await;
+
+    let meta = within("get", client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.into() }))
+        .await
+        .expect("session.get")
+        .session;
+    assert_eq!(meta.last_event_seq, last_marker);
+    assert_eq!(meta.title, None, "every rename is hidden");
+    // One more revert of the same kind (to the last marker, after a rename it hides).
+    set_title(&client, session_id, "r-last", "hidden last").await.expect("rename");
+    let reverted = revert(&client, session_id, last_marker).await.expect("revert");
+    assert_eq!(reverted.title, None);
+
+    let peak = peak_rss_bytes(pid);
+    eprintln!("peak RSS {} MB for a {} KB log", peak / (1024 * 1024), log_bytes / 1024);
+    assert!(
+        peak < 160 * 1024 * 1024,
+        "the daemon peaked at {} MB for a {} KB log of 3,000 reverts",
+        peak / (1024 * 1024),
+        log_bytes / 1024
+    );
+    drop(client);
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+}
+
+/// docs/protocol.md (session.revert) promises that "a redelivered `approval.respond` of a hidden event still gets
+/// its original answer". The answers by `client_response_id` do follow the whole log, but the redelivery is
+/// answered with the record as the *visible* branch has it: `approval_not_found` once the request is hidden, and
+/// the record `cancelled` (not the `approved` it was given) when the revert lands between request and answer.
+#[tokio::test]
+#[ignore = "bug: a redelivered approval.respond after a revert is approval_not_found / cancelled, not its original answer"]
+async fn a_redelivered_approval_answer_hidden_by_a_revert_gets_its_original_answer() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "true"}}]},
+        {"text": "done"}
+    ]});
+    connect_script(&client, daemon.data_path(), script).await;
+    let session_id = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &session_id, PermissionMode::Ask).await;
+    client.subscribe(&session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session_id, selection_of("default", "local/scripted"), "run true").await;
+    let asked =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+    let request = asked.last().unwrap();
+    let record: ApprovalRecord = match &request.payload {
+        EventPayload::ApprovalRequested { approval } => approval.clone(),
+        _ => unreachable!(),
+    };
+    let params = ApprovalRespondParams {
+        session_id: session_id.clone(),
+        approval_id: record.approval_id.clone(),
+        request_revision: record.revision,
+        operation_fingerprint: record.operation_fingerprint.clone(),
+        client_response_id: "answer-1".into(),
+        decision: ApprovalDecision::ApproveOnce,
+        feedback: None,
+    };
+    let answered = respond(&client, params.clone()).await.expect("approve");
+    assert_eq!(answered.status, ApprovalStatus::Approved);
+    events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+
+    // A revert between the request and the answer: the run is interrupted there, the record cancelled.
+    revert(&client, &session_id, request.seq).await.expect("revert into the run");
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunInterrupted { .. })).await;
+    let redelivered = respond(&client, params.clone()).await.expect("a redelivery is answered");
+    assert_eq!(redelivered.status, ApprovalStatus::Approved, "the original answer: {redelivered:?}");
+
+    // A revert to before the request: the record is hidden altogether.
+    revert(&client, &session_id, request.seq - 1).await.expect("revert before the request");
+    let redelivered = respond(&client, params).await.expect("a redelivery is answered, not approval_not_found");
+    assert_eq!(redelivered.status, ApprovalStatus::Approved, "the original answer: {redelivered:?}");
+}
