@@ -17,7 +17,7 @@ use troupe_protocol::types::usage::{
 use troupe_runtime::meta_cache;
 
 use super::cli_support::troupe;
-use super::model_support::FakeServer;
+use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
 use super::vendor_replies::{models_list, openai_text_reporting};
 
@@ -338,4 +338,90 @@ async fn troupe_usage_prints_tables_and_the_raw_results() {
     assert!(refused.contains("no-such-session"), "{refused}");
     let both = troupe(&daemon, &["usage", "--session", &session, "--agent", "default"]).await;
     assert_eq!(both.code, Some(2), "{both:?}");
+}
+
+/// A streamed OpenAI answer that calls `delegate {agent, task}` and reports `usage`.
+fn delegate_call_reporting(agent: &str, task: &str, usage: Reported) -> FakeResponse {
+    let arguments = json!({"agent": agent, "task": task}).to_string();
+    let chunk = |value: Value| format!("data: {value}\n\n");
+    FakeResponse::Sse {
+        pieces: vec![
+            chunk(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+                "type": "function", "function": {"name": "delegate", "arguments": arguments}}]},
+                "finish_reason": "tool_calls"}]})),
+            chunk(json!({"choices": [], "usage": usage.json()})),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+    }
+}
+
+#[tokio::test]
+async fn a_delegated_child_and_a_compaction_are_counted_by_attribution() {
+    const CALL: Reported = Reported { input: 800, cached: 0, output: 40, reasoning: 0 };
+    const CHILD: Reported = Reported { input: 500, cached: 200, output: 60, reasoning: 10 };
+    const FINAL: Reported = Reported { input: 1200, cached: 800, output: 90, reasoning: 0 };
+    const SUMMARY: Reported = Reported { input: 1500, cached: 0, output: 70, reasoning: 0 };
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-4o-mini"]),
+        delegate_call_reporting("helper", "count the files", CALL),
+        openai_text_reporting("three files", CHILD.json()),
+        openai_text_reporting("the helper counted three files", FINAL.json()),
+        openai_text_reporting("SUMMARY: files were counted", SUMMARY.json()),
+    ])
+    .await;
+    let config = format!("[agents.helper]\nmodels = [\"{MODEL}\"]\n");
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..DaemonSetup::default() });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
+        .await
+        .expect("connect the fake vendor");
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.expect("subscribe");
+    let events = run(&client, &mut deliveries, &root, "count the files with a helper").await;
+    let child = events
+        .iter()
+        .find_map(|event| match &event.payload {
+            EventPayload::DelegateStarted { child_session_id, .. } => Some(child_session_id.clone()),
+            _ => None,
+        })
+        .expect("a delegation");
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{:?}", kinds(&events));
+    let compacted = within(
+        "session.compact",
+        client.call::<method::SessionCompact>(troupe_protocol::types::session::SessionCompactParams {
+            session_id: root.clone(),
+            focus: None,
+        }),
+    )
+    .await
+    .expect("session.compact");
+    assert!(compacted.compacted, "{compacted:?}");
+
+    let priced = |request: Reported| (request, Some(request.cost()));
+    let root_requests = vec![priced(CALL), priced(FINAL), priced(SUMMARY)];
+    let child_requests = vec![priced(CHILD)];
+    let everything: Vec<Priced> = root_requests.iter().chain(&child_requests).copied().collect();
+    // The compaction's summary is attributed to the session's agent; the child's turn to the delegated agent.
+    // The index hears of the compaction's usage once its batch is durable, just after the answer.
+    let global = async || global_usage(&client).await;
+    for _ in 0..100 {
+        if global().await.totals.request_count == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_rollup(&global().await, &[(MODEL, everything.clone())], "usage.global");
+    assert_rollup(&agent_usage(&client, "default").await, &[(MODEL, root_requests.clone())], "agent.usage default");
+    assert_rollup(&agent_usage(&client, "helper").await, &[(MODEL, child_requests.clone())], "agent.usage helper");
+    let of_root = session_usage(&client, &root).await.expect("session.usage of the root");
+    assert_rollup(&of_root.usage, &[(MODEL, root_requests)], "session.usage of the root");
+    let of_child = session_usage(&client, &child).await.expect("session.usage of the child");
+    assert_rollup(&of_child.usage, &[(MODEL, child_requests.clone())], "session.usage of the child");
+    let tree = tree_usage(&client, &root).await.expect("session.tree_usage");
+    assert_eq!(tree.session_count, 2);
+    assert_rollup(&tree.usage, &[(MODEL, everything)], "session.tree_usage of the root");
+    let below = tree_usage(&client, &child).await.expect("session.tree_usage of the child");
+    assert_eq!(below.session_count, 1);
+    assert_rollup(&below.usage, &[(MODEL, child_requests)], "session.tree_usage of the child");
 }
