@@ -23,6 +23,9 @@ use crate::render::describe_event;
 /// How long `troupe revert` looks for the event the visible history now ends with before leaving it out.
 const LOOKUP_WAIT: Duration = Duration::from_secs(10);
 
+/// How long `troupe compact` waits, after the answer, for the compaction's events it has not seen yet.
+const TAIL_WAIT: Duration = Duration::from_secs(5);
+
 /// How long `troupe compact` waits for the daemon's answer: a summary is one model request, which can be slow.
 const COMPACT_WAIT: Duration = Duration::from_secs(15 * 60);
 
@@ -123,31 +126,16 @@ pub async fn compact(
     client.subscribe(&session_id, Some(session.last_event_seq)).await.map_err(explained)?;
     let call = client.session_compact(SessionCompactParams { session_id: session_id.clone(), focus });
     tokio::pin!(call);
-    let mut compaction_id = None;
-    let mut checkpoint = None;
+    let mut seen = CompactionEvents { quiet: json, ..CompactionEvents::default() };
     let result = loop {
         tokio::select! {
             result = &mut call => break result.map_err(|error| history_explained(error, &session_id))?,
             delivery = deliveries.next() => {
-                let Some(ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event)) = delivery else { continue };
-                match &event.payload {
-                    EventPayload::CompactionStarted { compaction_id: id, trigger: CompactionTrigger::Manual, .. }
-                        if compaction_id.is_none() =>
-                    {
-                        compaction_id = Some(id.clone());
-                        if !json {
-                            eprintln!("{}", event_line(&event));
-                        }
-                    }
-                    EventPayload::ContextCheckpointCommitted { compaction_id: id, .. }
-                        if compaction_id.as_ref() == Some(id) =>
-                    {
-                        checkpoint = Some(event);
-                    }
-                    _ => {}
+                if let Some(ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event)) = delivery {
+                    seen.see(event);
                 }
             }
-            _ = tokio::signal::ctrl_c() => match &compaction_id {
+            _ = tokio::signal::ctrl_c() => match &seen.compaction_id {
                 Some(id) => {
                     let cancelled = client.run_cancel(RunIdParams { run_id: id.clone() }).await.map_err(explained)?;
                     eprintln!("cancel requested: {}", cancelled.cancelled);
@@ -156,6 +144,18 @@ pub async fn compact(
             },
         }
     };
+    // The answer may overtake the compaction's last events on the subscription: wait for them, briefly.
+    let rest = async {
+        while !seen.ended {
+            match deliveries.next().await {
+                Some(ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event)) => seen.see(event),
+                Some(_) => {}
+                None => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(TAIL_WAIT, rest).await;
+    let checkpoint = seen.checkpoint;
     client.close().await;
     if json {
         println!("{}", serde_json::to_string_pretty(&result)?);
@@ -163,6 +163,43 @@ pub async fn compact(
         println!("{}", compact_outcome(&result, checkpoint.as_ref()));
     }
     Ok(result.compacted)
+}
+
+/// The events of the manual compaction `troupe compact` asked for, as they pass on the subscription.
+#[derive(Default)]
+struct CompactionEvents {
+    /// From its `compaction_started`: what Ctrl-C cancels.
+    compaction_id: Option<String>,
+    checkpoint: Option<StoredEvent>,
+    /// Its `compaction_ended` passed.
+    ended: bool,
+    /// `--json`: print nothing but the answer.
+    quiet: bool,
+}
+
+impl CompactionEvents {
+    fn see(&mut self, event: StoredEvent) {
+        let ours = |id: &String, known: &Option<String>| known.as_ref() == Some(id);
+        match &event.payload {
+            EventPayload::CompactionStarted { compaction_id, trigger: CompactionTrigger::Manual, .. }
+                if self.compaction_id.is_none() =>
+            {
+                self.compaction_id = Some(compaction_id.clone());
+                if !self.quiet {
+                    eprintln!("{}", event_line(&event));
+                }
+            }
+            EventPayload::ContextCheckpointCommitted { compaction_id, .. }
+                if ours(compaction_id, &self.compaction_id) =>
+            {
+                self.checkpoint = Some(event);
+            }
+            EventPayload::CompactionEnded { compaction_id, .. } if ours(compaction_id, &self.compaction_id) => {
+                self.ended = true;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What `troupe compact` prints once the daemon answered.
