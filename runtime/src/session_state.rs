@@ -142,9 +142,9 @@ impl SessionState {
 
     /// Takes the branch-derived parts from `branch`, the projection of just the visible events (see
     /// `crate::branch`): model history, title, status, approval records, the active run with its steering lane,
-    /// fallback stickiness. What is not part of the conversation stays as the whole log made it: idempotency
-    /// records (a redelivered request is still recognized), tree grants, the goal, producer messages, the log's
-    /// length and activity time, and what a revert cannot undo.
+    /// fallback stickiness, the visible usage. What is not part of the conversation stays as the whole log made it:
+    /// idempotency records (a redelivered request is still recognized), tree grants, the goal, producer messages,
+    /// the usage spent, the log's length and activity time, and what a revert cannot undo.
     pub fn adopt_branch(&mut self, branch: SessionState) {
         self.title = branch.title;
         self.title_updated_seq = branch.title_updated_seq;
@@ -152,6 +152,7 @@ impl SessionState {
         self.transcript = branch.transcript;
         self.runs.adopt_branch(branch.runs);
         self.approvals.adopt_branch(branch.approvals);
+        self.usage.adopt_branch(branch.usage);
     }
 
     /// Applies one event that follows the current state.

@@ -5,8 +5,10 @@
 //!   requests were paid for, so they stay here. This is what `usage.global`, `agent.usage`, `session.tree_usage`
 //!   and `session.usage`'s `spent` count, and what the session reports to the supervisor's usage index (as a
 //!   [`UsageSummary`], also kept in `meta.json` so a restart reads no log for it).
-//! - `visible`: the requests of the events a revert left visible (`session.usage`'s `usage`). The revert
-//!   machinery rebuilds it with [`UsageBook::reset_visible`] and [`UsageBook::apply_visible`].
+//! - `visible`: the requests of the events a revert left visible (`session.usage`'s `usage`). After a revert
+//!   (and when a reverted session loads) `SessionState::adopt_branch` takes it from the projection of just the
+//!   visible events ([`UsageBook::adopt_branch`]); [`UsageBook::reset_visible`] and [`UsageBook::apply_visible`]
+//!   rebuild it event by event instead.
 //!
 //! Costs are stamped per request when the event is recorded and never recomputed here. They are summed as integer
 //! pico-USD (each event's `f64` rounded once), so a total does not depend on the order its parts were added in,
@@ -237,6 +239,12 @@ impl UsageBook {
         }
     }
 
+    /// Takes the visible view from `branch`, the book of a projection of just the visible events (where
+    /// everything applied counts as spent), as `SessionState::adopt_branch` does for the other branch-derived parts.
+    pub fn adopt_branch(&mut self, branch: UsageBook) {
+        self.visible = branch.spent;
+    }
+
     /// Everything the session spent.
     pub fn spent_rollup(&self) -> UsageRollup {
         self.spent.rollup()
@@ -356,6 +364,13 @@ mod tests {
         assert_eq!(book.visible_rollup().totals.request_count, 2);
         assert_eq!(book.spent_rollup().totals.request_count, 3);
         assert_eq!(book.summary().rollup(), book.spent_rollup());
+        // Adopting a branch's book is the same as rebuilding the visible view from its events.
+        let mut branch = UsageBook::default();
+        branch.apply(&first);
+        let mut adopted = book.clone();
+        adopted.adopt_branch(branch);
+        assert_eq!(adopted.visible_rollup().totals.request_count, 1);
+        assert_eq!(adopted.spent_rollup(), book.spent_rollup());
         // Non-usage events change nothing.
         book.apply_visible(&StoredEvent { payload: EventPayload::RunCompleted { final_text: None }, ..first });
         assert_eq!(book.visible_rollup().totals.request_count, 2);

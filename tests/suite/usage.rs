@@ -425,3 +425,44 @@ async fn a_delegated_child_and_a_compaction_are_counted_by_attribution() {
     assert_eq!(below.session_count, 1);
     assert_rollup(&below.usage, &[(MODEL, child_requests)], "session.tree_usage of the child");
 }
+
+#[tokio::test]
+async fn after_a_revert_session_usage_shows_the_visible_branch_and_everything_spent() {
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-4o-mini"]),
+        openai_text_reporting("answer one", FIRST.json()),
+        openai_text_reporting("answer two", SECOND.json()),
+    ])
+    .await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
+        .await
+        .expect("connect the fake vendor");
+    let session = daemon.create_session(&client).await.session_id;
+    client.subscribe(&session, None).await.expect("subscribe");
+    let end_of_first = run(&client, &mut deliveries, &session, "question one").await.last().unwrap().seq;
+    run(&client, &mut deliveries, &session, "question two").await;
+    let params =
+        troupe_protocol::types::session::SessionRevertParams { session_id: session.clone(), through_seq: end_of_first };
+    within("session.revert", client.call::<method::SessionRevert>(params)).await.expect("session.revert");
+
+    let visible = vec![(FIRST, Some(FIRST.cost()))];
+    let spent = vec![(FIRST, Some(FIRST.cost())), (SECOND, Some(SECOND.cost()))];
+    let check = async |client: &Client, when: &str| {
+        let usage = session_usage(client, &session).await.expect("session.usage");
+        assert_rollup(&usage.usage, &[(MODEL, visible.clone())], &format!("the visible branch {when}"));
+        assert_rollup(&usage.spent, &[(MODEL, spent.clone())], &format!("spent {when}"));
+        assert_rollup(&global_usage(client).await, &[(MODEL, spent.clone())], &format!("usage.global {when}"));
+        let tree = tree_usage(client, &session).await.expect("session.tree_usage");
+        assert_rollup(&tree.usage, &[(MODEL, spent.clone())], &format!("session.tree_usage {when}"));
+    };
+    check(&client, "after the revert").await;
+    let table = troupe(&daemon, &["usage", "--session", &session]).await.ok();
+    assert!(table.contains("Spent in all, turns hidden by a revert included"), "{table}");
+
+    drop(client);
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(daemon.stop()), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    check(&client, "after a restart").await;
+}
