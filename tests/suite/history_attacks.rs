@@ -1,5 +1,7 @@
 //! Red-team findings against `session.revert` (issue 11), each a test that fails while its bug is open (marked
-//! `#[ignore = "bug: …"]` so the suite stays green; run them with `--ignored`).
+//! `#[ignore = "bug: …"]` so the suite stays green; run them with `--ignored`): memory and revert cost quadratic
+//! in the number of reverts; a redelivered `approval.respond` hidden by a revert not getting its original answer;
+//! a redelivered `run.start` of a run started after a revert refused after a restart.
 
 use std::path::Path;
 
