@@ -428,6 +428,7 @@ mod tests {
                 model_chain: Vec::new(),
                 reset_fallback: false,
                 skill: None,
+                requested_model: None,
             },
         }
     }

@@ -531,6 +531,7 @@ pub fn write_text_delta_log(data_dir: &Path, session_id: &str, count: u64, text_
                 model_chain: Vec::new(),
                 reset_fallback: false,
                 skill: None,
+                requested_model: None,
             },
             last if last == count => EventPayload::RunCompleted { final_text: Some("done".to_owned()) },
             _ => {

@@ -2,7 +2,7 @@
 //! answers recorded by `client_response_id` (for idempotent `approval.respond`), and, in a root session's log,
 //! the tree grants of its tree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
@@ -15,6 +15,9 @@ pub struct RecordedResponse {
     pub approval_id: String,
     pub decision: ApprovalDecision,
     pub feedback: Option<String>,
+    /// The record as this answer left it (finalized), so a redelivery gets the original answer even when a revert
+    /// has since hidden the approval.
+    pub record: Option<ApprovalRecord>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -23,6 +26,8 @@ pub struct ApprovalBook {
     records: BTreeMap<String, ApprovalRecord>,
     /// The newest answers by `client_response_id`, for redeliveries.
     responses: RecentRecords<RecordedResponse>,
+    /// Answers recorded and not yet finalized: approval id -> client_response_id (a handful at a time).
+    answering: HashMap<String, String>,
     grants: Vec<TreeGrant>,
 }
 
@@ -46,19 +51,23 @@ impl ApprovalBook {
                 answered_by,
                 client_response_id,
             } => {
+                let mut answered = None;
                 if let Some(record) = self.records.get_mut(approval_id) {
                     record.revision = *revision;
                     record.decision = Some(*decision);
                     record.feedback.clone_from(feedback);
                     record.answered_by = Some(answered_by.clone());
                     record.decided_at = Some(event.timestamp.clone());
+                    answered = Some(record.clone());
                 }
+                self.answering.insert(approval_id.clone(), client_response_id.clone());
                 self.responses.insert(
                     client_response_id,
                     RecordedResponse {
                         approval_id: approval_id.clone(),
                         decision: *decision,
                         feedback: feedback.clone(),
+                        record: answered,
                     },
                 );
             }
@@ -66,6 +75,11 @@ impl ApprovalBook {
                 if let Some(record) = self.records.get_mut(approval_id) {
                     record.revision = *revision;
                     record.status = *status;
+                    if let Some(client_response_id) = self.answering.remove(approval_id)
+                        && let Some(response) = self.responses.get_mut(&client_response_id)
+                    {
+                        response.record = Some(record.clone());
+                    }
                 }
             }
             EventPayload::ApprovalCancelled { approval_id, revision, .. } => {

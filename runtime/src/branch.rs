@@ -9,9 +9,8 @@
 //! are visible until the next one. So a revert can target any existing seq, also one a previous revert hid (that
 //! brings back the branch it belonged to), and reverts of reverts compose without special cases.
 //!
-//! [`Visibility`] records, for each marker, the visible set right after it, as sorted disjoint ranges; the set
-//! right after any `t` is the set after the last marker at or before `t` plus everything between that marker and
-//! `t`. It grows by one small range list per revert, never with the number of events.
+//! [`Visibility`] keeps only the markers and their targets; the visible set at any point is computed from them
+//! in time proportional to its number of ranges.
 
 use std::ops::RangeInclusive;
 
@@ -26,10 +25,16 @@ const READ_CHUNK_BYTES: usize = 1024 * 1024;
 pub type SeqRanges = Vec<RangeInclusive<u64>>;
 
 /// The reverts of a session, enough to say which seqs are visible at any point of its history.
+///
+/// Only the markers are kept, `(marker seq, target)`: 16 bytes a revert. The visible set right after `seq` is
+/// `[m, seq] ∪ visible_after(t)` where `m` is the last marker at or before `seq` and `t` its target (the marker
+/// brought back the view right after `t`, and everything from the marker on is visible), down to `[1, seq]` when no
+/// marker precedes `seq`. Each step of that walk adds a range of the answer, so computing it costs the size of the
+/// answer (times a binary search), not the number of reverts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Visibility {
-    /// `(marker seq, visible set right after the marker)`, in log order.
-    markers: Vec<(u64, SeqRanges)>,
+    /// `(marker seq, through_seq)`, in log order.
+    markers: Vec<(u64, u64)>,
 }
 
 impl Visibility {
@@ -40,22 +45,28 @@ impl Visibility {
 
     /// Records the marker at `marker_seq` reverting to `through_seq`. Markers must come in log order.
     pub fn apply_revert(&mut self, marker_seq: u64, through_seq: u64) {
-        let mut visible = self.visible_after(through_seq.min(marker_seq.saturating_sub(1)));
-        push_range(&mut visible, marker_seq..=marker_seq);
-        self.markers.push((marker_seq, visible));
+        self.markers.push((marker_seq, through_seq.min(marker_seq.saturating_sub(1))));
     }
 
     /// The visible seqs as they were right after `seq` was appended (`seq` itself included).
     pub fn visible_after(&self, seq: u64) -> SeqRanges {
-        let last_marker = self.markers.iter().rev().find(|(marker, _)| *marker <= seq);
-        let (mut visible, from) = match last_marker {
-            Some((marker, visible)) => (visible.clone(), marker + 1),
-            None => (Vec::new(), 1),
-        };
-        if from <= seq {
-            push_range(&mut visible, from..=seq);
+        // Built newest range first, then reversed.
+        let mut descending: SeqRanges = Vec::new();
+        let mut end = seq;
+        // Markers at or before `end` are `markers[..bound]`.
+        let mut bound = self.markers.partition_point(|(marker, _)| *marker <= end);
+        while end >= 1 {
+            let Some(&(marker, target)) = bound.checked_sub(1).and_then(|index| self.markers.get(index)) else {
+                push_range_before(&mut descending, 1..=end);
+                break;
+            };
+            push_range_before(&mut descending, marker..=end);
+            end = target;
+            // Targets are earlier than their markers, so the next marker is among the earlier ones.
+            bound = self.markers[..bound - 1].partition_point(|(marker, _)| *marker <= end);
         }
-        visible
+        descending.reverse();
+        descending
     }
 
     /// Whether `seq` is visible now, given that the log's last event is `last_seq`.
@@ -64,20 +75,50 @@ impl Visibility {
     }
 }
 
+/// Adds `range` (which ends before every range of `descending`, a list in descending order), merging adjacent
+/// ranges.
+fn push_range_before(descending: &mut SeqRanges, range: RangeInclusive<u64>) {
+    if let Some(last) = descending.last_mut()
+        && *range.end() + 1 >= *last.start()
+    {
+        *last = (*range.start()).min(*last.start())..=*last.end();
+        return;
+    }
+    descending.push(range);
+}
+
+/// Hidden events read through (and skipped) rather than starting a new read, when ranges are this close: a log
+/// with many reverts has many small ranges, and each read starts by opening and seeking the file.
+const READ_THROUGH_GAP: u64 = 512;
+
 /// Calls `visit` with each durable event whose seq is in `ranges`, in order, reading a bounded chunk at a time.
 pub fn read_ranges(
     reader: &dyn EventReader,
     ranges: &SeqRanges,
     mut visit: impl FnMut(LogEntry) -> Result<(), RuntimeError>,
 ) -> Result<(), RuntimeError> {
-    for range in ranges {
-        let mut after = range.start().saturating_sub(1);
-        while after < *range.end() {
-            let chunk = reader.read_range(after, *range.end(), READ_CHUNK_BYTES)?;
+    let mut index = 0;
+    while index < ranges.len() {
+        // A group of ranges close enough to read as one span.
+        let first = index;
+        while index + 1 < ranges.len() && *ranges[index + 1].start() <= ranges[index].end() + READ_THROUGH_GAP {
+            index += 1;
+        }
+        let group = &ranges[first..=index];
+        index += 1;
+        let (mut after, through) = (group[0].start().saturating_sub(1), *group[group.len() - 1].end());
+        let mut current = 0;
+        while after < through {
+            let chunk = reader.read_range(after, through, READ_CHUNK_BYTES)?;
             let Some(last) = chunk.last() else { break };
             after = last.seq;
             for entry in chunk {
-                visit(entry)?;
+                while current < group.len() && *group[current].end() < entry.seq {
+                    current += 1;
+                }
+                if group.get(current).is_some_and(|range| range.contains(&entry.seq)) {
+                    visit(entry)?;
+                }
             }
         }
     }
@@ -113,17 +154,6 @@ pub fn settle_loaded(state: &mut SessionState, reader: &dyn EventReader) -> Resu
     let branch = project_ranges(reader, &ranges, &state.session_id.clone(), &state.created_at.clone())?;
     state.adopt_branch(branch);
     Ok(())
-}
-
-/// Appends `range` (which starts after every range of `ranges`), merging it with the last one when adjacent.
-fn push_range(ranges: &mut SeqRanges, range: RangeInclusive<u64>) {
-    if let Some(last) = ranges.last_mut()
-        && *last.end() + 1 >= *range.start()
-    {
-        *last = *last.start()..=(*last.end()).max(*range.end());
-        return;
-    }
-    ranges.push(range);
 }
 
 #[cfg(test)]

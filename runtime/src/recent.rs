@@ -45,6 +45,10 @@ impl<V> RecentRecords<V> {
         self.records.get(key)
     }
 
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.records.get_mut(key)
+    }
+
     pub fn len(&self) -> usize {
         self.records.len()
     }

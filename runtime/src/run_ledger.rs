@@ -50,8 +50,10 @@ pub struct RecordedRun {
     pub input: String,
     pub reset_fallback: bool,
     /// The sticky fallback of the run's scope just before the run: a redelivery is planned against it, not
-    /// against what the run itself changed.
+    /// against what the run itself changed (for logs that did not record `requested_model`).
     pub sticky_before: Option<StickyFallback>,
+    /// The model the client requested, as `run_started` recorded it.
+    pub requested_model: Option<ModelSelection>,
 }
 
 /// Which requests share a sticky fallback: the same agent and preset, whatever model they request.
@@ -172,6 +174,11 @@ impl RunLedger {
         if recorded.input != input || recorded.reset_fallback != reset_fallback {
             return false;
         }
+        if let Some(requested_model) = &recorded.requested_model {
+            // What the client asked for is on record: no replanning, which would depend on the branch the
+            // stickiness was computed on (a revert and a restart can change that).
+            return RunSelection { model: requested_model.clone(), ..recorded.selection.clone() } == *selection;
+        }
         // A log written before `run_started` recorded the effective selection holds the requested one.
         recorded.selection == *selection
             || plan_run(selection, reset_fallback, agent_chain, requested_index, recorded.sticky_before.as_ref())
@@ -201,6 +208,7 @@ impl RunLedger {
                 model_chain,
                 reset_fallback,
                 fallback_index,
+                requested_model,
                 ..
             } => {
                 let Some(run_id) = run_id else { return };
@@ -212,6 +220,7 @@ impl RunLedger {
                         input: input.clone(),
                         reset_fallback: *reset_fallback,
                         sticky_before: self.sticky_fallback(&FallbackScope::of(selection)).cloned(),
+                        requested_model: requested_model.clone(),
                     },
                 );
                 self.latest_selection = Some(selection.clone());
@@ -327,6 +336,7 @@ mod tests {
                 model_chain: chain.iter().map(|m| ModelSelection { model: (*m).into(), variant: None }).collect(),
                 reset_fallback: false,
                 skill: None,
+                requested_model: None,
             },
         )
     }
@@ -406,6 +416,7 @@ mod tests {
                 model_chain: chain,
                 reset_fallback: false,
                 skill: None,
+                requested_model: None,
             },
         )
     }

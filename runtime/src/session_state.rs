@@ -364,6 +364,7 @@ mod tests {
                     model_chain: Vec::new(),
                     reset_fallback: false,
                     skill: None,
+                    requested_model: None,
                 },
             ),
             event(4, EventPayload::RunCancelled { reason: None }),
@@ -420,6 +421,7 @@ mod tests {
                     model_chain: Vec::new(),
                     reset_fallback: false,
                     skill: None,
+                    requested_model: None,
                 },
             )
         };

@@ -1,7 +1,8 @@
-//! Red-team findings against `session.revert` (issue 11), each a test that fails while its bug is open (marked
-//! `#[ignore = "bug: …"]` so the suite stays green; run them with `--ignored`): memory and revert cost quadratic
-//! in the number of reverts; a redelivered `approval.respond` hidden by a revert not getting its original answer;
-//! a redelivered `run.start` of a run started after a revert refused after a restart.
+//! Red-team findings against `session.revert` (issue 11), each a test that failed before its fix: memory and
+//! revert cost quadratic in the number of reverts (`Visibility` now keeps only the markers); a redelivered
+//! `approval.respond` hidden by a revert not getting its original answer (the answer keeps its record); a
+//! redelivered `run.start` of a run started after a revert refused after a restart (`run_started` records the
+//! requested model).
 
 use std::path::Path;
 
@@ -84,7 +85,7 @@ fn write_interleaved_reverts(data_dir: &Path, session_id: &str, reverts: u64) ->
 /// ~390 MB after one more revert; 6,000: ~0.9 GB and ~1.4 GB) and each revert costs a read per earlier revert
 /// (0.8 s at 1,000, 5.6 s at 6,000). A client can build such a log with plain rename + revert calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: memory and revert cost are quadratic in the number of reverts (runtime/src/branch.rs Visibility)"]
+
 async fn thousands_of_reverts_in_a_small_log_keep_the_daemon_small() {
     let data_dir = tempfile::tempdir().expect("temp dir");
     let session_id = "0190f5c2-0000-7000-8000-00000000a77a";
@@ -123,7 +124,7 @@ async fn thousands_of_reverts_in_a_small_log_keep_the_daemon_small() {
 /// answered with the record as the *visible* branch has it: `approval_not_found` once the request is hidden, and
 /// the record `cancelled` (not the `approved` it was given) when the revert lands between request and answer.
 #[tokio::test]
-#[ignore = "bug: a redelivered approval.respond after a revert is approval_not_found / cancelled, not its original answer"]
+
 async fn a_redelivered_approval_answer_hidden_by_a_revert_gets_its_original_answer() {
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
@@ -195,7 +196,7 @@ async fn start_chain_run(
 /// the branch's sticky fallback after the revert is recorded differently after a restart, and its redelivery is
 /// refused as `idempotency_conflict` although it is the same request, accepted as a redelivery before the restart.
 #[tokio::test]
-#[ignore = "bug: after a restart, a redelivered run.start of a run started after a revert is idempotency_conflict"]
+
 async fn a_run_started_after_a_revert_is_recognized_as_redelivered_after_a_restart() {
     let first =
         FakeServer::start(vec![models_list(&["first"]), openai_error(401, "bad key"), openai_text("two")]).await;

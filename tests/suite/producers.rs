@@ -342,6 +342,7 @@ async fn claims_left_by_a_crash_are_released_and_delivered_once() {
                 model_chain: Vec::new(),
                 reset_fallback: false,
                 skill: None,
+                requested_model: None,
             },
         ),
         stored(

@@ -90,6 +90,7 @@ fn earlier_session_log() -> Vec<String> {
                 model_chain: Vec::new(),
                 reset_fallback: false,
                 skill: None,
+                requested_model: None,
             },
         ),
         committed(3, "", calls),

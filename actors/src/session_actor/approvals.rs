@@ -148,8 +148,9 @@ impl SessionActor {
                 if !same {
                     return Err(error(ApprovalErrorKind::IdempotencyConflict));
                 }
-                // A redelivery of the answer that was recorded: the same record again.
-                let record = state.approvals.get(&approval_id).cloned();
+                // A redelivery of the answer that was recorded: the same record again (as the answer left it,
+                // whatever a revert has hidden since).
+                let record = recorded.record.clone().or_else(|| state.approvals.get(&approval_id).cloned());
                 return record.map(Checked::Redelivered).ok_or_else(|| error(ApprovalErrorKind::NotFound));
             }
             let record = state.approvals.get(&approval_id).ok_or_else(|| error(ApprovalErrorKind::NotFound))?;

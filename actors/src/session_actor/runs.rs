@@ -225,6 +225,7 @@ impl SessionActor {
             model_chain: model_chain.clone(),
             reset_fallback: message.reset_fallback,
             skill: message.skill,
+            requested_model: Some(message.selection.model.clone()),
         };
         // Offered the goal tools when the root session has a goal now: frozen for the run's life.
         let goal_tools = state.origin == SessionOrigin::Root && state.goals.current().is_some();

@@ -110,6 +110,10 @@ pub enum EventPayload {
         /// The skill the input invoked (`/name arguments`); the model receives its rendered text.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         skill: Option<SkillInvocation>,
+        /// The model the client asked for (before stickiness), so a redelivered `run.start` is recognized without
+        /// replanning it against the session's state (absent in logs written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        requested_model: Option<ModelSelection>,
     },
     RunCompleted {
         #[serde(default)]

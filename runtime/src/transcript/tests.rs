@@ -230,6 +230,7 @@ fn a_skill_invocation_reaches_the_model_as_its_rendered_text() {
                 source: SkillSource::Project,
                 rendered: "Review a.rs.".into(),
             }),
+            requested_model: None,
         },
     ));
     assert_eq!(texts(&transcript.messages()[0]), ["Review a.rs."]);
