@@ -175,6 +175,25 @@ pub struct PreparedRun {
     pub services: Arc<RunServices>,
 }
 
+impl PreparedRun {
+    /// The run's start message: an engine-started run (no reset, no skill) with `input`, under a
+    /// `<kind>:<new id>` client run id.
+    pub fn into_start(self, kind: &str, input: String) -> crate::session_actor::StartRun {
+        crate::session_actor::StartRun {
+            client_run_id: format!("{kind}:{}", troupe_runtime::clock::new_id()),
+            selection: self.selection,
+            input,
+            reset_fallback: false,
+            agent_chain: self.agent_chain,
+            requested_index: self.requested_index,
+            services: self.services,
+            approvals: (*self.approvals).clone(),
+            policy: self.policy,
+            skill: None,
+        }
+    }
+}
+
 impl EngineRunContext {
     /// Prepares a run of `session_id` with `selection`, as `run.start` would. Fails when the selection no longer
     /// matches the runtime (an agent removed, a provider disconnected).

@@ -6,10 +6,10 @@ use std::process::Stdio;
 
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use troupe_protocol::client::{Client, Deliveries};
+use troupe_protocol::client::Client;
 use troupe_protocol::method;
 use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
-use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::{RunIdParams, RunToolStdinParams};
 use troupe_protocol::types::session::PermissionMode;
 
@@ -17,18 +17,6 @@ use super::cli_support::*;
 use super::model_support::FakeServer;
 use super::support::*;
 use super::vendor_replies::{models_list, openai_text};
-
-/// Runs `input` on `model` to its end (the session is subscribed on `deliveries`); the run's events.
-async fn run_to_end(
-    client: &Client,
-    deliveries: &mut Deliveries,
-    session_id: &str,
-    model: &str,
-    input: &str,
-) -> Vec<StoredEvent> {
-    let run_id = start_run(client, session_id, selection_of("default", model), input).await;
-    events_until(deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await
-}
 
 async fn get(client: &Client, session_id: &str) -> SessionMeta {
     within("session.get", client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.into() }))
@@ -75,9 +63,9 @@ async fn revert_and_fork_from_the_cli_change_the_session_and_watch_explains_the_
     let (client, mut deliveries) = daemon.client().await;
     let id = daemon.create_session(&client).await.session_id;
     client.subscribe(&id, None).await.expect("subscribe");
-    let first = run_to_end(&client, &mut deliveries, &id, "local/echo", "question one").await;
+    let first = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question one").await;
     let end_of_first = first.last().unwrap().seq;
-    let second = run_to_end(&client, &mut deliveries, &id, "local/echo", "question two").await;
+    let second = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question two").await;
     let end_of_second = second.last().unwrap().seq;
 
     // revert: the session after it, what the conversation ends with, and which events left it.
@@ -235,7 +223,7 @@ async fn compact_from_the_cli_prints_the_checkpoint_or_why_there_is_none() {
         .expect("connect the fake vendor");
     let id = daemon.create_session(&client).await.session_id;
     client.subscribe(&id, None).await.expect("subscribe");
-    let first = run_to_end(&client, &mut deliveries, &id, MODEL, "question one").await;
+    let first = run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
     let end_of_first = first.last().unwrap().seq;
 
     let output = troupe(&daemon, &["compact", &id, "--focus", "the parser"]).await;

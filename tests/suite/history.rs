@@ -8,7 +8,7 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::{SessionIdParams, SessionMeta, SessionStatus};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::RunIdParams;
-use troupe_protocol::types::session::{SessionForkParams, SessionListParams, SessionRevertParams};
+use troupe_protocol::types::session::{SessionForkParams, SessionListParams};
 
 use super::model_support::FakeServer;
 use super::support::*;
@@ -20,27 +20,6 @@ async fn connect_vendor(client: &Client, vendor: &FakeServer) {
     connect_provider(client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
         .await
         .expect("connect the fake vendor");
-}
-
-/// Runs `input` to its end and returns the run's events (the session is subscribed on `deliveries`).
-async fn run(
-    client: &Client,
-    deliveries: &mut Deliveries,
-    session_id: &str,
-    model: &str,
-    input: &str,
-) -> Vec<StoredEvent> {
-    let run_id = start_run(client, session_id, selection_of("default", model), input).await;
-    events_until(deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await
-}
-
-async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Result<SessionMeta, ClientError> {
-    within(
-        "session.revert",
-        client.call::<method::SessionRevert>(SessionRevertParams { session_id: session_id.into(), through_seq }),
-    )
-    .await
-    .map(|result| result.session)
 }
 
 async fn fork(client: &Client, session_id: &str, through_seq: u64) -> Result<String, ClientError> {
@@ -105,10 +84,10 @@ async fn a_revert_hides_later_turns_from_the_model_across_reverts_of_reverts_a_r
     set_title(&client, &id, "r1", "Before").await.expect("rename");
     client.subscribe(&id, None).await.expect("subscribe");
 
-    let first = run(&client, &mut deliveries, &id, MODEL, "question one").await;
+    let first = run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
     let end_of_first = last_seq(&first);
     set_title(&client, &id, "r2", "Later title").await.expect("rename");
-    let second = run(&client, &mut deliveries, &id, MODEL, "question two").await;
+    let second = run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question two").await;
     let end_of_second = last_seq(&second);
 
     // Back to the end of the first run: the later rename and run are no longer part of the session.
@@ -121,7 +100,7 @@ async fn a_revert_hides_later_turns_from_the_model_across_reverts_of_reverts_a_r
     assert_eq!(marker.payload, EventPayload::SessionReverted { through_seq: end_of_first });
     assert_eq!(reverted.last_event_seq, marker.seq);
 
-    run(&client, &mut deliveries, &id, MODEL, "question three").await;
+    run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question three").await;
     let (users, assistants) = last_request_conversation(&vendor);
     assert_eq!(users, ["question one", "question three"]);
     assert_eq!(assistants, ["answer one"]);
@@ -129,7 +108,7 @@ async fn a_revert_hides_later_turns_from_the_model_across_reverts_of_reverts_a_r
     // A revert into the branch the first revert hid brings that branch back (and hides the third run).
     let reverted = revert(&client, &id, end_of_second).await.expect("second revert");
     assert_eq!(reverted.title.as_deref(), Some("Later title"));
-    run(&client, &mut deliveries, &id, MODEL, "question four").await;
+    run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question four").await;
     let (users, assistants) = last_request_conversation(&vendor);
     assert_eq!(users, ["question one", "question two", "question four"]);
     assert_eq!(assistants, ["answer one", "answer two"]);
@@ -143,7 +122,7 @@ async fn a_revert_hides_later_turns_from_the_model_across_reverts_of_reverts_a_r
     assert_eq!(meta.title.as_deref(), Some("Later title"));
     let last_before = meta.last_event_seq;
     client.subscribe(&id, Some(last_before)).await.expect("subscribe");
-    run(&client, &mut deliveries, &id, MODEL, "question five").await;
+    run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question five").await;
     let (users, assistants) = last_request_conversation(&vendor);
     assert_eq!(users, ["question one", "question two", "question four", "question five"]);
     assert_eq!(assistants, ["answer one", "answer two", "answer four"]);
@@ -210,7 +189,8 @@ async fn a_fork_of_a_running_session_closes_the_copied_run_in_the_fork_only() {
     assert!(client.call::<method::RunCancel>(RunIdParams { run_id }).await.unwrap().cancelled);
 
     // The fork is a session of its own that runs.
-    let forked_run = run(&reader, &mut reader_deliveries, &fork_id, "local/echo", "hello from the fork").await;
+    let forked_run =
+        run_in_subscribed(&reader, &mut reader_deliveries, &fork_id, "local/echo", "hello from the fork").await;
     assert!(matches!(&forked_run.last().unwrap().payload,
         EventPayload::RunCompleted { final_text: Some(text) } if text == "hello from the fork"));
 }

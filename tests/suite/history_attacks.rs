@@ -10,23 +10,14 @@ use serde_json::{Value, json};
 use troupe_protocol::client::{Client, ClientError};
 use troupe_protocol::method;
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalRespondParams, ApprovalStatus};
-use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
+use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::RunStartParams;
-use troupe_protocol::types::session::{PermissionMode, SessionRevertParams};
+use troupe_protocol::types::session::PermissionMode;
 
 use super::model_support::FakeServer;
 use super::support::*;
 use super::vendor_replies::{anthropic_text, models_list, openai_error, openai_text};
-
-async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Result<SessionMeta, ClientError> {
-    within(
-        "session.revert",
-        client.call::<method::SessionRevert>(SessionRevertParams { session_id: session_id.into(), through_seq }),
-    )
-    .await
-    .map(|result| result.session)
-}
 
 async fn respond(client: &Client, params: ApprovalRespondParams) -> Result<ApprovalRecord, ClientError> {
     within("approval.respond", client.call::<method::ApprovalRespond>(params)).await.map(|result| result.approval)

@@ -529,3 +529,29 @@ pub fn tool_results(events: &[StoredEvent]) -> Vec<troupe_protocol::types::run::
         })
         .collect()
 }
+
+/// Runs `input` on `model` to its end in a session already subscribed on `deliveries`; the events until the
+/// run's terminal one.
+pub async fn run_in_subscribed(
+    client: &Client,
+    deliveries: &mut Deliveries,
+    session_id: &str,
+    model: &str,
+    input: &str,
+) -> Vec<StoredEvent> {
+    let run_id = start_run(client, session_id, selection_of("default", model), input).await;
+    events_until(deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await
+}
+
+/// `session.revert`.
+pub async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Result<SessionMeta, ClientError> {
+    within(
+        "session.revert",
+        client.call::<method::SessionRevert>(troupe_protocol::types::session::SessionRevertParams {
+            session_id: session_id.into(),
+            through_seq,
+        }),
+    )
+    .await
+    .map(|result| result.session)
+}

@@ -27,7 +27,6 @@ use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::{DelegateStatus, EventPayload};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::runtime::AgentInfo;
-use troupe_runtime::clock::new_id;
 use troupe_runtime::config::DelegationConfig;
 use troupe_runtime::model::{ToolCallRequest, ToolSpec};
 use troupe_runtime::tools::PermissionRequest;
@@ -37,7 +36,7 @@ use crate::error::EngineError;
 use crate::producers::EngineRunContext;
 use crate::run_registry::RunEnd;
 use crate::runtime_actor::GetSnapshot;
-use crate::session_actor::{CancelActiveRun, StartDelegatedRun, StartRun};
+use crate::session_actor::{CancelActiveRun, StartDelegatedRun};
 use crate::session_supervisor::{CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionSupervisor};
 
 /// The tool's name.
@@ -342,18 +341,7 @@ async fn start_child_run(
         .send(OpenSession { session_id: child_session_id.to_owned() })
         .await
         .map_err(|_| EngineError::ShuttingDown)??;
-    let start = StartRun {
-        client_run_id: format!("delegate:{}", new_id()),
-        selection: prepared.selection,
-        input,
-        reset_fallback: false,
-        agent_chain: prepared.agent_chain,
-        requested_index: prepared.requested_index,
-        services: prepared.services.clone(),
-        approvals: (*prepared.approvals).clone(),
-        policy: prepared.policy,
-        skill: None,
-    };
+    let start = prepared.into_start("delegate", input);
     let run_id = child.send(StartDelegatedRun(start)).await.map_err(|_| EngineError::Unavailable {
         session_id: child_session_id.to_owned(),
         detail: "the child session stopped before its run started".into(),

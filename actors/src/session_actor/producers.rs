@@ -25,7 +25,6 @@ use troupe_runtime::producer_book::{
 };
 
 use super::SessionActor;
-use super::runs::StartRun;
 use crate::error::EngineError;
 use crate::producers::{EngineRunContext, PreparedRun};
 
@@ -315,18 +314,8 @@ impl SessionActor {
             return;
         }
         let input = pending.iter().map(|(_, body)| body.as_str()).collect::<Vec<_>>().join(BODY_SEPARATOR);
-        let start = StartRun {
-            client_run_id: format!("producer:{}", new_id()),
-            selection: prepared.selection,
-            input,
-            reset_fallback: false,
-            agent_chain: prepared.agent_chain,
-            requested_index: prepared.requested_index,
-            services: prepared.services.clone(),
-            approvals: (*prepared.approvals).clone(),
-            policy: prepared.policy,
-            skill: None,
-        };
+        let runs = prepared.services.runs.clone();
+        let start = prepared.into_start("producer", input);
         let started = self.start_run_as(ctx, start, PRODUCER_ORIGIN).and_then(|(_, run_id)| {
             let message_ids = pending.into_iter().map(|(id, _)| id).collect();
             let payload = EventPayload::ProducerMessagesClaimed { message_ids };
@@ -334,7 +323,7 @@ impl SessionActor {
             Ok(run_id)
         });
         match started {
-            Ok(run_id) => prepared.services.runs.note_started(&run_id, &self.session_id),
+            Ok(run_id) => runs.note_started(&run_id, &self.session_id),
             Err(error) => tracing::warn!(session_id = %self.session_id, %error, "could not wake for producer messages"),
         }
     }
