@@ -9,6 +9,7 @@ mod cli_history;
 mod cli_run_control;
 mod cli_support;
 mod compaction;
+mod compaction_attacks;
 mod delegation;
 mod durability;
 mod envelope;

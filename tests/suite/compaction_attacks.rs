@@ -1,0 +1,190 @@
+//! Red-team findings against compaction and usage (issue 11), each a test that fails while its bug is open:
+//! - an overflow recovery sends the model a summary request holding the whole history that just overflowed, and
+//!   more (no tool unit is elided when the window is unknown), so against a real provider it overflows in turn;
+//! - the usage a provider reported for a summary request (or a run's turn) is dropped when the compaction (or the
+//!   run) is cancelled before the stream's end, so spent usage under-counts what was paid.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use troupe_protocol::client::Client;
+use troupe_protocol::method;
+use troupe_protocol::types::common::SessionIdParams;
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::run::RunIdParams;
+use troupe_protocol::types::session::{PermissionMode, SessionCompactParams};
+
+use super::model_support::{FakeResponse, FakeServer};
+use super::support::*;
+use super::vendor_replies::{models_list, openai_text};
+
+const MODEL: &str = "openai/gpt-c";
+
+async fn connect_vendor(client: &Client, vendor: &FakeServer) {
+    connect_provider(client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
+        .await
+        .expect("connect the fake vendor");
+}
+
+/// The chat requests the vendor received, as JSON bodies.
+fn chat_requests(vendor: &FakeServer) -> Vec<Value> {
+    vendor.requests().iter().filter(|request| request.path.ends_with("/chat/completions")).map(|r| r.json()).collect()
+}
+
+/// The bytes of a request's non-system messages: what the history costs the context window.
+fn history_bytes(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|message| message["role"] != "system")
+        .map(|message| message.to_string().len())
+        .sum()
+}
+
+/// OpenAI's answer to a request that does not fit the model's context window.
+fn context_length_exceeded() -> FakeResponse {
+    let body = json!({"error": {
+        "message": "This model's maximum context length is 1000 tokens. However, your messages resulted in 5000 tokens.",
+        "type": "invalid_request_error",
+        "code": "context_length_exceeded",
+    }});
+    FakeResponse::status(400, &[], body.to_string())
+}
+
+/// A streamed answer that finished and reported its usage, then holds the connection open (no `[DONE]` yet).
+fn answer_with_usage_then_hold(text: &str, input_tokens: u64, output_tokens: u64) -> FakeResponse {
+    let chunk = |value: Value| format!("data: {value}\n\n");
+    FakeResponse::SseThenHold {
+        pieces: vec![
+            chunk(json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})),
+            chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+            chunk(json!({"choices": [], "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}})),
+        ],
+    }
+}
+
+async fn spent_requests(client: &Client, session_id: &str) -> (u64, u64) {
+    let usage = within(
+        "session.usage",
+        client.call::<method::SessionUsage>(SessionIdParams { session_id: session_id.to_owned() }),
+    )
+    .await
+    .expect("session.usage");
+    (usage.spent.totals.request_count, usage.spent.totals.input_tokens)
+}
+
+/// The provider said the request did not fit. The recovery's summary request must be smaller than the request that
+/// overflowed, or it overflows too and the recovery can never succeed against a real provider. With the model's
+/// window unknown (no `[models]` entry, not in the built-in table) nothing is elided: the summary request carries
+/// the whole overflowing history, the big tool result included, plus the instruction.
+#[tokio::test]
+#[ignore = "bug: an overflow recovery's summary request repeats the whole history that overflowed (nothing elided \
+            when the window is unknown), so a real provider rejects it too"]
+async fn an_overflow_recovery_asks_for_a_summary_smaller_than_the_request_that_overflowed() {
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-c"]),
+        context_length_exceeded(),
+        openai_text("SUMMARY: a long listing was printed."),
+        openai_text("answer two"),
+    ])
+    .await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_vendor(&client, &vendor).await;
+    // The first run prints a long tool result (a scripted model), the second runs on the fake OpenAI vendor.
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "seq 100000 120000"}}]},
+        {"text": "printed"},
+    ]});
+    connect_script(&client, daemon.data_path(), script).await;
+    let session = create_session_in(&client, daemon.project_path()).await;
+    let id = session.session_id;
+    set_mode(&client, &id, PermissionMode::Yolo).await;
+    client.subscribe(&id, None).await.expect("subscribe");
+    let first = run_in_subscribed(&client, &mut deliveries, &id, "local/scripted", "print a listing").await;
+    let results = tool_results(&first);
+    assert_eq!(results.len(), 1, "{:?}", kinds(&first));
+    assert!(results[0].output.len() > 20_000, "a long tool result: {} bytes", results[0].output.len());
+
+    let second = run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question two").await;
+    assert!(
+        second.iter().any(|event| matches!(event.payload, EventPayload::CompactionStarted { .. })),
+        "{:?}",
+        kinds(&second)
+    );
+    let requests = chat_requests(&vendor);
+    assert!(requests.len() >= 2, "the overflowing request and the summary request: {}", requests.len());
+    let (overflowed, summary) = (history_bytes(&requests[0]), history_bytes(&requests[1]));
+    assert!(
+        summary < overflowed,
+        "the summary request's history ({summary} bytes) is no smaller than the history that overflowed \
+         ({overflowed} bytes)"
+    );
+}
+
+/// A manual compaction cancelled after the provider reported the summary request's usage, before the stream's
+/// `[DONE]`: the tokens were paid for, so `session.usage`'s `spent` must count them.
+#[tokio::test]
+#[ignore = "bug: a compaction cancelled after its usage was reported drops the usage (compaction.rs returns \
+            Attempt::Cancelled without recording `reported`)"]
+async fn a_cancelled_compaction_still_records_the_usage_its_provider_reported() {
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-c"]),
+        openai_text("answer one"),
+        answer_with_usage_then_hold("SUMMARY", 40, 7),
+    ])
+    .await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_vendor(&client, &vendor).await;
+    let id = daemon.create_session(&client).await.session_id;
+    client.subscribe(&id, None).await.expect("subscribe");
+    run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
+    let before = spent_requests(&client, &id).await;
+
+    let compact = client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: None });
+    let (compacted, ()) = tokio::join!(within("session.compact", compact), async {
+        let started =
+            events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::CompactionStarted { .. }))
+                .await;
+        let Some(EventPayload::CompactionStarted { compaction_id, .. }) = started.last().map(|event| &event.payload)
+        else {
+            unreachable!()
+        };
+        eventually("the summary request reached the vendor", || chat_requests(&vendor).len() == 2).await;
+        // The usage chunk is written with the request's answer; nothing on the wire shows it was parsed, so give
+        // the daemon a moment to read it before cancelling.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        within("run.cancel", client.call::<method::RunCancel>(RunIdParams { run_id: compaction_id.clone() }))
+            .await
+            .expect("cancel the compaction");
+    });
+    let compacted = compacted.expect("session.compact");
+    assert!(!compacted.compacted, "{compacted:?}");
+    let after = spent_requests(&client, &id).await;
+    assert_eq!(after, (before.0 + 1, before.1 + 40), "the summary request's reported usage is spent");
+}
+
+/// The same for a run: cancelled after its turn's usage was reported, before the stream's end.
+#[tokio::test]
+#[ignore = "bug: a run cancelled after its turn's usage was reported drops the usage (run_actor/mod.rs returns \
+            AttemptError::Cancelled before recording it; a stream error after the usage drops it too)"]
+async fn a_cancelled_run_still_records_the_usage_its_provider_reported() {
+    let vendor =
+        FakeServer::start(vec![models_list(&["gpt-c"]), answer_with_usage_then_hold("partial answer", 55, 3)]).await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_vendor(&client, &vendor).await;
+    let id = daemon.create_session(&client).await.session_id;
+    client.subscribe(&id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &id, selection_of("default", MODEL), "question one").await;
+    // The text delta shows the stream was read up to the text; the usage chunk follows it in the same write.
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::TextDelta { .. })).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    within("run.cancel", client.call::<method::RunCancel>(RunIdParams { run_id: run_id.clone() }))
+        .await
+        .expect("cancel the run");
+    events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert_eq!(spent_requests(&client, &id).await, (1, 55), "the turn's reported usage is spent");
+}
