@@ -188,3 +188,59 @@ async fn a_cancelled_run_still_records_the_usage_its_provider_reported() {
     events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
     assert_eq!(spent_requests(&client, &id).await, (1, 55), "the turn's reported usage is spent");
 }
+
+/// A daemon killed (SIGKILL) while a manual compaction waits for its summary: after a restart the session is not
+/// left busy (`run.start` and `session.compact` work), the dangling `compaction_started` changes nothing the
+/// model sees, and the usage spent before the kill is counted once by every rollup.
+#[tokio::test]
+async fn a_daemon_killed_mid_compaction_leaves_a_usable_session_and_exact_usage() {
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-c"]),
+        super::vendor_replies::openai_text_reporting(
+            "answer one",
+            json!({"prompt_tokens": 10, "completion_tokens": 2}),
+        ),
+        FakeResponse::SseThenHold { pieces: vec![] },
+    ])
+    .await;
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let project = tempfile::tempdir().expect("project");
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let id = {
+        let (client, mut deliveries) = daemon.client().await;
+        connect_vendor(&client, &vendor).await;
+        let id = create_session_in(&client, project.path()).await.session_id;
+        client.subscribe(&id, None).await.expect("subscribe");
+        run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
+        let compact =
+            client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: None });
+        let (answer, ()) = tokio::join!(within("session.compact", compact), async {
+            events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::CompactionStarted { .. }))
+                .await;
+            eventually("the summary request reached the vendor", || chat_requests(&vendor).len() == 2).await;
+            daemon.kill();
+        });
+        assert!(answer.is_err(), "the daemon died before answering: {answer:?}");
+        id
+    };
+
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    assert_eq!(spent_requests(&client, &id).await, (1, 10), "spent before the kill");
+    let global = within("usage.global", client.call::<method::UsageGlobal>(Default::default()))
+        .await
+        .expect("usage.global")
+        .usage
+        .totals;
+    assert_eq!((global.request_count, global.input_tokens), (1, 10), "counted once globally");
+    client.subscribe(&id, None).await.expect("subscribe");
+    let events = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question two").await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{:?}", kinds(&events));
+    let compacted = within(
+        "session.compact",
+        client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: None }),
+    )
+    .await
+    .expect("session.compact after the restart");
+    assert!(compacted.compacted, "{compacted:?}");
+}
