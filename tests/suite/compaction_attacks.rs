@@ -244,3 +244,40 @@ async fn a_daemon_killed_mid_compaction_leaves_a_usable_session_and_exact_usage(
     .expect("session.compact after the restart");
     assert!(compacted.compacted, "{compacted:?}");
 }
+
+/// A focus is input like a run's: `run.start`, `run.steer`, goals, delegations and producer messages refuse
+/// anything over `[limits] max_input_bytes` with `input_too_large` before writing it, but `session.compact` writes
+/// any focus into `compaction_started` and sends it to the model.
+#[tokio::test]
+#[ignore = "bug: session.compact accepts a focus over [limits] max_input_bytes (engine/compaction.rs checks no size)"]
+async fn a_focus_over_the_input_limit_is_refused_like_any_input() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[limits]\nmax_input_bytes = 1024\n".into()),
+        ..DaemonSetup::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    let id = daemon.create_session(&client).await.session_id;
+    client.subscribe(&id, None).await.expect("subscribe");
+    run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question one").await;
+    let too_long = "x".repeat(4_000);
+    let run = client.call::<method::RunStart>(troupe_protocol::types::run::RunStartParams {
+        session_id: id.clone(),
+        client_run_id: troupe_runtime::clock::new_id(),
+        selection: echo_selection(),
+        input: too_long.clone(),
+        reset_fallback: false,
+    });
+    let refused = within("run.start", run).await.expect_err("an input over the limit");
+    let code = |error: &troupe_protocol::client::ClientError| match error {
+        troupe_protocol::client::ClientError::Rpc(error) => error.typed_code().unwrap_or("").to_owned(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(code(&refused), "input_too_large");
+    let compact =
+        client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: Some(too_long) });
+    let answer = within("session.compact", compact).await;
+    match answer {
+        Err(error) => assert_eq!(code(&error), "input_too_large"),
+        Ok(result) => panic!("a focus of 4,000 bytes over a limit of 1,024 was accepted: {result:?}"),
+    }
+}
