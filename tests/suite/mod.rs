@@ -11,6 +11,7 @@ mod cli_support;
 mod compaction;
 mod compaction_attacks;
 mod delegation;
+mod delegation_attacks;
 mod durability;
 mod envelope;
 mod event_order;

@@ -1,0 +1,427 @@
+//! Attacks on delegation (red team): a cancel reaching a grandchild, a child cancelled by a client directly, a
+//! cancel while a child waits for an approval, the root's mode changed while a child works, children staying out of
+//! `session.list` across a restart, many delegations in one turn, an agent on a disconnected model, extra arguments.
+//! Each test states what must hold; a test marked `#[ignore = "bug: …"]` reproduces an open bug.
+
+use serde_json::{Value, json};
+use troupe_protocol::client::Client;
+use troupe_protocol::method;
+use troupe_protocol::types::approval::{ApprovalListParams, ApprovalRecord, ApprovalStatus};
+use troupe_protocol::types::common::{SessionIdParams, SessionStatus};
+use troupe_protocol::types::events::{DelegateStatus, EventPayload, StoredEvent};
+use troupe_protocol::types::run::{RunIdParams, ToolResultStatus};
+use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, SessionListParams};
+
+use super::support::*;
+
+fn config(max_depth: u32, max_concurrency: u32, extra: &str) -> String {
+    format!(
+        "[agents.helper]\nmodels = [\"local/scripted\"]\n\n[delegation]\nmax_depth = {max_depth}\n\
+         max_concurrency = {max_concurrency}\n{extra}"
+    )
+}
+
+fn delegate(agent: &str, task: &str) -> Value {
+    json!({"tool": "delegate", "arguments": {"agent": agent, "task": task}})
+}
+
+/// Delegating to any agent is allowed by a rule, so under `ask` only what the children do asks.
+const ALLOW_DELEGATE: &str =
+    "\n[[permissions.rules]]\neffect = \"allow\"\naction = \"execute\"\nresource = \"agent:*\"\ntool = \"delegate\"\n";
+
+struct Tree {
+    daemon: TestDaemon,
+    client: Client,
+    deliveries: troupe_protocol::client::Deliveries,
+    root: String,
+}
+
+async fn tree(config_toml: String, script: Value, mode: PermissionMode) -> Tree {
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config_toml), ..Default::default() });
+    let (client, deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), script).await;
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, mode).await;
+    client.subscribe(&root, None).await.expect("subscribe to the root");
+    Tree { daemon, client, deliveries, root }
+}
+
+async fn children(client: &Client, session_id: &str) -> Vec<SessionChildSummary> {
+    let params = SessionIdParams { session_id: session_id.to_owned() };
+    within("session.children", client.call::<method::SessionChildren>(params)).await.expect("children").children
+}
+
+async fn status(client: &Client, session_id: &str) -> SessionStatus {
+    let params = SessionIdParams { session_id: session_id.to_owned() };
+    within("session.get", client.call::<method::SessionGet>(params)).await.expect("session.get").session.status
+}
+
+/// Polls `session.children` until `condition` holds for the list.
+async fn children_when(
+    client: &Client,
+    session_id: &str,
+    condition: impl Fn(&[SessionChildSummary]) -> bool,
+) -> Vec<SessionChildSummary> {
+    within("the children to match", async {
+        loop {
+            let listed = children(client, session_id).await;
+            if condition(&listed) {
+                return listed;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+async fn pending_approvals(client: &Client, root: &str) -> Vec<ApprovalRecord> {
+    let params = ApprovalListParams { root_session_id: root.to_owned(), status: Some(ApprovalStatus::Pending) };
+    within("approval.list", client.call::<method::ApprovalList>(params)).await.expect("approval.list").approvals
+}
+
+fn running(child: &SessionChildSummary) -> bool {
+    child.status == SessionStatus::Running
+}
+
+fn delegate_statuses(events: &[StoredEvent]) -> Vec<DelegateStatus> {
+    events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::DelegateFinished { status, .. } => Some(*status),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The id of the run a session's own events show started (a child's delegated run).
+async fn first_run_id(daemon: &TestDaemon, session_id: &str) -> String {
+    let (client, mut deliveries) = daemon.client().await;
+    client.subscribe(session_id, None).await.expect("subscribe to the child");
+    let events = events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunStarted { .. })).await;
+    events.last().and_then(|event| event.run_id.clone()).expect("the run's id")
+}
+
+#[tokio::test]
+async fn cancelling_the_root_run_cancels_the_grandchild_too() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "ask your own helper")]}],
+        "by_input": {
+            "ask your own helper": {"turns": [{"tool_calls": [delegate("helper", "the deepest task")]}]},
+            "the deepest task": {"turns": [{"text": "never", "delay_ms": 600000}]}
+        }
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let child = children_when(&tree.client, &tree.root, |listed| listed.len() == 1).await[0].session_id.clone();
+    let grandchild =
+        children_when(&tree.client, &child, |listed| listed.first().is_some_and(running)).await[0].session_id.clone();
+
+    let cancelled = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
+    assert!(cancelled.expect("run.cancel").cancelled);
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCancelled { .. }), "{:?}", kinds(&events));
+    assert_eq!(delegate_statuses(&events), [DelegateStatus::Cancelled]);
+    // The root's run ends only once its child's end is recorded, and the child's once the grandchild's is.
+    assert_eq!(status(&tree.client, &child).await, SessionStatus::Cancelled);
+    assert_eq!(status(&tree.client, &grandchild).await, SessionStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn a_client_cancelling_the_child_run_directly_gives_the_parent_a_cancelled_result_and_the_parent_goes_on() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "slow task")]}, {"text": "the parent went on"}],
+        "by_input": {"slow task": {"turns": [{"text": "never", "delay_ms": 600000}]}}
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let child = children_when(&tree.client, &tree.root, |listed| listed.first().is_some_and(running)).await[0]
+        .session_id
+        .clone();
+    let child_run = first_run_id(&tree.daemon, &child).await;
+    let cancelled =
+        within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id: child_run })).await;
+    assert!(cancelled.expect("run.cancel of the child's run").cancelled);
+
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(
+        matches!(&events.last().unwrap().payload, EventPayload::RunCompleted { final_text: Some(text) } if text == "the parent went on"),
+        "{:?}",
+        kinds(&events)
+    );
+    assert_eq!(delegate_statuses(&events), [DelegateStatus::Cancelled]);
+    let results = tool_results(&events);
+    assert_eq!(results[0].status, ToolResultStatus::Cancelled);
+    assert!(results[0].output.contains("cancelled"), "{}", results[0].output);
+    assert_eq!(status(&tree.client, &child).await, SessionStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_while_its_child_waits_for_an_approval_withdraws_the_approval() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "make a file")]}],
+        "by_input": {"make a file": {"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch never-made.txt"}}]},
+            {"text": "made it"}
+        ]}}
+    });
+    let mut tree = tree(config(3, 4, ALLOW_DELEGATE), script, PermissionMode::Ask).await;
+    let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let client = tree.client.clone();
+    let root = tree.root.clone();
+    within("the child's approval", async {
+        while pending_approvals(&client, &root).await.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let cancelled = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
+    assert!(cancelled.expect("run.cancel").cancelled);
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCancelled { .. }));
+    assert!(pending_approvals(&tree.client, &tree.root).await.is_empty(), "no approval is left pending");
+    let child = &children(&tree.client, &tree.root).await[0].session_id;
+    assert_eq!(status(&tree.client, child).await, SessionStatus::Cancelled);
+    assert!(!tree.daemon.project_path().join("never-made.txt").exists());
+}
+
+#[tokio::test]
+async fn the_roots_mode_changed_to_ask_while_a_child_works_makes_the_childs_next_command_ask() {
+    // The child's first answer waits, so the mode changes before it asks to run its command.
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "make a file")]}, {"text": "parent done"}],
+        "by_input": {"make a file": {"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch asked-first.txt"}}], "delay_ms": 1500},
+            {"text": "made it"}
+        ]}}
+    });
+    let tree = tree(config(3, 4, ALLOW_DELEGATE), script, PermissionMode::Yolo).await;
+    let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    children_when(&tree.client, &tree.root, |listed| listed.first().is_some_and(running)).await;
+    set_mode(&tree.client, &tree.root, PermissionMode::Ask).await;
+    let client = tree.client.clone();
+    let root = tree.root.clone();
+    let asked = within("the child's command to ask", async {
+        loop {
+            let pending = pending_approvals(&client, &root).await;
+            if let Some(record) = pending.into_iter().next() {
+                return record;
+            }
+            assert!(
+                !tree.daemon.project_path().join("asked-first.txt").exists(),
+                "the child ran its command without asking after the root's mode became ask"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(asked.operation.resource, "touch asked-first.txt");
+    let _ = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_stay_out_of_session_list_with_or_without_a_cwd_and_in_the_tree_across_a_restart() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(data_dir.path().join("config.toml"), config(3, 4, "")).unwrap();
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "quick task")]}, {"text": "parent done"}],
+        "by_input": {"quick task": {"turns": [{"text": "quick answer"}]}}
+    });
+    connect_script(&client, data_dir.path(), script).await;
+    let root = create_session_in(&client, project.path()).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert_eq!(tool_results(&events)[0].output, "quick answer");
+    let child = children(&client, &root).await[0].session_id.clone();
+
+    let check = |client: Client, root: String, child: String, cwd: String| async move {
+        for filter in [None, Some(cwd)] {
+            let params = SessionListParams { cwd: filter.clone() };
+            let listed = within("session.list", client.call::<method::SessionList>(params)).await.unwrap().sessions;
+            assert!(listed.iter().any(|meta| meta.session_id == root), "the root is listed (cwd {filter:?})");
+            assert!(listed.iter().all(|meta| meta.session_id != child), "a child is listed (cwd {filter:?})");
+        }
+        let listed = children(&client, &root).await;
+        assert_eq!(listed.iter().map(|child| child.session_id.as_str()).collect::<Vec<_>>(), [child.as_str()]);
+    };
+    let cwd = project.path().to_string_lossy().into_owned();
+    check(client.clone(), root.clone(), child.clone(), cwd.clone()).await;
+    daemon.kill();
+
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, _deliveries) = daemon.client().await;
+    check(client.clone(), root.clone(), child.clone(), cwd).await;
+    let params = SessionIdParams { session_id: root.clone() };
+    let tree = within("session.tree", client.call::<method::SessionTree>(params)).await.unwrap().tree;
+    assert_eq!(tree.children.len(), 1);
+    assert_eq!(tree.children[0].session.session_id, child);
+}
+
+#[tokio::test]
+async fn six_delegations_in_one_turn_start_at_most_max_concurrency_children() {
+    let calls: Vec<Value> = (0..6).map(|index| delegate("helper", &format!("task {index}"))).collect();
+    let by_input: serde_json::Map<String, Value> = (0..6)
+        .map(|index| (format!("task {index}"), json!({"turns": [{"text": format!("answer {index}")}]})))
+        .collect();
+    let script = json!({"turns": [{"tool_calls": calls}, {"text": "parent done"}], "by_input": by_input});
+    let mut tree = tree(config(3, 2, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }));
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 6);
+    let ok = results.iter().filter(|result| result.status == ToolResultStatus::Ok).count();
+    let refused = results.iter().filter(|result| result.output.contains("max_concurrency")).count();
+    assert_eq!((ok, refused), (2, 4), "{results:?}");
+    assert_eq!(children(&tree.client, &tree.root).await.len(), 2);
+}
+
+#[tokio::test]
+async fn delegating_to_an_agent_on_a_disconnected_model_is_an_error_result_and_no_child_is_left_running() {
+    let script = json!({
+        "turns": [
+            {"tool_calls": [delegate("remote", "needs a vendor"),
+                            {"tool": "delegate", "arguments": {"agent": "helper", "task": "t", "extra": 1}}]},
+            {"text": "the parent goes on"}
+        ]
+    });
+    let extra = "\n[agents.remote]\nmodels = [\"openai/not-connected\"]\n";
+    let mut tree = tree(config(3, 4, extra), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(
+        matches!(&events.last().unwrap().payload, EventPayload::RunCompleted { final_text: Some(text) } if text == "the parent goes on"),
+        "{:?}",
+        kinds(&events)
+    );
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|result| result.status == ToolResultStatus::Error), "{results:?}");
+    assert!(results[1].output.contains("invalid arguments"), "{}", results[1].output);
+    for child in children(&tree.client, &tree.root).await {
+        assert_ne!(child.status, SessionStatus::Running, "a child left running: {child:?}");
+    }
+}
+
+fn typed_code<T: std::fmt::Debug>(result: Result<T, troupe_protocol::client::ClientError>) -> Option<String> {
+    match result {
+        Err(troupe_protocol::client::ClientError::Rpc(error)) => error.typed_code().map(str::to_owned),
+        other => panic!("expected a typed error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_client_steers_a_child_run_and_the_steer_reaches_the_childs_next_turn() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "steerable task")]}, {"text": "parent done"}],
+        "by_input": {"steerable task": {"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "true"}}], "delay_ms": 1500},
+            {"text": "after the steer"}
+        ]}}
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let child = children_when(&tree.client, &tree.root, |listed| listed.first().is_some_and(running)).await[0]
+        .session_id
+        .clone();
+    let child_run = first_run_id(&tree.daemon, &child).await;
+    let params = troupe_protocol::types::run::RunSteerParams { run_id: child_run, input: "also say hi".into() };
+    let steered = within("run.steer", tree.client.call::<method::RunSteer>(params)).await;
+    assert!(steered.expect("run.steer of a child's run").accepted);
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert_eq!(tool_results(&events)[0].output, "after the steer");
+
+    let (client, mut deliveries) = tree.daemon.client().await;
+    client.subscribe(&child, None).await.unwrap();
+    let child_events = events_until(&mut deliveries, is_terminal).await;
+    assert!(
+        child_events.iter().any(|event| matches!(&event.payload,
+            EventPayload::UserInputSubmitted { input, .. } if input == "also say hi")),
+        "{:?}",
+        kinds(&child_events)
+    );
+}
+
+#[tokio::test]
+async fn revert_is_refused_and_fork_copies_an_idle_root_while_a_delegation_is_at_work() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "slow task")]}],
+        "by_input": {"slow task": {"turns": [{"text": "never", "delay_ms": 600000}]}}
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let started =
+        events_until(&mut tree.deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
+    let started_seq = started.last().unwrap().seq;
+    let child = children_when(&tree.client, &tree.root, |listed| listed.first().is_some_and(running)).await[0]
+        .session_id
+        .clone();
+    assert_eq!(typed_code(revert(&tree.client, &tree.root, 1).await).as_deref(), Some("session_busy"));
+    assert_eq!(typed_code(revert(&tree.client, &child, 1).await).as_deref(), Some("session_busy"));
+
+    let params =
+        troupe_protocol::types::session::SessionForkParams { session_id: tree.root.clone(), through_seq: started_seq };
+    let fork = within("session.fork", tree.client.call::<method::SessionFork>(params)).await.expect("fork").session_id;
+    assert_ne!(status(&tree.client, &fork).await, SessionStatus::Running, "the fork's copied run is closed");
+    assert!(children(&tree.client, &fork).await.is_empty(), "the fork does not adopt the root's child");
+    assert_eq!(children(&tree.client, &tree.root).await.len(), 1);
+    assert_eq!(status(&tree.client, &child).await, SessionStatus::Running, "the child goes on");
+
+    let cancelled = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
+    assert!(cancelled.expect("run.cancel").cancelled);
+    events_until(&mut tree.deliveries, is_terminal).await;
+    assert_eq!(status(&tree.client, &child).await, SessionStatus::Cancelled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_delegations_leave_no_run_approval_actor_or_session_actor_behind() {
+    const TURNS: usize = 4;
+    const PER_TURN: usize = 4;
+    let mut turns: Vec<Value> = (0..TURNS)
+        .map(|turn| {
+            let calls: Vec<Value> =
+                (0..PER_TURN).map(|index| delegate("helper", &format!("task {turn}-{index}"))).collect();
+            json!({"tool_calls": calls})
+        })
+        .collect();
+    turns.push(json!({"text": "parent done"}));
+    let mut by_input = serde_json::Map::new();
+    for turn in 0..TURNS {
+        for index in 0..PER_TURN {
+            let answer = json!({"turns": [{"text": format!("answer {turn}-{index}")}]});
+            by_input.insert(format!("task {turn}-{index}"), answer);
+        }
+    }
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some(config(3, 4, "")),
+        hibernate_after: Some(std::time::Duration::from_millis(200)),
+        ..Default::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": turns, "by_input": by_input})).await;
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let results = tool_results(&events);
+    assert_eq!(results.len(), TURNS * PER_TURN);
+    assert!(results.iter().all(|result| result.status == ToolResultStatus::Ok), "{results:?}");
+    assert_eq!(children(&client, &root).await.len(), TURNS * PER_TURN);
+    drop(client);
+    drop(deliveries);
+    within("every actor of the tree to go", async {
+        loop {
+            let sizes = daemon.engine().sizes().await.expect("sizes");
+            if sizes.runs.active == 0 && sizes.approval_actors == 0 && sizes.live_sessions == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
