@@ -321,3 +321,44 @@ async fn a_summary_larger_than_the_context_window_is_not_committed() {
         huge.len() / 4
     );
 }
+
+/// With a context window smaller than the system prompt and tool specs alone, no compaction can make a request
+/// fit; yet every model turn compacts first (the first run of a new session too, whose only history is its own
+/// input, which the model then sees only as a summary), doubling the requests and paying for summaries that
+/// change nothing.
+#[tokio::test]
+#[ignore = "bug: auto compaction runs (every turn) even when the request cannot fit without any history"]
+async fn no_auto_compaction_when_the_history_is_not_what_overflows() {
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-c"]),
+        openai_text("SUMMARY of question one"),
+        openai_text("answer one"),
+        openai_text("answer one"),
+    ])
+    .await;
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some(format!(
+            "[models.\"{MODEL}\"]\ncontext_window = 200\n\n[compaction]\nauto = true\nreserve_tokens = 10\n"
+        )),
+        ..DaemonSetup::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_vendor(&client, &vendor).await;
+    let id = daemon.create_session(&client).await.session_id;
+    client.subscribe(&id, None).await.expect("subscribe");
+    let events = run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
+    let compactions =
+        events.iter().filter(|event| matches!(event.payload, EventPayload::CompactionStarted { .. })).count();
+    let requests = chat_requests(&vendor);
+    let fixed = requests.last().map(|body| {
+        let system: usize = body["messages"][0]["content"].as_str().map_or(0, str::len);
+        system + body["tools"].to_string().len()
+    });
+    assert_eq!(
+        compactions,
+        0,
+        "a first run compacted its own input although the system prompt and tools alone take {fixed:?} bytes, \
+         over a window of 200 tokens: {:?}",
+        kinds(&events)
+    );
+}
