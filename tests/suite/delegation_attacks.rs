@@ -425,3 +425,100 @@ async fn many_delegations_leave_no_run_approval_actor_or_session_actor_behind() 
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_mid_delegation_interrupts_the_parent_instead_of_letting_it_go_on() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(data_dir.path().join("config.toml"), config(3, 4, "")).unwrap();
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "take your time")]}, {"text": "parent went on"}],
+        "by_input": {"take your time": {"turns": [{"text": "never", "delay_ms": 600000}]}}
+    });
+    connect_script(&client, data_dir.path(), script).await;
+    let root = create_session_in(&client, project.path()).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
+    children_when(&client, &root, |listed| listed.first().is_some_and(running)).await;
+    drop(client);
+    drop(deliveries);
+    assert!(daemon.terminate().success(), "a clean stop");
+
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    client.subscribe(&root, None).await.unwrap();
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert!(
+        matches!(events.last().unwrap().payload, EventPayload::RunInterrupted { .. }),
+        "the parent's run went on while the daemon stopped: {:?}",
+        kinds(&events)
+    );
+    assert!(
+        !events.iter().any(|event| matches!(&event.payload, EventPayload::RunCompleted { .. })),
+        "{:?}",
+        kinds(&events)
+    );
+}
+
+#[tokio::test]
+async fn concurrent_results_follow_the_call_order_and_a_huge_answer_is_cut_with_a_note() {
+    let huge = "word ".repeat(8 * 1024); // 40 KiB
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "slow huge"), delegate("helper", "fast small")]}, {"text": "done"}],
+        "by_input": {
+            "slow huge": {"turns": [{"text": huge, "delay_ms": 400}]},
+            "fast small": {"turns": [{"text": "small"}]}
+        }
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    let terminated: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::ToolCallTerminated { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(terminated, ["call-0-0", "call-0-1"], "{:?}", kinds(&events));
+    let results = tool_results(&events);
+    assert_eq!(results[1].output, "small");
+    assert!(results[0].output.len() < 17 * 1024, "{}", results[0].output.len());
+    assert!(results[0].output.contains("[truncated: the first"), "{}", &results[0].output[16 * 1024 - 100..]);
+    let summary = events.iter().find_map(|event| match &event.payload {
+        EventPayload::DelegateFinished { summary, tool_call_id, .. } if tool_call_id == "call-0-0" => Some(summary),
+        _ => None,
+    });
+    assert_eq!(summary, Some(&results[0].output), "the event carries the same bounded summary");
+}
+
+#[tokio::test]
+async fn a_revert_into_a_finished_delegation_leaves_the_root_usable_and_the_child_untouched() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "quick task")]}, {"text": "parent done"}],
+        "by_input": {"quick task": {"turns": [{"text": "quick answer"}]}}
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    let started_seq = events
+        .iter()
+        .find(|event| matches!(event.payload, EventPayload::DelegateStarted { .. }))
+        .map(|event| event.seq)
+        .unwrap();
+    let child = children(&tree.client, &tree.root).await[0].session_id.clone();
+    revert(&tree.client, &tree.root, started_seq).await.expect("revert into the delegation");
+    let after = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(matches!(after.last().unwrap().payload, EventPayload::RunInterrupted { .. }), "{:?}", kinds(&after));
+    assert_ne!(status(&tree.client, &tree.root).await, SessionStatus::Running);
+    assert_eq!(status(&tree.client, &child).await, SessionStatus::Completed, "the child is not touched");
+    assert_eq!(children(&tree.client, &tree.root).await.len(), 1, "the hidden delegation's child stays listed");
+    // A new run on the reverted root works (the scripted model plays the turn after the visible history's).
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "again").await;
+    let next = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(!matches!(next.last().unwrap().payload, EventPayload::RunInterrupted { .. }), "{:?}", kinds(&next));
+}
