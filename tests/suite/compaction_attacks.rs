@@ -2,7 +2,14 @@
 //! - an overflow recovery sends the model a summary request holding the whole history that just overflowed, and
 //!   more (no tool unit is elided when the window is unknown), so against a real provider it overflows in turn;
 //! - the usage a provider reported for a summary request (or a run's turn) is dropped when the compaction (or the
-//!   run) is cancelled before the stream's end, so spent usage under-counts what was paid.
+//!   run) is cancelled before the stream's end, so spent usage under-counts what was paid;
+//! - `session.compact` takes a focus of any size, where every other input is held to `[limits] max_input_bytes`;
+//! - a summary larger than the model's whole context window is committed;
+//! - auto compaction runs every turn even when the system prompt and tools alone exceed the window.
+//!
+//! And what held, kept as regression tests: a daemon SIGKILLed mid-compaction restarts with a usable session and
+//! exact usage; a compacted history of tool results with emitted messages, an attachment, an unanswered call and
+//! a late termination keeps the summary request (with elided units) and the next request valid for OpenAI.
 
 use std::time::Duration;
 
@@ -361,4 +368,210 @@ async fn no_auto_compaction_when_the_history_is_not_what_overflows() {
          over a window of 200 tokens: {:?}",
         kinds(&events)
     );
+}
+
+mod tool_history {
+    //! A compaction of a history whose tool results emitted messages (an attachment among them), with a call left
+    //! unanswered by a cancelled run and terminated late: the summary request, eliding the oldest units to fit the
+    //! window, and the next run's request stay valid for OpenAI (every tool message answers a call of the assistant
+    //! message right before its group, every call is answered, no other message inside a group).
+
+    use serde_json::{Value, json};
+    use troupe_protocol::types::events::{EventPayload, StoredEvent, ToolCallRecord};
+    use troupe_protocol::types::run::{
+        MessagePart, MessageRole, PersistedToolResult, ToolEmittedMessage, ToolResultStatus,
+    };
+
+    use super::super::model_support::FakeServer;
+    use super::super::support::*;
+    use super::super::vendor_replies::{models_list, openai_text};
+    use super::{MODEL, chat_requests, connect_vendor};
+
+    const SESSION: &str = "01957a1c-3f00-7a10-8b20-3c4d5e6f7a99";
+
+    fn line(seq: u64, run_id: &str, payload: EventPayload) -> String {
+        let event = StoredEvent {
+            session_id: SESSION.into(),
+            run_id: Some(run_id.to_owned()),
+            seq,
+            timestamp: format!("2026-01-01T00:00:{seq:02}.000Z"),
+            origin: None,
+            payload,
+        };
+        serde_json::to_string(&event).unwrap()
+    }
+
+    fn started(seq: u64, run_id: &str, input: &str) -> String {
+        line(
+            seq,
+            run_id,
+            EventPayload::RunStarted {
+                client_run_id: format!("c-{run_id}"),
+                selection: echo_selection(),
+                input: input.into(),
+                fallback_index: 0,
+                model_chain: Vec::new(),
+                reset_fallback: false,
+                skill: None,
+                requested_model: None,
+            },
+        )
+    }
+
+    fn committed(seq: u64, run_id: &str, text: &str, calls: &[&str]) -> String {
+        let tool_calls = calls
+            .iter()
+            .map(|id| ToolCallRecord { tool_call_id: (*id).into(), tool: "probe".into(), arguments: json!({}) })
+            .collect();
+        line(
+            seq,
+            run_id,
+            EventPayload::ModelTurnCommitted {
+                attempt_id: format!("a{seq}"),
+                model: "local/echo".into(),
+                fallback_index: 0,
+                text: text.into(),
+                reasoning: None,
+                tool_calls,
+            },
+        )
+    }
+
+    fn terminated(seq: u64, run_id: &str, id: &str, messages: Vec<ToolEmittedMessage>) -> String {
+        let result = PersistedToolResult {
+            status: ToolResultStatus::Ok,
+            output: format!("result of {id}: {}", "data ".repeat(4_000)),
+            display: None,
+            output_ref: None,
+            additional_messages: messages,
+        };
+        line(seq, run_id, EventPayload::ToolCallTerminated { tool_call_id: id.into(), result })
+    }
+
+    fn text(role: MessageRole, text: &str) -> ToolEmittedMessage {
+        ToolEmittedMessage { role, parts: vec![MessagePart::Text { text: text.into() }] }
+    }
+
+    fn log() -> Vec<String> {
+        let chart = ToolEmittedMessage {
+            role: MessageRole::User,
+            parts: vec![
+                MessagePart::Text { text: "see the chart".into() },
+                MessagePart::File { path: "artifacts/chart.png".into(), mime_type: "image/png".into(), name: None },
+            ],
+        };
+        vec![
+            session_created_line(SESSION, json!({"type": "root"})),
+            started(2, "r0", "first input"),
+            committed(3, "r0", "", &["c1", "c2", "c3"]),
+            terminated(4, "r0", "c1", vec![chart]),
+            terminated(5, "r0", "c2", vec![text(MessageRole::System, "remember the budget")]),
+            terminated(6, "r0", "c3", vec![text(MessageRole::User, "a note from c3")]),
+            committed(7, "r0", "done", &[]),
+            line(8, "r0", EventPayload::RunCompleted { final_text: Some("done".into()) }),
+            started(9, "r1", "second input"),
+            committed(10, "r1", "", &["c4", "c5"]),
+            line(11, "r1", EventPayload::RunCancelled { reason: Some("cancelled by a client".into()) }),
+            // The cancelled call's process ended after its run: its result comes late; c5 never ends.
+            terminated(12, "r1", "c4", vec![text(MessageRole::User, "late note")]),
+        ]
+    }
+
+    /// Panics unless every `tool` message answers a call of the assistant message opening its group and every
+    /// call of an assistant message is answered right after it.
+    fn assert_valid_for_openai(body: &Value) {
+        let messages = body["messages"].as_array().expect("messages");
+        let mut index = 0;
+        while index < messages.len() {
+            let message = &messages[index];
+            assert_ne!(message["role"], "tool", "a tool message outside a group at {index}: {body}");
+            index += 1;
+            let calls: Vec<&str> = message["tool_calls"]
+                .as_array()
+                .map(|calls| calls.iter().map(|call| call["id"].as_str().expect("call id")).collect())
+                .unwrap_or_default();
+            let mut answered = Vec::new();
+            while index < messages.len() && messages[index]["role"] == "tool" {
+                answered.push(messages[index]["tool_call_id"].as_str().expect("tool_call_id"));
+                index += 1;
+            }
+            let (mut calls, mut answered) = (calls, answered);
+            calls.sort_unstable();
+            answered.sort_unstable();
+            assert_eq!(calls, answered, "the calls of message {} and the results after it: {body}", index);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_compacted_tool_history_keeps_every_request_valid_for_openai() {
+        let data_dir = tempfile::tempdir().unwrap();
+        write_session_log(data_dir.path(), SESSION, &log());
+        std::fs::create_dir_all(data_dir.path().join("artifacts")).unwrap();
+        std::fs::write(data_dir.path().join("artifacts/chart.png"), b"\x89PNG\r\n\x1a\nfake").unwrap();
+        let vendor = FakeServer::start(vec![models_list(&["gpt-c"]), openai_text("answer three")]).await;
+        let daemon = TestDaemon::start_with(DaemonSetup {
+            data_dir: Some(data_dir),
+            config_toml: Some(format!(
+                "[models.\"{MODEL}\"]\ncontext_window = 16000\n\n[compaction]\nreserve_tokens = 100\n"
+            )),
+            ..DaemonSetup::default()
+        });
+        let (client, mut deliveries) = daemon.client().await;
+        connect_vendor(&client, &vendor).await;
+        client.subscribe(SESSION, None).await.expect("subscribe");
+        // The session's latest run used local/echo, so the echo model writes this summary; the vendor's summary
+        // request is checked by the next test.
+        let compacted = within(
+            "session.compact",
+            client.call::<troupe_protocol::method::SessionCompact>(
+                troupe_protocol::types::session::SessionCompactParams { session_id: SESSION.into(), focus: None },
+            ),
+        )
+        .await
+        .expect("session.compact");
+        assert!(compacted.compacted, "{compacted:?}");
+        assert!(chat_requests(&vendor).is_empty(), "the echo model summarized");
+        let events = run_in_subscribed(&client, &mut deliveries, SESSION, MODEL, "third input").await;
+        assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{:?}", kinds(&events));
+        let last = chat_requests(&vendor).last().cloned().expect("the run's request");
+        assert_valid_for_openai(&last);
+    }
+
+    /// The summary request itself, asked of the vendor's model: valid with units elided.
+    #[tokio::test]
+    async fn a_summary_request_eliding_units_is_valid_for_openai() {
+        let data_dir = tempfile::tempdir().unwrap();
+        write_session_log(data_dir.path(), SESSION, &log());
+        let vendor = FakeServer::start(vec![
+            models_list(&["gpt-c"]),
+            openai_text("answer"),
+            openai_text("SUMMARY of the probes"),
+        ])
+        .await;
+        let daemon = TestDaemon::start_with(DaemonSetup {
+            data_dir: Some(data_dir),
+            config_toml: Some(format!(
+                "[models.\"{MODEL}\"]\ncontext_window = 12000\n\n[compaction]\nauto = false\nreserve_tokens = 100\n"
+            )),
+            ..DaemonSetup::default()
+        });
+        let (client, mut deliveries) = daemon.client().await;
+        connect_vendor(&client, &vendor).await;
+        client.subscribe(SESSION, None).await.expect("subscribe");
+        // A run on the vendor's model makes it the session's next model, and its request is checked too.
+        run_in_subscribed(&client, &mut deliveries, SESSION, MODEL, "third input").await;
+        assert_valid_for_openai(&chat_requests(&vendor)[0]);
+        let compacted = within(
+            "session.compact",
+            client.call::<troupe_protocol::method::SessionCompact>(
+                troupe_protocol::types::session::SessionCompactParams { session_id: SESSION.into(), focus: None },
+            ),
+        )
+        .await
+        .expect("session.compact");
+        assert!(compacted.compacted, "{compacted:?}");
+        let summary_request = &chat_requests(&vendor)[1];
+        assert_valid_for_openai(summary_request);
+        assert!(summary_request.to_string().contains("tool result elided"), "units were elided to fit");
+    }
 }
