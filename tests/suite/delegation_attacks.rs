@@ -522,3 +522,120 @@ async fn a_revert_into_a_finished_delegation_leaves_the_root_usable_and_the_chil
     let next = events_until(&mut tree.deliveries, is_terminal).await;
     assert!(!matches!(next.last().unwrap().payload, EventPayload::RunInterrupted { .. }), "{:?}", kinds(&next));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_grant_given_in_a_child_covers_the_root_after_the_trees_approval_actor_stopped() {
+    use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRespondParams};
+    let script = json!({
+        "turns": [
+            {"tool_calls": [delegate("helper", "make a file")]},
+            {"text": "parent done"},
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch granted.txt"}}]},
+            {"text": "second done"}
+        ],
+        "by_input": {"make a file": {"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch granted.txt"}}]},
+            {"text": "made it"}
+        ]}}
+    });
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some(config(3, 4, ALLOW_DELEGATE)),
+        hibernate_after: Some(std::time::Duration::from_millis(200)),
+        ..Default::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), script).await;
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, PermissionMode::Ask).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    let record = within("the child's approval", async {
+        loop {
+            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
+                return record;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let answer = ApprovalRespondParams {
+        session_id: record.session_id.clone(),
+        approval_id: record.approval_id.clone(),
+        request_revision: record.revision,
+        operation_fingerprint: record.operation_fingerprint.clone(),
+        client_response_id: "tree-grant".into(),
+        decision: ApprovalDecision::ApproveTree,
+        feedback: None,
+    };
+    within("approval.respond", client.call::<method::ApprovalRespond>(answer)).await.expect("answered");
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert_eq!(tool_results(&events)[0].output, "made it");
+    within("the tree's approval actor to stop", async {
+        while daemon.engine().sizes().await.expect("sizes").approval_actors != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    start_run(&client, &root, selection_of("default", "local/scripted"), "again").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert!(
+        !events.iter().any(|event| matches!(event.payload, EventPayload::ApprovalRequested { .. })),
+        "the child's tree grant was lost: {:?}",
+        kinds(&events)
+    );
+    assert_eq!(tool_results(&events)[0].status, ToolResultStatus::Ok);
+}
+
+#[tokio::test]
+async fn an_agent_whose_first_model_is_disconnected_falls_back_to_its_next_model() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("remote", "fall back")]}, {"text": "parent done"}],
+        "by_input": {"fall back": {"turns": [{"text": "answered by the fallback"}]}}
+    });
+    let extra = "\n[agents.remote]\nmodels = [\"openai/not-connected\", \"local/scripted\"]\n";
+    let mut tree = tree(config(3, 4, extra), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    let results = tool_results(&events);
+    assert_eq!(
+        (results[0].status, results[0].output.as_str()),
+        (ToolResultStatus::Ok, "answered by the fallback"),
+        "{results:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_tiny_hibernate_after_every_delegation_still_starts_its_child_run() {
+    const TURNS: usize = 15;
+    const PER_TURN: usize = 4;
+    let mut turns: Vec<Value> = (0..TURNS)
+        .map(|turn| {
+            let calls: Vec<Value> =
+                (0..PER_TURN).map(|index| delegate("helper", &format!("task {turn}-{index}"))).collect();
+            json!({"tool_calls": calls})
+        })
+        .collect();
+    turns.push(json!({"text": "parent done"}));
+    let mut by_input = serde_json::Map::new();
+    for turn in 0..TURNS {
+        for index in 0..PER_TURN {
+            by_input.insert(format!("task {turn}-{index}"), json!({"turns": [{"text": "ok"}]}));
+        }
+    }
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some(config(3, 4, "")),
+        hibernate_after: Some(std::time::Duration::from_millis(1)),
+        ..Default::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": turns, "by_input": by_input})).await;
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let failed: Vec<_> =
+        tool_results(&events).into_iter().filter(|result| result.status != ToolResultStatus::Ok).collect();
+    assert!(failed.is_empty(), "{} of {} delegations failed: {failed:?}", failed.len(), TURNS * PER_TURN);
+}
