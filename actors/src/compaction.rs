@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::ModelSelection;
 use troupe_protocol::types::events::{CompactionTrigger, EventPayload, UsagePurpose};
 use troupe_runtime::clock::new_id;
-use troupe_runtime::compaction::{answer_reserve, summary_request};
+use troupe_runtime::compaction::{BYTES_PER_TOKEN, SUMMARY_MAX_OUTPUT_TOKENS, answer_reserve, summary_request};
 use troupe_runtime::model::{StreamEvent, TokenUsage};
 use troupe_runtime::transcript::{CompactionCounts, Transcript};
 
@@ -39,6 +39,9 @@ pub struct SummaryJob<'a> {
     pub source: &'a CompactionSource,
     pub focus: Option<&'a str>,
     pub cancel: &'a CancellationToken,
+    /// An upper bound on the summary request's estimated tokens: after a provider said a request did not fit, the
+    /// summary request must be smaller than that request, whatever the estimate says about the window.
+    pub budget: Option<u64>,
 }
 
 /// How a summary request ended.
@@ -87,9 +90,15 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
         Ok(resolved) => resolved,
         Err(error) => return Attempt::Failed(error.message),
     };
-    let fit = models
-        .context_window(&model.model)
-        .map(|window| (window, answer_reserve(window, job.services.compaction.reserve_tokens)));
+    let window = models.context_window(&model.model);
+    // The request fits when its estimate is at most `limit`: the window less the answer reserve, and the budget.
+    let window_limit =
+        window.map(|window| window.saturating_sub(answer_reserve(window, job.services.compaction.reserve_tokens)));
+    let limit = match (window_limit, job.budget) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let fit = limit.map(|limit| (limit, 0));
     let tool_units = job.source.counts.tool_units as usize;
     let (request, _) =
         summary_request(&job.source.transcript, model_id, model.variant.clone(), job.focus, fit, tool_units);
@@ -102,10 +111,19 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
     };
     let mut text = String::new();
     let mut reported: Option<TokenUsage> = None;
+    let record = |reported: Option<TokenUsage>, usage: &mut Vec<EventPayload>| {
+        if let Some(tokens) = reported {
+            usage.push(usage_event(job, model, tokens));
+        }
+    };
     let failure = loop {
         let item = tokio::select! {
             item = stream.next() => item,
-            _ = job.cancel.cancelled() => return Attempt::Cancelled,
+            _ = job.cancel.cancelled() => {
+                // Tokens the provider already reported were paid for, cancelled or not.
+                record(reported, usage);
+                return Attempt::Cancelled;
+            }
         };
         match item {
             Some(Ok(StreamEvent::TextDelta(delta))) => text.push_str(&delta),
@@ -115,24 +133,38 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
             Some(Err(error)) => break Some(error.message),
         }
     };
-    if let Some(tokens) = reported {
-        usage.push(EventPayload::ModelUsageRecorded {
-            attempt_id: new_id(),
-            model: model.model.clone(),
-            agent: job.agent.to_owned(),
-            input_tokens: tokens.input_tokens,
-            output_tokens: tokens.output_tokens,
-            reasoning_tokens: tokens.reasoning_tokens,
-            cache_read_tokens: tokens.cache_read_tokens,
-            cache_write_tokens: tokens.cache_write_tokens,
-            estimated_cost_usd: models.estimate_cost_usd(&model.model, &tokens),
-            purpose: UsagePurpose::Compaction,
-        });
-    }
+    record(reported, usage);
+    let summary_tokens = (text.trim().len() as u64).div_ceil(BYTES_PER_TOKEN);
+    let summary_limit = max_summary_tokens(window);
     match failure {
         Some(reason) => Attempt::Failed(reason),
         None if text.trim().is_empty() => Attempt::Failed("the model answered with an empty summary".to_owned()),
+        // A summary that would crowd out the work it is meant to make room for is not one.
+        None if summary_tokens > summary_limit => Attempt::Failed(format!(
+            "the summary was about {summary_tokens} tokens, more than the {summary_limit} a summary may take"
+        )),
         None => Attempt::Written(text.trim().to_owned()),
+    }
+}
+
+/// The most (estimated) tokens a summary may take: twice what is asked of the model, and at most half the window.
+fn max_summary_tokens(window: Option<u64>) -> u64 {
+    let asked = 2 * u64::from(SUMMARY_MAX_OUTPUT_TOKENS);
+    window.map_or(asked, |window| asked.min(window / 2))
+}
+
+fn usage_event(job: &SummaryJob<'_>, model: &ModelSelection, tokens: TokenUsage) -> EventPayload {
+    EventPayload::ModelUsageRecorded {
+        attempt_id: new_id(),
+        model: model.model.clone(),
+        agent: job.agent.to_owned(),
+        input_tokens: tokens.input_tokens,
+        output_tokens: tokens.output_tokens,
+        reasoning_tokens: tokens.reasoning_tokens,
+        cache_read_tokens: tokens.cache_read_tokens,
+        cache_write_tokens: tokens.cache_write_tokens,
+        estimated_cost_usd: job.services.models.estimate_cost_usd(&model.model, &tokens),
+        purpose: UsagePurpose::Compaction,
     }
 }
 

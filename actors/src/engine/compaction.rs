@@ -23,6 +23,9 @@ const CANCELLED_BY_CLIENT: &str = "cancelled by a client";
 impl Engine {
     pub(super) async fn compact(&self, params: SessionCompactParams) -> Result<SessionCompactResult, RpcError> {
         let session_id = params.session_id;
+        if let Some(focus) = &params.focus {
+            self.check_input_size("the focus", focus)?;
+        }
         let selection = self.ask_session(&session_id, || NextRunSelection).await?;
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| EngineError::ShuttingDown)?;
         let agent_chain = snapshot
@@ -61,6 +64,7 @@ impl Engine {
                 source: &source,
                 focus: focus.as_deref(),
                 cancel: &cancel,
+                budget: None,
             })
             .await;
             let mut events = outcome.usage;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use troupe_protocol::types::common::ModelSelection;
 use troupe_protocol::types::events::{CompactionOutcome, CompactionTrigger, EventPayload};
 use troupe_runtime::clock::new_id;
-use troupe_runtime::compaction::{answer_reserve, estimate_tokens, exceeds_window};
+use troupe_runtime::compaction::{SUMMARY_MAX_OUTPUT_TOKENS, answer_reserve, estimate_tokens, exceeds_window};
 use troupe_runtime::model::{ModelError, ModelErrorKind};
 
 use super::{RunLoop, RunOutcome, TurnError};
@@ -21,13 +21,21 @@ use crate::session_actor::{COMPACTION_ORIGIN, CompactionSourceOfRun, RunHistory}
 
 impl RunLoop {
     /// Whether the next request on `model` would not fit its context window (when known) less the answer reserve.
+    ///
+    /// Not when compacting cannot help: a history of the run's input alone has nothing to summarize, and when the
+    /// system prompt, the tools, a summary and the reserve alone exceed the window, no checkpoint makes it fit (the
+    /// request goes as it is, and an overflow says so).
     fn needs_compaction(&self, model: &ModelSelection) -> bool {
         let services = &self.setup.services;
-        if !services.compaction.auto {
+        if !services.compaction.auto || self.history.len() <= 1 {
             return false;
         }
         let Some(window) = services.models.context_window(&model.model) else { return false };
         let reserve = answer_reserve(window, services.compaction.reserve_tokens);
+        let fixed = estimate_tokens(Some(&self.system_prompt), &[], &self.tool_specs);
+        if exceeds_window(fixed + u64::from(SUMMARY_MAX_OUTPUT_TOKENS), window, reserve) {
+            return false;
+        }
         exceeds_window(estimate_tokens(Some(&self.system_prompt), &self.history, &self.tool_specs), window, reserve)
     }
 
@@ -41,7 +49,7 @@ impl RunLoop {
             return Ok(());
         }
         *tried = true;
-        self.compact(CompactionTrigger::Auto).await.map(|_| ()).map_err(TurnError::Outcome)
+        self.compact(CompactionTrigger::Auto, None).await.map(|_| ()).map_err(TurnError::Outcome)
     }
 
     /// After a failed attempt: when the provider said the request did not fit and this turn has not recovered from
@@ -65,7 +73,9 @@ impl RunLoop {
             will_retry: true,
         })
         .await;
-        if self.compact(CompactionTrigger::Overflow).await.map_err(TurnError::Outcome)? {
+        // The summary request must be smaller than the request the provider refused, whatever the estimate says.
+        let refused = estimate_tokens(Some(&self.system_prompt), &self.history, &self.tool_specs);
+        if self.compact(CompactionTrigger::Overflow, Some(refused * 3 / 4)).await.map_err(TurnError::Outcome)? {
             return Ok(true);
         }
         Err(TurnError::Outcome(RunOutcome::Failed {
@@ -80,7 +90,7 @@ impl RunLoop {
 
     /// Summarizes the session's history with the run's models (from the one in use on) and continues from the
     /// checkpoint. Whether a checkpoint was committed; `Err` when the run must end (cancelled, session gone).
-    async fn compact(&mut self, trigger: CompactionTrigger) -> Result<bool, RunOutcome> {
+    async fn compact(&mut self, trigger: CompactionTrigger, budget: Option<u64>) -> Result<bool, RunOutcome> {
         let session = self.setup.session.clone();
         let run_id = self.setup.run_id.clone();
         let source = match session.send(CompactionSourceOfRun { run_id: run_id.clone() }).await {
@@ -105,6 +115,7 @@ impl RunLoop {
             source: &source,
             focus: None,
             cancel: &self.control.cancel,
+            budget,
         })
         .await;
         for usage in outcome.usage {

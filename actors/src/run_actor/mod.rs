@@ -440,7 +440,11 @@ impl RunLoop {
         loop {
             let item = tokio::select! {
                 item = stream.next() => item,
-                _ = cancel.cancelled() => return Err(AttemptError::Cancelled),
+                _ = cancel.cancelled() => {
+                    // Tokens the provider already reported were paid for, whatever becomes of the attempt.
+                    self.record_usage(attempt_id, model, usage).await;
+                    return Err(AttemptError::Cancelled);
+                }
             };
             match item {
                 Some(Ok(StreamEvent::TextDelta(delta))) => {
@@ -455,6 +459,7 @@ impl RunLoop {
                 Some(Ok(StreamEvent::Usage(reported))) => usage = Some(reported),
                 Some(Ok(StreamEvent::Finished { .. })) | None => break,
                 Some(Err(error)) => {
+                    self.record_usage(attempt_id, model, usage).await;
                     let produced = !text.is_empty() || !tool_calls.is_empty();
                     return Err(AttemptError::model(error, produced));
                 }
@@ -476,23 +481,27 @@ impl RunLoop {
                 .collect(),
         };
         self.commit(committed, None).await.map_err(|_| AttemptError::SessionLost)?;
-        if let Some(usage) = usage {
-            let estimated_cost_usd = self.setup.services.models.estimate_cost_usd(&model.model, &usage);
-            self.emit(EventPayload::ModelUsageRecorded {
-                attempt_id: attempt_id.to_owned(),
-                model: model.model.clone(),
-                agent: self.setup.selection.agent.clone(),
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-                reasoning_tokens: usage.reasoning_tokens,
-                cache_read_tokens: usage.cache_read_tokens,
-                cache_write_tokens: usage.cache_write_tokens,
-                estimated_cost_usd,
-                purpose: Default::default(),
-            })
-            .await;
-        }
+        self.record_usage(attempt_id, model, usage).await;
         Ok(Turn { text, tool_calls })
+    }
+
+    /// Records what the provider reported for an attempt, if it reported anything, with its cost stamped now.
+    async fn record_usage(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) {
+        let Some(usage) = usage else { return };
+        let estimated_cost_usd = self.setup.services.models.estimate_cost_usd(&model.model, &usage);
+        self.emit(EventPayload::ModelUsageRecorded {
+            attempt_id: attempt_id.to_owned(),
+            model: model.model.clone(),
+            agent: self.setup.selection.agent.clone(),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            estimated_cost_usd,
+            purpose: Default::default(),
+        })
+        .await;
     }
 
     /// Records the terminal event (unless the session is gone), then reports the end to whoever awaits it (a
