@@ -639,3 +639,42 @@ async fn with_a_tiny_hibernate_after_every_delegation_still_starts_its_child_run
         tool_results(&events).into_iter().filter(|result| result.status != ToolResultStatus::Ok).collect();
     assert!(failed.is_empty(), "{} of {} delegations failed: {failed:?}", failed.len(), TURNS * PER_TURN);
 }
+
+#[tokio::test]
+async fn cancelling_a_turn_with_one_child_at_work_and_one_delegation_awaiting_approval_ends_both() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "slow task"), delegate("other", "needs approval")]}],
+        "by_input": {
+            "slow task": {"turns": [{"text": "never", "delay_ms": 600000}]},
+            "needs approval": {"turns": [{"text": "should not run"}]}
+        }
+    });
+    let extra = "\n[agents.other]\nmodels = [\"local/scripted\"]\n\n[[permissions.rules]]\neffect = \"allow\"\n\
+                 action = \"execute\"\nresource = \"agent:helper\"\ntool = \"delegate\"\n";
+    let mut tree = tree(config(3, 4, extra), script, PermissionMode::Ask).await;
+    let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    children_when(&tree.client, &tree.root, |listed| listed.first().is_some_and(running)).await;
+    let client = tree.client.clone();
+    let root = tree.root.clone();
+    let asked = within("the delegation's approval", async {
+        loop {
+            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
+                return record;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!((asked.session_id.as_str(), asked.operation.resource.as_str()), (tree.root.as_str(), "agent:other"));
+
+    let cancelled = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
+    assert!(cancelled.expect("run.cancel").cancelled);
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCancelled { .. }), "{:?}", kinds(&events));
+    let statuses: Vec<ToolResultStatus> = tool_results(&events).iter().map(|result| result.status).collect();
+    assert_eq!(statuses, [ToolResultStatus::Cancelled, ToolResultStatus::Cancelled]);
+    assert!(pending_approvals(&tree.client, &tree.root).await.is_empty());
+    let listed = children(&tree.client, &tree.root).await;
+    assert_eq!(listed.len(), 1, "no child for the unapproved delegation: {listed:?}");
+    assert_eq!(listed[0].status, SessionStatus::Cancelled);
+}
