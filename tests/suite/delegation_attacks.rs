@@ -678,3 +678,51 @@ async fn cancelling_a_turn_with_one_child_at_work_and_one_delegation_awaiting_ap
     assert_eq!(listed.len(), 1, "no child for the unapproved delegation: {listed:?}");
     assert_eq!(listed[0].status, SessionStatus::Cancelled);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_a_child_waits_for_an_approval_leaves_nothing_pending_in_the_tree() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(data_dir.path().join("config.toml"), config(3, 4, ALLOW_DELEGATE)).unwrap();
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, _deliveries) = daemon.client().await;
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "make a file")]}, {"text": "parent done"}],
+        "by_input": {"make a file": {"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch never-made.txt"}}]},
+            {"text": "made it"}
+        ]}}
+    });
+    connect_script(&client, data_dir.path(), script).await;
+    let root = create_session_in(&client, project.path()).await.session_id;
+    set_mode(&client, &root, PermissionMode::Ask).await;
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    let asked = within("the child's approval", async {
+        loop {
+            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
+                return record;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    daemon.kill();
+
+    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let (client, _deliveries) = daemon.client().await;
+    within("the tree to settle", async {
+        loop {
+            let child = status(&client, &asked.session_id).await;
+            let root_status = status(&client, &root).await;
+            if child != SessionStatus::Running && root_status != SessionStatus::Running {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(pending_approvals(&client, &root).await.is_empty(), "an approval of a dead run is still pending");
+    assert_eq!(status(&client, &asked.session_id).await, SessionStatus::Interrupted);
+    assert_eq!(status(&client, &root).await, SessionStatus::Interrupted);
+    assert!(!project.path().join("never-made.txt").exists());
+}
