@@ -726,3 +726,37 @@ async fn a_restart_while_a_child_waits_for_an_approval_leaves_nothing_pending_in
     assert_eq!(status(&client, &root).await, SessionStatus::Interrupted);
     assert!(!project.path().join("never-made.txt").exists());
 }
+
+#[tokio::test]
+async fn stdin_for_a_running_delegate_call_is_not_accepted_since_nothing_reads_it() {
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "slow task")]}],
+        "by_input": {"slow task": {"turns": [{"text": "never", "delay_ms": 600000}]}}
+    });
+    let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
+    let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let started =
+        events_until(&mut tree.deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. }))
+            .await;
+    let Some(EventPayload::DelegateStarted { tool_call_id, .. }) = started.last().map(|event| &event.payload) else {
+        unreachable!()
+    };
+    let params = troupe_protocol::types::run::RunToolStdinParams {
+        run_id: run_id.clone(),
+        tool_call_id: tool_call_id.clone(),
+        data: Some("y\n".into()),
+        eof: false,
+    };
+    let answer = within("run.tool_stdin", tree.client.call::<method::RunToolStdin>(params)).await;
+    let cancelled = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
+    assert!(cancelled.expect("run.cancel").cancelled);
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    let recorded = events.iter().any(|event| matches!(event.payload, EventPayload::ToolStdinSubmitted { .. }));
+    match answer {
+        Ok(result) => {
+            assert!(!result.accepted, "stdin for a delegate call was accepted (recorded: {recorded})");
+        }
+        Err(error) => panic!("run.tool_stdin errored instead of answering accepted=false: {error:?}"),
+    }
+    assert!(!recorded, "{:?}", kinds(&events));
+}
