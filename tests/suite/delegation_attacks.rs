@@ -736,8 +736,7 @@ async fn stdin_for_a_running_delegate_call_is_not_accepted_since_nothing_reads_i
     let mut tree = tree(config(3, 4, ""), script, PermissionMode::Yolo).await;
     let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
     let started =
-        events_until(&mut tree.deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. }))
-            .await;
+        events_until(&mut tree.deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
     let Some(EventPayload::DelegateStarted { tool_call_id, .. }) = started.last().map(|event| &event.payload) else {
         unreachable!()
     };
