@@ -515,3 +515,22 @@ async fn stdin_for_a_running_delegate_call_is_not_accepted_since_nothing_reads_i
     }
     assert!(!recorded, "{:?}", kinds(&events));
 }
+
+#[tokio::test]
+async fn a_call_to_an_unknown_agent_does_not_take_a_concurrency_slot_from_the_valid_calls_of_its_turn() {
+    let script = json!({
+        "turns": [
+            {"tool_calls": [delegate("nobody", "lost"), delegate("helper", "task A"), delegate("helper", "task B")]},
+            {"text": "parent done"}
+        ],
+        "by_input": {"task A": {"turns": [{"text": "A"}]}, "task B": {"turns": [{"text": "B"}]}}
+    });
+    let mut tree = tree(config(3, 2, ""), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    let results = tool_results(&events);
+    assert!(results[0].output.contains("no agent `nobody`"), "{}", results[0].output);
+    // Two valid calls, `max_concurrency = 2`: both must run.
+    let outputs: Vec<&str> = results[1..].iter().map(|result| result.output.as_str()).collect();
+    assert_eq!(outputs, ["A", "B"], "{results:?}");
+}
