@@ -534,3 +534,52 @@ async fn a_call_to_an_unknown_agent_does_not_take_a_concurrency_slot_from_the_va
     let outputs: Vec<&str> = results[1..].iter().map(|result| result.output.as_str()).collect();
     assert_eq!(outputs, ["A", "B"], "{results:?}");
 }
+
+#[tokio::test]
+async fn a_childs_approval_answered_under_the_roots_session_id_is_refused_and_stays_pending() {
+    use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRespondParams};
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "make a file")]}],
+        "by_input": {"make a file": {"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "touch wrong-session.txt"}}]}
+        ]}}
+    });
+    let tree = tree(config(3, 4, ALLOW_DELEGATE), script, PermissionMode::Ask).await;
+    let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let client = tree.client.clone();
+    let root = tree.root.clone();
+    let record = within("the child's approval", async {
+        loop {
+            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
+                return record;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let answer = ApprovalRespondParams {
+        session_id: tree.root.clone(),
+        approval_id: record.approval_id.clone(),
+        request_revision: record.revision,
+        operation_fingerprint: record.operation_fingerprint.clone(),
+        client_response_id: "wrong-session".into(),
+        decision: ApprovalDecision::ApproveOnce,
+        feedback: None,
+    };
+    let answered = within("approval.respond", tree.client.call::<method::ApprovalRespond>(answer)).await;
+    assert!(answered.is_err(), "an answer naming the wrong session was taken: {answered:?}");
+    let still = pending_approvals(&tree.client, &tree.root).await;
+    assert_eq!(still.len(), 1, "the approval is still pending");
+    assert!(!tree.daemon.project_path().join("wrong-session.txt").exists());
+    // A child's id is not a root: its tree's list is not served under it.
+    let params =
+        ApprovalListParams { root_session_id: record.session_id.clone(), status: Some(ApprovalStatus::Pending) };
+    let listed = within("approval.list", tree.client.call::<method::ApprovalList>(params)).await;
+    if let Ok(listed) = &listed {
+        assert!(
+            listed.approvals.iter().all(|approval| approval.session_id == record.session_id),
+            "a child's id lists other sessions' approvals: {listed:?}"
+        );
+    }
+    let _ = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
+}
