@@ -2,7 +2,8 @@
 //! grant outliving the tree's approval actor, a client steering a child's run, revert and fork while a delegation
 //! works and a revert into a finished one, many delegations in one turn and over many turns (nothing left behind, a
 //! tiny `hibernate_after` included), results in call order with a huge answer capped, agents on disconnected models,
-//! extra arguments, stdin for a delegate call. Cancellations are in `cancels`, daemon stops in `restarts`.
+//! extra arguments, an unknown agent's call in a full turn, stdin for a delegate call, a child's approval answered
+//! under the root's id. Cancellations are in `cancels`, daemon stops in `restarts`.
 //! Each test states what must hold; a test marked `#[ignore = "bug: …"]` would reproduce an open bug (none so far).
 
 use serde_json::{Value, json};
