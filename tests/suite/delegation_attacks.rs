@@ -4,8 +4,7 @@
 //! tiny `hibernate_after` included), results in call order with a huge answer capped, agents on disconnected models,
 //! extra arguments, an unknown agent's call in a full turn, stdin for a delegate call, a child's approval answered
 //! under the root's id. Cancellations are in `cancels`, daemon stops in `restarts`.
-//! Each test states what must hold; a test marked `#[ignore = "bug: …"]` reproduces an open bug (one: an unknown agent's call
-//! taking a concurrency slot).
+//! Each test states what must hold (one found a bug, now fixed: an unknown agent's call took a concurrency slot).
 
 use serde_json::{Value, json};
 use troupe_protocol::client::Client;
@@ -521,8 +520,6 @@ async fn stdin_for_a_running_delegate_call_is_not_accepted_since_nothing_reads_i
 /// Timing-dependent (fails about four runs in six when run alone, with `--ignored`): the refused calls reserve their
 /// slot before they await the runtime snapshot in which they find no agent.
 #[tokio::test]
-#[ignore = "bug: a delegate call to an unknown agent holds one of the run's max_concurrency slots while it awaits the \
-            runtime snapshot, so a valid call of the same turn can be refused as over the limit"]
 async fn a_call_to_an_unknown_agent_does_not_take_a_concurrency_slot_from_the_valid_calls_of_its_turn() {
     let script = json!({
         "turns": [

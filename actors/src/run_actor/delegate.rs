@@ -225,13 +225,6 @@ impl RunLoop {
                 arguments.task.len()
             ));
         }
-        let Some(_slot) = delegation.reserve() else {
-            return tool_error(format!(
-                "this run already has {} children at work (`[delegation] max_concurrency`); wait for their \
-                 answers before delegating more",
-                delegation.limits.max_concurrency
-            ));
-        };
         let snapshot = match delegation.run_context.runtime.send(GetSnapshot).await {
             Ok(snapshot) => snapshot,
             Err(_) => return tool_error("the daemon is shutting down".into()),
@@ -246,6 +239,15 @@ impl RunLoop {
         };
         let Some(model) = agent.models.first().cloned() else {
             return tool_error(format!("the agent `{}` has no model", arguments.agent));
+        };
+        // Only a call that can go ahead takes a slot: a refused one must not hold a sibling's place while it waits.
+        // (The snapshot replies come back in the order the calls asked, so slots still go in call order.)
+        let Some(_slot) = delegation.reserve() else {
+            return tool_error(format!(
+                "this run already has {} children at work (`[delegation] max_concurrency`); wait for their \
+                 answers before delegating more",
+                delegation.limits.max_concurrency
+            ));
         };
         let request = PermissionRequest {
             action: PermissionAction::Execute,
