@@ -517,8 +517,8 @@ async fn stdin_for_a_running_delegate_call_is_not_accepted_since_nothing_reads_i
     assert!(!recorded, "{:?}", kinds(&events));
 }
 
-/// Timing-dependent (fails about four runs in six when run alone, with `--ignored`): the refused calls reserve their
-/// slot before they await the runtime snapshot in which they find no agent.
+/// Timing-dependent before its fix (failed about four runs in six): the refused calls reserved their slot before
+/// they awaited the runtime snapshot in which they found no agent.
 #[tokio::test]
 async fn a_call_to_an_unknown_agent_does_not_take_a_concurrency_slot_from_the_valid_calls_of_its_turn() {
     let script = json!({
