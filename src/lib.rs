@@ -4,12 +4,14 @@
 //! - [`commands`]: the client commands (`sessions`, `create`, `rename`, `steer`, …), built on the shared
 //!   protocol client through its `ClientProtocol` trait; [`follow`]: the ones that follow a session (`run`,
 //!   `watch`); [`cli_errors`]: what they say when something goes wrong.
+//! - [`client_args`]: the `--url`/`--token`/`--data-dir` flags every client command flattens in.
 //! - [`render`]: how those commands print a session's events.
 //! - [`history_cmd`]: `revert`, `fork`, `compact` and `tree`, a session's history and its delegated sessions.
 //! - [`usage_cmd`]: `troupe usage`, token counts and estimated cost per session, agent, tree or overall.
 //! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
 
 pub mod cli_errors;
+pub mod client_args;
 pub mod commands;
 pub mod daemon;
 pub mod follow;

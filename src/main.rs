@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use troupe::commands::{self, Connection};
+use troupe::client_args::ClientArgs;
+use troupe::commands;
 use troupe::daemon::{self, DaemonOptions};
 use troupe::follow;
 use troupe::history_cmd;
@@ -19,25 +20,6 @@ use troupe_runtime::token::load_or_create_token;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(clap::Args, Clone)]
-struct ClientArgs {
-    /// The daemon's WebSocket URL.
-    #[arg(long, env = "TROUPE_URL", default_value = "ws://127.0.0.1:7419/ws")]
-    url: String,
-    /// The bearer token; by default read from the data directory.
-    #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// Where to read the token from when no token is given.
-    #[arg(long, env = "TROUPE_HOME")]
-    data_dir: Option<PathBuf>,
-}
-
-impl ClientArgs {
-    fn connection(&self) -> Connection {
-        Connection { url: self.url.clone(), token: self.token.clone(), data_dir: self.data_dir.clone() }
-    }
 }
 
 #[derive(Subcommand)]

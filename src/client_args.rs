@@ -1,0 +1,25 @@
+//! The flags every client command shares: where the daemon is and how to authenticate to it.
+
+use std::path::PathBuf;
+
+use crate::commands::Connection;
+
+/// `--url`, `--token` and `--data-dir`, flattened into every client command.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ClientArgs {
+    /// The daemon's WebSocket URL.
+    #[arg(long, env = "TROUPE_URL", default_value = "ws://127.0.0.1:7419/ws")]
+    pub url: String,
+    /// The bearer token; by default read from the data directory.
+    #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Where to read the token from when no token is given.
+    #[arg(long, env = "TROUPE_HOME")]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl ClientArgs {
+    pub fn connection(&self) -> Connection {
+        Connection { url: self.url.clone(), token: self.token.clone(), data_dir: self.data_dir.clone() }
+    }
+}
