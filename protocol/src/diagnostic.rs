@@ -17,7 +17,18 @@ pub const TRUNCATION_MARKER: &str = "…[truncated]";
 /// format characters (bidi overrides, zero-width joiners, BOMs). ANSI escape sequences are removed as a whole,
 /// not just their ESC byte, so no `[31m` residue remains.
 pub fn sanitize_diagnostic(text: &str) -> String {
-    let mut cleaned = String::with_capacity(text.len().min(MAX_DIAGNOSTIC_BYTES + 16));
+    truncate_with_marker(strip_controls(text, MAX_DIAGNOSTIC_BYTES + 1))
+}
+
+/// The same cleaning as [`sanitize_diagnostic`] without the size bound: for untrusted text of any length (a
+/// model's answer, a tool's output, a file) that a client prints to a terminal.
+pub fn strip_terminal_controls(text: &str) -> String {
+    strip_controls(text, usize::MAX)
+}
+
+/// Cleans `text`, stopping once the result holds more than `stop_after` bytes.
+fn strip_controls(text: &str, stop_after: usize) -> String {
+    let mut cleaned = String::with_capacity(text.len().min(stop_after.saturating_add(16)));
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
@@ -28,11 +39,11 @@ pub fn sanitize_diagnostic(text: &str) -> String {
             c if c.is_control() || is_format_control(c) => {}
             c => cleaned.push(c),
         }
-        if cleaned.len() > MAX_DIAGNOSTIC_BYTES {
+        if cleaned.len() > stop_after {
             break;
         }
     }
-    truncate_with_marker(cleaned)
+    cleaned
 }
 
 fn truncate_with_marker(mut text: String) -> String {
@@ -106,6 +117,14 @@ mod tests {
     fn removes_ansi_sequences_whole_and_keeps_newlines_and_tabs() {
         let input = "\u{1b}[31mred\u{1b}[0m\tok\r\nnext\u{1b}]0;title\u{7}line\u{202e}x";
         assert_eq!(sanitize_diagnostic(input), "red\tok\nnextlinex");
+    }
+
+    #[test]
+    fn strip_terminal_controls_keeps_long_text_whole() {
+        let input = format!("{}\u{1b}[2J{}", "a".repeat(5000), "b".repeat(5000));
+        let out = strip_terminal_controls(&input);
+        assert_eq!(out.len(), 10_000);
+        assert!(!out.contains('\u{1b}'));
     }
 
     #[test]

@@ -1,0 +1,125 @@
+//! How the CLI prints for a person: short ids, relative times, colours only on a terminal (`NO_COLOR` honoured),
+//! and untrusted text (model answers, tool output, file contents) cleaned of terminal control sequences.
+
+use std::io::IsTerminal as _;
+use std::time::{Duration, SystemTime};
+
+/// The part of an id a person reads and types: 8 characters, enough to be unique among sessions and runs.
+pub fn short_id(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
+/// Untrusted text made safe to print: escape sequences, control and bidi characters removed, newlines and tabs
+/// kept. A model or a command could otherwise clear the screen, retitle the terminal or hide text.
+pub fn clean(untrusted: &str) -> String {
+    troupe_protocol::diagnostic::strip_terminal_controls(untrusted)
+}
+
+/// `"just now"`, `"5 min ago"`, `"3 h ago"`, `"2 days ago"` for an RFC 3339 time; the time itself when it
+/// cannot be read or lies in the future.
+pub fn relative_time(rfc3339: &str) -> String {
+    let Ok(at) = humantime::parse_rfc3339_weak(rfc3339) else {
+        return rfc3339.to_owned();
+    };
+    match SystemTime::now().duration_since(at) {
+        Ok(ago) => describe_ago(ago),
+        Err(_) => rfc3339.to_owned(),
+    }
+}
+
+fn describe_ago(ago: Duration) -> String {
+    let seconds = ago.as_secs();
+    match seconds {
+        0..=44 => "just now".to_owned(),
+        45..=3_599 => format!("{} min ago", (seconds + 30) / 60),
+        3_600..=86_399 => format!("{} h ago", seconds / 3_600),
+        86_400..=172_799 => "yesterday".to_owned(),
+        _ => format!("{} days ago", seconds / 86_400),
+    }
+}
+
+/// Colours for one output stream: on only when it is a terminal and `NO_COLOR` is unset or empty.
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    color: bool,
+}
+
+impl Style {
+    pub fn stdout() -> Self {
+        Self { color: colors_wanted(std::io::stdout().is_terminal()) }
+    }
+
+    pub fn stderr() -> Self {
+        Self { color: colors_wanted(std::io::stderr().is_terminal()) }
+    }
+
+    /// Never colours (for tests and `--json`).
+    pub fn plain() -> Self {
+        Self { color: false }
+    }
+
+    pub fn is_colored(self) -> bool {
+        self.color
+    }
+
+    pub fn bold(self, text: &str) -> String {
+        self.paint("1", text)
+    }
+
+    pub fn dim(self, text: &str) -> String {
+        self.paint("2", text)
+    }
+
+    pub fn red(self, text: &str) -> String {
+        self.paint("31", text)
+    }
+
+    pub fn green(self, text: &str) -> String {
+        self.paint("32", text)
+    }
+
+    pub fn yellow(self, text: &str) -> String {
+        self.paint("33", text)
+    }
+
+    pub fn cyan(self, text: &str) -> String {
+        self.paint("36", text)
+    }
+
+    fn paint(self, sgr: &str, text: &str) -> String {
+        if self.color { format!("\u{1b}[{sgr}m{text}\u{1b}[0m") } else { text.to_owned() }
+    }
+}
+
+fn colors_wanted(is_terminal: bool) -> bool {
+    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_like_a_person_says_them() {
+        assert_eq!(describe_ago(Duration::from_secs(3)), "just now");
+        assert_eq!(describe_ago(Duration::from_secs(5 * 60)), "5 min ago");
+        assert_eq!(describe_ago(Duration::from_secs(3 * 3600 + 5)), "3 h ago");
+        assert_eq!(describe_ago(Duration::from_secs(30 * 3600)), "yesterday");
+        assert_eq!(describe_ago(Duration::from_secs(5 * 86_400)), "5 days ago");
+    }
+
+    #[test]
+    fn unreadable_times_are_printed_as_they_are() {
+        assert_eq!(relative_time("not a time"), "not a time");
+        let now = humantime::format_rfc3339_millis(SystemTime::now() - Duration::from_secs(600)).to_string();
+        assert_eq!(relative_time(&now), "10 min ago");
+    }
+
+    #[test]
+    fn plain_style_adds_nothing_and_clean_strips_escapes() {
+        assert_eq!(Style::plain().red("x"), "x");
+        assert_eq!(clean("a\u{1b}]0;pwned\u{7}b\u{1b}[2Jc"), "abc");
+        assert_eq!(short_id("0123456789abcdef"), "01234567");
+        assert_eq!(short_id("abc"), "abc");
+    }
+}
