@@ -11,6 +11,9 @@
 //! - [`session_ref`]: a session named by its id or a unique prefix; [`style`]: short ids, relative times,
 //!   colours on a terminal only, untrusted text cleaned before printing.
 //! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
+//! - [`inspect_cmd`]: the read-only `runs`, `approvals`, `models`, `agents`, `providers` and `skills` (in
+//!   [`runs_cmd`], [`approvals_cmd`], [`catalog_cmd`], [`skills_cmd`]); [`status_cmd`]: `status` and
+//!   `config check` ([`config_check_cmd`]).
 
 pub mod cli_errors;
 pub mod client_args;
@@ -24,3 +27,12 @@ pub mod sandbox_explain;
 pub mod session_ref;
 pub mod style;
 pub mod usage_cmd;
+
+// The read-only commands of a person looking around (`runs`, `approvals`, `models`, `status`, …).
+pub mod approvals_cmd;
+pub mod catalog_cmd;
+pub mod config_check_cmd;
+pub mod inspect_cmd;
+pub mod runs_cmd;
+pub mod skills_cmd;
+pub mod status_cmd;

@@ -6,6 +6,7 @@ mod big_history;
 mod cli;
 mod cli_big_session;
 mod cli_history;
+mod cli_inspect;
 mod cli_run_control;
 mod cli_support;
 mod compaction;

@@ -1,0 +1,265 @@
+//! `troupe config check`: reads a data directory's `config.toml` with the runtime's own loader (no daemon
+//! needed), prints what is wrong with it, and says whether a running daemon has the file's current contents.
+//!
+//! The daemon reads its config once, at start. Whether the running daemon predates the file's last change is found
+//! without asking it: the daemon holds an `flock` on `<data dir>/daemon/lock` for its lifetime, `/proc/locks`
+//! names the process holding it, and `/proc/<pid>/stat` gives that process's start. When any of this cannot be
+//! read, the command says that changes apply on restart instead of guessing.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::error::RuntimeError;
+
+use crate::inspect_cmd::emit;
+use crate::style::{Style, relative_time};
+
+/// How bad a problem is: an error stops the daemon from starting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// One thing wrong with the configuration: where (file, position or key) and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub severity: Severity,
+    pub location: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "severity": self.severity.name(), "location": self.location, "message": self.message })
+    }
+}
+
+/// The problems of the data dir's configuration, as the daemon's own loader sees them at start.
+pub fn config_problems(data_dir: &DataDir) -> Vec<Problem> {
+    let path = data_dir.config_path();
+    match troupe_runtime::config::load(&path) {
+        Ok(_) => Vec::new(),
+        Err(error) => vec![problem_of(&path, error)],
+    }
+}
+
+fn problem_of(path: &Path, error: RuntimeError) -> Problem {
+    let (location, message) = match error {
+        RuntimeError::ConfigSyntax { path, line, column, message } => {
+            (format!("{}:{line}:{column}", path.display()), message)
+        }
+        RuntimeError::ConfigInvalid { path, detail } => (path.display().to_string(), detail),
+        other => (path.display().to_string(), other.to_string()),
+    };
+    Problem { severity: Severity::Error, location, message: crate::style::clean(&message) }
+}
+
+/// The daemon process that holds a data dir's lock: its pid and when it started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DaemonProcess {
+    pub pid: u32,
+    pub started: SystemTime,
+}
+
+/// What is known about a daemon running on a data dir, from this machine's `/proc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalDaemon {
+    /// Nothing holds the data dir's lock: no daemon runs on it.
+    NotRunning,
+    Running(DaemonProcess),
+    /// The lock or the process could not be read (another machine, another PID namespace, no `/proc`).
+    Unknown,
+}
+
+/// Finds the daemon running on `data_dir` through its lock.
+pub fn local_daemon(data_dir: &DataDir) -> LocalDaemon {
+    use std::os::unix::fs::MetadataExt;
+    let lock = data_dir.daemon_dir().join("lock");
+    let Ok(metadata) = std::fs::metadata(&lock) else {
+        // No lock file: no daemon has ever started here.
+        return LocalDaemon::NotRunning;
+    };
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return LocalDaemon::Unknown;
+    };
+    let device = format!("{:02x}:{:02x}:{}", libc::major(metadata.dev()), libc::minor(metadata.dev()), metadata.ino());
+    let inode = metadata.ino().to_string();
+    // `1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF`; waiters are marked `->` and skipped. The device is matched
+    // too when it can be; on overlay file systems `/proc/locks` names the lower device, so then the inode alone.
+    let holders: Vec<(u32, bool)> = locks
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 6 || fields[1] != "FLOCK" || fields[5].rsplit(':').next() != Some(inode.as_str()) {
+                return None;
+            }
+            Some((fields[4].parse::<u32>().ok()?, fields[5] == device))
+        })
+        .collect();
+    let holder = holders.iter().find(|(_, exact)| *exact).or(holders.first()).map(|(pid, _)| *pid);
+    match holder {
+        None => LocalDaemon::NotRunning,
+        Some(pid) => process_start(pid)
+            .map_or(LocalDaemon::Unknown, |started| LocalDaemon::Running(DaemonProcess { pid, started })),
+    }
+}
+
+/// When process `pid` started: its start in clock ticks after boot (`/proc/<pid>/stat`, field 22) plus the boot
+/// time (`btime` of `/proc/stat`).
+fn process_start(pid: u32) -> Option<SystemTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count fields after its closing one.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let start_ticks: u64 = after_name.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("btime ").and_then(|value| value.trim().parse().ok()))?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_second =
+        u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|ticks| *ticks > 0)?;
+    let since_boot = Duration::from_millis(start_ticks * 1000 / ticks_per_second);
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(boot) + since_boot)
+}
+
+/// How finely a process's start is known (clock ticks, usually 10 ms), with room for a coarse file time: a file
+/// written this soon after the start is taken to be older, since the daemon reads it later still.
+const START_RESOLUTION: Duration = Duration::from_millis(50);
+
+/// Whether the running daemon has the config file's current contents, in one sentence, and whether a restart is
+/// due (`None`: cannot tell).
+pub fn restart_note(data_dir: &DataDir) -> (String, Option<bool>) {
+    let config = data_dir.config_path();
+    let modified = std::fs::metadata(&config).and_then(|metadata| metadata.modified()).ok();
+    match (local_daemon(data_dir), modified) {
+        (LocalDaemon::NotRunning, _) => {
+            ("no daemon is running on this data dir: the config applies when it starts".to_owned(), Some(false))
+        }
+        (LocalDaemon::Running(daemon), Some(modified)) if modified > daemon.started + START_RESOLUTION => (
+            format!(
+                "{} changed after the running daemon (pid {}) started: restart it (stop it, then `troupe serve \
+                 --data-dir {}`) to apply the change",
+                config.display(),
+                daemon.pid,
+                data_dir.root().display()
+            ),
+            Some(true),
+        ),
+        (LocalDaemon::Running(daemon), _) => (
+            format!(
+                "the running daemon (pid {}, started {}) has this config; later changes apply when it restarts",
+                daemon.pid,
+                relative_time(&humantime::format_rfc3339_seconds(daemon.started).to_string())
+            ),
+            Some(false),
+        ),
+        (LocalDaemon::Unknown, _) => {
+            ("the daemon reads its config at start: changes apply when it restarts".to_owned(), None)
+        }
+    }
+}
+
+/// `troupe config check`. Returns whether the configuration has errors (the caller exits 1).
+pub fn check(data_dir: Option<PathBuf>, json: bool) -> anyhow::Result<bool> {
+    let data_dir = DataDir::resolve(data_dir)?;
+    let config = data_dir.config_path();
+    let exists = config.is_file();
+    let problems = config_problems(&data_dir);
+    let (note, restart_needed) = restart_note(&data_dir);
+    let has_errors = problems.iter().any(|problem| problem.severity == Severity::Error);
+    if json {
+        let problems: Vec<serde_json::Value> = problems.iter().map(Problem::to_json).collect();
+        crate::inspect_cmd::emit_json(&serde_json::json!({
+            "data_dir": data_dir.root().display().to_string(),
+            "config_file": config.display().to_string(),
+            "exists": exists,
+            "problems": problems,
+            "restart_needed": restart_needed,
+            "note": note,
+        }))?;
+        return Ok(has_errors);
+    }
+    let style = Style::stdout();
+    let mut text = String::new();
+    if !data_dir.root().is_dir() {
+        text.push_str(&format!(
+            "{} does not exist: no daemon has run with this data dir (start one with `troupe serve --data-dir {}`)\n",
+            data_dir.root().display(),
+            data_dir.root().display()
+        ));
+    } else if !exists {
+        text.push_str(&format!("{} does not exist: every setting has its default\n", config.display()));
+    }
+    text.push_str(&render_problems(&problems, style));
+    if exists && problems.is_empty() {
+        text.push_str(&format!("{}: no problems\n", config.display()));
+    }
+    if has_errors {
+        text.push_str("a daemon does not start with these errors: fix them first\n");
+    }
+    text.push_str(&format!("{note}\n"));
+    emit(&text)?;
+    Ok(has_errors)
+}
+
+/// One line per problem: `error: LOCATION: MESSAGE`.
+pub fn render_problems(problems: &[Problem], style: Style) -> String {
+    let mut text = String::new();
+    for problem in problems {
+        let severity = match problem.severity {
+            Severity::Error => style.red("error"),
+            Severity::Warning => style.yellow("warning"),
+        };
+        text.push_str(&format!("{severity}: {}: {}\n", problem.location, problem.message));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_syntax_error_names_the_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path().to_path_buf());
+        assert!(config_problems(&data_dir).is_empty(), "a missing file is every default");
+        std::fs::write(data_dir.config_path(), "listen = \"127.0.0.1:1\"\n[limits]\nmax_in_flihgt = 3\n").unwrap();
+        let problems = config_problems(&data_dir);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].location.ends_with("config.toml:3:1"), "{problems:?}");
+        assert!(problems[0].message.contains("max_in_flihgt"), "{problems:?}");
+    }
+
+    #[test]
+    fn this_process_is_found_as_the_holder_of_a_lock_it_holds() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path().to_path_buf());
+        data_dir.ensure_layout().unwrap();
+        assert_eq!(local_daemon(&data_dir), LocalDaemon::NotRunning);
+        let file = std::fs::File::create(data_dir.daemon_dir().join("lock")).unwrap();
+        assert_eq!(local_daemon(&data_dir), LocalDaemon::NotRunning);
+        // SAFETY: flock on a descriptor we own.
+        assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        match local_daemon(&data_dir) {
+            LocalDaemon::Running(daemon) => {
+                assert_eq!(daemon.pid, std::process::id());
+                assert!(daemon.started <= SystemTime::now());
+            }
+            LocalDaemon::Unknown => {} // no /proc/locks here
+            LocalDaemon::NotRunning => panic!("the lock this process holds was not found"),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The commands a person uses to look around: `troupe runs`, `approvals`, `models`, `agents`, `providers` and
+//! `skills`. Each reads what the daemon already knows (nothing here changes state), prints it for a person (short
+//! ids, relative times, colours on a terminal only, untrusted text cleaned) or, with `--json`, as JSON.
+//!
+//! Everything is printed through [`emit`], which treats a closed pipe (`troupe models | head -1`) as success: the
+//! reader has what it wanted, and the command exits 0 instead of panicking or complaining.
+
+use std::io::Write as _;
+
+use clap::Subcommand;
+
+use crate::client_args::ClientArgs;
+
+/// The read-only commands, flattened into the `troupe` command line.
+#[derive(Subcommand, Debug)]
+pub enum InspectCommand {
+    /// List a session's runs, oldest first, with their run ids (what steer, recall, cancel and stdin take).
+    Runs {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session: its id or a unique prefix of it.
+        session_id: String,
+        /// Print JSON instead of one line per run.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List pending approvals, with the ids `troupe approve` takes: of one session's tree, or of every running one.
+    Approvals {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Only this session's tree (default: every root session with an active run).
+        session_id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the models the daemon knows, with their provider and whether it is connected.
+    Models {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the agents, with their description and model chain (first choice first).
+    Agents {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the providers, whether each is connected, and its base URL (never a key).
+    Providers {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the skills a session sees, and the skill files that could not be read, with the reason.
+    Skills {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session: its id or a unique prefix of it.
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl InspectCommand {
+    /// Runs the command to its end; its exit code (0: these commands fail only with an error). A closed stdout
+    /// is success.
+    pub fn run(self) -> anyhow::Result<u8> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let result = runtime.block_on(async move {
+            match self {
+                InspectCommand::Runs { client, session_id, json } => {
+                    crate::runs_cmd::runs(&client.connection(), &session_id, json).await
+                }
+                InspectCommand::Approvals { client, session_id, json } => {
+                    crate::approvals_cmd::approvals(&client.connection(), session_id.as_deref(), json).await
+                }
+                InspectCommand::Models { client, json } => {
+                    crate::catalog_cmd::catalog(&client, crate::catalog_cmd::Listing::Models, json).await
+                }
+                InspectCommand::Agents { client, json } => {
+                    crate::catalog_cmd::catalog(&client, crate::catalog_cmd::Listing::Agents, json).await
+                }
+                InspectCommand::Providers { client, json } => {
+                    crate::catalog_cmd::catalog(&client, crate::catalog_cmd::Listing::Providers, json).await
+                }
+                InspectCommand::Skills { client, session_id, json } => {
+                    crate::skills_cmd::skills(&client.connection(), &session_id, json).await
+                }
+            }
+        });
+        closed_pipe_is_success(result).map(|()| 0)
+    }
+}
+
+/// Writes `text` to stdout and flushes it. A closed pipe comes back as an `io::Error` of kind `BrokenPipe`, which
+/// [`closed_pipe_is_success`] turns into success at the end of the command.
+pub fn emit(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Writes `value` as pretty JSON and a newline.
+pub fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    emit(&text)?;
+    Ok(())
+}
+
+/// A command whose stdout was closed by its reader (`| head -1`) succeeded: the reader had enough.
+pub fn closed_pipe_is_success(result: anyhow::Result<()>) -> anyhow::Result<()> {
+    match result {
+        Err(error) if is_broken_pipe(&error) => Ok(()),
+        other => other,
+    }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The first line of untrusted text, cleaned and cut to `max` characters (with `…` when cut).
+pub fn first_line(untrusted: &str, max: usize) -> String {
+    let cleaned = crate::style::clean(untrusted.trim_start());
+    let line = cleaned.lines().next().unwrap_or("").trim_end();
+    let more_lines = cleaned.trim_end().contains('\n');
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else if more_lines {
+        format!("{line} …")
+    } else {
+        line.to_owned()
+    }
+}
+
+/// Rows of cells as aligned columns (two spaces apart), the last column unpadded. Widths count characters, and
+/// colour is applied by the caller after padding, through `paint` (one per column), so escapes never skew them.
+pub fn table(rows: &[Vec<String>], paint: &[&dyn Fn(&str) -> String]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|column| rows.iter().filter_map(|row| row.get(column)).map(|cell| cell.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut text = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (column, cell) in row.iter().enumerate() {
+            let last = column + 1 == row.len();
+            let padded = if last {
+                cell.clone()
+            } else {
+                format!("{cell}{}", " ".repeat(widths[column].saturating_sub(cell.chars().count())))
+            };
+            match paint.get(column) {
+                Some(paint) => line.push_str(&paint(&padded)),
+                None => line.push_str(&padded),
+            }
+            if !last {
+                line.push_str("  ");
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_pipe_anywhere_in_the_chain_is_success() {
+        let broken = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe)).context("printing");
+        assert!(closed_pipe_is_success(Err(broken)).is_ok());
+        assert!(closed_pipe_is_success(Err(anyhow::anyhow!("no session"))).is_err());
+    }
+
+    #[test]
+    fn first_lines_are_cleaned_and_cut() {
+        assert_eq!(first_line("fix the \u{1b}[31mtests\u{1b}[0m\nand docs", 40), "fix the tests …");
+        assert_eq!(first_line("abcdefghij", 5), "abcd…");
+        assert_eq!(first_line("  hello  ", 40), "hello");
+    }
+
+    #[test]
+    fn columns_align_by_characters() {
+        let rows = vec![
+            vec!["a".to_owned(), "ééé".to_owned(), "x".to_owned()],
+            vec!["bbbb".to_owned(), "c".to_owned(), "y".to_owned()],
+        ];
+        assert_eq!(table(&rows, &[]), "a     ééé  x\nbbbb  c    y\n");
+    }
+}

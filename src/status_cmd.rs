@@ -1,0 +1,189 @@
+//! `troupe status` and `troupe config check`: is the daemon there, where are its files, what does it run with,
+//! and is its configuration sound.
+//!
+//! `status` prints what it can find locally (the URL it tried, the data dir, the token file, the config's
+//! problems) even when the daemon is not reachable, and exits 1 then, so that scripts can wait on it.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use troupe_protocol::client::{ClientOptions, ClientProtocol};
+use troupe_protocol::types::common::SessionStatus;
+use troupe_protocol::types::runtime::{PROTOCOL_VERSION, RuntimeSnapshot, SandboxEnforcement};
+use troupe_protocol::types::session::SessionListParams;
+use troupe_runtime::data_dir::DataDir;
+
+use crate::cli_errors::explained;
+use crate::client_args::ClientArgs;
+use crate::config_check_cmd::{Problem, config_problems, render_problems, restart_note};
+use crate::inspect_cmd::{closed_pipe_is_success, emit, emit_json};
+use crate::style::Style;
+
+/// `troupe status` and `troupe config …`, flattened into the `troupe` command line.
+#[derive(Subcommand, Debug)]
+pub enum StatusCommand {
+    /// Whether the daemon is reachable, where its files are, its providers, sessions, sandbox and config
+    /// problems. Exits 1 when the daemon cannot be reached.
+    Status {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's configuration (`config.toml` in the data dir).
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Check config.toml with the daemon's own loader (no daemon needed) and say whether a restart is due.
+    /// Exits 1 when it has errors.
+    Check {
+        /// The data directory (default: $TROUPE_HOME, else ~/.troupe).
+        #[arg(long, env = "TROUPE_HOME")]
+        data_dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl StatusCommand {
+    /// Runs the command; its exit code: 1 when the daemon is unreachable (`status`) or the config has errors
+    /// (`check`), else 0.
+    pub fn run(self) -> anyhow::Result<u8> {
+        let failed = match self {
+            StatusCommand::Status { client, json } => {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                runtime.block_on(status(&client, json))
+            }
+            StatusCommand::Config { command: ConfigCommand::Check { data_dir, json } } => {
+                crate::config_check_cmd::check(data_dir, json)
+            }
+        };
+        match failed {
+            Ok(failed) => Ok(u8::from(failed)),
+            Err(error) => closed_pipe_is_success(Err(error)).map(|()| 0),
+        }
+    }
+}
+
+/// What the daemon said, when it could be reached.
+struct Reached {
+    snapshot: RuntimeSnapshot,
+    sessions: usize,
+    running: usize,
+}
+
+/// `troupe status`. Returns whether the daemon was unreachable.
+async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
+    let connection = args.connection();
+    let url = connection.url();
+    let data_dir = DataDir::resolve(args.data_dir.clone())?;
+    let token_file = data_dir.token_path();
+    let reached = reach(&connection).await;
+    let problems = config_problems(&data_dir);
+    let (note, restart_needed) = restart_note(&data_dir);
+    if json {
+        let mut value = serde_json::json!({
+            "reachable": reached.is_ok(),
+            "url": url,
+            "data_dir": data_dir.root().display().to_string(),
+            "data_dir_exists": data_dir.root().is_dir(),
+            "token_file": token_file.display().to_string(),
+            "token_file_exists": token_file.is_file(),
+            "token_from": if args.token.as_deref().is_some_and(|token| !token.is_empty()) { "--token" } else { "file" },
+            "config_problems": problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
+            "restart_needed": restart_needed,
+            "config_note": note,
+        });
+        match &reached {
+            Ok(reached) => {
+                value["protocol_version"] = serde_json::json!(PROTOCOL_VERSION);
+                value["providers"] = serde_json::to_value(&reached.snapshot.providers)?;
+                value["sessions"] = serde_json::json!(reached.sessions);
+                value["active_runs"] = serde_json::json!(reached.running);
+                value["sandbox"] = serde_json::to_value(&reached.snapshot.sandbox)?;
+            }
+            Err(error) => value["error"] = serde_json::json!(format!("{error:#}")),
+        }
+        emit_json(&value)?;
+        return Ok(reached.is_err());
+    }
+    let style = Style::stdout();
+    let mut text = String::new();
+    let exists = |present: bool| if present { "" } else { " (missing)" };
+    match &reached {
+        Ok(_) => {
+            text.push_str(&format!("daemon    {} at {url} (protocol {PROTOCOL_VERSION})\n", style.green("reachable")))
+        }
+        Err(_) => text.push_str(&format!("daemon    {} at {url}\n", style.red("not reachable"))),
+    }
+    text.push_str(&format!("data dir  {}{}\n", data_dir.root().display(), exists(data_dir.root().is_dir())));
+    if args.token.as_deref().is_some_and(|token| !token.is_empty()) {
+        text.push_str("token     from --token (TROUPE_TOKEN)\n");
+    } else {
+        text.push_str(&format!("token     {}{}\n", token_file.display(), exists(token_file.is_file())));
+    }
+    if let Ok(reached) = &reached {
+        text.push_str(&describe_reached(reached));
+    }
+    if problems.is_empty() && !data_dir.config_path().is_file() {
+        text.push_str(&format!("config    no {} (every setting has its default)\n", data_dir.config_path().display()));
+    } else if problems.is_empty() {
+        text.push_str(&format!("config    {}: no problems\n", data_dir.config_path().display()));
+    } else {
+        text.push_str(&format!("config    {} problem(s):\n", problems.len()));
+        for line in render_problems(&problems, style).lines() {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
+    text.push_str(&format!("          {note}\n"));
+    if let Err(error) = &reached {
+        // The connection's own explanation, with its hints (`troupe serve`, --url, --data-dir).
+        text.push_str(&format!("{error:#}\n"));
+    }
+    emit(&text)?;
+    Ok(reached.is_err())
+}
+
+async fn reach(connection: &crate::commands::Connection) -> anyhow::Result<Reached> {
+    let connected = connection.open(ClientOptions::default()).await?;
+    let client = connected.client;
+    let snapshot = client.runtime_snapshot_get(Default::default()).await.map_err(explained)?.snapshot;
+    let sessions = client.session_list(SessionListParams::default()).await.map_err(explained)?.sessions;
+    let running = sessions.iter().filter(|session| session.status == SessionStatus::Running).count();
+    client.close().await;
+    Ok(Reached { snapshot, sessions: sessions.len(), running })
+}
+
+fn describe_reached(reached: &Reached) -> String {
+    let mut text = String::new();
+    let connected: Vec<&str> = reached
+        .snapshot
+        .providers
+        .iter()
+        .filter(|provider| provider.connected)
+        .map(|provider| provider.provider_id.as_str())
+        .collect();
+    let providers = if connected.is_empty() { "none connected".to_owned() } else { connected.join(", ") };
+    text.push_str(&format!("providers {} (`troupe providers` for more)\n", crate::style::clean(&providers)));
+    text.push_str(&format!("sessions  {} root session(s), {} with an active run\n", reached.sessions, reached.running));
+    match &reached.snapshot.sandbox {
+        Some(sandbox) => {
+            let enforced = match (&sandbox.tools_refused, sandbox.enforcement) {
+                (Some(refusal), _) => format!("tools refused: {}", crate::style::clean(refusal)),
+                (None, SandboxEnforcement::Landlock) => {
+                    format!("landlock ABI {}", sandbox.landlock_abi.map_or("?".to_owned(), |abi| abi.to_string()))
+                }
+                (None, SandboxEnforcement::None) => "not enforced".to_owned(),
+            };
+            let network = if sandbox.network { "network on" } else { "no network" };
+            text.push_str(&format!("sandbox   {} ({enforced}, {network})\n", sandbox.mode.as_str()));
+        }
+        None => text.push_str("sandbox   not reported by this daemon\n"),
+    }
+    text
+}
