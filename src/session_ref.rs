@@ -22,7 +22,8 @@ pub async fn resolve_session_id(client: &impl ClientProtocol, given: &str) -> an
             "no session {given:?}\n  hint: give at least {MIN_PREFIX} characters of an id that `troupe sessions` lists"
         );
     }
-    let sessions = client.session_list(SessionListParams { cwd: None }).await.map_err(explained)?.sessions;
+    let sessions =
+        client.session_list(SessionListParams { cwd: None, include_archived: true }).await.map_err(explained)?.sessions;
     let matching: Vec<_> = sessions.iter().filter(|session| session.session_id.starts_with(given)).collect();
     match matching.as_slice() {
         [one] => Ok(one.session_id.clone()),

@@ -5,6 +5,7 @@
 //! JSON-RPC error through the one conversion in `error.rs`. Methods of the reference that later parts of the
 //! engine will implement keep the trait's default answer, `not_implemented`.
 
+mod admin;
 mod compaction;
 mod goals;
 mod history;
@@ -434,7 +435,8 @@ impl ServerProtocol for Engine {
                 .map_err(|error| EngineError::Internal { detail: format!("resolving the cwd failed: {error}") })?,
             ),
         };
-        let sessions = self.supervisor_ask(ListRootSessions { cwd }).await?;
+        let include_archived = params.include_archived;
+        let sessions = self.supervisor_ask(ListRootSessions { cwd, include_archived }).await?;
         Ok(SessionListResult { sessions })
     }
 
@@ -740,6 +742,22 @@ impl ServerProtocol for Engine {
         params: SessionIdParams,
     ) -> Result<troupe_protocol::types::usage::SessionTreeUsageResult, RpcError> {
         self.usage_of_tree(params).await
+    }
+
+    async fn session_archive(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::session::SessionArchiveParams,
+    ) -> Result<SessionResult, RpcError> {
+        self.archive_session(params).await
+    }
+
+    async fn session_delete(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::types::session::SessionDeleteResult, RpcError> {
+        self.delete_session(params).await
     }
 
     async fn run_tool_stdin(

@@ -78,6 +78,15 @@ pub enum EngineError {
     SkillNotAllowed { name: String },
     #[error("`{session_id}` is not a root session; approvals are listed for a whole tree, by its root")]
     NotRootSession { session_id: String },
+    /// `session.delete`/`session.archive` name a delegated session: they act on whole trees, by their root.
+    #[error(
+        "`{session_id}` is a delegated session of the tree of `{root_session_id}`; {action} applies to a whole \
+         tree: name its root, `{root_session_id}`"
+    )]
+    ChildSession { session_id: String, root_session_id: String, action: &'static str },
+    /// `session.delete` while a session of the tree is at work.
+    #[error("{}", tree_busy_detail(session_id, busy_session_id, reason))]
+    TreeBusy { session_id: String, busy_session_id: String, reason: TreeBusyReason },
     // --- producers (issue 10) ---
     /// The producer id is not registered for this session (never, or unregistered, or the daemon or plugin
     /// restarted since: registrations are runtime only).
@@ -110,6 +119,33 @@ pub enum EngineError {
         client_response_id: String,
         kind: crate::session_actor::ApprovalErrorKind,
     },
+}
+
+/// What keeps a tree from being deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeBusyReason {
+    Run { run_id: String },
+    Compaction { compaction_id: String },
+    Goal { goal_id: String },
+}
+
+fn tree_busy_detail(session_id: &str, busy_session_id: &str, reason: &TreeBusyReason) -> String {
+    let which = if busy_session_id == session_id {
+        format!("session `{session_id}`")
+    } else {
+        format!("session `{busy_session_id}` of the tree of `{session_id}`")
+    };
+    match reason {
+        TreeBusyReason::Run { run_id } => {
+            format!("{which} has an active run, `{run_id}`; cancel it (run.cancel) or let it end, then delete again")
+        }
+        TreeBusyReason::Compaction { compaction_id } => format!(
+            "{which} is compacting (`{compaction_id}`); cancel it (run.cancel) or let it end, then delete again"
+        ),
+        TreeBusyReason::Goal { goal_id } => format!(
+            "{which} has an active goal, `{goal_id}`; pause or cancel it (session.goal.lifecycle), then delete again"
+        ),
+    }
 }
 
 fn goal_detail(session_id: &str, kind: &crate::session_actor::GoalErrorKind) -> String {
@@ -269,6 +305,22 @@ impl From<EngineError> for RpcError {
             }
             EngineError::NotRootSession { session_id } => {
                 RpcError::engine("not_root_session", &detail, &[session(session_id)])
+            }
+            EngineError::ChildSession { session_id, root_session_id, .. } => RpcError::engine(
+                "not_root_session",
+                &detail,
+                &[session(session_id), ("root_session_id", Value::String(root_session_id.clone()))],
+            ),
+            EngineError::TreeBusy { session_id, busy_session_id, reason } => {
+                let mut fields = vec![session(session_id), ("busy_session_id", Value::String(busy_session_id.clone()))];
+                match reason {
+                    TreeBusyReason::Run { run_id } => fields.push(("active_run_id", Value::String(run_id.clone()))),
+                    TreeBusyReason::Compaction { compaction_id } => {
+                        fields.push(("active_run_id", Value::String(compaction_id.clone())))
+                    }
+                    TreeBusyReason::Goal { goal_id } => fields.push(("goal_id", Value::String(goal_id.clone()))),
+                }
+                RpcError::engine("session_busy", &detail, &fields)
             }
             EngineError::ProducerNotFound { session_id, producer_id } => RpcError::engine(
                 "producer_not_found",

@@ -43,6 +43,7 @@ use crate::error::EngineError;
 use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
+mod admin;
 mod approvals;
 mod compaction;
 mod goals;
@@ -54,6 +55,7 @@ mod runs;
 mod tool_output;
 mod usage;
 
+pub use admin::{Retire, Seal, SetArchived, Unseal};
 pub use approvals::{
     ApprovalErrorKind, ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, GetTreeGrants, ListSessionApprovals,
     RequestApproval, RespondToApproval,

@@ -31,9 +31,11 @@ use crate::run_registry::RunRegistry;
 use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits};
 
 mod children;
+mod removal;
 mod usage;
 mod usage_index;
 pub use children::{CreateChildSession, DELEGATE_ORIGIN};
+pub use removal::DeleteTree;
 pub use usage::{AgentUsage, GlobalUsage, SessionUsageChanged, TreeUsage};
 
 /// A live session actor, as the engine sees it.
@@ -92,11 +94,13 @@ pub struct IndexedMeta {
     pub session_id: String,
 }
 
-/// Root sessions, most recently active first, optionally only those with this exact cwd.
+/// Root sessions, most recently active first, optionally only those with this exact cwd; archived ones only
+/// when asked.
 #[derive(Message)]
 #[rtype(result = "Vec<SessionMeta>")]
 pub struct ListRootSessions {
     pub cwd: Option<String>,
+    pub include_archived: bool,
 }
 
 #[derive(Message)]
@@ -288,6 +292,11 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<(SessionMeta, UsageSummary)> {
             // A fork being copied (`.<id>.fork`) when the daemon stopped: never renamed into place, so it is not a
             // session. Removed so it does not accumulate.
             if session_id.ends_with(FORK_DIR_SUFFIX) {
+                let _ = std::fs::remove_dir_all(&session_dir);
+            }
+            // A deletion a crash interrupted after its rename (`removal`): the session is already gone.
+            if removal::is_deletion_staging(&session_id) {
+                tracing::info!(path = %session_dir.display(), "removing a deleted session's leftover directory");
                 let _ = std::fs::remove_dir_all(&session_dir);
             }
             continue;
@@ -488,6 +497,7 @@ impl Handler<ListRootSessions> for SessionSupervisor {
             .values()
             .filter(|meta| meta.origin == SessionOrigin::Root)
             .filter(|meta| message.cwd.as_ref().is_none_or(|cwd| &meta.cwd == cwd))
+            .filter(|meta| message.include_archived || !meta.archived)
             .cloned()
             .collect();
         // RFC 3339 UTC timestamps of one format sort chronologically as strings.

@@ -205,6 +205,10 @@ protocol_methods! {
     UsageGlobal, usage_global, "usage.global", Empty => GlobalUsageResult;
     /// Rollup of a session and every delegated session below it.
     SessionTreeUsage, session_tree_usage, "session.tree_usage", SessionIdParams => SessionTreeUsageResult;
+    /// troupe extension: archive a root session (hidden from `session.list`) or bring it back.
+    SessionArchive, session_archive, "session.archive", SessionArchiveParams => SessionResult;
+    /// troupe extension: delete a root session and its whole tree, on disk and in every index.
+    SessionDelete, session_delete, "session.delete", SessionIdParams => SessionDeleteResult;
     /// Direct children of a session.
     SessionChildren, session_children, "session.children", SessionIdParams => SessionChildrenResult;
     /// The recursive tree below a session.

@@ -35,6 +35,8 @@ const BATCH_BYTES: usize = 1024 * 1024;
 /// Kinds left out of a fork (see the module docs).
 const NOT_COPIED: &[&str] = &[
     "session_reverted",
+    // A fork starts listed, whatever its source's archive state.
+    "session_archived",
     "model_usage_recorded",
     "tree_approval_grant_committed",
     "goal_activated",

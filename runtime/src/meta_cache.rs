@@ -132,6 +132,7 @@ mod tests {
                 line: Some(4),
                 reason: "invalid JSON (syntax error at column 1)".to_owned(),
             }],
+            archived: true,
         }
     }
 

@@ -42,6 +42,8 @@ pub struct SessionState {
     pub created_at: String,
     pub last_activity_at: String,
     pub skipped_events: Vec<SkippedEvent>,
+    /// Archived by `session.archive` (the last `session_archived` of the whole log; a revert does not undo it).
+    pub archived: bool,
     /// Set when the log's `session_created` is damaged or missing: the session is listed and readable, but its
     /// cwd and creation selection are unknown (empty), so it cannot run.
     pub creation_lost: bool,
@@ -109,6 +111,7 @@ impl SessionState {
             created_at: time.to_owned(),
             last_activity_at: time.to_owned(),
             skipped_events: Vec::new(),
+            archived: false,
             creation_lost: true,
             renames: RecentRecords::default(),
             runs: RunLedger::default(),
@@ -167,7 +170,12 @@ impl SessionState {
         self.producers.apply(event);
         self.usage.apply(event);
         self.last_event_seq = event.seq;
-        self.last_activity_at.clone_from(&event.timestamp);
+        if let EventPayload::SessionArchived { archived } = &event.payload {
+            // Filing a session away is not activity: the list's order stays as it was.
+            self.archived = *archived;
+        } else {
+            self.last_activity_at.clone_from(&event.timestamp);
+        }
         match &event.payload {
             EventPayload::SessionTitleCommitted { title, change, client_rename_id } => {
                 self.title.clone_from(title);
@@ -206,6 +214,7 @@ impl SessionState {
             created_at: self.created_at.clone(),
             last_activity_at: self.last_activity_at.clone(),
             skipped_events: self.skipped_events.clone(),
+            archived: self.archived,
         }
     }
 }
@@ -309,6 +318,19 @@ mod tests {
         let last = 1 + total;
         assert_eq!(state.recorded_rename(&format!("r{last}")).map(|rename| rename.seq), Some(last));
         assert_eq!(state.renames.len(), crate::recent::MAX_RECENT_RECORDS);
+    }
+
+    #[test]
+    fn archiving_follows_the_last_session_archived_and_is_not_activity() {
+        let mut state = SessionState::created(&created()).unwrap();
+        state.apply(&event(2, EventPayload::SessionArchived { archived: true }));
+        assert!(state.meta().archived);
+        assert_eq!((state.last_event_seq, state.last_activity_at.as_str()), (2, "2026-01-01T00:00:01Z"));
+        // A revert's rebuilt branch does not bring the session back.
+        state.adopt_branch(SessionState::created(&created()).unwrap());
+        assert!(state.meta().archived);
+        state.apply(&event(3, EventPayload::SessionArchived { archived: false }));
+        assert!(!state.meta().archived);
     }
 
     #[test]

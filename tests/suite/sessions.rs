@@ -58,10 +58,12 @@ async fn create_get_resume_and_list_agree() {
 
     // The cwd filter matches the canonical path, however it is spelled.
     let spelled_differently = format!("{}/./", project_path);
-    let filtered =
-        within("list cwd", client.call::<method::SessionList>(SessionListParams { cwd: Some(spelled_differently) }))
-            .await
-            .unwrap();
+    let filtered = within(
+        "list cwd",
+        client.call::<method::SessionList>(SessionListParams { cwd: Some(spelled_differently), ..Default::default() }),
+    )
+    .await
+    .unwrap();
     assert_eq!(filtered.sessions, vec![created]);
 }
 

@@ -291,7 +291,10 @@ impl<T: Transport> ConnectionTask<T> {
             return;
         };
         state.failures += 1;
-        if state.failures > RECOVERY_RETRIES {
+        // A session that is not found was deleted (`session.delete`): it will not come back, so there is nothing to
+        // wait for.
+        let gone = matches!(&error, ClientError::Rpc(rpc) if rpc.typed_code() == Some("session_not_found"));
+        if gone || state.failures > RECOVERY_RETRIES {
             tracing::warn!(%session_id, %error, "giving up re-subscribing to a session");
             self.sessions.remove(&session_id);
             self.outbox.push(ClientDelivery::RecoveryFailed { session_id, detail: error.to_string() });

@@ -105,6 +105,14 @@ pub struct SessionMeta {
     pub last_activity_at: String,
     /// Empty when the whole log loaded.
     pub skipped_events: Vec<SkippedEvent>,
+    /// troupe extension (`session.archive`): the root session, with its tree, is hidden from `session.list`
+    /// unless `include_archived` is set. Omitted when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub archived: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// `{}` in both directions: methods that take or return nothing.

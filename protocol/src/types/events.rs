@@ -78,6 +78,11 @@ pub enum EventPayload {
     SessionReverted {
         through_seq: u64,
     },
+    /// troupe extension (`session.archive`): the root session was archived or brought back. Follows the whole
+    /// log (a revert does not undo it); a fork does not copy it.
+    SessionArchived {
+        archived: bool,
+    },
     SessionForked {
         source_session_id: String,
         through_seq: u64,
@@ -389,6 +394,7 @@ impl EventPayload {
             EventPayload::SessionCreated { .. } => "session_created",
             EventPayload::SessionTitleCommitted { .. } => "session_title_committed",
             EventPayload::SessionReverted { .. } => "session_reverted",
+            EventPayload::SessionArchived { .. } => "session_archived",
             EventPayload::SessionForked { .. } => "session_forked",
             EventPayload::UserInputAdmitted { .. } => "user_input_admitted",
             EventPayload::UserInputSubmitted { .. } => "user_input_submitted",

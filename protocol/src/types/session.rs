@@ -28,6 +28,9 @@ pub struct SessionListParams {
     /// Only sessions whose (canonical) cwd equals this path.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// troupe extension: also list archived root sessions (`session.archive`). Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_archived: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -149,4 +152,18 @@ pub struct SessionForkParams {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionForkResult {
     pub session_id: String,
+}
+
+/// `session.archive` (troupe extension): archive (`archived: true`) or bring back a root session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionArchiveParams {
+    pub session_id: String,
+    pub archived: bool,
+}
+
+/// `session.delete` (troupe extension): the sessions deleted, the root first, then its descendants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionDeleteResult {
+    pub deleted_session_ids: Vec<String>,
 }

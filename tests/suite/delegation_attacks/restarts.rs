@@ -31,7 +31,7 @@ async fn children_stay_out_of_session_list_with_or_without_a_cwd_and_in_the_tree
 
     let check = |client: Client, root: String, child: String, cwd: String| async move {
         for filter in [None, Some(cwd)] {
-            let params = SessionListParams { cwd: filter.clone() };
+            let params = SessionListParams { cwd: filter.clone(), ..Default::default() };
             let listed = within("session.list", client.call::<method::SessionList>(params)).await.unwrap().sessions;
             assert!(listed.iter().any(|meta| meta.session_id == root), "the root is listed (cwd {filter:?})");
             assert!(listed.iter().all(|meta| meta.session_id != child), "a child is listed (cwd {filter:?})");

@@ -1,0 +1,239 @@
+//! `session.archive` and `session.delete` (troupe extensions) over the real wire: archiving hides a root session
+//! from `session.list` unless `include_archived`, durably (a restart keeps it hidden) and without stopping it from
+//! running; deleting removes a whole tree from every query and from the disk, is refused while the tree is at work
+//! and for a child, ends the subscriptions of the deleted sessions, and a deletion a crash interrupted after its
+//! rename is finished at the next start.
+
+use serde_json::{Value, json};
+use troupe_protocol::client::{Client, ClientDelivery, ClientError, Deliveries};
+use troupe_protocol::method;
+use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::run::RunIdParams;
+use troupe_protocol::types::session::{PermissionMode, SessionArchiveParams, SessionListParams};
+
+use super::support::*;
+
+fn rpc_error<T: std::fmt::Debug>(result: Result<T, ClientError>) -> troupe_protocol::RpcError {
+    match result {
+        Err(ClientError::Rpc(error)) => error,
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+}
+
+async fn archive(client: &Client, session_id: &str, archived: bool) -> Result<SessionMeta, ClientError> {
+    let params = SessionArchiveParams { session_id: session_id.to_owned(), archived };
+    within("session.archive", client.call::<method::SessionArchive>(params)).await.map(|result| result.session)
+}
+
+async fn delete(client: &Client, session_id: &str) -> Result<Vec<String>, ClientError> {
+    let params = SessionIdParams { session_id: session_id.to_owned() };
+    within("session.delete", client.call::<method::SessionDelete>(params))
+        .await
+        .map(|result| result.deleted_session_ids)
+}
+
+async fn listed(client: &Client, include_archived: bool) -> Vec<SessionMeta> {
+    let params = SessionListParams { cwd: None, include_archived };
+    within("session.list", client.call::<method::SessionList>(params)).await.expect("session.list").sessions
+}
+
+fn ids(sessions: &[SessionMeta]) -> Vec<&str> {
+    sessions.iter().map(|session| session.session_id.as_str()).collect()
+}
+
+async fn get(client: &Client, session_id: &str) -> Result<SessionMeta, ClientError> {
+    let params = SessionIdParams { session_id: session_id.to_owned() };
+    within("session.get", client.call::<method::SessionGet>(params)).await.map(|result| result.session)
+}
+
+/// Runs `input` on the echo model in a subscribed session to its end.
+async fn echo_run(client: &Client, deliveries: &mut Deliveries, session_id: &str, input: &str) {
+    let run_id = start_run(client, session_id, echo_selection(), input).await;
+    let events = events_until(deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+}
+
+#[tokio::test]
+async fn an_archived_session_is_hidden_from_the_list_until_asked_for_and_stays_so_across_a_restart() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let kept = daemon.create_session(&client).await.session_id;
+    let filed = daemon.create_session(&client).await.session_id;
+
+    let archived = archive(&client, &filed, true).await.expect("archive");
+    assert!(archived.archived);
+    let seq = archived.last_event_seq;
+    // Archiving again changes nothing and writes nothing.
+    assert_eq!(archive(&client, &filed, true).await.expect("archive again").last_event_seq, seq);
+    assert_eq!(ids(&listed(&client, false).await), [kept.as_str()]);
+    let everything = listed(&client, true).await;
+    assert_eq!(everything.len(), 2);
+    assert!(everything.iter().any(|session| session.session_id == filed && session.archived));
+    assert!(everything.iter().any(|session| session.session_id == kept && !session.archived));
+    // On the wire, `archived` is omitted when false.
+    let raw = serde_json::to_value(&everything).expect("json");
+    assert!(raw.as_array().expect("array").iter().any(|session| session.get("archived").is_none()));
+
+    // Still readable and runnable, and a run does not bring it back.
+    client.subscribe(&filed, None).await.expect("subscribe to the archived session");
+    echo_run(&client, &mut deliveries, &filed, "still here").await;
+    assert!(get(&client, &filed).await.expect("session.get").archived);
+    assert_eq!(ids(&listed(&client, false).await), [kept.as_str()]);
+    drop(deliveries);
+    client.close().await;
+
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(daemon.stop()), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!(ids(&listed(&client, false).await), [kept.as_str()], "still hidden after a restart");
+    assert!(listed(&client, true).await.iter().any(|session| session.session_id == filed && session.archived));
+
+    let back = archive(&client, &filed, false).await.expect("unarchive");
+    assert!(!back.archived);
+    let mut both = ids(&listed(&client, false).await).into_iter().map(str::to_owned).collect::<Vec<_>>();
+    both.sort();
+    let mut expected = vec![kept.clone(), filed.clone()];
+    expected.sort();
+    assert_eq!(both, expected);
+
+    let missing = rpc_error(archive(&client, "no-such-session", true).await);
+    assert_eq!(missing.typed_code(), Some("session_not_found"));
+}
+
+/// A `helper` agent on the scripted model.
+const DELEGATION_CONFIG: &str = "[agents.helper]\nmodels = [\"local/scripted\"]\n";
+
+fn delegate(task: &str) -> Value {
+    json!({"tool": "delegate", "arguments": {"agent": "helper", "task": task}})
+}
+
+#[tokio::test]
+async fn deleting_a_root_removes_its_whole_tree_from_every_query_and_from_the_disk() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some(DELEGATION_CONFIG.to_owned()),
+        ..DaemonSetup::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("help me")]}, {"text": "root done"}],
+        "by_input": {"help me": {"turns": [{"text": "child done"}]}}
+    });
+    connect_script(&client, daemon.data_path(), script).await;
+    let other = daemon.create_session(&client).await.session_id;
+    let root = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.expect("subscribe");
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let child = events
+        .iter()
+        .find_map(|event| match &event.payload {
+            EventPayload::DelegateStarted { child_session_id, .. } => Some(child_session_id.clone()),
+            _ => None,
+        })
+        .expect("a delegation");
+
+    // A child is refused, naming its root; so is archiving it.
+    let refused = rpc_error(delete(&client, &child).await);
+    assert_eq!((refused.code, refused.typed_code()), (-32000, Some("not_root_session")));
+    assert_eq!(refused.data.as_ref().expect("data")["root_session_id"], root.as_str());
+    let refused = rpc_error(archive(&client, &child, true).await);
+    assert_eq!(refused.typed_code(), Some("not_root_session"));
+
+    assert_eq!(delete(&client, &root).await.expect("session.delete"), [root.clone(), child.clone()]);
+    for gone in [&root, &child] {
+        assert_eq!(rpc_error(get(&client, gone).await).typed_code(), Some("session_not_found"), "{gone}");
+        let params = SessionIdParams { session_id: gone.clone() };
+        let tree = within("session.tree", client.call::<method::SessionTree>(params)).await;
+        assert_eq!(rpc_error(tree).typed_code(), Some("session_not_found"));
+        assert!(!daemon.data_path().join("sessions").join(gone).exists(), "{gone}'s directory is gone");
+    }
+    assert_eq!(ids(&listed(&client, true).await), [other.as_str()]);
+    let leftovers: Vec<String> = std::fs::read_dir(daemon.data_path().join("sessions"))
+        .expect("sessions dir")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(leftovers, [other.clone()], "no staging directory is left");
+    // A repeated delete finds nothing.
+    assert_eq!(rpc_error(delete(&client, &root).await).typed_code(), Some("session_not_found"));
+
+    // And a restart does not bring anything back.
+    client.close().await;
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(daemon.stop()), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!(ids(&listed(&client, true).await), [other.as_str()]);
+    assert_eq!(rpc_error(get(&client, &child).await).typed_code(), Some("session_not_found"));
+}
+
+#[tokio::test]
+async fn a_session_with_an_active_run_is_not_deleted_until_the_run_ends() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
+    let session = daemon.create_session(&client).await.session_id;
+    client.subscribe(&session, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session, selection_of("default", "local/scripted"), "take your time").await;
+
+    let busy = rpc_error(delete(&client, &session).await);
+    assert_eq!((busy.code, busy.typed_code()), (-32000, Some("session_busy")));
+    let data = busy.data.as_ref().expect("data");
+    assert_eq!((&data["session_id"], &data["active_run_id"]), (&json!(session), &json!(run_id)));
+    assert!(busy.detail().is_some_and(|detail| detail.contains("cancel")), "{busy:?}");
+    // Refused, the session goes on serving.
+    assert!(get(&client, &session).await.is_ok());
+
+    within("run.cancel", client.call::<method::RunCancel>(RunIdParams { run_id: run_id.clone() }))
+        .await
+        .expect("run.cancel");
+    events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert_eq!(delete(&client, &session).await.expect("delete after the cancel"), [session.clone()]);
+}
+
+#[tokio::test]
+async fn subscribers_of_a_deleted_session_are_told_and_a_new_subscribe_is_refused() {
+    let daemon = TestDaemon::start();
+    let (watcher, mut watched) = daemon.client().await;
+    let (client, mut deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await.session_id;
+    client.subscribe(&session, None).await.expect("subscribe");
+    echo_run(&client, &mut deliveries, &session, "hello").await;
+    watcher.subscribe(&session, None).await.expect("the watcher subscribes");
+
+    delete(&client, &session).await.expect("session.delete");
+    // The watcher's subscription ends (its gap's re-subscribe finds no session) instead of waiting forever.
+    let ended = within("the watcher's subscription to end", async {
+        loop {
+            match watched.next().await.expect("deliveries open") {
+                ClientDelivery::RecoveryFailed { session_id, detail } => return (session_id, detail),
+                _ => continue,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended.0, session);
+    assert!(ended.1.contains("no session"), "{}", ended.1);
+
+    let (late, _late_deliveries) = daemon.client().await;
+    let refused = within("subscribe after the deletion", late.subscribe(&session, None)).await;
+    assert_eq!(rpc_error(refused).typed_code(), Some("session_not_found"));
+}
+
+#[tokio::test]
+async fn a_deletion_interrupted_after_its_rename_is_finished_at_the_next_start() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    let kept = daemon.create_session(&client).await.session_id;
+    let doomed = daemon.create_session(&client).await.session_id;
+    client.close().await;
+    let data_dir = daemon.stop();
+    // What a crash between the rename and the removal leaves: the session's directory under its staging name.
+    let sessions = data_dir.path().join("sessions");
+    let staged = sessions.join(format!(".{doomed}.delete"));
+    std::fs::rename(sessions.join(&doomed), &staged).expect("stage the directory");
+
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!(ids(&listed(&client, true).await), [kept.as_str()]);
+    assert_eq!(rpc_error(get(&client, &doomed).await).typed_code(), Some("session_not_found"));
+    assert!(!staged.exists(), "the start removed the staging directory");
+}
