@@ -5,6 +5,18 @@
 use anyhow::anyhow;
 use troupe_protocol::client::ClientError;
 
+/// A command line that cannot work as given (exit code 2, as clap's own usage errors).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
 /// Turns a failed call into an error for a person at a terminal.
 pub fn explained(error: ClientError) -> anyhow::Error {
     let ClientError::Rpc(rpc) = &error else {
@@ -16,7 +28,20 @@ pub fn explained(error: ClientError) -> anyhow::Error {
             _ => anyhow!(error),
         };
     };
-    let said = rpc.detail().unwrap_or(&rpc.message).to_owned();
+    let said = speak_cli(rpc.detail().unwrap_or(&rpc.message));
+    let run_id = rpc.data.as_ref().and_then(|data| data.get("run_id")).and_then(|id| id.as_str()).map(str::to_owned);
+    match (rpc.typed_code(), run_id) {
+        (Some("run_not_found"), Some(run_id)) => {
+            return anyhow!(
+                "no run {run_id}\n  hint: use the run id that `troupe run` or `troupe watch` printed (\"run … \
+                 started\"), or --session SESSION for a session's active run"
+            );
+        }
+        (Some("run_not_active"), Some(run_id)) => {
+            return anyhow!("run {run_id} has ended\n  hint: start another with `troupe run --session SESSION TEXT`");
+        }
+        _ => {}
+    }
     let hint = match rpc.typed_code() {
         Some("session_not_found") => "list the sessions with `troupe sessions`",
         Some("run_not_found") => {
@@ -53,9 +78,30 @@ pub fn explained(error: ClientError) -> anyhow::Error {
         Some("goal_invalid_transition") => "`troupe goal show SESSION` shows whether the goal is active or paused",
         Some("goal_selection_not_allowed") => "--agent and --model go with `troupe goal resume` only",
         Some("not_root_session") => "goals and approvals belong to root sessions: use the id `troupe sessions` lists",
-        _ => return anyhow!(error),
+        _ => return anyhow!(said),
     };
     anyhow!("{said}\n  hint: {hint}")
+}
+
+/// The daemon's words with protocol names replaced by the flags and commands a person types, cleaned of
+/// terminal controls (an error may quote a vendor's body).
+pub fn speak_cli(said: &str) -> String {
+    const PHRASES: [(&str, &str); 9] = [
+        ("connect it with provider.connect", "connect it with `troupe connect PROVIDER` (see `troupe connect --help`)"),
+        ("connect the `local` provider with setup_values.script set", "run `troupe connect local --script FILE`"),
+        ("needs setup_values.script", "needs --script FILE"),
+        ("setup_values.base_url", "--base-url URL"),
+        ("setup_values.script", "--script FILE"),
+        ("setup_values.allow_insecure_http", "--allow-insecure-http"),
+        ("use `clear`", "use --clear"),
+        ("use `reset`", "use --reset"),
+        ("Engine error (-32000): ", ""),
+    ];
+    let mut text = crate::style::clean(said);
+    for (protocol, cli) in PHRASES {
+        text = text.replace(protocol, cli);
+    }
+    text
 }
 
 /// A command given text that is empty, before anything is sent.
@@ -73,16 +119,30 @@ mod tests {
 
     #[test]
     fn a_typed_error_keeps_the_daemons_words_and_gains_a_hint() {
-        let error = ClientError::Rpc(RpcError::engine("run_not_found", "no run r-1", &[]));
+        let error = ClientError::Rpc(RpcError::engine("session_not_found", "no session s-1", &[]));
         let text = explained(error).to_string();
-        assert!(text.starts_with("no run r-1\n"), "{text}");
-        assert!(text.contains("troupe run"), "{text}");
+        assert!(text.starts_with("no session s-1\n"), "{text}");
+        assert!(text.contains("troupe sessions"), "{text}");
     }
 
     #[test]
     fn an_unknown_code_is_shown_as_is() {
         let error = ClientError::Rpc(RpcError::engine("something_new", "it broke", &[]));
-        assert_eq!(explained(error).to_string(), "Engine error (-32000): it broke");
+        assert_eq!(explained(error).to_string(), "it broke");
+    }
+
+    #[test]
+    fn protocol_words_become_flags_and_an_unknown_run_is_named() {
+        let error = ClientError::Rpc(RpcError::engine(
+            "run_not_found",
+            "there is no run `r-1`",
+            &[("run_id", serde_json::Value::String("r-1".into()))],
+        ));
+        let text = explained(error).to_string();
+        assert!(text.starts_with("no run r-1\n"), "{text}");
+        assert_eq!(speak_cli("the local provider needs setup_values.script"), "the local provider needs --script FILE");
+        assert!(!speak_cli("not connected; connect it with provider.connect").contains("provider.connect"));
+        assert_eq!(speak_cli("title empty; use `clear` to remove"), "title empty; use --clear to remove");
     }
 
     #[test]

@@ -7,13 +7,13 @@ use crate::commands::Connection;
 /// `--url`, `--token` and `--data-dir`, flattened into every client command.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ClientArgs {
-    /// The daemon's WebSocket URL.
-    #[arg(long, env = "TROUPE_URL", default_value = "ws://127.0.0.1:7419/ws")]
-    pub url: String,
+    /// The daemon's WebSocket URL [default: the data dir's configured `listen`, else ws://127.0.0.1:7419/ws].
+    #[arg(long, env = "TROUPE_URL")]
+    pub url: Option<String>,
     /// The bearer token; by default read from the data directory.
     #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Where to read the token from when no token is given.
+    /// The daemon's data directory: its token and its `listen` address are read from there (never created).
     #[arg(long, env = "TROUPE_HOME")]
     pub data_dir: Option<PathBuf>,
 }

@@ -12,37 +12,43 @@ use troupe_protocol::client::{
 };
 use troupe_protocol::types::common::{SessionIdParams, SessionMeta, SessionStatus};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::run::{RunIdParams, RunStartParams};
-use troupe_protocol::types::session::SessionCreateParams;
-use troupe_runtime::clock::new_id;
 
-use crate::cli_errors::{explained, require_text};
-use crate::commands::{Connected, Connection, absolute_cwd, selection};
-use crate::render::{Printer, is_run_end};
+use crate::cli_errors::explained;
+use crate::commands::{Connected, Connection};
+use crate::output::{Output, exit_when_stdout_closes, line};
+use crate::render::Printer;
+use crate::style::{Style, clean};
 
 /// `troupe watch`: prints a session's events, then follows it live. Survives daemon restarts: it reconnects and
 /// resumes from the last event it printed, so nothing is printed twice or skipped.
-pub async fn watch(connection: &Connection, session_id: String, from: Option<u64>) -> anyhow::Result<()> {
+pub async fn watch(connection: &Connection, session: String, from: Option<u64>, out: Output) -> anyhow::Result<()> {
+    exit_when_stdout_closes();
     let options = ClientOptions {
         reconnect: Some(ReconnectPolicy::default()),
         request_timeout: Duration::from_secs(30),
         ..ClientOptions::default()
     };
     let Connected { client, mut deliveries } = connection.open(options).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session).await?;
     let session =
         client.session_get(SessionIdParams { session_id: session_id.clone() }).await.map_err(explained)?.session;
-    println!(
-        "watching {}  {}  ({})",
-        session.session_id,
-        session.title.as_deref().unwrap_or("(untitled)"),
-        session.cwd
-    );
-    print_skipped(&session);
+    if out == Output::Human {
+        let style = Style::stdout();
+        line(&format!(
+            "watching {}  {}  ({})",
+            style.bold(&session.session_id),
+            session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned()),
+            crate::commands::home_shortened(&clean(&session.cwd))
+        ));
+        print_skipped(&session);
+    }
     client.subscribe(&session_id, from).await.map_err(explained)?;
-    let mut printer = Printer::default();
+    let mut printer = Printer::new(out);
     if from.is_some() {
         follow_running_children(&client, &mut printer, &session_id).await;
     }
+    // One line when the daemon goes away and one when it is back, however many attempts lie between.
+    let mut unreachable = false;
     loop {
         let delivery = tokio::select! {
             delivery = deliveries.next() => delivery,
@@ -71,10 +77,14 @@ pub async fn watch(connection: &Connection, session_id: String, from: Option<u64
                     eprintln!("[fell behind in child session {gap_session} after #{after_seq}; catching up]");
                 }
             }
-            ClientDelivery::Disconnected { detail } => {
-                eprintln!("[disconnected: {detail}; reconnecting]")
+            ClientDelivery::Disconnected { .. } if !unreachable => {
+                eprintln!("daemon unreachable, retrying…");
+                unreachable = true;
             }
-            ClientDelivery::Reconnected => eprintln!("[reconnected; resuming]"),
+            ClientDelivery::Reconnected if unreachable => {
+                eprintln!("reconnected");
+                unreachable = false;
+            }
             ClientDelivery::RecoveryFailed { detail, .. } => {
                 return Err(anyhow!("could not resume the session: {detail}"));
             }
@@ -89,7 +99,7 @@ pub async fn watch(connection: &Connection, session_id: String, from: Option<u64
 /// sub-agent's events print (with a margin naming it) next to its parent's as they happen; grandchildren too, as
 /// their own `delegate_started` passes by. Its `delegate_finished` in the parent closes the story. A child that
 /// cannot be followed is reported and the rest goes on.
-async fn follow_child<C: ClientProtocol>(client: &C, printer: &mut Printer, event: &StoredEvent) {
+pub(crate) async fn follow_child<C: ClientProtocol>(client: &C, printer: &mut Printer, event: &StoredEvent) {
     let EventPayload::DelegateStarted { child_session_id, agent, .. } = &event.payload else {
         return;
     };
@@ -130,7 +140,11 @@ async fn follow_running_children<C: ClientProtocol>(client: &C, printer: &mut Pr
 const CHILDREN_DRAIN: Duration = Duration::from_secs(3);
 
 /// Prints what is left of the followed children's runs, up to [`CHILDREN_DRAIN`].
-async fn drain_children<C: ClientProtocol>(client: &C, deliveries: &mut C::Deliveries, printer: &mut Printer) {
+pub(crate) async fn drain_children<C: ClientProtocol>(
+    client: &C,
+    deliveries: &mut C::Deliveries,
+    printer: &mut Printer,
+) {
     let drain = async {
         while printer.children_running() {
             match deliveries.next().await {
@@ -156,102 +170,6 @@ fn print_skipped(session: &SessionMeta) {
             (None, Some(line)) => format!("line {line}"),
             (None, None) => "unknown position".to_owned(),
         };
-        println!("! skipped unreadable event at {position}: {}", skipped.reason);
-    }
-}
-
-/// What `troupe run` was asked for.
-pub struct RunRequest {
-    pub session_id: Option<String>,
-    pub cwd: Option<String>,
-    pub agent: Option<String>,
-    pub model: Option<String>,
-    pub input: String,
-}
-
-/// `troupe run`: starts a run (creating a session when none is given), prints it as it happens, and exits when
-/// it ends: 0 when it completed, 1 otherwise.
-pub async fn run(connection: &Connection, request: RunRequest) -> anyhow::Result<bool> {
-    require_text(&request.input, "the run's input", "`troupe run \"make the tests pass\"`")?;
-    let Connected { client, mut deliveries } = connection.open(ClientOptions::default()).await?;
-    let selection = selection(request.agent, request.model);
-    let session = match request.session_id {
-        Some(session_id) => client.session_get(SessionIdParams { session_id }).await.map_err(explained)?.session,
-        None => {
-            let cwd = absolute_cwd(request.cwd)?;
-            let created = client
-                .session_create(SessionCreateParams { selection: selection.clone(), cwd: Some(cwd) })
-                .await
-                .map_err(explained)?;
-            eprintln!("created session {}", created.session.session_id);
-            created.session
-        }
-    };
-    let session_id = session.session_id;
-    // Followed from its end: the history is not this command's business, and a long one would only cost time.
-    client.subscribe(&session_id, Some(session.last_event_seq)).await.map_err(explained)?;
-    let run_id = client
-        .run_start(RunStartParams {
-            session_id: session_id.clone(),
-            client_run_id: new_id(),
-            selection,
-            input: request.input,
-            reset_fallback: false,
-        })
-        .await
-        .map_err(explained)?
-        .run_id;
-    eprintln!(
-        "run {run_id} started; steer it with `troupe steer {run_id} TEXT`, stop it with `troupe cancel {run_id}`"
-    );
-    let completed = follow_run(&client, &mut deliveries, &run_id).await;
-    client.close().await;
-    completed
-}
-
-/// Prints the session's events until run `run_id` ends; whether it completed.
-async fn follow_run<C: ClientProtocol>(
-    client: &C,
-    deliveries: &mut C::Deliveries,
-    run_id: &str,
-) -> anyhow::Result<bool> {
-    let mut printer = Printer::default();
-    loop {
-        let delivery = tokio::select! {
-            delivery = deliveries.next() => delivery,
-            _ = tokio::signal::ctrl_c() => {
-                let cancelled =
-                    client.run_cancel(RunIdParams { run_id: run_id.to_owned() }).await.map_err(explained)?;
-                eprintln!("cancel requested: {}", cancelled.cancelled);
-                continue;
-            }
-        };
-        let Some(delivery) = delivery else {
-            return Err(anyhow!(
-                "the connection to the daemon ended before the run did\n  hint: `troupe watch SESSION` shows how it went"
-            ));
-        };
-        let event = match delivery {
-            ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => event,
-            ClientDelivery::ToolOutputDelta(params) | ClientDelivery::ToolOutputSnapshot(params) => {
-                printer.tool_output(&params);
-                continue;
-            }
-            ClientDelivery::ToolOutputGap(_) => {
-                printer.output_gap();
-                continue;
-            }
-            ClientDelivery::RecoveryFailed { detail, .. } => {
-                return Err(anyhow!("lost the session while following the run: {detail}"));
-            }
-            _ => continue,
-        };
-        printer.event(&event, true);
-        follow_child(client, &mut printer, &event).await;
-        if event.run_id.as_deref() != Some(run_id) || !is_run_end(&event.payload) {
-            continue;
-        }
-        drain_children(client, deliveries, &mut printer).await;
-        return Ok(matches!(event.payload, EventPayload::RunCompleted { .. }));
+        line(&format!("! skipped unreadable event at {position}: {}", clean(&skipped.reason)));
     }
 }

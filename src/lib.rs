@@ -5,7 +5,12 @@
 //!   protocol client through its `ClientProtocol` trait; [`follow`]: the ones that follow a session (`run`,
 //!   `watch`); [`cli_errors`]: what they say when something goes wrong.
 //! - [`client_args`]: the `--url`/`--token`/`--data-dir` flags every client command flattens in.
-//! - [`render`]: how those commands print a session's events.
+//! - [`render`]: how those commands print a session's events; [`output`]: `--json` or words on stdout, and a
+//!   closed pipe ends a command quietly.
+//! - [`connection`]: where the daemon is (`--url`, else the data dir's `listen`) and its token (read, never
+//!   created); [`selection`]: which agent and model a run uses, checked before anything is created;
+//!   [`run_cmd`]: `run`, `exec`, `continue`; [`run_control`]: `steer`, `recall`, `cancel`, `stdin` by run id or
+//!   `--session`; [`session_scan`]: a session's active run and latest selection, read from its events.
 //! - [`history_cmd`]: `revert`, `fork`, `compact` and `tree`, a session's history and its delegated sessions.
 //! - [`usage_cmd`]: `troupe usage`, token counts and estimated cost per session, agent, tree or overall.
 //! - [`session_ref`]: a session named by its id or a unique prefix; [`style`]: short ids, relative times,
@@ -27,6 +32,15 @@ pub mod sandbox_explain;
 pub mod session_ref;
 pub mod style;
 pub mod usage_cmd;
+
+// The CLI core: reaching the daemon, choosing the model, running and acting on runs, printing.
+pub mod connection;
+pub mod output;
+pub mod run_cmd;
+pub mod run_control;
+pub mod selection;
+pub mod session_scan;
+pub mod spinner;
 
 // The read-only commands of a person looking around (`runs`, `approvals`, `models`, `status`, …).
 pub mod approvals_cmd;

@@ -4,13 +4,21 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use troupe::cli_errors::UsageError;
 use troupe::client_args::ClientArgs;
-use troupe::commands;
+use troupe::commands::{self, ConnectRequest};
 use troupe::daemon::{self, DaemonOptions};
 use troupe::follow;
 use troupe::history_cmd;
+use troupe::run_cmd::{self, RunEnd, RunRequest, Shown};
+use troupe::run_control::{self, RunTarget, StdinRequest};
+use troupe::selection::SelectionFlags;
+use troupe::style::Style;
 use troupe_protocol::types::session::{PermissionMode, TitleChange};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::token::load_or_create_token;
@@ -21,6 +29,27 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// Printed after `troupe run --help`.
+const SELECTION_HELP: &str = "Which model runs (first that applies):
+  1. --model PROVIDER/MODEL
+  2. the agent's chain: the first model of --agent, else of the session's agent (run --session), else of `default`
+  3. the session's last selection
+  4. the session's creation selection
+A model whose provider is not connected is refused before anything is created.
+
+Exit codes: 0 completed, 1 failed, 130 cancelled.";
+
+/// Printed after `troupe exec --help`.
+const EXEC_HELP: &str = "Prints only the final answer on stdout (with --json: one JSON object per event, then the
+outcome). The model is chosen as for `troupe run`.
+
+Exit codes:
+  0    the run completed
+  1    the run failed (or the command could not start it)
+  2    the run needed an approval, which exec cannot answer: the run is cancelled and the approval is named;
+       allow such operations with --mode auto_approve_y (or yolo), or use `troupe run` and `troupe approve`
+  130  the run was cancelled (Ctrl-C or `troupe cancel`)";
 
 #[derive(Subcommand)]
 enum Command {
@@ -36,21 +65,27 @@ enum Command {
         #[arg(long, hide = true)]
         hibernate_after_ms: Option<u64>,
     },
-    /// Print the bearer token, creating it if needed.
+    /// Print the bearer token of a data dir (the one `troupe serve` wrote there).
     Token {
-        #[arg(long)]
+        #[arg(long, env = "TROUPE_HOME")]
         data_dir: Option<PathBuf>,
+        /// Create the data dir and its token when it has none (otherwise a data dir no daemon used is refused).
+        #[arg(long)]
+        create: bool,
     },
-    /// List root sessions.
+    /// List root sessions: short id, status, last activity, title, directory.
     Sessions {
         #[command(flatten)]
         client: ClientArgs,
         /// Only sessions in this directory.
         #[arg(long)]
         cwd: Option<String>,
-        /// Print JSON instead of one line per session.
+        /// Print the daemon's records as JSON.
         #[arg(long)]
         json: bool,
+        /// Archived sessions too (`troupe archive`), marked as such.
+        #[arg(long)]
+        all: bool,
     },
     /// Create a session and print its id.
     Create {
@@ -59,17 +94,21 @@ enum Command {
         /// The session's working directory (default: the current directory).
         #[arg(long)]
         cwd: Option<String>,
+        /// The agent (default: `default`); its first model is used unless --model is given.
         #[arg(long)]
         agent: Option<String>,
         /// `<provider>/<model>`, e.g. local/echo.
         #[arg(long)]
         model: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Set, clear or reset a session's title.
     Rename {
         #[command(flatten)]
         client: ClientArgs,
-        session_id: String,
+        /// The session: its id or a unique prefix.
+        session: String,
         /// The new title.
         #[arg(required_unless_present_any = ["clear", "reset"])]
         title: Option<String>,
@@ -79,62 +118,137 @@ enum Command {
         /// Return to the automatic title.
         #[arg(long, conflicts_with_all = ["title", "clear"])]
         reset: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Start a run and print it as it happens (creates a session in the current directory unless --session).
+    #[command(after_help = SELECTION_HELP)]
     Run {
         #[command(flatten)]
         client: ClientArgs,
-        /// The session to run in.
+        /// The session to run in: its id or a unique prefix.
         #[arg(long)]
         session: Option<String>,
         /// The directory of a new session (default: the current directory).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "session")]
         cwd: Option<String>,
+        /// The agent; its first model is used unless --model is given.
         #[arg(long)]
         agent: Option<String>,
         /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
         #[arg(long)]
         model: Option<String>,
-        /// What to ask.
-        input: String,
+        /// One JSON object per event instead of words.
+        #[arg(long)]
+        json: bool,
+        /// What to ask (default: standard input, when it is not a terminal).
+        input: Option<String>,
+    },
+    /// Run a task and print only its final answer, for scripts.
+    #[command(after_help = EXEC_HELP)]
+    Exec {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session to run in: its id or a unique prefix (default: a new one in --cwd).
+        #[arg(long)]
+        session: Option<String>,
+        /// The directory of a new session (default: the current directory).
+        #[arg(long, conflicts_with = "session")]
+        cwd: Option<String>,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        /// The permission mode of the new session's tree, e.g. auto_approve_y or yolo.
+        #[arg(long, value_parser = parse_mode, conflicts_with = "session")]
+        mode: Option<PermissionMode>,
+        /// Print the run's events on stderr as it goes.
+        #[arg(long)]
+        verbose: bool,
+        /// One JSON object per event on stdout, then one with the outcome.
+        #[arg(long)]
+        json: bool,
+        /// The task (default: standard input, when it is not a terminal).
+        input: Option<String>,
+    },
+    /// Continue the most recent session of the current directory: with TEXT run it there, else watch it.
+    Continue {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        json: bool,
+        text: Option<String>,
     },
     /// Queue input for a running run; it enters at the next boundary.
     Steer {
         #[command(flatten)]
         client: ClientArgs,
-        run_id: String,
-        input: String,
+        /// The active run of this session (id or unique prefix) instead of a RUN_ID.
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+        /// RUN_ID TEXT, or with --session just TEXT.
+        #[arg(required = true, num_args = 1..=2, value_names = ["RUN_ID", "TEXT"])]
+        args: Vec<String>,
     },
     /// Take back the newest queued steer of a run.
     Recall {
         #[command(flatten)]
         client: ClientArgs,
-        run_id: String,
+        /// The active run of this session instead of a RUN_ID.
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+        run_id: Option<String>,
     },
     /// Cancel a run (kills its running command).
     Cancel {
         #[command(flatten)]
         client: ClientArgs,
-        run_id: String,
+        /// The active run of this session instead of a RUN_ID.
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+        run_id: Option<String>,
     },
-    /// Write to a running command's stdin: TEXT, or the lines you type until Ctrl-D.
+    /// Write to a running command's stdin: TEXT and a newline, or the lines you type until Ctrl-D.
     Stdin {
         #[command(flatten)]
         client: ClientArgs,
-        run_id: String,
-        tool_call_id: String,
-        text: Option<String>,
+        /// The active run of this session instead of a RUN_ID; its one running command unless --call.
+        #[arg(long)]
+        session: Option<String>,
+        /// The tool call (with --session).
+        #[arg(long)]
+        call: Option<String>,
         /// Close the command's stdin after TEXT.
         #[arg(long)]
         eof: bool,
+        /// Send TEXT without the trailing newline.
+        #[arg(long)]
+        no_newline: bool,
+        #[arg(long)]
+        json: bool,
+        /// RUN_ID TOOL_CALL_ID [TEXT], or with --session just [TEXT].
+        #[arg(num_args = 0..=3, value_names = ["RUN_ID", "TOOL_CALL_ID", "TEXT"])]
+        args: Vec<String>,
     },
     /// Set the permission mode of a session's tree: auto_approve, auto_approve_n, auto_approve_y, ask, yolo.
     Mode {
         #[command(flatten)]
         client: ClientArgs,
-        session_id: String,
+        session: String,
         #[arg(value_parser = parse_mode)]
         mode: PermissionMode,
+        #[arg(long)]
+        json: bool,
     },
     /// Connect a provider: openai (any OpenAI-compatible server), anthropic, or local (a script).
     Connect {
@@ -150,18 +264,25 @@ enum Command {
         /// For `local`: the script file of local/scripted.
         #[arg(long)]
         script: Option<String>,
+        /// Allow a plain http:// base URL off loopback (e.g. Ollama on another machine of your LAN).
+        #[arg(long)]
+        allow_insecure_http: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Disconnect a provider and forget its credentials.
     Disconnect {
         #[command(flatten)]
         client: ClientArgs,
         provider: String,
+        #[arg(long)]
+        json: bool,
     },
     /// Answer a pending approval: approve once (default), for the whole session tree, reject, or cancel.
     Approve {
         #[command(flatten)]
         client: ClientArgs,
-        session_id: String,
+        session: String,
         /// The approval (default: the only pending one of the session).
         approval_id: Option<String>,
         /// Approve this operation for the whole session tree from now on.
@@ -174,6 +295,8 @@ enum Command {
         feedback: Option<String>,
         #[arg(long)]
         cancel: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Inspect the kernel sandbox that confines every command a tool runs.
     Sandbox {
@@ -246,11 +369,21 @@ enum Command {
     Watch {
         #[command(flatten)]
         client: ClientArgs,
-        session_id: String,
+        /// The session: its id or a unique prefix.
+        session: String,
         /// Start after this sequence instead of from the beginning.
         #[arg(long)]
         from: Option<u64>,
+        /// One JSON object per event instead of words.
+        #[arg(long)]
+        json: bool,
     },
+    #[command(flatten)]
+    Inspect(troupe::inspect_cmd::InspectCommand),
+    #[command(flatten)]
+    Status(troupe::status_cmd::StatusCommand),
+    #[command(flatten)]
+    SessionAdmin(troupe::session_admin_cmd::SessionAdminCommand),
 }
 
 #[derive(Subcommand)]
@@ -320,60 +453,143 @@ enum SandboxCommand {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    let serving = matches!(cli.command, Command::Serve { .. });
+    // A client command says what it has to say itself: its own log lines (connect, disconnect, reconnect
+    // attempts) stay quiet unless RUST_LOG asks for them.
+    let default_level = if serving { "info" } else { "warn" };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    match cli.command {
-        Command::Serve { listen, data_dir, hibernate_after_ms } => serve(listen, data_dir, hibernate_after_ms),
-        Command::Token { data_dir } => {
-            let data_dir = DataDir::resolve(data_dir)?;
-            data_dir.ensure_layout()?;
-            println!("{}", load_or_create_token(&data_dir)?.as_str());
-            Ok(())
+    match dispatch(cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => report(&error),
+    }
+}
+
+/// Prints an error for a person (never a backtrace): `error: …`, then its hints. Exit code 2 for a command line
+/// that cannot work as given, 1 otherwise.
+fn report(error: &anyhow::Error) -> ExitCode {
+    let style = Style::stderr();
+    let text = format!("{error:#}");
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("failed");
+    eprintln!("{} {first}", style.red("error:"));
+    for line in lines {
+        eprintln!("{line}");
+    }
+    let usage = error.downcast_ref::<UsageError>().is_some();
+    ExitCode::from(if usage { 2 } else { 1 })
+}
+
+/// Runs one command; its exit code.
+fn dispatch(command: Command) -> anyhow::Result<u8> {
+    use troupe::output::Output;
+    match command {
+        Command::Serve { listen, data_dir, hibernate_after_ms } => {
+            serve(listen, data_dir, hibernate_after_ms).map(done)
         }
-        Command::Sessions { client, cwd, json } => block_on(commands::sessions(&client.connection(), cwd, json)),
-        Command::Create { client, cwd, agent, model } => {
-            block_on(commands::create(&client.connection(), cwd, agent, model))
+        Command::Token { data_dir, create } => token(data_dir, create).map(done),
+        Command::Sessions { client, cwd, json, all } => {
+            block_on(commands::sessions(&client.connection(), cwd, all, Output::from_flag(json))).map(done)
         }
-        Command::Rename { client, session_id, title, clear, reset } => {
+        Command::Create { client, cwd, agent, model, json } => {
+            let flags = SelectionFlags { agent, model };
+            block_on(commands::create(&client.connection(), cwd, flags, Output::from_flag(json))).map(done)
+        }
+        Command::Rename { client, session, title, clear, reset, json } => {
             let change = match (title, clear, reset) {
                 (Some(title), _, _) => TitleChange::Set { title },
                 (None, true, _) => TitleChange::Clear,
                 _ => TitleChange::Reset,
             };
-            block_on(commands::rename(&client.connection(), session_id, change))
+            block_on(commands::rename(&client.connection(), session, change, Output::from_flag(json))).map(done)
         }
-        Command::Run { client, session, cwd, agent, model, input } => {
-            let request = follow::RunRequest { session_id: session, cwd, agent, model, input };
-            let completed = block_on_value(follow::run(&client.connection(), request))?;
-            if !completed {
-                std::process::exit(1);
+        Command::Run { client, session, cwd, agent, model, json, input } => {
+            let request = RunRequest {
+                session,
+                cwd,
+                flags: SelectionFlags { agent, model },
+                mode: None,
+                input: input_or_stdin(input, "troupe run \"make the tests pass\"")?,
+                shown: Shown::Follow(Output::from_flag(json)),
+            };
+            block_on_value(run_cmd::run(&client.connection(), request)).map(|end| run_exit_code(&end))
+        }
+        Command::Exec { client, session, cwd, agent, model, mode, verbose, json, input } => {
+            let request = RunRequest {
+                session,
+                cwd,
+                flags: SelectionFlags { agent, model },
+                mode,
+                input: input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
+                shown: Shown::Exec { verbose, json },
+            };
+            let end = block_on_value(run_cmd::run(&client.connection(), request))?;
+            if json {
+                run_cmd::print_json_end(&end);
             }
-            Ok(())
+            Ok(end.exit_code())
         }
-        Command::Steer { client, run_id, input } => block_on(commands::steer(&client.connection(), run_id, input)),
-        Command::Recall { client, run_id } => block_on(commands::recall(&client.connection(), run_id)),
-        Command::Cancel { client, run_id } => block_on(commands::cancel(&client.connection(), run_id)),
-        Command::Stdin { client, run_id, tool_call_id, text, eof } => {
-            block_on(commands::stdin(&client.connection(), run_id, tool_call_id, text, eof))
-        }
-        Command::Mode { client, session_id, mode } => block_on(commands::mode(&client.connection(), session_id, mode)),
-        Command::Connect { client, provider, base_url, api_key_env, script } => {
-            let api_key = match api_key_env {
-                Some(variable) => {
-                    Some(std::env::var(&variable).with_context(|| format!("reading the API key from ${variable}"))?)
+        Command::Continue { client, agent, model, json, text } => {
+            let connection = client.connection();
+            let session = block_on_value(run_cmd::latest_here(&connection))?;
+            let out = Output::from_flag(json);
+            match text {
+                Some(input) => {
+                    let request = RunRequest {
+                        session: Some(session),
+                        cwd: None,
+                        flags: SelectionFlags { agent, model },
+                        mode: None,
+                        input,
+                        shown: Shown::Follow(out),
+                    };
+                    block_on_value(run_cmd::run(&connection, request)).map(|end| run_exit_code(&end))
                 }
+                None => block_on(follow::watch(&connection, session, None, out)).map(done),
+            }
+        }
+        Command::Steer { client, session, json, mut args } => {
+            let text = args.pop().unwrap_or_default();
+            let target = RunTarget::from_args(args.pop(), session)?;
+            block_on(run_control::steer(&client.connection(), target, text, Output::from_flag(json))).map(done)
+        }
+        Command::Recall { client, session, json, run_id } => {
+            let target = RunTarget::from_args(run_id, session)?;
+            block_on(run_control::recall(&client.connection(), target, Output::from_flag(json))).map(done)
+        }
+        Command::Cancel { client, session, json, run_id } => {
+            let target = RunTarget::from_args(run_id, session)?;
+            block_on(run_control::cancel(&client.connection(), target, Output::from_flag(json))).map(done)
+        }
+        Command::Stdin { client, session, call, eof, no_newline, json, args } => {
+            let request = stdin_request(session, call, args, eof, no_newline)?;
+            block_on(run_control::stdin(&client.connection(), request, Output::from_flag(json))).map(done)
+        }
+        Command::Mode { client, session, mode, json } => {
+            block_on(commands::mode(&client.connection(), session, mode, Output::from_flag(json))).map(done)
+        }
+        Command::Connect { client, provider, base_url, api_key_env, script, allow_insecure_http, json } => {
+            let api_key = match api_key_env {
+                Some(variable) => Some(std::env::var(&variable).map_err(|_| {
+                    anyhow::anyhow!(
+                        "the environment variable {variable} is not set\n  hint: export it first, e.g. \
+                         `export {variable}=sk-…`; keys are never taken on the command line"
+                    )
+                })?),
                 None => None,
             };
-            block_on(commands::connect(&client.connection(), provider, base_url, script, api_key))
+            let request = ConnectRequest { provider_id: provider, base_url, script, api_key, allow_insecure_http };
+            block_on(commands::connect(&client.connection(), request, Output::from_flag(json))).map(done)
         }
-        Command::Approve { client, session_id, approval_id, tree, reject, feedback, cancel } => {
+        Command::Approve { client, session, approval_id, tree, reject, feedback, cancel, json } => {
             use troupe_protocol::types::approval::ApprovalDecision;
             let decision = match (tree, reject, cancel) {
                 (true, _, _) => ApprovalDecision::ApproveTree,
@@ -382,34 +598,122 @@ fn main() -> anyhow::Result<()> {
                 _ => ApprovalDecision::ApproveOnce,
             };
             let answer = commands::Answer { decision, feedback };
-            block_on(commands::approve(&client.connection(), session_id, approval_id, answer))
+            let out = Output::from_flag(json);
+            block_on(commands::approve(&client.connection(), session, approval_id, answer, out)).map(done)
         }
-        Command::Disconnect { client, provider } => block_on(commands::disconnect(&client.connection(), provider)),
+        Command::Disconnect { client, provider, json } => {
+            block_on(commands::disconnect(&client.connection(), provider, Output::from_flag(json))).map(done)
+        }
         Command::Sandbox { command: SandboxCommand::Explain { client, session_id, json } } => {
-            block_on(troupe::sandbox_explain::explain_command(&client.connection(), session_id, json))
+            block_on(troupe::sandbox_explain::explain_command(&client.connection(), session_id, json)).map(done)
         }
-        Command::Goal { command } => goal(command),
+        Command::Goal { command } => goal(command).map(done),
         Command::Revert { client, session_id, seq, json } => {
-            block_on(history_cmd::revert(&client.connection(), session_id, seq, json))
+            block_on(history_cmd::revert(&client.connection(), session_id, seq, json)).map(done)
         }
         Command::Fork { client, session_id, seq, json } => {
-            block_on(history_cmd::fork(&client.connection(), session_id, seq, json))
+            block_on(history_cmd::fork(&client.connection(), session_id, seq, json)).map(done)
         }
         Command::Compact { client, session_id, focus, json } => {
-            if !block_on_value(history_cmd::compact(&client.connection(), session_id, focus, json))? {
-                std::process::exit(1);
-            }
-            Ok(())
+            let compacted = block_on_value(history_cmd::compact(&client.connection(), session_id, focus, json))?;
+            Ok(if compacted { 0 } else { 1 })
         }
         Command::Tree { client, session_id, json } => {
-            block_on(history_cmd::tree(&client.connection(), session_id, json))
+            block_on(history_cmd::tree(&client.connection(), session_id, json)).map(done)
         }
         Command::Usage { client, session, agent, tree, json } => {
             let scope = troupe::usage_cmd::UsageScope::from_flags(session, agent, tree);
-            block_on(troupe::usage_cmd::usage(&client.connection(), scope, json))
+            block_on(troupe::usage_cmd::usage(&client.connection(), scope, json)).map(done)
         }
-        Command::Watch { client, session_id, from } => block_on(follow::watch(&client.connection(), session_id, from)),
+        Command::Watch { client, session, from, json } => {
+            block_on(follow::watch(&client.connection(), session, from, Output::from_flag(json))).map(done)
+        }
+        Command::Inspect(command) => command.run(),
+        Command::Status(command) => command.run(),
+        Command::SessionAdmin(command) => command.run(),
     }
+}
+
+/// Exit code 0 for a command that returned.
+fn done(_: ()) -> u8 {
+    0
+}
+
+/// `troupe run`: 0 completed, 130 cancelled, 1 otherwise.
+fn run_exit_code(end: &RunEnd) -> u8 {
+    match end {
+        RunEnd::Completed => 0,
+        RunEnd::Cancelled => 130,
+        _ => 1,
+    }
+}
+
+/// The run's input: the argument, else standard input when it is not a terminal (`echo hi | troupe run`).
+fn input_or_stdin(input: Option<String>, example: &str) -> anyhow::Result<String> {
+    if let Some(input) = input {
+        return Ok(input);
+    }
+    if std::io::stdin().is_terminal() {
+        return Err(UsageError(format!(
+            "what should the run do?\n  hint: give it as the last argument, in quotes, e.g. `{example}`, or pipe it in"
+        ))
+        .into());
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading the input from stdin")?;
+    Ok(text)
+}
+
+/// `stdin`'s arguments: `RUN_ID TOOL_CALL_ID [TEXT]`, or with `--session` `[TEXT]`.
+fn stdin_request(
+    session: Option<String>,
+    call: Option<String>,
+    mut args: Vec<String>,
+    eof: bool,
+    no_newline: bool,
+) -> anyhow::Result<StdinRequest> {
+    let (target, tool_call_id, text) = match session {
+        Some(session) => {
+            if args.len() > 1 {
+                return Err(
+                    UsageError("with --session, give only the TEXT (and --call ID for the command)".into()).into()
+                );
+            }
+            (RunTarget::Session(session), call, args.pop())
+        }
+        None => {
+            if args.len() < 2 {
+                return Err(UsageError(
+                    "give RUN_ID TOOL_CALL_ID [TEXT] (as `troupe run`/`watch` print them), or --session SESSION [TEXT]"
+                        .into(),
+                )
+                .into());
+            }
+            let text = (args.len() == 3).then(|| args.pop()).flatten();
+            let tool_call_id = args.pop();
+            (RunTarget::Run(args.pop().unwrap_or_default()), call.or(tool_call_id), text)
+        }
+    };
+    Ok(StdinRequest { target, tool_call_id, text, eof, no_newline })
+}
+
+/// `troupe token`: prints the data dir's token. A data dir without token and config was never used by a daemon:
+/// refused unless `--create`, so a mistyped path does not get a token of its own.
+fn token(data_dir: Option<PathBuf>, create: bool) -> anyhow::Result<()> {
+    let explicit = data_dir.clone();
+    let data_dir = DataDir::resolve(data_dir)?;
+    let path = data_dir.token_path();
+    if !path.exists() && !data_dir.config_path().exists() && !create {
+        let flag = explicit.map(|dir| format!(" --data-dir {}", dir.display())).unwrap_or_default();
+        anyhow::bail!(
+            "no daemon has run with data dir {} (it has no token)\n  hint: `troupe serve{flag}` creates it; or \
+             `troupe token{flag} --create` makes the token now",
+            data_dir.root().display()
+        );
+    }
+    data_dir.ensure_layout()?;
+    troupe::output::line(load_or_create_token(&data_dir)?.as_str());
+    Ok(())
 }
 
 fn goal(command: GoalCommand) -> anyhow::Result<()> {

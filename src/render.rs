@@ -20,9 +20,15 @@ use troupe_protocol::types::events::{
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_protocol::types::run::ToolResultStatus;
 
-/// Prints events and tool output, keeping track of an unfinished streamed line.
+use crate::output::{Output, checked, json_line};
+use crate::style::clean;
+
+/// Prints events and tool output, keeping track of an unfinished streamed line. Every write to stdout goes
+/// through [`checked`], so a closed pipe ends the command quietly; untrusted text is [`clean`]ed first.
 #[derive(Default)]
 pub struct Printer {
+    /// One JSON object per line (`--json`) instead of words.
+    json: bool,
     /// The session whose streamed model text or live tool output ends the current line, unfinished.
     open: Option<(String, OpenLine)>,
     /// Followed child sessions by id.
@@ -54,6 +60,11 @@ pub fn short_id(session_id: &str) -> &str {
 }
 
 impl Printer {
+    /// A printer for `out`.
+    pub fn new(out: Output) -> Self {
+        Printer { json: out == Output::Json, ..Printer::default() }
+    }
+
     /// Starts printing the events of `child_session_id`, delegated from `parent_session_id` to `agent`, with a
     /// margin. False when it is printed already.
     pub fn adopt_child(&mut self, parent_session_id: &str, child_session_id: &str, agent: &str) -> bool {
@@ -77,23 +88,29 @@ impl Printer {
 
     /// Prints one stored event. `live` is false for replayed history.
     pub fn event(&mut self, event: &StoredEvent, live: bool) {
+        if self.json {
+            if let Ok(value) = serde_json::to_value(event) {
+                json_line(&value);
+            }
+            return;
+        }
         let mut out = std::io::stdout().lock();
         let margin = self.margin(&event.session_id).to_owned();
         if let EventPayload::TextDelta { text, .. } = &event.payload {
             if !self.is_open(&event.session_id, OpenLine::Text) {
                 self.end_line(&mut out);
-                let _ = write!(out, "{margin}{}  assistant: ", prefix(event));
+                checked(write!(out, "{margin}{}  assistant: ", prefix(event)));
                 self.open = Some((event.session_id.clone(), OpenLine::Text));
             }
-            let _ = write!(out, "{}", indent_lines(text, &margin));
-            let _ = out.flush();
+            checked(write!(out, "{}", indent_lines(&clean(text), &margin)));
+            checked(out.flush());
             return;
         }
         if let EventPayload::ToolCallProgress { text, .. } = &event.payload {
             if !live {
                 self.end_line(&mut out);
-                for line in text.lines() {
-                    let _ = writeln!(out, "{margin}  │ {line}");
+                for line in clean(text).lines() {
+                    checked(writeln!(out, "{margin}  │ {line}"));
                 }
             }
             return;
@@ -105,13 +122,21 @@ impl Printer {
             child.ended = true;
         }
         if let Some(what) = describe_event(event) {
-            let _ = writeln!(out, "{margin}{}  {}", prefix(event), indent_lines(&what, &margin));
+            checked(writeln!(out, "{margin}{}  {}", prefix(event), indent_lines(&clean(&what), &margin)));
         }
-        let _ = out.flush();
+        checked(out.flush());
     }
 
     /// Prints a live `events.tool_output_delta` or `events.tool_output_snapshot` notification's bytes.
     pub fn tool_output(&mut self, params: &Value) {
+        if self.json {
+            let mut value = serde_json::json!({"kind": "tool_output"});
+            if let (Some(object), Some(params)) = (value.as_object_mut(), params.as_object()) {
+                object.extend(params.clone());
+            }
+            json_line(&value);
+            return;
+        }
         let Some(data) = params.get("data").and_then(Value::as_str) else {
             return;
         };
@@ -124,23 +149,27 @@ impl Printer {
         if !self.is_open(&session_id, OpenLine::Output) {
             self.end_line(&mut out);
         }
-        let text = String::from_utf8_lossy(&bytes);
+        let text = clean(&String::from_utf8_lossy(&bytes));
         for piece in text.split_inclusive('\n') {
             if self.open.is_none() {
-                let _ = write!(out, "{margin}  │ ");
+                checked(write!(out, "{margin}  │ "));
             }
-            let _ = write!(out, "{piece}");
+            checked(write!(out, "{piece}"));
             self.open = (!piece.ends_with('\n')).then(|| (session_id.clone(), OpenLine::Output));
         }
-        let _ = out.flush();
+        checked(out.flush());
     }
 
     /// Live output was skipped (this terminal fell behind, or the daemon dropped bytes for it).
     pub fn output_gap(&mut self) {
+        if self.json {
+            json_line(&serde_json::json!({"kind": "tool_output_gap"}));
+            return;
+        }
         let mut out = std::io::stdout().lock();
         self.end_line(&mut out);
-        let _ = writeln!(out, "  │ … (some output was skipped)");
-        let _ = out.flush();
+        checked(writeln!(out, "  │ … (some output was skipped)"));
+        checked(out.flush());
     }
 
     fn is_open(&self, session_id: &str, kind: OpenLine) -> bool {
@@ -149,7 +178,7 @@ impl Printer {
 
     fn end_line(&mut self, out: &mut impl Write) {
         if self.open.take().is_some() {
-            let _ = writeln!(out);
+            checked(writeln!(out));
         }
     }
 }
@@ -187,7 +216,8 @@ pub fn describe_event(event: &StoredEvent) -> Option<String> {
             Some("engine:delegate") => "task from the parent",
             Some(other) => other,
         };
-        return Some(format!("run started on {model}\n        {author}: {input}"));
+        let run_id = event.run_id.as_deref().unwrap_or("?");
+        return Some(format!("run {run_id} started ({}, {model})\n        {author}: {input}", selection.agent));
     }
     if let EventPayload::SessionReverted { through_seq } = &event.payload {
         return Some(reverted(*through_seq, event.seq));
@@ -259,6 +289,8 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
             _ => "title cleared".to_owned(),
         },
         EventPayload::SessionReverted { through_seq } => format!("reverted to #{through_seq}"),
+        EventPayload::SessionArchived { archived: true } => "session archived".to_owned(),
+        EventPayload::SessionArchived { archived: false } => "session unarchived".to_owned(),
         EventPayload::SessionForked { source_session_id, through_seq } => {
             format!("forked from {source_session_id} at #{through_seq}; the events above are its copy")
         }
@@ -270,7 +302,7 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
             format!("run started on {model}\n        user: {input}")
         }
         EventPayload::RunCompleted { .. } => "run completed".to_owned(),
-        EventPayload::RunFailed { error, .. } => format!("run failed: {error}"),
+        EventPayload::RunFailed { error, .. } => format!("run failed: {}", crate::cli_errors::speak_cli(error)),
         EventPayload::RunCancelled { .. } => "run cancelled".to_owned(),
         EventPayload::RunInterrupted { .. } => "run interrupted".to_owned(),
         EventPayload::ModelAttemptStarted { .. } | EventPayload::ModelUsageRecorded { .. } => {
@@ -436,11 +468,12 @@ mod tests {
     #[test]
     fn a_run_names_who_wrote_its_input() {
         let line = |origin| describe_event(&run_started(origin)).unwrap();
-        assert_eq!(line(Some("user")), "run started on local/echo\n        user: do it");
-        assert_eq!(line(None), "run started on local/echo\n        user: do it");
-        assert_eq!(line(Some("engine:goal")), "run started on local/echo\n        goal: do it");
-        assert_eq!(line(Some("engine:producer")), "run started on local/echo\n        producer messages: do it");
-        assert_eq!(line(Some("engine:delegate")), "run started on local/echo\n        task from the parent: do it");
+        let started = "run r started (default, local/echo)";
+        assert_eq!(line(Some("user")), format!("{started}\n        user: do it"));
+        assert_eq!(line(None), format!("{started}\n        user: do it"));
+        assert_eq!(line(Some("engine:goal")), format!("{started}\n        goal: do it"));
+        assert_eq!(line(Some("engine:producer")), format!("{started}\n        producer messages: do it"));
+        assert_eq!(line(Some("engine:delegate")), format!("{started}\n        task from the parent: do it"));
     }
 
     #[test]

@@ -33,7 +33,29 @@ fn spawn_client(args: &[&str], daemon: &ChildDaemon) -> std::process::Child {
 
 /// Like [`spawn_client`], with its stdout delivered line by line.
 fn spawn_reading(args: &[&str], daemon: &ChildDaemon) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = spawn_client(args, daemon);
+    let child = spawn_client(args, daemon);
+    read_lines(child)
+}
+
+/// Like [`spawn_reading`], with the default log level and stderr written to `stderr`.
+fn spawn_reading_logged(
+    args: &[&str],
+    daemon: &ChildDaemon,
+    stderr: std::fs::File,
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let child = Command::new(troupe_binary())
+        .args(args)
+        .env("TROUPE_URL", &daemon.url)
+        .env("TROUPE_TOKEN", &daemon.token)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn troupe");
+    read_lines(child)
+}
+
+fn read_lines(mut child: std::process::Child) -> (std::process::Child, mpsc::Receiver<String>) {
     let stdout = child.stdout.take().expect("stdout");
     let (sender, receiver) = mpsc::channel::<String>();
     std::thread::spawn(move || {
@@ -49,9 +71,11 @@ fn spawn_reading(args: &[&str], daemon: &ChildDaemon) -> (std::process::Child, m
 #[test]
 fn token_prints_a_stable_43_character_token_with_private_permissions() {
     let data_dir = tempfile::tempdir().unwrap();
+    // A data dir no daemon used has no token: `--create` makes one; afterwards it is printed as it is.
     let token = |dir: &std::path::Path| {
         let output = Command::new(troupe_binary())
             .arg("token")
+            .arg("--create")
             .arg("--data-dir")
             .arg(dir)
             .env_remove("TROUPE_TOKEN")
@@ -78,7 +102,9 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
     assert_eq!(session_id.len(), 36);
 
     let (mut first_watcher, first_lines) = spawn_reading(&["watch", &session_id], &daemon);
-    let (mut second_watcher, second_lines) = spawn_reading(&["watch", &session_id], &daemon);
+    let logs = tempfile::NamedTempFile::new().unwrap();
+    let (mut second_watcher, second_lines) =
+        spawn_reading_logged(&["watch", &session_id[..8]], &daemon, logs.reopen().unwrap());
     let wait_for = |lines: &mpsc::Receiver<String>, needle: &str, seen: &mut Vec<String>| loop {
         let line = lines.recv_timeout(WAIT).unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
         seen.push(line.clone());
@@ -109,8 +135,13 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
             event_lines[0].starts_with("#1 ") && event_lines[1].starts_with("#2 ") && event_lines[2].starts_with("#3 ")
         );
     }
+    // The restart is told once, in words, not as a log line per attempt.
+    let said = std::fs::read_to_string(logs.path()).unwrap();
+    assert_eq!(said.matches("daemon unreachable, retrying…").count(), 1, "{said}");
+    assert_eq!(said.matches("reconnected").count(), 1, "{said}");
+    assert!(!said.contains("WARN") && !said.contains("INFO"), "{said}");
     let listed = run(&["sessions"], &daemon);
-    assert!(listed.contains(&session_id) && listed.contains("After the restart"), "{listed}");
+    assert!(listed.contains(&session_id[..8]) && listed.contains("After the restart"), "{listed}");
     let _ = first_watcher.kill();
     let _ = second_watcher.kill();
     let _ = first_watcher.wait();

@@ -109,7 +109,8 @@ impl<T: Transport> ConnectionTask<T> {
                 }
             }
             Err(error) => {
-                tracing::warn!(error = %error.0, "reconnecting to the daemon failed");
+                // One attempt of many: the consumer got `Disconnected` and tells its user once, in its words.
+                tracing::debug!(error = %error.0, "reconnecting to the daemon failed");
                 self.schedule_redial();
             }
         }
@@ -152,7 +153,7 @@ impl<T: Transport> ConnectionTask<T> {
             }
         }
         if was_ready {
-            tracing::info!(%detail, "lost the connection to the daemon; reconnecting");
+            tracing::debug!(%detail, "lost the connection to the daemon; reconnecting");
             self.outbox.push(ClientDelivery::Disconnected { detail });
             if let Some(redial) = &mut self.redial {
                 redial.attempt = 0;

@@ -1,0 +1,143 @@
+//! How a client command finds and reaches the daemon: the URL (`--url`, `TROUPE_URL`, else the data dir's
+//! configured `listen`), the token (`--token`, `TROUPE_TOKEN`, else the data dir's token file, read only), and
+//! what it says when that fails. A client command never creates a data directory or a token: a token it created
+//! could only be wrong, and would hide the real mistake (a mistyped `--data-dir`).
+
+use std::path::PathBuf;
+
+use troupe_protocol::client::{Client, ClientOptions, ClientProtocol};
+use troupe_runtime::data_dir::DataDir;
+
+/// The URL of a daemon listening on the default address.
+pub const DEFAULT_URL: &str = "ws://127.0.0.1:7419/ws";
+
+/// Where a client command connects, and with which token.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// `--url` or `TROUPE_URL`; `None`: the data dir's configured `listen`.
+    pub url: Option<String>,
+    /// The token given on the command line or in `TROUPE_TOKEN`; otherwise read from the data directory.
+    pub token: Option<String>,
+    /// `--data-dir` or `TROUPE_HOME`, as given.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Connection {
+    /// The daemon's URL: the one given, else `ws://<listen>/ws` from the data dir's `config.toml` (a wildcard
+    /// address reached on loopback), else [`DEFAULT_URL`].
+    pub fn url(&self) -> String {
+        if let Some(url) = self.url.as_ref().filter(|url| !url.is_empty()) {
+            return url.clone();
+        }
+        let Ok(data_dir) = DataDir::resolve(self.data_dir.clone()) else {
+            return DEFAULT_URL.to_owned();
+        };
+        match troupe_runtime::config::load(&data_dir.config_path()) {
+            Ok(config) => {
+                let mut listen = config.listen;
+                if listen.ip().is_unspecified() {
+                    let loopback: std::net::IpAddr = if listen.is_ipv4() {
+                        std::net::Ipv4Addr::LOCALHOST.into()
+                    } else {
+                        std::net::Ipv6Addr::LOCALHOST.into()
+                    };
+                    listen.set_ip(loopback);
+                }
+                format!("ws://{listen}/ws")
+            }
+            Err(_) => DEFAULT_URL.to_owned(),
+        }
+    }
+
+    /// `--data-dir D` as a person would retype it, for hints; empty when none was given.
+    fn data_dir_flag(&self) -> String {
+        match &self.data_dir {
+            Some(dir) if !dir.as_os_str().is_empty() => format!(" --data-dir {}", dir.display()),
+            _ => String::new(),
+        }
+    }
+
+    /// The token and the file it came from (`None`: given on the command line or in the environment).
+    fn token(&self) -> anyhow::Result<(String, Option<PathBuf>)> {
+        if let Some(token) = self.token.as_ref().filter(|token| !token.is_empty()) {
+            return Ok((token.trim().to_owned(), None));
+        }
+        let data_dir = DataDir::resolve(self.data_dir.clone())?;
+        let path = data_dir.token_path();
+        match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim().is_empty() => Ok((text.trim().to_owned(), Some(path))),
+            Ok(_) => anyhow::bail!(
+                "the token file {} is empty\n  hint: restart the daemon with `troupe serve{}` to write a new one",
+                path.display(),
+                self.data_dir_flag()
+            ),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let mut message = format!(
+                    "no daemon has run with data dir {} (there is no token at {})",
+                    data_dir.root().display(),
+                    path.display()
+                );
+                if let Some(other) = self.other_data_dir(&data_dir) {
+                    message.push_str(&format!("\n  hint: did you mean --data-dir {}?", other.display()));
+                }
+                message.push_str(&format!(
+                    "\n  hint: start the daemon with `troupe serve{}`, or give the token with --token (TROUPE_TOKEN)",
+                    self.data_dir_flag()
+                ));
+                anyhow::bail!(message)
+            }
+            Err(error) => anyhow::bail!("cannot read the token file {}: {error}", path.display()),
+        }
+    }
+
+    /// A data dir with a token that the person may have meant instead of `tried`: the default one.
+    fn other_data_dir(&self, tried: &DataDir) -> Option<PathBuf> {
+        let default = DataDir::resolve(None).ok()?;
+        let candidates = [default.root().to_path_buf()];
+        candidates
+            .into_iter()
+            .find(|candidate| candidate != tried.root() && DataDir::new(candidate.clone()).token_path().is_file())
+    }
+
+    pub(crate) async fn connect(
+        &self,
+        options: ClientOptions,
+    ) -> anyhow::Result<(Client, troupe_protocol::client::Deliveries)> {
+        let url = self.url();
+        let (token, token_file) = self.token()?;
+        Client::connect_websocket(&url, &token, options).await.map_err(|error| {
+            let said = crate::style::clean(&error.to_string());
+            if said.contains("unauthorized") {
+                let source = match &token_file {
+                    Some(path) => format!("the token read from {}", path.display()),
+                    None => "the token given with --token (TROUPE_TOKEN)".to_owned(),
+                };
+                anyhow::anyhow!(
+                    "the daemon at {url} refused {source}: unauthorized\n  hint: use the token of the data dir \
+                     that daemon was started with: `troupe token --data-dir DIR` prints it, or pass the same \
+                     --data-dir here"
+                )
+            } else if said.starts_with("cannot connect to") {
+                anyhow::anyhow!(
+                    "no daemon at {url} ({said})\n  hint: start it with `troupe serve{}`, or set --url (TROUPE_URL) \
+                     to where it listens",
+                    self.data_dir_flag()
+                )
+            } else {
+                anyhow::anyhow!("cannot connect to the daemon at {url}: {said}")
+            }
+        })
+    }
+
+    /// Connects and hands the client out as a [`ClientProtocol`], which is all a command may use.
+    pub(crate) async fn open(&self, options: ClientOptions) -> anyhow::Result<Connected<impl ClientProtocol>> {
+        let (client, deliveries) = self.connect(options).await?;
+        Ok(Connected { client, deliveries })
+    }
+}
+
+/// A connected client and its delivery stream.
+pub(crate) struct Connected<C: ClientProtocol> {
+    pub(crate) client: C,
+    pub(crate) deliveries: C::Deliveries,
+}

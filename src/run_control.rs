@@ -1,0 +1,175 @@
+//! The commands that act on a running run: `steer`, `recall`, `cancel` and `stdin`. Each names its run by id
+//! (as `troupe run` and `troupe watch` print it) or by `--session S`, meaning S's active run; `stdin --session`
+//! without `--call` writes to that run's one running command.
+
+use troupe_protocol::client::{ClientOptions, ClientProtocol};
+use troupe_protocol::types::run::{RunIdParams, RunSteerParams, RunToolStdinParams};
+
+use crate::cli_errors::{explained, require_text};
+use crate::connection::{Connected, Connection};
+use crate::output::{Output, emit};
+use crate::session_scan::{SessionFacts, scan};
+
+/// Which run a command acts on.
+#[derive(Clone, Debug)]
+pub enum RunTarget {
+    /// A run id, as printed.
+    Run(String),
+    /// The active run of a session (its id or a unique prefix).
+    Session(String),
+}
+
+impl RunTarget {
+    /// From a `RUN_ID` argument and a `--session` flag (exactly one of them).
+    pub fn from_args(run_id: Option<String>, session: Option<String>) -> Result<Self, crate::cli_errors::UsageError> {
+        match (run_id, session) {
+            (Some(run_id), None) => Ok(RunTarget::Run(run_id)),
+            (None, Some(session)) => Ok(RunTarget::Session(session)),
+            (Some(_), Some(_)) => {
+                Err(crate::cli_errors::UsageError("give a RUN_ID or --session SESSION, not both".into()))
+            }
+            (None, None) => Err(crate::cli_errors::UsageError(
+                "name the run: its RUN_ID (printed by `troupe run` and `troupe watch`) or --session SESSION".into(),
+            )),
+        }
+    }
+}
+
+/// The run id a target names, and for a session its facts (for `stdin`'s running command).
+async fn locate<C: ClientProtocol>(
+    connected: &mut Connected<C>,
+    target: &RunTarget,
+) -> anyhow::Result<(String, Option<SessionFacts>)> {
+    match target {
+        RunTarget::Run(run_id) => Ok((run_id.trim().to_owned(), None)),
+        RunTarget::Session(given) => {
+            let session_id = crate::session_ref::resolve_session_id(&connected.client, given).await?;
+            let facts = scan(&connected.client, &mut connected.deliveries, &session_id).await?;
+            let run_id = facts.require_active_run()?.run_id.clone();
+            Ok((run_id, Some(facts)))
+        }
+    }
+}
+
+/// `troupe steer`: queues input for a running run. Exits 1 when the run did not accept it.
+pub async fn steer(connection: &Connection, target: RunTarget, input: String, out: Output) -> anyhow::Result<()> {
+    require_text(&input, "the steering text", "`troupe steer RUN_ID \"also update the docs\"`")?;
+    let mut connected = connection.open(ClientOptions::default()).await?;
+    let (run_id, _) = locate(&mut connected, &target).await?;
+    let client = &connected.client;
+    let result = client.run_steer(RunSteerParams { run_id: run_id.clone(), input }).await.map_err(explained)?;
+    client.close().await;
+    if !result.accepted {
+        anyhow::bail!(
+            "run {run_id} did not accept the input\n  hint: it may be ending; `troupe watch SESSION` shows it"
+        );
+    }
+    emit(out, &serde_json::json!({"run_id": run_id, "queued": true}), || "queued for the next boundary".to_owned())
+}
+
+/// `troupe recall`: takes back the newest queued steer.
+pub async fn recall(connection: &Connection, target: RunTarget, out: Output) -> anyhow::Result<()> {
+    let mut connected = connection.open(ClientOptions::default()).await?;
+    let (run_id, _) = locate(&mut connected, &target).await?;
+    let client = &connected.client;
+    let result = client.run_recall_steer(RunIdParams { run_id: run_id.clone() }).await.map_err(explained)?;
+    client.close().await;
+    let json = serde_json::json!({"run_id": run_id, "recalled": result.recalled});
+    emit(out, &json, || match &result.recalled {
+        Some(text) => format!("recalled: {}", crate::style::clean(text)),
+        None => "nothing to recall".to_owned(),
+    })
+}
+
+/// `troupe cancel`.
+pub async fn cancel(connection: &Connection, target: RunTarget, out: Output) -> anyhow::Result<()> {
+    let mut connected = connection.open(ClientOptions::default()).await?;
+    let (run_id, _) = locate(&mut connected, &target).await?;
+    let client = &connected.client;
+    let result = client.run_cancel(RunIdParams { run_id: run_id.clone() }).await.map_err(explained)?;
+    client.close().await;
+    let json = serde_json::json!({"run_id": run_id, "cancelled": result.cancelled});
+    emit(out, &json, || if result.cancelled { "cancelled".to_owned() } else { "the run was not running".to_owned() })
+}
+
+/// What `troupe stdin` sends.
+#[derive(Clone, Debug)]
+pub struct StdinRequest {
+    pub target: RunTarget,
+    /// The tool call; `None`: the run's one running command (with `--session`).
+    pub tool_call_id: Option<String>,
+    /// The text; `None`: the lines typed until end of input.
+    pub text: Option<String>,
+    pub eof: bool,
+    /// Send TEXT as is, without the newline a waiting `read` needs.
+    pub no_newline: bool,
+}
+
+/// `troupe stdin`: sends TEXT (with a newline unless `--no-newline`), or every line typed until end of input, to
+/// a running tool call.
+pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) -> anyhow::Result<()> {
+    let mut connected = connection.open(ClientOptions::default()).await?;
+    let (run_id, facts) = locate(&mut connected, &request.target).await?;
+    let tool_call_id = match (request.tool_call_id, facts) {
+        (Some(id), _) => id,
+        (None, Some(facts)) => one_running_command(&facts)?,
+        (None, None) => {
+            return Err(crate::cli_errors::UsageError(
+                "give the TOOL_CALL_ID after the RUN_ID (or use --session)".into(),
+            )
+            .into());
+        }
+    };
+    let client = &connected.client;
+    let send = |data: Option<String>, eof: bool| {
+        let params = RunToolStdinParams { run_id: run_id.clone(), tool_call_id: tool_call_id.clone(), data, eof };
+        let call = client.run_tool_stdin(params);
+        async move { call.await.map(|result| result.accepted).map_err(explained) }
+    };
+    let accepted = match request.text {
+        Some(mut text) => {
+            if !request.no_newline && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            send(Some(text), request.eof).await?
+        }
+        None => {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            let mut accepted = true;
+            while accepted && let Some(line) = lines.next_line().await? {
+                accepted = send(Some(format!("{line}\n")), false).await?;
+            }
+            accepted && send(None, true).await?
+        }
+    };
+    client.close().await;
+    if !accepted {
+        anyhow::bail!(
+            "tool call {tool_call_id} did not take the input: it is not running, or its stdin is closed\n  hint: \
+             `troupe watch SESSION` shows the tool calls of a run (\"tool shell (ID)\")"
+        );
+    }
+    emit(out, &serde_json::json!({"run_id": run_id, "tool_call_id": tool_call_id, "accepted": true}), String::new)
+}
+
+/// The tool call id of the active run's only running command.
+fn one_running_command(facts: &SessionFacts) -> anyhow::Result<String> {
+    let active = facts.require_active_run()?;
+    match active.running_tools.as_slice() {
+        [(id, _)] => Ok(id.clone()),
+        [] => anyhow::bail!(
+            "run {} has no running command\n  hint: `troupe watch SESSION` shows its tool calls",
+            active.run_id
+        ),
+        several => {
+            let ids: Vec<&str> = several.iter().map(|(id, _)| id.as_str()).collect();
+            anyhow::bail!(
+                "run {} has {} running commands ({})\n  hint: name one with --call TOOL_CALL_ID",
+                active.run_id,
+                several.len(),
+                ids.join(", ")
+            )
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Which agent and model a run or a new session uses, decided by the CLI before anything is created:
+//!
+//! 1. `--model`;
+//! 2. the agent's chain: the first model of the agent (`--agent`, else the session's agent, else `default`) in
+//!    the daemon's runtime snapshot;
+//! 3. the session's last selection (its latest `run_started`);
+//! 4. the session's creation selection.
+//!
+//! A model whose provider is not connected is refused here, with the `troupe connect` command that fixes it,
+//! so a failed attempt never leaves an empty session behind. Nothing is filled in silently.
+
+use anyhow::bail;
+use troupe_protocol::client::ClientProtocol;
+use troupe_protocol::types::common::{Empty, ModelSelection, RunSelection, SessionMeta};
+use troupe_protocol::types::runtime::{ProviderKind, RuntimeSnapshot};
+use troupe_runtime::catalog::DEFAULT_AGENT;
+
+use crate::cli_errors::explained;
+
+/// What the person asked for on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct SelectionFlags {
+    pub agent: Option<String>,
+    pub model: Option<String>,
+}
+
+/// What a session already knows about its selection.
+#[derive(Clone, Debug, Default)]
+pub struct SessionSelections {
+    pub last: Option<RunSelection>,
+    pub creation: Option<RunSelection>,
+}
+
+impl SessionSelections {
+    pub fn of(session: &SessionMeta, last: Option<RunSelection>) -> Self {
+        SessionSelections { last, creation: Some(session.creation_selection.clone()) }
+    }
+}
+
+/// Fetches the runtime snapshot and resolves the selection (see the module docs).
+pub async fn resolve(
+    client: &impl ClientProtocol,
+    flags: &SelectionFlags,
+    session: &SessionSelections,
+) -> anyhow::Result<RunSelection> {
+    let snapshot = client.runtime_snapshot_get(Empty {}).await.map_err(explained)?.snapshot;
+    decide(&snapshot, flags, session)
+}
+
+/// The precedence, without I/O.
+pub fn decide(
+    snapshot: &RuntimeSnapshot,
+    flags: &SelectionFlags,
+    session: &SessionSelections,
+) -> anyhow::Result<RunSelection> {
+    let known = session.last.as_ref().or(session.creation.as_ref());
+    let agent_name = flags
+        .agent
+        .clone()
+        .or_else(|| known.map(|selection| selection.agent.clone()))
+        .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+    let Some(agent) = snapshot.agents.iter().find(|agent| agent.agent == agent_name) else {
+        let names: Vec<&str> = snapshot.agents.iter().map(|agent| agent.agent.as_str()).collect();
+        bail!(
+            "no agent {agent_name:?} (the daemon knows: {})\n  hint: choose one with --agent; agents are defined in \
+             config.toml",
+            names.join(", ")
+        );
+    };
+    let model = match (&flags.model, agent.models.first()) {
+        (Some(model), _) => ModelSelection { model: model.clone(), variant: None },
+        (None, Some(first)) => first.clone(),
+        (None, None) => match session.last.as_ref().or(session.creation.as_ref()) {
+            Some(selection) => selection.model.clone(),
+            None => bail!(
+                "agent {agent_name:?} has no models\n  hint: choose one with --model PROVIDER/MODEL, or give the \
+                 agent `models = [...]` in config.toml"
+            ),
+        },
+    };
+    check_model(snapshot, &model.model)?;
+    Ok(RunSelection { agent: agent_name, model, preset: None })
+}
+
+/// Refuses a model of an unknown or unconnected provider, or an unknown local model.
+fn check_model(snapshot: &RuntimeSnapshot, model: &str) -> anyhow::Result<()> {
+    let Some((provider_id, _)) = model.split_once('/').filter(|(p, m)| !p.is_empty() && !m.is_empty()) else {
+        bail!("{model:?} is not a model\n  hint: models are written PROVIDER/MODEL, e.g. --model openai/gpt-4o");
+    };
+    let Some(provider) = snapshot.providers.iter().find(|provider| provider.provider_id == provider_id) else {
+        bail!("no provider {provider_id:?} (in {model})\n  hint: the providers are openai, anthropic and local");
+    };
+    if provider.kind == ProviderKind::Local {
+        if !snapshot.models.iter().any(|info| info.model == model) {
+            bail!("no model {model}\n  hint: the local models are local/echo and local/scripted");
+        }
+        return Ok(());
+    }
+    if !provider.connected {
+        let how = match provider.kind {
+            ProviderKind::Anthropic => "`troupe connect anthropic --api-key-env ANTHROPIC_API_KEY`".to_owned(),
+            _ => format!(
+                "`troupe connect {provider_id} --base-url https://api.openai.com/v1 --api-key-env OPENAI_API_KEY`"
+            ),
+        };
+        bail!(
+            "{model} needs provider {provider_id}, which is not connected\n  hint: connect it with {how}, or \
+             choose another model with --model"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_protocol::types::runtime::{AgentInfo, AgentMode};
+
+    fn snapshot() -> RuntimeSnapshot {
+        let mut snapshot = troupe_runtime::catalog::builtin_snapshot(1);
+        snapshot.agents.push(AgentInfo {
+            agent: "coder".into(),
+            description: String::new(),
+            mode: AgentMode::Primary,
+            models: vec![ModelSelection { model: "local/scripted".into(), variant: None }],
+        });
+        snapshot.agents.push(AgentInfo {
+            agent: "bare".into(),
+            description: String::new(),
+            mode: AgentMode::Primary,
+            models: Vec::new(),
+        });
+        snapshot
+    }
+
+    fn selection(agent: &str, model: &str) -> RunSelection {
+        RunSelection { agent: agent.into(), model: ModelSelection { model: model.into(), variant: None }, preset: None }
+    }
+
+    fn flags(agent: Option<&str>, model: Option<&str>) -> SelectionFlags {
+        SelectionFlags { agent: agent.map(str::to_owned), model: model.map(str::to_owned) }
+    }
+
+    #[test]
+    fn the_model_flag_wins_then_the_agents_chain_then_the_session() {
+        let snapshot = snapshot();
+        let none = SessionSelections::default();
+        let chosen = decide(&snapshot, &flags(Some("coder"), Some("local/echo")), &none).unwrap();
+        assert_eq!(chosen, selection("coder", "local/echo"));
+        let chosen = decide(&snapshot, &flags(Some("coder"), None), &none).unwrap();
+        assert_eq!(chosen, selection("coder", "local/scripted"));
+        let chosen = decide(&snapshot, &flags(None, None), &none).unwrap();
+        assert_eq!(chosen, selection("default", "local/echo"));
+        let session = SessionSelections {
+            last: Some(selection("bare", "local/scripted")),
+            creation: Some(selection("bare", "x/y")),
+        };
+        let chosen = decide(&snapshot, &flags(None, None), &session).unwrap();
+        assert_eq!(chosen, selection("bare", "local/scripted"), "the last selection, for an agent without a chain");
+        let session = SessionSelections { last: None, creation: Some(selection("bare", "local/scripted")) };
+        assert_eq!(decide(&snapshot, &flags(None, None), &session).unwrap(), selection("bare", "local/scripted"));
+    }
+
+    #[test]
+    fn an_unconnected_provider_or_unknown_agent_is_refused_with_the_fix() {
+        let snapshot = snapshot();
+        let none = SessionSelections::default();
+        let error = decide(&snapshot, &flags(None, Some("openai/gpt-4o")), &none).unwrap_err().to_string();
+        assert!(error.contains("not connected") && error.contains("troupe connect openai --base-url"), "{error}");
+        let error = decide(&snapshot, &flags(Some("nosuch"), None), &none).unwrap_err().to_string();
+        assert!(error.contains("no agent \"nosuch\"") && error.contains("coder"), "{error}");
+        let error = decide(&snapshot, &flags(Some("bare"), None), &none).unwrap_err().to_string();
+        assert!(error.contains("--model"), "{error}");
+    }
+}

@@ -1,0 +1,299 @@
+//! The CLI core through the real binary against a live daemon: which model a run uses (and refusals before any
+//! session exists), run ids printed and `--session` for the commands that act on a run, `stdin`'s newline,
+//! errors in CLI words, and what `troupe sessions` prints.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use troupe_protocol::client::{Client, Deliveries};
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::session::PermissionMode;
+
+use super::cli_support::*;
+use super::support::*;
+
+/// A daemon whose config has an agent `coder` whose chain starts with local/scripted.
+fn daemon_with_coder() -> TestDaemon {
+    TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[agents.coder]\nmodels = [\"local/scripted\"]\n".to_owned()),
+        ..DaemonSetup::default()
+    })
+}
+
+/// `troupe args…` run in the daemon's project directory.
+async fn troupe_here(daemon: &TestDaemon, args: &[&str]) -> CliOutput {
+    let mut command = troupe_command(daemon, args);
+    command.current_dir(daemon.project_path());
+    finish(command, WAIT).await
+}
+
+/// The ids of the root sessions the daemon lists.
+async fn session_ids(daemon: &TestDaemon) -> Vec<String> {
+    let listed = troupe(daemon, &["sessions", "--json"]).await.ok();
+    let sessions: Vec<Value> = serde_json::from_str(&listed).expect("sessions --json is JSON");
+    sessions.iter().map(|session| session["session_id"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+/// The `(agent, model)` of the `run … started (agent, model)` line a `troupe run` printed.
+fn started_with(printed: &str) -> Option<String> {
+    let line = printed.lines().find(|line| line.contains(" started ("))?;
+    let start = line.find(" started (")? + " started (".len();
+    Some(line[start..].trim_end_matches(')').to_owned())
+}
+
+#[tokio::test]
+async fn the_model_follows_the_documented_precedence_and_nothing_is_filled_in_silently() {
+    let daemon = daemon_with_coder();
+    let (client, _deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "one"}, {"text": "two"}, {"text": "3"}]}))
+        .await;
+
+    // --agent: its chain, not local/echo.
+    let run = troupe_here(&daemon, &["run", "--agent", "coder", "hi"]).await;
+    assert!(run.succeeded(), "{run:?}");
+    assert_eq!(started_with(&run.stdout).as_deref(), Some("coder, local/scripted"), "{run:?}");
+    let sessions = session_ids(&daemon).await;
+    assert_eq!(sessions.len(), 1);
+    let session = sessions[0].clone();
+
+    // run --session without flags: the session's agent's chain.
+    let again = troupe_here(&daemon, &["run", "--session", &session[..8], "again"]).await.ok();
+    assert_eq!(started_with(&again).as_deref(), Some("coder, local/scripted"), "{again}");
+    // --model wins over the chain.
+    let echo = troupe_here(&daemon, &["run", "--session", &session, "--model", "local/echo", "hey"]).await.ok();
+    assert_eq!(started_with(&echo).as_deref(), Some("coder, local/echo"), "{echo}");
+    // A new session with neither flag: the default agent's chain.
+    let fresh = troupe_here(&daemon, &["run", "plain"]).await.ok();
+    assert_eq!(started_with(&fresh).as_deref(), Some("default, local/echo"), "{fresh}");
+    assert_eq!(session_ids(&daemon).await.len(), 2);
+
+    // Refused before anything is created: empty input, an unconnected provider, an unknown agent.
+    let said = troupe_here(&daemon, &["run", ""]).await.refused();
+    assert!(said.starts_with("error: the run's input is empty"), "{said}");
+    let said = troupe_here(&daemon, &["run", "--model", "openai/gpt-4o", "hi"]).await.refused();
+    assert!(said.contains("not connected") && said.contains("troupe connect openai --base-url"), "{said}");
+    let said = troupe_here(&daemon, &["run", "--agent", "nosuch", "hi"]).await.refused();
+    assert!(said.contains("no agent \"nosuch\"") && said.contains("coder"), "{said}");
+    let said = troupe_here(&daemon, &["create", "--model", "anthropic/claude", "--json"]).await.refused();
+    assert!(said.contains("troupe connect anthropic"), "{said}");
+    assert_eq!(session_ids(&daemon).await.len(), 2, "no refused command created a session");
+}
+
+/// A yolo session whose run waits in `read line` under a shell tool call; returns (session, run, call).
+async fn waiting_command(
+    daemon: &TestDaemon,
+    client: &Client,
+    deliveries: &mut Deliveries,
+) -> (String, String, String) {
+    connect_script(
+        client,
+        daemon.data_path(),
+        json!({"turns": [
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line; echo \"got [$line]\""}}]},
+            {"text": "all done"}
+        ]}),
+    )
+    .await;
+    let session = daemon.create_session(client).await;
+    set_mode(client, &session.session_id, PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    let run_id = start_run(client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(deliveries, |event| matches!(event.payload, EventPayload::ToolCallStarted { .. })).await;
+    let Some(EventPayload::ToolCallStarted { tool_call_id, .. }) = events.last().map(|event| &event.payload) else {
+        unreachable!("events_until stops at tool_call_started")
+    };
+    (session.session_id, run_id, tool_call_id.clone())
+}
+
+#[tokio::test]
+async fn watch_prints_the_ids_a_second_client_needs_and_session_flags_reach_the_active_run() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let (session, run_id, call_id) = waiting_command(&daemon, &client, &mut deliveries).await;
+
+    // watch prints the whole run id and the tool call id (it is stopped once both were seen).
+    let mut watch = troupe_command(&daemon, &["watch", &session[..8]]);
+    watch.stdout(std::process::Stdio::piped());
+    let mut child = watch.spawn().expect("spawn watch");
+    let stdout = child.stdout.take().expect("stdout");
+    let printed = within("watch prints the ids", async {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let mut printed = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            printed.push_str(&line);
+            printed.push('\n');
+            if printed.contains(&format!("run {run_id} started")) && printed.contains(&call_id) {
+                break;
+            }
+        }
+        printed
+    })
+    .await;
+    assert!(printed.contains(&format!("run {run_id} started (default, local/scripted)")), "{printed}");
+    child.kill().await.expect("stop watch");
+
+    // steer and recall by --session (a prefix).
+    let printed = troupe(&daemon, &["steer", "--session", &session[..8], "later"]).await.ok();
+    assert!(printed.contains("queued"), "{printed}");
+    let printed = troupe(&daemon, &["recall", "--session", &session[..8], "--json"]).await.ok();
+    let recalled: Value = serde_json::from_str(printed.trim()).expect("recall --json");
+    assert_eq!(recalled["recalled"], "later");
+    assert_eq!(recalled["run_id"], run_id.as_str());
+
+    // stdin by --session goes to the one running command, with the newline a `read` needs.
+    troupe(&daemon, &["stdin", "--session", &session[..8], "yes"]).await.ok();
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let output = events.iter().find_map(|event| match &event.payload {
+        EventPayload::ToolCallTerminated { result, .. } => Some(result.output.clone()),
+        _ => None,
+    });
+    assert!(output.as_deref().is_some_and(|output| output.contains("got [yes]")), "{output:?}");
+
+    // The run has ended: --session says there is no active run; an unknown run id is "no run X".
+    let said = troupe(&daemon, &["cancel", "--session", &session]).await.refused();
+    assert!(said.contains("has no active run") && said.contains("troupe run --session"), "{said}");
+    let said = troupe(&daemon, &["cancel", "no-such-run"]).await.refused();
+    assert!(said.starts_with("error: no run no-such-run"), "{said}");
+    assert!(!said.contains("-32000") && !said.contains("active run of its session"), "{said}");
+    // Usage errors exit 2.
+    let both = troupe(&daemon, &["cancel", &run_id, "--session", &session]).await;
+    assert_eq!(both.code, Some(2), "{both:?}");
+    let neither = troupe(&daemon, &["stdin", &run_id]).await;
+    assert_eq!(neither.code, Some(2), "{neither:?}");
+}
+
+#[tokio::test]
+async fn stdin_text_keeps_no_newline_only_when_asked() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let (_session, run_id, call_id) = waiting_command(&daemon, &client, &mut deliveries).await;
+    // Without a newline the `read` keeps waiting; the end of input then completes the line.
+    troupe(&daemon, &["stdin", &run_id, &call_id, "ab", "--no-newline"]).await.ok();
+    troupe(&daemon, &["stdin", &run_id, &call_id, "cd", "--eof"]).await.ok();
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let output = events.iter().find_map(|event| match &event.payload {
+        EventPayload::ToolCallTerminated { result, .. } => Some(result.output.clone()),
+        _ => None,
+    });
+    assert!(output.as_deref().is_some_and(|output| output.contains("got [abcd]")), "{output:?}");
+}
+
+#[tokio::test]
+async fn sessions_are_short_readable_and_untrusted_text_is_cleaned() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    connect_script(
+        &client,
+        daemon.data_path(),
+        json!({"turns": [{"text": "safe \u{1b}]0;pwned\u{7}text \u{1b}[2Jend"}]}),
+    )
+    .await;
+    let mut run = troupe_command(&daemon, &["run", "--model", "local/scripted", "hi"]);
+    run.current_dir(daemon.project_path());
+    let run = finish(run, WAIT).await;
+    assert!(run.succeeded(), "{run:?}");
+    assert!(!run.stdout.contains('\u{1b}') && !run.stdout.contains("]0;pwned"), "{:?}", run.stdout);
+    assert!(run.stdout.contains("safe"), "{}", run.stdout);
+
+    let session = session_ids(&daemon).await.remove(0);
+    troupe(&daemon, &["rename", &session[..8], "Fix the parser"]).await.ok();
+    let mut list = troupe_command(&daemon, &["sessions"]);
+    let home = daemon.project_path().parent().expect("parent").to_path_buf();
+    list.env("HOME", &home);
+    let printed = finish(list, WAIT).await.ok();
+    let line = printed.lines().next().expect("a line");
+    assert!(line.starts_with(&format!("{}  completed ", &session[..8])), "{line}");
+    assert!(!line.contains(&session), "the whole id is for --json: {line}");
+    assert!(line.contains("just now") && line.contains("Fix the parser"), "{line}");
+    assert!(line.contains("~/"), "the cwd under HOME is shortened: {line}");
+    assert!(!line.contains('\u{1b}'), "{line:?}");
+}
+
+#[tokio::test]
+async fn exec_prints_the_answer_alone_and_its_exit_code_says_how_the_run_ended() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "the answer"}]})).await;
+    let printed = troupe_here(&daemon, &["exec", "--model", "local/scripted", "question"]).await;
+    assert_eq!(printed.code, Some(0), "{printed:?}");
+    assert_eq!(printed.stdout, "the answer\n");
+    assert_eq!(printed.stderr, "", "no progress without --verbose");
+
+    // The prompt from stdin when it is not a terminal.
+    let mut piped = troupe_command(&daemon, &["exec", "--json"]);
+    piped.current_dir(daemon.project_path()).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    let mut child = piped.spawn().expect("spawn exec");
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"from a pipe").await.expect("write");
+    }
+    let output = within("exec --json", child.wait_with_output()).await.expect("exec ran");
+    assert!(output.status.success(), "{output:?}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    assert!(lines.iter().any(|event| event["payload"]["input"] == "from a pipe"), "{lines:?}");
+    assert_eq!(lines.last().map(|end| end["status"].clone()), Some(json!("completed")));
+
+    // An approval nobody can answer: the run is cancelled, the approval named, exit code 2.
+    connect_script(
+        &client,
+        daemon.data_path(),
+        json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": "touch made-by-exec"}}]}]}),
+    )
+    .await;
+    let stopped = troupe_here(&daemon, &["exec", "--model", "local/scripted", "--mode", "ask", "make a file"]).await;
+    assert_eq!(stopped.code, Some(2), "{stopped:?}");
+    assert!(
+        stopped.stderr.contains("needs approval") && stopped.stderr.contains("--mode auto_approve_y"),
+        "{stopped:?}"
+    );
+    assert!(!daemon.project_path().join("made-by-exec").exists());
+    let listed = troupe(&daemon, &["sessions", "--json"]).await.ok();
+    let sessions: Vec<Value> = serde_json::from_str(&listed).expect("JSON");
+    assert!(sessions.iter().all(|session| session["status"] != "running"), "the run was cancelled: {listed}");
+}
+
+#[tokio::test]
+async fn continue_runs_in_the_latest_session_of_the_current_directory() {
+    let daemon = TestDaemon::start();
+    let first = troupe_here(&daemon, &["run", "first"]).await.ok();
+    assert!(first.contains("started (default, local/echo)"), "{first}");
+    let again = troupe_here(&daemon, &["continue", "second"]).await;
+    assert!(again.succeeded(), "{again:?}");
+    assert_eq!(session_ids(&daemon).await.len(), 1, "continue used the session: {again:?}");
+    // Elsewhere there is nothing to continue.
+    let elsewhere = tempfile::tempdir().expect("dir");
+    let mut command = troupe_command(&daemon, &["continue", "third"]);
+    command.current_dir(elsewhere.path());
+    let said = finish(command, WAIT).await.refused();
+    assert!(said.contains("no session in") && said.contains("troupe run"), "{said}");
+}
+
+#[tokio::test]
+async fn a_closed_pipe_ends_sessions_and_watch_quietly() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    for _ in 0..3 {
+        daemon.create_session(&client).await;
+    }
+    let session = session_ids(&daemon).await.remove(0);
+    let binary = troupe_binary();
+    let script = format!(
+        "{bin} sessions | head -1 >/dev/null; {bin} watch {session} | head -1 >/dev/null; echo finished",
+        bin = binary.display()
+    );
+    let mut shell = tokio::process::Command::new("sh");
+    shell
+        .args(["-c", &script])
+        .env("TROUPE_URL", daemon.url())
+        .env("TROUPE_TOKEN", &daemon.token)
+        .env("RUST_BACKTRACE", "1")
+        .kill_on_drop(true);
+    let output = finish(shell, Duration::from_secs(15)).await;
+    assert!(output.stdout.contains("finished"), "{output:?}");
+    assert!(!output.stderr.contains("panicked") && !output.stderr.contains("Broken pipe"), "{output:?}");
+}
