@@ -153,7 +153,7 @@ async fn deleting_a_root_removes_its_whole_tree_from_every_query_and_from_the_di
         .expect("sessions dir")
         .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(leftovers, [other.clone()], "no staging directory is left");
+    assert_eq!(leftovers, [other.as_str()], "no staging directory is left");
     // A repeated delete finds nothing.
     assert_eq!(rpc_error(delete(&client, &root).await).typed_code(), Some("session_not_found"));
 
@@ -186,7 +186,7 @@ async fn a_session_with_an_active_run_is_not_deleted_until_the_run_ends() {
         .await
         .expect("run.cancel");
     events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
-    assert_eq!(delete(&client, &session).await.expect("delete after the cancel"), [session.clone()]);
+    assert_eq!(delete(&client, &session).await.expect("delete after the cancel"), [session.as_str()]);
 }
 
 #[tokio::test]
@@ -236,4 +236,87 @@ async fn a_deletion_interrupted_after_its_rename_is_finished_at_the_next_start()
     assert_eq!(ids(&listed(&client, true).await), [kept.as_str()]);
     assert_eq!(rpc_error(get(&client, &doomed).await).typed_code(), Some("session_not_found"));
     assert!(!staged.exists(), "the start removed the staging directory");
+}
+
+mod cli {
+    //! `troupe archive`, `unarchive`, `sessions --all` and `rm`, through the real binary.
+
+    use super::super::cli_support::*;
+    use super::*;
+
+    #[tokio::test]
+    async fn troupe_archive_unarchive_and_sessions_all_show_what_is_put_away() {
+        let daemon = TestDaemon::start();
+        let (client, _deliveries) = daemon.client().await;
+        let kept = daemon.create_session(&client).await.session_id;
+        let filed = daemon.create_session(&client).await.session_id;
+
+        let said = troupe(&daemon, &["archive", &filed]).await.ok();
+        assert!(said.starts_with(&format!("archived {}", &filed[..8])), "{said}");
+        assert!(said.contains("troupe sessions --all"), "{said}");
+        assert!(get(&client, &filed).await.expect("session.get").archived);
+
+        let listed = troupe(&daemon, &["sessions"]).await.ok();
+        assert_eq!(listed.lines().count(), 1, "{listed}");
+        assert!(listed.contains(&kept[..8]) && !listed.contains("[archived]"), "{listed}");
+        let all = troupe(&daemon, &["sessions", "--all"]).await.ok();
+        assert_eq!(all.lines().count(), 2, "{all}");
+        assert_eq!(all.lines().filter(|line| line.ends_with("[archived]")).count(), 1, "{all}");
+        let json: Vec<Value> = serde_json::from_str(&troupe(&daemon, &["sessions", "--all", "--json"]).await.ok())
+            .expect("sessions --all --json");
+        let archived: Vec<&str> = json
+            .iter()
+            .filter(|session| session["archived"] == true)
+            .map(|session| session["session_id"].as_str().expect("id"))
+            .collect();
+        assert_eq!(archived, [filed.as_str()]);
+
+        let back: Value = serde_json::from_str(&troupe(&daemon, &["unarchive", &filed, "--json"]).await.ok())
+            .expect("unarchive --json");
+        assert_eq!(back["session"]["session_id"], filed.as_str());
+        assert!(back["session"].get("archived").is_none(), "{back}");
+        assert_eq!(troupe(&daemon, &["sessions"]).await.ok().lines().count(), 2);
+
+        let missing = troupe(&daemon, &["archive", "0000ffff-no-such-session"]).await.refused();
+        assert!(missing.contains("no session"), "{missing}");
+    }
+
+    #[tokio::test]
+    async fn troupe_rm_needs_yes_without_a_terminal_and_prints_what_it_deleted() {
+        let daemon = TestDaemon::start();
+        let (client, _deliveries) = daemon.client().await;
+        let first = daemon.create_session(&client).await.session_id;
+        let second = daemon.create_session(&client).await.session_id;
+
+        // stdin is not a terminal here: nothing to confirm on, so nothing is deleted.
+        let refused = troupe(&daemon, &["rm", &first]).await.refused();
+        assert!(refused.contains("--yes"), "{refused}");
+        assert!(get(&client, &first).await.is_ok(), "still there");
+
+        let said = troupe(&daemon, &["rm", &first, "--yes"]).await.ok();
+        assert_eq!(said.trim(), format!("deleted session {first}  (untitled)"));
+        assert_eq!(rpc_error(get(&client, &first).await).typed_code(), Some("session_not_found"));
+
+        // By a prefix (the only session left), as JSON.
+        let json: Value =
+            serde_json::from_str(&troupe(&daemon, &["rm", &second[..13], "--yes", "--json"]).await.ok()).expect("json");
+        assert_eq!(json, json!({"deleted_session_ids": [second]}));
+
+        let again = troupe(&daemon, &["rm", &second, "--yes"]).await.refused();
+        assert!(again.contains("no session"), "{again}");
+    }
+
+    #[tokio::test]
+    async fn troupe_rm_of_a_busy_session_says_how_to_free_it() {
+        let daemon = TestDaemon::start();
+        let (client, _deliveries) = daemon.client().await;
+        connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
+        let session = daemon.create_session(&client).await.session_id;
+        let run_id = start_run(&client, &session, selection_of("default", "local/scripted"), "wait").await;
+
+        let refused = troupe(&daemon, &["rm", &session, "--yes"]).await.refused();
+        assert!(refused.contains(&format!("troupe cancel {run_id}")), "{refused}");
+        assert!(refused.contains("nothing was deleted"), "{refused}");
+        assert!(get(&client, &session).await.is_ok());
+    }
 }
