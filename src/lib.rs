@@ -13,6 +13,7 @@
 //!   `--session`; [`session_scan`]: a session's active run and latest selection, read from its events.
 //! - [`history_cmd`]: `revert`, `fork`, `compact` and `tree`, a session's history and its delegated sessions.
 //! - [`usage_cmd`]: `troupe usage`, token counts and estimated cost per session, agent, tree or overall.
+//! - [`session_admin_cmd`]: `rm`, `archive` and `unarchive`, putting a session's tree away.
 //! - [`session_ref`]: a session named by its id or a unique prefix; [`style`]: short ids, relative times,
 //!   colours on a terminal only, untrusted text cleaned before printing.
 //! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
@@ -29,6 +30,7 @@ pub mod goal_cli;
 pub mod history_cmd;
 pub mod render;
 pub mod sandbox_explain;
+pub mod session_admin_cmd;
 pub mod session_ref;
 pub mod style;
 pub mod usage_cmd;
