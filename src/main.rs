@@ -8,7 +8,7 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use troupe::cli_errors::UsageError;
 use troupe::client_args::ClientArgs;
 use troupe::commands::{self, ConnectRequest};
@@ -365,6 +365,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script: `troupe completions bash > ~/.local/share/bash-completion/completions/troupe`.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the man page (roff): `troupe man > ~/.local/share/man/man1/troupe.1`.
+    Man,
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
@@ -628,10 +635,46 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Watch { client, session, from, json } => {
             block_on(follow::watch(&client.connection(), session, from, Output::from_flag(json))).map(done)
         }
+        Command::Completions { shell } => {
+            let mut buffer = Vec::new();
+            clap_complete::generate(shell.generator(), &mut Cli::command(), "troupe", &mut buffer);
+            print_all(&buffer)
+        }
+        Command::Man => {
+            let mut buffer = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut buffer)?;
+            print_all(&buffer)
+        }
         Command::Inspect(command) => command.run(),
         Command::Status(command) => command.run(),
         Command::SessionAdmin(command) => command.run(),
     }
+}
+
+/// The shells `troupe completions` writes for.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl CompletionShell {
+    fn generator(self) -> clap_complete::Shell {
+        match self {
+            CompletionShell::Bash => clap_complete::Shell::Bash,
+            CompletionShell::Zsh => clap_complete::Shell::Zsh,
+            CompletionShell::Fish => clap_complete::Shell::Fish,
+        }
+    }
+}
+
+/// Writes generated text to stdout (a closed pipe ends the command quietly).
+fn print_all(bytes: &[u8]) -> anyhow::Result<u8> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    troupe::output::checked(stdout.write_all(bytes).and_then(|()| stdout.flush()));
+    Ok(0)
 }
 
 /// Exit code 0 for a command that returned.

@@ -297,3 +297,18 @@ async fn a_closed_pipe_ends_sessions_and_watch_quietly() {
     assert!(output.stdout.contains("finished"), "{output:?}");
     assert!(!output.stderr.contains("panicked") && !output.stderr.contains("Broken pipe"), "{output:?}");
 }
+
+#[tokio::test]
+async fn completions_and_the_man_page_come_from_the_command_line_itself() {
+    let daemon = TestDaemon::start();
+    let bash = troupe(&daemon, &["completions", "bash"]).await.ok();
+    assert!(bash.contains("_troupe()") && bash.contains("continue") && bash.contains("--no-newline"), "{bash}");
+    let zsh = troupe(&daemon, &["completions", "zsh"]).await.ok();
+    assert!(zsh.starts_with("#compdef troupe"), "{zsh}");
+    let fish = troupe(&daemon, &["completions", "fish"]).await.ok();
+    assert!(fish.contains("complete -c troupe"), "{fish}");
+    let man = troupe(&daemon, &["man"]).await.ok();
+    assert!(man.contains(".TH troupe 1") && man.contains("exec"), "{man}");
+    let unknown = troupe(&daemon, &["completions", "tcsh"]).await;
+    assert_eq!(unknown.code, Some(2), "{unknown:?}");
+}
