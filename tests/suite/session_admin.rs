@@ -190,6 +190,43 @@ async fn a_session_with_an_active_run_is_not_deleted_until_the_run_ends() {
 }
 
 #[tokio::test]
+async fn a_session_driven_by_an_active_goal_is_deleted_once_the_goal_is_paused_and_its_run_ends() {
+    use troupe_protocol::types::goal::{GoalLifecycleAction, GoalLifecycleParams, GoalSetParams};
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
+    let session = daemon.create_session(&client).await.session_id;
+    client.subscribe(&session, None).await.expect("subscribe");
+    let params = GoalSetParams {
+        session_id: session.clone(),
+        objective: "keep going".into(),
+        selection: Some(selection_of("default", "local/scripted")),
+    };
+    let goal = within("session.goal.set", client.call::<method::SessionGoalSet>(params)).await.expect("goal").goal;
+    // The goal starts its automatic run at once.
+    let started = events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::RunStarted { .. })).await;
+    let run_id = started.last().and_then(|event| event.run_id.clone()).expect("the goal's run");
+
+    let busy = rpc_error(delete(&client, &session).await);
+    assert_eq!(busy.typed_code(), Some("session_busy"), "{busy:?}");
+
+    let pause = GoalLifecycleParams {
+        session_id: session.clone(),
+        goal_id: goal.goal_id.clone(),
+        expected_revision: goal.revision,
+        action: GoalLifecycleAction::Pause,
+        selection: None,
+    };
+    within("pause", client.call::<method::SessionGoalLifecycle>(pause)).await.expect("pause the goal");
+    within("run.cancel", client.call::<method::RunCancel>(RunIdParams { run_id: run_id.clone() }))
+        .await
+        .expect("run.cancel");
+    events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert_eq!(delete(&client, &session).await.expect("delete"), [session.as_str()]);
+    assert!(!daemon.data_path().join("sessions").join(&session).exists());
+}
+
+#[tokio::test]
 async fn subscribers_of_a_deleted_session_are_told_and_a_new_subscribe_is_refused() {
     let daemon = TestDaemon::start();
     let (watcher, mut watched) = daemon.client().await;
@@ -318,5 +355,63 @@ mod cli {
         assert!(refused.contains(&format!("troupe cancel {run_id}")), "{refused}");
         assert!(refused.contains("nothing was deleted"), "{refused}");
         assert!(get(&client, &session).await.is_ok());
+    }
+}
+
+mod terminal {
+    //! `troupe rm` on a terminal (a pseudo-terminal from `script(1)`): it asks, and only `y` deletes.
+
+    use std::process::Stdio;
+
+    use tokio::io::AsyncWriteExt as _;
+
+    use super::super::cli_support::CliOutput;
+    use super::*;
+
+    /// Runs `troupe rm SESSION` on a pseudo-terminal, answering `answer`; None when `script(1)` is missing.
+    async fn rm_on_a_terminal(daemon: &TestDaemon, session_id: &str, answer: &str) -> Option<CliOutput> {
+        let script = ["/usr/bin/script", "/bin/script"].into_iter().find(|path| std::path::Path::new(path).exists())?;
+        let line = format!("{} rm {session_id}", troupe_binary().display());
+        let mut child = tokio::process::Command::new(script)
+            .args(["-qec", &line, "/dev/null"])
+            .env("TROUPE_URL", daemon.url())
+            .env("TROUPE_TOKEN", &daemon.token)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn script");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(format!("{answer}\n").as_bytes()).await.expect("answer");
+        let output = within("troupe rm on a terminal", child.wait_with_output()).await.expect("script ran");
+        Some(CliOutput {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+
+    #[tokio::test]
+    async fn troupe_rm_asks_on_a_terminal_and_deletes_only_on_yes() {
+        let daemon = TestDaemon::start();
+        let (client, _deliveries) = daemon.client().await;
+        let session = daemon.create_session(&client).await.session_id;
+
+        let Some(declined) = rm_on_a_terminal(&daemon, &session, "n").await else {
+            eprintln!("skipped: script(1) is not installed");
+            return;
+        };
+        assert!(declined.stdout.contains("This cannot be undone. [y/N]"), "{declined:?}");
+        assert!(declined.stdout.contains("nothing deleted"), "{declined:?}");
+        assert_ne!(declined.code, Some(0), "{declined:?}");
+        assert!(get(&client, &session).await.is_ok(), "still there");
+
+        let accepted = rm_on_a_terminal(&daemon, &session, "y").await.expect("script");
+        assert_eq!(accepted.code, Some(0), "{accepted:?}");
+        // On a terminal the id is bold.
+        assert!(accepted.stdout.contains("deleted session") && accepted.stdout.contains(&session), "{accepted:?}");
+        assert_eq!(rpc_error(get(&client, &session).await).typed_code(), Some("session_not_found"));
     }
 }
