@@ -264,3 +264,22 @@ pub async fn approve(
         format!("{}: {}", clean(&result.approval.operation.summary), status.as_str().unwrap_or("?"))
     })
 }
+
+/// `troupe token`: prints the data dir's token. A data dir without token and config was never used by a daemon:
+/// refused unless `--create`, so a mistyped path does not get a token of its own.
+pub fn token(data_dir: Option<std::path::PathBuf>, create: bool) -> anyhow::Result<()> {
+    let explicit = data_dir.clone();
+    let data_dir = troupe_runtime::data_dir::DataDir::resolve(data_dir)?;
+    let path = data_dir.token_path();
+    if !path.exists() && !data_dir.config_path().exists() && !create {
+        let flag = explicit.map(|dir| format!(" --data-dir {}", dir.display())).unwrap_or_default();
+        anyhow::bail!(
+            "no daemon has run with data dir {} (it has no token)\n  hint: `troupe serve{flag}` creates it; or \
+             `troupe token{flag} --create` makes the token now",
+            data_dir.root().display()
+        );
+    }
+    data_dir.ensure_layout()?;
+    line(troupe_runtime::token::load_or_create_token(&data_dir)?.as_str());
+    Ok(())
+}

@@ -5,6 +5,7 @@
 //! unless `--revision` pins the revision the user saw: then a goal that changed meanwhile is refused, not
 //! silently acted on.
 
+use clap::Subcommand;
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionIdParams};
 use troupe_protocol::types::events::EventPayload;
@@ -12,6 +13,7 @@ use troupe_protocol::types::goal::{GoalLifecycleAction, GoalLifecycleParams, Goa
 use troupe_runtime::catalog::DEFAULT_AGENT;
 
 use crate::cli_errors::{explained, require_text};
+use crate::client_args::ClientArgs;
 use crate::commands::{Connected, Connection};
 
 /// An optional selection from `--agent` and `--model`: none when neither is given (the session's own is used).
@@ -36,12 +38,14 @@ pub async fn set(
     session_id: String,
     objective: String,
     selection: Option<RunSelection>,
+    json: bool,
 ) -> anyhow::Result<()> {
     require_text(&objective, "the objective", "`troupe goal set SESSION \"make the tests pass\"`")?;
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let result =
         client.session_goal_set(GoalSetParams { session_id, objective, selection }).await.map_err(explained)?;
-    print!("{}", describe_goal(&result.goal));
+    print_goal(&result.goal, json)?;
     client.close().await;
     Ok(())
 }
@@ -49,13 +53,14 @@ pub async fn set(
 /// `troupe goal show`.
 pub async fn show(connection: &Connection, session_id: String, json: bool) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let result = client.session_goal_get(SessionIdParams { session_id }).await.map_err(explained)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         match &result.goal {
-            Some(goal) => print!("{}", describe_goal(goal)),
-            None => println!("no goal (set one with `troupe goal set SESSION OBJECTIVE`)"),
+            Some(goal) => crate::out!("{}", describe_goal(goal)),
+            None => crate::outln!("no goal (set one with `troupe goal set SESSION OBJECTIVE`)"),
         }
     }
     client.close().await;
@@ -69,8 +74,10 @@ pub async fn lifecycle(
     action: GoalLifecycleAction,
     revision: Option<u64>,
     selection: Option<RunSelection>,
+    json: bool,
 ) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let current =
         client.session_goal_get(SessionIdParams { session_id: session_id.clone() }).await.map_err(explained)?;
     let Some(goal) = current.goal else {
@@ -86,8 +93,18 @@ pub async fn lifecycle(
         selection,
     };
     let result = client.session_goal_lifecycle(params).await.map_err(explained)?;
-    print!("{}", describe_goal(&result.goal));
+    print_goal(&result.goal, json)?;
     client.close().await;
+    Ok(())
+}
+
+/// The goal after a change: as JSON (`--json`) or in words.
+fn print_goal(goal: &GoalState, json: bool) -> anyhow::Result<()> {
+    if json {
+        crate::outln!("{}", serde_json::to_string_pretty(goal)?);
+    } else {
+        crate::out!("{}", describe_goal(goal));
+    }
     Ok(())
 }
 
@@ -136,6 +153,103 @@ pub fn describe_event(payload: &EventPayload) -> Option<String> {
         },
         _ => return None,
     })
+}
+
+#[derive(Subcommand)]
+pub enum GoalCommand {
+    /// Set the session's goal; automatic runs start at once.
+    Set {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        objective: String,
+        /// The agent of the goal's runs (with --model).
+        #[arg(long)]
+        agent: Option<String>,
+        /// `<provider>/<model>` of the goal's runs (default: the session's latest selection).
+        #[arg(long)]
+        model: Option<String>,
+        /// Print the goal as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the session's goal and checklist.
+    Show {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop automatic runs (the current run finishes).
+    Pause {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// Refuse if the goal is no longer at this revision.
+        #[arg(long)]
+        revision: Option<u64>,
+        /// Print the goal as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start automatic runs again, optionally with another selection.
+    Resume {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        revision: Option<u64>,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        /// Print the goal as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel the goal for good.
+    Cancel {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        revision: Option<u64>,
+        /// Print the goal as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl GoalCommand {
+    /// Runs the command; its exit code.
+    pub fn run(self) -> anyhow::Result<u8> {
+        use GoalLifecycleAction as Action;
+        match self {
+            GoalCommand::Set { client, session_id, objective, agent, model, json } => {
+                let selection = optional_selection(agent, model)?;
+                block_on(set(&client.connection(), session_id, objective, selection, json))
+            }
+            GoalCommand::Show { client, session_id, json } => block_on(show(&client.connection(), session_id, json)),
+            GoalCommand::Pause { client, session_id, revision, json } => {
+                block_on(lifecycle(&client.connection(), session_id, Action::Pause, revision, None, json))
+            }
+            GoalCommand::Resume { client, session_id, revision, agent, model, json } => {
+                let selection = optional_selection(agent, model)?;
+                let connection = client.connection();
+                block_on(lifecycle(&connection, session_id, Action::Resume, revision, selection, json))
+            }
+            GoalCommand::Cancel { client, session_id, revision, json } => {
+                block_on(lifecycle(&client.connection(), session_id, Action::Cancel, revision, None, json))
+            }
+        }?;
+        Ok(0)
+    }
+}
+
+/// Runs one command to its end on a runtime of its own.
+fn block_on(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future)
 }
 
 #[cfg(test)]

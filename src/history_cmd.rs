@@ -63,22 +63,23 @@ pub fn history_explained(error: ClientError, session_id: &str) -> anyhow::Error 
 /// visible history now ends with.
 pub async fn revert(connection: &Connection, session_id: String, through_seq: u64, json: bool) -> anyhow::Result<()> {
     let Connected { client, mut deliveries } = connection.open(ClientOptions::default()).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let params = SessionRevertParams { session_id: session_id.clone(), through_seq };
     let session = client.session_revert(params).await.map_err(|error| history_explained(error, &session_id))?.session;
     if json {
-        println!("{}", serde_json::to_string_pretty(&session)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&session)?);
         client.close().await;
         return Ok(());
     }
-    println!("{}", session_summary(&session));
+    crate::outln!("{}", session_summary(&session));
     match event_at(&client, &mut deliveries, &session_id, through_seq).await {
-        Some(event) => println!("the conversation now ends with #{through_seq}: {}", event_line(&event)),
-        None => println!("the conversation now ends with #{through_seq}"),
+        Some(event) => crate::outln!("the conversation now ends with #{through_seq}: {}", event_line(&event)),
+        None => crate::outln!("the conversation now ends with #{through_seq}"),
     }
     // The marker is the session's last event; what lies between the target and it is hidden.
     let (first_hidden, last_hidden) = (through_seq + 1, session.last_event_seq.saturating_sub(1));
     if first_hidden <= last_hidden {
-        println!(
+        crate::outln!(
             "events #{first_hidden} to #{last_hidden} stay in the log (`troupe watch {session_id}` shows them) but \
              are no longer part of the conversation"
         );
@@ -91,12 +92,13 @@ pub async fn revert(connection: &Connection, session_id: String, through_seq: u6
 /// for scripts) and, on stderr, how to follow and continue it.
 pub async fn fork(connection: &Connection, session_id: String, through_seq: u64, json: bool) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let params = SessionForkParams { session_id: session_id.clone(), through_seq };
     let result = client.session_fork(params).await.map_err(|error| history_explained(error, &session_id))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        println!("{}", result.session_id);
+        crate::outln!("{}", result.session_id);
         let fork = &result.session_id;
         eprintln!(
             "forked {session_id} at #{through_seq}; follow the fork with `troupe watch {fork}`, continue it with \
@@ -117,6 +119,7 @@ pub async fn compact(
 ) -> anyhow::Result<bool> {
     let options = ClientOptions { request_timeout: COMPACT_WAIT, ..ClientOptions::default() };
     let Connected { client, mut deliveries } = connection.open(options).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let session = client
         .session_get(SessionIdParams { session_id: session_id.clone() })
         .await
@@ -158,9 +161,9 @@ pub async fn compact(
     let checkpoint = seen.checkpoint;
     client.close().await;
     if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        println!("{}", compact_outcome(&result, checkpoint.as_ref()));
+        crate::outln!("{}", compact_outcome(&result, checkpoint.as_ref()));
     }
     Ok(result.compacted)
 }
@@ -220,12 +223,13 @@ pub fn compact_outcome(result: &SessionCompactResult, checkpoint: Option<&Stored
 /// `troupe tree`: the session and the sessions delegated from it, one indented line each.
 pub async fn tree(connection: &Connection, session_id: String, json: bool) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let params = SessionIdParams { session_id: session_id.clone() };
     let result = client.session_tree(params).await.map_err(|error| history_explained(error, &session_id))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&result.tree)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&result.tree)?);
     } else {
-        print!("{}", render_tree(&result.tree));
+        crate::out!("{}", render_tree(&result.tree));
     }
     client.close().await;
     Ok(())

@@ -37,6 +37,7 @@ pub mod usage_cmd;
 
 // The CLI core: reaching the daemon, choosing the model, running and acting on runs, printing.
 pub mod connection;
+pub mod event_words;
 pub mod output;
 pub mod run_cmd;
 pub mod run_control;

@@ -16,12 +16,11 @@ use troupe::daemon::{self, DaemonOptions};
 use troupe::follow;
 use troupe::history_cmd;
 use troupe::run_cmd::{self, RunEnd, RunRequest, Shown};
-use troupe::run_control::{self, RunTarget, StdinRequest};
+use troupe::run_control::{self, RunTarget};
 use troupe::selection::SelectionFlags;
 use troupe::style::Style;
 use troupe_protocol::types::session::{PermissionMode, TitleChange};
 use troupe_runtime::data_dir::DataDir;
-use troupe_runtime::token::load_or_create_token;
 
 #[derive(Parser)]
 #[command(name = "troupe", version, about = "A coding-agent daemon: durable sessions shared live over WebSocket")]
@@ -306,7 +305,7 @@ enum Command {
     /// A root session's goal: an objective with a checklist that drives automatic runs.
     Goal {
         #[command(subcommand)]
-        command: GoalCommand,
+        command: troupe::goal_cli::GoalCommand,
     },
     /// Revert a session's conversation to event SEQ (an idle session); later events stay in the log, hidden.
     Revert {
@@ -394,60 +393,6 @@ enum Command {
 }
 
 #[derive(Subcommand)]
-enum GoalCommand {
-    /// Set the session's goal; automatic runs start at once.
-    Set {
-        #[command(flatten)]
-        client: ClientArgs,
-        session_id: String,
-        objective: String,
-        /// The agent of the goal's runs (with --model).
-        #[arg(long)]
-        agent: Option<String>,
-        /// `<provider>/<model>` of the goal's runs (default: the session's latest selection).
-        #[arg(long)]
-        model: Option<String>,
-    },
-    /// Print the session's goal and checklist.
-    Show {
-        #[command(flatten)]
-        client: ClientArgs,
-        session_id: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Stop automatic runs (the current run finishes).
-    Pause {
-        #[command(flatten)]
-        client: ClientArgs,
-        session_id: String,
-        /// Refuse if the goal is no longer at this revision.
-        #[arg(long)]
-        revision: Option<u64>,
-    },
-    /// Start automatic runs again, optionally with another selection.
-    Resume {
-        #[command(flatten)]
-        client: ClientArgs,
-        session_id: String,
-        #[arg(long)]
-        revision: Option<u64>,
-        #[arg(long)]
-        agent: Option<String>,
-        #[arg(long)]
-        model: Option<String>,
-    },
-    /// Cancel the goal for good.
-    Cancel {
-        #[command(flatten)]
-        client: ClientArgs,
-        session_id: String,
-        #[arg(long)]
-        revision: Option<u64>,
-    },
-}
-
-#[derive(Subcommand)]
 enum SandboxCommand {
     /// Print what a command run in SESSION_ID may read and write, and whether it reaches the network.
     Explain {
@@ -502,7 +447,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Serve { listen, data_dir, hibernate_after_ms } => {
             serve(listen, data_dir, hibernate_after_ms).map(done)
         }
-        Command::Token { data_dir, create } => token(data_dir, create).map(done),
+        Command::Token { data_dir, create } => commands::token(data_dir, create).map(done),
         Command::Sessions { client, cwd, json, all } => {
             block_on(commands::sessions(&client.connection(), cwd, all, Output::from_flag(json))).map(done)
         }
@@ -524,7 +469,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 cwd,
                 flags: SelectionFlags { agent, model },
                 mode: None,
-                input: input_or_stdin(input, "troupe run \"make the tests pass\"")?,
+                input: run_cmd::input_or_stdin(input, "troupe run \"make the tests pass\"")?,
                 shown: Shown::Follow(Output::from_flag(json)),
             };
             block_on_value(run_cmd::run(&client.connection(), request)).map(|end| run_exit_code(&end))
@@ -535,7 +480,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 cwd,
                 flags: SelectionFlags { agent, model },
                 mode,
-                input: input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
+                input: run_cmd::input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
                 shown: Shown::Exec { verbose, json },
             };
             let end = block_on_value(run_cmd::run(&client.connection(), request))?;
@@ -577,7 +522,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             block_on(run_control::cancel(&client.connection(), target, Output::from_flag(json))).map(done)
         }
         Command::Stdin { client, session, call, eof, no_newline, json, args } => {
-            let request = stdin_request(session, call, args, eof, no_newline)?;
+            let request = run_control::stdin_request(session, call, args, eof, no_newline)?;
             block_on(run_control::stdin(&client.connection(), request, Output::from_flag(json))).map(done)
         }
         Command::Mode { client, session, mode, json } => {
@@ -614,7 +559,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Sandbox { command: SandboxCommand::Explain { client, session_id, json } } => {
             block_on(troupe::sandbox_explain::explain_command(&client.connection(), session_id, json)).map(done)
         }
-        Command::Goal { command } => goal(command).map(done),
+        Command::Goal { command } => command.run(),
         Command::Revert { client, session_id, seq, json } => {
             block_on(history_cmd::revert(&client.connection(), session_id, seq, json)).map(done)
         }
@@ -688,98 +633,6 @@ fn run_exit_code(end: &RunEnd) -> u8 {
         RunEnd::Completed => 0,
         RunEnd::Cancelled => 130,
         _ => 1,
-    }
-}
-
-/// The run's input: the argument, else standard input when it is not a terminal (`echo hi | troupe run`).
-fn input_or_stdin(input: Option<String>, example: &str) -> anyhow::Result<String> {
-    if let Some(input) = input {
-        return Ok(input);
-    }
-    if std::io::stdin().is_terminal() {
-        return Err(UsageError(format!(
-            "what should the run do?\n  hint: give it as the last argument, in quotes, e.g. `{example}`, or pipe it in"
-        ))
-        .into());
-    }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading the input from stdin")?;
-    Ok(text)
-}
-
-/// `stdin`'s arguments: `RUN_ID TOOL_CALL_ID [TEXT]`, or with `--session` `[TEXT]`.
-fn stdin_request(
-    session: Option<String>,
-    call: Option<String>,
-    mut args: Vec<String>,
-    eof: bool,
-    no_newline: bool,
-) -> anyhow::Result<StdinRequest> {
-    let (target, tool_call_id, text) = match session {
-        Some(session) => {
-            if args.len() > 1 {
-                return Err(
-                    UsageError("with --session, give only the TEXT (and --call ID for the command)".into()).into()
-                );
-            }
-            (RunTarget::Session(session), call, args.pop())
-        }
-        None => {
-            if args.len() < 2 {
-                return Err(UsageError(
-                    "give RUN_ID TOOL_CALL_ID [TEXT] (as `troupe run`/`watch` print them), or --session SESSION [TEXT]"
-                        .into(),
-                )
-                .into());
-            }
-            let text = (args.len() == 3).then(|| args.pop()).flatten();
-            let tool_call_id = args.pop();
-            (RunTarget::Run(args.pop().unwrap_or_default()), call.or(tool_call_id), text)
-        }
-    };
-    Ok(StdinRequest { target, tool_call_id, text, eof, no_newline })
-}
-
-/// `troupe token`: prints the data dir's token. A data dir without token and config was never used by a daemon:
-/// refused unless `--create`, so a mistyped path does not get a token of its own.
-fn token(data_dir: Option<PathBuf>, create: bool) -> anyhow::Result<()> {
-    let explicit = data_dir.clone();
-    let data_dir = DataDir::resolve(data_dir)?;
-    let path = data_dir.token_path();
-    if !path.exists() && !data_dir.config_path().exists() && !create {
-        let flag = explicit.map(|dir| format!(" --data-dir {}", dir.display())).unwrap_or_default();
-        anyhow::bail!(
-            "no daemon has run with data dir {} (it has no token)\n  hint: `troupe serve{flag}` creates it; or \
-             `troupe token{flag} --create` makes the token now",
-            data_dir.root().display()
-        );
-    }
-    data_dir.ensure_layout()?;
-    troupe::output::line(load_or_create_token(&data_dir)?.as_str());
-    Ok(())
-}
-
-fn goal(command: GoalCommand) -> anyhow::Result<()> {
-    use troupe::goal_cli;
-    use troupe_protocol::types::goal::GoalLifecycleAction as Action;
-    match command {
-        GoalCommand::Set { client, session_id, objective, agent, model } => {
-            let selection = goal_cli::optional_selection(agent, model)?;
-            block_on(goal_cli::set(&client.connection(), session_id, objective, selection))
-        }
-        GoalCommand::Show { client, session_id, json } => {
-            block_on(goal_cli::show(&client.connection(), session_id, json))
-        }
-        GoalCommand::Pause { client, session_id, revision } => {
-            block_on(goal_cli::lifecycle(&client.connection(), session_id, Action::Pause, revision, None))
-        }
-        GoalCommand::Resume { client, session_id, revision, agent, model } => {
-            let selection = goal_cli::optional_selection(agent, model)?;
-            block_on(goal_cli::lifecycle(&client.connection(), session_id, Action::Resume, revision, selection))
-        }
-        GoalCommand::Cancel { client, session_id, revision } => {
-            block_on(goal_cli::lifecycle(&client.connection(), session_id, Action::Cancel, revision, None))
-        }
     }
 }
 

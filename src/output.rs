@@ -31,6 +31,28 @@ pub fn emit(out: Output, json: &serde_json::Value, human: impl FnOnce() -> Strin
     Ok(())
 }
 
+/// `println!` that ends the command quietly on a closed pipe instead of panicking.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::line(&format!($($arg)*))
+    };
+}
+
+/// `print!` that ends the command quietly on a closed pipe instead of panicking.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::text(&format!($($arg)*))
+    };
+}
+
+/// Prints `text` on stdout as it is.
+pub fn text(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    checked(write!(stdout, "{text}").and_then(|()| stdout.flush()));
+}
+
 /// Prints one line on stdout.
 pub fn line(text: &str) {
     let mut stdout = std::io::stdout().lock();

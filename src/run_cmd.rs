@@ -304,3 +304,20 @@ pub fn print_json_end(end: &RunEnd) {
     };
     json_line(&serde_json::json!({"kind": "exec_end", "status": status, "exit_code": end.exit_code()}));
 }
+
+/// The run's input: the argument, else standard input when it is not a terminal (`echo hi | troupe run`).
+pub fn input_or_stdin(input: Option<String>, example: &str) -> anyhow::Result<String> {
+    if let Some(input) = input {
+        return Ok(input);
+    }
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(crate::cli_errors::UsageError(format!(
+            "what should the run do?\n  hint: give it as the last argument, in quotes, e.g. `{example}`, or pipe it in"
+        ))
+        .into());
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|error| anyhow::anyhow!("cannot read the input from stdin: {error}"))?;
+    Ok(text)
+}

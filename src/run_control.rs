@@ -173,3 +173,37 @@ fn one_running_command(facts: &SessionFacts) -> anyhow::Result<String> {
         }
     }
 }
+
+/// `stdin`'s arguments: `RUN_ID TOOL_CALL_ID [TEXT]`, or with `--session` `[TEXT]`.
+pub fn stdin_request(
+    session: Option<String>,
+    call: Option<String>,
+    mut args: Vec<String>,
+    eof: bool,
+    no_newline: bool,
+) -> anyhow::Result<StdinRequest> {
+    let (target, tool_call_id, text) = match session {
+        Some(session) => {
+            if args.len() > 1 {
+                return Err(crate::cli_errors::UsageError(
+                    "with --session, give only the TEXT (and --call ID for the command)".into(),
+                )
+                .into());
+            }
+            (RunTarget::Session(session), call, args.pop())
+        }
+        None => {
+            if args.len() < 2 {
+                return Err(crate::cli_errors::UsageError(
+                    "give RUN_ID TOOL_CALL_ID [TEXT] (as `troupe run`/`watch` print them), or --session SESSION [TEXT]"
+                        .into(),
+                )
+                .into());
+            }
+            let text = (args.len() == 3).then(|| args.pop()).flatten();
+            let tool_call_id = args.pop();
+            (RunTarget::Run(args.pop().unwrap_or_default()), call.or(tool_call_id), text)
+        }
+    };
+    Ok(StdinRequest { target, tool_call_id, text, eof, no_newline })
+}

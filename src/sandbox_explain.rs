@@ -14,6 +14,7 @@ use crate::commands::{Connected, Connection};
 /// `troupe sandbox explain`: prints the rules, or their JSON with `json`.
 pub async fn explain_command(connection: &Connection, session_id: String, json: bool) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let session = client.session_get(SessionIdParams { session_id }).await.map_err(explained)?.session;
     let snapshot = client.runtime_snapshot_get(Empty {}).await.map_err(explained)?.snapshot;
     client.close().await;
@@ -22,9 +23,9 @@ pub async fn explain_command(connection: &Connection, session_id: String, json: 
     };
     if json {
         let value = serde_json::json!({ "session_id": session.session_id, "cwd": session.cwd, "sandbox": sandbox });
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print!("{}", explain(&sandbox, &session.session_id, &session.cwd));
+        crate::out!("{}", explain(&sandbox, &session.session_id, &session.cwd));
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use troupe_protocol::types::usage::{AgentUsageParams, UsageFigures, UsageRollup}
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
+use crate::session_ref::resolve_session_id;
 
 /// What to sum.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +36,11 @@ impl UsageScope {
 
 pub async fn usage(connection: &Connection, scope: UsageScope, json: bool) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    let scope = match scope {
+        UsageScope::Session(given) => UsageScope::Session(resolve_session_id(&client, &given).await?),
+        UsageScope::Tree(given) => UsageScope::Tree(resolve_session_id(&client, &given).await?),
+        other => other,
+    };
     let (value, text) = match &scope {
         UsageScope::Global => {
             let result = client.usage_global(Empty {}).await.map_err(explained)?;
@@ -69,9 +75,9 @@ pub async fn usage(connection: &Connection, scope: UsageScope, json: bool) -> an
         }
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print!("{text}");
+        crate::out!("{text}");
     }
     client.close().await;
     Ok(())

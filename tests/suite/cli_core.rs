@@ -312,3 +312,25 @@ async fn completions_and_the_man_page_come_from_the_command_line_itself() {
     let unknown = troupe(&daemon, &["completions", "tcsh"]).await;
     assert_eq!(unknown.code, Some(2), "{unknown:?}");
 }
+
+#[tokio::test]
+async fn every_session_argument_takes_a_unique_prefix() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await.session_id;
+    let prefix = &session[..8];
+    for args in [
+        vec!["tree", prefix],
+        vec!["usage", "--session", prefix],
+        vec!["usage", "--tree", prefix],
+        vec!["goal", "show", prefix, "--json"],
+        vec!["sandbox", "explain", prefix, "--json"],
+        vec!["mode", prefix, "ask", "--json"],
+        vec!["rename", prefix, "Named by prefix", "--json"],
+    ] {
+        let output = troupe(&daemon, &args).await;
+        assert!(output.succeeded(), "{args:?}: {output:?}");
+    }
+    let said = troupe(&daemon, &["tree", "zzzzzzzz"]).await.refused();
+    assert!(said.contains("no session") && said.contains("troupe sessions"), "{said}");
+}

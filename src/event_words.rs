@@ -1,0 +1,321 @@
+//! One line of words for each kind of event: what `troupe run`, `watch` and the history commands print. Pure
+//! functions of the event, so every command says the same thing about it.
+
+use troupe_protocol::types::events::{
+    CompactionOutcome, CompactionTrigger, DelegateStatus, EventPayload, StoredEvent, TitleChangeKind,
+};
+use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
+use troupe_protocol::types::run::ToolResultStatus;
+
+/// One line for a stored event: [`describe`], with the author of a run's input named by the event's origin (a
+/// goal's or a producer's automatic run is not the user's).
+pub fn describe_event(event: &StoredEvent) -> Option<String> {
+    if let EventPayload::RunStarted { input, model_chain, selection, .. } = &event.payload {
+        let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
+        let author = match event.origin.as_deref() {
+            None | Some("user") => "user",
+            Some("engine:goal") => "goal",
+            Some("engine:producer") => "producer messages",
+            Some("engine:delegate") => "task from the parent",
+            Some(other) => other,
+        };
+        let run_id = event.run_id.as_deref().unwrap_or("?");
+        return Some(format!("run {run_id} started ({}, {model})\n        {author}: {input}", selection.agent));
+    }
+    if let EventPayload::SessionReverted { through_seq } = &event.payload {
+        return Some(reverted(*through_seq, event.seq));
+    }
+    describe(&event.payload)
+}
+
+/// The line of a `session_reverted` marker at `marker_seq`: which earlier events left the conversation (they stay
+/// in the log, and a watcher has printed them above).
+fn reverted(through_seq: u64, marker_seq: u64) -> String {
+    let (first, last) = (through_seq + 1, marker_seq.saturating_sub(1));
+    match first.cmp(&last) {
+        std::cmp::Ordering::Less => format!(
+            "reverted to #{through_seq}: events #{first} to #{last} above are no longer part of the conversation"
+        ),
+        std::cmp::Ordering::Equal => {
+            format!("reverted to #{through_seq}: event #{first} above is no longer part of the conversation")
+        }
+        std::cmp::Ordering::Greater => format!("reverted to #{through_seq} (nothing after it to take back)"),
+    }
+}
+
+/// How many lines of a checkpoint's summary a watcher sees, and how long each may be.
+const SUMMARY_EXCERPT_LINES: usize = 3;
+const SUMMARY_EXCERPT_CHARS: usize = 100;
+
+/// The first lines of a checkpoint's summary, each cut to a readable length, indented under the event's line.
+fn summary_excerpt(summary: &str) -> String {
+    let lines: Vec<&str> = summary.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
+    let mut text = String::new();
+    for line in lines.iter().take(SUMMARY_EXCERPT_LINES) {
+        let cut: String = line.chars().take(SUMMARY_EXCERPT_CHARS).collect();
+        let ellipsis = if cut.len() < line.len() { "…" } else { "" };
+        text.push_str(&format!("\n        │ {cut}{ellipsis}"));
+    }
+    if lines.len() > SUMMARY_EXCERPT_LINES {
+        text.push_str(&format!("\n        │ … ({} more lines)", lines.len() - SUMMARY_EXCERPT_LINES));
+    }
+    text
+}
+
+fn compaction_outcome(outcome: CompactionOutcome) -> &'static str {
+    match outcome {
+        CompactionOutcome::Committed => "committed",
+        CompactionOutcome::Skipped => "skipped",
+        CompactionOutcome::Failed => "failed",
+        CompactionOutcome::Cancelled => "cancelled",
+    }
+}
+
+fn delegate_status(status: DelegateStatus) -> &'static str {
+    match status {
+        DelegateStatus::Completed => "completed",
+        DelegateStatus::Failed => "failed",
+        DelegateStatus::Cancelled => "was cancelled",
+        DelegateStatus::Interrupted => "was interrupted",
+    }
+}
+
+/// One line for an event, or `None` for events that are not worth a line of their own.
+pub fn describe(payload: &EventPayload) -> Option<String> {
+    Some(match payload {
+        EventPayload::SessionCreated { cwd, selection, .. } => {
+            format!("session created in {cwd} ({} with {})", selection.agent, selection.model.model)
+        }
+        EventPayload::SessionTitleCommitted { title, change, .. } => match (change, title) {
+            (TitleChangeKind::Set, Some(title)) => format!("title set to {title:?}"),
+            (TitleChangeKind::Reset, _) => "title reset".to_owned(),
+            _ => "title cleared".to_owned(),
+        },
+        EventPayload::SessionReverted { through_seq } => format!("reverted to #{through_seq}"),
+        EventPayload::SessionArchived { archived: true } => "session archived".to_owned(),
+        EventPayload::SessionArchived { archived: false } => "session unarchived".to_owned(),
+        EventPayload::SessionForked { source_session_id, through_seq } => {
+            format!("forked from {source_session_id} at #{through_seq}; the events above are its copy")
+        }
+        EventPayload::UserInputAdmitted { input, .. } => format!("steer queued: {input}"),
+        EventPayload::UserInputSubmitted { input, .. } => format!("user: {input}"),
+        EventPayload::UserInputRecalled { input, .. } => format!("steer recalled: {input}"),
+        EventPayload::RunStarted { input, model_chain, selection, .. } => {
+            let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
+            format!("run started on {model}\n        user: {input}")
+        }
+        EventPayload::RunCompleted { .. } => "run completed".to_owned(),
+        EventPayload::RunFailed { error, .. } => format!("run failed: {}", crate::cli_errors::speak_cli(error)),
+        EventPayload::RunCancelled { .. } => "run cancelled".to_owned(),
+        EventPayload::RunInterrupted { .. } => "run interrupted".to_owned(),
+        EventPayload::ModelAttemptStarted { .. } | EventPayload::ModelUsageRecorded { .. } => {
+            return None;
+        }
+        EventPayload::TextDelta { .. } | EventPayload::ToolCallProgress { .. } => return None,
+        EventPayload::ReasoningDelta { .. } => return None,
+        EventPayload::AttemptAbandoned { model, error, will_retry, .. } => {
+            let next = if *will_retry { "retrying" } else { "giving up on it" };
+            format!("{model} failed ({}): {}; {next}", error.kind, error.message)
+        }
+        EventPayload::ModelFallback { from, to, .. } => format!("falling back from {from} to {to}"),
+        EventPayload::ModelTurnCommitted { model, tool_calls, text, .. } => {
+            if tool_calls.is_empty() && !text.is_empty() {
+                return None;
+            }
+            let calls: Vec<String> = tool_calls.iter().map(|call| call.tool.clone()).collect();
+            format!("{model} asks for: {}", calls.join(", "))
+        }
+        EventPayload::ToolCallStarted { tool_call_id, tool, resource, .. } => {
+            format!("tool {tool} ({tool_call_id}): {resource}")
+        }
+        EventPayload::ToolStdinSubmitted { bytes, eof, .. } => {
+            format!("stdin: {bytes} bytes{}", if *eof { ", then end of input" } else { "" })
+        }
+        EventPayload::ToolCallTerminated { tool_call_id, result } => {
+            let status = match result.status {
+                ToolResultStatus::Ok => "ok",
+                ToolResultStatus::Error => "error",
+                ToolResultStatus::Denied => "denied",
+                ToolResultStatus::Cancelled => "cancelled",
+            };
+            let first_line = result.output.lines().next().unwrap_or("");
+            format!("tool {tool_call_id} ended: {status}: {first_line}")
+        }
+        EventPayload::ToolOutputElided { elided_bytes, .. } => {
+            format!("({elided_bytes} bytes of output not recorded)")
+        }
+        EventPayload::ApprovalRequested { approval } => format!(
+            "approval needed: {} ({} {})\n        answer: troupe approve {} {} [--tree | --reject [--feedback TEXT] | --cancel]",
+            approval.operation.summary,
+            approval.operation.tool,
+            approval.operation.resource,
+            approval.session_id,
+            approval.approval_id
+        ),
+        EventPayload::ApprovalUserDecisionRecorded { decision, answered_by, feedback, .. } => {
+            let decision =
+                serde_json::to_value(decision).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            match feedback {
+                Some(feedback) => format!("approval answered by {answered_by}: {decision} ({feedback})"),
+                None => format!("approval answered by {answered_by}: {decision}"),
+            }
+        }
+        EventPayload::ApprovalFinalized { .. } => return None,
+        EventPayload::CompactionStarted { trigger, focus, model, .. } => {
+            let why = match trigger {
+                CompactionTrigger::Manual => "compacting the history",
+                CompactionTrigger::Auto => "the history is near the context window: compacting it",
+                CompactionTrigger::Overflow => "the model's context window overflowed: compacting the history",
+            };
+            match focus {
+                Some(focus) => format!("{why} with {model} (focus: {focus})"),
+                None => format!("{why} with {model}"),
+            }
+        }
+        EventPayload::ContextCheckpointCommitted {
+            through_seq,
+            compacted_messages,
+            elided_tool_results,
+            summary,
+            ..
+        } => {
+            format!(
+                "checkpoint: history through #{through_seq} summarized ({compacted_messages} messages, \
+                 {elided_tool_results} tool results; attachments before it are no longer sent){}",
+                summary_excerpt(summary)
+            )
+        }
+        EventPayload::CompactionEnded { outcome, reason, .. } => match (outcome, reason) {
+            (CompactionOutcome::Committed, _) => return None,
+            (outcome, Some(reason)) => format!("compaction {}: {reason}", compaction_outcome(*outcome)),
+            (outcome, None) => format!("compaction {}", compaction_outcome(*outcome)),
+        },
+        EventPayload::DelegateStarted { child_session_id, agent, task, .. } => {
+            format!("delegated to {agent} in child session {child_session_id}: {task}")
+        }
+        EventPayload::DelegateFinished { child_session_id, status, summary, .. } => {
+            let first_line = summary.lines().next().unwrap_or("");
+            format!("child session {child_session_id} {}: {first_line}", delegate_status(*status))
+        }
+        EventPayload::ApprovalCancelled { reason, .. } => format!("approval cancelled: {reason}"),
+        EventPayload::TreeApprovalGrantCommitted { grant } => {
+            format!("granted for the whole session tree: {}", grant.resource)
+        }
+        EventPayload::PluginEventAdded { plugin, name, .. } => format!("plugin {plugin}: {name}"),
+        EventPayload::GoalActivated { .. }
+        | EventPayload::GoalChecklistRevised { .. }
+        | EventPayload::GoalLifecycleChanged { .. } => return crate::goal_cli::describe_event(payload),
+        // --- producers (issue 10) ---
+        EventPayload::ProducerMessageAccepted { producer_owner, mode, body, .. } => {
+            let mode = match mode {
+                ProducerMessageMode::Steer => "steer",
+                ProducerMessageMode::Queue => "queue",
+            };
+            format!("message from {} ({mode}): {body}", describe_owner(producer_owner))
+        }
+        EventPayload::ProducerMessagesClaimed { message_ids } => match message_ids.len() {
+            1 => "producer message delivered to the run".to_owned(),
+            n => format!("{n} producer messages delivered to the run"),
+        },
+        EventPayload::ProducerMessagesReleased { message_ids, reason } => {
+            format!("{} producer message(s) pending again: {reason}", message_ids.len())
+        }
+        // The message was announced when it was accepted and delivered; its consumption adds nothing to read.
+        EventPayload::ProducerMessageConsumed { .. } => return None,
+        EventPayload::ProducerMessageDiscarded { message_id } => format!("producer message {message_id} withdrawn"),
+        // --- end producers ---
+        EventPayload::Unknown => "(an event kind this client does not know)".to_owned(),
+    })
+}
+
+/// Who sent a producer message, for `describe`.
+fn describe_owner(owner: &ProducerOwner) -> String {
+    match owner {
+        ProducerOwner::Plugin { plugin } => format!("plugin {plugin}"),
+        ProducerOwner::Delegation { child_session_id, .. } => format!("delegated session {child_session_id}"),
+        ProducerOwner::Goal { .. } => "the goal".to_owned(),
+        ProducerOwner::GoalControl { .. } => "the goal's controls".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use troupe_protocol::types::common::{ModelSelection, RunSelection};
+
+    use super::*;
+
+    fn run_started(origin: Option<&str>) -> StoredEvent {
+        StoredEvent {
+            session_id: "s".into(),
+            run_id: Some("r".into()),
+            seq: 2,
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            origin: origin.map(str::to_owned),
+            payload: EventPayload::RunStarted {
+                client_run_id: "c".into(),
+                selection: RunSelection {
+                    agent: "default".into(),
+                    model: ModelSelection { model: "local/echo".into(), variant: None },
+                    preset: None,
+                },
+                input: "do it".into(),
+                fallback_index: 0,
+                model_chain: Vec::new(),
+                reset_fallback: false,
+                skill: None,
+                requested_model: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_run_names_who_wrote_its_input() {
+        let line = |origin| describe_event(&run_started(origin)).unwrap();
+        let started = "run r started (default, local/echo)";
+        assert_eq!(line(Some("user")), format!("{started}\n        user: do it"));
+        assert_eq!(line(None), format!("{started}\n        user: do it"));
+        assert_eq!(line(Some("engine:goal")), format!("{started}\n        goal: do it"));
+        assert_eq!(line(Some("engine:producer")), format!("{started}\n        producer messages: do it"));
+        assert_eq!(line(Some("engine:delegate")), format!("{started}\n        task from the parent: do it"));
+    }
+
+    #[test]
+    fn a_revert_marker_names_the_events_that_left_the_conversation() {
+        let marker = |through_seq, seq| StoredEvent {
+            seq,
+            payload: EventPayload::SessionReverted { through_seq },
+            ..run_started(None)
+        };
+        assert_eq!(
+            describe_event(&marker(4, 9)).unwrap(),
+            "reverted to #4: events #5 to #8 above are no longer part of the conversation"
+        );
+        assert_eq!(
+            describe_event(&marker(4, 6)).unwrap(),
+            "reverted to #4: event #5 above is no longer part of the conversation"
+        );
+        assert_eq!(describe_event(&marker(4, 5)).unwrap(), "reverted to #4 (nothing after it to take back)");
+    }
+
+    #[test]
+    fn a_checkpoint_shows_the_first_lines_of_its_summary() {
+        let long = "x".repeat(150);
+        let summary = format!("The user asked for a parser.\n\n{long}\nTests pass.\nDocs remain.\nOne more.");
+        let line = describe(&EventPayload::ContextCheckpointCommitted {
+            compaction_id: "c".into(),
+            summary,
+            through_seq: 12,
+            trigger: CompactionTrigger::Manual,
+            compacted_messages: 7,
+            elided_tool_results: 2,
+        })
+        .unwrap();
+        let lines: Vec<&str> = line.lines().collect();
+        assert!(lines[0].starts_with("checkpoint: history through #12 summarized (7 messages, 2 tool results"));
+        assert_eq!(lines[1], "        │ The user asked for a parser.");
+        assert_eq!(lines[2], format!("        │ {}…", "x".repeat(100)));
+        assert_eq!(lines[3], "        │ Tests pass.");
+        assert_eq!(lines[4], "        │ … (2 more lines)");
+        assert_eq!(lines.len(), 5);
+    }
+}
