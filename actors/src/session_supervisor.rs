@@ -468,6 +468,13 @@ impl Handler<SessionMetaChanged> for SessionSupervisor {
     type Result = ();
 
     fn handle(&mut self, message: SessionMetaChanged, _: &mut Context<Self>) {
+        // A deleted session's last reports may still be queued here (`removal`: its actor reported while it was
+        // loaded or sealed for the deletion); they must not bring it back. Any other session that reports is
+        // indexed or live (a new one is live before its first report).
+        let session_id = &message.meta.session_id;
+        if !self.index.contains_key(session_id) && !self.live.contains_key(session_id) {
+            return;
+        }
         self.index_meta(message.meta);
     }
 }

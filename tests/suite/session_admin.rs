@@ -227,6 +227,36 @@ async fn a_session_driven_by_an_active_goal_is_deleted_once_the_goal_is_paused_a
 }
 
 #[tokio::test]
+async fn a_hibernated_session_is_deleted_for_good_and_its_usage_leaves_the_rollups() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        hibernate_after: Some(std::time::Duration::from_millis(50)),
+        ..DaemonSetup::default()
+    });
+    let session = {
+        let (client, mut deliveries) = daemon.client().await;
+        let session = daemon.create_session(&client).await.session_id;
+        client.subscribe(&session, None).await.expect("subscribe");
+        echo_run(&client, &mut deliveries, &session, "spend something").await;
+        client.close().await;
+        session
+    };
+    eventually("the session to hibernate", || !daemon.engine().is_live(&session)).await;
+    let (client, _deliveries) = daemon.client().await;
+    let spent = within("usage.global", client.call::<method::UsageGlobal>(Default::default())).await.expect("usage");
+
+    assert_eq!(delete(&client, &session).await.expect("delete"), [session.as_str()]);
+    // What the session said while it was loaded for the deletion does not bring it back.
+    for _ in 0..5 {
+        assert_eq!(rpc_error(get(&client, &session).await).typed_code(), Some("session_not_found"));
+        assert!(listed(&client, true).await.is_empty());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let after = within("usage.global", client.call::<method::UsageGlobal>(Default::default())).await.expect("usage");
+    assert!(spent.usage.totals.request_count > 0, "the run spent something: {:?}", spent.usage);
+    assert_eq!(after.usage.totals.request_count, 0, "{:?}", after.usage);
+}
+
+#[tokio::test]
 async fn subscribers_of_a_deleted_session_are_told_and_a_new_subscribe_is_refused() {
     let daemon = TestDaemon::start();
     let (watcher, mut watched) = daemon.client().await;

@@ -91,18 +91,20 @@ impl Handler<Seal> for SessionActor {
     type Result = ResponseFuture<Result<(), EngineError>>;
 
     fn handle(&mut self, message: Seal, _: &mut Context<Self>) -> Self::Result {
-        if matches!(self.phase, Phase::Ready) {
-            if let Some(reason) = self.busy_reason() {
-                let error = EngineError::TreeBusy {
-                    session_id: message.root_session_id,
-                    busy_session_id: self.session_id.clone(),
-                    reason,
-                };
-                return Box::pin(async move { Err(error) });
-            }
-            self.phase = Phase::Failed(EngineError::SessionNotFound { session_id: self.session_id.clone() });
+        if !matches!(self.phase, Phase::Ready) {
+            // A session that failed to open (or whose writes failed) accepts nothing and has nothing to wait for:
+            // it can go as it is.
+            return Box::pin(async { Ok(()) });
         }
-        // A session that failed to open (or whose writes failed) holds nothing to wait for: it can go as it is.
+        if let Some(reason) = self.busy_reason() {
+            let error = EngineError::TreeBusy {
+                session_id: message.root_session_id,
+                busy_session_id: self.session_id.clone(),
+                reason,
+            };
+            return Box::pin(async move { Err(error) });
+        }
+        self.phase = Phase::Failed(EngineError::SessionNotFound { session_id: self.session_id.clone() });
         let last_accepted = self.next_seq.saturating_sub(1);
         let durable = self.when_durable(last_accepted);
         Box::pin(async move { durable.await.unwrap_or(Ok(())) })

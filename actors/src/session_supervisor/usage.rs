@@ -44,6 +44,10 @@ impl Handler<SessionUsageChanged> for SessionSupervisor {
     type Result = ();
 
     fn handle(&mut self, message: SessionUsageChanged, _: &mut Context<Self>) {
+        // Not for a session deleted meanwhile (`removal`): its spending left the rollups with it.
+        if !self.index.contains_key(&message.session_id) {
+            return;
+        }
         self.usage.set(&message.session_id, message.summary);
     }
 }
