@@ -257,6 +257,26 @@ async fn a_hibernated_session_is_deleted_for_good_and_its_usage_leaves_the_rollu
 }
 
 #[tokio::test]
+async fn a_session_whose_log_cannot_be_read_can_still_be_deleted() {
+    let data_dir = tempfile::tempdir().expect("data dir");
+    // A session whose log lost its first line (listed, damaged) and one whose log is a directory (listed, every
+    // request answers the error).
+    let damaged = troupe_runtime::clock::new_id();
+    write_session_log(data_dir.path(), &damaged, &["{not json".to_owned()]);
+    let unreadable = troupe_runtime::clock::new_id();
+    std::fs::create_dir_all(data_dir.path().join("sessions").join(&unreadable).join("events.jsonl")).expect("dir");
+
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!(listed(&client, true).await.len(), 2);
+    for session in [&damaged, &unreadable] {
+        assert_eq!(delete(&client, session).await.expect("delete"), [session.as_str()]);
+        assert!(!daemon.data_path().join("sessions").join(session).exists(), "{session}");
+    }
+    assert!(listed(&client, true).await.is_empty());
+}
+
+#[tokio::test]
 async fn subscribers_of_a_deleted_session_are_told_and_a_new_subscribe_is_refused() {
     let daemon = TestDaemon::start();
     let (watcher, mut watched) = daemon.client().await;
