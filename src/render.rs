@@ -18,7 +18,7 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 
 pub use crate::event_words::{describe, describe_event};
 use crate::output::{Output, checked, json_line};
-use crate::style::clean;
+use crate::style::{Style, clean};
 
 /// Prints events and tool output, keeping track of an unfinished streamed line. Every write to stdout goes
 /// through [`checked`], so a closed pipe ends the command quietly; untrusted text is [`clean`]ed first.
@@ -26,6 +26,8 @@ use crate::style::clean;
 pub struct Printer {
     /// One JSON object per line (`--json`) instead of words.
     json: bool,
+    /// Event prefixes dimmed and run ends coloured (stdout is a terminal and `NO_COLOR` is unset).
+    color: bool,
     /// The session whose streamed model text or live tool output ends the current line, unfinished.
     open: Option<(String, OpenLine)>,
     /// Followed child sessions by id.
@@ -59,7 +61,8 @@ pub fn short_id(session_id: &str) -> &str {
 impl Printer {
     /// A printer for `out`.
     pub fn new(out: Output) -> Self {
-        Printer { json: out == Output::Json, ..Printer::default() }
+        let color = out == Output::Human && Style::stdout().is_colored();
+        Printer { json: out == Output::Json, color, ..Printer::default() }
     }
 
     /// Starts printing the events of `child_session_id`, delegated from `parent_session_id` to `agent`, with a
@@ -96,7 +99,7 @@ impl Printer {
         if let EventPayload::TextDelta { text, .. } = &event.payload {
             if !self.is_open(&event.session_id, OpenLine::Text) {
                 self.end_line(&mut out);
-                checked(write!(out, "{margin}{}  assistant: ", prefix(event)));
+                checked(write!(out, "{margin}{}  assistant: ", self.prefix(event)));
                 self.open = Some((event.session_id.clone(), OpenLine::Text));
             }
             checked(write!(out, "{}", indent_lines(&clean(text), &margin)));
@@ -119,7 +122,8 @@ impl Printer {
             child.ended = true;
         }
         if let Some(what) = describe_event(event) {
-            checked(writeln!(out, "{margin}{}  {}", prefix(event), indent_lines(&clean(&what), &margin)));
+            let what = self.paint(&event.payload, indent_lines(&clean(&what), &margin));
+            checked(writeln!(out, "{margin}{}  {what}", self.prefix(event)));
         }
         checked(out.flush());
     }
@@ -167,6 +171,23 @@ impl Printer {
         self.end_line(&mut out);
         checked(writeln!(out, "  │ … (some output was skipped)"));
         checked(out.flush());
+    }
+
+    /// `#seq  hh:mm:ss`, dimmed on a terminal.
+    fn prefix(&self, event: &StoredEvent) -> String {
+        let text = prefix(event);
+        if self.color { Style::stdout().dim(&text) } else { text }
+    }
+
+    /// The end of a run in green (completed) or red (failed, cancelled, interrupted), on a terminal.
+    fn paint(&self, payload: &EventPayload, what: String) -> String {
+        if !self.color || !is_run_end(payload) {
+            return what;
+        }
+        match payload {
+            EventPayload::RunCompleted { .. } => Style::stdout().green(&what),
+            _ => Style::stdout().red(&what),
+        }
     }
 
     fn is_open(&self, session_id: &str, kind: OpenLine) -> bool {

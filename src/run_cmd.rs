@@ -185,7 +185,7 @@ async fn follow_run<C: ClientProtocol>(
         let event = match delivery {
             ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => event,
             ClientDelivery::ToolOutputDelta(params) | ClientDelivery::ToolOutputSnapshot(params) => {
-                spinner.clear();
+                spinner.erase_frame();
                 if printing {
                     printer.tool_output(&params);
                 }
@@ -202,7 +202,7 @@ async fn follow_run<C: ClientProtocol>(
             }
             _ => continue,
         };
-        spinner.clear();
+        spinner.erase_frame();
         if printing {
             printer.event(&event, true);
         } else if let Shown::Exec { verbose: true, .. } = shown
@@ -219,6 +219,11 @@ async fn follow_run<C: ClientProtocol>(
                     spinner.wait_for(WAITING_FOR_MODEL)
                 }
                 EventPayload::ApprovalRequested { .. } => spinner.wait_for("waiting for an approval (troupe approve)"),
+                // Text and tool output stream on an open line, which a frame must not overwrite.
+                EventPayload::TextDelta { .. }
+                | EventPayload::ToolCallStarted { .. }
+                | EventPayload::ApprovalUserDecisionRecorded { .. } => spinner.clear(),
+                payload if is_run_end(payload) => spinner.clear(),
                 _ => {}
             }
         }

@@ -59,10 +59,21 @@ impl Spinner {
 
     /// Hides the spinner and erases its frame; returns once the line is clean to print on.
     pub fn clear(&self) {
+        self.erase(true);
+    }
+
+    /// Erases the frame so a line can be printed; the spinner comes back at its next frame.
+    pub fn erase_frame(&self) {
+        self.erase(false);
+    }
+
+    fn erase(&self, stop: bool) {
         if let Some(shared) = &self.shared
             && let Ok(mut state) = shared.lock()
         {
-            state.label = None;
+            if stop {
+                state.label = None;
+            }
             if state.drawn {
                 let _ = write!(std::io::stderr(), "\r\u{1b}[K");
                 state.drawn = false;

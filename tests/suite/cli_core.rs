@@ -334,3 +334,46 @@ async fn every_session_argument_takes_a_unique_prefix() {
     let said = troupe(&daemon, &["tree", "zzzzzzzz"]).await.refused();
     assert!(said.contains("no session") && said.contains("troupe sessions"), "{said}");
 }
+
+#[tokio::test]
+async fn the_daemons_protocol_words_reach_the_terminal_as_flags() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await.session_id;
+    let said = troupe(&daemon, &["connect", "local"]).await.refused();
+    assert!(said.contains("--script FILE") && !said.contains("setup_values"), "{said}");
+    let said = troupe(&daemon, &["rename", &session[..8], ""]).await.refused();
+    assert!(said.contains("--clear") && !said.contains("`clear`"), "{said}");
+    assert!(!said.contains("-32000") && !said.contains("Engine error"), "{said}");
+    // No spinner and no colour when stderr and stdout are not terminals.
+    let run = troupe_here(&daemon, &["run", "plain"]).await;
+    assert!(run.succeeded(), "{run:?}");
+    assert!(!run.stderr.contains("waiting for") && !run.stderr.contains('\u{1b}'), "{run:?}");
+    assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
+}
+
+#[tokio::test]
+async fn on_a_terminal_run_shows_a_spinner_while_the_model_thinks_and_colours_its_lines() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "thought about it", "delay_ms": 1500}]}))
+        .await;
+    // `script` gives the command a pseudo-terminal for stdout and stderr.
+    let command = format!("{} run --model local/scripted hi", troupe_binary().display());
+    let mut shell = tokio::process::Command::new("script");
+    shell
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(daemon.project_path())
+        .env("TROUPE_URL", daemon.url())
+        .env("TROUPE_TOKEN", &daemon.token)
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = finish(shell, WAIT).await;
+    assert!(output.succeeded(), "{output:?}");
+    assert!(output.stdout.contains("waiting for the model"), "{:?}", output.stdout);
+    assert!(output.stdout.contains("\u{1b}[2m#"), "the prefixes are dimmed: {:?}", output.stdout);
+    assert!(output.stdout.contains("\u{1b}[32m") && output.stdout.contains("run completed"), "{:?}", output.stdout);
+    assert!(output.stdout.contains("thought about it"), "{:?}", output.stdout);
+}
