@@ -235,7 +235,8 @@ enum Command {
         no_newline: bool,
         #[arg(long)]
         json: bool,
-        /// RUN_ID TOOL_CALL_ID [TEXT], or with --session just [TEXT].
+        /// RUN_ID [TOOL_CALL_ID [TEXT]] (without TOOL_CALL_ID: the run's one running command), or with --session
+        /// just [TEXT].
         #[arg(num_args = 0..=3, value_names = ["RUN_ID", "TOOL_CALL_ID", "TEXT"])]
         args: Vec<String>,
     },

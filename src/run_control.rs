@@ -3,7 +3,9 @@
 //! without `--call` writes to that run's one running command.
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
+use troupe_protocol::types::common::SessionStatus;
 use troupe_protocol::types::run::{RunIdParams, RunSteerParams, RunToolStdinParams};
+use troupe_protocol::types::session::SessionListParams;
 
 use crate::cli_errors::{explained, require_text};
 use crate::connection::{Connected, Connection};
@@ -114,10 +116,8 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
         (Some(id), _) => id,
         (None, Some(facts)) => one_running_command(&facts)?,
         (None, None) => {
-            return Err(crate::cli_errors::UsageError(
-                "give the TOOL_CALL_ID after the RUN_ID (or use --session)".into(),
-            )
-            .into());
+            let facts = facts_of_run(&mut connected, &run_id).await?;
+            one_running_command(&facts)?
         }
     };
     let client = &connected.client;
@@ -151,6 +151,22 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
         );
     }
     emit(out, &serde_json::json!({"run_id": run_id, "tool_call_id": tool_call_id, "accepted": true}), String::new)
+}
+
+/// The facts of the running root session whose active run is `run_id` (a run named without its session).
+async fn facts_of_run<C: ClientProtocol>(connected: &mut Connected<C>, run_id: &str) -> anyhow::Result<SessionFacts> {
+    let params = SessionListParams { cwd: None, include_archived: false };
+    let sessions = connected.client.session_list(params).await.map_err(explained)?.sessions;
+    for session in sessions.iter().filter(|session| session.status == SessionStatus::Running) {
+        let facts = scan(&connected.client, &mut connected.deliveries, &session.session_id).await?;
+        if facts.active_run.as_ref().is_some_and(|active| active.run_id == run_id) {
+            return Ok(facts);
+        }
+    }
+    anyhow::bail!(
+        "no running session has run {run_id} active\n  hint: give the TOOL_CALL_ID after the RUN_ID, or name the \
+         session with --session"
+    )
 }
 
 /// The tool call id of the active run's only running command.
@@ -193,15 +209,17 @@ pub fn stdin_request(
             (RunTarget::Session(session), call, args.pop())
         }
         None => {
-            if args.len() < 2 {
+            if args.is_empty() {
                 return Err(crate::cli_errors::UsageError(
-                    "give RUN_ID TOOL_CALL_ID [TEXT] (as `troupe run`/`watch` print them), or --session SESSION [TEXT]"
+                    "give RUN_ID [TOOL_CALL_ID [TEXT]] (as `troupe run`/`watch` print them), or --session SESSION \
+                     [TEXT]"
                         .into(),
                 )
                 .into());
             }
+            // RUN_ID alone: its one running command, the lines typed.
             let text = (args.len() == 3).then(|| args.pop()).flatten();
-            let tool_call_id = args.pop();
+            let tool_call_id = (args.len() == 2).then(|| args.pop()).flatten();
             (RunTarget::Run(args.pop().unwrap_or_default()), call.or(tool_call_id), text)
         }
     };

@@ -159,7 +159,7 @@ async fn watch_prints_the_ids_a_second_client_needs_and_session_flags_reach_the_
     // Usage errors exit 2.
     let both = troupe(&daemon, &["cancel", &run_id, "--session", &session]).await;
     assert_eq!(both.code, Some(2), "{both:?}");
-    let neither = troupe(&daemon, &["stdin", &run_id]).await;
+    let neither = troupe(&daemon, &["stdin"]).await;
     assert_eq!(neither.code, Some(2), "{neither:?}");
 }
 
@@ -177,6 +177,29 @@ async fn stdin_text_keeps_no_newline_only_when_asked() {
         _ => None,
     });
     assert!(output.as_deref().is_some_and(|output| output.contains("got [abcd]")), "{output:?}");
+}
+
+#[tokio::test]
+async fn stdin_with_a_run_id_alone_types_lines_into_its_one_running_command() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let (_session, run_id, _call_id) = waiting_command(&daemon, &client, &mut deliveries).await;
+    let mut typing = troupe_command(&daemon, &["stdin", &run_id]);
+    typing.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    let mut child = typing.spawn().expect("spawn stdin");
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"typed\n").await.expect("write");
+    }
+    let output = within("troupe stdin", child.wait_with_output()).await.expect("stdin ran");
+    assert!(output.status.success(), "{output:?}");
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let output = events.iter().find_map(|event| match &event.payload {
+        EventPayload::ToolCallTerminated { result, .. } => Some(result.output.clone()),
+        _ => None,
+    });
+    assert!(output.as_deref().is_some_and(|output| output.contains("got [typed]")), "{output:?}");
 }
 
 #[tokio::test]
