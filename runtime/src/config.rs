@@ -97,6 +97,9 @@ pub use delegation::DelegationConfig;
 pub mod models;
 pub use models::{CompactionConfig, ModelsConfig};
 
+mod check;
+pub use check::{ConfigProblem, ProblemSeverity, check_config, config_warnings};
+
 pub use troupe_protocol::types::runtime::SandboxMode;
 
 /// `[sandbox]`: the kernel's bounds on every process a tool starts.

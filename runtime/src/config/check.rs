@@ -1,0 +1,258 @@
+//! `check_config`: what is wrong with a data directory's configuration, as the daemon would see it at start.
+//!
+//! Errors are what the loader refuses (the daemon does not start). Warnings are what it accepts but is likely a
+//! mistake: an agent whose chain names a provider that does not exist, a local model that does not exist, a
+//! remote provider that is not connected or did not list the model, a `[models."p/m"]` entry no provider can use,
+//! the same model twice in one chain. The daemon logs them at start and `troupe config check` prints them.
+//!
+//! Messages quote names from the file (agents, models), stripped of terminal controls, never other file text.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use troupe_protocol::diagnostic::strip_terminal_controls;
+use troupe_protocol::types::runtime::{ProviderKind, RuntimeSnapshot};
+
+use crate::catalog::{apply_model_config, build_snapshot};
+use crate::data_dir::DataDir;
+use crate::error::RuntimeError;
+use crate::provider_store::{ProviderStore, StoredConnection};
+
+use super::Config;
+
+/// How bad a problem is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProblemSeverity {
+    /// The daemon refuses to start with it.
+    Error,
+    /// Accepted, but probably not what was meant.
+    Warning,
+}
+
+impl ProblemSeverity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProblemSeverity::Error => "error",
+            ProblemSeverity::Warning => "warning",
+        }
+    }
+}
+
+/// One thing wrong with the configuration: where (a file, a position or a key in it) and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigProblem {
+    pub severity: ProblemSeverity,
+    pub location: String,
+    pub message: String,
+}
+
+/// The problems of `data_dir`'s `config.toml` and `providers.json`, errors first. Reads both files (blocking).
+pub fn check_config(data_dir: &DataDir) -> Vec<ConfigProblem> {
+    let config_path = data_dir.config_path();
+    let config = match super::load(&config_path) {
+        Ok(config) => config,
+        Err(error) => return vec![error_problem(&config_path, error)],
+    };
+    let connections = match ProviderStore::open(data_dir.root()) {
+        Ok(store) => store.contents.connections.clone(),
+        Err(error) => {
+            let path = data_dir.root().join(crate::provider_store::PROVIDERS_FILE_NAME);
+            return vec![error_problem(&path, error)];
+        }
+    };
+    config_warnings(&config, &connections, &config_path)
+}
+
+/// The warnings of a loaded configuration against these provider connections; `path` names the file.
+pub fn config_warnings(
+    config: &Config,
+    connections: &BTreeMap<String, StoredConnection>,
+    path: &Path,
+) -> Vec<ConfigProblem> {
+    let mut snapshot = build_snapshot(0, connections, &config.agents);
+    apply_model_config(&mut snapshot, &config.models);
+    let mut problems = Vec::new();
+    let mut warn = |key: String, message: String| {
+        problems.push(ConfigProblem {
+            severity: ProblemSeverity::Warning,
+            location: format!("{}: {}", path.display(), strip_terminal_controls(&key)),
+            message: strip_terminal_controls(&message),
+        });
+    };
+    for (name, agent) in &config.agents {
+        for (index, model) in agent.models.iter().enumerate() {
+            let key = format!("agents.{name}.models[{index}]");
+            if agent.models[..index].contains(model) {
+                warn(key, format!("`{model}` is already earlier in the chain; falling back to it again cannot help"));
+                continue;
+            }
+            if let Some(message) = model_problem(&snapshot, connections, model) {
+                warn(key, message);
+            }
+        }
+    }
+    for model in config.models.keys() {
+        let Some((provider_id, model_id)) = model.split_once('/') else { continue };
+        let key = format!("models.\"{model}\"");
+        match snapshot.providers.iter().find(|provider| provider.provider_id == provider_id) {
+            None => {
+                warn(key, format!("no provider is named `{provider_id}` ({}): no run can use it", known(&snapshot)))
+            }
+            Some(provider) if provider.kind == ProviderKind::Local && !listed(&snapshot, model) => {
+                warn(key, format!("the local provider has no model `{model_id}` ({})", local_models(&snapshot)))
+            }
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// Why a chain entry cannot run as it stands, if it cannot.
+fn model_problem(
+    snapshot: &RuntimeSnapshot,
+    connections: &BTreeMap<String, StoredConnection>,
+    model: &str,
+) -> Option<String> {
+    let (provider_id, model_id) = model.split_once('/')?;
+    let Some(provider) = snapshot.providers.iter().find(|provider| provider.provider_id == provider_id) else {
+        return Some(format!("`{model}`: no provider is named `{provider_id}` ({})", known(snapshot)));
+    };
+    if provider.kind == ProviderKind::Local {
+        return (!listed(snapshot, model))
+            .then(|| format!("`{model}`: the local provider has no model `{model_id}` ({})", local_models(snapshot)));
+    }
+    let Some(connection) = connections.get(provider_id) else {
+        return Some(format!(
+            "`{model}`: provider `{provider_id}` is not connected (connect it with `troupe connect {provider_id}`); \
+             a run falls back past this model until then"
+        ));
+    };
+    // A provider that listed nothing (some servers cannot list) says nothing either way.
+    if !connection.models.is_empty() && !listed(snapshot, model) {
+        return Some(format!(
+            "`{model}`: provider `{provider_id}` did not list model `{model_id}` when it was connected; check the \
+             spelling (`troupe models`), or add `[models.\"{model}\"]` if the server serves it unlisted"
+        ));
+    }
+    None
+}
+
+fn listed(snapshot: &RuntimeSnapshot, model: &str) -> bool {
+    snapshot.models.iter().any(|info| info.model == model)
+}
+
+fn known(snapshot: &RuntimeSnapshot) -> String {
+    let names: Vec<&str> = snapshot.providers.iter().map(|provider| provider.provider_id.as_str()).collect();
+    format!("known: {}", names.join(", "))
+}
+
+fn local_models(snapshot: &RuntimeSnapshot) -> String {
+    let names: Vec<&str> =
+        snapshot.models.iter().filter(|info| info.provider_id == "local").map(|info| info.model.as_str()).collect();
+    format!("it has {}", names.join(", "))
+}
+
+/// A loader error as a problem: the file with the position (syntax) or the key (the detail names it).
+fn error_problem(path: &Path, error: RuntimeError) -> ConfigProblem {
+    let (location, message) = match error {
+        RuntimeError::ConfigSyntax { path, line, column, message } => {
+            (format!("{}:{line}:{column}", path.display()), message)
+        }
+        RuntimeError::ConfigInvalid { path, detail } => (path.display().to_string(), detail),
+        other => (path.display().to_string(), other.to_string()),
+    };
+    ConfigProblem { severity: ProblemSeverity::Error, location, message: strip_terminal_controls(&message) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_dir_with(config: &str, providers: Option<&str>) -> (tempfile::TempDir, DataDir) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        if let Some(providers) = providers {
+            std::fs::write(dir.path().join("providers.json"), providers).unwrap();
+        }
+        let data_dir = DataDir::new(dir.path().to_path_buf());
+        (dir, data_dir)
+    }
+
+    fn messages(problems: &[ConfigProblem]) -> Vec<String> {
+        problems.iter().map(|problem| format!("{} {}", problem.location, problem.message)).collect()
+    }
+
+    #[test]
+    fn a_sound_config_and_a_missing_one_have_no_problems() {
+        let (_dir, data_dir) = data_dir_with("[agents.coder]\nmodels = [\"local/echo\", \"local/scripted\"]\n", None);
+        assert_eq!(check_config(&data_dir), Vec::new());
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(check_config(&DataDir::new(empty.path().to_path_buf())), Vec::new());
+    }
+
+    #[test]
+    fn what_the_loader_refuses_is_an_error_with_its_position_or_key() {
+        let (_dir, data_dir) = data_dir_with("[limits]\nmax_frame_bites = 3\n", None);
+        let problems = check_config(&data_dir);
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].severity, ProblemSeverity::Error);
+        assert!(problems[0].location.ends_with("config.toml:2:1"), "{problems:?}");
+        assert!(problems[0].message.contains("max_frame_bites"), "{problems:?}");
+
+        let (_dir, data_dir) = data_dir_with("[agents.coder]\nmodels = []\n", None);
+        let problems = check_config(&data_dir);
+        assert_eq!(problems[0].severity, ProblemSeverity::Error);
+        assert!(problems[0].message.contains("agents.coder.models"), "{problems:?}");
+
+        let (_dir, data_dir) = data_dir_with("", Some("{ not json"));
+        let problems = check_config(&data_dir);
+        assert_eq!(problems[0].severity, ProblemSeverity::Error);
+        assert!(problems[0].location.ends_with("providers.json"), "{problems:?}");
+    }
+
+    #[test]
+    fn unknown_providers_models_and_repeats_are_warnings() {
+        let config = r#"
+            [agents.coder]
+            models = ["nosuch/x", "local/ekho", "openai/gpt-4o", "local/echo", "local/echo"]
+            [agents.lan]
+            models = ["anthropic/claude-typo", "anthropic/claude-unlisted-ok"]
+            [models."nosuch/y"]
+            context_window = 1000
+            [models."local/other"]
+            context_window = 1000
+            [models."openai/gpt-4o"]
+            context_window = 1000
+            [models."anthropic/claude-unlisted-ok"]
+            context_window = 1000
+        "#;
+        let providers = r#"{ "connections": { "anthropic": { "generation": 1, "connected_at": "",
+            "setup_values": {}, "auth_method": "api_key", "auth_values": {},
+            "models": ["claude-sonnet"] } } }"#;
+        let (_dir, data_dir) = data_dir_with(config, Some(providers));
+        let problems = check_config(&data_dir);
+        assert!(problems.iter().all(|problem| problem.severity == ProblemSeverity::Warning), "{problems:?}");
+        let text = messages(&problems).join("\n");
+        for expected in [
+            "agents.coder.models[0] `nosuch/x`: no provider is named `nosuch`",
+            "agents.coder.models[1] `local/ekho`: the local provider has no model `ekho`",
+            "agents.coder.models[2] `openai/gpt-4o`: provider `openai` is not connected",
+            "agents.coder.models[4] `local/echo` is already earlier in the chain",
+            "agents.lan.models[0] `anthropic/claude-typo`: provider `anthropic` did not list",
+            "models.\"nosuch/y\" no provider is named `nosuch`",
+            "models.\"local/other\" the local provider has no model `other`",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+        assert_eq!(problems.len(), 7, "{text}");
+        assert!(!text.contains("agents.lan.models[1]"), "a [models] entry makes an unlisted model known: {text}");
+    }
+
+    #[test]
+    fn a_connected_provider_that_lists_nothing_is_not_second_guessed() {
+        let providers = r#"{ "connections": { "openai": { "generation": 1, "connected_at": "",
+            "setup_values": {}, "auth_method": "none", "auth_values": {}, "models": [] } } }"#;
+        let (_dir, data_dir) = data_dir_with("[agents.a]\nmodels = [\"openai/anything\"]\n", Some(providers));
+        assert_eq!(check_config(&data_dir), Vec::new());
+    }
+}
