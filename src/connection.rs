@@ -90,13 +90,27 @@ impl Connection {
         }
     }
 
-    /// A data dir with a token that the person may have meant instead of `tried`: the default one.
+    /// A data dir with a token that the person may have meant instead of `tried`: a sibling whose name is a
+    /// typo away, else the default one.
     fn other_data_dir(&self, tried: &DataDir) -> Option<PathBuf> {
-        let default = DataDir::resolve(None).ok()?;
-        let candidates = [default.root().to_path_buf()];
-        candidates
-            .into_iter()
-            .find(|candidate| candidate != tried.root() && DataDir::new(candidate.clone()).token_path().is_file())
+        let has_token = |dir: &std::path::Path| DataDir::new(dir.to_path_buf()).token_path().is_file();
+        let name = tried.root().file_name()?.to_string_lossy().into_owned();
+        let sibling = tried.root().parent().and_then(|parent| std::fs::read_dir(parent).ok()).and_then(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path != tried.root() && has_token(path))
+                .filter_map(|path| {
+                    let distance = edit_distance(&name, &path.file_name()?.to_string_lossy());
+                    (distance <= 2).then_some((distance, path))
+                })
+                .min()
+                .map(|(_, path)| path)
+        });
+        sibling.or_else(|| {
+            let default = DataDir::resolve(None).ok()?.root().to_path_buf();
+            (default != tried.root() && has_token(&default)).then_some(default)
+        })
     }
 
     pub(crate) async fn connect(
@@ -140,4 +154,32 @@ impl Connection {
 pub(crate) struct Connected<C: ClientProtocol> {
     pub(crate) client: C,
     pub(crate) deliveries: C::Deliveries,
+}
+
+/// Levenshtein distance, by characters: how many edits turn `a` into `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != *cb);
+            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn typos_are_near_and_other_names_far() {
+        assert_eq!(edit_distance("data", "data"), 0);
+        assert_eq!(edit_distance("dta", "data"), 1);
+        assert_eq!(edit_distance(".troupe", ".troup"), 1);
+        assert!(edit_distance("work", ".troupe") > 2);
+    }
 }

@@ -79,6 +79,7 @@ async fn a_data_dir_alone_reaches_its_daemon_and_mistakes_are_named_not_created(
     let said =
         finish(bare(&["sessions", "--data-dir", typo.to_str().expect("utf-8")], home.path()), WAIT).await.refused();
     assert!(said.starts_with("error: no daemon has run with data dir"), "{said}");
+    assert!(said.contains(&format!("did you mean --data-dir {data}?")), "{said}");
     assert!(said.contains("troupe serve --data-dir"), "{said}");
     assert!(!said.contains("stack backtrace") && !said.contains("Stack backtrace"), "{said}");
     assert!(!typo.exists(), "a client command created {}", typo.display());
