@@ -56,11 +56,11 @@ pub async fn show(connection: &Connection, session_id: String, json: bool) -> an
     let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
     let result = client.session_goal_get(SessionIdParams { session_id }).await.map_err(explained)?;
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(&result)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         match &result.goal {
-            Some(goal) => crate::out!("{}", describe_goal(goal)),
-            None => crate::outln!("no goal (set one with `troupe goal set SESSION OBJECTIVE`)"),
+            Some(goal) => crate::out_clean!("{}", describe_goal(goal)),
+            None => crate::outln_clean!("no goal (set one with `troupe goal set SESSION OBJECTIVE`)"),
         }
     }
     client.close().await;
@@ -101,9 +101,9 @@ pub async fn lifecycle(
 /// The goal after a change: as JSON (`--json`) or in words.
 fn print_goal(goal: &GoalState, json: bool) -> anyhow::Result<()> {
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(goal)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(goal)?);
     } else {
-        crate::out!("{}", describe_goal(goal));
+        crate::out_clean!("{}", describe_goal(goal));
     }
     Ok(())
 }

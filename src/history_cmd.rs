@@ -67,19 +67,19 @@ pub async fn revert(connection: &Connection, session_id: String, through_seq: u6
     let params = SessionRevertParams { session_id: session_id.clone(), through_seq };
     let session = client.session_revert(params).await.map_err(|error| history_explained(error, &session_id))?.session;
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(&session)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(&session)?);
         client.close().await;
         return Ok(());
     }
-    crate::outln!("{}", session_summary(&session));
+    crate::outln_clean!("{}", session_summary(&session));
     match event_at(&client, &mut deliveries, &session_id, through_seq).await {
-        Some(event) => crate::outln!("the conversation now ends with #{through_seq}: {}", event_line(&event)),
-        None => crate::outln!("the conversation now ends with #{through_seq}"),
+        Some(event) => crate::outln_clean!("the conversation now ends with #{through_seq}: {}", event_line(&event)),
+        None => crate::outln_clean!("the conversation now ends with #{through_seq}"),
     }
     // The marker is the session's last event; what lies between the target and it is hidden.
     let (first_hidden, last_hidden) = (through_seq + 1, session.last_event_seq.saturating_sub(1));
     if first_hidden <= last_hidden {
-        crate::outln!(
+        crate::outln_clean!(
             "events #{first_hidden} to #{last_hidden} stay in the log (`troupe watch {session_id}` shows them) but \
              are no longer part of the conversation"
         );
@@ -96,9 +96,9 @@ pub async fn fork(connection: &Connection, session_id: String, through_seq: u64,
     let params = SessionForkParams { session_id: session_id.clone(), through_seq };
     let result = client.session_fork(params).await.map_err(|error| history_explained(error, &session_id))?;
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(&result)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        crate::outln!("{}", result.session_id);
+        crate::outln_clean!("{}", result.session_id);
         let fork = &result.session_id;
         eprintln!(
             "forked {session_id} at #{through_seq}; follow the fork with `troupe watch {fork}`, continue it with \
@@ -161,9 +161,9 @@ pub async fn compact(
     let checkpoint = seen.checkpoint;
     client.close().await;
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(&result)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        crate::outln!("{}", compact_outcome(&result, checkpoint.as_ref()));
+        crate::outln_clean!("{}", compact_outcome(&result, checkpoint.as_ref()));
     }
     Ok(result.compacted)
 }
@@ -189,7 +189,7 @@ impl CompactionEvents {
             {
                 self.compaction_id = Some(compaction_id.clone());
                 if !self.quiet {
-                    eprintln!("{}", event_line(&event));
+                    eprintln!("{}", crate::style::clean(&event_line(&event)));
                 }
             }
             EventPayload::ContextCheckpointCommitted { compaction_id, .. }
@@ -227,9 +227,9 @@ pub async fn tree(connection: &Connection, session_id: String, json: bool) -> an
     let params = SessionIdParams { session_id: session_id.clone() };
     let result = client.session_tree(params).await.map_err(|error| history_explained(error, &session_id))?;
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(&result.tree)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(&result.tree)?);
     } else {
-        crate::out!("{}", render_tree(&result.tree));
+        crate::out_clean!("{}", render_tree(&result.tree));
     }
     client.close().await;
     Ok(())

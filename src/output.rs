@@ -47,6 +47,22 @@ macro_rules! out {
     };
 }
 
+/// [`outln!`] for text that quotes untrusted words (titles, inputs, model text): terminal controls removed.
+#[macro_export]
+macro_rules! outln_clean {
+    ($($arg:tt)*) => {
+        $crate::output::line(&$crate::style::clean(&format!($($arg)*)))
+    };
+}
+
+/// [`out!`] for text that quotes untrusted words: terminal controls removed.
+#[macro_export]
+macro_rules! out_clean {
+    ($($arg:tt)*) => {
+        $crate::output::text(&$crate::style::clean(&format!($($arg)*)))
+    };
+}
+
 /// Prints `text` on stdout as it is.
 pub fn text(text: &str) {
     let mut stdout = std::io::stdout().lock();

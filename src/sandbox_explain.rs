@@ -23,9 +23,9 @@ pub async fn explain_command(connection: &Connection, session_id: String, json: 
     };
     if json {
         let value = serde_json::json!({ "session_id": session.session_id, "cwd": session.cwd, "sandbox": sandbox });
-        crate::outln!("{}", serde_json::to_string_pretty(&value)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        crate::out!("{}", explain(&sandbox, &session.session_id, &session.cwd));
+        crate::out_clean!("{}", explain(&sandbox, &session.session_id, &session.cwd));
     }
     Ok(())
 }

@@ -75,9 +75,9 @@ pub async fn usage(connection: &Connection, scope: UsageScope, json: bool) -> an
         }
     };
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(&value)?);
+        crate::outln_clean!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        crate::out!("{text}");
+        crate::out_clean!("{text}");
     }
     client.close().await;
     Ok(())
