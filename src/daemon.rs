@@ -100,6 +100,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             delegation: config.delegation,
             models: config.models.clone(),
             compaction: config.compaction.clone(),
+            titles: config.titles.clone(),
         })
         .context("starting the engine")?,
     );

@@ -106,6 +106,8 @@ pub struct EngineConfig {
     pub models: troupe_runtime::config::ModelsConfig,
     /// `[compaction]`: automatic compaction of runs.
     pub compaction: troupe_runtime::config::CompactionConfig,
+    /// `[titles]`: automatic session titles.
+    pub titles: troupe_runtime::config::TitlesConfig,
 }
 
 /// The engine. Cheap to share: every field is an address or a shared map.
@@ -145,6 +147,7 @@ impl Engine {
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
         services.delegation = config.delegation;
         services.compaction = config.compaction;
+        services.titles = config.titles;
         services.models.configure(config.models);
         let services = Arc::new(services);
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();

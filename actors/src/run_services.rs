@@ -43,6 +43,8 @@ pub struct RunServices {
     pub delegation: troupe_runtime::config::DelegationConfig,
     /// `[compaction]`: whether runs compact by themselves, and the answer reserve (`run_actor/compaction.rs`).
     pub compaction: troupe_runtime::config::CompactionConfig,
+    /// `[titles]`: whether a root session's first run asks its model for a title (`session_actor/title.rs`).
+    pub titles: troupe_runtime::config::TitlesConfig,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -72,6 +74,7 @@ impl RunServices {
             plugins: Default::default(),
             delegation: Default::default(),
             compaction: Default::default(),
+            titles: Default::default(),
             policies: RwLock::new(HashMap::new()),
         }
     }

@@ -52,6 +52,7 @@ mod plugin_events;
 mod producers;
 mod replay;
 mod runs;
+mod title;
 mod tool_output;
 mod usage;
 
@@ -192,6 +193,9 @@ pub struct SessionActor {
     forked: bool,
     /// The manual compaction in progress (`compaction`): the session is busy while it runs.
     compaction: Option<ActiveCompaction>,
+    /// The automatic title job in flight (`title`), to cancel when a client names the session: one at a time,
+    /// and the actor waits for it.
+    title_job: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl SessionActor {
@@ -231,6 +235,7 @@ impl SessionActor {
             goal_reported: None,
             forked: false,
             compaction: None,
+            title_job: None,
         }
     }
 
@@ -456,7 +461,9 @@ impl SessionActor {
     fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
         self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
         self.replays.retain(|_, sink| !sink.is_closed());
-        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some()) || self.compaction.is_some();
+        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some())
+            || self.compaction.is_some()
+            || self.title_job.is_some();
         let idle = !running
             && self.subscribers.is_empty()
             && self.replays.is_empty()
@@ -611,6 +618,10 @@ impl SessionActor {
             TitleChange::Set { title } => Some(title.clone()),
             TitleChange::Clear | TitleChange::Reset => None,
         };
+        if change != TitleChange::Reset {
+            // A client's title wins over an automatic one still being asked for.
+            self.cancel_title_job();
+        }
         let payload = EventPayload::SessionTitleCommitted {
             title,
             change: (&change).into(),

@@ -81,6 +81,8 @@ pub struct Config {
     pub models: ModelsConfig,
     /// Automatic compaction of a run's history; see [`CompactionConfig`].
     pub compaction: CompactionConfig,
+    /// Automatic session titles; see [`TitlesConfig`].
+    pub titles: TitlesConfig,
     /// Plugin subprocesses by name; see [`plugins`].
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
 }
@@ -93,6 +95,9 @@ pub use goals::GoalsConfig;
 
 mod delegation;
 pub use delegation::DelegationConfig;
+
+mod titles;
+pub use titles::TitlesConfig;
 
 pub mod models;
 pub use models::{CompactionConfig, ModelsConfig};
@@ -191,6 +196,7 @@ impl Default for Config {
             delegation: DelegationConfig::default(),
             models: ModelsConfig::default(),
             compaction: CompactionConfig::default(),
+            titles: TitlesConfig::default(),
             plugins: std::collections::BTreeMap::new(),
         }
     }

@@ -53,6 +53,7 @@ pub mod run_ledger;
 pub mod sandbox;
 pub mod session_state;
 pub mod skills;
+pub mod title;
 pub mod token;
 pub mod tools;
 pub mod transcript;

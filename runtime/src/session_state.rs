@@ -37,6 +37,11 @@ pub struct SessionState {
     pub creation_selection: RunSelection,
     pub title: Option<String>,
     pub title_updated_seq: Option<u64>,
+    /// The branch's last automatic title (`auto`), which a `reset` returns to.
+    pub auto_title: Option<String>,
+    /// Whether a client chose the title (`set` or `clear`, a fork's title too): no automatic title replaces it
+    /// until a `reset`.
+    pub title_by_client: bool,
     pub status: SessionStatus,
     pub last_event_seq: u64,
     pub created_at: String,
@@ -106,6 +111,8 @@ impl SessionState {
             },
             title: None,
             title_updated_seq: None,
+            auto_title: None,
+            title_by_client: false,
             status: SessionStatus::Idle,
             last_event_seq: 0,
             created_at: time.to_owned(),
@@ -151,6 +158,8 @@ impl SessionState {
     pub fn adopt_branch(&mut self, branch: SessionState) {
         self.title = branch.title;
         self.title_updated_seq = branch.title_updated_seq;
+        self.auto_title = branch.auto_title;
+        self.title_by_client = branch.title_by_client;
         self.status = branch.status;
         self.transcript = branch.transcript;
         self.runs.adopt_branch(branch.runs);
@@ -178,12 +187,23 @@ impl SessionState {
         }
         match &event.payload {
             EventPayload::SessionTitleCommitted { title, change, client_rename_id } => {
-                self.title.clone_from(title);
                 self.title_updated_seq = Some(event.seq);
                 let change = match (change, title) {
                     (TitleChangeKind::Set, Some(title)) => TitleChange::Set { title: title.clone() },
                     (TitleChangeKind::Set, None) | (TitleChangeKind::Clear, _) => TitleChange::Clear,
                     (TitleChangeKind::Reset, _) => TitleChange::Reset,
+                    (TitleChangeKind::Auto, _) => {
+                        // The engine's own title: no client's rename to remember for redeliveries.
+                        self.title.clone_from(title);
+                        self.auto_title.clone_from(title);
+                        self.title_by_client = false;
+                        return;
+                    }
+                };
+                self.title_by_client = change != TitleChange::Reset;
+                self.title = match &change {
+                    TitleChange::Reset => self.auto_title.clone(),
+                    _ => title.clone(),
                 };
                 self.renames.insert(client_rename_id, RecordedRename { change, seq: event.seq });
             }
@@ -194,6 +214,12 @@ impl SessionState {
             EventPayload::RunInterrupted { .. } => self.status = SessionStatus::Interrupted,
             _ => {}
         }
+    }
+
+    /// Whether the session waits for an automatic title: untitled, and no client chose that (a `clear` keeps a
+    /// session untitled; a `reset` without an earlier automatic title leaves it waiting again).
+    pub fn awaits_auto_title(&self) -> bool {
+        self.title.is_none() && !self.title_by_client && !self.creation_lost
     }
 
     /// The rename recorded under `client_rename_id`, if any.

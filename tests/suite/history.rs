@@ -182,7 +182,8 @@ async fn a_fork_of_a_running_session_closes_the_copied_run_in_the_fork_only() {
         other => panic!("{other:?}"),
     }
     assert_eq!(get(&client, &fork_id).await.status, SessionStatus::Interrupted);
-    assert_eq!(get(&client, &fork_id).await.title.as_deref(), Some("(fork)"));
+    // The source was titled with its first input's first line (a `local/*` model is not asked).
+    assert_eq!(get(&client, &fork_id).await.title.as_deref(), Some("take your time (fork)"));
 
     // The source's run goes on, untouched.
     assert_eq!(get(&client, &id).await.status, SessionStatus::Running);

@@ -40,6 +40,7 @@ mod skills;
 mod steering;
 mod subscriptions;
 mod support;
+mod titles;
 mod tool_messages;
 mod tool_output;
 mod usage;

@@ -85,8 +85,15 @@ impl TestDaemon {
 
     pub fn start_with(setup: DaemonSetup) -> TestDaemon {
         let data_dir = setup.data_dir.unwrap_or_else(|| tempfile::tempdir().expect("temp dir"));
-        if let Some(config) = &setup.config_toml {
-            std::fs::write(data_dir.path().join("config.toml"), config).expect("write config");
+        // Automatic titles ask the session's model, which would take the fake vendors' scripted answers meant for
+        // the runs: off unless a test's config says otherwise (`titles.rs` does).
+        // (A restart that names no config keeps the data directory's.)
+        let path = data_dir.path().join("config.toml");
+        if setup.config_toml.is_some() || !path.exists() {
+            let config = setup.config_toml.unwrap_or_default();
+            let config =
+                if config.contains("[titles]") { config } else { format!("{config}\n[titles]\nauto = false\n") };
+            std::fs::write(&path, config).expect("write config");
         }
         let options = DaemonOptions {
             data_dir: DataDir::new(data_dir.path().to_path_buf()),
@@ -260,6 +267,11 @@ pub struct ChildDaemon {
 impl ChildDaemon {
     /// Starts `troupe serve` on `listen` (use port 0 for any) and waits for its "listening" line.
     pub fn spawn(data_dir: &Path, listen: &str) -> ChildDaemon {
+        // Like `TestDaemon`: automatic titles off unless the data directory's config says otherwise.
+        let config = data_dir.join("config.toml");
+        if data_dir.is_dir() && !config.exists() {
+            std::fs::write(&config, "[titles]\nauto = false\n").expect("write config");
+        }
         let mut child = Command::new(troupe_binary())
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)

@@ -217,6 +217,7 @@ impl SessionActor {
             state.runs.plan(&message.selection, message.reset_fallback, &message.agent_chain, message.requested_index);
         let cwd = std::path::PathBuf::from(&state.cwd);
         let run_id = new_id();
+        let title_input = state.awaits_auto_title().then(|| message.input.clone());
         let payload = EventPayload::RunStarted {
             client_run_id: message.client_run_id,
             selection: selection.clone(),
@@ -233,6 +234,15 @@ impl SessionActor {
             crate::run_actor::DelegationContext::new(&state.origin, self.supervisor.clone(), run_context)
         });
         let seq = self.append(ctx, Some(run_id.clone()), Some(origin.to_owned()), payload)?;
+        if let Some(input) = title_input {
+            let request = super::title::TitleRequest {
+                input: &input,
+                agent: &selection.agent,
+                chain: &model_chain,
+                services: &message.services,
+            };
+            self.begin_auto_title(ctx, request);
+        }
         let history = self.state.as_ref().map(|state| state.transcript.messages().to_vec()).unwrap_or_default();
         let setup = RunSetup {
             run_id: run_id.clone(),

@@ -43,6 +43,9 @@ pub enum TitleChangeKind {
     Set,
     Clear,
     Reset,
+    /// troupe extension: the engine's automatic title (the session's model's, or the first line of its first
+    /// input). Never a client's change: a client's `set` or `clear` wins over it, and `reset` returns to it.
+    Auto,
 }
 
 impl From<&TitleChange> for TitleChangeKind {
@@ -70,7 +73,8 @@ pub enum EventPayload {
         selection: RunSelection,
     },
     SessionTitleCommitted {
-        /// The title after the change; null for `clear` and `reset`.
+        /// The title after the change; null for `clear` and `reset` (a `reset` returns the session to its last
+        /// `auto` title, if any).
         title: Option<String>,
         change: TitleChangeKind,
         client_rename_id: String,
@@ -449,6 +453,8 @@ pub enum UsagePurpose {
     Turn,
     /// A compaction's summary.
     Compaction,
+    /// troupe extension: an automatic session title.
+    Title,
 }
 
 impl UsagePurpose {

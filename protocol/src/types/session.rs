@@ -71,7 +71,8 @@ pub enum TitleChange {
     Set { title: String },
     /// Remove the title and keep the session untitled.
     Clear,
-    /// Drop the user's title and return to the automatic one (none until a title agent exists).
+    /// Drop the user's title and return to the automatic one: the last `auto` title, or none until the next run
+    /// makes one.
     Reset,
 }
 
