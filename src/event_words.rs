@@ -89,6 +89,7 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::SessionTitleCommitted { title, change, .. } => match (change, title) {
             (TitleChangeKind::Set, Some(title)) => format!("title set to {title:?}"),
             (TitleChangeKind::Reset, _) => "title reset".to_owned(),
+            (TitleChangeKind::Auto, Some(title)) => format!("titled {title:?}"),
             _ => "title cleared".to_owned(),
         },
         EventPayload::SessionReverted { through_seq } => format!("reverted to #{through_seq}"),
@@ -277,6 +278,20 @@ mod tests {
         assert_eq!(line(Some("engine:goal")), format!("{started}\n        goal: do it"));
         assert_eq!(line(Some("engine:producer")), format!("{started}\n        producer messages: do it"));
         assert_eq!(line(Some("engine:delegate")), format!("{started}\n        task from the parent: do it"));
+    }
+
+    #[test]
+    fn an_automatic_title_is_not_a_cleared_one() {
+        let titled = |title: Option<&str>, change| {
+            let payload = EventPayload::SessionTitleCommitted {
+                title: title.map(str::to_owned),
+                change,
+                client_rename_id: "auto-1".into(),
+            };
+            describe(&payload).unwrap()
+        };
+        assert_eq!(titled(Some("Fix the parser"), TitleChangeKind::Auto), "titled \"Fix the parser\"");
+        assert_eq!(titled(None, TitleChangeKind::Clear), "title cleared");
     }
 
     #[test]
