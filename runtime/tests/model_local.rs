@@ -128,11 +128,45 @@ async fn scripted_turns_are_chosen_by_the_number_of_assistant_messages() {
     let second = collect(start(&model, request(second_history)).await.expect("stream")).await;
     assert_eq!(text_of(&second).0, "All done.");
 
-    // Past the end: an empty final answer.
-    let past_end =
-        collect(start(&model, request(vec![user("a"), assistant("x"), assistant("y")])).await.expect("stream")).await;
-    assert_eq!(text_of(&past_end), (String::new(), 0));
-    assert!(matches!(past_end.last(), Some(Ok(StreamEvent::Finished { .. }))));
+    // Past the end: an error that says which turn is missing and where to add it.
+    let past_end = match start(&model, request(vec![user("a"), assistant("x"), assistant("y")])).await {
+        Ok(_) => panic!("turn 3 is past the end"),
+        Err(error) => error,
+    };
+    assert_eq!(past_end.kind, ModelErrorKind::InvalidRequest);
+    assert!(!past_end.retryable);
+    assert!(
+        past_end.message.starts_with("local/scripted: the script has no reply for turn 3 (it has 2); add one to /")
+            && past_end.message.ends_with("script.json"),
+        "{}",
+        past_end.message
+    );
+}
+
+#[tokio::test]
+async fn an_edited_script_takes_effect_at_the_next_request() {
+    let (directory, model) = write_script(json!({"turns": [{"text": "first version"}]}));
+    let answer = collect(start(&model, request(vec![user("go")])).await.expect("stream")).await;
+    assert_eq!(text_of(&answer).0, "first version");
+    // A longer file, so the size changes even where modification times are coarse.
+    std::fs::write(
+        directory.path().join("script.json"),
+        json!({"turns": [{"text": "the second version"}]}).to_string(),
+    )
+    .expect("rewrite");
+    let answer = collect(start(&model, request(vec![user("go")])).await.expect("stream")).await;
+    assert_eq!(text_of(&answer).0, "the second version");
+    // A broken edit fails the turn with the reason, and a fixed one plays again.
+    std::fs::write(directory.path().join("script.json"), "{\"turns\": [").expect("rewrite");
+    let broken = match start(&model, request(vec![user("go")])).await {
+        Ok(_) => panic!("a broken script cannot play"),
+        Err(error) => error,
+    };
+    assert!(broken.message.contains("is not a valid script"), "{}", broken.message);
+    std::fs::write(directory.path().join("script.json"), json!({"turns": [{"text": "fixed"}]}).to_string())
+        .expect("rewrite");
+    let answer = collect(start(&model, request(vec![user("go")])).await.expect("stream")).await;
+    assert_eq!(text_of(&answer).0, "fixed");
 }
 
 #[tokio::test]

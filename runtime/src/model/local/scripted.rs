@@ -22,9 +22,13 @@
 //!
 //! Which turn plays is decided by the request alone: turn *n* answers a history holding *n* assistant
 //! messages. A retried or replayed request therefore gets the same turn again (so an `error` turn fails every
-//! attempt, which exercises fallback), and a restarted daemon picks up where the history is. Past the last
-//! turn the model answers with empty text and no tool calls, which ends any run. Tool call ids are
-//! `call-<turn>-<position>`, stable across replays.
+//! attempt, which exercises fallback), and a restarted daemon picks up where the history is. A request past the
+//! last turn fails with a non-retryable `invalid_request` error that names the turn, the number of turns and the
+//! file, rather than answering nothing. Tool call ids are `call-<turn>-<position>`, stable across replays.
+//!
+//! The file is read again whenever it changed (its modification time, size or inode) since the last request, so
+//! an edited script takes effect at the next turn without reconnecting. A file that cannot be read or parsed
+//! then fails the turn with the reason; the connection keeps its provider.
 //!
 //! Several conversations can share one script (a parent session and the child sessions it delegates to): an
 //! optional `by_input` object maps the text of a conversation's *first* user message to the turns that
@@ -38,7 +42,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -141,16 +145,46 @@ pub enum ScriptError {
 /// Plays a [`Script`]; see the module docs. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct ScriptedModel {
+    source: ScriptSource,
+}
+
+/// Where the script comes from: given once, or a file read again when it changes.
+#[derive(Clone, Debug)]
+enum ScriptSource {
+    Fixed(Arc<Script>),
+    File { path: PathBuf, loaded: Arc<Mutex<LoadedScript>> },
+}
+
+/// The script last read from a file and what identified the file's version then.
+#[derive(Debug)]
+struct LoadedScript {
+    stamp: FileStamp,
     script: Arc<Script>,
+}
+
+/// A file's version as far as metadata tells: modification time, size and inode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    modified: Option<std::time::SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl FileStamp {
+    fn of(metadata: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp { modified: metadata.modified().ok(), len: metadata.len(), inode: metadata.ino() }
+    }
 }
 
 impl ScriptedModel {
     pub fn new(script: Script) -> ScriptedModel {
-        ScriptedModel { script: Arc::new(script) }
+        ScriptedModel { source: ScriptSource::Fixed(Arc::new(script)) }
     }
 
-    /// The turns that answer `request`: those of `by_input` for its first user message, else the top-level ones.
-    fn turns_for(&self, request: &ModelRequest) -> &[ScriptedTurn] {
+    /// The turns that answer `request` in `script`: those of `by_input` for its first user message, else the
+    /// top-level ones.
+    fn turns_for<'a>(script: &'a Script, request: &ModelRequest) -> &'a [ScriptedTurn] {
         let first_input = request.messages.iter().find_map(|message| match message {
             ChatMessage::User { parts } => Some(parts),
             _ => None,
@@ -161,19 +195,33 @@ impl ScriptedModel {
                 _ => None,
             })
         });
-        match text.and_then(|text| self.script.by_input.get(text)) {
+        match text.and_then(|text| script.by_input.get(text)) {
             Some(conversation) => &conversation.turns,
-            None => &self.script.turns,
+            None => &script.turns,
         }
     }
 
     /// Reads and parses a script file. Blocking: call it off the async runtime's hot path.
+    /// The model keeps the path and reads the file again when it changes (see the module docs).
     pub fn from_file(path: &Path) -> Result<ScriptedModel, ScriptError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ScriptError::Read { path: path.to_owned(), source })?;
-        let script =
-            serde_json::from_str(&text).map_err(|source| ScriptError::Parse { path: path.to_owned(), source })?;
-        Ok(ScriptedModel::new(script))
+        let loaded = read_script(path)?;
+        Ok(ScriptedModel { source: ScriptSource::File { path: path.to_owned(), loaded: Arc::new(Mutex::new(loaded)) } })
+    }
+
+    /// The script to play now: for a file, its current version, read again if it changed. Blocking for a file.
+    fn current_script(source: &ScriptSource) -> Result<Arc<Script>, ScriptError> {
+        match source {
+            ScriptSource::Fixed(script) => Ok(script.clone()),
+            ScriptSource::File { path, loaded } => {
+                let metadata =
+                    std::fs::metadata(path).map_err(|source| ScriptError::Read { path: path.clone(), source })?;
+                let mut loaded = loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if loaded.stamp != FileStamp::of(&metadata) {
+                    *loaded = read_script(path)?;
+                }
+                Ok(loaded.script.clone())
+            }
+        }
     }
 
     /// The index of the turn that answers `request`: how many assistant messages it already holds.
@@ -182,13 +230,61 @@ impl ScriptedModel {
     }
 }
 
+/// Reads and parses the script at `path`, with the stamp of the version read.
+fn read_script(path: &Path) -> Result<LoadedScript, ScriptError> {
+    let read_error = |source| ScriptError::Read { path: path.to_owned(), source };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let stamp = FileStamp::of(&file.metadata().map_err(read_error)?);
+    let script = serde_json::from_reader(std::io::BufReader::new(file))
+        .map_err(|source| ScriptError::Parse { path: path.to_owned(), source })?;
+    Ok(LoadedScript { stamp, script: Arc::new(script) })
+}
+
+/// The error of a request past the script's last turn: which turn, how many there are, where to add one.
+fn ran_out(source: &ScriptSource, turn_index: usize, turns: usize) -> ModelError {
+    let place = match source {
+        ScriptSource::Fixed(_) => "the script".to_owned(),
+        ScriptSource::File { path, .. } => path.display().to_string(),
+    };
+    let mut error = ModelError::new(
+        ModelErrorKind::InvalidRequest,
+        ErrorStage::Request,
+        format!(
+            "local/scripted: the script has no reply for turn {} (it has {turns}); add one to {place}",
+            turn_index + 1
+        ),
+    );
+    error.retryable = false;
+    error
+}
+
 impl ModelProvider for ScriptedModel {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'static, Result<ModelStream, ModelError>> {
-        let turn_index = ScriptedModel::turn_index(&request);
-        // Past the end of the script: an empty final answer.
-        let turn = self.turns_for(&request).get(turn_index).cloned().unwrap_or_default();
-        let input_bytes = request_bytes(&request);
+        let source = self.source.clone();
         async move {
+            let turn_index = ScriptedModel::turn_index(&request);
+            let script = match &source {
+                ScriptSource::Fixed(script) => script.clone(),
+                ScriptSource::File { .. } => {
+                    let reading = source.clone();
+                    tokio::task::spawn_blocking(move || ScriptedModel::current_script(&reading))
+                        .await
+                        .map_err(|error| {
+                            ModelError::new(ModelErrorKind::Unknown, ErrorStage::Request, error.to_string())
+                        })?
+                        .map_err(|error| {
+                            let mut error =
+                                ModelError::new(ModelErrorKind::InvalidRequest, ErrorStage::Request, error.to_string());
+                            error.retryable = false;
+                            error
+                        })?
+                }
+            };
+            let turns = ScriptedModel::turns_for(&script, &request);
+            let Some(turn) = turns.get(turn_index).cloned() else {
+                return Err(ran_out(&source, turn_index, turns.len()));
+            };
+            let input_bytes = request_bytes(&request);
             if let Some(delay_ms) = turn.delay_ms {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             }
