@@ -266,6 +266,7 @@ impl Engine {
         let discovery = tokio::task::spawn_blocking(move || troupe_runtime::skills::discover(&cwd, &data_dir))
             .await
             .map_err(|error| EngineError::Internal { detail: format!("skill discovery failed: {error}") })?;
+        troupe_runtime::skills::warn_once(&discovery.problems);
         let mut effects = Vec::with_capacity(discovery.skills.len());
         for found in &discovery.skills {
             let request = skill_request(&found.skill.name);
@@ -290,7 +291,9 @@ impl Engine {
     }
 
     /// When `input` starts with `/<name>` naming a skill the user may invoke, the invocation to record. The
-    /// skill's effect is the one in a run of `selection`'s agent.
+    /// skill's effect is the one in a run of `selection`'s agent. A `/<name>` that looks like a skill name but
+    /// names none is refused (`skill_not_found`, -32602) rather than sent to the model as text; `//text` is the
+    /// escape for a literal `/text` (see [`literal_input`]).
     async fn skill_invocation(
         &self,
         session_id: &str,
@@ -303,7 +306,9 @@ impl Engine {
             return Ok(None);
         }
         let skills = self.session_skills(session_id, Some(selection)).await?;
-        let Some((found, effect)) = skills.winner(name) else { return Ok(None) };
+        let Some((found, effect)) = skills.winner(name) else {
+            return Err(unknown_skill(name, &skills));
+        };
         if !found.skill.user_invocable || effect == "deny" {
             return Err(EngineError::SkillNotAllowed { name: name.to_owned() });
         }
@@ -375,6 +380,44 @@ impl SessionSkills {
             .zip(&self.effects)
             .find(|(found, _)| found.precedence_winner && found.skill.name == name)
             .map(|(found, effect)| (found, *effect))
+    }
+}
+
+/// The refusal of `/<name>` when no skill of that name exists: -32602 `skill_not_found`, naming a few skills the
+/// user may invoke, and the `//` escape for a literal slash.
+fn unknown_skill(name: &str, skills: &SessionSkills) -> EngineError {
+    let invocable: Vec<&str> = skills
+        .discovery
+        .skills
+        .iter()
+        .filter(|found| found.precedence_winner && found.skill.user_invocable)
+        .map(|found| found.skill.name.as_str())
+        .collect();
+    let shown = invocable.iter().take(8).map(|name| format!("/{name}")).collect::<Vec<_>>().join(", ");
+    let available = match invocable.len() {
+        0 => "this session has no skills".to_owned(),
+        count if count > 8 => format!("its skills include {shown} ({count} in all)"),
+        _ => format!("its skills are {shown}"),
+    };
+    let detail = match troupe_runtime::skills::problem_of(&skills.discovery.problems, name) {
+        Some(problem) => format!(
+            "the skill `{name}` cannot be used: {} ({}); {available}",
+            problem.reason,
+            problem.location.display()
+        ),
+        None => format!(
+            "there is no skill `{name}` for this session; {available}; start the input with `//` to send a \
+             literal `/{name}`"
+        ),
+    };
+    EngineError::UnknownSkillInput { name: name.to_owned(), detail }
+}
+
+/// The input a run records: `//text` stands for a literal `/text` (not a skill), anything else as given.
+fn literal_input(input: &str) -> String {
+    match input.strip_prefix("//") {
+        Some(rest) => format!("/{rest}"),
+        None => input.to_owned(),
     }
 }
 
@@ -621,7 +664,7 @@ impl ServerProtocol for Engine {
             .ask_session(&params.session_id, || StartRun {
                 client_run_id: params.client_run_id.clone(),
                 selection: params.selection.clone(),
-                input: params.input.clone(),
+                input: literal_input(&params.input),
                 reset_fallback: params.reset_fallback,
                 agent_chain: agent_chain.clone(),
                 requested_index,

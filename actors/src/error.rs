@@ -72,6 +72,9 @@ pub enum EngineError {
     Internal { detail: String },
     #[error("there is no skill `{name}` for this session")]
     SkillNotFound { name: String },
+    /// A run's input `/<name>` names no skill; `detail` lists what exists.
+    #[error("{detail}")]
+    UnknownSkillInput { name: String, detail: String },
     #[error(
         "the skill `{name}` is not available to this session (the permission policy denies it, or it is not user-invocable)"
     )]
@@ -299,6 +302,9 @@ impl From<EngineError> for RpcError {
             EngineError::Internal { .. } => RpcError::internal(&detail),
             EngineError::SkillNotFound { name } => {
                 RpcError::engine("skill_not_found", &detail, &[("name", Value::String(name.clone()))])
+            }
+            EngineError::UnknownSkillInput { name, .. } => {
+                RpcError::invalid_params_typed("skill_not_found", &detail, &[("name", Value::String(name.clone()))])
             }
             EngineError::SkillNotAllowed { name } => {
                 RpcError::engine("skill_not_allowed", &detail, &[("name", Value::String(name.clone()))])

@@ -13,6 +13,7 @@ mod cli_run_control;
 mod cli_support;
 mod compaction;
 mod compaction_attacks;
+mod daemon_hygiene;
 mod delegation;
 mod delegation_attacks;
 mod durability;

@@ -111,6 +111,40 @@ pub struct DiscoveredSkill {
     pub precedence_winner: bool,
 }
 
+/// The problem that keeps a skill named `name` from loading, if one does: the one about its directory or its
+/// `SKILL.md` in either root.
+pub fn problem_of<'a>(problems: &'a [SkillProblem], name: &str) -> Option<&'a SkillProblem> {
+    problems.iter().find(|problem| {
+        let directory = match problem.location.file_name() {
+            Some(file) if file == SKILL_FILE_NAME => problem.location.parent(),
+            _ => Some(problem.location.as_path()),
+        };
+        directory.and_then(Path::file_name).is_some_and(|directory| directory == name)
+    })
+}
+
+/// Logs each problem at warn the first time this process sees it (its location and reason), so an operator
+/// learns of a broken `SKILL.md` once rather than at every listing. At most [`MAX_WARNED_PROBLEMS`] are
+/// remembered; past that, nothing more is logged.
+pub fn warn_once(problems: &[SkillProblem]) {
+    static WARNED: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+    if problems.is_empty() {
+        return;
+    }
+    let mut warned = WARNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for problem in problems {
+        let key = (problem.location.clone(), problem.reason.clone());
+        if warned.len() >= MAX_WARNED_PROBLEMS || warned.contains(&key) {
+            continue;
+        }
+        tracing::warn!(location = %problem.location.display(), reason = %problem.reason, "a skill cannot be used");
+        warned.push(key);
+    }
+}
+
+/// How many distinct skill problems [`warn_once`] remembers.
+pub const MAX_WARNED_PROBLEMS: usize = 1024;
+
 /// Turns a discovered skill into its wire descriptor. `permission_effect` is what the governing run policy
 /// decides for invoking this skill: `allow`, `ask` or `deny`. The skill is visible to the model for `allow` and
 /// `ask`; for `deny`, and for any effect this code does not know, it is listed but not visible (fail closed).
@@ -127,5 +161,24 @@ pub fn describe(discovered: &DiscoveredSkill, permission_effect: &str) -> SkillD
         user_invocable: skill.user_invocable,
         argument_hint: skill.argument_hint.clone(),
         when_to_use: skill.when_to_use.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_is_found_by_the_name_of_its_skill_directory() {
+        let problem = |location: &str| SkillProblem {
+            source: SkillSource::Project,
+            location: PathBuf::from(location),
+            reason: "front matter is missing the required key `description`".to_owned(),
+        };
+        let problems = vec![problem("/p/.troupe/skills/broken/SKILL.md"), problem("/d/skills/odd")];
+        assert_eq!(problem_of(&problems, "broken"), Some(&problems[0]));
+        assert_eq!(problem_of(&problems, "odd"), Some(&problems[1]));
+        assert_eq!(problem_of(&problems, "skills"), None);
+        assert_eq!(problem_of(&problems, "other"), None);
     }
 }

@@ -1,0 +1,138 @@
+//! Daemon hygiene over the wire: a `/name` input naming no skill is refused before anything is written (and `//`
+//! sends a literal slash), a broken `SKILL.md` is listed with its reason, `local/scripted` reads its script again
+//! when it changes and says when it runs out, plain http off loopback needs `allow_insecure_http`, and the
+//! daemon's log (no colours in a file, runs at info, connections at debug).
+
+use std::path::Path;
+
+use serde_json::json;
+use troupe_protocol::client::ClientError;
+use troupe_protocol::method;
+use troupe_protocol::types::common::SessionIdParams;
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::run::RunStartParams;
+
+use super::support::*;
+
+fn write_skill(root: &Path, name: &str, text: &str) {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), text).unwrap();
+}
+
+async fn try_start(
+    client: &troupe_protocol::client::Client,
+    session_id: &str,
+    input: &str,
+) -> Result<String, ClientError> {
+    within(
+        "run.start",
+        client.call::<method::RunStart>(RunStartParams {
+            session_id: session_id.into(),
+            client_run_id: troupe_runtime::clock::new_id(),
+            selection: echo_selection(),
+            input: input.into(),
+            reset_fallback: false,
+        }),
+    )
+    .await
+    .map(|result| result.run_id)
+}
+
+#[tokio::test]
+async fn an_unknown_slash_skill_is_refused_before_anything_is_written_and_a_double_slash_is_literal() {
+    let daemon = TestDaemon::start();
+    let skills = daemon.data_path().join("skills");
+    write_skill(&skills, "deploy", "---\ndescription: Deploy\n---\nDeploy now.\n");
+    write_skill(&skills, "nodesc", "---\nname: nodesc\n---\nNo description here.\n");
+    let (client, mut deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    let id = session.session_id.as_str();
+
+    let refused = try_start(&client, id, "/nosuch x").await.unwrap_err();
+    let ClientError::Rpc(error) = &refused else { panic!("{refused:?}") };
+    assert_eq!(error.code, -32602, "{error:?}");
+    assert_eq!(error.typed_code(), Some("skill_not_found"));
+    let detail = error.detail().unwrap_or_default();
+    assert!(detail.contains("`nosuch`") && detail.contains("/deploy") && detail.contains("`//`"), "{detail}");
+
+    // A skill whose file is broken is named with the reason, not as missing.
+    let refused = try_start(&client, id, "/nodesc").await.unwrap_err();
+    let ClientError::Rpc(error) = &refused else { panic!("{refused:?}") };
+    let detail = error.detail().unwrap_or_default();
+    assert!(detail.contains("cannot be used") && detail.contains("description"), "{detail}");
+
+    // A path is not a skill name, and `//` sends one slash.
+    let run_id = try_start(&client, id, "//nosuch x").await.unwrap();
+    client.subscribe(id, None).await.unwrap();
+    let events =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    let inputs: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::RunStarted { input, .. } => Some(input.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(inputs, ["/nosuch x"], "the refused runs wrote nothing: {:?}", kinds(&events));
+    let EventPayload::RunCompleted { final_text: Some(answer) } = &events.last().unwrap().payload else {
+        panic!("{:?}", kinds(&events))
+    };
+    assert_eq!(answer.trim(), "/nosuch x");
+
+    // skills.list reports the file without a description, with its reason.
+    let listed =
+        within("skills.list", client.call::<method::SkillsList>(SessionIdParams { session_id: id.to_owned() }))
+            .await
+            .unwrap();
+    assert_eq!(listed.skills.iter().map(|skill| skill.name.as_str()).collect::<Vec<_>>(), ["deploy"]);
+    assert_eq!(listed.problems.len(), 1, "{:?}", listed.problems);
+    assert!(listed.problems[0].location.ends_with("nodesc/SKILL.md"), "{:?}", listed.problems);
+    assert!(listed.problems[0].reason.contains("description"), "{:?}", listed.problems);
+}
+
+/// The final text or the failure message of the run `run_id`, from its events.
+fn outcome(events: &[troupe_protocol::types::events::StoredEvent]) -> Result<String, String> {
+    match &events.last().expect("events").payload {
+        EventPayload::RunCompleted { final_text } => Ok(final_text.clone().unwrap_or_default()),
+        EventPayload::RunFailed { error, model_error, .. } => Err(format!("{error} {model_error:?}")),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[tokio::test]
+async fn the_scripted_model_reads_an_edited_script_and_says_when_it_runs_out() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let script = daemon.data_path().join("hygiene-script.json");
+    std::fs::write(&script, json!({"turns": [{"text": "one"}]}).to_string()).unwrap();
+    connect_provider(&client, "local", &[("script", script.to_str().unwrap())], None).await.unwrap();
+    let session = daemon.create_session(&client).await;
+    let id = session.session_id.as_str();
+    client.subscribe(id, None).await.unwrap();
+    let scripted = selection_of("default", "local/scripted");
+
+    let run_id = start_run(&client, id, scripted.clone(), "go").await;
+    let events =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert_eq!(outcome(&events), Ok("one".to_owned()));
+
+    // The second run of the session is turn 2, which the script lacks.
+    let run_id = start_run(&client, id, scripted.clone(), "again").await;
+    let events =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    let failure = outcome(&events).unwrap_err();
+    assert!(
+        failure.contains("the script has no reply for turn 2 (it has 1); add one to")
+            && failure.contains("hygiene-script.json"),
+        "{failure}"
+    );
+
+    // Editing the file (no reconnect) gives turn 2 an answer. A failed run added no assistant message, so the
+    // next run is turn 2 again.
+    std::fs::write(&script, json!({"turns": [{"text": "one"}, {"text": "the second answer"}]}).to_string()).unwrap();
+    let run_id = start_run(&client, id, scripted, "and again").await;
+    let events =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert_eq!(outcome(&events), Ok("the second answer".to_owned()));
+}
