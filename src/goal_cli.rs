@@ -7,29 +7,30 @@
 
 use clap::Subcommand;
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
-use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionIdParams};
+use troupe_protocol::types::common::{RunSelection, SessionIdParams};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalLifecycleAction, GoalLifecycleParams, GoalSetParams, GoalState, GoalStatus};
-use troupe_runtime::catalog::DEFAULT_AGENT;
 
 use crate::cli_errors::{explained, require_text};
 use crate::client_args::ClientArgs;
 use crate::commands::{Connected, Connection};
+use crate::selection::{SelectionFlags, SessionSelections};
 
-/// An optional selection from `--agent` and `--model`: none when neither is given (the session's own is used).
-pub fn optional_selection(agent: Option<String>, model: Option<String>) -> anyhow::Result<Option<RunSelection>> {
-    match (agent, model) {
-        (None, None) => Ok(None),
-        (agent, Some(model)) => Ok(Some(RunSelection {
-            agent: agent.unwrap_or_else(|| DEFAULT_AGENT.to_owned()),
-            model: ModelSelection { model, variant: None },
-            preset: None,
-        })),
-        (Some(_), None) => anyhow::bail!(
-            "--agent needs --model too\n  hint: give both, e.g. --agent default --model local/echo, or neither to \
-             use the session's latest selection"
-        ),
+/// The selection `--agent` and `--model` name for the goal's runs, with the CLI's precedence (`--model`, else
+/// the agent's chain; the agent defaults to the session's), checked before anything changes; `None` when neither
+/// is given (the session's own is used).
+async fn goal_selection(
+    client: &impl ClientProtocol,
+    session_id: &str,
+    flags: &SelectionFlags,
+) -> anyhow::Result<Option<RunSelection>> {
+    if flags.agent.is_none() && flags.model.is_none() {
+        return Ok(None);
     }
+    let session =
+        client.session_get(SessionIdParams { session_id: session_id.to_owned() }).await.map_err(explained)?.session;
+    let known = SessionSelections::of(&session, None);
+    crate::selection::resolve(client, flags, &known).await.map(Some)
 }
 
 /// `troupe goal set`.
@@ -37,12 +38,13 @@ pub async fn set(
     connection: &Connection,
     session_id: String,
     objective: String,
-    selection: Option<RunSelection>,
+    flags: SelectionFlags,
     json: bool,
 ) -> anyhow::Result<()> {
     require_text(&objective, "the objective", "`troupe goal set SESSION \"make the tests pass\"`")?;
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
+    let selection = goal_selection(&client, &session_id, &flags).await?;
     let result =
         client.session_goal_set(GoalSetParams { session_id, objective, selection }).await.map_err(explained)?;
     print_goal(&result.goal, json)?;
@@ -73,11 +75,12 @@ pub async fn lifecycle(
     session_id: String,
     action: GoalLifecycleAction,
     revision: Option<u64>,
-    selection: Option<RunSelection>,
+    flags: SelectionFlags,
     json: bool,
 ) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
+    let selection = goal_selection(&client, &session_id, &flags).await?;
     let current =
         client.session_goal_get(SessionIdParams { session_id: session_id.clone() }).await.map_err(explained)?;
     let Some(goal) = current.goal else {
@@ -227,20 +230,21 @@ impl GoalCommand {
         use GoalLifecycleAction as Action;
         match self {
             GoalCommand::Set { client, session_id, objective, agent, model, json } => {
-                let selection = optional_selection(agent, model)?;
-                block_on(set(&client.connection(), session_id, objective, selection, json))
+                let flags = SelectionFlags { agent, model };
+                block_on(set(&client.connection(), session_id, objective, flags, json))
             }
             GoalCommand::Show { client, session_id, json } => block_on(show(&client.connection(), session_id, json)),
             GoalCommand::Pause { client, session_id, revision, json } => {
-                block_on(lifecycle(&client.connection(), session_id, Action::Pause, revision, None, json))
+                let flags = SelectionFlags::default();
+                block_on(lifecycle(&client.connection(), session_id, Action::Pause, revision, flags, json))
             }
             GoalCommand::Resume { client, session_id, revision, agent, model, json } => {
-                let selection = optional_selection(agent, model)?;
-                let connection = client.connection();
-                block_on(lifecycle(&connection, session_id, Action::Resume, revision, selection, json))
+                let flags = SelectionFlags { agent, model };
+                block_on(lifecycle(&client.connection(), session_id, Action::Resume, revision, flags, json))
             }
             GoalCommand::Cancel { client, session_id, revision, json } => {
-                block_on(lifecycle(&client.connection(), session_id, Action::Cancel, revision, None, json))
+                let flags = SelectionFlags::default();
+                block_on(lifecycle(&client.connection(), session_id, Action::Cancel, revision, flags, json))
             }
         }?;
         Ok(0)
@@ -279,12 +283,5 @@ mod tests {
         };
         assert_eq!(describe_event(&paused).unwrap(), "goal paused (r5): 3 automatic runs");
         assert_eq!(describe_event(&EventPayload::RunCompleted { final_text: None }), None);
-    }
-
-    #[test]
-    fn a_selection_needs_a_model() {
-        assert_eq!(optional_selection(None, None).unwrap(), None);
-        assert!(optional_selection(Some("default".into()), None).is_err());
-        assert_eq!(optional_selection(None, Some("local/echo".into())).unwrap().unwrap().agent, DEFAULT_AGENT);
     }
 }

@@ -400,3 +400,21 @@ async fn on_a_terminal_run_shows_a_spinner_while_the_model_thinks_and_colours_it
     assert!(output.stdout.contains("\u{1b}[32m") && output.stdout.contains("run completed"), "{:?}", output.stdout);
     assert!(output.stdout.contains("thought about it"), "{:?}", output.stdout);
 }
+
+#[tokio::test]
+async fn a_goals_selection_follows_the_same_precedence_and_is_checked_first() {
+    let daemon = daemon_with_coder();
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await.session_id;
+    let said = troupe(&daemon, &["goal", "set", &session[..8], "tidy up", "--model", "openai/gpt-4o"]).await.refused();
+    assert!(said.contains("not connected") && said.contains("troupe connect openai"), "{said}");
+    let shown = troupe(&daemon, &["goal", "show", &session[..8], "--json"]).await.ok();
+    let shown: Value = serde_json::from_str(&shown).expect("goal show --json");
+    assert_eq!(shown["goal"], Value::Null, "nothing was set: {shown}");
+    // --agent alone: its chain (no more "--agent needs --model").
+    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "done"}]})).await;
+    let set = troupe(&daemon, &["goal", "set", &session[..8], "tidy up", "--agent", "coder", "--json"]).await.ok();
+    let goal: Value = serde_json::from_str(&set).expect("goal set --json");
+    assert_eq!(goal["selection"]["agent"], "coder", "{goal}");
+    assert_eq!(goal["selection"]["model"]["model"], "local/scripted", "{goal}");
+}
