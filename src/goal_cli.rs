@@ -166,10 +166,10 @@ pub enum GoalCommand {
         client: ClientArgs,
         session_id: String,
         objective: String,
-        /// The agent of the goal's runs (with --model).
+        /// The agent of the goal's runs; its first model unless --model is given.
         #[arg(long)]
         agent: Option<String>,
-        /// `<provider>/<model>` of the goal's runs (default: the session's latest selection).
+        /// `<provider>/<model>` of the goal's runs (neither flag: the session's latest selection).
         #[arg(long)]
         model: Option<String>,
         /// Print the goal as JSON.
