@@ -154,8 +154,10 @@ enum Command {
         /// The directory of a new session (default: the current directory).
         #[arg(long, conflicts_with = "session")]
         cwd: Option<String>,
+        /// The agent; its first model is used unless --model is given.
         #[arg(long)]
         agent: Option<String>,
+        /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
         #[arg(long)]
         model: Option<String>,
         /// The permission mode of the new session's tree, e.g. auto_approve_y or yolo.
@@ -174,8 +176,10 @@ enum Command {
     Continue {
         #[command(flatten)]
         client: ClientArgs,
+        /// The agent; its first model is used unless --model is given.
         #[arg(long)]
         agent: Option<String>,
+        /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
         #[arg(long)]
         model: Option<String>,
         #[arg(long)]
