@@ -136,3 +136,54 @@ async fn the_scripted_model_reads_an_edited_script_and_says_when_it_runs_out() {
         events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
     assert_eq!(outcome(&events), Ok("the second answer".to_owned()));
 }
+
+/// An IPv4 address of this machine off loopback (the source address of its default route), if it has one.
+fn non_loopback_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    // Connecting a UDP socket sends nothing: it only picks the route and so the local address.
+    socket.connect("192.0.2.1:9").or_else(|_| socket.connect("10.255.255.1:9")).ok()?;
+    Some(socket.local_addr().ok()?.ip()).filter(|address| !address.is_loopback() && !address.is_unspecified())
+}
+
+#[tokio::test]
+async fn plain_http_off_loopback_is_refused_naming_the_flag_and_accepted_with_it() {
+    use super::model_support::FakeServer;
+    use super::vendor_replies::{models_list, openai_text};
+    let Some(address) = non_loopback_address() else {
+        eprintln!("skipped: this machine has no address off loopback to serve the fake vendor on");
+        return;
+    };
+    let vendor =
+        FakeServer::start_on(&format!("{address}:0"), vec![models_list(&["lan-model"]), openai_text("over the lan")])
+            .await;
+    let base_url = format!("{}/v1", vendor.base_url);
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+
+    let refused = connect_provider(&client, "openai", &[("base_url", &base_url)], Some("sk-lan")).await.unwrap_err();
+    let ClientError::Rpc(error) = &refused else { panic!("{refused:?}") };
+    assert_eq!(error.typed_code(), Some("invalid_provider_setup"), "{error:?}");
+    let detail = error.detail().unwrap_or_default();
+    assert!(
+        detail.contains("allow_insecure_http")
+            && detail.contains(&format!("troupe connect openai --base-url {base_url} --allow-insecure-http")),
+        "{detail}"
+    );
+    assert!(!detail.contains("sk-lan"), "{detail}");
+    assert!(vendor.requests().is_empty(), "nothing was sent to the vendor before the refusal");
+
+    connect_provider(&client, "openai", &[("base_url", &base_url), ("allow_insecure_http", "true")], Some("sk-lan"))
+        .await
+        .expect("accepted with allow_insecure_http");
+    let stored = std::fs::read_to_string(daemon.data_path().join("providers.json")).unwrap();
+    assert!(
+        stored.contains("\"allow_insecure_http\": \"true\"") || stored.contains("\"allow_insecure_http\":\"true\"")
+    );
+
+    let session = daemon.create_session(&client).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let run_id = start_run(&client, &session.session_id, selection_of("default", "openai/lan-model"), "hi").await;
+    let events =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert_eq!(outcome(&events), Ok("over the lan".to_owned()));
+}

@@ -30,13 +30,19 @@ pub(super) fn build_client(
     auth_method: &str,
     auth_values: &BTreeMap<String, String>,
 ) -> Result<ProviderClient, String> {
-    let allowed_setup: &[&str] = if provider_id == "local" { &["script"] } else { &["base_url"] };
+    let allowed_setup: &[&str] =
+        if provider_id == "local" { &["script"] } else { &["base_url", "allow_insecure_http"] };
     if let Some(unknown) = setup_values.keys().find(|key| !allowed_setup.contains(&key.as_str())) {
         return Err(format!(
             "unknown setup value `{unknown}` for `{provider_id}`; allowed: {}",
             allowed_setup.join(", ")
         ));
     }
+    let allow_insecure_http = match setup_values.get("allow_insecure_http").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err("setup_values.allow_insecure_http must be \"true\" or \"false\"".to_owned()),
+    };
     let api_key = match auth_method {
         "none" => {
             if !auth_values.is_empty() {
@@ -75,6 +81,8 @@ pub(super) fn build_client(
             if let Some(base_url) = setup_values.get("base_url") {
                 config.base_url = base_url.clone();
             }
+            config.allow_insecure_http = allow_insecure_http;
+            warn_if_insecure(provider_id, &config.base_url, allow_insecure_http);
             OpenAiCompatible::new(config).map(ProviderClient::OpenAi).map_err(|error| error.to_string())
         }
         "anthropic" => {
@@ -83,6 +91,8 @@ pub(super) fn build_client(
             if let Some(base_url) = setup_values.get("base_url") {
                 config.base_url = base_url.clone();
             }
+            config.allow_insecure_http = allow_insecure_http;
+            warn_if_insecure(provider_id, &config.base_url, allow_insecure_http);
             Anthropic::new(config).map(ProviderClient::Anthropic).map_err(|error| error.to_string())
         }
         other => Err(format!("unknown provider `{other}`")),
@@ -90,6 +100,18 @@ pub(super) fn build_client(
 }
 
 /// The models the client's provider lists (none for the local provider), within [`LIST_MODELS_TIMEOUT`].
+/// Says, each time a provider's client is built (at connect and at every start), that requests to it, and its key,
+/// go over plain http off loopback because the operator allowed it.
+fn warn_if_insecure(provider_id: &str, base_url: &str, allow_insecure_http: bool) {
+    if allow_insecure_http && troupe_runtime::model::is_insecure_http(base_url) {
+        tracing::warn!(
+            provider = provider_id,
+            base_url,
+            "allow_insecure_http: requests to this provider, and its key if any, go over plain http in clear"
+        );
+    }
+}
+
 pub(super) async fn list_models(client: &ProviderClient) -> Result<Vec<String>, ModelError> {
     match client {
         ProviderClient::Scripted(_) => Ok(Vec::new()),

@@ -41,11 +41,18 @@ pub struct AnthropicConfig {
     pub base_url: String,
     pub api_key: ApiKey,
     pub timeouts: HttpTimeouts,
+    /// Accept a plain `http` base URL off loopback (the operator's `allow_insecure_http`).
+    pub allow_insecure_http: bool,
 }
 
 impl AnthropicConfig {
     pub fn new(api_key: ApiKey) -> AnthropicConfig {
-        AnthropicConfig { base_url: ANTHROPIC_DEFAULT_BASE_URL.to_owned(), api_key, timeouts: HttpTimeouts::default() }
+        AnthropicConfig {
+            base_url: ANTHROPIC_DEFAULT_BASE_URL.to_owned(),
+            api_key,
+            timeouts: HttpTimeouts::default(),
+            allow_insecure_http: false,
+        }
     }
 }
 
@@ -62,7 +69,7 @@ impl Anthropic {
     pub fn new(config: AnthropicConfig) -> Result<Anthropic, ProviderSetupError> {
         Ok(Anthropic {
             client: build_http_client(&config.timeouts)?,
-            base_url: checked_base_url(&config.base_url)?,
+            base_url: checked_base_url(&config.base_url, config.allow_insecure_http, "anthropic")?,
             api_key: config.api_key,
             timeouts: config.timeouts,
         })

@@ -46,27 +46,45 @@ pub(crate) fn build_http_client(timeouts: &HttpTimeouts) -> Result<reqwest::Clie
 }
 
 /// Checks a provider's base URL and returns it without a trailing slash. Custom endpoints must be `https`, or
-/// `http` only to a loopback host, so a key is never sent in clear over a network.
-pub(crate) fn checked_base_url(url: &str) -> Result<String, ProviderSetupError> {
+/// `http` to a loopback host, so a key is never sent in clear over a network, unless the operator said
+/// `allow_insecure_http` for this provider (a LAN server such as Ollama on another machine); `provider_id` names
+/// it in the refusal's hint.
+pub(crate) fn checked_base_url(
+    url: &str,
+    allow_insecure_http: bool,
+    provider_id: &str,
+) -> Result<String, ProviderSetupError> {
     let invalid = |reason: &str| ProviderSetupError::InvalidBaseUrl { url: url.to_owned(), reason: reason.to_owned() };
     let parsed = reqwest::Url::parse(url).map_err(|error| invalid(&error.to_string()))?;
     match parsed.scheme() {
         "https" => {}
+        "http" if allow_insecure_http || is_loopback_host(&parsed) => {}
         "http" => {
-            // IPv6 hosts come bracketed, as in the URL.
-            let host = parsed.host_str().unwrap_or("");
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let loopback = host.eq_ignore_ascii_case("localhost")
-                || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback());
-            if !loopback {
-                return Err(invalid("plain http is only allowed to a loopback host"));
-            }
+            return Err(invalid(&format!(
+                "plain http is only allowed to a loopback host; to send requests (and any key) in clear to it \
+                 anyway, set setup_values.allow_insecure_http = \"true\" (`troupe connect {provider_id} --base-url \
+                 {url} --allow-insecure-http`)"
+            )));
         }
         _ => {
             return Err(invalid("the scheme must be https (or http to a loopback host)"));
         }
     }
     Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// Whether `url` is plain http to a host off loopback: what `allow_insecure_http` permits, and what the daemon
+/// warns about at connect and at every start.
+pub fn is_insecure_http(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|parsed| parsed.scheme() == "http" && !is_loopback_host(&parsed))
+}
+
+fn is_loopback_host(parsed: &reqwest::Url) -> bool {
+    // IPv6 hosts come bracketed, as in the URL.
+    let host = parsed.host_str().unwrap_or("");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
 }
 
 /// Sends a request and waits for its status. A non-success status becomes the vendor's error.
@@ -276,11 +294,24 @@ mod tests {
 
     #[test]
     fn base_urls_must_be_https_or_loopback_http() {
-        assert_eq!(checked_base_url("https://api.openai.com/v1/").unwrap(), "https://api.openai.com/v1");
-        assert!(checked_base_url("http://localhost:11434/v1").is_ok());
-        assert!(checked_base_url("http://127.0.0.1:8080").is_ok());
-        assert!(checked_base_url("http://[::1]:8080").is_ok());
-        assert!(checked_base_url("http://example.com/v1").is_err());
-        assert!(checked_base_url("ftp://example.com").is_err());
+        let checked = |url: &str| checked_base_url(url, false, "openai");
+        assert_eq!(checked("https://api.openai.com/v1/").unwrap(), "https://api.openai.com/v1");
+        assert!(checked("http://localhost:11434/v1").is_ok());
+        assert!(checked("http://127.0.0.1:8080").is_ok());
+        assert!(checked("http://[::1]:8080").is_ok());
+        let refused = checked("http://192.168.1.20:11434/v1").unwrap_err().to_string();
+        assert!(
+            refused.contains("allow_insecure_http")
+                && refused
+                    .contains("troupe connect openai --base-url http://192.168.1.20:11434/v1 --allow-insecure-http"),
+            "{refused}"
+        );
+        assert!(checked("ftp://example.com").is_err());
+        // With the operator's consent, plain http off loopback is accepted; other schemes still are not.
+        assert!(checked_base_url("http://192.168.1.20:11434/v1", true, "openai").is_ok());
+        assert!(checked_base_url("ftp://example.com", true, "openai").is_err());
+        assert!(is_insecure_http("http://192.168.1.20:11434/v1"));
+        assert!(!is_insecure_http("http://localhost:11434/v1"));
+        assert!(!is_insecure_http("https://example.com/v1"));
     }
 }

@@ -42,7 +42,7 @@ use futures::stream::BoxStream;
 
 pub use attachments::FileContent;
 pub use error::{ErrorStage, FailurePolicy, ModelError, ModelErrorKind, ProviderSetupError};
-pub use http::HttpTimeouts;
+pub use http::{HttpTimeouts, is_insecure_http};
 pub use retry::RetryPolicy;
 pub use secret::ApiKey;
 

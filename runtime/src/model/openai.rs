@@ -44,6 +44,8 @@ pub struct OpenAiCompatibleConfig {
     /// Sent as a bearer token when set.
     pub api_key: Option<ApiKey>,
     pub timeouts: HttpTimeouts,
+    /// Accept a plain `http` base URL off loopback (the operator's `allow_insecure_http`).
+    pub allow_insecure_http: bool,
 }
 
 impl OpenAiCompatibleConfig {
@@ -53,12 +55,18 @@ impl OpenAiCompatibleConfig {
             base_url: OPENAI_DEFAULT_BASE_URL.to_owned(),
             api_key: Some(api_key),
             timeouts: HttpTimeouts::default(),
+            allow_insecure_http: false,
         }
     }
 
     /// A server at `base_url` that needs no key, such as Ollama or llama.cpp.
     pub fn keyless(base_url: impl Into<String>) -> OpenAiCompatibleConfig {
-        OpenAiCompatibleConfig { base_url: base_url.into(), api_key: None, timeouts: HttpTimeouts::default() }
+        OpenAiCompatibleConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            timeouts: HttpTimeouts::default(),
+            allow_insecure_http: false,
+        }
     }
 }
 
@@ -75,7 +83,7 @@ impl OpenAiCompatible {
     pub fn new(config: OpenAiCompatibleConfig) -> Result<OpenAiCompatible, ProviderSetupError> {
         Ok(OpenAiCompatible {
             client: build_http_client(&config.timeouts)?,
-            base_url: checked_base_url(&config.base_url)?,
+            base_url: checked_base_url(&config.base_url, config.allow_insecure_http, "openai")?,
             api_key: config.api_key,
             timeouts: config.timeouts,
         })

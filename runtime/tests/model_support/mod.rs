@@ -73,7 +73,12 @@ pub struct FakeServer {
 
 impl FakeServer {
     pub async fn start(responses: Vec<FakeResponse>) -> FakeServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        FakeServer::start_on("127.0.0.1:0", responses).await
+    }
+
+    /// The same on another address of this machine (e.g. a LAN address, to test plain http off loopback).
+    pub async fn start_on(address: &str, responses: Vec<FakeResponse>) -> FakeServer {
+        let listener = TcpListener::bind(address).await.expect("bind");
         let address = listener.local_addr().expect("local addr");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let responses = Arc::new(Mutex::new(VecDeque::from(responses)));
