@@ -1,68 +1,34 @@
-//! `troupe config check`: reads a data directory's `config.toml` with the runtime's own loader (no daemon
-//! needed), prints what is wrong with it, and says whether a running daemon has the file's current contents.
+//! `troupe config check`: reads a data directory's `config.toml` (and `providers.json`) with the runtime's own
+//! loader and checks (`troupe_runtime::config::check_config`, no daemon needed), prints what is wrong, and says whether a
+//! running daemon has the file's current contents.
 //!
 //! The daemon reads its config once, at start. Whether the running daemon predates the file's last change is found
 //! without asking it: the daemon holds an `flock` on `<data dir>/daemon/lock` for its lifetime, `/proc/locks`
 //! names the process holding it, and `/proc/<pid>/stat` gives that process's start. When any of this cannot be
 //! read, the command says that changes apply on restart instead of guessing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use troupe_runtime::config::{ConfigProblem, ProblemSeverity, check_config};
 use troupe_runtime::data_dir::DataDir;
-use troupe_runtime::error::RuntimeError;
 
 use crate::inspect_cmd::emit;
 use crate::style::{Style, relative_time};
 
-/// How bad a problem is: an error stops the daemon from starting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    Error,
-    Warning,
+/// The problems of the data dir's configuration (`config.toml` and `providers.json`), as the daemon sees them at
+/// start: errors it refuses to start with, warnings such as agents naming unknown providers or models.
+pub fn config_problems(data_dir: &DataDir) -> Vec<ConfigProblem> {
+    check_config(data_dir)
 }
 
-impl Severity {
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        }
-    }
-}
-
-/// One thing wrong with the configuration: where (file, position or key) and what.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    pub severity: Severity,
-    pub location: String,
-    pub message: String,
-}
-
-impl Problem {
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({ "severity": self.severity.name(), "location": self.location, "message": self.message })
-    }
-}
-
-/// The problems of the data dir's configuration, as the daemon's own loader sees them at start.
-pub fn config_problems(data_dir: &DataDir) -> Vec<Problem> {
-    let path = data_dir.config_path();
-    match troupe_runtime::config::load(&path) {
-        Ok(_) => Vec::new(),
-        Err(error) => vec![problem_of(&path, error)],
-    }
-}
-
-fn problem_of(path: &Path, error: RuntimeError) -> Problem {
-    let (location, message) = match error {
-        RuntimeError::ConfigSyntax { path, line, column, message } => {
-            (format!("{}:{line}:{column}", path.display()), message)
-        }
-        RuntimeError::ConfigInvalid { path, detail } => (path.display().to_string(), detail),
-        other => (path.display().to_string(), other.to_string()),
-    };
-    Problem { severity: Severity::Error, location, message: crate::style::clean(&message) }
+/// A problem in `--json`.
+pub fn problem_json(problem: &ConfigProblem) -> serde_json::Value {
+    serde_json::json!({
+        "severity": problem.severity.as_str(),
+        "location": problem.location,
+        "message": problem.message,
+    })
 }
 
 /// The daemon process that holds a data dir's lock: its pid and when it started.
@@ -177,9 +143,9 @@ pub fn check(data_dir: Option<PathBuf>, json: bool) -> anyhow::Result<bool> {
     let exists = config.is_file();
     let problems = config_problems(&data_dir);
     let (note, restart_needed) = restart_note(&data_dir);
-    let has_errors = problems.iter().any(|problem| problem.severity == Severity::Error);
+    let has_errors = problems.iter().any(|problem| problem.severity == ProblemSeverity::Error);
     if json {
-        let problems: Vec<serde_json::Value> = problems.iter().map(Problem::to_json).collect();
+        let problems: Vec<serde_json::Value> = problems.iter().map(problem_json).collect();
         crate::inspect_cmd::emit_json(&serde_json::json!({
             "data_dir": data_dir.root().display().to_string(),
             "config_file": config.display().to_string(),
@@ -214,12 +180,12 @@ pub fn check(data_dir: Option<PathBuf>, json: bool) -> anyhow::Result<bool> {
 }
 
 /// One line per problem: `error: LOCATION: MESSAGE`.
-pub fn render_problems(problems: &[Problem], style: Style) -> String {
+pub fn render_problems(problems: &[ConfigProblem], style: Style) -> String {
     let mut text = String::new();
     for problem in problems {
         let severity = match problem.severity {
-            Severity::Error => style.red("error"),
-            Severity::Warning => style.yellow("warning"),
+            ProblemSeverity::Error => style.red("error"),
+            ProblemSeverity::Warning => style.yellow("warning"),
         };
         text.push_str(&format!("{severity}: {}: {}\n", problem.location, problem.message));
     }

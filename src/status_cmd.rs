@@ -15,7 +15,7 @@ use troupe_runtime::data_dir::DataDir;
 
 use crate::cli_errors::explained;
 use crate::client_args::ClientArgs;
-use crate::config_check_cmd::{Problem, config_problems, render_problems, restart_note};
+use crate::config_check_cmd::{config_problems, problem_json, render_problems, restart_note};
 use crate::inspect_cmd::{closed_pipe_is_success, emit, emit_json};
 use crate::style::Style;
 
@@ -95,7 +95,7 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
             "token_file": token_file.display().to_string(),
             "token_file_exists": token_file.is_file(),
             "token_from": if args.token.as_deref().is_some_and(|token| !token.is_empty()) { "--token" } else { "file" },
-            "config_problems": problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
+            "config_problems": problems.iter().map(problem_json).collect::<Vec<_>>(),
             "restart_needed": restart_needed,
             "config_note": note,
         });

@@ -279,6 +279,13 @@ async fn config_check_names_the_file_position_and_key_and_says_when_the_running_
     let listed = parsed(&check(true).await.stdout);
     assert_eq!(listed["problems"][0]["severity"], json!("error"));
 
+    // An agent naming a provider or model that does not exist is a warning, with its key: exit 0.
+    std::fs::write(&config, "[agents.coder]\nmodels = [\"nosuch/x\", \"local/echo\"]\n").unwrap();
+    let output = check(false).await;
+    assert_eq!(output.code, Some(0), "{output:?}");
+    assert!(output.stdout.contains("warning: ") && output.stdout.contains("agents.coder.models[0]"), "{output:?}");
+    assert!(output.stdout.contains("no provider is named `nosuch`"), "{output:?}");
+
     // A good file with a daemon running on it: it has this config, until the file changes.
     std::fs::write(&config, "[limits]\nmax_in_flight = 8\n").unwrap();
     let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
