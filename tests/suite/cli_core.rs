@@ -418,3 +418,34 @@ async fn a_goals_selection_follows_the_same_precedence_and_is_checked_first() {
     assert_eq!(goal["selection"]["agent"], "coder", "{goal}");
     assert_eq!(goal["selection"]["model"]["model"], "local/scripted", "{goal}");
 }
+
+/// An IPv4 address of this machine off loopback (the source address of its default route), if it has one.
+fn non_loopback_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    // Connecting a UDP socket sends nothing: it only picks the route and so the local address.
+    socket.connect("192.0.2.1:9").or_else(|_| socket.connect("10.255.255.1:9")).ok()?;
+    Some(socket.local_addr().ok()?.ip()).filter(|address| !address.is_loopback() && !address.is_unspecified())
+}
+
+#[tokio::test]
+async fn connect_allow_insecure_http_reaches_a_plain_http_server_off_loopback_with_a_warning() {
+    use super::model_support::FakeServer;
+    use super::vendor_replies::models_list;
+    let Some(address) = non_loopback_address() else {
+        eprintln!("skipped: this machine has no address off loopback to serve the fake vendor on");
+        return;
+    };
+    let vendor = FakeServer::start_on(&format!("{address}:0"), vec![models_list(&["lan-model"])]).await;
+    let base_url = format!("{}/v1", vendor.base_url);
+    let daemon = TestDaemon::start();
+
+    let said = troupe(&daemon, &["connect", "openai", "--base-url", &base_url]).await.refused();
+    assert!(said.contains("--allow-insecure-http") && !said.contains("setup_values"), "{said}");
+    let connected = troupe(&daemon, &["connect", "openai", "--base-url", &base_url, "--allow-insecure-http"]).await;
+    assert!(connected.succeeded(), "{connected:?}");
+    assert!(
+        connected.stdout.contains("connected openai") && connected.stdout.contains("openai/lan-model"),
+        "{connected:?}"
+    );
+    assert!(connected.stderr.starts_with("warning: --allow-insecure-http"), "{connected:?}");
+}
