@@ -67,6 +67,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     data_dir.ensure_layout().with_context(|| format!("preparing the data directory {}", data_dir.root().display()))?;
     let lock = DataDirLock::acquire(&data_dir)?;
     let config = config::load(&data_dir.config_path())?;
+    crate::logging::log_config(&data_dir, &config);
     let token = load_or_create_token(&data_dir)?;
     let listen = options.listen.unwrap_or(config.listen);
     let hibernate_after = options.hibernate_after.unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));

@@ -28,6 +28,8 @@ pub mod daemon;
 pub mod follow;
 pub mod goal_cli;
 pub mod history_cmd;
+/// The tracing setup of the daemon and the clients, and the daemon's config summary at start.
+pub mod logging;
 pub mod render;
 pub mod sandbox_explain;
 pub mod session_admin_cmd;
@@ -53,3 +55,7 @@ pub mod inspect_cmd;
 pub mod runs_cmd;
 pub mod skills_cmd;
 pub mod status_cmd;
+
+// The interactive terminal UI, on the same client (`troupe` with no arguments, `troupe tui`).
+#[cfg(feature = "tui")]
+pub mod tui;

@@ -2,10 +2,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
-
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand};
@@ -25,8 +23,9 @@ use troupe_runtime::data_dir::DataDir;
 #[derive(Parser)]
 #[command(name = "troupe", version, about = "A coding-agent daemon: durable sessions shared live over WebSocket")]
 struct Cli {
+    /// Without one: the TUI (`troupe tui`), or this help when built without the `tui` feature.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 /// Printed after `troupe run --help`.
@@ -395,6 +394,14 @@ enum Command {
     Status(troupe::status_cmd::StatusCommand),
     #[command(flatten)]
     SessionAdmin(troupe::session_admin_cmd::SessionAdminCommand),
+    /// The interactive terminal UI (what `troupe` with no arguments starts).
+    #[cfg(feature = "tui")]
+    Tui {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Open this session (its id or a unique prefix) instead of the session picker.
+        session: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -411,20 +418,22 @@ enum SandboxCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let serving = matches!(cli.command, Command::Serve { .. });
-    // A client command says what it has to say itself: its own log lines (connect, disconnect, reconnect
-    // attempts) stay quiet unless RUST_LOG asks for them.
-    let default_level = if serving { "info" } else { "warn" };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
-    match dispatch(cli.command) {
+    let command = match Cli::parse().command {
+        Some(command) => command,
+        // `troupe tui`, its flags read from the environment (TROUPE_URL, …).
+        #[cfg(feature = "tui")]
+        None => Cli::parse_from(["troupe", "tui"]).command.expect("`troupe tui` parses"),
+        #[cfg(not(feature = "tui"))]
+        None => {
+            let _ = Cli::command().print_help();
+            return ExitCode::SUCCESS;
+        }
+    };
+    let serving = matches!(command, Command::Serve { .. });
+    // A client command says what it has to say itself: its own log lines stay quiet unless RUST_LOG asks.
+    use troupe::logging::ProcessKind;
+    troupe::logging::init(if serving { ProcessKind::Daemon } else { ProcessKind::Client });
+    match dispatch(command) {
         Ok(code) => ExitCode::from(code),
         Err(error) => report(&error),
     }
@@ -585,6 +594,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Watch { client, session, from, json } => {
             block_on(follow::watch(&client.connection(), session, from, Output::from_flag(json))).map(done)
         }
+        #[cfg(feature = "tui")]
+        Command::Tui { client, session } => block_on(troupe::tui::run(client.connection(), session)).map(done),
         Command::Completions { shell } => {
             let mut buffer = Vec::new();
             clap_complete::generate(shell.generator(), &mut Cli::command(), "troupe", &mut buffer);

@@ -193,7 +193,8 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        info!(connection_id = self.connection_id, peer = %self.peer, "WebSocket connected");
+        // At debug: every CLI call is a connection, and an operator's log is not a list of them.
+        debug!(connection_id = self.connection_id, peer = %self.peer, "WebSocket connected");
         self.start_writer(ctx);
         if !self.registry.register(self.connection_id, ctx.address().recipient()) {
             // The gateway began stopping between the upgrade and now.
@@ -205,7 +206,7 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         self.registry.unregister(self.connection_id);
-        info!(
+        debug!(
             connection_id = self.connection_id,
             peer = %self.peer,
             duration_ms = self.connected_at.elapsed().as_millis() as u64,

@@ -187,3 +187,75 @@ async fn plain_http_off_loopback_is_refused_naming_the_flag_and_accepted_with_it
         events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
     assert_eq!(outcome(&events), Ok("over the lan".to_owned()));
 }
+
+/// `troupe serve` as a child with the default log level (no RUST_LOG) and stderr written to `log`; returns the
+/// child and its URL.
+fn serve_logging_to(data_dir: &Path, log: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(troupe_binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .env_remove("RUST_LOG")
+        .env_remove("TROUPE_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("spawn troupe serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let (line_sender, line_receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = line_sender.send(line);
+        }
+        for _ in lines {}
+    });
+    let line = line_receiver.recv_timeout(WAIT).expect("the daemon printed its address");
+    let url = line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned();
+    (child, url)
+}
+
+#[tokio::test]
+async fn the_daemon_log_has_config_and_runs_at_info_no_connections_and_no_colours_in_a_file() {
+    let data_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        data_dir.path().join("config.toml"),
+        "[agents.coder]\nmodels = [\"nosuch/model\", \"local/echo\"]\n",
+    )
+    .unwrap();
+    let log = data_dir.path().join("daemon.log");
+    let (mut child, url) = serve_logging_to(data_dir.path(), &log);
+    let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).unwrap().trim().to_owned();
+    let (client, mut deliveries) =
+        within("client connect", troupe_protocol::client::Client::connect_websocket(&url, &token, Default::default()))
+            .await
+            .expect("connect");
+    let session = create_session_in(&client, data_dir.path()).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let run_id = start_run(&client, &session.session_id, selection_of("coder", "local/echo"), "hello log").await;
+    events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    drop(client);
+    eventually("the run's end is logged", || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("run ended"))
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("\u{1b}["), "no ANSI escapes in a log file:\n{text}");
+    for expected in [
+        "config loaded",
+        "changes to config.toml apply when the daemon restarts",
+        "agents.coder.models[0]",
+        "no provider is named `nosuch`",
+        "run started",
+        "run ended",
+        &format!("run={run_id}"),
+        "outcome=\"completed\"",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in the log:\n{text}");
+    }
+    assert!(!text.contains("WebSocket connected") && !text.contains("WebSocket disconnected"), "{text}");
+}

@@ -119,8 +119,17 @@ impl Actor for RunActor {
         };
         let control = self.control.clone();
         let run = async move {
+            let started_at = std::time::Instant::now();
+            tracing::info!(
+                session = %setup.session_id,
+                run = %setup.run_id,
+                agent = %setup.selection.agent,
+                model = %setup.selection.model.model,
+                "run started"
+            );
             let mut run_loop = RunLoop::new(setup, control);
             let outcome = run_loop.run().await;
+            run_loop.log_end(&outcome, started_at.elapsed());
             run_loop.finish(outcome).await;
             if let Some(workspace) = run_loop.workspace.take() {
                 workspace.remove().await;
@@ -375,6 +384,15 @@ impl RunLoop {
             let retry_same = policy == FailurePolicy::RetrySameModel
                 && !produced_output
                 && retry_ordinal + 1 < retry.max_attempts_per_model;
+            tracing::warn!(
+                run = %self.setup.run_id,
+                model = %model.model,
+                kind = error.kind.as_str(),
+                http_status = error.http_status.unwrap_or(0),
+                will_retry = retry_same,
+                error = %error.message,
+                "a model request failed"
+            );
             self.emit(EventPayload::AttemptAbandoned {
                 attempt_id,
                 model: model.model.clone(),
@@ -403,6 +421,7 @@ impl RunLoop {
                 }));
             }
             let to = self.setup.model_chain[next].model.clone();
+            tracing::warn!(run = %self.setup.run_id, from = %model.model, to = %to, "falling back to the next model");
             self.emit(EventPayload::ModelFallback {
                 from: model.model.clone(),
                 to,
@@ -502,6 +521,27 @@ impl RunLoop {
             purpose: Default::default(),
         })
         .await;
+    }
+
+    /// The operator's log line for a run's end: its outcome, the model it ended on and how long it took.
+    fn log_end(&self, outcome: &RunOutcome, duration: std::time::Duration) {
+        let (word, error) = match outcome {
+            RunOutcome::Completed { .. } => ("completed", None),
+            RunOutcome::Failed { error, .. } => ("failed", Some(error.as_str())),
+            RunOutcome::Cancelled => ("cancelled", None),
+            RunOutcome::SessionLost => ("interrupted", None),
+        };
+        let model = self.setup.model_chain.get(self.chain_index).map_or("", |model| model.model.as_str());
+        tracing::info!(
+            session = %self.setup.session_id,
+            run = %self.setup.run_id,
+            agent = %self.setup.selection.agent,
+            model,
+            outcome = word,
+            duration_ms = duration.as_millis() as u64,
+            error = error.unwrap_or(""),
+            "run ended"
+        );
     }
 
     /// Records the terminal event (unless the session is gone), then reports the end to whoever awaits it (a

@@ -215,6 +215,8 @@ impl Handler<ConnectProvider> for RuntimeActor {
                         models,
                     },
                 );
+                let model_count =
+                    contents.connections.get(&provider_id).map_or(0, |connection| connection.models.len());
                 contents.generations.insert(provider_id.clone(), generation);
                 contents.record_answer(
                     params.client_connect_id.clone(),
@@ -222,6 +224,7 @@ impl Handler<ConnectProvider> for RuntimeActor {
                     json!({"durable_connection": durable_connection, "effective_auth_source": params.auth_method}),
                 );
                 let adopt = move |actor: &mut RuntimeActor| {
+                    tracing::info!(provider = %provider_id, generation, models = model_count, "provider connected");
                     actor.install(&provider_id, client);
                     actor.publish_change("provider_connected");
                     ProviderConnectResult {
@@ -274,6 +277,7 @@ impl Handler<DisconnectProvider> for RuntimeActor {
             );
             let adopt = move |actor: &mut RuntimeActor| {
                 if disconnected {
+                    tracing::info!(provider = %provider_id, generation, "provider disconnected");
                     actor.uninstall(&provider_id);
                     actor.publish_change("provider_disconnected");
                 }

@@ -1,0 +1,89 @@
+//! The log of both kinds of `troupe` process, on stderr.
+//!
+//! `troupe serve` logs at `info` what an operator wants to read: the config it loaded and its problems, provider
+//! connections, each run's start and end, model failures, retries and fallbacks. A client command logs at `warn`
+//! only: it says what it has to say itself, and its own connect/disconnect/reconnect lines would be noise.
+//! `RUST_LOG` overrides both. Colours (ANSI escapes) only when stderr is a terminal, so a log redirected to a file
+//! or a journal holds plain text.
+
+use std::io::IsTerminal;
+
+use troupe_runtime::config::{Config, ProblemSeverity, config_warnings};
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::provider_store::{PROVIDERS_FILE_NAME, ProviderStore};
+
+/// The kind of process, which decides the default level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessKind {
+    /// `troupe serve`: `info` by default.
+    Daemon,
+    /// Every other command: `warn` by default.
+    Client,
+}
+
+impl ProcessKind {
+    /// The filter used when `RUST_LOG` is not set.
+    pub fn default_filter(self) -> &'static str {
+        match self {
+            ProcessKind::Daemon => "info",
+            ProcessKind::Client => "warn",
+        }
+    }
+}
+
+/// Installs the process's log subscriber; call once, first thing.
+pub fn init(kind: ProcessKind) {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(kind.default_filter())),
+        )
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Logs, at the daemon's start, what configuration it runs with: the files read, the counts of agents,
+/// connected providers and known models, each problem `troupe config check` would print (at warn), and that
+/// changes apply on restart. Reads `providers.json` (blocking; called before the daemon serves).
+pub fn log_config(data_dir: &DataDir, config: &Config) {
+    let config_path = data_dir.config_path();
+    let providers_path = data_dir.root().join(PROVIDERS_FILE_NAME);
+    let connections = match ProviderStore::open(data_dir.root()) {
+        Ok(store) => store.contents.connections.clone(),
+        // The engine opens the file too and refuses to start with its own error; nothing to add here.
+        Err(_) => return,
+    };
+    let mut snapshot = troupe_runtime::catalog::build_snapshot(0, &connections, &config.agents);
+    troupe_runtime::catalog::apply_model_config(&mut snapshot, &config.models);
+    let read = |path: &std::path::Path| if path.is_file() { "read" } else { "absent, defaults" };
+    tracing::info!(
+        config = %format!("{} ({})", config_path.display(), read(&config_path)),
+        providers_file = %format!("{} ({})", providers_path.display(), read(&providers_path)),
+        agents = snapshot.agents.len(),
+        providers_connected = snapshot.providers.iter().filter(|provider| provider.connected).count(),
+        models = snapshot.models.len(),
+        "config loaded; changes to config.toml apply when the daemon restarts"
+    );
+    for problem in config_warnings(config, &connections, &config_path) {
+        match problem.severity {
+            ProblemSeverity::Error => {
+                tracing::error!(location = %problem.location, "config problem: {}", problem.message)
+            }
+            ProblemSeverity::Warning => {
+                tracing::warn!(location = %problem.location, "config problem: {}", problem.message)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_logs_info_and_clients_warn_by_default() {
+        assert_eq!(ProcessKind::Daemon.default_filter(), "info");
+        assert_eq!(ProcessKind::Client.default_filter(), "warn");
+    }
+}
