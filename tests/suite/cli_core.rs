@@ -305,11 +305,15 @@ async fn a_closed_pipe_ends_sessions_and_watch_quietly() {
     }
     let session = session_ids(&daemon).await.remove(0);
     let binary = troupe_binary();
+    // `true` reads nothing and exits at once, so troupe's first write meets a closed pipe; pipefail makes the
+    // pipeline's status troupe's own (101 after a panic).
     let script = format!(
-        "{bin} sessions | head -1 >/dev/null; {bin} watch {session} | head -1 >/dev/null; echo finished",
+        "set -o pipefail; {bin} sessions | head -1 >/dev/null; {bin} watch {session} | head -1 >/dev/null; \
+         {bin} sessions | true; echo \"sessions:$?\"; {bin} watch {session} | true; echo \"watch:$?\"; \
+         {bin} sessions --json | true; echo \"json:$?\"",
         bin = binary.display()
     );
-    let mut shell = tokio::process::Command::new("sh");
+    let mut shell = tokio::process::Command::new("bash");
     shell
         .args(["-c", &script])
         .env("TROUPE_URL", daemon.url())
@@ -317,7 +321,10 @@ async fn a_closed_pipe_ends_sessions_and_watch_quietly() {
         .env("RUST_BACKTRACE", "1")
         .kill_on_drop(true);
     let output = finish(shell, Duration::from_secs(15)).await;
-    assert!(output.stdout.contains("finished"), "{output:?}");
+    assert!(
+        output.stdout.contains("sessions:0") && output.stdout.contains("watch:0") && output.stdout.contains("json:0"),
+        "{output:?}"
+    );
     assert!(!output.stderr.contains("panicked") && !output.stderr.contains("Broken pipe"), "{output:?}");
 }
 
