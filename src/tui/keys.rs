@@ -1,0 +1,142 @@
+//! Keys to actions. The key map depends on what is on screen (picker, model picker, approval prompt, input
+//! line); editing the input line happens here, anything that talks to the daemon becomes an [`Action`].
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use troupe_protocol::types::approval::ApprovalDecision;
+
+use super::state::{App, InputMode, Screen};
+
+/// What a key asks the connection task to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Refresh,
+    Open(String),
+    CreateSession,
+    /// Start a run when idle, steer the active one.
+    Submit(String),
+    RecallSteer,
+    Cancel,
+    Stdin(String),
+    Approve {
+        decision: ApprovalDecision,
+        feedback: Option<String>,
+    },
+    CycleMode,
+    LoadChoices,
+    BackToPicker,
+}
+
+/// Handles one key; returns what to send to the daemon, if anything.
+pub fn handle_key(app: &mut App, key: KeyEvent) -> Option<Action> {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && key.code == KeyCode::Char('c') {
+        return ctrl_c(app);
+    }
+    app.quit_armed = false;
+    match app.screen {
+        Screen::Picker => picker_key(app, key),
+        Screen::Session if app.choosing.is_some() => choice_key(app, key),
+        Screen::Session if app.pending_approval().is_some() && app.input_mode != InputMode::Feedback => {
+            approval_key(app, key)
+        }
+        Screen::Session => session_key(app, key, ctrl),
+    }
+}
+
+fn ctrl_c(app: &mut App) -> Option<Action> {
+    if app.screen == Screen::Session && app.active_run.is_some() && !app.quit_armed {
+        app.quit_armed = true;
+        app.notice = Some("cancelling; Ctrl-C again quits".to_owned());
+        return Some(Action::Cancel);
+    }
+    if app.quit_armed {
+        app.quit = true;
+    } else {
+        app.quit_armed = true;
+        app.notice = Some("Ctrl-C again quits".to_owned());
+    }
+    None
+}
+
+fn picker_key(app: &mut App, key: KeyEvent) -> Option<Action> {
+    match key.code {
+        KeyCode::Up | KeyCode::Char('k') => app.selected = app.selected.saturating_sub(1),
+        KeyCode::Down | KeyCode::Char('j') => {
+            app.selected = (app.selected + 1).min(app.rows.len().saturating_sub(1));
+        }
+        KeyCode::Enter => return app.rows.get(app.selected).map(|row| Action::Open(row.session_id.clone())),
+        KeyCode::Char('n') => return Some(Action::CreateSession),
+        KeyCode::Char('r') => return Some(Action::Refresh),
+        KeyCode::Char('q') | KeyCode::Esc => app.quit = true,
+        _ => {}
+    }
+    None
+}
+
+fn choice_key(app: &mut App, key: KeyEvent) -> Option<Action> {
+    let chosen = app.choosing.unwrap_or(0);
+    match key.code {
+        KeyCode::Up => app.choosing = Some(chosen.saturating_sub(1)),
+        KeyCode::Down => app.choosing = Some((chosen + 1).min(app.choices.len().saturating_sub(1))),
+        KeyCode::Enter => {
+            app.picked = app.choices.get(chosen).cloned();
+            app.choosing = None;
+        }
+        KeyCode::Esc => app.choosing = None,
+        _ => {}
+    }
+    None
+}
+
+fn approval_key(app: &mut App, key: KeyEvent) -> Option<Action> {
+    match key.code {
+        KeyCode::Char('y') => Some(Action::Approve { decision: ApprovalDecision::ApproveOnce, feedback: None }),
+        KeyCode::Char('t') => Some(Action::Approve { decision: ApprovalDecision::ApproveTree, feedback: None }),
+        KeyCode::Char('n') => {
+            app.input_mode = InputMode::Feedback;
+            app.input.clear();
+            None
+        }
+        KeyCode::Esc => Some(Action::Cancel),
+        _ => None,
+    }
+}
+
+fn session_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Option<Action> {
+    match key.code {
+        KeyCode::Enter => {
+            let line = std::mem::take(&mut app.input);
+            let mode = std::mem::replace(&mut app.input_mode, InputMode::Prompt);
+            match mode {
+                InputMode::Feedback => {
+                    let feedback = Some(line).filter(|line| !line.trim().is_empty());
+                    return Some(Action::Approve { decision: ApprovalDecision::Reject, feedback });
+                }
+                InputMode::Stdin => return Some(Action::Stdin(line)),
+                InputMode::Prompt if line.trim().is_empty() => {}
+                InputMode::Prompt => return Some(Action::Submit(line)),
+            }
+        }
+        KeyCode::Esc if app.input_mode != InputMode::Prompt => {
+            app.input_mode = InputMode::Prompt;
+            app.input.clear();
+        }
+        KeyCode::Esc if app.active_run.is_some() => return Some(Action::Cancel),
+        KeyCode::Esc => return Some(Action::BackToPicker),
+        KeyCode::Char('r') if ctrl => return Some(Action::RecallSteer),
+        KeyCode::Char('d') if ctrl => {
+            app.input_mode = InputMode::Stdin;
+            app.input.clear();
+        }
+        KeyCode::Char('o') if ctrl => return Some(Action::CycleMode),
+        KeyCode::Char('p') if ctrl => return Some(Action::LoadChoices),
+        KeyCode::Backspace => {
+            app.input.pop();
+        }
+        KeyCode::PageUp => app.scroll = app.scroll.saturating_add(10),
+        KeyCode::PageDown => app.scroll = app.scroll.saturating_sub(10),
+        KeyCode::Char(c) if !ctrl => app.input.push(c),
+        _ => {}
+    }
+    None
+}

@@ -1,0 +1,112 @@
+//! The interactive TUI (`troupe` with no arguments, `troupe tui`): a thin adapter on the shared protocol client,
+//! like the CLI. A session picker (root sessions and their children, refreshed every few seconds), the
+//! transcript of the open session (replayed from its start by cursor, then live: streaming text, tool calls with
+//! their output and colours, edits as diffs, run boundaries, errors), an input line that starts a run or steers
+//! the active one, approval prompts (also of child sessions), the permission mode, an agent/model picker and a
+//! status line. A lost daemon is dialled again and every followed session resumes from its cursor, as `troupe
+//! watch` does.
+//!
+//! - [`state`]: the state and the reduction of events into it; [`keys`]: keys into actions;
+//! - [`view`]: drawing; [`ansi`]: tool output's colours into styles; [`conn`]: the calls to the daemon.
+
+pub mod ansi;
+pub mod conn;
+pub mod keys;
+pub mod state;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use crossterm::event::{Event, KeyEventKind};
+use troupe_protocol::client::{ClientDelivery, ClientOptions, ClientProtocol, DeliveryStream, ReconnectPolicy};
+use troupe_protocol::types::events::EventPayload;
+
+use crate::commands::{Connected, Connection};
+use keys::Action;
+use state::{App, Screen};
+
+/// How often the picker re-reads the session list.
+const PICKER_REFRESH: Duration = Duration::from_secs(2);
+
+/// Runs the TUI until the person quits. `session`: open this one (id or unique prefix) instead of the picker.
+pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Result<()> {
+    let options = ClientOptions {
+        reconnect: Some(ReconnectPolicy::default()),
+        request_timeout: Duration::from_secs(30),
+        ..ClientOptions::default()
+    };
+    let Connected { client, mut deliveries } = connection.open(options).await?;
+    let mut app = App::new(connection.url());
+    let mut followed = Vec::new();
+    match session {
+        Some(given) => {
+            let session_id = crate::session_ref::resolve_session_id(&client, &given).await?;
+            conn::perform(&client, &mut app, &mut followed, Action::Open(session_id)).await?;
+        }
+        None => conn::refresh(&client, &mut app).await?,
+    }
+    let (keys_tx, mut keys_rx) = tokio::sync::mpsc::unbounded_channel();
+    // crossterm's reads block: they run on their own thread, which ends when the receiver is gone.
+    std::thread::spawn(move || {
+        while let Ok(event) = crossterm::event::read() {
+            if keys_tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    let mut terminal = ratatui::try_init()?;
+    let mut refresh = tokio::time::interval(PICKER_REFRESH);
+    let result = async {
+        while !app.quit {
+            terminal.draw(|frame| view::draw(frame, &app))?;
+            tokio::select! {
+                delivery = deliveries.next() => match delivery {
+                    Some(delivery) => deliver(&client, &mut app, &mut followed, delivery).await,
+                    None => anyhow::bail!("the connection to the daemon ended"),
+                },
+                Some(event) = keys_rx.recv() => {
+                    if let Event::Key(key) = event
+                        && key.kind != KeyEventKind::Release
+                        && let Some(action) = keys::handle_key(&mut app, key)
+                        && let Err(error) = conn::perform(&client, &mut app, &mut followed, action).await
+                    {
+                        app.notice = Some(crate::style::clean(&format!("{error:#}")));
+                    }
+                }
+                _ = refresh.tick(), if app.screen == Screen::Picker => {
+                    if let Err(error) = conn::refresh(&client, &mut app).await {
+                        app.notice = Some(crate::style::clean(&format!("{error:#}")));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    ratatui::restore();
+    client.close().await;
+    result
+}
+
+async fn deliver<C: ClientProtocol>(client: &C, app: &mut App, followed: &mut Vec<String>, delivery: ClientDelivery) {
+    match delivery {
+        ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => {
+            if !followed.contains(&event.session_id) {
+                return;
+            }
+            if matches!(event.payload, EventPayload::DelegateStarted { .. }) {
+                conn::follow_child(client, followed, &event).await;
+            }
+            app.apply(&event);
+        }
+        ClientDelivery::Disconnected { .. } => app.connected = false,
+        ClientDelivery::Reconnected => app.connected = true,
+        ClientDelivery::RecoveryFailed { detail, .. } => {
+            app.notice = Some(format!("could not resume the session: {}", crate::style::clean(&detail)));
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,192 @@
+//! Drawing the state: the picker, the transcript, the approval prompt, the model picker, the input line and the
+//! status line. Pure functions of [`App`], tested with ratatui's `TestBackend`.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, List, ListItem, ListState, Paragraph, Wrap};
+
+use super::ansi::styled_lines;
+use super::state::{App, Entry, InputMode, Screen};
+use crate::style::{clean, relative_time, short_id};
+
+pub fn draw(frame: &mut Frame, app: &App) {
+    let [main, status] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(frame.area());
+    match app.screen {
+        Screen::Picker => picker(frame, app, main),
+        Screen::Session => session(frame, app, main),
+    }
+    frame.render_widget(
+        Paragraph::new(status_line(app)).style(Style::default().add_modifier(Modifier::REVERSED)),
+        status,
+    );
+}
+
+fn picker(frame: &mut Frame, app: &App, area: Rect) {
+    let items: Vec<ListItem> = app
+        .rows
+        .iter()
+        .map(|row| {
+            let title = row.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
+            let indent = "  ".repeat(row.depth);
+            let marker = if row.depth > 0 { "└ " } else { "" };
+            ListItem::new(format!(
+                "{indent}{marker}{}  {:<9} {:<14} {title}",
+                short_id(&row.session_id),
+                format!("{:?}", row.status).to_lowercase(),
+                relative_time(&row.last_activity_at),
+            ))
+        })
+        .collect();
+    let block = Block::default().borders(Borders::ALL).title(" sessions · Enter open · n new · r refresh · q quit ");
+    let list = List::new(items).block(block).highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    let mut state = ListState::default().with_selected((!app.rows.is_empty()).then_some(app.selected));
+    frame.render_stateful_widget(list, area, &mut state);
+    if app.rows.is_empty() {
+        let inner = area.inner(ratatui::layout::Margin { horizontal: 2, vertical: 1 });
+        frame.render_widget(Paragraph::new("no sessions yet: press n to create one in this directory"), inner);
+    }
+}
+
+fn session(frame: &mut Frame, app: &App, area: Rect) {
+    let prompt_height = if app.pending_approval().is_some() { 4 } else { 0 };
+    let [transcript_area, prompt_area, input_area] =
+        Layout::vertical([Constraint::Min(1), Constraint::Length(prompt_height), Constraint::Length(3)]).areas(area);
+    let lines = transcript_lines(app);
+    let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let total = paragraph.line_count(transcript_area.width) as u16;
+    let bottom = total.saturating_sub(transcript_area.height);
+    let top = bottom.saturating_sub(app.scroll);
+    frame.render_widget(paragraph.scroll((top, 0)), transcript_area);
+    if let Some(approval) = app.pending_approval() {
+        let child = if Some(approval.session_id.as_str()) != app.session_id() {
+            format!(" (child session {})", short_id(&approval.session_id))
+        } else {
+            String::new()
+        };
+        let text = vec![
+            Line::from(format!("approve {}: {}{child}?", approval.operation.tool, clean(&approval.operation.summary))),
+            Line::from("y once · t for the whole tree · n reject (with feedback) · Esc cancel the run"),
+        ];
+        let block =
+            Block::default().borders(Borders::ALL).title(" approval ").border_style(Style::default().fg(Color::Yellow));
+        frame.render_widget(Paragraph::new(text).block(block).wrap(Wrap { trim: false }), prompt_area);
+    }
+    let label = match app.input_mode {
+        InputMode::Prompt if app.active_run.is_some() => " steer (Enter) · Ctrl-R recall · Esc cancel · Ctrl-D stdin ",
+        InputMode::Prompt => " prompt (Enter runs) · Ctrl-O mode · Ctrl-P model · Esc sessions ",
+        InputMode::Stdin => " stdin for the running command (Enter sends a line, Esc leaves) ",
+        InputMode::Feedback => " why reject? (Enter sends) ",
+    };
+    let input = Paragraph::new(format!("> {}", app.input)).block(Block::default().borders(Borders::ALL).title(label));
+    frame.render_widget(input, input_area);
+    if let Some(chosen) = app.choosing {
+        choices(frame, app, chosen, transcript_area);
+    }
+}
+
+fn choices(frame: &mut Frame, app: &App, chosen: usize, area: Rect) {
+    let items: Vec<ListItem> =
+        app.choices.iter().map(|choice| ListItem::new(format!("{} · {}", choice.agent, choice.model.model))).collect();
+    let height = (items.len() as u16 + 2).min(area.height);
+    let popup = Rect { x: area.x + 2, y: area.y + 1, width: area.width.saturating_sub(4), height };
+    frame.render_widget(Clear, popup);
+    let block = Block::default().borders(Borders::ALL).title(" agent · model for the next run (Enter picks) ");
+    let list = List::new(items).block(block).highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    frame.render_stateful_widget(list, popup, &mut ListState::default().with_selected(Some(chosen)));
+}
+
+fn transcript_lines(app: &App) -> Vec<Line<'static>> {
+    let dim = Style::default().fg(Color::DarkGray);
+    let mut lines = Vec::new();
+    for entry in &app.entries {
+        match entry {
+            Entry::User(text) => {
+                for line in text.lines() {
+                    lines.push(Line::from(vec![
+                        Span::styled("you> ", Style::default().fg(Color::Cyan)),
+                        Span::raw(line.to_owned()),
+                    ]));
+                }
+            }
+            Entry::Assistant { text, .. } => lines.extend(clean(text).lines().map(|line| Line::from(line.to_owned()))),
+            Entry::Tool { tool, resource, output, result, .. } => {
+                lines.push(Line::from(Span::styled(
+                    format!("⚙ {tool} {resource}"),
+                    Style::default().fg(Color::Magenta),
+                )));
+                lines.extend(styled_lines(output).into_iter().map(|line| {
+                    let mut spans = vec![Span::styled("  │ ", dim)];
+                    spans.extend(line.spans);
+                    Line::from(spans)
+                }));
+                match result {
+                    Some(end) => {
+                        let (mark, color) = if end.ok { ("✓", Color::Green) } else { ("✗", Color::Red) };
+                        let first = clean(end.text.lines().next().unwrap_or(""));
+                        lines.push(Line::from(Span::styled(format!("  {mark} {first}"), Style::default().fg(color))));
+                    }
+                    None => lines.push(Line::from(Span::styled("  … running", dim))),
+                }
+            }
+            Entry::Diff { path, removed, added } => {
+                lines.push(Line::from(Span::styled(
+                    format!("edit {path}"),
+                    Style::default().add_modifier(Modifier::BOLD),
+                )));
+                lines.extend(
+                    removed
+                        .iter()
+                        .map(|line| Line::from(Span::styled(format!("- {line}"), Style::default().fg(Color::Red)))),
+                );
+                lines.extend(
+                    added
+                        .iter()
+                        .map(|line| Line::from(Span::styled(format!("+ {line}"), Style::default().fg(Color::Green)))),
+                );
+            }
+            Entry::RunBoundary(words) => lines.push(Line::from(Span::styled(format!("── {words} ──"), dim))),
+            Entry::Error(text) => {
+                lines.push(Line::from(Span::styled(format!("error: {text}"), Style::default().fg(Color::Red))))
+            }
+        }
+    }
+    lines
+}
+
+/// daemon · connection · session · run · mode · agent/model · tokens (and the latest notice).
+pub fn status_line(app: &App) -> String {
+    let mut parts = vec![format!("{} {}", app.url, if app.connected { "connected" } else { "reconnecting…" })];
+    if let Some(session) = &app.session {
+        let title = session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
+        parts.push(format!("{} {title}", short_id(&session.session_id)));
+        parts.push(match &app.active_run {
+            Some(run) if app.pending_approval().is_some() => format!("{} awaiting approval", short_id(run)),
+            Some(run) => format!("{} running", short_id(run)),
+            None => "idle".to_owned(),
+        });
+        parts.push(format!("mode {}", app.mode.map(mode_name).unwrap_or("default")));
+        if let Some(selection) =
+            app.picked.as_ref().or(app.last_selection.as_ref()).or(Some(&session.creation_selection))
+        {
+            parts.push(format!("{}/{}", selection.agent, selection.model.model));
+        }
+        parts.push(format!("{}↑{}↓", app.tokens.0, app.tokens.1));
+    }
+    if let Some(notice) = &app.notice {
+        parts.push(notice.clone());
+    }
+    parts.join(" · ")
+}
+
+pub fn mode_name(mode: troupe_protocol::types::session::PermissionMode) -> &'static str {
+    use troupe_protocol::types::session::PermissionMode::*;
+    match mode {
+        AutoApprove => "auto_approve",
+        AutoApproveN => "auto_approve_n",
+        AutoApproveY => "auto_approve_y",
+        Ask => "ask",
+        Yolo => "yolo",
+    }
+}
