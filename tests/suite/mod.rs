@@ -44,6 +44,7 @@ mod support;
 mod titles;
 mod tool_messages;
 mod tool_output;
+mod tui;
 mod usage;
 mod vendor_replies;
 

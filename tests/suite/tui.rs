@@ -1,0 +1,129 @@
+//! The TUI under a real terminal: the built `troupe` binary runs in a detached tmux session (120×40) against a
+//! live daemon; keys go in with `send-keys` and the screen is read back with `capture-pane`, polled under a
+//! timeout. One whole flow: pick the session, switch to `ask`, run, approve a command with `y`, see its coloured
+//! output and the answer, steer a running run, cancel it with Esc.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::support::*;
+
+/// How long one screen may take to appear.
+const SCREEN_WAIT: Duration = Duration::from_secs(30);
+
+/// A tmux server of this test's own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux runs")
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "tui"];
+        args.extend_from_slice(keys);
+        assert!(self.tmux(&args).status.success(), "send-keys {keys:?}");
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "tui"]).stdout).into_owned()
+    }
+
+    /// Polls the screen until `wanted` is on it.
+    async fn wait_for(&self, wanted: &str) -> String {
+        let deadline = Instant::now() + SCREEN_WAIT;
+        loop {
+            let screen = self.screen();
+            if screen.contains(wanted) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "{wanted:?} never appeared; the screen:\n{screen}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+fn tmux_available() -> bool {
+    Command::new("tmux").arg("-V").output().is_ok_and(|output| output.status.success())
+}
+
+#[tokio::test]
+async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
+    if !tmux_available() {
+        eprintln!("SKIPPED: tmux is not installed (scripts/test installs it); the TUI flow test needs it");
+        return;
+    }
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[agents.coder]\nmodels = [\"local/scripted\"]\n".to_owned()),
+        ..DaemonSetup::default()
+    });
+    let (client, _deliveries) = daemon.client().await;
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "printf '\\033[32mcoloured-out\\033[0m\\n'"}}]},
+        {"text": "all done here"},
+        {"text": "never", "delay_ms": 600000}
+    ]});
+    connect_script(&client, daemon.data_path(), script).await;
+    let session = within(
+        "session.create",
+        client.call::<troupe_protocol::method::SessionCreate>(troupe_protocol::types::session::SessionCreateParams {
+            selection: selection_of("coder", "local/scripted"),
+            cwd: Some(daemon.project_path().to_string_lossy().into_owned()),
+        }),
+    )
+    .await
+    .expect("session.create")
+    .session;
+    let short = &session.session_id[..8];
+
+    let tmux = Tmux { socket: format!("troupe-tui-{}", std::process::id()) };
+    let command = format!("{} tui --url {} --token {}", env!("CARGO_BIN_EXE_troupe"), daemon.url(), daemon.token);
+    let started = tmux.tmux(&["new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", &command]);
+    assert!(started.status.success(), "tmux new-session: {started:?}");
+
+    // The picker lists the session; Enter opens it.
+    tmux.wait_for(short).await;
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("prompt (Enter runs)").await;
+    // Ctrl-O: the permission mode moves from the default to `ask`, so the command needs an approval.
+    tmux.keys(&["C-o"]);
+    tmux.wait_for("mode ask").await;
+
+    tmux.keys(&["-l", "show me colours"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("you> show me colours").await;
+    let screen = tmux.wait_for("y once · t for the whole tree").await;
+    assert!(screen.contains("approve shell"), "{screen}");
+    assert!(screen.contains("awaiting approval"), "{screen}");
+    tmux.keys(&["y"]);
+    tmux.wait_for("│ coloured-out").await;
+    let screen = tmux.wait_for("── run completed ──").await;
+    assert!(screen.contains("all done here"), "{screen}");
+    let output_line = screen.lines().find(|line| line.contains("│ coloured-out")).expect("the output line");
+    assert_eq!(output_line.trim(), "│ coloured-out", "no escape codes as text: {screen}");
+    let styled = tmux.tmux(&["capture-pane", "-p", "-e", "-t", "tui"]).stdout;
+    let styled = String::from_utf8_lossy(&styled);
+    // tmux reports green (ratatui's Color::Green, index 2) in its 256-colour form.
+    assert!(styled.contains("\u{1b}[38;5;2mcoloured-out"), "the output keeps its colour: {styled:?}");
+
+    // A second run waits on its model: Enter steers it, Esc cancels it.
+    tmux.keys(&["-l", "take your time"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("steer (Enter)").await;
+    tmux.keys(&["-l", "also look at the docs"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("you> also look at the docs").await;
+    tmux.keys(&["Escape"]);
+    let screen = tmux.wait_for("── run cancelled ──").await;
+    assert!(screen.contains(" idle "), "{screen}");
+}
