@@ -432,7 +432,14 @@ fn main() -> ExitCode {
     let serving = matches!(command, Command::Serve { .. });
     // A client command says what it has to say itself: its own log lines stay quiet unless RUST_LOG asks.
     use troupe::logging::ProcessKind;
-    troupe::logging::init(if serving { ProcessKind::Daemon } else { ProcessKind::Client });
+    // The TUI owns the terminal: log lines would write over its screen, so it sets up no logging.
+    #[cfg(feature = "tui")]
+    let tui = matches!(command, Command::Tui { .. });
+    #[cfg(not(feature = "tui"))]
+    let tui = false;
+    if !tui {
+        troupe::logging::init(if serving { ProcessKind::Daemon } else { ProcessKind::Client });
+    }
     match dispatch(command) {
         Ok(code) => ExitCode::from(code),
         Err(error) => report(&error),

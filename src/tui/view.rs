@@ -79,7 +79,11 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
         InputMode::Stdin => " stdin for the running command (Enter sends a line, Esc leaves) ",
         InputMode::Feedback => " why reject? (Enter sends) ",
     };
-    let input = Paragraph::new(format!("> {}", app.input)).block(Block::default().borders(Borders::ALL).title(label));
+    let mut block = Block::default().borders(Borders::ALL).title(label);
+    if let Some(notice) = &app.notice {
+        block = block.title_bottom(Line::from(format!(" {notice} ")).right_aligned());
+    }
+    let input = Paragraph::new(format!("> {}", app.input)).block(block);
     frame.render_widget(input, input_area);
     if let Some(chosen) = app.choosing {
         choices(frame, app, chosen, transcript_area);
@@ -174,7 +178,8 @@ pub fn status_line(app: &App) -> String {
         }
         parts.push(format!("{}↑{}↓", app.tokens.0, app.tokens.1));
     }
-    if let Some(notice) = &app.notice {
+    // On the session screen the notice sits under the input line.
+    if let Some(notice) = app.notice.as_ref().filter(|_| app.screen == Screen::Picker) {
         parts.push(notice.clone());
     }
     parts.join(" · ")

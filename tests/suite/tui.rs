@@ -122,6 +122,7 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.wait_for("steer (Enter)").await;
     tmux.keys(&["-l", "also look at the docs"]);
     tmux.keys(&["Enter"]);
+    tmux.wait_for("steer queued").await;
     tmux.wait_for("you> also look at the docs").await;
     tmux.keys(&["Escape"]);
     let screen = tmux.wait_for("── run cancelled ──").await;
