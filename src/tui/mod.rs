@@ -102,11 +102,32 @@ async fn deliver<C: ClientProtocol>(client: &C, app: &mut App, followed: &mut Ve
             }
             app.apply(&event);
         }
+        ClientDelivery::ToolOutputDelta(params) => live_output(app, followed, &params, "byte_offset"),
+        ClientDelivery::ToolOutputSnapshot(params) => live_output(app, followed, &params, "start_offset"),
         ClientDelivery::Disconnected { .. } => app.connected = false,
         ClientDelivery::Reconnected => app.connected = true,
         ClientDelivery::RecoveryFailed { detail, .. } => {
             app.notice = Some(format!("could not resume the session: {}", crate::style::clean(&detail)));
         }
         _ => {}
+    }
+}
+
+/// The bytes of an `events.tool_output_delta` or `_snapshot` (base64 at `offset_key`), shown as they come: the
+/// durable `tool_call_progress` events arrive in 16 KiB pieces only.
+fn live_output(app: &mut App, followed: &[String], params: &serde_json::Value, offset_key: &str) {
+    use base64::Engine as _;
+    let text = |key: &str| params.get(key).and_then(serde_json::Value::as_str);
+    let (Some(session_id), Some(tool_call_id), Some(data)) = (text("session_id"), text("tool_call_id"), text("data"))
+    else {
+        return;
+    };
+    let stream = serde_json::from_value(params.get("stream").cloned().unwrap_or_default());
+    let offset = params.get(offset_key).and_then(serde_json::Value::as_u64);
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data);
+    if let (true, Ok(stream), Some(offset), Ok(bytes)) =
+        (followed.iter().any(|followed| followed == session_id), stream, offset, bytes)
+    {
+        app.tool_output(tool_call_id, stream, offset, &bytes);
     }
 }

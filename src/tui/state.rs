@@ -6,6 +6,7 @@ use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionStatus};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::session::PermissionMode;
+use troupe_protocol::types::tool_output::OutputStream;
 
 use crate::style::clean;
 
@@ -52,6 +53,9 @@ pub enum Entry {
         tool: String,
         resource: String,
         output: String,
+        /// Bytes received per stream (stdout, stderr): live deltas and durable progress overlap, and each byte is
+        /// shown once.
+        received: [u64; 2],
         result: Option<ToolEnd>,
     },
     /// An edit as a diff: removed and added lines.
@@ -228,13 +232,12 @@ impl App {
                     tool: tool.clone(),
                     resource: clean(resource),
                     output: String::new(),
+                    received: [0, 0],
                     result: None,
                 });
             }
-            EventPayload::ToolCallProgress { tool_call_id, text, .. } => {
-                if let Some(Entry::Tool { output, .. }) = self.tool_entry(tool_call_id) {
-                    output.push_str(text);
-                }
+            EventPayload::ToolCallProgress { tool_call_id, stream, offset, text } => {
+                self.tool_output(tool_call_id, *stream, *offset, text.as_bytes());
             }
             EventPayload::ToolCallTerminated { tool_call_id, result } => {
                 self.running_tools.retain(|running| running != tool_call_id);
@@ -268,10 +271,21 @@ impl App {
             .find(|entry| matches!(entry, Entry::Tool { tool_call_id, .. } if tool_call_id == id))
     }
 
-    /// Appends the bytes of a live `events.tool_output_*` notification to its tool call.
-    pub fn tool_output(&mut self, tool_call_id: &str, text: &str) {
-        if let Some(Entry::Tool { output, .. }) = self.tool_entry(tool_call_id) {
-            output.push_str(text);
+    /// Appends output bytes at `offset` of a tool call's stream, skipping what was already shown (a live
+    /// `events.tool_output_*` notification and the durable `tool_call_progress` carry the same bytes).
+    pub fn tool_output(&mut self, tool_call_id: &str, stream: OutputStream, offset: u64, bytes: &[u8]) {
+        let index = match stream {
+            OutputStream::Stdout => 0,
+            OutputStream::Stderr => 1,
+        };
+        if let Some(Entry::Tool { output, received, .. }) = self.tool_entry(tool_call_id) {
+            let end = offset + bytes.len() as u64;
+            if end <= received[index] {
+                return;
+            }
+            let skip = received[index].saturating_sub(offset) as usize;
+            output.push_str(&String::from_utf8_lossy(&bytes[skip..]));
+            received[index] = end;
         }
     }
 }

@@ -190,3 +190,27 @@ fn an_approval_request_shows_a_prompt_until_it_is_answered() {
     ));
     assert!(!draw(&app).0.contains("approve write_file"));
 }
+
+#[test]
+fn live_output_and_durable_progress_show_each_byte_once() {
+    use troupe_protocol::types::tool_output::OutputStream;
+    let mut app = open_app();
+    app.apply(&run_started(2, "count"));
+    app.apply(&event(
+        3,
+        json!({"type": "tool_call_started", "tool_call_id": "t1", "tool": "shell", "arguments": {"command": "seq 3"},
+               "action": "execute", "resource": "seq 3"}),
+    ));
+    app.tool_output("t1", OutputStream::Stdout, 0, b"one\ntw");
+    assert!(draw(&app).0.contains("│ tw"));
+    app.apply(&event(
+        4,
+        json!({"type": "tool_call_progress", "tool_call_id": "t1", "stream": "stdout", "offset": 0,
+               "text": "one\ntwo\nthree\n"}),
+    ));
+    app.tool_output("t1", OutputStream::Stdout, 6, b"o\nthree\n");
+    let (text, _) = draw(&app);
+    assert_eq!(text.matches("│ one").count(), 1, "{text}");
+    assert_eq!(text.matches("│ two").count(), 1, "{text}");
+    assert_eq!(text.matches("│ three").count(), 1, "{text}");
+}
