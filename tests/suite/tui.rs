@@ -1,7 +1,8 @@
 //! The TUI under a real terminal: the built `troupe` binary runs in a detached tmux session (120×40) against a
 //! live daemon; keys go in with `send-keys` and the screen is read back with `capture-pane`, polled under a
 //! timeout. One whole flow: pick the session, switch to `ask`, run, approve a command with `y`, see its coloured
-//! output and the answer, steer a running run, cancel it with Esc.
+//! output and the answer, type a line into a waiting command, steer a running run, cancel it with Esc, quit with
+//! Ctrl-C twice.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -71,6 +72,8 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     let script = json!({"turns": [
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "printf '\\033[32mcoloured-out\\033[0m\\n'"}}]},
         {"text": "all done here"},
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line; echo \"got $line\""}}]},
+        {"text": "it read the line"},
         {"text": "never", "delay_ms": 600000}
     ]});
     connect_script(&client, daemon.data_path(), script).await;
@@ -116,7 +119,20 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     // tmux reports green (ratatui's Color::Green, index 2) in its 256-colour form.
     assert!(styled.contains("\u{1b}[38;5;2mcoloured-out"), "the output keeps its colour: {styled:?}");
 
-    // A second run waits on its model: Enter steers it, Esc cancels it.
+    // A command that waits for a line gets one through the stdin mode (Ctrl-D).
+    tmux.keys(&["-l", "ask me"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("approve shell: ").await;
+    tmux.keys(&["y"]);
+    tmux.wait_for("… running").await;
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("stdin for the running command").await;
+    tmux.keys(&["-l", "hello"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("│ got hello").await;
+    tmux.wait_for("it read the line").await;
+
+    // A third run waits on its model: Enter steers it, Esc cancels it.
     tmux.keys(&["-l", "take your time"]);
     tmux.keys(&["Enter"]);
     tmux.wait_for("steer (Enter)").await;
@@ -127,4 +143,13 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.keys(&["Escape"]);
     let screen = tmux.wait_for("── run cancelled ──").await;
     assert!(screen.contains(" idle "), "{screen}");
+    // Ctrl-C twice quits: the pane's command ends and tmux closes the session.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("Ctrl-C again quits").await;
+    tmux.keys(&["C-c"]);
+    let deadline = Instant::now() + SCREEN_WAIT;
+    while tmux.tmux(&["has-session", "-t", "tui"]).status.success() {
+        assert!(Instant::now() < deadline, "the TUI did not quit: {}", tmux.screen());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
