@@ -153,3 +153,53 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The TUI outlives a daemon restart: it shows `reconnecting…`, dials again, resumes the session from its cursor
+/// (nothing shown twice) and the next run works. Opened by a session prefix given on the command line.
+#[tokio::test]
+async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() {
+    if !tmux_available() {
+        eprintln!("SKIPPED: tmux is not installed (scripts/test installs it); the TUI flow test needs it");
+        return;
+    }
+    let data_dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let session = {
+        let (client, _deliveries) = daemon.client().await;
+        create_session_in(&client, project.path()).await
+    };
+    let tmux = Tmux { socket: format!("troupe-tui-restart-{}", std::process::id()) };
+    let command = format!(
+        "{} tui --url {} --token {} {}",
+        env!("CARGO_BIN_EXE_troupe"),
+        daemon.url,
+        daemon.token,
+        &session.session_id[..8]
+    );
+    let started = tmux.tmux(&["new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", &command]);
+    assert!(started.status.success(), "tmux new-session: {started:?}");
+    tmux.wait_for("prompt (Enter runs)").await;
+    tmux.keys(&["-l", "first words"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("── run completed ──").await;
+
+    let port = daemon.port();
+    daemon.terminate();
+    tmux.wait_for("reconnecting…").await;
+    let _daemon = ChildDaemon::spawn(data_dir.path(), &format!("127.0.0.1:{port}"));
+    tmux.wait_for(" connected · ").await;
+    tmux.keys(&["-l", "second words"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("you> second words").await;
+    let deadline = Instant::now() + SCREEN_WAIT;
+    let screen = loop {
+        let screen = tmux.screen();
+        if screen.matches("── run completed ──").count() == 2 {
+            break screen;
+        }
+        assert!(Instant::now() < deadline, "the second run never completed: {screen}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(screen.matches("you> first words").count(), 1, "nothing is shown twice: {screen}");
+}
