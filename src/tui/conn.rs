@@ -31,19 +31,19 @@ pub async fn refresh<C: ClientProtocol>(client: &C, app: &mut App) -> anyhow::Re
         } else {
             Vec::new()
         };
-        let activity = root.last_activity_at.clone();
         rows.push(PickerRow {
             session_id: root.session_id,
             title: root.title,
             status: root.status,
-            last_activity_at: activity.clone(),
+            last_activity_at: root.last_activity_at,
             depth: 0,
         });
         rows.extend(children.into_iter().map(|child| PickerRow {
             session_id: child.session_id,
             title: child.title.or(Some(format!("({})", child.agent))),
             status: child.status,
-            last_activity_at: activity.clone(),
+            // `session.children` does not say when a child was last active.
+            last_activity_at: String::new(),
             depth: 1,
         }));
     }

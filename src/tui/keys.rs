@@ -91,6 +91,10 @@ fn choice_key(app: &mut App, key: KeyEvent) -> Option<Action> {
 fn approval_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     match key.code {
         KeyCode::Char('y') => Some(Action::Approve { decision: ApprovalDecision::ApproveOnce, feedback: None }),
+        KeyCode::Char('t') if app.pending_approval().is_some_and(|approval| !approval.constraints.allow_tree_grant) => {
+            app.notice = Some("this approval cannot be granted for the whole tree; y or n".to_owned());
+            None
+        }
         KeyCode::Char('t') => Some(Action::Approve { decision: ApprovalDecision::ApproveTree, feedback: None }),
         KeyCode::Char('n') => {
             app.input_mode = InputMode::Feedback;

@@ -91,6 +91,7 @@ fn the_picker_lists_roots_with_their_children() {
     assert!(text.contains("0198aaaa  running"), "{text}");
     assert!(text.contains("fix the tests"), "{text}");
     assert!(text.contains("└ 0198bbbb  idle"), "{text}");
+    assert!(text.contains("(explorer)"), "{text}");
     assert!(text.contains("ws://daemon/ws connected"), "{text}");
 }
 
@@ -213,4 +214,24 @@ fn live_output_and_durable_progress_show_each_byte_once() {
     assert_eq!(text.matches("│ one").count(), 1, "{text}");
     assert_eq!(text.matches("│ two").count(), 1, "{text}");
     assert_eq!(text.matches("│ three").count(), 1, "{text}");
+}
+
+#[test]
+fn the_model_picker_lists_agents_with_their_models_and_the_pick_shows_in_the_status_line() {
+    use troupe_protocol::types::common::RunSelection;
+    let mut app = open_app();
+    let choice = |agent: &str, model: &str| -> RunSelection {
+        serde_json::from_value(json!({"agent": agent, "model": {"model": model, "variant": null}})).unwrap()
+    };
+    app.choices = vec![choice("coder", "local/scripted"), choice("reviewer", "openai/gpt-4o")];
+    app.choosing = Some(1);
+    let (text, _) = draw(&app);
+    assert!(text.contains("agent · model for the next run"), "{text}");
+    assert!(text.contains("coder · local/scripted"), "{text}");
+    assert!(text.contains("reviewer · openai/gpt-4o"), "{text}");
+    let enter = crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Enter);
+    assert_eq!(super::keys::handle_key(&mut app, enter), None);
+    let (text, _) = draw(&app);
+    assert!(!text.contains("agent · model for the next run"), "{text}");
+    assert!(text.contains("reviewer/openai/gpt-4o"), "{text}");
 }
