@@ -21,12 +21,16 @@ mod tests;
 use std::time::Duration;
 
 use crossterm::event::{Event, KeyEventKind};
+use futures::FutureExt as _;
 use troupe_protocol::client::{ClientDelivery, ClientOptions, ClientProtocol, DeliveryStream, ReconnectPolicy};
 use troupe_protocol::types::events::EventPayload;
 
 use crate::commands::{Connected, Connection};
 use keys::Action;
 use state::{App, Screen};
+
+/// At most this many deliveries already waiting are applied between two frames.
+const DELIVERIES_PER_FRAME: usize = 1000;
 
 /// How often the picker re-reads the session list.
 const PICKER_REFRESH: Duration = Duration::from_secs(2);
@@ -63,10 +67,18 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
         while !app.quit {
             terminal.draw(|frame| view::draw(frame, &app))?;
             tokio::select! {
-                delivery = deliveries.next() => match delivery {
-                    Some(delivery) => deliver(&client, &mut app, &mut followed, delivery).await,
-                    None => anyhow::bail!("the connection to the daemon ended"),
-                },
+                delivery = deliveries.next() => {
+                    let Some(delivery) = delivery else { anyhow::bail!("the connection to the daemon ended") };
+                    deliver(&client, &mut app, &mut followed, delivery).await;
+                    // What is already there is taken before the next frame: a long replay is drawn once per
+                    // batch, not once per event.
+                    for _ in 0..DELIVERIES_PER_FRAME {
+                        match deliveries.next().now_or_never() {
+                            Some(Some(delivery)) => deliver(&client, &mut app, &mut followed, delivery).await,
+                            _ => break,
+                        }
+                    }
+                }
                 Some(event) = keys_rx.recv() => {
                     if let Event::Key(key) = event
                         && key.kind != KeyEventKind::Release
