@@ -235,3 +235,32 @@ fn the_model_picker_lists_agents_with_their_models_and_the_pick_shows_in_the_sta
     assert!(!text.contains("agent · model for the next run"), "{text}");
     assert!(text.contains("reviewer/openai/gpt-4o"), "{text}");
 }
+
+#[test]
+fn n_asks_for_feedback_and_enter_rejects_with_it() {
+    use super::keys::{Action, handle_key};
+    use crossterm::event::{KeyCode, KeyEvent};
+    use troupe_protocol::types::approval::ApprovalDecision;
+    let mut app = open_app();
+    app.apply(&run_started(2, "write it"));
+    let approval = json!({
+        "session_id": SESSION, "run_id": "run-1", "tool_call_id": "t1", "approval_id": "ap1", "revision": 1,
+        "status": "pending",
+        "operation": {"tool": "shell", "action": "execute", "resource": "rm -rf x", "summary": "run rm -rf x"},
+        "operation_fingerprint": "f", "decision": null, "feedback": null, "answered_by": null,
+        "constraints": {"allow_once": true, "allow_tree_grant": false, "cancellable": true, "expires_at": null},
+        "created_at": "2026-01-01T00:00:00Z", "decided_at": null
+    });
+    app.apply(&event(3, json!({"type": "approval_requested", "approval": approval})));
+    let key = |code| KeyEvent::from(code);
+    assert_eq!(handle_key(&mut app, key(KeyCode::Char('t'))), None, "no tree grant for this one");
+    assert_eq!(handle_key(&mut app, key(KeyCode::Char('n'))), None);
+    assert!(draw(&app).0.contains("why reject?"));
+    for c in "not that".chars() {
+        assert_eq!(handle_key(&mut app, key(KeyCode::Char(c))), None);
+    }
+    assert_eq!(
+        handle_key(&mut app, key(KeyCode::Enter)),
+        Some(Action::Approve { decision: ApprovalDecision::Reject, feedback: Some("not that".to_owned()) })
+    );
+}
