@@ -15,7 +15,7 @@ pub(crate) use crate::connection::Connected;
 pub use crate::connection::Connection;
 use crate::output::{Output, emit, line};
 use crate::selection::{SelectionFlags, SessionSelections};
-use crate::style::{Style, clean, relative_time, short_id};
+use crate::style::{Style, clean, id_prefix, relative_time, short_id, unique_prefix_len};
 
 /// `troupe sessions`: root sessions, most recently active first: one line each (short id, status, last activity,
 /// title, cwd), or with `--json` the daemon's whole records.
@@ -29,10 +29,11 @@ pub async fn sessions(connection: &Connection, cwd: Option<String>, all: bool, o
         line("no sessions (start one with `troupe run \"TEXT\"`)");
     } else {
         let style = Style::stdout();
+        let id_len = unique_prefix_len(result.sessions.iter().map(|session| session.session_id.as_str()));
         for session in &result.sessions {
             // Only `--all` lists archived sessions; they are marked at the end of their line.
             let archived = if session.archived { format!("  {}", style.dim("[archived]")) } else { String::new() };
-            line(&format!("{}{archived}", session_line(session, style)));
+            line(&format!("{}{archived}", session_line_with(session, style, id_len)));
         }
     }
     Ok(())
@@ -40,11 +41,16 @@ pub async fn sessions(connection: &Connection, cwd: Option<String>, all: bool, o
 
 /// One line for a session: `0193a1b2  idle     5 min ago  Fix the parser  ~/src/app`.
 pub fn session_line(session: &SessionMeta, style: Style) -> String {
+    session_line_with(session, style, short_id(&session.session_id).len())
+}
+
+/// [`session_line`] with the id cut to `id_len` characters, so that every id of a listing is unique.
+fn session_line_with(session: &SessionMeta, style: Style, id_len: usize) -> String {
     let status = format!("{:?}", session.status).to_lowercase();
     let title = session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
     format!(
         "{}  {:<9} {:<12} {}  {}",
-        style.bold(short_id(&session.session_id)),
+        style.bold(id_prefix(&session.session_id, id_len)),
         status,
         relative_time(&session.last_activity_at),
         title,

@@ -9,6 +9,25 @@ pub fn short_id(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
+/// How many leading characters tell each of `ids` apart from the others, at least 8 (git's abbreviated hashes,
+/// for ids). Ids are UUIDv7, whose first 12 hex digits are the creation time in milliseconds, so two sessions
+/// created within the same minute share their first 8 characters: a listing must print longer prefixes then.
+pub fn unique_prefix_len<'a>(ids: impl IntoIterator<Item = &'a str>) -> usize {
+    let mut ids: Vec<&str> = ids.into_iter().collect();
+    ids.sort_unstable();
+    let longest_shared = ids
+        .windows(2)
+        .map(|pair| pair[0].bytes().zip(pair[1].bytes()).take_while(|(a, b)| a == b).count())
+        .max()
+        .unwrap_or(0);
+    (longest_shared + 1).max(8)
+}
+
+/// The first `len` characters of `id` (all of it when shorter).
+pub fn id_prefix(id: &str, len: usize) -> &str {
+    id.get(..len).unwrap_or(id)
+}
+
 /// Untrusted text made safe to print: escape sequences, control and bidi characters removed, newlines and tabs
 /// kept. A model or a command could otherwise clear the screen, retitle the terminal or hide text.
 pub fn clean(untrusted: &str) -> String {
@@ -98,6 +117,15 @@ fn colors_wanted(is_terminal: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_ids_are_cut_where_they_differ() {
+        let ids = ["01937a1b-0001-7aaa-8000-000000000001", "01937a1b-0002-7bbb-8000-000000000002", "0200"];
+        assert_eq!(unique_prefix_len(ids), 13);
+        assert_eq!(id_prefix(ids[0], 13), "01937a1b-0001");
+        assert_eq!(unique_prefix_len(["01937a1b-x", "01947a1b-x"]), 8);
+        assert_eq!(unique_prefix_len([]), 8);
+    }
 
     #[test]
     fn ages_read_like_a_person_says_them() {
