@@ -115,9 +115,7 @@ pub async fn mode(connection: &Connection, session: String, mode: PermissionMode
     client.session_set_permission_mode(params).await.map_err(explained)?;
     client.close().await;
     let json = serde_json::json!({"session_id": session_id, "mode": mode});
-    emit(out, &json, || {
-        format!("mode {} for the tree of session {}", json["mode"].as_str().unwrap_or("?"), short_id(&session_id))
-    })
+    emit(out, &json, || format!("mode {} for the tree of session {session_id}", json["mode"].as_str().unwrap_or("?")))
 }
 
 /// What `troupe connect` sends.

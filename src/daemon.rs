@@ -70,6 +70,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     crate::logging::log_config(&data_dir, &config);
     let token = load_or_create_token(&data_dir)?;
     let listen = options.listen.unwrap_or(config.listen);
+    check_address_free(listen)?;
     let hibernate_after = options.hibernate_after.unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));
     let session_threads = options
         .session_threads
@@ -123,6 +124,21 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         gateway,
         _lock: lock,
     })
+}
+
+/// Refuses at once, in words, an address another program holds, before the engine starts: failing the bind
+/// after it would leave its actors to be torn down with the runtime. Port 0 (any free port) is always free.
+fn check_address_free(listen: SocketAddr) -> anyhow::Result<()> {
+    if listen.port() == 0 {
+        return Ok(());
+    }
+    match std::net::TcpListener::bind(listen) {
+        Ok(_probe) => Ok(()),
+        Err(error) => Err(anyhow::anyhow!(
+            "cannot listen on {listen}: {error}\n  hint: another program (another troupe daemon?) holds that address; \
+             choose another with `troupe serve --listen ADDRESS` or `listen` in config.toml"
+        )),
+    }
 }
 
 /// Builds the sandbox of tool processes, says at start what it enforces, and kills the process groups a previous

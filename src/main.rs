@@ -31,11 +31,11 @@ struct Cli {
 /// Printed after `troupe run --help`.
 const SELECTION_HELP: &str = "Which model runs (first that applies):
   1. --model PROVIDER/MODEL
-  2. the agent's chain: the first model of --agent, else of the session's agent (run --session), else of `default`
-  3. the session's last selection
-  4. the session's creation selection
-A model whose provider is not connected is refused before anything is created.
-
+  2. --agent NAME: the first model of its chain whose provider can run (the run falls back along the chain)
+  3. the session's last selection (run --session, continue)
+  4. the session's creation selection (troupe create --model)
+  5. for a new session, the `default` agent's chain
+A selection none of whose models can run is refused before anything is created.
 Exit codes: 0 completed, 1 failed, 130 cancelled.";
 
 /// Printed after `troupe exec --help`.

@@ -8,6 +8,7 @@
 use anyhow::anyhow;
 use troupe_protocol::client::{ClientDelivery, ClientOptions, ClientProtocol, DeliveryStream};
 use troupe_protocol::types::approval::ApprovalRecord;
+use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams};
 use troupe_protocol::types::session::{
@@ -23,7 +24,7 @@ use crate::render::{Printer, describe_event, is_run_end};
 use crate::selection::{SelectionFlags, SessionSelections};
 use crate::session_scan::scan;
 use crate::spinner::Spinner;
-use crate::style::{clean, short_id};
+use crate::style::clean;
 
 /// How a followed run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,13 +75,13 @@ pub async fn run(connection: &Connection, request: RunRequest) -> anyhow::Result
     require_text(&request.input, "the run's input", "`troupe run \"make the tests pass\"`")?;
     exit_when_stdout_closes();
     let Connected { client, mut deliveries } = connection.open(ClientOptions::default()).await?;
-    let (session_id, selection) = match &request.session {
+    let (session_id, selection, created_here) = match &request.session {
         Some(given) => {
             let session_id = crate::session_ref::resolve_session_id(&client, given).await?;
             // Reading the session subscribes to it: its later events arrive live.
             let facts = scan(&client, &mut deliveries, &session_id).await?;
             let known = SessionSelections::of(&facts.session, facts.last_selection.clone());
-            (session_id, crate::selection::resolve(&client, &request.flags, &known).await?)
+            (session_id, crate::selection::resolve(&client, &request.flags, &known).await?, false)
         }
         None => {
             let cwd = absolute_cwd(request.cwd.clone())?;
@@ -91,12 +92,9 @@ pub async fn run(connection: &Connection, request: RunRequest) -> anyhow::Result
                 let params = SetPermissionModeParams { session_id: created.session_id.clone(), mode };
                 client.session_set_permission_mode(params).await.map_err(explained)?;
             }
-            if matches!(request.shown, Shown::Follow(Output::Human)) {
-                eprintln!("created session {}", short_id(&created.session_id));
-            }
             // Followed from its end: the history is not this command's business.
             client.subscribe(&created.session_id, Some(created.last_event_seq)).await.map_err(explained)?;
-            (created.session_id, selection)
+            (created.session_id, selection, true)
         }
     };
     let params = RunStartParams {
@@ -106,11 +104,24 @@ pub async fn run(connection: &Connection, request: RunRequest) -> anyhow::Result
         input: request.input.clone(),
         reset_fallback: false,
     };
-    let run_id = client.run_start(params).await.map_err(explained)?.run_id;
+    let run_id = match client.run_start(params).await {
+        Ok(started) => started.run_id,
+        Err(error) => {
+            if created_here {
+                // The daemon refused the input (an unknown `/skill`, say): the session made for it holds nothing,
+                // so it goes too, and `troupe continue` does not pick an empty session.
+                let _ = client.session_delete(SessionIdParams { session_id: session_id.clone() }).await;
+            }
+            return Err(explained(error));
+        }
+    };
     if matches!(request.shown, Shown::Follow(Output::Human)) {
+        if created_here {
+            eprintln!("created session {session_id}");
+        }
         eprintln!(
-            "steer it with `troupe steer {run_id} TEXT` (or --session {}), stop it with `troupe cancel {run_id}`",
-            short_id(&session_id)
+            "steer it with `troupe steer {run_id} TEXT` (or --session {session_id}), stop it with `troupe cancel \
+             {run_id}`"
         );
     }
     let end = follow_run(&client, &mut deliveries, &run_id, request.shown).await;

@@ -229,11 +229,7 @@ async fn read_until<D: DeliveryStream>(
 /// The runs as a table, oldest first, the active one marked; a hint on how to act on it.
 pub fn render_runs(session_id: &str, runs: &[RunSummary], style: Style) -> String {
     if runs.is_empty() {
-        return format!(
-            "no runs in session {}\n  start one with `troupe run --session {} TEXT`\n",
-            crate::style::short_id(session_id),
-            crate::style::short_id(session_id)
-        );
+        return format!("no runs in session {session_id}\n  start one with `troupe run --session {session_id} TEXT`\n");
     }
     let mut rows = vec![["RUN", "STATE", "AGENT", "MODEL", "STARTED", "INPUT"].map(str::to_owned).to_vec()];
     for run in runs {

@@ -1,13 +1,15 @@
-//! Which agent and model a run or a new session uses, decided by the CLI before anything is created:
+//! Which agent and model a run or a new session uses, decided by the CLI before anything is created. The
+//! first that applies:
 //!
-//! 1. `--model`;
-//! 2. the agent's chain: the first model of the agent (`--agent`, else the session's agent, else `default`) in
-//!    the daemon's runtime snapshot;
+//! 1. `--model` (with `--agent`, else the session's agent, else `default`);
+//! 2. `--agent`: the first model of its chain whose provider is usable (a run falls back along the chain, so
+//!    an unconnected first choice is skipped, not refused);
 //! 3. the session's last selection (its latest `run_started`);
-//! 4. the session's creation selection.
+//! 4. the session's creation selection (`troupe create --model`);
+//! 5. for a new session, the `default` agent's chain, as in 2.
 //!
-//! A model whose provider is not connected is refused here, with the `troupe connect` command that fixes it,
-//! so a failed attempt never leaves an empty session behind. Nothing is filled in silently.
+//! A selection no model of which can run is refused here, with the `troupe connect` command that fixes it, so a
+//! failed attempt never leaves an empty session behind. Nothing is filled in silently.
 
 use anyhow::bail;
 use troupe_protocol::client::ClientProtocol;
@@ -54,6 +56,14 @@ pub fn decide(
     session: &SessionSelections,
 ) -> anyhow::Result<RunSelection> {
     let known = session.last.as_ref().or(session.creation.as_ref());
+    // The session's own choice, as long as it can still run; else its agent's chain decides.
+    if flags.agent.is_none()
+        && flags.model.is_none()
+        && let Some(known) = known
+        && check_model(snapshot, &known.model.model).is_ok()
+    {
+        return Ok(known.clone());
+    }
     let agent_name = flags
         .agent
         .clone()
@@ -67,18 +77,28 @@ pub fn decide(
             names.join(", ")
         );
     };
-    let model = match (&flags.model, agent.models.first()) {
-        (Some(model), _) => ModelSelection { model: model.clone(), variant: None },
-        (None, Some(first)) => first.clone(),
-        (None, None) => match session.last.as_ref().or(session.creation.as_ref()) {
-            Some(selection) => selection.model.clone(),
+    let model = if let Some(model) = &flags.model {
+        let model = ModelSelection { model: model.clone(), variant: None };
+        check_model(snapshot, &model.model)?;
+        model
+    } else if let Some(usable) = agent.models.iter().find(|model| check_model(snapshot, &model.model).is_ok()) {
+        usable.clone()
+    } else if let Some(first) = agent.models.first() {
+        // Nothing in the chain can run: say why the first choice cannot.
+        check_model(snapshot, &first.model)?;
+        first.clone()
+    } else {
+        match known {
+            Some(selection) => {
+                check_model(snapshot, &selection.model.model)?;
+                selection.model.clone()
+            }
             None => bail!(
                 "agent {agent_name:?} has no models\n  hint: choose one with --model PROVIDER/MODEL, or give the \
                  agent `models = [...]` in config.toml"
             ),
-        },
+        }
     };
-    check_model(snapshot, &model.model)?;
     Ok(RunSelection { agent: agent_name, model, preset: None })
 }
 
@@ -159,6 +179,31 @@ mod tests {
         assert_eq!(chosen, selection("bare", "local/scripted"), "the last selection, for an agent without a chain");
         let session = SessionSelections { last: None, creation: Some(selection("bare", "local/scripted")) };
         assert_eq!(decide(&snapshot, &flags(None, None), &session).unwrap(), selection("bare", "local/scripted"));
+        let session = SessionSelections { last: None, creation: Some(selection("default", "local/scripted")) };
+        let chosen = decide(&snapshot, &flags(None, None), &session).unwrap();
+        assert_eq!(chosen, selection("default", "local/scripted"), "troupe create --model is kept by later runs");
+        let chosen = decide(&snapshot, &flags(Some("coder"), None), &session).unwrap();
+        assert_eq!(chosen, selection("coder", "local/scripted"), "--agent names its chain");
+    }
+
+    #[test]
+    fn an_unconnected_first_choice_falls_back_along_the_chain() {
+        let mut snapshot = snapshot();
+        snapshot.agents.push(AgentInfo {
+            agent: "remote".into(),
+            description: String::new(),
+            mode: AgentMode::Primary,
+            models: vec![
+                ModelSelection { model: "openai/gpt-4o".into(), variant: None },
+                ModelSelection { model: "local/echo".into(), variant: None },
+            ],
+        });
+        let none = SessionSelections::default();
+        let chosen = decide(&snapshot, &flags(Some("remote"), None), &none).unwrap();
+        assert_eq!(chosen, selection("remote", "local/echo"));
+        let stale = SessionSelections { last: Some(selection("remote", "openai/gpt-4o")), creation: None };
+        let chosen = decide(&snapshot, &flags(None, None), &stale).unwrap();
+        assert_eq!(chosen, selection("remote", "local/echo"), "a session whose model cannot run follows its chain");
     }
 
     #[test]

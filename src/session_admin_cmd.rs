@@ -17,7 +17,7 @@ use crate::client_args::ClientArgs;
 use crate::commands::{Connected, Connection};
 use crate::output::line;
 use crate::session_ref::resolve_session_id;
-use crate::style::{Style, clean, short_id};
+use crate::style::{Style, clean};
 
 /// The commands that put sessions away.
 #[derive(clap::Subcommand, Debug)]
@@ -122,7 +122,7 @@ async fn archive(connection: &Connection, given: &str, archived: bool, json: boo
         return Ok(());
     }
     let session = &result.session;
-    let id = Style::stdout().bold(short_id(&session.session_id));
+    let id = Style::stdout().bold(&session.session_id);
     if archived {
         line(&format!("archived {id}  {}  (`troupe sessions --all` shows it)", title_of(session)));
     } else {
@@ -151,7 +151,7 @@ fn confirm(session: &SessionMeta, below: usize) -> anyhow::Result<bool> {
     write!(
         stderr,
         "Delete session {} {}{also}? This cannot be undone. [y/N] ",
-        short_id(&session.session_id),
+        &session.session_id,
         title_of(session)
     )?;
     stderr.flush()?;

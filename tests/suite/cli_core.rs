@@ -456,3 +456,40 @@ async fn connect_allow_insecure_http_reaches_a_plain_http_server_off_loopback_wi
     );
     assert!(connected.stderr.starts_with("warning: --allow-insecure-http"), "{connected:?}");
 }
+
+/// Found by trying the CLI: `create --model` was ignored by later runs, an agent whose first model's provider is
+/// not connected was refused although its chain goes on, and an input the daemon refused left an empty session.
+#[tokio::test]
+async fn the_session_keeps_its_model_chains_fall_back_and_a_refused_input_leaves_no_session() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[agents.remote]\nmodels = [\"openai/gpt-4o\", \"local/echo\"]\n".to_owned()),
+        ..DaemonSetup::default()
+    });
+    let (client, _deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "one"}, {"text": "two"}]})).await;
+
+    let session = troupe_here(&daemon, &["create", "--model", "local/scripted"]).await.ok().trim().to_owned();
+    let run = troupe_here(&daemon, &["run", "--session", &session, "hi"]).await.ok();
+    assert_eq!(started_with(&run).as_deref(), Some("default, local/scripted"), "{run}");
+
+    let run = troupe_here(&daemon, &["run", "--agent", "remote", "hi"]).await.ok();
+    assert_eq!(started_with(&run).as_deref(), Some("remote, local/echo"), "{run}");
+    let before = session_ids(&daemon).await.len();
+
+    let said = troupe_here(&daemon, &["run", "/nosuch x"]).await.refused();
+    assert!(said.contains("nosuch"), "{said}");
+    assert_eq!(session_ids(&daemon).await.len(), before, "the refused run's session is gone");
+}
+
+/// Found by trying the CLI: `troupe serve` on an address another daemon holds panicked ("there is no reactor
+/// running") before its error. Now: one error, a hint naming --listen, no panic, exit 1.
+#[tokio::test]
+async fn serve_on_a_taken_address_says_so_in_words_without_a_panic() {
+    let daemon = TestDaemon::start();
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let mut command = troupe_command(&daemon, &["serve", "--listen", &daemon.addr.to_string()]);
+    command.arg("--data-dir").arg(data_dir.path()).env("RUST_BACKTRACE", "1").env("RUST_LOG", "warn");
+    let said = finish(command, WAIT).await.refused();
+    assert!(said.contains("cannot listen on") && said.contains("--listen"), "{said}");
+    assert!(!said.contains("panicked") && !said.contains("stack backtrace"), "{said}");
+}
