@@ -20,6 +20,8 @@ use crate::style::{Style, clean, id_prefix, relative_time, short_id, unique_pref
 /// `troupe sessions`: root sessions, most recently active first: one line each (short id, status, last activity,
 /// title, cwd), or with `--json` the daemon's whole records.
 pub async fn sessions(connection: &Connection, cwd: Option<String>, all: bool, out: Output) -> anyhow::Result<()> {
+    // `--cwd .` means this directory: resolved here, since the daemon's own directory is another one.
+    let cwd = cwd.map(|cwd| absolute_cwd(Some(cwd))).transpose()?;
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let result = client.session_list(SessionListParams { cwd, include_archived: all }).await.map_err(explained)?;
     client.close().await;
@@ -49,7 +51,7 @@ fn session_line_with(session: &SessionMeta, style: Style, id_len: usize) -> Stri
     let status = format!("{:?}", session.status).to_lowercase();
     let title = session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
     format!(
-        "{}  {:<9} {:<12} {}  {}",
+        "{}  {:<11} {:<12} {}  {}",
         style.bold(id_prefix(&session.session_id, id_len)),
         status,
         relative_time(&session.last_activity_at),

@@ -118,6 +118,15 @@ impl Connection {
         options: ClientOptions,
     ) -> anyhow::Result<(Client, troupe_protocol::client::Deliveries)> {
         let url = self.url();
+        if let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) {
+            let scheme = if url.starts_with("https") { "wss" } else { "ws" };
+            let path = if rest.ends_with("/ws") { "" } else { "/ws" };
+            anyhow::bail!(
+                "{url} is a web address, not the daemon's WebSocket\n  hint: use --url (TROUPE_URL) \
+                 {scheme}://{}{path}",
+                rest.trim_end_matches('/')
+            );
+        }
         let (token, token_file) = self.token()?;
         Client::connect_websocket(&url, &token, options).await.map_err(|error| {
             let said = crate::style::clean(&error.to_string());

@@ -493,3 +493,23 @@ async fn serve_on_a_taken_address_says_so_in_words_without_a_panic() {
     assert!(said.contains("cannot listen on") && said.contains("--listen"), "{said}");
     assert!(!said.contains("panicked") && !said.contains("stack backtrace"), "{said}");
 }
+
+/// Found by trying the CLI: `sessions --cwd .` was resolved in the daemon's directory, and an `http://` URL got no
+/// hint that the daemon speaks WebSocket.
+#[tokio::test]
+async fn sessions_cwd_dot_is_this_directory_and_an_http_url_is_corrected() {
+    let daemon = TestDaemon::start();
+    troupe_here(&daemon, &["run", "here"]).await.ok();
+    let listed = troupe_here(&daemon, &["sessions", "--cwd", ".", "--json"]).await.ok();
+    let sessions: Vec<Value> = serde_json::from_str(&listed).expect("JSON");
+    assert_eq!(sessions.len(), 1, "{listed}");
+    let mut elsewhere = troupe_command(&daemon, &["sessions", "--cwd", ".", "--json"]);
+    elsewhere.current_dir(std::env::temp_dir());
+    let listed = finish(elsewhere, WAIT).await.ok();
+    assert_eq!(serde_json::from_str::<Vec<Value>>(&listed).expect("JSON").len(), 0, "{listed}");
+
+    let mut command = troupe_command(&daemon, &["sessions"]);
+    command.env("TROUPE_URL", format!("http://{}", daemon.addr));
+    let said = finish(command, WAIT).await.refused();
+    assert!(said.contains(&format!("ws://{}/ws", daemon.addr)), "{said}");
+}
