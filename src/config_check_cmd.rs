@@ -16,12 +16,6 @@ use troupe_runtime::data_dir::DataDir;
 use crate::inspect_cmd::emit;
 use crate::style::{Style, relative_time};
 
-/// The problems of the data dir's configuration (`config.toml` and `providers.json`), as the daemon sees them at
-/// start: errors it refuses to start with, warnings such as agents naming unknown providers or models.
-pub fn config_problems(data_dir: &DataDir) -> Vec<ConfigProblem> {
-    check_config(data_dir)
-}
-
 /// A problem in `--json`.
 pub fn problem_json(problem: &ConfigProblem) -> serde_json::Value {
     serde_json::json!({
@@ -141,7 +135,7 @@ pub fn check(data_dir: Option<PathBuf>, json: bool) -> anyhow::Result<bool> {
     let data_dir = DataDir::resolve(data_dir)?;
     let config = data_dir.config_path();
     let exists = config.is_file();
-    let problems = config_problems(&data_dir);
+    let problems = check_config(&data_dir);
     let (note, restart_needed) = restart_note(&data_dir);
     let has_errors = problems.iter().any(|problem| problem.severity == ProblemSeverity::Error);
     if json {
@@ -200,9 +194,9 @@ mod tests {
     fn a_syntax_error_names_the_file_line_and_column() {
         let dir = tempfile::tempdir().unwrap();
         let data_dir = DataDir::new(dir.path().to_path_buf());
-        assert!(config_problems(&data_dir).is_empty(), "a missing file is every default");
+        assert!(check_config(&data_dir).is_empty(), "a missing file is every default");
         std::fs::write(data_dir.config_path(), "listen = \"127.0.0.1:1\"\n[limits]\nmax_in_flihgt = 3\n").unwrap();
-        let problems = config_problems(&data_dir);
+        let problems = check_config(&data_dir);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].location.ends_with("config.toml:3:1"), "{problems:?}");
         assert!(problems[0].message.contains("max_in_flihgt"), "{problems:?}");

@@ -15,7 +15,7 @@ use troupe_runtime::data_dir::DataDir;
 
 use crate::cli_errors::explained;
 use crate::client_args::ClientArgs;
-use crate::config_check_cmd::{config_problems, problem_json, render_problems, restart_note};
+use crate::config_check_cmd::{problem_json, render_problems, restart_note};
 use crate::inspect_cmd::{closed_pipe_is_success, emit, emit_json};
 use crate::style::Style;
 
@@ -84,7 +84,7 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
     let data_dir = DataDir::resolve(args.data_dir.clone())?;
     let token_file = data_dir.token_path();
     let reached = reach(&connection).await;
-    let problems = config_problems(&data_dir);
+    let problems = troupe_runtime::config::check_config(&data_dir);
     let (note, restart_needed) = restart_note(&data_dir);
     if json {
         let mut value = serde_json::json!({
