@@ -12,7 +12,7 @@ use troupe_protocol::types::session::SessionListParams;
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
-use crate::inspect_cmd::{emit, emit_json, first_line, table};
+use crate::inspect_cmd::{emit, emit_json, first_line, header_table};
 use crate::session_ref::resolve_session_id;
 use crate::style::{Style, clean, relative_time, short_id};
 
@@ -81,11 +81,7 @@ pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, style: Style
             first_line(&record.operation.summary, 80),
         ]);
     }
-    let mut text = String::new();
-    for (index, line) in table(&rows, &[]).lines().enumerate() {
-        text.push_str(&if index == 0 { style.bold(line) } else { line.to_owned() });
-        text.push('\n');
-    }
+    let mut text = header_table(&rows, style);
     for record in pending {
         let resource = first_line(&record.operation.resource, 100);
         text.push_str(&style.dim(&format!(

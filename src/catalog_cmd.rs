@@ -18,7 +18,7 @@ use troupe_runtime::provider_store::ProviderStore;
 use crate::cli_errors::explained;
 use crate::client_args::ClientArgs;
 use crate::commands::Connected;
-use crate::inspect_cmd::{emit, emit_json, first_line, table};
+use crate::inspect_cmd::{emit, emit_json, first_line, header_table};
 use crate::style::{Style, clean};
 
 /// Which list to print.
@@ -91,15 +91,6 @@ fn local_endpoints(args: &ClientArgs, providers: &[ProviderInfo]) -> BTreeMap<St
     endpoints
 }
 
-fn header_and_rows(rows: &[Vec<String>], style: Style) -> String {
-    let mut text = String::new();
-    for (index, line) in table(rows, &[]).lines().enumerate() {
-        text.push_str(&if index == 0 { style.bold(line) } else { line.to_owned() });
-        text.push('\n');
-    }
-    text
-}
-
 /// `troupe models`: model, provider, connected, context window, name.
 pub fn render_models(snapshot: &RuntimeSnapshot, style: Style) -> String {
     if snapshot.models.is_empty() {
@@ -118,7 +109,7 @@ pub fn render_models(snapshot: &RuntimeSnapshot, style: Style) -> String {
             first_line(&model.name, 60),
         ]);
     }
-    let mut text = header_and_rows(&rows, style);
+    let mut text = header_table(&rows, style);
     if snapshot.models.iter().any(|model| !connected.get(model.provider_id.as_str()).copied().unwrap_or(false)) {
         text.push_str("a model of a provider that is not connected cannot run: `troupe connect PROVIDER`\n");
     }
@@ -145,7 +136,7 @@ pub fn render_agents(agents: &[AgentInfo], style: Style) -> String {
             first_line(&agent.description, 80),
         ]);
     }
-    header_and_rows(&rows, style)
+    header_table(&rows, style)
 }
 
 /// `troupe providers`: provider, kind, connected (and how), base URL.
@@ -170,7 +161,7 @@ pub fn render_providers(providers: &[ProviderInfo], endpoints: &BTreeMap<String,
         };
         rows.push(vec![clean(&provider.provider_id), kind.to_owned(), connected.to_owned(), endpoint]);
     }
-    let mut text = header_and_rows(&rows, style);
+    let mut text = header_table(&rows, style);
     if providers.iter().any(|provider| !provider.connected) {
         text.push_str(
             "connect one with `troupe connect PROVIDER` (e.g. `troupe connect openai --api-key-env OPENAI_API_KEY`)\n",

@@ -141,9 +141,19 @@ pub fn first_line(untrusted: &str, max: usize) -> String {
     }
 }
 
-/// Rows of cells as aligned columns (two spaces apart), the last column unpadded. Widths count characters, and
-/// colour is applied by the caller after padding, through `paint` (one per column), so escapes never skew them.
-pub fn table(rows: &[Vec<String>], paint: &[&dyn Fn(&str) -> String]) -> String {
+/// [`table`] with its first row (the column names) in bold.
+pub fn header_table(rows: &[Vec<String>], style: crate::style::Style) -> String {
+    let mut text = String::new();
+    for (index, line) in table(rows).lines().enumerate() {
+        text.push_str(&if index == 0 { style.bold(line) } else { line.to_owned() });
+        text.push('\n');
+    }
+    text
+}
+
+/// Rows of cells as aligned columns (two spaces apart), the last column unpadded. Widths count characters; colour
+/// is applied by the caller to whole lines afterwards, so escapes never skew them.
+pub fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|column| rows.iter().filter_map(|row| row.get(column)).map(|cell| cell.chars().count()).max().unwrap_or(0))
@@ -158,10 +168,7 @@ pub fn table(rows: &[Vec<String>], paint: &[&dyn Fn(&str) -> String]) -> String 
             } else {
                 format!("{cell}{}", " ".repeat(widths[column].saturating_sub(cell.chars().count())))
             };
-            match paint.get(column) {
-                Some(paint) => line.push_str(&paint(&padded)),
-                None => line.push_str(&padded),
-            }
+            line.push_str(&padded);
             if !last {
                 line.push_str("  ");
             }
@@ -196,6 +203,6 @@ mod tests {
             vec!["a".to_owned(), "ééé".to_owned(), "x".to_owned()],
             vec!["bbbb".to_owned(), "c".to_owned(), "y".to_owned()],
         ];
-        assert_eq!(table(&rows, &[]), "a     ééé  x\nbbbb  c    y\n");
+        assert_eq!(table(&rows), "a     ééé  x\nbbbb  c    y\n");
     }
 }

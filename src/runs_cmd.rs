@@ -246,19 +246,17 @@ pub fn render_runs(session_id: &str, runs: &[RunSummary], style: Style) -> Strin
             run.input.clone(),
         ]);
     }
-    let header = |text: &str| style.bold(text);
-    let plain = |text: &str| text.to_owned();
     let mut text = String::new();
-    let rendered = table(&rows, &[]);
+    let rendered = table(&rows);
     for (index, line) in rendered.lines().enumerate() {
         let painted = if index == 0 {
-            header(line)
+            style.bold(line)
         } else {
             match runs[index - 1].state {
                 RunState::Active => style.cyan(line),
                 RunState::Failed => style.red(line),
                 RunState::Cancelled | RunState::Interrupted => style.yellow(line),
-                RunState::Completed => plain(line),
+                RunState::Completed => line.to_owned(),
             }
         };
         text.push_str(&painted);

@@ -8,7 +8,7 @@ use troupe_protocol::types::skills::{SkillSource, SkillsListResult};
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
-use crate::inspect_cmd::{emit, emit_json, first_line, table};
+use crate::inspect_cmd::{emit, emit_json, first_line, header_table};
 use crate::session_ref::resolve_session_id;
 use crate::style::{Style, clean};
 
@@ -64,10 +64,7 @@ pub fn render_skills(result: &SkillsListResult, style: Style) -> String {
                 first_line(&skill.description, 80),
             ]);
         }
-        for (index, line) in table(&rows, &[]).lines().enumerate() {
-            text.push_str(&if index == 0 { style.bold(line) } else { line.to_owned() });
-            text.push('\n');
-        }
+        text.push_str(&header_table(&rows, style));
     }
     if !result.problems.is_empty() {
         text.push_str(&style.yellow(&format!("{} skill file(s) could not be used:", result.problems.len())));
