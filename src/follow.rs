@@ -107,7 +107,7 @@ pub(crate) async fn follow_child<C: ClientProtocol>(client: &C, printer: &mut Pr
         return;
     }
     if let Err(error) = client.subscribe(child_session_id, None).await {
-        eprintln!("[cannot follow child session {child_session_id}: {error}]");
+        eprintln!("{}", clean(&format!("[cannot follow child session {child_session_id}: {error}]")));
     }
 }
 
@@ -126,8 +126,13 @@ async fn follow_running_children<C: ClientProtocol>(client: &C, printer: &mut Pr
                 && printer.adopt_child(&node.session.session_id, &meta.session_id, agent)
             {
                 match client.subscribe(&meta.session_id, Some(meta.last_event_seq)).await {
-                    Ok(_) => eprintln!("[following child session {} ({agent}), at work]", meta.session_id),
-                    Err(error) => eprintln!("[cannot follow child session {}: {error}]", meta.session_id),
+                    Ok(_) => eprintln!(
+                        "{}",
+                        clean(&format!("[following child session {} ({agent}), at work]", meta.session_id))
+                    ),
+                    Err(error) => {
+                        eprintln!("{}", clean(&format!("[cannot follow child session {}: {error}]", meta.session_id)))
+                    }
                 }
             }
             pending.push(child);

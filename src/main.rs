@@ -450,7 +450,8 @@ fn main() -> ExitCode {
 /// that cannot work as given, 1 otherwise.
 fn report(error: &anyhow::Error) -> ExitCode {
     let style = Style::stderr();
-    let text = format!("{error:#}");
+    // The chain can quote the daemon, a provider or a file: terminal controls removed at this one exit.
+    let text = troupe::style::clean(&format!("{error:#}"));
     let mut lines = text.lines();
     let first = lines.next().unwrap_or("failed");
     eprintln!("{} {first}", style.red("error:"));

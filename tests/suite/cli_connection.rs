@@ -105,3 +105,14 @@ async fn a_data_dir_alone_reaches_its_daemon_and_mistakes_are_named_not_created(
     assert!(said.starts_with(&format!("error: no daemon at ws://127.0.0.1:{port}/ws")), "{said}");
     assert!(said.contains(&format!("troupe serve --data-dir {data}")) && said.contains("TROUPE_URL"), "{said}");
 }
+
+#[tokio::test]
+async fn an_error_quoting_terminal_controls_is_printed_without_them() {
+    let home = tempfile::tempdir().expect("home");
+    let hostile = home.path().join("d\u{1b}]0;retitled\u{7}\u{1b}[2Jir");
+    let said =
+        finish(bare(&["sessions", "--data-dir", hostile.to_str().expect("utf-8")], home.path()), WAIT).await.refused();
+    assert!(said.starts_with("error: no daemon has run with data dir"), "{said}");
+    assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{said:?}");
+    assert!(!hostile.exists(), "a client command created {}", hostile.display());
+}
