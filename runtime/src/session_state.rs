@@ -346,6 +346,39 @@ mod tests {
         assert_eq!(state.renames.len(), crate::recent::MAX_RECENT_RECORDS);
     }
 
+    fn titled(seq: u64, title: Option<&str>, change: TitleChangeKind) -> StoredEvent {
+        let payload = EventPayload::SessionTitleCommitted {
+            title: title.map(str::to_owned),
+            change,
+            client_rename_id: format!("r{seq}"),
+        };
+        event(seq, payload)
+    }
+
+    #[test]
+    fn reset_returns_to_the_last_automatic_title_and_clients_win() {
+        let created = created();
+        let mut state = SessionState::created(&created).unwrap();
+        assert!(state.awaits_auto_title());
+        state.apply(&titled(2, Some("Auto one"), TitleChangeKind::Auto));
+        assert_eq!(state.title.as_deref(), Some("Auto one"));
+        assert!(!state.awaits_auto_title());
+        assert!(state.recorded_rename("r2").is_none(), "the engine's title is no client's rename");
+        state.apply(&titled(3, Some("Mine"), TitleChangeKind::Set));
+        assert_eq!((state.title.as_deref(), state.title_by_client), (Some("Mine"), true));
+        state.apply(&titled(4, None, TitleChangeKind::Reset));
+        assert_eq!(state.title.as_deref(), Some("Auto one"), "reset restores the automatic title");
+        state.apply(&titled(5, None, TitleChangeKind::Clear));
+        assert_eq!(state.title, None);
+        assert!(!state.awaits_auto_title(), "a cleared title stays cleared");
+
+        let mut fresh = SessionState::created(&created).unwrap();
+        fresh.apply(&titled(2, Some("Mine"), TitleChangeKind::Set));
+        fresh.apply(&titled(3, None, TitleChangeKind::Reset));
+        assert_eq!(fresh.title, None);
+        assert!(fresh.awaits_auto_title(), "reset without an automatic title waits for one");
+    }
+
     #[test]
     fn archiving_follows_the_last_session_archived_and_is_not_activity() {
         let mut state = SessionState::created(&created()).unwrap();

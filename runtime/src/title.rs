@@ -96,9 +96,7 @@ fn prefix_within(text: &str, bytes: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session_state::{SessionState, normalize_title};
-    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
-    use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
+    use crate::session_state::normalize_title;
 
     #[test]
     fn the_request_holds_the_prompt_and_a_bounded_input() {
@@ -134,55 +132,5 @@ mod tests {
             let title = first_line_title(input).unwrap();
             assert_eq!(normalize_title(&title).as_deref(), Ok(title.as_str()), "a valid title");
         }
-    }
-
-    fn event(seq: u64, payload: EventPayload) -> StoredEvent {
-        StoredEvent {
-            session_id: "s".into(),
-            run_id: None,
-            seq,
-            timestamp: format!("2026-01-01T00:00:{seq:02}Z"),
-            origin: None,
-            payload,
-        }
-    }
-
-    fn titled(seq: u64, title: Option<&str>, change: TitleChangeKind) -> StoredEvent {
-        let payload = EventPayload::SessionTitleCommitted {
-            title: title.map(str::to_owned),
-            change,
-            client_rename_id: format!("r{seq}"),
-        };
-        event(seq, payload)
-    }
-
-    #[test]
-    fn reset_returns_to_the_last_automatic_title_and_clients_win() {
-        let selection = RunSelection {
-            agent: "default".into(),
-            model: ModelSelection { model: "local/echo".into(), variant: None },
-            preset: None,
-        };
-        let created =
-            event(1, EventPayload::SessionCreated { origin: SessionOrigin::Root, cwd: "/tmp".into(), selection });
-        let mut state = SessionState::created(&created).unwrap();
-        assert!(state.awaits_auto_title());
-        state.apply(&titled(2, Some("Auto one"), TitleChangeKind::Auto));
-        assert_eq!(state.title.as_deref(), Some("Auto one"));
-        assert!(!state.awaits_auto_title());
-        assert!(state.recorded_rename("r2").is_none(), "the engine's title is no client's rename");
-        state.apply(&titled(3, Some("Mine"), TitleChangeKind::Set));
-        assert_eq!((state.title.as_deref(), state.title_by_client), (Some("Mine"), true));
-        state.apply(&titled(4, None, TitleChangeKind::Reset));
-        assert_eq!(state.title.as_deref(), Some("Auto one"), "reset restores the automatic title");
-        state.apply(&titled(5, None, TitleChangeKind::Clear));
-        assert_eq!(state.title, None);
-        assert!(!state.awaits_auto_title(), "a cleared title stays cleared");
-
-        let mut fresh = SessionState::created(&created).unwrap();
-        fresh.apply(&titled(2, Some("Mine"), TitleChangeKind::Set));
-        fresh.apply(&titled(3, None, TitleChangeKind::Reset));
-        assert_eq!(fresh.title, None);
-        assert!(fresh.awaits_auto_title(), "reset without an automatic title waits for one");
     }
 }
