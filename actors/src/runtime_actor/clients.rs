@@ -99,7 +99,6 @@ pub(super) fn build_client(
     }
 }
 
-/// The models the client's provider lists (none for the local provider), within [`LIST_MODELS_TIMEOUT`].
 /// Says, each time a provider's client is built (at connect and at every start), that requests to it, and its key,
 /// go over plain http off loopback because the operator allowed it.
 fn warn_if_insecure(provider_id: &str, base_url: &str, allow_insecure_http: bool) {
@@ -112,6 +111,7 @@ fn warn_if_insecure(provider_id: &str, base_url: &str, allow_insecure_http: bool
     }
 }
 
+/// The models the client's provider lists (none for the local provider), within [`LIST_MODELS_TIMEOUT`].
 pub(super) async fn list_models(client: &ProviderClient) -> Result<Vec<String>, ModelError> {
     match client {
         ProviderClient::Scripted(_) => Ok(Vec::new()),

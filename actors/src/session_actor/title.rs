@@ -9,9 +9,10 @@
 //! of the input instead (`first_line_title`).
 //!
 //! A client that sets or clears the title meanwhile wins: the job's request is abandoned at once, and the title is
-//! checked again at commit anyway (the usage reported so far is still recorded: it was paid for). One job at a time per actor; after a restart a
-//! session that has a title (automatic or a client's) is done, and a job lost to a crash or a stop before its
-//! commit is simply made again by the next run. While a job is in flight the actor does not hibernate.
+//! checked again at commit anyway (the usage reported so far is still recorded: it was paid for). One job at a
+//! time per actor; after a restart a session that has a title (automatic or a client's) is done, and a job lost to
+//! a crash or a stop before its commit is simply made again by the next run. While a job is in flight the actor
+//! does not hibernate.
 //!
 //! No model is asked for a delegated session (its title is the first line of its task: the parent's model already
 //! wrote that line for the purpose), with `[titles] auto = false`, or when the run's first model is a `local/*` one:
