@@ -1,9 +1,11 @@
 //! Tool output with its colours kept and nothing else: SGR sequences (`ESC [ … m`) become ratatui styles; every
 //! other escape or control sequence (cursor moves, title changes, OSC, …) is dropped, so a tool cannot move the
-//! TUI's cursor or rewrite its screen.
+//! TUI's cursor or rewrite its screen. Unicode format characters (bidi overrides, zero-width ones) are dropped as
+//! [`crate::style::clean`] drops them, so a tool cannot reorder or hide what is shown either.
 
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
+use troupe_protocol::diagnostic::is_format_control;
 
 /// Splits `text` into styled lines.
 pub fn styled_lines(text: &str) -> Vec<Line<'static>> {
@@ -19,35 +21,21 @@ pub fn styled_lines(text: &str) -> Vec<Line<'static>> {
                 lines.push(Line::from(std::mem::take(&mut spans)));
             }
             '\t' => current.push_str("    "),
+            // ESC [ and its one-character form, the C1 CSI.
+            '\u{1b}' if chars.next_if_eq(&'[').is_some() => csi(&mut chars, &mut spans, &mut current, &mut style),
+            '\u{9b}' => csi(&mut chars, &mut spans, &mut current, &mut style),
+            // OSC and the other string sequences (DCS, SOS, PM, APC): up to BEL or ST. Any other escape is two
+            // characters.
             '\u{1b}' => {
-                flush(&mut spans, &mut current, style);
-                match chars.next() {
-                    Some('[') => {
-                        let mut params = String::new();
-                        let mut last = None;
-                        for next in chars.by_ref() {
-                            if ('\u{40}'..='\u{7e}').contains(&next) {
-                                last = Some(next);
-                                break;
-                            }
-                            params.push(next);
-                        }
-                        if last == Some('m') {
-                            style = apply_sgr(style, &params);
+                if let Some(']' | 'P' | 'X' | '^' | '_') = chars.next() {
+                    while let Some(next) = chars.next() {
+                        if next == '\u{7}' || (next == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                            break;
                         }
                     }
-                    // OSC and string sequences: up to BEL or ST.
-                    Some(']' | 'P' | '^' | '_') => {
-                        while let Some(next) = chars.next() {
-                            if next == '\u{7}' || (next == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
-                                break;
-                            }
-                        }
-                    }
-                    _ => {}
                 }
             }
-            c if c.is_control() => {}
+            c if c.is_control() || is_format_control(c) => {}
             c => current.push(c),
         }
     }
@@ -56,6 +44,28 @@ pub fn styled_lines(text: &str) -> Vec<Line<'static>> {
         lines.push(Line::from(spans));
     }
     lines
+}
+
+/// A control sequence whose introducer was consumed: an SGR one (`… m`) changes the style, any other is dropped.
+fn csi(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    spans: &mut Vec<Span<'static>>,
+    current: &mut String,
+    style: &mut Style,
+) {
+    let mut params = String::new();
+    let mut last = None;
+    for next in chars.by_ref() {
+        if ('\u{40}'..='\u{7e}').contains(&next) {
+            last = Some(next);
+            break;
+        }
+        params.push(next);
+    }
+    if last == Some('m') {
+        flush(spans, current, *style);
+        *style = apply_sgr(*style, &params);
+    }
 }
 
 fn flush(spans: &mut Vec<Span<'static>>, current: &mut String, style: Style) {
@@ -145,5 +155,18 @@ mod tests {
         assert_eq!(lines[0].spans[1].content, " plain");
         assert_eq!(lines[0].spans[1].style.fg, None);
         assert_eq!(lines[1].spans[0].content, "next");
+    }
+
+    #[test]
+    fn string_sequences_c1_csi_and_format_characters_are_dropped() {
+        let text = "a\u{1b}Pdcs\u{1b}\\b\u{1b}Xsos\u{7}c\u{9b}2Jd\u{9b}32me\u{202e}f\u{200b}g\u{1b}_apc\u{1b}\\h";
+        let lines = styled_lines(text);
+        let shown: String = lines.iter().flat_map(|line| line.spans.iter()).map(|span| span.content.as_ref()).collect();
+        assert_eq!(shown, "abcdefgh");
+        let green = lines[0].spans.iter().find(|span| span.content.starts_with('e')).unwrap();
+        assert_eq!(green.style.fg, Some(Color::Green));
+        for span in lines.iter().flat_map(|line| line.spans.iter()) {
+            assert!(!span.content.chars().any(|c| c.is_control() || is_format_control(c)), "{span:?}");
+        }
     }
 }
