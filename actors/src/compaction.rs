@@ -113,7 +113,7 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
     let mut reported: Option<TokenUsage> = None;
     let record = |reported: Option<TokenUsage>, usage: &mut Vec<EventPayload>| {
         if let Some(tokens) = reported {
-            usage.push(usage_event(job, model, tokens));
+            usage.push(models.usage_recorded(new_id(), &model.model, job.agent, &tokens, UsagePurpose::Compaction));
         }
     };
     let failure = loop {
@@ -151,21 +151,6 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
 fn max_summary_tokens(window: Option<u64>) -> u64 {
     let asked = 2 * u64::from(SUMMARY_MAX_OUTPUT_TOKENS);
     window.map_or(asked, |window| asked.min(window / 2))
-}
-
-fn usage_event(job: &SummaryJob<'_>, model: &ModelSelection, tokens: TokenUsage) -> EventPayload {
-    EventPayload::ModelUsageRecorded {
-        attempt_id: new_id(),
-        model: model.model.clone(),
-        agent: job.agent.to_owned(),
-        input_tokens: tokens.input_tokens,
-        output_tokens: tokens.output_tokens,
-        reasoning_tokens: tokens.reasoning_tokens,
-        cache_read_tokens: tokens.cache_read_tokens,
-        cache_write_tokens: tokens.cache_write_tokens,
-        estimated_cost_usd: job.services.models.estimate_cost_usd(&model.model, &tokens),
-        purpose: UsagePurpose::Compaction,
-    }
 }
 
 /// The checkpoint event of a written summary.

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use troupe_protocol::types::events::{EventPayload, UsagePurpose};
 use troupe_protocol::types::runtime::ModelPricing;
 use troupe_runtime::config::PermissionsConfig;
 use troupe_runtime::model::local::{EchoModel, ScriptedModel};
@@ -209,6 +210,29 @@ impl ModelRouter {
             troupe_runtime::model::pricing::builtin_pricing(model_id)
         })?;
         Some(troupe_runtime::model::pricing::estimate_cost_usd(&pricing, usage))
+    }
+
+    /// The `model_usage_recorded` of an attempt on `model` for `agent`, its cost estimated now.
+    pub fn usage_recorded(
+        &self,
+        attempt_id: String,
+        model: &str,
+        agent: &str,
+        tokens: &TokenUsage,
+        purpose: UsagePurpose,
+    ) -> EventPayload {
+        EventPayload::ModelUsageRecorded {
+            attempt_id,
+            model: model.to_owned(),
+            agent: agent.to_owned(),
+            input_tokens: tokens.input_tokens,
+            output_tokens: tokens.output_tokens,
+            reasoning_tokens: tokens.reasoning_tokens,
+            cache_read_tokens: tokens.cache_read_tokens,
+            cache_write_tokens: tokens.cache_write_tokens,
+            estimated_cost_usd: self.estimate_cost_usd(model, tokens),
+            purpose,
+        }
     }
 }
 

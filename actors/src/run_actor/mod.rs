@@ -507,20 +507,15 @@ impl RunLoop {
     /// Records what the provider reported for an attempt, if it reported anything, with its cost stamped now.
     async fn record_usage(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) {
         let Some(usage) = usage else { return };
-        let estimated_cost_usd = self.setup.services.models.estimate_cost_usd(&model.model, &usage);
-        self.emit(EventPayload::ModelUsageRecorded {
-            attempt_id: attempt_id.to_owned(),
-            model: model.model.clone(),
-            agent: self.setup.selection.agent.clone(),
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            reasoning_tokens: usage.reasoning_tokens,
-            cache_read_tokens: usage.cache_read_tokens,
-            cache_write_tokens: usage.cache_write_tokens,
-            estimated_cost_usd,
-            purpose: Default::default(),
-        })
-        .await;
+        let agent = &self.setup.selection.agent;
+        let recorded = self.setup.services.models.usage_recorded(
+            attempt_id.to_owned(),
+            &model.model,
+            agent,
+            &usage,
+            Default::default(),
+        );
+        self.emit(recorded).await;
     }
 
     /// The operator's log line for a run's end: its outcome, the model it ended on and how long it took.

@@ -169,18 +169,7 @@ async fn ask(
         }
     };
     if let Some(tokens) = reported {
-        usage.push(EventPayload::ModelUsageRecorded {
-            attempt_id: new_id(),
-            model: model.model.clone(),
-            agent: agent.to_owned(),
-            input_tokens: tokens.input_tokens,
-            output_tokens: tokens.output_tokens,
-            reasoning_tokens: tokens.reasoning_tokens,
-            cache_read_tokens: tokens.cache_read_tokens,
-            cache_write_tokens: tokens.cache_write_tokens,
-            estimated_cost_usd: services.models.estimate_cost_usd(&model.model, &tokens),
-            purpose: UsagePurpose::Title,
-        });
+        usage.push(services.models.usage_recorded(new_id(), &model.model, agent, &tokens, UsagePurpose::Title));
     }
     match failure {
         Some(reason) => Err(reason),
