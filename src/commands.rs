@@ -17,6 +17,11 @@ use crate::output::{Output, emit, line};
 use crate::selection::{SelectionFlags, SessionSelections};
 use crate::style::{Style, clean, id_prefix, relative_time, short_id, unique_prefix_len};
 
+/// Runs one command to its end on a current-thread runtime of its own.
+pub fn block_on<T>(future: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future)
+}
+
 /// `troupe sessions`: root sessions, most recently active first: one line each (short id, status, last activity,
 /// title, cwd), or with `--json` the daemon's whole records.
 pub async fn sessions(connection: &Connection, cwd: Option<String>, all: bool, out: Output) -> anyhow::Result<()> {

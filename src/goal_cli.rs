@@ -13,7 +13,7 @@ use troupe_protocol::types::goal::{GoalLifecycleAction, GoalLifecycleParams, Goa
 
 use crate::cli_errors::{explained, require_text};
 use crate::client_args::ClientArgs;
-use crate::commands::{Connected, Connection};
+use crate::commands::{Connected, Connection, block_on};
 use crate::selection::{SelectionFlags, SessionSelections};
 
 /// The selection `--agent` and `--model` name for the goal's runs, with the CLI's precedence (`--model`, else
@@ -249,11 +249,6 @@ impl GoalCommand {
         }?;
         Ok(0)
     }
-}
-
-/// Runs one command to its end on a runtime of its own.
-fn block_on(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future)
 }
 
 #[cfg(test)]

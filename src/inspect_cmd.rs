@@ -69,8 +69,7 @@ impl InspectCommand {
     /// Runs the command to its end; its exit code (0: these commands fail only with an error). A closed stdout
     /// is success.
     pub fn run(self) -> anyhow::Result<u8> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let result = runtime.block_on(async move {
+        let result = crate::commands::block_on(async move {
             match self {
                 InspectCommand::Runs { client, session_id, json } => {
                     crate::runs_cmd::runs(&client.connection(), &session_id, json).await

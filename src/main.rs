@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand};
 use troupe::cli_errors::UsageError;
 use troupe::client_args::ClientArgs;
-use troupe::commands::{self, ConnectRequest};
+use troupe::commands::{self, ConnectRequest, block_on};
 use troupe::daemon::{self, DaemonOptions};
 use troupe::follow;
 use troupe::history_cmd;
@@ -494,7 +494,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 input: run_cmd::input_or_stdin(input, "troupe run \"make the tests pass\"")?,
                 shown: Shown::Follow(Output::from_flag(json)),
             };
-            block_on_value(run_cmd::run(&client.connection(), request)).map(|end| run_exit_code(&end))
+            block_on(run_cmd::run(&client.connection(), request)).map(|end| run_exit_code(&end))
         }
         Command::Exec { client, session, cwd, agent, model, mode, verbose, json, input } => {
             let request = RunRequest {
@@ -505,7 +505,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 input: run_cmd::input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
                 shown: Shown::Exec { verbose, json },
             };
-            let end = block_on_value(run_cmd::run(&client.connection(), request))?;
+            let end = block_on(run_cmd::run(&client.connection(), request))?;
             if json {
                 run_cmd::print_json_end(&end);
             }
@@ -513,7 +513,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         }
         Command::Continue { client, agent, model, json, text } => {
             let connection = client.connection();
-            let session = block_on_value(run_cmd::latest_here(&connection))?;
+            let session = block_on(run_cmd::latest_here(&connection))?;
             let out = Output::from_flag(json);
             match text {
                 Some(input) => {
@@ -525,7 +525,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                         input,
                         shown: Shown::Follow(out),
                     };
-                    block_on_value(run_cmd::run(&connection, request)).map(|end| run_exit_code(&end))
+                    block_on(run_cmd::run(&connection, request)).map(|end| run_exit_code(&end))
                 }
                 None => block_on(follow::watch(&connection, session, None, out)).map(done),
             }
@@ -589,7 +589,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             block_on(history_cmd::fork(&client.connection(), session_id, seq, json)).map(done)
         }
         Command::Compact { client, session_id, focus, json } => {
-            let compacted = block_on_value(history_cmd::compact(&client.connection(), session_id, focus, json))?;
+            let compacted = block_on(history_cmd::compact(&client.connection(), session_id, focus, json))?;
             Ok(if compacted { 0 } else { 1 })
         }
         Command::Tree { client, session_id, json } => {
@@ -663,14 +663,6 @@ fn run_exit_code(end: &RunEnd) -> u8 {
 fn parse_mode(text: &str) -> Result<PermissionMode, String> {
     serde_json::from_value(serde_json::Value::String(text.to_owned()))
         .map_err(|_| "one of auto_approve, auto_approve_n, auto_approve_y, ask, yolo".to_owned())
-}
-
-fn block_on_value<T>(future: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
-    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future)
-}
-
-fn block_on(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future)
 }
 
 fn serve(listen: Option<SocketAddr>, data_dir: Option<PathBuf>, hibernate_after_ms: Option<u64>) -> anyhow::Result<()> {

@@ -61,8 +61,7 @@ pub enum SessionAdminCommand {
 impl SessionAdminCommand {
     /// Runs the command to its end; its exit code (0: these commands fail only with an error).
     pub fn run(self) -> anyhow::Result<u8> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        runtime.block_on(async move {
+        crate::commands::block_on(async move {
             match self {
                 SessionAdminCommand::Rm { client, session, yes, json } => {
                     remove(&client.connection(), &session, yes, json).await

@@ -55,10 +55,7 @@ impl StatusCommand {
     /// (`check`), else 0.
     pub fn run(self) -> anyhow::Result<u8> {
         let failed = match self {
-            StatusCommand::Status { client, json } => {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                runtime.block_on(status(&client, json))
-            }
+            StatusCommand::Status { client, json } => crate::commands::block_on(status(&client, json)),
             StatusCommand::Config { command: ConfigCommand::Check { data_dir, json } } => {
                 crate::config_check_cmd::check(data_dir, json)
             }
