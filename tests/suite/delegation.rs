@@ -16,27 +16,32 @@ use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, Sessi
 use super::support::*;
 
 /// A `helper` agent on the scripted model, and the limits given.
-fn config(max_depth: u32, max_concurrency: u32, extra: &str) -> String {
+pub(super) fn config(max_depth: u32, max_concurrency: u32, extra: &str) -> String {
     format!(
         "[agents.helper]\nmodels = [\"local/scripted\"]\n\n[delegation]\nmax_depth = {max_depth}\n\
          max_concurrency = {max_concurrency}\n{extra}"
     )
 }
 
-fn delegate(agent: &str, task: &str) -> Value {
+pub(super) fn delegate(agent: &str, task: &str) -> Value {
     json!({"tool": "delegate", "arguments": {"agent": agent, "task": task}})
 }
 
-struct Tree {
-    daemon: TestDaemon,
-    client: Client,
-    deliveries: troupe_protocol::client::Deliveries,
-    root: String,
+pub(super) struct Tree {
+    pub(super) daemon: TestDaemon,
+    pub(super) client: Client,
+    pub(super) deliveries: troupe_protocol::client::Deliveries,
+    pub(super) root: String,
 }
 
 /// A daemon with `config_toml`, the script connected, and a subscribed root session in `mode`.
-async fn tree(config_toml: String, script: Value, mode: PermissionMode) -> Tree {
-    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config_toml), ..Default::default() });
+pub(super) async fn tree(config_toml: String, script: Value, mode: PermissionMode) -> Tree {
+    tree_with(DaemonSetup { config_toml: Some(config_toml), ..Default::default() }, script, mode).await
+}
+
+/// [`tree`] on a daemon started with `setup`.
+pub(super) async fn tree_with(setup: DaemonSetup, script: Value, mode: PermissionMode) -> Tree {
+    let daemon = TestDaemon::start_with(setup);
     let (client, deliveries) = daemon.client().await;
     connect_script(&client, daemon.data_path(), script).await;
     let root = daemon.create_session(&client).await.session_id;
@@ -45,18 +50,18 @@ async fn tree(config_toml: String, script: Value, mode: PermissionMode) -> Tree 
     Tree { daemon, client, deliveries, root }
 }
 
-async fn children(client: &Client, session_id: &str) -> Vec<SessionChildSummary> {
+pub(super) async fn children(client: &Client, session_id: &str) -> Vec<SessionChildSummary> {
     let params = SessionIdParams { session_id: session_id.to_owned() };
     within("session.children", client.call::<method::SessionChildren>(params)).await.expect("children").children
 }
 
-async fn get(client: &Client, session_id: &str) -> SessionMeta {
+pub(super) async fn get(client: &Client, session_id: &str) -> SessionMeta {
     let params = SessionIdParams { session_id: session_id.to_owned() };
     within("session.get", client.call::<method::SessionGet>(params)).await.expect("session.get").session
 }
 
 /// Polls `session.children` until `condition` holds for the list.
-async fn children_when(
+pub(super) async fn children_when(
     client: &Client,
     session_id: &str,
     condition: impl Fn(&[SessionChildSummary]) -> bool,
@@ -71,6 +76,39 @@ async fn children_when(
         }
     })
     .await
+}
+
+/// A daemon binary on `data_dir` whose subscribed root session (in `project`, mode yolo) runs a turn that delegates
+/// a task the child never finishes, then would say `then`; returned once the child's run is running.
+pub(super) struct MidDelegation {
+    pub(super) daemon: ChildDaemon,
+    pub(super) client: Client,
+    pub(super) deliveries: troupe_protocol::client::Deliveries,
+    pub(super) root: String,
+    pub(super) child: String,
+}
+
+pub(super) async fn mid_delegation(data_dir: &std::path::Path, project: &std::path::Path, then: &str) -> MidDelegation {
+    std::fs::write(data_dir.join("config.toml"), config(3, 4, "")).unwrap();
+    let daemon = ChildDaemon::spawn(data_dir, "127.0.0.1:0");
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({
+        "turns": [{"tool_calls": [delegate("helper", "take your time")]}, {"text": then}],
+        "by_input": {"take your time": {"turns": [{"text": "never", "delay_ms": 600000}]}}
+    });
+    connect_script(&client, data_dir, script).await;
+    let root = create_session_in(&client, project).await.session_id;
+    set_mode(&client, &root, PermissionMode::Yolo).await;
+    client.subscribe(&root, None).await.unwrap();
+    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
+    let child = children_when(&client, &root, |listed| {
+        listed.first().is_some_and(|child| child.status == SessionStatus::Running)
+    })
+    .await[0]
+        .session_id
+        .clone();
+    MidDelegation { daemon, client, deliveries, root, child }
 }
 
 fn delegate_events(events: &[StoredEvent]) -> Vec<&EventPayload> {
@@ -320,25 +358,8 @@ async fn limits_unknown_agents_and_empty_or_oversized_tasks_are_tool_errors_and_
 async fn a_restart_mid_delegation_interrupts_the_child_and_the_parent_records_its_delegate_as_interrupted() {
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    std::fs::write(data_dir.path().join("config.toml"), config(3, 4, "")).unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
-    let (client, mut deliveries) = daemon.client().await;
-    let script = json!({
-        "turns": [{"tool_calls": [delegate("helper", "take your time")]}, {"text": "parent done"}],
-        "by_input": {"take your time": {"turns": [{"text": "never", "delay_ms": 600000}]}}
-    });
-    connect_script(&client, data_dir.path(), script).await;
-    let root = create_session_in(&client, project.path()).await.session_id;
-    set_mode(&client, &root, PermissionMode::Yolo).await;
-    client.subscribe(&root, None).await.unwrap();
-    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
-    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
-    let child = children_when(&client, &root, |listed| {
-        listed.first().is_some_and(|child| child.status == SessionStatus::Running)
-    })
-    .await[0]
-        .session_id
-        .clone();
+    let MidDelegation { mut daemon, client: _client, deliveries: _deliveries, root, child } =
+        mid_delegation(data_dir.path(), project.path(), "parent done").await;
     daemon.kill();
 
     let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");

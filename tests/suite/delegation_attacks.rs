@@ -10,11 +10,14 @@ use serde_json::{Value, json};
 use troupe_protocol::client::Client;
 use troupe_protocol::method;
 use troupe_protocol::types::approval::{ApprovalListParams, ApprovalRecord, ApprovalStatus};
-use troupe_protocol::types::common::{SessionIdParams, SessionStatus};
+use troupe_protocol::types::common::SessionStatus;
 use troupe_protocol::types::events::{DelegateStatus, EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, ToolResultStatus};
 use troupe_protocol::types::session::{PermissionMode, SessionChildSummary};
 
+use super::delegation::{
+    MidDelegation, Tree, children, children_when, config, delegate, get, mid_delegation, tree, tree_with,
+};
 use super::support::*;
 
 /// The attacks that cancel a parent or a child.
@@ -22,64 +25,12 @@ mod cancels;
 /// The attacks that stop and start the daemon binary.
 mod restarts;
 
-fn config(max_depth: u32, max_concurrency: u32, extra: &str) -> String {
-    format!(
-        "[agents.helper]\nmodels = [\"local/scripted\"]\n\n[delegation]\nmax_depth = {max_depth}\n\
-         max_concurrency = {max_concurrency}\n{extra}"
-    )
-}
-
-fn delegate(agent: &str, task: &str) -> Value {
-    json!({"tool": "delegate", "arguments": {"agent": agent, "task": task}})
-}
-
 /// Delegating to any agent is allowed by a rule, so under `ask` only what the children do asks.
 const ALLOW_DELEGATE: &str =
     "\n[[permissions.rules]]\neffect = \"allow\"\naction = \"execute\"\nresource = \"agent:*\"\ntool = \"delegate\"\n";
 
-struct Tree {
-    daemon: TestDaemon,
-    client: Client,
-    deliveries: troupe_protocol::client::Deliveries,
-    root: String,
-}
-
-async fn tree(config_toml: String, script: Value, mode: PermissionMode) -> Tree {
-    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config_toml), ..Default::default() });
-    let (client, deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), script).await;
-    let root = daemon.create_session(&client).await.session_id;
-    set_mode(&client, &root, mode).await;
-    client.subscribe(&root, None).await.expect("subscribe to the root");
-    Tree { daemon, client, deliveries, root }
-}
-
-async fn children(client: &Client, session_id: &str) -> Vec<SessionChildSummary> {
-    let params = SessionIdParams { session_id: session_id.to_owned() };
-    within("session.children", client.call::<method::SessionChildren>(params)).await.expect("children").children
-}
-
 async fn status(client: &Client, session_id: &str) -> SessionStatus {
-    let params = SessionIdParams { session_id: session_id.to_owned() };
-    within("session.get", client.call::<method::SessionGet>(params)).await.expect("session.get").session.status
-}
-
-/// Polls `session.children` until `condition` holds for the list.
-async fn children_when(
-    client: &Client,
-    session_id: &str,
-    condition: impl Fn(&[SessionChildSummary]) -> bool,
-) -> Vec<SessionChildSummary> {
-    within("the children to match", async {
-        loop {
-            let listed = children(client, session_id).await;
-            if condition(&listed) {
-                return listed;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
+    get(client, session_id).await.status
 }
 
 async fn pending_approvals(client: &Client, root: &str) -> Vec<ApprovalRecord> {
@@ -99,6 +50,40 @@ fn delegate_statuses(events: &[StoredEvent]) -> Vec<DelegateStatus> {
             _ => None,
         })
         .collect()
+}
+
+/// A root script of `turns` turns of `per_turn` delegations to `helper` ("task {turn}-{index}", each child
+/// answering `answer(turn, index)`), then "parent done".
+fn delegation_waves(turns: usize, per_turn: usize, answer: impl Fn(usize, usize) -> String) -> Value {
+    let mut script: Vec<Value> = (0..turns)
+        .map(|turn| {
+            let calls: Vec<Value> =
+                (0..per_turn).map(|index| delegate("helper", &format!("task {turn}-{index}"))).collect();
+            json!({"tool_calls": calls})
+        })
+        .collect();
+    script.push(json!({"text": "parent done"}));
+    let mut by_input = serde_json::Map::new();
+    for turn in 0..turns {
+        for index in 0..per_turn {
+            by_input.insert(format!("task {turn}-{index}"), json!({"turns": [{"text": answer(turn, index)}]}));
+        }
+    }
+    json!({"turns": script, "by_input": by_input})
+}
+
+/// Runs `script` in a yolo root on a daemon whose idle actors hibernate after `hibernate_after_ms`; returns the
+/// tree and the root's events up to the run's end.
+async fn run_waves(hibernate_after_ms: u64, script: Value) -> (Tree, Vec<StoredEvent>) {
+    let setup = DaemonSetup {
+        config_toml: Some(config(3, 4, "")),
+        hibernate_after: Some(std::time::Duration::from_millis(hibernate_after_ms)),
+        ..Default::default()
+    };
+    let mut tree = tree_with(setup, script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    (tree, events)
 }
 
 /// The id of the run a session's own events show started (a child's delegated run).
@@ -263,33 +248,8 @@ async fn revert_is_refused_and_fork_copies_an_idle_root_while_a_delegation_is_at
 async fn many_delegations_leave_no_run_approval_actor_or_session_actor_behind() {
     const TURNS: usize = 4;
     const PER_TURN: usize = 4;
-    let mut turns: Vec<Value> = (0..TURNS)
-        .map(|turn| {
-            let calls: Vec<Value> =
-                (0..PER_TURN).map(|index| delegate("helper", &format!("task {turn}-{index}"))).collect();
-            json!({"tool_calls": calls})
-        })
-        .collect();
-    turns.push(json!({"text": "parent done"}));
-    let mut by_input = serde_json::Map::new();
-    for turn in 0..TURNS {
-        for index in 0..PER_TURN {
-            let answer = json!({"turns": [{"text": format!("answer {turn}-{index}")}]});
-            by_input.insert(format!("task {turn}-{index}"), answer);
-        }
-    }
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        config_toml: Some(config(3, 4, "")),
-        hibernate_after: Some(std::time::Duration::from_millis(200)),
-        ..Default::default()
-    });
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), json!({"turns": turns, "by_input": by_input})).await;
-    let root = daemon.create_session(&client).await.session_id;
-    set_mode(&client, &root, PermissionMode::Yolo).await;
-    client.subscribe(&root, None).await.unwrap();
-    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
-    let events = events_until(&mut deliveries, is_terminal).await;
+    let script = delegation_waves(TURNS, PER_TURN, |turn, index| format!("answer {turn}-{index}"));
+    let (Tree { daemon, client, deliveries, root }, events) = run_waves(200, script).await;
     let results = tool_results(&events);
     assert_eq!(results.len(), TURNS * PER_TURN);
     assert!(results.iter().all(|result| result.status == ToolResultStatus::Ok), "{results:?}");
@@ -453,32 +413,8 @@ async fn an_agent_whose_first_model_is_disconnected_falls_back_to_its_next_model
 async fn with_a_tiny_hibernate_after_every_delegation_still_starts_its_child_run() {
     const TURNS: usize = 15;
     const PER_TURN: usize = 4;
-    let mut turns: Vec<Value> = (0..TURNS)
-        .map(|turn| {
-            let calls: Vec<Value> =
-                (0..PER_TURN).map(|index| delegate("helper", &format!("task {turn}-{index}"))).collect();
-            json!({"tool_calls": calls})
-        })
-        .collect();
-    turns.push(json!({"text": "parent done"}));
-    let mut by_input = serde_json::Map::new();
-    for turn in 0..TURNS {
-        for index in 0..PER_TURN {
-            by_input.insert(format!("task {turn}-{index}"), json!({"turns": [{"text": "ok"}]}));
-        }
-    }
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        config_toml: Some(config(3, 4, "")),
-        hibernate_after: Some(std::time::Duration::from_millis(1)),
-        ..Default::default()
-    });
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), json!({"turns": turns, "by_input": by_input})).await;
-    let root = daemon.create_session(&client).await.session_id;
-    set_mode(&client, &root, PermissionMode::Yolo).await;
-    client.subscribe(&root, None).await.unwrap();
-    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
-    let events = events_until(&mut deliveries, is_terminal).await;
+    let script = delegation_waves(TURNS, PER_TURN, |_, _| "ok".to_owned());
+    let (_tree, events) = run_waves(1, script).await;
     let failed: Vec<_> =
         tool_results(&events).into_iter().filter(|result| result.status != ToolResultStatus::Ok).collect();
     assert!(failed.is_empty(), "{} of {} delegations failed: {failed:?}", failed.len(), TURNS * PER_TURN);

@@ -56,20 +56,8 @@ async fn children_stay_out_of_session_list_with_or_without_a_cwd_and_in_the_tree
 async fn a_graceful_stop_mid_delegation_interrupts_the_parent_instead_of_letting_it_go_on() {
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    std::fs::write(data_dir.path().join("config.toml"), config(3, 4, "")).unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
-    let (client, mut deliveries) = daemon.client().await;
-    let script = json!({
-        "turns": [{"tool_calls": [delegate("helper", "take your time")]}, {"text": "parent went on"}],
-        "by_input": {"take your time": {"turns": [{"text": "never", "delay_ms": 600000}]}}
-    });
-    connect_script(&client, data_dir.path(), script).await;
-    let root = create_session_in(&client, project.path()).await.session_id;
-    set_mode(&client, &root, PermissionMode::Yolo).await;
-    client.subscribe(&root, None).await.unwrap();
-    start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
-    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::DelegateStarted { .. })).await;
-    children_when(&client, &root, |listed| listed.first().is_some_and(running)).await;
+    let MidDelegation { mut daemon, client, deliveries, root, .. } =
+        mid_delegation(data_dir.path(), project.path(), "parent went on").await;
     drop(client);
     drop(deliveries);
     assert!(daemon.terminate().success(), "a clean stop");
