@@ -107,12 +107,8 @@ pub struct SessionMeta {
     pub skipped_events: Vec<SkippedEvent>,
     /// troupe extension (`session.archive`): the root session, with its tree, is hidden from `session.list`
     /// unless `include_archived` is set. Omitted when false.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub archived: bool,
-}
-
-fn is_false(value: &bool) -> bool {
-    !*value
 }
 
 /// `{}` in both directions: methods that take or return nothing.
