@@ -3,7 +3,7 @@
 //! When a run starts in a session that waits for a title ([`SessionState::awaits_auto_title`]: untitled, and no
 //! client chose that), the actor starts a title job next to the run. The job is not a run: it records no
 //! `run_started`, does not keep the session busy and never delays the run. It asks the run's models, in order (one
-//! attempt each, bounded by [`TITLE_TIMEOUT`]), for a short title of the run's input
+//! attempt each, all within [`TITLE_TIMEOUT`]), for a short title of the run's input
 //! (`troupe_runtime::title::title_request`), records each attempt's usage as `model_usage_recorded` with purpose
 //! `title`, and commits `session_title_committed` with change `auto`. Without an answer it commits the first line
 //! of the input instead (`first_line_title`).
