@@ -208,20 +208,14 @@ impl ScriptedModel {
         Ok(ScriptedModel { source: ScriptSource::File { path: path.to_owned(), loaded: Arc::new(Mutex::new(loaded)) } })
     }
 
-    /// The script to play now: for a file, its current version, read again if it changed. Blocking for a file.
-    fn current_script(source: &ScriptSource) -> Result<Arc<Script>, ScriptError> {
-        match source {
-            ScriptSource::Fixed(script) => Ok(script.clone()),
-            ScriptSource::File { path, loaded } => {
-                let metadata =
-                    std::fs::metadata(path).map_err(|source| ScriptError::Read { path: path.clone(), source })?;
-                let mut loaded = loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if loaded.stamp != FileStamp::of(&metadata) {
-                    *loaded = read_script(path)?;
-                }
-                Ok(loaded.script.clone())
-            }
+    /// The file's current script, read again if the file changed since `loaded` was read. Blocking.
+    fn current_script(path: &Path, loaded: &Mutex<LoadedScript>) -> Result<Arc<Script>, ScriptError> {
+        let metadata = std::fs::metadata(path).map_err(|source| ScriptError::Read { path: path.to_owned(), source })?;
+        let mut loaded = loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if loaded.stamp != FileStamp::of(&metadata) {
+            *loaded = read_script(path)?;
         }
+        Ok(loaded.script.clone())
     }
 
     /// The index of the turn that answers `request`: how many assistant messages it already holds.
@@ -265,9 +259,9 @@ impl ModelProvider for ScriptedModel {
             let turn_index = ScriptedModel::turn_index(&request);
             let script = match &source {
                 ScriptSource::Fixed(script) => script.clone(),
-                ScriptSource::File { .. } => {
-                    let reading = source.clone();
-                    tokio::task::spawn_blocking(move || ScriptedModel::current_script(&reading))
+                ScriptSource::File { path, loaded } => {
+                    let (path, loaded) = (path.clone(), loaded.clone());
+                    tokio::task::spawn_blocking(move || ScriptedModel::current_script(&path, &loaded))
                         .await
                         .map_err(|error| {
                             ModelError::new(ModelErrorKind::Unknown, ErrorStage::Request, error.to_string())
