@@ -14,7 +14,7 @@ use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
 use super::vendor_replies::{models_list, openai_text};
 
-const MODEL: &str = "openai/gpt-c";
+pub(super) const MODEL: &str = "openai/gpt-c";
 
 /// A streamed OpenAI answer of one text that reports its usage.
 fn openai_text_with_usage(text: &str, input_tokens: u64, output_tokens: u64) -> FakeResponse {
@@ -30,7 +30,7 @@ fn openai_text_with_usage(text: &str, input_tokens: u64, output_tokens: u64) -> 
 }
 
 /// OpenAI's answer to a request that does not fit the model's context window.
-fn context_length_exceeded() -> FakeResponse {
+pub(super) fn context_length_exceeded() -> FakeResponse {
     let body = json!({"error": {
         "message": "This model's maximum context length is 1000 tokens. However, your messages resulted in 5000 tokens.",
         "type": "invalid_request_error",
@@ -39,10 +39,22 @@ fn context_length_exceeded() -> FakeResponse {
     FakeResponse::status(400, &[], body.to_string())
 }
 
-async fn connect_vendor(client: &Client, vendor: &FakeServer) {
+pub(super) async fn connect_vendor(client: &Client, vendor: &FakeServer) {
     connect_provider(client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
         .await
         .expect("connect the fake vendor");
+}
+
+/// A daemon started with `setup` and connected to `vendor`, a client of it and a new session's id.
+pub(super) async fn vendor_session(
+    vendor: &FakeServer,
+    setup: DaemonSetup,
+) -> (TestDaemon, Client, Deliveries, String) {
+    let daemon = TestDaemon::start_with(setup);
+    let (client, deliveries) = daemon.client().await;
+    connect_vendor(&client, vendor).await;
+    let id = daemon.create_session(&client).await.session_id;
+    (daemon, client, deliveries, id)
 }
 
 async fn run(client: &Client, deliveries: &mut Deliveries, session_id: &str, input: &str) -> Vec<StoredEvent> {
@@ -69,7 +81,7 @@ fn error_code(error: &ClientError) -> String {
 }
 
 /// The chat requests the vendor received, as JSON bodies.
-fn chat_requests(vendor: &FakeServer) -> Vec<Value> {
+pub(super) fn chat_requests(vendor: &FakeServer) -> Vec<Value> {
     vendor.requests().iter().filter(|request| request.path.ends_with("/chat/completions")).map(|r| r.json()).collect()
 }
 
@@ -118,15 +130,16 @@ async fn a_manual_compaction_commits_the_summary_and_the_next_request_starts_wit
     ])
     .await;
     // Configured prices replace the built-in table's in the stamped cost.
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        config_toml: Some(format!(
-            "[models.\"{MODEL}\"]\npricing = {{ input_per_million_usd = 1.0, output_per_million_usd = 2.0 }}\n"
-        )),
-        ..DaemonSetup::default()
-    });
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (daemon, client, mut deliveries, id) = vendor_session(
+        &vendor,
+        DaemonSetup {
+            config_toml: Some(format!(
+                "[models.\"{MODEL}\"]\npricing = {{ input_per_million_usd = 1.0, output_per_million_usd = 2.0 }}\n"
+            )),
+            ..DaemonSetup::default()
+        },
+    )
+    .await;
 
     // Nothing to compact yet: skipped, with a reason, and the session stays usable.
     let skipped = compact(&client, &id, None).await.expect("compact an empty session");
@@ -223,10 +236,7 @@ async fn a_busy_session_is_not_compacted_and_a_compaction_keeps_runs_out_until_c
         FakeResponse::SseThenHold { pieces: vec![] },
     ])
     .await;
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (_daemon, client, mut deliveries, id) = vendor_session(&vendor, DaemonSetup::default()).await;
     client.subscribe(&id, None).await.expect("subscribe");
     run(&client, &mut deliveries, &id, "question one").await;
 
@@ -300,15 +310,16 @@ async fn a_run_compacts_first_when_its_request_would_not_fit_the_configured_wind
         openai_text("answer two"),
     ])
     .await;
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        config_toml: Some(format!(
-            "[models.\"{MODEL}\"]\ncontext_window = 16000\n\n[compaction]\nauto = true\nreserve_tokens = 100\n"
-        )),
-        ..DaemonSetup::default()
-    });
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (_daemon, client, mut deliveries, id) = vendor_session(
+        &vendor,
+        DaemonSetup {
+            config_toml: Some(format!(
+                "[models.\"{MODEL}\"]\ncontext_window = 16000\n\n[compaction]\nauto = true\nreserve_tokens = 100\n"
+            )),
+            ..DaemonSetup::default()
+        },
+    )
+    .await;
     client.subscribe(&id, None).await.expect("subscribe");
     let snapshot = within("snapshot", client.call::<method::RuntimeSnapshotGet>(Default::default()))
         .await
@@ -363,10 +374,7 @@ async fn a_context_length_error_compacts_once_and_retries_and_a_second_one_fails
         context_length_exceeded(),
     ])
     .await;
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (_daemon, client, mut deliveries, id) = vendor_session(&vendor, DaemonSetup::default()).await;
     client.subscribe(&id, None).await.expect("subscribe");
     run(&client, &mut deliveries, &id, "question one").await;
 

@@ -21,22 +21,10 @@ use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::RunIdParams;
 use troupe_protocol::types::session::{PermissionMode, SessionCompactParams};
 
+use super::compaction::{MODEL, chat_requests, connect_vendor, context_length_exceeded, vendor_session};
 use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
 use super::vendor_replies::{models_list, openai_text};
-
-const MODEL: &str = "openai/gpt-c";
-
-async fn connect_vendor(client: &Client, vendor: &FakeServer) {
-    connect_provider(client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
-        .await
-        .expect("connect the fake vendor");
-}
-
-/// The chat requests the vendor received, as JSON bodies.
-fn chat_requests(vendor: &FakeServer) -> Vec<Value> {
-    vendor.requests().iter().filter(|request| request.path.ends_with("/chat/completions")).map(|r| r.json()).collect()
-}
 
 /// The bytes of a request's non-system messages: what the history costs the context window.
 fn history_bytes(body: &Value) -> usize {
@@ -47,16 +35,6 @@ fn history_bytes(body: &Value) -> usize {
         .filter(|message| message["role"] != "system")
         .map(|message| message.to_string().len())
         .sum()
-}
-
-/// OpenAI's answer to a request that does not fit the model's context window.
-fn context_length_exceeded() -> FakeResponse {
-    let body = json!({"error": {
-        "message": "This model's maximum context length is 1000 tokens. However, your messages resulted in 5000 tokens.",
-        "type": "invalid_request_error",
-        "code": "context_length_exceeded",
-    }});
-    FakeResponse::status(400, &[], body.to_string())
 }
 
 /// A streamed answer that finished and reported its usage, then holds the connection open (no `[DONE]` yet).
@@ -138,10 +116,7 @@ async fn a_cancelled_compaction_still_records_the_usage_its_provider_reported() 
         answer_with_usage_then_hold("SUMMARY", 40, 7),
     ])
     .await;
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (_daemon, client, mut deliveries, id) = vendor_session(&vendor, DaemonSetup::default()).await;
     client.subscribe(&id, None).await.expect("subscribe");
     run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
     let before = spent_requests(&client, &id).await;
@@ -174,10 +149,7 @@ async fn a_cancelled_compaction_still_records_the_usage_its_provider_reported() 
 async fn a_cancelled_run_still_records_the_usage_its_provider_reported() {
     let vendor =
         FakeServer::start(vec![models_list(&["gpt-c"]), answer_with_usage_then_hold("partial answer", 55, 3)]).await;
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (_daemon, client, mut deliveries, id) = vendor_session(&vendor, DaemonSetup::default()).await;
     client.subscribe(&id, None).await.expect("subscribe");
     let run_id = start_run(&client, &id, selection_of("default", MODEL), "question one").await;
     // The text delta shows the stream was read up to the text; the usage chunk follows it in the same write.
@@ -297,13 +269,14 @@ async fn a_summary_larger_than_the_context_window_is_not_committed() {
         openai_text("answer two"),
     ])
     .await;
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        config_toml: Some(format!("[models.\"{MODEL}\"]\ncontext_window = 16000\n")),
-        ..DaemonSetup::default()
-    });
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (_daemon, client, mut deliveries, id) = vendor_session(
+        &vendor,
+        DaemonSetup {
+            config_toml: Some(format!("[models.\"{MODEL}\"]\ncontext_window = 16000\n")),
+            ..DaemonSetup::default()
+        },
+    )
+    .await;
     client.subscribe(&id, None).await.expect("subscribe");
     run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
     let compacted = within(
@@ -336,15 +309,16 @@ async fn no_auto_compaction_when_the_history_is_not_what_overflows() {
         openai_text("answer one"),
     ])
     .await;
-    let daemon = TestDaemon::start_with(DaemonSetup {
-        config_toml: Some(format!(
-            "[models.\"{MODEL}\"]\ncontext_window = 200\n\n[compaction]\nauto = true\nreserve_tokens = 10\n"
-        )),
-        ..DaemonSetup::default()
-    });
-    let (client, mut deliveries) = daemon.client().await;
-    connect_vendor(&client, &vendor).await;
-    let id = daemon.create_session(&client).await.session_id;
+    let (_daemon, client, mut deliveries, id) = vendor_session(
+        &vendor,
+        DaemonSetup {
+            config_toml: Some(format!(
+                "[models.\"{MODEL}\"]\ncontext_window = 200\n\n[compaction]\nauto = true\nreserve_tokens = 10\n"
+            )),
+            ..DaemonSetup::default()
+        },
+    )
+    .await;
     client.subscribe(&id, None).await.expect("subscribe");
     let events = run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
     let compactions =
