@@ -203,10 +203,8 @@ pub enum GoalCommand {
         session_id: String,
         #[arg(long)]
         revision: Option<u64>,
-        #[arg(long)]
-        agent: Option<String>,
-        #[arg(long)]
-        model: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
         /// Print the goal as JSON.
         #[arg(long)]
         json: bool,
@@ -238,9 +236,8 @@ impl GoalCommand {
                 let flags = SelectionFlags::default();
                 block_on(lifecycle(&client.connection(), session_id, Action::Pause, revision, flags, json))
             }
-            GoalCommand::Resume { client, session_id, revision, agent, model, json } => {
-                let flags = SelectionFlags { agent, model };
-                block_on(lifecycle(&client.connection(), session_id, Action::Resume, revision, flags, json))
+            GoalCommand::Resume { client, session_id, revision, selection, json } => {
+                block_on(lifecycle(&client.connection(), session_id, Action::Resume, revision, selection, json))
             }
             GoalCommand::Cancel { client, session_id, revision, json } => {
                 let flags = SelectionFlags::default();

@@ -85,19 +85,15 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Create a session and print its id.
+    /// Create a session and print its id (with neither --agent nor --model: the `default` agent).
     Create {
         #[command(flatten)]
         client: ClientArgs,
         /// The session's working directory (default: the current directory).
         #[arg(long)]
         cwd: Option<String>,
-        /// The agent (default: `default`); its first model is used unless --model is given.
-        #[arg(long)]
-        agent: Option<String>,
-        /// `<provider>/<model>`, e.g. local/echo.
-        #[arg(long)]
-        model: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
         #[arg(long)]
         json: bool,
     },
@@ -130,12 +126,8 @@ enum Command {
         /// The directory of a new session (default: the current directory).
         #[arg(long, conflicts_with = "session")]
         cwd: Option<String>,
-        /// The agent; its first model is used unless --model is given.
-        #[arg(long)]
-        agent: Option<String>,
-        /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
-        #[arg(long)]
-        model: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
         /// One JSON object per event instead of words.
         #[arg(long)]
         json: bool,
@@ -153,12 +145,8 @@ enum Command {
         /// The directory of a new session (default: the current directory).
         #[arg(long, conflicts_with = "session")]
         cwd: Option<String>,
-        /// The agent; its first model is used unless --model is given.
-        #[arg(long)]
-        agent: Option<String>,
-        /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
-        #[arg(long)]
-        model: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
         /// The permission mode of the new session's tree, e.g. auto_approve_y or yolo.
         #[arg(long, value_parser = parse_mode, conflicts_with = "session")]
         mode: Option<PermissionMode>,
@@ -175,12 +163,8 @@ enum Command {
     Continue {
         #[command(flatten)]
         client: ClientArgs,
-        /// The agent; its first model is used unless --model is given.
-        #[arg(long)]
-        agent: Option<String>,
-        /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
-        #[arg(long)]
-        model: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
         #[arg(long)]
         json: bool,
         text: Option<String>,
@@ -473,9 +457,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Sessions { client, cwd, json, all } => {
             block_on(commands::sessions(&client.connection(), cwd, all, Output::from_flag(json))).map(done)
         }
-        Command::Create { client, cwd, agent, model, json } => {
-            let flags = SelectionFlags { agent, model };
-            block_on(commands::create(&client.connection(), cwd, flags, Output::from_flag(json))).map(done)
+        Command::Create { client, cwd, selection, json } => {
+            block_on(commands::create(&client.connection(), cwd, selection, Output::from_flag(json))).map(done)
         }
         Command::Rename { client, session, title, clear, reset, json } => {
             let change = match (title, clear, reset) {
@@ -485,22 +468,22 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             block_on(commands::rename(&client.connection(), session, change, Output::from_flag(json))).map(done)
         }
-        Command::Run { client, session, cwd, agent, model, json, input } => {
+        Command::Run { client, session, cwd, selection, json, input } => {
             let request = RunRequest {
                 session,
                 cwd,
-                flags: SelectionFlags { agent, model },
+                flags: selection,
                 mode: None,
                 input: run_cmd::input_or_stdin(input, "troupe run \"make the tests pass\"")?,
                 shown: Shown::Follow(Output::from_flag(json)),
             };
             block_on(run_cmd::run(&client.connection(), request)).map(|end| run_exit_code(&end))
         }
-        Command::Exec { client, session, cwd, agent, model, mode, verbose, json, input } => {
+        Command::Exec { client, session, cwd, selection, mode, verbose, json, input } => {
             let request = RunRequest {
                 session,
                 cwd,
-                flags: SelectionFlags { agent, model },
+                flags: selection,
                 mode,
                 input: run_cmd::input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
                 shown: Shown::Exec { verbose, json },
@@ -511,7 +494,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             }
             Ok(end.exit_code())
         }
-        Command::Continue { client, agent, model, json, text } => {
+        Command::Continue { client, selection, json, text } => {
             let connection = client.connection();
             let session = block_on(run_cmd::latest_here(&connection))?;
             let out = Output::from_flag(json);
@@ -520,7 +503,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                     let request = RunRequest {
                         session: Some(session),
                         cwd: None,
-                        flags: SelectionFlags { agent, model },
+                        flags: selection,
                         mode: None,
                         input,
                         shown: Shown::Follow(out),

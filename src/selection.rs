@@ -19,10 +19,14 @@ use troupe_runtime::catalog::DEFAULT_AGENT;
 
 use crate::cli_errors::explained;
 
-/// What the person asked for on the command line.
-#[derive(Clone, Debug, Default)]
+/// What the person asked for on the command line (`--agent`, `--model`).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct SelectionFlags {
+    /// The agent; its first model is used unless --model is given.
+    #[arg(long)]
     pub agent: Option<String>,
+    /// `<provider>/<model>`, e.g. local/echo or openai/gpt-4o.
+    #[arg(long)]
     pub model: Option<String>,
 }
 
