@@ -191,7 +191,6 @@ async fn plain_http_off_loopback_is_refused_naming_the_flag_and_accepted_with_it
 /// `troupe serve` as a child with the default log level (no RUST_LOG) and stderr written to `log`; returns the
 /// child and its URL.
 fn serve_logging_to(data_dir: &Path, log: &Path) -> (std::process::Child, String) {
-    use std::io::BufRead;
     let mut child = std::process::Command::new(troupe_binary())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
@@ -202,17 +201,7 @@ fn serve_logging_to(data_dir: &Path, log: &Path) -> (std::process::Child, String
         .stderr(std::fs::File::create(log).expect("log file"))
         .spawn()
         .expect("spawn troupe serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let (line_sender, line_receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = line_sender.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = line_receiver.recv_timeout(WAIT).expect("the daemon printed its address");
-    let url = line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned();
+    let url = listening_url(&mut child);
     (child, url)
 }
 

@@ -2,7 +2,6 @@
 
 #![allow(dead_code)]
 
-use std::io::BufRead;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -282,18 +281,7 @@ impl ChildDaemon {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn troupe serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (line_sender, line_receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = std::io::BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = line_sender.send(line);
-            }
-            // Keep draining so the daemon never blocks on a full pipe.
-            for _ in lines {}
-        });
-        let line = line_receiver.recv_timeout(WAIT).expect("the daemon printed its address");
-        let url = line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned();
+        let url = listening_url(&mut child);
         let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
         ChildDaemon { child, url, token }
     }
@@ -566,4 +554,20 @@ pub async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Resu
     )
     .await
     .map(|result| result.session)
+}
+
+/// The URL a spawned `troupe serve` (stdout piped) prints on its first line; the rest of its stdout is drained
+/// so the daemon never blocks on a full pipe.
+pub fn listening_url(child: &mut std::process::Child) -> String {
+    let stdout = child.stdout.take().expect("stdout");
+    let (line_sender, line_receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        if let Some(Ok(line)) = lines.next() {
+            let _ = line_sender.send(line);
+        }
+        for _ in lines {}
+    });
+    let line = line_receiver.recv_timeout(WAIT).expect("the daemon printed its address");
+    line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned()
 }
