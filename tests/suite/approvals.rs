@@ -32,9 +32,7 @@ struct Setup {
 }
 
 async fn setup(script: Value, mode: Option<PermissionMode>) -> Setup {
-    let daemon = TestDaemon::start();
-    let (client, deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), script).await;
+    let (daemon, client, deliveries) = scripted_daemon(script).await;
     let session = daemon.create_session(&client).await;
     if let Some(mode) = mode {
         set_mode(&client, &session.session_id, mode).await;

@@ -204,14 +204,8 @@ async fn stdin_with_a_run_id_alone_types_lines_into_its_one_running_command() {
 
 #[tokio::test]
 async fn sessions_are_short_readable_and_untrusted_text_is_cleaned() {
-    let daemon = TestDaemon::start();
-    let (client, _deliveries) = daemon.client().await;
-    connect_script(
-        &client,
-        daemon.data_path(),
-        json!({"turns": [{"text": "safe \u{1b}]0;pwned\u{7}text \u{1b}[2Jend"}]}),
-    )
-    .await;
+    let (daemon, _client, _deliveries) =
+        scripted_daemon(json!({"turns": [{"text": "safe \u{1b}]0;pwned\u{7}text \u{1b}[2Jend"}]})).await;
     let mut run = troupe_command(&daemon, &["run", "--model", "local/scripted", "hi"]);
     run.current_dir(daemon.project_path());
     let run = finish(run, WAIT).await;
@@ -235,9 +229,7 @@ async fn sessions_are_short_readable_and_untrusted_text_is_cleaned() {
 
 #[tokio::test]
 async fn exec_prints_the_answer_alone_and_its_exit_code_says_how_the_run_ended() {
-    let daemon = TestDaemon::start();
-    let (client, _deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "the answer"}]})).await;
+    let (daemon, client, _deliveries) = scripted_daemon(json!({"turns": [{"text": "the answer"}]})).await;
     let printed = troupe_here(&daemon, &["exec", "--model", "local/scripted", "question"]).await;
     assert_eq!(printed.code, Some(0), "{printed:?}");
     assert_eq!(printed.stdout, "the answer\n");
@@ -384,10 +376,8 @@ async fn the_daemons_protocol_words_reach_the_terminal_as_flags() {
 
 #[tokio::test]
 async fn on_a_terminal_run_shows_a_spinner_while_the_model_thinks_and_colours_its_lines() {
-    let daemon = TestDaemon::start();
-    let (client, _deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "thought about it", "delay_ms": 1500}]}))
-        .await;
+    let (daemon, _client, _deliveries) =
+        scripted_daemon(json!({"turns": [{"text": "thought about it", "delay_ms": 1500}]})).await;
     // `script` gives the command a pseudo-terminal for stdout and stderr.
     let command = format!("{} run --model local/scripted hi", troupe_binary().display());
     let mut shell = tokio::process::Command::new("script");

@@ -122,16 +122,10 @@ async fn revert_and_fork_from_the_cli_change_the_session_and_watch_explains_the_
 
 #[tokio::test]
 async fn a_revert_of_a_running_session_names_the_run_to_cancel() {
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(
-        &client,
-        daemon.data_path(),
-        json!({"turns": [
-            {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line"}}]},
-            {"text": "done"}
-        ]}),
-    )
+    let (daemon, client, mut deliveries) = scripted_daemon(json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line"}}]},
+        {"text": "done"}
+    ]}))
     .await;
     let id = daemon.create_session(&client).await.session_id;
     set_mode(&client, &id, PermissionMode::Yolo).await;

@@ -77,16 +77,10 @@ async fn runs_lists_each_run_with_its_whole_id_state_and_input_and_refuses_unkno
 
 #[tokio::test]
 async fn approvals_lists_a_pending_approval_with_the_command_that_answers_it_and_runs_marks_the_run_active() {
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(
-        &client,
-        daemon.data_path(),
-        json!({"turns": [
-            {"tool_calls": [{"tool": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}]},
-            {"text": "written"}
-        ]}),
-    )
+    let (daemon, client, mut deliveries) = scripted_daemon(json!({"turns": [
+        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}]},
+        {"text": "written"}
+    ]}))
     .await;
     let session = daemon.create_session(&client).await.session_id;
     set_mode(&client, &session, PermissionMode::Ask).await;

@@ -155,9 +155,8 @@ async fn a_revert_hides_later_turns_from_the_model_across_reverts_of_reverts_a_r
 
 #[tokio::test]
 async fn a_fork_of_a_running_session_closes_the_copied_run_in_the_fork_only() {
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "slowly", "delay_ms": 60_000}]})).await;
+    let (daemon, client, mut deliveries) =
+        scripted_daemon(json!({"turns": [{"text": "slowly", "delay_ms": 60_000}]})).await;
     let session = daemon.create_session(&client).await;
     let id = session.session_id.clone();
     client.subscribe(&id, None).await.expect("subscribe");

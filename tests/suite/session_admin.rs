@@ -167,9 +167,8 @@ async fn deleting_a_root_removes_its_whole_tree_from_every_query_and_from_the_di
 
 #[tokio::test]
 async fn a_session_with_an_active_run_is_not_deleted_until_the_run_ends() {
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
+    let (daemon, client, mut deliveries) =
+        scripted_daemon(json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
     let session = daemon.create_session(&client).await.session_id;
     client.subscribe(&session, None).await.expect("subscribe");
     let run_id = start_run(&client, &session, selection_of("default", "local/scripted"), "take your time").await;
@@ -192,9 +191,8 @@ async fn a_session_with_an_active_run_is_not_deleted_until_the_run_ends() {
 #[tokio::test]
 async fn a_session_driven_by_an_active_goal_is_deleted_once_the_goal_is_paused_and_its_run_ends() {
     use troupe_protocol::types::goal::{GoalLifecycleAction, GoalLifecycleParams, GoalSetParams};
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
+    let (daemon, client, mut deliveries) =
+        scripted_daemon(json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
     let session = daemon.create_session(&client).await.session_id;
     client.subscribe(&session, None).await.expect("subscribe");
     let params = GoalSetParams {
@@ -395,9 +393,8 @@ mod cli {
 
     #[tokio::test]
     async fn troupe_rm_of_a_busy_session_says_how_to_free_it() {
-        let daemon = TestDaemon::start();
-        let (client, _deliveries) = daemon.client().await;
-        connect_script(&client, daemon.data_path(), json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
+        let (daemon, client, _deliveries) =
+            scripted_daemon(json!({"turns": [{"text": "slow", "delay_ms": 600000}]})).await;
         let session = daemon.create_session(&client).await.session_id;
         let run_id = start_run(&client, &session, selection_of("default", "local/scripted"), "wait").await;
 

@@ -31,16 +31,10 @@ async fn recall(client: &troupe_protocol::client::Client, run_id: &str) -> Optio
 
 #[tokio::test]
 async fn steers_are_promoted_fifo_at_the_next_boundary_and_recall_takes_the_newest() {
-    let daemon = TestDaemon::start();
-    let (client, mut deliveries) = daemon.client().await;
-    connect_script(
-        &client,
-        daemon.data_path(),
-        json!({"turns": [
-            {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line; echo got $line"}}]},
-            {"text": "after steering"}
-        ]}),
-    )
+    let (daemon, client, mut deliveries) = scripted_daemon(json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line; echo got $line"}}]},
+        {"text": "after steering"}
+    ]}))
     .await;
     let session = daemon.create_session(&client).await;
     set_mode(&client, &session.session_id, PermissionMode::Yolo).await;

@@ -571,3 +571,11 @@ pub fn listening_url(child: &mut std::process::Child) -> String {
     let line = line_receiver.recv_timeout(WAIT).expect("the daemon printed its address");
     line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned()
 }
+
+/// A default daemon with `script` connected as the scripted model, and a client of it.
+pub async fn scripted_daemon(script: Value) -> (TestDaemon, Client, Deliveries) {
+    let daemon = TestDaemon::start();
+    let (client, deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), script).await;
+    (daemon, client, deliveries)
+}
