@@ -54,16 +54,15 @@ impl Drop for Tmux {
     }
 }
 
-fn tmux_available() -> bool {
-    Command::new("tmux").arg("-V").output().is_ok_and(|output| output.status.success())
+/// Fails (rather than passing without testing anything) when tmux is missing.
+fn require_tmux() {
+    let found = Command::new("tmux").arg("-V").output().is_ok_and(|output| output.status.success());
+    assert!(found, "tmux is not installed (scripts/test installs it); the TUI flow tests need it");
 }
 
 #[tokio::test]
 async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
-    if !tmux_available() {
-        eprintln!("SKIPPED: tmux is not installed (scripts/test installs it); the TUI flow test needs it");
-        return;
-    }
+    require_tmux();
     let daemon = TestDaemon::start_with(DaemonSetup {
         config_toml: Some("[agents.coder]\nmodels = [\"local/scripted\"]\n".to_owned()),
         ..DaemonSetup::default()
@@ -158,10 +157,7 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
 /// (nothing shown twice) and the next run works. Opened by a session prefix given on the command line.
 #[tokio::test]
 async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() {
-    if !tmux_available() {
-        eprintln!("SKIPPED: tmux is not installed (scripts/test installs it); the TUI flow test needs it");
-        return;
-    }
+    require_tmux();
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
