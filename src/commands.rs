@@ -4,7 +4,7 @@
 
 use anyhow::Context as _;
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
-use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
+use troupe_protocol::types::common::{SessionIdParams, SessionMeta, SessionStatus};
 use troupe_protocol::types::provider::{ProviderConnectParams, ProviderDisconnectParams};
 use troupe_protocol::types::session::{PermissionMode, SetPermissionModeParams};
 use troupe_protocol::types::session::{SessionCreateParams, SessionListParams, SessionRenameParams, TitleChange};
@@ -53,8 +53,8 @@ pub fn session_line(session: &SessionMeta, style: Style) -> String {
 
 /// [`session_line`] with the id cut to `id_len` characters, so that every id of a listing is unique.
 fn session_line_with(session: &SessionMeta, style: Style, id_len: usize) -> String {
-    let status = format!("{:?}", session.status).to_lowercase();
-    let title = session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
+    let status = status_name(session.status);
+    let title = title_of(session);
     format!(
         "{}  {:<11} {:<12} {}  {}",
         style.bold(id_prefix(&session.session_id, id_len)),
@@ -63,6 +63,23 @@ fn session_line_with(session: &SessionMeta, style: Style, id_len: usize) -> Stri
         title,
         style.dim(&home_shortened(&clean(&session.cwd)))
     )
+}
+
+/// A session's title, cleaned, or `(untitled)`.
+pub fn title_of(session: &SessionMeta) -> String {
+    session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned())
+}
+
+/// A session's status in one word.
+pub fn status_name(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Running => "running",
+        SessionStatus::Completed => "completed",
+        SessionStatus::Failed => "failed",
+        SessionStatus::Cancelled => "cancelled",
+        SessionStatus::Interrupted => "interrupted",
+    }
 }
 
 /// `path` with the home directory written `~`.

@@ -37,7 +37,7 @@ pub async fn watch(connection: &Connection, session: String, from: Option<u64>, 
         line(&format!(
             "watching {}  {}  ({})",
             style.bold(&session.session_id),
-            session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned()),
+            crate::commands::title_of(&session),
             crate::commands::home_shortened(&clean(&session.cwd))
         ));
         print_skipped(&session);

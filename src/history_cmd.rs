@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use troupe_protocol::client::{ClientDelivery, ClientError, ClientOptions, ClientProtocol, DeliveryStream};
-use troupe_protocol::types::common::{SessionIdParams, SessionMeta, SessionOrigin, SessionStatus};
+use troupe_protocol::types::common::{SessionIdParams, SessionMeta, SessionOrigin};
 use troupe_protocol::types::events::{CompactionTrigger, EventPayload, StoredEvent};
 use troupe_protocol::types::run::RunIdParams;
 use troupe_protocol::types::session::{
@@ -17,7 +17,7 @@ use troupe_protocol::types::session::{
 };
 
 use crate::cli_errors::explained;
-use crate::commands::{Connected, Connection};
+use crate::commands::{Connected, Connection, status_name, title_of};
 use crate::render::describe_event;
 
 /// How long `troupe revert` looks for the event the visible history now ends with before leaving it out.
@@ -265,19 +265,8 @@ fn node_line(session: &SessionMeta) -> String {
         session.session_id,
         session.creation_selection.agent,
         status_name(session.status),
-        session.title.as_deref().unwrap_or("(untitled)")
+        title_of(session)
     )
-}
-
-fn status_name(status: SessionStatus) -> &'static str {
-    match status {
-        SessionStatus::Idle => "idle",
-        SessionStatus::Running => "running",
-        SessionStatus::Completed => "completed",
-        SessionStatus::Failed => "failed",
-        SessionStatus::Cancelled => "cancelled",
-        SessionStatus::Interrupted => "interrupted",
-    }
 }
 
 /// The session after a revert, in one line.
@@ -286,7 +275,7 @@ fn session_summary(session: &SessionMeta) -> String {
         "{}  {}  {}  (last event #{}, the revert marker)",
         session.session_id,
         status_name(session.status),
-        session.title.as_deref().unwrap_or("(untitled)"),
+        title_of(session),
         session.last_event_seq
     )
 }
@@ -333,7 +322,7 @@ async fn event_at<C: ClientProtocol>(
 #[cfg(test)]
 mod tests {
     use troupe_protocol::RpcError;
-    use troupe_protocol::types::common::{ModelSelection, RunSelection};
+    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionStatus};
 
     use super::*;
 

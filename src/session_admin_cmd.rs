@@ -14,10 +14,10 @@ use troupe_protocol::types::session::{SessionArchiveParams, SessionTreeNode};
 
 use crate::cli_errors::explained;
 use crate::client_args::ClientArgs;
-use crate::commands::{Connected, Connection};
+use crate::commands::{Connected, Connection, title_of};
 use crate::output::line;
 use crate::session_ref::resolve_session_id;
-use crate::style::{Style, clean};
+use crate::style::Style;
 
 /// The commands that put sessions away.
 #[derive(clap::Subcommand, Debug)]
@@ -133,10 +133,6 @@ async fn archive(connection: &Connection, given: &str, archived: bool, json: boo
 /// How many sessions are below `node`.
 fn descendants(node: &SessionTreeNode) -> usize {
     node.children.iter().map(|child| 1 + descendants(child)).sum()
-}
-
-fn title_of(session: &SessionMeta) -> String {
-    session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned())
 }
 
 /// Asks on the terminal; true for `y` or `yes`.
