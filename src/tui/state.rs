@@ -229,7 +229,7 @@ impl App {
                 }
                 self.entries.push(Entry::Tool {
                     tool_call_id: tool_call_id.clone(),
-                    tool: tool.clone(),
+                    tool: clean(tool),
                     resource: clean(resource),
                     output: String::new(),
                     received: [0, 0],

@@ -66,7 +66,11 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
             String::new()
         };
         let text = vec![
-            Line::from(format!("approve {}: {}{child}?", approval.operation.tool, clean(&approval.operation.summary))),
+            Line::from(format!(
+                "approve {}: {}{child}?",
+                clean(&approval.operation.tool),
+                clean(&approval.operation.summary)
+            )),
             Line::from("y once · t for the whole tree · n reject (with feedback) · Esc cancel the run"),
         ];
         let block =
