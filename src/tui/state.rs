@@ -155,8 +155,7 @@ impl App {
         self.session.as_ref().map(|session| session.session_id.as_str())
     }
 
-    /// The selection the next run uses: picked, else the session's last, else its creation one. (The agent's
-    /// chain is applied by `selection::decide` when the run starts.)
+    /// The approval the prompt shows: the oldest one pending in the tree.
     pub fn pending_approval(&self) -> Option<&ApprovalRecord> {
         self.approvals.first()
     }

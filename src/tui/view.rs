@@ -175,11 +175,10 @@ pub fn status_line(app: &App) -> String {
             None => "idle".to_owned(),
         });
         parts.push(format!("mode {}", app.mode.map(mode_name).unwrap_or("default")));
-        if let Some(selection) =
-            app.picked.as_ref().or(app.last_selection.as_ref()).or(Some(&session.creation_selection))
-        {
-            parts.push(format!("{}/{}", selection.agent, selection.model.model));
-        }
+        // Picked, else the session's last, else its creation selection. (The agent's chain is applied by
+        // `selection::decide` when the run starts.)
+        let selection = app.picked.as_ref().or(app.last_selection.as_ref()).unwrap_or(&session.creation_selection);
+        parts.push(format!("{}/{}", selection.agent, selection.model.model));
         parts.push(format!("{}↑{}↓", app.tokens.0, app.tokens.1));
     }
     // On the session screen the notice sits under the input line.
