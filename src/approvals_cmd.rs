@@ -14,7 +14,7 @@ use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
 use crate::inspect_cmd::{emit, emit_json, first_line, header_table};
 use crate::session_ref::resolve_session_id;
-use crate::style::{Style, clean, relative_time, short_id};
+use crate::style::{Style, clean, id_prefix, relative_time, unique_prefix_len};
 
 /// `troupe approvals [SESSION]`.
 pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool) -> anyhow::Result<()> {
@@ -70,11 +70,13 @@ pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, style: Style
             "no approvals pending\n".to_owned()
         };
     }
+    // The sessions of one tree are created within moments of each other: their ids share a long prefix.
+    let id_len = unique_prefix_len(pending.iter().map(|record| record.session_id.as_str()));
     let mut rows = vec![["APPROVAL", "SESSION", "TOOL", "ACTION", "ASKED", "WHAT"].map(str::to_owned).to_vec()];
     for record in pending {
         rows.push(vec![
             record.approval_id.clone(),
-            short_id(&record.session_id).to_owned(),
+            id_prefix(&record.session_id, id_len).to_owned(),
             clean(&record.operation.tool),
             action_name(record.operation.action).to_owned(),
             relative_time(&record.created_at),
@@ -145,10 +147,17 @@ mod tests {
             created_at: "not a time".into(),
             decided_at: None,
         };
-        let text = render_approvals(&[record], false, Style::plain());
+        let text = render_approvals(std::slice::from_ref(&record), false, Style::plain());
         assert!(text.contains("ap-1      01234567  shell  execute  not a time  Run rm"), "{text}");
         assert!(text.contains("execute on rm -rf build"), "{text}");
         assert!(text.contains("`troupe approve 0123456789abcdef ap-1` (add --tree"), "{text}");
         assert_eq!(render_approvals(&[], false, Style::plain()), "no approvals pending\n");
+
+        // A child session created moments after its root shares its first 8 characters: the column tells them
+        // apart.
+        let child = ApprovalRecord { session_id: "0123456799abcdef".into(), approval_id: "ap-2".into(), ..record };
+        let record = ApprovalRecord { session_id: "0123456789abcdef".into(), ..child.clone() };
+        let text = render_approvals(&[record, child], false, Style::plain());
+        assert!(text.contains(" 012345678 ") && text.contains(" 012345679 "), "{text}");
     }
 }

@@ -4,7 +4,8 @@
 use std::io::IsTerminal as _;
 use std::time::{Duration, SystemTime};
 
-/// The part of an id a person reads and types: 8 characters, enough to be unique among sessions and runs.
+/// The first 8 characters of an id, for a glance. Not unique: UUIDv7 ids created within a minute share them, so
+/// where ids must be told apart use [`unique_prefix_len`] and [`id_prefix`].
 pub fn short_id(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
