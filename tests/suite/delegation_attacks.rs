@@ -38,6 +38,19 @@ async fn pending_approvals(client: &Client, root: &str) -> Vec<ApprovalRecord> {
     within("approval.list", client.call::<method::ApprovalList>(params)).await.expect("approval.list").approvals
 }
 
+/// Polls `approval.list` of the tree until an approval is pending; returns the first.
+async fn first_pending_approval(client: &Client, root: &str, what: &str) -> ApprovalRecord {
+    within(what, async {
+        loop {
+            if let Some(record) = pending_approvals(client, root).await.into_iter().next() {
+                return record;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
 fn running(child: &SessionChildSummary) -> bool {
     child.status == SessionStatus::Running
 }
@@ -353,15 +366,7 @@ async fn a_tree_grant_given_in_a_child_covers_the_root_after_the_trees_approval_
     set_mode(&client, &root, PermissionMode::Ask).await;
     client.subscribe(&root, None).await.unwrap();
     start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
-    let record = within("the child's approval", async {
-        loop {
-            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
-                return record;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let record = first_pending_approval(&client, &root, "the child's approval").await;
     let answer = ApprovalRespondParams {
         session_id: record.session_id.clone(),
         approval_id: record.approval_id.clone(),
@@ -488,17 +493,7 @@ async fn a_childs_approval_answered_under_the_roots_session_id_is_refused_and_st
     });
     let tree = tree(config(3, 4, ALLOW_DELEGATE), script, PermissionMode::Ask).await;
     let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
-    let client = tree.client.clone();
-    let root = tree.root.clone();
-    let record = within("the child's approval", async {
-        loop {
-            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
-                return record;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let record = first_pending_approval(&tree.client, &tree.root, "the child's approval").await;
     let answer = ApprovalRespondParams {
         session_id: tree.root.clone(),
         approval_id: record.approval_id.clone(),

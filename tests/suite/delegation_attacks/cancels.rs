@@ -75,14 +75,7 @@ async fn cancelling_the_parent_while_its_child_waits_for_an_approval_withdraws_t
     });
     let mut tree = tree(config(3, 4, ALLOW_DELEGATE), script, PermissionMode::Ask).await;
     let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
-    let client = tree.client.clone();
-    let root = tree.root.clone();
-    within("the child's approval", async {
-        while pending_approvals(&client, &root).await.is_empty() {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    first_pending_approval(&tree.client, &tree.root, "the child's approval").await;
     let cancelled = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;
     assert!(cancelled.expect("run.cancel").cancelled);
     let events = events_until(&mut tree.deliveries, is_terminal).await;
@@ -107,17 +100,7 @@ async fn cancelling_a_turn_with_one_child_at_work_and_one_delegation_awaiting_ap
     let mut tree = tree(config(3, 4, extra), script, PermissionMode::Ask).await;
     let run_id = start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
     children_when(&tree.client, &tree.root, |listed| listed.first().is_some_and(running)).await;
-    let client = tree.client.clone();
-    let root = tree.root.clone();
-    let asked = within("the delegation's approval", async {
-        loop {
-            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
-                return record;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let asked = first_pending_approval(&tree.client, &tree.root, "the delegation's approval").await;
     assert_eq!((asked.session_id.as_str(), asked.operation.resource.as_str()), (tree.root.as_str(), "agent:other"));
 
     let cancelled = within("run.cancel", tree.client.call::<method::RunCancel>(RunIdParams { run_id })).await;

@@ -96,15 +96,7 @@ async fn a_restart_while_a_child_waits_for_an_approval_leaves_nothing_pending_in
     let root = create_session_in(&client, project.path()).await.session_id;
     set_mode(&client, &root, PermissionMode::Ask).await;
     start_run(&client, &root, selection_of("default", "local/scripted"), "go").await;
-    let asked = within("the child's approval", async {
-        loop {
-            if let Some(record) = pending_approvals(&client, &root).await.into_iter().next() {
-                return record;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let asked = first_pending_approval(&client, &root, "the child's approval").await;
     daemon.kill();
 
     let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
