@@ -433,8 +433,8 @@ mod tests {
 
     #[test]
     fn short_ids_come_from_the_random_end() {
-        use crate::render::short_id;
-        assert_eq!(short_id("01957a1d-0a00-7b11-9c21-4d5e6f7a8b92"), "6f7a8b92");
-        assert_eq!(short_id("abc"), "abc");
+        use crate::render::tail_id;
+        assert_eq!(tail_id("01957a1d-0a00-7b11-9c21-4d5e6f7a8b92"), "6f7a8b92");
+        assert_eq!(tail_id("abc"), "abc");
     }
 }

@@ -53,7 +53,7 @@ struct Child {
 
 /// A session id short enough for a margin: its last 8 characters. Ids are UUIDv7, whose first characters are
 /// the creation time and so shared by sessions created together; the end is random.
-pub fn short_id(session_id: &str) -> &str {
+pub fn tail_id(session_id: &str) -> &str {
     let start = session_id.len().saturating_sub(8);
     session_id.get(start..).unwrap_or(session_id)
 }
@@ -72,7 +72,7 @@ impl Printer {
             return false;
         }
         let depth = self.children.get(parent_session_id).map_or(0, |parent| parent.depth) + 1;
-        let margin = format!("{}[{} {agent}] ", "  ".repeat(depth), short_id(child_session_id));
+        let margin = format!("{}[{} {agent}] ", "  ".repeat(depth), tail_id(child_session_id));
         self.children.insert(child_session_id.to_owned(), Child { margin, depth, ended: false });
         true
     }
