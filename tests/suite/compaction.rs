@@ -62,7 +62,11 @@ async fn run(client: &Client, deliveries: &mut Deliveries, session_id: &str, inp
     events_until(deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await
 }
 
-async fn compact(client: &Client, session_id: &str, focus: Option<&str>) -> Result<SessionCompactResult, ClientError> {
+pub(super) async fn compact(
+    client: &Client,
+    session_id: &str,
+    focus: Option<&str>,
+) -> Result<SessionCompactResult, ClientError> {
     within(
         "session.compact",
         client.call::<method::SessionCompact>(SessionCompactParams {

@@ -19,9 +19,9 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::RunIdParams;
-use troupe_protocol::types::session::{PermissionMode, SessionCompactParams};
+use troupe_protocol::types::session::PermissionMode;
 
-use super::compaction::{MODEL, chat_requests, connect_vendor, context_length_exceeded, vendor_session};
+use super::compaction::{MODEL, chat_requests, compact, connect_vendor, context_length_exceeded, vendor_session};
 use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
 use super::vendor_replies::{models_list, openai_text};
@@ -121,8 +121,7 @@ async fn a_cancelled_compaction_still_records_the_usage_its_provider_reported() 
     run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
     let before = spent_requests(&client, &id).await;
 
-    let compact = client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: None });
-    let (compacted, ()) = tokio::join!(within("session.compact", compact), async {
+    let (compacted, ()) = tokio::join!(compact(&client, &id, None), async {
         let started =
             events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::CompactionStarted { .. }))
                 .await;
@@ -185,9 +184,7 @@ async fn a_daemon_killed_mid_compaction_leaves_a_usable_session_and_exact_usage(
         let id = create_session_in(&client, project.path()).await.session_id;
         client.subscribe(&id, None).await.expect("subscribe");
         run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
-        let compact =
-            client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: None });
-        let (answer, ()) = tokio::join!(within("session.compact", compact), async {
+        let (answer, ()) = tokio::join!(compact(&client, &id, None), async {
             events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::CompactionStarted { .. }))
                 .await;
             eventually("the summary request reached the vendor", || chat_requests(&vendor).len() == 2).await;
@@ -209,12 +206,7 @@ async fn a_daemon_killed_mid_compaction_leaves_a_usable_session_and_exact_usage(
     client.subscribe(&id, None).await.expect("subscribe");
     let events = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question two").await;
     assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{:?}", kinds(&events));
-    let compacted = within(
-        "session.compact",
-        client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: None }),
-    )
-    .await
-    .expect("session.compact after the restart");
+    let compacted = compact(&client, &id, None).await.expect("session.compact after the restart");
     assert!(compacted.compacted, "{compacted:?}");
 }
 
@@ -245,9 +237,7 @@ async fn a_focus_over_the_input_limit_is_refused_like_any_input() {
         other => format!("{other:?}"),
     };
     assert_eq!(code(&refused), "input_too_large");
-    let compact =
-        client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: Some(too_long) });
-    let answer = within("session.compact", compact).await;
+    let answer = compact(&client, &id, Some(&too_long)).await;
     match answer {
         Err(error) => assert_eq!(code(&error), "input_too_large"),
         Ok(result) => panic!("a focus of 4,000 bytes over a limit of 1,024 was accepted: {result:?}"),
@@ -279,12 +269,7 @@ async fn a_summary_larger_than_the_context_window_is_not_committed() {
     .await;
     client.subscribe(&id, None).await.expect("subscribe");
     run_in_subscribed(&client, &mut deliveries, &id, MODEL, "question one").await;
-    let compacted = within(
-        "session.compact",
-        client.call::<method::SessionCompact>(SessionCompactParams { session_id: id.clone(), focus: None }),
-    )
-    .await
-    .expect("session.compact");
+    let compacted = compact(&client, &id, None).await.expect("session.compact");
     let window_bytes = 16_000 * troupe_runtime::compaction::BYTES_PER_TOKEN as usize;
     assert!(huge.len() > window_bytes, "the summary alone is over the window");
     assert!(
@@ -352,7 +337,7 @@ mod tool_history {
     use super::super::model_support::FakeServer;
     use super::super::support::*;
     use super::super::vendor_replies::{models_list, openai_text};
-    use super::{MODEL, chat_requests, connect_vendor};
+    use super::{MODEL, chat_requests, compact, connect_vendor};
 
     const SESSION: &str = "01957a1c-3f00-7a10-8b20-3c4d5e6f7a99";
 
@@ -488,14 +473,7 @@ mod tool_history {
         client.subscribe(SESSION, None).await.expect("subscribe");
         // The session's latest run used local/echo, so the echo model writes this summary; the vendor's summary
         // request is checked by the next test.
-        let compacted = within(
-            "session.compact",
-            client.call::<troupe_protocol::method::SessionCompact>(
-                troupe_protocol::types::session::SessionCompactParams { session_id: SESSION.into(), focus: None },
-            ),
-        )
-        .await
-        .expect("session.compact");
+        let compacted = compact(&client, SESSION, None).await.expect("session.compact");
         assert!(compacted.compacted, "{compacted:?}");
         assert!(chat_requests(&vendor).is_empty(), "the echo model summarized");
         let events = run_in_subscribed(&client, &mut deliveries, SESSION, MODEL, "third input").await;
@@ -528,14 +506,7 @@ mod tool_history {
         // A run on the vendor's model makes it the session's next model, and its request is checked too.
         run_in_subscribed(&client, &mut deliveries, SESSION, MODEL, "third input").await;
         assert_valid_for_openai(&chat_requests(&vendor)[0]);
-        let compacted = within(
-            "session.compact",
-            client.call::<troupe_protocol::method::SessionCompact>(
-                troupe_protocol::types::session::SessionCompactParams { session_id: SESSION.into(), focus: None },
-            ),
-        )
-        .await
-        .expect("session.compact");
+        let compacted = compact(&client, SESSION, None).await.expect("session.compact");
         assert!(compacted.compacted, "{compacted:?}");
         let summary_request = &chat_requests(&vendor)[1];
         assert_valid_for_openai(summary_request);
