@@ -268,7 +268,11 @@ async fn daemon_still_works(daemon: &TestDaemon) {
     client.subscribe(&session.session_id, None).await.expect("subscribe");
     start_run(&client, &session.session_id, echo_selection(), "still there?").await;
     let events = events_until(&mut deliveries, is_terminal).await;
-    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+    assert!(
+        matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })),
+        "the echo run did not complete: {:?}",
+        events.last()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
