@@ -46,6 +46,9 @@ pub struct RunServices {
     pub compaction: troupe_runtime::config::CompactionConfig,
     /// `[titles]`: whether a root session's first run asks its model for a title (`session_actor/title.rs`).
     pub titles: troupe_runtime::config::TitlesConfig,
+    /// The daemon's metrics (`troupe_runtime::metrics`): runs, model requests and tool calls count here, and the
+    /// session actors' logs reach it through the run context they are given.
+    pub metrics: troupe_runtime::metrics::Metrics,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -76,6 +79,7 @@ impl RunServices {
             delegation: Default::default(),
             compaction: Default::default(),
             titles: Default::default(),
+            metrics: Default::default(),
             policies: RwLock::new(HashMap::new()),
         }
     }

@@ -262,13 +262,21 @@ impl SessionActor {
         })
     }
 
+    /// The daemon's metrics, which the log counts its commits into (`None` in tests that build actors by hand).
+    fn metrics(&self) -> Option<troupe_runtime::metrics::Metrics> {
+        self.producers.run_context.as_ref().map(|context| context.services.metrics.clone())
+    }
+
     fn start_from(
         &mut self,
         ctx: &mut Context<Self>,
         state: SessionState,
         tail: VecDeque<LogEntry>,
-        store: FileEventStore,
+        mut store: FileEventStore,
     ) {
+        if let Some(metrics) = self.metrics() {
+            store.observe(metrics);
+        }
         self.committed_seq = store.last_seq();
         self.next_seq = self.committed_seq + 1;
         self.tail = EventTail::new(tail, self.limits.tail_bytes);
@@ -485,10 +493,12 @@ impl Actor for SessionActor {
         let session_dir = self.session_dir.clone();
         match self.opening.take() {
             Some(Opening::Create { first }) => {
+                let metrics = self.metrics();
                 let open = async move {
                     tokio::task::spawn_blocking(move || {
                         let json = EventJson::encode(&first).map_err(|error| error.to_string())?;
-                        let writer = LogWriter::create(&session_dir, &json).map_err(|error| error.to_string())?;
+                        let writer = LogWriter::create_observed(&session_dir, &json, metrics)
+                            .map_err(|error| error.to_string())?;
                         let entry = LogEntry { seq: first.seq, json };
                         let store = FileEventStore::created(writer, &entry);
                         Ok::<_, String>((first, entry, store))

@@ -60,6 +60,8 @@ pub(crate) struct ConnectionSetup<S> {
     pub(crate) peer: String,
     pub(crate) keepalive: Keepalive,
     pub(crate) registry: Arc<ConnectionRegistry>,
+    /// Where the protocol session reports handshakes, requests, drops and gaps (the daemon's metrics).
+    pub(crate) observer: troupe_protocol::server::SharedObserver,
 }
 
 pub(crate) struct ConnectionActor<S: ServerProtocol> {
@@ -92,7 +94,8 @@ impl<S: ServerProtocol> ConnectionActor<S> {
     /// worker's arbiter.
     pub(crate) fn launch(setup: ConnectionSetup<S>) -> Addr<Self> {
         ConnectionActor::create(move |ctx| {
-            let (connection, outbound) = ServerConnection::new(setup.engine.clone(), setup.limits);
+            let (connection, outbound) =
+                ServerConnection::with_observer(setup.engine.clone(), setup.limits, setup.observer);
             let connection_id = connection.connection_id();
             let read_gate =
                 ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK), setup.max_frame_bytes);

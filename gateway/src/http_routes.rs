@@ -1,4 +1,5 @@
-//! The HTTP routes: `/ws` (the upgrade, with its origin and auth checks), `/healthz` and `/readyz`.
+//! The HTTP routes: `/ws` (the upgrade, with its origin and auth checks), `/healthz`, `/readyz` and `/metrics`
+//! (`metrics_route.rs`).
 //!
 //! Every check of the upgrade happens here, before a single WebSocket frame exists, so a refused client gets a
 //! plain HTTP status it can show: 403 for a foreign origin, 401 (with `WWW-Authenticate: Bearer`) for a missing
@@ -35,13 +36,15 @@ pub(crate) struct GatewayState<S> {
     pub(crate) keepalive: Keepalive,
     pub(crate) readiness: Readiness,
     pub(crate) registry: Arc<ConnectionRegistry>,
+    pub(crate) metrics: Option<crate::metrics_route::MetricsEndpoint>,
 }
 
 pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
     config
         .route("/ws", web::get().to(upgrade::<S>))
         .route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz::<S>));
+        .route("/readyz", web::get().to(readyz::<S>))
+        .route("/metrics", web::get().to(crate::metrics_route::metrics::<S>));
 }
 
 async fn healthz() -> HttpResponse {
@@ -102,6 +105,10 @@ async fn upgrade<S: ServerProtocol>(
         peer,
         keepalive: state.keepalive,
         registry: state.registry.clone(),
+        observer: state
+            .metrics
+            .as_ref()
+            .map_or_else(troupe_protocol::server::no_observer, |metrics| metrics.observer.clone()),
     });
     Ok(response)
 }

@@ -17,6 +17,7 @@ mod connection_actor;
 mod connection_registry;
 mod frame_size_guard;
 mod http_routes;
+mod metrics_route;
 mod origin;
 mod read_gate;
 #[cfg(test)]
@@ -33,6 +34,7 @@ use actix_web::{App, HttpServer, web};
 use tracing::{debug, info};
 use troupe_protocol::server::{ServerLimits, ServerProtocol};
 
+pub use crate::metrics_route::{MetricsEndpoint, MetricsRender};
 pub use crate::origin::normalize_origin;
 pub use crate::token::Token;
 
@@ -71,6 +73,8 @@ pub struct GatewayConfig {
     pub workers: usize,
     /// How long a graceful stop waits for connections to finish after they were told to close.
     pub shutdown_timeout: Duration,
+    /// `GET /metrics` and the observer connections report to; `None`: no metrics (404).
+    pub metrics: Option<MetricsEndpoint>,
 }
 
 impl GatewayConfig {
@@ -88,6 +92,7 @@ impl GatewayConfig {
             pong_timeout: Duration::from_secs(45),
             workers: default_workers(),
             shutdown_timeout: Duration::from_secs(5),
+            metrics: None,
         }
     }
 }
@@ -168,6 +173,7 @@ pub fn start<S: ServerProtocol>(
         keepalive: Keepalive { ping_interval: config.ping_interval, pong_timeout: config.pong_timeout },
         readiness,
         registry: registry.clone(),
+        metrics: config.metrics,
     });
     let workers = config.workers.max(1);
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http_routes::configure::<S>))

@@ -8,6 +8,7 @@
 //! listen = "127.0.0.1:7419"
 //! allowed_origins = ["https://console.example.com"]
 //! trust_proxy = false
+//! metrics_public = false              # true: GET /metrics without the bearer token
 //! [limits]
 //! max_frame_bytes = 16777216
 //! max_in_flight = 256
@@ -65,6 +66,8 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// Whether `X-Forwarded-Host` and `X-Forwarded-Proto` describe the daemon's own origin (behind a proxy).
     pub trust_proxy: bool,
+    /// Whether `GET /metrics` is served without the bearer token (for a scraper on a trusted network).
+    pub metrics_public: bool,
     pub limits: Limits,
     /// Agents by name, in addition to (or replacing) the built-in `default`.
     pub agents: std::collections::BTreeMap<String, AgentConfig>,
@@ -187,6 +190,7 @@ impl Default for Config {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 7419)),
             allowed_origins: Vec::new(),
             trust_proxy: false,
+            metrics_public: false,
             limits: Limits::default(),
             agents: std::collections::BTreeMap::new(),
             tools: ToolSettings::default(),

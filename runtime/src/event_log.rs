@@ -85,6 +85,9 @@ pub struct LogWriter {
     truncate_before_next_append: bool,
     /// Set after any failed write, fsync or truncation; from then on the file's state is unknown.
     poisoned: bool,
+    /// Where each group commit's events and fdatasync time are counted; `None` for logs nobody observes (forks'
+    /// copies, tools, tests).
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 // The engine relies on moving the writer into blocking tasks; this fails to compile if a field stops being Send.
@@ -99,6 +102,15 @@ impl LogWriter {
     ///
     /// On failure nothing is left behind when possible, so the session simply does not exist.
     pub fn create(session_dir: &Path, first: &EventJson) -> Result<LogWriter, RuntimeError> {
+        Self::create_observed(session_dir, first, None)
+    }
+
+    /// [`create`](Self::create), counting the first line and every later commit into `metrics`.
+    pub fn create_observed(
+        session_dir: &Path,
+        first: &EventJson,
+        metrics: Option<crate::metrics::Metrics>,
+    ) -> Result<LogWriter, RuntimeError> {
         crate::blocking::assert_may_block();
         let path = log_path(session_dir);
         ensure_one_line(std::slice::from_ref(first), &path)?;
@@ -110,7 +122,7 @@ impl LogWriter {
         })?;
         // `create_private_dir` has fsynced the sessions directory, so the session directory's entry is durable.
 
-        let created = Self::create_file_with_first_line(session_dir, &path, first);
+        let created = Self::create_file_with_first_line(session_dir, &path, first, metrics);
         if created.is_err() {
             // The directory is ours (it did not exist a moment ago); removing it keeps a half-created session
             // from appearing in listings. Failures here are ignored: the original error is the one to report.
@@ -124,6 +136,7 @@ impl LogWriter {
         session_dir: &Path,
         path: &Path,
         first: &EventJson,
+        metrics: Option<crate::metrics::Metrics>,
     ) -> Result<LogWriter, RuntimeError> {
         let file = OpenOptions::new()
             .append(true)
@@ -137,6 +150,7 @@ impl LogWriter {
             valid_len: 0,
             truncate_before_next_append: false,
             poisoned: false,
+            metrics,
         };
         writer.append_batch(std::slice::from_ref(first))?;
         // The file's entry in the session directory must be durable too, or a crash could lose the whole log.
@@ -175,9 +189,18 @@ impl LogWriter {
         }
         let lines = encode_lines(events);
         self.file.write_all(&lines).map_err(|error| RuntimeError::io("append to", &self.path, error))?;
+        let fsync_started = std::time::Instant::now();
         self.file.sync_data().map_err(|error| RuntimeError::io("fsync", &self.path, error))?;
+        if let Some(metrics) = &self.metrics {
+            metrics.log_committed(events.len(), fsync_started.elapsed());
+        }
         self.valid_len += lines.len() as u64;
         Ok(())
+    }
+
+    /// Counts every later group commit (its events, its fdatasync time) into `metrics`.
+    pub fn observe(&mut self, metrics: crate::metrics::Metrics) {
+        self.metrics = Some(metrics);
     }
 
     /// Whether the file still ends with the torn line it was loaded with (cut off by the next append).

@@ -43,6 +43,7 @@ pub mod event_log;
 pub mod fork;
 pub mod goal_state;
 pub mod meta_cache;
+pub mod metrics;
 pub mod model;
 pub mod policy;
 pub mod producer_book;

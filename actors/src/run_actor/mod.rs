@@ -31,6 +31,7 @@ use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelec
 use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_runtime::clock::new_id;
+use troupe_runtime::metrics;
 use troupe_runtime::model::attachments::load_attachments;
 use troupe_runtime::model::{
     ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
@@ -296,6 +297,10 @@ impl RunLoop {
                 // recorded in the model's call order once all have ended.
                 let results = futures::future::join_all(batch.iter().map(|call| self.execute_tool_call(call))).await;
                 for (call, result) in batch.iter().zip(results) {
+                    // Counted by the tools the run offered: a name the model made up is `unknown`, not a new series.
+                    let offered = self.tool_specs.iter().any(|spec| spec.name == call.tool);
+                    let tool = if offered { call.tool.as_str() } else { "unknown" };
+                    self.setup.services.metrics.tool_call(tool, result.status);
                     let terminated = EventPayload::ToolCallTerminated {
                         tool_call_id: call.tool_call_id.clone(),
                         result: result.clone(),
@@ -448,8 +453,17 @@ impl RunLoop {
             max_output_tokens: None,
         };
         let cancel = self.control.cancel.clone();
+        // The selection resolved, so its provider is a configured one: a bounded label.
+        let provider_id = model.model.split_once('/').map_or("unknown", |(provider_id, _)| provider_id);
+        let started = std::time::Instant::now();
+        let observe = |error: Option<&ModelError>| {
+            self.setup.services.metrics.model_request(provider_id, started.elapsed(), error.map(|error| error.kind));
+        };
         let mut stream = tokio::select! {
-            opened = provider.stream(request) => opened.map_err(|error| AttemptError::model(error, false))?,
+            opened = provider.stream(request) => opened.map_err(|error| {
+                observe(Some(&error));
+                AttemptError::model(error, false)
+            })?,
             _ = cancel.cancelled() => return Err(AttemptError::Cancelled),
         };
         let mut text = String::new();
@@ -476,8 +490,12 @@ impl RunLoop {
                 }
                 Some(Ok(StreamEvent::ToolCall(call))) => tool_calls.push(call),
                 Some(Ok(StreamEvent::Usage(reported))) => usage = Some(reported),
-                Some(Ok(StreamEvent::Finished { .. })) | None => break,
+                Some(Ok(StreamEvent::Finished { .. })) | None => {
+                    observe(None);
+                    break;
+                }
                 Some(Err(error)) => {
+                    observe(Some(&error));
                     self.record_usage(attempt_id, model, usage).await;
                     let produced = !text.is_empty() || !tool_calls.is_empty();
                     return Err(AttemptError::model(error, produced));
@@ -573,6 +591,13 @@ impl RunLoop {
     }
 
     fn report_end(&self, end: RunEnd) {
+        let outcome = match end {
+            RunEnd::Completed { .. } => metrics::RunOutcome::Completed,
+            RunEnd::Failed { .. } => metrics::RunOutcome::Failed,
+            RunEnd::Cancelled => metrics::RunOutcome::Cancelled,
+            RunEnd::Interrupted => metrics::RunOutcome::Interrupted,
+        };
+        self.setup.services.metrics.run_ended(outcome);
         self.setup.services.runs.report_end(&self.setup.session_id, &self.setup.run_id, end);
     }
 }

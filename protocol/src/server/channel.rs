@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::budget::{Holder, Reservation, Reserved};
 use super::connection::ConnectionShared;
+use super::observer::DroppedNotification;
 use super::outbound::{Refused, SideKey};
 use super::sink::SinkError;
 use crate::jsonrpc::encode_notification;
@@ -181,7 +182,10 @@ impl GatedChannel {
     fn send_transient(&self, frame: &ByteString) -> Result<bool, SinkError> {
         match self.shared.queue.try_push(frame) {
             Ok(()) => Ok(true),
-            Err(Refused::Full) => Ok(false),
+            Err(Refused::Full) => {
+                self.shared.observer.notification_dropped(DroppedNotification::Transient);
+                Ok(false)
+            }
             Err(Refused::Closed) => {
                 self.mark_closed();
                 Err(SinkError::Closed)
@@ -195,6 +199,9 @@ impl GatedChannel {
             return SinkError::Closed;
         }
         if let Some(session_id) = &self.session_id {
+            // Every way of falling behind (a live event without room, a gated one that cannot be held, a replay
+            // that stalled) drops the event at hand.
+            self.shared.observer.notification_dropped(DroppedNotification::Event);
             let gap = EventsSubscriptionParams::Gap {
                 session_id: session_id.to_string(),
                 last_delivered_seq: self.last_delivered_seq.load(Ordering::Acquire),

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use bytestring::ByteString;
 use futures::FutureExt;
@@ -15,6 +16,7 @@ use serde_json::value::RawValue;
 use super::budget::ReplyBudget;
 use super::channel::GatedChannel;
 use super::context::{ReplyGroup, ServerContext};
+use super::observer::{HandshakeOutcome, SharedObserver, method_label, no_observer};
 use super::outbound::{OutboundQueue, OutboundStream};
 use super::{ServerLimits, ServerProtocol};
 use crate::error::RpcError;
@@ -35,6 +37,8 @@ pub(super) struct ConnectionShared {
     pub(super) budget: Arc<ReplyBudget>,
     /// The current subscription of this connection to each session. Subscribing again replaces it.
     pub(super) subscriptions: Mutex<HashMap<Arc<str>, Arc<GatedChannel>>>,
+    /// Told about handshakes, requests, drops and gaps (the daemon's metrics).
+    pub(super) observer: SharedObserver,
 }
 
 impl ConnectionShared {
@@ -69,6 +73,11 @@ impl<S> Clone for ServerConnection<S> {
 impl<S: ServerProtocol> ServerConnection<S> {
     /// A new connection and the stream of frames it will send.
     pub fn new(server: Arc<S>, limits: ServerLimits) -> (Self, OutboundStream) {
+        Self::with_observer(server, limits, no_observer())
+    }
+
+    /// [`new`](Self::new), reporting what happens on the connection to `observer`.
+    pub fn with_observer(server: Arc<S>, limits: ServerLimits, observer: SharedObserver) -> (Self, OutboundStream) {
         let shared = Arc::new(ConnectionShared {
             id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
             limits,
@@ -77,6 +86,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             queue: OutboundQueue::new(limits.outbound_queue, limits.outbound_queue_bytes),
             budget: ReplyBudget::new(limits.reply_budget_bytes),
             subscriptions: Mutex::new(HashMap::new()),
+            observer,
         });
         server.connected(shared.id);
         let outbound = OutboundStream { shared: shared.clone() };
@@ -141,18 +151,23 @@ impl<S: ServerProtocol> ServerConnection<S> {
         let refuse = |error: RpcError| {
             if is_notification { Admitted::Nothing } else { Admitted::Reply(encode_error_response(&reply_id, &error)) }
         };
+        let observed = |error: RpcError| {
+            self.shared.observer.request_finished(method_label(&request.method), Err(&error), None);
+            refuse(error)
+        };
         if request.method == crate::methods::method::Handshake::NAME {
             if let Err(error) = check_handshake(&request.params) {
-                return refuse(error);
+                self.shared.observer.handshake(HandshakeOutcome::Refused);
+                return observed(error);
             }
             self.shared.handshaken.store(true, Ordering::Release);
         } else if !self.shared.handshaken.load(Ordering::Acquire) {
-            return refuse(RpcError::handshake_required(&request.method));
+            return observed(RpcError::handshake_required(&request.method));
         }
         let limit = self.shared.limits.max_in_flight;
         if self.shared.in_flight.fetch_add(1, Ordering::AcqRel) >= limit {
             self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return refuse(RpcError::overloaded(limit));
+            return observed(RpcError::overloaded(limit));
         }
         let ctx = ServerContext { shared: self.shared.clone(), group: group.clone() };
         Admitted::Dispatch { request, ctx }
@@ -164,6 +179,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             Admitted::Nothing => None,
             Admitted::Reply(reply) => Some(reply),
             Admitted::Dispatch { request, ctx } => {
+                let started = Instant::now();
                 let outcome = AssertUnwindSafe(dispatch(&*self.server, &ctx, &request.method, request.params))
                     .catch_unwind()
                     .await;
@@ -175,6 +191,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
                         request.method
                     )))
                 });
+                self.observe(&request.method, result.as_ref().map(|_| ()), started);
                 let id = request.id?;
                 Some(match result {
                     Ok(raw) => encode_result_response(&id, &raw),
@@ -182,6 +199,17 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 })
             }
         }
+    }
+}
+
+impl<S> ServerConnection<S> {
+    fn observe(&self, method: &str, result: Result<(), &RpcError>, started: Instant) {
+        let method = method_label(method);
+        let observer = &self.shared.observer;
+        if method == crate::methods::method::Handshake::NAME {
+            observer.handshake(if result.is_ok() { HandshakeOutcome::Accepted } else { HandshakeOutcome::Refused });
+        }
+        observer.request_finished(method, result, Some(started.elapsed()));
     }
 }
 

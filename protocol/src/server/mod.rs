@@ -13,6 +13,7 @@
 //! - `context`: [`ServerContext`], what one request may open, and its reply group.
 //! - `channel`: the gated notification channel behind every sink: gating, backpressure, gaps.
 //! - `sink`: the public faces of a channel, [`EventSink`] and [`ConnectionNotifier`].
+//! - `observer`: [`ServerObserver`], what the layer reports as it works (the daemon's metrics).
 //!
 //! # Ordering of replies and notifications
 //!
@@ -39,6 +40,7 @@ mod budget;
 mod channel;
 mod connection;
 mod context;
+mod observer;
 mod outbound;
 mod sink;
 
@@ -52,6 +54,9 @@ pub use crate::methods::ServerProtocol;
 use crate::transport::{MessageFrame, Transport};
 pub use connection::ServerConnection;
 pub use context::ServerContext;
+pub use observer::{
+    DroppedNotification, HandshakeOutcome, NoObserver, ServerObserver, SharedObserver, method_label, no_observer,
+};
 pub use outbound::OutboundStream;
 pub use sink::{ConnectionNotifier, EventSink, ReplayPermit, SinkError, encode_event_notification};
 

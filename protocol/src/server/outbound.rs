@@ -147,8 +147,8 @@ impl OutboundQueue {
         drop(removed);
     }
 
-    /// The next frame to write: the queue first, then the side list. `None` once closed.
-    pub(super) async fn next(&self) -> Option<ByteString> {
+    /// The next frame to write: the queue first, then the side list (with the frame's key). `None` once closed.
+    pub(super) async fn next_with_key(&self) -> Option<(ByteString, Option<SideKey>)> {
         loop {
             {
                 let mut state = self.state.lock();
@@ -159,10 +159,10 @@ impl OutboundQueue {
                     state.bytes -= frame.len();
                     drop(state);
                     self.room.notify_waiters();
-                    return Some(frame);
+                    return Some((frame, None));
                 }
-                if let Some((_, frame)) = state.side.pop_front() {
-                    return Some(frame);
+                if let Some((key, frame)) = state.side.pop_front() {
+                    return Some((frame, Some(key)));
                 }
             }
             self.readable.notified().await;
@@ -193,7 +193,11 @@ impl OutboundStream {
     /// The next frame to write, or `None` once the connection is closed. Taking a frame frees its room in the
     /// queue.
     pub async fn next(&mut self) -> Option<ByteString> {
-        self.shared.queue.next().await
+        let (frame, key) = self.shared.queue.next_with_key().await?;
+        if matches!(key, Some(SideKey::Gap(_))) {
+            self.shared.observer.gap_sent();
+        }
+        Some(frame)
     }
 
     /// Marks the connection closed: sinks report closed, waiting replies and replays give up, and `next` returns

@@ -80,6 +80,7 @@ fn open_scanning(
         valid_len: scanned.complete_len,
         truncate_before_next_append: scanned.complete_len < scanned.total_len,
         poisoned: false,
+        metrics: None,
     };
     let mut facts = scanned.facts;
     facts.set_committed_len(scanned.complete_len);

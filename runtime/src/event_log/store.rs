@@ -128,6 +128,11 @@ impl FileEventStore {
         self.writer.has_torn_tail()
     }
 
+    /// Counts every later group commit (its events, its fdatasync time) into `metrics`.
+    pub fn observe(&mut self, metrics: crate::metrics::Metrics) {
+        self.writer.observe(metrics);
+    }
+
     /// The newest events, at most `tail_bytes` of them but at least the last one, oldest first.
     pub fn read_tail(&self, tail_bytes: usize) -> Result<std::collections::VecDeque<LogEntry>, RuntimeError> {
         let (start, end) = {
