@@ -3,17 +3,18 @@
 //! runtime snapshot's agents and models.
 
 use troupe_protocol::client::ClientProtocol;
-use troupe_protocol::types::approval::{ApprovalFeedback, ApprovalRespondParams};
+use troupe_protocol::types::approval::{ApprovalFeedback, ApprovalListParams, ApprovalRespondParams, ApprovalStatus};
 use troupe_protocol::types::common::{Empty, RunSelection, SessionIdParams};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams, RunSteerParams, RunToolStdinParams};
+use troupe_protocol::types::runtime::RuntimeSnapshot;
 use troupe_protocol::types::session::{
     PermissionMode, SessionCreateParams, SessionListParams, SetPermissionModeParams,
 };
 use troupe_runtime::clock::new_id;
 
 use super::keys::Action;
-use super::state::{App, PickerRow};
+use super::state::{App, Choice, PickerRow};
 use crate::selection::{SelectionFlags, SessionSelections};
 
 /// The roots listed per refresh whose children are asked for too (one call each).
@@ -139,25 +140,17 @@ pub async fn perform<C: ClientProtocol>(
             let Some(session_id) = app.session_id().map(str::to_owned) else { return Ok(()) };
             let mode = next_mode(app.mode.unwrap_or_default());
             client.session_set_permission_mode(SetPermissionModeParams { session_id, mode }).await?;
+            // Set before the answer: every check after it uses this mode (until another client changes it, which
+            // the next `read_mode` shows).
             app.mode = Some(mode);
         }
         Action::LoadChoices => {
             let snapshot = client.runtime_snapshot_get(Empty {}).await?.snapshot;
-            app.choices = snapshot
-                .agents
-                .iter()
-                .flat_map(|agent| {
-                    agent.models.iter().map(|model| RunSelection {
-                        agent: agent.agent.clone(),
-                        model: model.clone(),
-                        preset: None,
-                    })
-                })
-                .collect();
-            if app.choices.is_empty() {
-                app.notice = Some("the daemon has no agents with models".to_owned());
-            } else {
-                app.choosing = Some(0);
+            app.choices = choices(&snapshot);
+            // The cursor starts on the first choice that can run.
+            match app.choices.iter().position(|choice| choice.unusable.is_none()) {
+                _ if app.choices.is_empty() => app.notice = Some("the daemon has no agents with models".to_owned()),
+                first => app.choosing = Some(first.unwrap_or(0)),
             }
         }
     }
@@ -175,7 +168,45 @@ async fn open<C: ClientProtocol>(
     followed.clear();
     followed.push(session_id.clone());
     client.subscribe(&session_id, None).await?;
+    read_mode(client, app).await
+}
+
+/// Reads the open session's tree mode from the daemon: it belongs to the tree, not to this TUI (another client may
+/// change it, and a restarted daemon starts every tree in the default), and no event carries it. `approval.list`
+/// on the tree's root reports it (troupe extension, `docs/protocol.md`); the TUI reads it on opening, on
+/// reconnecting and every few seconds. A daemon that does not report it leaves the mode unknown.
+pub async fn read_mode<C: ClientProtocol>(client: &C, app: &mut App) -> anyhow::Result<()> {
+    let Some(session) = &app.session else { return Ok(()) };
+    let root_session_id = session.origin.root_session_id().unwrap_or(&session.session_id).to_owned();
+    let opened = session.session_id.clone();
+    let params = ApprovalListParams { root_session_id, status: Some(ApprovalStatus::Pending) };
+    let mode = client.approval_list(params).await?.permission_mode;
+    // The person may have opened another session while the call was out.
+    if app.session_id() == Some(opened.as_str()) {
+        app.mode = mode;
+    }
     Ok(())
+}
+
+/// Every agent with each of its models, in the snapshot's order; a model that cannot run now carries why (the
+/// first line of the refusal `troupe run --model` would print).
+pub fn choices(snapshot: &RuntimeSnapshot) -> Vec<Choice> {
+    let known = SessionSelections::default();
+    snapshot
+        .agents
+        .iter()
+        .flat_map(|agent| agent.models.iter().map(move |model| (agent, model)))
+        .map(|(agent, model)| {
+            let flags = SelectionFlags { agent: Some(agent.agent.clone()), model: Some(model.model.clone()) };
+            let unusable = crate::selection::decide(snapshot, &flags, &known)
+                .err()
+                .map(|error| error.to_string().lines().next().unwrap_or_default().to_owned());
+            Choice {
+                selection: RunSelection { agent: agent.agent.clone(), model: model.clone(), preset: None },
+                unusable,
+            }
+        })
+        .collect()
 }
 
 /// Picked in the TUI > the agent's chain > the session's last selection > its creation selection.

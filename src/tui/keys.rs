@@ -78,10 +78,17 @@ fn choice_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     match key.code {
         KeyCode::Up => app.choosing = Some(chosen.saturating_sub(1)),
         KeyCode::Down => app.choosing = Some((chosen + 1).min(app.choices.len().saturating_sub(1))),
-        KeyCode::Enter => {
-            app.picked = app.choices.get(chosen).cloned();
-            app.choosing = None;
-        }
+        KeyCode::Enter => match app.choices.get(chosen) {
+            Some(choice) if choice.unusable.is_some() => {
+                let why = choice.unusable.as_deref().unwrap_or_default();
+                app.notice = Some(format!("{} cannot run now: {why}", choice.selection.model.model));
+            }
+            Some(choice) => {
+                app.picked = Some(choice.selection.clone());
+                app.choosing = None;
+            }
+            None => app.choosing = None,
+        },
         KeyCode::Esc => app.choosing = None,
         _ => {}
     }
@@ -101,7 +108,13 @@ fn approval_key(app: &mut App, key: KeyEvent) -> Option<Action> {
             app.input.clear();
             None
         }
-        KeyCode::Esc => Some(Action::Cancel),
+        // Withdraws this one call's request, as `troupe approve --cancel` does: the run goes on (the model sees the
+        // call cancelled). Ctrl-C cancels the whole run.
+        KeyCode::Esc if app.pending_approval().is_some_and(|approval| !approval.constraints.cancellable) => {
+            app.notice = Some("this approval cannot be withdrawn; y or n (Ctrl-C cancels the run)".to_owned());
+            None
+        }
+        KeyCode::Esc => Some(Action::Approve { decision: ApprovalDecision::Cancel, feedback: None }),
         _ => None,
     }
 }
@@ -125,7 +138,9 @@ fn session_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Option<Action> {
             app.input_mode = InputMode::Prompt;
             app.input.clear();
         }
-        KeyCode::Esc if app.active_run.is_some() => return Some(Action::Cancel),
+        KeyCode::Esc if !app.input.is_empty() => app.input.clear(),
+        // Esc closes things, it never cancels work: a second Esc after withdrawing an approval must not cancel the
+        // run. The run goes on in the daemon (Ctrl-C cancels it).
         KeyCode::Esc => return Some(Action::BackToPicker),
         KeyCode::Char('r') if ctrl => return Some(Action::RecallSteer),
         KeyCode::Char('d') if ctrl => {

@@ -32,11 +32,12 @@ use state::{App, Screen};
 /// At most this many deliveries already waiting are applied between two frames.
 const DELIVERIES_PER_FRAME: usize = 1000;
 
-/// How often the picker re-reads the session list.
+/// How often the picker re-reads the session list, and the session screen its tree's permission mode.
 const PICKER_REFRESH: Duration = Duration::from_secs(2);
 
 /// Runs the TUI until the person quits. `session`: open this one (id or unique prefix) instead of the picker.
 pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Result<()> {
+    refuse_without_a_terminal()?;
     let options = ClientOptions {
         reconnect: Some(ReconnectPolicy::default()),
         request_timeout: Duration::from_secs(30),
@@ -88,8 +89,15 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
                         app.notice = Some(crate::style::clean(&format!("{error:#}")));
                     }
                 }
-                _ = refresh.tick(), if app.screen == Screen::Picker => {
-                    if let Err(error) = conn::refresh(&client, &mut app).await {
+                _ = refresh.tick() => {
+                    let refreshed = match app.screen {
+                        Screen::Picker => conn::refresh(&client, &mut app).await,
+                        Screen::Session => conn::read_mode(&client, &mut app).await,
+                    };
+                    // While the daemon is away the status line says so already.
+                    if let Err(error) = refreshed
+                        && app.connected
+                    {
                         app.notice = Some(crate::style::clean(&format!("{error:#}")));
                     }
                 }
@@ -101,6 +109,23 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
     ratatui::restore();
     client.close().await;
     result
+}
+
+/// The TUI draws on the terminal and reads keys from it: into a pipe or a file it would write escape codes nobody
+/// reads and wait for keys that never come. Refused (a usage error, exit 2) before anything is dialled.
+fn refuse_without_a_terminal() -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let missing = match (std::io::stdin().is_terminal(), std::io::stdout().is_terminal()) {
+        (true, true) => return Ok(()),
+        (_, false) => "stdout",
+        (false, true) => "stdin",
+    };
+    Err(crate::cli_errors::UsageError(format!(
+        "the TUI needs a terminal, and {missing} is not one\n  hint: without a terminal use the commands: `troupe \
+         sessions` lists sessions, `troupe run \"TASK\"` or `troupe exec \"TASK\"` runs one, `troupe watch SESSION` \
+         follows one; `troupe --help` lists them all"
+    ))
+    .into())
 }
 
 async fn deliver<C: ClientProtocol>(client: &C, app: &mut App, followed: &mut Vec<String>, delivery: ClientDelivery) {
@@ -117,7 +142,11 @@ async fn deliver<C: ClientProtocol>(client: &C, app: &mut App, followed: &mut Ve
         ClientDelivery::ToolOutputDelta(params) => live_output(app, followed, &params, "byte_offset"),
         ClientDelivery::ToolOutputSnapshot(params) => live_output(app, followed, &params, "start_offset"),
         ClientDelivery::Disconnected { .. } => app.connected = false,
-        ClientDelivery::Reconnected => app.connected = true,
+        ClientDelivery::Reconnected => {
+            app.connected = true;
+            // A restarted daemon starts every tree in the default mode.
+            let _ = conn::read_mode(client, app).await;
+        }
         ClientDelivery::RecoveryFailed { detail, .. } => {
             app.notice = Some(format!("could not resume the session: {}", crate::style::clean(&detail)));
         }

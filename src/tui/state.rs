@@ -1,7 +1,9 @@
 //! The TUI's state and how the session's events change it (the "reduction"): no I/O here, so rendering and the
 //! reduction are tested without a daemon.
 
-use troupe_protocol::types::approval::ApprovalRecord;
+use std::collections::HashMap;
+
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord};
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionStatus};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::ToolResultStatus;
@@ -48,10 +50,16 @@ pub enum Entry {
         attempt_id: String,
         text: String,
     },
+    /// A tool call: from its approval request (if it asked), its start, or (a call that never started, such as a
+    /// rejected one) its end.
     Tool {
         tool_call_id: String,
         tool: String,
         resource: String,
+        /// The approval the call asked for, and the answer once given.
+        approval: Option<CallApproval>,
+        /// `tool_call_started` was seen: the call runs (a rejected or cancelled call never starts).
+        started: bool,
         output: String,
         /// Bytes received per stream (stdout, stderr): live deltas and durable progress overlap, and each byte is
         /// shown once.
@@ -71,8 +79,26 @@ pub enum Entry {
 /// How a tool call ended.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolEnd {
-    pub ok: bool,
+    pub status: ToolResultStatus,
     pub text: String,
+}
+
+/// A call's approval as the transcript shows it: asked, then answered by a person (or withdrawn, which the call's
+/// `cancelled` end shows).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallApproval {
+    pub approval_id: String,
+    pub answer: Option<ApprovalDecision>,
+    /// The feedback given with a rejection.
+    pub feedback: Option<String>,
+}
+
+/// One line of the model picker: an agent with one of its models, and why it cannot run now (its provider is not
+/// connected, …), in which case it is shown greyed and cannot be picked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    pub selection: RunSelection,
+    pub unusable: Option<String>,
 }
 
 /// Everything on screen.
@@ -91,11 +117,15 @@ pub struct App {
     /// The running tool calls of the active run, oldest first (stdin goes to the newest).
     pub running_tools: Vec<String>,
     pub approvals: Vec<ApprovalRecord>,
+    /// The tree's permission mode as the daemon last reported it (`approval.list`), `None` until it has.
     pub mode: Option<PermissionMode>,
+    /// The tool names of the latest model turn's calls, by id: a call that ends without starting (rejected) is
+    /// named from here when it asked no approval.
+    pub turn_calls: HashMap<String, String>,
     pub last_selection: Option<RunSelection>,
     /// Chosen in the model picker; used for the next run.
     pub picked: Option<RunSelection>,
-    pub choices: Vec<RunSelection>,
+    pub choices: Vec<Choice>,
     pub choosing: Option<usize>,
     pub tokens: (u64, u64),
     pub input: String,
@@ -123,6 +153,7 @@ impl App {
             running_tools: Vec::new(),
             approvals: Vec::new(),
             mode: None,
+            turn_calls: HashMap::new(),
             last_selection: None,
             picked: None,
             choices: Vec::new(),
@@ -146,6 +177,9 @@ impl App {
         self.active_run = None;
         self.running_tools.clear();
         self.approvals.clear();
+        // Another tree's mode until the daemon says otherwise.
+        self.mode = None;
+        self.turn_calls.clear();
         self.tokens = (0, 0);
         self.scroll = 0;
         self.last_selection = None;
@@ -174,10 +208,18 @@ impl App {
                 if !self.approvals.iter().any(|known| known.approval_id == approval.approval_id) {
                     self.approvals.push(approval.clone());
                 }
+                if own {
+                    self.asked(approval);
+                }
+            }
+            EventPayload::ApprovalUserDecisionRecorded { approval_id, decision, feedback, .. } => {
+                self.approvals.retain(|approval| &approval.approval_id != approval_id);
+                if own {
+                    self.answered(approval_id, *decision, feedback.as_deref());
+                }
             }
             EventPayload::ApprovalFinalized { approval_id, .. }
-            | EventPayload::ApprovalCancelled { approval_id, .. }
-            | EventPayload::ApprovalUserDecisionRecorded { approval_id, .. } => {
+            | EventPayload::ApprovalCancelled { approval_id, .. } => {
                 self.approvals.retain(|approval| &approval.approval_id != approval_id);
             }
             _ if !own => {}
@@ -204,7 +246,12 @@ impl App {
                 Some(Entry::Assistant { attempt_id: last, text: shown }) if last == attempt_id => shown.push_str(text),
                 _ => self.entries.push(Entry::Assistant { attempt_id: attempt_id.clone(), text: text.clone() }),
             },
-            EventPayload::ModelTurnCommitted { attempt_id, text, .. } if !text.is_empty() => {
+            EventPayload::ModelTurnCommitted { attempt_id, text, tool_calls, .. } => {
+                self.turn_calls =
+                    tool_calls.iter().map(|call| (call.tool_call_id.clone(), clean(&call.tool))).collect();
+                if text.is_empty() {
+                    return;
+                }
                 let streamed = self
                     .entries
                     .iter()
@@ -223,27 +270,36 @@ impl App {
             }
             EventPayload::ToolCallStarted { tool_call_id, tool, arguments, resource, .. } => {
                 self.running_tools.push(tool_call_id.clone());
-                if let Some(diff) = edit_diff(tool, arguments) {
-                    self.entries.push(diff);
-                }
-                self.entries.push(Entry::Tool {
-                    tool_call_id: tool_call_id.clone(),
-                    tool: clean(tool),
-                    resource: clean(resource),
-                    output: String::new(),
-                    received: [0, 0],
-                    result: None,
+                // A call that asked first has its entry already: it starts there, its diff just above it.
+                let at = self.tool_index(tool_call_id).unwrap_or_else(|| {
+                    self.entries.push(Entry::tool(tool_call_id, clean(tool), clean(resource)));
+                    self.entries.len() - 1
                 });
+                if let Entry::Tool { started, .. } = &mut self.entries[at] {
+                    *started = true;
+                }
+                if let Some(diff) = edit_diff(tool, arguments) {
+                    self.entries.insert(at, diff);
+                }
             }
             EventPayload::ToolCallProgress { tool_call_id, stream, offset, text } => {
                 self.tool_output(tool_call_id, *stream, *offset, text.as_bytes());
             }
             EventPayload::ToolCallTerminated { tool_call_id, result } => {
                 self.running_tools.retain(|running| running != tool_call_id);
-                let ok = result.status == ToolResultStatus::Ok;
                 let text = result.display.clone().unwrap_or_else(|| result.output.clone());
-                if let Some(Entry::Tool { result: end, .. }) = self.tool_entry(tool_call_id) {
-                    *end = Some(ToolEnd { ok, text });
+                let end = Some(ToolEnd { status: result.status, text });
+                match self.tool_entry(tool_call_id) {
+                    Some(Entry::Tool { result, .. }) => *result = end,
+                    // Refused before it started (by the policy): still shown, with why.
+                    _ => {
+                        let tool = self.turn_calls.get(tool_call_id).cloned().unwrap_or_else(|| "tool".to_owned());
+                        let mut entry = Entry::tool(tool_call_id, tool, String::new());
+                        if let Entry::Tool { result, .. } = &mut entry {
+                            *result = end;
+                        }
+                        self.entries.push(entry);
+                    }
                 }
             }
             EventPayload::RunCompleted { .. } => self.run_ended("run completed".to_owned()),
@@ -263,11 +319,44 @@ impl App {
         self.entries.push(Entry::RunBoundary(words));
     }
 
+    fn tool_index(&self, id: &str) -> Option<usize> {
+        self.entries.iter().rposition(|entry| matches!(entry, Entry::Tool { tool_call_id, .. } if tool_call_id == id))
+    }
+
     fn tool_entry(&mut self, id: &str) -> Option<&mut Entry> {
-        self.entries
-            .iter_mut()
-            .rev()
-            .find(|entry| matches!(entry, Entry::Tool { tool_call_id, .. } if tool_call_id == id))
+        self.tool_index(id).map(|index| &mut self.entries[index])
+    }
+
+    /// A call of the open session asks for approval: its entry appears now, waiting.
+    fn asked(&mut self, approval: &ApprovalRecord) {
+        let asked = Some(CallApproval { approval_id: approval.approval_id.clone(), answer: None, feedback: None });
+        match self.tool_entry(&approval.tool_call_id) {
+            Some(Entry::Tool { approval: known, .. }) => *known = asked,
+            _ => {
+                let mut entry = Entry::tool(
+                    &approval.tool_call_id,
+                    clean(&approval.operation.tool),
+                    clean(&approval.operation.resource),
+                );
+                if let Entry::Tool { approval, .. } = &mut entry {
+                    *approval = asked;
+                }
+                self.entries.push(entry);
+            }
+        }
+    }
+
+    /// A person answered a call's approval: the answer (and a rejection's feedback) shows under the call.
+    fn answered(&mut self, approval_id: &str, decision: ApprovalDecision, feedback: Option<&str>) {
+        for entry in self.entries.iter_mut().rev() {
+            if let Entry::Tool { approval: Some(approval), .. } = entry
+                && approval.approval_id == approval_id
+            {
+                approval.answer = Some(decision);
+                approval.feedback = feedback.map(clean);
+                return;
+            }
+        }
     }
 
     /// Appends output bytes at `offset` of a tool call's stream, skipping what was already shown (a live
@@ -285,6 +374,21 @@ impl App {
             let skip = received[index].saturating_sub(offset) as usize;
             output.push_str(&String::from_utf8_lossy(&bytes[skip..]));
             received[index] = end;
+        }
+    }
+}
+
+impl Entry {
+    fn tool(tool_call_id: &str, tool: String, resource: String) -> Entry {
+        Entry::Tool {
+            tool_call_id: tool_call_id.to_owned(),
+            tool,
+            resource,
+            approval: None,
+            started: false,
+            output: String::new(),
+            received: [0, 0],
+            result: None,
         }
     }
 }

@@ -220,8 +220,12 @@ fn live_output_and_durable_progress_show_each_byte_once() {
 fn the_model_picker_lists_agents_with_their_models_and_the_pick_shows_in_the_status_line() {
     use troupe_protocol::types::common::RunSelection;
     let mut app = open_app();
-    let choice = |agent: &str, model: &str| -> RunSelection {
-        serde_json::from_value(json!({"agent": agent, "model": {"model": model, "variant": null}})).unwrap()
+    let choice = |agent: &str, model: &str| super::state::Choice {
+        selection: serde_json::from_value::<RunSelection>(
+            json!({"agent": agent, "model": {"model": model, "variant": null}}),
+        )
+        .unwrap(),
+        unusable: None,
     };
     app.choices = vec![choice("coder", "local/scripted"), choice("reviewer", "openai/gpt-4o")];
     app.choosing = Some(1);
@@ -263,4 +267,197 @@ fn n_asks_for_feedback_and_enter_rejects_with_it() {
         handle_key(&mut app, key(KeyCode::Enter)),
         Some(Action::Approve { decision: ApprovalDecision::Reject, feedback: Some("not that".to_owned()) })
     );
+}
+
+fn approval_json(approval_id: &str, tool_call_id: &str, cancellable: bool) -> Value {
+    json!({
+        "session_id": SESSION, "run_id": "run-1", "tool_call_id": tool_call_id, "approval_id": approval_id,
+        "revision": 1, "status": "pending",
+        "operation": {"tool": "shell", "action": "execute", "resource": "rm -rf build", "summary": "run rm -rf build"},
+        "operation_fingerprint": "f", "decision": null, "feedback": null, "answered_by": null,
+        "constraints": {"allow_once": true, "allow_tree_grant": true, "cancellable": cancellable, "expires_at": null},
+        "created_at": "2026-01-01T00:00:00Z", "decided_at": null
+    })
+}
+
+#[test]
+fn a_rejected_call_shows_with_its_feedback_and_a_policy_denied_one_with_why() {
+    let mut app = open_app();
+    app.apply(&run_started(2, "clean up"));
+    app.apply(&event(
+        3,
+        json!({"type": "model_turn_committed", "attempt_id": "a1", "model": "local/scripted", "fallback_index": 0,
+               "text": "", "tool_calls": [
+                   {"tool_call_id": "t1", "tool": "shell", "arguments": {"command": "rm -rf build"}},
+                   {"tool_call_id": "t2", "tool": "write_file", "arguments": {"path": "/etc/passwd"}}]}),
+    ));
+    app.apply(&event(4, json!({"type": "approval_requested", "approval": approval_json("ap1", "t1", true)})));
+    let (text, _) = draw(&app);
+    assert!(text.contains("⚙ shell rm -rf build"), "the call shows while it waits: {text}");
+    assert!(text.contains("? waiting for your approval"), "{text}");
+    assert!(!text.contains("… running"), "it does not run yet: {text}");
+    app.apply(&event(
+        5,
+        json!({"type": "approval_user_decision_recorded", "approval_id": "ap1", "revision": 2, "decision": "reject",
+               "feedback": "keep the build dir", "answered_by": "client:connection-1", "client_response_id": "r1"}),
+    ));
+    app.apply(&event(
+        6,
+        json!({"type": "approval_finalized", "approval_id": "ap1", "revision": 3, "status": "rejected"}),
+    ));
+    app.apply(&event(
+        7,
+        json!({"type": "tool_call_terminated", "tool_call_id": "t1", "result": {"status": "denied",
+               "output": "The user rejected this call (run rm -rf build). Their feedback: keep the build dir"}}),
+    ));
+    // The second call never asked: the policy refused it, and it still shows, with why.
+    app.apply(&event(
+        8,
+        json!({"type": "tool_call_terminated", "tool_call_id": "t2", "result": {"status": "denied",
+               "output": "writing outside the session's directory is not allowed"}}),
+    ));
+    let (text, buffer) = draw(&app);
+    assert!(text.contains("✗ rejected: keep the build dir"), "{text}");
+    assert_eq!(text.matches("keep the build dir").count(), 1, "the rejection is said once: {text}");
+    assert!(!text.contains("waiting for your approval"), "{text}");
+    assert!(text.contains("⚙ write_file"), "{text}");
+    assert!(text.contains("✗ denied: writing outside the session's directory is not allowed"), "{text}");
+    let row = (0..buffer.area.height)
+        .find(|y| (0..buffer.area.width).any(|x| buffer[(x, *y)].symbol() == "✗"))
+        .expect("the rejection line");
+    let mark = (0..buffer.area.width).find(|x| buffer[(*x, row)].symbol() == "✗").unwrap();
+    assert_eq!(buffer[(mark, row)].fg, Color::Red);
+}
+
+#[test]
+fn an_approved_call_starts_in_its_entry_and_a_withdrawn_one_ends_cancelled() {
+    let mut app = open_app();
+    app.apply(&run_started(2, "build"));
+    app.apply(&event(3, json!({"type": "approval_requested", "approval": approval_json("ap1", "t1", true)})));
+    app.apply(&event(
+        4,
+        json!({"type": "approval_user_decision_recorded", "approval_id": "ap1", "revision": 2,
+               "decision": "approve_once", "answered_by": "client:connection-1", "client_response_id": "r1"}),
+    ));
+    app.apply(&event(
+        5,
+        json!({"type": "tool_call_started", "tool_call_id": "t1", "tool": "shell",
+               "arguments": {"command": "rm -rf build"}, "action": "execute", "resource": "rm -rf build"}),
+    ));
+    let (text, _) = draw(&app);
+    assert_eq!(text.matches("⚙ shell rm -rf build").count(), 1, "one entry per call: {text}");
+    assert!(text.contains("✓ approved once"), "{text}");
+    assert!(text.contains("… running"), "{text}");
+    app.apply(&event(6, json!({"type": "approval_requested", "approval": approval_json("ap2", "t2", true)})));
+    app.apply(&event(
+        7,
+        json!({"type": "approval_user_decision_recorded", "approval_id": "ap2", "revision": 2, "decision": "cancel",
+               "answered_by": "client:connection-1", "client_response_id": "r2"}),
+    ));
+    app.apply(&event(
+        8,
+        json!({"type": "tool_call_terminated", "tool_call_id": "t2", "result": {"status": "cancelled",
+               "output": "the approval was cancelled: withdrawn by the user"}}),
+    ));
+    let (text, _) = draw(&app);
+    assert!(text.contains("⊘ approval withdrawn"), "{text}");
+    assert!(text.contains("⊘ cancelled: the approval was cancelled"), "{text}");
+}
+
+#[test]
+fn esc_withdraws_the_asked_call_not_the_run_and_the_prompt_says_so() {
+    use super::keys::{Action, handle_key};
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use troupe_protocol::types::approval::ApprovalDecision;
+    let mut app = open_app();
+    app.apply(&run_started(2, "clean up"));
+    app.apply(&event(3, json!({"type": "approval_requested", "approval": approval_json("ap1", "t1", true)})));
+    let text = draw(&app).0;
+    assert!(text.contains("Esc withdraw this call · Ctrl-C cancel the run"), "{text}");
+    assert_eq!(
+        handle_key(&mut app, KeyEvent::from(KeyCode::Esc)),
+        Some(Action::Approve { decision: ApprovalDecision::Cancel, feedback: None })
+    );
+    // Ctrl-C is still the whole run's cancel.
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert_eq!(handle_key(&mut app, ctrl_c), Some(Action::Cancel));
+    // From the feedback line, Esc goes back to the question, answering nothing.
+    let mut app = open_app();
+    app.apply(&run_started(2, "clean up"));
+    app.apply(&event(3, json!({"type": "approval_requested", "approval": approval_json("ap1", "t1", true)})));
+    assert_eq!(handle_key(&mut app, KeyEvent::from(KeyCode::Char('n'))), None);
+    assert_eq!(handle_key(&mut app, KeyEvent::from(KeyCode::Esc)), None);
+    assert!(draw(&app).0.contains("approve shell"));
+    // An approval that cannot be withdrawn says so instead.
+    let mut app = open_app();
+    app.apply(&run_started(2, "clean up"));
+    app.apply(&event(3, json!({"type": "approval_requested", "approval": approval_json("ap1", "t1", false)})));
+    assert_eq!(handle_key(&mut app, KeyEvent::from(KeyCode::Esc)), None);
+    assert!(draw(&app).0.contains("cannot be withdrawn"));
+}
+
+#[test]
+fn the_model_picker_greys_models_that_cannot_run_and_refuses_them() {
+    use crossterm::event::{KeyCode, KeyEvent};
+    use troupe_protocol::types::common::ModelSelection;
+    use troupe_protocol::types::runtime::{AgentInfo, AgentMode};
+    let mut snapshot = troupe_runtime::catalog::builtin_snapshot(1);
+    snapshot.agents.push(AgentInfo {
+        agent: "coder".into(),
+        description: String::new(),
+        mode: AgentMode::Primary,
+        models: vec![
+            ModelSelection { model: "openai/gpt-4o".into(), variant: None },
+            ModelSelection { model: "local/scripted".into(), variant: None },
+        ],
+    });
+    let choices = super::conn::choices(&snapshot);
+    let of = |model: &str| choices.iter().find(|choice| choice.selection.model.model == model).expect(model);
+    assert!(of("openai/gpt-4o").unusable.as_deref().is_some_and(|why| why.contains("not connected")), "{choices:?}");
+    assert_eq!(of("local/scripted").unusable, None);
+
+    let mut app = open_app();
+    app.choices = choices.clone();
+    let unusable = app.choices.iter().position(|choice| choice.unusable.is_some()).unwrap();
+    app.choosing = Some(unusable);
+    let (text, buffer) = draw(&app);
+    assert!(text.contains("coder · openai/gpt-4o  (cannot run: openai/gpt-4o needs provider openai"), "{text}");
+    let row = text.lines().position(|line| line.contains("cannot run:")).expect("the greyed line") as u16;
+    let column = (0..buffer.area.width).find(|x| buffer[(*x, row)].symbol() == "c").expect("its agent");
+    assert_eq!(buffer[(column, row)].fg, Color::DarkGray, "{text}");
+    let usable = text.lines().position(|line| line.contains("coder · local/scripted")).expect("the usable line");
+    assert_ne!(buffer[(column, usable as u16)].fg, Color::DarkGray, "{text}");
+    assert_eq!(super::keys::handle_key(&mut app, KeyEvent::from(KeyCode::Enter)), None);
+    assert_eq!(app.picked, None, "a model that cannot run is not picked");
+    assert_eq!(app.choosing, Some(unusable), "the picker stays open");
+    assert!(draw(&app).0.contains("cannot run now"));
+}
+
+#[test]
+fn the_picker_prints_ids_as_long_as_it_takes_to_tell_them_apart() {
+    let mut app = App::new("ws://daemon/ws".to_owned());
+    let row = |session_id: &str, depth| PickerRow {
+        session_id: session_id.to_owned(),
+        title: None,
+        status: SessionStatus::Idle,
+        last_activity_at: "2026-01-01T00:00:00Z".to_owned(),
+        depth,
+    };
+    // A root and its child created within the same minute share their first 10 characters.
+    app.rows = vec![row("0198aaaa-bb11-7000-8000-000000000001", 0), row("0198aaaa-bb22-7000-8000-000000000002", 1)];
+    let (text, _) = draw(&app);
+    assert!(text.contains("0198aaaa-bb1  idle"), "{text}");
+    assert!(text.contains("└ 0198aaaa-bb2  idle"), "{text}");
+}
+
+#[test]
+fn the_status_line_shows_the_mode_the_daemon_reports() {
+    use troupe_protocol::types::session::PermissionMode;
+    let mut app = open_app();
+    assert!(view::status_line(&app).contains("mode unknown"), "not a guess before the daemon says");
+    app.mode = Some(PermissionMode::Yolo);
+    assert!(view::status_line(&app).contains("mode yolo"));
+    // Another session is another tree: its mode is read again.
+    app.open(session_meta());
+    assert!(view::status_line(&app).contains("mode unknown"));
 }

@@ -8,8 +8,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, List, ListItem, ListState, Paragraph, Wrap};
 
 use super::ansi::styled_lines;
-use super::state::{App, Entry, InputMode, Screen};
-use crate::style::{clean, relative_time, short_id};
+use troupe_protocol::types::approval::ApprovalDecision;
+use troupe_protocol::types::run::ToolResultStatus;
+
+use super::state::{App, CallApproval, Entry, InputMode, Screen, ToolEnd};
+use crate::style::{clean, id_prefix, relative_time, short_id, unique_prefix_len};
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let [main, status] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(frame.area());
@@ -24,6 +27,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
 }
 
 fn picker(frame: &mut Frame, app: &App, area: Rect) {
+    // Long enough to tell every listed session apart (a tree's sessions share their first 8 characters), as
+    // `troupe sessions` prints them, so what is shown can be typed as `troupe tui PREFIX`.
+    let id_len = unique_prefix_len(app.rows.iter().map(|row| row.session_id.as_str()));
     let items: Vec<ListItem> = app
         .rows
         .iter()
@@ -33,7 +39,7 @@ fn picker(frame: &mut Frame, app: &App, area: Rect) {
             let marker = if row.depth > 0 { "└ " } else { "" };
             ListItem::new(format!(
                 "{indent}{marker}{}  {:<9} {:<14} {title}",
-                short_id(&row.session_id),
+                id_prefix(&row.session_id, id_len),
                 format!("{:?}", row.status).to_lowercase(),
                 relative_time(&row.last_activity_at),
             ))
@@ -71,17 +77,22 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
                 clean(&approval.operation.tool),
                 clean(&approval.operation.summary)
             )),
-            Line::from("y once · t for the whole tree · n reject (with feedback) · Esc cancel the run"),
+            Line::from(
+                "y once · t for the whole tree · n reject (with feedback) · Esc withdraw this call · Ctrl-C cancel the \
+                 run",
+            ),
         ];
         let block =
             Block::default().borders(Borders::ALL).title(" approval ").border_style(Style::default().fg(Color::Yellow));
         frame.render_widget(Paragraph::new(text).block(block).wrap(Wrap { trim: false }), prompt_area);
     }
     let label = match app.input_mode {
-        InputMode::Prompt if app.active_run.is_some() => " steer (Enter) · Ctrl-R recall · Esc cancel · Ctrl-D stdin ",
+        InputMode::Prompt if app.active_run.is_some() => {
+            " steer (Enter) · Ctrl-R recall · Ctrl-D stdin · Ctrl-C cancel the run · Esc sessions "
+        }
         InputMode::Prompt => " prompt (Enter runs) · Ctrl-O mode · Ctrl-P model · Esc sessions ",
         InputMode::Stdin => " stdin for the running command (Enter sends a line, Esc leaves) ",
-        InputMode::Feedback => " why reject? (Enter sends) ",
+        InputMode::Feedback => " why reject? (Enter sends, Esc back to the question) ",
     };
     let mut block = Block::default().borders(Borders::ALL).title(label);
     if let Some(notice) = &app.notice {
@@ -95,8 +106,18 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn choices(frame: &mut Frame, app: &App, chosen: usize, area: Rect) {
-    let items: Vec<ListItem> =
-        app.choices.iter().map(|choice| ListItem::new(format!("{} · {}", choice.agent, choice.model.model))).collect();
+    let items: Vec<ListItem> = app
+        .choices
+        .iter()
+        .map(|choice| {
+            let name = format!("{} · {}", choice.selection.agent, choice.selection.model.model);
+            match &choice.unusable {
+                None => ListItem::new(name),
+                Some(why) => ListItem::new(format!("{name}  (cannot run: {})", clean(why)))
+                    .style(Style::default().fg(Color::DarkGray)),
+            }
+        })
+        .collect();
     let height = (items.len() as u16 + 2).min(area.height);
     let popup = Rect { x: area.x + 2, y: area.y + 1, width: area.width.saturating_sub(4), height };
     frame.render_widget(Clear, popup);
@@ -119,23 +140,25 @@ fn transcript_lines(app: &App) -> Vec<Line<'static>> {
                 }
             }
             Entry::Assistant { text, .. } => lines.extend(clean(text).lines().map(|line| Line::from(line.to_owned()))),
-            Entry::Tool { tool, resource, output, result, .. } => {
+            Entry::Tool { tool, resource, approval, started, output, result, .. } => {
                 lines.push(Line::from(Span::styled(
-                    format!("⚙ {tool} {resource}"),
+                    format!("⚙ {tool} {resource}").trim_end().to_owned(),
                     Style::default().fg(Color::Magenta),
                 )));
+                lines.extend(approval.as_ref().and_then(|approval| approval_line(approval, result.is_some())));
                 lines.extend(styled_lines(output).into_iter().map(|line| {
                     let mut spans = vec![Span::styled("  │ ", dim)];
                     spans.extend(line.spans);
                     Line::from(spans)
                 }));
+                let rejected =
+                    approval.as_ref().is_some_and(|approval| approval.answer == Some(ApprovalDecision::Reject));
                 match result {
-                    Some(end) => {
-                        let (mark, color) = if end.ok { ("✓", Color::Green) } else { ("✗", Color::Red) };
-                        let first = clean(end.text.lines().next().unwrap_or(""));
-                        lines.push(Line::from(Span::styled(format!("  {mark} {first}"), Style::default().fg(color))));
-                    }
-                    None => lines.push(Line::from(Span::styled("  … running", dim))),
+                    // A person's rejection is said once, by the approval's line (the result repeats it to the model).
+                    Some(end) if rejected && end.status == ToolResultStatus::Denied => {}
+                    Some(end) => lines.push(end_line(end)),
+                    None if *started => lines.push(Line::from(Span::styled("  … running", dim))),
+                    None => {}
                 }
             }
             Entry::Diff { path, removed, added } => {
@@ -163,6 +186,32 @@ fn transcript_lines(app: &App) -> Vec<Line<'static>> {
     lines
 }
 
+/// What was asked and answered about a call: waiting, approved, rejected with its feedback, withdrawn.
+fn approval_line(approval: &CallApproval, ended: bool) -> Option<Line<'static>> {
+    let (text, color) = match (approval.answer, &approval.feedback) {
+        (None, _) if ended => return None,
+        (None, _) => ("  ? waiting for your approval".to_owned(), Color::Yellow),
+        (Some(ApprovalDecision::ApproveOnce), _) => ("  ✓ approved once".to_owned(), Color::DarkGray),
+        (Some(ApprovalDecision::ApproveTree), _) => ("  ✓ approved for the whole tree".to_owned(), Color::DarkGray),
+        (Some(ApprovalDecision::Reject), Some(feedback)) => (format!("  ✗ rejected: {feedback}"), Color::Red),
+        (Some(ApprovalDecision::Reject), None) => ("  ✗ rejected (no feedback)".to_owned(), Color::Red),
+        (Some(ApprovalDecision::Cancel), _) => ("  ⊘ approval withdrawn".to_owned(), Color::DarkGray),
+    };
+    Some(Line::from(Span::styled(text, Style::default().fg(color))))
+}
+
+/// How a call ended: ✓ ok, ✗ error or denied (by the policy), ⊘ cancelled; with the first line of its result.
+fn end_line(end: &ToolEnd) -> Line<'static> {
+    let first = clean(end.text.lines().next().unwrap_or(""));
+    let (text, color) = match end.status {
+        ToolResultStatus::Ok => (format!("  ✓ {first}"), Color::Green),
+        ToolResultStatus::Error => (format!("  ✗ {first}"), Color::Red),
+        ToolResultStatus::Denied => (format!("  ✗ denied: {first}"), Color::Red),
+        ToolResultStatus::Cancelled => (format!("  ⊘ cancelled: {first}"), Color::Yellow),
+    };
+    Line::from(Span::styled(text, Style::default().fg(color)))
+}
+
 /// daemon · connection · session · run · mode · agent/model · tokens (and the latest notice).
 pub fn status_line(app: &App) -> String {
     let mut parts = vec![format!("{} {}", app.url, if app.connected { "connected" } else { "reconnecting…" })];
@@ -174,7 +223,8 @@ pub fn status_line(app: &App) -> String {
             Some(run) => format!("{} running", short_id(run)),
             None => "idle".to_owned(),
         });
-        parts.push(format!("mode {}", app.mode.map(mode_name).unwrap_or("default")));
+        // The tree's mode as the daemon reports it; unknown until it has (or from a daemon that does not).
+        parts.push(format!("mode {}", app.mode.map(mode_name).unwrap_or("unknown")));
         // Picked, else the session's last, else its creation selection. (The agent's chain is applied by
         // `selection::decide` when the run starts.)
         let selection = app.picked.as_ref().or(app.last_selection.as_ref()).unwrap_or(&session.creation_selection);

@@ -1,8 +1,9 @@
 //! The TUI under a real terminal: the built `troupe` binary runs in a detached tmux session (120×40) against a
 //! live daemon; keys go in with `send-keys` and the screen is read back with `capture-pane`, polled under a
-//! timeout. One whole flow: pick the session, switch to `ask`, run, approve a command with `y`, see its coloured
-//! output and the answer, type a line into a waiting command, steer a running run, cancel it with Esc, quit with
-//! Ctrl-C twice.
+//! timeout. One whole flow: pick the session, switch to `ask` (and see another client's mode changes), run,
+//! approve a command with `y`, see its coloured output and the answer, type a line into a waiting command, reject a
+//! call with feedback and withdraw another with Esc (the run goes on), steer a running run, cancel it with Ctrl-C,
+//! quit with a second Ctrl-C. Without a terminal the TUI refuses to start.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -73,6 +74,9 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
         {"text": "all done here"},
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "read line; echo \"got $line\""}}]},
         {"text": "it read the line"},
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "rm -rf build"}}]},
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "echo withdrawn"}}]},
+        {"text": "left them alone"},
         {"text": "never", "delay_ms": 600000}
     ]});
     connect_script(&client, daemon.data_path(), script).await;
@@ -99,6 +103,16 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.wait_for("prompt (Enter runs)").await;
     // Ctrl-O: the permission mode moves from the default to `ask`, so the command needs an approval.
     tmux.keys(&["C-o"]);
+    tmux.wait_for("mode ask").await;
+    // The mode is the tree's: another client's change shows too.
+    let set_mode = |mode| {
+        client.call::<troupe_protocol::method::SessionSetPermissionMode>(
+            troupe_protocol::types::session::SetPermissionModeParams { session_id: session.session_id.clone(), mode },
+        )
+    };
+    within("set yolo", set_mode(troupe_protocol::types::session::PermissionMode::Yolo)).await.expect("yolo");
+    tmux.wait_for("mode yolo").await;
+    within("set ask", set_mode(troupe_protocol::types::session::PermissionMode::Ask)).await.expect("ask");
     tmux.wait_for("mode ask").await;
 
     tmux.keys(&["-l", "show me colours"]);
@@ -131,7 +145,27 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.wait_for("│ got hello").await;
     tmux.wait_for("it read the line").await;
 
-    // A third run waits on its model: Enter steers it, Esc cancels it.
+    // A call rejected with feedback shows with it; a call withdrawn with Esc ends cancelled and the run goes on.
+    tmux.keys(&["-l", "clean up"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("approve shell: ").await;
+    assert!(screen.contains("Esc withdraw this call · Ctrl-C cancel the run"), "{screen}");
+    assert!(screen.contains("? waiting for your approval"), "{screen}");
+    tmux.keys(&["n"]);
+    tmux.wait_for("why reject?").await;
+    tmux.keys(&["-l", "keep the build dir"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("✗ rejected: keep the build dir").await;
+    tmux.wait_for("⚙ shell echo withdrawn").await;
+    tmux.wait_for("approve shell: ").await;
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("⊘ approval withdrawn").await;
+    tmux.wait_for("left them alone").await;
+    let screen = tmux.wait_for(" idle ").await;
+    assert!(!screen.contains("run cancelled"), "Esc withdrew the call, not the run: {screen}");
+    assert!(!screen.contains("│ withdrawn"), "the withdrawn call never ran: {screen}");
+
+    // A fourth run waits on its model: Enter steers it, Ctrl-C cancels it.
     tmux.keys(&["-l", "take your time"]);
     tmux.keys(&["Enter"]);
     tmux.wait_for("steer (Enter)").await;
@@ -139,12 +173,11 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.keys(&["Enter"]);
     tmux.wait_for("steer queued").await;
     tmux.wait_for("you> also look at the docs").await;
-    tmux.keys(&["Escape"]);
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("cancelling; Ctrl-C again quits").await;
     let screen = tmux.wait_for("── run cancelled ──").await;
     assert!(screen.contains(" idle "), "{screen}");
-    // Ctrl-C twice quits: the pane's command ends and tmux closes the session.
-    tmux.keys(&["C-c"]);
-    tmux.wait_for("Ctrl-C again quits").await;
+    // The second Ctrl-C quits: the pane's command ends and tmux closes the session.
     tmux.keys(&["C-c"]);
     let deadline = Instant::now() + SCREEN_WAIT;
     while tmux.tmux(&["has-session", "-t", "tui"]).status.success() {
@@ -176,6 +209,9 @@ async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() 
     let started = tmux.tmux(&["new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", &command]);
     assert!(started.status.success(), "tmux new-session: {started:?}");
     tmux.wait_for("prompt (Enter runs)").await;
+    tmux.wait_for("mode auto_approve · ").await;
+    tmux.keys(&["C-o"]);
+    tmux.wait_for("mode ask · ").await;
     tmux.keys(&["-l", "first words"]);
     tmux.keys(&["Enter"]);
     tmux.wait_for("── run completed ──").await;
@@ -185,6 +221,8 @@ async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() 
     tmux.wait_for("reconnecting…").await;
     let _daemon = ChildDaemon::spawn(data_dir.path(), &format!("127.0.0.1:{port}"));
     tmux.wait_for(" connected · ").await;
+    // The mode is runtime-only: the new daemon starts the tree in the default, and the status line says so.
+    tmux.wait_for("mode auto_approve · ").await;
     tmux.keys(&["-l", "second words"]);
     tmux.keys(&["Enter"]);
     tmux.wait_for("you> second words").await;
@@ -198,4 +236,20 @@ async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(screen.matches("you> first words").count(), 1, "nothing is shown twice: {screen}");
+}
+
+/// `troupe` with no arguments and no terminal (a pipe) does not start the TUI: it says why and what to use, exit 2.
+#[test]
+fn without_a_terminal_the_tui_refuses_and_names_the_commands_to_use() {
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .env("TROUPE_URL", "ws://127.0.0.1:9/ws")
+        .env("TROUPE_TOKEN", "unused")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("troupe runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing drawn into the pipe: {:?}", output.stdout);
+    assert!(stderr.contains("the TUI needs a terminal"), "{stderr}");
+    assert!(stderr.contains("troupe sessions") && stderr.contains("troupe run"), "{stderr}");
 }
