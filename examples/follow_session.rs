@@ -11,7 +11,7 @@
 //! 5. prints every event until you press Ctrl-C. It reconnects by itself if the daemon restarts, and resumes after
 //!    the last event it printed (nothing is printed twice or skipped).
 //!
-//! How to run it, from the repository root:
+//! How to run it, from the repository root (CI runs the first `cargo run --example` line, from `examples/README.md`):
 //!
 //! ```sh
 //! cargo run --release -- serve                     # terminal 1: the daemon on ws://127.0.0.1:7419/ws

@@ -19,6 +19,7 @@ mod delegation_attacks;
 mod durability;
 mod envelope;
 mod event_order;
+mod examples;
 mod fallback_stickiness;
 mod goals;
 mod growth;
