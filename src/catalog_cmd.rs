@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::Empty;
-use troupe_protocol::types::runtime::{AgentInfo, AgentMode, AuthState, ProviderInfo, ProviderKind, RuntimeSnapshot};
+use troupe_protocol::types::runtime::{
+    AgentInfo, AgentMode, AuthState, ModelInfo, ProviderInfo, ProviderKind, RuntimeSnapshot,
+};
+use troupe_runtime::catalog::LOCAL_SCRIPTED;
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::provider_store::ProviderStore;
 
@@ -42,7 +45,16 @@ pub async fn catalog(args: &ClientArgs, listing: Listing, json: bool) -> anyhow:
     client.close().await;
     let style = Style::stdout();
     match listing {
-        Listing::Models if json => emit_json(&serde_json::json!({ "models": snapshot.models })),
+        Listing::Models if json => {
+            // Each model as the snapshot has it, plus `usable`: whether a run on it can start now (see `usable`).
+            let mut models = Vec::new();
+            for model in &snapshot.models {
+                let mut value = serde_json::to_value(model)?;
+                value["usable"] = serde_json::json!(usable(&snapshot, model) == Usable::Yes);
+                models.push(value);
+            }
+            emit_json(&serde_json::json!({ "models": models }))
+        }
         Listing::Agents if json => emit_json(&serde_json::json!({ "agents": snapshot.agents })),
         Listing::Providers => {
             let endpoints = local_endpoints(args, &snapshot.providers);
@@ -91,27 +103,60 @@ fn local_endpoints(args: &ClientArgs, providers: &[ProviderInfo]) -> BTreeMap<St
     endpoints
 }
 
-/// `troupe models`: model, provider, connected, context window, name.
+/// Whether a run on a model can start now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Usable {
+    Yes,
+    /// Its provider is not connected.
+    NotConnected,
+    /// `local/scripted` while the `local` provider has no script.
+    NoScript,
+}
+
+/// Whether `model` can run on the daemon of `snapshot`. The built-in `local` provider is always connected, but
+/// `local/scripted` plays the script of a `local` connection: the snapshot lists it either way, and only the
+/// provider's generation tells (0 is the built-in provider alone; `troupe connect local --script` makes one, and
+/// `troupe disconnect local` returns to 0).
+pub fn usable(snapshot: &RuntimeSnapshot, model: &ModelInfo) -> Usable {
+    let Some(provider) = snapshot.providers.iter().find(|provider| provider.provider_id == model.provider_id) else {
+        return Usable::NotConnected;
+    };
+    if !provider.connected {
+        Usable::NotConnected
+    } else if model.model == LOCAL_SCRIPTED && provider.generation == 0 {
+        Usable::NoScript
+    } else {
+        Usable::Yes
+    }
+}
+
+/// `troupe models`: model, provider, usable (or why not), context window, name.
 pub fn render_models(snapshot: &RuntimeSnapshot, style: Style) -> String {
     if snapshot.models.is_empty() {
         return "no models: connect a provider with `troupe connect`\n".to_owned();
     }
-    let connected: BTreeMap<&str, bool> =
-        snapshot.providers.iter().map(|provider| (provider.provider_id.as_str(), provider.connected)).collect();
-    let mut rows = vec![["MODEL", "PROVIDER", "CONNECTED", "CONTEXT", "NAME"].map(str::to_owned).to_vec()];
+    let mut rows = vec![["MODEL", "PROVIDER", "USABLE", "CONTEXT", "NAME"].map(str::to_owned).to_vec()];
     for model in &snapshot.models {
-        let is_connected = connected.get(model.provider_id.as_str()).copied().unwrap_or(false);
+        let usable = match usable(snapshot, model) {
+            Usable::Yes => "yes",
+            Usable::NotConnected => "no (not connected)",
+            Usable::NoScript => "no (no script)",
+        };
         rows.push(vec![
             clean(&model.model),
             clean(&model.provider_id),
-            if is_connected { "yes" } else { "no" }.to_owned(),
+            usable.to_owned(),
             model.context_window.map_or("-".to_owned(), |tokens| format!("{tokens}")),
             first_line(&model.name, 60),
         ]);
     }
     let mut text = header_table(&rows, style);
-    if snapshot.models.iter().any(|model| !connected.get(model.provider_id.as_str()).copied().unwrap_or(false)) {
+    let unusable: Vec<Usable> = snapshot.models.iter().map(|model| usable(snapshot, model)).collect();
+    if unusable.contains(&Usable::NotConnected) {
         text.push_str("a model of a provider that is not connected cannot run: `troupe connect PROVIDER`\n");
+    }
+    if unusable.contains(&Usable::NoScript) {
+        text.push_str("local/scripted plays a script file: `troupe connect local --script FILE`\n");
     }
     text
 }
@@ -173,7 +218,6 @@ pub fn render_providers(providers: &[ProviderInfo], endpoints: &BTreeMap<String,
 #[cfg(test)]
 mod tests {
     use troupe_protocol::types::common::ModelSelection;
-    use troupe_protocol::types::runtime::ModelInfo;
 
     use super::*;
 
@@ -216,9 +260,23 @@ mod tests {
             sandbox: None,
         };
         let text = render_models(&snapshot, Style::plain());
-        assert!(text.contains("local/echo  local     yes        -        Echo\n"), "{text}");
-        assert!(text.contains("openai/gpt  openai    no         128000   GPT\n"), "{text}");
+        assert!(text.contains("local/echo  local     yes                 -        Echo\n"), "{text}");
+        assert!(text.contains("openai/gpt  openai    no (not connected)  128000   GPT\n"), "{text}");
         assert!(text.contains("troupe connect PROVIDER"), "{text}");
+    }
+
+    #[test]
+    fn local_scripted_is_not_usable_without_a_local_connection() {
+        let mut snapshot = troupe_runtime::catalog::builtin_snapshot(1);
+        let text = render_models(&snapshot, Style::plain());
+        assert!(text.contains("local/echo      local     yes "), "{text}");
+        assert!(text.contains("local/scripted  local     no (no script) "), "{text}");
+        assert!(text.contains("troupe connect local --script FILE"), "{text}");
+        let local = snapshot.providers.iter_mut().find(|provider| provider.provider_id == "local").unwrap();
+        local.generation = 2;
+        let text = render_models(&snapshot, Style::plain());
+        assert!(text.contains("local/scripted  local     yes "), "{text}");
+        assert!(!text.contains("--script"), "{text}");
     }
 
     #[test]

@@ -86,18 +86,37 @@ pub fn explained(error: ClientError) -> anyhow::Error {
 /// The daemon's words with protocol names replaced by the flags and commands a person types, cleaned of
 /// terminal controls (an error may quote a vendor's body).
 pub fn speak_cli(said: &str) -> String {
-    const PHRASES: [(&str, &str); 9] = [
+    // Longer phrases first: a shorter one may be part of a longer one.
+    const PHRASES: [(&str, &str); 20] = [
         ("connect it with provider.connect", "connect it with `troupe connect PROVIDER` (see `troupe connect --help`)"),
         ("connect the `local` provider with setup_values.script set", "run `troupe connect local --script FILE`"),
         ("needs setup_values.script", "needs --script FILE"),
+        ("without an api_key, setup_values.base_url is required", "without --api-key-env, --base-url URL is required"),
         ("setup_values.base_url", "--base-url URL"),
         ("setup_values.script", "--script FILE"),
         ("setup_values.allow_insecure_http", "--allow-insecure-http"),
+        ("needs auth_method `api_key`", "needs a key: --api-key-env VARIABLE"),
+        ("auth_method `api_key` needs exactly one auth value, a non-empty `api_key`", "the key must not be empty"),
+        ("cancel it (run.cancel)", "cancel it (`troupe cancel RUN_ID`)"),
+        ("pause or cancel it (session.goal.lifecycle)", "pause or cancel it (`troupe goal pause|cancel SESSION`)"),
+        ("set one with session.goal.set", "set one with `troupe goal set SESSION OBJECTIVE`"),
+        ("read it again (session.goal.get)", "read it again (`troupe goal show SESSION`)"),
+        ("events.subscribe shows their seqs", "`troupe watch SESSION` shows their numbers (#N)"),
+        ("the result of `events.subscribe`", "the daemon's answer to watching the session"),
+        ("fork from a seq at or after the first run_started", "fork from the #N of a \"user:\" line or later"),
+        ("through_seq ", "#"),
+        ("through seq ", "#"),
         ("use `clear`", "use --clear"),
         ("use `reset`", "use --reset"),
-        ("Engine error (-32000): ", ""),
     ];
     let mut text = crate::style::clean(said);
+    // A JSON-RPC error shown whole starts with its class and code ("Engine error (-32000): "): words for the
+    // protocol, not for a person; what follows is the daemon's detail.
+    if let Some((head, rest)) = text.split_once("): ")
+        && head.rsplit_once(" (-32").is_some_and(|(_, code)| code.chars().all(|c| c.is_ascii_digit()))
+    {
+        text = rest.to_owned();
+    }
     for (protocol, cli) in PHRASES {
         text = text.replace(protocol, cli);
     }
@@ -143,6 +162,18 @@ mod tests {
         assert_eq!(speak_cli("the local provider needs setup_values.script"), "the local provider needs --script FILE");
         assert!(!speak_cli("not connected; connect it with provider.connect").contains("provider.connect"));
         assert_eq!(speak_cli("title empty; use `clear` to remove"), "title empty; use --clear to remove");
+        let range = speak_cli(
+            "through_seq 99 is not an event of session `s`: its events are 1..=8; events.subscribe shows their seqs",
+        );
+        assert_eq!(
+            range,
+            "#99 is not an event of session `s`: its events are 1..=8; `troupe watch SESSION` shows their numbers (#N)"
+        );
+        let busy = speak_cli("s has an active run, `r`; cancel it (run.cancel) or let it end, then delete again");
+        assert!(busy.contains("`troupe cancel RUN_ID`") && !busy.contains("run.cancel"), "{busy}");
+        assert_eq!(speak_cli("Engine error (-32000): no session x"), "no session x");
+        assert_eq!(speak_cli("Invalid params (-32602): bad cwd"), "bad cwd");
+        assert_eq!(speak_cli("a (b): c"), "a (b): c");
     }
 
     #[test]

@@ -4,17 +4,19 @@ use std::path::PathBuf;
 
 use crate::commands::Connection;
 
-/// `--url`, `--token` and `--data-dir`, flattened into every client command.
+/// `--url`, `--token` and `--data-dir`, flattened into every client command and into `troupe` itself. They are
+/// `global`, so they are taken before the subcommand too (`troupe --url X sessions`): clap hands a value given
+/// there down to the subcommand's own copy of the flag.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ClientArgs {
     /// The daemon's WebSocket URL [default: the data dir's configured `listen`, else ws://127.0.0.1:7419/ws].
-    #[arg(long, env = "TROUPE_URL")]
+    #[arg(long, env = "TROUPE_URL", global = true)]
     pub url: Option<String>,
     /// The bearer token; by default read from the data directory.
-    #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
     /// The daemon's data directory: its token and its `listen` address are read from there (never created).
-    #[arg(long, env = "TROUPE_HOME")]
+    #[arg(long, env = "TROUPE_HOME", global = true)]
     pub data_dir: Option<PathBuf>,
 }
 

@@ -294,8 +294,9 @@ pub async fn approve(
 }
 
 /// `troupe token`: prints the data dir's token. A data dir without token and config was never used by a daemon:
-/// refused unless `--create`, so a mistyped path does not get a token of its own.
-pub fn token(data_dir: Option<std::path::PathBuf>, create: bool) -> anyhow::Result<()> {
+/// refused unless `--create`, so a mistyped path does not get a token of its own. With `--json`: `{"token",
+/// "path"}` (the file it is in).
+pub fn token(data_dir: Option<std::path::PathBuf>, create: bool, out: Output) -> anyhow::Result<()> {
     let explicit = data_dir.clone();
     let data_dir = troupe_runtime::data_dir::DataDir::resolve(data_dir)?;
     let path = data_dir.token_path();
@@ -308,6 +309,7 @@ pub fn token(data_dir: Option<std::path::PathBuf>, create: bool) -> anyhow::Resu
         );
     }
     data_dir.ensure_layout()?;
-    line(troupe_runtime::token::load_or_create_token(&data_dir)?.as_str());
-    Ok(())
+    let token = troupe_runtime::token::load_or_create_token(&data_dir)?;
+    let json = serde_json::json!({ "token": token.as_str(), "path": data_dir.token_path() });
+    emit(out, &json, || token.as_str().to_owned())
 }

@@ -20,7 +20,8 @@ use crate::render::Printer;
 use crate::style::{Style, clean};
 
 /// `troupe watch`: prints a session's events, then follows it live. Survives daemon restarts: it reconnects and
-/// resumes from the last event it printed, so nothing is printed twice or skipped.
+/// resumes from the last event it printed, so nothing is printed twice or skipped. `from` is the first event to
+/// print, the `#N` watch itself prints (the protocol's cursor is the event before it).
 pub async fn watch(connection: &Connection, session: String, from: Option<u64>, out: Output) -> anyhow::Result<()> {
     exit_when_stdout_closes();
     let options = ClientOptions {
@@ -41,8 +42,11 @@ pub async fn watch(connection: &Connection, session: String, from: Option<u64>, 
             crate::commands::home_shortened(&clean(&session.cwd))
         ));
         print_skipped(&session);
+        if let Some(first) = from.filter(|first| *first > 1) {
+            line(&format!("from #{first} (events before it are not printed)"));
+        }
     }
-    client.subscribe(&session_id, from).await.map_err(explained)?;
+    client.subscribe(&session_id, from.map(|first| first.saturating_sub(1))).await.map_err(explained)?;
     let mut printer = Printer::new(out);
     if from.is_some() {
         follow_running_children(&client, &mut printer, &session_id).await;
@@ -107,7 +111,8 @@ pub(crate) async fn follow_child<C: ClientProtocol>(client: &C, printer: &mut Pr
         return;
     }
     if let Err(error) = client.subscribe(child_session_id, None).await {
-        eprintln!("{}", clean(&format!("[cannot follow child session {child_session_id}: {error}]")));
+        let said = crate::cli_errors::speak_cli(&error.to_string());
+        eprintln!("[cannot follow child session {}: {said}]", clean(child_session_id));
     }
 }
 
@@ -131,7 +136,8 @@ async fn follow_running_children<C: ClientProtocol>(client: &C, printer: &mut Pr
                         clean(&format!("[following child session {} ({agent}), at work]", meta.session_id))
                     ),
                     Err(error) => {
-                        eprintln!("{}", clean(&format!("[cannot follow child session {}: {error}]", meta.session_id)))
+                        let said = crate::cli_errors::speak_cli(&error.to_string());
+                        eprintln!("[cannot follow child session {}: {said}]", clean(&meta.session_id))
                     }
                 }
             }

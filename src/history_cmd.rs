@@ -34,7 +34,7 @@ pub fn history_explained(error: ClientError, session_id: &str) -> anyhow::Error 
     let ClientError::Rpc(rpc) = &error else {
         return explained(error);
     };
-    let said = rpc.detail().unwrap_or(&rpc.message).to_owned();
+    let said = crate::cli_errors::speak_cli(rpc.detail().unwrap_or(&rpc.message));
     let data = |key: &str| rpc.data.as_ref().and_then(|data| data.get(key)).cloned();
     let hint = match rpc.typed_code() {
         Some("session_busy") => {
@@ -59,8 +59,10 @@ pub fn history_explained(error: ClientError, session_id: &str) -> anyhow::Error 
     anyhow::anyhow!("{said}\n  hint: {hint}")
 }
 
-/// `troupe revert`: reverts the session to `through_seq` and prints the session after it, and the event its
-/// visible history now ends with.
+/// `troupe revert`: reverts the session to `through_seq` and prints the session after it, the event its
+/// visible history now ends with, which events left the conversation, the revert marker, and what the daemon
+/// appended after the marker (the `run interrupted` that closes a run the revert cut in two), each by the `#N`
+/// that `troupe watch` prints.
 pub async fn revert(connection: &Connection, session_id: String, through_seq: u64, json: bool) -> anyhow::Result<()> {
     let Connected { client, mut deliveries } = connection.open(ClientOptions::default()).await?;
     let session_id = crate::session_ref::resolve_session_id(&client, &session_id).await?;
@@ -72,17 +74,30 @@ pub async fn revert(connection: &Connection, session_id: String, through_seq: u6
         return Ok(());
     }
     crate::outln_clean!("{}", session_summary(&session));
-    match event_at(&client, &mut deliveries, &session_id, through_seq).await {
-        Some(event) => crate::outln_clean!("the conversation now ends with #{through_seq}: {}", event_line(&event)),
+    let events = events_between(&client, &mut deliveries, &session_id, through_seq, session.last_event_seq).await;
+    match events.iter().find(|event| event.seq == through_seq) {
+        Some(event) => crate::outln_clean!("the conversation now ends with #{through_seq}: {}", event_line(event)),
         None => crate::outln_clean!("the conversation now ends with #{through_seq}"),
     }
-    // The marker is the session's last event; what lies between the target and it is hidden.
-    let (first_hidden, last_hidden) = (through_seq + 1, session.last_event_seq.saturating_sub(1));
-    if first_hidden <= last_hidden {
+    let is_marker = |event: &&StoredEvent| event.payload == EventPayload::SessionReverted { through_seq };
+    let Some(marker) = events.iter().rev().find(is_marker) else {
+        client.close().await;
+        return Ok(());
+    };
+    let (first_hidden, last_hidden) = (through_seq + 1, marker.seq.saturating_sub(1));
+    let hidden = match first_hidden.cmp(&last_hidden) {
+        std::cmp::Ordering::Less => Some(format!("events #{first_hidden} to #{last_hidden} are")),
+        std::cmp::Ordering::Equal => Some(format!("event #{first_hidden} is")),
+        std::cmp::Ordering::Greater => None,
+    };
+    if let Some(hidden) = hidden {
         crate::outln_clean!(
-            "events #{first_hidden} to #{last_hidden} stay in the log (`troupe watch {session_id}` shows them) but \
-             are no longer part of the conversation"
+            "{hidden} no longer part of the conversation; the log keeps them (`troupe watch {session_id}` shows them)"
         );
+    }
+    crate::outln_clean!("#{}: the revert marker", marker.seq);
+    for event in events.iter().filter(|event| event.seq > marker.seq) {
+        crate::outln_clean!("#{}: {}", event.seq, event_line(event));
     }
     client.close().await;
     Ok(())
@@ -271,13 +286,7 @@ fn node_line(session: &SessionMeta) -> String {
 
 /// The session after a revert, in one line.
 fn session_summary(session: &SessionMeta) -> String {
-    format!(
-        "{}  {}  {}  (last event #{}, the revert marker)",
-        session.session_id,
-        status_name(session.status),
-        title_of(session),
-        session.last_event_seq
-    )
+    format!("{}  {}  {}", session.session_id, status_name(session.status), title_of(session))
 }
 
 /// An event's `troupe watch` line on one line, or its kind when watch gives it none (streamed text, usage).
@@ -296,27 +305,37 @@ fn tail(text: &str, chars: usize) -> String {
     text.chars().skip(count.saturating_sub(chars)).collect()
 }
 
-/// The stored event `seq` of the session, read by a subscription from just before it; `None` when it does not
-/// come within [`LOOKUP_WAIT`].
-async fn event_at<C: ClientProtocol>(
+/// The stored events `first..=last` of the session, read by a subscription from just before `first`; those that
+/// came within [`LOOKUP_WAIT`].
+async fn events_between<C: ClientProtocol>(
     client: &C,
     deliveries: &mut C::Deliveries,
     session_id: &str,
-    seq: u64,
-) -> Option<StoredEvent> {
-    client.subscribe(session_id, Some(seq.saturating_sub(1))).await.ok()?;
+    first: u64,
+    last: u64,
+) -> Vec<StoredEvent> {
+    let mut events = Vec::new();
+    if client.subscribe(session_id, Some(first.saturating_sub(1))).await.is_err() {
+        return events;
+    }
     let find = async {
         while let Some(delivery) = deliveries.next().await {
             if let ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) = delivery
                 && event.session_id == session_id
-                && event.seq >= seq
+                && event.seq >= first
             {
-                return (event.seq == seq).then_some(event);
+                let seq = event.seq;
+                if seq <= last {
+                    events.push(event);
+                }
+                if seq >= last {
+                    return;
+                }
             }
         }
-        None
     };
-    tokio::time::timeout(LOOKUP_WAIT, find).await.ok().flatten()
+    let _ = tokio::time::timeout(LOOKUP_WAIT, find).await;
+    events
 }
 
 #[cfg(test)]

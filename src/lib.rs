@@ -30,6 +30,8 @@ pub mod goal_cli;
 pub mod history_cmd;
 /// The tracing setup of the daemon and the clients, and the daemon's config summary at start.
 pub mod logging;
+/// `troupe man`: the page of every command.
+pub mod man_cmd;
 pub mod render;
 pub mod sandbox_explain;
 pub mod session_admin_cmd;

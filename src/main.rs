@@ -26,6 +26,12 @@ struct Cli {
     /// Without one: the TUI (`troupe tui`), or this help when built without the `tui` feature.
     #[command(subcommand)]
     command: Option<Command>,
+    /// Also before the subcommand (`troupe --url X sessions`); with no subcommand, where the TUI connects.
+    #[command(flatten)]
+    client: ClientArgs,
+    /// JSON output, also before the subcommand (`troupe --json sessions`).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 /// Printed after `troupe run --help`.
@@ -70,6 +76,9 @@ enum Command {
         /// Create the data dir and its token when it has none (otherwise a data dir no daemon used is refused).
         #[arg(long)]
         create: bool,
+        /// Print `{"token": …, "path": …}`.
+        #[arg(long)]
+        json: bool,
     },
     /// List root sessions: short id, status, last activity, title, directory.
     Sessions {
@@ -357,16 +366,22 @@ enum Command {
         #[arg(value_enum)]
         shell: CompletionShell,
     },
-    /// Print the man page (roff): `troupe man > ~/.local/share/man/man1/troupe.1`.
-    Man,
+    /// Print a man page (roff), or write them all: `troupe man --dir ~/.local/share/man/man1`.
+    Man {
+        /// Write troupe.1 and the page of every command (troupe-run.1, troupe-goal-set.1, …) into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The command whose page to print, e.g. `run` or `goal set` (default: troupe.1).
+        command: Vec<String>,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]
         client: ClientArgs,
         /// The session: its id or a unique prefix.
         session: String,
-        /// Start after this sequence instead of from the beginning.
-        #[arg(long)]
+        /// Print from event #N on (the #N that watch prints) instead of from the first event.
+        #[arg(long, value_name = "N")]
         from: Option<u64>,
         /// One JSON object per event instead of words.
         #[arg(long)]
@@ -402,11 +417,12 @@ enum SandboxCommand {
 }
 
 fn main() -> ExitCode {
-    let command = match Cli::parse().command {
+    let cli = Cli::parse();
+    let command = match cli.command {
         Some(command) => command,
-        // `troupe tui`, its flags read from the environment (TROUPE_URL, …).
+        // `troupe tui`, with the flags given before no subcommand (`troupe --url X`) or the environment's.
         #[cfg(feature = "tui")]
-        None => Cli::parse_from(["troupe", "tui"]).command.expect("`troupe tui` parses"),
+        None => Command::Tui { client: cli.client, session: None },
         #[cfg(not(feature = "tui"))]
         None => {
             let _ = Cli::command().print_help();
@@ -453,7 +469,9 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Serve { listen, data_dir, hibernate_after_ms } => {
             serve(listen, data_dir, hibernate_after_ms).map(done)
         }
-        Command::Token { data_dir, create } => commands::token(data_dir, create).map(done),
+        Command::Token { data_dir, create, json } => {
+            commands::token(data_dir, create, Output::from_flag(json)).map(done)
+        }
         Command::Sessions { client, cwd, json, all } => {
             block_on(commands::sessions(&client.connection(), cwd, all, Output::from_flag(json))).map(done)
         }
@@ -592,11 +610,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             clap_complete::generate(shell.generator(), &mut Cli::command(), "troupe", &mut buffer);
             print_all(&buffer)
         }
-        Command::Man => {
-            let mut buffer = Vec::new();
-            clap_mangen::Man::new(Cli::command()).render(&mut buffer)?;
-            print_all(&buffer)
-        }
+        Command::Man { dir, command } => troupe::man_cmd::man(Cli::command(), dir.as_deref(), &command).map(done),
         Command::Inspect(command) => command.run(),
         Command::Status(command) => command.run(),
         Command::SessionAdmin(command) => command.run(),

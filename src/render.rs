@@ -1,8 +1,9 @@
 //! Rendering a session's events for a person at a terminal.
 //!
-//! One line per event, `#seq  hh:mm:ss  what`, except model text, which streams inline as it arrives, and live
-//! tool output, which is printed as it comes with a `│ ` margin. During a replay (history) the durable
-//! `tool_call_progress` chunks stand in for the live output, which is gone by then.
+//! One line per event, `#seq  hh:mm:ss  what`, except model text, which streams inline as it arrives (its
+//! reasoning first, as `thinking: …`, dimmed on a terminal), and live tool output, which is printed as it comes
+//! with a `│ ` margin. During a replay (history) the durable `tool_call_progress` chunks stand in for the live
+//! output, which is gone by then.
 //!
 //! Child sessions (delegations) that a follower subscribed to alongside the session it follows are printed in the
 //! same stream, each line after a margin naming the child (`  [6f7a8b92 helper] `, indented once more per level),
@@ -37,6 +38,8 @@ pub struct Printer {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum OpenLine {
     Text,
+    /// The model's reasoning (`reasoning_delta`), marked `thinking:` and dimmed apart from its answer.
+    Reasoning,
     Output,
 }
 
@@ -96,13 +99,22 @@ impl Printer {
         }
         let mut out = std::io::stdout().lock();
         let margin = self.margin(&event.session_id).to_owned();
-        if let EventPayload::TextDelta { text, .. } = &event.payload {
-            if !self.is_open(&event.session_id, OpenLine::Text) {
+        let streamed = match &event.payload {
+            EventPayload::TextDelta { text, .. } => Some((OpenLine::Text, "assistant: ", text)),
+            EventPayload::ReasoningDelta { text, .. } => Some((OpenLine::Reasoning, "thinking: ", text)),
+            _ => None,
+        };
+        if let Some((kind, label, text)) = streamed {
+            if !self.is_open(&event.session_id, kind) {
                 self.end_line(&mut out);
-                checked(write!(out, "{margin}{}  assistant: ", self.prefix(event)));
-                self.open = Some((event.session_id.clone(), OpenLine::Text));
+                let label = if kind == OpenLine::Reasoning { self.dim(label) } else { label.to_owned() };
+                checked(write!(out, "{margin}{}  {label}", self.prefix(event)));
+                self.open = Some((event.session_id.clone(), kind));
             }
-            checked(write!(out, "{}", indent_lines(&clean(text), &margin)));
+            let text = indent_lines(&clean(text), &margin);
+            // Dimmed piece by piece: each chunk carries its own reset, so an interrupted stream leaves no style on.
+            let text = if kind == OpenLine::Reasoning { self.dim(&text) } else { text };
+            checked(write!(out, "{text}"));
             checked(out.flush());
             return;
         }
@@ -175,8 +187,12 @@ impl Printer {
 
     /// `#seq  hh:mm:ss`, dimmed on a terminal.
     fn prefix(&self, event: &StoredEvent) -> String {
-        let text = prefix(event);
-        if self.color { Style::stdout().dim(&text) } else { text }
+        self.dim(&prefix(event))
+    }
+
+    /// `text` dimmed on a terminal, else as it is.
+    fn dim(&self, text: &str) -> String {
+        if self.color { Style::stdout().dim(text) } else { text.to_owned() }
     }
 
     /// The end of a run in green (completed) or red (failed, cancelled, interrupted), on a terminal.

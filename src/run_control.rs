@@ -1,6 +1,6 @@
 //! The commands that act on a running run: `steer`, `recall`, `cancel` and `stdin`. Each names its run by id
-//! (as `troupe run` and `troupe watch` print it) or by `--session S`, meaning S's active run; `stdin --session`
-//! without `--call` writes to that run's one running command.
+//! (as `troupe run` and `troupe watch` print it, or a unique prefix of an active run's id) or by `--session S`,
+//! meaning S's active run; `stdin --session` without `--call` writes to that run's one running command.
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::SessionStatus;
@@ -43,7 +43,7 @@ async fn locate<C: ClientProtocol>(
     target: &RunTarget,
 ) -> anyhow::Result<(String, Option<SessionFacts>)> {
     match target {
-        RunTarget::Run(run_id) => Ok((run_id.trim().to_owned(), None)),
+        RunTarget::Run(given) => Ok((resolve_run_id(connected, given).await?, None)),
         RunTarget::Session(given) => {
             let session_id = crate::session_ref::resolve_session_id(&connected.client, given).await?;
             let facts = scan(&connected.client, &mut connected.deliveries, &session_id).await?;
@@ -153,20 +153,68 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
     emit(out, &serde_json::json!({"run_id": run_id, "tool_call_id": tool_call_id, "accepted": true}), String::new)
 }
 
-/// The facts of the running root session whose active run is `run_id` (a run named without its session).
-async fn facts_of_run<C: ClientProtocol>(connected: &mut Connected<C>, run_id: &str) -> anyhow::Result<SessionFacts> {
+/// The length of a whole run id (a UUID): taken as given, without looking for it.
+const WHOLE_RUN_ID: usize = 36;
+
+/// Shortest run id prefix accepted, as for sessions, so that a stray digit is not taken for a run.
+const MIN_RUN_PREFIX: usize = 4;
+
+/// Resolves `given` to a run id: a whole id as is, else the one active run of a running root session whose id
+/// starts with it (runs that ended take no steer, stdin or cancel, so only active runs are looked at).
+async fn resolve_run_id<C: ClientProtocol>(connected: &mut Connected<C>, given: &str) -> anyhow::Result<String> {
+    let given = given.trim();
+    if given.len() >= WHOLE_RUN_ID {
+        return Ok(given.to_owned());
+    }
+    if given.len() < MIN_RUN_PREFIX {
+        anyhow::bail!(
+            "no run {given}\n  hint: give at least {MIN_RUN_PREFIX} characters of the run id that `troupe run`, \
+             `troupe watch` or `troupe runs SESSION` print, or --session SESSION for its active run"
+        );
+    }
+    let matching: Vec<String> = active_runs(connected)
+        .await?
+        .into_iter()
+        .filter_map(|facts| facts.active_run.map(|active| active.run_id))
+        .filter(|run_id| run_id.starts_with(given))
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => anyhow::bail!(
+            "no run {given}: the id of no active run starts with it\n  hint: `troupe runs SESSION` lists a session's runs; only an \
+             active run can be steered, cancelled or given stdin"
+        ),
+        several => anyhow::bail!(
+            "{given:?} is ambiguous: {} active runs start with it ({})\n  hint: give more characters of the run id",
+            several.len(),
+            several.join(", ")
+        ),
+    }
+}
+
+/// The facts of every running root session (each read from its events).
+async fn active_runs<C: ClientProtocol>(connected: &mut Connected<C>) -> anyhow::Result<Vec<SessionFacts>> {
     let params = SessionListParams { cwd: None, include_archived: false };
     let sessions = connected.client.session_list(params).await.map_err(explained)?.sessions;
+    let mut running = Vec::new();
     for session in sessions.iter().filter(|session| session.status == SessionStatus::Running) {
-        let facts = scan(&connected.client, &mut connected.deliveries, &session.session_id).await?;
-        if facts.active_run.as_ref().is_some_and(|active| active.run_id == run_id) {
-            return Ok(facts);
-        }
+        running.push(scan(&connected.client, &mut connected.deliveries, &session.session_id).await?);
     }
-    anyhow::bail!(
-        "no running session has run {run_id} active\n  hint: give the TOOL_CALL_ID after the RUN_ID, or name the \
-         session with --session"
-    )
+    Ok(running)
+}
+
+/// The facts of the running root session whose active run is `run_id` (a run named without its session).
+async fn facts_of_run<C: ClientProtocol>(connected: &mut Connected<C>, run_id: &str) -> anyhow::Result<SessionFacts> {
+    let found = active_runs(connected)
+        .await?
+        .into_iter()
+        .find(|facts| facts.active_run.as_ref().is_some_and(|active| active.run_id == run_id));
+    found.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no running session has run {run_id} active\n  hint: give the TOOL_CALL_ID after the RUN_ID, or name \
+             the session with --session"
+        )
+    })
 }
 
 /// The tool call id of the active run's only running command.

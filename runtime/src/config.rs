@@ -299,8 +299,16 @@ fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// Checks ranges and normalizes origins in place. The error describes the problem by key and index only.
+/// Checks ranges and normalizes origins in place. The error describes the first problem by key and index only.
 fn validate(config: &mut Config) -> Result<(), String> {
+    validation_problems(config).into_iter().next().map_or(Ok(()), Err)
+}
+
+/// Every problem [`validate`] finds, not only the first (`troupe config check` lists them all at once): one per
+/// limit, agent, rule, path and origin, and the first of each of the plugins, goals, delegation and models
+/// sections. Origins are normalized in place.
+fn validation_problems(config: &mut Config) -> Vec<String> {
+    let mut problems = Vec::new();
     let limits = &config.limits;
     for (key, value) in [
         ("limits.max_frame_bytes", limits.max_frame_bytes as u64),
@@ -312,56 +320,66 @@ fn validate(config: &mut Config) -> Result<(), String> {
         ("limits.hibernate_after_secs", limits.hibernate_after_secs),
     ] {
         if value == 0 {
-            return Err(format!("{key} must be greater than 0"));
+            problems.push(format!("{key} must be greater than 0"));
         }
     }
     if limits.reply_budget_bytes < MIN_REPLY_BUDGET_BYTES {
-        return Err(format!("limits.reply_budget_bytes must be at least {MIN_REPLY_BUDGET_BYTES} (64 KiB)"));
+        problems.push(format!("limits.reply_budget_bytes must be at least {MIN_REPLY_BUDGET_BYTES} (64 KiB)"));
     }
     if let Some(input) = config.limits.max_input_bytes
         && (input == 0 || input > config.limits.max_frame_bytes / 4)
     {
-        return Err(
-            "limits.max_input_bytes must be greater than 0 and at most a quarter of limits.max_frame_bytes".to_owned()
+        problems.push(
+            "limits.max_input_bytes must be greater than 0 and at most a quarter of limits.max_frame_bytes".to_owned(),
         );
     }
     if config.tools.shell_timeout_secs == 0 || config.tools.max_output_bytes == 0 {
-        return Err("tools.shell_timeout_secs and tools.max_output_bytes must be greater than 0".to_owned());
+        problems.push("tools.shell_timeout_secs and tools.max_output_bytes must be greater than 0".to_owned());
     }
     for (name, agent) in &config.agents {
         if agent.models.is_empty() {
-            return Err(format!("agents.{name}.models must name at least one model"));
+            problems.push(format!("agents.{name}.models must name at least one model"));
         }
         if let Some(model) = agent.models.iter().find(|model| !model.contains('/')) {
-            return Err(format!("agents.{name}.models: `{model}` is not of the form <provider>/<model id>"));
+            problems.push(format!("agents.{name}.models: `{model}` is not of the form <provider>/<model id>"));
         }
         for (index, rule) in agent.permissions.iter().enumerate() {
-            crate::policy::validate_rule(rule)
-                .map_err(|problem| format!("agents.{name}.permissions[{index}]: {problem}"))?;
+            if let Err(problem) = crate::policy::validate_rule(rule) {
+                problems.push(format!("agents.{name}.permissions[{index}]: {problem}"));
+            }
         }
     }
     for (index, rule) in config.permissions.rules.iter().enumerate() {
-        crate::policy::validate_rule(rule).map_err(|problem| format!("permissions.rules[{index}]: {problem}"))?;
+        if let Err(problem) = crate::policy::validate_rule(rule) {
+            problems.push(format!("permissions.rules[{index}]: {problem}"));
+        }
     }
     for (key, paths) in
         [("sandbox.deny_read", &config.sandbox.deny_read), ("sandbox.writable", &config.sandbox.writable)]
     {
         for (index, path) in paths.iter().enumerate() {
             if !(path.starts_with('/') || path.starts_with("~/") || path == "~") {
-                return Err(format!("{key}[{index}] must be an absolute path, ~ or start with ~/"));
+                problems.push(format!("{key}[{index}] must be an absolute path, ~ or start with ~/"));
             }
         }
     }
-    plugins::validate(&config.plugins)?;
-    goals::validate(&config.goals)?;
-    delegation::validate(&config.delegation)?;
-    models::validate(&config.models, &config.compaction)?;
-    for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
-        *origin = normalize_origin(origin).map_err(|problem| {
-            format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")
-        })?;
+    for section in [
+        plugins::validate(&config.plugins),
+        goals::validate(&config.goals),
+        delegation::validate(&config.delegation),
+        models::validate(&config.models, &config.compaction),
+    ] {
+        problems.extend(section.err());
     }
-    Ok(())
+    for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
+        match normalize_origin(origin) {
+            Ok(normalized) => *origin = normalized,
+            Err(problem) => problems.push(format!(
+                "allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}"
+            )),
+        }
+    }
+    problems
 }
 
 /// Normalizes `scheme://host[:port]` (a single trailing slash tolerated) to lowercase, dropping the default port

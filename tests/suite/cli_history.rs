@@ -32,29 +32,7 @@ fn short(session_id: &str) -> &str {
 
 /// Runs `troupe watch SESSION` until a line satisfies `stop` (within [`WAIT`]), then kills it; the lines read.
 async fn watch_until(daemon: &TestDaemon, session_id: &str, stop: impl Fn(&str) -> bool) -> Vec<String> {
-    let mut command = troupe_command(daemon, &["watch", session_id]);
-    let mut child = command.stdout(Stdio::piped()).spawn().expect("spawn troupe watch");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut seen = Vec::new();
-    let found = tokio::time::timeout(WAIT, async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            let done = stop(&line);
-            seen.push(line);
-            if done {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    let _ = child.kill().await;
-    assert_eq!(
-        found.ok(),
-        Some(true),
-        "troupe watch never printed the expected line; it printed:\n{}",
-        seen.join("\n")
-    );
-    seen
+    troupe_until(daemon, &["watch", session_id], stop).await
 }
 
 #[tokio::test]
@@ -74,8 +52,8 @@ async fn revert_and_fork_from_the_cli_change_the_session_and_watch_explains_the_
     assert!(printed.contains(&format!("the conversation now ends with #{end_of_first}: run completed")), "{printed}");
     assert!(
         printed.contains(&format!(
-            "events #{} to #{end_of_second} stay in the log (`troupe watch {id}` shows them) but are no longer part \
-             of the conversation",
+            "events #{} to #{end_of_second} are no longer part of the conversation; the log keeps them (`troupe \
+             watch {id}` shows them)",
             end_of_first + 1
         )),
         "{printed}"
@@ -278,7 +256,7 @@ async fn watch_from_a_cursor_past_a_delegation_follows_the_child_still_at_work()
     let (child_run, tool_call_id) = (blocked.run_id.clone().expect("a run event"), tool_call_id.clone());
 
     // Watching from after delegate_started: the child is found in the tree and followed from its end.
-    let from = started.seq.to_string();
+    let from = (started.seq + 1).to_string();
     let mut command = troupe_command(&daemon, &["watch", &root, "--from", &from]);
     let mut watcher = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn troupe watch --from");
     let mut notes = BufReader::new(watcher.stderr.take().expect("stderr")).lines();

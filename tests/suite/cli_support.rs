@@ -4,6 +4,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::{AsyncBufReadExt, BufReader};
+
 use super::support::*;
 
 /// What one `troupe …` invocation did.
@@ -66,4 +68,32 @@ pub async fn finish(mut command: tokio::process::Command, limit: Duration) -> Cl
 /// Runs `troupe args…` against `daemon` to its end, within [`WAIT`].
 pub async fn troupe(daemon: &TestDaemon, args: &[&str]) -> CliOutput {
     troupe_within(daemon, args, WAIT).await
+}
+
+/// Runs `troupe args…` (a command that does not end by itself, such as `watch`) until a line of its stdout
+/// satisfies `stop` (within [`WAIT`]), then kills it; the lines read.
+pub async fn troupe_until(daemon: &TestDaemon, args: &[&str], stop: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut command = troupe_command(daemon, args);
+    let mut child = command.stdout(Stdio::piped()).spawn().expect("spawn troupe");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let done = stop(&line);
+            seen.push(line);
+            if done {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let _ = child.kill().await;
+    assert_eq!(
+        found.ok(),
+        Some(true),
+        "troupe {args:?} never printed the expected line; it printed:\n{}",
+        seen.join("\n")
+    );
+    seen
 }

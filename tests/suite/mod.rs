@@ -9,6 +9,7 @@ mod cli_connection;
 mod cli_core;
 mod cli_history;
 mod cli_inspect;
+mod cli_polish;
 mod cli_run_control;
 mod cli_support;
 mod compaction;

@@ -47,11 +47,12 @@ pub struct ConfigProblem {
 }
 
 /// The problems of `data_dir`'s `config.toml` and `providers.json`, errors first. Reads both files (blocking).
+/// Every error of `config.toml` is listed at once (see [`load_listing_errors`]); warnings need a loaded file.
 pub fn check_config(data_dir: &DataDir) -> Vec<ConfigProblem> {
     let config_path = data_dir.config_path();
-    let config = match super::load(&config_path) {
+    let config = match load_listing_errors(&config_path) {
         Ok(config) => config,
-        Err(error) => return vec![error_problem(&config_path, error)],
+        Err(problems) => return problems,
     };
     let connections = match ProviderStore::open(data_dir.root()) {
         Ok(store) => store.contents.connections.clone(),
@@ -61,6 +62,81 @@ pub fn check_config(data_dir: &DataDir) -> Vec<ConfigProblem> {
         }
     };
     config_warnings(&config, &connections, &config_path)
+}
+
+/// How many refused keys [`load_listing_errors`] reports before it stops looking (a file of nothing but typos).
+const MAX_KEY_ERRORS: usize = 50;
+
+/// Loads `path` as the daemon does, but on failure lists every error it can find rather than the first:
+/// - a TOML syntax error stops there (what follows cannot be read reliably);
+/// - a key the loader refuses (unknown, or a value of the wrong type) is reported with its position, and the
+///   file is read again without that entry (its lines blanked, or its whole table for a table header), to find
+///   the next one;
+/// - once every entry is accepted, every range and form problem of every section is listed.
+pub fn load_listing_errors(path: &Path) -> Result<Config, Vec<ConfigProblem>> {
+    let mut text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(error) => {
+            return Err(vec![error_problem(path, RuntimeError::io("read the configuration file", path, error))]);
+        }
+    };
+    // Syntax first: the loader's own error, with its position.
+    if text.parse::<toml::Table>().is_err() {
+        return super::parse(&text, path).map_err(|error| vec![error_problem(path, error)]);
+    }
+    // Refused keys by position: the deserializer meets them in its own order, a person reads the file in order.
+    let mut refused: Vec<((usize, usize), ConfigProblem)> = Vec::new();
+    let in_file_order = |mut refused: Vec<((usize, usize), ConfigProblem)>| {
+        refused.sort_by_key(|(position, _)| *position);
+        refused.into_iter().map(|(_, problem)| problem).collect::<Vec<_>>()
+    };
+    loop {
+        match toml::from_str::<Config>(&text) {
+            Ok(mut config) => {
+                let mut problems = in_file_order(refused);
+                for detail in super::validation_problems(&mut config) {
+                    problems
+                        .push(error_problem(path, RuntimeError::ConfigInvalid { path: path.to_path_buf(), detail }));
+                }
+                return if problems.is_empty() { Ok(config) } else { Err(problems) };
+            }
+            Err(error) => {
+                let span = error.span();
+                let (line, column) = span.clone().map_or((1, 1), |span| super::line_and_column(&text, span.start));
+                let message = error.message().to_owned();
+                let syntax = RuntimeError::ConfigSyntax { path: path.to_path_buf(), line, column, message };
+                refused.push(((line, column), error_problem(path, syntax)));
+                let Some(span) = span else { return Err(in_file_order(refused)) };
+                let last_line = super::line_and_column(&text, span.end.saturating_sub(1).max(span.start)).0;
+                let without = blank_entry(&text, line, last_line);
+                if refused.len() >= MAX_KEY_ERRORS || without == text || without.parse::<toml::Table>().is_err() {
+                    return Err(in_file_order(refused));
+                }
+                text = without;
+            }
+        }
+    }
+}
+
+/// `text` with lines `first..=last` (1-based) made empty, and when the first is a table header the lines of that
+/// table too (up to the next header), so its keys do not fall into the table before it. Line numbers are kept.
+fn blank_entry(text: &str, first: usize, last: usize) -> String {
+    let is_header = |line: &str| line.trim_start().starts_with('[');
+    let header = text.lines().nth(first - 1).is_some_and(is_header);
+    let mut blanking = false;
+    let mut lines = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        if number == first {
+            blanking = true;
+        } else if blanking && number > last && (!header || is_header(line)) {
+            // Past the entry; for a table, at the next header.
+            blanking = false;
+        }
+        lines.push(if blanking { "" } else { line });
+    }
+    lines.join("\n")
 }
 
 /// The warnings of a loaded configuration against these provider connections; `path` names the file.
@@ -208,6 +284,39 @@ mod tests {
         let problems = check_config(&data_dir);
         assert_eq!(problems[0].severity, ProblemSeverity::Error);
         assert!(problems[0].location.ends_with("providers.json"), "{problems:?}");
+    }
+
+    #[test]
+    fn every_refused_key_and_every_range_problem_is_listed_at_once() {
+        let config = "[limits]\nmax_frame_bites = 3\nhibernate_after_secs = \"soon\"\n[nosuch]\nx = 1\n\
+                      [tools]\nshell_timeout_secs = 5\nshel = 1\n";
+        let (_dir, data_dir) = data_dir_with(config, None);
+        let problems = check_config(&data_dir);
+        let text = messages(&problems).join("\n");
+        assert_eq!(problems.len(), 4, "{text}");
+        assert!(problems.iter().all(|problem| problem.severity == ProblemSeverity::Error), "{text}");
+        assert!(problems[0].location.ends_with("config.toml:2:1") && text.contains("max_frame_bites"), "{text}");
+        assert!(problems[1].location.ends_with("config.toml:3:24"), "{text}");
+        assert!(problems[2].location.ends_with("config.toml:4:2") && problems[2].message.contains("nosuch"), "{text}");
+        assert!(problems[3].location.ends_with("config.toml:8:1") && problems[3].message.contains("shel"), "{text}");
+
+        let config = "[limits]\nmax_frame_bytes = 0\nmax_in_flight = 0\n[agents.a]\nmodels = []\n\
+                      [agents.b]\nmodels = [\"nothing\"]\n[sandbox]\nwritable = [\"relative\"]\n";
+        let (_dir, data_dir) = data_dir_with(config, None);
+        let text = messages(&check_config(&data_dir)).join("\n");
+        for expected in [
+            "limits.max_frame_bytes must be greater than 0",
+            "limits.max_in_flight must be greater than 0",
+            "agents.a.models must name at least one model",
+            "agents.b.models: `nothing` is not of the form",
+            "sandbox.writable[0] must be an absolute path",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+
+        // A syntax error stops there: what follows cannot be read reliably.
+        let (_dir, data_dir) = data_dir_with("[limits\nmax_frame_bites = 3\n", None);
+        assert_eq!(check_config(&data_dir).len(), 1);
     }
 
     #[test]
