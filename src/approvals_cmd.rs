@@ -12,7 +12,8 @@ use troupe_protocol::types::session::SessionListParams;
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
-use crate::inspect_cmd::{emit, emit_json, first_line, header_table};
+use crate::inspect_cmd::{first_line, header_table};
+use crate::output::{pretty_json, text};
 use crate::session_ref::resolve_session_id;
 use crate::style::{Style, clean, id_prefix, relative_time, unique_prefix_len};
 
@@ -51,9 +52,9 @@ pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool)
     client.close().await;
     if json {
         // Pending approvals, oldest first per tree, as `approval.list` gives them.
-        return emit_json(&serde_json::json!({ "approvals": pending }));
+        return pretty_json(&serde_json::json!({ "approvals": pending }));
     }
-    emit(&render_approvals(&pending, given.is_some(), Style::stdout()))?;
+    text(&render_approvals(&pending, given.is_some(), Style::stdout()));
     Ok(())
 }
 

@@ -21,7 +21,8 @@ use troupe_runtime::provider_store::ProviderStore;
 use crate::cli_errors::explained;
 use crate::client_args::ClientArgs;
 use crate::commands::Connected;
-use crate::inspect_cmd::{emit, emit_json, first_line, header_table};
+use crate::inspect_cmd::{first_line, header_table};
+use crate::output::{pretty_json, text};
 use crate::style::{Style, clean};
 
 /// Which list to print.
@@ -53,9 +54,9 @@ pub async fn catalog(args: &ClientArgs, listing: Listing, json: bool) -> anyhow:
                 value["usable"] = serde_json::json!(usable(&snapshot, model) == Usable::Yes);
                 models.push(value);
             }
-            emit_json(&serde_json::json!({ "models": models }))
+            pretty_json(&serde_json::json!({ "models": models }))
         }
-        Listing::Agents if json => emit_json(&serde_json::json!({ "agents": snapshot.agents })),
+        Listing::Agents if json => pretty_json(&serde_json::json!({ "agents": snapshot.agents })),
         Listing::Providers => {
             let endpoints = local_endpoints(args, &snapshot.providers);
             if json {
@@ -67,12 +68,21 @@ pub async fn catalog(args: &ClientArgs, listing: Listing, json: bool) -> anyhow:
                     value["base_url"] = serde_json::json!(endpoints.get(&provider.provider_id));
                     providers.push(value);
                 }
-                return emit_json(&serde_json::json!({ "providers": providers }));
+                return pretty_json(&serde_json::json!({ "providers": providers }));
             }
-            Ok(emit(&render_providers(&snapshot.providers, &endpoints, style))?)
+            {
+                text(&render_providers(&snapshot.providers, &endpoints, style));
+                Ok(())
+            }
         }
-        Listing::Models => Ok(emit(&render_models(&snapshot, style))?),
-        Listing::Agents => Ok(emit(&render_agents(&snapshot.agents, style))?),
+        Listing::Models => {
+            text(&render_models(&snapshot, style));
+            Ok(())
+        }
+        Listing::Agents => {
+            text(&render_agents(&snapshot.agents, style));
+            Ok(())
+        }
     }
 }
 

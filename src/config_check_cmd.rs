@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime};
 use troupe_runtime::config::{ConfigProblem, ProblemSeverity, check_config};
 use troupe_runtime::data_dir::DataDir;
 
-use crate::inspect_cmd::emit;
 use crate::style::{Style, relative_time};
 
 /// A problem in `--json`.
@@ -140,7 +139,7 @@ pub fn check(data_dir: Option<PathBuf>, json: bool) -> anyhow::Result<bool> {
     let has_errors = problems.iter().any(|problem| problem.severity == ProblemSeverity::Error);
     if json {
         let problems: Vec<serde_json::Value> = problems.iter().map(problem_json).collect();
-        crate::inspect_cmd::emit_json(&serde_json::json!({
+        crate::output::pretty_json(&serde_json::json!({
             "data_dir": data_dir.root().display().to_string(),
             "config_file": config.display().to_string(),
             "exists": exists,
@@ -169,7 +168,7 @@ pub fn check(data_dir: Option<PathBuf>, json: bool) -> anyhow::Result<bool> {
         text.push_str("a daemon does not start with these errors: fix them first\n");
     }
     text.push_str(&format!("{note}\n"));
-    emit(&text)?;
+    crate::output::text(&text);
     Ok(has_errors)
 }
 

@@ -2,10 +2,8 @@
 //! `skills`. Each reads what the daemon already knows (nothing here changes state), prints it for a person (short
 //! ids, relative times, colours on a terminal only, untrusted text cleaned) or, with `--json`, as JSON.
 //!
-//! Everything is printed through [`emit`], which treats a closed pipe (`troupe models | head -1`) as success: the
-//! reader has what it wanted, and the command exits 0 instead of panicking or complaining.
-
-use std::io::Write as _;
+//! Everything is printed through [`crate::output`], the one place that treats a closed pipe (`troupe models | head
+//! -1`) as success: the reader has what it wanted, and the command exits 0 instead of panicking or complaining.
 
 use clap::Subcommand;
 
@@ -95,23 +93,20 @@ impl InspectCommand {
     }
 }
 
-/// Writes `text` to stdout and flushes it. A closed pipe comes back as an `io::Error` of kind `BrokenPipe`, which
-/// [`closed_pipe_is_success`] turns into success at the end of the command.
+/// Writes `text` to stdout as it is ([`crate::output::text`]: a closed pipe ends the command with exit code 0).
+/// Kept under this name for `status_cmd`, which its owner moves to `crate::output` directly.
 pub fn emit(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()
-}
-
-/// Writes `value` as pretty JSON and a newline.
-pub fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
-    emit(&text)?;
+    crate::output::text(text);
     Ok(())
 }
 
-/// A command whose stdout was closed by its reader (`| head -1`) succeeded: the reader had enough.
+/// Writes `value` as pretty JSON and a newline ([`crate::output::pretty_json`]).
+pub fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    crate::output::pretty_json(value)
+}
+
+/// A broken pipe that reached here anyway (from a write not made through [`crate::output`]) is success too: the
+/// reader had enough.
 pub fn closed_pipe_is_success(result: anyhow::Result<()>) -> anyhow::Result<()> {
     match result {
         Err(error) if is_broken_pipe(&error) => Ok(()),

@@ -75,6 +75,12 @@ pub fn line(text: &str) {
     checked(writeln!(stdout, "{text}").and_then(|()| stdout.flush()));
 }
 
+/// Prints `value` as pretty JSON (several lines) and a newline on stdout.
+pub fn pretty_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    line(&serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
 /// Prints `value` as one line of JSON on stdout.
 pub fn json_line(value: &serde_json::Value) {
     line(&value.to_string());

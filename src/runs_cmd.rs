@@ -14,7 +14,8 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
-use crate::inspect_cmd::{emit, emit_json, first_line, table};
+use crate::inspect_cmd::{first_line, table};
+use crate::output::{pretty_json, text};
 use crate::session_ref::resolve_session_id;
 use crate::style::{Style, relative_time};
 
@@ -183,9 +184,9 @@ pub async fn runs(connection: &Connection, given: &str, json: bool) -> anyhow::R
     let active = runs.iter().rev().find(|run| run.state == RunState::Active).map(|run| run.run_id.as_str());
     if json {
         let runs: Vec<serde_json::Value> = runs.iter().map(RunSummary::to_json).collect();
-        return emit_json(&serde_json::json!({ "session_id": session_id, "active_run_id": active, "runs": runs }));
+        return pretty_json(&serde_json::json!({ "session_id": session_id, "active_run_id": active, "runs": runs }));
     }
-    emit(&render_runs(&session_id, &runs, Style::stdout()))?;
+    text(&render_runs(&session_id, &runs, Style::stdout()));
     Ok(())
 }
 

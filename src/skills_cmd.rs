@@ -8,7 +8,8 @@ use troupe_protocol::types::skills::{SkillSource, SkillsListResult};
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
-use crate::inspect_cmd::{emit, emit_json, first_line, header_table};
+use crate::inspect_cmd::{first_line, header_table};
+use crate::output::{pretty_json, text};
 use crate::session_ref::resolve_session_id;
 use crate::style::{Style, clean};
 
@@ -20,9 +21,9 @@ pub async fn skills(connection: &Connection, given: &str, json: bool) -> anyhow:
     client.close().await;
     if json {
         // Problems are listed even when empty, so scripts can rely on the key.
-        return emit_json(&serde_json::json!({ "skills": result.skills, "problems": result.problems }));
+        return pretty_json(&serde_json::json!({ "skills": result.skills, "problems": result.problems }));
     }
-    emit(&render_skills(&result, Style::stdout()))?;
+    text(&render_skills(&result, Style::stdout()));
     Ok(())
 }
 
