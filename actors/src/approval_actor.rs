@@ -174,7 +174,7 @@ impl Handler<ListTreeApprovals> for ApprovalActor {
                 approvals.retain(|record| record.status == status);
             }
             approvals.sort_by(|a, b| a.approval_id.cmp(&b.approval_id));
-            Ok(ApprovalListResult { approvals, tree_grants: actor.grants.clone(), permission_mode: Some(actor.mode) })
+            Ok(ApprovalListResult { approvals, tree_grants: actor.grants.clone() })
         }))
     }
 }

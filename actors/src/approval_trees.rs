@@ -97,6 +97,11 @@ impl ApprovalTrees {
         TreeApprovals { addr: tree.addr.clone(), _lease: Lease::take(&tree.activity) }
     }
 
+    /// The tree's mode (`root` is its root session).
+    pub fn mode(&self, root: &str) -> PermissionMode {
+        self.modes.get(root).copied().unwrap_or_default()
+    }
+
     /// Records the tree's mode and tells its approval actor, if it has one. Sent before the caller is answered, so
     /// every permission check that follows the answer sees the new mode.
     pub fn set_mode(&mut self, root: &str, mode: PermissionMode) {

@@ -115,6 +115,13 @@ pub struct GetTree {
     pub session_id: String,
 }
 
+/// The permission mode of the tree that contains the session, from the supervisor's book (no session is loaded).
+#[derive(Message)]
+#[rtype(result = "Result<PermissionMode, EngineError>")]
+pub struct GetTreeMode {
+    pub session_id: String,
+}
+
 /// The approval actor of the tree that contains the session (started when the tree has none), and the tree's
 /// root. The tree counts as in use while the returned handle is held.
 #[derive(Message)]
@@ -550,6 +557,15 @@ impl Handler<ApprovalsFor> for SessionSupervisor {
         let root = self.root_of(&message.session_id)?;
         let approvals = self.approvals.lease(&root, ctx.address());
         Ok((root, approvals))
+    }
+}
+
+impl Handler<GetTreeMode> for SessionSupervisor {
+    type Result = Result<PermissionMode, EngineError>;
+
+    fn handle(&mut self, message: GetTreeMode, _: &mut Context<Self>) -> Self::Result {
+        let root = self.root_of(&message.session_id)?;
+        Ok(self.approvals.mode(&root))
     }
 }
 

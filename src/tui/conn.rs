@@ -3,7 +3,7 @@
 //! runtime snapshot's agents and models.
 
 use troupe_protocol::client::ClientProtocol;
-use troupe_protocol::types::approval::{ApprovalFeedback, ApprovalListParams, ApprovalRespondParams, ApprovalStatus};
+use troupe_protocol::types::approval::{ApprovalFeedback, ApprovalRespondParams};
 use troupe_protocol::types::common::{Empty, RunSelection, SessionIdParams};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams, RunSteerParams, RunToolStdinParams};
@@ -172,15 +172,13 @@ async fn open<C: ClientProtocol>(
 }
 
 /// Reads the open session's tree mode from the daemon: it belongs to the tree, not to this TUI (another client may
-/// change it, and a restarted daemon starts every tree in the default), and no event carries it. `approval.list`
-/// on the tree's root reports it (troupe extension, `docs/protocol.md`); the TUI reads it on opening, on
-/// reconnecting and every few seconds. A daemon that does not report it leaves the mode unknown.
+/// change it, and a restarted daemon starts every tree in the default), and no event carries it. `session.tree`
+/// reports it (troupe extension, `docs/protocol.md`), from the daemon's index without loading any session, so the
+/// TUI reads it on opening, on reconnecting and every few seconds. A daemon that does not report it leaves the mode
+/// unknown.
 pub async fn read_mode<C: ClientProtocol>(client: &C, app: &mut App) -> anyhow::Result<()> {
-    let Some(session) = &app.session else { return Ok(()) };
-    let root_session_id = session.origin.root_session_id().unwrap_or(&session.session_id).to_owned();
-    let opened = session.session_id.clone();
-    let params = ApprovalListParams { root_session_id, status: Some(ApprovalStatus::Pending) };
-    let mode = client.approval_list(params).await?.permission_mode;
+    let Some(opened) = app.session_id().map(str::to_owned) else { return Ok(()) };
+    let mode = client.session_tree(SessionIdParams { session_id: opened.clone() }).await?.permission_mode;
     // The person may have opened another session while the call was out.
     if app.session_id() == Some(opened.as_str()) {
         app.mode = mode;

@@ -223,7 +223,8 @@ pub fn status_line(app: &App) -> String {
             Some(run) => format!("{} running", short_id(run)),
             None => "idle".to_owned(),
         });
-        // The tree's mode as the daemon reports it; unknown until it has (or from a daemon that does not).
+        // The tree's mode as the daemon reports it (`session.tree`); unknown until it has (or from a daemon that
+        // does not).
         parts.push(format!("mode {}", app.mode.map(mode_name).unwrap_or("unknown")));
         // Picked, else the session's last, else its creation selection. (The agent's chain is applied by
         // `selection::decide` when the run starts.)

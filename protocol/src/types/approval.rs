@@ -121,11 +121,6 @@ pub struct ApprovalListResult {
     /// Oldest first.
     pub approvals: Vec<ApprovalRecord>,
     pub tree_grants: Vec<TreeGrant>,
-    /// troupe extension: the tree's permission mode now. It is runtime-only (`session.set_permission_mode`, the
-    /// default after a daemon start) and no event records it, so this is how a client shows the tree's real mode
-    /// rather than the one it last set. Absent from daemons that predate it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission_mode: Option<crate::types::session::PermissionMode>,
 }
 
 /// Feedback the model receives with a rejection.

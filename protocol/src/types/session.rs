@@ -61,6 +61,11 @@ pub struct SessionTreeNode {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionTreeResult {
     pub tree: SessionTreeNode,
+    /// troupe extension: the tree's permission mode now. It is runtime-only (`session.set_permission_mode`, the
+    /// default after a daemon start) and no event records it, so this is how a client shows the tree's real mode
+    /// rather than the one it last set. Absent from daemons that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<PermissionMode>,
 }
 
 /// How `session.rename` changes the title.
