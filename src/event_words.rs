@@ -116,7 +116,8 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::ReasoningDelta { .. } => return None,
         EventPayload::AttemptAbandoned { model, error, will_retry, .. } => {
             let next = if *will_retry { "retrying" } else { "giving up on it" };
-            format!("{model} failed ({}): {}; {next}", error.kind, error.message)
+            let said = crate::cli_errors::speak_cli(&error.message);
+            format!("{model} failed ({}): {said}; {next}", error.kind)
         }
         EventPayload::ModelFallback { from, to, .. } => format!("falling back from {from} to {to}"),
         EventPayload::ModelTurnCommitted { model, tool_calls, text, .. } => {
