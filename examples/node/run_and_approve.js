@@ -79,11 +79,14 @@ class Connection {
         request.destroy(); // with this listener, ending the refused request is up to us
         reject(new Error(`the daemon refused the connection to ${url}: HTTP ${response.statusCode}`));
       });
-      socket.once("error", (error) => reject(new Error(`cannot reach ${url}: ${error.message} (is troupe serve running?)`)));
+      socket.once("error", (error) =>
+        reject(new Error(`cannot reach ${url}: ${error.message} (is troupe serve running?)`)),
+      );
     });
     const connection = new Connection(socket);
     const hello = await connection.call("handshake", { protocol_version: PROTOCOL_VERSION });
-    console.log(`[${name}] connected to ${url}: ${hello.server.name} ${hello.server.version}, protocol ${hello.protocol_version}`);
+    const version = `${hello.server.name} ${hello.server.version}, protocol ${hello.protocol_version}`;
+    console.log(`[${name}] connected to ${url}: ${version}`);
     return connection;
   }
 
@@ -205,7 +208,8 @@ class Watcher {
         await this.show(params.event, "live");
       } else if (params.type === "gap") {
         console.log(
-          `-- gap: the daemon ended this subscription after #${params.last_delivered_seq}; subscribing again from #${this.cursor}`,
+          `-- gap: the daemon ended this subscription after #${params.last_delivered_seq};` +
+            ` subscribing again from #${this.cursor}`,
         );
         const lastSeq = await this.subscribe("catch-up");
         console.log(`-- caught up through #${lastSeq}`);

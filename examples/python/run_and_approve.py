@@ -87,7 +87,8 @@ class Connection:
         connection = cls(websocket)
         hello = await connection.call("handshake", {"protocol_version": PROTOCOL_VERSION})
         server = hello["server"]
-        print(f"[{name}] connected to {url}: {server['name']} {server['version']}, protocol {hello['protocol_version']}")
+        version = f"{server['name']} {server['version']}, protocol {hello['protocol_version']}"
+        print(f"[{name}] connected to {url}: {version}")
         return connection
 
     async def _read(self):
@@ -257,7 +258,9 @@ async def run(args, script_path):
 
 def main():
     parser = argparse.ArgumentParser(description="Run an agent and approve its command from a second connection.")
-    parser.add_argument("--url", default=os.environ.get("TROUPE_URL", DEFAULT_URL), help="default: $TROUPE_URL or %(default)s")
+    parser.add_argument(
+        "--url", default=os.environ.get("TROUPE_URL", DEFAULT_URL), help="default: $TROUPE_URL or %(default)s"
+    )
     parser.add_argument("--token", default=os.environ.get("TROUPE_TOKEN"), help="default: $TROUPE_TOKEN")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to pause after each event (a slow consumer)")
     args = parser.parse_args()
