@@ -263,14 +263,22 @@ pub async fn approve(
     let mine: Vec<_> = pending
         .into_iter()
         .filter(|record| record.session_id == session_id)
-        .filter(|record| approval_id.as_ref().is_none_or(|id| &record.approval_id == id))
+        // The whole id, or a prefix of it, as for sessions and runs.
+        .filter(|record| approval_id.as_ref().is_none_or(|id| record.approval_id.starts_with(id.trim())))
         .collect();
-    let record = match mine.as_slice() {
-        [record] => record.clone(),
-        [] => anyhow::bail!("no pending approval matches in session {session_id}"),
-        more => anyhow::bail!(
-            "{} approvals are pending; name one: {}",
+    let record = match (mine.as_slice(), &approval_id) {
+        ([record], _) => record.clone(),
+        ([], Some(id)) => anyhow::bail!(
+            "no pending approval {id} in session {session_id}\n  hint: `troupe approvals {session_id}` lists the \
+             pending ones"
+        ),
+        ([], None) => anyhow::bail!(
+            "no approval is pending in session {session_id}\n  hint: `troupe approvals` lists the pending ones"
+        ),
+        (more, given) => anyhow::bail!(
+            "{} pending approvals {}; name one: {}",
             more.len(),
+            given.as_ref().map_or("in this session".to_owned(), |id| format!("start with {id}")),
             more.iter().map(|r| r.approval_id.as_str()).collect::<Vec<_>>().join(", ")
         ),
     };

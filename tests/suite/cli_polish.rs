@@ -367,3 +367,30 @@ async fn steer_and_cancel_take_a_unique_prefix_of_an_active_runs_id() {
     assert_eq!(cancelled["cancelled"], json!(true));
     troupe(&daemon, &["cancel", &run_two]).await.ok();
 }
+
+#[tokio::test]
+async fn approve_takes_a_prefix_of_the_approval_id_and_refuses_one_that_names_none() {
+    let (daemon, client, mut deliveries) = scripted_daemon(json!({"turns": [
+        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}]},
+        {"text": "written"}
+    ]}))
+    .await;
+    let session = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &session, troupe_protocol::types::session::PermissionMode::Ask).await;
+    client.subscribe(&session, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session, selection_of("default", "local/scripted"), "write it").await;
+    let events =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+    let Some(EventPayload::ApprovalRequested { approval }) = events.last().map(|event| &event.payload) else {
+        unreachable!("events_until stops at approval_requested")
+    };
+    let approval_id = approval.approval_id.clone();
+
+    let refused = troupe(&daemon, &["approve", &session, "ffffffff"]).await.refused();
+    assert!(refused.contains("no pending approval ffffffff") && refused.contains("troupe approvals"), "{refused}");
+    troupe(&daemon, &["approve", &session, &approval_id[..8]]).await.ok();
+    let ended = events_until(&mut deliveries, |event| is_terminal(event) && event.run_id.as_deref() == Some(&run_id));
+    assert!(matches!(ended.await.last().unwrap().payload, EventPayload::RunCompleted { .. }));
+    let refused = troupe(&daemon, &["approve", &session]).await.refused();
+    assert!(refused.contains("no approval is pending"), "{refused}");
+}
