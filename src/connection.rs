@@ -24,7 +24,7 @@ pub struct Connection {
 
 impl Connection {
     /// The daemon's URL: the one given, else `ws://<listen>/ws` from the data dir's `config.toml` (a wildcard
-    /// address reached on loopback), else [`DEFAULT_URL`].
+    /// address reached on loopback; `unix:/path` for a unix socket), else [`DEFAULT_URL`].
     pub fn url(&self) -> String {
         if let Some(url) = self.url.as_ref().filter(|url| !url.is_empty()) {
             return url.clone();
@@ -34,7 +34,11 @@ impl Connection {
         };
         match troupe_runtime::config::load(&data_dir.config_path()) {
             Ok(config) => {
-                let mut listen = config.listen;
+                let mut listen = match config.listen {
+                    troupe_runtime::config::Listen::Tcp(address) => address,
+                    // `unix:/path`, which the shared client dials as a unix socket.
+                    unix @ troupe_runtime::config::Listen::Unix(_) => return unix.to_string(),
+                };
                 if listen.ip().is_unspecified() {
                     let loopback: std::net::IpAddr = if listen.is_ipv4() {
                         std::net::Ipv4Addr::LOCALHOST.into()

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use troupe_actors::{Engine, EngineConfig, SessionLimits};
-use troupe_gateway::{GatewayConfig, RunningGateway, Token};
+use troupe_gateway::{GatewayConfig, Listener, RunningGateway, Token};
 use troupe_protocol::server::ServerLimits;
 use troupe_runtime::config::SandboxMode;
-use troupe_runtime::config::{self, Config};
+use troupe_runtime::config::{self, Config, Listen};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::provider_store::PROVIDERS_FILE_NAME;
 use troupe_runtime::redact::Secrets;
@@ -27,7 +27,7 @@ const DAEMON_TOKEN_SECRET: &str = "daemon token";
 pub struct DaemonOptions {
     pub data_dir: DataDir,
     /// Overrides `listen` from `config.toml`.
-    pub listen: Option<SocketAddr>,
+    pub listen: Option<Listen>,
     /// Overrides `limits.hibernate_after_secs` (tests use short values).
     pub hibernate_after: Option<Duration>,
     /// Threads that run session actors; by default the CPU count, from 1 to 8 (tests pin sessions to one).
@@ -36,7 +36,8 @@ pub struct DaemonOptions {
 
 /// A running daemon. Dropping it does not stop it: call [`RunningDaemon::shutdown`].
 pub struct RunningDaemon {
-    pub local_addr: SocketAddr,
+    /// Where it listens: the TCP address bound (the real port when port 0 was asked for), or the unix socket.
+    pub listening: Listen,
     pub token_path: PathBuf,
     engine: Arc<Engine>,
     gateway: RunningGateway,
@@ -44,9 +45,10 @@ pub struct RunningDaemon {
 }
 
 impl RunningDaemon {
-    /// The WebSocket URL clients connect to.
+    /// The URL clients connect to: `ws://host:port/ws`, or `unix:/path` for a unix socket (the form `--url`
+    /// and the shared client accept).
     pub fn url(&self) -> String {
-        format!("ws://{}/ws", self.local_addr)
+        listen_url(&self.listening)
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -69,8 +71,11 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let config = config::load(&data_dir.config_path())?;
     crate::logging::log_config(&data_dir, &config);
     let token = load_or_create_token(&data_dir)?;
-    let listen = options.listen.unwrap_or(config.listen);
-    check_address_free(listen)?;
+    let listen = options.listen.unwrap_or_else(|| config.listen.clone());
+    match &listen {
+        Listen::Tcp(address) => check_address_free(*address)?,
+        Listen::Unix(path) => crate::unix_listen::clear_stale_socket(path)?,
+    }
     let hibernate_after = options.hibernate_after.unwrap_or(Duration::from_secs(config.limits.hibernate_after_secs));
     let session_threads = options
         .session_threads
@@ -111,19 +116,26 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         let ready = ready.clone();
         Arc::new(move || ready.load(Ordering::Acquire))
     };
-    let gateway_config = gateway_config(&config, listen, Token::new(token.as_str()));
+    let gateway_config = gateway_config(&config, &listen, Token::new(token.as_str()));
     let (gateway, server) = troupe_gateway::start(engine.clone(), gateway_config, readiness)
         .with_context(|| format!("listening on {listen}"))?;
     actix_web::rt::spawn(server);
+    let listening = match &gateway.listening {
+        Listener::Tcp(address) => Listen::Tcp(*address),
+        Listener::Unix(path) => Listen::Unix(path.clone()),
+    };
+    engine.set_listen(listening.to_string());
     ready.store(true, Ordering::Release);
-    tracing::info!(url = %format!("ws://{}/ws", gateway.local_addr), "troupe is listening");
-    Ok(RunningDaemon {
-        local_addr: gateway.local_addr,
-        token_path: data_dir.token_path(),
-        engine,
-        gateway,
-        _lock: lock,
-    })
+    tracing::info!(url = %listen_url(&listening), "troupe is listening");
+    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), engine, gateway, _lock: lock })
+}
+
+/// The URL a client uses to reach a daemon listening there.
+fn listen_url(listening: &Listen) -> String {
+    match listening {
+        Listen::Tcp(address) => format!("ws://{address}/ws"),
+        Listen::Unix(_) => listening.to_string(),
+    }
 }
 
 /// Refuses at once, in words, an address another program holds, before the engine starts: failing the bind
@@ -215,8 +227,13 @@ fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
     sandbox
 }
 
-fn gateway_config(config: &Config, listen: SocketAddr, token: Token) -> GatewayConfig {
+fn gateway_config(config: &Config, listen: &Listen, token: Token) -> GatewayConfig {
+    let listen = match listen {
+        Listen::Tcp(address) => Listener::Tcp(*address),
+        Listen::Unix(path) => Listener::Unix(path.clone()),
+    };
     GatewayConfig {
+        listen,
         allowed_origins: config.allowed_origins.clone(),
         trust_proxy: config.trust_proxy,
         max_frame_bytes: config.limits.max_frame_bytes,
@@ -227,7 +244,8 @@ fn gateway_config(config: &Config, listen: SocketAddr, token: Token) -> GatewayC
             reply_budget_bytes: config.limits.reply_budget_bytes,
             replay_stall: Duration::from_secs(config.limits.replay_stall_secs),
         },
-        ..GatewayConfig::new(listen, token)
+        // The TCP placeholder's defaults only: `listen` above is where it listens.
+        ..GatewayConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), token)
     }
 }
 
@@ -293,7 +311,12 @@ impl DaemonThread {
             actix_web::rt::System::new().block_on(async move {
                 match start(options).await {
                     Ok(running) => {
-                        let _ = ready_sender.send(Ok((running.local_addr, running.engine().clone())));
+                        let Some(local_addr) = running.listening.tcp() else {
+                            let _ = ready_sender.send(Err("DaemonThread serves TCP only".to_owned()));
+                            running.shutdown().await;
+                            return;
+                        };
+                        let _ = ready_sender.send(Ok((local_addr, running.engine().clone())));
                         let _ = stop_receiver.await;
                         running.shutdown().await;
                     }

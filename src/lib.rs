@@ -57,6 +57,7 @@ pub mod inspect_cmd;
 pub mod runs_cmd;
 pub mod skills_cmd;
 pub mod status_cmd;
+pub mod unix_listen;
 
 // The interactive terminal UI, on the same client (`troupe` with no arguments, `troupe tui`).
 #[cfg(feature = "tui")]

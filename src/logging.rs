@@ -5,6 +5,12 @@
 //! only: it says what it has to say itself, and its own connect/disconnect/reconnect lines would be noise.
 //! `RUST_LOG` overrides both. Colours (ANSI escapes) only when stderr is a terminal, so a log redirected to a file
 //! or a journal holds plain text.
+//!
+//! Two formats ([`LogFormat`], `troupe serve --log-format` or `TROUPE_LOG_FORMAT`): `text` for people, and `json`
+//! for log shippers, one object per line with `timestamp`, `level`, `target`, `fields` (the message among them),
+//! `span` (the innermost span's fields) and `spans` (every open span, outermost first). The daemon's spans are
+//! `connection{connection_id, client}` (the gateway, per WebSocket), `request{method, session_id, run_id}` (the
+//! protocol layer, per request) and `run{session_id, run_id}` (the run actor, for everything a run does).
 
 use std::io::IsTerminal;
 
@@ -31,16 +37,25 @@ impl ProcessKind {
     }
 }
 
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event, span fields as a prefix.
+    #[default]
+    Text,
+    /// One JSON object per line, with the fields of the event and of its spans.
+    Json,
+}
+
 /// Installs the process's log subscriber; call once, first thing.
-pub fn init(kind: ProcessKind) {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(kind.default_filter())),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+pub fn init(kind: ProcessKind, format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(kind.default_filter()));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
+    }
 }
 
 /// Logs, at the daemon's start, what configuration it runs with: the files read, the counts of agents,

@@ -1,6 +1,5 @@
 //! `troupe`: the daemon and its command-line clients. Argument parsing and wiring only.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -59,9 +58,14 @@ Exit codes:
 enum Command {
     /// Run the daemon.
     Serve {
-        /// Address to listen on (default from config.toml, else 127.0.0.1:7419).
-        #[arg(long)]
-        listen: Option<SocketAddr>,
+        /// Where to listen: `host:port`, or `unix:/absolute/path` for a unix socket (mode 0660) a reverse proxy on
+        /// this host connects to (default from config.toml, else 127.0.0.1:7419).
+        #[arg(long, value_name = "ADDRESS")]
+        listen: Option<troupe_runtime::config::Listen>,
+        /// How the daemon's log lines on stderr are written: `text`, or `json` (one object per line, with the
+        /// fields of the connection, request and run they belong to) for log shippers.
+        #[arg(long, value_enum, env = "TROUPE_LOG_FORMAT", default_value_t = troupe::logging::LogFormat::Text)]
+        log_format: troupe::logging::LogFormat,
         /// Data directory (default: $TROUPE_HOME, else ~/.troupe).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -430,6 +434,10 @@ fn main() -> ExitCode {
         }
     };
     let serving = matches!(command, Command::Serve { .. });
+    let log_format = match &command {
+        Command::Serve { log_format, .. } => *log_format,
+        _ => troupe::logging::LogFormat::Text,
+    };
     // A client command says what it has to say itself: its own log lines stay quiet unless RUST_LOG asks.
     use troupe::logging::ProcessKind;
     // The TUI owns the terminal: log lines would write over its screen, so it sets up no logging.
@@ -438,7 +446,7 @@ fn main() -> ExitCode {
     #[cfg(not(feature = "tui"))]
     let tui = false;
     if !tui {
-        troupe::logging::init(if serving { ProcessKind::Daemon } else { ProcessKind::Client });
+        troupe::logging::init(if serving { ProcessKind::Daemon } else { ProcessKind::Client }, log_format);
     }
     match dispatch(command) {
         Ok(code) => ExitCode::from(code),
@@ -466,7 +474,7 @@ fn report(error: &anyhow::Error) -> ExitCode {
 fn dispatch(command: Command) -> anyhow::Result<u8> {
     use troupe::output::Output;
     match command {
-        Command::Serve { listen, data_dir, hibernate_after_ms } => {
+        Command::Serve { listen, data_dir, hibernate_after_ms, log_format: _ } => {
             serve(listen, data_dir, hibernate_after_ms).map(done)
         }
         Command::Token { data_dir, create, json } => {
@@ -662,7 +670,11 @@ fn parse_mode(text: &str) -> Result<PermissionMode, String> {
         .map_err(|_| "one of auto_approve, auto_approve_n, auto_approve_y, ask, yolo".to_owned())
 }
 
-fn serve(listen: Option<SocketAddr>, data_dir: Option<PathBuf>, hibernate_after_ms: Option<u64>) -> anyhow::Result<()> {
+fn serve(
+    listen: Option<troupe_runtime::config::Listen>,
+    data_dir: Option<PathBuf>,
+    hibernate_after_ms: Option<u64>,
+) -> anyhow::Result<()> {
     let explicit_data_dir = data_dir.is_some();
     let data_dir = DataDir::resolve(data_dir)?;
     let data_dir_display = data_dir.root().display().to_string();

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::SessionStatus;
+use troupe_protocol::types::daemon::DaemonStatusResult;
 use troupe_protocol::types::runtime::{PROTOCOL_VERSION, RuntimeSnapshot, SandboxEnforcement};
 use troupe_protocol::types::session::SessionListParams;
 use troupe_runtime::data_dir::DataDir;
@@ -72,6 +73,8 @@ struct Reached {
     snapshot: RuntimeSnapshot,
     sessions: usize,
     running: usize,
+    /// `daemon.status`; `None` from a daemon that predates it.
+    daemon: Option<DaemonStatusResult>,
 }
 
 /// `troupe status`. Returns whether the daemon was unreachable.
@@ -103,6 +106,9 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
                 value["sessions"] = serde_json::json!(reached.sessions);
                 value["active_runs"] = serde_json::json!(reached.running);
                 value["sandbox"] = serde_json::to_value(&reached.snapshot.sandbox)?;
+                if let Some(daemon) = &reached.daemon {
+                    value["daemon"] = serde_json::to_value(daemon)?;
+                }
             }
             Err(error) => value["error"] = serde_json::json!(format!("{error:#}")),
         }
@@ -152,8 +158,10 @@ async fn reach(connection: &crate::commands::Connection) -> anyhow::Result<Reach
     let snapshot = client.runtime_snapshot_get(Default::default()).await.map_err(explained)?.snapshot;
     let sessions = client.session_list(SessionListParams::default()).await.map_err(explained)?.sessions;
     let running = sessions.iter().filter(|session| session.status == SessionStatus::Running).count();
+    // An older daemon answers -32601; the rest of the report stands without it.
+    let daemon = client.daemon_status(Default::default()).await.ok();
     client.close().await;
-    Ok(Reached { snapshot, sessions: sessions.len(), running })
+    Ok(Reached { snapshot, sessions: sessions.len(), running, daemon })
 }
 
 fn describe_reached(reached: &Reached) -> String {
@@ -168,6 +176,9 @@ fn describe_reached(reached: &Reached) -> String {
     let providers = if connected.is_empty() { "none connected".to_owned() } else { connected.join(", ") };
     text.push_str(&format!("providers {} (`troupe providers` for more)\n", crate::style::clean(&providers)));
     text.push_str(&format!("sessions  {} root session(s), {} with an active run\n", reached.sessions, reached.running));
+    if let Some(daemon) = &reached.daemon {
+        text.push_str(&describe_daemon(daemon));
+    }
     match &reached.snapshot.sandbox {
         Some(sandbox) => {
             let enforced = match (&sandbox.tools_refused, sandbox.enforcement) {
@@ -182,5 +193,25 @@ fn describe_reached(reached: &Reached) -> String {
         }
         None => text.push_str("sandbox   not reported by this daemon\n"),
     }
+    text
+}
+
+/// The `daemon.status` lines: version and uptime, then what it is doing now.
+fn describe_daemon(daemon: &DaemonStatusResult) -> String {
+    let uptime = humantime::format_duration(std::time::Duration::from_secs(daemon.uptime_ms / 1000));
+    let mut text = format!(
+        "running   troupe {} for {uptime} (since {}), listening on {}\n",
+        crate::style::clean(&daemon.version),
+        crate::style::clean(&daemon.started_at),
+        crate::style::clean(&daemon.listen)
+    );
+    text.push_str(&format!(
+        "now       {} connection(s), {} live and {} hibernated session(s), {} active run(s), {} pending approval(s)\n",
+        daemon.connections,
+        daemon.sessions_live,
+        daemon.sessions_hibernated,
+        daemon.runs_active,
+        daemon.approvals_pending
+    ));
     text
 }

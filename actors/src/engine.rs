@@ -11,6 +11,7 @@ mod goals;
 mod history;
 mod producers;
 #[cfg(feature = "test-hooks")]
+mod status;
 pub(crate) mod test_hooks;
 mod usage;
 
@@ -128,6 +129,8 @@ pub struct Engine {
     /// Runtime producer registrations and the plugins' recovery reports (`engine/producers.rs`).
     producers: Arc<crate::producers::ProducerRegistry>,
 }
+    /// Start time, connection count and listen address for `daemon.status` (`engine/status.rs`).
+    status: status::StatusFacts,
 
 impl Engine {
     /// Starts the actors (the supervisor builds the session index on a blocking thread before it answers anything).
@@ -155,6 +158,7 @@ impl Engine {
         let live: LiveSessions = Arc::new(DashMap::new());
         let goals_data_dir = config.data_dir.clone();
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
+        let status = status::StatusFacts::new(config.data_dir.root().display().to_string());
         let run_context = crate::producers::EngineRunContext {
             runtime: runtime.clone(),
             services: services.clone(),
@@ -200,6 +204,7 @@ impl Engine {
             session_arbiters,
             producers,
         })
+            status,
     }
 
     /// Waits until every accepted operation is durable and stops the session threads.
@@ -433,7 +438,12 @@ fn skill_request(name: &str) -> PermissionRequest {
 
 impl ServerProtocol for Engine {
     fn disconnected(&self, connection_id: u64) {
+    fn connected(&self, _connection_id: u64) {
+        self.status.connected();
+    }
+
         self.runtime.do_send(UnregisterConnection { connection_id });
+        self.status.disconnected();
     }
 
     async fn handshake(&self, ctx: &ServerContext, _: HandshakeParams) -> Result<HandshakeResult, RpcError> {
@@ -808,6 +818,14 @@ impl ServerProtocol for Engine {
     }
 
     async fn run_tool_stdin(
+    async fn daemon_status(
+        &self,
+        _: &ServerContext,
+        _: Empty,
+    ) -> Result<troupe_protocol::types::daemon::DaemonStatusResult, RpcError> {
+        self.daemon_status_now().await
+    }
+
         &self,
         _: &ServerContext,
         params: RunToolStdinParams,

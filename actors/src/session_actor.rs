@@ -58,7 +58,7 @@ mod usage;
 
 pub use admin::{Retire, Seal, SetArchived, Unseal};
 pub use approvals::{
-    ApprovalErrorKind, ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, GetTreeGrants, ListSessionApprovals,
+    ApprovalErrorKind, ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, CountPendingApprovals, GetTreeGrants, ListSessionApprovals,
     RequestApproval, RespondToApproval,
 };
 

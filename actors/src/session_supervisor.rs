@@ -87,6 +87,18 @@ pub struct SessionStopped {
     pub incarnation: u64,
 }
 
+/// How many sessions known on disk are loaded and how many are not (`daemon.status`).
+#[derive(Message)]
+#[rtype(result = "SessionCounts")]
+pub struct CountSessions;
+
+/// The answer to [`CountSessions`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionCounts {
+    pub live: usize,
+    pub hibernated: usize,
+}
+
 /// The indexed metadata of one session, without loading it.
 #[derive(Message)]
 #[rtype(result = "Result<SessionMeta, EngineError>")]
@@ -499,6 +511,15 @@ impl Handler<IndexedMeta> for SessionSupervisor {
 
     fn handle(&mut self, message: IndexedMeta, _: &mut Context<Self>) -> Self::Result {
         self.meta(&message.session_id).cloned()
+    }
+}
+
+impl Handler<CountSessions> for SessionSupervisor {
+    type Result = MessageResult<CountSessions>;
+
+    fn handle(&mut self, _: CountSessions, _: &mut Context<Self>) -> Self::Result {
+        let live = self.index.keys().filter(|session_id| self.live.contains_key(*session_id)).count();
+        MessageResult(SessionCounts { live, hibernated: self.index.len() - live })
     }
 }
 

@@ -47,7 +47,7 @@ impl InProcessDaemon {
         let data_dir = tempfile::tempdir_in(bench_tmp_root())?;
         let options = DaemonOptions {
             data_dir: DataDir::new(data_dir.path().to_path_buf()),
-            listen: Some("127.0.0.1:0".parse()?),
+            listen: Some(troupe_runtime::config::Listen::Tcp("127.0.0.1:0".parse()?)),
             hibernate_after,
             session_threads: None,
         };

@@ -142,7 +142,7 @@ fn serve_child(listen: std::net::SocketAddr, data_dir: PathBuf, hibernate_after_
     actix_web::rt::System::new().block_on(async move {
         let daemon = daemon::start(DaemonOptions {
             data_dir: troupe_runtime::data_dir::DataDir::new(data_dir),
-            listen: Some(listen),
+            listen: Some(listen.into()),
             hibernate_after: hibernate_after_ms.map(Duration::from_millis),
             session_threads: None,
         })

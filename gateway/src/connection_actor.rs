@@ -75,6 +75,9 @@ pub(crate) struct ConnectionActor<S: ServerProtocol> {
     session: Session,
     /// The client's address, for logs only.
     peer: String,
+    /// `connection{connection_id, client}`: entered by the actor's handlers and carried by every frame task, so
+    /// each log line emitted for this socket (a request's `request` span nests inside it) names the connection.
+    span: tracing::Span,
     keepalive: Keepalive,
     /// When the client last sent anything. Any frame proves liveness, not only pongs.
     last_heard: Instant,
@@ -100,12 +103,14 @@ impl<S: ServerProtocol> ConnectionActor<S> {
             let read_gate =
                 ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK), setup.max_frame_bytes);
             ctx.add_stream(read_gate.gate(setup.inbound));
+            let span = tracing::info_span!("connection", connection_id, client = %setup.peer);
             ConnectionActor {
                 connection,
                 connection_id,
                 teardown: Some(Teardown { outbound, engine: setup.engine, connection_id }),
                 session: setup.session,
                 peer: setup.peer,
+                span,
                 keepalive: setup.keepalive,
                 last_heard: Instant::now(),
                 closing: false,
@@ -152,6 +157,7 @@ impl<S: ServerProtocol> ConnectionActor<S> {
                 return;
             }
             if actor.last_heard.elapsed() >= actor.keepalive.pong_timeout {
+                let _entered = actor.span.clone().entered();
                 info!(
                     connection_id = actor.connection_id,
                     peer = %actor.peer,
@@ -196,6 +202,7 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let _entered = self.span.clone().entered();
         // At debug: every CLI call is a connection, and an operator's log is not a list of them.
         debug!(connection_id = self.connection_id, peer = %self.peer, "WebSocket connected");
         self.start_writer(ctx);
@@ -208,6 +215,7 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
+        let _entered = self.span.clone().entered();
         self.registry.unregister(self.connection_id);
         debug!(
             connection_id = self.connection_id,
@@ -238,6 +246,7 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
         if self.closing {
             return;
         }
+        let _entered = self.span.clone().entered();
         self.last_heard = Instant::now();
         match item {
             Ok(AggregatedMessage::Text(text)) => {
@@ -245,7 +254,7 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
                 // Admission happens inside `handle_frame`, now, in arrival order; only the work is spawned.
                 let bytes = text.len();
                 let work = self.connection.handle_frame(MessageFrame::Text(String::from(text)));
-                actix::spawn(self.read_gate.track(work, bytes));
+                actix::spawn(tracing::Instrument::instrument(self.read_gate.track(work, bytes), self.span.clone()));
             }
             Ok(AggregatedMessage::Binary(_)) => {
                 self.close_and_stop(

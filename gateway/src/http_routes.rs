@@ -113,12 +113,13 @@ async fn upgrade<S: ServerProtocol>(
     Ok(response)
 }
 
-/// The client's address for logs: the socket peer, or the forwarded client when a trusted proxy says so.
+/// The client's address for logs: the socket peer, or the forwarded client when a trusted proxy says so. A unix
+/// socket's peer has no address: `unix`.
 fn peer_description(request: &HttpRequest, trust_proxy: bool) -> String {
     if trust_proxy && let Some(forwarded) = request.connection_info().realip_remote_addr() {
         return forwarded.to_owned();
     }
-    request.peer_addr().map(|address| address.to_string()).unwrap_or_else(|| "unknown".to_owned())
+    request.peer_addr().map(|address| address.to_string()).unwrap_or_else(|| "unix".to_owned())
 }
 
 fn plain_text(mut builder: actix_web::HttpResponseBuilder, body: &str) -> HttpResponse {

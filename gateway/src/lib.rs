@@ -26,6 +26,7 @@ mod token;
 
 use std::any::Any;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,11 +50,39 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// Whether the daemon is ready to serve; polled by `GET /readyz`.
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
 
+/// Where the gateway listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listener {
+    /// A TCP address; port 0 picks a free port.
+    Tcp(SocketAddr),
+    /// A unix socket, for a reverse proxy on the same host. The path must not exist (the daemon removes a stale
+    /// one first); the socket is made mode 0660 before anything is served and removed by [`RunningGateway::stop`].
+    Unix(PathBuf),
+}
+
+impl From<SocketAddr> for Listener {
+    fn from(address: SocketAddr) -> Self {
+        Listener::Tcp(address)
+    }
+}
+
+impl std::fmt::Display for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listener::Tcp(address) => write!(f, "{address}"),
+            Listener::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// The mode of the unix socket: the daemon's user and group may connect (a proxy joins the group), nobody else.
+pub const UNIX_SOCKET_MODE: u32 = 0o660;
+
 /// How the gateway listens and whom it lets in.
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
     /// Where to listen. Port 0 picks a free port; [`RunningGateway::local_addr`] says which.
-    pub listen: SocketAddr,
+    pub listen: Listener,
     /// The bearer token every WebSocket must present.
     pub token: Token,
     /// Browser origins allowed besides the daemon's own, as `scheme://host[:port]`. They are normalized
@@ -80,9 +109,10 @@ pub struct GatewayConfig {
 impl GatewayConfig {
     /// The defaults of the wire contract: 16 MiB frames, 256 requests in flight, pings every 15 s, 45 s of
     /// patience, no extra origins, no trusted proxy.
+    /// `listen` is TCP; set [`GatewayConfig::listen`] to a [`Listener::Unix`] for a unix socket.
     pub fn new(listen: SocketAddr, token: Token) -> Self {
         GatewayConfig {
-            listen,
+            listen: Listener::Tcp(listen),
             token,
             allowed_origins: Vec::new(),
             trust_proxy: false,
@@ -108,7 +138,7 @@ pub fn default_workers() -> usize {
 pub enum GatewayError {
     #[error("cannot listen on {address}: {source}")]
     Bind {
-        address: SocketAddr,
+        address: Listener,
         #[source]
         source: std::io::Error,
     },
@@ -120,8 +150,11 @@ pub enum GatewayError {
 
 /// A started gateway. Dropping it does not stop the server; call [`RunningGateway::stop`].
 pub struct RunningGateway {
-    /// The address actually bound (the real port when `listen` asked for port 0).
-    pub local_addr: SocketAddr,
+    /// Where it listens: the TCP address actually bound (the real port when `listen` asked for port 0), or the
+    /// unix socket.
+    pub listening: Listener,
+    /// The unix socket's identity (device, inode) as bound, so that `stop` removes only the file it created.
+    unix_socket: Option<(u64, u64)>,
     handle: ServerHandle,
     registry: Arc<ConnectionRegistry>,
 }
@@ -139,7 +172,32 @@ impl RunningGateway {
             live.into_iter().map(|connection| tokio::time::timeout(GOING_AWAY_TIMEOUT, connection.send(GoingAway)));
         futures::future::join_all(closes).await;
         self.handle.stop(true).await;
+        self.remove_unix_socket();
         info!("the gateway stopped");
+    }
+
+    /// The TCP address bound; `None` for a unix socket.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match &self.listening {
+            Listener::Tcp(address) => Some(*address),
+            Listener::Unix(_) => None,
+        }
+    }
+
+    /// Removes the unix socket file, if it is still the one bound (a newer daemon may have replaced it).
+    fn remove_unix_socket(&self) {
+        use std::os::unix::fs::MetadataExt;
+        let (Listener::Unix(path), Some(identity)) = (&self.listening, self.unix_socket) else {
+            return;
+        };
+        match std::fs::symlink_metadata(path) {
+            Ok(metadata) if (metadata.dev(), metadata.ino()) == identity => {
+                if let Err(error) = std::fs::remove_file(path) {
+                    tracing::warn!(path = %path.display(), %error, "could not remove the unix socket");
+                }
+            }
+            _ => {}
+        }
     }
 
     /// WebSockets open right now.
@@ -181,16 +239,34 @@ pub fn start<S: ServerProtocol>(
         // The binary owns SIGINT/SIGTERM and stops the gateway itself, closing sockets with 1001 first.
         .disable_signals()
         .workers(workers)
-        .shutdown_timeout(config.shutdown_timeout.as_secs().max(1))
-        .bind(config.listen)
-        .map_err(|source| GatewayError::Bind { address: config.listen, source })?;
-    let local_addr = server.addrs().first().copied().ok_or_else(|| GatewayError::Bind {
-        address: config.listen,
-        source: std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, "no address was bound"),
-    })?;
+        .shutdown_timeout(config.shutdown_timeout.as_secs().max(1));
+    let bind_error = |source| GatewayError::Bind { address: config.listen.clone(), source };
+    let (server, listening, unix_socket) = match &config.listen {
+        Listener::Tcp(address) => {
+            let server = server.bind(address).map_err(bind_error)?;
+            let local_addr = server.addrs().first().copied().ok_or_else(|| {
+                bind_error(std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, "no address was bound"))
+            })?;
+            (server, Listener::Tcp(local_addr), None)
+        }
+        Listener::Unix(path) => {
+            let server = server.bind_uds(path).map_err(bind_error)?;
+            // Before `run`: no connection is accepted while the socket still has the umask's mode.
+            let identity = restrict_unix_socket(path).map_err(bind_error)?;
+            (server, Listener::Unix(path.clone()), Some(identity))
+        }
+    };
     let server = server.run();
-    info!(%local_addr, workers, "gateway listening");
-    Ok((RunningGateway { local_addr, handle: server.handle(), registry }, server))
+    info!(listen = %listening, workers, "gateway listening");
+    Ok((RunningGateway { listening, unix_socket, handle: server.handle(), registry }, server))
+}
+
+/// Gives the fresh unix socket mode [`UNIX_SOCKET_MODE`] and returns its identity (device, inode).
+fn restrict_unix_socket(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(UNIX_SOCKET_MODE))?;
+    let metadata = std::fs::symlink_metadata(path)?;
+    Ok((metadata.dev(), metadata.ino()))
 }
 
 /// Disables Nagle's algorithm on every accepted socket: replies and event frames are small and must leave at

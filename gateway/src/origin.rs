@@ -5,6 +5,10 @@
 //! console) must still not be able to drive the daemon from a foreign site, so an upgrade that carries an
 //! `Origin` must come from the daemon's own origin or from one the operator listed. Requests without `Origin`
 //! (CLIs, scripts, server-side clients) are not browsers and pass.
+//!
+//! The daemon's own origin is read from the request, never from the listen address, so a unix socket listener
+//! (which has no host or port) works the same: behind a same-host proxy, the `Host` the proxy passes (nginx's
+//! `proxy_set_header Host $host`) or, with `trust_proxy`, `X-Forwarded-Host`/`-Proto` name the public origin.
 
 use actix_web::http::header::{self, HeaderMap};
 
@@ -203,6 +207,25 @@ mod tests {
         ];
         assert!(!OriginPolicy::new(&[], false).unwrap().allows(&headers(&pairs)));
         assert!(OriginPolicy::new(&[], true).unwrap().allows(&headers(&pairs)));
+    }
+
+    #[test]
+    fn a_unix_socket_behind_a_same_host_proxy_is_judged_by_the_forwarded_host() {
+        // The proxy passes the public Host: the browser's origin is the daemon's own.
+        let pairs = [("host", "troupe.example.com"), ("origin", "https://troupe.example.com")];
+        assert!(OriginPolicy::new(&[], false).unwrap().allows(&headers(&pairs)));
+        // The proxy's default Host for a unix upstream names no public site; only trusted forwarded headers do.
+        let pairs = [
+            ("host", "localhost"),
+            ("x-forwarded-host", "troupe.example.com"),
+            ("x-forwarded-proto", "https"),
+            ("origin", "https://troupe.example.com"),
+        ];
+        assert!(!OriginPolicy::new(&[], false).unwrap().allows(&headers(&pairs)));
+        assert!(OriginPolicy::new(&[], true).unwrap().allows(&headers(&pairs)));
+        let foreign =
+            [("host", "localhost"), ("x-forwarded-host", "troupe.example.com"), ("origin", "https://evil.test")];
+        assert!(!OriginPolicy::new(&[], true).unwrap().allows(&headers(&foreign)));
     }
 
     #[test]

@@ -80,13 +80,13 @@ impl TestGateway {
             Arc::new(move || ready.load(Ordering::SeqCst))
         };
         let (running, server) = start(engine.clone(), config, readiness).expect("the gateway starts");
-        assert_ne!(running.local_addr.port(), 0);
+        assert_ne!(running.local_addr().expect("a TCP listener").port(), 0);
         actix_web::rt::spawn(server);
         TestGateway { running, engine, ready }
     }
 
     fn addr(&self) -> SocketAddr {
-        self.running.local_addr
+        self.running.local_addr().expect("a TCP listener")
     }
 
     async fn connect(

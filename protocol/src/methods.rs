@@ -9,6 +9,7 @@
 use crate::jsonrpc::{Method, Notification};
 use crate::types::approval::*;
 use crate::types::common::*;
+use crate::types::daemon::*;
 use crate::types::events::*;
 use crate::types::goal::*;
 use crate::types::plugin::*;
@@ -209,6 +210,8 @@ protocol_methods! {
     SessionArchive, session_archive, "session.archive", SessionArchiveParams => SessionResult;
     /// troupe extension: delete a root session and its whole tree, on disk and in every index.
     SessionDelete, session_delete, "session.delete", SessionIdParams => SessionDeleteResult;
+    /// troupe extension: what the daemon is doing now (uptime, connections, sessions, runs, approvals).
+    DaemonStatus, daemon_status, "daemon.status", Empty => DaemonStatusResult;
     /// Direct children of a session.
     SessionChildren, session_children, "session.children", SessionIdParams => SessionChildrenResult;
     /// The recursive tree below a session.

@@ -92,7 +92,7 @@ const REFERENCE_METHODS: [&str; 32] = [
 ];
 
 /// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`).
-const EXTENSION_METHODS: [&str; 3] = ["session.tree_usage", "session.archive", "session.delete"];
+const EXTENSION_METHODS: [&str; 4] = ["session.tree_usage", "session.archive", "session.delete", "daemon.status"];
 
 const REFERENCE_NOTIFICATIONS: [&str; 6] = [
     "runtime.changed",

@@ -5,7 +5,7 @@
 //! key. Errors name the file, the position and the key, but never quote the file's text.
 //!
 //! ```toml
-//! listen = "127.0.0.1:7419"
+//! listen = "127.0.0.1:7419"           # or "unix:/run/troupe/troupe.sock" for a proxy on the same host
 //! allowed_origins = ["https://console.example.com"]
 //! trust_proxy = false
 //! metrics_public = false              # true: GET /metrics without the bearer token
@@ -59,8 +59,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7419";
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// The address the WebSocket server binds.
-    pub listen: SocketAddr,
+    /// Where the WebSocket server listens: a TCP address or a unix socket (`listen.rs`).
+    pub listen: Listen,
     /// Browser origins allowed besides the daemon's own, normalized to lowercase `scheme://host[:port]` without a
     /// default port or trailing slash, so they compare equal to what browsers send in `Origin`.
     pub allowed_origins: Vec<String>,
@@ -91,6 +91,9 @@ pub struct Config {
 }
 
 mod plugins;
+mod listen;
+pub use listen::{Listen, UNIX_PREFIX};
+
 pub use plugins::{MAX_PLUGIN_NAME_CHARS, PluginConfig, validate_plugin_name};
 
 mod goals;
@@ -187,7 +190,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             // The same address as `DEFAULT_LISTEN`; a unit test keeps the two in agreement.
-            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 7419)),
+            listen: Listen::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, 7419))),
             allowed_origins: Vec::new(),
             trust_proxy: false,
             metrics_public: false,
@@ -454,7 +457,7 @@ mod tests {
     #[test]
     fn defaults_match_the_documented_values() {
         let config = Config::default();
-        assert_eq!(config.listen, DEFAULT_LISTEN.parse::<SocketAddr>().unwrap());
+        assert_eq!(config.listen, DEFAULT_LISTEN.parse::<Listen>().unwrap());
         assert_eq!(config.limits.max_frame_bytes, 16_777_216);
         assert_eq!(config.limits.max_in_flight, 256);
         assert_eq!(config.limits.outbound_queue, 1024);
@@ -496,7 +499,7 @@ hibernate_after_secs = 5
         )
         .unwrap();
         let config = load(&path).unwrap();
-        assert_eq!(config.listen, "0.0.0.0:9000".parse::<SocketAddr>().unwrap());
+        assert_eq!(config.listen, "0.0.0.0:9000".parse::<Listen>().unwrap());
         assert_eq!(
             config.allowed_origins,
             ["https://console.example.com", "http://localhost", "http://[::1]:3000", "tauri://localhost"]
@@ -584,6 +587,14 @@ hibernate_after_secs = 5
             r#"
 [permissions]
 rules = [
+        let error = parse_text("listen = \"unix:relative.sock\"\n").unwrap_err();
+        assert!(matches!(error, RuntimeError::ConfigSyntax { line: 1, .. }), "{error:?}");
+    }
+
+    #[test]
+    fn a_unix_socket_listen_is_a_path() {
+        let config = parse_text("listen = \"unix:/run/troupe/troupe.sock\"\n").unwrap();
+        assert_eq!(config.listen, Listen::Unix("/run/troupe/troupe.sock".into()));
   { effect = "allow", action = "execute", resource = "cargo test*" },
   { effect = "deny",  action = "write",   resource = "**/.env" },
 ]

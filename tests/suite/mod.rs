@@ -27,6 +27,7 @@ mod growth;
 mod history;
 mod history_attacks;
 mod limits;
+mod logs_status;
 mod plugin_lifetime;
 mod plugins;
 mod producers;

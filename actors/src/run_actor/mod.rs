@@ -119,6 +119,8 @@ impl Actor for RunActor {
             return;
         };
         let control = self.control.clone();
+        // Every line the run logs, down to its tool calls and model requests, carries the run and its session.
+        let span = tracing::info_span!("run", session_id = %setup.session_id, run_id = %setup.run_id);
         let run = async move {
             let started_at = std::time::Instant::now();
             tracing::info!(
@@ -136,6 +138,7 @@ impl Actor for RunActor {
                 workspace.remove().await;
             }
         };
+        let run = tracing::Instrument::instrument(run, span);
         ctx.spawn(run.into_actor(self).map(|(), _, ctx| ctx.stop()));
     }
 }

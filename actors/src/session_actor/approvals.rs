@@ -63,6 +63,11 @@ pub struct CancelPendingApprovals {
     pub reason: String,
 }
 
+/// How many of this session's approvals wait for an answer (`daemon.status`).
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct CountPendingApprovals;
+
 /// This session's approval records, oldest first.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<ApprovalRecord>, EngineError>")]
@@ -303,6 +308,17 @@ impl Handler<ListSessionApprovals> for SessionActor {
 
     fn handle(&mut self, _: ListSessionApprovals, _: &mut Context<Self>) -> Self::Result {
         Ok(self.ready_state()?.approvals.records().cloned().collect())
+    }
+}
+
+impl Handler<CountPendingApprovals> for SessionActor {
+    type Result = usize;
+
+    fn handle(&mut self, _: CountPendingApprovals, _: &mut Context<Self>) -> usize {
+        // A session still loading has no approval a run could wait on yet.
+        self.ready_state().map_or(0, |state| {
+            state.approvals.records().filter(|record| record.status == ApprovalStatus::Pending).count()
+        })
     }
 }
 

@@ -180,9 +180,13 @@ impl<S: ServerProtocol> ServerConnection<S> {
             Admitted::Reply(reply) => Some(reply),
             Admitted::Dispatch { request, ctx } => {
                 let started = Instant::now();
-                let outcome = AssertUnwindSafe(dispatch(&*self.server, &ctx, &request.method, request.params))
-                    .catch_unwind()
-                    .await;
+                let span = super::request_span::request_span(&request.method, &request.params);
+                let outcome = tracing::Instrument::instrument(
+                    AssertUnwindSafe(dispatch(&*self.server, &ctx, &request.method, request.params)).catch_unwind(),
+                    span.clone(),
+                )
+                .await;
+                let _in_request = span.enter();
                 self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
                 let result = outcome.unwrap_or_else(|_| {
                     tracing::error!(method = %request.method, "a request handler panicked");
@@ -192,6 +196,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
                     )))
                 });
                 self.observe(&request.method, result.as_ref().map(|_| ()), started);
+                super::request_span::log_end(result.as_ref().map(|_| ()), started);
                 let id = request.id?;
                 Some(match result {
                     Ok(raw) => encode_result_response(&id, &raw),

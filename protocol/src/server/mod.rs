@@ -42,6 +42,7 @@ mod connection;
 mod context;
 mod observer;
 mod outbound;
+mod request_span;
 mod sink;
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 pub mod approval;
 pub mod common;
+pub mod daemon;
 pub mod events;
 pub mod goal;
 pub mod plugin;

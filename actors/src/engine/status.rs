@@ -1,0 +1,86 @@
+//! `daemon.status` (a troupe extension): uptime, connections, sessions, runs and approvals, counted when asked.
+//!
+//! Nothing here is kept for the sake of status alone except the connection count, which the protocol layer's
+//! `connected`/`disconnected` hooks maintain; the rest is read from the owners of the state at request time
+//! (the supervisor's index and live map, the run registry, the approvals of each session with an active run), so
+//! it cannot drift.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use troupe_protocol::RpcError;
+use troupe_protocol::types::daemon::DaemonStatusResult;
+
+use super::Engine;
+use crate::session_actor::CountPendingApprovals;
+use crate::session_supervisor::CountSessions;
+
+/// The daemon-wide facts `daemon.status` reports that no actor owns.
+pub(crate) struct StatusFacts {
+    started_at: String,
+    started: Instant,
+    connections: AtomicU64,
+    /// Set once by the daemon after the gateway bound its listener (the engine starts before it).
+    listen: OnceLock<String>,
+    data_dir: String,
+}
+
+impl StatusFacts {
+    pub(crate) fn new(data_dir: String) -> Self {
+        StatusFacts {
+            started_at: troupe_runtime::clock::now_rfc3339(),
+            started: Instant::now(),
+            connections: AtomicU64::new(0),
+            listen: OnceLock::new(),
+            data_dir,
+        }
+    }
+
+    pub(crate) fn connected(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn disconnected(&self) {
+        // Saturating: a `disconnected` without its `connected` (an embedder's own transport) must not wrap.
+        let _ = self.connections.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| count.checked_sub(1));
+    }
+}
+
+impl Engine {
+    /// Records where the daemon listens, for `daemon.status` (`host:port` or `unix:/path`). The first call wins.
+    pub fn set_listen(&self, listen: String) {
+        let _ = self.status.listen.set(listen);
+    }
+
+    pub(super) async fn daemon_status_now(&self) -> Result<DaemonStatusResult, RpcError> {
+        let sessions = self.supervisor_ask(CountSessions).await?;
+        // Only a session with an active run can have an approval waiting (a run's approvals are withdrawn when it
+        // ends), and such a session never hibernates: asking it costs nothing. Asking the idle ones would count
+        // as activity and keep them from hibernating for as long as something polls the status.
+        let mut sessions_with_runs = self.services.runs.active_sessions();
+        sessions_with_runs.sort_unstable();
+        sessions_with_runs.dedup();
+        let mut approvals_pending = 0;
+        for session_id in sessions_with_runs {
+            let Some(addr) = self.live.get(&session_id).map(|entry| entry.value().addr.clone()) else {
+                continue;
+            };
+            // A session that stopped in between simply has nothing pending any more.
+            approvals_pending += addr.send(CountPendingApprovals).await.unwrap_or(0);
+        }
+        let facts = &self.status;
+        Ok(DaemonStatusResult {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_at: facts.started_at.clone(),
+            uptime_ms: u64::try_from(facts.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            connections: facts.connections.load(Ordering::Relaxed),
+            sessions_live: sessions.live as u64,
+            sessions_hibernated: sessions.hibernated as u64,
+            runs_active: self.services.runs.sizes().active as u64,
+            approvals_pending: approvals_pending as u64,
+            data_dir: Some(facts.data_dir.clone()),
+            listen: facts.listen.get().cloned().unwrap_or_default(),
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! `daemon.status` (a troupe extension): what the daemon is doing right now, for `troupe status` and monitors.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A point-in-time view of the daemon. Every count is read at the moment of the request; none is durable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DaemonStatusResult {
+    /// The daemon's build version (the `troupe` crate version), as in the handshake's `server.version`.
+    pub version: String,
+    /// When this daemon process started serving, RFC 3339 UTC.
+    pub started_at: String,
+    /// Milliseconds since `started_at`, measured on the daemon's monotonic clock.
+    pub uptime_ms: u64,
+    /// Protocol connections open now (WebSockets accepted, handshaken or not), this one included.
+    pub connections: u64,
+    /// Sessions whose actor is loaded in memory (serving subscribers, running, or not yet idle long enough).
+    pub sessions_live: u64,
+    /// Sessions known on disk (roots and delegated children) whose actor is not loaded; the next request to one
+    /// loads it from its log.
+    pub sessions_hibernated: u64,
+    /// Runs with a live run actor, across every session (a delegated child's run counts separately).
+    pub runs_active: u64,
+    /// Approval requests waiting for an answer, across every session.
+    pub approvals_pending: u64,
+    /// The daemon's data directory, absolute. Omitted by a daemon that does not want to reveal it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
+    /// Where the daemon listens: `host:port` for TCP, `unix:/path` for a unix socket.
+    pub listen: String,
+}

@@ -1,0 +1,231 @@
+//! Observability over the real wire: the daemon's JSON log lines carry the connection, request and run they
+//! belong to (`troupe serve --log-format json`), and `daemon.status` / `troupe status` say what it is doing now.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use troupe_protocol::client::ClientProtocol;
+use troupe_protocol::method;
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::session::PermissionMode;
+
+use super::cli_support::troupe;
+use super::support::*;
+
+/// `troupe serve` as a child with its stderr collected line by line.
+struct LoggedDaemon {
+    child: Child,
+    url: String,
+    token: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl LoggedDaemon {
+    fn spawn(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> LoggedDaemon {
+        std::fs::write(data_dir.join("config.toml"), "[titles]\nauto = false\n").expect("write config");
+        let mut command = Command::new(troupe_binary());
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_LOG", "info,troupe_protocol=debug")
+            .env_remove("TROUPE_TOKEN")
+            .env_remove("TROUPE_LOG_FORMAT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("spawn troupe serve");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let pipe = child.stderr.take().expect("stderr");
+        let lines = stderr.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let url = listening_url(&mut child);
+        let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
+        LoggedDaemon { child, url, token, stderr }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for LoggedDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The span named `name` among a JSON log line's `spans`.
+fn span<'a>(line: &'a Value, name: &str) -> Option<&'a Value> {
+    line["spans"].as_array()?.iter().find(|span| span["name"] == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_log_lines_carry_the_connection_the_request_and_the_run() {
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let project = tempfile::tempdir().expect("project");
+    let daemon = LoggedDaemon::spawn(data_dir.path(), &["--log-format", "json"], &[]);
+    let (client, mut deliveries) = within(
+        "connect",
+        troupe_protocol::client::Client::connect_websocket(&daemon.url, &daemon.token, Default::default()),
+    )
+    .await
+    .expect("client connects");
+    let session = create_session_in(&client, project.path()).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session.session_id, echo_selection(), "hello").await;
+    events_until(&mut deliveries, is_terminal).await;
+
+    let session_id = session.session_id.as_str();
+    let found = |lines: &[Value]| {
+        let request = lines.iter().any(|line| {
+            span(line, "request").is_some_and(|span| span["method"] == "run.start" && span["session_id"] == session_id)
+                && span(line, "connection").is_some_and(|span| span["connection_id"].is_u64())
+        });
+        let run = lines.iter().any(|line| {
+            line["span"]["name"] == "run"
+                && line["span"]["run_id"] == run_id.as_str()
+                && line["span"]["session_id"] == session_id
+        });
+        request && run
+    };
+    let parsed = || -> Vec<Value> {
+        daemon
+            .lines()
+            .iter()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}")))
+            .collect()
+    };
+    eventually("the request and run lines in the JSON log", || found(&parsed())).await;
+    let lines = parsed();
+    for line in &lines {
+        for key in ["timestamp", "level", "target", "fields"] {
+            assert!(line.get(key).is_some(), "{key} missing from {line}");
+        }
+    }
+    let connection = lines.iter().find_map(|line| span(line, "connection")).expect("a connection span");
+    assert!(
+        connection["client"].as_str().is_some_and(|client| client.starts_with("127.0.0.1:")),
+        "the socket peer, not a forwarded address (trust_proxy is off): {connection}"
+    );
+    let run_started = lines.iter().find(|line| line["fields"]["message"] == "run started").expect("run started");
+    assert_eq!(run_started["span"]["run_id"], json!(run_id));
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_format_comes_from_the_environment_too_and_text_stays_the_default() {
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let json = LoggedDaemon::spawn(data_dir.path(), &[], &[("TROUPE_LOG_FORMAT", "json")]);
+    eventually("a JSON log line", || {
+        json.lines().iter().any(|line| serde_json::from_str::<Value>(line).is_ok_and(|value| value["level"] == "INFO"))
+    })
+    .await;
+    drop(json);
+    let text = LoggedDaemon::spawn(data_dir.path(), &[], &[]);
+    eventually("the text log's config line", || text.lines().iter().any(|line| line.contains("config loaded"))).await;
+    assert!(text.lines().iter().all(|line| serde_json::from_str::<Value>(line).is_err()), "{:?}", text.lines());
+}
+
+/// A run that writes a file, so that in `ask` mode it waits for an approval.
+fn waiting_script() -> Value {
+    json!({"turns": [
+        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "a.txt", "content": "x"}}]},
+        {"text": "done"}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_status_counts_connections_sessions_runs_and_pending_approvals() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        hibernate_after: Some(Duration::from_millis(300)),
+        ..DaemonSetup::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    let status = within("daemon.status", client.daemon_status(Default::default())).await.expect("daemon.status");
+    assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(status.listen, daemon.addr.to_string());
+    assert_eq!(status.data_dir.as_deref(), Some(daemon.data_path().to_str().unwrap()));
+    assert_eq!(status.connections, 1);
+    assert_eq!((status.runs_active, status.approvals_pending), (0, 0));
+    assert!(status.started_at.ends_with('Z'), "{}", status.started_at);
+
+    connect_script(&client, daemon.data_path(), waiting_script()).await;
+    let idle = daemon.create_session(&client).await;
+    let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, PermissionMode::Ask).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+
+    let (second, _second_deliveries) = daemon.client().await;
+    let status = within("daemon.status", second.daemon_status(Default::default())).await.expect("daemon.status");
+    assert_eq!(status.connections, 2);
+    assert_eq!(status.runs_active, 1);
+    assert_eq!(status.approvals_pending, 1);
+    assert!(status.sessions_live >= 1, "{status:?}");
+    second.close().await;
+
+    // The second connection is gone; the idle session, never subscribed, hibernates; the waiting one stays live.
+    // Polling the status does not count as using the sessions: it must not keep the idle one awake.
+    let status_now = || async { client.daemon_status(Default::default()).await.expect("daemon.status") };
+    within("the second connection to be counted out and the idle session to hibernate", async {
+        loop {
+            let status = status_now().await;
+            if status.connections == 1 && status.sessions_hibernated == 1 {
+                assert_eq!(status.sessions_live, 1, "{status:?}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(!daemon.engine().is_live(&idle.session_id));
+
+    client.call::<method::RunCancel>(troupe_protocol::types::run::RunIdParams { run_id }).await.expect("cancel");
+    events_until(&mut deliveries, is_terminal).await;
+    within("the run and its approval to be gone", async {
+        loop {
+            let status = client.daemon_status(Default::default()).await.expect("daemon.status");
+            if status.runs_active == 0 && status.approvals_pending == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn troupe_status_shows_what_the_daemon_is_doing() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    daemon.create_session(&client).await;
+
+    let text = troupe(&daemon, &["status"]).await.ok();
+    assert!(text.contains(&format!("listening on {}", daemon.addr)), "{text}");
+    // This test's client and the command's own connection.
+    assert!(text.contains("2 connection(s)"), "{text}");
+    assert!(text.contains("0 active run(s), 0 pending approval(s)"), "{text}");
+
+    let json: Value = serde_json::from_str(&troupe(&daemon, &["status", "--json"]).await.ok()).expect("JSON");
+    let status = &json["daemon"];
+    assert_eq!(status["listen"], json!(daemon.addr.to_string()));
+    assert_eq!(status["connections"], json!(2));
+    assert!(status["uptime_ms"].is_u64(), "{json}");
+    assert_eq!(status["sessions_live"].as_u64().unwrap() + status["sessions_hibernated"].as_u64().unwrap(), 1);
+    client.close().await;
+}
