@@ -20,6 +20,8 @@ pub struct Connection {
     pub token: Option<String>,
     /// `--data-dir` or `TROUPE_HOME`, as given.
     pub data_dir: Option<PathBuf>,
+    /// `--ca-cert` or `TROUPE_CA_CERT`: more certificate authorities to trust for a `wss://` URL.
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl Connection {
@@ -119,9 +121,12 @@ impl Connection {
 
     pub(crate) async fn connect(
         &self,
-        options: ClientOptions,
+        mut options: ClientOptions,
     ) -> anyhow::Result<(Client, troupe_protocol::client::Deliveries)> {
         let url = self.url();
+        if options.ca_cert.is_none() {
+            options.ca_cert = self.ca_cert.clone();
+        }
         if let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) {
             let scheme = if url.starts_with("https") { "wss" } else { "ws" };
             let path = if rest.ends_with("/ws") { "" } else { "/ws" };

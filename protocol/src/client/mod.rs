@@ -66,6 +66,7 @@ mod secrets;
 mod subscriptions;
 mod task;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -102,11 +103,19 @@ pub struct ClientOptions {
     /// Capacity of the delivery stream (see the module docs on back-pressure). A consumer that falls further
     /// behind than this gets its events again as a replay rather than queued without bound.
     pub delivery_buffer: usize,
+    /// For a `wss://` URL ([`Client::connect_websocket`]): a PEM file of certificate authorities trusted besides
+    /// the built-in and system roots, such as the self-signed certificate of a proxy in front of the daemon.
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { request_timeout: Duration::from_secs(30), reconnect: None, delivery_buffer: 4096 }
+        ClientOptions {
+            request_timeout: Duration::from_secs(30),
+            reconnect: None,
+            delivery_buffer: 4096,
+            ca_cert: None,
+        }
     }
 }
 
@@ -228,22 +237,24 @@ impl Client {
         Self::start(transport, None, options).await
     }
 
-    /// Connects over WebSocket (`ws://host:port/ws`) with a bearer token; with `options.reconnect` set it
-    /// reconnects by itself after the connection drops.
+    /// Connects over WebSocket (`ws://host:port/ws`, or `wss://` trusting `options.ca_cert` too) with a bearer
+    /// token; with `options.reconnect` set it reconnects by itself after the connection drops.
     pub async fn connect_websocket(
         url: &str,
         token: &str,
         options: ClientOptions,
     ) -> Result<(Client, Deliveries), ClientError> {
-        let transport = WebSocketTransport::connect(url, token).await?;
+        let transport = WebSocketTransport::connect_trusting(url, token, options.ca_cert.as_deref()).await?;
         let redial = options.reconnect.clone().map(|policy| {
             let url: Arc<str> = Arc::from(url);
             // Kept for dialing again; wiped when the connection task ends.
             let token = Arc::new(Zeroizing::new(token.to_owned()));
+            let ca_cert: Option<Arc<std::path::Path>> = options.ca_cert.as_deref().map(Arc::from);
             let dial: Dialer<WebSocketTransport> = Box::new(move || {
                 let url = url.clone();
                 let token = token.clone();
-                Box::pin(async move { WebSocketTransport::connect(&url, &token).await })
+                let ca_cert = ca_cert.clone();
+                Box::pin(async move { WebSocketTransport::connect_trusting(&url, &token, ca_cert.as_deref()).await })
             });
             Redial { dial, policy, attempt: 0 }
         });

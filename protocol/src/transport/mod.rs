@@ -2,7 +2,8 @@
 //!
 //! - [`InProcessTransport`]: a pair of bounded channels, for a client and a server in one process (tests, the
 //!   benchmarks).
-//! - [`WebSocketTransport`]: the client end of the daemon's `GET /ws` endpoint, over tokio-tungstenite.
+//! - [`WebSocketTransport`]: the client end of the daemon's `GET /ws` endpoint, over tokio-tungstenite (TCP, TLS,
+//!   or a unix socket for a `unix:/path` URL).
 
 mod websocket;
 

@@ -1,31 +1,39 @@
 //! The client end of the daemon's WebSocket endpoint (`GET /ws`), over tokio-tungstenite.
 //!
 //! The bearer token travels in the `Authorization` header of the upgrade request, marked sensitive, and never
-//! appears in an error or a log line. Only `ws://` is supported: this build has no TLS stack, and a `wss://` URL
-//! is refused up front with an error that says so, instead of tungstenite's terse "TLS support not compiled in".
+//! appears in an error or a log line. `ws://` is plain TCP; `wss://` is TLS (rustls, see [`tls`]) for a daemon
+//! behind a TLS-terminating reverse proxy, trusting the built-in and system roots plus an optional CA file.
+//! `unix:/path` reaches a daemon listening on a unix socket (`unix.rs`).
 //!
 //! The stream is split into a read half and a write half. Control frames need no help from the caller: when a
 //! Ping arrives, tungstenite queues the Pong and writes it during the next read (or send), and the shared client
 //! always has a `recv` pending, so an idle connection keeps answering the daemon's keepalive pings.
 
-use futures::stream::{SplitSink, SplitStream};
+use std::path::Path;
+
 use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use zeroize::Zeroizing;
 
 use super::{MessageFrame, Transport, TransportError};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+mod tls;
+mod unix;
+
+/// The write half of a WebSocket over any stream (TCP, TLS or a unix socket).
+type Writer = std::pin::Pin<Box<dyn futures::Sink<Message, Error = WsError> + Send>>;
+/// The read half of a WebSocket over any stream.
+type Reader = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Message, WsError>> + Send>>;
 
 /// A WebSocket connection to a troupe daemon, as a frame-level [`Transport`].
 pub struct WebSocketTransport {
-    writer: SplitSink<Socket, Message>,
-    reader: SplitStream<Socket>,
+    writer: Writer,
+    reader: Reader,
 }
 
 impl std::fmt::Debug for WebSocketTransport {
@@ -35,45 +43,73 @@ impl std::fmt::Debug for WebSocketTransport {
 }
 
 impl WebSocketTransport {
-    /// Opens `url` (`ws://host:port/ws`) and authenticates with `Authorization: Bearer <token>`.
+    /// Opens `url` (`ws://host:port/ws`, or `wss://` through TLS) and authenticates with `Authorization: Bearer
+    /// <token>`.
     ///
     /// A refused upgrade comes back as a readable error: HTTP 401 says "unauthorized (check the token)", HTTP 403
     /// says "forbidden origin".
     pub async fn connect(url: &str, token: &str) -> Result<WebSocketTransport, TransportError> {
+        Self::connect_trusting(url, token, None).await
+    }
+
+    /// [`WebSocketTransport::connect`], where a `wss://` URL also trusts the certificate authorities in the PEM
+    /// file `ca_cert` (a private CA, or a proxy's self-signed certificate). Ignored for `ws://`.
+    pub async fn connect_trusting(
+        url: &str,
+        token: &str,
+        ca_cert: Option<&Path>,
+    ) -> Result<WebSocketTransport, TransportError> {
+        if let Some(path) = unix::socket_path(url) {
+            return unix::connect(path, token).await;
+        }
         let mut request = url
             .into_client_request()
             .map_err(|error| TransportError(format!("`{url}` is not a usable WebSocket URL: {error}")))?;
-        match request.uri().scheme_str() {
-            Some("ws") => {}
-            Some("wss") => {
+        let connector = match request.uri().scheme_str() {
+            Some("ws") => Connector::Plain,
+            Some("wss") => Connector::Rustls(tls::client_config(ca_cert)?),
+            _ => {
                 return Err(TransportError(format!(
-                    "cannot connect to `{url}`: wss:// needs TLS, which is not built in yet; use ws:// \
-                     (for a remote daemon, through an SSH tunnel or a local TLS-terminating proxy)"
+                    "`{url}` is not a WebSocket URL: it must start with ws:// or wss://"
                 )));
             }
-            _ => {
-                return Err(TransportError(format!("`{url}` is not a WebSocket URL: it must start with ws://")));
-            }
-        }
+        };
         let address = describe_address(&request);
 
-        // The formatted header is wiped when dropped; the copy inside `HeaderValue` is marked sensitive so that
-        // http's `Debug` prints it as `Sensitive`.
-        let bearer = Zeroizing::new(format!("Bearer {token}"));
-        let mut authorization = HeaderValue::from_str(&bearer).map_err(|_| {
-            TransportError("the token contains characters that cannot be sent in an HTTP header".to_owned())
-        })?;
-        authorization.set_sensitive(true);
-        request.headers_mut().insert(header::AUTHORIZATION, authorization);
+        authorize(&mut request, token)?;
 
         // Requests and notifications are small frames where latency matters more than packing.
         let disable_nagle = true;
-        let (socket, _response) = tokio_tungstenite::connect_async_with_config(request, None, disable_nagle)
-            .await
-            .map_err(|error| describe_connect_error(&address, error))?;
-        let (writer, reader) = socket.split();
-        Ok(WebSocketTransport { writer, reader })
+        let (socket, _response) =
+            tokio_tungstenite::connect_async_tls_with_config(request, None, disable_nagle, Some(connector))
+                .await
+                .map_err(|error| describe_connect_error(&address, error))?;
+        Ok(WebSocketTransport::from_socket::<MaybeTlsStream<TcpStream>>(socket))
     }
+
+    /// Wraps an upgraded WebSocket, whatever stream it runs on.
+    fn from_socket<S>(socket: WebSocketStream<S>) -> WebSocketTransport
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (writer, reader) = socket.split();
+        WebSocketTransport { writer: Box::pin(writer), reader: Box::pin(reader) }
+    }
+}
+
+/// Adds `Authorization: Bearer <token>` to the upgrade request. The formatted header is wiped when dropped; the
+/// copy inside `HeaderValue` is marked sensitive so that http's `Debug` prints it as `Sensitive`.
+fn authorize(
+    request: &mut tokio_tungstenite::tungstenite::http::Request<()>,
+    token: &str,
+) -> Result<(), TransportError> {
+    let bearer = Zeroizing::new(format!("Bearer {token}"));
+    let mut authorization = HeaderValue::from_str(&bearer).map_err(|_| {
+        TransportError("the token contains characters that cannot be sent in an HTTP header".to_owned())
+    })?;
+    authorization.set_sensitive(true);
+    request.headers_mut().insert(header::AUTHORIZATION, authorization);
+    Ok(())
 }
 
 /// `host:port` of the request, without any user info the URL might carry.
@@ -101,7 +137,11 @@ fn describe_connect_error(address: &str, error: WsError) -> TransportError {
                 format!("the daemon at {address} refused the WebSocket upgrade with HTTP {status}")
             }
         },
-        WsError::Io(error) => format!("cannot connect to {address}: {error}"),
+        WsError::Io(error) => match tls::handshake_error(&error) {
+            Some(tls_error) => tls::describe_handshake_error(address, tls_error),
+            None => format!("cannot connect to {address}: {error}"),
+        },
+        WsError::Tls(error) => format!("the TLS handshake with {address} failed: {error}"),
         WsError::Url(error) => format!("cannot connect to {address}: {error}"),
         other => format!("the WebSocket handshake with {address} failed: {other}"),
     };
@@ -148,10 +188,15 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn wss_is_refused_with_a_clear_error_and_without_dialing() {
-        let error = WebSocketTransport::connect("wss://127.0.0.1:9/ws", "secret-token").await.unwrap_err();
-        assert!(error.0.contains("TLS"), "{error}");
-        assert!(error.0.contains("not built in"), "{error}");
+    async fn wss_with_an_unreadable_ca_file_fails_before_dialing_and_without_the_token() {
+        let error = WebSocketTransport::connect_trusting(
+            "wss://127.0.0.1:9/ws",
+            "secret-token",
+            Some(Path::new("/nonexistent/ca.pem")),
+        )
+        .await
+        .unwrap_err();
+        assert!(error.0.contains("CA certificate file"), "{error}");
         assert!(!error.0.contains("secret-token"));
     }
 
