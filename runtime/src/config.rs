@@ -20,6 +20,7 @@
 //! session_tail_bytes = 1048576
 //! hibernate_after_secs = 60
 //! max_input_bytes = 1048576
+//! ping_interval_secs = 15
 //! [permissions]
 //! rules = [
 //!   { effect = "allow", action = "execute", resource = "cargo test*" },
@@ -90,10 +91,10 @@ pub struct Config {
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
 }
 
-mod plugins;
 mod listen;
 pub use listen::{Listen, UNIX_PREFIX};
 
+mod plugins;
 pub use plugins::{MAX_PLUGIN_NAME_CHARS, PluginConfig, validate_plugin_name};
 
 mod goals;
@@ -240,6 +241,10 @@ pub struct Limits {
     /// and replies holding it fit a frame with room; unset, 1 MiB or that quarter, whichever is smaller. Read it
     /// with [`Limits::input_bytes`].
     pub max_input_bytes: Option<usize>,
+    /// Seconds between the keepalive pings the daemon sends on every connection; a connection that has not
+    /// answered for three intervals is closed. A reverse proxy's read timeout must be longer than this interval
+    /// (deploy/nginx/troupe.conf). Tests set it short to prove that an idle connection survives a proxy.
+    pub ping_interval_secs: u64,
 }
 
 impl Limits {
@@ -267,6 +272,7 @@ impl Default for Limits {
             session_tail_bytes: 1024 * 1024,
             hibernate_after_secs: 60,
             max_input_bytes: None,
+            ping_interval_secs: 15,
         }
     }
 }
@@ -321,6 +327,7 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
         ("limits.replay_stall_secs", limits.replay_stall_secs),
         ("limits.replay_page_bytes", limits.replay_page_bytes as u64),
         ("limits.hibernate_after_secs", limits.hibernate_after_secs),
+        ("limits.ping_interval_secs", limits.ping_interval_secs),
     ] {
         if value == 0 {
             problems.push(format!("{key} must be greater than 0"));
@@ -517,7 +524,8 @@ hibernate_after_secs = 5
                 replay_page_bytes: 32768,
                 session_tail_bytes: 0,
                 hibernate_after_secs: 5,
-                max_input_bytes: None
+                max_input_bytes: None,
+                ping_interval_secs: 15
             }
         );
     }
@@ -579,14 +587,6 @@ hibernate_after_secs = 5
     fn a_bad_listen_address_is_rejected() {
         let error = parse_text("listen = \"localhost\"\n").unwrap_err();
         assert!(matches!(error, RuntimeError::ConfigSyntax { line: 1, .. }), "{error:?}");
-    }
-
-    #[test]
-    fn permission_rules_are_read_for_the_daemon_and_per_agent() {
-        let config = parse_text(
-            r#"
-[permissions]
-rules = [
         let error = parse_text("listen = \"unix:relative.sock\"\n").unwrap_err();
         assert!(matches!(error, RuntimeError::ConfigSyntax { line: 1, .. }), "{error:?}");
     }
@@ -595,6 +595,14 @@ rules = [
     fn a_unix_socket_listen_is_a_path() {
         let config = parse_text("listen = \"unix:/run/troupe/troupe.sock\"\n").unwrap();
         assert_eq!(config.listen, Listen::Unix("/run/troupe/troupe.sock".into()));
+    }
+
+    #[test]
+    fn permission_rules_are_read_for_the_daemon_and_per_agent() {
+        let config = parse_text(
+            r#"
+[permissions]
+rules = [
   { effect = "allow", action = "execute", resource = "cargo test*" },
   { effect = "deny",  action = "write",   resource = "**/.env" },
 ]
