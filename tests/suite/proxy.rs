@@ -1,0 +1,278 @@
+//! The daemon behind a real reverse proxy (Debian's nginx and Caddy), run from the files in `deploy/`, with TLS
+//! terminated by the proxy on a certificate from a CA made in the test: the `troupe` CLI and the shared `Client`
+//! over `wss://` with `--ca-cert`, browser-style connections (token in the subprotocol, an `Origin`), the origin
+//! policy, the client address the daemon logs, keepalive through the proxy's read timeout, `watch` across a daemon
+//! restart, and the `/agent/ws` path-prefix variant.
+
+use std::net::Ipv4Addr;
+use std::process::Output;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use tokio::io::AsyncBufReadExt;
+use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, Deliveries};
+use troupe_protocol::method;
+use troupe_protocol::types::session::SessionListParams;
+
+use super::proxy_support::*;
+use super::support::*;
+
+/// An address of the loopback network that is not the proxy's (`127.0.0.1`), so the daemon's log shows which one
+/// it took for the client.
+const CLIENT_SOURCE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 9);
+
+/// Everything one test needs: a CA, a daemon, a proxy in front of it (dropped first).
+struct Stack {
+    kind: ProxyKind,
+    proxy: Proxy,
+    daemon: LoggedDaemon,
+    ca: TestCa,
+    data_dir: tempfile::TempDir,
+    _proxy_dir: tempfile::TempDir,
+}
+
+impl Stack {
+    fn start(kind: ProxyKind, knobs: DaemonKnobs, read_timeout_secs: u64) -> Stack {
+        let data_dir = tempfile::tempdir().unwrap();
+        let proxy_dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::create(proxy_dir.path());
+        let daemon = LoggedDaemon::start(data_dir.path(), knobs, "127.0.0.1:0");
+        let proxy = match kind {
+            ProxyKind::Nginx => Proxy::nginx(proxy_dir.path(), &ca, daemon.addr, read_timeout_secs),
+            ProxyKind::Caddy => Proxy::caddy(proxy_dir.path(), &ca, daemon.addr),
+        };
+        Stack { kind, proxy, daemon, ca, data_dir, _proxy_dir: proxy_dir }
+    }
+
+    /// `troupe <args>` through the proxy at `path`, the token in the environment; `ca_cert`: pass `--ca-cert`.
+    async fn troupe(&self, path: &str, ca_cert: bool, args: &[&str]) -> Output {
+        let mut command = tokio::process::Command::new(troupe_binary());
+        command.args(args).env("TROUPE_URL", self.proxy.url(path)).env("TROUPE_TOKEN", &self.daemon.token);
+        command.env_remove("TROUPE_CA_CERT").env("RUST_LOG", "off").env("NO_COLOR", "1");
+        if ca_cert {
+            command.arg("--ca-cert").arg(&self.ca.ca_pem);
+        }
+        within("troupe through the proxy", command.output()).await.expect("run troupe")
+    }
+
+    /// Like [`Stack::troupe`], failing the test unless it succeeds; its stdout.
+    async fn troupe_ok(&self, path: &str, args: &[&str]) -> String {
+        let output = self.troupe(path, true, args).await;
+        assert!(
+            output.status.success(),
+            "troupe {args:?} via {path} failed: {}\nproxy:\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            self.proxy.logs()
+        );
+        String::from_utf8(output.stdout).expect("utf-8")
+    }
+
+    /// The shared client through the proxy at `path`.
+    async fn client(&self, path: &str) -> (Client, Deliveries) {
+        let options = ClientOptions { ca_cert: Some(self.ca.ca_pem.clone()), ..ClientOptions::default() };
+        within(
+            "client through the proxy",
+            Client::connect_websocket(&self.proxy.url(path), &self.daemon.token, options),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("the shared client did not connect through the proxy: {error}"))
+    }
+
+    fn browser<'a>(&'a self, origin: &'a str) -> BrowserUpgrade<'a> {
+        BrowserUpgrade { token: &self.daemon.token, origin, source: CLIENT_SOURCE, spoofed_forwarded_for: None }
+    }
+}
+
+/// The flows every proxy must carry: the CLI (with the CA from `--ca-cert` and from `TROUPE_CA_CERT`, on both
+/// paths), the shared client running an agent to its end, browser-style connections with allowed origins, a
+/// foreign origin refused with 403, and TLS errors that say what is wrong.
+async fn client_flows_through(stack: &Stack) {
+    for path in ["/ws", "/agent/ws"] {
+        let created = stack.troupe_ok(path, &["create", "--cwd", "/", "--model", "local/echo"]).await;
+        let session_id = created.trim().to_owned();
+        assert_eq!(session_id.len(), 36, "{created}");
+        stack.troupe_ok(path, &["rename", &session_id, &format!("through {path}")]).await;
+        let ran =
+            stack.troupe_ok(path, &["run", "--session", &session_id, "--model", "local/echo", "hello proxy"]).await;
+        assert!(ran.contains("hello proxy"), "the echo answer through {path}: {ran}");
+        let listed = stack.troupe_ok(path, &["sessions"]).await;
+        assert!(listed.contains(&format!("through {path}")), "{listed}");
+    }
+    // TROUPE_CA_CERT does what --ca-cert does.
+    let mut command = tokio::process::Command::new(troupe_binary());
+    command.args(["sessions"]).env("TROUPE_URL", stack.proxy.url("/ws")).env("TROUPE_TOKEN", &stack.daemon.token);
+    command.env("TROUPE_CA_CERT", &stack.ca.ca_pem).env("RUST_LOG", "off");
+    let output = within("troupe with TROUPE_CA_CERT", command.output()).await.expect("run troupe");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    // Without the CA the certificate is not trusted, and the error names the option that fixes it.
+    let untrusted = stack.troupe("/ws", false, &["sessions"]).await;
+    let said = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(!untrusted.status.success());
+    assert!(said.contains("not trusted") && said.contains("--ca-cert"), "{said}");
+    assert!(!said.contains(&stack.daemon.token), "{said}");
+    // The certificate names localhost only: through nginx (which presents it for any name) 127.0.0.1 is a name
+    // mismatch, said as such; Caddy has no certificate for a name it does not serve and ends the handshake.
+    let mut command = tokio::process::Command::new(troupe_binary());
+    command.args(["sessions", "--ca-cert"]).arg(&stack.ca.ca_pem);
+    command.env("TROUPE_URL", format!("wss://127.0.0.1:{}/ws", stack.proxy.port));
+    command.env("TROUPE_TOKEN", &stack.daemon.token).env("RUST_LOG", "off");
+    let mismatch = within("troupe with a mismatched name", command.output()).await.expect("run troupe");
+    let said = String::from_utf8_lossy(&mismatch.stderr);
+    assert!(!mismatch.status.success());
+    match stack.kind {
+        ProxyKind::Nginx => assert!(said.contains("not valid for `127.0.0.1`") && said.contains("localhost"), "{said}"),
+        ProxyKind::Caddy => assert!(said.contains("TLS handshake"), "{said}"),
+    }
+
+    // The shared client: an agent run from start to end, its events streamed through the proxy.
+    let (client, mut deliveries) = stack.client("/agent/ws").await;
+    let session = create_session_in(&client, std::path::Path::new("/")).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    let events = run_in_subscribed(&client, &mut deliveries, &session.session_id, "local/echo", "ping").await;
+    assert_eq!(events.last().and_then(|event| event.payload.kind()), Some("run_completed"), "{:?}", kinds(&events));
+    client.close().await;
+
+    // Browser-style: the token in the subprotocol, an allowed Origin (listed in config.toml, or the daemon's own
+    // public origin as the proxy reports it).
+    let own_origin = format!("https://localhost:{}", stack.proxy.port);
+    for origin in ["https://console.example.com", own_origin.as_str()] {
+        let (mut socket, response) = browser_connect(&stack.proxy, &stack.ca, "/ws", stack.browser(origin))
+            .await
+            .unwrap_or_else(|status| panic!("Origin {origin} refused with HTTP {status}"));
+        let protocol = response.headers().get("Sec-WebSocket-Protocol").and_then(|value| value.to_str().ok());
+        assert_eq!(protocol, Some("troupe"), "the selected subprotocol (never the token entry)");
+        socket.handshake().await;
+        let listed = socket.call(1, "session.list", serde_json::json!({})).await;
+        assert!(listed["result"]["sessions"].is_array(), "{listed}");
+    }
+    // A foreign Origin is refused before the token is even looked at.
+    let refused = browser_connect(&stack.proxy, &stack.ca, "/ws", stack.browser("https://evil.example")).await;
+    assert_eq!(refused.err(), Some(403), "a foreign origin");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_carries_the_cli_the_shared_client_and_browsers_and_forwards_the_client_address() {
+    let stack = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 90);
+    client_flows_through(&stack).await;
+    refused_origin_logs_the_forwarded_address(&stack, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_trust_proxy_the_daemon_logs_nginx_address_not_the_forwarded_one() {
+    let stack = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: false, ping_interval_secs: None }, 90);
+    refused_origin_logs_the_forwarded_address(&stack, false).await;
+}
+
+/// A refused upgrade from [`CLIENT_SOURCE`], with a forged `X-Forwarded-For`: the daemon's log names the client's
+/// real address when it trusts the proxy, the proxy's (with its port) when it does not, and never the forged one.
+async fn refused_origin_logs_the_forwarded_address(stack: &Stack, trusted: bool) {
+    let upgrade =
+        BrowserUpgrade { spoofed_forwarded_for: Some("203.0.113.7"), ..stack.browser("https://evil.example") };
+    let refused = browser_connect(&stack.proxy, &stack.ca, "/ws", upgrade).await;
+    assert_eq!(refused.err(), Some(403));
+    let refusal = |log: &str| {
+        log.lines().filter(|line| line.contains("origin not allowed")).map(str::to_owned).collect::<Vec<_>>()
+    };
+    eventually("the refusal in the daemon's log", || !refusal(&stack.daemon.log_text()).is_empty()).await;
+    let lines = refusal(&stack.daemon.log_text());
+    let line = lines.last().unwrap();
+    assert!(!line.contains("203.0.113.7"), "a client-sent X-Forwarded-For reached the log: {line}");
+    if trusted {
+        assert!(line.contains("peer=127.0.0.9"), "the forwarded client address: {line}");
+        assert!(!line.contains("peer=127.0.0.9:"), "{line}");
+    } else {
+        assert!(line.contains("peer=127.0.0.1:"), "the proxy's own address and port: {line}");
+        assert!(!line.contains("127.0.0.9"), "the forwarded address without trust_proxy: {line}");
+    }
+}
+
+/// Idle connections through nginx with `proxy_read_timeout 3s`: with the daemon pinging every second one stays
+/// open for three timeouts, while one to a daemon with the default 15 s ping is cut by nginx (so the first half
+/// proves something).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_outlives_nginx_read_timeout_thanks_to_the_daemon_pings() {
+    let pinging = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: Some(1) }, 3);
+    let quiet = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 3);
+    let (kept, mut kept_deliveries) = pinging.client("/ws").await;
+    let (cut, mut cut_deliveries) = quiet.client("/ws").await;
+    // Idle on purpose: nothing is sent by either client for three of nginx's read timeouts.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let listed = within("a call after idling", kept.call::<method::SessionList>(SessionListParams::default())).await;
+    assert!(listed.is_ok(), "the pinged connection was closed: {listed:?}\nnginx:\n{}", pinging.proxy.logs());
+    assert!(no_disconnect_delivered(&mut kept_deliveries), "the pinged connection dropped meanwhile");
+    let after =
+        within("a call on the unpinged connection", cut.call::<method::SessionList>(SessionListParams::default()))
+            .await;
+    assert!(after.is_err(), "nginx kept an idle connection without pings open past proxy_read_timeout");
+    assert!(!no_disconnect_delivered(&mut cut_deliveries), "the cut connection's stream did not end");
+}
+
+/// Whether the delivery stream is open and has nothing queued that tells of a lost connection.
+fn no_disconnect_delivered(deliveries: &mut Deliveries) -> bool {
+    use futures::FutureExt;
+    loop {
+        match deliveries.next().now_or_never() {
+            None => return true,
+            Some(None | Some(ClientDelivery::Disconnected { .. })) => return false,
+            Some(Some(_)) => continue,
+        }
+    }
+}
+
+/// `troupe watch` through nginx's `/agent/ws` follows a session, survives the daemon restarting behind the proxy
+/// (nginx answers 502 meanwhile), and resumes from its cursor: every event printed once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_through_nginx_resumes_from_its_cursor_after_a_daemon_restart() {
+    let mut stack = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 90);
+    let session_id = stack.troupe_ok("/agent/ws", &["create", "--cwd", "/"]).await.trim().to_owned();
+    let mut watch = tokio::process::Command::new(troupe_binary());
+    watch.args(["watch", &session_id, "--ca-cert"]).arg(&stack.ca.ca_pem);
+    watch.env("TROUPE_URL", stack.proxy.url("/agent/ws")).env("TROUPE_TOKEN", &stack.daemon.token);
+    watch.env("RUST_LOG", "off").env("NO_COLOR", "1").kill_on_drop(true);
+    let mut watcher = watch.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let (sender, lines) = mpsc::channel::<String>();
+    let stdout = watcher.stdout.take().unwrap();
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str| loop {
+        let line = lines
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("watch printed no line containing {needle:?}: {seen:?}"));
+        seen.push(line.clone());
+        if line.contains(needle) {
+            return seen.clone();
+        }
+    };
+    wait_for("session created");
+    stack.troupe_ok("/agent/ws", &["rename", &session_id, "Before the restart"]).await;
+    wait_for("Before the restart");
+
+    let data_dir = stack.data_dir.path().to_path_buf();
+    tokio::task::block_in_place(|| stack.daemon.restart(&data_dir));
+    stack.troupe_ok("/agent/ws", &["rename", &session_id, "After the restart"]).await;
+    let seen = wait_for("After the restart");
+
+    let events: Vec<&String> = seen.iter().filter(|line| line.starts_with('#')).collect();
+    assert_eq!(events.len(), 3, "each event printed once: {seen:?}");
+    for (index, line) in events.iter().enumerate() {
+        assert!(line.starts_with(&format!("#{} ", index + 1)), "in order: {seen:?}");
+    }
+    let _ = watcher.start_kill();
+    let _ = within("watch exits", watcher.wait()).await;
+}
+
+/// The same client flows through Caddy, from `deploy/caddy/Caddyfile`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caddy_carries_the_cli_the_shared_client_and_browsers_and_forwards_the_client_address() {
+    let stack = Stack::start(ProxyKind::Caddy, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 0);
+    client_flows_through(&stack).await;
+    refused_origin_logs_the_forwarded_address(&stack, true).await;
+}
