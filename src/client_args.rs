@@ -9,7 +9,8 @@ use crate::commands::Connection;
 /// value given there down to the subcommand's own copy of the flag.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ClientArgs {
-    /// The daemon's WebSocket URL [default: the data dir's configured `listen`, else ws://127.0.0.1:7419/ws].
+    /// The daemon's URL: ws://HOST:PORT/ws, wss:// through a TLS proxy, or unix:/PATH for a daemon listening on a
+    /// unix socket [default: the data dir's configured `listen`, else ws://127.0.0.1:7419/ws].
     #[arg(long, env = "TROUPE_URL", global = true)]
     pub url: Option<String>,
     /// The bearer token; by default read from the data directory.
