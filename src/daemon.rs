@@ -116,7 +116,8 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         let ready = ready.clone();
         Arc::new(move || ready.load(Ordering::Acquire))
     };
-    let gateway_config = gateway_config(&config, &listen, Token::new(token.as_str()));
+    let mut gateway_config = gateway_config(&config, &listen, Token::new(token.as_str()));
+    gateway_config.metrics = Some(metrics_endpoint(&engine, config.metrics_public));
     let (gateway, server) = troupe_gateway::start(engine.clone(), gateway_config, readiness)
         .with_context(|| format!("listening on {listen}"))?;
     actix_web::rt::spawn(server);
@@ -246,6 +247,20 @@ fn gateway_config(config: &Config, listen: &Listen, token: Token) -> GatewayConf
         },
         // The TCP placeholder's defaults only: `listen` above is where it listens.
         ..GatewayConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), token)
+    }
+}
+
+/// `GET /metrics`: the engine's registry (connections report to it), its state gauges read at each scrape.
+fn metrics_endpoint(engine: &Arc<Engine>, public: bool) -> troupe_gateway::MetricsEndpoint {
+    let scraped = engine.clone();
+    troupe_gateway::MetricsEndpoint {
+        observer: Arc::new(engine.metrics().clone()),
+        render: Arc::new(move || {
+            let engine = scraped.clone();
+            Box::pin(async move { engine.metrics_text().await })
+        }),
+        content_type: troupe_runtime::metrics::CONTENT_TYPE,
+        public,
     }
 }
 

@@ -9,6 +9,7 @@ mod admin;
 mod compaction;
 mod goals;
 mod history;
+mod metrics;
 mod producers;
 #[cfg(feature = "test-hooks")]
 mod status;

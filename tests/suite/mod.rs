@@ -26,6 +26,7 @@ mod goals;
 mod growth;
 mod history;
 mod history_attacks;
+mod metrics;
 mod limits;
 mod logs_status;
 mod plugin_lifetime;

@@ -1,0 +1,197 @@
+//! `GET /metrics` over real HTTP: refused without the bearer token (unless `metrics_public = true`), and its
+//! series move as a `local/scripted` run with a tool call and an approval goes by.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use troupe_protocol::method;
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalRespondParams};
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::session::PermissionMode;
+
+use super::support::*;
+
+/// One HTTP/1.1 GET of `/metrics`: the status code, the headers (lowercase names) and the body.
+struct Scrape {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+async fn get_metrics(daemon: &TestDaemon, authorization: Option<&str>) -> Scrape {
+    let mut stream = within("connect", tokio::net::TcpStream::connect(daemon.addr)).await.expect("connect");
+    let authorization = authorization.map(|value| format!("Authorization: {value}\r\n")).unwrap_or_default();
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: localhost\r\n{authorization}Connection: close\r\n\r\n");
+    within("request", stream.write_all(request.as_bytes())).await.expect("write");
+    let mut response = String::new();
+    within("response", stream.read_to_string(&mut response)).await.expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("not an HTTP response: {response}"));
+    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).expect("status code");
+    Scrape { status, headers: head.to_ascii_lowercase(), body: body.to_owned() }
+}
+
+/// The samples of an exposition, by series exactly as written (`name{label="value",...}`).
+fn samples(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line}"));
+            (series.to_owned(), value.parse().unwrap_or_else(|_| panic!("not a number: {line}")))
+        })
+        .collect()
+}
+
+/// Scrapes with the daemon's token and parses the samples.
+async fn scrape(daemon: &TestDaemon) -> HashMap<String, f64> {
+    let scrape = get_metrics(daemon, Some(&format!("Bearer {}", daemon.token))).await;
+    assert_eq!(scrape.status, 200, "{}", scrape.body);
+    assert!(scrape.headers.contains("content-type: application/openmetrics-text"), "{}", scrape.headers);
+    samples(&scrape.body)
+}
+
+fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
+    *samples.get(series).unwrap_or_else(|| {
+        let mut known: Vec<&String> = samples.keys().collect();
+        known.sort();
+        panic!("no series {series}; the scrape has {known:#?}")
+    })
+}
+
+/// Scrapes until `series` has `expected` (state gauges follow actors that finish a moment after the events).
+async fn eventually_value(daemon: &TestDaemon, series: &str, expected: f64) -> HashMap<String, f64> {
+    within(&format!("{series} = {expected}"), async {
+        loop {
+            let samples = scrape(daemon).await;
+            if samples.get(series) == Some(&expected) {
+                return samples;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+fn requested(event: &StoredEvent) -> Option<ApprovalRecord> {
+    match &event.payload {
+        EventPayload::ApprovalRequested { approval } => Some(approval.clone()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn metrics_are_refused_without_the_bearer_token() {
+    let daemon = TestDaemon::start();
+    for authorization in [None, Some("Bearer wrong-token".to_owned()), Some(format!("Basic {}", daemon.token))] {
+        let scrape = get_metrics(&daemon, authorization.as_deref()).await;
+        assert_eq!(scrape.status, 401, "{authorization:?}: {}", scrape.body);
+        assert!(scrape.headers.contains("www-authenticate: bearer"), "{}", scrape.headers);
+        assert!(!scrape.body.contains("troupe_"), "{}", scrape.body);
+    }
+    let samples = scrape(&daemon).await;
+    assert_eq!(value(&samples, r#"troupe_runs_ended_total{outcome="completed"}"#), 0.0);
+}
+
+#[tokio::test]
+async fn metrics_public_serves_them_without_a_token() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("metrics_public = true\n".to_owned()),
+        ..DaemonSetup::default()
+    });
+    let scrape = get_metrics(&daemon, None).await;
+    assert_eq!(scrape.status, 200, "{}", scrape.body);
+    let samples = samples(&scrape.body);
+    assert_eq!(value(&samples, "troupe_connections_open"), 0.0);
+    assert!(scrape.body.ends_with("# EOF\n"), "{}", scrape.body);
+}
+
+#[tokio::test]
+async fn a_run_with_a_tool_call_and_an_approval_moves_the_counters() {
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "a.txt", "content": "x"}}]},
+        {"text": "done"}
+    ]});
+    let (daemon, client, mut deliveries) = scripted_daemon(script).await;
+
+    // Protocol-level refusals: a handshake with the wrong version, and a request before any handshake.
+    let mut raw = daemon.raw().await;
+    let refused = raw.call(1, "handshake", json!({"protocol_version": 19})).await;
+    assert!(refused["error"].is_object(), "{refused}");
+    let early = raw.call(2, "session.list", json!({})).await;
+    assert_eq!(early["error"]["code"], -32001, "{early}");
+
+    let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, PermissionMode::Ask).await;
+    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    let asked = events_until(&mut deliveries, |event| requested(event).is_some()).await;
+    let record = asked.iter().find_map(requested).expect("an approval");
+
+    // While the run waits: one run active, one approval pending, the session live, two clients connected.
+    let waiting = eventually_value(&daemon, "troupe_approvals_pending", 1.0).await;
+    assert_eq!(value(&waiting, "troupe_runs_active"), 1.0);
+    assert_eq!(value(&waiting, "troupe_sessions_live"), 1.0);
+    assert_eq!(value(&waiting, "troupe_sessions_hibernated"), 0.0);
+    assert_eq!(value(&waiting, "troupe_connections_open"), 2.0);
+    assert_eq!(value(&waiting, r#"troupe_runs_ended_total{outcome="completed"}"#), 0.0);
+
+    // Answered from a second connection, as a reviewer would.
+    let (reviewer, _reviewer_deliveries) = daemon.client().await;
+    within(
+        "approval.respond",
+        reviewer.call::<method::ApprovalRespond>(ApprovalRespondParams {
+            session_id: record.session_id.clone(),
+            approval_id: record.approval_id.clone(),
+            request_revision: record.revision,
+            operation_fingerprint: record.operation_fingerprint.clone(),
+            client_response_id: "metrics-answer".into(),
+            decision: ApprovalDecision::ApproveOnce,
+            feedback: None,
+        }),
+    )
+    .await
+    .expect("approval.respond");
+    let rest = events_until(&mut deliveries, is_terminal).await;
+    assert!(matches!(rest.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })), "{rest:?}");
+
+    let ended = eventually_value(&daemon, "troupe_runs_active", 0.0).await;
+    let expect = |series: &str, expected: f64| assert_eq!(value(&ended, series), expected, "{series}");
+    expect(r#"troupe_runs_ended_total{outcome="completed"}"#, 1.0);
+    expect(r#"troupe_runs_ended_total{outcome="failed"}"#, 0.0);
+    expect(r#"troupe_tool_calls_total{tool="write_file",status="ok"}"#, 1.0);
+    expect("troupe_approvals_pending", 0.0);
+    // The two clients' handshakes and the raw socket's refused one.
+    expect(r#"troupe_handshakes_total{outcome="ok"}"#, 2.0);
+    expect(r#"troupe_handshakes_total{outcome="refused"}"#, 1.0);
+    expect(r#"troupe_requests_total{method="handshake",outcome="invalid_params"}"#, 1.0);
+    expect(r#"troupe_requests_total{method="session.list",outcome="handshake_required"}"#, 1.0);
+    expect(r#"troupe_requests_total{method="run.start",outcome="ok"}"#, 1.0);
+    expect(r#"troupe_requests_total{method="approval.respond",outcome="ok"}"#, 1.0);
+    expect(r#"troupe_request_duration_seconds_count{method="run.start"}"#, 1.0);
+    // One model request per turn, both answered.
+    expect(r#"troupe_model_request_duration_seconds_count{provider="local"}"#, 2.0);
+    assert!(!ended.keys().any(|series| series.starts_with("troupe_model_errors_total")), "{ended:?}");
+    expect(r#"troupe_outbound_dropped_total{kind="event"}"#, 0.0);
+    expect("troupe_gaps_sent_total", 0.0);
+
+    // Every line of the session's log was counted once it was durable, each batch with one fsync.
+    let log = daemon.data_path().join("sessions").join(&session.session_id).join("events.jsonl");
+    let lines = std::fs::read_to_string(&log).expect("the log").lines().count() as f64;
+    let samples = eventually_value(&daemon, "troupe_events_appended_total", lines).await;
+    let fsyncs = value(&samples, "troupe_event_log_fsync_duration_seconds_count");
+    assert!((1.0..=lines).contains(&fsyncs), "{fsyncs} fsyncs for {lines} events");
+}
+
+#[tokio::test]
+async fn sessions_are_counted_live_then_hibernated() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        hibernate_after: Some(std::time::Duration::from_millis(100)),
+        ..DaemonSetup::default()
+    });
+    let (client, _deliveries) = daemon.client().await;
+    daemon.create_session(&client).await;
+    // Nobody subscribes, so the idle session is unloaded after `hibernate_after`; it stays known on disk.
+    let hibernated = eventually_value(&daemon, "troupe_sessions_hibernated", 1.0).await;
+    assert_eq!(value(&hibernated, "troupe_sessions_live"), 0.0);
+    assert_eq!(value(&hibernated, r#"troupe_requests_total{method="session.create",outcome="ok"}"#), 1.0);
+}
