@@ -170,6 +170,12 @@ pub struct Proxy {
 impl Proxy {
     /// nginx with `deploy/nginx/troupe.conf`, its `proxy_read_timeout` set to `read_timeout_secs`.
     pub fn nginx(dir: &Path, ca: &TestCa, upstream: SocketAddr, read_timeout_secs: u64) -> Proxy {
+        Proxy::nginx_to(dir, ca, &upstream.to_string(), read_timeout_secs)
+    }
+
+    /// [`Proxy::nginx`] in front of any upstream nginx accepts in `server …;`: `host:port`, or `unix:/path` for a
+    /// daemon listening on a unix socket.
+    pub fn nginx_to(dir: &Path, ca: &TestCa, upstream: &str, read_timeout_secs: u64) -> Proxy {
         let nginx = find_program("nginx", &["/usr/sbin/nginx"]);
         let port = free_port();
         let file = "deploy/nginx/troupe.conf";

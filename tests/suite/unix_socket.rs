@@ -170,3 +170,47 @@ async fn a_relative_socket_path_is_refused_in_words() {
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("absolute"), "{output:?}");
 }
+
+/// The same-host deployment the unix socket is for: Debian's nginx, run from `deploy/nginx/troupe.conf` with the
+/// upstream `server unix:/path;`, terminating TLS in front of the daemon's socket. The shared client goes through
+/// it over `wss://`; a browser-style upgrade from the proxy's public origin is let in on the `Host` nginx passes
+/// (no `trust_proxy` needed), and a foreign origin is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_on_the_same_host_reaches_the_daemon_through_its_socket() {
+    use super::proxy_support::{BrowserUpgrade, Proxy, TestCa, browser_connect};
+
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let sockets = tempfile::tempdir().expect("socket dir");
+    let proxy_dir = tempfile::tempdir().expect("proxy dir");
+    let socket = socket_in(sockets.path());
+    let (child, url) = spawn_on(data_dir.path(), Some(&socket));
+    let _daemon = Killed(child);
+    let token = token_of(data_dir.path());
+    let ca = TestCa::create(proxy_dir.path());
+    let proxy = Proxy::nginx_to(proxy_dir.path(), &ca, &url, 90);
+
+    let options = troupe_protocol::client::ClientOptions { ca_cert: Some(ca.ca_pem.clone()), ..Default::default() };
+    let (client, _deliveries) =
+        within("connect through nginx", Client::connect_websocket(&proxy.url("/ws"), &token, options))
+            .await
+            .unwrap_or_else(|error| panic!("{error}\n{}", proxy.logs()));
+    let status = client.daemon_status(Default::default()).await.expect("status");
+    assert_eq!(status.listen, url);
+    client.close().await;
+
+    let own_origin = format!("https://localhost:{}", proxy.port);
+    let browser = |origin| BrowserUpgrade {
+        token: &token,
+        origin,
+        source: std::net::Ipv4Addr::LOCALHOST,
+        spoofed_forwarded_for: None,
+    };
+    let (mut socket, _response) = browser_connect(&proxy, &ca, "/ws", browser(&own_origin))
+        .await
+        .unwrap_or_else(|status| panic!("the proxy's own origin refused with HTTP {status}"));
+    socket.handshake().await;
+    let listed = socket.call(1, "session.list", serde_json::json!({})).await;
+    assert!(listed["result"]["sessions"].is_array(), "{listed}");
+    let refused = browser_connect(&proxy, &ca, "/ws", browser("https://evil.example")).await;
+    assert_eq!(refused.err(), Some(403), "a foreign origin");
+}
