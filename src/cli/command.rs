@@ -1,0 +1,434 @@
+//! The command line of `troupe`: every subcommand and its flags, as clap parses them (the help and the man pages
+//! are generated from here). What each does is in `dispatch.rs`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use troupe::client_args::ClientArgs;
+use troupe::selection::SelectionFlags;
+use troupe_protocol::types::session::PermissionMode;
+
+#[derive(Parser)]
+#[command(name = "troupe", version, about = "A coding-agent daemon: durable sessions shared live over WebSocket")]
+pub(crate) struct Cli {
+    /// Without one: the TUI (`troupe tui`), or this help when built without the `tui` feature.
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    /// Also before the subcommand (`troupe --url X sessions`); with no subcommand, where the TUI connects.
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+    /// JSON output, also before the subcommand (`troupe --json sessions`).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+}
+
+/// Printed after `troupe run --help`.
+const SELECTION_HELP: &str = "Which model runs (first that applies):
+  1. --model PROVIDER/MODEL
+  2. --agent NAME: the first model of its chain whose provider can run (the run falls back along the chain)
+  3. the session's last selection (run --session, continue)
+  4. the session's creation selection (troupe create --model)
+  5. for a new session, the `default` agent's chain
+A selection none of whose models can run is refused before anything is created.
+Exit codes: 0 completed, 1 failed, 130 cancelled.";
+
+/// Printed after `troupe exec --help`.
+const EXEC_HELP: &str = "Prints only the final answer on stdout (with --json: one JSON object per event, then the
+outcome). The model is chosen as for `troupe run`.
+
+Exit codes:
+  0    the run completed
+  1    the run failed (or the command could not start it)
+  2    the run needed an approval, which exec cannot answer: the run is cancelled and the approval is named;
+       allow such operations with --mode auto_approve_y (or yolo), or use `troupe run` and `troupe approve`
+  130  the run was cancelled (Ctrl-C or `troupe cancel`)";
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run the daemon.
+    Serve {
+        /// Where to listen: `host:port`, or `unix:/absolute/path` for a unix socket (mode 0660) a reverse proxy on
+        /// this host connects to (default from config.toml, else 127.0.0.1:7419).
+        #[arg(long, value_name = "ADDRESS")]
+        listen: Option<troupe_runtime::config::Listen>,
+        /// How the daemon's log lines on stderr are written: `text`, or `json` (one object per line, with the
+        /// fields of the connection, request and run they belong to) for log shippers.
+        #[arg(long, value_enum, env = "TROUPE_LOG_FORMAT", default_value_t = troupe::logging::LogFormat::Text)]
+        log_format: troupe::logging::LogFormat,
+        /// Data directory (default: $TROUPE_HOME, else ~/.troupe).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Stop idle sessions with no subscribers after this many milliseconds (overrides config.toml).
+        #[arg(long, hide = true)]
+        hibernate_after_ms: Option<u64>,
+    },
+    /// Print the bearer token of a data dir (the one `troupe serve` wrote there).
+    Token {
+        #[arg(long, env = "TROUPE_HOME")]
+        data_dir: Option<PathBuf>,
+        /// Create the data dir and its token when it has none (otherwise a data dir no daemon used is refused).
+        #[arg(long)]
+        create: bool,
+        /// Print `{"token": …, "path": …}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List root sessions: short id, status, last activity, title, directory.
+    Sessions {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Only sessions in this directory.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Print the daemon's records as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Archived sessions too (`troupe archive`), marked as such.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Create a session and print its id (with neither --agent nor --model: the `default` agent).
+    Create {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session's working directory (default: the current directory).
+        #[arg(long)]
+        cwd: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set, clear or reset a session's title.
+    Rename {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session: its id or a unique prefix.
+        session: String,
+        /// The new title.
+        #[arg(required_unless_present_any = ["clear", "reset"])]
+        title: Option<String>,
+        /// Remove the title.
+        #[arg(long, conflicts_with_all = ["title", "reset"])]
+        clear: bool,
+        /// Return to the automatic title.
+        #[arg(long, conflicts_with_all = ["title", "clear"])]
+        reset: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a run and print it as it happens (creates a session in the current directory unless --session).
+    #[command(after_help = SELECTION_HELP)]
+    Run {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session to run in: its id or a unique prefix.
+        #[arg(long)]
+        session: Option<String>,
+        /// The directory of a new session (default: the current directory).
+        #[arg(long, conflicts_with = "session")]
+        cwd: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
+        /// One JSON object per event instead of words.
+        #[arg(long)]
+        json: bool,
+        /// What to ask (default: standard input, when it is not a terminal).
+        input: Option<String>,
+    },
+    /// Run a task and print only its final answer, for scripts.
+    #[command(after_help = EXEC_HELP)]
+    Exec {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session to run in: its id or a unique prefix (default: a new one in --cwd).
+        #[arg(long)]
+        session: Option<String>,
+        /// The directory of a new session (default: the current directory).
+        #[arg(long, conflicts_with = "session")]
+        cwd: Option<String>,
+        #[command(flatten)]
+        selection: SelectionFlags,
+        /// The permission mode of the new session's tree, e.g. auto_approve_y or yolo.
+        #[arg(long, value_parser = parse_mode, conflicts_with = "session")]
+        mode: Option<PermissionMode>,
+        /// Print the run's events on stderr as it goes.
+        #[arg(long)]
+        verbose: bool,
+        /// One JSON object per event on stdout, then one with the outcome.
+        #[arg(long)]
+        json: bool,
+        /// The task (default: standard input, when it is not a terminal).
+        input: Option<String>,
+    },
+    /// Continue the most recent session of the current directory: with TEXT run it there, else watch it.
+    Continue {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(flatten)]
+        selection: SelectionFlags,
+        #[arg(long)]
+        json: bool,
+        text: Option<String>,
+    },
+    /// Queue input for a running run; it enters at the next boundary.
+    Steer {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The active run of this session (id or unique prefix) instead of a RUN_ID.
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+        /// RUN_ID TEXT, or with --session just TEXT.
+        #[arg(required = true, num_args = 1..=2, value_names = ["RUN_ID", "TEXT"])]
+        args: Vec<String>,
+    },
+    /// Take back the newest queued steer of a run.
+    Recall {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The active run of this session instead of a RUN_ID.
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+        run_id: Option<String>,
+    },
+    /// Cancel a run (kills its running command).
+    Cancel {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The active run of this session instead of a RUN_ID.
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+        run_id: Option<String>,
+    },
+    /// Write to a running command's stdin: TEXT and a newline, or the lines you type until Ctrl-D.
+    Stdin {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The active run of this session instead of a RUN_ID; its one running command unless --call.
+        #[arg(long)]
+        session: Option<String>,
+        /// The tool call (with --session).
+        #[arg(long)]
+        call: Option<String>,
+        /// Close the command's stdin after TEXT.
+        #[arg(long)]
+        eof: bool,
+        /// Send TEXT without the trailing newline.
+        #[arg(long)]
+        no_newline: bool,
+        #[arg(long)]
+        json: bool,
+        /// RUN_ID [TOOL_CALL_ID [TEXT]] (without TOOL_CALL_ID: the run's one running command), or with --session
+        /// just [TEXT].
+        #[arg(num_args = 0..=3, value_names = ["RUN_ID", "TOOL_CALL_ID", "TEXT"])]
+        args: Vec<String>,
+    },
+    /// Set the permission mode of a session's tree: auto_approve, auto_approve_n, auto_approve_y, ask, yolo.
+    Mode {
+        #[command(flatten)]
+        client: ClientArgs,
+        session: String,
+        #[arg(value_parser = parse_mode)]
+        mode: PermissionMode,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Connect a provider: openai (any OpenAI-compatible server), anthropic, or local (a script).
+    Connect {
+        #[command(flatten)]
+        client: ClientArgs,
+        provider: String,
+        /// The server's base URL, e.g. http://localhost:11434/v1 for Ollama.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// The environment variable holding the API key (keys are never taken on the command line).
+        #[arg(long)]
+        api_key_env: Option<String>,
+        /// For `local`: the script file of local/scripted.
+        #[arg(long)]
+        script: Option<String>,
+        /// Allow a plain http:// base URL off loopback (e.g. Ollama on another machine of your LAN).
+        #[arg(long)]
+        allow_insecure_http: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Disconnect a provider and forget its credentials.
+    Disconnect {
+        #[command(flatten)]
+        client: ClientArgs,
+        provider: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a pending approval: approve once (default), for the whole session tree, reject, or cancel.
+    Approve {
+        #[command(flatten)]
+        client: ClientArgs,
+        session: String,
+        /// The approval (default: the only pending one of the session).
+        approval_id: Option<String>,
+        /// Approve this operation for the whole session tree from now on.
+        #[arg(long, conflicts_with_all = ["reject", "cancel"])]
+        tree: bool,
+        #[arg(long, conflicts_with = "cancel")]
+        reject: bool,
+        /// Why, for the model (with --reject).
+        #[arg(long, requires = "reject")]
+        feedback: Option<String>,
+        #[arg(long)]
+        cancel: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect the kernel sandbox that confines every command a tool runs.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+    /// A root session's goal: an objective with a checklist that drives automatic runs.
+    Goal {
+        #[command(subcommand)]
+        command: troupe::goal_cli::GoalCommand,
+    },
+    /// Revert a session's conversation to event SEQ (an idle session); later events stay in the log, hidden.
+    Revert {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// The last event to keep (the #N that `troupe watch` prints).
+        seq: u64,
+        /// Print the session as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a session's conversation through event SEQ into a new session and print its id.
+    Fork {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// The last event to copy (the #N that `troupe watch` prints).
+        seq: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Summarize a session's history into a checkpoint that model requests start from (an idle session).
+    Compact {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// What the summary should keep in particular.
+        #[arg(long)]
+        focus: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session and the sessions delegated from it, as an indented tree.
+    Tree {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print token counts and estimated cost: of all sessions, or of one session, agent or session tree.
+    Usage {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// One session: its visible conversation, and what it spent in all when a revert hid turns.
+        #[arg(long, conflicts_with_all = ["agent", "tree"])]
+        session: Option<String>,
+        /// The requests of one agent, in every session.
+        #[arg(long, conflicts_with = "tree")]
+        agent: Option<String>,
+        /// A session and every session delegated from it.
+        #[arg(long)]
+        tree: Option<String>,
+        /// Print the daemon's result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script: `troupe completions bash > ~/.local/share/bash-completion/completions/troupe`.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print a man page (roff), or write them all: `troupe man --dir ~/.local/share/man/man1`.
+    Man {
+        /// Write troupe.1 and the page of every command (troupe-run.1, troupe-goal-set.1, …) into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The command whose page to print, e.g. `run` or `goal set` (default: troupe.1).
+        command: Vec<String>,
+    },
+    /// Print a session's events and follow them live; survives daemon restarts.
+    Watch {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session: its id or a unique prefix.
+        session: String,
+        /// Print from event #N on (the #N that watch prints) instead of from the first event.
+        #[arg(long, value_name = "N")]
+        from: Option<u64>,
+        /// One JSON object per event instead of words.
+        #[arg(long)]
+        json: bool,
+    },
+    #[command(flatten)]
+    Inspect(troupe::inspect_cmd::InspectCommand),
+    #[command(flatten)]
+    Status(troupe::status_cmd::StatusCommand),
+    #[command(flatten)]
+    SessionAdmin(troupe::session_admin_cmd::SessionAdminCommand),
+    /// The interactive terminal UI (what `troupe` with no arguments starts).
+    #[cfg(feature = "tui")]
+    Tui {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Open this session (its id or a unique prefix) instead of the session picker.
+        session: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum SandboxCommand {
+    /// Print what a command run in SESSION_ID may read and write, and whether it reaches the network.
+    Explain {
+        #[command(flatten)]
+        client: ClientArgs,
+        session_id: String,
+        /// Print JSON instead of sentences.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The shells `troupe completions` writes for.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl CompletionShell {
+    pub(crate) fn generator(self) -> clap_complete::Shell {
+        match self {
+            CompletionShell::Bash => clap_complete::Shell::Bash,
+            CompletionShell::Zsh => clap_complete::Shell::Zsh,
+            CompletionShell::Fish => clap_complete::Shell::Fish,
+        }
+    }
+}
+
+/// A permission mode as typed: its wire name.
+fn parse_mode(text: &str) -> Result<PermissionMode, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| "one of auto_approve, auto_approve_n, auto_approve_y, ask, yolo".to_owned())
+}

@@ -1,0 +1,48 @@
+//! `troupe serve`: the daemon in the foreground until a signal stops it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use troupe::daemon::{self, DaemonOptions};
+use troupe_runtime::data_dir::DataDir;
+
+/// `troupe serve`: starts the daemon, prints where it listens and its token file, and stops it on SIGTERM or
+/// SIGINT.
+pub(crate) fn serve(
+    listen: Option<troupe_runtime::config::Listen>,
+    data_dir: Option<PathBuf>,
+    hibernate_after_ms: Option<u64>,
+) -> anyhow::Result<()> {
+    let explicit_data_dir = data_dir.is_some();
+    let data_dir = DataDir::resolve(data_dir)?;
+    let data_dir_display = data_dir.root().display().to_string();
+    actix_web::rt::System::new().block_on(async move {
+        let daemon = daemon::start(DaemonOptions {
+            data_dir,
+            listen,
+            hibernate_after: hibernate_after_ms.map(Duration::from_millis),
+            session_threads: None,
+        })
+        .await?;
+        // Machine-readable first line: tests and scripts read the bound address from it.
+        println!("troupe listening on {}", daemon.url());
+        let data_dir_flag = if explicit_data_dir { format!(" --data-dir {}", data_dir_display) } else { String::new() };
+        println!("token: {} (print it with `troupe token{data_dir_flag}`)", daemon.token_path.display());
+        wait_for_shutdown_signal().await.context("installing signal handlers")?;
+        tracing::info!("shutting down");
+        daemon.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_shutdown_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
