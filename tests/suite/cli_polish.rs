@@ -394,3 +394,26 @@ async fn approve_takes_a_prefix_of_the_approval_id_and_refuses_one_that_names_no
     let refused = troupe(&daemon, &["approve", &session]).await.refused();
     assert!(refused.contains("no approval is pending"), "{refused}");
 }
+
+#[tokio::test]
+async fn on_a_terminal_the_reasoning_is_dimmed_and_the_answer_is_not() {
+    let (daemon, _client, _deliveries) =
+        scripted_daemon(json!({"turns": [{"reasoning": "weighing it", "text": "plain answer"}]})).await;
+    // `script` gives the command a pseudo-terminal for stdout and stderr.
+    let command = format!("{} run --model local/scripted hi", troupe_binary().display());
+    let mut shell = tokio::process::Command::new("script");
+    shell
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(daemon.project_path())
+        .env("TROUPE_URL", daemon.url())
+        .env("TROUPE_TOKEN", &daemon.token)
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = finish(shell, WAIT).await;
+    assert!(output.succeeded(), "script(1) is needed (scripts/test installs it): {output:?}");
+    assert!(output.stdout.contains("\u{1b}[2mthinking: \u{1b}[0m"), "the label is dimmed: {:?}", output.stdout);
+    assert!(output.stdout.contains("\u{1b}[2mweighing it\u{1b}[0m"), "the reasoning is dimmed: {:?}", output.stdout);
+    assert!(output.stdout.contains("assistant: plain answer"), "the answer is not: {:?}", output.stdout);
+}
