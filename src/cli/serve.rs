@@ -24,7 +24,8 @@ pub(crate) fn serve(
             hibernate_after: hibernate_after_ms.map(Duration::from_millis),
             session_threads: None,
         })
-        .await?;
+        .await
+        .map_err(|error| with_config_hint(error, &data_dir_display))?;
         // Machine-readable first line: tests and scripts read the bound address from it.
         println!("troupe listening on {}", daemon.url());
         let data_dir_flag = if explicit_data_dir { format!(" --data-dir {}", data_dir_display) } else { String::new() };
@@ -45,4 +46,22 @@ async fn wait_for_shutdown_signal() -> std::io::Result<()> {
         _ = interrupt.recv() => {}
     }
     Ok(())
+}
+
+/// A daemon refused for its `config.toml` names the first problem only: the hint names the command that lists
+/// every one at once.
+fn with_config_hint(error: anyhow::Error, data_dir: &str) -> anyhow::Error {
+    use troupe_runtime::RuntimeError;
+    let config_problem = error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<RuntimeError>(),
+            Some(RuntimeError::ConfigSyntax { .. } | RuntimeError::ConfigInvalid { .. })
+        )
+    });
+    if !config_problem {
+        return error;
+    }
+    anyhow::anyhow!(
+        "{error:#}\n  hint: `troupe config check --data-dir {data_dir}` lists every problem of the file at once"
+    )
 }

@@ -266,6 +266,19 @@ async fn config_check_lists_every_problem_of_the_file_at_once() {
 }
 
 #[tokio::test]
+async fn a_daemon_refused_for_its_config_names_the_command_that_lists_every_problem() {
+    let data_dir = tempfile::tempdir().unwrap();
+    std::fs::write(data_dir.path().join("config.toml"), "[limits]\nmax_frame_bites = 3\nshel = 1\n").unwrap();
+    let mut command = tokio::process::Command::new(troupe_binary());
+    command.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(data_dir.path()).env("RUST_LOG", "off");
+    let output = finish(command, WAIT).await;
+    assert_eq!(output.code, Some(1), "{output:?}");
+    assert!(output.stderr.contains("max_frame_bites"), "{output:?}");
+    let hint = format!("hint: `troupe config check --data-dir {}` lists every problem", data_dir.path().display());
+    assert!(output.stderr.contains(&hint), "{output:?}");
+}
+
+#[tokio::test]
 async fn revert_names_the_hidden_events_the_marker_and_what_followed_it_by_their_watch_numbers() {
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
