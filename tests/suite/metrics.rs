@@ -1,5 +1,6 @@
 //! `GET /metrics` over real HTTP: refused without the bearer token (unless `metrics_public = true`), and its
-//! series move as a `local/scripted` run with a tool call and an approval goes by.
+//! series move as a `local/scripted` run with a tool call and an approval goes by, as a fake OpenAI vendor answers
+//! and then refuses, and as an idle session hibernates.
 
 use std::collections::HashMap;
 
@@ -194,4 +195,28 @@ async fn sessions_are_counted_live_then_hibernated() {
     let hibernated = eventually_value(&daemon, "troupe_sessions_hibernated", 1.0).await;
     assert_eq!(value(&hibernated, "troupe_sessions_live"), 0.0);
     assert_eq!(value(&hibernated, r#"troupe_requests_total{method="session.create",outcome="ok"}"#), 1.0);
+}
+
+#[tokio::test]
+async fn model_requests_and_their_errors_are_counted_by_provider_and_kind() {
+    use super::compaction::{MODEL, vendor_session};
+    use super::model_support::FakeServer;
+    use super::vendor_replies::{models_list, openai_error, openai_text};
+
+    let vendor =
+        FakeServer::start(vec![models_list(&["gpt-c"]), openai_text("hello"), openai_error(401, "bad key")]).await;
+    let (daemon, client, mut deliveries, session_id) = vendor_session(&vendor, DaemonSetup::default()).await;
+    client.subscribe(&session_id, None).await.expect("subscribe");
+    let completed = run_in_subscribed(&client, &mut deliveries, &session_id, MODEL, "one").await;
+    assert!(matches!(completed.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+    // A 401 is not retried and the chain has no other model: the run fails.
+    let failed = run_in_subscribed(&client, &mut deliveries, &session_id, MODEL, "two").await;
+    assert!(matches!(failed.last().map(|event| &event.payload), Some(EventPayload::RunFailed { .. })), "{failed:?}");
+
+    let samples = eventually_value(&daemon, "troupe_runs_active", 0.0).await;
+    let expect = |series: &str, expected: f64| assert_eq!(value(&samples, series), expected, "{series}");
+    expect(r#"troupe_model_request_duration_seconds_count{provider="openai"}"#, 2.0);
+    expect(r#"troupe_model_errors_total{provider="openai",kind="auth"}"#, 1.0);
+    expect(r#"troupe_runs_ended_total{outcome="completed"}"#, 1.0);
+    expect(r#"troupe_runs_ended_total{outcome="failed"}"#, 1.0);
 }
