@@ -11,8 +11,8 @@ mod goals;
 mod history;
 mod metrics;
 mod producers;
-#[cfg(feature = "test-hooks")]
 mod status;
+#[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
 mod usage;
 
@@ -129,9 +129,9 @@ pub struct Engine {
     plugins: crate::plugin_host::PluginHosts,
     /// Runtime producer registrations and the plugins' recovery reports (`engine/producers.rs`).
     producers: Arc<crate::producers::ProducerRegistry>,
-}
     /// Start time, connection count and listen address for `daemon.status` (`engine/status.rs`).
     status: status::StatusFacts,
+}
 
 impl Engine {
     /// Starts the actors (the supervisor builds the session index on a blocking thread before it answers anything).
@@ -158,8 +158,8 @@ impl Engine {
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
         let goals_data_dir = config.data_dir.clone();
-        let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
         let status = status::StatusFacts::new(config.data_dir.root().display().to_string());
+        let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
         let run_context = crate::producers::EngineRunContext {
             runtime: runtime.clone(),
             services: services.clone(),
@@ -204,8 +204,8 @@ impl Engine {
             services,
             session_arbiters,
             producers,
-        })
             status,
+        })
     }
 
     /// Waits until every accepted operation is durable and stops the session threads.
@@ -438,13 +438,13 @@ fn skill_request(name: &str) -> PermissionRequest {
 }
 
 impl ServerProtocol for Engine {
-    fn disconnected(&self, connection_id: u64) {
     fn connected(&self, _connection_id: u64) {
         self.status.connected();
     }
 
-        self.runtime.do_send(UnregisterConnection { connection_id });
+    fn disconnected(&self, connection_id: u64) {
         self.status.disconnected();
+        self.runtime.do_send(UnregisterConnection { connection_id });
     }
 
     async fn handshake(&self, ctx: &ServerContext, _: HandshakeParams) -> Result<HandshakeResult, RpcError> {
@@ -818,7 +818,6 @@ impl ServerProtocol for Engine {
         self.delete_session(params).await
     }
 
-    async fn run_tool_stdin(
     async fn daemon_status(
         &self,
         _: &ServerContext,
@@ -827,6 +826,7 @@ impl ServerProtocol for Engine {
         self.daemon_status_now().await
     }
 
+    async fn run_tool_stdin(
         &self,
         _: &ServerContext,
         params: RunToolStdinParams,
