@@ -245,6 +245,8 @@ fn gateway_config(config: &Config, listen: &Listen, token: Token) -> GatewayConf
             reply_budget_bytes: config.limits.reply_budget_bytes,
             replay_stall: Duration::from_secs(config.limits.replay_stall_secs),
         },
+        ping_interval: Duration::from_secs(config.limits.ping_interval_secs),
+        pong_timeout: Duration::from_secs(config.limits.ping_interval_secs.saturating_mul(3)),
         // The TCP placeholder's defaults only: `listen` above is where it listens.
         ..GatewayConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), token)
     }

@@ -33,6 +33,8 @@ mod plugin_lifetime;
 mod plugins;
 mod producers;
 mod providers;
+mod proxy;
+mod proxy_support;
 mod replay_edges;
 mod request_ids;
 mod runs;
@@ -49,10 +51,10 @@ mod titles;
 mod tool_messages;
 mod tool_output;
 mod tui;
+mod unix_socket;
 mod usage;
 mod vendor_replies;
 
-mod unix_socket;
 /// The fake model vendor of the provider tests (HTTP/1.1 + SSE on 127.0.0.1:0), shared rather than copied.
 #[path = "../../runtime/tests/model_support/mod.rs"]
 mod model_support;
