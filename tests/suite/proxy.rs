@@ -243,8 +243,8 @@ async fn watch_through_nginx_resumes_from_its_cursor_after_a_daemon_restart() {
     });
     let mut seen = Vec::new();
     let mut wait_for = |needle: &str| loop {
-        let line = lines
-            .recv_timeout(WAIT)
+        // Blocking here must not starve the task that reads watch's stdout: it moves to another worker.
+        let line = tokio::task::block_in_place(|| lines.recv_timeout(WAIT))
             .unwrap_or_else(|_| panic!("watch printed no line containing {needle:?}: {seen:?}"));
         seen.push(line.clone());
         if line.contains(needle) {
