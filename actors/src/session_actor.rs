@@ -58,8 +58,8 @@ mod usage;
 
 pub use admin::{Retire, Seal, SetArchived, Unseal};
 pub use approvals::{
-    ApprovalErrorKind, ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, CountPendingApprovals, GetTreeGrants, ListSessionApprovals,
-    RequestApproval, RespondToApproval,
+    ApprovalErrorKind, ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, CountPendingApprovals, GetTreeGrants,
+    ListSessionApprovals, RequestApproval, RespondToApproval,
 };
 
 pub use compaction::{

@@ -384,9 +384,8 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         match normalize_origin(origin) {
             Ok(normalized) => *origin = normalized,
-            Err(problem) => problems.push(format!(
-                "allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}"
-            )),
+            Err(problem) => problems
+                .push(format!("allowed_origins[{index}] is not an origin of the form scheme://host[:port]: {problem}")),
         }
     }
     problems
