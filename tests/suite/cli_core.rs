@@ -11,6 +11,7 @@ use troupe_protocol::types::session::PermissionMode;
 
 use super::cli_support::*;
 use super::support::*;
+use super::terminal_support::troupe_on_a_terminal;
 
 /// A daemon whose config has an agent `coder` whose chain starts with local/scripted.
 fn daemon_with_coder() -> TestDaemon {
@@ -378,20 +379,7 @@ async fn the_daemons_protocol_words_reach_the_terminal_as_flags() {
 async fn on_a_terminal_run_shows_a_spinner_while_the_model_thinks_and_colours_its_lines() {
     let (daemon, _client, _deliveries) =
         scripted_daemon(json!({"turns": [{"text": "thought about it", "delay_ms": 1500}]})).await;
-    // `script` gives the command a pseudo-terminal for stdout and stderr.
-    let command = format!("{} run --model local/scripted hi", troupe_binary().display());
-    let mut shell = tokio::process::Command::new("script");
-    shell
-        .args(["-qec", &command, "/dev/null"])
-        .current_dir(daemon.project_path())
-        .env("TROUPE_URL", daemon.url())
-        .env("TROUPE_TOKEN", &daemon.token)
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let output = finish(shell, WAIT).await;
-    assert!(output.succeeded(), "{output:?}");
+    let output = troupe_on_a_terminal(&daemon, "run --model local/scripted hi").await;
     assert!(output.stdout.contains("waiting for the model"), "{:?}", output.stdout);
     assert!(output.stdout.contains("\u{1b}[2m#"), "the prefixes are dimmed: {:?}", output.stdout);
     assert!(output.stdout.contains("\u{1b}[32m") && output.stdout.contains("run completed"), "{:?}", output.stdout);

@@ -3,9 +3,6 @@
 //! `token --json`, run id prefixes, reasoning in `run`/`watch`, the man pages, `config check` listing every
 //! problem, and the revert marker's wording.
 
-use std::process::Command;
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
@@ -13,6 +10,7 @@ use troupe_protocol::types::events::EventPayload;
 
 use super::cli_support::*;
 use super::support::*;
+use super::terminal_support::{Tmux, troupe_on_a_terminal};
 
 fn parsed(stdout: &str) -> Value {
     serde_json::from_str(stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
@@ -101,44 +99,11 @@ async fn client_flags_and_json_work_before_the_subcommand_as_after_it() {
     assert_eq!(printed["token"], json!(token));
 }
 
-/// A tmux server of this test's own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn tmux(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux runs")
-    }
-
-    /// Polls the screen until `wanted` is on it.
-    async fn wait_for(&self, wanted: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let screen = String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "tui"]).stdout).into_owned();
-            if screen.contains(wanted) {
-                return screen;
-            }
-            assert!(Instant::now() < deadline, "{wanted:?} never appeared; the screen:\n{screen}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.tmux(&["kill-server"]);
-    }
-}
-
 #[tokio::test]
 async fn troupe_with_only_url_and_token_starts_the_tui_against_that_daemon() {
-    let found = Command::new("tmux").arg("-V").output().is_ok_and(|output| output.status.success());
-    assert!(found, "tmux is not installed (scripts/test installs it); this test needs a real terminal");
     let daemon = TestDaemon::start();
     let (client, _deliveries) = daemon.client().await;
     let session = daemon.create_session(&client).await.session_id;
-    let tmux = Tmux { socket: format!("troupe-bare-url-{}", std::process::id()) };
     // No TROUPE_URL in the environment: only the flags name the daemon.
     let command = format!(
         "env -u TROUPE_URL -u TROUPE_TOKEN TROUPE_HOME={} {} --url {} --token {}",
@@ -147,8 +112,7 @@ async fn troupe_with_only_url_and_token_starts_the_tui_against_that_daemon() {
         daemon.url(),
         daemon.token
     );
-    let started = tmux.tmux(&["new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", &command]);
-    assert!(started.status.success(), "tmux new-session: {started:?}");
+    let tmux = Tmux::start("bare-url", &command);
     tmux.wait_for(&session[..8]).await;
 }
 
@@ -412,20 +376,7 @@ async fn approve_takes_a_prefix_of_the_approval_id_and_refuses_one_that_names_no
 async fn on_a_terminal_the_reasoning_is_dimmed_and_the_answer_is_not() {
     let (daemon, _client, _deliveries) =
         scripted_daemon(json!({"turns": [{"reasoning": "weighing it", "text": "plain answer"}]})).await;
-    // `script` gives the command a pseudo-terminal for stdout and stderr.
-    let command = format!("{} run --model local/scripted hi", troupe_binary().display());
-    let mut shell = tokio::process::Command::new("script");
-    shell
-        .args(["-qec", &command, "/dev/null"])
-        .current_dir(daemon.project_path())
-        .env("TROUPE_URL", daemon.url())
-        .env("TROUPE_TOKEN", &daemon.token)
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let output = finish(shell, WAIT).await;
-    assert!(output.succeeded(), "script(1) is needed (scripts/test installs it): {output:?}");
+    let output = troupe_on_a_terminal(&daemon, "run --model local/scripted hi").await;
     assert!(output.stdout.contains("\u{1b}[2mthinking: \u{1b}[0m"), "the label is dimmed: {:?}", output.stdout);
     assert!(output.stdout.contains("\u{1b}[2mweighing it\u{1b}[0m"), "the reasoning is dimmed: {:?}", output.stdout);
     assert!(output.stdout.contains("assistant: plain answer"), "the answer is not: {:?}", output.stdout);

@@ -47,6 +47,7 @@ mod skills;
 mod steering;
 mod subscriptions;
 mod support;
+mod terminal_support;
 mod titles;
 mod tool_messages;
 mod tool_output;

@@ -256,6 +256,31 @@ pub fn troupe_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_troupe"))
 }
 
+/// `troupe serve --data-dir DATA_DIR [--listen LISTEN]` (without `--listen`, the data dir's `listen`), once it
+/// printed its "listening" line: the child and the URL it printed. Like `TestDaemon`, automatic titles are off
+/// unless the data dir's config.toml says otherwise.
+pub fn spawn_serve(data_dir: &Path, listen: Option<&str>) -> (Child, String) {
+    let config = data_dir.join("config.toml");
+    if data_dir.is_dir() && !config.exists() {
+        std::fs::write(&config, "[titles]\nauto = false\n").expect("write config");
+    }
+    let mut command = Command::new(troupe_binary());
+    command.arg("serve").arg("--data-dir").arg(data_dir);
+    if let Some(listen) = listen {
+        command.arg("--listen").arg(listen);
+    }
+    let mut child = command
+        .env("RUST_LOG", "warn")
+        .env_remove("TROUPE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn troupe serve");
+    let url = listening_url(&mut child);
+    (child, url)
+}
+
 /// The daemon as a child process (for SIGKILL, SIGTERM and restarts on the same port).
 pub struct ChildDaemon {
     pub child: Child,
@@ -266,22 +291,7 @@ pub struct ChildDaemon {
 impl ChildDaemon {
     /// Starts `troupe serve` on `listen` (use port 0 for any) and waits for its "listening" line.
     pub fn spawn(data_dir: &Path, listen: &str) -> ChildDaemon {
-        // Like `TestDaemon`: automatic titles off unless the data directory's config says otherwise.
-        let config = data_dir.join("config.toml");
-        if data_dir.is_dir() && !config.exists() {
-            std::fs::write(&config, "[titles]\nauto = false\n").expect("write config");
-        }
-        let mut child = Command::new(troupe_binary())
-            .args(["serve", "--listen", listen, "--data-dir"])
-            .arg(data_dir)
-            .env("RUST_LOG", "warn")
-            .env_remove("TROUPE_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn troupe serve");
-        let url = listening_url(&mut child);
+        let (child, url) = spawn_serve(data_dir, Some(listen));
         let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
         ChildDaemon { child, url, token }
     }

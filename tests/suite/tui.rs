@@ -11,59 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::support::*;
-
-/// How long one screen may take to appear.
-const SCREEN_WAIT: Duration = Duration::from_secs(30);
-
-/// A tmux server of this test's own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn tmux(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux runs")
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "tui"];
-        args.extend_from_slice(keys);
-        assert!(self.tmux(&args).status.success(), "send-keys {keys:?}");
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "tui"]).stdout).into_owned()
-    }
-
-    /// Polls the screen until `wanted` is on it.
-    async fn wait_for(&self, wanted: &str) -> String {
-        let deadline = Instant::now() + SCREEN_WAIT;
-        loop {
-            let screen = self.screen();
-            if screen.contains(wanted) {
-                return screen;
-            }
-            assert!(Instant::now() < deadline, "{wanted:?} never appeared; the screen:\n{screen}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.tmux(&["kill-server"]);
-    }
-}
-
-/// Fails (rather than passing without testing anything) when tmux is missing.
-fn require_tmux() {
-    let found = Command::new("tmux").arg("-V").output().is_ok_and(|output| output.status.success());
-    assert!(found, "tmux is not installed (scripts/test installs it); the TUI flow tests need it");
-}
+use super::terminal_support::{SCREEN_WAIT, Tmux};
 
 #[tokio::test]
 async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
-    require_tmux();
     let daemon = TestDaemon::start_with(DaemonSetup {
         config_toml: Some("[agents.coder]\nmodels = [\"local/scripted\"]\n".to_owned()),
         ..DaemonSetup::default()
@@ -92,10 +43,8 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     .session;
     let short = &session.session_id[..8];
 
-    let tmux = Tmux { socket: format!("troupe-tui-{}", std::process::id()) };
     let command = format!("{} tui --url {} --token {}", env!("CARGO_BIN_EXE_troupe"), daemon.url(), daemon.token);
-    let started = tmux.tmux(&["new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", &command]);
-    assert!(started.status.success(), "tmux new-session: {started:?}");
+    let tmux = Tmux::start("tui", &command);
 
     // The picker lists the session; Enter opens it.
     tmux.wait_for(short).await;
@@ -190,7 +139,6 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
 /// (nothing shown twice) and the next run works. Opened by a session prefix given on the command line.
 #[tokio::test]
 async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() {
-    require_tmux();
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
@@ -198,7 +146,6 @@ async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() 
         let (client, _deliveries) = daemon.client().await;
         create_session_in(&client, project.path()).await
     };
-    let tmux = Tmux { socket: format!("troupe-tui-restart-{}", std::process::id()) };
     let command = format!(
         "{} tui --url {} --token {} {}",
         env!("CARGO_BIN_EXE_troupe"),
@@ -206,8 +153,7 @@ async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() 
         daemon.token,
         &session.session_id[..8]
     );
-    let started = tmux.tmux(&["new-session", "-d", "-s", "tui", "-x", "120", "-y", "40", &command]);
-    assert!(started.status.success(), "tmux new-session: {started:?}");
+    let tmux = Tmux::start("tui-restart", &command);
     tmux.wait_for("prompt (Enter runs)").await;
     tmux.wait_for("mode auto_approve · ").await;
     tmux.keys(&["C-o"]);

@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use troupe_protocol::client::{Client, ClientProtocol};
 
@@ -12,26 +12,8 @@ use super::support::*;
 
 /// `troupe serve` on a unix socket; `listen: None` leaves it to the data dir's config.toml.
 fn spawn_on(data_dir: &Path, listen: Option<&Path>) -> (Child, String) {
-    let config = data_dir.join("config.toml");
-    if !config.exists() {
-        std::fs::create_dir_all(data_dir).expect("data dir");
-        std::fs::write(&config, "[titles]\nauto = false\n").expect("write config");
-    }
-    let mut command = Command::new(troupe_binary());
-    command.arg("serve").arg("--data-dir").arg(data_dir);
-    if let Some(path) = listen {
-        command.arg("--listen").arg(format!("unix:{}", path.display()));
-    }
-    let mut child = command
-        .env("RUST_LOG", "warn")
-        .env_remove("TROUPE_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn troupe serve");
-    let url = listening_url(&mut child);
-    (child, url)
+    std::fs::create_dir_all(data_dir).expect("data dir");
+    spawn_serve(data_dir, listen.map(|path| format!("unix:{}", path.display())).as_deref())
 }
 
 fn token_of(data_dir: &Path) -> String {
