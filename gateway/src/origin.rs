@@ -48,28 +48,28 @@ impl OriginPolicy {
         self.own_origins(headers).any(|own| own == origin)
     }
 
-    /// The daemon's own origin as the client reached it. Both schemes count, because a TLS-terminating proxy
-    /// may sit in front of a daemon that itself speaks plain HTTP.
+    /// The daemon's own origin as the client reached it. Without a trusted `X-Forwarded-Proto` both schemes count,
+    /// because a TLS-terminating proxy may sit in front of a daemon that itself speaks plain HTTP. With `trust_proxy`
+    /// and `X-Forwarded-Proto`, the proxy has said which scheme the public origin has, and only that one counts:
+    /// behind nginx's `Host $http_host` + `X-Forwarded-Proto https`, `http://<host>` is another origin (a page
+    /// served over plain HTTP on that name), not the daemon's.
     fn own_origins<'a>(&self, headers: &'a HeaderMap) -> impl Iterator<Item = String> + 'a {
         let host = header_text(headers, header::HOST);
-        let mut candidates = Vec::with_capacity(4);
-        if let Some(host) = host {
-            candidates.push(format!("http://{host}"));
-            candidates.push(format!("https://{host}"));
-        }
-        if self.trust_proxy {
-            let forwarded_host = header_text(headers, header::HeaderName::from_static("x-forwarded-host")).or(host);
-            let forwarded_proto = header_text(headers, header::HeaderName::from_static("x-forwarded-proto"));
-            if let Some(forwarded_host) = forwarded_host {
-                match forwarded_proto {
-                    Some(proto) => candidates.push(format!("{proto}://{forwarded_host}")),
-                    None => {
-                        candidates.push(format!("http://{forwarded_host}"));
-                        candidates.push(format!("https://{forwarded_host}"));
-                    }
-                }
-            }
-        }
+        let forwarded_proto = self
+            .trust_proxy
+            .then(|| header_text(headers, header::HeaderName::from_static("x-forwarded-proto")))
+            .flatten();
+        let schemes: Vec<&str> = match forwarded_proto {
+            Some(proto) => vec![proto],
+            None => vec!["http", "https"],
+        };
+        let forwarded_host = self
+            .trust_proxy
+            .then(|| header_text(headers, header::HeaderName::from_static("x-forwarded-host")))
+            .flatten();
+        let hosts = [host, forwarded_host].into_iter().flatten();
+        let candidates: Vec<String> =
+            hosts.flat_map(|host| schemes.iter().map(move |scheme| format!("{scheme}://{host}"))).collect();
         candidates.into_iter().filter_map(|candidate| normalize_origin(&candidate))
     }
 }
@@ -207,6 +207,41 @@ mod tests {
         ];
         assert!(!OriginPolicy::new(&[], false).unwrap().allows(&headers(&pairs)));
         assert!(OriginPolicy::new(&[], true).unwrap().allows(&headers(&pairs)));
+    }
+
+    #[test]
+    fn a_trusted_forwarded_proto_fixes_the_scheme_of_the_own_origin() {
+        // nginx with `proxy_set_header Host $http_host` and `X-Forwarded-Proto $scheme` in front of a plain daemon.
+        let public = [("host", "troupe.example.com"), ("x-forwarded-proto", "https")];
+        let with_origin = |origin: &'static str| {
+            let mut map = headers(&public);
+            map.insert(header::ORIGIN, HeaderValue::from_static(origin));
+            map
+        };
+        let trusting = OriginPolicy::new(&[], true).unwrap();
+        assert!(trusting.allows(&with_origin("https://troupe.example.com")));
+        assert!(!trusting.allows(&with_origin("http://troupe.example.com")), "the public origin is https");
+        assert!(!trusting.allows(&with_origin("https://troupe.example.com:8443")));
+        // Also when the forwarded host differs from Host: neither name counts with the other scheme.
+        let mut map = headers(&[
+            ("host", "127.0.0.1:7419"),
+            ("x-forwarded-host", "troupe.example.com"),
+            ("x-forwarded-proto", "https"),
+            ("origin", "http://127.0.0.1:7419"),
+        ]);
+        assert!(!trusting.allows(&map));
+        map.insert(header::ORIGIN, HeaderValue::from_static("http://troupe.example.com"));
+        assert!(!trusting.allows(&map));
+        // Not trusted, the header is a client's claim and changes nothing: both schemes of Host count.
+        let untrusting = OriginPolicy::new(&[], false).unwrap();
+        assert!(untrusting.allows(&with_origin("http://troupe.example.com")));
+        assert!(untrusting.allows(&with_origin("https://troupe.example.com")));
+        // Trusted but absent: both schemes, as without a proxy.
+        let map = headers(&[("host", "troupe.example.com"), ("origin", "http://troupe.example.com")]);
+        assert!(trusting.allows(&map));
+        // A listed origin passes whatever the proxy says.
+        let listed = OriginPolicy::new(&["http://troupe.example.com".to_owned()], true).unwrap();
+        assert!(listed.allows(&with_origin("http://troupe.example.com")));
     }
 
     #[test]
