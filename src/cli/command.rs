@@ -52,7 +52,8 @@ pub(crate) enum Command {
         #[arg(long, value_name = "ADDRESS")]
         listen: Option<troupe_runtime::config::Listen>,
         /// How the daemon's log lines on stderr are written: `text`, or `json` (one object per line, with the
-        /// fields of the connection, request and run they belong to) for log shippers.
+        /// fields of the connection, request and run they belong to) for log shippers. The default level is info;
+        /// the line per answered request is at debug (`RUST_LOG=info,troupe_protocol=debug`).
         #[arg(long, value_enum, env = "TROUPE_LOG_FORMAT", default_value_t = troupe::logging::LogFormat::Text)]
         log_format: troupe::logging::LogFormat,
         /// Data directory (default: $TROUPE_HOME, else ~/.troupe).
