@@ -20,8 +20,10 @@
 //! cargo run --example follow_session -- <session-id>   # follows an existing session
 //! ```
 //!
-//! `TROUPE_URL` selects another daemon (default `ws://127.0.0.1:7419/ws`); `TROUPE_TOKEN` is required. While it
-//! runs, `cargo run --release -- rename <session-id> "Another title"` in a third terminal shows one more event.
+//! `TROUPE_URL` selects another daemon (default `ws://127.0.0.1:7419/ws`); `TROUPE_TOKEN` is required;
+//! `TROUPE_CA_CERT` names a PEM file of one more CA to trust for a `wss://` URL, as the CLI's `--ca-cert` does.
+//! While it runs, `cargo run --release -- rename <session-id> "Another title"` in a third terminal shows one more
+//! event.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -42,8 +44,12 @@ async fn main() -> anyhow::Result<()> {
     let session_arg = std::env::args().nth(1);
 
     // With a reconnect policy the client dials again after the connection drops, handshakes and re-subscribes
-    // from the last event it delivered.
-    let options = ClientOptions { reconnect: Some(ReconnectPolicy::default()), ..ClientOptions::default() };
+    // from the last event it delivered. `ca_cert`: as the CLI, one more CA to trust for `wss://`.
+    let options = ClientOptions {
+        reconnect: Some(ReconnectPolicy::default()),
+        ca_cert: std::env::var_os("TROUPE_CA_CERT").map(Into::into),
+        ..ClientOptions::default()
+    };
     let (client, mut deliveries) =
         Client::connect_websocket(&url, &token, options).await.with_context(|| format!("connecting to {url}"))?;
     println!("connected to {url}");

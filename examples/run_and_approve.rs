@@ -11,23 +11,26 @@
 //!    gap or a reconnect by subscribing again from it (the `ReplayStart` deliveries say when);
 //! 5. starts a run on `local/scripted` and prints its events; at `approval_requested` the second client lists the
 //!    pending approvals (`approval.list`) and approves the command once (`approval.respond`);
-//! 6. stops at the run's terminal event: exit status 0 on `run_completed`, 1 otherwise.
+//! 6. stops at the run's terminal event: exit status 0 on `run_completed`, 1 otherwise;
+//! 7. disconnects the `local` provider again, since the script it was given is deleted at exit: `local/scripted`
+//!    goes back to having no script instead of pointing at a file that is gone.
 //!
 //! How to run it: see the Rust section of `examples/README.md` (the commands there are the ones CI runs).
-//! `TROUPE_URL` selects the daemon (default `ws://127.0.0.1:7419/ws`); `TROUPE_TOKEN` is required.
+//! `TROUPE_URL` selects the daemon (default `ws://127.0.0.1:7419/ws`); `TROUPE_TOKEN` is required;
+//! `TROUPE_CA_CERT` names a PEM file of one more CA to trust for a `wss://` URL, as the CLI's `--ca-cert` does.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use serde_json::json;
-use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, ReplayReason};
+use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, Deliveries, ReplayReason};
 use troupe_protocol::method;
 use troupe_protocol::types::approval::{
     ApprovalDecision, ApprovalListParams, ApprovalRecord, ApprovalRespondParams, ApprovalStatus,
 };
 use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::provider::ProviderConnectParams;
+use troupe_protocol::types::provider::{ProviderConnectParams, ProviderDisconnectParams};
 use troupe_protocol::types::run::RunStartParams;
 use troupe_protocol::types::session::{PermissionMode, SessionCreateParams, SetPermissionModeParams};
 
@@ -51,15 +54,16 @@ async fn run() -> anyhow::Result<bool> {
     let url = std::env::var("TROUPE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
     let token = std::env::var("TROUPE_TOKEN").context("set TROUPE_TOKEN to the daemon's token (`troupe token`)")?;
 
-    let (watcher, mut deliveries) = Client::connect_websocket(&url, &token, ClientOptions::default())
-        .await
-        .with_context(|| format!("connecting to {url}"))?;
+    // As the CLI: one more CA to trust for `wss://` (a private CA or a self-signed certificate).
+    let options =
+        || ClientOptions { ca_cert: std::env::var_os("TROUPE_CA_CERT").map(Into::into), ..Default::default() };
+    let (watcher, mut deliveries) =
+        Client::connect_websocket(&url, &token, options()).await.with_context(|| format!("connecting to {url}"))?;
     println!("[watcher] connected to {url}");
     // The approver's deliveries are never read: it only makes calls, and the client's connection task keeps
     // reading the socket whether or not anyone drains them.
-    let (approver, _approver_deliveries) = Client::connect_websocket(&url, &token, ClientOptions::default())
-        .await
-        .with_context(|| format!("connecting to {url}"))?;
+    let (approver, _approver_deliveries) =
+        Client::connect_websocket(&url, &token, options()).await.with_context(|| format!("connecting to {url}"))?;
     println!("[approver] connected to {url}");
 
     // The daemon reads the script at each model request, so it must outlive the run.
@@ -71,7 +75,7 @@ async fn run() -> anyhow::Result<bool> {
         {"text": "The command ran and said hello."}
     ]});
     std::fs::write(&script_path, script.to_string()).context("writing the script")?;
-    watcher
+    let generation = watcher
         .call::<method::ProviderConnect>(ProviderConnectParams {
             provider_id: "local".to_owned(),
             expected_catalog_revision: None,
@@ -81,8 +85,37 @@ async fn run() -> anyhow::Result<bool> {
             client_connect_id: unique_id("connect"),
         })
         .await
-        .context("provider.connect")?;
+        .context("provider.connect")?
+        .durable_connection
+        .generation;
+    println!("connected the local provider with the script {} (it replaces any script it had)", script_path.display());
+    let completed = run_session(&watcher, &mut deliveries, &approver).await;
+    release_local_provider(&watcher, generation).await;
+    approver.close().await;
+    watcher.close().await;
+    completed
+}
 
+/// Disconnects the `local` provider this program connected, so the daemon is not left with a script path that is
+/// deleted at exit. Only while the connection is still this program's (`expected_connection_generation`): one
+/// made by someone else meanwhile is theirs to keep.
+async fn release_local_provider(watcher: &Client, generation: u64) {
+    let released = watcher
+        .call::<method::ProviderDisconnect>(ProviderDisconnectParams {
+            provider_id: "local".to_owned(),
+            expected_runtime_revision: None,
+            expected_connection_generation: Some(generation),
+            client_request_id: unique_id("disconnect"),
+        })
+        .await;
+    match released {
+        Ok(_) => println!("disconnected the local provider: local/scripted has no script again"),
+        Err(error) => eprintln!("left the local provider connected ({error})"),
+    }
+}
+
+/// Creates the session, runs it and answers its approval; whether the run completed.
+async fn run_session(watcher: &Client, deliveries: &mut Deliveries, approver: &Client) -> anyhow::Result<bool> {
     let selection = RunSelection {
         agent: "default".to_owned(),
         model: ModelSelection { model: MODEL.to_owned(), variant: None },
@@ -141,7 +174,7 @@ async fn run() -> anyhow::Result<bool> {
             continue;
         }
         match &event.payload {
-            EventPayload::ApprovalRequested { approval } => approve(&approver, &session_id, approval).await?,
+            EventPayload::ApprovalRequested { approval } => approve(approver, &session_id, approval).await?,
             EventPayload::RunCompleted { .. } => break true,
             EventPayload::RunFailed { .. }
             | EventPayload::RunCancelled { .. }
@@ -152,8 +185,6 @@ async fn run() -> anyhow::Result<bool> {
         }
     };
     println!("the run ended: {}", if completed { "run_completed" } else { "not completed" });
-    approver.close().await;
-    watcher.close().await;
     Ok(completed)
 }
 

@@ -16,10 +16,13 @@
 //  5. starts a run on `local/scripted` (`run.start`) and prints its events; at `approval_requested` the second
 //     connection lists the pending approvals (`approval.list`) and approves the command once (`approval.respond`);
 //  6. stops at the run's terminal event: exit status 0 on `run_completed`, 1 on `run_failed`, `run_cancelled` or
-//     `run_interrupted`, 2 when the daemon cannot be reached or refuses a request.
+//     `run_interrupted`, 2 when the daemon cannot be reached or refuses a request;
+//  7. disconnects the `local` provider again (`provider.disconnect`), since the script it was given is deleted at
+//     exit: `local/scripted` goes back to having no script instead of pointing at a file that is gone.
 //
 // How to run it: see the Node.js section of examples/README.md (the commands there are the ones CI runs).
-// Options: `--url URL` (or TROUPE_URL, default ws://127.0.0.1:7419/ws), `--token TOKEN` (or TROUPE_TOKEN).
+// Options: `--url URL` (or TROUPE_URL, default ws://127.0.0.1:7419/ws), `--token TOKEN` (or TROUPE_TOKEN). For a
+// `wss://` URL whose certificate comes from a private CA, point NODE_EXTRA_CA_CERTS at the CA's certificate.
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -74,14 +77,13 @@ class Connection {
     const socket = new WebSocket(url, { headers: { Authorization: `Bearer ${token}` } });
     await new Promise((resolve, reject) => {
       socket.once("open", resolve);
-      // 401: missing or wrong token. 403: an Origin the daemon does not allow.
       socket.once("unexpected-response", (request, response) => {
         request.destroy(); // with this listener, ending the refused request is up to us
-        reject(new Error(`the daemon refused the connection to ${url}: HTTP ${response.statusCode}`));
+        const status = response.statusCode;
+        const hint = refusalHint(status);
+        reject(new Error(`the daemon refused the connection to ${url}: HTTP ${status}\n  hint: ${hint}`));
       });
-      socket.once("error", (error) =>
-        reject(new Error(`cannot reach ${url}: ${error.message} (is troupe serve running?)`)),
-      );
+      socket.once("error", (error) => reject(unreachable(url, error)));
     });
     const connection = new Connection(socket);
     const hello = await connection.call("handshake", { protocol_version: PROTOCOL_VERSION });
@@ -136,6 +138,63 @@ class Connection {
 
   close() {
     this.socket.close();
+  }
+}
+
+/** What to check when the daemon answers the WebSocket upgrade with an HTTP error. */
+function refusalHint(status) {
+  if (status === 401) {
+    return "the token is missing or wrong: set TROUPE_TOKEN to the daemon's token (`troupe token` prints it)";
+  }
+  if (status === 403) return "the daemon refused this Origin: add it to allowed_origins in the daemon's config.toml";
+  if (status === 404) return "no WebSocket at this path: TROUPE_URL should end in /ws (or the proxy's path to it)";
+  return "see the daemon's log (`troupe serve`'s stderr, or journalctl -u troupe)";
+}
+
+/** Node's TLS error codes for a certificate it does not trust (as opposed to one for another name). */
+const UNTRUSTED_CERTIFICATE = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+]);
+
+/** The error for a daemon that could not be reached (or not trusted), with what to try. */
+function unreachable(url, error) {
+  if (UNTRUSTED_CERTIFICATE.has(error.code)) {
+    return new Error(
+      `cannot trust the certificate of ${url}: ${error.message}\n` +
+        "  hint: for a private CA or a self-signed certificate, run with NODE_EXTRA_CA_CERTS=<the CA's .pem>",
+    );
+  }
+  if (error.code === "ERR_TLS_CERT_ALTNAME_INVALID") {
+    return new Error(
+      `the certificate of ${url} is for another name: ${error.message}\n` +
+        "  hint: put a name or address the certificate has (its subjectAltName) in TROUPE_URL",
+    );
+  }
+  return new Error(
+    `cannot reach ${url}: ${error.message}\n` +
+      "  hint: start the daemon with `troupe serve`, or set TROUPE_URL to where it listens",
+  );
+}
+
+/**
+ * Disconnects the `local` provider this program connected, so the daemon is not left with a script path that is
+ * deleted at exit. Only while the connection is still this program's (`expected_connection_generation`): one made
+ * by someone else meanwhile is theirs to keep.
+ */
+async function releaseLocalProvider(connection, generation) {
+  try {
+    await connection.call("provider.disconnect", {
+      provider_id: "local",
+      expected_runtime_revision: null,
+      expected_connection_generation: generation,
+      client_request_id: uniqueId("disconnect"),
+    });
+    console.log("disconnected the local provider: local/scripted has no script again");
+  } catch (error) {
+    console.error(`left the local provider connected (${error.message})`);
   }
 }
 
@@ -222,8 +281,9 @@ class Watcher {
 async function run(url, token, scriptPath) {
   const watcher = await Connection.open(url, token, "watcher");
   const approver = await Connection.open(url, token, "approver");
+  let generation = null; // the `local` connection this program made, once made
   try {
-    await watcher.call("provider.connect", {
+    const connected = await watcher.call("provider.connect", {
       provider_id: "local",
       expected_catalog_revision: null,
       setup_values: { script: scriptPath },
@@ -231,6 +291,8 @@ async function run(url, token, scriptPath) {
       auth_values: {},
       client_connect_id: uniqueId("connect"),
     });
+    generation = connected.durable_connection.generation;
+    console.log(`connected the local provider with the script ${scriptPath} (it replaces any script it had)`);
     const selection = { agent: "default", model: { model: MODEL, variant: null }, preset: null };
     const created = await watcher.call("session.create", { selection, cwd: process.cwd() });
     const sessionId = created.session.session_id;
@@ -254,6 +316,7 @@ async function run(url, token, scriptPath) {
     console.log(`the run ended: ${follower.outcome}`);
     return follower.outcome === "run_completed" ? 0 : 1;
   } finally {
+    if (generation !== null) await releaseLocalProvider(watcher, generation);
     approver.close();
     watcher.close();
   }

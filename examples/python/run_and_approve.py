@@ -17,12 +17,15 @@ What it does, with the protocol by hand (JSON-RPC 2.0 over a WebSocket, protocol
   5. starts a run on `local/scripted` (`run.start`) and prints its events; at `approval_requested` the second
      connection lists the pending approvals (`approval.list`) and approves the command once (`approval.respond`);
   6. stops at the run's terminal event: exit status 0 on `run_completed`, 1 on `run_failed`, `run_cancelled` or
-     `run_interrupted`, 2 when the daemon cannot be reached or refuses a request.
+     `run_interrupted`, 2 when the daemon cannot be reached or refuses a request;
+  7. disconnects the `local` provider again (`provider.disconnect`), since the script it was given is deleted at
+     exit: `local/scripted` goes back to having no script instead of pointing at a file that is gone.
 
 How to run it: see the Python section of examples/README.md (the commands there are the ones CI runs).
 Options: `--url` (or `TROUPE_URL`, default ws://127.0.0.1:7419/ws), `--token` (or `TROUPE_TOKEN`), `--delay
 SECONDS` (pause after each event: a slow consumer; with a small `outbound_queue` under `[limits]` in the daemon's
-config.toml the daemon sends a gap and you see the recovery).
+config.toml the daemon sends a gap and you see the recovery). For a `wss://` URL whose certificate comes from a
+private CA, point `SSL_CERT_FILE` at the CA's certificate (Python's ssl module reads it).
 """
 
 import argparse
@@ -30,13 +33,14 @@ import asyncio
 import collections
 import json
 import os
+import ssl
 import sys
 import tempfile
 import time
 
 try:
     from websockets.asyncio.client import connect as ws_connect
-    from websockets.exceptions import ConnectionClosed, InvalidHandshake
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 except ImportError:
     sys.exit("run_and_approve.py needs the `websockets` package (13 or newer): pip install -r requirements.txt")
 
@@ -55,6 +59,9 @@ SCRIPT = {
     ]
 }
 TERMINAL = {"run_completed", "run_failed", "run_cancelled", "run_interrupted"}
+# OpenSSL's verify codes for a trusted certificate issued for another name (X509_V_ERR_HOSTNAME_MISMATCH) or
+# address (X509_V_ERR_IP_ADDRESS_MISMATCH): a CA file would not help.
+NAME_MISMATCH = {62, 64}
 
 
 class RpcError(Exception):
@@ -211,11 +218,31 @@ class Watcher:
             # Other types may appear in later builds: skip them.
 
 
+async def release_local_provider(connection, generation):
+    """Disconnects the `local` provider this program connected, so the daemon is not left with a script path that
+    is deleted at exit. Only while the connection is still this program's (`expected_connection_generation`):
+    one made by someone else meanwhile is theirs to keep."""
+    try:
+        await connection.call(
+            "provider.disconnect",
+            {
+                "provider_id": "local",
+                "expected_runtime_revision": None,
+                "expected_connection_generation": generation,
+                "client_request_id": unique_id("disconnect"),
+            },
+        )
+        print("disconnected the local provider: local/scripted has no script again")
+    except (RpcError, ConnectionClosed, OSError) as error:
+        print(f"left the local provider connected ({error})", file=sys.stderr)
+
+
 async def run(args, script_path):
     watcher = await Connection.open(args.url, args.token, "watcher")
     approver = await Connection.open(args.url, args.token, "approver")
+    generation = None  # the `local` connection this program made, once made
     try:
-        await watcher.call(
+        connected = await watcher.call(
             "provider.connect",
             {
                 "provider_id": "local",
@@ -226,6 +253,8 @@ async def run(args, script_path):
                 "client_connect_id": unique_id("connect"),
             },
         )
+        generation = connected["durable_connection"]["generation"]
+        print(f"connected the local provider with the script {script_path} (it replaces any script it had)")
         selection = {"agent": "default", "model": {"model": MODEL, "variant": None}, "preset": None}
         created = await watcher.call("session.create", {"selection": selection, "cwd": os.getcwd()})
         session_id = created["session"]["session_id"]
@@ -252,8 +281,21 @@ async def run(args, script_path):
         print(f"the run ended: {follower.outcome}")
         return 0 if follower.outcome == "run_completed" else 1
     finally:
+        if generation is not None:
+            await release_local_provider(watcher, generation)
         await approver.close()
         await watcher.close()
+
+
+def refusal_hint(status):
+    """What to check when the daemon answers the WebSocket upgrade with an HTTP error."""
+    if status == 401:
+        return "the token is missing or wrong: set TROUPE_TOKEN to the daemon's token (`troupe token` prints it)"
+    if status == 403:
+        return "the daemon refused this Origin: add it to allowed_origins in the daemon's config.toml"
+    if status == 404:
+        return "no WebSocket at this path: TROUPE_URL should end in /ws (or the proxy's path to it)"
+    return "see the daemon's log (`troupe serve`'s stderr, or journalctl -u troupe)"
 
 
 def main():
@@ -274,12 +316,27 @@ def main():
             json.dump(SCRIPT, script)
         try:
             status = asyncio.run(run(args, script_path))
-        except InvalidHandshake as error:
-            # 401: missing or wrong token. 403: an Origin the daemon does not allow.
+        except InvalidStatus as error:
             print(f"the daemon refused the connection to {args.url}: {error}", file=sys.stderr)
+            print(f"  hint: {refusal_hint(error.response.status_code)}", file=sys.stderr)
+            status = 2
+        except InvalidHandshake as error:
+            print(f"the WebSocket handshake with {args.url} failed: {error}", file=sys.stderr)
+            print("  hint: check that TROUPE_URL names the daemon's /ws path", file=sys.stderr)
+            status = 2
+        except ssl.SSLCertVerificationError as error:
+            print(f"cannot trust the certificate of {args.url}: {error.verify_message}", file=sys.stderr)
+            if error.verify_code in NAME_MISMATCH:
+                hint = "put a name or address the certificate has (its subjectAltName) in TROUPE_URL"
+            else:
+                hint = "for a private CA or a self-signed certificate, run with SSL_CERT_FILE=<the CA's .pem>"
+            print(f"  hint: {hint}", file=sys.stderr)
             status = 2
         except OSError as error:
-            print(f"cannot reach {args.url}: {error} (is `troupe serve` running?)", file=sys.stderr)
+            print(f"cannot reach {args.url}: {error}", file=sys.stderr)
+            print(
+                "  hint: start the daemon with `troupe serve`, or set TROUPE_URL to where it listens", file=sys.stderr
+            )
             status = 2
         except RpcError as error:
             print(str(error), file=sys.stderr)

@@ -13,6 +13,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use troupe_protocol::method;
+use troupe_protocol::types::provider::ProviderDisconnectParams;
+
 use super::support::*;
 
 /// How long an interpreted example may take (it runs in well under a second on an idle machine).
@@ -189,6 +192,47 @@ fn assert_ran_and_approved(status: ExitStatus, output: &str) {
     assert!(output.contains("[approver]"), "the approval came from the second connection:\n{output}");
 }
 
+/// Fails unless the daemon's `local` provider is back to its built-in state, with no script: the examples connect it
+/// with a script file they delete at exit, and must disconnect it again, or every later `local/scripted` run fails
+/// reading a file that is gone. A `provider.disconnect` finds no stored connection to remove when they did.
+fn assert_local_provider_released(daemon: &TestDaemon, output: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let disconnected = runtime.block_on(async {
+        let (client, _deliveries) = daemon.client().await;
+        let params = ProviderDisconnectParams {
+            provider_id: "local".to_owned(),
+            expected_runtime_revision: None,
+            expected_connection_generation: None,
+            client_request_id: "examples-test-check".to_owned(),
+        };
+        within("provider.disconnect", client.call::<method::ProviderDisconnect>(params))
+            .await
+            .expect("provider.disconnect")
+            .disconnected
+    });
+    assert!(!disconnected, "the example left the local provider connected to its deleted script; output:\n{output}");
+}
+
+/// A port nothing listens on (one just bound and released), for the unreachable-daemon tests.
+fn closed_port() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address")
+}
+
+/// What an interpreted example says when its token is refused: the refusal, and where the right token comes from.
+fn assert_token_hint(status: ExitStatus, output: &str) {
+    assert_eq!(status.code(), Some(2), "{output}");
+    assert!(output.contains("refused the connection") && output.contains("HTTP 401"), "{output}");
+    assert!(output.contains("set TROUPE_TOKEN") && output.contains("`troupe token`"), "{output}");
+}
+
+/// What an interpreted example says when no daemon listens: that it cannot reach it, and what to start or set.
+fn assert_unreachable_hint(status: ExitStatus, output: &str) {
+    assert_eq!(status.code(), Some(2), "{output}");
+    assert!(output.contains("cannot reach"), "{output}");
+    assert!(output.contains("`troupe serve`") && output.contains("TROUPE_URL"), "{output}");
+}
+
 /// `target/examples-venv/bin` with `websockets` importable, or a failure that says how to get it.
 fn python_venv_bin() -> PathBuf {
     let bin = repository().join("target/examples-venv/bin");
@@ -241,6 +285,7 @@ fn python_runs_an_agent_and_approves_from_a_second_connection() {
     let command = readme_command("run_and_approve.py");
     let (status, output) = Running::start(&daemon, &command, Some(&venv_bin)).finish(SCRIPT_LIMIT);
     assert_ran_and_approved(status, &output);
+    assert_local_provider_released(&daemon, &output);
 }
 
 #[test]
@@ -250,8 +295,17 @@ fn python_fails_with_a_wrong_token() {
     daemon.token = "not-the-token".to_owned();
     let command = readme_command("run_and_approve.py");
     let (status, output) = Running::start(&daemon, &command, Some(&venv_bin)).finish(SCRIPT_LIMIT);
-    assert_eq!(status.code(), Some(2), "{output}");
-    assert!(output.contains("refused the connection"), "{output}");
+    assert_token_hint(status, &output);
+}
+
+#[test]
+fn python_says_to_start_the_daemon_when_none_listens() {
+    let venv_bin = python_venv_bin();
+    let mut daemon = TestDaemon::start();
+    daemon.addr = closed_port();
+    let command = readme_command("run_and_approve.py");
+    let (status, output) = Running::start(&daemon, &command, Some(&venv_bin)).finish(SCRIPT_LIMIT);
+    assert_unreachable_hint(status, &output);
 }
 
 #[test]
@@ -261,6 +315,7 @@ fn node_runs_an_agent_and_approves_from_a_second_connection() {
     let command = readme_command("run_and_approve.js");
     let (status, output) = Running::start(&daemon, &command, None).finish(SCRIPT_LIMIT);
     assert_ran_and_approved(status, &output);
+    assert_local_provider_released(&daemon, &output);
 }
 
 #[test]
@@ -270,8 +325,17 @@ fn node_fails_with_a_wrong_token() {
     daemon.token = "not-the-token".to_owned();
     let command = readme_command("run_and_approve.js");
     let (status, output) = Running::start(&daemon, &command, None).finish(SCRIPT_LIMIT);
-    assert_eq!(status.code(), Some(2), "{output}");
-    assert!(output.contains("refused the connection"), "{output}");
+    assert_token_hint(status, &output);
+}
+
+#[test]
+fn node_says_to_start_the_daemon_when_none_listens() {
+    require_node();
+    let mut daemon = TestDaemon::start();
+    daemon.addr = closed_port();
+    let command = readme_command("run_and_approve.js");
+    let (status, output) = Running::start(&daemon, &command, None).finish(SCRIPT_LIMIT);
+    assert_unreachable_hint(status, &output);
 }
 
 #[test]
@@ -280,6 +344,7 @@ fn rust_runs_an_agent_and_approves_from_the_shared_client() {
     let command = readme_command("--example run_and_approve");
     let (status, output) = Running::start(&daemon, &command, None).finish(CARGO_LIMIT);
     assert_ran_and_approved(status, &output);
+    assert_local_provider_released(&daemon, &output);
 }
 
 #[test]
