@@ -20,6 +20,8 @@ use crate::style::{Style, clean, id_prefix, relative_time, unique_prefix_len};
 /// `troupe approvals [SESSION]`.
 pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
+    // Every root session: the SESSION column's prefixes must be unique among them, since `troupe approve` takes one.
+    let sessions = client.session_list(SessionListParams::default()).await.map_err(explained)?.sessions;
     let roots = match given {
         Some(given) => {
             let session_id = resolve_session_id(&client, given).await?;
@@ -29,14 +31,11 @@ pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool)
                 SessionOrigin::Delegated { root_session_id, .. } => vec![root_session_id],
             }
         }
-        None => {
-            let sessions = client.session_list(SessionListParams::default()).await.map_err(explained)?.sessions;
-            sessions
-                .into_iter()
-                .filter(|session| session.status == SessionStatus::Running)
-                .map(|session| session.session_id)
-                .collect()
-        }
+        None => sessions
+            .iter()
+            .filter(|session| session.status == SessionStatus::Running)
+            .map(|session| session.session_id.clone())
+            .collect(),
     };
     let mut pending = Vec::new();
     for root_session_id in roots {
@@ -54,7 +53,8 @@ pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool)
         // Pending approvals, oldest first per tree, as `approval.list` gives them.
         return pretty_json(&serde_json::json!({ "approvals": pending }));
     }
-    text(&render_approvals(&pending, given.is_some(), Style::stdout()));
+    let known: Vec<&str> = sessions.iter().map(|session| session.session_id.as_str()).collect();
+    text(&render_approvals(&pending, given.is_some(), &known, Style::stdout()));
     Ok(())
 }
 
@@ -62,8 +62,10 @@ fn is_gone(error: &troupe_protocol::client::ClientError) -> bool {
     matches!(error, troupe_protocol::client::ClientError::Rpc(rpc) if rpc.typed_code() == Some("session_not_found"))
 }
 
-/// The pending approvals as a table and, under it, the command that answers each.
-pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, style: Style) -> String {
+/// The pending approvals as a table and, under it, the command that answers each. The SESSION column's prefixes are
+/// unique among the pending approvals' sessions and `known` (the root sessions, which `troupe approve` resolves a
+/// prefix against).
+pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, known: &[&str], style: Style) -> String {
     if pending.is_empty() {
         return if one_tree {
             "no approvals pending in this session's tree\n".to_owned()
@@ -72,7 +74,11 @@ pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, style: Style
         };
     }
     // The sessions of one tree are created within moments of each other: their ids share a long prefix.
-    let id_len = unique_prefix_len(pending.iter().map(|record| record.session_id.as_str()));
+    let mut ids: Vec<&str> = pending.iter().map(|record| record.session_id.as_str()).collect();
+    ids.extend(known.iter().copied());
+    ids.sort_unstable();
+    ids.dedup();
+    let id_len = unique_prefix_len(ids);
     let mut rows = vec![["APPROVAL", "SESSION", "TOOL", "ACTION", "ASKED", "WHAT"].map(str::to_owned).to_vec()];
     for record in pending {
         rows.push(vec![
@@ -148,17 +154,23 @@ mod tests {
             created_at: "not a time".into(),
             decided_at: None,
         };
-        let text = render_approvals(std::slice::from_ref(&record), false, Style::plain());
+        let text = render_approvals(std::slice::from_ref(&record), false, &[], Style::plain());
         assert!(text.contains("ap-1      01234567  shell  execute  not a time  Run rm"), "{text}");
         assert!(text.contains("execute on rm -rf build"), "{text}");
         assert!(text.contains("`troupe approve 0123456789abcdef ap-1` (add --tree"), "{text}");
-        assert_eq!(render_approvals(&[], false, Style::plain()), "no approvals pending\n");
+        assert_eq!(render_approvals(&[], false, &[], Style::plain()), "no approvals pending\n");
 
         // A child session created moments after its root shares its first 8 characters: the column tells them
         // apart.
         let child = ApprovalRecord { session_id: "0123456799abcdef".into(), approval_id: "ap-2".into(), ..record };
         let record = ApprovalRecord { session_id: "0123456789abcdef".into(), ..child.clone() };
-        let text = render_approvals(&[record, child], false, Style::plain());
+        let record_copy = record.clone();
+        let text = render_approvals(&[record, child], false, &[], Style::plain());
         assert!(text.contains(" 012345678 ") && text.contains(" 012345679 "), "{text}");
+
+        // Another root session created in the same minute: the prefix `troupe approve` is given must not match it.
+        let alone = ApprovalRecord { session_id: "0123456789abcdef".into(), ..record_copy };
+        let text = render_approvals(&[alone], false, &["0123456789abcdef", "0123456780ffffff"], Style::plain());
+        assert!(text.contains(" 0123456789 "), "{text}");
     }
 }
