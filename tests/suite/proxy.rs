@@ -121,7 +121,13 @@ async fn client_flows_through(stack: &Stack) {
     let said = String::from_utf8_lossy(&mismatch.stderr);
     assert!(!mismatch.status.success());
     match stack.kind {
-        ProxyKind::Nginx => assert!(said.contains("not valid for `127.0.0.1`") && said.contains("localhost"), "{said}"),
+        // The URL's host is an IP address and the certificate has DNS names only: the fix is an IP subjectAltName.
+        ProxyKind::Nginx => assert!(
+            said.contains("not valid for 127.0.0.1 (it names DNS:localhost")
+                && said.contains("subjectAltName=IP:127.0.0.1")
+                && !said.contains("DnsName("),
+            "{said}"
+        ),
         ProxyKind::Caddy => assert!(said.contains("TLS handshake"), "{said}"),
     }
 
@@ -153,15 +159,49 @@ async fn client_flows_through(stack: &Stack) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_carries_the_cli_the_shared_client_and_browsers_and_forwards_the_client_address() {
-    let stack = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 90);
+    let mut stack = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 90);
     client_flows_through(&stack).await;
     refused_origin_logs_the_forwarded_address(&stack, true).await;
+    wrong_urls_are_explained(&mut stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_trust_proxy_the_daemon_logs_nginx_address_not_the_forwarded_one() {
     let stack = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: false, ping_interval_secs: None }, 90);
     refused_origin_logs_the_forwarded_address(&stack, false).await;
+}
+
+/// `troupe sessions` at `url` (the CA given), which must fail: its stderr.
+async fn troupe_fails_at(stack: &Stack, url: &str) -> String {
+    let mut command = tokio::process::Command::new(troupe_binary());
+    command.args(["sessions", "--ca-cert"]).arg(&stack.ca.ca_pem);
+    command.env("TROUPE_URL", url).env("TROUPE_TOKEN", &stack.daemon.token).env("RUST_LOG", "off");
+    let output = within("troupe at a wrong URL", command.output()).await.expect("run troupe");
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "troupe at {url} succeeded: {said}");
+    assert!(!said.contains(&stack.daemon.token), "{said}");
+    said
+}
+
+/// The mistakes a first setup makes with a proxy, each said with its fix: plain `ws://` to the TLS port, a path
+/// the proxy does not serve, and (last: it stops the daemon) the proxy answering 502 because the daemon behind it
+/// is down.
+async fn wrong_urls_are_explained(stack: &mut Stack) {
+    let port = stack.proxy.port;
+    let said = troupe_fails_at(stack, &format!("ws://localhost:{port}/agent/ws")).await;
+    assert!(said.contains(&format!("use wss://localhost:{port}/agent/ws")), "plain ws:// to a TLS port: {said}");
+    let said = troupe_fails_at(stack, &format!("wss://localhost:{port}/nope")).await;
+    assert!(
+        said.contains("HTTP 404 Not Found") && said.contains("no WebSocket endpoint at /nope") && said.contains("/ws"),
+        "a wrong path: {said}"
+    );
+    stack.daemon.stop();
+    let said = troupe_fails_at(stack, &stack.proxy.url("/ws")).await;
+    assert!(
+        said.contains("HTTP 502 Bad Gateway: it is a proxy, and it could not reach the daemon behind it")
+            && said.contains("troupe serve"),
+        "the daemon behind the proxy is down: {said}"
+    );
 }
 
 /// A refused upgrade from [`CLIENT_SOURCE`], with a forged `X-Forwarded-For`: the daemon's log names the client's
@@ -272,7 +312,8 @@ async fn watch_through_nginx_resumes_from_its_cursor_after_a_daemon_restart() {
 /// The same client flows through Caddy, from `deploy/caddy/Caddyfile`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caddy_carries_the_cli_the_shared_client_and_browsers_and_forwards_the_client_address() {
-    let stack = Stack::start(ProxyKind::Caddy, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 0);
+    let mut stack = Stack::start(ProxyKind::Caddy, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 0);
     client_flows_through(&stack).await;
     refused_origin_logs_the_forwarded_address(&stack, true).await;
+    wrong_urls_are_explained(&mut stack).await;
 }

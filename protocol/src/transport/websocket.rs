@@ -16,12 +16,14 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, header};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use zeroize::Zeroizing;
 
 use super::{MessageFrame, Transport, TransportError};
 
+mod refusal;
 mod tls;
 mod unix;
 
@@ -47,7 +49,7 @@ impl WebSocketTransport {
     /// <token>`.
     ///
     /// A refused upgrade comes back as a readable error: HTTP 401 says "unauthorized (check the token)", HTTP 403
-    /// says "forbidden origin".
+    /// says "forbidden origin", and the statuses a proxy or a wrong URL cause say what to change (`refusal.rs`).
     pub async fn connect(url: &str, token: &str) -> Result<WebSocketTransport, TransportError> {
         Self::connect_trusting(url, token, None).await
     }
@@ -74,7 +76,7 @@ impl WebSocketTransport {
                 )));
             }
         };
-        let address = describe_address(&request);
+        let target = describe_target(&request);
 
         authorize(&mut request, token)?;
 
@@ -83,7 +85,7 @@ impl WebSocketTransport {
         let (socket, _response) =
             tokio_tungstenite::connect_async_tls_with_config(request, None, disable_nagle, Some(connector))
                 .await
-                .map_err(|error| describe_connect_error(&address, error))?;
+                .map_err(|error| describe_connect_error(&target, error))?;
         Ok(WebSocketTransport::from_socket::<MaybeTlsStream<TcpStream>>(socket))
     }
 
@@ -112,31 +114,23 @@ fn authorize(
     Ok(())
 }
 
-/// `host:port` of the request, without any user info the URL might carry.
-fn describe_address<B>(request: &tokio_tungstenite::tungstenite::http::Request<B>) -> String {
+/// Where the request goes: `host:port` without any user info the URL might carry, the scheme, the path.
+fn describe_target<B>(request: &tokio_tungstenite::tungstenite::http::Request<B>) -> refusal::Target {
     let uri = request.uri();
     let host = uri.host().unwrap_or("?");
-    match uri.port_u16() {
+    let address = match uri.port_u16() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
-    }
+    };
+    let scheme = if uri.scheme_str() == Some("wss") { refusal::Scheme::Wss } else { refusal::Scheme::Ws };
+    refusal::Target { address, scheme, path: uri.path().to_owned() }
 }
 
-fn describe_connect_error(address: &str, error: WsError) -> TransportError {
+fn describe_connect_error(target: &refusal::Target, error: WsError) -> TransportError {
+    let address = &target.address;
     let detail = match error {
-        WsError::Http(response) => match response.status() {
-            StatusCode::UNAUTHORIZED => format!(
-                "the daemon at {address} refused the connection: unauthorized (check the token; \
-                 `troupe token` prints it)"
-            ),
-            StatusCode::FORBIDDEN => format!(
-                "the daemon at {address} refused the connection: forbidden origin (the Origin header is \
-                 not allowed by its `allowed_origins`)"
-            ),
-            status => {
-                format!("the daemon at {address} refused the WebSocket upgrade with HTTP {status}")
-            }
-        },
+        WsError::Http(response) => refusal::describe_refusal(target, &response),
+        WsError::Protocol(ProtocolError::WrongHttpVersion) => refusal::describe_http_1_0(target),
         WsError::Io(error) => match tls::handshake_error(&error) {
             Some(tls_error) => tls::describe_handshake_error(address, tls_error),
             None => format!("cannot connect to {address}: {error}"),

@@ -90,19 +90,105 @@ pub(super) fn describe_handshake_error(address: &str, error: &rustls::Error) -> 
             CertificateError::NotValidForName => {
                 format!("{prefix}: its certificate is not valid for the host name in the URL")
             }
-            CertificateError::NotValidForNameContext { expected, presented } => format!(
-                "{prefix}: its certificate is not valid for `{}` (it names {}); use a URL with one of those \
-                 names",
-                expected.to_str(),
-                if presented.is_empty() { "no host at all".to_owned() } else { presented.join(", ") }
-            ),
-            other => format!("{prefix}: its certificate is not acceptable: {other:?}"),
+            CertificateError::NotValidForNameContext { expected, presented } => {
+                let names: Vec<PresentedName> = presented.iter().map(|raw| PresentedName::parse(raw)).collect();
+                format!("{prefix}: {}", describe_name_mismatch(&expected.to_str(), &names))
+            }
+            CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                format!("{prefix}: its certificate has expired; renew it (or check this machine's clock)")
+            }
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                format!("{prefix}: its certificate is not valid yet; check the clocks of both machines")
+            }
+            other => format!("{prefix}: its certificate is not acceptable: {other}"),
         },
         rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
             format!("{prefix}: the server did not answer in TLS ({error}); is it a plain daemon? use ws:// for that")
         }
         other => format!("{prefix}: {other}"),
     }
+}
+
+/// One subjectAltName of the server's certificate. rustls-webpki reports them as debug text (`DnsName("x")`,
+/// `IpAddress(1.2.3.4)`), which is parsed back here so a person reads the names as they would write them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PresentedName {
+    Dns(String),
+    Ip(String),
+    /// A kind that never matches a host (a URI, a directory name), kept as rustls-webpki wrote it.
+    Other(String),
+}
+
+impl PresentedName {
+    fn parse(raw: &str) -> PresentedName {
+        let inner = |prefix: &str| raw.strip_prefix(prefix).and_then(|rest| rest.strip_suffix(')'));
+        if let Some(name) = inner("DnsName(").and_then(|quoted| quoted.strip_prefix('"')?.strip_suffix('"')) {
+            PresentedName::Dns(name.to_owned())
+        } else if let Some(address) = inner("IpAddress(") {
+            PresentedName::Ip(address.to_owned())
+        } else if let Some(uri) =
+            inner("UniformResourceIdentifier(").and_then(|q| q.strip_prefix('"')?.strip_suffix('"'))
+        {
+            PresentedName::Other(format!("URI:{uri}"))
+        } else {
+            PresentedName::Other(raw.to_owned())
+        }
+    }
+
+    /// The name as written in a certificate request: `DNS:x`/`IP:x` when `kinds` (the kinds differ from what the
+    /// URL needs, so the kind is the point), else bare.
+    fn written(&self, kinds: bool) -> String {
+        match (self, kinds) {
+            (PresentedName::Dns(name), true) => format!("DNS:{name}"),
+            (PresentedName::Ip(address), true) => format!("IP:{address}"),
+            (PresentedName::Dns(name) | PresentedName::Ip(name) | PresentedName::Other(name), _) => name.clone(),
+        }
+    }
+}
+
+/// Why a certificate does not fit the URL's host `expected`, and what fixes it. A host that is an IP address is
+/// only ever matched by an IP subjectAltName: a DNS name spelled `127.0.0.1` does not count, which is the
+/// mistake worth naming.
+fn describe_name_mismatch(expected: &str, names: &[PresentedName]) -> String {
+    let wants_ip = expected.parse::<std::net::IpAddr>().is_ok();
+    let (kind, san) = if wants_ip { ("IP", format!("IP:{expected}")) } else { ("DNS", format!("DNS:{expected}")) };
+    let head = format!("its certificate is not valid for {expected}");
+    if names.is_empty() {
+        return format!(
+            "{head}: it has no subjectAltName (the Common Name is not used); the certificate needs \
+             subjectAltName={san}"
+        );
+    }
+    let same_kind = |name: &PresentedName| {
+        matches!((name, wants_ip), (PresentedName::Ip(_), true) | (PresentedName::Dns(_), false))
+    };
+    let mixed = !names.iter().all(same_kind);
+    let listed: Vec<String> = names.iter().map(|name| name.written(mixed)).collect();
+    let listed = listed.join(", ");
+    // Other names of the kind the URL can use: the URL could name one of them instead.
+    let usable: Vec<String> = names
+        .iter()
+        .filter_map(|name| match name {
+            PresentedName::Dns(name) if name.parse::<std::net::IpAddr>().is_err() && !name.starts_with('*') => {
+                Some(name.clone())
+            }
+            PresentedName::Ip(address) => Some(address.clone()),
+            _ => None,
+        })
+        .collect();
+    if wants_ip && !names.iter().any(|name| matches!(name, PresentedName::Ip(_))) {
+        let instead = if usable.is_empty() {
+            String::new()
+        } else {
+            format!(", or use a URL with one of its names ({})", usable.join(", "))
+        };
+        return format!(
+            "{head} (it names {listed}, and a DNS name never matches an IP address): a URL with an IP address needs \
+             the certificate to have an IP subjectAltName (subjectAltName={san}){instead}"
+        );
+    }
+    let instead = if usable.is_empty() { String::new() } else { "use a URL with one of those names, or ".to_owned() };
+    format!("{head} (it names {listed}); {instead}give it a certificate with a {kind} subjectAltName {san}")
 }
 
 #[cfg(test)]
@@ -143,7 +229,50 @@ mod tests {
                 presented: vec!["DnsName(\"localhost\")".to_owned()],
             }),
         );
-        assert!(said.contains("not valid for `wrong.test`"), "{said}");
-        assert!(said.contains("localhost"), "{said}");
+        assert!(said.contains("not valid for wrong.test (it names localhost); use a URL with one"), "{said}");
+        assert!(said.contains("DNS:wrong.test"), "{said}");
+        assert!(!said.contains("DnsName"), "{said}");
+    }
+
+    /// The names exactly as rustls-webpki reports them.
+    fn mismatch(expected: &str, presented: &[&str]) -> String {
+        let expected = rustls::pki_types::ServerName::try_from(expected).unwrap().to_owned();
+        describe_handshake_error(
+            "host:443",
+            &rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext {
+                expected,
+                presented: presented.iter().map(|name| (*name).to_owned()).collect(),
+            }),
+        )
+    }
+
+    #[test]
+    fn an_ip_url_against_dns_names_asks_for_an_ip_subject_alt_name() {
+        // The tryout's certificate: `DNS:127.0.0.1`, which looks right and never matches.
+        let said = mismatch("127.0.0.1", &["DnsName(\"127.0.0.1\")"]);
+        assert!(said.contains("not valid for 127.0.0.1 (it names DNS:127.0.0.1, and a DNS name never"), "{said}");
+        assert!(said.contains("subjectAltName=IP:127.0.0.1"), "{said}");
+        assert!(!said.contains("DnsName") && !said.contains("one of its names"), "{said}");
+        let said = mismatch("127.0.0.1", &["DnsName(\"localhost\")", "DnsName(\"*.example.com\")"]);
+        assert!(said.contains("it names DNS:localhost, DNS:*.example.com"), "{said}");
+        assert!(
+            said.contains("subjectAltName=IP:127.0.0.1), or use a URL with one of its names (localhost)"),
+            "{said}"
+        );
+        let said = mismatch("::1", &["DnsName(\"localhost\")"]);
+        assert!(said.contains("subjectAltName=IP:::1"), "{said}");
+    }
+
+    #[test]
+    fn other_name_mismatches_read_as_written() {
+        let said = mismatch("10.0.0.2", &["IpAddress(10.0.0.1)", "IpAddress(::1)"]);
+        assert!(said.contains("not valid for 10.0.0.2 (it names 10.0.0.1, ::1); use a URL"), "{said}");
+        assert!(said.contains("IP subjectAltName IP:10.0.0.2"), "{said}");
+        let said = mismatch("troupe.test", &["IpAddress(10.0.0.1)", "DnsName(\"other.test\")"]);
+        assert!(said.contains("it names IP:10.0.0.1, DNS:other.test"), "{said}");
+        let said = mismatch("troupe.test", &[]);
+        assert!(said.contains("no subjectAltName") && said.contains("subjectAltName=DNS:troupe.test"), "{said}");
+        let said = mismatch("troupe.test", &["UniformResourceIdentifier(\"spiffe://x\")", "DirectoryName"]);
+        assert!(said.contains("it names URI:spiffe://x, DirectoryName); give it"), "{said}");
     }
 }

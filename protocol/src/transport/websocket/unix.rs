@@ -10,6 +10,7 @@ use std::path::Path;
 use tokio::net::UnixStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use super::refusal::{Scheme, Target};
 use super::{WebSocketTransport, authorize, describe_connect_error};
 use crate::transport::TransportError;
 
@@ -36,8 +37,10 @@ pub(super) async fn connect(path: &Path, token: &str) -> Result<WebSocketTranspo
         .into_client_request()
         .map_err(|error| TransportError(format!("building the WebSocket upgrade failed: {error}")))?;
     authorize(&mut request, token)?;
-    let (socket, _response) = tokio_tungstenite::client_async(request, stream)
-        .await
-        .map_err(|error| describe_connect_error(&address, error))?;
+    let (socket, _response) = tokio_tungstenite::client_async(request, stream).await.map_err(|error| {
+        // A unix socket is only ever the daemon itself (no TLS, the fixed path /ws).
+        let target = Target { address: address.clone(), scheme: Scheme::Unix, path: "/ws".to_owned() };
+        describe_connect_error(&target, error)
+    })?;
     Ok(WebSocketTransport::from_socket(socket))
 }
