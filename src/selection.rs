@@ -17,6 +17,7 @@ use troupe_protocol::types::common::{Empty, ModelSelection, RunSelection, Sessio
 use troupe_protocol::types::runtime::{ProviderKind, RuntimeSnapshot};
 use troupe_runtime::catalog::DEFAULT_AGENT;
 
+use crate::catalog_cmd::{Usable, usable};
 use crate::cli_errors::explained;
 
 /// What the person asked for on the command line (`--agent`, `--model`).
@@ -106,7 +107,10 @@ pub fn decide(
     Ok(RunSelection { agent: agent_name, model, preset: None })
 }
 
-/// Refuses a model of an unknown or unconnected provider, or an unknown local model.
+/// Refuses a model that cannot run now: an unknown provider or local model, a provider that is not connected, or
+/// `local/scripted` without a script. A model the catalog lists is judged by [`usable`], the very check behind
+/// `troupe models`' USABLE column, so the two never disagree; a remote provider may run models its catalog does
+/// not list, so for those only the connection counts.
 fn check_model(snapshot: &RuntimeSnapshot, model: &str) -> anyhow::Result<()> {
     let Some((provider_id, _)) = model.split_once('/').filter(|(p, m)| !p.is_empty() && !m.is_empty()) else {
         bail!("{model:?} is not a model\n  hint: models are written PROVIDER/MODEL, e.g. --model openai/gpt-4o");
@@ -114,25 +118,34 @@ fn check_model(snapshot: &RuntimeSnapshot, model: &str) -> anyhow::Result<()> {
     let Some(provider) = snapshot.providers.iter().find(|provider| provider.provider_id == provider_id) else {
         bail!("no provider {provider_id:?} (in {model})\n  hint: the providers are openai, anthropic and local");
     };
-    if provider.kind == ProviderKind::Local {
-        if !snapshot.models.iter().any(|info| info.model == model) {
-            bail!("no model {model}\n  hint: the local models are local/echo and local/scripted");
+    let verdict = match snapshot.models.iter().find(|info| info.model == model) {
+        Some(info) => usable(snapshot, info),
+        None if provider.kind == ProviderKind::Local => {
+            bail!("no model {model}\n  hint: the local models are local/echo and local/scripted")
         }
-        return Ok(());
+        None if provider.connected => Usable::Yes,
+        None => Usable::NotConnected,
+    };
+    match verdict {
+        Usable::Yes => Ok(()),
+        Usable::NoScript => bail!(
+            "{model} cannot run: it plays a script file, and the local provider has none (`troupe models` says \
+             \"no (no script)\")\n  hint: connect one with `troupe connect local --script FILE`, or choose another \
+             model with --model (local/echo needs nothing)"
+        ),
+        Usable::NotConnected => {
+            let how = match provider.kind {
+                ProviderKind::Anthropic => "`troupe connect anthropic --api-key-env ANTHROPIC_API_KEY`".to_owned(),
+                _ => format!(
+                    "`troupe connect {provider_id} --base-url https://api.openai.com/v1 --api-key-env OPENAI_API_KEY`"
+                ),
+            };
+            bail!(
+                "{model} needs provider {provider_id}, which is not connected\n  hint: connect it with {how}, or \
+                 choose another model with --model"
+            )
+        }
     }
-    if !provider.connected {
-        let how = match provider.kind {
-            ProviderKind::Anthropic => "`troupe connect anthropic --api-key-env ANTHROPIC_API_KEY`".to_owned(),
-            _ => format!(
-                "`troupe connect {provider_id} --base-url https://api.openai.com/v1 --api-key-env OPENAI_API_KEY`"
-            ),
-        };
-        bail!(
-            "{model} needs provider {provider_id}, which is not connected\n  hint: connect it with {how}, or \
-             choose another model with --model"
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -140,8 +153,10 @@ mod tests {
     use super::*;
     use troupe_protocol::types::runtime::{AgentInfo, AgentMode};
 
+    /// The built-in catalog with a `local` script connected (generation 1), so `local/scripted` can run.
     fn snapshot() -> RuntimeSnapshot {
         let mut snapshot = troupe_runtime::catalog::builtin_snapshot(1);
+        snapshot.providers.iter_mut().find(|provider| provider.provider_id == "local").unwrap().generation = 1;
         snapshot.agents.push(AgentInfo {
             agent: "coder".into(),
             description: String::new(),
@@ -208,6 +223,27 @@ mod tests {
         let stale = SessionSelections { last: Some(selection("remote", "openai/gpt-4o")), creation: None };
         let chosen = decide(&snapshot, &flags(None, None), &stale).unwrap();
         assert_eq!(chosen, selection("remote", "local/echo"), "a session whose model cannot run follows its chain");
+    }
+
+    #[test]
+    fn local_scripted_without_a_script_is_refused_as_troupe_models_says() {
+        let mut snapshot = snapshot();
+        snapshot.providers.iter_mut().find(|provider| provider.provider_id == "local").unwrap().generation = 0;
+        let none = SessionSelections::default();
+        let error = decide(&snapshot, &flags(None, Some("local/scripted")), &none).unwrap_err().to_string();
+        assert!(error.contains("no (no script)") && error.contains("troupe connect local --script FILE"), "{error}");
+        // `troupe models` agrees: the same model is listed as not usable.
+        let info = snapshot.models.iter().find(|info| info.model == "local/scripted").unwrap();
+        assert_eq!(usable(&snapshot, info), Usable::NoScript);
+        let error = decide(&snapshot, &flags(Some("coder"), None), &none).unwrap_err().to_string();
+        assert!(error.contains("troupe connect local --script FILE"), "a chain of only local/scripted: {error}");
+        // A session created on local/scripted whose script went away follows its agent's chain instead.
+        let session = SessionSelections { last: Some(selection("default", "local/scripted")), creation: None };
+        assert_eq!(decide(&snapshot, &flags(None, None), &session).unwrap(), selection("default", "local/echo"));
+        assert_eq!(
+            decide(&snapshot, &flags(None, Some("local/echo")), &none).unwrap(),
+            selection("default", "local/echo")
+        );
     }
 
     #[test]

@@ -29,11 +29,12 @@ async fn models_follow_the_daemons_local_connection_after_disconnect_and_connect
     assert!(model_row(&printed, "local/scripted").contains(" yes "), "{printed}");
 
     troupe(&daemon, &["disconnect", "local"]).await.ok();
-    // A run on it says how to give it a script, in CLI words.
+    // A run on it is refused before it starts (cli_selection_refusals.rs) and says how to give it a script, in CLI
+    // words.
     let cwd = daemon.project_path().to_str().unwrap().to_owned();
     let output = troupe(&daemon, &["run", "--model", "local/scripted", "--cwd", &cwd, "hello"]).await;
     assert_eq!(output.code, Some(1), "{output:?}");
-    assert!(output.stdout.contains("troupe connect local --script FILE"), "{output:?}");
+    assert!(output.stderr.contains("troupe connect local --script FILE"), "{output:?}");
     assert!(!output.stdout.contains("setup_values") && !output.stderr.contains("setup_values"), "{output:?}");
     let printed = troupe(&daemon, &["models"]).await.ok();
     assert!(model_row(&printed, "local/scripted").contains("no (no script)"), "{printed}");

@@ -11,6 +11,7 @@ mod cli_history;
 mod cli_inspect;
 mod cli_polish;
 mod cli_run_control;
+mod cli_selection_refusals;
 mod cli_support;
 mod compaction;
 mod compaction_attacks;
