@@ -4,8 +4,10 @@
 //!
 //! The daemon reads its config once, at start. Whether the running daemon predates the file's last change is found
 //! without asking it: the daemon holds an `flock` on `<data dir>/daemon/lock` for its lifetime, `/proc/locks`
-//! names the process holding it, and `/proc/<pid>/stat` gives that process's start. When any of this cannot be
-//! read, the command says that changes apply on restart instead of guessing.
+//! names the process holding it, and the daemon writes its pid into the lock file right before it reads the
+//! config, so the lock file's mtime is when the config was read (to the file system's precision; a daemon that
+//! did not write its pid falls back to `/proc/<pid>/stat`'s start, known to whole boot-time seconds only). When
+//! none of this can be read, the command says that changes apply on restart instead of guessing.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -28,7 +30,10 @@ pub fn problem_json(problem: &ConfigProblem) -> serde_json::Value {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DaemonProcess {
     pub pid: u32,
+    /// When it read its config: the lock file's mtime, else the process's start.
     pub started: SystemTime,
+    /// Whether `started` is the lock file's mtime (precise) rather than the coarse process start.
+    pub precise: bool,
 }
 
 /// What is known about a daemon running on a data dir, from this machine's `/proc`.
@@ -44,7 +49,7 @@ pub enum LocalDaemon {
 /// Finds the daemon running on `data_dir` through its lock.
 pub fn local_daemon(data_dir: &DataDir) -> LocalDaemon {
     use std::os::unix::fs::MetadataExt;
-    let lock = data_dir.daemon_dir().join("lock");
+    let lock = data_dir.lock_path();
     let Ok(metadata) = std::fs::metadata(&lock) else {
         // No lock file: no daemon has ever started here.
         return LocalDaemon::NotRunning;
@@ -67,11 +72,29 @@ pub fn local_daemon(data_dir: &DataDir) -> LocalDaemon {
         })
         .collect();
     let holder = holders.iter().find(|(_, exact)| *exact).or(holders.first()).map(|(pid, _)| *pid);
-    match holder {
-        None => LocalDaemon::NotRunning,
-        Some(pid) => process_start(pid)
-            .map_or(LocalDaemon::Unknown, |started| LocalDaemon::Running(DaemonProcess { pid, started })),
+    let Some(pid) = holder else {
+        return LocalDaemon::NotRunning;
+    };
+    // The pid in the file says the daemon wrote it (and so stamped the mtime) at this start.
+    let recorded = std::fs::read_to_string(&lock).ok().and_then(|text| text.trim().parse::<u32>().ok());
+    if recorded == Some(pid)
+        && let Ok(started) = std::fs::metadata(&lock).and_then(|metadata| metadata.modified())
+    {
+        return LocalDaemon::Running(DaemonProcess { pid, started, precise: true });
     }
+    process_start(pid)
+        .map_or(LocalDaemon::Unknown, |started| LocalDaemon::Running(DaemonProcess { pid, started, precise: false }))
+}
+
+/// The URL the daemon running on `data_dir` recorded in `daemon/url`; `None` when no daemon runs there (a file
+/// a killed daemon left is stale) or it recorded none. When whether one runs cannot be told, the file is trusted.
+pub fn running_daemon_url(data_dir: &DataDir) -> Option<String> {
+    let url = std::fs::read_to_string(data_dir.url_path()).ok()?;
+    let url = url.trim();
+    if url.is_empty() || local_daemon(data_dir) == LocalDaemon::NotRunning {
+        return None;
+    }
+    Some(url.to_owned())
 }
 
 /// When process `pid` started: its start in clock ticks after boot (`/proc/<pid>/stat`, field 22) plus the boot
@@ -92,9 +115,10 @@ fn process_start(pid: u32) -> Option<SystemTime> {
     Some(SystemTime::UNIX_EPOCH + Duration::from_secs(boot) + since_boot)
 }
 
-/// How finely a process's start is known (clock ticks, usually 10 ms), with room for a coarse file time: a file
-/// written this soon after the start is taken to be older, since the daemon reads it later still.
-const START_RESOLUTION: Duration = Duration::from_millis(50);
+/// How finely a process's start is known from `/proc` (the boot time is in whole seconds): a file written this
+/// soon after the start is taken to be older, since the daemon reads it later still. The lock file's mtime
+/// needs no such slack.
+const START_RESOLUTION: Duration = Duration::from_secs(1);
 
 /// Whether the running daemon has the config file's current contents, in one sentence, and whether a restart is
 /// due (`None`: cannot tell).
@@ -105,16 +129,20 @@ pub fn restart_note(data_dir: &DataDir) -> (String, Option<bool>) {
         (LocalDaemon::NotRunning, _) => {
             ("no daemon is running on this data dir: the config applies when it starts".to_owned(), Some(false))
         }
-        (LocalDaemon::Running(daemon), Some(modified)) if modified > daemon.started + START_RESOLUTION => (
-            format!(
-                "{} changed after the running daemon (pid {}) started: restart it (stop it, then `troupe serve \
+        (LocalDaemon::Running(daemon), Some(modified))
+            if modified > daemon.started + if daemon.precise { Duration::ZERO } else { START_RESOLUTION } =>
+        {
+            (
+                format!(
+                    "{} changed after the running daemon (pid {}) started: restart it (stop it, then `troupe serve \
                  --data-dir {}`) to apply the change",
-                config.display(),
-                daemon.pid,
-                data_dir.root().display()
-            ),
-            Some(true),
-        ),
+                    config.display(),
+                    daemon.pid,
+                    data_dir.root().display()
+                ),
+                Some(true),
+            )
+        }
         (LocalDaemon::Running(daemon), _) => (
             format!(
                 "the running daemon (pid {}, started {}) has this config; later changes apply when it restarts",
@@ -208,7 +236,7 @@ mod tests {
         let data_dir = DataDir::new(dir.path().to_path_buf());
         data_dir.ensure_layout().unwrap();
         assert_eq!(local_daemon(&data_dir), LocalDaemon::NotRunning);
-        let file = std::fs::File::create(data_dir.daemon_dir().join("lock")).unwrap();
+        let file = std::fs::File::create(data_dir.lock_path()).unwrap();
         assert_eq!(local_daemon(&data_dir), LocalDaemon::NotRunning);
         // SAFETY: flock on a descriptor we own.
         assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);

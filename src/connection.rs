@@ -1,5 +1,5 @@
-//! How a client command finds and reaches the daemon: the URL (`--url`, `TROUPE_URL`, else the data dir's
-//! configured `listen`), the token (`--token`, `TROUPE_TOKEN`, else the data dir's token file, read only), and
+//! How a client command finds and reaches the daemon: the URL (`--url`, `TROUPE_URL`, else the URL the daemon
+//! running on the data dir recorded in `daemon/url`, else the data dir's configured `listen`), the token (`--token`, `TROUPE_TOKEN`, else the data dir's token file, read only), and
 //! what it says when that fails. A client command never creates a data directory or a token: a token it created
 //! could only be wrong, and would hide the real mistake (a mistyped `--data-dir`).
 
@@ -25,15 +25,35 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// The daemon's URL: the one given, else `ws://<listen>/ws` from the data dir's `config.toml` (a wildcard
-    /// address reached on loopback; `unix:/path` for a unix socket), else [`DEFAULT_URL`].
+    /// The daemon's URL: the one given, else the one the data dir's running daemon recorded (it may have been
+    /// started with `--listen`), else `ws://<listen>/ws` from the data dir's `config.toml` (a wildcard address
+    /// reached on loopback; `unix:/path` for a unix socket), else [`DEFAULT_URL`].
     pub fn url(&self) -> String {
-        if let Some(url) = self.url.as_ref().filter(|url| !url.is_empty()) {
-            return url.clone();
+        if let Some(url) = self.given_url() {
+            return url.to_owned();
         }
+        self.data_dir_url()
+    }
+
+    /// `--url` or `TROUPE_URL`, when given.
+    fn given_url(&self) -> Option<&str> {
+        self.url.as_deref().filter(|url| !url.is_empty())
+    }
+
+    /// Whether the URL is the local data dir's daemon: none was given, or the one given is where that daemon
+    /// listens (or is configured to). When not, the local data dir's files say nothing about the daemon reached.
+    pub fn targets_local_data_dir(&self) -> bool {
+        self.given_url().is_none_or(|given| given.trim_end_matches('/') == self.data_dir_url())
+    }
+
+    /// Where the data dir's daemon listens: recorded by the running daemon, else configured, else the default.
+    fn data_dir_url(&self) -> String {
         let Ok(data_dir) = DataDir::resolve(self.data_dir.clone()) else {
             return DEFAULT_URL.to_owned();
         };
+        if let Some(url) = crate::config_check_cmd::running_daemon_url(&data_dir) {
+            return url;
+        }
         match troupe_runtime::config::load(&data_dir.config_path()) {
             Ok(config) => {
                 let mut listen = match config.listen {
@@ -139,26 +159,55 @@ impl Connection {
         let (token, token_file) = self.token()?;
         Client::connect_websocket(&url, &token, options).await.map_err(|error| {
             let said = crate::style::clean(&error.to_string());
-            if said.contains("unauthorized") {
-                let source = match &token_file {
-                    Some(path) => format!("the token read from {}", path.display()),
-                    None => "the token given with --token (TROUPE_TOKEN)".to_owned(),
-                };
-                anyhow::anyhow!(
-                    "the daemon at {url} refused {source}: unauthorized\n  hint: use the token of the data dir \
-                     that daemon was started with: `troupe token --data-dir DIR` prints it, or pass the same \
-                     --data-dir here"
-                )
-            } else if said.starts_with("cannot connect to") {
-                anyhow::anyhow!(
+            anyhow::Error::new(self.explain_failure(&url, &said, token_file.as_deref()))
+        })
+    }
+
+    /// What a failed connection means, from what the transport said.
+    fn explain_failure(&self, url: &str, said: &str, token_file: Option<&std::path::Path>) -> ConnectFailure {
+        let (kind, message) = if said.contains("unauthorized") {
+            let source = match token_file {
+                Some(path) => format!("the token read from {}", path.display()),
+                None => "the token given with --token (TROUPE_TOKEN)".to_owned(),
+            };
+            // A daemon on this machine (loopback, unix socket) has its data dir here; a remote one has not.
+            let hint = if self.targets_local_data_dir() || is_on_this_machine(url) {
+                "use the token of the data dir that daemon was started with: `troupe token --data-dir DIR` prints \
+                 it, or pass the same --data-dir here"
+                    .to_owned()
+            } else {
+                "get that daemon's token on its own machine: `troupe token` there prints it (deploy/README.md, \
+                 step 2); pass it here with --token (TROUPE_TOKEN)"
+                    .to_owned()
+            };
+            (
+                FailureKind::TokenRefused,
+                format!("the daemon at {url} is reachable, but it refused {source}: unauthorized\n  hint: {hint}"),
+            )
+        } else if said.starts_with("cannot connect to") && said.contains("os error 13") {
+            // EACCES on a unix socket: the socket is there (mode 0660), this user is not in its group.
+            let socket = url.strip_prefix("unix:").unwrap_or(url);
+            (
+                FailureKind::SocketPermission,
+                format!(
+                    "no permission to connect to the daemon's socket {socket} ({said})\n  hint: the socket is mode \
+                     0660: join its group (`ls -l {socket}` shows it; e.g. `sudo usermod -aG troupe $USER`, then log \
+                     in again), or run the command as the daemon's user"
+                ),
+            )
+        } else if said.starts_with("cannot connect to") {
+            (
+                FailureKind::NoDaemon,
+                format!(
                     "no daemon at {url} ({said})\n  hint: start it with `troupe serve{}`, or set --url (TROUPE_URL) \
                      to where it listens",
                     self.data_dir_flag()
-                )
-            } else {
-                anyhow::anyhow!("cannot connect to the daemon at {url}: {said}")
-            }
-        })
+                ),
+            )
+        } else {
+            (FailureKind::Other, format!("cannot connect to the daemon at {url}: {said}"))
+        };
+        ConnectFailure { kind, message }
     }
 
     /// Connects and hands the client out as a [`ClientProtocol`], which is all a command may use.
@@ -168,10 +217,52 @@ impl Connection {
     }
 }
 
+/// Why a connection failed, for commands that say more than the message (`troupe status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Nothing listens at the URL.
+    NoDaemon,
+    /// The daemon answered and refused the token.
+    TokenRefused,
+    /// The unix socket is there but this user may not connect to it.
+    SocketPermission,
+    Other,
+}
+
+/// A failed connection: its kind and the message (with hints) a person reads.
+#[derive(Debug)]
+pub struct ConnectFailure {
+    pub kind: FailureKind,
+    message: String,
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConnectFailure {}
+
 /// A connected client and its delivery stream.
 pub(crate) struct Connected<C: ClientProtocol> {
     pub(crate) client: C,
     pub(crate) deliveries: C::Deliveries,
+}
+
+/// Whether `url` names this machine: a unix socket, or a loopback host (`localhost`, 127.0.0.0/8, `::1`).
+fn is_on_this_machine(url: &str) -> bool {
+    if url.starts_with("unix:") {
+        return true;
+    }
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = match host_port.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Levenshtein distance, by characters: how many edits turn `a` into `b`.
@@ -191,7 +282,46 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::edit_distance;
+    use super::{Connection, FailureKind, edit_distance, is_on_this_machine};
+
+    #[test]
+    fn loopback_and_unix_urls_are_this_machine() {
+        for url in ["unix:/run/troupe/troupe.sock", "ws://127.0.0.1:7419/ws", "ws://localhost:1/ws", "ws://[::1]:9/ws"]
+        {
+            assert!(is_on_this_machine(url), "{url}");
+        }
+        for url in ["wss://troupe.example.com/ws", "ws://10.0.0.5:7419/ws", "wss://[2001:db8::1]/ws"] {
+            assert!(!is_on_this_machine(url), "{url}");
+        }
+    }
+
+    fn remote() -> Connection {
+        Connection {
+            url: Some("wss://troupe.example.com/ws".to_owned()),
+            token: Some("t".to_owned()),
+            data_dir: Some(std::path::PathBuf::from("/nonexistent/troupe-data")),
+            ca_cert: None,
+        }
+    }
+
+    #[test]
+    fn a_refused_token_of_a_remote_daemon_points_at_its_machine() {
+        let failure = remote().explain_failure("wss://troupe.example.com/ws", "HTTP 401 unauthorized", None);
+        assert_eq!(failure.kind, FailureKind::TokenRefused);
+        let message = failure.to_string();
+        assert!(message.contains("reachable, but it refused"), "{message}");
+        assert!(message.contains("troupe token` there") && !message.contains("--data-dir"), "{message}");
+    }
+
+    #[test]
+    fn a_socket_without_permission_says_so_and_names_its_group() {
+        let said = "cannot connect to /run/troupe/troupe.sock: Permission denied (os error 13)";
+        let failure = remote().explain_failure("unix:/run/troupe/troupe.sock", said, None);
+        assert_eq!(failure.kind, FailureKind::SocketPermission);
+        let message = failure.to_string();
+        assert!(message.contains("no permission") && message.contains("usermod -aG"), "{message}");
+        assert!(!message.contains("troupe serve"), "{message}");
+    }
 
     #[test]
     fn typos_are_near_and_other_names_far() {

@@ -39,6 +39,8 @@ pub struct RunningDaemon {
     /// Where it listens: the TCP address bound (the real port when port 0 was asked for), or the unix socket.
     pub listening: Listen,
     pub token_path: PathBuf,
+    /// `<data dir>/daemon/url`, removed at a clean stop.
+    url_file: PathBuf,
     engine: Arc<Engine>,
     gateway: RunningGateway,
     _lock: DataDirLock,
@@ -57,6 +59,11 @@ impl RunningDaemon {
 
     /// Graceful stop: sockets are closed with 1001, then every accepted operation is made durable.
     pub async fn shutdown(self) {
+        if let Err(error) = std::fs::remove_file(&self.url_file)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.url_file.display(), %error, "could not remove the daemon's URL file");
+        }
         self.gateway.stop().await;
         self.engine.shutdown().await;
         tracing::info!("daemon stopped");
@@ -118,17 +125,42 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     };
     let mut gateway_config = gateway_config(&config, &listen, Token::new(token.as_str()));
     gateway_config.metrics = Some(metrics_endpoint(&engine, config.metrics_public));
-    let (gateway, server) = troupe_gateway::start(engine.clone(), gateway_config, readiness)
-        .with_context(|| format!("listening on {listen}"))?;
+    let (gateway, server) = match troupe_gateway::start(engine.clone(), gateway_config, readiness) {
+        Ok(started) => started,
+        Err(error) => {
+            // The engine's actors must stop while the actix System still runs: left for the System's teardown,
+            // an actor that never got polled starts (and asks for a timer) after the reactor is gone, and panics.
+            engine.shutdown().await;
+            // The gateway's message already ends with the io error: no `{:#}` chain, which would repeat it.
+            bail!("{error}");
+        }
+    };
     actix_web::rt::spawn(server);
     let listening = match &gateway.listening {
         Listener::Tcp(address) => Listen::Tcp(*address),
         Listener::Unix(path) => Listen::Unix(path.clone()),
     };
     engine.set_listen(listening.to_string());
+    let url_file = data_dir.url_path();
+    if let Err(error) = write_url_file(&url_file, &listen_url(&listening)) {
+        // Clients given --url (or the config's listen) still find the daemon: a warning, not a refusal.
+        tracing::warn!(path = %url_file.display(), %error, "could not record the daemon's URL for local clients");
+    }
     ready.store(true, Ordering::Release);
     tracing::info!(url = %listen_url(&listening), "troupe is listening");
-    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), engine, gateway, _lock: lock })
+    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), url_file, engine, gateway, _lock: lock })
+}
+
+/// Writes `<data dir>/daemon/url` (mode 0600) through a temporary file and a rename, so that a client never reads
+/// half of it: with it, clients of this data dir reach a daemon started with `--listen` or on port 0.
+fn write_url_file(path: &std::path::Path, url: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
+    file.write_all(format!("{url}\n").as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
 }
 
 /// The URL a client uses to reach a daemon listening there.
@@ -279,7 +311,7 @@ impl DataDirLock {
     fn acquire(data_dir: &DataDir) -> anyhow::Result<DataDirLock> {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::OpenOptionsExt;
-        let path = data_dir.daemon_dir().join("lock");
+        let path = data_dir.lock_path();
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -305,6 +337,16 @@ impl DataDirLock {
                 data_dir.root().display(),
                 path.display()
             );
+        }
+        // The pid, written now, right before the config is read: the file's mtime (to the nanosecond, unlike a
+        // process start from /proc) is what `troupe status` compares config.toml's mtime with.
+        let mut file = file;
+        let recorded = file.set_len(0).and_then(|()| {
+            use std::io::Write as _;
+            file.write_all(format!("{}\n", std::process::id()).as_bytes())
+        });
+        if let Err(error) = recorded {
+            tracing::warn!(path = %path.display(), %error, "could not write the daemon's pid into its lock file");
         }
         Ok(DataDirLock { _file: file })
     }

@@ -17,6 +17,7 @@ use troupe_runtime::data_dir::DataDir;
 use crate::cli_errors::explained;
 use crate::client_args::ClientArgs;
 use crate::config_check_cmd::{problem_json, render_problems, restart_note};
+use crate::connection::FailureKind;
 use crate::inspect_cmd::{closed_pipe_is_success, emit, emit_json};
 use crate::style::Style;
 
@@ -81,23 +82,30 @@ struct Reached {
 async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
     let connection = args.connection();
     let url = connection.url();
+    // A `--url` elsewhere (another machine, another data dir): the local files describe this machine only.
+    let local = connection.targets_local_data_dir();
     let data_dir = DataDir::resolve(args.data_dir.clone())?;
     let token_file = data_dir.token_path();
     let reached = reach(&connection).await;
+    let failure = reached.as_ref().err().map(|error| {
+        error.downcast_ref::<crate::connection::ConnectFailure>().map_or(FailureKind::Other, |failure| failure.kind)
+    });
     let problems = troupe_runtime::config::check_config(&data_dir);
     let (note, restart_needed) = restart_note(&data_dir);
     if json {
         let mut value = serde_json::json!({
             "reachable": reached.is_ok(),
+            "failure": failure.map(failure_name),
             "url": url,
+            "url_is_local_data_dir": local,
             "data_dir": data_dir.root().display().to_string(),
             "data_dir_exists": data_dir.root().is_dir(),
             "token_file": token_file.display().to_string(),
             "token_file_exists": token_file.is_file(),
             "token_from": if args.token.as_deref().is_some_and(|token| !token.is_empty()) { "--token" } else { "file" },
             "config_problems": problems.iter().map(problem_json).collect::<Vec<_>>(),
-            "restart_needed": restart_needed,
-            "config_note": note,
+            "restart_needed": if local { restart_needed } else { None },
+            "config_note": if local { Some(note.as_str()) } else { None },
         });
         match &reached {
             Ok(reached) => {
@@ -118,38 +126,67 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
     let style = Style::stdout();
     let mut text = String::new();
     let exists = |present: bool| if present { "" } else { " (missing)" };
-    match &reached {
-        Ok(_) => {
+    match (&reached, failure) {
+        (Ok(_), _) => {
             text.push_str(&format!("daemon    {} at {url} (protocol {PROTOCOL_VERSION})\n", style.green("reachable")))
         }
-        Err(_) => text.push_str(&format!("daemon    {} at {url}\n", style.red("not reachable"))),
+        (Err(_), Some(FailureKind::TokenRefused)) => text.push_str(&format!(
+            "daemon    {} at {url}, but it {}\n",
+            style.yellow("reachable"),
+            style.red("refused the token")
+        )),
+        (Err(_), Some(FailureKind::SocketPermission)) => {
+            text.push_str(&format!("daemon    {} at {url}: no permission on its socket\n", style.red("not reachable")))
+        }
+        (Err(_), _) => text.push_str(&format!("daemon    {} at {url}\n", style.red("not reachable"))),
     }
-    text.push_str(&format!("data dir  {}{}\n", data_dir.root().display(), exists(data_dir.root().is_dir())));
+    // Labelled as this machine's when the URL is not the data dir's daemon (which reports its own below).
+    let (dir_label, token_label, config_label) = if local {
+        ("data dir  ", "token     ", "config    ")
+    } else {
+        ("local data dir  ", "local token  ", "local config  ")
+    };
+    text.push_str(&format!("{dir_label}{}{}\n", data_dir.root().display(), exists(data_dir.root().is_dir())));
     if args.token.as_deref().is_some_and(|token| !token.is_empty()) {
         text.push_str("token     from --token (TROUPE_TOKEN)\n");
     } else {
-        text.push_str(&format!("token     {}{}\n", token_file.display(), exists(token_file.is_file())));
+        text.push_str(&format!("{token_label}{}{}\n", token_file.display(), exists(token_file.is_file())));
     }
     if let Ok(reached) = &reached {
-        text.push_str(&describe_reached(reached));
+        text.push_str(&describe_reached(reached, local));
     }
     if problems.is_empty() && !data_dir.config_path().is_file() {
-        text.push_str(&format!("config    no {} (every setting has its default)\n", data_dir.config_path().display()));
+        text.push_str(&format!(
+            "{config_label}no {} (every setting has its default)\n",
+            data_dir.config_path().display()
+        ));
     } else if problems.is_empty() {
-        text.push_str(&format!("config    {}: no problems\n", data_dir.config_path().display()));
+        text.push_str(&format!("{config_label}{}: no problems\n", data_dir.config_path().display()));
     } else {
-        text.push_str(&format!("config    {} problem(s):\n", problems.len()));
+        text.push_str(&format!("{config_label}{} problem(s):\n", problems.len()));
         for line in render_problems(&problems, style).lines() {
             text.push_str(&format!("  {line}\n"));
         }
     }
-    text.push_str(&format!("          {note}\n"));
+    if local {
+        text.push_str(&format!("          {note}\n"));
+    }
     if let Err(error) = &reached {
         // The connection's own explanation, with its hints (`troupe serve`, --url, --data-dir).
         text.push_str(&format!("{error:#}\n"));
     }
     emit(&text)?;
     Ok(reached.is_err())
+}
+
+/// A failure's name in `--json`.
+fn failure_name(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::NoDaemon => "no_daemon",
+        FailureKind::TokenRefused => "token_refused",
+        FailureKind::SocketPermission => "socket_permission",
+        FailureKind::Other => "other",
+    }
 }
 
 async fn reach(connection: &crate::commands::Connection) -> anyhow::Result<Reached> {
@@ -164,7 +201,8 @@ async fn reach(connection: &crate::commands::Connection) -> anyhow::Result<Reach
     Ok(Reached { snapshot, sessions: sessions.len(), running, daemon })
 }
 
-fn describe_reached(reached: &Reached) -> String {
+/// `local`: the daemon is the local data dir's, whose path is already printed.
+fn describe_reached(reached: &Reached, local: bool) -> String {
     let mut text = String::new();
     let connected: Vec<&str> = reached
         .snapshot
@@ -177,7 +215,7 @@ fn describe_reached(reached: &Reached) -> String {
     text.push_str(&format!("providers {} (`troupe providers` for more)\n", crate::style::clean(&providers)));
     text.push_str(&format!("sessions  {} root session(s), {} with an active run\n", reached.sessions, reached.running));
     if let Some(daemon) = &reached.daemon {
-        text.push_str(&describe_daemon(daemon));
+        text.push_str(&describe_daemon(daemon, local));
     }
     match &reached.snapshot.sandbox {
         Some(sandbox) => {
@@ -196,8 +234,9 @@ fn describe_reached(reached: &Reached) -> String {
     text
 }
 
-/// The `daemon.status` lines: version and uptime, then what it is doing now.
-fn describe_daemon(daemon: &DaemonStatusResult) -> String {
+/// The `daemon.status` lines: version and uptime (and its own data dir when it is not the local one), then what
+/// it is doing now.
+fn describe_daemon(daemon: &DaemonStatusResult, local: bool) -> String {
     let uptime = humantime::format_duration(std::time::Duration::from_secs(daemon.uptime_ms / 1000));
     let mut text = format!(
         "running   troupe {} for {uptime} (since {}), listening on {}\n",
@@ -205,6 +244,9 @@ fn describe_daemon(daemon: &DaemonStatusResult) -> String {
         crate::style::clean(&daemon.started_at),
         crate::style::clean(&daemon.listen)
     );
+    if let Some(data_dir) = daemon.data_dir.as_ref().filter(|_| !local) {
+        text.push_str(&format!("          its data dir: {}\n", crate::style::clean(data_dir)));
+    }
     text.push_str(&format!(
         "now       {} connection(s), {} live and {} hibernated session(s), {} active run(s), {} pending approval(s)\n",
         daemon.connections,

@@ -13,7 +13,7 @@ use std::path::Path;
 pub fn clear_stale_socket(path: &Path) -> anyhow::Result<()> {
     let metadata = match std::fs::symlink_metadata(path) {
         Ok(metadata) => metadata,
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(error) if error.kind() == ErrorKind::NotFound => return check_parent_dir(path),
         Err(error) => anyhow::bail!("cannot listen on unix:{}: {error}", path.display()),
     };
     if !metadata.file_type().is_socket() {
@@ -40,6 +40,31 @@ pub fn clear_stale_socket(path: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// Refuses, before the engine starts, a socket path whose directory is missing: the bind would fail with a bare
+/// "No such file or directory" that does not say which file.
+fn check_parent_dir(path: &Path) -> anyhow::Result<()> {
+    let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    match std::fs::metadata(parent) {
+        Ok(metadata) if metadata.is_dir() => Ok(()),
+        Ok(_) => anyhow::bail!(
+            "cannot listen on unix:{}: {} is not a directory\n  hint: choose another path with `troupe serve \
+             --listen unix:PATH` or `listen` in config.toml",
+            path.display(),
+            parent.display()
+        ),
+        Err(error) if error.kind() == ErrorKind::NotFound => anyhow::bail!(
+            "cannot listen on unix:{}: the directory {} does not exist\n  hint: create it first (`mkdir -p {}`); \
+             under systemd, `RuntimeDirectory=` in the unit creates /run/<name> for the service",
+            path.display(),
+            parent.display(),
+            parent.display()
+        ),
+        Err(error) => anyhow::bail!("cannot listen on unix:{}: {}: {error}", path.display(), parent.display()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,6 +74,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("troupe.sock");
         clear_stale_socket(&path).unwrap();
+        let orphan = dir.path().join("nodir/troupe.sock");
+        let message = clear_stale_socket(&orphan).unwrap_err().to_string();
+        assert!(message.contains("does not exist") && message.contains("mkdir -p"), "{message}");
         std::fs::write(&path, "mine").unwrap();
         let message = clear_stale_socket(&path).unwrap_err().to_string();
         assert!(message.contains("not a socket"), "{message}");

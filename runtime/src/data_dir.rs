@@ -5,6 +5,8 @@
 //! ```text
 //! config.toml                        optional settings (see `config`)
 //! daemon/token                       the bearer token, mode 0600 (see `token`)
+//! daemon/lock                        flocked by the running daemon; holds its pid, written as it reads its config
+//! daemon/url                         the URL the running daemon listens on, mode 0600, removed at a clean stop
 //! sessions/<session_id>/events.jsonl the session's append-only log (see `event_log`)
 //! sessions/<session_id>/meta.json    a cache of the session's metadata (see `meta_cache`)
 //! ```
@@ -58,6 +60,18 @@ impl DataDir {
     /// `<root>/daemon/token`.
     pub fn token_path(&self) -> PathBuf {
         self.daemon_dir().join("token")
+    }
+
+    /// `<root>/daemon/lock`: the running daemon holds an exclusive `flock` on it and writes its pid into it
+    /// right before it reads `config.toml`, so the file's mtime is when the daemon's config was read.
+    pub fn lock_path(&self) -> PathBuf {
+        self.daemon_dir().join("lock")
+    }
+
+    /// `<root>/daemon/url`: the URL the running daemon actually listens on (after `--listen` and port 0), so that
+    /// clients of this data dir find it; only trusted while the lock is held.
+    pub fn url_path(&self) -> PathBuf {
+        self.daemon_dir().join("url")
     }
 
     /// `<root>/config.toml`.

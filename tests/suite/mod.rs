@@ -12,6 +12,7 @@ mod cli_inspect;
 mod cli_polish;
 mod cli_run_control;
 mod cli_selection_refusals;
+mod cli_status;
 mod cli_support;
 mod compaction;
 mod compaction_attacks;
