@@ -196,18 +196,32 @@ impl Connection {
                 ),
             )
         } else if said.starts_with("cannot connect to") {
-            (
-                FailureKind::NoDaemon,
-                format!(
-                    "no daemon at {url} ({said})\n  hint: start it with `troupe serve{}`, or set --url (TROUPE_URL) \
-                     to where it listens",
-                    self.data_dir_flag()
-                ),
-            )
+            (FailureKind::NoDaemon, format!("no daemon at {url} ({said})\n  hint: {}", self.no_daemon_hint()))
         } else {
             (FailureKind::Other, format!("cannot connect to the daemon at {url}: {said}"))
         };
         ConnectFailure { kind, message }
+    }
+
+    /// What to do when nothing answers: start the daemon, unless one already runs on the data dir (then it
+    /// listens elsewhere, and "start it" would only be refused).
+    fn no_daemon_hint(&self) -> String {
+        use crate::config_check_cmd::{LocalDaemon, local_daemon};
+        let running = DataDir::resolve(self.data_dir.clone()).ok().and_then(|data_dir| match local_daemon(&data_dir) {
+            LocalDaemon::Running(daemon) => Some((daemon.pid, data_dir)),
+            LocalDaemon::NotRunning | LocalDaemon::Unknown => None,
+        });
+        match running {
+            Some((pid, data_dir)) => format!(
+                "a daemon (pid {pid}) is running on the data dir {}, but not there: give its address with --url \
+                 (TROUPE_URL), the one its `troupe listening on …` line printed at start",
+                data_dir.root().display()
+            ),
+            None => format!(
+                "start it with `troupe serve{}`, or set --url (TROUPE_URL) to where it listens",
+                self.data_dir_flag()
+            ),
+        }
     }
 
     /// Connects and hands the client out as a [`ClientProtocol`], which is all a command may use.

@@ -241,7 +241,8 @@ async fn status_says_whether_the_daemon_is_reachable_and_exits_1_when_not() {
     assert_eq!(output.code, Some(1), "{output:?}");
     assert!(output.stdout.contains(&format!("not reachable at {unreachable}")), "{output:?}");
     assert!(output.stdout.contains(&format!("data dir  {data_dir}")), "{output:?}");
-    assert!(output.stdout.contains("troupe serve"), "the hint names the fix: {output:?}");
+    // The data dir's daemon runs (elsewhere than that URL): the hint points at --url, not at starting another.
+    assert!(output.stdout.contains("but not there: give its address with --url"), "the fix: {output:?}");
     let output = troupe(&daemon, &["status", "--url", unreachable, "--json"]).await;
     assert_eq!(output.code, Some(1), "{output:?}");
     assert_eq!(parsed(&output.stdout)["reachable"], json!(false));

@@ -88,6 +88,11 @@ async fn a_daemon_started_with_listen_is_found_through_its_data_dir_until_it_sto
     assert!(!printed.contains("changed after"), "the config predates the daemon: {printed}");
     assert!(printed.contains(&format!("data dir  {data}")) && !printed.contains("local data dir"), "{printed}");
     run(&["sessions", "--data-dir", &data]).await.ok();
+    // A wrong --url while this data dir's daemon runs: not "start it", which would only be refused.
+    let output = run(&["status", "--data-dir", &data, "--url", "ws://127.0.0.1:1/ws"]).await;
+    assert_eq!(output.code, Some(1), "{output:?}");
+    let hint = format!("a daemon (pid {}) is running on the data dir {data}, but not there", daemon.child.id());
+    assert!(output.stdout.contains(&hint) && !output.stdout.contains("troupe serve"), "{output:?}");
 
     // A change after the start is one.
     std::fs::write(&config, "listen = \"127.0.0.1:1\"\n[titles]\nauto = true\n").unwrap();
