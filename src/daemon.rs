@@ -75,6 +75,8 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let data_dir = options.data_dir;
     data_dir.ensure_layout().with_context(|| format!("preparing the data directory {}", data_dir.root().display()))?;
     let lock = DataDirLock::acquire(&data_dir)?;
+    // A killed daemon's URL: with the lock held again it would look current until the new one is written.
+    let _ = std::fs::remove_file(data_dir.url_path());
     let config = config::load(&data_dir.config_path())?;
     crate::logging::log_config(&data_dir, &config);
     let token = load_or_create_token(&data_dir)?;
