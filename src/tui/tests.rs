@@ -403,6 +403,19 @@ fn the_model_picker_greys_models_that_cannot_run_and_refuses_them() {
     use troupe_protocol::types::runtime::{AgentInfo, AgentMode};
     let mut snapshot = troupe_runtime::catalog::builtin_snapshot(1);
     snapshot.agents.push(AgentInfo {
+        agent: "scripted".into(),
+        description: String::new(),
+        mode: AgentMode::Primary,
+        models: vec![ModelSelection { model: "local/scripted".into(), variant: None }],
+    });
+    let without_script = super::conn::choices(&snapshot);
+    let scripted = without_script.iter().find(|choice| choice.selection.model.model == "local/scripted").unwrap();
+    assert!(scripted.unusable.as_deref().is_some_and(|why| why.contains("no script")), "{without_script:?}");
+    snapshot.agents.pop();
+    // A script is connected (`troupe connect local --script`), so local/scripted can run; openai is not connected.
+    let local = snapshot.providers.iter_mut().find(|provider| provider.provider_id == "local").expect("local");
+    local.generation = 1;
+    snapshot.agents.push(AgentInfo {
         agent: "coder".into(),
         description: String::new(),
         mode: AgentMode::Primary,
