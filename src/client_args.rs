@@ -14,7 +14,8 @@ pub struct ClientArgs {
     #[arg(long, env = "TROUPE_URL", global = true)]
     pub url: Option<String>,
     /// The bearer token; by default read from the data directory.
-    #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true, global = true)]
+    // A base64url token may start with `-` (troupe's own never do, but an older or hand-made one can).
+    #[arg(long, env = "TROUPE_TOKEN", hide_env_values = true, global = true, allow_hyphen_values = true)]
     pub token: Option<String>,
     /// The daemon's data directory: its token and its `listen` address are read from there (never created).
     #[arg(long, env = "TROUPE_HOME", global = true)]

@@ -1,6 +1,7 @@
 //! The bearer token that authenticates every WebSocket upgrade.
 //!
-//! The token is 32 random bytes encoded as base64url without padding (43 characters), created on first start in
+//! The token is 32 random bytes encoded as base64url without padding (43 characters, never starting with `-`, so
+//! that it can follow `--token` on a command line), created on first start in
 //! `<data_dir>/daemon/token` with mode 0600 and reused afterwards; `TROUPE_TOKEN` overrides it. It is a secret:
 //! [`AuthToken`]'s `Debug` redacts it, errors never include it, and comparisons take the same time whatever the
 //! candidate's content, so a client cannot learn it byte by byte from response times.
@@ -115,6 +116,19 @@ fn warn_when_readable_by_others(path: &Path) {
     }
 }
 
+/// 32 random bytes as base64url, drawn again while the text starts with `-`: a token that follows `--token` on a
+/// command line must not read as a flag (a 1-in-64 chance per draw, so this costs almost nothing in entropy).
+fn new_token_text() -> Result<String, RuntimeError> {
+    loop {
+        let mut random = [0u8; TOKEN_RANDOM_BYTES];
+        getrandom::fill(&mut random).map_err(RuntimeError::Random)?;
+        let text = URL_SAFE_NO_PAD.encode(random);
+        if !text.starts_with('-') {
+            return Ok(text);
+        }
+    }
+}
+
 /// Creates a new token file, or reads the one a concurrent process created first.
 fn create_token_file(data_dir: &DataDir) -> Result<AuthToken, RuntimeError> {
     let daemon_dir = data_dir.daemon_dir();
@@ -123,9 +137,7 @@ fn create_token_file(data_dir: &DataDir) -> Result<AuthToken, RuntimeError> {
         data_dir.ensure_layout()?;
     }
 
-    let mut random = [0u8; TOKEN_RANDOM_BYTES];
-    getrandom::fill(&mut random).map_err(RuntimeError::Random)?;
-    let token = AuthToken(URL_SAFE_NO_PAD.encode(random));
+    let token = AuthToken(new_token_text()?);
 
     let final_path = data_dir.token_path();
     let temporary_path = daemon_dir.join(format!(".token.{}.tmp", crate::clock::new_id()));
@@ -174,6 +186,16 @@ mod tests {
 
     fn data_dir_in(temp: &tempfile::TempDir) -> DataDir {
         DataDir::new(temp.path().join("data"))
+    }
+
+    #[test]
+    fn a_new_token_never_starts_with_a_hyphen() {
+        // 64 draws per first character on average: 4096 draws see a leading `-` drawn ~64 times and redrawn.
+        for _ in 0..4096 {
+            let text = new_token_text().unwrap();
+            assert_eq!(text.len(), 43);
+            assert!(!text.starts_with('-'), "{text}");
+        }
     }
 
     #[test]

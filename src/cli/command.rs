@@ -433,3 +433,26 @@ fn parse_mode(text: &str) -> Result<PermissionMode, String> {
     serde_json::from_value(serde_json::Value::String(text.to_owned()))
         .map_err(|_| "one of auto_approve, auto_approve_n, auto_approve_y, ask, yolo".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn a_token_that_starts_with_a_hyphen_is_a_value_before_or_after_the_subcommand() {
+        for args in [
+            ["troupe", "sessions", "--token", "-uAbc_def", "--url", "ws://127.0.0.1:1/ws"],
+            ["troupe", "--token", "-uAbc_def", "sessions", "--url", "ws://127.0.0.1:1/ws"],
+        ] {
+            let parsed = Cli::try_parse_from(args).unwrap_or_else(|error| panic!("{args:?}: {error}"));
+            let token = match &parsed.command {
+                Some(super::Command::Sessions { client, .. }) => client.token.clone(),
+                _ => None,
+            }
+            .or(parsed.client.token.clone());
+            assert_eq!(token.as_deref(), Some("-uAbc_def"), "{args:?}");
+        }
+    }
+}
