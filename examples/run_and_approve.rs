@@ -200,7 +200,8 @@ async fn approve(approver: &Client, session_id: &str, requested: &ApprovalRecord
     let Some(record) = listed.approvals.into_iter().find(|record| record.approval_id == requested.approval_id) else {
         bail!("approval {} is not pending", requested.approval_id);
     };
-    println!("[approver] pending approval {}: {}", record.approval_id, record.operation.summary);
+    // The summary holds the model's command: printed quoted, so control characters in it stay inert.
+    println!("[approver] pending approval {}: {:?}", record.approval_id, record.operation.summary);
     let answer = approver
         .call::<method::ApprovalRespond>(ApprovalRespondParams {
             session_id: record.session_id.clone(),

@@ -243,7 +243,8 @@ class Watcher {
   async approve(requested) {
     const listed = await this.approver.call("approval.list", { root_session_id: this.sessionId, status: "pending" });
     const record = listed.approvals.find((approval) => approval.approval_id === requested.approval_id);
-    console.log(`[approver] pending approval ${record.approval_id}: ${record.operation.summary}`);
+    // The summary holds the model's command: printed quoted, so control characters in it stay inert.
+    console.log(`[approver] pending approval ${record.approval_id}: ${JSON.stringify(record.operation.summary)}`);
     const answer = await this.approver.call("approval.respond", {
       session_id: record.session_id,
       approval_id: record.approval_id,

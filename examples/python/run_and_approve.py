@@ -183,7 +183,8 @@ class Watcher:
         listed = await self.approver.call("approval.list", {"root_session_id": self.session_id, "status": "pending"})
         record = next(a for a in listed["approvals"] if a["approval_id"] == requested["approval_id"])
         operation = record["operation"]
-        print(f"[approver] pending approval {record['approval_id']}: {operation['summary']}")
+        # The summary holds the model's command: printed quoted, so control characters in it stay inert.
+        print(f"[approver] pending approval {record['approval_id']}: {json.dumps(operation['summary'])}")
         answer = await self.approver.call(
             "approval.respond",
             {
