@@ -11,28 +11,13 @@ use super::support::*;
 
 /// A `troupe` command with a clean environment: no URL or token from the test, HOME in `home`.
 fn bare(args: &[&str], home: &Path) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(troupe_binary());
+    let mut command = troupe_bare(args);
+    command.env("HOME", home).env("RUST_BACKTRACE", "1").env_remove("RUST_LOG");
     command
-        .args(args)
-        .env_remove("TROUPE_URL")
-        .env_remove("TROUPE_TOKEN")
-        .env_remove("TROUPE_HOME")
-        .env("HOME", home)
-        .env("RUST_BACKTRACE", "1")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    command
-}
-
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 /// `troupe serve --data-dir D` (no --listen: the config's `listen` decides), until its listening line.
 fn serve(data_dir: &Path, home: &Path) -> std::process::Child {
-    use std::io::BufRead;
     let mut child = std::process::Command::new(troupe_binary())
         .args(["serve", "--data-dir"])
         .arg(data_dir)
@@ -44,17 +29,7 @@ fn serve(data_dir: &Path, home: &Path) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn troupe serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = sender.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = receiver.recv_timeout(WAIT).expect("the daemon printed its address");
-    assert!(line.starts_with("troupe listening on "), "{line}");
+    listening_url(&mut child);
     child
 }
 

@@ -5,28 +5,19 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Stdio;
 
-use super::cli_support::{CliOutput, finish};
+use super::cli_support::{CliOutput, finish, troupe_bare};
 use super::support::*;
 
 /// `troupe args…` with no daemon address or token from the environment: what a user types in a fresh shell.
-fn troupe_bare(args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command
-        .args(args)
-        .env_remove("TROUPE_URL")
-        .env_remove("TROUPE_TOKEN")
-        .env_remove("TROUPE_HOME")
-        .env("RUST_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+fn troupe_fresh(args: &[&str]) -> tokio::process::Command {
+    let mut command = troupe_bare(args);
+    command.env("RUST_LOG", "warn").env("NO_COLOR", "1");
     command
 }
 
 async fn run(args: &[&str]) -> CliOutput {
-    finish(troupe_bare(args), WAIT).await
+    finish(troupe_fresh(args), WAIT).await
 }
 
 /// `troupe serve` that must fail at once: its output.
@@ -150,28 +141,15 @@ async fn status_of_another_data_dirs_daemon_labels_the_local_files_and_names_a_r
     assert_eq!(serde_json::from_str::<serde_json::Value>(&json.stdout).unwrap()["failure"], "token_refused");
 }
 
-/// Runs `troupe` as the unprivileged `nobody` (root passes any file mode); `None` when this test cannot switch.
-async fn as_nobody(args: &[&str]) -> Option<CliOutput> {
+/// Runs `troupe` as the unprivileged `nobody` when root (root passes any file mode), as this user otherwise.
+async fn as_nobody(args: &[&str]) -> CliOutput {
+    let mut command = troupe_bare(args);
     // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let mut command = if root {
-        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].into_iter().find(|path| Path::new(path).exists())?;
-        let mut command = tokio::process::Command::new(setpriv);
-        command.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(troupe_binary()).args(args);
-        command
-    } else {
-        let mut command = tokio::process::Command::new(troupe_binary());
-        command.args(args);
-        command
-    };
-    command
-        .env_remove("TROUPE_URL")
-        .env_remove("TROUPE_TOKEN")
-        .env_remove("TROUPE_HOME")
-        .env("RUST_LOG", "off")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    Some(finish(command, WAIT).await)
+    if unsafe { libc::geteuid() } == 0 {
+        // The supplementary groups are dropped too when the uid is set from root.
+        command.uid(65534).gid(65534);
+    }
+    finish(command, WAIT).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,10 +168,7 @@ async fn a_unix_socket_this_user_may_not_use_is_named_as_a_permission_problem() 
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o000)).unwrap();
     }
     let url = format!("unix:{}", socket.display());
-    let Some(output) = as_nobody(&["--url", &url, "--token", &daemon.token, "sessions"]).await else {
-        eprintln!("skipped: no setpriv to drop root's rights");
-        return;
-    };
+    let output = as_nobody(&["--url", &url, "--token", &daemon.token, "sessions"]).await;
     assert_eq!(output.code, Some(1), "{output:?}");
     let said = output.stderr;
     assert!(said.contains(&format!("no permission to connect to the daemon's socket {}", socket.display())), "{said}");

@@ -47,6 +47,21 @@ pub fn troupe_command(daemon: &TestDaemon, args: &[&str]) -> tokio::process::Com
     command
 }
 
+/// `troupe args…` with no daemon address, token or home from the environment (what a user types in a fresh shell),
+/// logging off: a command that is not aimed at a test daemon, or names it with flags only.
+pub fn troupe_bare(args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(troupe_binary());
+    command
+        .args(args)
+        .env_remove("TROUPE_URL")
+        .env_remove("TROUPE_TOKEN")
+        .env_remove("TROUPE_HOME")
+        .env("RUST_LOG", "off")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// Runs `troupe args…` against `daemon` to its end, within `limit`.
 pub async fn troupe_within(daemon: &TestDaemon, args: &[&str], limit: Duration) -> CliOutput {
     finish(troupe_command(daemon, args), limit).await

@@ -14,6 +14,7 @@ use troupe_protocol::client::{Client, ClientDelivery, ClientOptions, Deliveries}
 use troupe_protocol::method;
 use troupe_protocol::types::session::SessionListParams;
 
+use super::cli_support::troupe_bare;
 use super::proxy_support::*;
 use super::support::*;
 
@@ -44,11 +45,17 @@ impl Stack {
         Stack { kind, proxy, daemon, ca, data_dir, _proxy_dir: proxy_dir }
     }
 
+    /// `troupe <args>` at `url`, the daemon's token in the environment (and no CA from it), logging off.
+    fn command_at(&self, url: &str, args: &[&str]) -> tokio::process::Command {
+        let mut command = troupe_bare(args);
+        command.env("TROUPE_URL", url).env("TROUPE_TOKEN", &self.daemon.token);
+        command.env_remove("TROUPE_CA_CERT").env("NO_COLOR", "1");
+        command
+    }
+
     /// `troupe <args>` through the proxy at `path`, the token in the environment; `ca_cert`: pass `--ca-cert`.
     async fn troupe(&self, path: &str, ca_cert: bool, args: &[&str]) -> Output {
-        let mut command = tokio::process::Command::new(troupe_binary());
-        command.args(args).env("TROUPE_URL", self.proxy.url(path)).env("TROUPE_TOKEN", &self.daemon.token);
-        command.env_remove("TROUPE_CA_CERT").env("RUST_LOG", "off").env("NO_COLOR", "1");
+        let mut command = self.command_at(&self.proxy.url(path), args);
         if ca_cert {
             command.arg("--ca-cert").arg(&self.ca.ca_pem);
         }
@@ -99,9 +106,8 @@ async fn client_flows_through(stack: &Stack) {
         assert!(listed.contains(&format!("through {path}")), "{listed}");
     }
     // TROUPE_CA_CERT does what --ca-cert does.
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["sessions"]).env("TROUPE_URL", stack.proxy.url("/ws")).env("TROUPE_TOKEN", &stack.daemon.token);
-    command.env("TROUPE_CA_CERT", &stack.ca.ca_pem).env("RUST_LOG", "off");
+    let mut command = stack.command_at(&stack.proxy.url("/ws"), &["sessions"]);
+    command.env("TROUPE_CA_CERT", &stack.ca.ca_pem);
     let output = within("troupe with TROUPE_CA_CERT", command.output()).await.expect("run troupe");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 
@@ -113,10 +119,8 @@ async fn client_flows_through(stack: &Stack) {
     assert!(!said.contains(&stack.daemon.token), "{said}");
     // The certificate names localhost only: through nginx (which presents it for any name) 127.0.0.1 is a name
     // mismatch, said as such; Caddy has no certificate for a name it does not serve and ends the handshake.
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["sessions", "--ca-cert"]).arg(&stack.ca.ca_pem);
-    command.env("TROUPE_URL", format!("wss://127.0.0.1:{}/ws", stack.proxy.port));
-    command.env("TROUPE_TOKEN", &stack.daemon.token).env("RUST_LOG", "off");
+    let mut command = stack.command_at(&format!("wss://127.0.0.1:{}/ws", stack.proxy.port), &["sessions", "--ca-cert"]);
+    command.arg(&stack.ca.ca_pem);
     let mismatch = within("troupe with a mismatched name", command.output()).await.expect("run troupe");
     let said = String::from_utf8_lossy(&mismatch.stderr);
     assert!(!mismatch.status.success());
@@ -173,9 +177,8 @@ async fn without_trust_proxy_the_daemon_logs_nginx_address_not_the_forwarded_one
 
 /// `troupe sessions` at `url` (the CA given), which must fail: its stderr.
 async fn troupe_fails_at(stack: &Stack, url: &str) -> String {
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["sessions", "--ca-cert"]).arg(&stack.ca.ca_pem);
-    command.env("TROUPE_URL", url).env("TROUPE_TOKEN", &stack.daemon.token).env("RUST_LOG", "off");
+    let mut command = stack.command_at(url, &["sessions", "--ca-cert"]);
+    command.arg(&stack.ca.ca_pem);
     let output = within("troupe at a wrong URL", command.output()).await.expect("run troupe");
     let said = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(!output.status.success(), "troupe at {url} succeeded: {said}");
@@ -266,10 +269,8 @@ fn no_disconnect_delivered(deliveries: &mut Deliveries) -> bool {
 async fn watch_through_nginx_resumes_from_its_cursor_after_a_daemon_restart() {
     let mut stack = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 90);
     let session_id = stack.troupe_ok("/agent/ws", &["create", "--cwd", "/"]).await.trim().to_owned();
-    let mut watch = tokio::process::Command::new(troupe_binary());
-    watch.args(["watch", &session_id, "--ca-cert"]).arg(&stack.ca.ca_pem);
-    watch.env("TROUPE_URL", stack.proxy.url("/agent/ws")).env("TROUPE_TOKEN", &stack.daemon.token);
-    watch.env("RUST_LOG", "off").env("NO_COLOR", "1").kill_on_drop(true);
+    let mut watch = stack.command_at(&stack.proxy.url("/agent/ws"), &["watch", &session_id, "--ca-cert"]);
+    watch.arg(&stack.ca.ca_pem);
     let mut watcher = watch.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let (sender, lines) = mpsc::channel::<String>();
     let stdout = watcher.stdout.take().unwrap();

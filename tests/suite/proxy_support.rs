@@ -211,18 +211,9 @@ impl Proxy {
         );
         let conf = dir.join("nginx.conf");
         std::fs::write(&conf, main).expect("write nginx.conf");
-        let child = Command::new(nginx)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-p")
-            .arg(dir)
-            .args(["-g", "daemon off;"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("stderr.log")).expect("stderr log"))
-            .spawn()
-            .expect("start nginx");
-        Proxy { child, port, dir: dir.to_path_buf(), kind: ProxyKind::Nginx }.listening()
+        let mut command = Command::new(nginx);
+        command.arg("-c").arg(&conf).arg("-p").arg(dir).args(["-g", "daemon off;"]);
+        Proxy::run(command, ProxyKind::Nginx, dir, port)
     }
 
     /// Caddy with `deploy/caddy/Caddyfile`, the site on `localhost:port` with the [`TestCa`]'s certificate.
@@ -247,31 +238,36 @@ impl Proxy {
         );
         let caddyfile = dir.join("Caddyfile");
         std::fs::write(&caddyfile, global + &site).expect("write Caddyfile");
-        let child = Command::new(caddy)
+        let mut command = Command::new(caddy);
+        command
             .args(["run", "--adapter", "caddyfile", "--config"])
             .arg(&caddyfile)
             .env("HOME", dir)
             .env("XDG_DATA_HOME", dir.join("data"))
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("stderr.log")).expect("stderr log"))
-            .spawn()
-            .expect("start caddy");
-        Proxy { child, port, dir: dir.to_path_buf(), kind: ProxyKind::Caddy }.listening()
+            .env("XDG_CONFIG_HOME", dir.join("config"));
+        Proxy::run(command, ProxyKind::Caddy, dir, port)
     }
 
-    /// Waits until the proxy accepts connections; fails with its log when it exits or never listens.
-    fn listening(mut self) -> Proxy {
+    /// Starts the proxy `command` (its stderr in `dir/stderr.log`) and waits until it accepts connections on
+    /// `port`; fails with its log when it exits or never listens.
+    fn run(mut command: Command, kind: ProxyKind, dir: &Path, port: u16) -> Proxy {
+        let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr log");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|error| panic!("start {kind:?}: {error}"));
+        let mut proxy = Proxy { child, port, dir: dir.to_path_buf(), kind };
         let deadline = Instant::now() + WAIT;
         loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                panic!("{:?} exited ({status}) before listening:\n{}", self.kind, self.logs());
+            if let Some(status) = proxy.child.try_wait().expect("wait") {
+                panic!("{:?} exited ({status}) before listening:\n{}", proxy.kind, proxy.logs());
             }
-            if std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).is_ok() {
-                return self;
+            if std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, proxy.port)).is_ok() {
+                return proxy;
             }
-            assert!(Instant::now() < deadline, "{:?} did not listen on {}:\n{}", self.kind, self.port, self.logs());
+            assert!(Instant::now() < deadline, "{:?} did not listen on {}:\n{}", proxy.kind, proxy.port, proxy.logs());
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -309,11 +305,6 @@ fn find_program(name: &str, usual: &[&str]) -> PathBuf {
              (apt-get install -y {name})"
         )
     })
-}
-
-/// A port free right now on 127.0.0.1 (the proxy binds it a moment later).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind").local_addr().expect("address").port()
 }
 
 /// What a browser-style upgrade sends besides the URL.

@@ -291,7 +291,12 @@ pub struct ChildDaemon {
 impl ChildDaemon {
     /// Starts `troupe serve` on `listen` (use port 0 for any) and waits for its "listening" line.
     pub fn spawn(data_dir: &Path, listen: &str) -> ChildDaemon {
-        let (child, url) = spawn_serve(data_dir, Some(listen));
+        ChildDaemon::spawn_listening(data_dir, Some(listen))
+    }
+
+    /// [`ChildDaemon::spawn`]; `listen: None` leaves the address to the data dir's config.toml.
+    pub fn spawn_listening(data_dir: &Path, listen: Option<&str>) -> ChildDaemon {
+        let (child, url) = spawn_serve(data_dir, listen);
         let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
         ChildDaemon { child, url, token }
     }
@@ -553,6 +558,54 @@ pub async fn run_in_subscribed(
     events_until(deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await
 }
 
+/// A new session of `daemon`, subscribed by `client`, after each of `inputs` ran to its end on `local/echo`, one
+/// after the other: the session's id and each run's events.
+pub async fn session_after_echo_runs(
+    daemon: &TestDaemon,
+    client: &Client,
+    deliveries: &mut Deliveries,
+    inputs: &[&str],
+) -> (String, Vec<Vec<StoredEvent>>) {
+    let session_id = daemon.create_session(client).await.session_id;
+    within("subscribe", client.subscribe(&session_id, None)).await.expect("subscribe");
+    let mut runs = Vec::new();
+    for input in inputs {
+        runs.push(run_in_subscribed(client, deliveries, &session_id, "local/echo", input).await);
+    }
+    (session_id, runs)
+}
+
+/// A `local/scripted` script whose run writes `asked.txt` and then answers "written": in `ask` mode it waits for
+/// an approval first.
+pub fn write_file_script() -> Value {
+    json!({"turns": [
+        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}]},
+        {"text": "written"}
+    ]})
+}
+
+/// A run waiting for the approval of its call, started by [`run_waiting_for_approval`].
+pub struct WaitingRun {
+    pub session_id: String,
+    pub run_id: String,
+    pub approval: troupe_protocol::types::approval::ApprovalRecord,
+}
+
+/// Starts a `local/scripted` run (with [`write_file_script`] connected) in a new session of `daemon` in `ask`
+/// mode, subscribed by `client` on `deliveries`, and returns once its approval is requested.
+pub async fn run_waiting_for_approval(daemon: &TestDaemon, client: &Client, deliveries: &mut Deliveries) -> WaitingRun {
+    let session_id = daemon.create_session(client).await.session_id;
+    set_mode(client, &session_id, troupe_protocol::types::session::PermissionMode::Ask).await;
+    within("subscribe", client.subscribe(&session_id, None)).await.expect("subscribe");
+    let run_id = start_run(client, &session_id, selection_of("default", "local/scripted"), "write it").await;
+    let events =
+        events_until(deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+    let Some(EventPayload::ApprovalRequested { approval }) = events.last().map(|event| &event.payload) else {
+        unreachable!("events_until stops at approval_requested")
+    };
+    WaitingRun { session_id, run_id, approval: approval.clone() }
+}
+
 /// `session.revert`.
 pub async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Result<SessionMeta, ClientError> {
     within(
@@ -564,6 +617,11 @@ pub async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Resu
     )
     .await
     .map(|result| result.session)
+}
+
+/// A port free right now on 127.0.0.1 (whoever needs it binds it a moment later).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port()
 }
 
 /// The URL a spawned `troupe serve` (stdout piped) prints on its first line; the rest of its stdout is drained

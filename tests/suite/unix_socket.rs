@@ -4,55 +4,21 @@
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 
 use troupe_protocol::client::{Client, ClientProtocol};
 
+use super::cli_support::troupe_bare;
 use super::support::*;
 
 /// `troupe serve` on a unix socket; `listen: None` leaves it to the data dir's config.toml.
-fn spawn_on(data_dir: &Path, listen: Option<&Path>) -> (Child, String) {
+fn spawn_on(data_dir: &Path, listen: Option<&Path>) -> ChildDaemon {
     std::fs::create_dir_all(data_dir).expect("data dir");
-    spawn_serve(data_dir, listen.map(|path| format!("unix:{}", path.display())).as_deref())
-}
-
-fn token_of(data_dir: &Path) -> String {
-    std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned()
-}
-
-fn terminate(child: &mut Child) {
-    // SAFETY: sending a signal to our own child process.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-    }
-    let deadline = std::time::Instant::now() + WAIT;
-    while child.try_wait().expect("wait").is_none() {
-        assert!(std::time::Instant::now() < deadline, "the daemon did not exit after SIGTERM");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    ChildDaemon::spawn_listening(data_dir, listen.map(|path| format!("unix:{}", path.display())).as_deref())
 }
 
 /// `troupe args…` with the environment cleared of a daemon's address and token.
 async fn troupe_cli(args: &[&str]) -> std::process::Output {
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command
-        .args(args)
-        .env_remove("TROUPE_URL")
-        .env_remove("TROUPE_TOKEN")
-        .env_remove("TROUPE_HOME")
-        .env("RUST_LOG", "off")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    within("troupe", command.output()).await.expect("run troupe")
+    within("troupe", troupe_bare(args).output()).await.expect("run troupe")
 }
 
 fn socket_in(dir: &Path) -> PathBuf {
@@ -64,14 +30,14 @@ async fn the_shared_client_and_the_cli_reach_a_daemon_on_a_unix_socket_with_mode
     let data_dir = tempfile::tempdir().expect("data dir");
     let sockets = tempfile::tempdir().expect("socket dir");
     let socket = socket_in(sockets.path());
-    let (child, url) = spawn_on(data_dir.path(), Some(&socket));
-    let mut daemon = Killed(child);
+    let mut daemon = spawn_on(data_dir.path(), Some(&socket));
+    let url = daemon.url.clone();
     assert_eq!(url, format!("unix:{}", socket.display()));
     let metadata = std::fs::metadata(&socket).expect("the socket exists");
     assert!(metadata.file_type().is_socket());
     assert_eq!(metadata.permissions().mode() & 0o777, 0o660);
 
-    let token = token_of(data_dir.path());
+    let token = daemon.token.clone();
     let (client, _deliveries) =
         within("connect", Client::connect_websocket(&url, &token, Default::default())).await.expect("connects");
     let status = within("daemon.status", client.daemon_status(Default::default())).await.expect("status");
@@ -86,16 +52,16 @@ async fn the_shared_client_and_the_cli_reach_a_daemon_on_a_unix_socket_with_mode
     assert!(String::from_utf8_lossy(&output.stdout).contains(&format!("listening on {url}")), "{output:?}");
     client.close().await;
 
-    terminate(&mut daemon.0);
+    assert!(daemon.terminate().success(), "a clean stop");
     assert!(!socket.exists(), "a clean stop removes the socket");
     std::fs::write(
         data_dir.path().join("config.toml"),
         format!("listen = \"unix:{}\"\n[titles]\nauto = false\n", socket.display()),
     )
     .expect("config");
-    let (child, url) = spawn_on(data_dir.path(), None);
-    let _daemon = Killed(child);
-    assert_eq!(url, format!("unix:{}", socket.display()));
+    let daemon = spawn_on(data_dir.path(), None);
+    let url = &daemon.url;
+    assert_eq!(*url, format!("unix:{}", socket.display()));
     let data_dir_arg = data_dir.path().to_str().expect("utf-8");
     let output = troupe_cli(&["status", "--json", "--data-dir", data_dir_arg]).await;
     assert!(output.status.success(), "{output:?}");
@@ -109,37 +75,25 @@ async fn a_live_socket_is_refused_and_a_stale_one_replaced() {
     let sockets = tempfile::tempdir().expect("socket dir");
     let socket = socket_in(sockets.path());
     let first_dir = tempfile::tempdir().expect("data dir");
-    let (child, _url) = spawn_on(first_dir.path(), Some(&socket));
-    let mut first = Killed(child);
+    let mut first = spawn_on(first_dir.path(), Some(&socket));
 
     let second_dir = tempfile::tempdir().expect("data dir");
-    let mut second = tokio::process::Command::new(troupe_binary());
-    second
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(second_dir.path())
-        .arg("--listen")
-        .arg(format!("unix:{}", socket.display()))
-        .env("RUST_LOG", "off")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let output = within("the second daemon to refuse", second.output()).await.expect("run troupe serve");
+    let listen = format!("unix:{}", socket.display());
+    let output = troupe_cli(&["serve", "--data-dir", second_dir.path().to_str().unwrap(), "--listen", &listen]).await;
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("another program (another troupe daemon?) is listening"), "{stderr}");
     assert!(socket.exists(), "the live daemon's socket is left alone");
 
     // SIGKILL leaves the socket file behind; the next daemon finds nobody listening and replaces it.
-    let _ = first.0.kill();
-    let _ = first.0.wait();
+    first.kill();
     assert!(std::fs::symlink_metadata(&socket).is_ok_and(|metadata| metadata.file_type().is_socket()));
-    let (child, url) = spawn_on(second_dir.path(), Some(&socket));
-    let _second = Killed(child);
+    let second = spawn_on(second_dir.path(), Some(&socket));
     let (client, _deliveries) =
-        within("connect", Client::connect_websocket(&url, &token_of(second_dir.path()), Default::default()))
+        within("connect", Client::connect_websocket(&second.url, &second.token, Default::default()))
             .await
             .expect("the new daemon answers on the replaced socket");
-    let status = client.daemon_status(Default::default()).await.expect("status");
+    let status = within("daemon.status", client.daemon_status(Default::default())).await.expect("status");
     assert_eq!(status.data_dir.as_deref(), second_dir.path().to_str());
     client.close().await;
 }
@@ -165,9 +119,8 @@ async fn nginx_on_the_same_host_reaches_the_daemon_through_its_socket() {
     let sockets = tempfile::tempdir().expect("socket dir");
     let proxy_dir = tempfile::tempdir().expect("proxy dir");
     let socket = socket_in(sockets.path());
-    let (child, url) = spawn_on(data_dir.path(), Some(&socket));
-    let _daemon = Killed(child);
-    let token = token_of(data_dir.path());
+    let daemon = spawn_on(data_dir.path(), Some(&socket));
+    let (url, token) = (daemon.url.clone(), daemon.token.clone());
     let ca = TestCa::create(proxy_dir.path());
     let proxy = Proxy::nginx_to(proxy_dir.path(), &ca, &url, 90);
 
@@ -176,7 +129,7 @@ async fn nginx_on_the_same_host_reaches_the_daemon_through_its_socket() {
         within("connect through nginx", Client::connect_websocket(&proxy.url("/ws"), &token, options))
             .await
             .unwrap_or_else(|error| panic!("{error}\n{}", proxy.logs()));
-    let status = client.daemon_status(Default::default()).await.expect("status");
+    let status = within("daemon.status", client.daemon_status(Default::default())).await.expect("status");
     assert_eq!(status.listen, url);
     client.close().await;
 
