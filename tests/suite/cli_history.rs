@@ -39,12 +39,10 @@ async fn watch_until(daemon: &TestDaemon, session_id: &str, stop: impl Fn(&str) 
 async fn revert_and_fork_from_the_cli_change_the_session_and_watch_explains_the_marker() {
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
-    let id = daemon.create_session(&client).await.session_id;
-    client.subscribe(&id, None).await.expect("subscribe");
-    let first = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question one").await;
-    let end_of_first = first.last().unwrap().seq;
-    let second = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question two").await;
-    let end_of_second = second.last().unwrap().seq;
+    let (id, runs) =
+        session_after_echo_runs(&daemon, &client, &mut deliveries, &["question one", "question two"]).await;
+    let end_of_first = runs[0].last().unwrap().seq;
+    let end_of_second = runs[1].last().unwrap().seq;
 
     // revert: the session after it, what the conversation ends with, and which events left it.
     let printed = troupe(&daemon, &["revert", &id, &end_of_first.to_string()]).await.ok();

@@ -5,8 +5,6 @@
 use std::process::Stdio;
 
 use serde_json::{Value, json};
-use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::session::PermissionMode;
 
 use super::cli_support::*;
 use super::model_support::FakeServer;
@@ -77,21 +75,10 @@ async fn runs_lists_each_run_with_its_whole_id_state_and_input_and_refuses_unkno
 
 #[tokio::test]
 async fn approvals_lists_a_pending_approval_with_the_command_that_answers_it_and_runs_marks_the_run_active() {
-    let (daemon, client, mut deliveries) = scripted_daemon(json!({"turns": [
-        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}]},
-        {"text": "written"}
-    ]}))
-    .await;
-    let session = daemon.create_session(&client).await.session_id;
-    set_mode(&client, &session, PermissionMode::Ask).await;
-    client.subscribe(&session, None).await.expect("subscribe");
-    let run_id = start_run(&client, &session, selection_of("default", "local/scripted"), "write it").await;
-    let events =
-        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
-    let Some(EventPayload::ApprovalRequested { approval }) = events.last().map(|event| &event.payload) else {
-        unreachable!("events_until stops at approval_requested")
-    };
-    let approval_id = approval.approval_id.clone();
+    let (daemon, client, mut deliveries) = scripted_daemon(write_file_script()).await;
+    let WaitingRun { session_id: session, run_id, approval } =
+        run_waiting_for_approval(&daemon, &client, &mut deliveries).await;
+    let approval_id = approval.approval_id;
 
     // Without a session: every running tree; the line names the tool and the command that answers.
     let printed = troupe(&daemon, &["approvals"]).await.ok();

@@ -161,8 +161,8 @@ fn referenced_pages(page: &str) -> Vec<String> {
 #[tokio::test]
 async fn every_man_page_the_pages_list_is_written_and_each_prints_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["man", "--dir"]).arg(dir.path()).env("RUST_LOG", "off");
+    let mut command = troupe_bare(&["man", "--dir"]);
+    command.arg(dir.path());
     let written = finish(command, WAIT).await.ok();
     let main_page = std::fs::read_to_string(dir.path().join("troupe.1")).expect("troupe.1 written");
     let listed = referenced_pages(&main_page);
@@ -185,13 +185,9 @@ async fn every_man_page_the_pages_list_is_written_and_each_prints_alone() {
     assert!(pages.contains(&"troupe-goal-set".to_owned()), "{pages:?}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), pages.len(), "written and listed agree: {pages:?}");
 
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["man", "goal", "set"]).env("RUST_LOG", "off");
-    let printed = finish(command, WAIT).await.ok();
+    let printed = finish(troupe_bare(&["man", "goal", "set"]), WAIT).await.ok();
     assert_eq!(printed, std::fs::read_to_string(dir.path().join("troupe-goal-set.1")).unwrap());
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["man", "nosuch"]).env("RUST_LOG", "off");
-    let refused = finish(command, WAIT).await;
+    let refused = finish(troupe_bare(&["man", "nosuch"]), WAIT).await;
     assert_eq!(refused.code, Some(2), "{refused:?}");
     assert!(refused.stderr.contains("no command `nosuch`"), "{refused:?}");
 }
@@ -205,8 +201,8 @@ async fn config_check_lists_every_problem_of_the_file_at_once() {
          [agents.a]\nmodels = [\"no-slash\"]\n[agents.b]\nmodels = []\n",
     )
     .unwrap();
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["config", "check", "--json", "--data-dir"]).arg(data_dir.path()).env("RUST_LOG", "off");
+    let mut command = troupe_bare(&["config", "check", "--json", "--data-dir"]);
+    command.arg(data_dir.path());
     let output = finish(command, WAIT).await;
     assert_eq!(output.code, Some(1), "{output:?}");
     let listed = parsed(&output.stdout);
@@ -234,8 +230,8 @@ async fn config_check_lists_every_problem_of_the_file_at_once() {
 async fn a_daemon_refused_for_its_config_names_the_command_that_lists_every_problem() {
     let data_dir = tempfile::tempdir().unwrap();
     std::fs::write(data_dir.path().join("config.toml"), "[limits]\nmax_frame_bites = 3\nshel = 1\n").unwrap();
-    let mut command = tokio::process::Command::new(troupe_binary());
-    command.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(data_dir.path()).env("RUST_LOG", "off");
+    let mut command = troupe_bare(&["serve", "--listen", "127.0.0.1:0", "--data-dir"]);
+    command.arg(data_dir.path());
     let output = finish(command, WAIT).await;
     assert_eq!(output.code, Some(1), "{output:?}");
     assert!(output.stderr.contains("max_frame_bites"), "{output:?}");
@@ -247,12 +243,10 @@ async fn a_daemon_refused_for_its_config_names_the_command_that_lists_every_prob
 async fn revert_names_the_hidden_events_the_marker_and_what_followed_it_by_their_watch_numbers() {
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
-    let id = daemon.create_session(&client).await.session_id;
-    client.subscribe(&id, None).await.expect("subscribe");
-    let first = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question one").await;
-    let end_of_first = first.last().unwrap().seq;
-    let second = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question two").await;
-    let end_of_second = second.last().unwrap().seq;
+    let (id, runs) =
+        session_after_echo_runs(&daemon, &client, &mut deliveries, &["question one", "question two"]).await;
+    let end_of_first = runs[0].last().unwrap().seq;
+    let end_of_second = runs[1].last().unwrap().seq;
 
     let printed = troupe(&daemon, &["revert", &id, &end_of_first.to_string()]).await.ok();
     let marker =
@@ -280,7 +274,7 @@ async fn revert_names_the_hidden_events_the_marker_and_what_followed_it_by_their
     );
 
     // Reverting into the middle of a run: the daemon closes that run after the marker, and revert says so.
-    let into_run = first[1].seq;
+    let into_run = runs[0][1].seq;
     let printed = troupe(&daemon, &["revert", &id, &into_run.to_string()]).await.ok();
     let after = events_until(
         &mut deliveries,
@@ -302,10 +296,8 @@ async fn revert_names_the_hidden_events_the_marker_and_what_followed_it_by_their
 async fn watch_from_n_starts_at_event_n_as_watch_numbers_it() {
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
-    let id = daemon.create_session(&client).await.session_id;
-    client.subscribe(&id, None).await.expect("subscribe");
-    let first = run_in_subscribed(&client, &mut deliveries, &id, "local/echo", "question one").await;
-    let completed = first.last().unwrap().seq;
+    let (id, runs) = session_after_echo_runs(&daemon, &client, &mut deliveries, &["question one"]).await;
+    let completed = runs[0].last().unwrap().seq;
     let lines =
         troupe_until(&daemon, &["watch", &id, "--from", &completed.to_string()], |line| line.contains("run completed"))
             .await;
@@ -348,21 +340,10 @@ async fn steer_and_cancel_take_a_unique_prefix_of_an_active_runs_id() {
 
 #[tokio::test]
 async fn approve_takes_a_prefix_of_the_approval_id_and_refuses_one_that_names_none() {
-    let (daemon, client, mut deliveries) = scripted_daemon(json!({"turns": [
-        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "asked.txt", "content": "yes"}}]},
-        {"text": "written"}
-    ]}))
-    .await;
-    let session = daemon.create_session(&client).await.session_id;
-    set_mode(&client, &session, troupe_protocol::types::session::PermissionMode::Ask).await;
-    client.subscribe(&session, None).await.expect("subscribe");
-    let run_id = start_run(&client, &session, selection_of("default", "local/scripted"), "write it").await;
-    let events =
-        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
-    let Some(EventPayload::ApprovalRequested { approval }) = events.last().map(|event| &event.payload) else {
-        unreachable!("events_until stops at approval_requested")
-    };
-    let approval_id = approval.approval_id.clone();
+    let (daemon, client, mut deliveries) = scripted_daemon(write_file_script()).await;
+    let WaitingRun { session_id: session, run_id, approval } =
+        run_waiting_for_approval(&daemon, &client, &mut deliveries).await;
+    let approval_id = approval.approval_id;
 
     let refused = troupe(&daemon, &["approve", &session, "ffffffff"]).await.refused();
     assert!(refused.contains("no pending approval ffffffff") && refused.contains("troupe approvals"), "{refused}");

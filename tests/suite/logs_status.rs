@@ -10,8 +10,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use troupe_protocol::client::ClientProtocol;
 use troupe_protocol::method;
-use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::session::PermissionMode;
 
 use super::cli_support::troupe;
 use super::support::*;
@@ -140,14 +138,6 @@ async fn the_log_format_comes_from_the_environment_too_and_text_stays_the_defaul
     assert!(text.lines().iter().all(|line| serde_json::from_str::<Value>(line).is_err()), "{:?}", text.lines());
 }
 
-/// A run that writes a file, so that in `ask` mode it waits for an approval.
-fn waiting_script() -> Value {
-    json!({"turns": [
-        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "a.txt", "content": "x"}}]},
-        {"text": "done"}
-    ]})
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_status_counts_connections_sessions_runs_and_pending_approvals() {
     let daemon = TestDaemon::start_with(DaemonSetup {
@@ -163,13 +153,9 @@ async fn daemon_status_counts_connections_sessions_runs_and_pending_approvals() 
     assert_eq!((status.runs_active, status.approvals_pending), (0, 0));
     assert!(status.started_at.ends_with('Z'), "{}", status.started_at);
 
-    connect_script(&client, daemon.data_path(), waiting_script()).await;
+    connect_script(&client, daemon.data_path(), write_file_script()).await;
     let idle = daemon.create_session(&client).await;
-    let session = daemon.create_session(&client).await;
-    set_mode(&client, &session.session_id, PermissionMode::Ask).await;
-    client.subscribe(&session.session_id, None).await.expect("subscribe");
-    let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
-    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+    let WaitingRun { run_id, .. } = run_waiting_for_approval(&daemon, &client, &mut deliveries).await;
 
     let (second, _second_deliveries) = daemon.client().await;
     let status = within("daemon.status", second.daemon_status(Default::default())).await.expect("daemon.status");
@@ -195,7 +181,9 @@ async fn daemon_status_counts_connections_sessions_runs_and_pending_approvals() 
     .await;
     assert!(!daemon.engine().is_live(&idle.session_id));
 
-    client.call::<method::RunCancel>(troupe_protocol::types::run::RunIdParams { run_id }).await.expect("cancel");
+    within("run.cancel", client.call::<method::RunCancel>(troupe_protocol::types::run::RunIdParams { run_id }))
+        .await
+        .expect("cancel");
     events_until(&mut deliveries, is_terminal).await;
     within("the run and its approval to be gone", async {
         loop {

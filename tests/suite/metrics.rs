@@ -7,9 +7,8 @@ use std::collections::HashMap;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use troupe_protocol::method;
-use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalRespondParams};
-use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::session::PermissionMode;
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRespondParams};
+use troupe_protocol::types::events::EventPayload;
 
 use super::support::*;
 
@@ -73,13 +72,6 @@ async fn eventually_value(daemon: &TestDaemon, series: &str, expected: f64) -> H
     .await
 }
 
-fn requested(event: &StoredEvent) -> Option<ApprovalRecord> {
-    match &event.payload {
-        EventPayload::ApprovalRequested { approval } => Some(approval.clone()),
-        _ => None,
-    }
-}
-
 #[tokio::test]
 async fn metrics_are_refused_without_the_bearer_token() {
     let daemon = TestDaemon::start();
@@ -108,11 +100,7 @@ async fn metrics_public_serves_them_without_a_token() {
 
 #[tokio::test]
 async fn a_run_with_a_tool_call_and_an_approval_moves_the_counters() {
-    let script = json!({"turns": [
-        {"tool_calls": [{"tool": "write_file", "arguments": {"path": "a.txt", "content": "x"}}]},
-        {"text": "done"}
-    ]});
-    let (daemon, client, mut deliveries) = scripted_daemon(script).await;
+    let (daemon, client, mut deliveries) = scripted_daemon(write_file_script()).await;
 
     // Protocol-level refusals: a handshake with the wrong version, and a request before any handshake.
     let mut raw = daemon.raw().await;
@@ -121,12 +109,8 @@ async fn a_run_with_a_tool_call_and_an_approval_moves_the_counters() {
     let early = raw.call(2, "session.list", json!({})).await;
     assert_eq!(early["error"]["code"], -32001, "{early}");
 
-    let session = daemon.create_session(&client).await;
-    set_mode(&client, &session.session_id, PermissionMode::Ask).await;
-    client.subscribe(&session.session_id, None).await.expect("subscribe");
-    start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
-    let asked = events_until(&mut deliveries, |event| requested(event).is_some()).await;
-    let record = asked.iter().find_map(requested).expect("an approval");
+    let WaitingRun { session_id, approval: record, .. } =
+        run_waiting_for_approval(&daemon, &client, &mut deliveries).await;
 
     // While the run waits: one run active, one approval pending, the session live, two clients connected.
     let waiting = eventually_value(&daemon, "troupe_approvals_pending", 1.0).await;
@@ -176,7 +160,7 @@ async fn a_run_with_a_tool_call_and_an_approval_moves_the_counters() {
     expect("troupe_gaps_sent_total", 0.0);
 
     // Every line of the session's log was counted once it was durable, each batch with one fsync.
-    let log = daemon.data_path().join("sessions").join(&session.session_id).join("events.jsonl");
+    let log = daemon.data_path().join("sessions").join(&session_id).join("events.jsonl");
     let lines = std::fs::read_to_string(&log).expect("the log").lines().count() as f64;
     let samples = eventually_value(&daemon, "troupe_events_appended_total", lines).await;
     let fsyncs = value(&samples, "troupe_event_log_fsync_duration_seconds_count");
