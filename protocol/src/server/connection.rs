@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytestring::ByteString;
 use futures::FutureExt;
@@ -180,7 +180,9 @@ impl<S: ServerProtocol> ServerConnection<S> {
             Admitted::Reply(reply) => Some(reply),
             Admitted::Dispatch { request, ctx } => {
                 let started = Instant::now();
-                let span = super::request_span::request_span(&request.method, &request.params);
+                // The table's name, looked up once: the span and the observer both label the request with it.
+                let method = method_label(&request.method);
+                let span = super::request_span::request_span(method, &request.params);
                 let outcome = tracing::Instrument::instrument(
                     AssertUnwindSafe(dispatch(&*self.server, &ctx, &request.method, request.params)).catch_unwind(),
                     span.clone(),
@@ -189,14 +191,14 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 let _in_request = span.enter();
                 self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
                 let result = outcome.unwrap_or_else(|_| {
-                    tracing::error!(method = %request.method, "a request handler panicked");
+                    tracing::error!(method, "a request handler panicked");
                     Err(RpcError::internal(&format!(
-                        "the handler of `{}` failed unexpectedly; the daemon's log has the details",
-                        request.method
+                        "the handler of `{method}` failed unexpectedly; the daemon's log has the details"
                     )))
                 });
-                self.observe(&request.method, result.as_ref().map(|_| ()), started);
-                super::request_span::log_end(result.as_ref().map(|_| ()), started);
+                let elapsed = started.elapsed();
+                self.observe(method, result.as_ref().map(|_| ()), elapsed);
+                super::request_span::log_end(result.as_ref().map(|_| ()), elapsed);
                 let id = request.id?;
                 Some(match result {
                     Ok(raw) => encode_result_response(&id, &raw),
@@ -208,13 +210,13 @@ impl<S: ServerProtocol> ServerConnection<S> {
 }
 
 impl<S> ServerConnection<S> {
-    fn observe(&self, method: &str, result: Result<(), &RpcError>, started: Instant) {
-        let method = method_label(method);
+    /// Reports a dispatched request; `method` is its [`method_label`].
+    fn observe(&self, method: &'static str, result: Result<(), &RpcError>, elapsed: Duration) {
         let observer = &self.shared.observer;
         if method == crate::methods::method::Handshake::NAME {
             observer.handshake(if result.is_ok() { HandshakeOutcome::Accepted } else { HandshakeOutcome::Refused });
         }
-        observer.request_finished(method, result, Some(started.elapsed()));
+        observer.request_finished(method, result, Some(elapsed));
     }
 }
 

@@ -7,21 +7,20 @@
 
 use serde_json::Value;
 
-use super::observer::method_label;
-
 /// The longest id recorded (UUIDv7 strings are 36 characters).
 const MAX_ID_CHARS: usize = 64;
 
-/// A `request` span: `method`, and `session_id` (or `root_session_id`) and `run_id` when the params carry them.
-pub(crate) fn request_span(method: &str, params: &Value) -> tracing::Span {
+/// A `request` span: `method` (the request's [`method_label`](super::observer::method_label)), and `session_id`
+/// (or `root_session_id`) and `run_id` when the params carry them.
+pub(crate) fn request_span(method: &'static str, params: &Value) -> tracing::Span {
     let session_id = id_param(params, "session_id").or_else(|| id_param(params, "root_session_id"));
-    tracing::info_span!("request", method = method_label(method), session_id, run_id = id_param(params, "run_id"))
+    tracing::info_span!("request", method, session_id, run_id = id_param(params, "run_id"))
 }
 
 /// One line per request at debug, inside its span: how it ended and how long it took. An operator turns it on
 /// with `RUST_LOG=troupe_protocol=debug` to follow what each client asks.
-pub(crate) fn log_end(result: Result<(), &crate::error::RpcError>, started: std::time::Instant) {
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+pub(crate) fn log_end(result: Result<(), &crate::error::RpcError>, elapsed: std::time::Duration) {
+    let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     match result {
         Ok(()) => tracing::debug!(duration_ms, "request answered"),
         Err(error) => tracing::debug!(duration_ms, code = error.code, "request answered with an error"),

@@ -127,7 +127,10 @@ fn plain_text_body(response: &Response<Option<Vec<u8>>>) -> Option<String> {
         return None;
     }
     let body = std::str::from_utf8(response.body().as_deref()?).ok()?.trim();
-    let printable = !body.is_empty() && body.len() <= MAX_QUOTED_BODY && body.chars().all(|c| !c.is_control());
+    // Whatever answered is untrusted and the words reach a terminal: no controls, no bidi overrides.
+    let printable = !body.is_empty()
+        && body.len() <= MAX_QUOTED_BODY
+        && body.chars().all(|c| !c.is_control() && !crate::diagnostic::is_format_control(c));
     printable.then(|| body.to_owned())
 }
 
@@ -213,6 +216,9 @@ mod tests {
         assert!(said.contains("redirects to https://troupe.example.com/ws (HTTP 301 Moved Permanently)"), "{said}");
         let teapot = response(418, &[("server", "evil\u{e9}"), ("content-type", "text/plain")], "short\u{1b}[2J");
         let said = describe_refusal(&target(false, "/ws"), &teapot);
+        assert_eq!(said, "the server at localhost:18444 refused the WebSocket upgrade with HTTP 418 I'm a teapot");
+        let reversed = response(418, &[("content-type", "text/plain")], "fine \u{202e}txt.exe");
+        let said = describe_refusal(&target(false, "/ws"), &reversed);
         assert_eq!(said, "the server at localhost:18444 refused the WebSocket upgrade with HTTP 418 I'm a teapot");
     }
 }
