@@ -159,7 +159,8 @@ impl Handler<ListTreeApprovals> for ApprovalActor {
         let supervisor = self.supervisor.clone();
         let root = self.root_session_id.clone();
         let collect = async move {
-            let tree = supervisor.send(GetTree { session_id: root }).await.map_err(|_| EngineError::ShuttingDown)??;
+            let (tree, _) =
+                supervisor.send(GetTree { session_id: root }).await.map_err(|_| EngineError::ShuttingDown)??;
             let mut sessions = Vec::new();
             tree_sessions(&tree, &mut sessions);
             let mut approvals = Vec::new();

@@ -89,7 +89,7 @@ impl ApprovalTrees {
 
     /// The tree's approval actor, started (with the tree's mode) if it has none or its actor died.
     pub fn lease(&mut self, root: &str, supervisor: Addr<SessionSupervisor>) -> TreeApprovals {
-        let mode = self.modes.get(root).copied().unwrap_or_default();
+        let mode = self.mode(root);
         let tree = self.trees.entry(root.to_owned()).or_insert_with(|| start_tree(root, supervisor.clone(), mode));
         if !tree.addr.connected() {
             *tree = start_tree(root, supervisor, mode);

@@ -69,8 +69,8 @@ use crate::session_actor::{
 };
 use crate::session_router::SessionRouter;
 use crate::session_supervisor::{
-    ApprovalsFor, CreateSession, DrainAll, GetTree, GetTreeMode, IndexedMeta, ListChildren, ListRootSessions,
-    LiveSessions, SessionSupervisor, SetPermissionMode,
+    ApprovalsFor, CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
+    SessionSupervisor, SetPermissionMode,
 };
 
 /// How the engine is set up.
@@ -397,8 +397,7 @@ impl ServerProtocol for Engine {
     }
 
     async fn session_tree(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionTreeResult, RpcError> {
-        let tree = self.supervisor_ask(GetTree { session_id: params.session_id.clone() }).await??;
-        let mode = self.supervisor_ask(GetTreeMode { session_id: params.session_id }).await??;
+        let (tree, mode) = self.supervisor_ask(GetTree { session_id: params.session_id }).await??;
         Ok(SessionTreeResult { tree, permission_mode: Some(mode) })
     }
 

@@ -121,16 +121,11 @@ pub struct ListChildren {
     pub session_id: String,
 }
 
+/// The session with its descendants, and the permission mode of the tree that contains it, from the supervisor's
+/// index and book (no session is loaded).
 #[derive(Message)]
-#[rtype(result = "Result<SessionTreeNode, EngineError>")]
+#[rtype(result = "Result<(SessionTreeNode, PermissionMode), EngineError>")]
 pub struct GetTree {
-    pub session_id: String,
-}
-
-/// The permission mode of the tree that contains the session, from the supervisor's book (no session is loaded).
-#[derive(Message)]
-#[rtype(result = "Result<PermissionMode, EngineError>")]
-pub struct GetTreeMode {
     pub session_id: String,
 }
 
@@ -564,10 +559,12 @@ impl Handler<ListChildren> for SessionSupervisor {
 }
 
 impl Handler<GetTree> for SessionSupervisor {
-    type Result = Result<SessionTreeNode, EngineError>;
+    type Result = Result<(SessionTreeNode, PermissionMode), EngineError>;
 
     fn handle(&mut self, message: GetTree, _: &mut Context<Self>) -> Self::Result {
-        self.tree(&message.session_id, &mut HashSet::new())
+        let tree = self.tree(&message.session_id, &mut HashSet::new())?;
+        let root = self.root_of(&message.session_id)?;
+        Ok((tree, self.approvals.mode(&root)))
     }
 }
 
@@ -578,15 +575,6 @@ impl Handler<ApprovalsFor> for SessionSupervisor {
         let root = self.root_of(&message.session_id)?;
         let approvals = self.approvals.lease(&root, ctx.address());
         Ok((root, approvals))
-    }
-}
-
-impl Handler<GetTreeMode> for SessionSupervisor {
-    type Result = Result<PermissionMode, EngineError>;
-
-    fn handle(&mut self, message: GetTreeMode, _: &mut Context<Self>) -> Self::Result {
-        let root = self.root_of(&message.session_id)?;
-        Ok(self.approvals.mode(&root))
     }
 }
 
