@@ -279,24 +279,39 @@ impl Default for Limits {
 
 /// Reads and validates the configuration at `path`; a missing file gives [`Config::default`].
 pub fn load(path: &Path) -> Result<Config, RuntimeError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Config::default()),
-        Err(error) => return Err(RuntimeError::io("read the configuration file", path, error)),
-    };
-    parse(&text, path)
+    match read_text(path)? {
+        Some(text) => parse(&text, path),
+        None => Ok(Config::default()),
+    }
+}
+
+/// The text of the configuration file at `path`, `None` when there is none.
+fn read_text(path: &Path) -> Result<Option<String>, RuntimeError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(RuntimeError::io("read the configuration file", path, error)),
+    }
 }
 
 /// Parses and validates configuration text; `path` is only used in error messages.
 fn parse(text: &str, path: &Path) -> Result<Config, RuntimeError> {
-    let mut config: Config = toml::from_str(text).map_err(|error| {
-        let (line, column) = error.span().map(|span| line_and_column(text, span.start)).unwrap_or((1, 1));
-        // `message()` is the parser's description alone ("unknown field `x`, expected one of ..."); the error's
-        // `Display` would also quote the offending source line, which this crate never puts in an error.
-        RuntimeError::ConfigSyntax { path: path.to_path_buf(), line, column, message: error.message().to_owned() }
-    })?;
+    let mut config: Config = toml::from_str(text).map_err(|error| syntax_error(text, path, &error))?;
     validate(&mut config).map_err(|detail| RuntimeError::ConfigInvalid { path: path.to_path_buf(), detail })?;
     Ok(config)
+}
+
+/// The error of a TOML error in `text`, at its position.
+fn syntax_error(text: &str, path: &Path, error: &toml::de::Error) -> RuntimeError {
+    let (line, column) = error_position(text, error);
+    // `message()` is the parser's description alone ("unknown field `x`, expected one of ..."); the error's
+    // `Display` would also quote the offending source line, which this crate never puts in an error.
+    RuntimeError::ConfigSyntax { path: path.to_path_buf(), line, column, message: error.message().to_owned() }
+}
+
+/// The 1-based line and column where a TOML error in `text` starts (1:1 when it has no position).
+fn error_position(text: &str, error: &toml::de::Error) -> (usize, usize) {
+    error.span().map_or((1, 1), |span| line_and_column(text, span.start))
 }
 
 /// The 1-based line and column (in characters) of a byte offset.

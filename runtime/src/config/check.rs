@@ -74,12 +74,10 @@ const MAX_KEY_ERRORS: usize = 50;
 ///   the next one;
 /// - once every entry is accepted, every range and form problem of every section is listed.
 pub fn load_listing_errors(path: &Path) -> Result<Config, Vec<ConfigProblem>> {
-    let mut text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-        Err(error) => {
-            return Err(vec![error_problem(path, RuntimeError::io("read the configuration file", path, error))]);
-        }
+    let mut text = match super::read_text(path) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Ok(Config::default()),
+        Err(error) => return Err(vec![error_problem(path, error)]),
     };
     // Syntax first: the loader's own error, with its position.
     if text.parse::<toml::Table>().is_err() {
@@ -102,14 +100,11 @@ pub fn load_listing_errors(path: &Path) -> Result<Config, Vec<ConfigProblem>> {
                 return if problems.is_empty() { Ok(config) } else { Err(problems) };
             }
             Err(error) => {
-                let span = error.span();
-                let (line, column) = span.clone().map_or((1, 1), |span| super::line_and_column(&text, span.start));
-                let message = error.message().to_owned();
-                let syntax = RuntimeError::ConfigSyntax { path: path.to_path_buf(), line, column, message };
-                refused.push(((line, column), error_problem(path, syntax)));
-                let Some(span) = span else { return Err(in_file_order(refused)) };
+                let position = super::error_position(&text, &error);
+                refused.push((position, error_problem(path, super::syntax_error(&text, path, &error))));
+                let Some(span) = error.span() else { return Err(in_file_order(refused)) };
                 let last_line = super::line_and_column(&text, span.end.saturating_sub(1).max(span.start)).0;
-                let without = blank_entry(&text, line, last_line);
+                let without = blank_entry(&text, position.0, last_line);
                 if refused.len() >= MAX_KEY_ERRORS || without == text || without.parse::<toml::Table>().is_err() {
                     return Err(in_file_order(refused));
                 }
