@@ -213,10 +213,9 @@ fn assert_local_provider_released(daemon: &TestDaemon, output: &str) {
     assert!(!disconnected, "the example left the local provider connected to its deleted script; output:\n{output}");
 }
 
-/// A port nothing listens on (one just bound and released), for the unreachable-daemon tests.
+/// An address nothing listens on (a port just bound and released), for the unreachable-daemon tests.
 fn closed_port() -> std::net::SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address")
+    (std::net::Ipv4Addr::LOCALHOST, free_port()).into()
 }
 
 /// What an interpreted example says when its token is refused: the refusal, and where the right token comes from.

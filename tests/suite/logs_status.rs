@@ -49,7 +49,7 @@ impl LoggedDaemon {
             }
         });
         let url = listening_url(&mut child);
-        let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
+        let token = token_of(data_dir);
         LoggedDaemon { child, url, token, stderr }
     }
 

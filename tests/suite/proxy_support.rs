@@ -131,7 +131,7 @@ impl LoggedDaemon {
             .expect("spawn troupe serve");
         let url = listening_url(&mut child);
         let addr = url.trim_start_matches("ws://").trim_end_matches("/ws").parse().expect("listening address");
-        let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
+        let token = token_of(data_dir);
         LoggedDaemon { child, addr, token, log }
     }
 

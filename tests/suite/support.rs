@@ -101,7 +101,7 @@ impl TestDaemon {
             session_threads: setup.session_threads,
         };
         let daemon = DaemonThread::spawn(options, WAIT).unwrap_or_else(|error| panic!("{error:#}"));
-        let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).expect("token").trim().to_owned();
+        let token = token_of(data_dir.path());
         let project = setup.project.unwrap_or_else(|| tempfile::tempdir().expect("project dir"));
         TestDaemon { addr: daemon.local_addr, token, data_dir: Some(data_dir), project, daemon }
     }
@@ -251,6 +251,11 @@ impl RawSocket {
     }
 }
 
+/// The token a daemon wrote in `data_dir`.
+pub fn token_of(data_dir: &Path) -> String {
+    std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned()
+}
+
 /// The `troupe` binary.
 pub fn troupe_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_troupe"))
@@ -297,7 +302,7 @@ impl ChildDaemon {
     /// [`ChildDaemon::spawn`]; `listen: None` leaves the address to the data dir's config.toml.
     pub fn spawn_listening(data_dir: &Path, listen: Option<&str>) -> ChildDaemon {
         let (child, url) = spawn_serve(data_dir, listen);
-        let token = std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned();
+        let token = token_of(data_dir);
         ChildDaemon { child, url, token }
     }
 

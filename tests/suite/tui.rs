@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use troupe_protocol::types::session::PermissionMode;
 
 use super::support::*;
 use super::terminal_support::{SCREEN_WAIT, Tmux};
@@ -54,14 +55,9 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.keys(&["C-o"]);
     tmux.wait_for("mode ask").await;
     // The mode is the tree's: another client's change shows too.
-    let set_mode = |mode| {
-        client.call::<troupe_protocol::method::SessionSetPermissionMode>(
-            troupe_protocol::types::session::SetPermissionModeParams { session_id: session.session_id.clone(), mode },
-        )
-    };
-    within("set yolo", set_mode(troupe_protocol::types::session::PermissionMode::Yolo)).await.expect("yolo");
+    set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
     tmux.wait_for("mode yolo").await;
-    within("set ask", set_mode(troupe_protocol::types::session::PermissionMode::Ask)).await.expect("ask");
+    set_mode(&client, &session.session_id, PermissionMode::Ask).await;
     tmux.wait_for("mode ask").await;
 
     tmux.keys(&["-l", "show me colours"]);
