@@ -112,8 +112,8 @@ impl Metrics {
     /// those of a fixed label set (handshakes, runs ended, drops) from the start at 0, those labelled by method,
     /// provider or tool from their first count.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("troupe");
-        let families = Families {
+        let mut f = Families {
+            registry: Registry::with_prefix("troupe"),
             connections_open: Gauge::default(),
             handshakes: Family::default(),
             requests: Family::default(),
@@ -130,9 +130,8 @@ impl Metrics {
             model_errors: Family::default(),
             tool_calls: Family::default(),
             approvals_pending: Gauge::default(),
-            registry: Registry::default(),
         };
-        let f = &families;
+        let registry = &mut f.registry;
         registry.register("connections_open", "WebSocket connections open now", f.connections_open.clone());
         registry.register("handshakes", "Handshake requests, by outcome (ok or refused)", f.handshakes.clone());
         registry.register(
@@ -179,15 +178,15 @@ impl Metrics {
         registry.register("approvals_pending", "Approvals waiting for an answer", f.approvals_pending.clone());
         // Series of a fixed label set exist at 0 from the start, so that `rate()` sees their first increment.
         for outcome in [HandshakeResult::Ok, HandshakeResult::Refused] {
-            drop(families.handshakes.get_or_create(&HandshakeLabels { outcome }));
+            drop(f.handshakes.get_or_create(&HandshakeLabels { outcome }));
         }
         for outcome in [RunOutcome::Completed, RunOutcome::Failed, RunOutcome::Cancelled, RunOutcome::Interrupted] {
-            drop(families.runs_ended.get_or_create(&RunEndLabels { outcome }));
+            drop(f.runs_ended.get_or_create(&RunEndLabels { outcome }));
         }
         for kind in [DropKind::Event, DropKind::Transient] {
-            drop(families.outbound_dropped.get_or_create(&DropLabels { kind }));
+            drop(f.outbound_dropped.get_or_create(&DropLabels { kind }));
         }
-        Metrics { inner: Arc::new(Families { registry, ..families }) }
+        Metrics { inner: Arc::new(f) }
     }
 
     /// The whole registry in the OpenMetrics text format ([`CONTENT_TYPE`]).
