@@ -10,6 +10,7 @@ use troupe_protocol::types::session::SessionListParams;
 use crate::cli_errors::{explained, require_text};
 use crate::connection::{Connected, Connection};
 use crate::output::{Output, emit};
+use crate::session_ref::{MIN_PREFIX, one_by_prefix};
 use crate::session_scan::{SessionFacts, scan};
 
 /// Which run a command acts on.
@@ -37,13 +38,14 @@ impl RunTarget {
     }
 }
 
-/// The run id a target names, and for a session its facts (for `stdin`'s running command).
+/// The run id a target names, and its session's facts when they were read to find it (a session, or a run id
+/// prefix), for `stdin`'s running command.
 async fn locate<C: ClientProtocol>(
     connected: &mut Connected<C>,
     target: &RunTarget,
 ) -> anyhow::Result<(String, Option<SessionFacts>)> {
     match target {
-        RunTarget::Run(given) => Ok((resolve_run_id(connected, given).await?, None)),
+        RunTarget::Run(given) => resolve_run_id(connected, given).await,
         RunTarget::Session(given) => {
             let session_id = crate::session_ref::resolve_session_id(&connected.client, given).await?;
             let facts = scan(&connected.client, &mut connected.deliveries, &session_id).await?;
@@ -115,6 +117,7 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
     let tool_call_id = match (request.tool_call_id, facts) {
         (Some(id), _) => id,
         (None, Some(facts)) => one_running_command(&facts)?,
+        // A whole run id, taken as given: its session is looked for now.
         (None, None) => {
             let facts = facts_of_run(&mut connected, &run_id).await?;
             one_running_command(&facts)?
@@ -156,40 +159,37 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
 /// The length of a whole run id (a UUID): taken as given, without looking for it.
 const WHOLE_RUN_ID: usize = 36;
 
-/// Shortest run id prefix accepted, as for sessions, so that a stray digit is not taken for a run.
-const MIN_RUN_PREFIX: usize = 4;
-
 /// Resolves `given` to a run id: a whole id as is, else the one active run of a running root session whose id
-/// starts with it (runs that ended take no steer, stdin or cancel, so only active runs are looked at).
-async fn resolve_run_id<C: ClientProtocol>(connected: &mut Connected<C>, given: &str) -> anyhow::Result<String> {
+/// starts with it, with that session's facts (runs that ended take no steer, stdin or cancel, so only active runs
+/// are looked at).
+async fn resolve_run_id<C: ClientProtocol>(
+    connected: &mut Connected<C>,
+    given: &str,
+) -> anyhow::Result<(String, Option<SessionFacts>)> {
     let given = given.trim();
     if given.len() >= WHOLE_RUN_ID {
-        return Ok(given.to_owned());
+        return Ok((given.to_owned(), None));
     }
-    if given.len() < MIN_RUN_PREFIX {
+    if given.len() < MIN_PREFIX {
         anyhow::bail!(
-            "no run {given}\n  hint: give at least {MIN_RUN_PREFIX} characters of the run id that `troupe run`, \
+            "no run {given}\n  hint: give at least {MIN_PREFIX} characters of the run id that `troupe run`, \
              `troupe watch` or `troupe runs SESSION` print, or --session SESSION for its active run"
         );
     }
-    let matching: Vec<String> = active_runs(connected)
-        .await?
-        .into_iter()
-        .filter_map(|facts| facts.active_run.map(|active| active.run_id))
-        .filter(|run_id| run_id.starts_with(given))
-        .collect();
-    match matching.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => anyhow::bail!(
-            "no run {given}: the id of no active run starts with it\n  hint: `troupe runs SESSION` lists a session's runs; only an \
-             active run can be steered, cancelled or given stdin"
-        ),
-        several => anyhow::bail!(
-            "{given:?} is ambiguous: {} active runs start with it ({})\n  hint: give more characters of the run id",
-            several.len(),
-            several.join(", ")
-        ),
-    }
+    let active: Vec<SessionFacts> =
+        active_runs(connected).await?.into_iter().filter(|facts| facts.active_run.is_some()).collect();
+    let facts = one_by_prefix(given, active, active_run_id, "active runs", || {
+        format!(
+            "no run {given}: the id of no active run starts with it\n  hint: `troupe runs SESSION` lists a \
+             session's runs; only an active run can be steered, cancelled or given stdin"
+        )
+    })?;
+    Ok((active_run_id(&facts).to_owned(), Some(facts)))
+}
+
+/// The id of the session's active run ("" when it has none).
+fn active_run_id(facts: &SessionFacts) -> &str {
+    facts.active_run.as_ref().map_or("", |active| active.run_id.as_str())
 }
 
 /// The facts of every running root session (each read from its events).
