@@ -64,6 +64,8 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
     });
     let mut terminal = ratatui::try_init()?;
     let mut refresh = tokio::time::interval(PICKER_REFRESH);
+    // Ticks missed while the daemon is away are not made up in a burst on return.
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = async {
         while !app.quit {
             terminal.draw(|frame| view::draw(frame, &app))?;
@@ -89,7 +91,9 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
                         app.notice = Some(crate::style::clean(&format!("{error:#}")));
                     }
                 }
-                _ = refresh.tick() => {
+                // Not while the daemon is away: a call then waits for the reconnection (up to the request
+                // timeout), and keys would wait with it. `Reconnected` reads the mode again.
+                _ = refresh.tick(), if app.connected => {
                     let refreshed = match app.screen {
                         Screen::Picker => conn::refresh(&client, &mut app).await,
                         Screen::Session => conn::read_mode(&client, &mut app).await,
