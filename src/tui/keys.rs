@@ -81,7 +81,8 @@ fn choice_key(app: &mut App, key: KeyEvent) -> Option<Action> {
         KeyCode::Enter => match app.choices.get(chosen) {
             Some(choice) if choice.unusable.is_some() => {
                 let why = choice.unusable.as_deref().unwrap_or_default();
-                app.notice = Some(format!("{} cannot run now: {why}", choice.selection.model.model));
+                app.notice =
+                    Some(crate::style::clean(&format!("{} cannot run now: {why}", choice.selection.model.model)));
             }
             Some(choice) => {
                 app.picked = Some(choice.selection.clone());

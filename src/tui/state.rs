@@ -237,8 +237,8 @@ impl App {
             EventPayload::RunStarted { input, selection, .. } => {
                 self.active_run = event.run_id.clone();
                 self.last_selection = Some(selection.clone());
-                self.entries
-                    .push(Entry::RunBoundary(format!("run started · {} · {}", selection.agent, selection.model.model)));
+                let words = format!("run started · {} · {}", selection.agent, selection.model.model);
+                self.entries.push(Entry::RunBoundary(clean(&words)));
                 self.entries.push(Entry::User(clean(input)));
             }
             EventPayload::UserInputAdmitted { input, .. } => self.entries.push(Entry::User(clean(input))),
@@ -262,7 +262,7 @@ impl App {
             }
             EventPayload::AttemptAbandoned { model, error, will_retry, .. } => {
                 let next = if *will_retry { "retrying" } else { "giving up on it" };
-                self.entries.push(Entry::Error(format!("{model}: {} ({next})", clean(&error.message))));
+                self.entries.push(Entry::Error(clean(&format!("{model}: {} ({next})", error.message))));
             }
             EventPayload::ModelUsageRecorded { input_tokens, output_tokens, .. } => {
                 self.tokens.0 += input_tokens;

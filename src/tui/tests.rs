@@ -474,3 +474,27 @@ fn the_status_line_shows_the_mode_the_daemon_reports() {
     app.open(session_meta());
     assert!(view::status_line(&app).contains("mode unknown"));
 }
+
+#[test]
+fn model_and_agent_names_reach_the_screen_cleaned() {
+    use troupe_protocol::types::common::{ModelSelection, RunSelection};
+    let mut app = open_app();
+    let hostile = RunSelection {
+        agent: "co\u{1b}]0;owned\u{7}der".into(),
+        model: ModelSelection { model: "local/e\u{1b}[2Jcho".into(), variant: None },
+        preset: None,
+    };
+    app.picked = Some(hostile.clone());
+    let status = view::status_line(&app);
+    assert!(status.contains("coder/local/echo") && !status.contains('\u{1b}'), "{status:?}");
+    let mut started = run_started(2, "hi");
+    started.payload = serde_json::from_value(json!({"type": "run_started", "client_run_id": "c1", "input": "hi",
+        "fallback_index": 0, "selection": hostile}))
+    .expect("a run_started");
+    app.apply(&started);
+    assert!(draw(&app).0.contains("run started · coder · local/echo"), "{}", draw(&app).0);
+    app.choices = vec![super::state::Choice { selection: hostile, unusable: None }];
+    app.choosing = Some(0);
+    let (text, _) = draw(&app);
+    assert!(text.contains("coder · local/echo"), "{text}");
+}

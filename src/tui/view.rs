@@ -110,7 +110,7 @@ fn choices(frame: &mut Frame, app: &App, chosen: usize, area: Rect) {
         .choices
         .iter()
         .map(|choice| {
-            let name = format!("{} · {}", choice.selection.agent, choice.selection.model.model);
+            let name = clean(&format!("{} · {}", choice.selection.agent, choice.selection.model.model));
             match &choice.unusable {
                 None => ListItem::new(name),
                 Some(why) => ListItem::new(format!("{name}  (cannot run: {})", clean(why)))
@@ -229,7 +229,7 @@ pub fn status_line(app: &App) -> String {
         // Picked, else the session's last, else its creation selection. (The agent's chain is applied by
         // `selection::decide` when the run starts.)
         let selection = app.picked.as_ref().or(app.last_selection.as_ref()).unwrap_or(&session.creation_selection);
-        parts.push(format!("{}/{}", selection.agent, selection.model.model));
+        parts.push(clean(&format!("{}/{}", selection.agent, selection.model.model)));
         parts.push(format!("{}↑{}↓", app.tokens.0, app.tokens.1));
     }
     // On the session screen the notice sits under the input line.
