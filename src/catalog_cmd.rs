@@ -11,10 +11,7 @@ use std::collections::BTreeMap;
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::Empty;
-use troupe_protocol::types::runtime::{
-    AgentInfo, AgentMode, AuthState, ModelInfo, ProviderInfo, ProviderKind, RuntimeSnapshot,
-};
-use troupe_runtime::catalog::LOCAL_SCRIPTED;
+use troupe_protocol::types::runtime::{AgentInfo, AgentMode, AuthState, ProviderInfo, ProviderKind, RuntimeSnapshot};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::provider_store::ProviderStore;
 
@@ -23,6 +20,7 @@ use crate::client_args::ClientArgs;
 use crate::commands::Connected;
 use crate::inspect_cmd::{first_line, header_table};
 use crate::output::{pretty_json, text};
+use crate::selection::{Usable, usable};
 use crate::style::{Style, clean};
 
 /// Which list to print.
@@ -113,41 +111,15 @@ fn local_endpoints(args: &ClientArgs, providers: &[ProviderInfo]) -> BTreeMap<St
     endpoints
 }
 
-/// Whether a run on a model can start now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Usable {
-    Yes,
-    /// Its provider is not connected.
-    NotConnected,
-    /// `local/scripted` while the `local` provider has no script.
-    NoScript,
-}
-
-/// Whether `model` can run on the daemon of `snapshot`. The built-in `local` provider is always connected, but
-/// `local/scripted` plays the script of a `local` connection: the snapshot lists it either way, and only the
-/// provider's generation tells (0 is the built-in provider alone; `troupe connect local --script` makes one, and
-/// `troupe disconnect local` returns to 0).
-pub fn usable(snapshot: &RuntimeSnapshot, model: &ModelInfo) -> Usable {
-    let Some(provider) = snapshot.providers.iter().find(|provider| provider.provider_id == model.provider_id) else {
-        return Usable::NotConnected;
-    };
-    if !provider.connected {
-        Usable::NotConnected
-    } else if model.model == LOCAL_SCRIPTED && provider.generation == 0 {
-        Usable::NoScript
-    } else {
-        Usable::Yes
-    }
-}
-
 /// `troupe models`: model, provider, usable (or why not), context window, name.
 pub fn render_models(snapshot: &RuntimeSnapshot, style: Style) -> String {
     if snapshot.models.is_empty() {
         return "no models: connect a provider with `troupe connect`\n".to_owned();
     }
     let mut rows = vec![["MODEL", "PROVIDER", "USABLE", "CONTEXT", "NAME"].map(str::to_owned).to_vec()];
-    for model in &snapshot.models {
-        let usable = match usable(snapshot, model) {
+    let verdicts: Vec<Usable> = snapshot.models.iter().map(|model| usable(snapshot, model)).collect();
+    for (model, verdict) in snapshot.models.iter().zip(&verdicts) {
+        let usable = match verdict {
             Usable::Yes => "yes",
             Usable::NotConnected => "no (not connected)",
             Usable::NoScript => "no (no script)",
@@ -161,11 +133,10 @@ pub fn render_models(snapshot: &RuntimeSnapshot, style: Style) -> String {
         ]);
     }
     let mut text = header_table(&rows, style);
-    let unusable: Vec<Usable> = snapshot.models.iter().map(|model| usable(snapshot, model)).collect();
-    if unusable.contains(&Usable::NotConnected) {
+    if verdicts.contains(&Usable::NotConnected) {
         text.push_str("a model of a provider that is not connected cannot run: `troupe connect PROVIDER`\n");
     }
-    if unusable.contains(&Usable::NoScript) {
+    if verdicts.contains(&Usable::NoScript) {
         text.push_str("local/scripted plays a script file: `troupe connect local --script FILE`\n");
     }
     text
@@ -228,6 +199,7 @@ pub fn render_providers(providers: &[ProviderInfo], endpoints: &BTreeMap<String,
 #[cfg(test)]
 mod tests {
     use troupe_protocol::types::common::ModelSelection;
+    use troupe_protocol::types::runtime::ModelInfo;
 
     use super::*;
 

@@ -14,10 +14,9 @@
 use anyhow::bail;
 use troupe_protocol::client::ClientProtocol;
 use troupe_protocol::types::common::{Empty, ModelSelection, RunSelection, SessionMeta};
-use troupe_protocol::types::runtime::{ProviderKind, RuntimeSnapshot};
-use troupe_runtime::catalog::DEFAULT_AGENT;
+use troupe_protocol::types::runtime::{ModelInfo, ProviderKind, RuntimeSnapshot};
+use troupe_runtime::catalog::{DEFAULT_AGENT, LOCAL_SCRIPTED};
 
-use crate::catalog_cmd::{Usable, usable};
 use crate::cli_errors::explained;
 
 /// What the person asked for on the command line (`--agent`, `--model`).
@@ -105,6 +104,34 @@ pub fn decide(
         }
     };
     Ok(RunSelection { agent: agent_name, model, preset: None })
+}
+
+/// Whether a run on a model can start now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Usable {
+    Yes,
+    /// Its provider is not connected.
+    NotConnected,
+    /// `local/scripted` while the `local` provider has no script.
+    NoScript,
+}
+
+/// Whether `model` can run on the daemon of `snapshot`. The built-in `local` provider is always connected, but
+/// `local/scripted` plays the script of a `local` connection: the snapshot lists it either way, and only the
+/// provider's generation tells (0 is the built-in provider alone; `troupe connect local --script` makes one, and
+/// `troupe disconnect local` returns to 0). The one check behind `troupe models`' USABLE column, the refusals of
+/// [`decide`] and the TUI's model picker.
+pub fn usable(snapshot: &RuntimeSnapshot, model: &ModelInfo) -> Usable {
+    let Some(provider) = snapshot.providers.iter().find(|provider| provider.provider_id == model.provider_id) else {
+        return Usable::NotConnected;
+    };
+    if !provider.connected {
+        Usable::NotConnected
+    } else if model.model == LOCAL_SCRIPTED && provider.generation == 0 {
+        Usable::NoScript
+    } else {
+        Usable::Yes
+    }
 }
 
 /// Refuses a model that cannot run now: an unknown provider or local model, a provider that is not connected, or
