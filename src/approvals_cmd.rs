@@ -74,11 +74,8 @@ pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, known: &[&st
         };
     }
     // The sessions of one tree are created within moments of each other: their ids share a long prefix.
-    let mut ids: Vec<&str> = pending.iter().map(|record| record.session_id.as_str()).collect();
-    ids.extend(known.iter().copied());
-    ids.sort_unstable();
-    ids.dedup();
-    let id_len = unique_prefix_len(ids);
+    let id_len =
+        unique_prefix_len(pending.iter().map(|record| record.session_id.as_str()).chain(known.iter().copied()));
     let mut rows = vec![["APPROVAL", "SESSION", "TOOL", "ACTION", "ASKED", "WHAT"].map(str::to_owned).to_vec()];
     for record in pending {
         rows.push(vec![

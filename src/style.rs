@@ -12,10 +12,12 @@ pub fn short_id(id: &str) -> &str {
 
 /// How many leading characters tell each of `ids` apart from the others, at least 8 (git's abbreviated hashes,
 /// for ids). Ids are UUIDv7, whose first 12 hex digits are the creation time in milliseconds, so two sessions
-/// created within the same minute share their first 8 characters: a listing must print longer prefixes then.
+/// created within the same minute share their first 8 characters: a listing must print longer prefixes then. An
+/// id given twice is one id.
 pub fn unique_prefix_len<'a>(ids: impl IntoIterator<Item = &'a str>) -> usize {
     let mut ids: Vec<&str> = ids.into_iter().collect();
     ids.sort_unstable();
+    ids.dedup();
     let longest_shared = ids
         .windows(2)
         .map(|pair| pair[0].bytes().zip(pair[1].bytes()).take_while(|(a, b)| a == b).count())
@@ -126,6 +128,8 @@ mod tests {
         assert_eq!(id_prefix(ids[0], 13), "01937a1b-0001");
         assert_eq!(unique_prefix_len(["01937a1b-x", "01947a1b-x"]), 8);
         assert_eq!(unique_prefix_len([]), 8);
+        // The same id twice (a tree's pending approvals, and its root among the sessions) is one id.
+        assert_eq!(unique_prefix_len(["01937a1b-0001", "01937a1b-0001", "01947a1b-x"]), 8);
     }
 
     #[test]
