@@ -74,13 +74,13 @@ pub async fn revert(connection: &Connection, session_id: String, through_seq: u6
         return Ok(());
     }
     crate::outln_clean!("{}", session_summary(&session));
-    let events = events_between(&client, &mut deliveries, &session_id, through_seq, session.last_event_seq).await;
-    match events.iter().find(|event| event.seq == through_seq) {
-        Some(event) => crate::outln_clean!("the conversation now ends with #{through_seq}: {}", event_line(event)),
+    let (target, from_marker) =
+        revert_events(&client, &mut deliveries, &session_id, through_seq, session.last_event_seq).await;
+    match target {
+        Some(event) => crate::outln_clean!("the conversation now ends with #{through_seq}: {}", event_line(&event)),
         None => crate::outln_clean!("the conversation now ends with #{through_seq}"),
     }
-    let is_marker = |event: &&StoredEvent| event.payload == EventPayload::SessionReverted { through_seq };
-    let Some(marker) = events.iter().rev().find(is_marker) else {
+    let Some((marker, after)) = from_marker.split_first() else {
         client.close().await;
         return Ok(());
     };
@@ -96,7 +96,7 @@ pub async fn revert(connection: &Connection, session_id: String, through_seq: u6
         );
     }
     crate::outln_clean!("#{}: the revert marker", marker.seq);
-    for event in events.iter().filter(|event| event.seq > marker.seq) {
+    for event in after {
         crate::outln_clean!("#{}: {}", event.seq, event_line(event));
     }
     client.close().await;
@@ -305,28 +305,34 @@ fn tail(text: &str, chars: usize) -> String {
     text.chars().skip(count.saturating_sub(chars)).collect()
 }
 
-/// The stored events `first..=last` of the session, read by a subscription from just before `first`; those that
-/// came within [`LOOKUP_WAIT`].
-async fn events_between<C: ClientProtocol>(
+/// What `troupe revert` reports, read by a subscription from just before `through_seq` to `last`: the event at
+/// `through_seq`, and the events from the latest marker of this revert on (the marker first); those that came
+/// within [`LOOKUP_WAIT`]. The hidden events in between pass without being kept: a revert may hide thousands.
+async fn revert_events<C: ClientProtocol>(
     client: &C,
     deliveries: &mut C::Deliveries,
     session_id: &str,
-    first: u64,
+    through_seq: u64,
     last: u64,
-) -> Vec<StoredEvent> {
-    let mut events = Vec::new();
-    if client.subscribe(session_id, Some(first.saturating_sub(1))).await.is_err() {
-        return events;
+) -> (Option<StoredEvent>, Vec<StoredEvent>) {
+    let (mut target, mut from_marker) = (None, Vec::new());
+    if client.subscribe(session_id, Some(through_seq.saturating_sub(1))).await.is_err() {
+        return (target, from_marker);
     }
+    let marker = EventPayload::SessionReverted { through_seq };
     let find = async {
         while let Some(delivery) = deliveries.next().await {
             if let ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) = delivery
                 && event.session_id == session_id
-                && event.seq >= first
+                && event.seq >= through_seq
             {
                 let seq = event.seq;
-                if seq <= last {
-                    events.push(event);
+                if seq == through_seq {
+                    target = Some(event);
+                } else if seq <= last && event.payload == marker {
+                    from_marker = vec![event];
+                } else if seq <= last && !from_marker.is_empty() {
+                    from_marker.push(event);
                 }
                 if seq >= last {
                     return;
@@ -335,7 +341,7 @@ async fn events_between<C: ClientProtocol>(
         }
     };
     let _ = tokio::time::timeout(LOOKUP_WAIT, find).await;
-    events
+    (target, from_marker)
 }
 
 #[cfg(test)]
