@@ -15,7 +15,7 @@ use actix_web::web::Bytes;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use futures::Stream;
 use tracing::info;
-use troupe_protocol::server::{ServerLimits, ServerProtocol};
+use troupe_protocol::server::{ServerLimits, ServerProtocol, SharedObserver};
 
 use crate::Readiness;
 use crate::auth::{self, SUBPROTOCOL};
@@ -37,6 +37,8 @@ pub(crate) struct GatewayState<S> {
     pub(crate) readiness: Readiness,
     pub(crate) registry: Arc<ConnectionRegistry>,
     pub(crate) metrics: Option<crate::metrics_route::MetricsEndpoint>,
+    /// What every connection reports to: the metrics' observer, or one that observes nothing. Decided once.
+    pub(crate) observer: SharedObserver,
 }
 
 pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
@@ -76,9 +78,7 @@ async fn upgrade<S: ServerProtocol>(
         Ok(credential) => credential,
         Err(rejection) => {
             info!(%peer, reason = %rejection, "refused a WebSocket upgrade: not authenticated");
-            let mut response = HttpResponse::Unauthorized();
-            response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
-            return Ok(plain_text(response, &rejection.to_string()));
+            return Ok(unauthorized(&rejection.to_string()));
         }
     };
     tracing::debug!(%peer, ?credential, "WebSocket upgrade authenticated");
@@ -105,10 +105,7 @@ async fn upgrade<S: ServerProtocol>(
         peer,
         keepalive: state.keepalive,
         registry: state.registry.clone(),
-        observer: state
-            .metrics
-            .as_ref()
-            .map_or_else(troupe_protocol::server::no_observer, |metrics| metrics.observer.clone()),
+        observer: state.observer.clone(),
     });
     Ok(response)
 }
@@ -122,6 +119,13 @@ fn peer_description(request: &HttpRequest, trust_proxy: bool) -> String {
     request.peer_addr().map(|address| address.to_string()).unwrap_or_else(|| "unix".to_owned())
 }
 
-fn plain_text(mut builder: actix_web::HttpResponseBuilder, body: &str) -> HttpResponse {
+pub(crate) fn plain_text(mut builder: actix_web::HttpResponseBuilder, body: &str) -> HttpResponse {
     builder.content_type(ContentType::plaintext()).body(body.to_owned())
+}
+
+/// 401 with `WWW-Authenticate: Bearer`, for `/ws` and `/metrics` alike.
+pub(crate) fn unauthorized(body: &str) -> HttpResponse {
+    let mut response = HttpResponse::Unauthorized();
+    response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+    plain_text(response, body)
 }

@@ -221,6 +221,8 @@ pub fn start<S: ServerProtocol>(
     }
     let origins = OriginPolicy::new(&config.allowed_origins, config.trust_proxy)?;
     let registry = Arc::new(ConnectionRegistry::default());
+    let observer =
+        config.metrics.as_ref().map_or_else(troupe_protocol::server::no_observer, |metrics| metrics.observer.clone());
     let state = web::Data::new(GatewayState {
         engine,
         token: config.token,
@@ -232,6 +234,7 @@ pub fn start<S: ServerProtocol>(
         readiness,
         registry: registry.clone(),
         metrics: config.metrics,
+        observer,
     });
     let workers = config.workers.max(1);
     let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http_routes::configure::<S>))

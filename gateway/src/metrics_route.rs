@@ -6,14 +6,13 @@
 
 use std::sync::Arc;
 
-use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use futures::future::LocalBoxFuture;
 use tracing::info;
 use troupe_protocol::server::{ServerProtocol, SharedObserver};
 
 use crate::auth::{self, Credential};
-use crate::http_routes::GatewayState;
+use crate::http_routes::{GatewayState, plain_text, unauthorized};
 
 /// Produces the body of one scrape (refreshing whatever it reads from its owners first).
 pub type MetricsRender = Arc<dyn Fn() -> LocalBoxFuture<'static, String> + Send + Sync>;
@@ -41,7 +40,7 @@ pub(crate) async fn metrics<S: ServerProtocol>(
     state: web::Data<GatewayState<S>>,
 ) -> HttpResponse {
     let Some(endpoint) = &state.metrics else {
-        return HttpResponse::NotFound().content_type("text/plain; charset=utf-8").body("metrics are not enabled");
+        return plain_text(HttpResponse::NotFound(), "metrics are not enabled");
     };
     if !endpoint.public {
         // A scraper sends `Authorization: Bearer`; the subprotocol form exists for browsers' WebSockets only.
@@ -51,10 +50,7 @@ pub(crate) async fn metrics<S: ServerProtocol>(
                 info!(
                     "refused a metrics scrape: not authenticated (send Authorization: Bearer, or set metrics_public)"
                 );
-                return HttpResponse::Unauthorized()
-                    .insert_header((header::WWW_AUTHENTICATE, "Bearer"))
-                    .content_type("text/plain; charset=utf-8")
-                    .body("a bearer token is required (Authorization: Bearer <token>)");
+                return unauthorized("a bearer token is required (Authorization: Bearer <token>)");
             }
         }
     }
