@@ -57,8 +57,8 @@ async fn models_follow_the_daemons_local_connection_after_disconnect_and_connect
 
 /// `troupe ARGS…` with no TROUPE_URL/TROUPE_TOKEN in its environment: the flags must say it all.
 fn bare_troupe(daemon: &TestDaemon, args: &[&str]) -> tokio::process::Command {
-    let mut command = troupe_command(daemon, args);
-    command.env_remove("TROUPE_URL").env_remove("TROUPE_TOKEN").env("TROUPE_HOME", daemon.data_path().join("nowhere"));
+    let mut command = troupe_bare(args);
+    command.env("TROUPE_HOME", daemon.data_path().join("nowhere"));
     command
 }
 

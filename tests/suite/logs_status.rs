@@ -82,7 +82,7 @@ async fn json_log_lines_carry_the_connection_the_request_and_the_run() {
     .await
     .expect("client connects");
     let session = create_session_in(&client, project.path()).await;
-    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    within("subscribe", client.subscribe(&session.session_id, None)).await.expect("subscribe");
     let run_id = start_run(&client, &session.session_id, echo_selection(), "hello").await;
     events_until(&mut deliveries, is_terminal).await;
 

@@ -190,7 +190,7 @@ async fn model_requests_and_their_errors_are_counted_by_provider_and_kind() {
     let vendor =
         FakeServer::start(vec![models_list(&["gpt-c"]), openai_text("hello"), openai_error(401, "bad key")]).await;
     let (daemon, client, mut deliveries, session_id) = vendor_session(&vendor, DaemonSetup::default()).await;
-    client.subscribe(&session_id, None).await.expect("subscribe");
+    within("subscribe", client.subscribe(&session_id, None)).await.expect("subscribe");
     let completed = run_in_subscribed(&client, &mut deliveries, &session_id, MODEL, "one").await;
     assert!(matches!(completed.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
     // A 401 is not retried and the chain has no other model: the run fails.

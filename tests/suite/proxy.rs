@@ -138,7 +138,7 @@ async fn client_flows_through(stack: &Stack) {
     // The shared client: an agent run from start to end, its events streamed through the proxy.
     let (client, mut deliveries) = stack.client("/agent/ws").await;
     let session = create_session_in(&client, std::path::Path::new("/")).await;
-    client.subscribe(&session.session_id, None).await.expect("subscribe");
+    within("subscribe", client.subscribe(&session.session_id, None)).await.expect("subscribe");
     let events = run_in_subscribed(&client, &mut deliveries, &session.session_id, "local/echo", "ping").await;
     assert_eq!(events.last().and_then(|event| event.payload.kind()), Some("run_completed"), "{:?}", kinds(&events));
     client.close().await;
