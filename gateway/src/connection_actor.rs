@@ -57,6 +57,7 @@ pub(crate) struct ConnectionSetup<S> {
     pub(crate) max_frame_bytes: usize,
     pub(crate) session: Session,
     pub(crate) inbound: AggregatedMessageStream,
+    /// The client's address, recorded once in the connection's span.
     pub(crate) peer: String,
     pub(crate) keepalive: Keepalive,
     pub(crate) registry: Arc<ConnectionRegistry>,
@@ -67,16 +68,15 @@ pub(crate) struct ConnectionSetup<S> {
 pub(crate) struct ConnectionActor<S: ServerProtocol> {
     /// The protocol session: decodes frames, gates on the handshake, dispatches to the engine, queues replies.
     connection: ServerConnection<S>,
-    /// Cached `connection.connection_id()`, for logs and the registry.
+    /// Cached `connection.connection_id()`, for the registry.
     connection_id: u64,
     /// The end-of-connection duty; moved into the writer when the actor starts.
     teardown: Option<Teardown<S>>,
     /// The socket's write half. Clones share one close flag: once any clone closed, every write fails.
     session: Session,
-    /// The client's address, for logs only.
-    peer: String,
     /// `connection{connection_id, client}`: entered by the actor's handlers and carried by every frame task, so
-    /// each log line emitted for this socket (a request's `request` span nests inside it) names the connection.
+    /// each log line emitted for this socket (a request's `request` span nests inside it) names the connection
+    /// and the client's address; the lines themselves do not repeat them.
     span: tracing::Span,
     keepalive: Keepalive,
     /// When the client last sent anything. Any frame proves liveness, not only pongs.
@@ -109,7 +109,6 @@ impl<S: ServerProtocol> ConnectionActor<S> {
                 connection_id,
                 teardown: Some(Teardown { outbound, engine: setup.engine, connection_id }),
                 session: setup.session,
-                peer: setup.peer,
                 span,
                 keepalive: setup.keepalive,
                 last_heard: Instant::now(),
@@ -158,11 +157,7 @@ impl<S: ServerProtocol> ConnectionActor<S> {
             }
             if actor.last_heard.elapsed() >= actor.keepalive.pong_timeout {
                 let _entered = actor.span.clone().entered();
-                info!(
-                    connection_id = actor.connection_id,
-                    peer = %actor.peer,
-                    "closing a WebSocket that did not answer pings"
-                );
+                info!("closing a WebSocket that did not answer pings");
                 actor.close_and_stop(ctx, CloseCode::Policy, "no pong within the keepalive timeout");
                 return;
             }
@@ -187,7 +182,7 @@ impl<S: ServerProtocol> ConnectionActor<S> {
         let already_closing = std::mem::replace(&mut self.closing, true);
         let session = self.session.clone();
         let reason = CloseReason { code, description: Some(description.to_owned()) };
-        debug!(connection_id = self.connection_id, code = u16::from(code), "closing the WebSocket");
+        debug!(code = u16::from(code), "closing the WebSocket");
         async move {
             if !already_closing {
                 let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, session.close(Some(reason))).await;
@@ -204,7 +199,7 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
     fn started(&mut self, ctx: &mut Self::Context) {
         let _entered = self.span.clone().entered();
         // At debug: every CLI call is a connection, and an operator's log is not a list of them.
-        debug!(connection_id = self.connection_id, peer = %self.peer, "WebSocket connected");
+        debug!("WebSocket connected");
         self.start_writer(ctx);
         if !self.registry.register(self.connection_id, ctx.address().recipient()) {
             // The gateway began stopping between the upgrade and now.
@@ -217,14 +212,8 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         let _entered = self.span.clone().entered();
         self.registry.unregister(self.connection_id);
+        debug!(duration_ms = self.connected_at.elapsed().as_millis() as u64, "WebSocket disconnected");
         debug!(
-            connection_id = self.connection_id,
-            peer = %self.peer,
-            duration_ms = self.connected_at.elapsed().as_millis() as u64,
-            "WebSocket disconnected"
-        );
-        debug!(
-            connection_id = self.connection_id,
             frames_in = self.frames_in,
             frames_out = self.frames_out.get(),
             frames_still_processing = self.read_gate.outstanding(),
@@ -237,6 +226,7 @@ impl<S: ServerProtocol> Handler<GoingAway> for ConnectionActor<S> {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _message: GoingAway, _ctx: &mut Self::Context) -> Self::Result {
+        let _entered = self.span.clone().entered();
         AtomicResponse::new(Box::pin(self.close_then_stop(CloseCode::Away, "the daemon is shutting down")))
     }
 }
@@ -274,25 +264,21 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
             }
             Ok(AggregatedMessage::Pong(_)) => {}
             Ok(AggregatedMessage::Close(reason)) => {
-                debug!(
-                    connection_id = self.connection_id,
-                    code = reason.as_ref().map(|reason| u16::from(reason.code)),
-                    "the client closed the WebSocket"
-                );
+                debug!(code = reason.as_ref().map(|reason| u16::from(reason.code)), "the client closed the WebSocket");
                 // Answer the close handshake, as RFC 6455 asks, before letting go.
                 self.close_and_stop(ctx, CloseCode::Normal, "bye");
             }
             Err(error) if is_frame_too_big(&error) => {
-                debug!(connection_id = self.connection_id, "a frame exceeded max_frame_bytes");
+                debug!("a frame exceeded max_frame_bytes");
                 self.close_and_stop(ctx, CloseCode::Size, "the frame exceeds max_frame_bytes");
             }
             Err(ProtocolError::Io(error)) => {
                 // The transport itself failed; there is nobody left to send a close frame to.
-                debug!(connection_id = self.connection_id, %error, "the WebSocket transport failed");
+                debug!(%error, "the WebSocket transport failed");
                 ctx.stop();
             }
             Err(error) => {
-                debug!(connection_id = self.connection_id, %error, "the client broke the WebSocket protocol");
+                debug!(%error, "the client broke the WebSocket protocol");
                 self.close_and_stop(ctx, CloseCode::Protocol, "invalid WebSocket frame");
             }
         }
