@@ -93,18 +93,6 @@ impl InspectCommand {
     }
 }
 
-/// Writes `text` to stdout as it is ([`crate::output::text`]: a closed pipe ends the command with exit code 0).
-/// Kept under this name for `status_cmd`, which its owner moves to `crate::output` directly.
-pub fn emit(text: &str) -> std::io::Result<()> {
-    crate::output::text(text);
-    Ok(())
-}
-
-/// Writes `value` as pretty JSON and a newline ([`crate::output::pretty_json`]).
-pub fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
-    crate::output::pretty_json(value)
-}
-
 /// A broken pipe that reached here anyway (from a write not made through [`crate::output`]) is success too: the
 /// reader had enough.
 pub fn closed_pipe_is_success(result: anyhow::Result<()>) -> anyhow::Result<()> {

@@ -18,7 +18,7 @@ use crate::cli_errors::explained;
 use crate::client_args::ClientArgs;
 use crate::config_check_cmd::{problem_json, render_problems, restart_note};
 use crate::connection::FailureKind;
-use crate::inspect_cmd::{closed_pipe_is_success, emit, emit_json};
+use crate::inspect_cmd::closed_pipe_is_success;
 use crate::style::Style;
 
 /// `troupe status` and `troupe config …`, flattened into the `troupe` command line.
@@ -120,7 +120,7 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
             }
             Err(error) => value["error"] = serde_json::json!(format!("{error:#}")),
         }
-        emit_json(&value)?;
+        crate::output::pretty_json(&value)?;
         return Ok(reached.is_err());
     }
     let style = Style::stdout();
@@ -172,10 +172,11 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
         text.push_str(&format!("          {note}\n"));
     }
     if let Err(error) = &reached {
-        // The connection's own explanation, with its hints (`troupe serve`, --url, --data-dir).
-        text.push_str(&format!("{error:#}\n"));
+        // The connection's own explanation, with its hints (`troupe serve`, --url, --data-dir); it can quote the
+        // daemon (which may be another machine's): terminal controls removed.
+        text.push_str(&format!("{}\n", crate::style::clean(&format!("{error:#}"))));
     }
-    emit(&text)?;
+    crate::output::text(&text);
     Ok(reached.is_err())
 }
 
