@@ -68,10 +68,8 @@ pub async fn catalog(args: &ClientArgs, listing: Listing, json: bool) -> anyhow:
                 }
                 return pretty_json(&serde_json::json!({ "providers": providers }));
             }
-            {
-                text(&render_providers(&snapshot.providers, &endpoints, style));
-                Ok(())
-            }
+            text(&render_providers(&snapshot.providers, &endpoints, style));
+            Ok(())
         }
         Listing::Models => {
             text(&render_models(&snapshot, style));

@@ -4,7 +4,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use troupe_protocol::types::approval::ApprovalDecision;
 
-use super::state::{App, InputMode, Screen};
+use super::state::{App, Choice, InputMode, Screen};
 
 /// What a key asks the connection task to do.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,10 +79,8 @@ fn choice_key(app: &mut App, key: KeyEvent) -> Option<Action> {
         KeyCode::Up => app.choosing = Some(chosen.saturating_sub(1)),
         KeyCode::Down => app.choosing = Some((chosen + 1).min(app.choices.len().saturating_sub(1))),
         KeyCode::Enter => match app.choices.get(chosen) {
-            Some(choice) if choice.unusable.is_some() => {
-                let why = choice.unusable.as_deref().unwrap_or_default();
-                app.notice =
-                    Some(crate::style::clean(&format!("{} cannot run now: {why}", choice.selection.model.model)));
+            Some(Choice { unusable: Some(why), selection }) => {
+                app.notice = Some(crate::style::clean(&format!("{} cannot run now: {why}", selection.model.model)));
             }
             Some(choice) => {
                 app.picked = Some(choice.selection.clone());
