@@ -86,17 +86,6 @@ pub fn local_daemon(data_dir: &DataDir) -> LocalDaemon {
         .map_or(LocalDaemon::Unknown, |started| LocalDaemon::Running(DaemonProcess { pid, started, precise: false }))
 }
 
-/// The URL the daemon running on `data_dir` recorded in `daemon/url`; `None` when no daemon runs there (a file
-/// a killed daemon left is stale) or it recorded none. When whether one runs cannot be told, the file is trusted.
-pub fn running_daemon_url(data_dir: &DataDir) -> Option<String> {
-    let url = std::fs::read_to_string(data_dir.url_path()).ok()?;
-    let url = url.trim();
-    if url.is_empty() || local_daemon(data_dir) == LocalDaemon::NotRunning {
-        return None;
-    }
-    Some(url.to_owned())
-}
-
 /// When process `pid` started: its start in clock ticks after boot (`/proc/<pid>/stat`, field 22) plus the boot
 /// time (`btime` of `/proc/stat`).
 fn process_start(pid: u32) -> Option<SystemTime> {

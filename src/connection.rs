@@ -51,26 +51,11 @@ impl Connection {
         let Ok(data_dir) = DataDir::resolve(self.data_dir.clone()) else {
             return DEFAULT_URL.to_owned();
         };
-        if let Some(url) = crate::config_check_cmd::running_daemon_url(&data_dir) {
+        if let Some(url) = crate::daemon_url::recorded(&data_dir) {
             return url;
         }
         match troupe_runtime::config::load(&data_dir.config_path()) {
-            Ok(config) => {
-                let mut listen = match config.listen {
-                    troupe_runtime::config::Listen::Tcp(address) => address,
-                    // `unix:/path`, which the shared client dials as a unix socket.
-                    unix @ troupe_runtime::config::Listen::Unix(_) => return unix.to_string(),
-                };
-                if listen.ip().is_unspecified() {
-                    let loopback: std::net::IpAddr = if listen.is_ipv4() {
-                        std::net::Ipv4Addr::LOCALHOST.into()
-                    } else {
-                        std::net::Ipv6Addr::LOCALHOST.into()
-                    };
-                    listen.set_ip(loopback);
-                }
-                format!("ws://{listen}/ws")
-            }
+            Ok(config) => crate::daemon_url::client_url(&config.listen),
             Err(_) => DEFAULT_URL.to_owned(),
         }
     }

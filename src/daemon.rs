@@ -39,18 +39,18 @@ pub struct RunningDaemon {
     /// Where it listens: the TCP address bound (the real port when port 0 was asked for), or the unix socket.
     pub listening: Listen,
     pub token_path: PathBuf,
-    /// `<data dir>/daemon/url`, removed at a clean stop.
-    url_file: PathBuf,
+    /// Its `daemon/url` is removed at a clean stop.
+    data_dir: DataDir,
     engine: Arc<Engine>,
     gateway: RunningGateway,
     _lock: DataDirLock,
 }
 
 impl RunningDaemon {
-    /// The URL clients connect to: `ws://host:port/ws`, or `unix:/path` for a unix socket (the form `--url`
-    /// and the shared client accept).
+    /// The URL clients connect to: `ws://host:port/ws` (loopback for a wildcard address), or `unix:/path` for a
+    /// unix socket (the form `--url` and the shared client accept).
     pub fn url(&self) -> String {
-        listen_url(&self.listening)
+        crate::daemon_url::client_url(&self.listening)
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -59,11 +59,7 @@ impl RunningDaemon {
 
     /// Graceful stop: sockets are closed with 1001, then every accepted operation is made durable.
     pub async fn shutdown(self) {
-        if let Err(error) = std::fs::remove_file(&self.url_file)
-            && error.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %self.url_file.display(), %error, "could not remove the daemon's URL file");
-        }
+        crate::daemon_url::forget(&self.data_dir);
         self.gateway.stop().await;
         self.engine.shutdown().await;
         tracing::info!("daemon stopped");
@@ -76,7 +72,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     data_dir.ensure_layout().with_context(|| format!("preparing the data directory {}", data_dir.root().display()))?;
     let lock = DataDirLock::acquire(&data_dir)?;
     // A killed daemon's URL: with the lock held again it would look current until the new one is written.
-    let _ = std::fs::remove_file(data_dir.url_path());
+    crate::daemon_url::forget(&data_dir);
     let config = config::load(&data_dir.config_path())?;
     crate::logging::log_config(&data_dir, &config);
     let token = load_or_create_token(&data_dir)?;
@@ -143,34 +139,14 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         Listener::Unix(path) => Listen::Unix(path.clone()),
     };
     engine.set_listen(listening.to_string());
-    let url_file = data_dir.url_path();
-    if let Err(error) = write_url_file(&url_file, &listen_url(&listening)) {
+    if let Err(error) = crate::daemon_url::record(&data_dir, &listening) {
         // Clients given --url (or the config's listen) still find the daemon: a warning, not a refusal.
-        tracing::warn!(path = %url_file.display(), %error, "could not record the daemon's URL for local clients");
+        let path = data_dir.url_path();
+        tracing::warn!(path = %path.display(), %error, "could not record the daemon's URL for local clients");
     }
     ready.store(true, Ordering::Release);
-    tracing::info!(url = %listen_url(&listening), "troupe is listening");
-    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), url_file, engine, gateway, _lock: lock })
-}
-
-/// Writes `<data dir>/daemon/url` (mode 0600) through a temporary file and a rename, so that a client never reads
-/// half of it: with it, clients of this data dir reach a daemon started with `--listen` or on port 0.
-fn write_url_file(path: &std::path::Path, url: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
-    let temporary = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
-    file.write_all(format!("{url}\n").as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)
-}
-
-/// The URL a client uses to reach a daemon listening there.
-fn listen_url(listening: &Listen) -> String {
-    match listening {
-        Listen::Tcp(address) => format!("ws://{address}/ws"),
-        Listen::Unix(_) => listening.to_string(),
-    }
+    tracing::info!(url = %crate::daemon_url::client_url(&listening), "troupe is listening");
+    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), data_dir, engine, gateway, _lock: lock })
 }
 
 /// Refuses at once, in words, an address another program holds, before the engine starts: failing the bind

@@ -1,6 +1,7 @@
 //! The `troupe` binary's library half, so that tests can run exactly what the binary runs.
 //!
-//! - [`daemon`]: wires the engine (`troupe-actors`) and the gateway (`troupe-gateway`) into a running daemon.
+//! - [`daemon`]: wires the engine (`troupe-actors`) and the gateway (`troupe-gateway`) into a running daemon;
+//!   [`daemon_url`]: the URL it records for the clients of its data dir.
 //! - [`commands`]: the client commands (`sessions`, `create`, `rename`, `steer`, …), built on the shared
 //!   protocol client through its `ClientProtocol` trait; [`follow`]: the ones that follow a session (`run`,
 //!   `watch`); [`cli_errors`]: what they say when something goes wrong.
@@ -25,6 +26,8 @@ pub mod cli_errors;
 pub mod client_args;
 pub mod commands;
 pub mod daemon;
+/// `<data dir>/daemon/url`: where the running daemon listens, written, read and trusted in one place.
+pub mod daemon_url;
 pub mod follow;
 pub mod goal_cli;
 pub mod history_cmd;

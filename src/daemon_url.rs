@@ -1,0 +1,76 @@
+//! `<data dir>/daemon/url`: where the daemon running on a data dir listens, so that its clients reach a daemon
+//! started with `--listen` or on port 0. The daemon records it once it listens (mode 0600, through a temporary
+//! file and a rename, so a client never reads half of it) and removes it at a clean stop and when it takes the
+//! lock (a killed daemon's record would otherwise look current until the new one is written). Clients trust it
+//! only while a daemon holds the data dir's lock. Writing, reading and trusting it all happen here.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use troupe_runtime::config::Listen;
+use troupe_runtime::data_dir::DataDir;
+
+use crate::config_check_cmd::{LocalDaemon, local_daemon};
+
+/// The URL a client on this machine uses to reach a daemon listening at `listen`: `ws://HOST:PORT/ws` (a
+/// wildcard address reached on loopback), or `unix:/path` for a unix socket, which the shared client dials.
+pub fn client_url(listen: &Listen) -> String {
+    match listen {
+        Listen::Tcp(address) => {
+            let mut address = *address;
+            if address.ip().is_unspecified() {
+                let loopback: IpAddr =
+                    if address.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() };
+                address.set_ip(loopback);
+            }
+            format!("ws://{address}/ws")
+        }
+        Listen::Unix(_) => listen.to_string(),
+    }
+}
+
+/// Records that the daemon of `data_dir` listens at `listen` (its [`client_url`]).
+pub fn record(data_dir: &DataDir, listen: &Listen) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.url_path();
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
+    file.write_all(format!("{}\n", client_url(listen)).as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
+}
+
+/// Removes the record (a missing one is fine).
+pub fn forget(data_dir: &DataDir) {
+    let path = data_dir.url_path();
+    if let Err(error) = std::fs::remove_file(&path)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %path.display(), %error, "could not remove the daemon's URL file");
+    }
+}
+
+/// The URL the daemon running on `data_dir` recorded; `None` when no daemon runs there (a file a killed daemon
+/// left is stale) or it recorded none. When whether one runs cannot be told, the file is trusted.
+pub fn recorded(data_dir: &DataDir) -> Option<String> {
+    let url = std::fs::read_to_string(data_dir.url_path()).ok()?;
+    let url = url.trim();
+    if url.is_empty() || local_daemon(data_dir) == LocalDaemon::NotRunning {
+        return None;
+    }
+    Some(url.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcard_addresses_are_reached_on_loopback_and_sockets_by_path() {
+        let url = |text: &str| client_url(&text.parse::<Listen>().unwrap());
+        assert_eq!(url("0.0.0.0:7419"), "ws://127.0.0.1:7419/ws");
+        assert_eq!(url("[::]:7419"), "ws://[::1]:7419/ws");
+        assert_eq!(url("10.0.0.5:9"), "ws://10.0.0.5:9/ws");
+        assert_eq!(url("unix:/run/troupe/troupe.sock"), "unix:/run/troupe/troupe.sock");
+    }
+}
