@@ -9,7 +9,8 @@
 //! hot paths (requests, appended events, fsyncs) allocate nothing; the label sets that carry a provider or tool
 //! name allocate once per model request or tool call, which are not hot. The gauges of state other actors own
 //! (connections, sessions, active runs, pending approvals) are not maintained event by event: whoever serves a
-//! scrape reads them from their owners and [`Metrics::set_state`]s them first, so they cannot drift.
+//! scrape reads them from their owners, as `daemon.status` does, and [`Metrics::set_state`]s that view first, so
+//! they cannot drift.
 //!
 //! The list of metrics, with their labels, is in `docs/metrics.md`.
 
@@ -26,6 +27,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use troupe_protocol::RpcError;
 use troupe_protocol::server::{DroppedNotification, HandshakeOutcome, ServerObserver};
+use troupe_protocol::types::daemon::DaemonStatusResult;
 use troupe_protocol::types::run::ToolResultStatus;
 
 pub use labels::{DropKind, HandshakeResult, RpcOutcome, RunOutcome, ToolStatus};
@@ -63,16 +65,6 @@ const MODEL_BUCKETS: Buckets = Buckets { start: 0.05, count: 12 };
 #[derive(Clone)]
 pub struct Metrics {
     inner: Arc<Families>,
-}
-
-/// The state gauges, read from their owners when a scrape is served.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StateGauges {
-    pub connections_open: u64,
-    pub sessions_live: u64,
-    pub sessions_hibernated: u64,
-    pub runs_active: u64,
-    pub approvals_pending: u64,
 }
 
 struct Families {
@@ -197,10 +189,11 @@ impl Metrics {
         text
     }
 
-    /// Sets the gauges of state other parts own, read from them just before a scrape is encoded.
-    pub fn set_state(&self, state: StateGauges) {
+    /// Sets the gauges of state other parts own from the `daemon.status` view read just before a scrape is
+    /// encoded, so the two always report the same counts.
+    pub fn set_state(&self, state: &DaemonStatusResult) {
         let f = &self.inner;
-        f.connections_open.set(gauge_value(state.connections_open));
+        f.connections_open.set(gauge_value(state.connections));
         f.sessions_live.set(gauge_value(state.sessions_live));
         f.sessions_hibernated.set(gauge_value(state.sessions_hibernated));
         f.runs_active.set(gauge_value(state.runs_active));

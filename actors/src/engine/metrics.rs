@@ -1,8 +1,8 @@
-//! The engine's side of `GET /metrics`: the registry its parts count into, and a scrape that first reads the
-//! state gauges (connections, sessions, active runs, pending approvals) from their owners, as `daemon.status`
-//! does, so they never drift from what the daemon really holds.
+//! The engine's side of `GET /metrics`: the registry its parts count into, and a scrape that first sets the state
+//! gauges (connections, sessions, active runs, pending approvals) from the `daemon.status` view of their owners, so
+//! they never drift from what the daemon really holds nor from what `troupe status` says.
 
-use troupe_runtime::metrics::{Metrics, StateGauges};
+use troupe_runtime::metrics::Metrics;
 
 use super::Engine;
 
@@ -16,13 +16,7 @@ impl Engine {
     /// While the daemon stops, the gauges keep their last values.
     pub async fn metrics_text(&self) -> String {
         if let Ok(status) = self.daemon_status_now().await {
-            self.services.metrics.set_state(StateGauges {
-                connections_open: status.connections,
-                sessions_live: status.sessions_live,
-                sessions_hibernated: status.sessions_hibernated,
-                runs_active: status.runs_active,
-                approvals_pending: status.approvals_pending,
-            });
+            self.services.metrics.set_state(&status);
         }
         self.services.metrics.encode()
     }

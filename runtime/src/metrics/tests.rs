@@ -2,9 +2,10 @@ use std::time::Duration;
 
 use troupe_protocol::RpcError;
 use troupe_protocol::server::{DroppedNotification, HandshakeOutcome, ServerObserver};
+use troupe_protocol::types::daemon::DaemonStatusResult;
 use troupe_protocol::types::run::ToolResultStatus;
 
-use super::{Metrics, RunOutcome, StateGauges};
+use super::{Metrics, RunOutcome};
 use crate::model::ModelErrorKind;
 
 /// The value of the sample line `series` (name and labels exactly as encoded), if present.
@@ -81,15 +82,20 @@ fn counters_and_histograms_count_by_typed_labels() {
 #[test]
 fn state_gauges_are_set_not_accumulated() {
     let metrics = Metrics::new();
-    let state = StateGauges {
-        connections_open: 2,
+    let state = DaemonStatusResult {
+        version: "0".to_owned(),
+        started_at: "2026-01-01T00:00:00Z".to_owned(),
+        uptime_ms: 1,
+        connections: 2,
         sessions_live: 3,
         sessions_hibernated: 4,
         runs_active: 1,
         approvals_pending: 5,
+        data_dir: None,
+        listen: "127.0.0.1:0".to_owned(),
     };
-    metrics.set_state(state);
-    metrics.set_state(state);
+    metrics.set_state(&state);
+    metrics.set_state(&state);
     let text = metrics.encode();
     assert_eq!(sample(&text, "troupe_connections_open"), Some(2.0));
     assert_eq!(sample(&text, "troupe_sessions_live"), Some(3.0));
