@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use troupe_protocol::client::{Client, ClientOptions, ClientProtocol};
+use troupe_protocol::client::{Client, ClientError, ClientOptions, ClientProtocol};
+use troupe_protocol::transport::OpenFailure;
 use troupe_runtime::data_dir::DataDir;
 
 /// The URL of a daemon listening on the default address.
@@ -143,47 +144,60 @@ impl Connection {
         }
         let (token, token_file) = self.token()?;
         Client::connect_websocket(&url, &token, options).await.map_err(|error| {
+            let failure = match &error {
+                ClientError::Transport(_, failure) => *failure,
+                _ => None,
+            };
             let said = crate::style::clean(&error.to_string());
-            anyhow::Error::new(self.explain_failure(&url, &said, token_file.as_deref()))
+            anyhow::Error::new(self.explain_failure(&url, &said, failure, token_file.as_deref()))
         })
     }
 
-    /// What a failed connection means, from what the transport said.
-    fn explain_failure(&self, url: &str, said: &str, token_file: Option<&std::path::Path>) -> ConnectFailure {
-        let (kind, message) = if said.contains("unauthorized") {
-            let source = match token_file {
-                Some(path) => format!("the token read from {}", path.display()),
-                None => "the token given with --token (TROUPE_TOKEN)".to_owned(),
-            };
-            // A daemon on this machine (loopback, unix socket) has its data dir here; a remote one has not.
-            let hint = if self.targets_local_data_dir() || is_on_this_machine(url) {
-                "use the token of the data dir that daemon was started with: `troupe token --data-dir DIR` prints \
+    /// What a failed connection means: why the transport could not open it, with what it said.
+    fn explain_failure(
+        &self,
+        url: &str,
+        said: &str,
+        failure: Option<OpenFailure>,
+        token_file: Option<&std::path::Path>,
+    ) -> ConnectFailure {
+        let (kind, message) = match failure {
+            Some(OpenFailure::Unauthorized) => {
+                let source = match token_file {
+                    Some(path) => format!("the token read from {}", path.display()),
+                    None => "the token given with --token (TROUPE_TOKEN)".to_owned(),
+                };
+                // A daemon on this machine (loopback, unix socket) has its data dir here; a remote one has not.
+                let hint = if self.targets_local_data_dir() || is_on_this_machine(url) {
+                    "use the token of the data dir that daemon was started with: `troupe token --data-dir DIR` prints \
                  it, or pass the same --data-dir here"
-                    .to_owned()
-            } else {
-                "get that daemon's token on its own machine: `troupe token` there prints it (deploy/README.md, \
+                        .to_owned()
+                } else {
+                    "get that daemon's token on its own machine: `troupe token` there prints it (deploy/README.md, \
                  step 2); pass it here with --token (TROUPE_TOKEN)"
-                    .to_owned()
-            };
-            (
-                FailureKind::TokenRefused,
-                format!("the daemon at {url} is reachable, but it refused {source}: unauthorized\n  hint: {hint}"),
-            )
-        } else if said.starts_with("cannot connect to") && said.contains("os error 13") {
-            // EACCES on a unix socket: the socket is there (mode 0660), this user is not in its group.
-            let socket = url.strip_prefix("unix:").unwrap_or(url);
-            (
-                FailureKind::SocketPermission,
-                format!(
-                    "no permission to connect to the daemon's socket {socket} ({said})\n  hint: the socket is mode \
-                     0660: join its group (`ls -l {socket}` shows it; e.g. `sudo usermod -aG troupe $USER`, then log \
-                     in again), or run the command as the daemon's user"
-                ),
-            )
-        } else if said.starts_with("cannot connect to") {
-            (FailureKind::NoDaemon, format!("no daemon at {url} ({said})\n  hint: {}", self.no_daemon_hint()))
-        } else {
-            (FailureKind::Other, format!("cannot connect to the daemon at {url}: {said}"))
+                        .to_owned()
+                };
+                (
+                    FailureKind::TokenRefused,
+                    format!("the daemon at {url} is reachable, but it refused {source}: unauthorized\n  hint: {hint}"),
+                )
+            }
+            Some(OpenFailure::PermissionDenied) => {
+                // EACCES on a unix socket: the socket is there (mode 0660), this user is not in its group.
+                let socket = url.strip_prefix("unix:").unwrap_or(url);
+                (
+                    FailureKind::SocketPermission,
+                    format!(
+                        "no permission to connect to the daemon's socket {socket} ({said})\n  hint: the socket is \
+                         mode 0660: join its group (`ls -l {socket}` shows it; e.g. `sudo usermod -aG troupe $USER`, \
+                         then log in again), or run the command as the daemon's user"
+                    ),
+                )
+            }
+            Some(OpenFailure::Unreachable) => {
+                (FailureKind::NoDaemon, format!("no daemon at {url} ({said})\n  hint: {}", self.no_daemon_hint()))
+            }
+            None => (FailureKind::Other, format!("cannot connect to the daemon at {url}: {said}")),
         };
         ConnectFailure { kind, message }
     }
@@ -281,6 +295,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use troupe_protocol::transport::OpenFailure;
+
     use super::{Connection, FailureKind, edit_distance, is_on_this_machine};
 
     #[test]
@@ -305,7 +321,9 @@ mod tests {
 
     #[test]
     fn a_refused_token_of_a_remote_daemon_points_at_its_machine() {
-        let failure = remote().explain_failure("wss://troupe.example.com/ws", "HTTP 401 unauthorized", None);
+        let said = "the daemon at troupe.example.com refused the connection: unauthorized";
+        let failure =
+            remote().explain_failure("wss://troupe.example.com/ws", said, Some(OpenFailure::Unauthorized), None);
         assert_eq!(failure.kind, FailureKind::TokenRefused);
         let message = failure.to_string();
         assert!(message.contains("reachable, but it refused"), "{message}");
@@ -315,7 +333,8 @@ mod tests {
     #[test]
     fn a_socket_without_permission_says_so_and_names_its_group() {
         let said = "cannot connect to /run/troupe/troupe.sock: Permission denied (os error 13)";
-        let failure = remote().explain_failure("unix:/run/troupe/troupe.sock", said, None);
+        let failure =
+            remote().explain_failure("unix:/run/troupe/troupe.sock", said, Some(OpenFailure::PermissionDenied), None);
         assert_eq!(failure.kind, FailureKind::SocketPermission);
         let message = failure.to_string();
         assert!(message.contains("no permission") && message.contains("usermod -aG"), "{message}");

@@ -27,7 +27,9 @@ use troupe_protocol::error::codes;
 use troupe_protocol::server::{
     EventSink, ServerContext, ServerLimits, ServerProtocol, encode_event_notification, serve,
 };
-use troupe_protocol::transport::{InProcessTransport, MessageFrame, Transport, TransportError, WebSocketTransport};
+use troupe_protocol::transport::{
+    InProcessTransport, MessageFrame, OpenFailure, Transport, TransportError, WebSocketTransport,
+};
 use troupe_protocol::types::common::{
     ModelSelection, RunSelection, SessionIdParams, SessionMeta, SessionOrigin, SessionStatus,
 };
@@ -738,7 +740,10 @@ struct ServerSocket(WebSocketStream<TcpStream>);
 
 impl Transport for ServerSocket {
     async fn send(&mut self, frame: MessageFrame) -> Result<(), TransportError> {
-        self.0.send(Message::Text(frame.into_text().into())).await.map_err(|error| TransportError(error.to_string()))
+        self.0
+            .send(Message::Text(frame.into_text().into()))
+            .await
+            .map_err(|error| TransportError::new(error.to_string()))
     }
 
     async fn recv(&mut self) -> Option<MessageFrame> {
@@ -805,7 +810,7 @@ async fn wss_to_a_plain_websocket_server_fails_in_the_tls_handshake_without_the_
     let url = format!("{}/ws", base.replacen("ws://", "wss://", 1));
     let error = within(Client::connect_websocket(&url, TOKEN, ClientOptions::default())).await.unwrap_err();
     let message = error.to_string();
-    assert!(matches!(error, ClientError::Transport(_)), "{error:?}");
+    assert!(matches!(error, ClientError::Transport(_, None)), "{error:?}");
     assert!(message.to_lowercase().contains("tls"), "{message}");
     assert!(!message.contains(TOKEN));
 }
@@ -817,10 +822,12 @@ async fn a_refused_upgrade_says_why() {
     let error = within(WebSocketTransport::connect(&format!("{base}/ws"), "wrong-token")).await.unwrap_err();
     assert!(error.0.contains("unauthorized (check the token"), "{error}");
     assert!(!error.0.contains("wrong-token"));
+    assert_eq!(error.1, Some(OpenFailure::Unauthorized));
 
     let error = within(WebSocketTransport::connect(&format!("{base}/forbidden"), TOKEN)).await.unwrap_err();
     assert!(error.0.contains("forbidden origin"), "{error}");
     assert!(!error.0.contains(TOKEN));
+    assert_eq!(error.1, None, "a refused origin is not a refused token");
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! decides the error every call still outstanding at that moment, or made afterwards, fails with.
 
 use crate::error::RpcError;
-use crate::transport::TransportError;
+use crate::transport::{OpenFailure, TransportError};
 
 /// Everything that can go wrong with a call.
 #[derive(Debug, thiserror::Error)]
@@ -19,9 +19,9 @@ pub enum ClientError {
     /// No answer within [`ClientOptions::request_timeout`](super::ClientOptions::request_timeout).
     #[error("the daemon did not answer within the request timeout")]
     Timeout,
-    /// The transport could not be opened.
+    /// The transport could not be opened: what happened, and why when a client can act on it.
     #[error("{0}")]
-    Transport(String),
+    Transport(String, Option<OpenFailure>),
     /// The params could not be serialized.
     #[error("cannot encode the request: {0}")]
     Encode(String),
@@ -41,7 +41,7 @@ impl From<RpcError> for ClientError {
 
 impl From<TransportError> for ClientError {
     fn from(error: TransportError) -> Self {
-        ClientError::Transport(error.0)
+        ClientError::Transport(error.0, error.1)
     }
 }
 

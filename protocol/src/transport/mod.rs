@@ -29,10 +29,47 @@ impl MessageFrame {
     }
 }
 
-/// The transport is closed.
+/// The transport is closed, or could not be opened: what happened, in words, and why it could not be opened when
+/// that is known (a client says different things for each).
 #[derive(Debug, thiserror::Error)]
 #[error("transport closed: {0}")]
-pub struct TransportError(pub String);
+pub struct TransportError(pub String, pub Option<OpenFailure>);
+
+impl TransportError {
+    /// An error without an [`OpenFailure`].
+    pub fn new(message: String) -> Self {
+        TransportError(message, None)
+    }
+}
+
+/// Why a connection could not be opened, for the failures a client explains differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenFailure {
+    /// Nothing answered at the address (refused, no such socket file, unreachable host).
+    Unreachable,
+    /// The operating system refused to connect (`EACCES`: a unix socket this user may not open).
+    PermissionDenied,
+    /// The daemon answered and refused the token (HTTP 401).
+    Unauthorized,
+}
+
+impl OpenFailure {
+    /// A connection that failed with an OS error, by its kind: `None` for the errors of a peer that answered (a
+    /// reset or an end of file in the TLS handshake) and for a host name that did not resolve.
+    pub(crate) fn of_io(error: &std::io::Error) -> Option<OpenFailure> {
+        use std::io::ErrorKind;
+        match error.kind() {
+            ErrorKind::PermissionDenied => Some(OpenFailure::PermissionDenied),
+            ErrorKind::ConnectionRefused
+            | ErrorKind::NotFound
+            | ErrorKind::HostUnreachable
+            | ErrorKind::NetworkUnreachable
+            | ErrorKind::AddrNotAvailable
+            | ErrorKind::TimedOut => Some(OpenFailure::Unreachable),
+            _ => None,
+        }
+    }
+}
 
 /// A frame-level, bidirectional channel. `recv` must be cancel-safe: callers race it against other work.
 pub trait Transport: Send + 'static {
@@ -61,7 +98,7 @@ impl InProcessTransport {
 
 impl Transport for InProcessTransport {
     async fn send(&mut self, frame: MessageFrame) -> Result<(), TransportError> {
-        self.sender.send(frame).await.map_err(|_| TransportError("the other end was dropped".into()))
+        self.sender.send(frame).await.map_err(|_| TransportError::new("the other end was dropped".into()))
     }
 
     async fn recv(&mut self) -> Option<MessageFrame> {

@@ -17,11 +17,11 @@ use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
-use tokio_tungstenite::tungstenite::http::{HeaderValue, header};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use zeroize::Zeroizing;
 
-use super::{MessageFrame, Transport, TransportError};
+use super::{MessageFrame, OpenFailure, Transport, TransportError};
 
 mod refusal;
 mod tls;
@@ -66,12 +66,12 @@ impl WebSocketTransport {
         }
         let mut request = url
             .into_client_request()
-            .map_err(|error| TransportError(format!("`{url}` is not a usable WebSocket URL: {error}")))?;
+            .map_err(|error| TransportError::new(format!("`{url}` is not a usable WebSocket URL: {error}")))?;
         let connector = match request.uri().scheme_str() {
             Some("ws") => Connector::Plain,
             Some("wss") => Connector::Rustls(tls::client_config(ca_cert)?),
             _ => {
-                return Err(TransportError(format!(
+                return Err(TransportError::new(format!(
                     "`{url}` is not a WebSocket URL: it must start with ws:// or wss://"
                 )));
             }
@@ -107,7 +107,7 @@ fn authorize(
 ) -> Result<(), TransportError> {
     let bearer = Zeroizing::new(format!("Bearer {token}"));
     let mut authorization = HeaderValue::from_str(&bearer).map_err(|_| {
-        TransportError("the token contains characters that cannot be sent in an HTTP header".to_owned())
+        TransportError::new("the token contains characters that cannot be sent in an HTTP header".to_owned())
     })?;
     authorization.set_sensitive(true);
     request.headers_mut().insert(header::AUTHORIZATION, authorization);
@@ -128,18 +128,21 @@ fn describe_target<B>(request: &tokio_tungstenite::tungstenite::http::Request<B>
 
 fn describe_connect_error(target: &refusal::Target, error: WsError) -> TransportError {
     let address = &target.address;
-    let detail = match error {
-        WsError::Http(response) => refusal::describe_refusal(target, &response),
-        WsError::Protocol(ProtocolError::WrongHttpVersion) => refusal::describe_http_1_0(target),
+    let (detail, failure) = match error {
+        WsError::Http(response) => {
+            let unauthorized = response.status() == StatusCode::UNAUTHORIZED;
+            (refusal::describe_refusal(target, &response), unauthorized.then_some(OpenFailure::Unauthorized))
+        }
+        WsError::Protocol(ProtocolError::WrongHttpVersion) => (refusal::describe_http_1_0(target), None),
         WsError::Io(error) => match tls::handshake_error(&error) {
-            Some(tls_error) => tls::describe_handshake_error(address, tls_error),
-            None => format!("cannot connect to {address}: {error}"),
+            Some(tls_error) => (tls::describe_handshake_error(address, tls_error), None),
+            None => (format!("cannot connect to {address}: {error}"), OpenFailure::of_io(&error)),
         },
-        WsError::Tls(error) => format!("the TLS handshake with {address} failed: {error}"),
-        WsError::Url(error) => format!("cannot connect to {address}: {error}"),
-        other => format!("the WebSocket handshake with {address} failed: {other}"),
+        WsError::Tls(error) => (format!("the TLS handshake with {address} failed: {error}"), None),
+        WsError::Url(error) => (format!("cannot connect to {address}: {error}"), None),
+        other => (format!("the WebSocket handshake with {address} failed: {other}"), None),
     };
-    TransportError(detail)
+    TransportError(detail, failure)
 }
 
 impl Transport for WebSocketTransport {
@@ -149,7 +152,7 @@ impl Transport for WebSocketTransport {
         self.writer
             .send(Message::Text(text.into()))
             .await
-            .map_err(|error| TransportError(format!("sending a WebSocket frame failed: {error}")))
+            .map_err(|error| TransportError::new(format!("sending a WebSocket frame failed: {error}")))
     }
 
     /// Cancel-safe: `StreamExt::next` on the read half only completes with a whole message, and a message that
@@ -198,5 +201,17 @@ mod tests {
     async fn other_schemes_are_refused() {
         let error = WebSocketTransport::connect("http://127.0.0.1:9/ws", "t").await.unwrap_err();
         assert!(error.0.contains("ws://"), "{error}");
+        assert_eq!(error.1, None);
+    }
+
+    #[tokio::test]
+    async fn a_dial_nothing_answers_is_unreachable() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed = listener.local_addr().unwrap();
+        drop(listener);
+        for url in [format!("ws://{closed}/ws"), "unix:/nonexistent/troupe.sock".to_owned()] {
+            let error = WebSocketTransport::connect(&url, "t").await.unwrap_err();
+            assert_eq!(error.1, Some(OpenFailure::Unreachable), "{url}: {error}");
+        }
     }
 }

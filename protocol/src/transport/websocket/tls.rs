@@ -27,7 +27,7 @@ pub(super) fn client_config(ca_cert: Option<&Path>) -> Result<Arc<ClientConfig>,
     if let Some(path) = ca_cert {
         for certificate in read_ca_file(path)? {
             roots.add(certificate).map_err(|error| {
-                TransportError(format!(
+                TransportError::new(format!(
                     "the CA certificate file {} holds an unusable certificate: {error}",
                     path.display()
                 ))
@@ -37,7 +37,7 @@ pub(super) fn client_config(ca_cert: Option<&Path>) -> Result<Arc<ClientConfig>,
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|error| TransportError(format!("cannot set up TLS: {error}")))?
+        .map_err(|error| TransportError::new(format!("cannot set up TLS: {error}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
@@ -58,13 +58,14 @@ fn system_roots() -> &'static [CertificateDer<'static>] {
 
 /// Every certificate in a PEM file; a file with none is an error, since it would silently trust nothing more.
 fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, TransportError> {
-    let bytes = std::fs::read(path)
-        .map_err(|error| TransportError(format!("cannot read the CA certificate file {}: {error}", path.display())))?;
-    let certificates = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| TransportError(format!("the CA certificate file {} is not PEM: {error}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|error| {
+        TransportError::new(format!("cannot read the CA certificate file {}: {error}", path.display()))
+    })?;
+    let certificates = CertificateDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>().map_err(|error| {
+        TransportError::new(format!("the CA certificate file {} is not PEM: {error}", path.display()))
+    })?;
     if certificates.is_empty() {
-        return Err(TransportError(format!(
+        return Err(TransportError::new(format!(
             "the CA certificate file {} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)",
             path.display()
         )));

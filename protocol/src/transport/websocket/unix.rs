@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::refusal::{Scheme, Target};
 use super::{WebSocketTransport, authorize, describe_connect_error};
-use crate::transport::TransportError;
+use crate::transport::{OpenFailure, TransportError};
 
 /// The prefix of a unix socket URL.
 pub const UNIX_URL_PREFIX: &str = "unix:";
@@ -26,16 +26,16 @@ pub(super) fn socket_path(url: &str) -> Option<&Path> {
 pub(super) async fn connect(path: &Path, token: &str) -> Result<WebSocketTransport, TransportError> {
     let address = format!("unix:{}", path.display());
     if !path.is_absolute() {
-        return Err(TransportError(format!(
+        return Err(TransportError::new(format!(
             "`{address}` is not a usable socket URL: the path must be absolute, as in unix:/run/troupe/troupe.sock"
         )));
     }
     let stream = UnixStream::connect(path)
         .await
-        .map_err(|error| TransportError(format!("cannot connect to {address}: {error}")))?;
+        .map_err(|error| TransportError(format!("cannot connect to {address}: {error}"), OpenFailure::of_io(&error)))?;
     let mut request = "ws://localhost/ws"
         .into_client_request()
-        .map_err(|error| TransportError(format!("building the WebSocket upgrade failed: {error}")))?;
+        .map_err(|error| TransportError::new(format!("building the WebSocket upgrade failed: {error}")))?;
     authorize(&mut request, token)?;
     let (socket, _response) = tokio_tungstenite::client_async(request, stream).await.map_err(|error| {
         // A unix socket is only ever the daemon itself (no TLS, the fixed path /ws).
