@@ -18,8 +18,6 @@ pub(crate) mod test_hooks;
 mod usage;
 
 use std::path::{Path, PathBuf};
-
-use skills::{SessionSkills, literal_input};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -72,6 +70,7 @@ use crate::session_supervisor::{
     ApprovalsFor, CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
     SessionSupervisor, SetPermissionMode,
 };
+use skills::{SessionSkills, literal_input};
 
 /// How the engine is set up.
 #[derive(Clone, Debug)]
