@@ -173,7 +173,8 @@ impl GatedChannel {
             return Err(SinkError::Closed);
         }
         match self.hold_while_gated(Held::Transient, frame) {
-            Some(held) => Ok(held),
+            Some(true) => Ok(true),
+            Some(false) => Ok(self.drop_transient()),
             None => self.send_transient(frame),
         }
     }
@@ -182,15 +183,18 @@ impl GatedChannel {
     fn send_transient(&self, frame: &ByteString) -> Result<bool, SinkError> {
         match self.shared.queue.try_push(frame) {
             Ok(()) => Ok(true),
-            Err(Refused::Full) => {
-                self.shared.observer.notification_dropped(DroppedNotification::Transient);
-                Ok(false)
-            }
+            Err(Refused::Full) => Ok(self.drop_transient()),
             Err(Refused::Closed) => {
                 self.mark_closed();
                 Err(SinkError::Closed)
             }
         }
+    }
+
+    /// A transient frame found no room, in the queue or among the frames held while gated: it is lost (`false`).
+    fn drop_transient(&self) -> bool {
+        self.shared.observer.notification_dropped(DroppedNotification::Transient);
+        false
     }
 
     /// Closes the subscription and schedules its one gap notice. May be called with `held` locked (from `open`).

@@ -94,3 +94,16 @@ async fn drops_are_reported_when_they_happen_and_gaps_when_they_are_written() {
     assert!(outbound.next().await.unwrap().contains(r#""type":"gap""#));
     assert_eq!(recorder.take(), [Seen::Gap]);
 }
+
+#[tokio::test]
+async fn a_transient_frame_with_no_room_to_be_held_while_gated_is_reported_dropped() {
+    let recorder = Arc::new(Recorder::default());
+    let (connection, _outbound) =
+        ServerConnection::with_observer(Arc::new(Nothing), limits(1, 1 << 20), recorder.clone());
+    let ctx = context(&connection);
+    // Gated until the subscribing request replies: one frame is held, the next has no room.
+    let sink = ctx.event_sink("s");
+    assert_eq!(sink.offer_transient(&ByteString::from("first")), Ok(true));
+    assert_eq!(sink.offer_transient(&ByteString::from("second")), Ok(false));
+    assert_eq!(recorder.take(), [Seen::Dropped(DroppedNotification::Transient)]);
+}
