@@ -123,12 +123,8 @@ pub(crate) enum Command {
     Run {
         #[command(flatten)]
         client: ClientArgs,
-        /// The session to run in: its id or a unique prefix.
-        #[arg(long)]
-        session: Option<String>,
-        /// The directory of a new session (default: the current directory).
-        #[arg(long, conflicts_with = "session")]
-        cwd: Option<String>,
+        #[command(flatten)]
+        place: RunPlace,
         #[command(flatten)]
         selection: SelectionFlags,
         /// One JSON object per event instead of words.
@@ -142,12 +138,8 @@ pub(crate) enum Command {
     Exec {
         #[command(flatten)]
         client: ClientArgs,
-        /// The session to run in: its id or a unique prefix (default: a new one in --cwd).
-        #[arg(long)]
-        session: Option<String>,
-        /// The directory of a new session (default: the current directory).
-        #[arg(long, conflicts_with = "session")]
-        cwd: Option<String>,
+        #[command(flatten)]
+        place: RunPlace,
         #[command(flatten)]
         selection: SelectionFlags,
         /// The permission mode of the new session's tree, e.g. auto_approve_y or yolo.
@@ -397,6 +389,17 @@ pub(crate) enum Command {
     },
 }
 
+/// Where `run` and `exec` run: an existing session, or a new one in a directory.
+#[derive(clap::Args)]
+pub(crate) struct RunPlace {
+    /// The session to run in: its id or a unique prefix (default: a new one in --cwd).
+    #[arg(long)]
+    pub(crate) session: Option<String>,
+    /// The directory of a new session (default: the current directory).
+    #[arg(long, conflicts_with = "session")]
+    pub(crate) cwd: Option<String>,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum SandboxCommand {
     /// Print what a command run in SESSION_ID may read and write, and whether it reaches the network.
@@ -454,5 +457,19 @@ mod tests {
             .or(parsed.client.token.clone());
             assert_eq!(token.as_deref(), Some("-uAbc_def"), "{args:?}");
         }
+    }
+
+    #[test]
+    fn run_and_exec_take_a_session_or_a_new_sessions_cwd_not_both() {
+        for command in ["run", "exec"] {
+            assert!(Cli::try_parse_from(["troupe", command, "--session", "s", "--cwd", "/tmp", "hi"]).is_err());
+            let parsed = Cli::try_parse_from(["troupe", command, "--session", "s", "hi"]).unwrap();
+            let place = match parsed.command {
+                Some(super::Command::Run { place, .. } | super::Command::Exec { place, .. }) => place,
+                _ => panic!("{command} parsed as another command"),
+            };
+            assert_eq!((place.session.as_deref(), place.cwd), (Some("s"), None));
+        }
+        assert!(Cli::try_parse_from(["troupe", "exec", "--session", "s", "--mode", "yolo", "hi"]).is_err());
     }
 }

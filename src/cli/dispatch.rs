@@ -56,10 +56,10 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             block_on(commands::rename(&client.connection(), session, change, Output::from_flag(json))).map(done)
         }
-        Command::Run { client, session, cwd, selection, json, input } => {
+        Command::Run { client, place, selection, json, input } => {
             let request = RunRequest {
-                session,
-                cwd,
+                session: place.session,
+                cwd: place.cwd,
                 flags: selection,
                 mode: None,
                 input: run_cmd::input_or_stdin(input, "troupe run \"make the tests pass\"")?,
@@ -67,10 +67,10 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             block_on(run_cmd::run(&client.connection(), request)).map(|end| run_exit_code(&end))
         }
-        Command::Exec { client, session, cwd, selection, mode, verbose, json, input } => {
+        Command::Exec { client, place, selection, mode, verbose, json, input } => {
             let request = RunRequest {
-                session,
-                cwd,
+                session: place.session,
+                cwd: place.cwd,
                 flags: selection,
                 mode,
                 input: run_cmd::input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
