@@ -28,7 +28,7 @@ pub fn explained(error: ClientError) -> anyhow::Error {
             _ => anyhow!(error),
         };
     };
-    let said = speak_cli(rpc.detail().unwrap_or(&rpc.message));
+    let said = said(&error);
     let run_id = rpc.data.as_ref().and_then(|data| data.get("run_id")).and_then(|id| id.as_str()).map(str::to_owned);
     match (rpc.typed_code(), run_id) {
         (Some("run_not_found"), Some(run_id)) => {
@@ -81,6 +81,15 @@ pub fn explained(error: ClientError) -> anyhow::Error {
         _ => return anyhow!(said),
     };
     anyhow!("{said}\n  hint: {hint}")
+}
+
+/// What a failed call says, in CLI words: the daemon's detail (not the JSON-RPC class and code around it) for an
+/// error it answered, else the client's own words.
+pub fn said(error: &ClientError) -> String {
+    match error {
+        ClientError::Rpc(rpc) => speak_cli(rpc.detail().unwrap_or(&rpc.message)),
+        other => crate::style::clean(&other.to_string()),
+    }
 }
 
 /// The daemon's words with protocol names replaced by the flags and commands a person types, cleaned of
@@ -148,6 +157,10 @@ mod tests {
     fn an_unknown_code_is_shown_as_is() {
         let error = ClientError::Rpc(RpcError::engine("something_new", "it broke", &[]));
         assert_eq!(explained(error).to_string(), "it broke");
+        // A follower's one-line report says the daemon's detail, in CLI words, not the JSON-RPC class and code.
+        let error = ClientError::Rpc(RpcError::engine("session_busy", "s: cancel it (run.cancel) first", &[]));
+        assert_eq!(said(&error), "s: cancel it (`troupe cancel RUN_ID`) first");
+        assert_eq!(said(&ClientError::Timeout), ClientError::Timeout.to_string());
     }
 
     #[test]

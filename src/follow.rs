@@ -111,7 +111,7 @@ pub(crate) async fn follow_child<C: ClientProtocol>(client: &C, printer: &mut Pr
         return;
     }
     if let Err(error) = client.subscribe(child_session_id, None).await {
-        let said = crate::cli_errors::speak_cli(&error.to_string());
+        let said = crate::cli_errors::said(&error);
         eprintln!("[cannot follow child session {}: {said}]", clean(child_session_id));
     }
 }
@@ -136,7 +136,7 @@ async fn follow_running_children<C: ClientProtocol>(client: &C, printer: &mut Pr
                         clean(&format!("[following child session {} ({agent}), at work]", meta.session_id))
                     ),
                     Err(error) => {
-                        let said = crate::cli_errors::speak_cli(&error.to_string());
+                        let said = crate::cli_errors::said(&error);
                         eprintln!("[cannot follow child session {}: {said}]", clean(&meta.session_id))
                     }
                 }

@@ -34,7 +34,7 @@ pub fn history_explained(error: ClientError, session_id: &str) -> anyhow::Error 
     let ClientError::Rpc(rpc) = &error else {
         return explained(error);
     };
-    let said = crate::cli_errors::speak_cli(rpc.detail().unwrap_or(&rpc.message));
+    let said = crate::cli_errors::said(&error);
     let data = |key: &str| rpc.data.as_ref().and_then(|data| data.get(key)).cloned();
     let hint = match rpc.typed_code() {
         Some("session_busy") => {
