@@ -254,7 +254,9 @@ pub fn start<S: ServerProtocol>(
         }
         Listener::Unix(path) => {
             let server = server.bind_uds(path).map_err(bind_error)?;
-            // Before `run`: no connection is accepted while the socket still has the umask's mode.
+            // Before `run`, so nothing is accepted before the mode is set. A client the umask's mode let connect in
+            // the moment between waits in the backlog and is accepted later: the mode is a first fence, the token
+            // the check.
             let identity = restrict_unix_socket(path).map_err(bind_error)?;
             (server, Listener::Unix(path.clone()), Some(identity))
         }
