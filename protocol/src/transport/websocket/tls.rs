@@ -92,7 +92,11 @@ pub(super) fn describe_handshake_error(address: &str, error: &rustls::Error) -> 
                 format!("{prefix}: its certificate is not valid for the host name in the URL")
             }
             CertificateError::NotValidForNameContext { expected, presented } => {
-                let names: Vec<PresentedName> = presented.iter().map(|raw| PresentedName::parse(raw)).collect();
+                // The names are the server's, written by rustls-webpki as they are (not escaped): no controls.
+                let names: Vec<PresentedName> = presented
+                    .iter()
+                    .map(|raw| PresentedName::parse(&crate::diagnostic::strip_terminal_controls(raw)))
+                    .collect();
                 format!("{prefix}: {}", describe_name_mismatch(&expected.to_str(), &names))
             }
             CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
@@ -275,5 +279,8 @@ mod tests {
         assert!(said.contains("no subjectAltName") && said.contains("subjectAltName=DNS:troupe.test"), "{said}");
         let said = mismatch("troupe.test", &["UniformResourceIdentifier(\"spiffe://x\")", "DirectoryName"]);
         assert!(said.contains("it names URI:spiffe://x, DirectoryName); give it"), "{said}");
+        // rustls-webpki writes a certificate's names unescaped: a server's escape sequences never get through.
+        let said = mismatch("troupe.test", &["DnsName(\"evil\u{1b}[2J\u{202e}.test\")"]);
+        assert!(said.contains("it names evil.test)"), "{said}");
     }
 }
