@@ -181,23 +181,19 @@ pub(crate) enum Command {
     Recall {
         #[command(flatten)]
         client: ClientArgs,
-        /// The active run of this session instead of a RUN_ID.
-        #[arg(long)]
-        session: Option<String>,
+        #[command(flatten)]
+        run: RunArg,
         #[arg(long)]
         json: bool,
-        run_id: Option<String>,
     },
     /// Cancel a run (kills its running command).
     Cancel {
         #[command(flatten)]
         client: ClientArgs,
-        /// The active run of this session instead of a RUN_ID.
-        #[arg(long)]
-        session: Option<String>,
+        #[command(flatten)]
+        run: RunArg,
         #[arg(long)]
         json: bool,
-        run_id: Option<String>,
     },
     /// Write to a running command's stdin: TEXT and a newline, or the lines you type until Ctrl-D.
     Stdin {
@@ -400,6 +396,15 @@ pub(crate) struct RunPlace {
     pub(crate) cwd: Option<String>,
 }
 
+/// The run `recall` and `cancel` act on: its id, or the active run of a session.
+#[derive(clap::Args)]
+pub(crate) struct RunArg {
+    /// The active run of this session instead of a RUN_ID.
+    #[arg(long)]
+    pub(crate) session: Option<String>,
+    pub(crate) run_id: Option<String>,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum SandboxCommand {
     /// Print what a command run in SESSION_ID may read and write, and whether it reaches the network.
@@ -471,5 +476,19 @@ mod tests {
             assert_eq!((place.session.as_deref(), place.cwd), (Some("s"), None));
         }
         assert!(Cli::try_parse_from(["troupe", "exec", "--session", "s", "--mode", "yolo", "hi"]).is_err());
+    }
+
+    #[test]
+    fn recall_and_cancel_name_a_run_by_id_or_session() {
+        for command in ["recall", "cancel"] {
+            for (args, expected) in [(vec!["r1"], (None, Some("r1"))), (vec!["--session", "s"], (Some("s"), None))] {
+                let parsed = Cli::try_parse_from([&["troupe", command][..], &args].concat()).unwrap();
+                let run = match parsed.command {
+                    Some(super::Command::Recall { run, .. } | super::Command::Cancel { run, .. }) => run,
+                    _ => panic!("{command} parsed as another command"),
+                };
+                assert_eq!((run.session.as_deref(), run.run_id.as_deref()), expected, "{command} {args:?}");
+            }
+        }
     }
 }

@@ -106,12 +106,12 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
             let target = RunTarget::from_args(args.pop(), session)?;
             block_on(run_control::steer(&client.connection(), target, text, Output::from_flag(json))).map(done)
         }
-        Command::Recall { client, session, json, run_id } => {
-            let target = RunTarget::from_args(run_id, session)?;
+        Command::Recall { client, run, json } => {
+            let target = RunTarget::from_args(run.run_id, run.session)?;
             block_on(run_control::recall(&client.connection(), target, Output::from_flag(json))).map(done)
         }
-        Command::Cancel { client, session, json, run_id } => {
-            let target = RunTarget::from_args(run_id, session)?;
+        Command::Cancel { client, run, json } => {
+            let target = RunTarget::from_args(run.run_id, run.session)?;
             block_on(run_control::cancel(&client.connection(), target, Output::from_flag(json))).map(done)
         }
         Command::Stdin { client, session, call, eof, no_newline, json, args } => {
