@@ -42,11 +42,23 @@ const SECRET_NAME_PARTS: [&str; 6] = ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "
 /// session bus's `systemd-run`), not passed to commands either.
 const AGENT_VARIABLES: [&str; 4] = ["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME"];
 
-/// The environment a command inherits: the daemon's, without the variables that hold secrets or lead to agents.
+/// The daemon's own settings (`TROUPE_HOME`, `TROUPE_URL`, `TROUPE_CA_CERT`, `TROUPE_LOG_FORMAT`, …): where the
+/// daemon keeps its data and how to reach it are none of a command's business, and a `troupe` run inside the
+/// sandbox must not be pointed at the daemon by them.
+const DAEMON_VARIABLE_PREFIX: &str = "TROUPE_";
+
+/// The environment a command inherits: the daemon's, without the variables that hold secrets or lead to agents,
+/// and without the daemon's own settings.
 pub(super) fn inherited_environment(
     daemon: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    daemon.filter(|(name, value)| !is_secret_variable(&name.to_string_lossy(), &value.to_string_lossy())).collect()
+    daemon
+        .filter(|(name, value)| {
+            let name = name.to_string_lossy();
+            !name.to_ascii_uppercase().starts_with(DAEMON_VARIABLE_PREFIX)
+                && !is_secret_variable(&name, &value.to_string_lossy())
+        })
+        .collect()
 }
 
 fn is_secret_variable(name: &str, value: &str) -> bool {
@@ -249,5 +261,14 @@ mod tests {
         }
         assert!(!is_secret_variable("DATABASE_URL", "postgres://db:5432/app"));
         assert!(!is_secret_variable("HOMEPAGE", "https://example.com/a@b"));
+    }
+
+    #[test]
+    fn the_daemons_own_settings_are_not_inherited() {
+        let daemon = ["TROUPE_HOME", "TROUPE_URL", "TROUPE_CA_CERT", "TROUPE_LOG_FORMAT", "troupe_home", "PATH"]
+            .map(|name| (std::ffi::OsString::from(name), std::ffi::OsString::from("/x")));
+        let inherited = inherited_environment(daemon.into_iter());
+        let names: Vec<_> = inherited.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["PATH"]);
     }
 }
