@@ -271,10 +271,7 @@ impl App {
             EventPayload::ToolCallStarted { tool_call_id, tool, arguments, resource, .. } => {
                 self.running_tools.push(tool_call_id.clone());
                 // A call that asked first has its entry already: it starts there, its diff just above it.
-                let at = self.tool_index(tool_call_id).unwrap_or_else(|| {
-                    self.entries.push(Entry::tool(tool_call_id, clean(tool), clean(resource)));
-                    self.entries.len() - 1
-                });
+                let at = self.call_entry(tool_call_id, |_| (clean(tool), clean(resource)));
                 if let Entry::Tool { started, .. } = &mut self.entries[at] {
                     *started = true;
                 }
@@ -288,18 +285,13 @@ impl App {
             EventPayload::ToolCallTerminated { tool_call_id, result } => {
                 self.running_tools.retain(|running| running != tool_call_id);
                 let text = result.display.clone().unwrap_or_else(|| result.output.clone());
-                let end = Some(ToolEnd { status: result.status, text });
-                match self.tool_entry(tool_call_id) {
-                    Some(Entry::Tool { result, .. }) => *result = end,
-                    // Refused before it started (by the policy): still shown, with why.
-                    _ => {
-                        let tool = self.turn_calls.get(tool_call_id).cloned().unwrap_or_else(|| "tool".to_owned());
-                        let mut entry = Entry::tool(tool_call_id, tool, String::new());
-                        if let Entry::Tool { result, .. } = &mut entry {
-                            *result = end;
-                        }
-                        self.entries.push(entry);
-                    }
+                // A call refused before it started (by the policy) has no entry yet: still shown, with why.
+                let at = self.call_entry(tool_call_id, |app| {
+                    let tool = app.turn_calls.get(tool_call_id).cloned().unwrap_or_else(|| "tool".to_owned());
+                    (tool, String::new())
+                });
+                if let Entry::Tool { result: end, .. } = &mut self.entries[at] {
+                    *end = Some(ToolEnd { status: result.status, text });
                 }
             }
             EventPayload::RunCompleted { .. } => self.run_ended("run completed".to_owned()),
@@ -327,22 +319,32 @@ impl App {
         self.tool_index(id).map(|index| &mut self.entries[index])
     }
 
+    /// The index of call `id`'s entry; one is made at the end, with the tool and resource `named` gives, when it
+    /// has none yet.
+    fn call_entry(&mut self, id: &str, named: impl FnOnce(&Self) -> (String, String)) -> usize {
+        if let Some(at) = self.tool_index(id) {
+            return at;
+        }
+        let (tool, resource) = named(self);
+        self.entries.push(Entry::Tool {
+            tool_call_id: id.to_owned(),
+            tool,
+            resource,
+            approval: None,
+            started: false,
+            output: String::new(),
+            received: [0, 0],
+            result: None,
+        });
+        self.entries.len() - 1
+    }
+
     /// A call of the open session asks for approval: its entry appears now, waiting.
     fn asked(&mut self, approval: &ApprovalRecord) {
-        let asked = Some(CallApproval { approval_id: approval.approval_id.clone(), answer: None, feedback: None });
-        match self.tool_entry(&approval.tool_call_id) {
-            Some(Entry::Tool { approval: known, .. }) => *known = asked,
-            _ => {
-                let mut entry = Entry::tool(
-                    &approval.tool_call_id,
-                    clean(&approval.operation.tool),
-                    clean(&approval.operation.resource),
-                );
-                if let Entry::Tool { approval, .. } = &mut entry {
-                    *approval = asked;
-                }
-                self.entries.push(entry);
-            }
+        let operation = &approval.operation;
+        let at = self.call_entry(&approval.tool_call_id, |_| (clean(&operation.tool), clean(&operation.resource)));
+        if let Entry::Tool { approval: asked, .. } = &mut self.entries[at] {
+            *asked = Some(CallApproval { approval_id: approval.approval_id.clone(), answer: None, feedback: None });
         }
     }
 
@@ -374,21 +376,6 @@ impl App {
             let skip = received[index].saturating_sub(offset) as usize;
             output.push_str(&String::from_utf8_lossy(&bytes[skip..]));
             received[index] = end;
-        }
-    }
-}
-
-impl Entry {
-    fn tool(tool_call_id: &str, tool: String, resource: String) -> Entry {
-        Entry::Tool {
-            tool_call_id: tool_call_id.to_owned(),
-            tool,
-            resource,
-            approval: None,
-            started: false,
-            output: String::new(),
-            received: [0, 0],
-            result: None,
         }
     }
 }
