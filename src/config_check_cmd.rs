@@ -6,8 +6,9 @@
 //! without asking it: the daemon holds an `flock` on `<data dir>/daemon/lock` for its lifetime, `/proc/locks`
 //! names the process holding it, and the daemon writes its pid into the lock file right before it reads the
 //! config, so the lock file's mtime is when the config was read (to the file system's precision; a daemon that
-//! did not write its pid falls back to `/proc/<pid>/stat`'s start, known to whole boot-time seconds only). When
-//! none of this can be read, the command says that changes apply on restart instead of guessing.
+//! did not write its pid falls back to `/proc/<pid>/stat`'s start, known to whole boot-time seconds only). That is
+//! compared with `config.toml`'s status change time (ctime), which a copy keeping an old mtime cannot set back.
+//! When none of this can be read, the command says that changes apply on restart instead of guessing.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -109,11 +110,22 @@ fn process_start(pid: u32) -> Option<SystemTime> {
 /// needs no such slack.
 const START_RESOLUTION: Duration = Duration::from_secs(1);
 
+/// When a file last changed: its status change time (ctime), which, unlike the mtime, no one can set back (`cp -p`,
+/// `rsync -a`, `touch -d` and unpacked archives keep an old mtime on new contents).
+fn changed_at(metadata: &std::fs::Metadata) -> SystemTime {
+    use std::os::unix::fs::MetadataExt;
+    let (seconds, nanos) = (metadata.ctime(), metadata.ctime_nsec());
+    match (u64::try_from(seconds), u32::try_from(nanos)) {
+        (Ok(seconds), Ok(nanos)) => SystemTime::UNIX_EPOCH + Duration::new(seconds, nanos),
+        _ => metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+    }
+}
+
 /// Whether the running daemon has the config file's current contents, in one sentence, and whether a restart is
 /// due (`None`: cannot tell).
 pub fn restart_note(data_dir: &DataDir) -> (String, Option<bool>) {
     let config = data_dir.config_path();
-    let modified = std::fs::metadata(&config).and_then(|metadata| metadata.modified()).ok();
+    let modified = std::fs::metadata(&config).ok().map(|metadata| changed_at(&metadata));
     match (local_daemon(data_dir), modified) {
         (LocalDaemon::NotRunning, _) => {
             ("no daemon is running on this data dir: the config applies when it starts".to_owned(), Some(false))
@@ -236,6 +248,28 @@ mod tests {
             }
             LocalDaemon::Unknown => {} // no /proc/locks here
             LocalDaemon::NotRunning => panic!("the lock this process holds was not found"),
+        }
+    }
+
+    #[test]
+    fn a_config_written_after_the_start_with_an_old_mtime_still_needs_a_restart() {
+        use std::io::Write as _;
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = DataDir::new(dir.path().to_path_buf());
+        data_dir.ensure_layout().unwrap();
+        let mut lock = std::fs::File::create(data_dir.lock_path()).unwrap();
+        // SAFETY: flock on a descriptor we own.
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        writeln!(lock, "{}", std::process::id()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        // What `rsync -a` or `cp -p` of an older file leaves: new contents, an mtime from before the start.
+        let config = std::fs::File::create(data_dir.config_path()).unwrap();
+        config.set_modified(SystemTime::now() - Duration::from_secs(3600)).unwrap();
+        let (note, restart_needed) = restart_note(&data_dir);
+        if local_daemon(&data_dir) != LocalDaemon::Unknown {
+            assert_eq!(restart_needed, Some(true), "{note}");
+            assert!(note.contains("changed after"), "{note}");
         }
     }
 }
