@@ -31,6 +31,8 @@ pub mod daemon_url;
 pub mod follow;
 pub mod goal_cli;
 pub mod history_cmd;
+/// The text log format's fields, control characters escaped.
+pub mod log_fields;
 /// The tracing setup of the daemon and the clients, and the daemon's config summary at start.
 pub mod logging;
 /// `troupe man`: the page of every command.

@@ -53,7 +53,10 @@ pub fn init(kind: ProcessKind, format: LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(kind.default_filter()));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        // Untrusted text in a field (a vendor's error body) cannot start a line of its own.
+        LogFormat::Text => {
+            builder.with_ansi(std::io::stderr().is_terminal()).fmt_fields(crate::log_fields::EscapedFields).init()
+        }
         LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
     }
 }
