@@ -23,20 +23,19 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    let serving = matches!(command, Command::Serve { .. });
-    let log_format = match &command {
-        Command::Serve { log_format, .. } => *log_format,
-        _ => troupe::logging::LogFormat::Text,
-    };
     // A client command says what it has to say itself: its own log lines stay quiet unless RUST_LOG asks.
-    use troupe::logging::ProcessKind;
+    use troupe::logging::{LogFormat, ProcessKind};
+    let (process, log_format) = match &command {
+        Command::Serve { log_format, .. } => (ProcessKind::Daemon, *log_format),
+        _ => (ProcessKind::Client, LogFormat::Text),
+    };
     // The TUI owns the terminal: log lines would write over its screen, so it sets up no logging.
     #[cfg(feature = "tui")]
     let tui = matches!(command, Command::Tui { .. });
     #[cfg(not(feature = "tui"))]
     let tui = false;
     if !tui {
-        troupe::logging::init(if serving { ProcessKind::Daemon } else { ProcessKind::Client }, log_format);
+        troupe::logging::init(process, log_format);
     }
     match dispatch(command) {
         Ok(code) => ExitCode::from(code),

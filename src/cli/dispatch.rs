@@ -8,7 +8,7 @@ use troupe::cli_errors::UsageError;
 use troupe::commands::{self, ConnectRequest, block_on};
 use troupe::follow;
 use troupe::history_cmd;
-use troupe::run_cmd::{self, RunEnd, RunRequest, Shown};
+use troupe::run_cmd::{self, RunRequest, Shown};
 use troupe::run_control::{self, RunTarget};
 use troupe::style::Style;
 use troupe_protocol::types::session::TitleChange;
@@ -65,7 +65,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
                 input: run_cmd::input_or_stdin(input, "troupe run \"make the tests pass\"")?,
                 shown: Shown::Follow(Output::from_flag(json)),
             };
-            block_on(run_cmd::run(&client.connection(), request)).map(|end| run_exit_code(&end))
+            block_on(run_cmd::run(&client.connection(), request)).map(|end| end.exit_code())
         }
         Command::Exec { client, place, selection, mode, verbose, json, input } => {
             let request = RunRequest {
@@ -96,7 +96,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
                         input,
                         shown: Shown::Follow(out),
                     };
-                    block_on(run_cmd::run(&connection, request)).map(|end| run_exit_code(&end))
+                    block_on(run_cmd::run(&connection, request)).map(|end| end.exit_code())
                 }
                 None => block_on(follow::watch(&connection, session, None, out)).map(done),
             }
@@ -198,13 +198,4 @@ fn print_all(bytes: &[u8]) -> anyhow::Result<u8> {
 /// Exit code 0 for a command that returned.
 fn done(_: ()) -> u8 {
     0
-}
-
-/// `troupe run`: 0 completed, 130 cancelled, 1 otherwise.
-fn run_exit_code(end: &RunEnd) -> u8 {
-    match end {
-        RunEnd::Completed => 0,
-        RunEnd::Cancelled => 130,
-        _ => 1,
-    }
 }
