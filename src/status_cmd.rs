@@ -91,7 +91,8 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
         error.downcast_ref::<crate::connection::ConnectFailure>().map_or(FailureKind::Other, |failure| failure.kind)
     });
     let problems = troupe_runtime::config::check_config(&data_dir);
-    let (note, restart_needed) = restart_note(&data_dir);
+    // Whether the daemon has the config's current contents: known of the local data dir's daemon only.
+    let restart = local.then(|| restart_note(&data_dir));
     if json {
         let mut value = serde_json::json!({
             "reachable": reached.is_ok(),
@@ -104,8 +105,8 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
             "token_file_exists": token_file.is_file(),
             "token_from": if args.token.as_deref().is_some_and(|token| !token.is_empty()) { "--token" } else { "file" },
             "config_problems": problems.iter().map(problem_json).collect::<Vec<_>>(),
-            "restart_needed": if local { restart_needed } else { None },
-            "config_note": if local { Some(note.as_str()) } else { None },
+            "restart_needed": restart.as_ref().and_then(|(_, needed)| *needed),
+            "config_note": restart.as_ref().map(|(note, _)| note.as_str()),
         });
         match &reached {
             Ok(reached) => {
@@ -168,7 +169,7 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
             text.push_str(&format!("  {line}\n"));
         }
     }
-    if local {
+    if let Some((note, _)) = &restart {
         text.push_str(&format!("          {note}\n"));
     }
     if let Err(error) = &reached {
