@@ -1,5 +1,6 @@
-//! The daemon's secret environment variables do not reach commands. A test binary of its own with one test, so
-//! that setting this process's environment races with no other thread.
+//! The daemon's secret environment variables and its own `TROUPE_*` settings do not reach commands; other
+//! variables do. A test binary of its own with one test, so that setting this process's environment races with no
+//! other thread.
 
 #![cfg(target_os = "linux")]
 
@@ -26,7 +27,10 @@ fn the_daemons_secret_variables_do_not_reach_a_command() {
         unsafe { std::env::set_var(name, "secret-value-0123456789") };
     }
     // SAFETY: as above.
-    unsafe { std::env::set_var("TROUPE_HARMLESS_SETTING", "kept") };
+    unsafe { std::env::set_var("APP_HARMLESS_SETTING", "kept") };
+    // The daemon's own settings are not a command's business, harmless or not (see `confine.rs`).
+    // SAFETY: as above.
+    unsafe { std::env::set_var("TROUPE_HARMLESS_SETTING", "dropped") };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let workspace = Workspace::new();
@@ -38,7 +42,8 @@ fn the_daemons_secret_variables_do_not_reach_a_command() {
                 assert!(!result.output.contains(name), "{mode:?}: {name} reached the command: {}", result.output);
             }
             assert!(!result.output.contains("secret-value"), "{}", result.output);
-            assert!(result.output.contains("TROUPE_HARMLESS_SETTING=kept"), "{}", result.output);
+            assert!(result.output.contains("APP_HARMLESS_SETTING=kept"), "{}", result.output);
+            assert!(!result.output.contains("TROUPE_HARMLESS_SETTING"), "{}", result.output);
             assert!(result.output.contains("PATH="), "{}", result.output);
         }
     });
