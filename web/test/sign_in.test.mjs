@@ -1,0 +1,124 @@
+// Signing in and out: the one-time login URL of `troupe open`, the cookie it becomes, the session list it opens,
+// the code refused on its second use, sign-out, and the signed-out screen when the cookie stops being valid.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  consoleCookie,
+  cspViolations,
+  RECONNECT_MS,
+  screenshot,
+  signIn,
+  withConsole,
+} from './harness.mjs';
+
+test('a login URL becomes an HttpOnly SameSite=Strict cookie and shows the session list', async () => {
+  await withConsole({ name: 'sign-in' }, async ({ daemon, open }) => {
+    const first = await daemon.createSession({ model: 'local/echo' });
+    const second = await daemon.createSession({ model: 'local/echo' });
+    const { context, page } = await open();
+
+    const url = await daemon.signInUrl();
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/login\?code=[^&]+$/, url);
+    // Opening the link (as a link-preview bot would) must not use the code up.
+    const preview = await fetch(url);
+    assert.equal(preview.status, 200);
+    await page.goto(url);
+    assert.equal(await consoleCookie(context), undefined, 'GET /login sets no cookie');
+    await screenshot(page, 'login-page');
+    const response = page.waitForResponse((r) => r.url().endsWith('/login') && r.request().method() === 'POST');
+    await page.getByRole('button', { name: /sign in/i }).click();
+    const posted = await response;
+    assert.equal(posted.status(), 303, 'POST /login answers 303 See Other');
+    assert.match(posted.headers()['set-cookie'] ?? '', /troupe_console=/);
+    await page.waitForURL(daemon.base);
+    await page.getByTestId('app').waitFor({ state: 'visible' });
+
+    const cookie = await consoleCookie(context);
+    assert.ok(cookie, 'the troupe_console cookie is set');
+    assert.equal(cookie.httpOnly, true, 'HttpOnly');
+    assert.equal(cookie.sameSite, 'Strict', 'SameSite=Strict');
+    assert.equal(cookie.path, '/');
+    assert.equal(cookie.secure, false, 'no Secure flag on plain http to 127.0.0.1');
+    assert.equal(await page.evaluate(() => document.cookie.includes('troupe_console')), false, 'scripts cannot read it');
+
+    for (const id of [first, second]) {
+      await page.locator(`[data-testid="session-item"][data-session-id="${id}"]`).waitFor({ state: 'visible' });
+    }
+    // Most recent first.
+    const order = await page
+      .locator('[data-testid="session-list"] [data-testid="session-item"]')
+      .evaluateAll((rows) => rows.map((row) => row.getAttribute('data-session-id')));
+    assert.ok(order.indexOf(second) < order.indexOf(first), `most recent first: ${order}`);
+
+    const session = await page.request.get(new URL('console/session', daemon.base).href);
+    assert.equal(session.status(), 200);
+    assert.ok(Date.parse((await session.json()).expires_at) > Date.now(), 'expires_at is in the future');
+    await screenshot(page, 'session-list');
+    assert.deepEqual(cspViolations(page), [], 'the page runs under its CSP without violations');
+  });
+});
+
+test('a login code is refused on its second use', async () => {
+  await withConsole({ name: 'code-reuse' }, async ({ daemon, open }) => {
+    const one = await open();
+    const url = await signIn(daemon, one.page);
+
+    const two = await open();
+    await two.page.goto(url);
+    const response = two.page.waitForResponse((r) => r.url().endsWith('/login') && r.request().method() === 'POST');
+    await two.page.getByRole('button', { name: /sign in/i }).click();
+    assert.equal((await response).status(), 401);
+    await two.page.getByText(/already used or has expired/i).waitFor({ state: 'visible' });
+    await two.page.getByText(/troupe open/).first().waitFor({ state: 'visible' });
+    assert.equal(await consoleCookie(two.context), undefined, 'no cookie for a used code');
+    await screenshot(two.page, 'login-code-reused');
+
+    // Straight to the form's endpoint too, without a browser.
+    const code = new URL(url).searchParams.get('code');
+    const again = await fetch(new URL('login', daemon.base), {
+      method: 'POST',
+      body: new URLSearchParams({ code }),
+      redirect: 'manual',
+    });
+    assert.equal(again.status, 401);
+    assert.equal(again.headers.get('set-cookie'), null);
+    const unknown = await fetch(new URL('login', daemon.base), {
+      method: 'POST',
+      body: new URLSearchParams({ code: 'not-a-code' }),
+      redirect: 'manual',
+    });
+    assert.equal(unknown.status, 401);
+  });
+});
+
+test('sign-out clears the cookie and shows the signed-out page', async () => {
+  await withConsole({ name: 'sign-out' }, async ({ daemon, open }) => {
+    const { context, page } = await open();
+    await signIn(daemon, page);
+    await page.getByTestId('sign-out').click();
+    await page.getByText(/troupe open/).first().waitFor({ state: 'visible' });
+    assert.equal(await page.getByTestId('app').count(), 0, 'the console app is gone');
+    const cookie = await consoleCookie(context);
+    assert.ok(!cookie || cookie.value === '', `the cookie is cleared: ${JSON.stringify(cookie)}`);
+    const session = await page.request.get(new URL('console/session', daemon.base).href);
+    assert.equal(session.status(), 401);
+    await screenshot(page, 'signed-out-page');
+    // The signed-out page is what `/` serves without a cookie, even after a reload.
+    await page.reload();
+    await page.getByText(/troupe open/).first().waitFor({ state: 'visible' });
+  });
+});
+
+test('a page whose cookie stopped being valid shows the signed-out screen, not the offline banner', async () => {
+  await withConsole({ name: 'cookie-gone' }, async ({ daemon, open }) => {
+    const { context, page } = await open();
+    await signIn(daemon, page);
+    // Losing the cookie while the page is open, then a restart that drops the WebSocket: the page's reconnect is
+    // refused, `/console/session` says 401, and the page must say "signed out" rather than retry forever.
+    await context.clearCookies();
+    await daemon.restart();
+    await page.getByTestId('signed-out').waitFor({ state: 'visible', timeout: RECONNECT_MS });
+    await screenshot(page, 'signed-out-screen');
+  });
+});
