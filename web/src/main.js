@@ -1,0 +1,553 @@
+// The console page: wires the connection (rpc.js), the open session's state (store.js) and the views together,
+// and turns the user's acts into protocol calls.
+import { h, fill, newKey } from './dom.js';
+import { Connection, OFFLINE, RpcError, socketUrl } from './rpc.js';
+import { activeRunId, applyEvents, applyOutputNotice, canRecall, createSession } from './store.js';
+import { createApprovals } from './views/approvals.js';
+import { createBanner } from './views/banner.js';
+import { createComposer } from './views/composer.js';
+import { createHeader } from './views/header.js';
+import { createSessionList } from './views/sessions.js';
+import { createTranscript } from './views/transcript.js';
+
+const VERSION = '0.1.0';
+const LIST_REFRESH_MS = 5_000;
+const APPROVALS_REFRESH_MS = 3_000;
+
+const app = {
+  status: 'connecting',
+  retryInMs: null,
+  snapshot: null,
+  sessions: [],
+  sessionsLoaded: false,
+  filter: '',
+  selectedId: null,
+  meta: null,
+  rootId: null,
+  tree: null,
+  mode: null,
+  state: null,
+  follow: null,
+  approvals: new Map(),
+  resolved: new Set(),
+  presence: null,
+  presenceSupported: true,
+  presenceFor: null,
+  goal: null,
+  selection: null,
+  picked: false,
+  sidebarOpen: true,
+  composerStatus: '',
+};
+
+let conn;
+let views;
+let rootEl;
+
+// ---- rendering ---------------------------------------------------------------------------------------------
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  const run = () => {
+    if (!renderQueued) return;
+    renderQueued = false;
+    render();
+  };
+  requestAnimationFrame(run);
+  // Hidden tabs get no animation frames; the transcript must still keep up.
+  setTimeout(run, 100);
+}
+
+function render() {
+  if (app.status === 'signed-out') return;
+  const { state } = app;
+  views.banner.render(app.status, app.retryInMs);
+  views.sessions.render({ sessions: app.sessions, filter: app.filter, selectedId: app.selectedId, tree: app.tree, loaded: app.sessionsLoaded });
+  views.header.render({ state, meta: app.meta, mode: app.mode, presence: app.presenceSupported ? app.presence : null, goal: app.goal });
+  views.approvals.render(pendingApprovals(), app.selectedId);
+  views.transcript.render(state);
+  views.composer.render({
+    open: Boolean(state) && app.status === 'online',
+    active: Boolean(state?.activeRun),
+    canRecall: canRecall(state),
+    statusText: composerStatus(),
+    snapshot: app.snapshot,
+    selection: app.selection,
+  });
+  rootEl.classList.toggle('sidebar-open', app.sidebarOpen);
+  views.sidebarToggle.setAttribute('aria-expanded', String(app.sidebarOpen));
+  views.main.hidden = !app.meta;
+  views.welcome.hidden = Boolean(app.meta);
+}
+
+function composerStatus() {
+  const { state } = app;
+  if (!state) return '';
+  if (app.composerStatus) return app.composerStatus;
+  if (!state.activeRun) return 'Idle';
+  const running = state.runningTools.length;
+  const model = state.activeRun.selection?.model?.model ?? '';
+  return `Running ${model}${running ? ` · ${running} command${running > 1 ? 's' : ''} running` : ''}${state.pendingSteers.length ? ` · ${state.pendingSteers.length} steer queued` : ''}`;
+}
+
+function pendingApprovals() {
+  return [...app.approvals.values()].sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
+}
+
+function notice(text) {
+  views.notice.textContent = text;
+  views.notice.hidden = !text;
+  clearTimeout(notice.timer);
+  if (text) notice.timer = setTimeout(() => notice(''), 10_000);
+}
+
+// ---- loading -----------------------------------------------------------------------------------------------
+
+async function refreshSessions() {
+  try {
+    const result = await conn.call('session.list', {});
+    app.sessions = result.sessions ?? [];
+    app.sessionsLoaded = true;
+    scheduleRender();
+  } catch (error) {
+    if (error.code !== OFFLINE) notice(`Could not list sessions: ${error.message}`);
+  }
+}
+
+async function refreshTree() {
+  const rootId = app.rootId;
+  if (!rootId) return;
+  try {
+    const result = await conn.call('session.tree', { session_id: rootId });
+    if (app.rootId !== rootId) return;
+    app.tree = result.tree;
+    if (result.permission_mode) app.mode = result.permission_mode;
+    scheduleRender();
+  } catch (error) {
+    if (error.code !== OFFLINE) notice(`Could not read the session tree: ${error.message}`);
+  }
+}
+
+async function refreshApprovals() {
+  const rootId = app.rootId;
+  if (!rootId) return;
+  try {
+    const result = await conn.call('approval.list', { root_session_id: rootId, status: 'pending' });
+    if (app.rootId !== rootId) return;
+    app.approvals = new Map((result.approvals ?? []).filter((a) => a.status === 'pending' && !app.resolved.has(a.approval_id)).map((a) => [a.approval_id, a]));
+    scheduleRender();
+  } catch (error) {
+    if (error.code !== OFFLINE) notice(`Could not list approvals: ${error.message}`);
+  }
+}
+
+async function refreshGoal() {
+  const rootId = app.rootId;
+  if (!rootId) return;
+  try {
+    const result = await conn.call('session.goal.get', { session_id: rootId });
+    if (app.rootId === rootId) app.goal = result.goal ?? null;
+  } catch {
+    app.goal = null;
+  }
+  scheduleRender();
+}
+
+async function watchPresence(sessionId) {
+  if (!app.presenceSupported) return;
+  if (app.presenceFor && app.presenceFor !== sessionId) {
+    const previous = app.presenceFor;
+    conn.call('session.presence_unsubscribe', { session_id: previous }).catch(() => {});
+  }
+  app.presenceFor = sessionId;
+  try {
+    const result = await conn.call('session.presence', { session_id: sessionId });
+    if (app.selectedId === sessionId) app.presence = result.clients ?? [];
+  } catch (error) {
+    if (error instanceof RpcError && error.code === -32601) {
+      // This daemon has no presence extension: no list.
+      app.presenceSupported = false;
+      app.presence = null;
+    }
+  }
+  scheduleRender();
+}
+
+/** Everything about the open session except its events (which the subscription keeps up to date). */
+function refreshOpenSession() {
+  if (!app.selectedId) return;
+  refreshTree();
+  refreshApprovals();
+  refreshGoal();
+  watchPresence(app.selectedId);
+}
+
+function defaultSelection(meta) {
+  const sel = meta?.creation_selection;
+  if (sel?.agent) return { agent: sel.agent, model: sel.model?.model ?? null };
+  const agent = app.snapshot?.agents?.[0];
+  return agent ? { agent: agent.agent, model: agent.models?.[0]?.model ?? null } : null;
+}
+
+async function openSession(sessionId) {
+  if (!sessionId) return;
+  if (app.selectedId === sessionId && app.state) {
+    app.sidebarOpen = false;
+    scheduleRender();
+    return;
+  }
+  app.follow?.stop();
+  app.follow = null;
+  app.selectedId = sessionId;
+  app.sidebarOpen = false;
+  app.state = null;
+  app.goal = null;
+  app.presence = app.presenceSupported ? [] : null;
+  if (location.hash !== `#session=${sessionId}`) history.replaceState(null, '', `#session=${sessionId}`);
+  scheduleRender();
+  let meta;
+  try {
+    meta = (await conn.call('session.get', { session_id: sessionId })).session;
+  } catch (error) {
+    if (app.selectedId === sessionId) {
+      notice(`Could not open the session: ${error.message}`);
+      if (error.typed === 'session_not_found') closeSession();
+    }
+    return;
+  }
+  if (app.selectedId !== sessionId) return;
+  app.meta = meta;
+  const rootId = meta.origin?.type === 'delegated' ? meta.origin.root_session_id : meta.session_id;
+  if (app.rootId !== rootId) {
+    app.rootId = rootId;
+    app.tree = null;
+    app.mode = null;
+    app.approvals = new Map();
+    app.resolved = new Set();
+    views.approvals.clear();
+  }
+  app.state = createSession(meta);
+  if (!app.picked) app.selection = defaultSelection(meta);
+  follow(meta.session_id);
+  refreshOpenSession();
+  scheduleRender();
+}
+
+function closeSession() {
+  app.follow?.stop();
+  app.follow = null;
+  app.selectedId = null;
+  app.meta = null;
+  app.state = null;
+  app.rootId = null;
+  app.tree = null;
+  app.sidebarOpen = true;
+  history.replaceState(null, '', location.pathname + location.search);
+  scheduleRender();
+}
+
+function follow(sessionId) {
+  const consumer = {
+    events(events) {
+      const state = app.state;
+      if (!state || state.sessionId !== sessionId) return;
+      applyEvents(state, events);
+      for (const event of events) approvalEvent(event);
+      if (state.treeDirty) {
+        state.treeDirty = false;
+        refreshTree();
+      }
+      if (state.goalDirty) {
+        state.goalDirty = false;
+        refreshGoal();
+      }
+      if (!app.picked && state.lastSelection) app.selection = { agent: state.lastSelection.agent, model: state.lastSelection.model?.model ?? null };
+      if (state.title !== app.meta?.title) updateListedTitle(sessionId, state.title);
+      if (events.some((e) => e.payload?.type?.startsWith('run_'))) refreshSessions();
+      scheduleRender();
+    },
+    reset() {
+      if (app.state?.sessionId === sessionId) app.state = createSession(app.meta);
+      scheduleRender();
+    },
+    lost(error) {
+      if (app.selectedId !== sessionId) return;
+      notice(`Stopped following this session: ${error.message}`);
+      if (error.typed === 'session_not_found') {
+        closeSession();
+        refreshSessions();
+      }
+    },
+  };
+  app.follow = conn.follow(sessionId, 0, consumer);
+}
+
+function updateListedTitle(sessionId, title) {
+  if (app.meta && app.meta.session_id === sessionId) app.meta = { ...app.meta, title };
+  app.sessions = app.sessions.map((s) => (s.session_id === sessionId ? { ...s, title } : s));
+}
+
+function approvalEvent(event) {
+  const p = event.payload ?? {};
+  switch (p.type) {
+    case 'approval_requested':
+      if (p.approval.status === 'pending' && !app.resolved.has(p.approval.approval_id)) app.approvals.set(p.approval.approval_id, p.approval);
+      break;
+    case 'approval_user_decision_recorded':
+    case 'approval_finalized':
+    case 'approval_cancelled':
+      app.resolved.add(p.approval_id);
+      app.approvals.delete(p.approval_id);
+      break;
+    default:
+  }
+}
+
+// ---- acts --------------------------------------------------------------------------------------------------
+
+function runSelection() {
+  const sel = app.selection ?? defaultSelection(app.meta);
+  if (!sel?.agent || !sel?.model) throw new Error('Pick an agent and a model first.');
+  return { agent: sel.agent, model: { model: sel.model, variant: null }, preset: null };
+}
+
+async function sendPrompt(text) {
+  const state = app.state;
+  if (!state) throw new Error('Open a session first.');
+  const runId = activeRunId(state);
+  if (runId) {
+    try {
+      const result = await conn.call('run.steer', { run_id: runId, input: text });
+      if (result.accepted === false) throw new Error('The run did not take the steer.');
+      return;
+    } catch (error) {
+      // The run ended meanwhile: the text starts the next one instead.
+      if (error.typed !== 'run_not_active') throw error;
+    }
+  }
+  await conn.call('run.start', { session_id: state.sessionId, client_run_id: newKey('web'), selection: runSelection(), input: text });
+}
+
+async function recallSteer() {
+  const runId = activeRunId(app.state);
+  if (!runId) return null;
+  const result = await conn.call('run.recall_steer', { run_id: runId });
+  return result.recalled ?? null;
+}
+
+async function cancelRun() {
+  const runId = activeRunId(app.state);
+  if (!runId) return;
+  await conn.call('run.cancel', { run_id: runId });
+}
+
+async function sendStdin(toolCallId, data, eof) {
+  const runId = activeRunId(app.state);
+  if (!runId) return false;
+  const params = { run_id: runId, tool_call_id: toolCallId, eof };
+  if (data) params.data = data;
+  const result = await conn.call('run.tool_stdin', params);
+  return result.accepted;
+}
+
+async function rename(title) {
+  const sessionId = app.selectedId;
+  const change = title ? { type: 'set', title } : { type: 'clear' };
+  const result = await conn.call('session.rename', { session_id: sessionId, client_rename_id: newKey('rename'), change });
+  if (app.state?.sessionId === sessionId) app.state.title = result.session.title;
+  updateListedTitle(sessionId, result.session.title);
+  scheduleRender();
+}
+
+async function setMode(mode) {
+  await conn.call('session.set_permission_mode', { session_id: app.selectedId, mode });
+  app.mode = mode;
+  scheduleRender();
+}
+
+async function respond(record, decision, feedback) {
+  const params = {
+    session_id: record.session_id,
+    approval_id: record.approval_id,
+    request_revision: record.revision,
+    operation_fingerprint: record.operation_fingerprint,
+    client_response_id: newKey('answer'),
+    decision,
+  };
+  if (decision === 'reject' && feedback) params.feedback = { message: feedback };
+  try {
+    await conn.call('approval.respond', params);
+  } catch (error) {
+    if (['approval_not_pending', 'approval_not_found'].includes(error.typed)) {
+      notice('Another client answered this approval first.');
+    } else {
+      if (error.typed === 'approval_revision_conflict' || error.typed === 'operation_fingerprint_mismatch') refreshApprovals();
+      throw error;
+    }
+  }
+  app.resolved.add(record.approval_id);
+  app.approvals.delete(record.approval_id);
+  scheduleRender();
+}
+
+async function createNewSession(cwd) {
+  const params = { selection: runSelection() };
+  if (cwd) params.cwd = cwd;
+  const result = await conn.call('session.create', params);
+  await refreshSessions();
+  await openSession(result.session.session_id);
+}
+
+function pick({ agent, model }) {
+  app.picked = true;
+  if (model) {
+    app.selection = { agent, model };
+  } else {
+    const info = app.snapshot?.agents?.find((a) => a.agent === agent);
+    app.selection = { agent, model: info?.models?.[0]?.model ?? app.selection?.model ?? null };
+  }
+  scheduleRender();
+}
+
+// ---- connection ----------------------------------------------------------------------------------------------
+
+function onStatus(status, detail) {
+  if (status === 'signed-out') {
+    app.status = status;
+    showSignedOut();
+    return;
+  }
+  // The first dial is not "offline" yet; a failed one is.
+  app.status = status === 'connecting' ? 'connecting' : status;
+  app.retryInMs = detail?.retryInMs ?? null;
+  scheduleRender();
+}
+
+function onReady() {
+  refreshSessions();
+  if (app.selectedId && !app.state) openSession(app.selectedId);
+  else refreshOpenSession();
+}
+
+function onNotification(method, params) {
+  switch (method) {
+    case 'runtime.changed':
+      app.snapshot = params.snapshot;
+      if (!app.selection) app.selection = defaultSelection(app.meta);
+      scheduleRender();
+      break;
+    case 'events.tool_output_snapshot':
+    case 'events.tool_output_delta':
+    case 'events.tool_output_gap':
+      if (app.state && applyOutputNotice(app.state, method, params)) scheduleRender();
+      break;
+    case 'session.presence_changed':
+      if (params.session_id === app.selectedId) {
+        app.presence = params.clients ?? [];
+        scheduleRender();
+      }
+      break;
+    default:
+  }
+}
+
+function showSignedOut() {
+  const screen = h(
+    'main',
+    { class: 'signed-out', 'data-testid': 'signed-out', role: 'alert' },
+    h('h1', null, 'You are signed out'),
+    h('p', null, 'This browser’s console sign-in has expired or was revoked.'),
+    h('p', null, 'Run ', h('code', null, 'troupe open'), ' on the daemon’s machine for a new sign-in link.'),
+    h('p', null, h('a', { href: './' }, 'Reload')),
+  );
+  fill(document.getElementById('root'), screen);
+}
+
+// ---- boot ----------------------------------------------------------------------------------------------------
+
+function build() {
+  const sidebarToggle = h('button', { type: 'button', class: 'sidebar-toggle secondary small', 'aria-controls': 'sidebar', 'aria-expanded': 'true' }, 'Sessions');
+  sidebarToggle.addEventListener('click', () => {
+    app.sidebarOpen = !app.sidebarOpen;
+    scheduleRender();
+  });
+  const signOut = h(
+    'form',
+    { method: 'post', action: 'logout', class: 'sign-out' },
+    h('button', { type: 'submit', class: 'secondary small', 'data-testid': 'sign-out' }, 'Sign out'),
+  );
+  signOut.addEventListener('submit', () => conn.stop());
+  const banner = createBanner(() => conn.retryNow());
+  const sessions = createSessionList({
+    open: openSession,
+    create: createNewSession,
+    filter: (text) => {
+      app.filter = text;
+      scheduleRender();
+    },
+  });
+  const header = createHeader({ rename, setMode, openParent: openSession });
+  const approvals = createApprovals({ respond });
+  const transcript = createTranscript({ stdin: sendStdin, open: openSession });
+  const composer = createComposer({ send: sendPrompt, recall: recallSteer, cancel: cancelRun, pick });
+  const noticeEl = h('p', { class: 'notice', role: 'alert', hidden: true });
+  const welcome = h('div', { class: 'welcome' }, h('h1', null, 'troupe'), h('p', null, 'Pick a session on the left, or start a new one.'));
+  const main = h('main', { class: 'main', id: 'main' }, header.el, approvals.el, transcript.el, composer.el);
+  const sidebar = h('aside', { class: 'sidebar', id: 'sidebar' }, sessions.el);
+  rootEl = h(
+    'div',
+    { class: 'app', 'data-testid': 'app' },
+    h('header', { class: 'topbar' }, sidebarToggle, h('span', { class: 'brand' }, 'troupe'), h('span', { class: 'spacer' }), signOut),
+    banner.el,
+    noticeEl,
+    h('div', { class: 'layout' }, sidebar, h('div', { class: 'content' }, welcome, main)),
+  );
+  rootEl.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape' && app.sidebarOpen && app.meta && window.matchMedia('(max-width: 760px)').matches) {
+      app.sidebarOpen = false;
+      scheduleRender();
+      sidebarToggle.focus();
+    }
+  });
+  fill(document.getElementById('root'), rootEl);
+  views = { banner, sessions, header, approvals, transcript, composer, notice: noticeEl, sidebarToggle, main, welcome };
+}
+
+function sessionFromHash() {
+  const match = /^#session=([0-9a-zA-Z-]+)$/.exec(location.hash);
+  return match ? match[1] : null;
+}
+
+function boot() {
+  build();
+  conn = new Connection({
+    url: socketUrl(location.href),
+    sessionUrl: new URL('console/session', location.href).href,
+    clientInfo: { name: 'web console', version: VERSION },
+    handlers: { status: onStatus, ready: onReady, notification: onNotification },
+  });
+  const initial = sessionFromHash();
+  if (initial) {
+    app.selectedId = initial;
+    app.sidebarOpen = false;
+  }
+  window.addEventListener('hashchange', () => {
+    const id = sessionFromHash();
+    if (id && id !== app.selectedId) openSession(id);
+  });
+  setInterval(() => {
+    if (app.status !== 'online' || document.hidden) return;
+    refreshSessions();
+    if (app.state?.activeRun) refreshApprovals();
+  }, LIST_REFRESH_MS);
+  setInterval(() => {
+    // Approvals of delegated children are not in this session's events: the list catches them.
+    if (app.status === 'online' && app.tree?.children?.length && app.state?.activeRun) refreshApprovals();
+  }, APPROVALS_REFRESH_MS);
+  render();
+  conn.start();
+}
+
+boot();

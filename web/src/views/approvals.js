@@ -1,0 +1,100 @@
+// Pending approvals of the open tree, one card each. A card goes away when any client answers (the resolution
+// event, or the next approval.list), in every open browser.
+import { fill, h, shortId } from '../dom.js';
+
+const RISK = {
+  execute: 'Runs a command or program on this machine.',
+  write: 'Changes or creates files.',
+  read: 'Reads files or data.',
+  network: 'Reaches the network.',
+  delete: 'Deletes files.',
+};
+
+/** `actions.respond(record, decision, feedback)` → Promise. */
+export function createApprovals(actions) {
+  const el = h('section', { class: 'approvals', 'aria-label': 'Pending approvals', 'aria-live': 'polite' });
+  const cards = new Map();
+
+  function card(record, sessionId) {
+    const op = record.operation ?? {};
+    const c = record.constraints ?? {};
+    const feedbackId = `feedback-${record.approval_id}`;
+    const feedback = h('input', { type: 'text', id: feedbackId, 'data-testid': 'reject-feedback', placeholder: 'Why not? (the model sees this)', autocomplete: 'off' });
+    const status = h('p', { class: 'form-status', role: 'status' });
+    const buttons = [];
+    const answer = async (decision) => {
+      for (const button of buttons) button.disabled = true;
+      status.textContent = 'Sending…';
+      try {
+        await actions.respond(record, decision, decision === 'reject' ? feedback.value.trim() : '');
+        status.textContent = '';
+      } catch (error) {
+        status.textContent = error.message;
+        for (const button of buttons) button.disabled = button.dataset.allowed !== 'true';
+      }
+    };
+    const button = (testid, label, decision, allowed, cls) => {
+      const b = h('button', { type: 'button', class: cls, 'data-testid': testid, 'data-allowed': String(allowed), disabled: !allowed, onclick: () => answer(decision) }, label);
+      buttons.push(b);
+      return b;
+    };
+    feedback.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') {
+        event.preventDefault();
+        answer('reject');
+      }
+    });
+    return h(
+      'article',
+      { class: 'approval-card', 'data-testid': 'approval-card', 'data-approval-id': record.approval_id, 'aria-label': `Approval: ${op.summary ?? op.tool}` },
+      h('h3', null, op.summary || `${op.tool} wants to ${op.action}`),
+      h(
+        'dl',
+        { class: 'facts' },
+        h('dt', null, 'Operation'),
+        h('dd', null, `${op.tool} · ${op.action}`),
+        h('dt', null, 'Resource'),
+        h('dd', null, h('code', { class: 'resource' }, op.resource ?? '')),
+        h('dt', null, 'Risk'),
+        h('dd', null, RISK[op.action] ?? `Action "${op.action}" needs your approval.`),
+        record.session_id !== sessionId ? [h('dt', null, 'Session'), h('dd', null, `delegated ${shortId(record.session_id)}`)] : null,
+        c.expires_at ? [h('dt', null, 'Expires'), h('dd', null, new Date(c.expires_at).toLocaleString())] : null,
+      ),
+      h(
+        'div',
+        { class: 'approval-actions' },
+        button('approve-once', 'Approve once', 'approve_once', c.allow_once !== false, 'primary'),
+        button('approve-tree', 'Approve for the tree', 'approve_tree', c.allow_tree_grant !== false, ''),
+        h('span', { class: 'reject-group' }, h('label', { for: feedbackId, class: 'visually-hidden' }, 'Feedback with the rejection'), feedback, button('reject', 'Reject', 'reject', true, 'danger')),
+      ),
+      status,
+    );
+  }
+
+  /** `approvals`: pending records, oldest first. */
+  function render(approvals, sessionId) {
+    const ids = new Set(approvals.map((a) => a.approval_id));
+    for (const [id, view] of cards) {
+      if (!ids.has(id)) {
+        view.remove();
+        cards.delete(id);
+      }
+    }
+    for (const record of approvals) {
+      if (!cards.has(record.approval_id)) {
+        const view = card(record, sessionId);
+        cards.set(record.approval_id, view);
+        el.appendChild(view);
+      }
+    }
+    el.hidden = approvals.length === 0;
+  }
+
+  function clear() {
+    cards.clear();
+    fill(el);
+    el.hidden = true;
+  }
+
+  return { el, render, clear };
+}

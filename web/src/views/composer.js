@@ -1,0 +1,122 @@
+// The composer: agent and model pickers (from the runtime snapshot), the prompt, and send / recall / cancel.
+// Send starts a run when none is active and steers the active one; Ctrl/Cmd+Enter sends.
+import { fill, h } from '../dom.js';
+
+/** `actions`: `send(text)` → Promise, `recall()` → Promise<text|null>, `cancel()` → Promise, `pick(sel)`. */
+export function createComposer(actions) {
+  const agentPicker = h('select', { id: 'agent-picker', 'data-testid': 'agent-picker' });
+  const modelPicker = h('select', { id: 'model-picker', 'data-testid': 'model-picker' });
+  const prompt = h('textarea', { id: 'prompt-input', 'data-testid': 'prompt-input', rows: '3', placeholder: 'Ask, or steer the running agent…  (Ctrl+Enter sends)', spellcheck: 'true' });
+  const send = h('button', { type: 'submit', class: 'primary', 'data-testid': 'send' }, 'Send');
+  const recall = h('button', { type: 'button', class: 'secondary', 'data-testid': 'recall', disabled: true, title: 'Take back the newest queued steer' }, 'Recall');
+  const cancel = h('button', { type: 'button', class: 'danger', 'data-testid': 'cancel', disabled: true, title: 'Stop the run and its commands' }, 'Cancel');
+  const status = h('p', { class: 'composer-status', role: 'status', 'aria-live': 'polite' });
+  const form = h(
+    'form',
+    { class: 'composer', 'aria-label': 'Prompt' },
+    h('div', { class: 'pickers' }, h('label', { for: 'agent-picker' }, 'Agent'), agentPicker, h('label', { for: 'model-picker' }, 'Model'), modelPicker),
+    h('label', { for: 'prompt-input', class: 'visually-hidden' }, 'Prompt'),
+    prompt,
+    h('div', { class: 'composer-actions' }, status, recall, cancel, send),
+  );
+  let view = { active: false, canRecall: false, open: false };
+  let busy = false;
+
+  async function submit() {
+    const text = prompt.value;
+    if (!text.trim() || busy || !view.open) return;
+    busy = true;
+    send.disabled = true;
+    try {
+      await actions.send(text);
+      prompt.value = '';
+    } catch (error) {
+      status.textContent = error.message;
+    } finally {
+      busy = false;
+      send.disabled = !view.open;
+    }
+  }
+
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    submit();
+  });
+  prompt.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      submit();
+    }
+  });
+  recall.addEventListener('click', async () => {
+    try {
+      const text = await actions.recall();
+      if (text !== null && text !== undefined) {
+        // The recalled text comes back into the prompt, to edit and send again.
+        prompt.value = prompt.value ? `${text}\n${prompt.value}` : text;
+        prompt.focus();
+      } else {
+        status.textContent = 'Nothing to recall.';
+      }
+    } catch (error) {
+      status.textContent = error.message;
+    }
+  });
+  cancel.addEventListener('click', async () => {
+    try {
+      await actions.cancel();
+    } catch (error) {
+      status.textContent = error.message;
+    }
+  });
+  agentPicker.addEventListener('change', () => actions.pick({ agent: agentPicker.value, model: null }));
+  modelPicker.addEventListener('change', () => actions.pick({ agent: agentPicker.value, model: modelPicker.value }));
+
+  /**
+   * `v`: {open, active, canRecall, statusText, snapshot, selection: {agent, model}}.
+   */
+  function render(v) {
+    view = v;
+    send.disabled = busy || !v.open;
+    send.textContent = v.active ? 'Steer' : 'Send';
+    recall.disabled = !v.canRecall;
+    cancel.disabled = !v.active;
+    prompt.disabled = !v.open;
+    if (v.statusText !== undefined && v.statusText !== null) status.textContent = v.statusText;
+    renderPickers(v.snapshot, v.selection);
+  }
+
+  let pickersFor = null;
+  function renderPickers(snapshot, selection) {
+    const key = `${snapshot?.revision}|${selection?.agent}|${selection?.model}`;
+    if (key === pickersFor) return;
+    pickersFor = key;
+    const agents = snapshot?.agents ?? [];
+    fill(agentPicker, agents.map((a) => h('option', { value: a.agent, title: a.description }, a.mode && a.mode !== 'primary' ? `${a.agent} (${a.mode})` : a.agent)));
+    if (selection?.agent && !agents.some((a) => a.agent === selection.agent)) agentPicker.prepend(h('option', { value: selection.agent }, `${selection.agent} (unknown)`));
+    agentPicker.value = selection?.agent ?? '';
+    const providers = new Map((snapshot?.providers ?? []).map((p) => [p.provider_id, p]));
+    fill(
+      modelPicker,
+      (snapshot?.models ?? []).map((m) => {
+        const why = unusable(m, providers);
+        return h('option', { value: m.model, disabled: Boolean(why), title: m.name }, why ? `${m.model} — ${why}` : m.model);
+      }),
+    );
+    if (selection?.model && !(snapshot?.models ?? []).some((m) => m.model === selection.model)) modelPicker.prepend(h('option', { value: selection.model }, `${selection.model} (not in the catalog)`));
+    modelPicker.value = selection?.model ?? '';
+    agentPicker.disabled = agents.length === 0;
+    modelPicker.disabled = (snapshot?.models ?? []).length === 0;
+  }
+
+  return { el: form, render, focus: () => prompt.focus() };
+}
+
+/** Why a model cannot run now, or null. */
+export function unusable(model, providers) {
+  const provider = providers.get(model.provider_id);
+  if (!provider) return `provider ${model.provider_id} unknown`;
+  if (provider.connected) return null;
+  if (provider.auth_state === 'missing') return `${provider.name} not connected`;
+  return `${provider.name}: ${provider.auth_state}`;
+}

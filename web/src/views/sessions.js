@@ -1,0 +1,93 @@
+// The session list (root sessions, most recent first, filtered by cwd) with the open tree's delegated children
+// nested under their parent, and the "new session" form.
+import { age, fill, h, shortId } from '../dom.js';
+
+/** `actions`: `open(sessionId)`, `create(cwd)` → Promise, `filter(text)`. */
+export function createSessionList(actions) {
+  const cwdInput = h('input', { type: 'text', id: 'new-session-cwd', 'data-testid': 'new-session-cwd', placeholder: '/path/to/project (optional)', autocomplete: 'off', spellcheck: 'false' });
+  const createStatus = h('p', { class: 'form-status', role: 'status', 'aria-live': 'polite' });
+  const createButton = h('button', { type: 'submit', 'data-testid': 'new-session' }, 'New session');
+  const createForm = h(
+    'form',
+    { class: 'new-session', 'aria-label': 'New session' },
+    h('label', { for: 'new-session-cwd' }, 'Working directory'),
+    cwdInput,
+    createButton,
+    createStatus,
+  );
+  createForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    createButton.disabled = true;
+    createStatus.textContent = 'Creating…';
+    try {
+      await actions.create(cwdInput.value.trim() || null);
+      cwdInput.value = '';
+      createStatus.textContent = '';
+    } catch (error) {
+      createStatus.textContent = error.message;
+    } finally {
+      createButton.disabled = false;
+    }
+  });
+
+  const filterInput = h('input', { type: 'search', id: 'cwd-filter', 'data-testid': 'cwd-filter', placeholder: 'Filter by directory', autocomplete: 'off', spellcheck: 'false' });
+  filterInput.addEventListener('input', () => actions.filter(filterInput.value));
+  filterInput.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape' && filterInput.value) {
+      filterInput.value = '';
+      actions.filter('');
+    }
+  });
+  const list = h('ul', { class: 'session-list', 'data-testid': 'session-list', 'aria-label': 'Sessions' });
+  const note = h('p', { class: 'list-note dim' });
+
+  const el = h(
+    'nav',
+    { class: 'sessions', 'aria-label': 'Sessions' },
+    createForm,
+    h('div', { class: 'filter' }, h('label', { for: 'cwd-filter' }, 'Filter'), filterInput),
+    list,
+    note,
+  );
+
+  function row(meta, testid, selectedId, depth) {
+    const title = meta.title || 'Untitled session';
+    const selected = meta.session_id === selectedId;
+    return h(
+      'button',
+      {
+        type: 'button',
+        class: `session-row${selected ? ' selected' : ''}`,
+        'data-testid': testid,
+        'data-session-id': meta.session_id,
+        'aria-current': selected ? 'true' : false,
+        title: meta.session_id,
+        onclick: () => actions.open(meta.session_id),
+      },
+      h('span', { class: 'row-title' }, depth > 0 ? h('span', { class: 'dim', 'aria-hidden': 'true' }, '↳ ') : null, title),
+      h('span', { class: 'row-meta' }, h('span', { class: `dot status-${meta.status}`, 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden' }, 'status '), meta.status, ' · ', age(meta.last_activity_at), depth === 0 ? ` · ${meta.cwd}` : ` · ${meta.creation_selection?.agent ?? ''} ${shortId(meta.session_id)}`),
+    );
+  }
+
+  function children(node, selectedId, depth) {
+    if (!node?.children?.length) return null;
+    return h(
+      'ul',
+      { class: 'session-children', 'aria-label': 'Delegated sessions' },
+      node.children.map((child) => h('li', null, row(child.session, 'session-child', selectedId, depth), children(child, selectedId, depth + 1))),
+    );
+  }
+
+  /** `sessions`: root metas in the daemon's order; `tree`: the open tree (session.tree's), or null. */
+  function render({ sessions, filter, selectedId, tree, loaded }) {
+    const needle = filter.trim().toLowerCase();
+    const shown = needle ? sessions.filter((s) => (s.cwd ?? '').toLowerCase().includes(needle)) : sessions;
+    fill(
+      list,
+      shown.map((meta) => h('li', null, row(meta, 'session-item', selectedId, 0), tree && tree.session.session_id === meta.session_id ? children(tree, selectedId, 1) : null)),
+    );
+    note.textContent = !loaded ? 'Loading sessions…' : shown.length === 0 ? (needle ? 'No session in a matching directory.' : 'No sessions yet.') : '';
+  }
+
+  return { el, render, focusFilter: () => filterInput.focus() };
+}
