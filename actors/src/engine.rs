@@ -16,6 +16,7 @@ mod status;
 #[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
 mod usage;
+pub use status::ConsoleCodeMinter;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -680,6 +681,14 @@ impl ServerProtocol for Engine {
         _: Empty,
     ) -> Result<troupe_protocol::types::daemon::DaemonStatusResult, RpcError> {
         self.daemon_status_now().await
+    }
+
+    async fn console_login_code(
+        &self,
+        _: &ServerContext,
+        _: Empty,
+    ) -> Result<troupe_protocol::types::daemon::ConsoleLoginCodeResult, RpcError> {
+        self.console_login_code_now()
     }
 
     async fn run_tool_stdin(

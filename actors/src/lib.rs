@@ -32,6 +32,6 @@ pub mod session_supervisor;
 
 #[cfg(feature = "test-hooks")]
 pub use engine::test_hooks::EngineSizes;
-pub use engine::{Engine, EngineConfig};
+pub use engine::{ConsoleCodeMinter, Engine, EngineConfig};
 pub use error::EngineError;
 pub use session_actor::SessionLimits;

@@ -212,6 +212,8 @@ protocol_methods! {
     SessionDelete, session_delete, "session.delete", SessionIdParams => SessionDeleteResult;
     /// troupe extension: what the daemon is doing now (uptime, connections, sessions, runs, approvals).
     DaemonStatus, daemon_status, "daemon.status", Empty => DaemonStatusResult;
+    /// troupe extension: a one-time sign-in code for the web console (`troupe open`), short-lived and single use.
+    ConsoleLoginCode, console_login_code, "console.login_code", Empty => ConsoleLoginCodeResult;
     /// Direct children of a session.
     SessionChildren, session_children, "session.children", SessionIdParams => SessionChildrenResult;
     /// The recursive tree below a session.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use troupe_protocol::RpcError;
-use troupe_protocol::types::daemon::DaemonStatusResult;
+use troupe_protocol::types::daemon::{ConsoleLoginCodeResult, DaemonStatusResult};
 
 use super::Engine;
 use crate::session_actor::CountPendingApprovals;
@@ -23,6 +23,8 @@ pub(crate) struct StatusFacts {
     connections: AtomicU64,
     /// Set once by the daemon after the gateway bound its listener (the engine starts before it).
     listen: OnceLock<String>,
+    /// Mints web console sign-in codes; set once by the daemon when the console is on.
+    console: OnceLock<ConsoleCodeMinter>,
     data_dir: String,
 }
 
@@ -33,6 +35,7 @@ impl StatusFacts {
             started: Instant::now(),
             connections: AtomicU64::new(0),
             listen: OnceLock::new(),
+            console: OnceLock::new(),
             data_dir,
         }
     }
@@ -47,7 +50,28 @@ impl StatusFacts {
     }
 }
 
+/// Mints one web console sign-in code. The gateway owns the codes (it checks them at `POST /login`); the engine
+/// only answers `console.login_code` with what this returns.
+pub type ConsoleCodeMinter = std::sync::Arc<dyn Fn() -> ConsoleLoginCodeResult + Send + Sync>;
+
 impl Engine {
+    /// Lets `console.login_code` mint sign-in codes. Without it (the console is off) the method answers
+    /// `console_disabled`. The first call wins.
+    pub fn set_console_minter(&self, minter: ConsoleCodeMinter) {
+        let _ = self.status.console.set(minter);
+    }
+
+    pub(super) fn console_login_code_now(&self) -> Result<ConsoleLoginCodeResult, RpcError> {
+        let minter = self.status.console.get().ok_or_else(|| {
+            RpcError::engine(
+                "console_disabled",
+                "the web console is off on this daemon ([console] enabled = false in config.toml)",
+                &[],
+            )
+        })?;
+        Ok(minter())
+    }
+
     /// Records where the daemon listens, for `daemon.status` (`host:port` or `unix:/path`). The first call wins.
     pub fn set_listen(&self, listen: String) {
         let _ = self.status.listen.set(listen);

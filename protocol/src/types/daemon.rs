@@ -29,3 +29,16 @@ pub struct DaemonStatusResult {
     /// Where the daemon listens: `host:port` for TCP, `unix:/path` for a unix socket.
     pub listen: String,
 }
+
+/// `console.login_code` (a troupe extension): a one-time code that signs a browser in to the web console.
+///
+/// The daemon keeps only the code's hash. The code is good for one `POST /login` within a few minutes; the browser
+/// then holds an `HttpOnly` session cookie instead, and the page never sees the bearer token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConsoleLoginCodeResult {
+    /// The sign-in page relative to the daemon's base URL, e.g. `login?code=…`: a client joins it to the HTTP(S)
+    /// address it reached the daemon at (behind a proxy's path prefix too).
+    pub path: String,
+    /// When the code stops being accepted, RFC 3339 UTC.
+    pub expires_at: String,
+}
