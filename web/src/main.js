@@ -166,7 +166,7 @@ async function watchPresence(sessionId) {
     const result = await conn.call('session.presence', { session_id: sessionId });
     if (app.selectedId === sessionId) app.presence = result.clients ?? [];
   } catch (error) {
-    if (error instanceof RpcError && error.code === -32601) {
+    if (error instanceof RpcError && (error.code === -32601 || error.typed === 'not_implemented')) {
       // This daemon has no presence extension: no list.
       app.presenceSupported = false;
       app.presence = null;
@@ -426,6 +426,9 @@ function onStatus(status, detail) {
 }
 
 function onReady() {
+  // The daemon may have been upgraded while the page was away: ask for presence again.
+  app.presenceSupported = true;
+  app.presenceFor = null;
   refreshSessions();
   if (app.selectedId && !app.state) openSession(app.selectedId);
   else refreshOpenSession();

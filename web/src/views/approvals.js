@@ -47,7 +47,7 @@ export function createApprovals(actions) {
     return h(
       'article',
       { class: 'approval-card', 'data-testid': 'approval-card', 'data-approval-id': record.approval_id, 'aria-label': `Approval: ${op.summary ?? op.tool}` },
-      h('h3', null, op.summary || `${op.tool} wants to ${op.action}`),
+      h('h3', null, `${op.tool} wants to ${op.action}`, op.summary && !op.summary.includes(op.resource ?? '') ? h('span', { class: 'dim' }, ` — ${op.summary}`) : null),
       h(
         'dl',
         { class: 'facts' },

@@ -14,6 +14,11 @@ export function createTranscript(actions) {
   const empty = h('p', { class: 'transcript-empty' }, 'No events yet. Write a prompt below to start a run.');
   let views = new Map();
   let shownFor = null;
+  // Follow the end of the transcript unless the reader scrolled up.
+  let stick = true;
+  root.addEventListener('scroll', () => {
+    stick = root.scrollHeight - root.scrollTop - root.clientHeight < 40;
+  });
 
   function render(state) {
     if (!state) {
@@ -25,9 +30,9 @@ export function createTranscript(actions) {
     if (shownFor !== state) {
       views = new Map();
       shownFor = state;
+      stick = true;
       fill(root);
     }
-    const nearBottom = root.scrollHeight - root.scrollTop - root.clientHeight < 80;
     if (state.entries.length === 0) {
       if (!empty.isConnected) root.appendChild(empty);
     } else if (empty.isConnected) {
@@ -48,7 +53,7 @@ export function createTranscript(actions) {
         view.live = live;
       }
     }
-    if (nearBottom) root.scrollTop = root.scrollHeight;
+    if (stick) root.scrollTop = root.scrollHeight;
   }
 
   return { el: root, render };
@@ -181,7 +186,7 @@ function simpleBody(entry, actions) {
       const answer = entry.decision ? DECISION_WORDS[entry.decision] ?? entry.decision : entry.status === 'pending' ? 'waiting for an answer' : entry.status;
       return [
         meta(h('span', { class: 'who' }, 'Approval'), h('span', { class: `badge approval-${entry.decision ?? entry.status}` }, answer), entry.answeredBy ? h('span', { class: 'dim' }, `by ${entry.answeredBy}`) : null),
-        h('div', null, op.summary ?? `${op.tool} ${op.action}`, ' ', h('code', null, op.resource ?? '')),
+        h('div', null, op.summary && !op.summary.includes(op.resource ?? '') ? [op.summary, ' '] : [`${op.tool} · ${op.action} `], h('code', null, op.resource ?? '')),
         entry.feedback ? h('p', { class: 'feedback' }, `Feedback: ${entry.feedback}`) : null,
         entry.reason ? h('p', { class: 'dim' }, entry.reason) : null,
       ];
