@@ -121,7 +121,7 @@ function originLabel(origin) {
   return origin;
 }
 
-function modelErrorBlock(error) {
+function modelErrorBlock(error, shown = '') {
   if (!error) return null;
   const facts = [
     ['kind', error.kind],
@@ -134,7 +134,7 @@ function modelErrorBlock(error) {
   return h(
     'div',
     { class: 'model-error' },
-    error.message ? h('p', null, error.message) : null,
+    error.message && !shown.includes(error.message) ? h('p', null, error.message) : null,
     facts.length ? h('dl', { class: 'facts' }, facts.map(([name, value]) => [h('dt', null, name), h('dd', null, String(value))])) : null,
     error.response_body ? h('details', { open: true }, h('summary', null, 'Response body'), h('pre', { class: 'diagnostic' }, error.response_body)) : null,
   );
@@ -176,11 +176,11 @@ function simpleBody(entry, actions) {
       return [
         h('div', { class: 'run-end-line' }, h('span', { class: 'marker', 'aria-hidden': 'true' }, '■'), ` ${RUN_END_WORDS[entry.status] ?? `Run ${entry.status}`}`, entry.reason ? h('span', { class: 'dim' }, ` — ${entry.reason}`) : null, usageLine(entry.usage), h('time', null, clock(entry.timestamp))),
         entry.error
-          ? h('div', { class: 'error-body' }, h('p', { class: 'error-title' }, entry.error.message), entry.error.resolvedModel ? h('p', { class: 'dim' }, `model: ${entry.error.resolvedModel}`) : null, modelErrorBlock(entry.error.modelError))
+          ? h('div', { class: 'error-body' }, h('p', { class: 'error-title' }, entry.error.message), entry.error.resolvedModel ? h('p', { class: 'dim' }, `model: ${entry.error.resolvedModel}`) : null, modelErrorBlock(entry.error.modelError, entry.error.message))
           : null,
       ];
     case 'error':
-      return [meta(h('span', { class: 'who' }, 'Error')), h('p', { class: 'error-title' }, entry.title), modelErrorBlock(entry.modelError)];
+      return [meta(h('span', { class: 'who' }, 'Error')), h('p', { class: 'error-title' }, entry.title), modelErrorBlock(entry.modelError, entry.title)];
     case 'approval': {
       const op = entry.operation ?? {};
       const answer = entry.decision ? DECISION_WORDS[entry.decision] ?? entry.decision : entry.status === 'pending' ? 'waiting for an answer' : entry.status;
