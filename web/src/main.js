@@ -245,6 +245,7 @@ function closeSession() {
   app.tree = null;
   app.sidebarOpen = true;
   history.replaceState(null, '', location.pathname + location.search);
+  document.title = 'troupe console';
   scheduleRender();
 }
 
@@ -471,6 +472,7 @@ function showSignedOut() {
 // ---- boot ----------------------------------------------------------------------------------------------------
 
 function build() {
+  const sidebar = h('aside', { class: 'sidebar', id: 'sidebar' });
   const sidebarToggle = h('button', { type: 'button', class: 'sidebar-toggle secondary small', 'aria-controls': 'sidebar', 'aria-expanded': 'true' }, 'Sessions');
   sidebarToggle.addEventListener('click', () => {
     app.sidebarOpen = !app.sidebarOpen;
@@ -484,7 +486,14 @@ function build() {
   signOut.addEventListener('submit', () => conn.stop());
   const banner = createBanner(() => conn.retryNow());
   const sessions = createSessionList({
-    open: openSession,
+    open: (id) => {
+      // The list may hide (narrow screens): keyboard focus moves on to the opened session.
+      openSession(id).then(() => {
+        if (!document.activeElement || document.activeElement === document.body || sidebar.contains(document.activeElement)) {
+          if (window.matchMedia('(max-width: 760px)').matches) views.header.focusTitle();
+        }
+      });
+    },
     create: createNewSession,
     filter: (text) => {
       app.filter = text;
@@ -498,7 +507,7 @@ function build() {
   const noticeEl = h('p', { class: 'notice', role: 'alert', hidden: true });
   const welcome = h('div', { class: 'welcome' }, h('h1', null, 'troupe'), h('p', null, 'Pick a session on the left, or start a new one.'));
   const main = h('main', { class: 'main', id: 'main' }, header.el, approvals.el, transcript.el, composer.el);
-  const sidebar = h('aside', { class: 'sidebar', id: 'sidebar' }, sessions.el);
+  sidebar.appendChild(sessions.el);
   rootEl = h(
     'div',
     { class: 'app', 'data-testid': 'app' },

@@ -314,6 +314,7 @@ function applyEvent(state, event) {
         }
       }
       state.activeRun = null;
+      state.lastRunStatus = status;
       state.runningTools = [];
       state.pendingSteers = [];
       break;

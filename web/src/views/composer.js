@@ -21,6 +21,18 @@ export function createComposer(actions) {
   );
   let view = { active: false, canRecall: false, open: false };
   let busy = false;
+  // A failed act's message stays up for a while instead of being replaced by the next status line.
+  let errorText = '';
+  let errorTimer = null;
+  function showError(text) {
+    errorText = text;
+    status.textContent = text;
+    clearTimeout(errorTimer);
+    errorTimer = setTimeout(() => {
+      errorText = '';
+      status.textContent = view.statusText ?? '';
+    }, 8000);
+  }
 
   async function submit() {
     const text = prompt.value;
@@ -30,8 +42,9 @@ export function createComposer(actions) {
     try {
       await actions.send(text);
       prompt.value = '';
+      errorText = '';
     } catch (error) {
-      status.textContent = error.message;
+      showError(error.message);
     } finally {
       busy = false;
       send.disabled = !view.open;
@@ -56,17 +69,17 @@ export function createComposer(actions) {
         prompt.value = prompt.value ? `${text}\n${prompt.value}` : text;
         prompt.focus();
       } else {
-        status.textContent = 'Nothing to recall.';
+        showError('Nothing to recall.');
       }
     } catch (error) {
-      status.textContent = error.message;
+      showError(error.message);
     }
   });
   cancel.addEventListener('click', async () => {
     try {
       await actions.cancel();
     } catch (error) {
-      status.textContent = error.message;
+      showError(error.message);
     }
   });
   agentPicker.addEventListener('change', () => actions.pick({ agent: agentPicker.value, model: null }));
@@ -82,7 +95,8 @@ export function createComposer(actions) {
     recall.disabled = !v.canRecall;
     cancel.disabled = !v.active;
     prompt.disabled = !v.open;
-    if (v.statusText !== undefined && v.statusText !== null) status.textContent = v.statusText;
+    const line = errorText || v.statusText || '';
+    if (status.textContent !== line) status.textContent = line;
     renderPickers(v.snapshot, v.selection);
   }
 

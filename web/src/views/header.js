@@ -79,13 +79,19 @@ export function createHeader(actions) {
   /**
    * `view`: {state (store), meta, mode, presence (null: not offered), goal, usage}.
    */
+  let shownKey = null;
+
   function render(view) {
     current = { title: view.state?.title ?? view.meta?.title ?? null };
     el.hidden = !view.meta;
     if (!view.meta) return;
+    const key = JSON.stringify([view.meta, current.title, Boolean(view.state?.activeRun), view.state?.lastRunStatus, view.state?.usage, view.mode, view.presence, view.goal]);
+    if (key === shownKey) return;
+    shownKey = key;
+    document.title = `${current.title || 'Untitled session'} · troupe`;
     const meta = view.meta;
     fill(title, current.title || 'Untitled session');
-    const status = view.state?.activeRun ? 'running' : meta.status;
+    const status = view.state?.activeRun ? 'running' : view.state?.lastRunStatus ?? meta.status;
     const usage = view.state?.usage;
     const origin = meta.origin?.type === 'delegated' ? meta.origin : null;
     fill(

@@ -78,14 +78,22 @@ export function createSessionList(actions) {
     );
   }
 
+  let shownKey = null;
+
   /** `sessions`: root metas in the daemon's order; `tree`: the open tree (session.tree's), or null. */
   function render({ sessions, filter, selectedId, tree, loaded }) {
     const needle = filter.trim().toLowerCase();
     const shown = needle ? sessions.filter((s) => (s.cwd ?? '').toLowerCase().includes(needle)) : sessions;
+    // Redrawn only when something shown changed (the list is polled), keeping keyboard focus on its row.
+    const key = JSON.stringify([shown, selectedId, tree, loaded, Math.floor(Date.now() / 30_000)]);
+    if (key === shownKey) return;
+    shownKey = key;
+    const focused = list.contains(document.activeElement) ? document.activeElement.getAttribute('data-session-id') : null;
     fill(
       list,
       shown.map((meta) => h('li', null, row(meta, 'session-item', selectedId, 0), tree && tree.session.session_id === meta.session_id ? children(tree, selectedId, 1) : null)),
     );
+    if (focused) list.querySelector(`[data-session-id="${CSS.escape(focused)}"]`)?.focus();
     note.textContent = !loaded ? 'Loading sessions…' : shown.length === 0 ? (needle ? 'No session in a matching directory.' : 'No sessions yet.') : '';
   }
 
