@@ -57,6 +57,7 @@ mod tui;
 mod unix_socket;
 mod usage;
 mod vendor_replies;
+mod web_console;
 
 /// The fake model vendor of the provider tests (HTTP/1.1 + SSE on 127.0.0.1:0), shared rather than copied.
 #[path = "../../runtime/tests/model_support/mod.rs"]

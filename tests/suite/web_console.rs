@@ -1,0 +1,405 @@
+//! The web console (issue 14): its browser tests, and wire checks of the HTTP surface it stands on.
+//!
+//! Each browser test is a `web/test/<name>.test.mjs` file run by `node --test`: it starts the real daemon (this
+//! build's `troupe` binary), signs in through `troupe open`'s one-time URL and drives Debian's headless chromium
+//! through `playwright-core`. Screenshots and the daemon's log go to `target/test-output/web-console/<name>`.
+//! `scripts/test` installs chromium and `web/test`'s packages (`npm ci`); when they are missing these tests fail and
+//! say so, they never skip.
+//!
+//! The wire checks below speak raw HTTP/1.1 to an in-process daemon: the CSP and cache headers, content types, the
+//! login code's single use, and `/ws` refusing a foreign Origin even with a valid console cookie.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::support::*;
+
+/// How long one browser test file may take: each test starts a daemon and a browser; most take seconds.
+const NODE_TEST_LIMIT: Duration = Duration::from_secs(300);
+
+/// The CSP of every console response, as the contract states it.
+const CSP_DIRECTIVES: [&str; 9] = [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+];
+
+fn repository() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/test-output/web-console/<name>`, emptied.
+fn output_dir(name: &str) -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").to_path_buf();
+    let dir = target.join("test-output/web-console").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("output dir");
+    dir
+}
+
+/// Runs `node --test web/test/<name>.test.mjs` and fails with node's output unless every test in it passed.
+fn browser_test(name: &str) {
+    let test_dir = repository().join("web/test");
+    assert!(
+        test_dir.join("node_modules/playwright-core").is_dir(),
+        "web/test/node_modules is missing: scripts/test installs it (`npm ci` in web/test)"
+    );
+    let chromium =
+        std::env::var_os("TROUPE_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    assert!(chromium.exists(), "{} is missing: scripts/test installs Debian's chromium", chromium.display());
+    let output = output_dir(name);
+    let log = output.join("node-test.log");
+    let log_file = std::fs::File::create(&log).expect("node log");
+    let mut child = Command::new("node")
+        .arg("--test")
+        .arg("--test-reporter=spec")
+        .arg(format!("web/test/{name}.test.mjs"))
+        .current_dir(repository())
+        .env("TROUPE_BIN", troupe_binary())
+        .env("TROUPE_TEST_OUTPUT", &output)
+        .env("TROUPE_CHROMIUM", &chromium)
+        .env_remove("TROUPE_TOKEN")
+        .env_remove("TROUPE_URL")
+        .env_remove("TROUPE_HOME")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().expect("log"))
+        .stderr(log_file)
+        // Its own group, so a timeout ends chromium and the daemons node started along with node.
+        .process_group(0)
+        .spawn()
+        .expect("start node (scripts/test installs nodejs)");
+    let deadline = Instant::now() + NODE_TEST_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for node") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            // SAFETY: signalling the process group this test started (its id is the child's pid).
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    match status {
+        Some(status) if status.success() => {}
+        Some(status) => {
+            panic!("web/test/{name}.test.mjs failed ({status}); screenshots and logs in {}:\n{text}", output.display())
+        }
+        None => panic!("web/test/{name}.test.mjs took longer than {NODE_TEST_LIMIT:?}; output so far:\n{text}"),
+    }
+}
+
+#[test]
+fn browser_sign_in() {
+    browser_test("sign_in");
+}
+
+#[test]
+fn browser_origin() {
+    browser_test("origin");
+}
+
+#[test]
+fn browser_streaming() {
+    browser_test("streaming");
+}
+
+#[test]
+fn browser_approvals() {
+    browser_test("approvals");
+}
+
+#[test]
+fn browser_steer_recall() {
+    browser_test("steer_recall");
+}
+
+#[test]
+fn browser_cancel() {
+    browser_test("cancel");
+}
+
+#[test]
+fn browser_stdin() {
+    browser_test("stdin");
+}
+
+#[test]
+fn browser_reconnect() {
+    browser_test("reconnect");
+}
+
+#[test]
+fn web_dist_is_not_stale() {
+    browser_test("stale_build");
+}
+
+/// One HTTP/1.1 response, read raw.
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// `troupe_console=VALUE` from the Set-Cookie header.
+    fn console_cookie(&self) -> Option<String> {
+        let set = self.header("set-cookie")?;
+        let pair = set.split(';').next()?.trim();
+        pair.starts_with("troupe_console=").then(|| pair.to_owned())
+    }
+}
+
+/// Sends `method path` with `headers` (and a form `body`) over a fresh connection and reads the response; a 101
+/// answer is returned as soon as its head arrived.
+fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(WAIT)).expect("timeout");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() {
+        request.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).expect("write request");
+
+    let mut raw = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let head_end = loop {
+        if let Some(end) = raw.windows(4).position(|window| window == b"\r\n\r\n") {
+            break end;
+        }
+        let read = stream.read(&mut buffer).expect("read response head");
+        assert!(read > 0, "the connection closed before a response head: {:?}", String::from_utf8_lossy(&raw));
+        raw.extend_from_slice(&buffer[..read]);
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status =
+        lines.next().and_then(|line| line.split(' ').nth(1)).and_then(|code| code.parse().ok()).expect("status");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_owned(), value.trim().to_owned()))
+        .collect();
+    let mut response = Response { status, headers, body: raw[head_end + 4..].to_vec() };
+    if status == 101 || method == "HEAD" {
+        return response;
+    }
+    let length = response.header("content-length").and_then(|value| value.parse::<usize>().ok());
+    while length.is_none_or(|length| response.body.len() < length) {
+        let read = stream.read(&mut buffer).expect("read body");
+        if read == 0 {
+            break;
+        }
+        response.body.extend_from_slice(&buffer[..read]);
+    }
+    if response.header("transfer-encoding").is_some_and(|value| value.contains("chunked")) {
+        response.body = dechunk(&response.body);
+    }
+    response
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Some(line_end) = raw.windows(2).position(|window| window == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&raw[..line_end]).trim(), 16).expect("chunk size");
+        if size == 0 {
+            break;
+        }
+        body.extend_from_slice(&raw[line_end + 2..line_end + 2 + size]);
+        raw = &raw[line_end + 2 + size + 2..];
+    }
+    body
+}
+
+/// A login code from `console.login_code`, asked by a token-authenticated client.
+async fn login_code(daemon: &TestDaemon) -> String {
+    let mut socket = RawSocket::connect(&daemon.url(), &daemon.token).await;
+    socket.handshake().await;
+    let reply = socket.call(1, "console.login_code", json!({})).await;
+    let path = reply["result"]["path"].as_str().unwrap_or_else(|| panic!("console.login_code answered {reply}"));
+    assert!(reply["result"]["expires_at"].is_string(), "{reply}");
+    path.strip_prefix("login?code=").unwrap_or_else(|| panic!("a relative login path: {path}")).to_owned()
+}
+
+/// Signs in over raw HTTP: the `troupe_console=…` pair to send back as a Cookie.
+async fn sign_in(daemon: &TestDaemon) -> String {
+    let code = login_code(daemon).await;
+    let answer = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
+    assert_eq!(answer.status, 303, "{answer:?}");
+    answer.console_cookie().unwrap_or_else(|| panic!("no console cookie in {answer:?}"))
+}
+
+fn assert_strict_csp(response: &Response, what: &str) {
+    let csp = response.header("content-security-policy").unwrap_or_else(|| panic!("{what}: no CSP header"));
+    let directives: Vec<&str> = csp.split(';').map(str::trim).filter(|part| !part.is_empty()).collect();
+    for expected in CSP_DIRECTIVES {
+        assert!(directives.contains(&expected), "{what}: the CSP lacks `{expected}`: {csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{what}: the CSP allows something unsafe: {csp}");
+}
+
+fn content_type(response: &Response) -> &str {
+    response.header("content-type").unwrap_or("")
+}
+
+#[tokio::test]
+async fn signed_out_pages_are_html_under_a_strict_csp() {
+    let daemon = TestDaemon::start();
+    let root = http(daemon.addr, "GET", "/", &[], "");
+    assert_eq!(root.status, 200, "{root:?}");
+    assert!(content_type(&root).starts_with("text/html"), "{root:?}");
+    assert!(root.text().contains("troupe open"), "the signed-out page says how to sign in: {}", root.text());
+    assert_strict_csp(&root, "GET / signed out");
+
+    let login = http(daemon.addr, "GET", "/login?code=whatever", &[], "");
+    assert_eq!(login.status, 200, "{login:?}");
+    assert!(content_type(&login).starts_with("text/html"));
+    assert_strict_csp(&login, "GET /login");
+    assert!(!login.text().contains("<script>"), "no inline script on the login page");
+    assert!(!login.text().contains("style=\""), "no inline style on the login page");
+
+    let session = http(daemon.addr, "GET", "/console/session", &[], "");
+    assert_eq!(session.status, 401, "{session:?}");
+}
+
+#[tokio::test]
+async fn a_login_code_signs_in_once_and_only_by_post() {
+    let daemon = TestDaemon::start();
+    let code = login_code(&daemon).await;
+    // Opening the link (a link preview would) neither signs in nor uses the code up.
+    for _ in 0..2 {
+        let page = http(daemon.addr, "GET", &format!("/login?code={code}"), &[], "");
+        assert_eq!(page.status, 200);
+        assert_eq!(page.console_cookie(), None, "GET /login sets no cookie");
+        assert!(page.text().contains(&code), "the form carries the code");
+    }
+    let answer = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
+    assert_eq!(answer.status, 303, "{answer:?}");
+    assert_eq!(answer.header("location"), Some("./"));
+    let set_cookie = answer.header("set-cookie").expect("Set-Cookie");
+    let attributes: Vec<String> = set_cookie.split(';').map(|part| part.trim().to_ascii_lowercase()).collect();
+    for expected in ["httponly", "samesite=strict", "path=/"] {
+        assert!(attributes.iter().any(|attribute| attribute == expected), "{expected} in {set_cookie}");
+    }
+    assert!(attributes.iter().any(|attribute| attribute.starts_with("max-age=")), "Max-Age in {set_cookie}");
+    assert!(!attributes.iter().any(|attribute| attribute == "secure"), "no Secure on plain http: {set_cookie}");
+
+    let again = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
+    assert_eq!(again.status, 401, "{again:?}");
+    assert!(again.text().contains("already used or has expired"), "{}", again.text());
+    assert_eq!(again.console_cookie(), None);
+    let unknown = http(daemon.addr, "POST", "/login", &[], "code=nonsense");
+    assert_eq!(unknown.status, 401);
+
+    let cookie = answer.console_cookie().expect("cookie");
+    let session = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie)], "");
+    assert_eq!(session.status, 200, "{session:?}");
+    let expires: serde_json::Value = serde_json::from_slice(&session.body).expect("JSON");
+    assert!(expires["expires_at"].is_string(), "{expires}");
+
+    let logout = http(
+        daemon.addr,
+        "POST",
+        "/logout",
+        &[("Cookie", &cookie), ("Origin", &format!("http://{}", daemon.addr))],
+        "",
+    );
+    assert_eq!(logout.status, 303, "{logout:?}");
+    let cleared = logout.header("set-cookie").unwrap_or_default().to_ascii_lowercase();
+    assert!(cleared.contains("troupe_console=") && cleared.contains("max-age=0"), "the cookie is cleared: {cleared}");
+    let after = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie)], "");
+    assert_eq!(after.status, 401, "the cookie no longer works after sign-out");
+}
+
+#[tokio::test]
+async fn the_console_and_its_assets_have_types_cache_headers_and_the_csp() {
+    let daemon = TestDaemon::start();
+    let cookie = sign_in(&daemon).await;
+    let index = http(daemon.addr, "GET", "/", &[("Cookie", &cookie)], "");
+    assert_eq!(index.status, 200, "{index:?}");
+    assert!(content_type(&index).starts_with("text/html"), "{index:?}");
+    assert_eq!(index.header("cache-control"), Some("no-cache"));
+    assert_strict_csp(&index, "GET / signed in");
+    let html = index.text();
+    assert!(!html.contains("style=\""), "no inline style attribute in index.html");
+
+    // Every asset index.html names, by relative URL (so the console works under a proxy prefix).
+    let assets: Vec<String> = html
+        .split(['"', '\''])
+        .filter(|part| part.starts_with("assets/") || part.starts_with("./assets/"))
+        .map(|part| part.trim_start_matches("./").to_owned())
+        .collect();
+    assert!(!assets.is_empty(), "index.html loads its script and style from assets/: {html}");
+    assert!(!html.contains("\"/assets/"), "asset URLs are relative, not rooted: {html}");
+    for asset in &assets {
+        let response = http(daemon.addr, "GET", &format!("/{asset}"), &[], "");
+        assert_eq!(response.status, 200, "{asset}: {response:?}");
+        assert_eq!(response.header("cache-control"), Some("public, max-age=31536000, immutable"), "{asset}");
+        assert_strict_csp(&response, asset);
+        let expected = match asset.rsplit('.').next() {
+            Some("js" | "mjs") => "javascript",
+            Some("css") => "text/css",
+            Some("svg") => "image/svg+xml",
+            Some("woff2") => "font/woff2",
+            _ => "",
+        };
+        assert!(content_type(&response).contains(expected), "{asset}: content type {}", content_type(&response));
+    }
+    let missing = http(daemon.addr, "GET", "/assets/no-such-file.js", &[], "");
+    assert_eq!(missing.status, 404, "{missing:?}");
+}
+
+#[tokio::test]
+async fn the_websocket_takes_the_cookie_only_from_the_daemons_own_origin() {
+    let daemon = TestDaemon::start();
+    let cookie = sign_in(&daemon).await;
+    let own = format!("http://{}", daemon.addr);
+    let upgrade = |headers: &[(&str, &str)]| {
+        let mut all = vec![
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ];
+        all.extend_from_slice(headers);
+        http(daemon.addr, "GET", "/ws", &all, "").status
+    };
+    assert_eq!(upgrade(&[("Cookie", &cookie), ("Origin", &own)]), 101);
+    assert_eq!(upgrade(&[("Cookie", &cookie), ("Origin", "http://evil.example")]), 403);
+    assert_eq!(upgrade(&[("Origin", &own)]), 401);
+    assert_eq!(upgrade(&[("Cookie", "troupe_console=forged"), ("Origin", &own)]), 401);
+    // A cookie is a browser's credential: without an Origin (no browser sends none) it is not enough.
+    assert_eq!(upgrade(&[("Cookie", &cookie)]), 401);
+}
