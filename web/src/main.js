@@ -7,6 +7,7 @@ import { applyEvents, applyOutputNotice, canRecall, createSession } from './stor
 import { createApprovals } from './views/approvals.js';
 import { createBanner } from './views/banner.js';
 import { createComposer } from './views/composer.js';
+import { createPickers } from './views/pickers.js';
 import { createHeader } from './views/header.js';
 import { createSessionList } from './views/sessions.js';
 import { createTranscript } from './views/transcript.js';
@@ -75,9 +76,8 @@ function render() {
     active: Boolean(state?.activeRun),
     canRecall: canRecall(state),
     statusText: composerStatus(),
-    snapshot: app.snapshot,
-    selection: app.selection,
   });
+  views.pickers.render(app.snapshot, app.selection);
   rootEl.classList.toggle('sidebar-open', app.sidebarOpen);
   views.sidebarToggle.setAttribute('aria-expanded', String(app.sidebarOpen));
   views.main.hidden = !app.meta;
@@ -401,7 +401,8 @@ function build() {
   const header = createHeader({ rename, setMode, openParent: openSession });
   const approvals = createApprovals({ respond });
   const transcript = createTranscript({ stdin: sendStdin, open: openSession });
-  const composer = createComposer({ send: sendPrompt, recall: recallSteer, cancel: cancelRun, pick });
+  const composer = createComposer({ send: sendPrompt, recall: recallSteer, cancel: cancelRun });
+  const pickers = createPickers({ pick });
   const noticeEl = h('p', { class: 'notice', role: 'alert', hidden: true });
   const welcome = h('div', { class: 'welcome' }, h('h1', null, 'troupe'), h('p', null, 'Pick a session on the left, or start a new one.'));
   const main = h('main', { class: 'main', id: 'main' }, header.el, approvals.el, transcript.el, composer.el);
@@ -409,7 +410,7 @@ function build() {
   rootEl = h(
     'div',
     { class: 'app', 'data-testid': 'app' },
-    h('header', { class: 'topbar' }, sidebarToggle, h('span', { class: 'brand' }, 'troupe'), h('span', { class: 'spacer' }), signOut),
+    h('header', { class: 'topbar' }, sidebarToggle, h('span', { class: 'brand' }, 'troupe'), pickers.el, h('span', { class: 'spacer' }), signOut),
     banner.el,
     noticeEl,
     h('div', { class: 'layout' }, sidebar, h('div', { class: 'content' }, welcome, main)),
@@ -422,7 +423,7 @@ function build() {
     }
   });
   fill(document.getElementById('root'), rootEl);
-  views = { banner, sessions, header, approvals, transcript, composer, notice: noticeEl, sidebarToggle, main, welcome };
+  views = { banner, sessions, header, approvals, transcript, composer, pickers, notice: noticeEl, sidebarToggle, main, welcome };
 }
 
 function sessionFromHash() {

@@ -1,11 +1,9 @@
-// The composer: agent and model pickers (from the runtime snapshot), the prompt, and send / recall / cancel.
+// The composer: the prompt, and send / recall / cancel.
 // Send starts a run when none is active and steers the active one; Ctrl/Cmd+Enter sends.
-import { fill, h } from '../dom.js';
+import { h } from '../dom.js';
 
-/** `actions`: `send(text)` → Promise, `recall()` → Promise<text|null>, `cancel()` → Promise, `pick(sel)`. */
+/** `actions`: `send(text)` → Promise, `recall()` → Promise<text|null>, `cancel()` → Promise. */
 export function createComposer(actions) {
-  const agentPicker = h('select', { id: 'agent-picker', 'data-testid': 'agent-picker' });
-  const modelPicker = h('select', { id: 'model-picker', 'data-testid': 'model-picker' });
   const prompt = h('textarea', { id: 'prompt-input', 'data-testid': 'prompt-input', rows: '3', placeholder: 'Ask, or steer the running agent…  (Ctrl+Enter sends)', spellcheck: 'true' });
   const send = h('button', { type: 'submit', class: 'primary', 'data-testid': 'send' }, 'Send');
   const recall = h('button', { type: 'button', class: 'secondary', 'data-testid': 'recall', disabled: true, title: 'Take back the newest queued steer' }, 'Recall');
@@ -14,7 +12,6 @@ export function createComposer(actions) {
   const form = h(
     'form',
     { class: 'composer', 'aria-label': 'Prompt' },
-    h('div', { class: 'pickers' }, h('label', { for: 'agent-picker' }, 'Agent'), agentPicker, h('label', { for: 'model-picker' }, 'Model'), modelPicker),
     h('label', { for: 'prompt-input', class: 'visually-hidden' }, 'Prompt'),
     prompt,
     h('div', { class: 'composer-actions' }, status, recall, cancel, send),
@@ -82,11 +79,9 @@ export function createComposer(actions) {
       showError(error.message);
     }
   });
-  agentPicker.addEventListener('change', () => actions.pick({ agent: agentPicker.value, model: null }));
-  modelPicker.addEventListener('change', () => actions.pick({ agent: agentPicker.value, model: modelPicker.value }));
 
   /**
-   * `v`: {open, active, canRecall, statusText, snapshot, selection: {agent, model}}.
+   * `v`: {open, active, canRecall, statusText}.
    */
   function render(v) {
     view = v;
@@ -97,40 +92,7 @@ export function createComposer(actions) {
     prompt.disabled = !v.open;
     const line = errorText || v.statusText || '';
     if (status.textContent !== line) status.textContent = line;
-    renderPickers(v.snapshot, v.selection);
-  }
-
-  let pickersFor = null;
-  function renderPickers(snapshot, selection) {
-    const key = `${snapshot?.revision}|${selection?.agent}|${selection?.model}`;
-    if (key === pickersFor) return;
-    pickersFor = key;
-    const agents = snapshot?.agents ?? [];
-    fill(agentPicker, agents.map((a) => h('option', { value: a.agent, title: a.description }, a.mode && a.mode !== 'primary' ? `${a.agent} (${a.mode})` : a.agent)));
-    if (selection?.agent && !agents.some((a) => a.agent === selection.agent)) agentPicker.prepend(h('option', { value: selection.agent }, `${selection.agent} (unknown)`));
-    agentPicker.value = selection?.agent ?? '';
-    const providers = new Map((snapshot?.providers ?? []).map((p) => [p.provider_id, p]));
-    fill(
-      modelPicker,
-      (snapshot?.models ?? []).map((m) => {
-        const why = unusable(m, providers);
-        return h('option', { value: m.model, disabled: Boolean(why), title: m.name }, why ? `${m.model} — ${why}` : m.model);
-      }),
-    );
-    if (selection?.model && !(snapshot?.models ?? []).some((m) => m.model === selection.model)) modelPicker.prepend(h('option', { value: selection.model }, `${selection.model} (not in the catalog)`));
-    modelPicker.value = selection?.model ?? '';
-    agentPicker.disabled = agents.length === 0;
-    modelPicker.disabled = (snapshot?.models ?? []).length === 0;
   }
 
   return { el: form, render, focus: () => prompt.focus() };
-}
-
-/** Why a model cannot run now, or null. */
-export function unusable(model, providers) {
-  const provider = providers.get(model.provider_id);
-  if (!provider) return `provider ${model.provider_id} unknown`;
-  if (provider.connected) return null;
-  if (provider.auth_state === 'missing') return `${provider.name} not connected`;
-  return `${provider.name}: ${provider.auth_state}`;
 }
