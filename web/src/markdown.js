@@ -4,6 +4,17 @@ import { marked } from 'marked';
 
 marked.setOptions({ gfm: true, breaks: false, async: false });
 
+const escapeHtml = (text) => String(text ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+// Images become links: the console's CSP loads no image from elsewhere, and a refused load is only noise.
+marked.use({
+  renderer: {
+    image({ href, text }) {
+      return `<a href="${escapeHtml(href)}">${escapeHtml(text || href)}</a>`;
+    },
+  },
+});
+
 // Links open in a new tab and never leak the console's URL.
 DOMPurify.addHook('afterSanitizeAttributes', (node) => {
   if (node.tagName === 'A' && node.getAttribute('href')) {
@@ -17,7 +28,7 @@ export function renderMarkdown(text) {
   const html = marked.parse(text ?? '');
   return DOMPurify.sanitize(html, {
     USE_PROFILES: { html: true },
-    FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe'],
+    FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe', 'img', 'video', 'audio', 'source', 'picture'],
     FORBID_ATTR: ['style'],
   });
 }
