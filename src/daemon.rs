@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use troupe_actors::{Engine, EngineConfig, SessionLimits};
-use troupe_gateway::{GatewayConfig, Listener, RunningGateway, Token};
+use troupe_gateway::{ConsoleBook, GatewayConfig, Listener, RunningGateway, Token};
 use troupe_protocol::server::ServerLimits;
 use troupe_runtime::config::SandboxMode;
 use troupe_runtime::config::{self, Config, Listen};
@@ -43,6 +43,8 @@ pub struct RunningDaemon {
     data_dir: DataDir,
     engine: Arc<Engine>,
     gateway: RunningGateway,
+    /// The web console's sign-ins, when `[console] enabled`.
+    console: Option<Arc<ConsoleBook>>,
     _lock: DataDirLock,
 }
 
@@ -55,6 +57,20 @@ impl RunningDaemon {
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// Whether the web console is on. A fresh one-time sign-in URL for it on this machine comes from
+    /// [`RunningDaemon::console_sign_in_url`], when the daemon listens on TCP (a unix socket has no URL a browser
+    /// can open).
+    pub fn console_sign_in_url_available(&self) -> bool {
+        self.console.is_some()
+    }
+
+    /// A fresh one-time sign-in URL; see [`RunningDaemon::console_sign_in_url_available`].
+    pub fn console_sign_in_url(&self) -> Option<String> {
+        let book = self.console.as_ref()?;
+        let base = crate::daemon_url::http_base(&self.url())?;
+        Some(format!("{base}login?code={}", book.mint_code().code))
     }
 
     /// Graceful stop: sockets are closed with 1001, then every accepted operation is made durable.
@@ -121,8 +137,18 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         let ready = ready.clone();
         Arc::new(move || ready.load(Ordering::Acquire))
     };
+    let console = config.console.enabled.then(|| {
+        let book = Arc::new(ConsoleBook::open(
+            &Token::new(token.as_str()),
+            Some(data_dir.token_path().with_file_name("console-sessions.json")),
+            Duration::from_secs(config.console.session_hours * 3600),
+        ));
+        engine.set_console_minter(console_minter(book.clone()));
+        book
+    });
     let mut gateway_config = gateway_config(&config, &listen, Token::new(token.as_str()));
     gateway_config.metrics = Some(metrics_endpoint(&engine, config.metrics_public));
+    gateway_config.console = console.clone();
     let (gateway, server) = match troupe_gateway::start(engine.clone(), gateway_config, readiness) {
         Ok(started) => started,
         Err(error) => {
@@ -146,7 +172,18 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     }
     ready.store(true, Ordering::Release);
     tracing::info!(url = %crate::daemon_url::client_url(&listening), "troupe is listening");
-    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), data_dir, engine, gateway, _lock: lock })
+    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), data_dir, engine, gateway, console, _lock: lock })
+}
+
+/// `console.login_code`'s answers: a code from the gateway's book, as a path relative to the daemon's base URL.
+fn console_minter(book: Arc<ConsoleBook>) -> troupe_actors::ConsoleCodeMinter {
+    Arc::new(move || {
+        let code = book.mint_code();
+        troupe_protocol::types::daemon::ConsoleLoginCodeResult {
+            path: format!("login?code={}", code.code),
+            expires_at: troupe_gateway::rfc3339(code.expires_at),
+        }
+    })
 }
 
 /// Refuses at once, in words, an address another program holds, before the engine starts: failing the bind

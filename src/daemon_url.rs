@@ -28,6 +28,21 @@ pub fn client_url(listen: &Listen) -> String {
     }
 }
 
+/// The HTTP(S) base a browser reaches the daemon at, from a client URL: `ws://host:port/ws` → `http://host:port/`,
+/// `wss://host/agent/ws` → `https://host/agent/` (a proxy's path prefix kept). `None` for a unix socket or a URL
+/// that does not end in `/ws`.
+pub fn http_base(client_url: &str) -> Option<String> {
+    let (scheme, rest) = client_url.split_once("://")?;
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        "ws" | "http" => "http",
+        "wss" | "https" => "https",
+        _ => return None,
+    };
+    let rest = rest.split(['?', '#']).next()?;
+    let prefix = rest.strip_suffix("/ws").or_else(|| rest.strip_suffix("/ws/"))?;
+    Some(format!("{scheme}://{prefix}/"))
+}
+
 /// Records that the daemon of `data_dir` listens at `listen` (its [`client_url`]).
 pub fn record(data_dir: &DataDir, listen: &Listen) -> std::io::Result<()> {
     use std::io::Write as _;
@@ -64,6 +79,17 @@ pub fn recorded(data_dir: &DataDir) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_http_base_keeps_the_proxy_prefix() {
+        assert_eq!(http_base("ws://127.0.0.1:7419/ws").as_deref(), Some("http://127.0.0.1:7419/"));
+        assert_eq!(
+            http_base("wss://troupe.example.com/agent/ws").as_deref(),
+            Some("https://troupe.example.com/agent/")
+        );
+        assert_eq!(http_base("unix:/run/troupe.sock"), None);
+        assert_eq!(http_base("ws://host/other"), None);
+    }
 
     #[test]
     fn wildcard_addresses_are_reached_on_loopback_and_sockets_by_path() {

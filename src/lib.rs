@@ -61,6 +61,7 @@ pub mod config_check_cmd;
 pub mod inspect_cmd;
 pub mod runs_cmd;
 pub mod skills_cmd;
+pub mod open_cmd;
 pub mod status_cmd;
 pub mod unix_listen;
 

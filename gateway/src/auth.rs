@@ -24,6 +24,8 @@ pub(crate) enum Credential {
     AuthorizationHeader,
     /// `troupe.bearer.<token>` in `Sec-WebSocket-Protocol`; the response must select [`SUBPROTOCOL`].
     Subprotocol,
+    /// The web console's session cookie, from a page of the daemon's own origin (`console/`).
+    ConsoleCookie,
 }
 
 /// Why a request was refused. Each reason is safe to log and to send back.

@@ -18,7 +18,7 @@ use tracing::info;
 use troupe_protocol::server::{ServerLimits, ServerProtocol, SharedObserver};
 
 use crate::Readiness;
-use crate::auth::{self, SUBPROTOCOL};
+use crate::auth::{self, AuthRejection, Credential, SUBPROTOCOL};
 use crate::connection_actor::{ConnectionActor, ConnectionSetup, Keepalive};
 use crate::connection_registry::ConnectionRegistry;
 use crate::frame_size_guard::FrameSizeGuard;
@@ -37,6 +37,8 @@ pub(crate) struct GatewayState<S> {
     pub(crate) readiness: Readiness,
     pub(crate) registry: Arc<ConnectionRegistry>,
     pub(crate) metrics: Option<crate::metrics_route::MetricsEndpoint>,
+    /// The web console's sign-ins; `None`: no console (404 on its routes, no cookie accepted at `/ws`).
+    pub(crate) console: Option<Arc<crate::console::ConsoleBook>>,
     /// What every connection reports to: the metrics' observer, or one that observes nothing. Decided once.
     pub(crate) observer: SharedObserver,
 }
@@ -46,7 +48,8 @@ pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
         .route("/ws", web::get().to(upgrade::<S>))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz::<S>))
-        .route("/metrics", web::get().to(crate::metrics_route::metrics::<S>));
+        .route("/metrics", web::get().to(crate::metrics_route::metrics::<S>))
+        .configure(crate::console::configure::<S>);
 }
 
 async fn healthz() -> HttpResponse {
@@ -76,6 +79,19 @@ async fn upgrade<S: ServerProtocol>(
     }
     let credential = match auth::authenticate(request.headers(), &state.token) {
         Ok(credential) => credential,
+        // A browser page of the console brings no token: its cookie counts, but only from the daemon's own origin.
+        Err(AuthRejection::Missing)
+            if state
+                .console
+                .as_ref()
+                .is_some_and(|book| crate::console::session_of(book, request.headers()).is_some()) =>
+        {
+            if !state.origins.is_own_origin(request.headers()) {
+                info!(%peer, "refused a WebSocket upgrade: the console's cookie came from another origin");
+                return Ok(plain_text(HttpResponse::Forbidden(), "origin not allowed"));
+            }
+            Credential::ConsoleCookie
+        }
         Err(rejection) => {
             info!(%peer, reason = %rejection, "refused a WebSocket upgrade: not authenticated");
             return Ok(unauthorized(&rejection.to_string()));

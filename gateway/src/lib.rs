@@ -1,7 +1,8 @@
 //! troupe-gateway: the daemon's HTTP and WebSocket edge.
 //!
 //! [`start`] binds the listener and serves `GET /ws` (the WebSocket upgrade, checked for origin and bearer
-//! token before any frame), `GET /healthz` and `GET /readyz` on the current actix `System`. Each accepted
+//! token before any frame), `GET /healthz` and `GET /readyz` on the current actix `System`, and the web console
+//! (`console/`: its page, files and sign-in) at `/`. Each accepted
 //! WebSocket gets one `ConnectionActor` that drives a [`troupe_protocol::server::ServerConnection`] over it:
 //! text frames in, the protocol session's outbound queue out, keepalive pings, close codes 1003 (binary frame),
 //! 1009 (frame over `max_frame_bytes`) and 1001 (graceful stop).
@@ -15,6 +16,7 @@
 mod auth;
 mod connection_actor;
 mod connection_registry;
+mod console;
 mod frame_size_guard;
 mod http_routes;
 mod metrics_route;
@@ -35,6 +37,7 @@ use actix_web::{App, HttpServer, web};
 use tracing::{debug, info};
 use troupe_protocol::server::{ServerLimits, ServerProtocol};
 
+pub use crate::console::{CODE_TTL, ConsoleBook, LoginCode, rfc3339};
 pub use crate::metrics_route::{MetricsEndpoint, MetricsRender};
 pub use crate::origin::normalize_origin;
 pub use crate::token::Token;
@@ -104,6 +107,8 @@ pub struct GatewayConfig {
     pub shutdown_timeout: Duration,
     /// `GET /metrics` and the observer connections report to; `None`: no metrics (404).
     pub metrics: Option<MetricsEndpoint>,
+    /// The web console's sign-ins (`console/`); `None`: no console.
+    pub console: Option<Arc<ConsoleBook>>,
 }
 
 impl GatewayConfig {
@@ -123,6 +128,7 @@ impl GatewayConfig {
             workers: default_workers(),
             shutdown_timeout: Duration::from_secs(5),
             metrics: None,
+            console: None,
         }
     }
 }
@@ -234,6 +240,7 @@ pub fn start<S: ServerProtocol>(
         readiness,
         registry: registry.clone(),
         metrics: config.metrics,
+        console: config.console,
         observer,
     });
     let workers = config.workers.max(1);

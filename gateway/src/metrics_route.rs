@@ -46,7 +46,7 @@ pub(crate) async fn metrics<S: ServerProtocol>(
         // A scraper sends `Authorization: Bearer`; the subprotocol form exists for browsers' WebSockets only.
         match auth::authenticate(request.headers(), &state.token) {
             Ok(Credential::AuthorizationHeader) => {}
-            Ok(Credential::Subprotocol) | Err(_) => {
+            Ok(Credential::Subprotocol | Credential::ConsoleCookie) | Err(_) => {
                 info!(
                     "refused a metrics scrape: not authenticated (send Authorization: Bearer, or set metrics_public)"
                 );

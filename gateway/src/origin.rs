@@ -48,6 +48,17 @@ impl OriginPolicy {
         self.own_origins(headers).any(|own| own == origin)
     }
 
+    /// Whether the request carries an `Origin` that is the daemon's own (not merely an allowed one): the test for
+    /// credentials a browser attaches by itself, the console's cookie, which every port of a host shares.
+    pub(crate) fn is_own_origin(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) =
+            headers.get(header::ORIGIN).and_then(|origin| origin.to_str().ok()).and_then(normalize_origin)
+        else {
+            return false;
+        };
+        self.own_origins(headers).any(|own| own == origin)
+    }
+
     /// The daemon's own origin as the client reached it. Without a trusted `X-Forwarded-Proto` both schemes count,
     /// because a TLS-terminating proxy may sit in front of a daemon that itself speaks plain HTTP. With `trust_proxy`
     /// and `X-Forwarded-Proto`, the proxy has said which scheme the public origin has, and only that one counts:

@@ -24,6 +24,11 @@ impl Token {
         bool::from(self.0.as_bytes().ct_eq(candidate.as_bytes()))
     }
 
+    /// The secret itself, for deriving values from it (the console's cookie name). Never log or send it.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
     /// Whether the token is empty. An empty token would let anyone in, so `start` refuses it.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

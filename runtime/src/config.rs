@@ -31,6 +31,9 @@
 //! deny_read = ["~/.kube"]         # added to ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.gnupg, ~/.troupe and the data dir
 //! writable = ["~/.cargo"]         # written by tool processes besides the cwd and the run's temp dir
 //! network = true                  # false: tool processes get a network namespace with loopback only
+//! [console]
+//! enabled = true                  # the web console at /; false: no console, no sign-in links
+//! session_hours = 24              # how long a browser stays signed in
 //! [agents.reviewer]
 //! models = ["anthropic/claude-sonnet-4-5"]
 //! permissions = [{ effect = "deny", action = "write", resource = "**" }]
@@ -89,6 +92,8 @@ pub struct Config {
     pub titles: TitlesConfig,
     /// Plugin subprocesses by name; see [`plugins`].
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
+    /// The web console at `/`; see [`ConsoleConfig`].
+    pub console: ConsoleConfig,
 }
 
 mod listen;
@@ -105,6 +110,9 @@ pub use delegation::DelegationConfig;
 
 mod titles;
 pub use titles::TitlesConfig;
+
+mod console;
+pub use console::{ConsoleConfig, MAX_CONSOLE_SESSION_HOURS};
 
 pub mod models;
 pub use models::{CompactionConfig, ModelsConfig};
@@ -206,6 +214,7 @@ impl Default for Config {
             compaction: CompactionConfig::default(),
             titles: TitlesConfig::default(),
             plugins: std::collections::BTreeMap::new(),
+            console: ConsoleConfig::default(),
         }
     }
 }
@@ -393,6 +402,7 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
         goals::validate(&config.goals),
         delegation::validate(&config.delegation),
         models::validate(&config.models, &config.compaction),
+        console::validate(&config.console),
     ] {
         problems.extend(section.err());
     }

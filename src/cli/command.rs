@@ -374,6 +374,8 @@ pub(crate) enum Command {
     #[command(flatten)]
     Status(troupe::status_cmd::StatusCommand),
     #[command(flatten)]
+    Open(troupe::open_cmd::OpenCommand),
+    #[command(flatten)]
     SessionAdmin(troupe::session_admin_cmd::SessionAdminCommand),
     /// The interactive terminal UI (what `troupe` with no arguments starts).
     #[cfg(feature = "tui")]

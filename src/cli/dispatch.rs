@@ -183,6 +183,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Man { dir, command } => troupe::man_cmd::man(Cli::command(), dir.as_deref(), &command).map(done),
         Command::Inspect(command) => command.run(),
         Command::Status(command) => command.run(),
+        Command::Open(command) => command.run(),
         Command::SessionAdmin(command) => command.run(),
     }
 }

@@ -30,11 +30,25 @@ pub(crate) fn serve(
         println!("troupe listening on {}", daemon.url());
         let data_dir_flag = if explicit_data_dir { format!(" --data-dir {}", data_dir_display) } else { String::new() };
         println!("token: {} (print it with `troupe token{data_dir_flag}`)", daemon.token_path.display());
+        print_console_link(&daemon, &data_dir_flag);
         wait_for_shutdown_signal().await.context("installing signal handlers")?;
         tracing::info!("shutting down");
         daemon.shutdown().await;
         Ok(())
     })
+}
+
+/// On a terminal, a one-time sign-in link for the web console; elsewhere (a service's journal) only how to get one,
+/// so no usable code is written to a log.
+fn print_console_link(daemon: &daemon::RunningDaemon, data_dir_flag: &str) {
+    use std::io::IsTerminal as _;
+    if std::io::stdout().is_terminal()
+        && let Some(url) = daemon.console_sign_in_url()
+    {
+        println!("console: {url} (signs in one browser, within 5 minutes; `troupe open` prints another)");
+    } else if daemon.console_sign_in_url_available() {
+        println!("console: run `troupe open{data_dir_flag}` for a one-time sign-in link");
+    }
 }
 
 async fn wait_for_shutdown_signal() -> std::io::Result<()> {

@@ -1,0 +1,294 @@
+//! Who is signed in to the web console: one-time sign-in codes and the browser sessions they were exchanged for.
+//!
+//! A code is minted for a user who already holds the token (`troupe open`, or `troupe serve` on a terminal) and
+//! is good for one `POST /login` within [`CODE_TTL`]. The browser then gets a random session value in an
+//! `HttpOnly` cookie; the page never sees the token. Only SHA-256 hashes of codes and session values are kept,
+//! so neither the memory nor the file below is a credential.
+//!
+//! Sessions survive a daemon restart (a browser left open reconnects to the restarted daemon without signing in
+//! again): they are kept in `<data_dir>/daemon/console-sessions.json`, mode 0600, written whole to a temporary file,
+//! fsynced and renamed. The file records which token it belongs to (a hash of it), so replacing the token signs
+//! every browser out.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::token::Token;
+
+/// How long a sign-in code is accepted.
+pub const CODE_TTL: Duration = Duration::from_secs(5 * 60);
+/// Codes minted and not yet used at once; minting more forgets the oldest (a loop minting codes cannot grow memory).
+const MAX_OPEN_CODES: usize = 64;
+/// Signed-in browsers at once; signing in another forgets the one that expires first.
+const MAX_SESSIONS: usize = 256;
+/// The file's format; another value is ignored (everyone signs in again), never misread.
+const FILE_FORMAT: u32 = 1;
+
+type Hash = [u8; 32];
+
+/// A sign-in code, as `console.login_code` hands it out.
+#[derive(Clone, Debug)]
+pub struct LoginCode {
+    pub code: String,
+    pub expires_at: SystemTime,
+}
+
+/// A browser session just created by a sign-in: the cookie's value and how long it lives.
+pub(crate) struct NewSession {
+    pub(crate) value: String,
+    pub(crate) max_age: Duration,
+}
+
+/// Codes and sessions of one daemon. Shared by every worker; every method is quick and never blocks on I/O
+/// except [`ConsoleBook::persist`], which callers run on a blocking thread.
+pub struct ConsoleBook {
+    codes: Mutex<HashMap<Hash, Instant>>,
+    sessions: Mutex<HashMap<Hash, u64>>,
+    /// Serializes writers of the file, so an older snapshot can never replace a newer one.
+    file_lock: Mutex<()>,
+    file: Option<PathBuf>,
+    session_ttl: Duration,
+    token_id: String,
+    /// The cookie's name: `troupe_console_<id>`, distinct per token, because browsers share cookies between the
+    /// ports of one host and two daemons on one machine must not sign each other's browsers out.
+    cookie_name: String,
+}
+
+impl std::fmt::Debug for ConsoleBook {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ConsoleBook")
+            .field("open_codes", &self.codes.lock().len())
+            .field("sessions", &self.sessions.lock().len())
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SessionsFile {
+    format: u32,
+    token_id: String,
+    sessions: Vec<StoredSession>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredSession {
+    hash: String,
+    expires_unix: u64,
+}
+
+impl ConsoleBook {
+    /// A book for `token`, loading the sessions kept in `file` (if any). A missing, unreadable or foreign file
+    /// means nobody is signed in; the reason is logged, never fatal.
+    pub fn open(token: &Token, file: Option<PathBuf>, session_ttl: Duration) -> Self {
+        let token_id = hex(&sha256(format!("troupe console sessions\0{}", token.expose()).as_bytes()))[..16].to_owned();
+        let cookie_name = format!("troupe_console_{}", &token_id[..10]);
+        let sessions = file.as_deref().map(|path| load(path, &token_id)).unwrap_or_default();
+        ConsoleBook {
+            codes: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(sessions),
+            file_lock: Mutex::new(()),
+            file,
+            session_ttl: session_ttl.max(Duration::from_secs(60)),
+            token_id,
+            cookie_name,
+        }
+    }
+
+    pub(crate) fn cookie_name(&self) -> &str {
+        &self.cookie_name
+    }
+
+    /// A new single-use code.
+    pub fn mint_code(&self) -> LoginCode {
+        let code = random_value();
+        let now = Instant::now();
+        let mut codes = self.codes.lock();
+        codes.retain(|_, expires| *expires > now);
+        if codes.len() >= MAX_OPEN_CODES
+            && let Some(oldest) = codes.iter().min_by_key(|(_, expires)| **expires).map(|(hash, _)| *hash)
+        {
+            codes.remove(&oldest);
+        }
+        codes.insert(sha256(code.as_bytes()), now + CODE_TTL);
+        LoginCode { code, expires_at: SystemTime::now() + CODE_TTL }
+    }
+
+    /// Uses `code` up: a new browser session when it was minted here, unused and unexpired. Call
+    /// [`ConsoleBook::persist`] afterwards.
+    pub(crate) fn redeem(&self, code: &str) -> Option<NewSession> {
+        let expires = self.codes.lock().remove(&sha256(code.as_bytes()))?;
+        if expires <= Instant::now() {
+            return None;
+        }
+        let value = random_value();
+        let now = unix_now();
+        let mut sessions = self.sessions.lock();
+        sessions.retain(|_, expires| *expires > now);
+        if sessions.len() >= MAX_SESSIONS
+            && let Some(soonest) = sessions.iter().min_by_key(|(_, expires)| **expires).map(|(hash, _)| *hash)
+        {
+            sessions.remove(&soonest);
+        }
+        sessions.insert(sha256(value.as_bytes()), now + self.session_ttl.as_secs());
+        Some(NewSession { value, max_age: self.session_ttl })
+    }
+
+    /// When the session of this cookie value ends, if it is a live one.
+    pub(crate) fn check(&self, value: &str) -> Option<SystemTime> {
+        let expires = *self.sessions.lock().get(&sha256(value.as_bytes()))?;
+        (expires > unix_now()).then(|| UNIX_EPOCH + Duration::from_secs(expires))
+    }
+
+    /// Signs the session of this cookie value out. Returns whether there was one; call [`ConsoleBook::persist`].
+    pub(crate) fn end(&self, value: &str) -> bool {
+        self.sessions.lock().remove(&sha256(value.as_bytes())).is_some()
+    }
+
+    /// Writes the live sessions to the file, durably. Blocking: run it on a blocking thread.
+    pub(crate) fn persist(&self) -> std::io::Result<()> {
+        let Some(path) = &self.file else {
+            return Ok(());
+        };
+        let _writer = self.file_lock.lock();
+        let now = unix_now();
+        let sessions = self
+            .sessions
+            .lock()
+            .iter()
+            .filter(|(_, expires)| **expires > now)
+            .map(|(hash, expires)| StoredSession { hash: hex(hash), expires_unix: *expires })
+            .collect();
+        let contents = SessionsFile { format: FILE_FORMAT, token_id: self.token_id.clone(), sessions };
+        let bytes = serde_json::to_vec(&contents).map_err(std::io::Error::other)?;
+        write_durably(path, &bytes)
+    }
+}
+
+fn load(path: &Path, token_id: &str) -> HashMap<Hash, u64> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "cannot read the console's sessions; browsers sign in again");
+            return HashMap::new();
+        }
+    };
+    let Ok(file) = serde_json::from_slice::<SessionsFile>(&bytes) else {
+        tracing::warn!(path = %path.display(), "the console's sessions file is not readable; browsers sign in again");
+        return HashMap::new();
+    };
+    if file.format != FILE_FORMAT || file.token_id != token_id {
+        tracing::info!("the console's sessions belong to another token or format; browsers sign in again");
+        return HashMap::new();
+    }
+    let now = unix_now();
+    file.sessions
+        .into_iter()
+        .filter(|session| session.expires_unix > now)
+        .filter_map(|session| Some((unhex(&session.hash)?, session.expires_unix)))
+        .collect()
+}
+
+fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let directory = path.parent().unwrap_or(Path::new("."));
+    let temporary = directory.join(format!(".console-sessions.{}.tmp", std::process::id()));
+    {
+        let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&temporary, path)?;
+    std::fs::File::open(directory)?.sync_all()
+}
+
+/// 32 random bytes, base64url: a code or a session value.
+fn random_value() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn sha256(bytes: &[u8]) -> Hash {
+    Sha256::digest(bytes).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Hash> {
+    let mut hash = [0u8; 32];
+    if text.len() != 64 {
+        return None;
+    }
+    for (index, byte) in hash.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
+    }
+    Some(hash)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn book(file: Option<PathBuf>) -> ConsoleBook {
+        ConsoleBook::open(&Token::new("t0ken"), file, Duration::from_secs(3600))
+    }
+
+    #[test]
+    fn a_code_signs_in_once() {
+        let book = book(None);
+        let code = book.mint_code();
+        let session = book.redeem(&code.code).expect("a fresh code is accepted");
+        assert!(book.check(&session.value).is_some());
+        assert!(book.redeem(&code.code).is_none(), "a code is single use");
+        assert!(book.redeem("made-up").is_none());
+        assert!(book.end(&session.value));
+        assert!(book.check(&session.value).is_none(), "a signed-out session is refused");
+    }
+
+    #[test]
+    fn open_codes_are_bounded() {
+        let book = book(None);
+        let first = book.mint_code();
+        for _ in 0..MAX_OPEN_CODES {
+            book.mint_code();
+        }
+        assert!(book.codes.lock().len() <= MAX_OPEN_CODES);
+        assert!(book.redeem(&first.code).is_none(), "the oldest code was forgotten");
+    }
+
+    #[test]
+    fn sessions_survive_a_restart_but_not_a_new_token() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("console-sessions.json");
+        let first = book(Some(path.clone()));
+        let session = first.redeem(&first.mint_code().code).unwrap();
+        first.persist().unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(!std::fs::read_to_string(&path).unwrap().contains(&session.value), "only hashes are stored");
+
+        let restarted = book(Some(path.clone()));
+        assert!(restarted.check(&session.value).is_some(), "a restart keeps browsers signed in");
+        let rotated = ConsoleBook::open(&Token::new("another"), Some(path), Duration::from_secs(3600));
+        assert!(rotated.check(&session.value).is_none(), "a new token signs every browser out");
+        assert_ne!(rotated.cookie_name(), restarted.cookie_name());
+    }
+}

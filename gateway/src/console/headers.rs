@@ -1,0 +1,20 @@
+//! The headers every console response carries.
+//!
+//! The Content-Security-Policy allows only the daemon's own scripts, styles and WebSocket: no inline script or
+//! style, no eval, no framing, no form posting elsewhere. `Referrer-Policy: no-referrer` keeps a sign-in URL's code
+//! out of any request the page makes; `nosniff` keeps a file from being run as something it was not served as.
+
+use actix_web::HttpResponseBuilder;
+use actix_web::http::header::{self, HeaderName};
+
+pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; \
+     frame-ancestors 'none'";
+
+pub(crate) fn with_security_headers(builder: &mut HttpResponseBuilder) {
+    builder.insert_header((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY));
+    builder.insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"));
+    builder.insert_header((header::REFERRER_POLICY, "no-referrer"));
+    builder.insert_header((header::X_FRAME_OPTIONS, "DENY"));
+    builder.insert_header((HeaderName::from_static("cross-origin-opener-policy"), "same-origin"));
+}

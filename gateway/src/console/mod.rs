@@ -1,0 +1,254 @@
+//! The web console: its page and files (`assets.rs`), its sign-in (`book.rs`) and the pages before it (`pages.rs`).
+//!
+//! Routes, all relative to where the daemon is reached (a proxy may add a path prefix):
+//! - `GET /`: the console for a signed-in browser, else the signed-out page;
+//! - `GET /assets/{file}`: the console's hashed files;
+//! - `GET /login?code=`: a sign-in button; `POST /login`: uses the code up and sets the session cookie;
+//! - `POST /logout`: signs the browser out;
+//! - `GET /console/session`: 200 with the session's end, or 401, so the page can tell "signed out" from "offline";
+//! - `GET /console/plain.css`: the sign-in pages' stylesheet.
+//!
+//! The cookie (`troupe_console_<id>`) is `HttpOnly; SameSite=Strict; Path=/`, `Secure` when a trusted proxy says the
+//! browser came over HTTPS. It authorizes `/ws` only for a request whose `Origin` is the daemon's own (see
+//! `http_routes::upgrade`): cookies are shared by every port of a host, origins are not.
+
+mod assets;
+mod book;
+mod headers;
+mod pages;
+
+use std::time::SystemTime;
+
+use actix_web::http::header::{self, HeaderMap, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use troupe_protocol::server::ServerProtocol;
+
+pub use book::{CODE_TTL, ConsoleBook, LoginCode};
+
+use crate::http_routes::GatewayState;
+
+pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
+    config
+        .route("/", web::get().to(index::<S>))
+        .route("/assets/{file:.+}", web::get().to(asset))
+        .route("/login", web::get().to(sign_in_page::<S>))
+        .route("/login", web::post().to(sign_in::<S>))
+        .route("/logout", web::post().to(sign_out::<S>))
+        .route("/console/session", web::get().to(session_state::<S>))
+        .route("/console/plain.css", web::get().to(plain_css));
+}
+
+/// The live console session a request's cookie names, if any.
+pub(crate) fn session_of(book: &ConsoleBook, headers: &HeaderMap) -> Option<SystemTime> {
+    cookie_value(headers, book.cookie_name()).and_then(|value| book.check(value))
+}
+
+async fn index<S: ServerProtocol>(request: HttpRequest, state: web::Data<GatewayState<S>>) -> HttpResponse {
+    let Some(book) = &state.console else {
+        return not_found();
+    };
+    if session_of(book, request.headers()).is_none() {
+        return pages::signed_out();
+    }
+    assets::response("index.html", assets::Caching::Revalidate).unwrap_or_else(|| {
+        tracing::error!("the console's index.html is not in this build (run scripts/build-web and rebuild)");
+        HttpResponse::InternalServerError().body("the console is missing from this build")
+    })
+}
+
+async fn asset(path: web::Path<String>) -> HttpResponse {
+    let file = path.into_inner();
+    if file.split('/').any(|part| part.is_empty() || part == "..") {
+        return not_found();
+    }
+    assets::response(&format!("assets/{file}"), assets::Caching::Immutable).unwrap_or_else(not_found)
+}
+
+#[derive(Deserialize)]
+struct CodeForm {
+    code: Option<String>,
+}
+
+async fn sign_in_page<S: ServerProtocol>(
+    request: HttpRequest,
+    query: web::Query<CodeForm>,
+    state: web::Data<GatewayState<S>>,
+) -> HttpResponse {
+    if state.console.is_none() {
+        return not_found();
+    }
+    match query.into_inner().code.filter(|code| is_code_shaped(code)) {
+        Some(code) => pages::sign_in(&code, &shown_host(&request)),
+        None => pages::code_refused(),
+    }
+}
+
+async fn sign_in<S: ServerProtocol>(
+    request: HttpRequest,
+    form: web::Form<CodeForm>,
+    state: web::Data<GatewayState<S>>,
+) -> HttpResponse {
+    let Some(book) = state.console.clone() else {
+        return not_found();
+    };
+    if !posted_from_here(&request, &state) {
+        return pages::foreign_origin();
+    }
+    let Some(session) = form.into_inner().code.filter(|code| is_code_shaped(code)).and_then(|code| book.redeem(&code))
+    else {
+        tracing::info!("refused a console sign-in: the code is unknown, used or expired");
+        return pages::code_refused();
+    };
+    persist(book.clone()).await;
+    tracing::info!("a browser signed in to the console");
+    let cookie = format!(
+        "{}={}; Max-Age={}; Path=/; HttpOnly; SameSite=Strict{}",
+        book.cookie_name(),
+        session.value,
+        session.max_age.as_secs(),
+        if over_https(&request, &state) { "; Secure" } else { "" }
+    );
+    see_other(&cookie)
+}
+
+async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<GatewayState<S>>) -> HttpResponse {
+    let Some(book) = state.console.clone() else {
+        return not_found();
+    };
+    if !posted_from_here(&request, &state) {
+        return pages::foreign_origin();
+    }
+    if let Some(value) = cookie_value(request.headers(), book.cookie_name())
+        && book.end(value)
+    {
+        persist(book.clone()).await;
+        tracing::info!("a browser signed out of the console");
+    }
+    let cookie = format!(
+        "{}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict{}",
+        book.cookie_name(),
+        if over_https(&request, &state) { "; Secure" } else { "" }
+    );
+    see_other(&cookie)
+}
+
+async fn session_state<S: ServerProtocol>(request: HttpRequest, state: web::Data<GatewayState<S>>) -> HttpResponse {
+    let Some(book) = &state.console else {
+        return not_found();
+    };
+    let mut builder = match session_of(book, request.headers()) {
+        Some(expires) => {
+            let mut builder = HttpResponse::Ok();
+            builder.content_type("application/json");
+            builder.insert_header((header::CACHE_CONTROL, "no-store"));
+            return builder.body(format!("{{\"expires_at\":\"{}\"}}", rfc3339(expires)));
+        }
+        None => HttpResponse::Unauthorized(),
+    };
+    builder.insert_header((header::CACHE_CONTROL, "no-store"));
+    builder.content_type("application/json").body("{\"error\":\"signed out\"}")
+}
+
+async fn plain_css() -> HttpResponse {
+    let mut builder = HttpResponse::Ok();
+    builder.content_type("text/css; charset=utf-8");
+    builder.insert_header((header::CACHE_CONTROL, "no-cache"));
+    headers::with_security_headers(&mut builder);
+    builder.body(pages::PLAIN_CSS)
+}
+
+/// Writes the sessions on a blocking thread. A failure is logged: the browser stays signed in until a restart.
+async fn persist(book: std::sync::Arc<ConsoleBook>) {
+    match web::block(move || book.persist()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "could not save the console's sessions; they end at the next restart"),
+        Err(error) => tracing::warn!(%error, "could not save the console's sessions"),
+    }
+}
+
+/// Whether a form post came from the daemon's own pages: browsers send `Origin` with every POST; a request without
+/// one is not from a browser and carries no ambient cookie to abuse.
+fn posted_from_here<S>(request: &HttpRequest, state: &GatewayState<S>) -> bool {
+    request.headers().get(header::ORIGIN).is_none() || state.origins.is_own_origin(request.headers())
+}
+
+/// Whether the browser reached the daemon over HTTPS, as a trusted proxy says (the daemon itself speaks HTTP).
+fn over_https<S>(request: &HttpRequest, state: &GatewayState<S>) -> bool {
+    state.trust_proxy
+        && request
+            .headers()
+            .get("x-forwarded-proto")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.split(',').next())
+            .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
+}
+
+/// The host the sign-in page names, as the browser asked for it.
+fn shown_host(request: &HttpRequest) -> String {
+    request.headers().get(header::HOST).and_then(|host| host.to_str().ok()).unwrap_or("this machine").to_owned()
+}
+
+/// Codes are base64url; anything else is refused before it is hashed or shown.
+fn is_code_shaped(code: &str) -> bool {
+    (16..=128).contains(&code.len())
+        && code.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+}
+
+/// The value of the cookie `name`, across every `Cookie` header.
+fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|list| list.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.trim_matches('"'))
+}
+
+fn see_other(cookie: &str) -> HttpResponse {
+    let mut builder = HttpResponse::SeeOther();
+    builder.insert_header((header::LOCATION, HeaderValue::from_static("./")));
+    builder.insert_header((header::CACHE_CONTROL, "no-store"));
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        builder.insert_header((header::SET_COOKIE, value));
+    }
+    builder.finish()
+}
+
+fn not_found() -> HttpResponse {
+    crate::http_routes::plain_text(HttpResponse::NotFound(), "not found")
+}
+
+/// RFC 3339 UTC, seconds precision.
+pub fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::headers;
+
+    #[test]
+    fn finds_the_cookie_among_others() {
+        let map = headers(&[("cookie", "a=1; troupe_console_x=v4lue; b=2"), ("cookie", "c=3")]);
+        assert_eq!(cookie_value(&map, "troupe_console_x"), Some("v4lue"));
+        assert_eq!(cookie_value(&map, "c"), Some("3"));
+        assert_eq!(cookie_value(&map, "troupe_console"), None);
+    }
+
+    #[test]
+    fn codes_must_be_base64url() {
+        assert!(is_code_shaped("abcdefghijklmnop_-0123"));
+        assert!(!is_code_shaped("short"));
+        assert!(!is_code_shaped("abcdefghijklmnop<script>"));
+    }
+
+    #[test]
+    fn formats_rfc3339() {
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let later = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_764_547_200);
+        assert_eq!(rfc3339(later), "2025-12-01T00:00:00Z");
+    }
+}
