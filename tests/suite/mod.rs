@@ -36,6 +36,7 @@ mod plugins;
 mod producers;
 mod providers;
 mod proxy;
+mod proxy_console;
 mod proxy_support;
 mod replay_edges;
 mod request_ids;

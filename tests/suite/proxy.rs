@@ -86,7 +86,13 @@ impl Stack {
     }
 
     fn browser<'a>(&'a self, origin: &'a str) -> BrowserUpgrade<'a> {
-        BrowserUpgrade { token: &self.daemon.token, origin, source: CLIENT_SOURCE, spoofed_forwarded_for: None }
+        BrowserUpgrade {
+            token: &self.daemon.token,
+            origin,
+            source: CLIENT_SOURCE,
+            spoofed_forwarded_for: None,
+            cookie: None,
+        }
     }
 }
 

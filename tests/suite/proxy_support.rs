@@ -62,7 +62,7 @@ impl TestCa {
     }
 
     /// A rustls client configuration trusting only this CA.
-    fn client_config(&self) -> Arc<rustls::ClientConfig> {
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca_der.clone()).expect("CA as a root");
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -315,10 +315,12 @@ pub struct BrowserUpgrade<'a> {
     pub source: Ipv4Addr,
     /// An `X-Forwarded-For` the client itself sends, which the proxy must not pass on.
     pub spoofed_forwarded_for: Option<&'a str>,
+    /// A `Cookie` header (the web console's session) sent instead of the token.
+    pub cookie: Option<&'a str>,
 }
 
-/// A browser-style WebSocket upgrade through the proxy: subprotocols `troupe` and `troupe.bearer.<token>`, an
-/// `Origin`, TLS trusting the test CA. Returns the socket, or the refusal's HTTP status.
+/// A browser-style WebSocket upgrade through the proxy: subprotocols `troupe` and `troupe.bearer.<token>` (or the
+/// console's cookie), an `Origin`, TLS trusting the test CA. Returns the socket, or the refusal's HTTP status.
 pub async fn browser_connect(
     proxy: &Proxy,
     ca: &TestCa,
@@ -327,10 +329,17 @@ pub async fn browser_connect(
 ) -> Result<(RawSocket, Response<Option<Vec<u8>>>), u16> {
     let mut request = proxy.url(path).into_client_request().expect("request");
     let headers = request.headers_mut();
-    headers.insert(
-        "Sec-WebSocket-Protocol",
-        HeaderValue::from_str(&format!("troupe, troupe.bearer.{}", upgrade.token)).expect("subprotocols"),
-    );
+    match upgrade.cookie {
+        Some(cookie) => {
+            headers.insert("Cookie", HeaderValue::from_str(cookie).expect("cookie"));
+        }
+        None => {
+            headers.insert(
+                "Sec-WebSocket-Protocol",
+                HeaderValue::from_str(&format!("troupe, troupe.bearer.{}", upgrade.token)).expect("subprotocols"),
+            );
+        }
+    }
     headers.insert("Origin", HeaderValue::from_str(upgrade.origin).expect("origin"));
     if let Some(forwarded) = upgrade.spoofed_forwarded_for {
         headers.insert("X-Forwarded-For", HeaderValue::from_str(forwarded).expect("x-forwarded-for"));
