@@ -13,6 +13,7 @@ use crate::types::daemon::*;
 use crate::types::events::*;
 use crate::types::goal::*;
 use crate::types::plugin::*;
+use crate::types::presence::*;
 use crate::types::producers::*;
 use crate::types::provider::*;
 use crate::types::run::*;
@@ -224,6 +225,11 @@ protocol_methods! {
     SessionRename, session_rename, "session.rename", SessionRenameParams => SessionRenameResult;
     /// Set the runtime-only permission mode of a whole session tree.
     SessionSetPermissionMode, session_set_permission_mode, "session.set_permission_mode", SetPermissionModeParams => Empty;
+    /// troupe extension: the connections subscribed to a session's events, then `session.presence_changed` to
+    /// this connection whenever they change.
+    SessionPresence, session_presence, "session.presence", SessionIdParams => SessionPresenceResult;
+    /// troupe extension: stop this connection's `session.presence_changed` for a session.
+    SessionPresenceUnsubscribe, session_presence_unsubscribe, "session.presence_unsubscribe", SessionIdParams => Empty;
     /// Discovered skills.
     SkillsList, skills_list, "skills.list", SessionIdParams => SkillsListResult;
     /// A rendered, permission-checked skill preview.
@@ -265,4 +271,7 @@ protocol_notifications! {
     ToolOutputDelta, "events.tool_output_delta", ToolOutputDeltaParams;
     /// The subscriber missed output bytes.
     ToolOutputGap, "events.tool_output_gap", ToolOutputGapParams;
+    /// troupe extension: the connections subscribed to a session changed (sent only to those that called
+    /// `session.presence`).
+    SessionPresenceChanged, "session.presence_changed", SessionPresenceChangedParams;
 }

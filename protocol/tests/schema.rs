@@ -92,7 +92,18 @@ const REFERENCE_METHODS: [&str; 32] = [
 ];
 
 /// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`).
-const EXTENSION_METHODS: [&str; 4] = ["session.tree_usage", "session.archive", "session.delete", "daemon.status"];
+const EXTENSION_METHODS: [&str; 7] = [
+    "session.tree_usage",
+    "session.archive",
+    "session.delete",
+    "daemon.status",
+    "console.login_code",
+    "session.presence",
+    "session.presence_unsubscribe",
+];
+
+/// Notifications troupe sends beyond the reference's, only to clients that asked for them.
+const EXTENSION_NOTIFICATIONS: [&str; 1] = ["session.presence_changed"];
 
 const REFERENCE_NOTIFICATIONS: [&str; 6] = [
     "runtime.changed",
@@ -112,15 +123,16 @@ fn sorted<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
 #[test]
 fn the_method_table_and_the_schema_have_exactly_the_references_methods_and_notifications() {
     let all_methods = || REFERENCE_METHODS.iter().chain(EXTENSION_METHODS.iter()).copied();
+    let all_notifications = || REFERENCE_NOTIFICATIONS.iter().chain(EXTENSION_NOTIFICATIONS.iter()).copied();
     assert_eq!(sorted(METHOD_NAMES.iter().copied()), sorted(all_methods()), "the method table");
-    assert_eq!(sorted(NOTIFICATION_NAMES.iter().copied()), sorted(REFERENCE_NOTIFICATIONS), "the notification table");
+    assert_eq!(sorted(NOTIFICATION_NAMES.iter().copied()), sorted(all_notifications()), "the notification table");
     let schema = protocol_schema();
     let methods = schema["methods"].as_object().expect("`methods` is an object");
     let notifications = schema["notifications"].as_object().expect("`notifications` is an object");
     assert_eq!(sorted(methods.keys().map(String::as_str)), sorted(all_methods()), "the schema's methods");
     assert_eq!(
         sorted(notifications.keys().map(String::as_str)),
-        sorted(REFERENCE_NOTIFICATIONS),
+        sorted(all_notifications()),
         "the schema's notifications"
     );
     for name in all_methods() {

@@ -80,7 +80,7 @@ use crate::jsonrpc::Method;
 use crate::methods::method;
 use crate::transport::{Transport, WebSocketTransport};
 use crate::types::events::StoredEvent;
-use crate::types::runtime::{HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams};
+use crate::types::runtime::{ClientInfo, HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams};
 
 pub use crate::methods::ClientProtocol;
 pub use error::ClientError;
@@ -106,6 +106,16 @@ pub struct ClientOptions {
     /// For a `wss://` URL ([`Client::connect_websocket`]): a PEM file of certificate authorities trusted besides
     /// the built-in and system roots, such as the self-signed certificate of a proxy in front of the daemon.
     pub ca_cert: Option<PathBuf>,
+    /// Sent in every handshake (troupe extension): how this program is named in other clients' presence lists
+    /// (`session.presence`). `None` sends none, as a strict protocol-20 client does.
+    pub client_info: Option<ClientInfo>,
+}
+
+impl ClientOptions {
+    /// The handshake these options send.
+    fn handshake(&self) -> HandshakeParams {
+        HandshakeParams { protocol_version: PROTOCOL_VERSION, client_info: self.client_info.clone() }
+    }
 }
 
 impl Default for ClientOptions {
@@ -115,6 +125,7 @@ impl Default for ClientOptions {
             reconnect: None,
             delivery_buffer: 4096,
             ca_cert: None,
+            client_info: None,
         }
     }
 }
@@ -256,7 +267,7 @@ impl Client {
                 let ca_cert = ca_cert.clone();
                 Box::pin(async move { WebSocketTransport::connect_trusting(&url, &token, ca_cert.as_deref()).await })
             });
-            Redial { dial, policy, attempt: 0 }
+            Redial { dial, policy, attempt: 0, handshake: options.handshake() }
         });
         Self::start(transport, redial, options).await
     }
@@ -285,7 +296,7 @@ impl Client {
             shared: Arc::new(ClientShared { commands, next_id, request_timeout: options.request_timeout, close, end }),
         };
         let handshake = client
-            .call::<method::Handshake>(HandshakeParams { protocol_version: PROTOCOL_VERSION })
+            .call::<method::Handshake>(options.handshake())
             .await
             .and_then(|result| check_handshake_result(&result));
         match handshake {

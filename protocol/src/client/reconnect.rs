@@ -17,7 +17,7 @@ use super::{ClientDelivery, ClientError, ReplayReason};
 use crate::jsonrpc::{Id, encode_request};
 use crate::methods::method;
 use crate::transport::{Transport, TransportError};
-use crate::types::runtime::{HandshakeParams, PROTOCOL_VERSION};
+use crate::types::runtime::HandshakeParams;
 
 /// How [`Client::connect_websocket`](super::Client::connect_websocket) dials again after the connection drops.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +57,8 @@ pub(super) struct Redial<T> {
     pub(super) policy: ReconnectPolicy,
     /// Failed attempts since the connection was last established.
     pub(super) attempt: u32,
+    /// What each new link's handshake sends (the client's `client_info` included).
+    pub(super) handshake: HandshakeParams,
 }
 
 /// The connection to the daemon, or the way back to one.
@@ -96,7 +98,7 @@ impl<T: Transport> ConnectionTask<T> {
             Ok(transport) => {
                 self.link = Link::Up { transport, ready: false };
                 let id = self.next_request_id();
-                let params = HandshakeParams { protocol_version: PROTOCOL_VERSION };
+                let params = self.redial.as_ref().map(|redial| redial.handshake.clone()).unwrap_or_default();
                 match encode_request::<method::Handshake>(&Id::Number(id.into()), &params) {
                     Ok(frame) => {
                         self.pending.insert(id, Pending::Handshake);

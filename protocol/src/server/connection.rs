@@ -23,7 +23,7 @@ use crate::error::RpcError;
 use crate::jsonrpc::{Frame, IncomingRequest, Method, RawId, encode_error_response, encode_result_response};
 use crate::methods::dispatch;
 use crate::transport::MessageFrame;
-use crate::types::runtime::{HandshakeParams, PROTOCOL_VERSION};
+use crate::types::runtime::{ClientInfo, HandshakeParams, PROTOCOL_VERSION};
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -39,6 +39,8 @@ pub(super) struct ConnectionShared {
     pub(super) subscriptions: Mutex<HashMap<Arc<str>, Arc<GatedChannel>>>,
     /// Told about handshakes, requests, drops and gaps (the daemon's metrics).
     pub(super) observer: SharedObserver,
+    /// The `client_info` of the connection's handshake (the latest accepted one), for presence lists.
+    pub(super) client_info: Mutex<Option<Arc<ClientInfo>>>,
 }
 
 impl ConnectionShared {
@@ -87,6 +89,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             budget: ReplyBudget::new(limits.reply_budget_bytes),
             subscriptions: Mutex::new(HashMap::new()),
             observer,
+            client_info: Mutex::new(None),
         });
         server.connected(shared.id);
         let outbound = OutboundStream { shared: shared.clone() };
@@ -156,9 +159,12 @@ impl<S: ServerProtocol> ServerConnection<S> {
             refuse(error)
         };
         if request.method == crate::methods::method::Handshake::NAME {
-            if let Err(error) = check_handshake(&request.params) {
-                self.shared.observer.handshake(HandshakeOutcome::Refused);
-                return observed(error);
+            match check_handshake(&request.params) {
+                Ok(params) => *self.shared.client_info.lock() = params.client_info.map(Arc::new),
+                Err(error) => {
+                    self.shared.observer.handshake(HandshakeOutcome::Refused);
+                    return observed(error);
+                }
             }
             self.shared.handshaken.store(true, Ordering::Release);
         } else if !self.shared.handshaken.load(Ordering::Acquire) {
@@ -237,8 +243,15 @@ enum Admitted {
     },
 }
 
-fn check_handshake(params: &Value) -> Result<(), RpcError> {
+/// Decodes and checks the handshake's params, so that a bad `client_info` is refused like a bad version: before
+/// the connection counts as handshaken.
+fn check_handshake(params: &Value) -> Result<HandshakeParams, RpcError> {
     let params: HandshakeParams = crate::jsonrpc::decode_params("handshake", params.clone())?;
+    if let Some(client_info) = &params.client_info
+        && let Err(detail) = client_info.validate()
+    {
+        return Err(RpcError::invalid_params_typed("invalid_client_info", &detail, &[]));
+    }
     if params.protocol_version != PROTOCOL_VERSION {
         return Err(RpcError::invalid_params_typed(
             "unsupported_protocol_version",
@@ -249,5 +262,5 @@ fn check_handshake(params: &Value) -> Result<(), RpcError> {
             &[("supported", serde_json::json!([PROTOCOL_VERSION]))],
         ));
     }
-    Ok(())
+    Ok(params)
 }

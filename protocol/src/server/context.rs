@@ -10,10 +10,12 @@ use parking_lot::Mutex;
 use super::budget::{Holder, Reservation, Reserved};
 use super::channel::GatedChannel;
 use super::connection::ConnectionShared;
+use super::handle::ConnectionHandle;
 use super::outbound::SideKey;
 use super::sink::{ConnectionNotifier, EventSink};
 use crate::error::RpcError;
 use crate::jsonrpc::{Notification, encode_notification};
+use crate::types::runtime::ClientInfo;
 
 /// What the requests of one frame (a single request or a whole batch) opened or reserved, released after the
 /// frame's reply.
@@ -67,6 +69,16 @@ pub struct ServerContext {
 impl ServerContext {
     pub fn connection_id(&self) -> u64 {
         self.shared.id
+    }
+
+    /// A handle on this request's connection that outlives the request (see [`ConnectionHandle`]).
+    pub fn connection(&self) -> ConnectionHandle {
+        ConnectionHandle { shared: self.shared.clone() }
+    }
+
+    /// The `client_info` of this connection's handshake, if it gave one.
+    pub fn client_info(&self) -> Option<Arc<ClientInfo>> {
+        self.shared.client_info.lock().clone()
     }
 
     /// Queues a notification right after this request's reply.

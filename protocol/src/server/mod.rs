@@ -11,6 +11,8 @@
 //!   lost, and the [`OutboundStream`] the writer drains.
 //! - `budget`: the per-connection reply budget in bytes, shared by replies being built and replays being read.
 //! - `context`: [`ServerContext`], what one request may open, and its reply group.
+//! - `handle`: [`ConnectionHandle`], what the engine may keep about a connection (its `client_info`, whether it
+//!   still follows a session).
 //! - `channel`: the gated notification channel behind every sink: gating, backpressure, gaps.
 //! - `sink`: the public faces of a channel, [`EventSink`] and [`ConnectionNotifier`].
 //! - `observer`: [`ServerObserver`], what the layer reports as it works (the daemon's metrics).
@@ -40,6 +42,7 @@ mod budget;
 mod channel;
 mod connection;
 mod context;
+mod handle;
 mod observer;
 mod outbound;
 mod request_span;
@@ -55,6 +58,7 @@ pub use crate::methods::ServerProtocol;
 use crate::transport::{MessageFrame, Transport};
 pub use connection::ServerConnection;
 pub use context::ServerContext;
+pub use handle::ConnectionHandle;
 pub use observer::{
     DroppedNotification, HandshakeOutcome, NoObserver, ServerObserver, SharedObserver, method_label, no_observer,
 };

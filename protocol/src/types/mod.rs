@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod events;
 pub mod goal;
 pub mod plugin;
+pub mod presence;
 pub mod producers;
 pub mod provider;
 pub mod run;

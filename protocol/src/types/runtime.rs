@@ -10,6 +10,72 @@ pub const PROTOCOL_VERSION: u32 = 20;
 #[serde(deny_unknown_fields)]
 pub struct HandshakeParams {
     pub protocol_version: u32,
+    /// troupe extension: who is connecting, shown to other clients by `session.presence`. Optional; a strict
+    /// protocol-20 client leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_info: Option<ClientInfo>,
+}
+
+impl HandshakeParams {
+    /// The handshake of protocol 20 with no `client_info`.
+    pub fn new() -> Self {
+        HandshakeParams { protocol_version: PROTOCOL_VERSION, client_info: None }
+    }
+}
+
+impl Default for HandshakeParams {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The longest `client_info.name` and `client_info.version`, in bytes: enough for a product name, short enough
+/// that every presence list stays small.
+pub const CLIENT_INFO_MAX_BYTES: usize = 128;
+
+/// `handshake`'s `client_info` (troupe extension): the connecting program's own name and version, as it wants
+/// other clients to see them. It is a label, not an identity: nothing checks it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClientInfo {
+    /// 1 to 128 bytes, no control characters (e.g. `"troupe cli"`, `"web console"`).
+    pub name: String,
+    /// At most 128 bytes, no control characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl ClientInfo {
+    /// A `client_info` with a name and no version.
+    pub fn named(name: &str) -> Self {
+        ClientInfo { name: name.to_owned(), version: None }
+    }
+
+    /// Checks the bounds the schema cannot say. The error names the field and what is wrong with it; the
+    /// protocol layer turns it into -32602 `invalid_client_info`. Control characters are refused because the
+    /// name ends up in other people's terminals and pages.
+    pub fn validate(&self) -> Result<(), String> {
+        fn check(field: &str, value: &str, may_be_empty: bool) -> Result<(), String> {
+            if value.is_empty() && !may_be_empty {
+                return Err(format!("`client_info.{field}` is empty; give the client's name, e.g. \"my tool\""));
+            }
+            if value.len() > CLIENT_INFO_MAX_BYTES {
+                return Err(format!(
+                    "`client_info.{field}` is {} bytes; at most {CLIENT_INFO_MAX_BYTES} are accepted",
+                    value.len()
+                ));
+            }
+            if value.chars().any(char::is_control) {
+                return Err(format!("`client_info.{field}` contains a control character; send printable text only"));
+            }
+            Ok(())
+        }
+        check("name", &self.name, false)?;
+        if let Some(version) = &self.version {
+            check("version", version, true)?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
