@@ -65,7 +65,7 @@ async function main() {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>troupe console</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="assets/${cssName}">

@@ -268,7 +268,13 @@ function follow(sessionId) {
       }
       if (!app.picked && state.lastSelection) app.selection = { agent: state.lastSelection.agent, model: state.lastSelection.model?.model ?? null };
       if (state.title !== app.meta?.title) updateListedTitle(sessionId, state.title);
-      if (events.some((e) => e.payload?.type?.startsWith('run_'))) refreshSessions();
+      if (events.some((e) => e.payload?.type?.startsWith('run_'))) {
+        // The list shows the run's state at once; the daemon's index catches up a moment later.
+        const status = state.activeRun ? 'running' : state.lastRunStatus;
+        const last = events[events.length - 1].timestamp;
+        app.sessions = app.sessions.map((s) => (s.session_id === sessionId ? { ...s, status: status ?? s.status, last_activity_at: last ?? s.last_activity_at } : s));
+        setTimeout(refreshSessions, 1000);
+      }
       scheduleRender();
     },
     reset() {
