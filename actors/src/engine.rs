@@ -10,6 +10,7 @@ mod compaction;
 mod goals;
 mod history;
 mod metrics;
+mod presence;
 mod producers;
 mod skills;
 mod status;
@@ -130,6 +131,8 @@ pub struct Engine {
     producers: Arc<crate::producers::ProducerRegistry>,
     /// Start time, connection count and listen address for `daemon.status` (`engine/status.rs`).
     status: status::StatusFacts,
+    /// Who follows which session, for `session.presence` (`engine/presence.rs`).
+    presence: Addr<crate::presence_actor::PresenceActor>,
 }
 
 impl Engine {
@@ -204,6 +207,7 @@ impl Engine {
             session_arbiters,
             producers,
             status,
+            presence: crate::presence_actor::PresenceActor::default().start(),
         })
     }
 
@@ -303,6 +307,7 @@ impl ServerProtocol for Engine {
     fn disconnected(&self, connection_id: u64) {
         self.status.disconnected();
         self.runtime.do_send(UnregisterConnection { connection_id });
+        self.presence.do_send(crate::presence_actor::ConnectionClosed { connection_id });
     }
 
     async fn handshake(&self, ctx: &ServerContext, _: HandshakeParams) -> Result<HandshakeResult, RpcError> {
@@ -410,6 +415,22 @@ impl ServerProtocol for Engine {
         Ok(Empty {})
     }
 
+    async fn session_presence(
+        &self,
+        ctx: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::types::presence::SessionPresenceResult, RpcError> {
+        self.watch_presence(ctx, params).await
+    }
+
+    async fn session_presence_unsubscribe(
+        &self,
+        ctx: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<Empty, RpcError> {
+        self.unwatch_presence(ctx, params).await
+    }
+
     async fn approval_list(
         &self,
         _: &ServerContext,
@@ -490,6 +511,9 @@ impl ServerProtocol for Engine {
                 cursor: params.cursor,
             })
             .await?;
+        // Before the reply: a client that sees it and asks for the presence list finds itself in it.
+        self.presence
+            .do_send(crate::presence_actor::Subscribed { session_id: params.session_id, connection: ctx.connection() });
         Ok(result)
     }
 

@@ -97,6 +97,13 @@ pub enum EngineError {
     ProducerNotFound { session_id: String, producer_id: String },
     #[error("this owner already holds {limit} producer registrations; unregister some first")]
     TooManyProducers { limit: usize },
+    // --- presence (issue 14) ---
+    /// `session.presence` on one session more than a connection may watch at once.
+    #[error(
+        "this connection already watches the presence of {limit} sessions; call `session.presence_unsubscribe` for \
+         one first"
+    )]
+    TooManyPresenceWatches { limit: usize },
     #[error("`{idempotency_key}` was already used by this producer for a different message in this session")]
     ProducerIdempotencyConflict { session_id: String, idempotency_key: String, message_id: String },
     /// No message of that id from this owner (never accepted, another owner's, or finished long ago).
@@ -335,6 +342,9 @@ impl From<EngineError> for RpcError {
             ),
             EngineError::TooManyProducers { limit } => {
                 RpcError::engine("too_many_producers", &detail, &[("limit", Value::from(*limit))])
+            }
+            EngineError::TooManyPresenceWatches { limit } => {
+                RpcError::engine("too_many_presence_watches", &detail, &[("limit", Value::from(*limit))])
             }
             EngineError::ProducerIdempotencyConflict { session_id, idempotency_key, message_id } => {
                 RpcError::invalid_params_typed(

@@ -5,6 +5,7 @@
 //! - [`session_actor::SessionActor`]: one per live session, the single writer of its log; owns the steering lane.
 //! - [`approval_actor::ApprovalActor`]: one per root session tree in use: its permission mode and tree grants;
 //!   routes answers to approvals. [`approval_trees`] starts it when a tree is used and stops it when idle.
+//! - [`presence_actor::PresenceActor`]: which connections follow which session, for `session.presence`.
 //! - [`run_registry::RunRegistry`]: the session of each active or recently ended run, bounded.
 //! - [`run_actor::RunActor`]: one per active run, the agent loop (model, tools, steering boundaries).
 //! - [`engine::Engine`]: implements the protocol's `ServerProtocol` by messaging those actors.
@@ -20,6 +21,7 @@ pub mod engine;
 pub mod error;
 pub mod goal_actor;
 pub mod plugin_host;
+pub mod presence_actor;
 pub mod producers;
 pub mod run_actor;
 pub mod run_registry;
