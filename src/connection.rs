@@ -133,6 +133,10 @@ impl Connection {
         if options.ca_cert.is_none() {
             options.ca_cert = self.ca_cert.clone();
         }
+        if options.client_info.is_none() {
+            // How other clients' presence lists name this one; the TUI names itself.
+            options.client_info = Some(troupe_protocol::types::runtime::ClientInfo::named("troupe cli"));
+        }
         if let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) {
             let scheme = if url.starts_with("https") { "wss" } else { "ws" };
             let path = if rest.ends_with("/ws") { "" } else { "/ws" };

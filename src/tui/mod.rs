@@ -41,6 +41,7 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
     let options = ClientOptions {
         reconnect: Some(ReconnectPolicy::default()),
         request_timeout: Duration::from_secs(30),
+        client_info: Some(troupe_protocol::types::runtime::ClientInfo::named("troupe tui")),
         ..ClientOptions::default()
     };
     let Connected { client, mut deliveries } = connection.open(options).await?;
