@@ -33,6 +33,7 @@ mod logs_status;
 mod metrics;
 mod plugin_lifetime;
 mod plugins;
+mod presence;
 mod producers;
 mod providers;
 mod proxy;
