@@ -1,8 +1,10 @@
 //! The headers every console response carries.
 //!
 //! The Content-Security-Policy allows only the daemon's own scripts, styles and WebSocket: no inline script or
-//! style, no eval, no framing, no form posting elsewhere. `Referrer-Policy: no-referrer` keeps a sign-in URL's code
-//! out of any request the page makes; `nosniff` keeps a file from being run as something it was not served as.
+//! style, no eval, no framing, no form posting elsewhere. `Referrer-Policy: same-origin` keeps a sign-in URL's code
+//! out of any request to another site (not `no-referrer`: with it Chromium sends `Origin: null` on the pages' form
+//! posts, and the daemon could no longer tell its own forms from a foreign site's); `nosniff` keeps a file from
+//! being run as something it was not served as.
 
 use actix_web::HttpResponseBuilder;
 use actix_web::http::header::{self, HeaderName};
@@ -14,7 +16,7 @@ pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src
 pub(crate) fn with_security_headers(builder: &mut HttpResponseBuilder) {
     builder.insert_header((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY));
     builder.insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"));
-    builder.insert_header((header::REFERRER_POLICY, "no-referrer"));
+    builder.insert_header((header::REFERRER_POLICY, "same-origin"));
     builder.insert_header((header::X_FRAME_OPTIONS, "DENY"));
     builder.insert_header((HeaderName::from_static("cross-origin-opener-policy"), "same-origin"));
 }
