@@ -16,6 +16,7 @@ mod cli_status;
 mod cli_support;
 mod compaction;
 mod compaction_attacks;
+mod console_open;
 mod daemon_hygiene;
 mod delegation;
 mod delegation_attacks;
