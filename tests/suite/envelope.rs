@@ -142,6 +142,9 @@ async fn every_method_of_the_table_has_an_engine_handler() {
     examples["session.archive"] = json!({"session_id": "s", "archived": true});
     examples["session.delete"] = session.clone();
     examples["daemon.status"] = json!({});
+    examples["console.login_code"] = json!({});
+    examples["session.presence"] = session.clone();
+    examples["session.presence_unsubscribe"] = session.clone();
     for (index, method) in METHOD_NAMES.iter().enumerate() {
         let params = examples.get(*method).unwrap_or_else(|| panic!("no example params for {method}")).clone();
         let reply = socket.call(index as u64 + 1, method, params).await;

@@ -216,3 +216,23 @@ async fn a_connection_watches_a_bounded_number_of_sessions() {
     let now = watcher.call(102, "session.presence", json!({"session_id": sessions[limit]})).await;
     assert!(now["result"]["clients"].is_array(), "{now}");
 }
+
+#[tokio::test]
+async fn a_subscription_ended_by_deleting_the_session_leaves_the_list() {
+    let daemon = TestDaemon::start();
+    let (writer, _) = daemon.client().await;
+    let session_id = daemon.create_session(&writer).await.session_id;
+    let mut follower = connect(&daemon, Some(json!({"name": "follower"}))).await;
+    subscribe(&mut follower, 1, &session_id).await;
+    let mut watcher = connect(&daemon, None).await;
+    let listed = presence(&mut watcher, 1, &session_id).await;
+    assert_eq!(names(&listed["clients"]), vec![json!("follower")], "{listed}");
+
+    // The follower's connection stays open; its subscription ends with the session's gap.
+    let params = troupe_protocol::types::common::SessionIdParams { session_id: session_id.clone() };
+    within("session.delete", writer.call::<troupe_protocol::method::SessionDelete>(params))
+        .await
+        .expect("session.delete");
+    let changed = next_presence_change(&mut watcher).await;
+    assert_eq!(changed["clients"], json!([]), "{changed}");
+}
