@@ -2,7 +2,7 @@
 //!
 //! It owns the socket's protocol session ([`ServerConnection`]), the actix-ws [`Session`] it writes with, the
 //! keepalive clock and its entry in the gateway's [`ConnectionRegistry`]. Who talks to it: actix feeds it the
-//! socket's inbound messages as a stream; the gateway's graceful stop sends [`GoingAway`]. The engine never
+//! socket's inbound messages as a stream; the gateway's graceful stop and a console sign-out send [`GoingAway`]. The engine never
 //! addresses it: replies and notifications reach the socket through the protocol session's outbound queue,
 //! which the actor's single writer drains.
 //!
@@ -37,10 +37,22 @@ const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(2);
 /// refused with -32003 whose replies wait for room in the outbound queue.
 const READ_GATE_SLACK: usize = 64;
 
-/// The gateway is stopping: close with 1001 (Going Away) and stop. Answered once the close frame is queued.
-#[derive(Message)]
+/// Close and stop, for a reason decided outside the connection. Answered once the close frame is queued.
+#[derive(Message, Clone, Copy, Debug, PartialEq, Eq)]
 #[rtype(result = "()")]
-pub(crate) struct GoingAway;
+pub(crate) enum GoingAway {
+    /// The gateway is stopping: 1001 (Going Away).
+    DaemonStopping,
+    /// The console session the connection rode was signed out: 1008 (Policy Violation).
+    SignedOut,
+}
+
+/// The web console's session a connection was authorized by, and when that session ends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConsoleGrant {
+    pub(crate) session: crate::console::SessionKey,
+    pub(crate) expires_at: std::time::SystemTime,
+}
 
 /// Ping cadence and patience.
 #[derive(Clone, Copy, Debug)]
@@ -63,6 +75,8 @@ pub(crate) struct ConnectionSetup<S> {
     pub(crate) registry: Arc<ConnectionRegistry>,
     /// Where the protocol session reports handshakes, requests, drops and gaps (the daemon's metrics).
     pub(crate) observer: troupe_protocol::server::SharedObserver,
+    /// Set when the console's cookie authorized the upgrade: the connection ends with that session.
+    pub(crate) console: Option<ConsoleGrant>,
 }
 
 pub(crate) struct ConnectionActor<S: ServerProtocol> {
@@ -84,6 +98,8 @@ pub(crate) struct ConnectionActor<S: ServerProtocol> {
     /// Set once a close frame has been decided on; nothing else is read or written after it.
     closing: bool,
     registry: Arc<ConnectionRegistry>,
+    /// The console session that authorized this connection, if one did.
+    console: Option<ConsoleGrant>,
     /// Counts frame tasks and pauses the inbound stream when too many are pending.
     read_gate: Rc<ReadGate>,
     connected_at: Instant,
@@ -114,6 +130,7 @@ impl<S: ServerProtocol> ConnectionActor<S> {
                 last_heard: Instant::now(),
                 closing: false,
                 registry: setup.registry,
+                console: setup.console,
                 read_gate,
                 connected_at: Instant::now(),
                 frames_in: 0,
@@ -161,6 +178,13 @@ impl<S: ServerProtocol> ConnectionActor<S> {
                 actor.close_and_stop(ctx, CloseCode::Policy, "no pong within the keepalive timeout");
                 return;
             }
+            // A console session's end is checked on the same clock: the connection ends within a ping interval.
+            if actor.console.is_some_and(|grant| grant.expires_at <= std::time::SystemTime::now()) {
+                let _entered = actor.span.clone().entered();
+                info!("closing a console WebSocket whose sign-in expired");
+                actor.close_and_stop(ctx, CloseCode::Policy, "the console sign-in expired");
+                return;
+            }
             let mut session = actor.session.clone();
             ctx.spawn(
                 async move {
@@ -201,7 +225,8 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
         // At debug: every CLI call is a connection, and an operator's log is not a list of them.
         debug!("WebSocket connected");
         self.start_writer(ctx);
-        if !self.registry.register(self.connection_id, ctx.address().recipient()) {
+        let console_session = self.console.map(|grant| grant.session);
+        if !self.registry.register(self.connection_id, ctx.address().recipient(), console_session) {
             // The gateway began stopping between the upgrade and now.
             self.close_and_stop(ctx, CloseCode::Away, "the daemon is shutting down");
             return;
@@ -225,9 +250,13 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
 impl<S: ServerProtocol> Handler<GoingAway> for ConnectionActor<S> {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, _message: GoingAway, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, message: GoingAway, _ctx: &mut Self::Context) -> Self::Result {
         let _entered = self.span.clone().entered();
-        AtomicResponse::new(Box::pin(self.close_then_stop(CloseCode::Away, "the daemon is shutting down")))
+        let (code, description) = match message {
+            GoingAway::DaemonStopping => (CloseCode::Away, "the daemon is shutting down"),
+            GoingAway::SignedOut => (CloseCode::Policy, "signed out of the console"),
+        };
+        AtomicResponse::new(Box::pin(self.close_then_stop(code, description)))
     }
 }
 

@@ -1,4 +1,5 @@
-//! The live connections of one gateway, so that a graceful stop can close each of them with 1001.
+//! The live connections of one gateway, so that a graceful stop can close each of them with 1001, and a console
+//! sign-out the ones its cookie opened.
 //!
 //! Connection actors live on different worker threads; each registers a type-erased [`Recipient`] when it
 //! starts and removes it when it stops. Registration and the start of a shutdown take the same lock, so a
@@ -11,6 +12,7 @@ use actix::Recipient;
 use parking_lot::Mutex;
 
 use crate::connection_actor::GoingAway;
+use crate::console::SessionKey;
 
 #[derive(Default)]
 pub(crate) struct ConnectionRegistry {
@@ -20,7 +22,13 @@ pub(crate) struct ConnectionRegistry {
 #[derive(Default)]
 struct RegistryInner {
     stopping: bool,
-    live: HashMap<u64, Recipient<GoingAway>>,
+    live: HashMap<u64, Live>,
+}
+
+struct Live {
+    recipient: Recipient<GoingAway>,
+    /// The console session whose cookie authorized the connection.
+    console: Option<SessionKey>,
 }
 
 impl ConnectionRegistry {
@@ -30,13 +38,29 @@ impl ConnectionRegistry {
     }
 
     /// Adds a connection. Returns `false` when the gateway is already stopping: the caller closes at once.
-    pub(crate) fn register(&self, connection_id: u64, recipient: Recipient<GoingAway>) -> bool {
+    pub(crate) fn register(
+        &self,
+        connection_id: u64,
+        recipient: Recipient<GoingAway>,
+        console: Option<SessionKey>,
+    ) -> bool {
         let mut inner = self.inner.lock();
         if inner.stopping {
             return false;
         }
-        inner.live.insert(connection_id, recipient);
+        inner.live.insert(connection_id, Live { recipient, console });
         true
+    }
+
+    /// The connections a console session's cookie opened.
+    pub(crate) fn of_console_session(&self, session: &SessionKey) -> Vec<Recipient<GoingAway>> {
+        let inner = self.inner.lock();
+        inner
+            .live
+            .values()
+            .filter(|live| live.console.as_ref() == Some(session))
+            .map(|live| live.recipient.clone())
+            .collect()
     }
 
     pub(crate) fn unregister(&self, connection_id: u64) {
@@ -47,7 +71,7 @@ impl ConnectionRegistry {
     pub(crate) fn begin_shutdown(&self) -> Vec<Recipient<GoingAway>> {
         let mut inner = self.inner.lock();
         inner.stopping = true;
-        inner.live.values().cloned().collect()
+        inner.live.values().map(|live| live.recipient.clone()).collect()
     }
 
     pub(crate) fn len(&self) -> usize {

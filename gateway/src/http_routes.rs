@@ -19,7 +19,7 @@ use troupe_protocol::server::{ServerLimits, ServerProtocol, SharedObserver};
 
 use crate::Readiness;
 use crate::auth::{self, AuthRejection, Credential, SUBPROTOCOL};
-use crate::connection_actor::{ConnectionActor, ConnectionSetup, Keepalive};
+use crate::connection_actor::{ConnectionActor, ConnectionSetup, ConsoleGrant, Keepalive};
 use crate::connection_registry::ConnectionRegistry;
 use crate::frame_size_guard::FrameSizeGuard;
 use crate::origin::OriginPolicy;
@@ -77,15 +77,15 @@ async fn upgrade<S: ServerProtocol>(
         info!(%peer, "refused a WebSocket upgrade: origin not allowed (see allowed_origins in config.toml)");
         return Ok(plain_text(HttpResponse::Forbidden(), "origin not allowed"));
     }
+    // A browser page of the console brings no token: its cookie counts, but only from the daemon's own origin.
+    let console = state
+        .console
+        .as_ref()
+        .and_then(|book| crate::console::session_of(book, request.headers()))
+        .map(|(session, expires_at)| ConsoleGrant { session, expires_at });
     let credential = match auth::authenticate(request.headers(), &state.token) {
         Ok(credential) => credential,
-        // A browser page of the console brings no token: its cookie counts, but only from the daemon's own origin.
-        Err(AuthRejection::Missing)
-            if state
-                .console
-                .as_ref()
-                .is_some_and(|book| crate::console::session_of(book, request.headers()).is_some()) =>
-        {
+        Err(AuthRejection::Missing) if console.is_some() => {
             if !state.origins.is_own_origin(request.headers()) {
                 info!(%peer, "refused a WebSocket upgrade: the console's cookie came from another origin");
                 return Ok(plain_text(HttpResponse::Forbidden(), "origin not allowed"));
@@ -122,6 +122,7 @@ async fn upgrade<S: ServerProtocol>(
         keepalive: state.keepalive,
         registry: state.registry.clone(),
         observer: state.observer.clone(),
+        console: if credential == Credential::ConsoleCookie { console } else { None },
     });
     Ok(response)
 }

@@ -174,8 +174,9 @@ impl RunningGateway {
     pub async fn stop(&self) {
         let live = self.registry.begin_shutdown();
         info!(connections = live.len(), "stopping the gateway");
-        let closes =
-            live.into_iter().map(|connection| tokio::time::timeout(GOING_AWAY_TIMEOUT, connection.send(GoingAway)));
+        let closes = live
+            .into_iter()
+            .map(|connection| tokio::time::timeout(GOING_AWAY_TIMEOUT, connection.send(GoingAway::DaemonStopping)));
         futures::future::join_all(closes).await;
         self.handle.stop(true).await;
         self.remove_unix_socket();

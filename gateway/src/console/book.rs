@@ -36,6 +36,16 @@ const FILE_FORMAT: u32 = 1;
 
 type Hash = [u8; 32];
 
+/// Which browser session something belongs to (the hash of its cookie value), without being a credential.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionKey(Hash);
+
+impl std::fmt::Debug for SessionKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "SessionKey({}…)", &hex(&self.0)[..8])
+    }
+}
+
 /// A sign-in code, as `console.login_code` hands it out.
 #[derive(Clone, Debug)]
 pub struct LoginCode {
@@ -145,15 +155,17 @@ impl ConsoleBook {
         Some(NewSession { value, max_age: self.session_ttl })
     }
 
-    /// When the session of this cookie value ends, if it is a live one.
-    pub(crate) fn check(&self, value: &str) -> Option<SystemTime> {
-        let expires = *self.sessions.lock().get(&sha256(value.as_bytes()))?;
-        (expires > unix_now()).then(|| UNIX_EPOCH + Duration::from_secs(expires))
+    /// The session of this cookie value and when it ends, if it is a live one.
+    pub(crate) fn check(&self, value: &str) -> Option<(SessionKey, SystemTime)> {
+        let hash = sha256(value.as_bytes());
+        let expires = *self.sessions.lock().get(&hash)?;
+        (expires > unix_now()).then(|| (SessionKey(hash), UNIX_EPOCH + Duration::from_secs(expires)))
     }
 
-    /// Signs the session of this cookie value out. Returns whether there was one; call [`ConsoleBook::persist`].
-    pub(crate) fn end(&self, value: &str) -> bool {
-        self.sessions.lock().remove(&sha256(value.as_bytes())).is_some()
+    /// Signs the session of this cookie value out: the session it was, if any; call [`ConsoleBook::persist`].
+    pub(crate) fn end(&self, value: &str) -> Option<SessionKey> {
+        let hash = sha256(value.as_bytes());
+        self.sessions.lock().remove(&hash).map(|_| SessionKey(hash))
     }
 
     /// Writes the live sessions to the file, durably. Blocking: run it on a blocking thread.
@@ -259,7 +271,7 @@ mod tests {
         assert!(book.check(&session.value).is_some());
         assert!(book.redeem(&code.code).is_none(), "a code is single use");
         assert!(book.redeem("made-up").is_none());
-        assert!(book.end(&session.value));
+        assert!(book.end(&session.value).is_some());
         assert!(book.check(&session.value).is_none(), "a signed-out session is refused");
     }
 

@@ -24,7 +24,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use troupe_protocol::server::ServerProtocol;
 
-pub use book::{CODE_TTL, ConsoleBook, LoginCode};
+pub use book::{CODE_TTL, ConsoleBook, LoginCode, SessionKey};
 
 use crate::http_routes::GatewayState;
 
@@ -39,8 +39,8 @@ pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
         .route("/console/plain.css", web::get().to(plain_css));
 }
 
-/// The live console session a request's cookie names, if any.
-pub(crate) fn session_of(book: &ConsoleBook, headers: &HeaderMap) -> Option<SystemTime> {
+/// The live console session a request's cookie names, if any, and when it ends.
+pub(crate) fn session_of(book: &ConsoleBook, headers: &HeaderMap) -> Option<(SessionKey, SystemTime)> {
     cookie_value(headers, book.cookie_name()).and_then(|value| book.check(value))
 }
 
@@ -120,10 +120,15 @@ async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<Gate
         return pages::foreign_origin();
     }
     if let Some(value) = cookie_value(request.headers(), book.cookie_name())
-        && book.end(value)
+        && let Some(session) = book.end(value)
     {
         persist(book.clone()).await;
-        tracing::info!("a browser signed out of the console");
+        // Every WebSocket the cookie opened (other tabs of the browser) ends with it.
+        let connections = state.registry.of_console_session(&session);
+        tracing::info!(connections = connections.len(), "a browser signed out of the console");
+        for connection in connections {
+            connection.do_send(crate::connection_actor::GoingAway::SignedOut);
+        }
     }
     let cookie = format!(
         "{}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict{}",
@@ -138,7 +143,7 @@ async fn session_state<S: ServerProtocol>(request: HttpRequest, state: web::Data
         return not_found();
     };
     let mut builder = match session_of(book, request.headers()) {
-        Some(expires) => {
+        Some((_, expires)) => {
             let mut builder = HttpResponse::Ok();
             builder.content_type("application/json");
             builder.insert_header((header::CACHE_CONTROL, "no-store"));
