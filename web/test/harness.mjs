@@ -318,9 +318,17 @@ export async function screenshot(page, name) {
   await page.screenshot({ path: path.join(outputDir(), `${name}.png`), fullPage: true });
 }
 
-/** The console cookie of a browser context, or undefined. */
+/**
+ * The console cookie of a browser context, or undefined. Its name is `troupe_console`, or `troupe_console_<suffix>`
+ * where the daemon tells its cookie apart from another daemon's on another port of the same host (a cookie is
+ * shared by every port of a host).
+ */
 export async function consoleCookie(context) {
-  return (await context.cookies()).find((cookie) => cookie.name === 'troupe_console');
+  return (await context.cookies()).find((cookie) => isConsoleCookieName(cookie.name));
+}
+
+export function isConsoleCookieName(name) {
+  return name === 'troupe_console' || name.startsWith('troupe_console_');
 }
 
 /** Fails when a `data-seq` shows twice among the entries. */

@@ -58,7 +58,7 @@ test('a foreign Origin is refused even with the console cookie', async () => {
     await signIn(daemon, page);
     const cookie = await consoleCookie(context);
     assert.ok(cookie, 'signed in');
-    const jar = `troupe_console=${cookie.value}`;
+    const jar = `${cookie.name}=${cookie.value}`;
 
     assert.equal(await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: daemon.origin, Cookie: jar }), 101);
     assert.equal(
@@ -67,7 +67,7 @@ test('a foreign Origin is refused even with the console cookie', async () => {
     );
     assert.equal(await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: daemon.origin }), 401);
     assert.equal(
-      await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: daemon.origin, Cookie: 'troupe_console=forged' }),
+      await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: daemon.origin, Cookie: `${cookie.name}=forged` }),
       401,
     );
 
