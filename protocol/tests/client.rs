@@ -37,7 +37,7 @@ use troupe_protocol::types::events::{
     EventJson, EventPayload, EventsSubscribeParams, EventsSubscribeResult, StoredEvent,
 };
 use troupe_protocol::types::runtime::{
-    HandshakeParams, HandshakeResult, RuntimeChangedParams, RuntimeSnapshot, ServerInfo,
+    ClientInfo, HandshakeParams, HandshakeResult, RuntimeChangedParams, RuntimeSnapshot, ServerInfo,
 };
 use troupe_protocol::types::session::SessionResult;
 use troupe_protocol::{RpcError, method, notification};
@@ -1049,4 +1049,33 @@ async fn the_client_implements_the_client_protocol_of_the_reference() {
     let (session, seqs) = within(follow(&client, &mut deliveries)).await;
     assert_eq!(session, meta("s"));
     assert_eq!(seqs, vec![1, 2]);
+}
+
+#[tokio::test]
+async fn a_daemon_that_does_not_know_client_info_is_handshaken_without_it() {
+    let options = ClientOptions { client_info: Some(ClientInfo::named("tester")), ..ClientOptions::default() };
+    let (mut daemon, connecting, handshake) = RawDaemon::accept_with(64, options).await;
+    assert_eq!(handshake["params"], json!({"protocol_version": 20, "client_info": {"name": "tester"}}));
+    // A daemon from before the extension: serde's refusal of an unknown field, with no typed code.
+    let detail = "invalid params for `handshake`: unknown field `client_info`, expected `protocol_version`";
+    let refusal = json!({"code": -32602, "message": "Invalid params", "data": {"detail": detail}});
+    daemon.send(json!({"jsonrpc": "2.0", "id": handshake["id"], "error": refusal})).await;
+    let again = daemon.receive().await;
+    assert_eq!(again["method"], "handshake");
+    assert_eq!(again["params"], json!({"protocol_version": 20}));
+    daemon
+        .send(reply_frame(&again["id"], json!({"protocol_version": 20, "server": {"name": "old", "version": "0"}})))
+        .await;
+    within(connecting).await.unwrap().expect("connected without client_info");
+}
+
+#[tokio::test]
+async fn a_client_info_the_daemon_refuses_is_reported_not_dropped() {
+    let options = ClientOptions { client_info: Some(ClientInfo::named("tester")), ..ClientOptions::default() };
+    let (mut daemon, connecting, handshake) = RawDaemon::accept_with(64, options).await;
+    let refusal =
+        json!({"code": -32602, "message": "Invalid params", "data": {"code": "invalid_client_info", "detail": "bad"}});
+    daemon.send(json!({"jsonrpc": "2.0", "id": handshake["id"], "error": refusal})).await;
+    let error = within(connecting).await.unwrap().expect_err("the refusal is the client's to fix");
+    assert_eq!(expect_rpc_error(error).typed_code(), Some("invalid_client_info"));
 }

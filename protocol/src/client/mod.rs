@@ -245,7 +245,8 @@ impl Client {
         if options.reconnect.is_some() {
             tracing::debug!("a reconnect policy needs `connect_websocket`; ignoring it");
         }
-        Self::start(transport, None, options).await
+        let handshake = Arc::new(Mutex::new(options.handshake()));
+        Self::start(transport, None, options, handshake).await
     }
 
     /// Connects over WebSocket (`ws://host:port/ws`, or `wss://` trusting `options.ca_cert` too) with a bearer
@@ -256,6 +257,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<(Client, Deliveries), ClientError> {
         let transport = WebSocketTransport::connect_trusting(url, token, options.ca_cert.as_deref()).await?;
+        let handshake = Arc::new(Mutex::new(options.handshake()));
         let redial = options.reconnect.clone().map(|policy| {
             let url: Arc<str> = Arc::from(url);
             // Kept for dialing again; wiped when the connection task ends.
@@ -267,15 +269,16 @@ impl Client {
                 let ca_cert = ca_cert.clone();
                 Box::pin(async move { WebSocketTransport::connect_trusting(&url, &token, ca_cert.as_deref()).await })
             });
-            Redial { dial, policy, attempt: 0, handshake: options.handshake() }
+            Redial { dial, policy, attempt: 0, handshake: handshake.clone() }
         });
-        Self::start(transport, redial, options).await
+        Self::start(transport, redial, options, handshake).await
     }
 
     async fn start<T: Transport>(
         transport: T,
         redial: Option<Redial<T>>,
         options: ClientOptions,
+        handshake: Arc<Mutex<HandshakeParams>>,
     ) -> Result<(Client, Deliveries), ClientError> {
         let (commands, command_receiver) = mpsc::unbounded_channel();
         let (delivery_sender, delivery_receiver) = mpsc::channel(options.delivery_buffer.max(1));
@@ -295,10 +298,18 @@ impl Client {
         let client = Client {
             shared: Arc::new(ClientShared { commands, next_id, request_timeout: options.request_timeout, close, end }),
         };
-        let handshake = client
-            .call::<method::Handshake>(options.handshake())
-            .await
-            .and_then(|result| check_handshake_result(&result));
+        let params = handshake.lock().clone();
+        let mut answer = client.call::<method::Handshake>(params).await;
+        if params_unknown_to_the_daemon(&answer, "client_info") {
+            // A daemon from before the `client_info` extension refuses the field as unknown (and stays
+            // un-handshaken): such a daemon still serves this client, which is only not named in presence lists.
+            // Reconnects then leave it out too.
+            tracing::debug!("the daemon does not know `client_info`; handshaking without it");
+            let plain = HandshakeParams { protocol_version: PROTOCOL_VERSION, client_info: None };
+            *handshake.lock() = plain.clone();
+            answer = client.call::<method::Handshake>(plain).await;
+        }
+        let handshake = answer.and_then(|result| check_handshake_result(&result));
         match handshake {
             Ok(()) => Ok((client, Deliveries { receiver: delivery_receiver })),
             Err(error) => {
@@ -359,6 +370,17 @@ impl Client {
     fn send_command(&self, command: Command) -> Result<(), ClientError> {
         self.shared.commands.send(command).map_err(|_| self.shared.ended())
     }
+}
+
+/// Whether the daemon refused the handshake only because it does not know `field` (serde's "unknown field"
+/// refusal, which carries no typed code).
+fn params_unknown_to_the_daemon(answer: &Result<HandshakeResult, ClientError>, field: &str) -> bool {
+    let Err(ClientError::Rpc(error)) = answer else {
+        return false;
+    };
+    error.code == crate::error::codes::INVALID_PARAMS
+        && error.typed_code().is_none()
+        && error.detail().is_some_and(|detail| detail.contains("unknown field") && detail.contains(field))
 }
 
 fn check_handshake_result(result: &HandshakeResult) -> Result<(), ClientError> {

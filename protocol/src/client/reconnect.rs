@@ -57,8 +57,9 @@ pub(super) struct Redial<T> {
     pub(super) policy: ReconnectPolicy,
     /// Failed attempts since the connection was last established.
     pub(super) attempt: u32,
-    /// What each new link's handshake sends (the client's `client_info` included).
-    pub(super) handshake: HandshakeParams,
+    /// What each new link's handshake sends: the client's `client_info` included, unless the first connection
+    /// found a daemon that does not know it.
+    pub(super) handshake: std::sync::Arc<parking_lot::Mutex<HandshakeParams>>,
 }
 
 /// The connection to the daemon, or the way back to one.
@@ -98,7 +99,7 @@ impl<T: Transport> ConnectionTask<T> {
             Ok(transport) => {
                 self.link = Link::Up { transport, ready: false };
                 let id = self.next_request_id();
-                let params = self.redial.as_ref().map(|redial| redial.handshake.clone()).unwrap_or_default();
+                let params = self.redial.as_ref().map(|redial| redial.handshake.lock().clone()).unwrap_or_default();
                 match encode_request::<method::Handshake>(&Id::Number(id.into()), &params) {
                     Ok(frame) => {
                         self.pending.insert(id, Pending::Handshake);
