@@ -267,7 +267,7 @@ function toolView(entry, actions) {
       const text = chunk.text.slice(from);
       if (text) {
         converters[chunk.stream] ??= ansiConverter();
-        const span = h('span', { class: `stream stream-${chunk.stream}`, 'data-stream': chunk.stream });
+        const span = h('span', { class: `stream stream-${chunk.stream}`, 'data-stream': chunk.stream, title: chunk.stream });
         span.innerHTML = converters[chunk.stream](text);
         output.appendChild(span);
         lastSpan = span;
