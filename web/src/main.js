@@ -91,7 +91,7 @@ function composerStatus() {
   if (!state.activeRun) return 'Idle';
   const running = state.runningTools.length;
   const model = state.activeRun.selection?.model?.model ?? '';
-  return `Running ${model}${running ? ` · ${running} command${running > 1 ? 's' : ''} running` : ''}${state.pendingSteers.length ? ` · ${state.pendingSteers.length} steer queued` : ''}`;
+  return `Running ${model}${running ? ` · ${running} tool call${running > 1 ? 's' : ''} running` : ''}${state.pendingSteers.length ? ` · ${state.pendingSteers.length} steer queued` : ''}`;
 }
 
 function pendingApprovals() {

@@ -334,7 +334,8 @@ function toolView(entry, actions) {
       fill(diffSlot, current.diff ? renderDiff(current.diff) : null);
     }
     appendOutput(current);
-    const wantsStdin = live && !current.stdinClosed;
+    // Only a command reads stdin (a delegation or a file edit does not).
+    const wantsStdin = live && !current.stdinClosed && typeof current.arguments?.command === 'string';
     if (wantsStdin && !stdinForm) {
       stdinForm = stdinControls(current);
       stdinSlot.appendChild(stdinForm);
