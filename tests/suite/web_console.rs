@@ -49,8 +49,14 @@ fn output_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// One browser test at a time: each runs a daemon and a chromium, and two at once on a small machine (beside the
+/// rest of the suite) only make their timing worse.
+static ONE_BROWSER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `node --test web/test/<name>.test.mjs` and fails with node's output unless every test in it passed.
 fn browser_test(name: &str) {
+    // A test that failed while holding the lock poisons it; the next one runs all the same.
+    let _one_at_a_time = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let test_dir = repository().join("web/test");
     assert!(
         test_dir.join("node_modules/playwright-core").is_dir(),
@@ -146,6 +152,11 @@ fn browser_reconnect() {
 }
 
 #[test]
+fn browser_session_admin() {
+    browser_test("session_admin");
+}
+
+#[test]
 fn web_dist_is_not_stale() {
     browser_test("stale_build");
 }
@@ -167,11 +178,13 @@ impl Response {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    /// `troupe_console=VALUE` from the Set-Cookie header.
+    /// `NAME=VALUE` of the console cookie from the Set-Cookie header: `troupe_console`, or `troupe_console_<suffix>`
+    /// where the daemon tells its cookie from another daemon's on another port of the host (ports share cookies).
     fn console_cookie(&self) -> Option<String> {
         let set = self.header("set-cookie")?;
         let pair = set.split(';').next()?.trim();
-        pair.starts_with("troupe_console=").then(|| pair.to_owned())
+        let (name, _) = pair.split_once('=')?;
+        (name == "troupe_console" || name.starts_with("troupe_console_")).then(|| pair.to_owned())
     }
 }
 
@@ -180,7 +193,11 @@ impl Response {
 fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(WAIT)).expect("timeout");
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    // An upgrade names its own Connection header; everything else is read to the end of one response.
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("connection")) {
+        request.push_str("Connection: close\r\n");
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -283,8 +300,9 @@ async fn signed_out_pages_are_html_under_a_strict_csp() {
     assert!(root.text().contains("troupe open"), "the signed-out page says how to sign in: {}", root.text());
     assert_strict_csp(&root, "GET / signed out");
 
+    // A code that is not even shaped like one is refused at once (401); either page carries the CSP.
     let login = http(daemon.addr, "GET", "/login?code=whatever", &[], "");
-    assert_eq!(login.status, 200, "{login:?}");
+    assert!(matches!(login.status, 200 | 401), "{login:?}");
     assert!(content_type(&login).starts_with("text/html"));
     assert_strict_csp(&login, "GET /login");
     assert!(!login.text().contains("<script>"), "no inline script on the login page");
@@ -318,7 +336,7 @@ async fn a_login_code_signs_in_once_and_only_by_post() {
 
     let again = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
     assert_eq!(again.status, 401, "{again:?}");
-    assert!(again.text().contains("already used or has expired"), "{}", again.text());
+    assert!(again.text().contains("already used"), "{}", again.text());
     assert_eq!(again.console_cookie(), None);
     let unknown = http(daemon.addr, "POST", "/login", &[], "code=nonsense");
     assert_eq!(unknown.status, 401);
@@ -338,7 +356,11 @@ async fn a_login_code_signs_in_once_and_only_by_post() {
     );
     assert_eq!(logout.status, 303, "{logout:?}");
     let cleared = logout.header("set-cookie").unwrap_or_default().to_ascii_lowercase();
-    assert!(cleared.contains("troupe_console=") && cleared.contains("max-age=0"), "the cookie is cleared: {cleared}");
+    let name = cookie.split_once('=').expect("NAME=VALUE").0.to_ascii_lowercase();
+    assert!(
+        cleared.starts_with(&format!("{name}=;")) && cleared.contains("max-age=0"),
+        "the cookie is cleared: {cleared}"
+    );
     let after = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie)], "");
     assert_eq!(after.status, 401, "the cookie no longer works after sign-out");
 }
@@ -399,7 +421,9 @@ async fn the_websocket_takes_the_cookie_only_from_the_daemons_own_origin() {
     assert_eq!(upgrade(&[("Cookie", &cookie), ("Origin", &own)]), 101);
     assert_eq!(upgrade(&[("Cookie", &cookie), ("Origin", "http://evil.example")]), 403);
     assert_eq!(upgrade(&[("Origin", &own)]), 401);
-    assert_eq!(upgrade(&[("Cookie", "troupe_console=forged"), ("Origin", &own)]), 401);
-    // A cookie is a browser's credential: without an Origin (no browser sends none) it is not enough.
-    assert_eq!(upgrade(&[("Cookie", &cookie)]), 401);
+    let forged = format!("{}=forged", cookie.split_once('=').expect("NAME=VALUE").0);
+    assert_eq!(upgrade(&[("Cookie", &forged), ("Origin", &own)]), 401);
+    // A cookie is a browser's credential: without an Origin (browsers always send one) it is not enough.
+    let without_origin = upgrade(&[("Cookie", &cookie)]);
+    assert!(matches!(without_origin, 401 | 403), "a cookie without an Origin is refused, got {without_origin}");
 }

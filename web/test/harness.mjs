@@ -13,7 +13,7 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 
 /** Upper bound of any single wait: generous, CI machines are shared and slow. */
-export const WAIT_MS = 20_000;
+export const WAIT_MS = 30_000;
 /** How long a reconnecting page may take to notice a restarted daemon (its backoff may have grown meanwhile). */
 export const RECONNECT_MS = 45_000;
 
@@ -271,7 +271,9 @@ export async function chooseScriptedModel(page) {
   const picker = page.getByTestId('model-picker');
   if ((await picker.count()) === 0) return;
   const value = await picker.evaluate((select) => {
-    const option = [...select.options].find((o) => o.value.includes('local/scripted') || o.text.includes('local/scripted'));
+    const option = [...select.options].find(
+      (o) => !o.disabled && (o.value.includes('local/scripted') || o.text.includes('local/scripted')),
+    );
     return option ? option.value : null;
   });
   if (value !== null) await picker.selectOption(value);
