@@ -236,3 +236,27 @@ async fn a_subscription_ended_by_deleting_the_session_leaves_the_list() {
     let changed = next_presence_change(&mut watcher).await;
     assert_eq!(changed["clients"], json!([]), "{changed}");
 }
+
+#[tokio::test]
+async fn watching_presence_lets_an_idle_session_hibernate_and_sees_the_next_subscriber() {
+    let setup = DaemonSetup { hibernate_after: Some(std::time::Duration::from_millis(200)), ..DaemonSetup::default() };
+    let daemon = TestDaemon::start_with(setup);
+    let (writer, _) = daemon.client().await;
+    let session_id = daemon.create_session(&writer).await.session_id;
+    let mut watcher = connect(&daemon, Some(json!({"name": "watcher"}))).await;
+    let mut first = connect(&daemon, Some(json!({"name": "first"}))).await;
+    subscribe(&mut first, 1, &session_id).await;
+    let listed = presence(&mut watcher, 1, &session_id).await;
+    assert_eq!(names(&listed["clients"]), vec![json!("first")], "{listed}");
+
+    drop(first);
+    assert_eq!(next_presence_change(&mut watcher).await["clients"], json!([]));
+    // The watch holds no subscription: the session goes idle and stops like any unwatched one.
+    eventually("the watched session hibernates", || !daemon.engine().is_live(&session_id)).await;
+
+    // The next subscribe loads it again, and the watcher hears of it.
+    let mut second = connect(&daemon, Some(json!({"name": "second"}))).await;
+    subscribe(&mut second, 1, &session_id).await;
+    let changed = next_presence_change(&mut watcher).await;
+    assert_eq!(names(&changed["clients"]), vec![json!("second")], "{changed}");
+}
