@@ -157,6 +157,11 @@ fn browser_session_admin() {
 }
 
 #[test]
+fn browser_transcript() {
+    browser_test("transcript");
+}
+
+#[test]
 fn web_dist_is_not_stale() {
     browser_test("stale_build");
 }

@@ -84,15 +84,15 @@ export function run(program, args, { cwd, env, timeoutMs = WAIT_MS, input } = {}
 /** The daemon as a child process: started, restarted on the same port and data dir, stopped. */
 export class Daemon {
   /** Starts `troupe serve` on a fresh data dir and a free port and waits until `/readyz` answers 200. */
-  static async start(name = 'daemon') {
+  static async start(name = 'daemon', config = '') {
     if (!BIN) throw new Error('TROUPE_BIN is not set: run these tests through `cargo test web_console`');
     const root = mkdtempSync(path.join(tmpdir(), 'troupe-web-'));
-    const daemon = new Daemon(root, await freePort(), name);
+    const daemon = new Daemon(root, await freePort(), name, config);
     await daemon.#spawn();
     return daemon;
   }
 
-  constructor(root, port, name) {
+  constructor(root, port, name, config = '') {
     this.root = root;
     this.dataDir = path.join(root, 'data');
     /** The sessions' working directory, kept apart from the data dir (which tools may never touch). */
@@ -100,7 +100,7 @@ export class Daemon {
     mkdirSync(this.dataDir, { recursive: true });
     mkdirSync(this.project, { recursive: true });
     // Titles from a model would take the scripted model's turns: off, as in the Rust suite.
-    writeFileSync(path.join(this.dataDir, 'config.toml'), '[titles]\nauto = false\n');
+    writeFileSync(path.join(this.dataDir, 'config.toml'), `${config}\n[titles]\nauto = false\n`);
     this.port = port;
     this.name = name;
     this.child = null;
@@ -347,8 +347,8 @@ export function duplicatedSeqs(list) {
  * Sets up what nearly every test needs and tears it down after `body`, saving a screenshot of each open page when
  * the body fails: a daemon, a browser, and the `script` connected.
  */
-export async function withConsole({ name, script }, body) {
-  const daemon = await Daemon.start(name);
+export async function withConsole({ name, script, config }, body) {
+  const daemon = await Daemon.start(name, config);
   let browser;
   const pages = [];
   try {
