@@ -99,3 +99,53 @@ test('text and shell output stream into the page before the run ends', async () 
     assert.deepEqual(cspViolations(page), []);
   });
 });
+
+const LOUD = {
+  turns: [
+    {
+      text: 'Printing a lot.',
+      tool_calls: [
+        {
+          tool: 'shell',
+          arguments: {
+            // About 340 KB of stdout, more than the 64 KiB per stream the log keeps, then a wait for the test.
+            command:
+              'i=0; while [ $i -lt 4000 ]; do echo "line-$i-$(printf %070d 0)"; i=$((i+1)); done; ' +
+              'while [ ! -e release ]; do sleep 0.1; done; echo tail-marker',
+          },
+        },
+      ],
+    },
+    { text: 'Printed.' },
+  ],
+};
+
+test('a page opened in the middle of a long output shows what it missed as a gap', async () => {
+  await withConsole({ name: 'output-gap', script: LOUD }, async ({ daemon, open }) => {
+    const sessionId = await daemon.createSession({ mode: 'yolo' });
+    const { page } = await open();
+    await signIn(daemon, page);
+    await openSession(page, sessionId);
+    await chooseScriptedModel(page);
+    await send(page, 'print a lot');
+    const live = (await waitForEntry(page, 'tool', 'line-')).getByTestId('tool-output');
+    await waitUntil('all of the output live', async () => ((await live.textContent()) ?? '').includes('line-3999-'));
+
+    // A page that comes later gets the log's first 64 KiB and the live tail; what lies between is a gap.
+    await page.reload();
+    await openSession(page, sessionId);
+    const tool = await waitForEntry(page, 'tool', 'line-');
+    const output = tool.getByTestId('tool-output');
+    await waitUntil('the head and the tail of the output', async () => {
+      const text = (await output.textContent()) ?? '';
+      return text.includes('line-0-') && text.includes('line-3999-');
+    });
+    const gap = tool.getByTestId('output-gap');
+    await gap.first().waitFor({ state: 'visible' });
+    assert.match(await gap.first().textContent(), /\d+ bytes/, 'the gap says how much is missing');
+    await screenshot(page, 'output-gap');
+    daemon.touch('release');
+    await waitUntil('the output after the gap', async () => ((await output.textContent()) ?? '').includes('tail-marker'));
+    await waitForRunEnd(page);
+  });
+});
