@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import {
   chooseScriptedModel,
   openSession,
+  overflowsHorizontally,
   screenshot,
   send,
   signIn,
@@ -51,6 +52,7 @@ test('an approval answered in one browser disappears from the other', async () =
     assert.equal(await cards(two.page).first().getAttribute('data-approval-id'), firstId);
     await screenshot(one.page, 'approval-card');
     await screenshot(two.page, 'approval-card-phone');
+    assert.equal(await overflowsHorizontally(two.page), false, 'the phone-width page does not scroll sideways');
 
     await cards(one.page).first().getByTestId('approve-once').click();
     await waitUntil('the card to disappear from browser 2', async () => (await two.page.locator(`[data-testid="approval-card"][data-approval-id="${firstId}"]`).count()) === 0);

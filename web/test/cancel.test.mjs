@@ -8,7 +8,6 @@ import {
   entry,
   openSession,
   screenshot,
-  send,
   signIn,
   waitForEntry,
   waitForRunEnd,
@@ -31,7 +30,9 @@ test('cancel stops the active run', async () => {
     await openSession(page, sessionId);
     assert.equal(await page.getByTestId('cancel').isEnabled(), false, 'cancel is disabled while no run is active');
     await chooseScriptedModel(page);
-    await send(page, 'wait forever');
+    // Ctrl+Enter sends, as the send button does.
+    await page.getByTestId('prompt-input').fill('wait forever');
+    await page.getByTestId('prompt-input').press('Control+Enter');
     const tool = await waitForEntry(page, 'tool', 'while true');
     await waitUntil('the command to print', async () => ((await tool.getByTestId('tool-output').textContent()) ?? '').includes('waiting'));
     await waitUntil('cancel to be enabled', () => page.getByTestId('cancel').isEnabled());

@@ -320,6 +320,28 @@ export async function screenshot(page, name) {
   await page.screenshot({ path: path.join(outputDir(), `${name}.png`), fullPage: true });
 }
 
+/** Visible form controls and buttons with no accessible name (a label, aria-label, aria-labelledby or text). */
+export async function unlabelledControls(page) {
+  return page.evaluate(() => {
+    const named = (element) => {
+      if (element.getAttribute('aria-label')?.trim()) return true;
+      const labelledBy = element.getAttribute('aria-labelledby');
+      if (labelledBy && labelledBy.split(/\s+/).some((id) => document.getElementById(id)?.textContent.trim())) return true;
+      if (element.labels && [...element.labels].some((label) => label.textContent.trim())) return true;
+      if (element.tagName === 'BUTTON' && element.textContent.trim()) return true;
+      return Boolean(element.getAttribute('title')?.trim());
+    };
+    return [...document.querySelectorAll('button, input:not([type=hidden]), select, textarea')]
+      .filter((element) => element.offsetParent !== null && !named(element))
+      .map((element) => element.outerHTML.slice(0, 160));
+  });
+}
+
+/** Whether the page is wider than its window (a phone would scroll sideways). */
+export async function overflowsHorizontally(page) {
+  return page.evaluate(() => document.scrollingElement.scrollWidth > window.innerWidth + 1);
+}
+
 /**
  * The console cookie of a browser context, or undefined. Its name is `troupe_console`, or `troupe_console_<suffix>`
  * where the daemon tells its cookie apart from another daemon's on another port of the same host (a cookie is

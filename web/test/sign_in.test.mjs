@@ -9,6 +9,7 @@ import {
   RECONNECT_MS,
   screenshot,
   signIn,
+  unlabelledControls,
   withConsole,
 } from './harness.mjs';
 
@@ -56,6 +57,7 @@ test('a login URL becomes an HttpOnly SameSite=Strict cookie and shows the sessi
     assert.ok(Date.parse((await session.json()).expires_at) > Date.now(), 'expires_at is in the future');
     await screenshot(page, 'session-list');
     assert.deepEqual(cspViolations(page), [], 'the page runs under its CSP without violations');
+    assert.deepEqual(await unlabelledControls(page), [], 'every control has an accessible name');
   });
 });
 
@@ -107,6 +109,20 @@ test('sign-out clears the cookie and shows the signed-out page', async () => {
     // The signed-out page is what `/` serves without a cookie, even after a reload.
     await page.reload();
     await page.getByText(/troupe open/).first().waitFor({ state: 'visible' });
+  });
+});
+
+test('signing out in one tab signs out the other tabs of that browser', async () => {
+  await withConsole({ name: 'sign-out-tabs' }, async ({ daemon, open }) => {
+    const { context, page } = await open();
+    await signIn(daemon, page);
+    const other = await context.newPage();
+    await other.goto(daemon.base);
+    await other.getByTestId('app').waitFor({ state: 'visible' });
+    await page.getByTestId('sign-out').click();
+    // The daemon closes the WebSockets that cookie opened; the other tab learns it is signed out.
+    await other.getByTestId('signed-out').waitFor({ state: 'visible', timeout: RECONNECT_MS });
+    await screenshot(other, 'signed-out-other-tab');
   });
 });
 
