@@ -40,6 +40,8 @@ const app = {
   picked: false,
   sidebarOpen: true,
   composerStatus: '',
+  /** Bumped by each openSession; an open that is no longer the latest stops at its next step. */
+  openToken: 0,
 };
 
 let conn;
@@ -200,8 +202,13 @@ async function openSession(sessionId) {
     scheduleRender();
     return;
   }
-  app.follow?.stop();
-  app.follow = null;
+  if (app.follow) {
+    // The daemon cannot end one subscription: a fresh connection leaves the old session behind for good.
+    app.follow.stop();
+    app.follow = null;
+    conn.recycle();
+  }
+  const token = ++app.openToken;
   app.selectedId = sessionId;
   app.sidebarOpen = false;
   app.state = null;
@@ -213,13 +220,17 @@ async function openSession(sessionId) {
   try {
     meta = (await conn.call('session.get', { session_id: sessionId })).session;
   } catch (error) {
-    if (app.selectedId === sessionId) {
-      notice(`Could not open the session: ${error.message}`);
-      if (error.typed === 'session_not_found') closeSession();
+    if (token !== app.openToken) return;
+    if (error.code === OFFLINE) {
+      // The reconnect opens it (onReady).
+      app.openToken += 1;
+      return;
     }
+    notice(`Could not open the session: ${error.message}`);
+    if (error.typed === 'session_not_found') closeSession();
     return;
   }
-  if (app.selectedId !== sessionId) return;
+  if (token !== app.openToken) return;
   app.meta = meta;
   const rootId = meta.origin?.type === 'delegated' ? meta.origin.root_session_id : meta.session_id;
   if (app.rootId !== rootId) {

@@ -77,6 +77,9 @@ export class Connection {
     this.sendClientInfo = Boolean(clientInfo);
     this.follows = new Map();
     this.epoch = 0;
+    this.readyWaiters = [];
+    this.recycling = false;
+    this.quietDial = false;
     this.server = null;
   }
 
@@ -92,6 +95,18 @@ export class Connection {
     this.socket?.close();
   }
 
+  /**
+   * Starts a fresh connection at once, without reporting it offline: the protocol has no way to end one
+   * subscription, so a page that switches sessions drops the old connection (and with it the old session's
+   * events and its place in that session's presence list). Calls made meanwhile wait for the new handshake.
+   */
+  recycle() {
+    if (!this.socket || !this.ready) return;
+    this.ready = false;
+    this.recycling = true;
+    this.socket.close();
+  }
+
   /** Dials now instead of waiting out the backoff (the banner's "Retry now"). */
   retryNow() {
     if (this.stopped || (this.socket && this.socket.readyState <= 1)) return;
@@ -100,8 +115,9 @@ export class Connection {
     this.dial();
   }
 
-  dial() {
-    this.handlers.status?.(this.attempt === 0 && !this.everReady ? 'connecting' : 'offline');
+  dial(quiet = false) {
+    this.quietDial = quiet;
+    if (!quiet) this.handlers.status?.(this.attempt === 0 && !this.everReady ? 'connecting' : 'offline');
     let opened = false;
     let socket;
     try {
@@ -138,9 +154,11 @@ export class Connection {
       return;
     }
     this.ready = true;
+    this.quietDial = false;
     this.everReady = true;
     this.attempt = 0;
     this.handlers.status?.('online');
+    for (const waiter of this.readyWaiters.splice(0)) waiter.resolve();
     for (const [sessionId, follow] of this.follows) {
       if (follow.phase === 'awaiting-link') this.subscribe(sessionId, follow.reason);
     }
@@ -161,6 +179,13 @@ export class Connection {
       follow.held = [];
     }
     if (this.stopped) return;
+    if (this.recycling) {
+      this.recycling = false;
+      this.dial(true);
+      return;
+    }
+    this.quietDial = false;
+    for (const waiter of this.readyWaiters.splice(0)) waiter.reject(new RpcError(OFFLINE, 'the connection to the daemon was lost'));
     if (!opened && this.sessionUrl && this.fetchImpl) {
       // A refused upgrade looks the same as a daemon that is down; the cookie check tells them apart.
       try {
@@ -183,6 +208,9 @@ export class Connection {
 
   /** Calls `method`; rejects with an RpcError (the daemon's, or OFFLINE/TIMEOUT). */
   call(method, params = {}, timeoutMs = CALL_TIMEOUT_MS) {
+    if (!this.ready && (this.recycling || this.quietDial)) {
+      return new Promise((resolve, reject) => this.readyWaiters.push({ resolve, reject })).then(() => this.call(method, params, timeoutMs));
+    }
     if (!this.ready) return Promise.reject(new RpcError(OFFLINE, 'not connected to the daemon'));
     return this.request(method, params, timeoutMs, false);
   }

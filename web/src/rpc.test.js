@@ -112,3 +112,21 @@ test('after a reconnect the session is re-subscribed from the last seq held', as
   assert.equal(statuses.at(-1), 'online');
   conn.stop();
 });
+
+test('recycling starts a fresh connection quietly; calls made meanwhile wait for its handshake', async () => {
+  const { conn, socket, statuses } = await connected();
+  const seen = statuses.length;
+  conn.recycle();
+  const answer = conn.call('session.list', {});
+  await tick();
+  const next = FakeSocket.last;
+  assert.notEqual(next, socket);
+  next.reply(next.sent.at(-1).id, { protocol_version: 20, server: {} });
+  await tick();
+  const call = next.sent.at(-1);
+  assert.equal(call.method, 'session.list');
+  next.reply(call.id, { sessions: [] });
+  assert.deepEqual(await answer, { sessions: [] });
+  assert.deepEqual(statuses.slice(seen), ['online'], 'never reported offline');
+  conn.stop();
+});
