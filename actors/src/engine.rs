@@ -709,10 +709,10 @@ impl ServerProtocol for Engine {
 
     async fn console_login_code(
         &self,
-        _: &ServerContext,
+        context: &ServerContext,
         _: Empty,
     ) -> Result<troupe_protocol::types::daemon::ConsoleLoginCodeResult, RpcError> {
-        self.console_login_code_now()
+        self.console_login_code_now(context.authority())
     }
 
     async fn run_tool_stdin(

@@ -75,6 +75,17 @@ pub(crate) fn selects_subprotocol(headers: &HeaderMap) -> bool {
     offered_subprotocols(headers).any(|protocol| protocol == SUBPROTOCOL)
 }
 
+/// The prefix of the subprotocol entry that carries the web console's page key (`console/book.rs`).
+const CONSOLE_KEY_SUBPROTOCOL_PREFIX: &str = "troupe.console.";
+
+/// The console page key the client offered as `troupe.console.<key>`, when it offered exactly one.
+pub(crate) fn console_key(headers: &HeaderMap) -> Option<&str> {
+    let mut keys =
+        offered_subprotocols(headers).filter_map(|protocol| protocol.strip_prefix(CONSOLE_KEY_SUBPROTOCOL_PREFIX));
+    let key = keys.next()?;
+    keys.next().is_none().then_some(key)
+}
+
 /// The token of an `Authorization` value whose scheme is `Bearer` (case-insensitive, as RFC 7235 says).
 fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, rest) = value.trim().split_once(' ')?;

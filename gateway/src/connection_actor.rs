@@ -115,6 +115,9 @@ impl<S: ServerProtocol> ConnectionActor<S> {
         ConnectionActor::create(move |ctx| {
             let (connection, outbound) =
                 ServerConnection::with_observer(setup.engine.clone(), setup.limits, setup.observer);
+            if setup.console.is_some() {
+                connection.set_authority(troupe_protocol::server::Authority::BrowserSession);
+            }
             let connection_id = connection.connection_id();
             let read_gate =
                 ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK), setup.max_frame_bytes);

@@ -77,11 +77,12 @@ async fn upgrade<S: ServerProtocol>(
         info!(%peer, "refused a WebSocket upgrade: origin not allowed (see allowed_origins in config.toml)");
         return Ok(plain_text(HttpResponse::Forbidden(), "origin not allowed"));
     }
-    // A browser page of the console brings no token: its cookie counts, but only from the daemon's own origin.
+    // A browser page of the console brings no token: its cookie and page key count, only from the daemon's own origin.
     let console = state
         .console
         .as_ref()
-        .and_then(|book| crate::console::session_of(book, request.headers()))
+        .zip(auth::console_key(request.headers()))
+        .and_then(|(book, key)| crate::console::session_of(book, request.headers(), Some(key)))
         .map(|(session, expires_at)| ConsoleGrant { session, expires_at });
     let credential = match auth::authenticate(request.headers(), &state.token) {
         Ok(credential) => credential,

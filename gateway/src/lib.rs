@@ -245,12 +245,14 @@ pub fn start<S: ServerProtocol>(
         observer,
     });
     let workers = config.workers.max(1);
-    let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(http_routes::configure::<S>))
-        .on_connect(set_nodelay)
-        // The binary owns SIGINT/SIGTERM and stops the gateway itself, closing sockets with 1001 first.
-        .disable_signals()
-        .workers(workers)
-        .shutdown_timeout(config.shutdown_timeout.as_secs().max(1));
+    let server = HttpServer::new(move || {
+        App::new().wrap(console::security_headers()).app_data(state.clone()).configure(http_routes::configure::<S>)
+    })
+    .on_connect(set_nodelay)
+    // The binary owns SIGINT/SIGTERM and stops the gateway itself, closing sockets with 1001 first.
+    .disable_signals()
+    .workers(workers)
+    .shutdown_timeout(config.shutdown_timeout.as_secs().max(1));
     let bind_error = |source| GatewayError::Bind { address: config.listen.clone(), source };
     let (server, listening, unix_socket) = match &config.listen {
         Listener::Tcp(address) => {

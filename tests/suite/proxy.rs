@@ -91,7 +91,7 @@ impl Stack {
             origin,
             source: CLIENT_SOURCE,
             spoofed_forwarded_for: None,
-            cookie: None,
+            console: None,
         }
     }
 }

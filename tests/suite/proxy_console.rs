@@ -1,7 +1,7 @@
 //! The web console behind the real nginx and Caddy of `deploy/`, over TLS: a sign-in link from `troupe open`
 //! through the proxy (at the root and under the `/agent/` prefix), the code used up by `POST login`, a `Secure`
-//! cookie (the proxy says the browser came over HTTPS), the page and its files served with it, the WebSocket
-//! authorized by the cookie from the site's own origin only, and nothing else of the daemon reachable through the
+//! cookie (the proxy says the browser came over HTTPS) and the page key in the redirect's fragment, the page and its
+//! files served with it, the WebSocket authorized by cookie and key together from the site's own origin only, and nothing else of the daemon reachable through the
 //! console's paths.
 
 use std::io::{Read, Write};
@@ -87,6 +87,9 @@ async fn console_through(proxy: &Proxy, ca: &TestCa, daemon: &LoggedDaemon, pref
     }
     assert_eq!(post(&own_origin).0, 401, "the code works once");
     let cookie = set_cookie.split(';').next().expect("name=value").to_owned();
+    let location = header(&headers, "location").expect("a redirect");
+    let key =
+        location.strip_prefix("./#console-key=").unwrap_or_else(|| panic!("the page key in {location}")).to_owned();
 
     // The page and its files, with the cookie; the signed-out page without it.
     let (status, headers, index) = get(proxy, ca, &format!("{prefix}/"), Some(&cookie));
@@ -100,25 +103,39 @@ async fn console_through(proxy: &Proxy, ca: &TestCa, daemon: &LoggedDaemon, pref
     let (status, _, signed_out) = get(proxy, ca, &format!("{prefix}/"), None);
     assert_eq!(status, 200);
     assert!(signed_out.contains("troupe open"), "{signed_out}");
-    let (status, _, session) = get(proxy, ca, &format!("{prefix}/console/session"), Some(&cookie));
+    // `console/session` answers the page (cookie and key), not the cookie alone.
+    let session_request = |key: &str| {
+        format!(
+            "GET {prefix}/console/session HTTP/1.1\r\nHost: localhost:{}\r\nCookie: {cookie}\r\n\
+             X-Troupe-Console-Key: {key}\r\nConnection: close\r\n\r\n",
+            proxy.port
+        )
+    };
+    let (status, _, session) = https(proxy, ca, &session_request(&key));
     assert_eq!(status, 200, "{session}");
+    assert_eq!(https(proxy, ca, &session_request("not-the-key")).0, 401);
+    assert_eq!(get(proxy, ca, &format!("{prefix}/console/session"), Some(&cookie)).0, 401);
 
-    // The WebSocket rides the cookie from the site's own origin, and from nowhere else.
-    let upgrade = |origin| BrowserUpgrade {
+    // The WebSocket rides the cookie and the page key from the site's own origin, and from nowhere else.
+    let upgrade = |origin, key| BrowserUpgrade {
         token: "",
         origin,
         source: Ipv4Addr::LOCALHOST,
         spoofed_forwarded_for: None,
-        cookie: Some(&cookie),
+        console: Some(ConsoleSignIn { cookie: &cookie, key }),
     };
-    let (mut socket, _) = browser_connect(proxy, ca, &format!("{prefix}/ws"), upgrade(&own_origin))
+    let (mut socket, _) = browser_connect(proxy, ca, &format!("{prefix}/ws"), upgrade(&own_origin, &key))
         .await
         .unwrap_or_else(|status| panic!("the console's cookie was refused at {prefix}/ws with HTTP {status}"));
     socket.handshake().await;
     let listed = socket.call(1, "session.list", serde_json::json!({})).await;
     assert!(listed["result"]["sessions"].is_array(), "{listed}");
-    let foreign = browser_connect(proxy, ca, &format!("{prefix}/ws"), upgrade("https://console.example.com")).await;
+    let foreign =
+        browser_connect(proxy, ca, &format!("{prefix}/ws"), upgrade("https://console.example.com", &key)).await;
     assert_eq!(foreign.err(), Some(403), "an allowed origin is not the console's own: the cookie does not count there");
+    // The cookie alone (what a server on another port of the host receives from the browser) opens nothing.
+    let keyless = browser_connect(proxy, ca, &format!("{prefix}/ws"), upgrade(&own_origin, "not-the-key")).await;
+    assert_eq!(keyless.err(), Some(401), "the cookie without the page key");
 
     // Nothing else of the daemon is reachable through the console's paths.
     for path in [format!("{prefix}/metrics"), format!("{prefix}/assets/../metrics"), format!("{prefix}/x")] {
@@ -136,7 +153,7 @@ async fn console_through(proxy: &Proxy, ca: &TestCa, daemon: &LoggedDaemon, pref
         ),
     );
     assert_eq!(status, 303);
-    let refused = browser_connect(proxy, ca, &format!("{prefix}/ws"), upgrade(&own_origin)).await;
+    let refused = browser_connect(proxy, ca, &format!("{prefix}/ws"), upgrade(&own_origin, &key)).await;
     assert_eq!(refused.err(), Some(401), "a signed-out cookie");
 }
 

@@ -315,8 +315,17 @@ pub struct BrowserUpgrade<'a> {
     pub source: Ipv4Addr,
     /// An `X-Forwarded-For` the client itself sends, which the proxy must not pass on.
     pub spoofed_forwarded_for: Option<&'a str>,
-    /// A `Cookie` header (the web console's session) sent instead of the token.
-    pub cookie: Option<&'a str>,
+    /// The web console's sign-in (its cookie and page key) sent instead of the token.
+    pub console: Option<ConsoleSignIn<'a>>,
+}
+
+/// What a browser holds after signing in to the web console.
+#[derive(Clone, Copy)]
+pub struct ConsoleSignIn<'a> {
+    /// `name=value` of the session cookie, sent as `Cookie`.
+    pub cookie: &'a str,
+    /// The page key from the sign-in redirect's fragment, offered as the subprotocol `troupe.console.<key>`.
+    pub key: &'a str,
 }
 
 /// A browser-style WebSocket upgrade through the proxy: subprotocols `troupe` and `troupe.bearer.<token>` (or the
@@ -329,9 +338,13 @@ pub async fn browser_connect(
 ) -> Result<(RawSocket, Response<Option<Vec<u8>>>), u16> {
     let mut request = proxy.url(path).into_client_request().expect("request");
     let headers = request.headers_mut();
-    match upgrade.cookie {
-        Some(cookie) => {
-            headers.insert("Cookie", HeaderValue::from_str(cookie).expect("cookie"));
+    match upgrade.console {
+        Some(console) => {
+            headers.insert("Cookie", HeaderValue::from_str(console.cookie).expect("cookie"));
+            headers.insert(
+                "Sec-WebSocket-Protocol",
+                HeaderValue::from_str(&format!("troupe, troupe.console.{}", console.key)).expect("subprotocols"),
+            );
         }
         None => {
             headers.insert(

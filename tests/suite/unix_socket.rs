@@ -139,7 +139,7 @@ async fn nginx_on_the_same_host_reaches_the_daemon_through_its_socket() {
         origin,
         source: std::net::Ipv4Addr::LOCALHOST,
         spoofed_forwarded_for: None,
-        cookie: None,
+        console: None,
     };
     let (mut socket, _response) = browser_connect(&proxy, &ca, "/ws", browser(&own_origin))
         .await

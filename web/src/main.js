@@ -1,5 +1,6 @@
 // The console page: wires the connection (rpc.js), the open session's state (store.js) and the views together,
 // and turns the user's acts into protocol calls.
+import { adoptKeyFromFragment, forgetPageKey, pageKey } from './page_key.js';
 import { createActs } from './acts.js';
 import { h, fill } from './dom.js';
 import { Connection, OFFLINE, RpcError, socketUrl } from './rpc.js';
@@ -398,7 +399,10 @@ function build() {
     { method: 'post', action: 'logout', class: 'sign-out' },
     h('button', { type: 'submit', class: 'secondary small', 'data-testid': 'sign-out' }, 'Sign out'),
   );
-  signOut.addEventListener('submit', () => conn.stop());
+  signOut.addEventListener('submit', () => {
+    forgetPageKey();
+    conn.stop();
+  });
   const banner = createBanner(() => conn.retryNow());
   const sessions = createSessionList({
     open: (id) => {
@@ -449,12 +453,14 @@ function sessionFromHash() {
 }
 
 function boot() {
+  adoptKeyFromFragment();
   build();
   conn = new Connection({
     url: socketUrl(location.href),
     sessionUrl: new URL('console/session', location.href).href,
     clientInfo: { name: 'web console', version: VERSION },
     handlers: { status: onStatus, ready: onReady, notification: onNotification },
+    pageKey,
   });
   ctx.conn = conn;
   const initial = sessionFromHash();

@@ -9,8 +9,10 @@
 // - a `gap` notice, or a reconnect, subscribes again from the cursor; a gap that arrives while subscribing
 //   re-subscribes once more after the reply; failed re-subscribes are retried with backoff, then given up.
 //
-// The socket rides the console's HttpOnly cookie: no token is ever in the page. When the socket is refused,
-// `console/session` tells a signed-out browser (401) from a daemon that is down.
+// The socket rides the console's HttpOnly cookie and the page key (page_key.js): no token is ever in the page.
+// When the socket is refused, `console/session` tells a signed-out browser (401) from a daemon that is down.
+
+import { keyHeaders, socketProtocols } from './page_key.js';
 
 const PROTOCOL_VERSION = 20;
 const CALL_TIMEOUT_MS = 30_000;
@@ -59,8 +61,10 @@ export function backoff(attempt, initial, max) {
  * for every notification other than `events.subscription`.
  */
 export class Connection {
-  constructor({ url, sessionUrl, clientInfo, handlers, WebSocketImpl = globalThis.WebSocket, fetchImpl = globalThis.fetch?.bind(globalThis) }) {
+  constructor({ url, sessionUrl, clientInfo, handlers, pageKey = () => null, WebSocketImpl = globalThis.WebSocket, fetchImpl = globalThis.fetch?.bind(globalThis) }) {
     this.url = url;
+    // The console's page key (page_key.js), read at every dial: the daemon wants it beside the cookie.
+    this.pageKey = pageKey;
     this.sessionUrl = sessionUrl;
     this.clientInfo = clientInfo;
     this.handlers = handlers;
@@ -121,7 +125,7 @@ export class Connection {
     let opened = false;
     let socket;
     try {
-      socket = new this.WebSocketImpl(this.url);
+      socket = new this.WebSocketImpl(this.url, socketProtocols(this.pageKey()));
     } catch (error) {
       this.lost(false);
       return;
@@ -189,7 +193,8 @@ export class Connection {
     if (!opened && this.sessionUrl && this.fetchImpl) {
       // A refused upgrade looks the same as a daemon that is down; the cookie check tells them apart.
       try {
-        const response = await this.fetchImpl(this.sessionUrl, { credentials: 'same-origin', cache: 'no-store' });
+        const headers = keyHeaders(this.pageKey());
+        const response = await this.fetchImpl(this.sessionUrl, { credentials: 'same-origin', cache: 'no-store', headers });
         if (response.status === 401) {
           this.stopped = true;
           this.handlers.status?.('signed-out');

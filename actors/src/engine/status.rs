@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use troupe_protocol::RpcError;
+use troupe_protocol::server::Authority;
 use troupe_protocol::types::daemon::{ConsoleLoginCodeResult, DaemonStatusResult};
 
 use super::Engine;
@@ -61,7 +62,16 @@ impl Engine {
         let _ = self.status.console.set(minter);
     }
 
-    pub(super) fn console_login_code_now(&self) -> Result<ConsoleLoginCodeResult, RpcError> {
+    /// Only the token mints sign-ins: a browser's session minting more would outlive its own sign-out (and a
+    /// stolen cookie would keep its holder signed in for good).
+    pub(super) fn console_login_code_now(&self, authority: Authority) -> Result<ConsoleLoginCodeResult, RpcError> {
+        if authority != Authority::Token {
+            return Err(RpcError::engine(
+                "console_login_code_needs_token",
+                "a sign-in link can only be made with the daemon's token (`troupe open`), not from a signed-in browser",
+                &[],
+            ));
+        }
         let minter = self.status.console.get().ok_or_else(|| {
             RpcError::engine(
                 "console_disabled",

@@ -6,8 +6,6 @@ use std::borrow::Cow;
 use actix_web::HttpResponse;
 use actix_web::http::header::{self, ContentType};
 
-use super::headers::with_security_headers;
-
 #[derive(rust_embed::RustEmbed)]
 #[folder = "../web/dist"]
 struct Dist;
@@ -33,7 +31,6 @@ pub(crate) fn response(path: &str, caching: Caching) -> Option<HttpResponse> {
             Caching::Revalidate => "no-cache",
         },
     ));
-    with_security_headers(&mut builder);
     let body: Cow<'static, [u8]> = file.data;
     Some(builder.body(body.into_owned()))
 }

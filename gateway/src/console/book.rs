@@ -1,9 +1,12 @@
 //! Who is signed in to the web console: one-time sign-in codes and the browser sessions they were exchanged for.
 //!
 //! A code is minted for a user who already holds the token (`troupe open`, or `troupe serve` on a terminal) and
-//! is good for one `POST /login` within [`CODE_TTL`]. The browser then gets a random session value in an
-//! `HttpOnly` cookie; the page never sees the token. Only SHA-256 hashes of codes and session values are kept,
-//! so neither the memory nor the file below is a credential.
+//! is good for one `POST /login` within [`CODE_TTL`]. The browser then gets two random values: the session's value
+//! in an `HttpOnly` cookie, which the page's script cannot read, and a page key in the redirect's fragment, which the
+//! page keeps in its origin's `localStorage`. `/ws` wants both. Browsers send a host's cookies to every port of it,
+//! so a web server on another port of the same machine receives the cookie; it never sees the page key, which is
+//! scoped to the console's origin. The page never sees the token. Only SHA-256 hashes of codes, session values and
+//! keys are kept, so neither the memory nor the file below is a credential.
 //!
 //! Sessions survive a daemon restart (a browser left open reconnects to the restarted daemon without signing in
 //! again): they are kept in `<data_dir>/daemon/console-sessions.json`, mode 0600, written whole to a temporary file,
@@ -32,7 +35,7 @@ const MAX_OPEN_CODES: usize = 64;
 /// Signed-in browsers at once; signing in another forgets the one that expires first.
 const MAX_SESSIONS: usize = 256;
 /// The file's format; another value is ignored (everyone signs in again), never misread.
-const FILE_FORMAT: u32 = 1;
+const FILE_FORMAT: u32 = 2;
 
 type Hash = [u8; 32];
 
@@ -53,17 +56,25 @@ pub struct LoginCode {
     pub expires_at: SystemTime,
 }
 
-/// A browser session just created by a sign-in: the cookie's value and how long it lives.
+/// A browser session just created by a sign-in: the cookie's value, the page key and how long they live.
 pub(crate) struct NewSession {
     pub(crate) value: String,
+    pub(crate) key: String,
     pub(crate) max_age: Duration,
+}
+
+/// A live session: when it ends and the hash of its page key.
+#[derive(Clone, Copy)]
+struct Live {
+    expires_unix: u64,
+    key: Hash,
 }
 
 /// Codes and sessions of one daemon. Shared by every worker; every method is quick and never blocks on I/O
 /// except [`ConsoleBook::persist`], which callers run on a blocking thread.
 pub struct ConsoleBook {
     codes: Mutex<HashMap<Hash, Instant>>,
-    sessions: Mutex<HashMap<Hash, u64>>,
+    sessions: Mutex<HashMap<Hash, Live>>,
     /// Serializes writers of the file, so an older snapshot can never replace a newer one.
     file_lock: Mutex<()>,
     file: Option<PathBuf>,
@@ -95,6 +106,7 @@ struct SessionsFile {
 #[derive(Serialize, Deserialize)]
 struct StoredSession {
     hash: String,
+    key_hash: String,
     expires_unix: u64,
 }
 
@@ -142,30 +154,37 @@ impl ConsoleBook {
         if expires <= Instant::now() {
             return None;
         }
-        let value = random_value();
+        let (value, key) = (random_value(), random_value());
         let now = unix_now();
         let mut sessions = self.sessions.lock();
-        sessions.retain(|_, expires| *expires > now);
+        sessions.retain(|_, live| live.expires_unix > now);
         if sessions.len() >= MAX_SESSIONS
-            && let Some(soonest) = sessions.iter().min_by_key(|(_, expires)| **expires).map(|(hash, _)| *hash)
+            && let Some(soonest) = sessions.iter().min_by_key(|(_, live)| live.expires_unix).map(|(hash, _)| *hash)
         {
             sessions.remove(&soonest);
         }
-        sessions.insert(sha256(value.as_bytes()), now + self.session_ttl.as_secs());
-        Some(NewSession { value, max_age: self.session_ttl })
+        let live = Live { expires_unix: now + self.session_ttl.as_secs(), key: sha256(key.as_bytes()) };
+        sessions.insert(sha256(value.as_bytes()), live);
+        Some(NewSession { value, key, max_age: self.session_ttl })
     }
 
-    /// The session of this cookie value and when it ends, if it is a live one.
-    pub(crate) fn check(&self, value: &str) -> Option<(SessionKey, SystemTime)> {
+    /// The session of this cookie value and when it ends, if it is a live one. `key`: the page key too must match
+    /// (`None` checks the cookie alone, for what a cookie alone may see: the page's static files, sign-out).
+    pub(crate) fn check(&self, value: &str, key: Option<&str>) -> Option<(SessionKey, SystemTime)> {
         let hash = sha256(value.as_bytes());
-        let expires = *self.sessions.lock().get(&hash)?;
-        (expires > unix_now()).then(|| (SessionKey(hash), UNIX_EPOCH + Duration::from_secs(expires)))
+        let live = *self.sessions.lock().get(&hash)?;
+        if let Some(key) = key
+            && !bool::from(subtle::ConstantTimeEq::ct_eq(&sha256(key.as_bytes())[..], &live.key[..]))
+        {
+            return None;
+        }
+        (live.expires_unix > unix_now())
+            .then(|| (SessionKey(hash), UNIX_EPOCH + Duration::from_secs(live.expires_unix)))
     }
 
-    /// Signs the session of this cookie value out: the session it was, if any; call [`ConsoleBook::persist`].
-    pub(crate) fn end(&self, value: &str) -> Option<SessionKey> {
-        let hash = sha256(value.as_bytes());
-        self.sessions.lock().remove(&hash).map(|_| SessionKey(hash))
+    /// Ends a session; call [`ConsoleBook::persist`] afterwards.
+    pub(crate) fn end_key(&self, session: &SessionKey) {
+        self.sessions.lock().remove(&session.0);
     }
 
     /// Writes the live sessions to the file, durably. Blocking: run it on a blocking thread.
@@ -179,8 +198,12 @@ impl ConsoleBook {
             .sessions
             .lock()
             .iter()
-            .filter(|(_, expires)| **expires > now)
-            .map(|(hash, expires)| StoredSession { hash: hex(hash), expires_unix: *expires })
+            .filter(|(_, live)| live.expires_unix > now)
+            .map(|(hash, live)| StoredSession {
+                hash: hex(hash),
+                key_hash: hex(&live.key),
+                expires_unix: live.expires_unix,
+            })
             .collect();
         let contents = SessionsFile { format: FILE_FORMAT, token_id: self.token_id.clone(), sessions };
         let bytes = serde_json::to_vec(&contents).map_err(std::io::Error::other)?;
@@ -188,7 +211,7 @@ impl ConsoleBook {
     }
 }
 
-fn load(path: &Path, token_id: &str) -> HashMap<Hash, u64> {
+fn load(path: &Path, token_id: &str) -> HashMap<Hash, Live> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
@@ -209,7 +232,9 @@ fn load(path: &Path, token_id: &str) -> HashMap<Hash, u64> {
     file.sessions
         .into_iter()
         .filter(|session| session.expires_unix > now)
-        .filter_map(|session| Some((unhex(&session.hash)?, session.expires_unix)))
+        .filter_map(|session| {
+            Some((unhex(&session.hash)?, Live { expires_unix: session.expires_unix, key: unhex(&session.key_hash)? }))
+        })
         .collect()
 }
 
@@ -268,11 +293,15 @@ mod tests {
         let book = book(None);
         let code = book.mint_code();
         let session = book.redeem(&code.code).expect("a fresh code is accepted");
-        assert!(book.check(&session.value).is_some());
+        assert!(book.check(&session.value, Some(&session.key)).is_some());
+        assert!(book.check(&session.value, None).is_some(), "the cookie alone, for static files");
+        assert!(book.check(&session.value, Some("another key")).is_none(), "the cookie without its page key");
+        assert!(book.check(&session.key, Some(&session.value)).is_none());
         assert!(book.redeem(&code.code).is_none(), "a code is single use");
         assert!(book.redeem("made-up").is_none());
-        assert!(book.end(&session.value).is_some());
-        assert!(book.check(&session.value).is_none(), "a signed-out session is refused");
+        let (key, _) = book.check(&session.value, None).unwrap();
+        book.end_key(&key);
+        assert!(book.check(&session.value, Some(&session.key)).is_none(), "a signed-out session is refused");
     }
 
     #[test]
@@ -295,12 +324,13 @@ mod tests {
         first.persist().unwrap();
         let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
         assert_eq!(mode & 0o777, 0o600);
-        assert!(!std::fs::read_to_string(&path).unwrap().contains(&session.value), "only hashes are stored");
+        let stored = std::fs::read_to_string(&path).unwrap();
+        assert!(!stored.contains(&session.value) && !stored.contains(&session.key), "only hashes are stored");
 
         let restarted = book(Some(path.clone()));
-        assert!(restarted.check(&session.value).is_some(), "a restart keeps browsers signed in");
+        assert!(restarted.check(&session.value, Some(&session.key)).is_some(), "a restart keeps browsers signed in");
         let rotated = ConsoleBook::open(&Token::new("another"), Some(path), Duration::from_secs(3600));
-        assert!(rotated.check(&session.value).is_none(), "a new token signs every browser out");
+        assert!(rotated.check(&session.value, None).is_none(), "a new token signs every browser out");
         assert_ne!(rotated.cookie_name(), restarted.cookie_name());
     }
 }

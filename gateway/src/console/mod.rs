@@ -9,12 +9,16 @@
 //! - `GET /console/plain.css`: the sign-in pages' stylesheet.
 //!
 //! The cookie (`troupe_console_<id>`) is `HttpOnly; SameSite=Strict; Path=/`, `Secure` when a trusted proxy says the
-//! browser came over HTTPS. It authorizes `/ws` only for a request whose `Origin` is the daemon's own (see
-//! `http_routes::upgrade`): cookies are shared by every port of a host, origins are not.
+//! browser came over HTTPS. The sign-in's redirect also hands the page a key in its fragment (`#console-key=…`,
+//! never sent to a server), which the page keeps in `localStorage` and offers at `/ws` as the subprotocol
+//! `troupe.console.<key>` and at `console/session` as `X-Troupe-Console-Key`. `/ws` wants the cookie, the key and an
+//! `Origin` that is the daemon's own (see `http_routes::upgrade`): every port of a host gets its cookies, but only the
+//! console's origin has the key.
 
 mod assets;
 mod book;
 mod headers;
+pub(crate) use headers::security_headers;
 mod pages;
 
 use std::time::SystemTime;
@@ -39,16 +43,26 @@ pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
         .route("/console/plain.css", web::get().to(plain_css));
 }
 
-/// The live console session a request's cookie names, if any, and when it ends.
-pub(crate) fn session_of(book: &ConsoleBook, headers: &HeaderMap) -> Option<(SessionKey, SystemTime)> {
-    cookie_value(headers, book.cookie_name()).and_then(|value| book.check(value))
+/// The header that carries the page key on the page's own requests.
+const KEY_HEADER: &str = "x-troupe-console-key";
+
+/// The live console session a request's cookie names, if any, and when it ends; with `key`, only one whose page key
+/// it is. Every cookie of that name counts: a page on another port of the host can set a decoy of the same name (with
+/// a narrower path, sent first), which must not hide the real one.
+pub(crate) fn session_of(
+    book: &ConsoleBook,
+    headers: &HeaderMap,
+    key: Option<&str>,
+) -> Option<(SessionKey, SystemTime)> {
+    cookie_values(headers, book.cookie_name()).find_map(|value| book.check(value, key))
 }
 
 async fn index<S: ServerProtocol>(request: HttpRequest, state: web::Data<GatewayState<S>>) -> HttpResponse {
     let Some(book) = &state.console else {
         return not_found();
     };
-    if session_of(book, request.headers()).is_none() {
+    // The page itself is no secret; the cookie only decides between it and the signed-out page.
+    if session_of(book, request.headers(), None).is_none() {
         return pages::signed_out();
     }
     assets::response("index.html", assets::Caching::Revalidate).unwrap_or_else(|| {
@@ -100,6 +114,10 @@ async fn sign_in<S: ServerProtocol>(
         tracing::info!("refused a console sign-in: the code is unknown, used or expired");
         return pages::code_refused();
     };
+    // Signing in again replaces the browser's previous session rather than leaving it alive beside the new one.
+    if let Some((previous, _)) = session_of(&book, request.headers(), None) {
+        end_session(&book, &state, previous);
+    }
     persist(book.clone()).await;
     tracing::info!("a browser signed in to the console");
     let cookie = format!(
@@ -109,7 +127,8 @@ async fn sign_in<S: ServerProtocol>(
         session.max_age.as_secs(),
         if over_https(&request, &state) { "; Secure" } else { "" }
     );
-    see_other(&cookie)
+    // The fragment is never sent to a server: only the page, on the console's own origin, reads it.
+    see_other(&format!("./#console-key={}", session.key), &cookie)
 }
 
 async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<GatewayState<S>>) -> HttpResponse {
@@ -119,30 +138,33 @@ async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<Gate
     if !posted_from_here(&request, &state) {
         return pages::foreign_origin();
     }
-    if let Some(value) = cookie_value(request.headers(), book.cookie_name())
-        && let Some(session) = book.end(value)
-    {
+    if let Some((session, _)) = session_of(&book, request.headers(), None) {
+        end_session(&book, &state, session);
         persist(book.clone()).await;
-        // Every WebSocket the cookie opened (other tabs of the browser) ends with it.
-        let connections = state.registry.of_console_session(&session);
-        tracing::info!(connections = connections.len(), "a browser signed out of the console");
-        for connection in connections {
-            connection.do_send(crate::connection_actor::GoingAway::SignedOut);
-        }
+        tracing::info!("a browser signed out of the console");
     }
     let cookie = format!(
         "{}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict{}",
         book.cookie_name(),
         if over_https(&request, &state) { "; Secure" } else { "" }
     );
-    see_other(&cookie)
+    see_other("./", &cookie)
+}
+
+/// Ends a session and every WebSocket it opened (the browser's other tabs).
+fn end_session<S>(book: &ConsoleBook, state: &GatewayState<S>, session: SessionKey) {
+    book.end_key(&session);
+    for connection in state.registry.of_console_session(&session) {
+        connection.do_send(crate::connection_actor::GoingAway::SignedOut);
+    }
 }
 
 async fn session_state<S: ServerProtocol>(request: HttpRequest, state: web::Data<GatewayState<S>>) -> HttpResponse {
     let Some(book) = &state.console else {
         return not_found();
     };
-    let mut builder = match session_of(book, request.headers()) {
+    let key = request.headers().get(KEY_HEADER).and_then(|value| value.to_str().ok());
+    let mut builder = match key.and_then(|key| session_of(book, request.headers(), Some(key))) {
         Some((_, expires)) => {
             let mut builder = HttpResponse::Ok();
             builder.content_type("application/json");
@@ -159,7 +181,6 @@ async fn plain_css() -> HttpResponse {
     let mut builder = HttpResponse::Ok();
     builder.content_type("text/css; charset=utf-8");
     builder.insert_header((header::CACHE_CONTROL, "no-cache"));
-    headers::with_security_headers(&mut builder);
     builder.body(pages::PLAIN_CSS)
 }
 
@@ -200,20 +221,22 @@ fn is_code_shaped(code: &str) -> bool {
         && code.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
 }
 
-/// The value of the cookie `name`, across every `Cookie` header.
-fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// Every value of the cookie `name`, across every `Cookie` header.
+fn cookie_values<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
     headers
         .get_all(header::COOKIE)
         .filter_map(|value| value.to_str().ok())
         .flat_map(|list| list.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
+        .filter(move |(key, _)| *key == name)
         .map(|(_, value)| value.trim_matches('"'))
 }
 
-fn see_other(cookie: &str) -> HttpResponse {
+fn see_other(location: &str, cookie: &str) -> HttpResponse {
     let mut builder = HttpResponse::SeeOther();
-    builder.insert_header((header::LOCATION, HeaderValue::from_static("./")));
+    if let Ok(location) = HeaderValue::from_str(location) {
+        builder.insert_header((header::LOCATION, location));
+    }
     builder.insert_header((header::CACHE_CONTROL, "no-store"));
     if let Ok(value) = HeaderValue::from_str(cookie) {
         builder.insert_header((header::SET_COOKIE, value));
@@ -237,10 +260,10 @@ mod tests {
 
     #[test]
     fn finds_the_cookie_among_others() {
-        let map = headers(&[("cookie", "a=1; troupe_console_x=v4lue; b=2"), ("cookie", "c=3")]);
-        assert_eq!(cookie_value(&map, "troupe_console_x"), Some("v4lue"));
-        assert_eq!(cookie_value(&map, "c"), Some("3"));
-        assert_eq!(cookie_value(&map, "troupe_console"), None);
+        let map = headers(&[("cookie", "a=1; troupe_console_x=decoy; b=2"), ("cookie", "c=3; troupe_console_x=v4lue")]);
+        assert_eq!(cookie_values(&map, "troupe_console_x").collect::<Vec<_>>(), ["decoy", "v4lue"]);
+        assert_eq!(cookie_values(&map, "c").collect::<Vec<_>>(), ["3"]);
+        assert_eq!(cookie_values(&map, "troupe_console").count(), 0);
     }
 
     #[test]

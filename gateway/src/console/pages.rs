@@ -6,8 +6,6 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, ContentType};
 use actix_web::{HttpResponse, HttpResponseBuilder};
 
-use super::headers::with_security_headers;
-
 pub(crate) const PLAIN_CSS: &str = "\
 :root{color-scheme:light dark;--fg:#1b1f24;--bg:#f6f7f9;--card:#fff;--accent:#0b57d0;--muted:#57606a}\
 @media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--bg:#0d1117;--card:#161b22;--accent:#6ea8fe;--muted:#9da7b3}}\
@@ -71,7 +69,6 @@ pub(crate) fn foreign_origin() -> HttpResponse {
 fn page(status: StatusCode, title: &str, body: &str) -> HttpResponse {
     let mut builder = HttpResponseBuilder::new(status);
     builder.insert_header((header::CACHE_CONTROL, "no-store"));
-    with_security_headers(&mut builder);
     builder.content_type(ContentType::html()).body(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\

@@ -41,6 +41,17 @@ pub(super) struct ConnectionShared {
     pub(super) observer: SharedObserver,
     /// The `client_info` of the connection's handshake (the latest accepted one), for presence lists.
     pub(super) client_info: Mutex<Option<Arc<ClientInfo>>>,
+    /// What the client proved at the upgrade; set once by the transport before any frame, else the token.
+    pub(super) authority: std::sync::OnceLock<Authority>,
+}
+
+/// What a connection's client proved when it connected, for the few methods that need more than being connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Authority {
+    /// The daemon's bearer token (CLI, scripts, the shared client, in-process transports).
+    Token,
+    /// A browser session of the daemon's web console (its cookie and page key), which may not mint more sign-ins.
+    BrowserSession,
 }
 
 impl ConnectionShared {
@@ -72,6 +83,14 @@ impl<S> Clone for ServerConnection<S> {
     }
 }
 
+impl<S> ServerConnection<S> {
+    /// Records what the client proved at the upgrade. Call it before feeding any frame; the first call wins, and a
+    /// connection never told is [`Authority::Token`].
+    pub fn set_authority(&self, authority: Authority) {
+        let _ = self.shared.authority.set(authority);
+    }
+}
+
 impl<S: ServerProtocol> ServerConnection<S> {
     /// A new connection and the stream of frames it will send.
     pub fn new(server: Arc<S>, limits: ServerLimits) -> (Self, OutboundStream) {
@@ -90,6 +109,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             subscriptions: Mutex::new(HashMap::new()),
             observer,
             client_info: Mutex::new(None),
+            authority: std::sync::OnceLock::new(),
         });
         server.connected(shared.id);
         let outbound = OutboundStream { shared: shared.clone() };

@@ -76,6 +76,11 @@ impl ServerContext {
         ConnectionHandle { shared: self.shared.clone() }
     }
 
+    /// What this connection's client proved when it connected.
+    pub fn authority(&self) -> super::connection::Authority {
+        self.shared.authority.get().copied().unwrap_or(super::connection::Authority::Token)
+    }
+
     /// The `client_info` of this connection's handshake, if it gave one.
     pub fn client_info(&self) -> Option<Arc<ClientInfo>> {
         self.shared.client_info.lock().clone()

@@ -56,7 +56,7 @@ use std::time::Duration;
 
 pub use crate::methods::ServerProtocol;
 use crate::transport::{MessageFrame, Transport};
-pub use connection::ServerConnection;
+pub use connection::{Authority, ServerConnection};
 pub use context::ServerContext;
 pub use handle::ConnectionHandle;
 pub use observer::{
