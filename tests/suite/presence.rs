@@ -158,7 +158,8 @@ async fn a_bad_client_info_and_unknown_sessions_are_refused() {
     let long_name = "x".repeat(129);
     for (client_info, says) in [
         (json!({"name": ""}), "empty"),
-        (json!({"name": "two\nlines"}), "control character"),
+        (json!({"name": "two\nlines"}), "control or format character"),
+        (json!({"name": "web console\u{202e}"}), "control or format character"),
         (json!({"name": long_name}), "at most 128"),
         (json!({"name": "fine", "version": "1\u{7}"}), "client_info.version"),
     ] {

@@ -142,6 +142,13 @@ async fn console_through(proxy: &Proxy, ca: &TestCa, daemon: &LoggedDaemon, pref
         assert_eq!(get(proxy, ca, &path, Some(&cookie)).0, 404, "{path}");
     }
 
+    // The proxy's access log has the requests but never a sign-in code.
+    let access_log = proxy.access_log();
+    assert!(!access_log.contains(code), "the sign-in code is in the access log:\n{access_log}");
+    if matches!(proxy.kind, ProxyKind::Nginx) {
+        assert!(access_log.contains("/console/session"), "nginx logs the console's other requests:\n{access_log}");
+    }
+
     // Signing out ends the session for the WebSocket too.
     let (status, _, _) = https(
         proxy,

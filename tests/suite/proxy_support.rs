@@ -164,7 +164,7 @@ pub struct Proxy {
     child: Child,
     pub port: u16,
     dir: PathBuf,
-    kind: ProxyKind,
+    pub kind: ProxyKind,
 }
 
 impl Proxy {
@@ -279,6 +279,11 @@ impl Proxy {
             .filter_map(|name| std::fs::read_to_string(self.dir.join(name)).ok())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// nginx's access log (empty for Caddy, which logs no requests unless told to).
+    pub fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default()
     }
 
     /// `wss://localhost:<port><path>`.

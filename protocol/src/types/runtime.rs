@@ -38,9 +38,9 @@ pub const CLIENT_INFO_MAX_BYTES: usize = 128;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClientInfo {
-    /// 1 to 128 bytes, no control characters (e.g. `"troupe cli"`, `"web console"`).
+    /// 1 to 128 bytes, no control or format characters (e.g. `"troupe cli"`, `"web console"`).
     pub name: String,
-    /// At most 128 bytes, no control characters.
+    /// At most 128 bytes, no control or format characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
 }
@@ -65,8 +65,11 @@ impl ClientInfo {
                     value.len()
                 ));
             }
-            if value.chars().any(char::is_control) {
-                return Err(format!("`client_info.{field}` contains a control character; send printable text only"));
+            // Format characters (bidi overrides, zero-width ones) would let a name show as another in presence lists.
+            if value.chars().any(|c| c.is_control() || crate::diagnostic::is_format_control(c)) {
+                return Err(format!(
+                    "`client_info.{field}` contains a control or format character; send printable text only"
+                ));
             }
             Ok(())
         }
