@@ -57,45 +57,56 @@ static ONE_BROWSER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn browser_test(name: &str) {
     // A test that failed while holding the lock poisons it; the next one runs all the same.
     let _one_at_a_time = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let test_dir = repository().join("web/test");
-    assert!(
-        test_dir.join("node_modules/playwright-core").is_dir(),
-        "web/test/node_modules is missing: scripts/test installs it (`npm ci` in web/test)"
-    );
     let chromium =
         std::env::var_os("TROUPE_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
     assert!(chromium.exists(), "{} is missing: scripts/test installs Debian's chromium", chromium.display());
+    node_test(name, &[("TROUPE_CHROMIUM", chromium.as_os_str())]);
+}
+
+/// `node --test web/test/<name>.test.mjs` with `TROUPE_BIN` and `TROUPE_TEST_OUTPUT` (and `env`), bounded by
+/// [`NODE_TEST_LIMIT`]; fails with node's output unless every test in the file passed.
+fn node_test(name: &str, env: &[(&str, &std::ffi::OsStr)]) {
+    assert!(
+        repository().join("web/test/node_modules/playwright-core").is_dir(),
+        "web/test/node_modules is missing: scripts/test installs it (`npm ci` in web/test)"
+    );
     let output = output_dir(name);
     let log = output.join("node-test.log");
     let log_file = std::fs::File::create(&log).expect("node log");
-    let mut child = Command::new("node")
+    let mut command = Command::new("node");
+    command
         .arg("--test")
         .arg("--test-reporter=spec")
         .arg(format!("web/test/{name}.test.mjs"))
         .current_dir(repository())
         .env("TROUPE_BIN", troupe_binary())
         .env("TROUPE_TEST_OUTPUT", &output)
-        .env("TROUPE_CHROMIUM", &chromium)
         .env_remove("TROUPE_TOKEN")
         .env_remove("TROUPE_URL")
         .env_remove("TROUPE_HOME")
         .stdin(Stdio::null())
         .stdout(log_file.try_clone().expect("log"))
         .stderr(log_file)
-        // Its own group, so a timeout ends chromium and the daemons node started along with node.
-        .process_group(0)
-        .spawn()
-        .expect("start node (scripts/test installs nodejs)");
+        // Its own group, so a timeout reaches the daemons node started too.
+        .process_group(0);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("start node (scripts/test installs nodejs)");
     let deadline = Instant::now() + NODE_TEST_LIMIT;
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait for node") {
             break Some(status);
         }
         if Instant::now() > deadline {
-            // SAFETY: signalling the process group this test started (its id is the child's pid).
-            unsafe {
-                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            // SIGTERM first: Playwright closes the browser it launched (in a process group of its own) on SIGTERM;
+            // SIGKILL for whatever is left after a grace period.
+            signal_group(&child, libc::SIGTERM);
+            let grace = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().expect("wait for node").is_none() && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(100));
             }
+            signal_group(&child, libc::SIGKILL);
             let _ = child.wait();
             break None;
         }
@@ -108,6 +119,13 @@ fn browser_test(name: &str) {
             panic!("web/test/{name}.test.mjs failed ({status}); screenshots and logs in {}:\n{text}", output.display())
         }
         None => panic!("web/test/{name}.test.mjs took longer than {NODE_TEST_LIMIT:?}; output so far:\n{text}"),
+    }
+}
+
+fn signal_group(child: &std::process::Child, signal: libc::c_int) {
+    // SAFETY: signalling the process group this test started (its id is the child's pid).
+    unsafe {
+        libc::kill(-(child.id() as libc::pid_t), signal);
     }
 }
 
@@ -163,7 +181,7 @@ fn browser_transcript() {
 
 #[test]
 fn web_dist_is_not_stale() {
-    browser_test("stale_build");
+    node_test("stale_build", &[]);
 }
 
 /// One HTTP/1.1 response, read raw.
