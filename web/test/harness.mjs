@@ -148,8 +148,12 @@ export class Daemon {
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');
-    const timeout = new Promise((resolve) => setTimeout(() => resolve('timeout'), WAIT_MS));
-    if ((await Promise.race([this.exited, timeout])) === 'timeout') {
+    let timer;
+    const timeout = new Promise((resolve) => (timer = setTimeout(() => resolve('timeout'), WAIT_MS)));
+    const outcome = await Promise.race([this.exited, timeout]);
+    // A pending timer would keep node's event loop (and so the test file) alive until it fires.
+    clearTimeout(timer);
+    if (outcome === 'timeout') {
       child.kill('SIGKILL');
       await this.exited;
     }
