@@ -29,8 +29,18 @@ function append(el, children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);
     else if (child instanceof Node) el.appendChild(child);
-    else el.appendChild(document.createTextNode(String(child)));
+    else el.appendChild(document.createTextNode(visibleText(String(child))));
   }
+}
+
+// Characters that reorder or hide text without showing themselves: bidi embeddings, overrides, isolates and marks,
+// zero-width spaces and joiners-that-are-not-for-scripts, the BOM, line and paragraph separators. A file named
+// `notes-\u202etxt.sh` would read as `notes-hs.txt`; shown as escapes, every character is seen for what it is.
+const DECEPTIVE = /[\u061c\u200b\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/gu;
+
+/** `text` with its reordering and invisible characters shown as `⟨U+202E⟩`. */
+export function visibleText(text) {
+  return text.replace(DECEPTIVE, (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}⟩`);
 }
 
 /** Replaces an element's children. */

@@ -1,6 +1,7 @@
 // Markdown → sanitized HTML for assistant and reasoning text (marked renders, DOMPurify sanitizes).
 import DOMPurify from 'dompurify';
 import { marked } from 'marked';
+import { visibleText } from './dom.js';
 
 marked.setOptions({ gfm: true, breaks: false, async: false });
 
@@ -25,10 +26,13 @@ DOMPurify.addHook('afterSanitizeAttributes', (node) => {
 
 /** Renders model text as HTML safe to assign to innerHTML. */
 export function renderMarkdown(text) {
-  const html = marked.parse(text ?? '');
+  const html = marked.parse(visibleText(text ?? ''));
   return DOMPurify.sanitize(html, {
     USE_PROFILES: { html: true },
     FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe', 'img', 'video', 'audio', 'source', 'picture'],
-    FORBID_ATTR: ['style'],
+    // No class, id or data attribute from a model: its text must not borrow the console's own look (a fake
+    // approval card, a fake "signed out" box) or collide with the page's ids.
+    FORBID_ATTR: ['style', 'class', 'id', 'name'],
+    ALLOW_DATA_ATTR: false,
   });
 }

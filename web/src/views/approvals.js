@@ -2,6 +2,9 @@
 // event, or the next approval.list), in every open browser.
 import { fill, h, shortId } from '../dom.js';
 
+/** How long a new approval card ignores clicks. */
+const ARMING_MS = 600;
+
 const RISK = {
   execute: 'Runs a command or program on this machine.',
   write: 'Changes or creates files.',
@@ -33,20 +36,28 @@ export function createApprovals(actions) {
         for (const button of buttons) button.disabled = button.dataset.allowed !== 'true';
       }
     };
+    // A new card's buttons wake up after ARMING_MS: the click meant for the card just answered (a double click, a
+    // second tap) must not land on the next one, which appears in the same place before anyone could read it.
     const button = (testid, label, decision, allowed, cls) => {
-      const b = h('button', { type: 'button', class: cls, 'data-testid': testid, 'data-allowed': String(allowed), disabled: !allowed, onclick: () => answer(decision) }, label);
+      const b = h('button', { type: 'button', class: cls, 'data-testid': testid, 'data-allowed': String(allowed), disabled: true, onclick: () => answer(decision) }, label);
       buttons.push(b);
       return b;
     };
+    let armed = false;
+    setTimeout(() => {
+      armed = true;
+      view.classList.remove('arming');
+      for (const b of buttons) b.disabled = b.dataset.allowed !== 'true';
+    }, ARMING_MS);
     feedback.addEventListener('keydown', (event) => {
-      if (event.key === 'Enter') {
+      if (event.key === 'Enter' && armed) {
         event.preventDefault();
         answer('reject');
       }
     });
-    return h(
+    const view = h(
       'article',
-      { class: 'approval-card', 'data-testid': 'approval-card', 'data-approval-id': record.approval_id, 'aria-label': `Approval: ${op.summary ?? op.tool}` },
+      { class: 'approval-card arming', 'data-testid': 'approval-card', 'data-approval-id': record.approval_id, 'aria-label': `Approval: ${op.summary ?? op.tool}` },
       h('h3', null, `${op.tool} wants to ${op.action}`, op.summary && !op.summary.includes(op.resource ?? '') ? h('span', { class: 'dim' }, ` — ${op.summary}`) : null),
       h(
         'dl',
@@ -69,6 +80,7 @@ export function createApprovals(actions) {
       ),
       status,
     );
+    return view;
   }
 
   /** `approvals`: pending records, oldest first. */
