@@ -31,6 +31,8 @@ export function createSession(meta) {
     turnCalls: new Map(),
     /** Approval ids by the tool call that asked them. */
     callApprovals: new Map(),
+    /** Runs whose failed attempts have error entries already (their run-end does not repeat the details). */
+    runsWithErrors: new Set(),
     /** Log lines the daemon could not load, shown as gaps where they were. */
     skipped: [...(meta.skipped_events ?? [])].sort((a, b) => a.seq - b.seq),
     lastSelection: meta.creation_selection ?? null,
@@ -174,6 +176,7 @@ function applyEvent(state, event) {
       break;
     }
     case 'attempt_abandoned':
+      if (event.run_id) state.runsWithErrors.add(event.run_id);
       addEntry(state, `error-${seq}`, seq, 'error', {
         title: `${p.model}: ${p.error?.message ?? 'the request failed'}${p.will_retry ? ' (retrying)' : ''}`,
         modelError: p.error ?? null,
@@ -304,7 +307,7 @@ function applyEvent(state, event) {
         runId,
         status,
         reason: p.reason ?? null,
-        error: p.type === 'run_failed' ? { message: p.error, modelError: p.model_error ?? null, resolvedModel: p.resolved_model ?? null } : null,
+        error: p.type === 'run_failed' ? { message: p.error, modelError: p.model_error ?? null, resolvedModel: p.resolved_model ?? null, detailsShown: state.runsWithErrors.has(runId) } : null,
         finalText: p.final_text ?? null,
         usage: runId ? state.runUsage.get(runId) ?? null : null,
         timestamp: event.timestamp,

@@ -140,6 +140,11 @@ function modelErrorBlock(error, shown = '') {
   );
 }
 
+/** Only the vendor's response body, when the facts were shown with the failed attempt above. */
+function diagnosticBody(error) {
+  return error?.response_body ? h('details', null, h('summary', null, 'Response body'), h('pre', { class: 'diagnostic' }, error.response_body)) : null;
+}
+
 const RUN_END_WORDS = { completed: 'Run completed', failed: 'Run failed', cancelled: 'Run cancelled', interrupted: 'Run interrupted' };
 const DECISION_WORDS = { approve_once: 'approved once', approve_tree: 'approved for the tree', reject: 'rejected', cancel: 'cancelled' };
 const STEER_WORDS = { admitted: 'queued', submitted: 'submitted', recalled: 'recalled', voided: 'dropped (the run ended)' };
@@ -176,7 +181,7 @@ function simpleBody(entry, actions) {
       return [
         h('div', { class: 'run-end-line' }, h('span', { class: 'marker', 'aria-hidden': 'true' }, '■'), ` ${RUN_END_WORDS[entry.status] ?? `Run ${entry.status}`}`, entry.reason ? h('span', { class: 'dim' }, ` — ${entry.reason}`) : null, usageLine(entry.usage), h('time', null, clock(entry.timestamp))),
         entry.error
-          ? h('div', { class: 'error-body' }, h('p', { class: 'error-title' }, entry.error.message), entry.error.resolvedModel ? h('p', { class: 'dim' }, `model: ${entry.error.resolvedModel}`) : null, modelErrorBlock(entry.error.modelError, entry.error.message))
+          ? h('div', { class: 'error-body' }, h('p', { class: 'error-title' }, entry.error.message), entry.error.resolvedModel ? h('p', { class: 'dim' }, `model: ${entry.error.resolvedModel}`) : null, entry.error.detailsShown ? diagnosticBody(entry.error.modelError) : modelErrorBlock(entry.error.modelError, entry.error.message))
           : null,
       ];
     case 'error':
@@ -236,7 +241,12 @@ function toolView(entry, actions) {
   const head = h('header', { class: 'entry-meta' });
   const argsSlot = h('div', { class: 'tool-args' });
   const diffSlot = h('div');
-  const output = h('pre', { class: 'output', 'data-testid': 'tool-output', 'aria-label': 'Output' });
+  const output = h('pre', { class: 'output', 'data-testid': 'tool-output', 'aria-label': 'Output', tabindex: '0' });
+  // The output follows its tail, like a terminal, unless the reader scrolled up in it.
+  let outputStick = true;
+  output.addEventListener('scroll', () => {
+    outputStick = output.scrollHeight - output.scrollTop - output.clientHeight < 24;
+  });
   const stdinSlot = h('div');
   const resultSlot = h('div');
   el.append(head, argsSlot, diffSlot, output, stdinSlot, resultSlot);
@@ -276,6 +286,7 @@ function toolView(entry, actions) {
     }
     renderedChunks = chunks.length;
     output.classList.toggle('empty', chunks.length === 0);
+    if (outputStick) output.scrollTop = output.scrollHeight;
   }
 
   function stdinControls(current) {
