@@ -77,6 +77,8 @@ export function run(program, args, { cwd, env, timeoutMs = WAIT_MS, input } = {}
       clearTimeout(timer);
       resolve({ code, signal, stdout, stderr });
     });
+    // A program that exits without reading its stdin closes the pipe first: EPIPE then is no failure.
+    child.stdin.on('error', () => {});
     child.stdin.end(input ?? '');
   });
 }
@@ -322,6 +324,21 @@ export async function waitForRunEnd(page, count = 1, timeout = WAIT_MS) {
 /** Saves a screenshot of the page under the test's output folder. */
 export async function screenshot(page, name) {
   await page.screenshot({ path: path.join(outputDir(), `${name}.png`), fullPage: true });
+}
+
+/**
+ * The page key the console keeps in its origin's localStorage: the second half of a sign-in beside the cookie
+ * (handed over in the sign-in redirect's fragment, offered at /ws as the subprotocol `troupe.console.<key>` and at
+ * console/session as `X-Troupe-Console-Key`). `page` must be on the daemon's origin.
+ */
+export async function pageKey(page) {
+  return page.evaluate(() => localStorage.getItem('troupe.console.key'));
+}
+
+/** `GET console/session` with the browser's cookies, and the page key when given: its status. */
+export async function consoleSessionStatus(page, daemon, key) {
+  const headers = key ? { 'X-Troupe-Console-Key': key } : {};
+  return (await page.request.get(new URL('console/session', daemon.base).href, { headers })).status();
 }
 
 /** Visible form controls and buttons with no accessible name (a label, aria-label, aria-labelledby or text). */

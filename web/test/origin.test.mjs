@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { consoleCookie, signIn, withConsole, WAIT_MS } from './harness.mjs';
+import { consoleCookie, pageKey, signIn, withConsole, WAIT_MS } from './harness.mjs';
 
 /** The status of a raw WebSocket upgrade of `url` with `headers` (101 when it is accepted). */
 function upgradeStatus(url, headers) {
@@ -35,12 +35,12 @@ function upgradeStatus(url, headers) {
   });
 }
 
-/** In `page`, whether `new WebSocket(url)` opens ('open') or fails ('refused'). */
-function tryWebSocket(page, url) {
+/** In `page`, whether `new WebSocket(url, protocols)` opens ('open') or fails ('refused'). */
+function tryWebSocket(page, url, protocols = []) {
   return page.evaluate(
-    (url) =>
+    ([url, protocols]) =>
       new Promise((resolve) => {
-        const socket = new WebSocket(url);
+        const socket = new WebSocket(url, protocols);
         socket.onopen = () => {
           socket.close();
           resolve('open');
@@ -48,7 +48,7 @@ function tryWebSocket(page, url) {
         socket.onerror = () => resolve('refused');
         socket.onclose = () => resolve('refused');
       }),
-    url,
+    [url, protocols],
   );
 }
 
@@ -59,20 +59,27 @@ test('a foreign Origin is refused even with the console cookie', async () => {
     const cookie = await consoleCookie(context);
     assert.ok(cookie, 'signed in');
     const jar = `${cookie.name}=${cookie.value}`;
+    const key = await pageKey(page);
+    assert.ok(key, 'the page holds its key');
+    const keyed = `troupe, troupe.console.${key}`;
+    const ws = daemon.wsUrl.replace('ws:', 'http:');
 
-    assert.equal(await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: daemon.origin, Cookie: jar }), 101);
+    assert.equal(await upgradeStatus(ws, { Origin: daemon.origin, Cookie: jar, 'Sec-WebSocket-Protocol': keyed }), 101);
     assert.equal(
-      await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: 'http://evil.example', Cookie: jar }),
+      await upgradeStatus(ws, { Origin: 'http://evil.example', Cookie: jar, 'Sec-WebSocket-Protocol': keyed }),
       403,
+      'cookie and key from a foreign Origin',
     );
-    assert.equal(await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: daemon.origin }), 401);
+    assert.equal(await upgradeStatus(ws, { Origin: daemon.origin, Cookie: jar }), 401, 'the cookie without the key');
+    assert.equal(await upgradeStatus(ws, { Origin: daemon.origin, 'Sec-WebSocket-Protocol': keyed }), 401, 'the key without the cookie');
     assert.equal(
-      await upgradeStatus(daemon.wsUrl.replace('ws:', 'http:'), { Origin: daemon.origin, Cookie: `${cookie.name}=forged` }),
+      await upgradeStatus(ws, { Origin: daemon.origin, Cookie: `${cookie.name}=forged`, 'Sec-WebSocket-Protocol': keyed }),
       401,
+      'a forged cookie',
     );
 
-    // The page itself may open it (the positive control of the browser case below).
-    assert.equal(await tryWebSocket(page, daemon.wsUrl), 'open');
+    // The page itself may open it (the positive control of the browser cases below).
+    assert.equal(await tryWebSocket(page, daemon.wsUrl, ['troupe', `troupe.console.${key}`]), 'open');
 
     // A page on another origin of the same site (another port of 127.0.0.1): the browser sends the SameSite=Strict
     // cookie along, so only the Origin check stands between that page and the daemon.
@@ -85,6 +92,8 @@ test('a foreign Origin is refused even with the console cookie', async () => {
       const other = await context.newPage();
       await other.goto(`http://127.0.0.1:${evil.address().port}/`);
       assert.equal(await tryWebSocket(other, daemon.wsUrl), 'refused');
+      // Even one that somehow learnt the page key.
+      assert.equal(await tryWebSocket(other, daemon.wsUrl, ['troupe', `troupe.console.${key}`]), 'refused');
       // And from another site altogether (localhost), which does not get the cookie.
       await other.goto(`http://localhost:${evil.address().port}/`);
       assert.equal(await tryWebSocket(other, daemon.wsUrl), 'refused');

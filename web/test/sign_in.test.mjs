@@ -5,7 +5,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   consoleCookie,
+  consoleSessionStatus,
   cspViolations,
+  pageKey,
   RECONNECT_MS,
   screenshot,
   signIn,
@@ -32,8 +34,14 @@ test('a login URL becomes an HttpOnly SameSite=Strict cookie and shows the sessi
     const posted = await response;
     assert.equal(posted.status(), 303, 'POST /login answers 303 See Other');
     assert.match((await posted.headerValue('set-cookie')) ?? '', /^troupe_console(_[A-Za-z0-9]+)?=/);
-    await page.waitForURL(daemon.base);
+    // The page key rides in the redirect's fragment, which no browser sends to a server.
+    const location = (await posted.headerValue('location')) ?? '';
+    const handed = /^\.\/#console-key=([A-Za-z0-9_-]{16,128})$/.exec(location);
+    assert.ok(handed, `303 to ./ with the page key in the fragment: ${location}`);
     await page.getByTestId('app').waitFor({ state: 'visible' });
+    await page.waitForURL(daemon.base);
+    assert.equal(await pageKey(page), handed[1], 'the page keeps the key in localStorage');
+    assert.equal(new URL(page.url()).hash, '', 'and takes it out of the address bar');
 
     const cookie = await consoleCookie(context);
     assert.ok(cookie, 'the troupe_console cookie is set');
@@ -52,9 +60,13 @@ test('a login URL becomes an HttpOnly SameSite=Strict cookie and shows the sessi
       .evaluateAll((rows) => rows.map((row) => row.getAttribute('data-session-id')));
     assert.ok(order.indexOf(second) < order.indexOf(first), `most recent first: ${order}`);
 
-    const session = await page.request.get(new URL('console/session', daemon.base).href);
+    const session = await page.request.get(new URL('console/session', daemon.base).href, {
+      headers: { 'X-Troupe-Console-Key': handed[1] },
+    });
     assert.equal(session.status(), 200);
     assert.ok(Date.parse((await session.json()).expires_at) > Date.now(), 'expires_at is in the future');
+    assert.equal(await consoleSessionStatus(page, daemon), 401, 'the cookie alone is not a sign-in');
+    assert.equal(await consoleSessionStatus(page, daemon, 'A'.repeat(43)), 401, 'nor the cookie with another key');
     await screenshot(page, 'session-list');
     assert.deepEqual(cspViolations(page), [], 'the page runs under its CSP without violations');
     assert.deepEqual(await unlabelledControls(page), [], 'every control has an accessible name');
@@ -98,13 +110,15 @@ test('sign-out clears the cookie and shows the signed-out page', async () => {
   await withConsole({ name: 'sign-out' }, async ({ daemon, open }) => {
     const { context, page } = await open();
     await signIn(daemon, page);
+    const key = await pageKey(page);
+    assert.equal(await consoleSessionStatus(page, daemon, key), 200);
     await page.getByTestId('sign-out').click();
     await page.getByText(/troupe open/).first().waitFor({ state: 'visible' });
     assert.equal(await page.getByTestId('app').count(), 0, 'the console app is gone');
     const cookie = await consoleCookie(context);
     assert.ok(!cookie || cookie.value === '', `the cookie is cleared: ${JSON.stringify(cookie)}`);
-    const session = await page.request.get(new URL('console/session', daemon.base).href);
-    assert.equal(session.status(), 401);
+    assert.equal(await consoleSessionStatus(page, daemon, key), 401, 'the sign-in is over at the daemon too');
+    assert.equal(await pageKey(page), null, 'the page forgot its key');
     await screenshot(page, 'signed-out-page');
     // The signed-out page is what `/` serves without a cookie, even after a reload.
     await page.reload();
