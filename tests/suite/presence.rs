@@ -113,9 +113,12 @@ async fn the_caller_sees_itself_and_unsubscribing_stops_its_notices() {
     subscribe(&mut console, 1, &session_id).await;
     let listed = presence(&mut console, 2, &session_id).await;
     assert_eq!(names(&listed["clients"]), vec![json!("web console")], "{listed}");
+    assert_eq!(listed["you"], listed["clients"][0]["connection_id"], "the caller is told which entry it is");
     let mut other_watcher = connect(&daemon, None).await;
     let listed = presence(&mut other_watcher, 1, &session_id).await;
     assert_eq!(names(&listed["clients"]), vec![json!("web console")], "{listed}");
+    let other = listed["you"].as_str().expect("you");
+    assert!(other.starts_with("connection-") && listed["clients"][0]["connection_id"] != other, "{listed}");
 
     let mut strict = connect(&daemon, None).await;
     subscribe(&mut strict, 1, &session_id).await;

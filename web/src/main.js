@@ -160,6 +160,11 @@ async function refreshGoal() {
   scheduleRender();
 }
 
+/** The presence list with this page's own connection marked (`session.presence` names it as `you`). */
+function markYou(clients) {
+  return (clients ?? []).map((client) => ({ ...client, you: client.connection_id === app.presenceYou }));
+}
+
 async function watchPresence(sessionId) {
   if (!app.presenceSupported) return;
   if (app.presenceFor && app.presenceFor !== sessionId) {
@@ -169,7 +174,8 @@ async function watchPresence(sessionId) {
   app.presenceFor = sessionId;
   try {
     const result = await conn.call('session.presence', { session_id: sessionId });
-    if (app.selectedId === sessionId) app.presence = result.clients ?? [];
+    app.presenceYou = result.you ?? null;
+    if (app.selectedId === sessionId) app.presence = markYou(result.clients);
   } catch (error) {
     if (error instanceof RpcError && (error.code === -32601 || error.typed === 'not_implemented')) {
       // This daemon has no presence extension: no list.
@@ -363,7 +369,7 @@ function onNotification(method, params) {
       break;
     case 'session.presence_changed':
       if (params.session_id === app.selectedId) {
-        app.presence = params.clients ?? [];
+        app.presence = markYou(params.clients);
         scheduleRender();
       }
       break;

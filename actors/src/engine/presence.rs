@@ -26,7 +26,8 @@ impl Engine {
             .send(WatchPresence { session_id: params.session_id.clone(), notifier: ctx.connection_notifier() })
             .await
             .map_err(|_| EngineError::ShuttingDown)??;
-        Ok(SessionPresenceResult { session_id: params.session_id, clients })
+        let you = format!("connection-{}", ctx.connection_id());
+        Ok(SessionPresenceResult { session_id: params.session_id, clients, you })
     }
 
     pub(super) async fn unwatch_presence(

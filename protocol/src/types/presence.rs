@@ -26,6 +26,9 @@ pub struct SessionPresenceResult {
     pub session_id: String,
     /// Each subscribed connection once (the caller too, when it is subscribed), oldest connection first.
     pub clients: Vec<PresenceClient>,
+    /// The caller's own `connection_id`, so that it can tell itself from the others in this list and in every
+    /// `session.presence_changed` after it.
+    pub you: String,
 }
 
 /// `session.presence_changed` notification: the whole new list, which supersedes every earlier one.
