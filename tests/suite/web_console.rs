@@ -7,7 +7,8 @@
 //! say so, they never skip.
 //!
 //! The wire checks below speak raw HTTP/1.1 to an in-process daemon: the CSP and cache headers, content types, the
-//! login code's single use, and `/ws` refusing a foreign Origin even with a valid console cookie.
+//! login code's single use, and a sign-in being the cookie plus the page key handed over in the redirect's fragment
+//! (`/ws` and `console/session` refuse either alone, and `/ws` refuses a foreign Origin even with both).
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -35,6 +36,9 @@ const CSP_DIRECTIVES: [&str; 9] = [
     "form-action 'self'",
     "frame-ancestors 'none'",
 ];
+
+/// The header that carries the page key on the page's own requests (`console/session`).
+const KEY_HEADER: &str = "X-Troupe-Console-Key";
 
 fn repository() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -293,12 +297,29 @@ async fn login_code(daemon: &TestDaemon) -> String {
     path.strip_prefix("login?code=").unwrap_or_else(|| panic!("a relative login path: {path}")).to_owned()
 }
 
-/// Signs in over raw HTTP: the `troupe_console=…` pair to send back as a Cookie.
-async fn sign_in(daemon: &TestDaemon) -> String {
+/// A browser's sign-in: the cookie pair to send back, and the page key the redirect handed over in its fragment.
+struct SignedIn {
+    cookie: String,
+    key: String,
+}
+
+/// The page key of a sign-in's redirect, `./#console-key=KEY`.
+fn handed_key(answer: &Response) -> String {
+    let location = answer.header("location").unwrap_or_default();
+    location
+        .strip_prefix("./#console-key=")
+        .filter(|key| key.len() >= 16 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        .unwrap_or_else(|| panic!("303 to ./ with the page key in the fragment, got {location:?}"))
+        .to_owned()
+}
+
+/// Signs in over raw HTTP, as the sign-in page's form does.
+async fn sign_in(daemon: &TestDaemon) -> SignedIn {
     let code = login_code(daemon).await;
     let answer = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
     assert_eq!(answer.status, 303, "{answer:?}");
-    answer.console_cookie().unwrap_or_else(|| panic!("no console cookie in {answer:?}"))
+    let cookie = answer.console_cookie().unwrap_or_else(|| panic!("no console cookie in {answer:?}"));
+    SignedIn { cookie, key: handed_key(&answer) }
 }
 
 fn assert_strict_csp(response: &Response, what: &str) {
@@ -348,7 +369,7 @@ async fn a_login_code_signs_in_once_and_only_by_post() {
     }
     let answer = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
     assert_eq!(answer.status, 303, "{answer:?}");
-    assert_eq!(answer.header("location"), Some("./"));
+    let key = handed_key(&answer);
     let set_cookie = answer.header("set-cookie").expect("Set-Cookie");
     let attributes: Vec<String> = set_cookie.split(';').map(|part| part.trim().to_ascii_lowercase()).collect();
     for expected in ["httponly", "samesite=strict", "path=/"] {
@@ -365,8 +386,11 @@ async fn a_login_code_signs_in_once_and_only_by_post() {
     assert_eq!(unknown.status, 401);
 
     let cookie = answer.console_cookie().expect("cookie");
-    let session = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie)], "");
+    let session = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie), (KEY_HEADER, &key)], "");
     assert_eq!(session.status, 200, "{session:?}");
+    assert_eq!(session.header("cache-control"), Some("no-store"));
+    let without_key = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie)], "");
+    assert_eq!(without_key.status, 401, "the cookie alone is not a sign-in (every port of the host receives it)");
     let expires: serde_json::Value = serde_json::from_slice(&session.body).expect("JSON");
     assert!(expires["expires_at"].is_string(), "{expires}");
 
@@ -384,14 +408,14 @@ async fn a_login_code_signs_in_once_and_only_by_post() {
         cleared.starts_with(&format!("{name}=;")) && cleared.contains("max-age=0"),
         "the cookie is cleared: {cleared}"
     );
-    let after = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie)], "");
+    let after = http(daemon.addr, "GET", "/console/session", &[("Cookie", &cookie), (KEY_HEADER, &key)], "");
     assert_eq!(after.status, 401, "the cookie no longer works after sign-out");
 }
 
 #[tokio::test]
 async fn the_console_and_its_assets_have_types_cache_headers_and_the_csp() {
     let daemon = TestDaemon::start();
-    let cookie = sign_in(&daemon).await;
+    let SignedIn { cookie, .. } = sign_in(&daemon).await;
     let index = http(daemon.addr, "GET", "/", &[("Cookie", &cookie)], "");
     assert_eq!(index.status, 200, "{index:?}");
     assert!(content_type(&index).starts_with("text/html"), "{index:?}");
@@ -429,8 +453,9 @@ async fn the_console_and_its_assets_have_types_cache_headers_and_the_csp() {
 #[tokio::test]
 async fn the_websocket_takes_the_cookie_only_from_the_daemons_own_origin() {
     let daemon = TestDaemon::start();
-    let cookie = sign_in(&daemon).await;
+    let SignedIn { cookie, key } = sign_in(&daemon).await;
     let own = format!("http://{}", daemon.addr);
+    let keyed = format!("troupe, troupe.console.{key}");
     let upgrade = |headers: &[(&str, &str)]| {
         let mut all = vec![
             ("Connection", "Upgrade"),
@@ -441,12 +466,36 @@ async fn the_websocket_takes_the_cookie_only_from_the_daemons_own_origin() {
         all.extend_from_slice(headers);
         http(daemon.addr, "GET", "/ws", &all, "").status
     };
-    assert_eq!(upgrade(&[("Cookie", &cookie), ("Origin", &own)]), 101);
-    assert_eq!(upgrade(&[("Cookie", &cookie), ("Origin", "http://evil.example")]), 403);
-    assert_eq!(upgrade(&[("Origin", &own)]), 401);
+    let protocol = "Sec-WebSocket-Protocol";
+    assert_eq!(upgrade(&[("Cookie", &cookie), (protocol, &keyed), ("Origin", &own)]), 101);
+    assert_eq!(upgrade(&[("Cookie", &cookie), (protocol, &keyed), ("Origin", "http://evil.example")]), 403);
+    // A server on another port of the host receives the cookie but never the key.
+    assert_eq!(upgrade(&[("Cookie", &cookie), ("Origin", &own)]), 401);
+    assert_eq!(upgrade(&[(protocol, &keyed), ("Origin", &own)]), 401);
     let forged = format!("{}=forged", cookie.split_once('=').expect("NAME=VALUE").0);
-    assert_eq!(upgrade(&[("Cookie", &forged), ("Origin", &own)]), 401);
+    assert_eq!(upgrade(&[("Cookie", &forged), (protocol, &keyed), ("Origin", &own)]), 401);
     // A cookie is a browser's credential: without an Origin (browsers always send one) it is not enough.
-    let without_origin = upgrade(&[("Cookie", &cookie)]);
+    let without_origin = upgrade(&[("Cookie", &cookie), (protocol, &keyed)]);
     assert!(matches!(without_origin, 401 | 403), "a cookie without an Origin is refused, got {without_origin}");
+}
+
+#[tokio::test]
+async fn a_console_connection_cannot_mint_sign_in_codes() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let daemon = TestDaemon::start();
+    let SignedIn { cookie, key } = sign_in(&daemon).await;
+    let mut request = daemon.url().into_client_request().expect("request");
+    let headers = request.headers_mut();
+    headers.insert("Cookie", cookie.parse().expect("cookie header"));
+    headers.insert("Origin", format!("http://{}", daemon.addr).parse().expect("origin header"));
+    headers.insert("Sec-WebSocket-Protocol", format!("troupe, troupe.console.{key}").parse().expect("protocols"));
+    let (stream, _) = within("console connect", tokio_tungstenite::connect_async(request)).await.expect("upgrade");
+    let mut socket = RawSocket { stream };
+    socket.handshake().await;
+    // A page's script (or one injected into it) must not turn one sign-in into more.
+    let reply = socket.call(1, "console.login_code", json!({})).await;
+    assert!(reply.get("error").is_some(), "a console connection minted a code: {reply}");
+    // It is a client like any other otherwise.
+    let sessions = socket.call(2, "session.list", json!({})).await;
+    assert!(sessions.get("result").is_some(), "{sessions}");
 }
