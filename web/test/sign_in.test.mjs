@@ -68,6 +68,9 @@ test('a login URL becomes an HttpOnly SameSite=Strict cookie and shows the sessi
     assert.equal(await consoleSessionStatus(page, daemon), 401, 'the cookie alone is not a sign-in');
     assert.equal(await consoleSessionStatus(page, daemon, 'A'.repeat(43)), 401, 'nor the cookie with another key');
     await screenshot(page, 'session-list');
+    // The list is live: a session created elsewhere shows up without a reload.
+    const third = await daemon.createSession({ model: 'local/echo' });
+    await page.locator(`[data-testid="session-item"][data-session-id="${third}"]`).waitFor({ state: 'visible' });
     assert.deepEqual(cspViolations(page), [], 'the page runs under its CSP without violations');
     assert.deepEqual(await unlabelledControls(page), [], 'every control has an accessible name');
   });
