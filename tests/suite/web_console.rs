@@ -401,3 +401,19 @@ async fn a_console_connection_cannot_mint_sign_in_codes() {
     let sessions = socket.call(2, "session.list", json!({})).await;
     assert!(sessions.get("result").is_some(), "{sessions}");
 }
+
+#[tokio::test]
+async fn a_disabled_console_serves_nothing_and_mints_no_code() {
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[console]\nenabled = false\n".to_owned()),
+        ..DaemonSetup::default()
+    });
+    assert_eq!(http(daemon.addr, "GET", "/", &[], "").status, 404);
+    assert_eq!(http(daemon.addr, "GET", "/console/session", &[], "").status, 404);
+    assert_eq!(http(daemon.addr, "POST", "/login", &[], "code=whatever").status, 404);
+    let mut socket = RawSocket::connect(&daemon.url(), &daemon.token).await;
+    socket.handshake().await;
+    let reply = socket.call(1, "console.login_code", json!({})).await;
+    assert!(reply.get("error").is_some(), "a disabled console minted a code: {reply}");
+    assert!(reply.to_string().contains("console_disabled"), "{reply}");
+}
