@@ -60,12 +60,19 @@ static ONE_BROWSER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `node --test web/test/<name>.test.mjs` and fails with node's output unless every test in it passed.
 fn browser_test(name: &str) {
+    browser_test_with(name, &[]);
+}
+
+/// [`browser_test`] with more environment for the test file.
+fn browser_test_with(name: &str, env: &[(&str, &std::ffi::OsStr)]) {
     // A test that failed while holding the lock poisons it; the next one runs all the same.
     let _one_at_a_time = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let chromium =
         std::env::var_os("TROUPE_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
     assert!(chromium.exists(), "{} is missing: scripts/test installs Debian's chromium", chromium.display());
-    node_test(name, &[("TROUPE_CHROMIUM", chromium.as_os_str())]);
+    let mut all = vec![("TROUPE_CHROMIUM", chromium.as_os_str())];
+    all.extend_from_slice(env);
+    node_test(name, &all);
 }
 
 /// `node --test web/test/<name>.test.mjs` with `TROUPE_BIN` and `TROUPE_TEST_OUTPUT` (and `env`), bounded by
@@ -182,6 +189,21 @@ fn browser_session_admin() {
 #[test]
 fn browser_transcript() {
     browser_test("transcript");
+}
+
+#[test]
+fn browser_behind_nginx() {
+    use super::proxy_support::{Proxy, TestCa};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = TestCa::create(dir.path());
+    // nginx first, in front of the port the test's daemon will listen on.
+    let port = free_port();
+    let upstream: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+    let proxy = Proxy::nginx(dir.path(), &ca, upstream, 90);
+    let origin = format!("https://localhost:{}", proxy.port);
+    let port = port.to_string();
+    browser_test_with("proxy", &[("TROUPE_TEST_PORT", port.as_ref()), ("TROUPE_PROXY_ORIGIN", origin.as_ref())]);
+    drop(proxy);
 }
 
 #[test]

@@ -86,10 +86,10 @@ export function run(program, args, { cwd, env, timeoutMs = WAIT_MS, input } = {}
 /** The daemon as a child process: started, restarted on the same port and data dir, stopped. */
 export class Daemon {
   /** Starts `troupe serve` on a fresh data dir and a free port and waits until `/readyz` answers 200. */
-  static async start(name = 'daemon', config = '') {
+  static async start(name = 'daemon', config = '', { port } = {}) {
     if (!BIN) throw new Error('TROUPE_BIN is not set: run these tests through `cargo test web_console`');
     const root = mkdtempSync(path.join(tmpdir(), 'troupe-web-'));
-    const daemon = new Daemon(root, await freePort(), name, config);
+    const daemon = new Daemon(root, port ?? (await freePort()), name, config);
     await daemon.#spawn();
     return daemon;
   }
@@ -201,9 +201,9 @@ export class Daemon {
     return id;
   }
 
-  /** A fresh one-time sign-in URL from `troupe open --json`. */
-  async signInUrl() {
-    const { stdout } = await this.cli(['open', '--json']);
+  /** A fresh one-time sign-in URL from `troupe open --json` (under `publicUrl`, a proxy's address, when given). */
+  async signInUrl(publicUrl) {
+    const { stdout } = await this.cli(['open', '--json', ...(publicUrl ? ['--public-url', publicUrl] : [])]);
     const answer = JSON.parse(stdout);
     if (typeof answer.url !== 'string' || typeof answer.expires_at !== 'string') {
       throw new Error(`troupe open --json printed ${stdout}`);
@@ -239,8 +239,9 @@ export async function launchBrowser() {
 }
 
 /** A new "browser" (its own cookie jar) whose page records console messages, page errors and CSP violations. */
-export async function newPage(browser, { viewport = { width: 1280, height: 900 } } = {}) {
-  const context = await browser.newContext({ viewport });
+export async function newPage(browser, { viewport = { width: 1280, height: 900 }, ignoreHTTPSErrors = false } = {}) {
+  // ignoreHTTPSErrors: a proxy's certificate from the test's own CA, which chromium does not know.
+  const context = await browser.newContext({ viewport, ignoreHTTPSErrors });
   context.setDefaultTimeout(WAIT_MS);
   const page = await context.newPage();
   page.consoleLog = [];
@@ -254,12 +255,16 @@ export function cspViolations(page) {
   return page.consoleLog.filter((line) => /Content Security Policy|Refused to (load|execute|apply)/i.test(line));
 }
 
-/** Opens a fresh sign-in URL in `page`, presses "Sign in" and waits for the console's app root. */
-export async function signIn(daemon, page) {
-  const url = await daemon.signInUrl();
+/**
+ * Opens a fresh sign-in URL in `page`, presses "Sign in" and waits for the console's app root; `publicUrl`: the
+ * console's address through a proxy (e.g. https://localhost:PORT/agent/).
+ */
+export async function signIn(daemon, page, publicUrl) {
+  const url = await daemon.signInUrl(publicUrl);
+  const home = new URL(publicUrl ?? daemon.base).pathname;
   await page.goto(url);
   await page.getByRole('button', { name: /sign in/i }).click();
-  await page.waitForURL((current) => current.pathname === '/' && !current.search.includes('code='));
+  await page.waitForURL((current) => current.pathname === home && !current.search.includes('code='));
   await page.getByTestId('app').waitFor({ state: 'visible' });
   return url;
 }
@@ -390,8 +395,8 @@ export function duplicatedSeqs(list) {
  * Sets up what nearly every test needs and tears it down after `body`, saving a screenshot of each open page when
  * the body fails: a daemon, a browser, and the `script` connected.
  */
-export async function withConsole({ name, script, config }, body) {
-  const daemon = await Daemon.start(name, config);
+export async function withConsole({ name, script, config, port }, body) {
+  const daemon = await Daemon.start(name, config, { port });
   let browser;
   const pages = [];
   try {
