@@ -192,6 +192,11 @@ fn browser_transcript() {
 }
 
 #[test]
+fn browser_keyboard() {
+    browser_test("keyboard");
+}
+
+#[test]
 fn browser_behind_nginx() {
     use super::proxy_support::{Proxy, TestCa};
     let dir = tempfile::tempdir().expect("temp dir");
