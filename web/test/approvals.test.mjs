@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   chooseScriptedModel,
+  lowContrastText,
   openSession,
   overflowsHorizontally,
   screenshot,
@@ -53,6 +54,7 @@ test('an approval answered in one browser disappears from the other', async () =
     await screenshot(one.page, 'approval-card');
     await screenshot(two.page, 'approval-card-phone');
     assert.equal(await overflowsHorizontally(two.page), false, 'the phone-width page does not scroll sideways');
+    assert.deepEqual(await lowContrastText(one.page), [], 'the approval card meets WCAG AA contrast');
 
     await cards(one.page).first().getByTestId('approve-once').click();
     await waitUntil('the card to disappear from browser 2', async () => (await two.page.locator(`[data-testid="approval-card"][data-approval-id="${firstId}"]`).count()) === 0);

@@ -363,6 +363,48 @@ export async function unlabelledControls(page) {
   });
 }
 
+/**
+ * Visible text whose contrast with its background is under WCAG AA (4.5:1, or 3:1 for large text); disabled
+ * controls are exempt, as WCAG has them. The background is the nearest mostly opaque one up the tree.
+ */
+export async function lowContrastText(page) {
+  return page.evaluate(() => {
+    const parse = (color) => {
+      const match = color.match(/rgba?\(([^)]+)\)/);
+      if (!match) return null;
+      const parts = match[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+      return { r: parts[0], g: parts[1], b: parts[2], a: parts.length > 3 ? parts[3] : 1 };
+    };
+    const luminance = ({ r, g, b }) => {
+      const channel = (v) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    };
+    const background = (element) => {
+      for (let e = element; e; e = e.parentElement) {
+        const color = parse(getComputedStyle(e).backgroundColor);
+        if (color && color.a > 0.5) return color;
+      }
+      return { r: 255, g: 255, b: 255, a: 1 };
+    };
+    const found = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const element = node.parentElement;
+      if (!node.textContent.trim() || !element || element.offsetParent === null) continue;
+      if (element.closest('[disabled], [aria-hidden="true"], .visually-hidden')) continue;
+      const style = getComputedStyle(element);
+      const color = parse(style.color);
+      if (!color) continue;
+      const [light, dark] = [luminance(color), luminance(background(element))].sort((x, y) => y - x);
+      const ratio = (light + 0.05) / (dark + 0.05);
+      const size = parseFloat(style.fontSize);
+      const large = size >= 24 || (Number(style.fontWeight) >= 700 && size >= 18.66);
+      if (ratio < (large ? 3 : 4.5)) found.push(`${ratio.toFixed(2)}:1 "${node.textContent.trim().slice(0, 40)}" (${style.color})`);
+    }
+    return found;
+  });
+}
+
 /** Whether the page is wider than its window (a phone would scroll sideways). */
 export async function overflowsHorizontally(page) {
   return page.evaluate(() => document.scrollingElement.scrollWidth > window.innerWidth + 1);

@@ -11,6 +11,7 @@ import {
   RECONNECT_MS,
   screenshot,
   signIn,
+  lowContrastText,
   unlabelledControls,
   withConsole,
 } from './harness.mjs';
@@ -73,6 +74,7 @@ test('a login URL becomes an HttpOnly SameSite=Strict cookie and shows the sessi
     await page.locator(`[data-testid="session-item"][data-session-id="${third}"]`).waitFor({ state: 'visible' });
     assert.deepEqual(cspViolations(page), [], 'the page runs under its CSP without violations');
     assert.deepEqual(await unlabelledControls(page), [], 'every control has an accessible name');
+    assert.deepEqual(await lowContrastText(page), [], 'text in the session list meets WCAG AA contrast');
   });
 });
 

@@ -14,6 +14,7 @@ import {
   screenshot,
   send,
   signIn,
+  lowContrastText,
   unlabelledControls,
   waitForEntry,
   waitForRunEnd,
@@ -57,6 +58,7 @@ test('text and shell output stream into the page before the run ends', async () 
     assert.equal(await page.getByTestId('cancel').isEnabled(), true, 'cancel is enabled while the run is active');
     await screenshot(page, 'streaming-running');
     assert.deepEqual(await unlabelledControls(page), [], 'every control of the running view has an accessible name');
+    assert.deepEqual(await lowContrastText(page), [], 'text in the running view meets WCAG AA contrast');
 
     // ANSI colours are rendered: the red text is drawn in another colour than the plain line.
     const colors = await output.evaluate((root) => {
