@@ -277,17 +277,19 @@ export async function openSession(page, sessionId) {
   await page.getByTestId('transcript').waitFor({ state: 'visible' });
 }
 
-/** Picks local/scripted in the model picker when the page offers one (the default may be another model). */
+/** Picks local/scripted in the model picker (the page's default may be another model); fails when it cannot. */
 export async function chooseScriptedModel(page) {
   const picker = page.getByTestId('model-picker');
-  if ((await picker.count()) === 0) return;
-  const value = await picker.evaluate((select) => {
-    const option = [...select.options].find(
-      (o) => !o.disabled && (o.value.includes('local/scripted') || o.text.includes('local/scripted')),
-    );
-    return option ? option.value : null;
-  });
-  if (value !== null) await picker.selectOption(value);
+  // The options come from the runtime snapshot, which may arrive after the picker is drawn.
+  const value = await waitUntil('a usable local/scripted in the model picker (its script is connected)', () =>
+    picker.evaluate((select) => {
+      const option = [...select.options].find(
+        (o) => !o.disabled && (o.value.includes('local/scripted') || o.text.includes('local/scripted')),
+      );
+      return option ? option.value : null;
+    }, null, { timeout: 1000 }),
+  );
+  await picker.selectOption(value);
 }
 
 /** Types `text` into the composer and presses `send`. */
