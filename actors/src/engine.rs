@@ -125,6 +125,8 @@ pub struct Engine {
     services: Arc<RunServices>,
     /// Owned so that the session threads stop with the engine.
     session_arbiters: Vec<Arbiter>,
+    /// The threads that write sessions' durable batches (`log_writers.rs`); stopped after the session threads.
+    log_writers: crate::log_writers::LogWriters,
     /// One host per enabled plugin; stopped before the sessions drain.
     plugins: crate::plugin_host::PluginHosts,
     /// Runtime producer registrations and the plugins' recovery reports (`engine/producers.rs`).
@@ -156,7 +158,17 @@ impl Engine {
         services.titles = config.titles;
         services.models.configure(config.models);
         let services = Arc::new(services);
+        let log_writers = crate::log_writers::LogWriters::start(config.session_threads)
+            .map_err(|error| EngineError::Internal { detail: format!("starting the log writer threads: {error}") })?;
         let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
+        for arbiter in &session_arbiters {
+            // Queued before any session actor can be started there, so every session finds its writers.
+            arbiter.spawn_fn(log_writers.installer());
+        }
+        if session_arbiters.is_empty() {
+            // Sessions then run on this thread's arbiter.
+            log_writers.installer()();
+        }
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
         let goals_data_dir = config.data_dir.clone();
@@ -205,13 +217,14 @@ impl Engine {
             replay_page_bytes: config.sessions.replay_page_bytes,
             services,
             session_arbiters,
+            log_writers,
             producers,
             status,
             presence: crate::presence_actor::PresenceActor::default().start(),
         })
     }
 
-    /// Waits until every accepted operation is durable and stops the session threads.
+    /// Waits until every accepted operation is durable and stops the session threads and the log writers.
     pub async fn shutdown(&self) {
         // Plugins first: what they emit while stopping is still written.
         self.plugins.shutdown().await;
@@ -219,6 +232,8 @@ impl Engine {
         for arbiter in &self.session_arbiters {
             arbiter.stop();
         }
+        // Every accepted batch is durable by now; the writers finish anything a stopping session still queued.
+        self.log_writers.stop().await;
     }
 
     /// The configured plugins' statuses and ready tools.

@@ -20,6 +20,7 @@ pub mod compaction;
 pub mod engine;
 pub mod error;
 pub mod goal_actor;
+mod log_writers;
 pub mod plugin_host;
 pub mod presence_actor;
 pub mod producers;

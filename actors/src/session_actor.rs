@@ -7,11 +7,11 @@
 //! # Write path (group commit)
 //!
 //! An accepted operation gets its `seq`, is encoded once, applied to the projection and queued. At most one batch
-//! is being written at a time: the writer moves to a blocking thread, writes every queued line with one `write`
-//! and one `fdatasync`, and comes back. Operations accepted meanwhile form the next batch, so under load many
-//! appends share one fsync. Only when a batch is durable are its events published to subscribers and its
-//! requests acknowledged. A failed write poisons the actor: it fails everything pending and stops; the next
-//! request starts a fresh actor from the log.
+//! is being written at a time: the writer moves to one of the engine's log writer threads (`log_writers`), which
+//! writes every queued line with one `write` and one `fdatasync`, and comes back. Operations accepted meanwhile
+//! form the next batch, so under load many appends share one fsync. Only when a batch is durable are its events
+//! published to subscribers and its requests acknowledged. A failed write poisons the actor: it fails everything
+//! pending and stops; the next request starts a fresh actor from the log.
 //!
 //! # Memory
 //!
@@ -40,6 +40,7 @@ use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::{Projector, SessionState, normalize_title};
 
 use crate::error::EngineError;
+use crate::log_writers::Written;
 use crate::run_actor::RunActor;
 use crate::session_supervisor::{SessionMetaChanged, SessionStopped, SessionSupervisor};
 
@@ -166,7 +167,7 @@ pub struct SessionActor {
     committed_seq: u64,
     /// The `seq` the next accepted event gets.
     next_seq: u64,
-    /// The log; `None` while a batch is being written on a blocking thread.
+    /// The log; `None` while a batch is being written on a log writer thread.
     store: Option<FileEventStore>,
     /// Accepted events waiting for the next batch.
     queued: Vec<LogEntry>,
@@ -382,25 +383,19 @@ impl SessionActor {
         receiver
     }
 
-    /// Hands the queued events to the writer unless a batch is already being written.
+    /// Hands the queued events to a log writer thread (`log_writers`) unless a batch is already being written.
     fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
         if self.queued.is_empty() {
             return;
         }
-        let Some(mut store) = self.store.take() else {
+        let Some(store) = self.store.take() else {
             // A batch is in flight; its completion starts the next one.
             return;
         };
         let batch = std::mem::take(&mut self.queued);
-        let write = async move {
-            tokio::task::spawn_blocking(move || {
-                let outcome = store.append_batch(&batch);
-                (store, batch, outcome)
-            })
-            .await
-        };
-        ctx.spawn(write.into_actor(self).map(|joined, actor, ctx| match joined {
-            Ok((store, batch, Ok(()))) => {
+        let write = crate::log_writers::write(store, batch);
+        ctx.spawn(write.into_actor(self).map(|written, actor, ctx| match written {
+            Ok(Written { store, batch, outcome: Ok(()) }) => {
                 if !store.has_torn_tail()
                     && let Some(state) = actor.state.as_mut()
                 {
@@ -411,8 +406,9 @@ impl SessionActor {
                 actor.commit(batch);
                 actor.write_next_batch(ctx);
             }
-            Ok((_, _, Err(error))) => actor.poison(ctx, actor.storage_error(error)),
-            Err(error) => actor.poison(ctx, actor.storage_error(format!("the writer thread failed: {error}"))),
+            Ok(Written { outcome: Err(error), .. }) => actor.poison(ctx, actor.storage_error(error)),
+            // The store went with the job: nothing more can be written by this actor.
+            Err(error) => actor.poison(ctx, actor.storage_error(error)),
         }));
     }
 
