@@ -5,14 +5,14 @@ import { newKey } from './dom.js';
 import { activeRunId } from './store.js';
 
 /**
- * `ctx`: {conn, app, scheduleRender, notice, refreshSessions, refreshApprovals, openSession, defaultSelection,
+ * `ctx`: {conn, app, scheduleRender, notice, refreshSessions, refreshApprovals, openSession, currentSelection,
  * updateListedTitle}; `conn` may be set on it after this is called.
  */
 export function createActs(ctx) {
-  const { app, scheduleRender, notice, refreshSessions, refreshApprovals, openSession, defaultSelection, updateListedTitle } = ctx;
+  const { app, scheduleRender, notice, refreshSessions, refreshApprovals, openSession, currentSelection, updateListedTitle } = ctx;
 
   function runSelection() {
-    const sel = app.selection ?? defaultSelection(app.meta);
+    const sel = currentSelection();
     if (!sel?.agent || !sel?.model) throw new Error('Pick an agent and a model first.');
     return { agent: sel.agent, model: { model: sel.model, variant: null }, preset: null };
   }
@@ -104,14 +104,15 @@ export function createActs(ctx) {
     await openSession(result.session.session_id);
   }
 
+  /** The user's pick: it applies to the open session only (or, with none open, to the next new session). */
   function pick({ agent, model }) {
-    app.picked = true;
-    if (model) {
-      app.selection = { agent, model };
-    } else {
+    let chosen = { agent, model };
+    if (!model) {
       const info = app.snapshot?.agents?.find((a) => a.agent === agent);
-      app.selection = { agent, model: info?.models?.[0]?.model ?? app.selection?.model ?? null };
+      chosen = { agent, model: info?.models?.[0]?.model ?? currentSelection()?.model ?? null };
     }
+    if (app.selectedId) app.picks.set(app.selectedId, chosen);
+    else app.draftPick = chosen;
     scheduleRender();
   }
 

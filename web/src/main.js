@@ -4,6 +4,7 @@ import { adoptKeyFromFragment, forgetPageKey, pageKey } from './page_key.js';
 import { createActs } from './acts.js';
 import { h, fill } from './dom.js';
 import { Connection, OFFLINE, RpcError, socketUrl } from './rpc.js';
+import { pickOf, snapshotDefault } from './selection.js';
 import { applyEvents, applyOutputNotice, canRecall, createSession } from './store.js';
 import { createApprovals } from './views/approvals.js';
 import { createBanner } from './views/banner.js';
@@ -37,8 +38,10 @@ const app = {
   presenceSupported: true,
   presenceFor: null,
   goal: null,
-  selection: null,
-  picked: false,
+  /** The user's agent/model pick per session (it applies to that session only), by session id. */
+  picks: new Map(),
+  /** The pick made while no session is open: what a new session is created with. */
+  draftPick: null,
   sidebarOpen: true,
   composerStatus: '',
   /** Bumped by each openSession; an open that is no longer the latest stops at its next step. */
@@ -71,7 +74,7 @@ function render() {
   const { state } = app;
   views.banner.render(app.status, app.retryInMs);
   views.sessions.render({ sessions: app.sessions, filter: app.filter, selectedId: app.selectedId, tree: app.tree, loaded: app.sessionsLoaded });
-  views.header.render({ state, meta: app.meta, mode: app.mode, presence: app.presenceSupported ? app.presence : null, goal: app.goal });
+  views.header.render({ state, meta: app.meta, mode: app.mode, presence: app.presenceSupported ? app.presence : null, goal: app.goal, selection: defaultSelection(app.meta, state), picked: app.selectedId ? app.picks.get(app.selectedId) ?? null : null });
   views.approvals.render(pendingApprovals(), app.selectedId);
   views.transcript.render(state);
   views.composer.render({
@@ -80,7 +83,7 @@ function render() {
     canRecall: canRecall(state),
     statusText: composerStatus(),
   });
-  views.pickers.render(app.snapshot, app.selection);
+  views.pickers.render(app.snapshot, currentSelection());
   rootEl.classList.toggle('sidebar-open', app.sidebarOpen);
   views.sidebarToggle.setAttribute('aria-expanded', String(app.sidebarOpen));
   views.main.hidden = !app.meta;
@@ -195,11 +198,21 @@ function refreshOpenSession() {
   watchPresence(app.selectedId);
 }
 
-function defaultSelection(meta) {
-  const sel = meta?.creation_selection;
-  if (sel?.agent) return { agent: sel.agent, model: sel.model?.model ?? null };
-  const agent = app.snapshot?.agents?.[0];
-  return agent ? { agent: agent.agent, model: agent.models?.[0]?.model ?? null } : null;
+/**
+ * A session's own agent/model: its last run's (from its events, `state`), else its creation selection; with no
+ * session, the snapshot's first agent and its first model.
+ */
+function defaultSelection(meta, state) {
+  return pickOf(state?.lastSelection) ?? pickOf(meta?.creation_selection) ?? snapshotDefault(app.snapshot);
+}
+
+/**
+ * What the pickers show and the next run (or a new session) starts with: the open session's pick, else its own
+ * selection. A pick never carries over to another session, so Send runs the model the pickers show for it.
+ */
+function currentSelection() {
+  if (app.selectedId) return app.picks.get(app.selectedId) ?? defaultSelection(app.meta, app.state);
+  return app.draftPick ?? defaultSelection(null, null);
 }
 
 async function openSession(sessionId) {
@@ -249,7 +262,6 @@ async function openSession(sessionId) {
     views.approvals.clear();
   }
   app.state = createSession(meta);
-  if (!app.picked) app.selection = defaultSelection(meta);
   follow(meta.session_id);
   refreshOpenSession();
   scheduleRender();
@@ -284,7 +296,6 @@ function follow(sessionId) {
         state.goalDirty = false;
         refreshGoal();
       }
-      if (!app.picked && state.lastSelection) app.selection = { agent: state.lastSelection.agent, model: state.lastSelection.model?.model ?? null };
       if (state.title !== app.meta?.title) updateListedTitle(sessionId, state.title);
       if (events.some((e) => e.payload?.type?.startsWith('run_'))) {
         // The list shows the run's state at once; the daemon's index catches up a moment later.
@@ -359,7 +370,6 @@ function onNotification(method, params) {
   switch (method) {
     case 'runtime.changed':
       app.snapshot = params.snapshot;
-      if (!app.selection) app.selection = defaultSelection(app.meta);
       scheduleRender();
       break;
     case 'events.tool_output_snapshot':
@@ -392,7 +402,7 @@ function showSignedOut() {
 // ---- boot ----------------------------------------------------------------------------------------------------
 
 function build() {
-  ctx = { conn: null, app, scheduleRender, notice, refreshSessions, refreshApprovals, openSession, defaultSelection, updateListedTitle };
+  ctx = { conn: null, app, scheduleRender, notice, refreshSessions, refreshApprovals, openSession, currentSelection, updateListedTitle };
   const { sendPrompt, recallSteer, cancelRun, sendStdin, rename, setMode, respond, createNewSession, pick } = createActs(ctx);
   const sidebar = h('aside', { class: 'sidebar', id: 'sidebar' });
   const sidebarToggle = h('button', { type: 'button', class: 'sidebar-toggle secondary small', 'aria-controls': 'sidebar', 'aria-expanded': 'true' }, 'Sessions');

@@ -1,6 +1,7 @@
 // The open session's header: title (rename in place), status, cwd, the tree's permission mode, who else is
 // attached (presence), the goal if the session has one, and the session's token usage.
 import { fill, h, shortId } from '../dom.js';
+import { samePick, selectionLabel } from '../selection.js';
 import { formatCount } from './transcript.js';
 
 /** The protocol's permission modes (PermissionMode), with what each means. */
@@ -77,7 +78,8 @@ export function createHeader(actions) {
   });
 
   /**
-   * `view`: {state (store), meta, mode, presence (null: not offered), goal, usage}.
+   * `view`: {state (store), meta, mode, presence (null: not offered), goal, selection (the session's own agent and
+   * model: its last run's, else its creation selection), picked (the user's pick for this session, or null)}.
    */
   let shownKey = null;
 
@@ -85,7 +87,7 @@ export function createHeader(actions) {
     current = { title: view.state?.title ?? view.meta?.title ?? null };
     el.hidden = !view.meta;
     if (!view.meta) return;
-    const key = JSON.stringify([view.meta, current.title, Boolean(view.state?.activeRun), view.state?.lastRunStatus, view.state?.usage, view.mode, view.presence, view.goal]);
+    const key = JSON.stringify([view.meta, current.title, Boolean(view.state?.activeRun), view.state?.lastRunStatus, view.state?.usage, view.mode, view.presence, view.goal, view.selection, view.picked]);
     if (key === shownKey) return;
     shownKey = key;
     document.title = `${current.title || 'Untitled session'} · troupe`;
@@ -94,12 +96,16 @@ export function createHeader(actions) {
     const status = view.state?.activeRun ? 'running' : view.state?.lastRunStatus ?? meta.status;
     const usage = view.state?.usage;
     const origin = meta.origin?.type === 'delegated' ? meta.origin : null;
+    const next = view.picked && !samePick(view.picked, view.selection) ? view.picked : null;
     fill(
       facts,
       h('span', { class: `dot status-${status}`, 'aria-hidden': 'true' }),
       ` ${status} · `,
       h('code', null, meta.cwd || '?'),
-      ` · ${meta.creation_selection?.agent ?? ''} · `,
+      ' · ',
+      h('span', { class: 'session-selection', title: 'The agent and model of this session (its last run, else how it was created)' }, selectionLabel(view.selection) || 'no agent'),
+      next ? h('span', { class: 'next-selection', title: 'Picked in the Agent and Model pickers above, for this session only' }, ` → next run: ${selectionLabel(next)}`) : null,
+      ' · ',
       h('span', { title: meta.session_id }, shortId(meta.session_id)),
       usage && (usage.input || usage.output) ? ` · ${formatCount(usage.input)} in / ${formatCount(usage.output)} out tokens${usage.costKnown ? ` · $${usage.cost.toFixed(2)}` : ''}` : null,
       origin ? [' · ', h('button', { type: 'button', class: 'link', onclick: () => actions.openParent(origin.parent_session_id) }, `delegated from ${shortId(origin.parent_session_id)}`)] : null,
