@@ -72,7 +72,8 @@ pub fn log_path(session_dir: &Path) -> PathBuf {
 
 /// The single writer of one session's log.
 ///
-/// It is `Send` so that the session actor can move it into `spawn_blocking` for each batch and get it back.
+/// It is `Send` so that the session actor can move it to a log writer thread (`actors/src/log_writers.rs`) for each
+/// batch and get it back.
 #[derive(Debug)]
 pub struct LogWriter {
     /// The log file, opened for appending: every write lands at the current end, also after a truncation.

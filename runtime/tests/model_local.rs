@@ -136,7 +136,7 @@ async fn scripted_turns_are_chosen_by_the_number_of_assistant_messages() {
     assert_eq!(past_end.kind, ModelErrorKind::InvalidRequest);
     assert!(!past_end.retryable);
     assert!(
-        past_end.message.starts_with("local/scripted: the script has no reply for turn 3 (it has 2); add one to /")
+        past_end.message.starts_with("the script has no reply for turn 3 (it has 2); add one to /")
             && past_end.message.ends_with("script.json"),
         "{}",
         past_end.message

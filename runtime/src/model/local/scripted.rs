@@ -244,7 +244,7 @@ fn ran_out(source: &ScriptSource, turn_index: usize, turns: usize) -> ModelError
         ModelErrorKind::InvalidRequest,
         ErrorStage::Request,
         format!(
-            "local/scripted: the script has no reply for turn {} (it has {turns}); add one to {place}",
+            "the script has no reply for turn {} (it has {turns}); add one to {place}",
             turn_index + 1
         ),
     );
