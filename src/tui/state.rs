@@ -45,6 +45,8 @@ pub struct PickerRow {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Entry {
     User(String),
+    /// A steer taken back before the run used it (`user_input_recalled`).
+    Recalled(String),
     /// The model's text; streaming deltas append to the last one of its attempt.
     Assistant {
         attempt_id: String,
@@ -242,6 +244,14 @@ impl App {
                 self.entries.push(Entry::User(clean(input)));
             }
             EventPayload::UserInputAdmitted { input, .. } => self.entries.push(Entry::User(clean(input))),
+            EventPayload::UserInputRecalled { input, .. } => {
+                let text = clean(input);
+                if let Some(entry) =
+                    self.entries.iter_mut().rev().find(|entry| matches!(entry, Entry::User(shown) if *shown == text))
+                {
+                    *entry = Entry::Recalled(text);
+                }
+            }
             EventPayload::TextDelta { attempt_id, text } => match self.entries.last_mut() {
                 Some(Entry::Assistant { attempt_id: last, text: shown }) if last == attempt_id => shown.push_str(text),
                 _ => self.entries.push(Entry::Assistant { attempt_id: attempt_id.clone(), text: text.clone() }),

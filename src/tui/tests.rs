@@ -498,3 +498,15 @@ fn model_and_agent_names_reach_the_screen_cleaned() {
     let (text, _) = draw(&app);
     assert!(text.contains("coder · local/echo"), "{text}");
 }
+
+#[test]
+fn a_recalled_steer_shows_as_recalled() {
+    let mut app = open_app();
+    app.apply(&run_started(2, "list the files"));
+    app.apply(&event(3, json!({"type": "user_input_admitted", "input_id": "i1", "input": "also hidden ones"})));
+    assert!(draw(&app).0.contains("you> also hidden ones"));
+    app.apply(&event(4, json!({"type": "user_input_recalled", "input_id": "i1", "input": "also hidden ones"})));
+    let (text, _) = draw(&app);
+    assert!(text.contains("you> (recalled) also hidden ones"), "{text}");
+    assert!(!text.contains("you> also hidden ones"), "{text}");
+}

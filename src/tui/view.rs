@@ -139,6 +139,14 @@ fn transcript_lines(app: &App) -> Vec<Line<'static>> {
                     ]));
                 }
             }
+            Entry::Recalled(text) => {
+                for line in text.lines() {
+                    lines.push(Line::from(vec![
+                        Span::styled("you> (recalled) ", dim),
+                        Span::styled(line.to_owned(), dim),
+                    ]));
+                }
+            }
             Entry::Assistant { text, .. } => lines.extend(clean(text).lines().map(|line| Line::from(line.to_owned()))),
             Entry::Tool { tool, resource, approval, started, output, result, .. } => {
                 lines.push(Line::from(Span::styled(
