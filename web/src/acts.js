@@ -3,6 +3,7 @@
 // RpcError) for the view that asked to show.
 import { newKey } from './dom.js';
 import { activeRunId } from './store.js';
+import { refusalAdvice } from './views/pickers.js';
 
 /**
  * `ctx`: {conn, app, scheduleRender, notice, refreshSessions, refreshApprovals, openSession, currentSelection,
@@ -15,6 +16,23 @@ export function createActs(ctx) {
     const sel = currentSelection();
     if (!sel?.agent || !sel?.model) throw new Error('Pick an agent and a model first.');
     return { agent: sel.agent, model: { model: sel.model, variant: null }, preset: null };
+  }
+
+  /**
+   * `call` refused because its model cannot run says what to do in the console's words (pick another model, or
+   * connect the provider), instead of the daemon's (which speaks of setup_values and provider.connect).
+   */
+  async function withModelAdvice(selection, call) {
+    try {
+      return await call();
+    } catch (error) {
+      const fromDaemon = typeof error.code === 'number';
+      const advice = fromDaemon && error.typed !== 'run_not_active' ? refusalAdvice(selection.model.model, app.snapshot) : null;
+      if (!advice) throw error;
+      const explained = new Error(advice);
+      explained.cause = error;
+      throw explained;
+    }
   }
 
   async function sendPrompt(text) {
@@ -31,7 +49,11 @@ export function createActs(ctx) {
         if (error.typed !== 'run_not_active') throw error;
       }
     }
-    await ctx.conn.call('run.start', { session_id: state.sessionId, client_run_id: newKey('web'), selection: runSelection(), input: text });
+    const selection = runSelection();
+    // The daemon starts a run on any model and fails it at its first request: say what to do before that.
+    const advice = refusalAdvice(selection.model.model, app.snapshot);
+    if (advice) throw new Error(advice);
+    await withModelAdvice(selection, () => ctx.conn.call('run.start', { session_id: state.sessionId, client_run_id: newKey('web'), selection, input: text }));
   }
 
   async function recallSteer() {
@@ -99,7 +121,7 @@ export function createActs(ctx) {
   async function createNewSession(cwd) {
     const params = { selection: runSelection() };
     if (cwd) params.cwd = cwd;
-    const result = await ctx.conn.call('session.create', params);
+    const result = await withModelAdvice(params.selection, () => ctx.conn.call('session.create', params));
     await refreshSessions();
     await openSession(result.session.session_id);
   }

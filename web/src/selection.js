@@ -21,3 +21,19 @@ export function selectionLabel(selection) {
 export function samePick(a, b) {
   return (a?.agent ?? null) === (b?.agent ?? null) && (a?.model ?? null) === (b?.model ?? null);
 }
+
+/**
+ * What a console user can do about a run that failed because its model cannot run (the daemon's message speaks
+ * of `setup_values` and `provider.connect`, which the console does not show), or null for any other failure.
+ */
+export function failureAdvice(message) {
+  const text = message ?? '';
+  if (/local\/scripted has no script/.test(text)) {
+    return 'local/scripted plays a script file, and none is connected. Pick another model in the Model menu at the top (local/echo needs nothing), or connect a script on the daemon’s machine: troupe connect local --script FILE';
+  }
+  const provider = /the provider `([^`]+)` is not connected/.exec(text);
+  if (provider) {
+    return `The provider ${provider[1]} is not connected. Pick another model in the Model menu at the top, or connect it on the daemon’s machine: troupe connect ${provider[1]}`;
+  }
+  return null;
+}

@@ -25,7 +25,7 @@ export function createPickers(actions) {
       modelPicker,
       (snapshot?.models ?? []).map((m) => {
         const why = unusable(m, providers);
-        return h('option', { value: m.model, disabled: Boolean(why), title: m.name }, why ? `${m.model} — ${why}` : m.model);
+        return h('option', { value: m.model, disabled: Boolean(why), title: m.name }, why ? `${m.model} — cannot run: ${why}` : m.model);
       }),
     );
     if (selection?.model && !(snapshot?.models ?? []).some((m) => m.model === selection.model)) modelPicker.prepend(h('option', { value: selection.model }, `${selection.model} (not in the catalog)`));
@@ -37,11 +37,43 @@ export function createPickers(actions) {
   return { el, render };
 }
 
-/** Why a model cannot run now, or null. */
+/** The model the daemon's `local` provider plays a script with: it runs only while a script is connected. */
+const LOCAL_SCRIPTED = 'local/scripted';
+
+/**
+ * Why a model cannot run now, or null. A snapshot that says it per model (`usable: false` with a `reason`) is
+ * taken at its word; today's snapshot does not, so this is the daemon's own check (`troupe models`' USABLE
+ * column): its provider must be connected, and `local/scripted` needs a connected script (the `local` provider's
+ * generation is 0 while it has none).
+ */
 export function unusable(model, providers) {
+  if (model.usable === false) return model.reason ?? model.unusable_reason ?? 'cannot run now';
+  if (model.usable === true) return null;
   const provider = providers.get(model.provider_id);
   if (!provider) return `provider ${model.provider_id} unknown`;
-  if (provider.connected) return null;
-  if (provider.auth_state === 'missing') return `${provider.name} not connected`;
-  return `${provider.name}: ${provider.auth_state}`;
+  if (!provider.connected) return `${provider.name || provider.provider_id} not connected`;
+  if (model.model === LOCAL_SCRIPTED && provider.generation === 0) return 'no script connected';
+  return null;
+}
+
+/**
+ * What to do when a run (or a session) cannot start on `modelId`, in the console's words, or null when the model
+ * looks runnable (the daemon's own message is shown then).
+ */
+export function refusalAdvice(modelId, snapshot) {
+  if (!modelId || !snapshot) return null;
+  const providers = new Map((snapshot.providers ?? []).map((p) => [p.provider_id, p]));
+  const info = (snapshot.models ?? []).find((m) => m.model === modelId) ?? { model: modelId, provider_id: modelId.split('/')[0] };
+  const why = unusable(info, providers);
+  if (!why) return null;
+  const other = 'Pick another model in the Model menu at the top';
+  const provider = providers.get(info.provider_id);
+  if (!provider) return `${modelId} cannot run: this daemon has no provider “${info.provider_id}”. ${other}.`;
+  if (!provider.connected) {
+    return `${modelId} cannot run: its provider ${provider.name || provider.provider_id} is not connected. ${other}, or connect the provider on the daemon's machine (\`troupe connect ${provider.provider_id}\`).`;
+  }
+  if (modelId === LOCAL_SCRIPTED) {
+    return `${modelId} cannot run: it plays a script file, and none is connected. ${other} (local/echo needs nothing), or connect a script on the daemon's machine (\`troupe connect local --script FILE\`).`;
+  }
+  return `${modelId} cannot run now (${why}). ${other}.`;
 }

@@ -5,6 +5,7 @@ import { ansiConverter } from '../ansi.js';
 import { renderDiff } from '../diff.js';
 import { clock, fill, h, shortId } from '../dom.js';
 import { renderMarkdown } from '../markdown.js';
+import { failureAdvice } from '../selection.js';
 
 const RESULT_PREVIEW_CHARS = 20_000;
 
@@ -181,7 +182,7 @@ function simpleBody(entry, actions) {
       return [
         h('div', { class: 'run-end-line' }, h('span', { class: 'marker', 'aria-hidden': 'true' }, '■'), ` ${RUN_END_WORDS[entry.status] ?? `Run ${entry.status}`}`, entry.reason ? h('span', { class: 'dim' }, ` — ${entry.reason}`) : null, usageLine(entry.usage), h('time', null, clock(entry.timestamp))),
         entry.error
-          ? h('div', { class: 'error-body' }, h('p', { class: 'error-title' }, entry.error.message), entry.error.resolvedModel ? h('p', { class: 'dim' }, `model: ${entry.error.resolvedModel}`) : null, entry.error.detailsShown ? diagnosticBody(entry.error.modelError) : modelErrorBlock(entry.error.modelError, entry.error.message))
+          ? h('div', { class: 'error-body' }, h('p', { class: 'error-title' }, entry.error.message), adviceLine(entry.error.message), entry.error.resolvedModel ? h('p', { class: 'dim' }, `model: ${entry.error.resolvedModel}`) : null, entry.error.detailsShown ? diagnosticBody(entry.error.modelError) : modelErrorBlock(entry.error.modelError, entry.error.message))
           : null,
       ];
     case 'error':
@@ -211,6 +212,12 @@ function simpleBody(entry, actions) {
       return [h('span', { class: 'other-text' }, entry.text), entry.json !== undefined ? h('pre', { class: 'json' }, JSON.stringify(entry.json, null, 2)) : null];
     }
   }
+}
+
+/** What to do about a model that cannot run, under the daemon's own message; null for other failures. */
+function adviceLine(message) {
+  const advice = failureAdvice(message);
+  return advice ? h('p', { class: 'advice' }, h('strong', null, 'What to do: '), advice) : null;
 }
 
 function argumentsBlock(entry) {
