@@ -366,11 +366,14 @@ function toolView(entry, actions) {
       let text = result.display ?? result.output ?? '';
       const clipped = text.length > RESULT_PREVIEW_CHARS;
       if (clipped) text = `${text.slice(0, RESULT_PREVIEW_CHARS)}\n…`;
+      // The result repeats what streamed above: folded away, whatever the status (a cancelled or failed command's
+      // output is no more new than a finished one's). It is terminal output too, so colours render, never escapes.
       const streamed = current.chunks.length > 0;
-      const body = h('pre', { class: `result result-${result.status}` }, text);
+      const body = h('pre', { class: `result result-${result.status}` });
+      body.innerHTML = ansiConverter()(text);
       fill(
         resultSlot,
-        text === '' ? null : streamed && result.status === 'ok' ? h('details', { class: 'result-details' }, h('summary', null, 'Result'), body) : body,
+        text === '' ? null : streamed ? h('details', { class: 'result-details' }, h('summary', null, result.status === 'ok' ? 'Result' : `Result (${result.status})`), body) : body,
         result.output_ref ? h('p', { class: 'dim' }, `Full output: ${result.output_ref}`) : null,
       );
     }
