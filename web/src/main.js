@@ -73,8 +73,10 @@ function render() {
   if (app.status === 'signed-out') return;
   const { state } = app;
   views.banner.render(app.status, app.retryInMs);
-  views.sessions.render({ sessions: app.sessions, filter: app.filter, selectedId: app.selectedId, tree: app.tree, loaded: app.sessionsLoaded });
-  views.header.render({ state, meta: app.meta, mode: app.mode, presence: app.presenceSupported ? app.presence : null, goal: app.goal, selection: defaultSelection(app.meta, state), picked: app.selectedId ? app.picks.get(app.selectedId) ?? null : null });
+  // A run that waits for an approval is not running: say so in the header and on the open session's rows.
+  const awaiting = app.approvals.size > 0;
+  views.sessions.render({ sessions: app.sessions, filter: app.filter, selectedId: app.selectedId, tree: app.tree, loaded: app.sessionsLoaded, awaiting: awaiting ? [app.selectedId, app.rootId] : [] });
+  views.header.render({ state, meta: app.meta, mode: app.mode, awaiting, presence: app.presenceSupported ? app.presence : null, goal: app.goal, selection: defaultSelection(app.meta, state), picked: app.selectedId ? app.picks.get(app.selectedId) ?? null : null });
   views.approvals.render(pendingApprovals(), app.selectedId);
   views.transcript.render(state);
   views.composer.render({

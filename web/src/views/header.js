@@ -78,7 +78,7 @@ export function createHeader(actions) {
   });
 
   /**
-   * `view`: {state (store), meta, mode, presence (null: not offered), goal, selection (the session's own agent and
+   * `view`: {state (store), meta, mode, awaiting (the open tree has a pending approval), presence (null: not offered), goal, selection (the session's own agent and
    * model: its last run's, else its creation selection), picked (the user's pick for this session, or null)}.
    */
   let shownKey = null;
@@ -87,19 +87,19 @@ export function createHeader(actions) {
     current = { title: view.state?.title ?? view.meta?.title ?? null };
     el.hidden = !view.meta;
     if (!view.meta) return;
-    const key = JSON.stringify([view.meta, current.title, Boolean(view.state?.activeRun), view.state?.lastRunStatus, view.state?.usage, view.mode, view.presence, view.goal, view.selection, view.picked]);
+    const key = JSON.stringify([view.meta, current.title, Boolean(view.state?.activeRun), view.state?.lastRunStatus, view.state?.usage, view.mode, view.presence, view.goal, view.selection, view.picked, view.awaiting]);
     if (key === shownKey) return;
     shownKey = key;
     document.title = `${current.title || 'Untitled session'} · troupe`;
     const meta = view.meta;
     fill(title, current.title || 'Untitled session');
-    const status = view.state?.activeRun ? 'running' : view.state?.lastRunStatus ?? meta.status;
+    const status = view.awaiting ? 'awaiting approval' : view.state?.activeRun ? 'running' : view.state?.lastRunStatus ?? meta.status;
     const usage = view.state?.usage;
     const origin = meta.origin?.type === 'delegated' ? meta.origin : null;
     const next = view.picked && !samePick(view.picked, view.selection) ? view.picked : null;
     fill(
       facts,
-      h('span', { class: `dot status-${status}`, 'aria-hidden': 'true' }),
+      h('span', { class: `dot status-${status.replace(' ', '-')}`, 'aria-hidden': 'true' }),
       ` ${status} · `,
       h('code', null, meta.cwd || '?'),
       ' · ',

@@ -50,9 +50,10 @@ export function createSessionList(actions) {
     note,
   );
 
-  function row(meta, testid, selectedId, depth) {
+  function row(meta, testid, selectedId, depth, awaiting) {
     const title = meta.title || 'Untitled session';
     const selected = meta.session_id === selectedId;
+    const status = awaiting.includes(meta.session_id) ? 'awaiting approval' : meta.status;
     return h(
       'button',
       {
@@ -65,33 +66,36 @@ export function createSessionList(actions) {
         onclick: () => actions.open(meta.session_id),
       },
       h('span', { class: 'row-title' }, depth > 0 ? h('span', { class: 'dim', 'aria-hidden': 'true' }, '↳ ') : null, title),
-      h('span', { class: 'row-meta' }, h('span', { class: `dot status-${meta.status}`, 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden' }, 'status '), meta.status, ' · ', age(meta.last_activity_at), depth === 0 ? ` · ${meta.cwd}` : ` · ${meta.creation_selection?.agent ?? ''} ${shortId(meta.session_id)}`),
+      h('span', { class: 'row-meta' }, h('span', { class: `dot status-${status.replace(' ', '-')}`, 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden' }, 'status '), status, ' · ', age(meta.last_activity_at), depth === 0 ? ` · ${meta.cwd}` : ` · ${meta.creation_selection?.agent ?? ''} ${shortId(meta.session_id)}`),
     );
   }
 
-  function children(node, selectedId, depth) {
+  function children(node, selectedId, depth, awaiting) {
     if (!node?.children?.length) return null;
     return h(
       'ul',
       { class: 'session-children', 'aria-label': 'Delegated sessions' },
-      node.children.map((child) => h('li', null, row(child.session, 'session-child', selectedId, depth), children(child, selectedId, depth + 1))),
+      node.children.map((child) => h('li', null, row(child.session, 'session-child', selectedId, depth, awaiting), children(child, selectedId, depth + 1, awaiting))),
     );
   }
 
   let shownKey = null;
 
-  /** `sessions`: root metas in the daemon's order; `tree`: the open tree (session.tree's), or null. */
-  function render({ sessions, filter, selectedId, tree, loaded }) {
+  /**
+   * `sessions`: root metas in the daemon's order; `tree`: the open tree (session.tree's), or null; `awaiting`: ids
+   * of sessions shown as awaiting an approval (the open one and its root, while its tree has one pending).
+   */
+  function render({ sessions, filter, selectedId, tree, loaded, awaiting = [] }) {
     const needle = filter.trim().toLowerCase();
     const shown = needle ? sessions.filter((s) => (s.cwd ?? '').toLowerCase().includes(needle)) : sessions;
     // Redrawn only when something shown changed (the list is polled), keeping keyboard focus on its row.
-    const key = JSON.stringify([shown, selectedId, tree, loaded, Math.floor(Date.now() / 30_000)]);
+    const key = JSON.stringify([shown, selectedId, tree, loaded, awaiting, Math.floor(Date.now() / 30_000)]);
     if (key === shownKey) return;
     shownKey = key;
     const focused = list.contains(document.activeElement) ? document.activeElement.getAttribute('data-session-id') : null;
     fill(
       list,
-      shown.map((meta) => h('li', null, row(meta, 'session-item', selectedId, 0), tree && tree.session.session_id === meta.session_id ? children(tree, selectedId, 1) : null)),
+      shown.map((meta) => h('li', null, row(meta, 'session-item', selectedId, 0, awaiting), tree && tree.session.session_id === meta.session_id ? children(tree, selectedId, 1, awaiting) : null)),
     );
     if (focused) list.querySelector(`[data-session-id="${CSS.escape(focused)}"]`)?.focus();
     note.textContent = !loaded ? 'Loading sessions…' : shown.length === 0 ? (needle ? 'No session in a matching directory.' : 'No sessions yet.') : '';
