@@ -6,6 +6,7 @@ import { h, fill } from './dom.js';
 import { Connection, OFFLINE, RpcError, socketUrl } from './rpc.js';
 import { pickOf, snapshotDefault } from './selection.js';
 import { applyEvents, applyOutputNotice, canRecall, createSession } from './store.js';
+import { answeredByWords } from './who.js';
 import { createApprovals } from './views/approvals.js';
 import { createBanner } from './views/banner.js';
 import { createComposer } from './views/composer.js';
@@ -37,6 +38,12 @@ const app = {
   presence: null,
   presenceSupported: true,
   presenceFor: null,
+  /** Every connection id this page has had (`session.presence`'s `you`): an answer from one of them is "you". */
+  myConnections: new Set(),
+  /** Client names by connection id, from every presence list seen: who answered an approval. */
+  clientNames: new Map(),
+  /** Bumped when either of those grows: approval entries re-render their "by …". */
+  whoVersion: 0,
   goal: null,
   /** The user's agent/model pick per session (it applies to that session only), by session id. */
   picks: new Map(),
@@ -78,7 +85,7 @@ function render() {
   views.sessions.render({ sessions: app.sessions, filter: app.filter, selectedId: app.selectedId, tree: app.tree, loaded: app.sessionsLoaded, awaiting: awaiting ? [app.selectedId, app.rootId] : [] });
   views.header.render({ state, meta: app.meta, mode: app.mode, awaiting, presence: app.presenceSupported ? app.presence : null, goal: app.goal, selection: defaultSelection(app.meta, state), picked: app.selectedId ? app.picks.get(app.selectedId) ?? null : null });
   views.approvals.render(pendingApprovals(), app.selectedId);
-  views.transcript.render(state);
+  views.transcript.render(state, app.whoVersion);
   views.composer.render({
     open: Boolean(state) && app.status === 'online',
     active: Boolean(state?.activeRun),
@@ -167,6 +174,12 @@ async function refreshGoal() {
 
 /** The presence list with this page's own connection marked (`session.presence` names it as `you`). */
 function markYou(clients) {
+  for (const client of clients ?? []) {
+    if (client.name && app.clientNames.get(client.connection_id) !== client.name) {
+      app.clientNames.set(client.connection_id, client.name);
+      app.whoVersion += 1;
+    }
+  }
   return (clients ?? []).map((client) => ({ ...client, you: client.connection_id === app.presenceYou }));
 }
 
@@ -180,6 +193,10 @@ async function watchPresence(sessionId) {
   try {
     const result = await conn.call('session.presence', { session_id: sessionId });
     app.presenceYou = result.you ?? null;
+    if (result.you && !app.myConnections.has(result.you)) {
+      app.myConnections.add(result.you);
+      app.whoVersion += 1;
+    }
     if (app.selectedId === sessionId) app.presence = markYou(result.clients);
   } catch (error) {
     if (error instanceof RpcError && (error.code === -32601 || error.typed === 'not_implemented')) {
@@ -439,7 +456,7 @@ function build() {
   });
   const header = createHeader({ rename, setMode, openParent: openSession });
   const approvals = createApprovals({ respond });
-  const transcript = createTranscript({ stdin: sendStdin, open: openSession });
+  const transcript = createTranscript({ stdin: sendStdin, open: openSession, who: (answeredBy) => answeredByWords(answeredBy, app.myConnections, app.clientNames) });
   const composer = createComposer({ send: sendPrompt, recall: recallSteer, cancel: cancelRun });
   const pickers = createPickers({ pick });
   const noticeEl = h('p', { class: 'notice', role: 'alert', hidden: true });

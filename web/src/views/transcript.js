@@ -9,7 +9,7 @@ import { failureAdvice } from '../selection.js';
 
 const RESULT_PREVIEW_CHARS = 20_000;
 
-/** `actions`: `stdin(toolCallId, data, eof)` → Promise, `open(sessionId)`. */
+/** `actions`: `stdin(toolCallId, data, eof)` → Promise, `open(sessionId)`, `who(answeredBy)` → words. */
 export function createTranscript(actions) {
   const root = h('div', { class: 'transcript', 'data-testid': 'transcript', role: 'log', 'aria-label': 'Transcript', 'aria-live': 'off', tabindex: '0' });
   const empty = h('p', { class: 'transcript-empty' }, 'No events yet. Write a prompt below to start a run.');
@@ -21,7 +21,8 @@ export function createTranscript(actions) {
     stick = root.scrollHeight - root.scrollTop - root.clientHeight < 40;
   });
 
-  function render(state) {
+  /** `whoVersion`: bumped when `actions.who` would name someone differently (approval entries re-render). */
+  function render(state, whoVersion = 0) {
     if (!state) {
       views = new Map();
       shownFor = null;
@@ -48,10 +49,12 @@ export function createTranscript(actions) {
         views.set(entry.key, view);
         root.appendChild(view.el);
       }
-      if (view.version !== entry.version || view.live !== live) {
+      const whoStale = entry.kind === 'approval' && entry.answeredBy && view.whoVersion !== whoVersion;
+      if (view.version !== entry.version || view.live !== live || whoStale) {
         view.update(entry, live, state);
         view.version = entry.version;
         view.live = live;
+        view.whoVersion = whoVersion;
       }
     }
     if (stick) root.scrollTop = root.scrollHeight;
@@ -191,7 +194,7 @@ function simpleBody(entry, actions) {
       const op = entry.operation ?? {};
       const answer = entry.decision ? DECISION_WORDS[entry.decision] ?? entry.decision : entry.status === 'pending' ? 'waiting for an answer' : entry.status;
       return [
-        meta(h('span', { class: 'who' }, 'Approval'), h('span', { class: `badge approval-${entry.decision ?? entry.status}` }, answer), entry.answeredBy ? h('span', { class: 'dim' }, `by ${entry.answeredBy}`) : null),
+        meta(h('span', { class: 'who' }, 'Approval'), h('span', { class: `badge approval-${entry.decision ?? entry.status}` }, answer), entry.answeredBy ? h('span', { class: 'dim', title: entry.answeredBy }, `by ${actions.who(entry.answeredBy)}`) : null),
         h('div', null, op.summary && !op.summary.includes(op.resource ?? '') ? [op.summary, ' '] : [`${op.tool} · ${op.action} `], h('code', null, op.resource ?? '')),
         entry.feedback ? h('p', { class: 'feedback' }, `Feedback: ${entry.feedback}`) : null,
         entry.reason ? h('p', { class: 'dim' }, entry.reason) : null,
