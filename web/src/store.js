@@ -289,7 +289,7 @@ function applyEvent(state, event) {
       break;
     }
     case 'tree_approval_grant_committed':
-      addEntry(state, `other-${seq}`, seq, 'other', { text: `Tree grant: ${p.grant?.action ?? ''} ${p.grant?.resource ?? ''}`.trim() });
+      addEntry(state, `other-${seq}`, seq, 'other', { text: `Allowed in every session of this tree: ${p.grant?.action ?? ''} ${p.grant?.resource ?? ''}`.trim() });
       break;
     case 'run_completed':
     case 'run_failed':

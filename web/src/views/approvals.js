@@ -75,7 +75,9 @@ export function createApprovals(actions) {
         'div',
         { class: 'approval-actions' },
         button('approve-once', 'Approve once', 'approve_once', c.allow_once !== false, 'primary'),
-        button('approve-tree', 'Approve for the tree', 'approve_tree', c.allow_tree_grant !== false, ''),
+        // A tree grant allows this one operation (this command, this file) from then on in every session of the
+        // tree, not every command: the button says so where it is read.
+        button('approve-tree', ['Allow for the tree', h('small', { class: 'button-hint' }, 'this command, in every session of this tree')], 'approve_tree', c.allow_tree_grant !== false, 'tree-grant'),
         h('span', { class: 'reject-group' }, h('label', { for: feedbackId, class: 'visually-hidden' }, 'Feedback with the rejection'), feedback, button('reject', 'Reject', 'reject', true, 'danger')),
       ),
       status,

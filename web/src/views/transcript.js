@@ -150,7 +150,7 @@ function diagnosticBody(error) {
 }
 
 const RUN_END_WORDS = { completed: 'Run completed', failed: 'Run failed', cancelled: 'Run cancelled', interrupted: 'Run interrupted' };
-const DECISION_WORDS = { approve_once: 'approved once', approve_tree: 'approved for the tree', reject: 'rejected', cancel: 'cancelled' };
+const DECISION_WORDS = { approve_once: 'approved once', approve_tree: 'allowed for the whole tree', reject: 'rejected', cancel: 'cancelled' };
 const STEER_WORDS = { admitted: 'queued', submitted: 'submitted', recalled: 'recalled', voided: 'dropped (the run ended)' };
 
 function simpleBody(entry, actions) {
