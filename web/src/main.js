@@ -427,7 +427,13 @@ function build() {
   const sidebarToggle = h('button', { type: 'button', class: 'sidebar-toggle secondary small', 'aria-controls': 'sidebar', 'aria-expanded': 'true' }, 'Sessions');
   sidebarToggle.addEventListener('click', () => {
     app.sidebarOpen = !app.sidebarOpen;
-    scheduleRender();
+    if (app.sidebarOpen && window.matchMedia('(max-width: 760px)').matches) {
+      // At phone width the list replaces the page: keyboard focus goes into it (the open session's row).
+      render();
+      sessions.focusList();
+    } else {
+      scheduleRender();
+    }
   });
   const signOut = h(
     'form',
@@ -455,7 +461,7 @@ function build() {
     },
   });
   const header = createHeader({ rename, setMode, openParent: openSession });
-  const approvals = createApprovals({ respond });
+  const approvals = createApprovals({ respond, focusPrompt: () => views.composer.focus() });
   const transcript = createTranscript({ stdin: sendStdin, open: openSession, who: (answeredBy) => answeredByWords(answeredBy, app.myConnections, app.clientNames) });
   const composer = createComposer({ send: sendPrompt, recall: recallSteer, cancel: cancelRun });
   const pickers = createPickers({ pick });

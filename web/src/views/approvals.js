@@ -13,10 +13,34 @@ const RISK = {
   delete: 'Deletes files.',
 };
 
-/** `actions.respond(record, decision, feedback)` → Promise. */
+/** `actions.respond(record, decision, feedback)` → Promise; `actions.focusPrompt()`. */
 export function createApprovals(actions) {
   const el = h('section', { class: 'approvals', 'aria-label': 'Pending approvals', 'aria-live': 'polite' });
+  /** Card elements by approval id, in the order shown. */
   const cards = new Map();
+  /** When each card's buttons wake up (a promise), by approval id. */
+  const armedAt = new Map();
+
+  /**
+   * After an answer, keyboard focus goes on to the next card's first enabled button once it arms (a click or a
+   * key press meant for the answered card must not land on it), or to the prompt when no card is left. Focus that
+   * the user moved elsewhere meanwhile stays where it is.
+   */
+  async function focusNext(answeredId, answered) {
+    const ours = () => !document.activeElement || document.activeElement === document.body || answered.contains(document.activeElement) || !document.activeElement.isConnected;
+    if (!ours()) return;
+    const nextId = [...cards.keys()].find((id) => id !== answeredId);
+    if (!nextId) {
+      actions.focusPrompt();
+      return;
+    }
+    await armedAt.get(nextId);
+    const next = cards.get(nextId);
+    if (!next?.isConnected || !ours()) return;
+    const button = [...next.querySelectorAll('.approval-actions button')].find((b) => !b.disabled);
+    if (button) button.focus();
+    else actions.focusPrompt();
+  }
 
   function card(record, sessionId) {
     const op = record.operation ?? {};
@@ -31,6 +55,7 @@ export function createApprovals(actions) {
       try {
         await actions.respond(record, decision, decision === 'reject' ? feedback.value.trim() : '');
         status.textContent = '';
+        focusNext(record.approval_id, view);
       } catch (error) {
         status.textContent = error.message;
         for (const button of buttons) button.disabled = button.dataset.allowed !== 'true';
@@ -44,11 +69,17 @@ export function createApprovals(actions) {
       return b;
     };
     let armed = false;
-    setTimeout(() => {
-      armed = true;
-      view.classList.remove('arming');
-      for (const b of buttons) b.disabled = b.dataset.allowed !== 'true';
-    }, ARMING_MS);
+    armedAt.set(
+      record.approval_id,
+      new Promise((resolve) => {
+        setTimeout(() => {
+          armed = true;
+          view.classList.remove('arming');
+          for (const b of buttons) b.disabled = b.dataset.allowed !== 'true';
+          resolve();
+        }, ARMING_MS);
+      }),
+    );
     feedback.addEventListener('keydown', (event) => {
       if (event.key === 'Enter' && armed) {
         event.preventDefault();
@@ -92,6 +123,7 @@ export function createApprovals(actions) {
       if (!ids.has(id)) {
         view.remove();
         cards.delete(id);
+        armedAt.delete(id);
       }
     }
     for (const record of approvals) {
@@ -106,6 +138,7 @@ export function createApprovals(actions) {
 
   function clear() {
     cards.clear();
+    armedAt.clear();
     fill(el);
     el.hidden = true;
   }

@@ -101,5 +101,11 @@ export function createSessionList(actions) {
     note.textContent = !loaded ? 'Loading sessions…' : shown.length === 0 ? (needle ? 'No session in a matching directory.' : 'No sessions yet.') : '';
   }
 
-  return { el, render, focusFilter: () => filterInput.focus() };
+  /** Focus into the list: the open session's row, else the first row, else the new-session field. */
+  function focusList() {
+    const row = list.querySelector('.session-row.selected') ?? list.querySelector('.session-row');
+    (row ?? cwdInput).focus();
+  }
+
+  return { el, render, focusList, focusFilter: () => filterInput.focus() };
 }
