@@ -2,6 +2,9 @@
 // nested under their parent, and the "new session" form.
 import { age, fill, h, shortId } from '../dom.js';
 
+/** How often the rows' "… ago" times are brought up to date. */
+const AGE_TICK_MS = 5_000;
+
 /** `actions`: `open(sessionId)`, `create(cwd)` → Promise, `filter(text)`. */
 export function createSessionList(actions) {
   const cwdInput = h('input', { type: 'text', id: 'new-session-cwd', 'data-testid': 'new-session-cwd', placeholder: '/path/to/project (optional)', autocomplete: 'off', spellcheck: 'false' });
@@ -66,7 +69,7 @@ export function createSessionList(actions) {
         onclick: () => actions.open(meta.session_id),
       },
       h('span', { class: 'row-title' }, depth > 0 ? h('span', { class: 'dim', 'aria-hidden': 'true' }, '↳ ') : null, title),
-      h('span', { class: 'row-meta' }, h('span', { class: `dot status-${status.replace(' ', '-')}`, 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden' }, 'status '), status, ' · ', age(meta.last_activity_at), depth === 0 ? ` · ${meta.cwd}` : ` · ${meta.creation_selection?.agent ?? ''} ${shortId(meta.session_id)}`),
+      h('span', { class: 'row-meta' }, h('span', { class: `dot status-${status.replace(' ', '-')}`, 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden' }, 'status '), status, ' · ', h('span', { class: 'row-age', 'data-time': meta.last_activity_at }, age(meta.last_activity_at)), depth === 0 ? ` · ${meta.cwd}` : ` · ${meta.creation_selection?.agent ?? ''} ${shortId(meta.session_id)}`),
     );
   }
 
@@ -89,7 +92,7 @@ export function createSessionList(actions) {
     const needle = filter.trim().toLowerCase();
     const shown = needle ? sessions.filter((s) => (s.cwd ?? '').toLowerCase().includes(needle)) : sessions;
     // Redrawn only when something shown changed (the list is polled), keeping keyboard focus on its row.
-    const key = JSON.stringify([shown, selectedId, tree, loaded, awaiting, Math.floor(Date.now() / 30_000)]);
+    const key = JSON.stringify([shown, selectedId, tree, loaded, awaiting]);
     if (key === shownKey) return;
     shownKey = key;
     const focused = list.contains(document.activeElement) ? document.activeElement.getAttribute('data-session-id') : null;
@@ -100,6 +103,17 @@ export function createSessionList(actions) {
     if (focused) list.querySelector(`[data-session-id="${CSS.escape(focused)}"]`)?.focus();
     note.textContent = !loaded ? 'Loading sessions…' : shown.length === 0 ? (needle ? 'No session in a matching directory.' : 'No sessions yet.') : '';
   }
+
+  // The "… ago" times tick on their own, every AGE_TICK_MS: only the texts that changed are rewritten (the rows,
+  // and the keyboard focus on them, stay).
+  setInterval(() => {
+    if (document.hidden) return;
+    const now = Date.now();
+    for (const span of list.querySelectorAll('.row-age')) {
+      const text = age(span.dataset.time, now);
+      if (span.textContent !== text) span.textContent = text;
+    }
+  }, AGE_TICK_MS);
 
   /** Focus into the list: the open session's row, else the first row, else the new-session field. */
   function focusList() {
