@@ -248,6 +248,7 @@ async function openSession(sessionId) {
     conn.recycle();
   }
   const token = ++app.openToken;
+  views.sessions.clearCreateError();
   app.selectedId = sessionId;
   app.sidebarOpen = false;
   app.state = null;

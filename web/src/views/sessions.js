@@ -7,7 +7,7 @@ const AGE_TICK_MS = 5_000;
 
 /** `actions`: `open(sessionId)`, `create(cwd)` → Promise, `filter(text)`. */
 export function createSessionList(actions) {
-  const cwdInput = h('input', { type: 'text', id: 'new-session-cwd', 'data-testid': 'new-session-cwd', placeholder: '/path/to/project (optional)', autocomplete: 'off', spellcheck: 'false' });
+  const cwdInput = h('input', { type: 'text', id: 'new-session-cwd', 'data-testid': 'new-session-cwd', placeholder: 'blank: the daemon’s own directory', 'aria-describedby': 'new-session-cwd-hint', autocomplete: 'off', spellcheck: 'false' });
   const createStatus = h('p', { class: 'form-status', role: 'status', 'aria-live': 'polite' });
   const createButton = h('button', { type: 'submit', 'data-testid': 'new-session' }, 'New session');
   const createForm = h(
@@ -16,11 +16,19 @@ export function createSessionList(actions) {
     h('label', { for: 'new-session-cwd' }, 'Working directory'),
     cwdInput,
     createButton,
+    h('p', { class: 'form-hint dim', id: 'new-session-cwd-hint' }, 'Left blank, the session works in the directory the daemon was started in.'),
     createStatus,
   );
+  let creating = false;
+  /** A refusal ("no such directory") is about what was typed: it goes once the field changes or a session opens. */
+  function clearCreateError() {
+    if (!creating) createStatus.textContent = '';
+  }
+  cwdInput.addEventListener('input', clearCreateError);
   createForm.addEventListener('submit', async (event) => {
     event.preventDefault();
     createButton.disabled = true;
+    creating = true;
     createStatus.textContent = 'Creating…';
     try {
       await actions.create(cwdInput.value.trim() || null);
@@ -29,6 +37,7 @@ export function createSessionList(actions) {
     } catch (error) {
       createStatus.textContent = error.message;
     } finally {
+      creating = false;
       createButton.disabled = false;
     }
   });
@@ -121,5 +130,5 @@ export function createSessionList(actions) {
     (row ?? cwdInput).focus();
   }
 
-  return { el, render, focusList, focusFilter: () => filterInput.focus() };
+  return { el, render, focusList, clearCreateError, focusFilter: () => filterInput.focus() };
 }
