@@ -159,7 +159,7 @@ function simpleBody(entry, actions) {
       return [meta(h('span', { class: 'who' }, 'You'), originLabel(entry.origin) && h('span', { class: 'badge' }, originLabel(entry.origin)), h('time', null, clock(entry.timestamp))), h('div', { class: 'user-text' }, entry.text)];
     case 'run-start':
       return [
-        h('span', { class: 'marker', 'aria-hidden': 'true' }, '▶'),
+        h('span', { class: 'marker', 'aria-hidden': 'true' }, '◆'),
         ' Run started · ',
         h('span', { class: 'agent' }, entry.agent ?? 'agent'),
         ' · ',
