@@ -26,8 +26,9 @@ export function createActs(ctx) {
     try {
       return await call();
     } catch (error) {
-      const fromDaemon = typeof error.code === 'number';
-      const advice = fromDaemon && error.typed !== 'run_not_active' ? refusalAdvice(selection.model.model, app.snapshot) : null;
+      // Only a refusal about the model (not, say, a working directory that does not exist) gets the advice.
+      const aboutModel = typeof error.code === 'number' && /model|provider|script/i.test(error.message ?? '');
+      const advice = aboutModel ? refusalAdvice(selection.model.model, app.snapshot) : null;
       if (!advice) throw error;
       const explained = new Error(advice);
       explained.cause = error;
