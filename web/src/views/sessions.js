@@ -7,7 +7,7 @@ const AGE_TICK_MS = 5_000;
 
 /** `actions`: `open(sessionId)`, `create(cwd)` → Promise, `filter(text)`. */
 export function createSessionList(actions) {
-  const cwdInput = h('input', { type: 'text', id: 'new-session-cwd', 'data-testid': 'new-session-cwd', placeholder: 'blank: the daemon’s own directory', 'aria-describedby': 'new-session-cwd-hint', autocomplete: 'off', spellcheck: 'false' });
+  const cwdInput = h('input', { type: 'text', id: 'new-session-cwd', 'data-testid': 'new-session-cwd', placeholder: 'blank: the daemon’s directory', 'aria-describedby': 'new-session-cwd-hint', autocomplete: 'off', spellcheck: 'false' });
   const createStatus = h('p', { class: 'form-status', role: 'status', 'aria-live': 'polite' });
   const createButton = h('button', { type: 'submit', 'data-testid': 'new-session' }, 'New session');
   const createForm = h(
