@@ -72,7 +72,7 @@ fn page(status: StatusCode, title: &str, body: &str) -> HttpResponse {
     builder.content_type(ContentType::html()).body(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{title}</title><link rel=\"stylesheet\" href=\"console/plain.css\"></head>\
+         <title>{title}</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"console/plain.css\"></head>\
          <body><main>{body}</main></body></html>",
         title = escape(title),
     ))
