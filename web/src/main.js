@@ -517,6 +517,9 @@ function boot() {
   setInterval(() => {
     if (app.status !== 'online' || document.hidden) return;
     refreshSessions();
+    // The tree's permission mode lives only in the daemon's memory and no event carries it: another client's change
+    // shows at the next read, as in the TUI.
+    refreshTree();
     if (app.state?.activeRun) refreshApprovals();
   }, LIST_REFRESH_MS);
   setInterval(() => {
