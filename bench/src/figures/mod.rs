@@ -9,6 +9,7 @@ mod pipeline;
 mod rtt;
 mod runs;
 mod scale;
+mod turn;
 
 use crate::Ctx;
 use crate::report::Table;
@@ -23,6 +24,7 @@ pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
         "scale" => scale::run(ctx).await,
         "runs" => runs::run(ctx).await,
         "history" => history::run(ctx).await,
+        "turn" => turn::run(ctx).await,
         other => anyhow::bail!("unknown figure {other}"),
     }
 }
