@@ -59,9 +59,9 @@ pub mod approvals_cmd;
 pub mod catalog_cmd;
 pub mod config_check_cmd;
 pub mod inspect_cmd;
+pub mod open_cmd;
 pub mod runs_cmd;
 pub mod skills_cmd;
-pub mod open_cmd;
 pub mod status_cmd;
 pub mod unix_listen;
 

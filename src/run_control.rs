@@ -140,10 +140,15 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
             use tokio::io::AsyncBufReadExt;
             let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
             let mut accepted = true;
+            let mut typed = false;
             while accepted && let Some(line) = lines.next_line().await? {
                 accepted = send(Some(format!("{line}\n")), false).await?;
+                typed = true;
             }
-            accepted && send(None, true).await?
+            // The end of input closes the command's stdin. A command that ended after taking every line typed has no
+            // stdin left to close, and nothing typed was lost: only with nothing typed does a refusal mean the
+            // command was not there to take input.
+            accepted && (send(None, true).await? || typed)
         }
     };
     client.close().await;

@@ -243,10 +243,7 @@ fn ran_out(source: &ScriptSource, turn_index: usize, turns: usize) -> ModelError
     let mut error = ModelError::new(
         ModelErrorKind::InvalidRequest,
         ErrorStage::Request,
-        format!(
-            "the script has no reply for turn {} (it has {turns}); add one to {place}",
-            turn_index + 1
-        ),
+        format!("the script has no reply for turn {} (it has {turns}); add one to {place}", turn_index + 1),
     );
     error.retryable = false;
     error
