@@ -120,13 +120,7 @@ async fn sign_in<S: ServerProtocol>(
     }
     persist(book.clone()).await;
     tracing::info!("a browser signed in to the console");
-    let cookie = format!(
-        "{}={}; Max-Age={}; Path=/; HttpOnly; SameSite=Strict{}",
-        book.cookie_name(),
-        session.value,
-        session.max_age.as_secs(),
-        if over_https(&request, &state) { "; Secure" } else { "" }
-    );
+    let cookie = session_cookie(&book, &request, &state, &session.value, session.max_age.as_secs());
     // The fragment is never sent to a server: only the page, on the console's own origin, reads it.
     see_other(&format!("./#console-key={}", session.key), &cookie)
 }
@@ -143,11 +137,7 @@ async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<Gate
         persist(book.clone()).await;
         tracing::info!("a browser signed out of the console");
     }
-    let cookie = format!(
-        "{}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict{}",
-        book.cookie_name(),
-        if over_https(&request, &state) { "; Secure" } else { "" }
-    );
+    let cookie = session_cookie(&book, &request, &state, "", 0);
     see_other("./", &cookie)
 }
 
@@ -197,6 +187,18 @@ async fn persist(book: std::sync::Arc<ConsoleBook>) {
 /// one is not from a browser and carries no ambient cookie to abuse.
 fn posted_from_here<S>(request: &HttpRequest, state: &GatewayState<S>) -> bool {
     request.headers().get(header::ORIGIN).is_none() || state.origins.is_own_origin(request.headers())
+}
+
+/// The `Set-Cookie` value of the console's session: `value` for `max_age_secs` (an empty value and 0 clear it).
+fn session_cookie<S>(
+    book: &ConsoleBook,
+    request: &HttpRequest,
+    state: &GatewayState<S>,
+    value: &str,
+    max_age_secs: u64,
+) -> String {
+    let secure = if over_https(request, state) { "; Secure" } else { "" };
+    format!("{}={value}; Max-Age={max_age_secs}; Path=/; HttpOnly; SameSite=Strict{secure}", book.cookie_name())
 }
 
 /// Whether the browser reached the daemon over HTTPS, as a trusted proxy says (the daemon itself speaks HTTP).
