@@ -292,6 +292,18 @@ export async function chooseScriptedModel(page) {
   await picker.selectOption(value);
 }
 
+/**
+ * A new browser (`open` from withConsole) signed in, on `sessionId`, with local/scripted picked: where most tests
+ * start. Returns what `open` returned.
+ */
+export async function openScriptedSession(daemon, open, sessionId) {
+  const browser = await open();
+  await signIn(daemon, browser.page);
+  await openSession(browser.page, sessionId);
+  await chooseScriptedModel(browser.page);
+  return browser;
+}
+
 /** Types `text` into the composer and presses `send`. */
 export async function send(page, text) {
   await page.getByTestId('prompt-input').fill(text);

@@ -5,17 +5,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  chooseScriptedModel,
+  RECONNECT_MS,
   duplicatedSeqs,
   entries,
-  openSession,
-  RECONNECT_MS,
+  openScriptedSession,
   screenshot,
   send,
-  signIn,
   waitForEntry,
   waitForRunEnd,
-  waitUntil,
   withConsole,
 } from './harness.mjs';
 
@@ -32,10 +29,7 @@ const count = (list, kind, text) => list.filter((item) => item.kind === kind && 
 test('the page reconnects after a daemon restart without duplicated or lost lines', async () => {
   await withConsole({ name: 'reconnect', script: SCRIPT }, async ({ daemon, open }) => {
     const sessionId = await daemon.createSession({ mode: 'yolo' });
-    const { page } = await open();
-    await signIn(daemon, page);
-    await openSession(page, sessionId);
-    await chooseScriptedModel(page);
+    const { page } = await openScriptedSession(daemon, open, sessionId);
     assert.equal(await page.getByTestId('connection-banner').isVisible(), false, 'no banner while connected');
 
     await send(page, 'first question');

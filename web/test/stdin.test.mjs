@@ -4,11 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  chooseScriptedModel,
-  openSession,
+  openScriptedSession,
   screenshot,
   send,
-  signIn,
   waitForEntry,
   waitForRunEnd,
   waitUntil,
@@ -25,10 +23,7 @@ const SCRIPT = {
 test('stdin typed in the page reaches the running command', async () => {
   await withConsole({ name: 'stdin', script: SCRIPT }, async ({ daemon, open }) => {
     const sessionId = await daemon.createSession({ mode: 'yolo' });
-    const { page } = await open();
-    await signIn(daemon, page);
-    await openSession(page, sessionId);
-    await chooseScriptedModel(page);
+    const { page } = await openScriptedSession(daemon, open, sessionId);
     await send(page, 'say hello');
     const tool = await waitForEntry(page, 'tool', 'read -r name');
     const output = tool.getByTestId('tool-output');

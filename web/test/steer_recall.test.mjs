@@ -4,12 +4,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  chooseScriptedModel,
   entry,
-  openSession,
+  openScriptedSession,
   screenshot,
   send,
-  signIn,
   waitForEntry,
   waitForRunEnd,
   waitUntil,
@@ -28,10 +26,7 @@ const stateOf = (page, text) => entry(page, 'steer', text).first().getAttribute(
 test('steer and recall from the page', async () => {
   await withConsole({ name: 'steer', script: SCRIPT }, async ({ daemon, open }) => {
     const sessionId = await daemon.createSession({ mode: 'yolo' });
-    const { page } = await open();
-    await signIn(daemon, page);
-    await openSession(page, sessionId);
-    await chooseScriptedModel(page);
+    const { page } = await openScriptedSession(daemon, open, sessionId);
     await send(page, 'start working');
     await waitForEntry(page, 'tool', 'release');
     await waitUntil('cancel to be enabled (the run is active)', () => page.getByTestId('cancel').isEnabled());

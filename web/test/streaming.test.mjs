@@ -5,16 +5,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  chooseScriptedModel,
   cspViolations,
   duplicatedSeqs,
   entries,
   entry,
+  lowContrastText,
+  openScriptedSession,
   openSession,
   screenshot,
   send,
-  signIn,
-  lowContrastText,
   unlabelledControls,
   waitForEntry,
   waitForRunEnd,
@@ -36,10 +35,7 @@ const SCRIPT = {
 test('text and shell output stream into the page before the run ends', async () => {
   await withConsole({ name: 'streaming', script: SCRIPT }, async ({ daemon, open }) => {
     const sessionId = await daemon.createSession({ mode: 'yolo' });
-    const { page } = await open();
-    await signIn(daemon, page);
-    await openSession(page, sessionId);
-    await chooseScriptedModel(page);
+    const { page } = await openScriptedSession(daemon, open, sessionId);
     await send(page, 'what is in here?');
 
     await waitForEntry(page, 'user', 'what is in here?');
@@ -127,10 +123,7 @@ const LOUD = {
 test('a page opened in the middle of a long output shows what it missed as a gap', async () => {
   await withConsole({ name: 'output-gap', script: LOUD }, async ({ daemon, open }) => {
     const sessionId = await daemon.createSession({ mode: 'yolo' });
-    const { page } = await open();
-    await signIn(daemon, page);
-    await openSession(page, sessionId);
-    await chooseScriptedModel(page);
+    const { page } = await openScriptedSession(daemon, open, sessionId);
     await send(page, 'print a lot');
     const live = (await waitForEntry(page, 'tool', 'line-')).getByTestId('tool-output');
     await waitUntil('all of the output live', async () => ((await live.textContent()) ?? '').includes('line-3999-'));
