@@ -62,11 +62,11 @@ impl RunningDaemon {
     /// Whether the web console is on. A fresh one-time sign-in URL for it on this machine comes from
     /// [`RunningDaemon::console_sign_in_url`], when the daemon listens on TCP (a unix socket has no URL a browser
     /// can open).
-    pub fn console_sign_in_url_available(&self) -> bool {
+    pub fn has_console(&self) -> bool {
         self.console.is_some()
     }
 
-    /// A fresh one-time sign-in URL; see [`RunningDaemon::console_sign_in_url_available`].
+    /// A fresh one-time sign-in URL; see [`RunningDaemon::has_console`].
     pub fn console_sign_in_url(&self) -> Option<String> {
         let book = self.console.as_ref()?;
         let base = crate::daemon_url::http_base(&self.url())?;

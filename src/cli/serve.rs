@@ -46,7 +46,7 @@ fn print_console_link(daemon: &daemon::RunningDaemon, data_dir_flag: &str) {
         && let Some(url) = daemon.console_sign_in_url()
     {
         println!("console: {url} (signs in one browser, within 5 minutes; `troupe open` prints another)");
-    } else if daemon.console_sign_in_url_available() {
+    } else if daemon.has_console() {
         println!("console: run `troupe open{data_dir_flag}` for a one-time sign-in link");
     }
 }
