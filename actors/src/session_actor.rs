@@ -37,7 +37,7 @@ use troupe_protocol::types::session::TitleChange;
 use troupe_runtime::clock::now_rfc3339;
 use troupe_runtime::event_log::{self, EventReader, EventStore, FileEventStore, LogEntry, LogWriter};
 use troupe_runtime::meta_cache;
-use troupe_runtime::session_state::{Projector, SessionState, normalize_title};
+use troupe_runtime::session_state::{SessionState, normalize_title};
 
 use crate::error::EngineError;
 use crate::log_writers::Written;
@@ -53,6 +53,7 @@ mod plugin_events;
 mod producers;
 mod replay;
 mod runs;
+mod snapshots;
 mod title;
 mod tool_output;
 mod usage;
@@ -197,6 +198,10 @@ pub struct SessionActor {
     /// The automatic title job in flight (`title`), to cancel when a client names the session: one at a time,
     /// and the actor waits for it.
     title_job: Option<tokio_util::sync::CancellationToken>,
+    /// The log length the newest projection snapshot covers (written or being written; `snapshots`).
+    snapshot_len: u64,
+    /// Whether a live snapshot is being written (one at a time).
+    snapshot_writing: bool,
 }
 
 impl SessionActor {
@@ -237,6 +242,8 @@ impl SessionActor {
             forked: false,
             compaction: None,
             title_job: None,
+            snapshot_len: 0,
+            snapshot_writing: false,
         }
     }
 
@@ -404,6 +411,7 @@ impl SessionActor {
                 }
                 actor.store = Some(store);
                 actor.commit(batch);
+                actor.maybe_snapshot(ctx);
                 actor.write_next_batch(ctx);
             }
             Ok(Written { outcome: Err(error), .. }) => actor.poison(ctx, actor.storage_error(error)),
@@ -478,6 +486,8 @@ impl SessionActor {
         if idle && matches!(self.phase, Phase::Ready) {
             tracing::debug!(session_id = %self.session_id, "hibernating idle session");
             ctx.stop();
+        } else if matches!(self.phase, Phase::Ready) {
+            self.maybe_snapshot(ctx);
         }
     }
 }
@@ -517,7 +527,6 @@ impl Actor for SessionActor {
             }
             opening @ (Some(Opening::Load) | Some(Opening::Fork { .. }) | None) => {
                 let tail_bytes = self.limits.tail_bytes;
-                let session_id = self.session_id.clone();
                 let fork = match opening {
                     Some(Opening::Fork { source }) => Some(source),
                     _ => None,
@@ -528,19 +537,19 @@ impl Actor for SessionActor {
                         if let Some(source) = fork {
                             history::copy_fork(&session_dir, &source)?;
                         }
-                        let mut projector = Projector::default();
-                        let opened = event_log::open(&session_dir, tail_bytes, |event| projector.apply(event))
-                            .map_err(history::OpenError::Runtime)?;
-                        let fallback_time = event_log::modified_rfc3339(&session_dir);
-                        let mut state = projector.finish(&session_id, opened.skipped.clone(), &fallback_time);
+                        // Through the projection snapshot when it matches the log (`snapshots`).
+                        let projected =
+                            event_log::open_projected(&session_dir, tail_bytes).map_err(history::OpenError::Runtime)?;
+                        let snapshot_len = snapshots::after_load(&session_dir, &projected);
+                        let (mut state, opened) = (projected.state, projected.opened);
                         troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader())
                             .map_err(history::OpenError::Runtime)?;
-                        Ok::<_, history::OpenError>((state, opened))
+                        Ok::<_, history::OpenError>((state, opened, snapshot_len))
                     })
                     .await
                 };
                 ctx.wait(load.into_actor(self).map(|joined, actor, ctx| {
-                    let (state, opened) = match joined {
+                    let (state, opened, snapshot_len) = match joined {
                         Ok(Ok(loaded)) => loaded,
                         Ok(Err(error)) => {
                             let error = actor.open_error(error);
@@ -557,6 +566,7 @@ impl Actor for SessionActor {
                             "an event of the log was repaired while loading"
                         );
                     }
+                    actor.snapshot_len = snapshot_len;
                     actor.start_from(ctx, state, opened.tail, opened.store);
                 }));
             }
@@ -566,6 +576,7 @@ impl Actor for SessionActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        self.snapshot_at_stop();
         if let (Some(state), Some(store)) = (&self.state, &self.store) {
             // The cache is only a cache (validated by the log's length), so it is written off the actor's thread
             // and nothing waits for it.

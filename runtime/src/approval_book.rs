@@ -10,7 +10,7 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use crate::recent::RecentRecords;
 
 /// The answer recorded under a `client_response_id`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedResponse {
     pub approval_id: String,
     pub decision: ApprovalDecision,
@@ -20,7 +20,7 @@ pub struct RecordedResponse {
     pub record: Option<ApprovalRecord>,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ApprovalBook {
     /// By approval id; ids are UUIDv7, so this is also creation order.
     records: BTreeMap<String, ApprovalRecord>,

@@ -31,7 +31,7 @@ pub type SeqRanges = Vec<RangeInclusive<u64>>;
 /// brought back the view right after `t`, and everything from the marker on is visible), down to `[1, seq]` when no
 /// marker precedes `seq`. Each step of that walk adds a range of the answer, so computing it costs the size of the
 /// answer (times a binary search), not the number of reverts.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Visibility {
     /// `(marker seq, through_seq)`, in log order.
     markers: Vec<(u64, u64)>,

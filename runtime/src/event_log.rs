@@ -53,10 +53,14 @@ use crate::error::RuntimeError;
 
 mod check;
 mod load;
+pub mod snapshot;
 mod store;
 
 pub use check::{LoadDiagnostic, TORN_REASON};
-pub use load::{LoadedEvent, LoadedLog, OpenedLog, load, modified_rfc3339, open};
+pub use load::{
+    LoadedEvent, LoadedLog, OpenedLog, ProjectedLog, SnapshotUse, load, modified_rfc3339, open, open_projected,
+};
+pub use snapshot::{PendingSnapshot, SnapshotRefusal};
 pub use store::{EventReader, EventStore, FileEventStore, INDEX_STRIDE, LogEntry};
 
 /// The log's file name inside a session directory.

@@ -58,7 +58,7 @@ pub fn check_checklist(items: &[GoalItem]) -> Result<(), String> {
 }
 
 /// A root session's current goal and the count of automatic runs without checklist progress.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GoalBook {
     current: Option<GoalState>,
     /// Automatic runs (`run_started` with origin [`GOAL_RUN_ORIGIN`]) started since the goal was activated or

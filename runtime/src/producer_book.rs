@@ -45,7 +45,7 @@ pub fn oldest_within<'a>(
 }
 
 /// A message accepted and not yet consumed or discarded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerMessage {
     pub message_id: String,
     pub owner: ProducerOwner,
@@ -59,7 +59,7 @@ pub struct ProducerMessage {
 }
 
 /// What a send recorded under (owner, idempotency key), to answer a retry or refuse a different content.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerReceipt {
     pub message_id: String,
     /// The `seq` of the `producer_message_accepted` event.
@@ -76,14 +76,14 @@ impl ProducerReceipt {
 }
 
 /// How a message that is no longer pending or claimed ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FinishedHow {
     Consumed,
     Discarded,
 }
 
 /// A message that ended, remembered (bounded) so that a repeated discard is answered without an event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FinishedMessage {
     pub owner: ProducerOwner,
     pub how: FinishedHow,
@@ -99,7 +99,7 @@ pub enum MessageStanding<'a> {
     Unknown,
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerBook {
     /// Pending and claimed messages by `accepted_seq`, so iteration is delivery order.
     messages: BTreeMap<u64, ProducerMessage>,

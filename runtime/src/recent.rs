@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 pub const MAX_RECENT_RECORDS: usize = 1024;
 
 /// The newest `capacity` records by key; inserting beyond it forgets the oldest key.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RecentRecords<V> {
     records: HashMap<String, V>,
     /// Keys, oldest first.

@@ -19,14 +19,14 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use crate::recent::RecentRecords;
 
 /// An input admitted by `run.steer` and not yet promoted or recalled.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PendingInput {
     pub input_id: String,
     pub input: String,
 }
 
 /// The run that has started and not yet reached a terminal event.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ActiveRun {
     pub run_id: String,
     pub selection: RunSelection,
@@ -42,7 +42,7 @@ pub struct ActiveRun {
 }
 
 /// What `run.start` recorded under a `client_run_id`, to answer a redelivery or detect a conflict.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedRun {
     pub run_id: String,
     /// The effective selection `run_started` recorded.
@@ -57,7 +57,7 @@ pub struct RecordedRun {
 }
 
 /// Which requests share a sticky fallback: the same agent and preset, whatever model they request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct FallbackScope {
     pub agent: String,
     pub preset: Option<String>,
@@ -71,7 +71,7 @@ impl FallbackScope {
 
 /// The model (and variant) of the agent's chain on which the latest turn of a scope committed after a fallback,
 /// and its position in the agent's chain.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StickyFallback {
     pub model: ModelSelection,
     pub chain_index: usize,
@@ -121,15 +121,35 @@ impl ActiveRun {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunLedger {
     pub active: Option<ActiveRun>,
     /// The newest runs by `client_run_id`, for redeliveries.
     runs: RecentRecords<RecordedRun>,
-    /// The latest committed fallback of each scope.
+    /// The latest committed fallback of each scope. (A list of pairs in a snapshot: JSON keys must be strings.)
+    #[serde(with = "sticky_pairs")]
     sticky: HashMap<FallbackScope, StickyFallback>,
     /// The effective selection of the latest run.
     latest_selection: Option<RunSelection>,
+}
+
+/// Serializes the sticky fallbacks as `[scope, fallback]` pairs (for the projection snapshot).
+mod sticky_pairs {
+    use std::collections::HashMap;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{FallbackScope, StickyFallback};
+
+    pub fn serialize<S: Serializer>(map: &HashMap<FallbackScope, StickyFallback>, out: S) -> Result<S::Ok, S::Error> {
+        out.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        input: D,
+    ) -> Result<HashMap<FallbackScope, StickyFallback>, D::Error> {
+        Ok(Vec::<(FallbackScope, StickyFallback)>::deserialize(input)?.into_iter().collect())
+    }
 }
 
 impl RunLedger {

@@ -21,7 +21,7 @@ use crate::usage_book::UsageBook;
 pub const MAX_TITLE_BYTES: usize = 512;
 
 /// What a rename under one `client_rename_id` did, so a redelivery can be answered without a second event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedRename {
     pub change: TitleChange,
     /// The sequence of the `session_title_committed` event it produced.
@@ -29,7 +29,7 @@ pub struct RecordedRename {
 }
 
 /// A session's metadata, runs and model history as derived from its log.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SessionState {
     pub session_id: String,
     pub origin: SessionOrigin,
@@ -252,6 +252,11 @@ pub struct Projector {
 }
 
 impl Projector {
+    /// A projector that goes on from `state`, the projection of a log's first events (a projection snapshot's).
+    pub fn resumed(state: SessionState) -> Projector {
+        Projector { state: Some(state) }
+    }
+
     /// Applies the next accepted event of the log.
     pub fn apply(&mut self, event: &StoredEvent) {
         match &mut self.state {

@@ -38,14 +38,14 @@ pub const SYSTEM_MESSAGE_MARKER: &str = "[tool-emitted system message; materiali
 pub const UNFINISHED_CALL_RESULT: &str = "the call did not finish: its run ended before it returned a result";
 
 /// A terminated tool call in history form: its result and the messages it emitted.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolUnit {
     pub result: ChatMessage,
     pub emitted: Vec<ChatMessage>,
 }
 
 /// One entry of the history: a plain message, or a model turn with its tool calls' units.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 enum Entry {
     Message(ChatMessage),
     Turn(ToolTurn),
@@ -54,7 +54,7 @@ enum Entry {
 }
 
 /// An entry and the seq of the event that made it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Placed {
     seq: u64,
     entry: Entry,
@@ -65,7 +65,7 @@ pub const ELIDED_RESULT: &str =
     "[tool result elided: left out, with the messages the tool emitted, to fit the request]";
 
 /// A committed model turn that asked for tools, and the units of the calls that terminated so far.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct ToolTurn {
     /// The assistant message; `None` for terminations whose turn is not in the log (kept, in log order).
     assistant: Option<ChatMessage>,
@@ -141,7 +141,7 @@ pub struct CompactionCounts {
     pub tool_units: u64,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Transcript {
     entries: Vec<Placed>,
     /// The entry of each call's turn, by call id.

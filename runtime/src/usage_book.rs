@@ -182,7 +182,7 @@ pub fn rollup_of<'a>(tallies: impl Iterator<Item = (&'a str, &'a UsageTally)>) -
 }
 
 /// A session's usage, spent and visible (see the module docs).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct UsageBook {
     spent: UsageSummary,
     visible: UsageSummary,

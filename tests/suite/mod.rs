@@ -49,6 +49,7 @@ mod sessions;
 mod sigkill_trials;
 mod skill_agents;
 mod skills;
+mod snapshots;
 mod steering;
 mod subscriptions;
 mod support;

@@ -20,7 +20,7 @@ use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
 pub const TORN_REASON: &str = "torn final line (no newline; will be truncated before the next append)";
 
 /// An event that loaded after a repair: one optional field was damaged and is loaded as `null`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoadDiagnostic {
     pub seq: u64,
     /// What was repaired; never quotes the damaged value.
@@ -61,7 +61,7 @@ pub(super) struct LineChecker<'a> {
     /// Offsets of the complete lines that were not accepted (in any order).
     pub(super) excluded: Vec<u64>,
     /// The line number of the last accepted event (0 before the first).
-    last_line: u64,
+    pub(super) last_line: u64,
     accepted_any: bool,
     doubtful: Option<Doubtful>,
 }
@@ -76,6 +76,28 @@ impl<'a> LineChecker<'a> {
             excluded: Vec::new(),
             last_line: 0,
             accepted_any: false,
+            doubtful: None,
+        }
+    }
+
+    /// A checker that goes on after a snapshot's lines: the last accepted event was `last_seq` on line
+    /// `last_line`, with what was skipped and repaired before. (No line waits for its neighbour: the end of a
+    /// scan settles a waiting line, and a live log's lines were all accepted.)
+    pub(super) fn resumed(
+        session_id: &'a str,
+        last_seq: u64,
+        last_line: u64,
+        skipped: Vec<SkippedEvent>,
+        diagnostics: Vec<LoadDiagnostic>,
+    ) -> Self {
+        LineChecker {
+            session_id,
+            skipped,
+            diagnostics,
+            last_seq,
+            excluded: Vec::new(),
+            last_line,
+            accepted_any: true,
             doubtful: None,
         }
     }

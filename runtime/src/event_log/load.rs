@@ -2,17 +2,19 @@
 //! caller one by one, so loading a session of any size needs memory for its projection and a bounded tail only.
 
 use std::collections::VecDeque;
-use std::fs::OpenOptions;
-use std::io::{self, BufRead, BufReader};
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
 use troupe_protocol::types::common::SkippedEvent;
 use troupe_protocol::types::events::{EventJson, StoredEvent};
 
 use super::check::{Accepted, LineChecker, LoadDiagnostic, TORN_REASON, read_seq};
-use super::store::{FileEventStore, FileFacts, LogEntry};
+use super::snapshot::{self, ScanPoint, SnapshotRefusal};
+use super::store::{EventStore, FileEventStore, FileFacts, LogEntry};
 use super::{LogWriter, log_path};
 use crate::error::RuntimeError;
+use crate::session_state::{Projector, SessionState};
 
 /// A session's log as opened for serving: the store, the newest events, and what could not be loaded.
 #[derive(Debug)]
@@ -57,18 +59,39 @@ fn open_scanning(
     session_dir: &Path,
     accept: impl FnMut(&StoredEvent, &str),
 ) -> Result<(FileEventStore, LineChecker<'_>), RuntimeError> {
+    let (file, path) = open_file(session_dir)?;
+    let session_id = session_id_of(session_dir);
+    scan_file(file, path, ScanStart::beginning(session_id), accept)
+}
+
+/// The log file of `session_dir`, opened for reading and appending.
+fn open_file(session_dir: &Path) -> Result<(File, PathBuf), RuntimeError> {
     crate::blocking::assert_may_block();
     let path = log_path(session_dir);
-    let file = match OpenOptions::new().read(true).append(true).open(&path) {
-        Ok(file) => file,
+    match OpenOptions::new().read(true).append(true).open(&path) {
+        Ok(file) => Ok((file, path)),
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            return Err(RuntimeError::SessionNotFound { session_dir: session_dir.to_path_buf() });
+            Err(RuntimeError::SessionNotFound { session_dir: session_dir.to_path_buf() })
         }
-        Err(error) => return Err(RuntimeError::io("open the event log", &path, error)),
-    };
-    let reading = file.try_clone().map_err(|error| RuntimeError::io("open the event log", &path, error))?;
-    let session_id = session_dir.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-    let scanned = scan(BufReader::with_capacity(256 * 1024, reading), session_id, accept)
+        Err(error) => Err(RuntimeError::io("open the event log", &path, error)),
+    }
+}
+
+/// The session id every line of the log in `session_dir` must carry: the directory's name.
+fn session_id_of(session_dir: &Path) -> &str {
+    session_dir.file_name().and_then(|name| name.to_str()).unwrap_or_default()
+}
+
+/// Scans `file` from `start` to its end and makes the store of it.
+fn scan_file<'a>(
+    file: File,
+    path: PathBuf,
+    start: ScanStart<'a>,
+    accept: impl FnMut(&StoredEvent, &str),
+) -> Result<(FileEventStore, LineChecker<'a>), RuntimeError> {
+    let mut reading = file.try_clone().map_err(|error| RuntimeError::io("open the event log", &path, error))?;
+    reading.seek(SeekFrom::Start(start.offset)).map_err(|error| RuntimeError::io("seek in", &path, error))?;
+    let scanned = scan_from(BufReader::with_capacity(256 * 1024, reading), start, accept)
         .map_err(|error| RuntimeError::io("read the event log", &path, error))?;
     if !scanned.checker.skipped.is_empty() {
         // One summary per load rather than one per line: a log whose first line is lost skips every line.
@@ -85,6 +108,76 @@ fn open_scanning(
     let mut facts = scanned.facts;
     facts.set_committed_len(scanned.complete_len);
     Ok((FileEventStore::new(writer, facts), scanned.checker))
+}
+
+/// A session's log opened for serving with its projection, through the projection snapshot when one matches.
+#[derive(Debug)]
+pub struct ProjectedLog {
+    pub opened: OpenedLog,
+    /// The projection of every accepted event, as the projector leaves it: before `branch::settle_loaded`, with
+    /// the skipped lines.
+    pub state: SessionState,
+    /// What the load made of the snapshot.
+    pub snapshot: SnapshotUse,
+    /// Bytes of log scanned (after the snapshot's, when one was used).
+    pub scanned_bytes: u64,
+}
+
+/// Whether a load used a projection snapshot.
+#[derive(Debug)]
+pub enum SnapshotUse {
+    /// There was none: the whole log was scanned.
+    Missing,
+    /// It matched the log: only the lines after the bytes it covers were scanned.
+    Used { covered_len: u64 },
+    /// It did not match the log (or could not be read): the whole log was scanned.
+    Refused(SnapshotRefusal),
+}
+
+impl SnapshotUse {
+    /// The log length the snapshot on disk covers, when one was used (a later one need not be written before the
+    /// log grows past it).
+    pub fn covered_len(&self) -> u64 {
+        match self {
+            SnapshotUse::Used { covered_len } => *covered_len,
+            SnapshotUse::Missing | SnapshotUse::Refused(_) => 0,
+        }
+    }
+}
+
+/// Opens the log in `session_dir` for serving, with its projection: from the projection snapshot (`snapshot`) and
+/// the lines after it when the snapshot matches the log, else from a scan of the whole log, as [`open`] does.
+/// The state is the projector's (before `branch::settle_loaded`); the store, tail and reports are the same as
+/// [`open`] would give.
+pub fn open_projected(session_dir: &Path, tail_bytes: usize) -> Result<ProjectedLog, RuntimeError> {
+    let (file, path) = open_file(session_dir)?;
+    let session_id = session_id_of(session_dir);
+    let (start, mut projector, snapshot) = match snapshot::read(session_dir, session_id, &file) {
+        Ok(Some(restored)) => {
+            let covered_len = restored.point.covered_len;
+            let start = ScanStart::after(session_id, restored.point);
+            (start, Projector::resumed(restored.state), SnapshotUse::Used { covered_len })
+        }
+        Ok(None) => (ScanStart::beginning(session_id), Projector::default(), SnapshotUse::Missing),
+        Err(refusal) => {
+            tracing::info!(path = %path.display(), %refusal, "ignoring the projection snapshot; scanning the whole log");
+            (ScanStart::beginning(session_id), Projector::default(), SnapshotUse::Refused(refusal))
+        }
+    };
+    let from = start.offset;
+    let (store, checker) = scan_file(file, path, start, |event, _| projector.apply(event))?;
+    let scanned_bytes = store.len_bytes().saturating_sub(from);
+    let tail = if tail_bytes == 0 { VecDeque::new() } else { store.read_tail(tail_bytes)? };
+    let fallback_time = modified_rfc3339(session_dir);
+    let state = projector.finish(session_id, checker.skipped.clone(), &fallback_time);
+    let opened = OpenedLog {
+        store,
+        tail,
+        last_seq: checker.last_seq,
+        skipped: checker.skipped,
+        diagnostics: checker.diagnostics,
+    };
+    Ok(ProjectedLog { opened, state, snapshot, scanned_bytes })
 }
 
 /// A session's whole log, loaded into memory (tests, tools and benchmarks; the engine serves through [`open`]).
@@ -135,20 +228,63 @@ pub(super) struct Scanned<'a> {
     pub(super) total_len: u64,
 }
 
+/// Where a scan begins: the start of the log, or the point a verified snapshot covers.
+pub(super) struct ScanStart<'a> {
+    checker: LineChecker<'a>,
+    facts: FileFacts,
+    /// The byte the scan reads first (a line's start).
+    offset: u64,
+    /// Complete lines before `offset`.
+    lines: u64,
+    /// Where the last complete line before `offset` starts.
+    last_line_start: u64,
+}
+
+impl<'a> ScanStart<'a> {
+    pub(super) fn beginning(session_id: &'a str) -> Self {
+        ScanStart {
+            checker: LineChecker::new(session_id),
+            facts: FileFacts::default(),
+            offset: 0,
+            lines: 0,
+            last_line_start: 0,
+        }
+    }
+
+    fn after(session_id: &'a str, point: ScanPoint) -> Self {
+        let facts = FileFacts::from_point(&point);
+        let ScanPoint { covered_len, lines, last_line_start, last_event_line, last_seq, skipped, diagnostics, .. } =
+            point;
+        let checker = LineChecker::resumed(session_id, last_seq, last_event_line, skipped, diagnostics);
+        ScanStart { checker, facts, offset: covered_len, lines, last_line_start }
+    }
+}
+
 /// Checks every line of a log, in one pass over `reader`, passing each accepted event to `accept` with the text
 /// it is served as.
+#[cfg(test)]
 pub(super) fn scan<'a>(
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     session_id: &'a str,
+    accept: impl FnMut(&StoredEvent, &str),
+) -> io::Result<Scanned<'a>> {
+    scan_from(reader, ScanStart::beginning(session_id), accept)
+}
+
+/// Checks every line `reader` holds, which are the log's from `start` on, passing each accepted event to `accept`
+/// with the text it is served as.
+pub(super) fn scan_from<'a>(
+    mut reader: impl BufRead,
+    start: ScanStart<'a>,
     mut accept: impl FnMut(&StoredEvent, &str),
 ) -> io::Result<Scanned<'a>> {
-    let mut checker = LineChecker::new(session_id);
-    let mut facts = FileFacts::default();
+    let ScanStart { mut checker, mut facts, offset, lines, mut last_line_start } = start;
     let mut line = Vec::new();
     let mut accepted = Vec::new();
-    let mut offset: u64 = 0;
-    let mut complete_len: u64 = 0;
-    let mut line_number: u64 = 0;
+    let mut offset: u64 = offset;
+    let mut complete_len: u64 = offset;
+    let mut line_number: u64 = lines;
+    let mut complete_lines: u64 = lines;
     loop {
         line.clear();
         let read = reader.read_until(b'\n', &mut line)?;
@@ -162,6 +298,8 @@ pub(super) fn scan<'a>(
         if terminated {
             line.pop();
             complete_len = offset;
+            complete_lines = line_number;
+            last_line_start = line_offset;
         }
         if line.trim_ascii().is_empty() {
             // Blank lines carry nothing. A blank torn tail is still cut off before the next append (through the
@@ -196,6 +334,7 @@ pub(super) fn scan<'a>(
     for offset in excluded {
         facts.exclude(offset);
     }
+    facts.set_lines(complete_lines, last_line_start, checker.last_line, checker.diagnostics.clone());
     Ok(Scanned { checker, facts, complete_len, total_len: offset })
 }
 

@@ -14,8 +14,13 @@ use std::sync::{Arc, RwLock};
 use serde::Deserialize;
 use troupe_protocol::types::events::EventJson;
 
+use troupe_protocol::types::common::SkippedEvent;
+
 use super::LogWriter;
+use super::check::{LoadDiagnostic, TORN_REASON};
+use super::snapshot::{PendingSnapshot, ScanPoint};
 use crate::error::RuntimeError;
+use crate::session_state::SessionState;
 
 /// Bytes of log between two index entries.
 pub const INDEX_STRIDE: u64 = 64 * 1024;
@@ -72,6 +77,14 @@ pub(super) struct FileFacts {
     excluded: Vec<u64>,
     /// Events served differently from their line (an optional field was repaired), by line offset.
     repaired: HashMap<u64, EventJson>,
+    /// Complete lines (blank ones too) in the first `committed_len` bytes: where a resumed scan's line numbers go on.
+    lines: u64,
+    /// Where the last complete line starts: a projection snapshot checks that the log still holds that line.
+    last_line_start: u64,
+    /// The line number of the last accepted event (the loader's rule for sequence jumps counts lines from it).
+    last_event_line: u64,
+    /// The events the loader repaired, reported again by every load (a snapshot keeps them).
+    diagnostics: Vec<LoadDiagnostic>,
 }
 
 impl FileFacts {
@@ -94,6 +107,65 @@ impl FileFacts {
 
     pub(super) fn set_committed_len(&mut self, len: u64) {
         self.committed_len = len;
+    }
+
+    /// Records the scan's line facts: `lines` complete lines, the last one starting at `last_line_start`, the last
+    /// accepted event on line `last_event_line`, and the repairs made.
+    pub(super) fn set_lines(
+        &mut self,
+        lines: u64,
+        last_line_start: u64,
+        last_event_line: u64,
+        diagnostics: Vec<LoadDiagnostic>,
+    ) {
+        self.lines = lines;
+        self.last_line_start = last_line_start;
+        self.last_event_line = last_event_line;
+        self.diagnostics = diagnostics;
+    }
+
+    /// Where a scan stands after the committed lines, for a projection snapshot; `None` before any accepted event.
+    pub(super) fn scan_point(&self, skipped: Vec<SkippedEvent>) -> Option<ScanPoint> {
+        if self.index.is_empty() || self.committed_len == 0 {
+            return None;
+        }
+        let mut repaired: Vec<(u64, String)> =
+            self.repaired.iter().map(|(offset, json)| (*offset, json.as_str().to_owned())).collect();
+        repaired.sort_unstable_by_key(|(offset, _)| *offset);
+        Some(ScanPoint {
+            covered_len: self.committed_len,
+            lines: self.lines,
+            last_line_start: self.last_line_start,
+            last_event_line: self.last_event_line,
+            last_seq: self.last_seq,
+            index: self.index.clone(),
+            next_mark: self.next_mark,
+            excluded: self.excluded.clone(),
+            repaired,
+            diagnostics: self.diagnostics.clone(),
+            skipped,
+        })
+    }
+
+    /// The facts a scan had at `point` (a verified snapshot's), to continue scanning after it.
+    pub(super) fn from_point(point: &ScanPoint) -> FileFacts {
+        let repaired = point
+            .repaired
+            .iter()
+            .filter_map(|(offset, text)| EventJson::from_json(text.clone()).ok().map(|json| (*offset, json)))
+            .collect();
+        FileFacts {
+            index: point.index.clone(),
+            next_mark: point.next_mark,
+            committed_len: point.covered_len,
+            last_seq: point.last_seq,
+            excluded: point.excluded.clone(),
+            repaired,
+            lines: point.lines,
+            last_line_start: point.last_line_start,
+            last_event_line: point.last_event_line,
+            diagnostics: point.diagnostics.clone(),
+        }
     }
 
     /// The offset to start reading at for events after `after`.
@@ -120,6 +192,7 @@ impl FileEventStore {
         let mut facts = FileFacts::default();
         facts.note_event(first.seq, 0);
         facts.set_committed_len(writer.len_bytes());
+        facts.set_lines(1, 0, 1, Vec::new());
         Self::new(writer, facts)
     }
 
@@ -131,6 +204,33 @@ impl FileEventStore {
     /// Counts every later group commit (its events, its fdatasync time) into `metrics`.
     pub fn observe(&mut self, metrics: crate::metrics::Metrics) {
         self.writer.observe(metrics);
+    }
+
+    /// A projection snapshot of a live session's `state`, taken now (a clone of the state and of the sparse
+    /// index) and written later, off the caller's thread, by [`PendingSnapshot::write`]. `None` when the state is
+    /// not exactly the projection of the committed lines: events accepted and not yet durable, or reverts (the
+    /// live state then holds the settled branch, while a snapshot holds the projection before
+    /// `branch::settle_loaded`; such a session gets its snapshots from its loads).
+    pub fn snapshot_of_live(&self, state: &SessionState) -> Option<PendingSnapshot> {
+        if state.visibility.has_reverts() {
+            return None;
+        }
+        self.snapshot_of_projection(state)
+    }
+
+    /// A projection snapshot of `state`, which must be the projector's state of the committed lines (as
+    /// [`open_projected`](super::open_projected) gives it, before `branch::settle_loaded`). `None` when it ends at
+    /// another event than the log, or no event was accepted.
+    pub fn snapshot_of_projection(&self, state: &SessionState) -> Option<PendingSnapshot> {
+        let facts = self.facts.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if state.last_event_seq != facts.last_seq {
+            return None;
+        }
+        // A torn line past the complete ones is not covered: its report belongs to the scan after the snapshot.
+        let skipped = state.skipped_events.iter().filter(|skipped| skipped.reason != TORN_REASON).cloned().collect();
+        let point = facts.scan_point(skipped)?;
+        drop(facts);
+        Some(PendingSnapshot::new(state.clone(), point))
     }
 
     /// The newest events, at most `tail_bytes` of them but at least the last one, oldest first.
@@ -165,6 +265,9 @@ impl EventStore for FileEventStore {
         let mut offset = start;
         for entry in batch {
             facts.note_event(entry.seq, offset);
+            facts.last_line_start = offset;
+            facts.lines += 1;
+            facts.last_event_line = facts.lines;
             offset += entry.len() as u64 + 1;
         }
         facts.set_committed_len(self.writer.len_bytes());

@@ -66,7 +66,7 @@ pub struct ModelRequest {
 }
 
 /// One message of the history, in vendor-neutral form.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ChatMessage {
     User {
         parts: Vec<UserPart>,
@@ -86,7 +86,7 @@ pub enum ChatMessage {
 }
 
 /// One part of a user message.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum UserPart {
     Text(String),
     /// An attachment: a stored artifact (see [`attachments`]). A provider sends its bytes as an image or file part
@@ -96,7 +96,9 @@ pub enum UserPart {
         path: String,
         mime_type: String,
         name: Option<String>,
-        /// The bytes, once the run has read them.
+        /// The bytes, once the run has read them. Never in a projection snapshot: a restored history reads them
+        /// again, as one rebuilt from the log does.
+        #[serde(skip)]
         content: FileContent,
     },
 }
@@ -138,7 +140,7 @@ pub struct ToolSpec {
 }
 
 /// A complete tool call made by the model.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCallRequest {
     /// The vendor's id for the call, echoed back in the matching [`ChatMessage::ToolResult`].
     pub tool_call_id: String,

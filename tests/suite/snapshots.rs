@@ -1,0 +1,114 @@
+//! Projection snapshots over the real socket: a session with a long log hibernates and writes its snapshot, and
+//! after a restart `session.resume` answers what it answered before (metadata, usage, a rename's redelivery),
+//! whether the snapshot is intact, corrupt, or older than the log's last events.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use troupe_protocol::client::Client;
+use troupe_protocol::method;
+use troupe_protocol::types::common::SessionIdParams;
+use troupe_runtime::event_log::{self, snapshot};
+
+use super::support::*;
+
+const HIBERNATE_AFTER: Duration = Duration::from_millis(200);
+
+fn start(data_dir: Option<tempfile::TempDir>) -> TestDaemon {
+    TestDaemon::start_with(DaemonSetup { hibernate_after: Some(HIBERNATE_AFTER), data_dir, ..DaemonSetup::default() })
+}
+
+fn session_dir(daemon: &TestDaemon, session_id: &str) -> PathBuf {
+    daemon.data_path().join("sessions").join(session_id)
+}
+
+fn log_len(session_dir: &Path) -> u64 {
+    std::fs::metadata(event_log::log_path(session_dir)).map(|metadata| metadata.len()).unwrap_or_default()
+}
+
+/// What a client sees of the session: `session.resume`'s metadata and `session.usage`.
+async fn observed(client: &Client, session_id: &str) -> Value {
+    let params = || SessionIdParams { session_id: session_id.to_owned() };
+    let resumed = within("session.resume", client.call::<method::SessionResume>(params())).await.expect("resume");
+    let usage = within("session.usage", client.call::<method::SessionUsage>(params())).await.expect("usage");
+    serde_json::json!({"resume": resumed, "usage": usage})
+}
+
+/// A redelivered rename is recognized (no new event), which needs the restored idempotency records.
+async fn assert_redelivery_recognized(client: &Client, session_id: &str, last_seq: u64) {
+    let title = format!("{}t 299", "x".repeat(400));
+    let renamed = set_title(client, session_id, "t-299", &title).await.expect("redelivered rename");
+    assert_eq!(renamed.session.last_event_seq, last_seq, "a redelivery appends nothing");
+}
+
+/// Waits until the daemon has let the session go and its snapshot covers the whole log.
+async fn snapshot_covers_the_log(session_dir: &Path) {
+    // Polls for up to 20 s, then says what it found.
+    for _ in 0..2000 {
+        if snapshot::covered_len(session_dir).is_some_and(|covered| covered == log_len(session_dir)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let covered = snapshot::covered_len(session_dir);
+    panic!("no snapshot covers the log: the snapshot covers {covered:?} bytes of {}", log_len(session_dir));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumes_from_its_snapshot_and_without_it_the_same() {
+    let daemon = start(None);
+    let (client, mut deliveries) = daemon.client().await;
+    let (session_id, _) = session_after_echo_runs(&daemon, &client, &mut deliveries, &["one", "two"]).await;
+    // More than the smallest growth worth a snapshot (256 KiB): 500 renames of about 600 bytes.
+    rename_many(&client, &session_id, "t", 500, 400).await;
+    let dir = session_dir(&daemon, &session_id);
+    drop((client, deliveries));
+    // Hibernation (no subscriber, idle) writes the snapshot.
+    snapshot_covers_the_log(&dir).await;
+    let (client, _deliveries) = daemon.client().await;
+    let before = observed(&client, &session_id).await;
+    let last_seq = before["resume"]["session"]["last_event_seq"].as_u64().expect("last seq");
+    assert!(last_seq > 500, "{before}");
+    drop(client);
+    let data_dir = daemon.stop();
+
+    // Intact snapshot, after a restart.
+    let daemon = start(Some(data_dir));
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!(observed(&client, &session_id).await, before);
+    assert_redelivery_recognized(&client, &session_id, last_seq).await;
+    drop(client);
+    let data_dir = daemon.stop();
+
+    // Corrupt snapshot: the load scans the whole log, answers the same, and writes a good snapshot again.
+    std::fs::write(snapshot::snapshot_path(&dir), b"{\"format\":1,\"session_id\":").expect("corrupt the snapshot");
+    let daemon = start(Some(data_dir));
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!(observed(&client, &session_id).await, before);
+    assert_redelivery_recognized(&client, &session_id, last_seq).await;
+    snapshot_covers_the_log(&dir).await;
+
+    // Events after the snapshot: too few to write a newer one at hibernation, so the next load scans them.
+    let covered = snapshot::covered_len(&dir).expect("a snapshot");
+    set_title(&client, &session_id, "after-1", "After the snapshot").await.expect("rename");
+    drop(client);
+    eventually("the session hibernates", || !daemon.engine().is_live(&session_id)).await;
+    assert_eq!(snapshot::covered_len(&dir), Some(covered), "the snapshot is older than the log");
+    assert!(log_len(&dir) > covered);
+    let data_dir = daemon.stop();
+    let daemon = start(Some(data_dir));
+    let (client, _deliveries) = daemon.client().await;
+    let through_snapshot = observed(&client, &session_id).await;
+    assert_eq!(through_snapshot["resume"]["session"]["title"], "After the snapshot");
+    assert_eq!(through_snapshot["resume"]["session"]["last_event_seq"], last_seq + 1);
+    drop(client);
+    let data_dir = daemon.stop();
+
+    // The same without any snapshot.
+    std::fs::remove_file(snapshot::snapshot_path(&dir)).expect("remove the snapshot");
+    let daemon = start(Some(data_dir));
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!(observed(&client, &session_id).await, through_snapshot);
+    assert_redelivery_recognized(&client, &session_id, last_seq + 1).await;
+}
