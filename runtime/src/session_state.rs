@@ -1,7 +1,8 @@
 //! The projection of a session's log into its metadata.
 //!
-//! A [`SessionState`] is rebuilt by applying stored events in order; it is never persisted on its own (the
-//! `meta.json` cache is a copy that is validated against the log). Keeping the transitions here, free of actors
+//! A [`SessionState`] is rebuilt by applying stored events in order. What is persisted of it is checked against
+//! the log before it is believed: the `meta.json` cache by the log's length, the projection snapshot
+//! (`event_log::snapshot`) by the log's last covered line. Keeping the transitions here, free of actors
 //! and I/O, lets them be tested directly and keeps the session actor a thin owner of state, log and subscribers.
 
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin, SessionStatus, SkippedEvent};
