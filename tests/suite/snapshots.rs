@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use troupe_protocol::client::Client;
 use troupe_protocol::method;
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalListParams, ApprovalRecord, ApprovalRespondParams};
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_runtime::event_log::{self, snapshot};
 
@@ -111,4 +112,50 @@ async fn a_session_resumes_from_its_snapshot_and_without_it_the_same() {
     let (client, _deliveries) = daemon.client().await;
     assert_eq!(observed(&client, &session_id).await, through_snapshot);
     assert_redelivery_recognized(&client, &session_id, last_seq + 1).await;
+}
+
+async fn respond(client: &Client, params: &ApprovalRespondParams) -> ApprovalRecord {
+    within("approval.respond", client.call::<method::ApprovalRespond>(params.clone())).await.expect("respond").approval
+}
+
+async fn listed(client: &Client, root_session_id: &str) -> Value {
+    let params = ApprovalListParams { root_session_id: root_session_id.to_owned(), status: None };
+    let listed = within("approval.list", client.call::<method::ApprovalList>(params)).await.expect("approval.list");
+    serde_json::to_value(listed).expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_tool_calls_and_tree_grants_come_back_from_a_snapshot() {
+    let daemon = start(None);
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), write_file_script()).await;
+    let waiting = run_waiting_for_approval(&daemon, &client, &mut deliveries).await;
+    let session_id = waiting.session_id.clone();
+    let answer = ApprovalRespondParams {
+        session_id: session_id.clone(),
+        approval_id: waiting.approval.approval_id.clone(),
+        request_revision: waiting.approval.revision,
+        operation_fingerprint: waiting.approval.operation_fingerprint.clone(),
+        client_response_id: "answer-1".into(),
+        decision: ApprovalDecision::ApproveTree,
+        feedback: None,
+    };
+    let answered = respond(&client, &answer).await;
+    events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&waiting.run_id) && is_terminal(event)).await;
+    rename_many(&client, &session_id, "t", 500, 400).await;
+    let dir = session_dir(&daemon, &session_id);
+    drop((client, deliveries));
+    snapshot_covers_the_log(&dir).await;
+
+    let (client, _deliveries) = daemon.client().await;
+    let before = (observed(&client, &session_id).await, listed(&client, &session_id).await);
+    drop(client);
+    let data_dir = daemon.stop();
+
+    let daemon = start(Some(data_dir));
+    let (client, _deliveries) = daemon.client().await;
+    assert_eq!((observed(&client, &session_id).await, listed(&client, &session_id).await), before);
+    // The answer's redelivery is recognized from the restored records: the same record, nothing appended.
+    assert_eq!(respond(&client, &answer).await, answered);
+    assert_eq!(observed(&client, &session_id).await, before.0);
 }
