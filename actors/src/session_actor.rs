@@ -56,6 +56,7 @@ mod runs;
 mod snapshots;
 mod title;
 mod tool_output;
+mod turn_end;
 mod usage;
 
 pub use admin::{Retire, Seal, SetArchived, Unseal};
@@ -84,6 +85,7 @@ pub use runs::{
     RunOutput, StartDelegatedRun, StartRun, SteerRun, ToolStdin, TrackedEvent, Until,
 };
 use tool_output::{Subscriber, ToolOutputStreams};
+pub use turn_end::{EndToolFreeTurn, TurnEnd};
 pub use usage::GetUsage;
 
 /// How the actor gets its log when it starts.
@@ -172,6 +174,8 @@ pub struct SessionActor {
     store: Option<FileEventStore>,
     /// Accepted events waiting for the next batch.
     queued: Vec<LogEntry>,
+    /// Set while events that must become durable together are appended (`append_together`): no batch starts.
+    holding_batches: bool,
     /// Requests waiting for their event's durability, in `seq` order.
     durability_waiters: VecDeque<(u64, oneshot::Sender<Result<(), EngineError>>)>,
     /// Live subscribers: every committed event is offered to them.
@@ -228,6 +232,7 @@ impl SessionActor {
             next_seq: 1,
             store: None,
             queued: Vec::new(),
+            holding_batches: false,
             durability_waiters: VecDeque::new(),
             subscribers: Vec::new(),
             replays: HashMap::new(),
@@ -379,6 +384,21 @@ impl SessionActor {
         Ok(seq)
     }
 
+    /// Runs `accept`, which appends events, without starting a batch before it returns; then the events go to the
+    /// writer together, in one batch unless one is already in flight (they then join the next one, together). A
+    /// run's last turn, its usage and its end become durable with one `fdatasync` this way.
+    fn append_together<T>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        accept: impl FnOnce(&mut Self, &mut Context<Self>) -> T,
+    ) -> T {
+        let held = std::mem::replace(&mut self.holding_batches, true);
+        let accepted = accept(self, ctx);
+        self.holding_batches = held;
+        self.write_next_batch(ctx);
+        accepted
+    }
+
     /// A receiver that resolves when `seq` is durable (at once if it already is).
     fn when_durable(&mut self, seq: u64) -> oneshot::Receiver<Result<(), EngineError>> {
         let (sender, receiver) = oneshot::channel();
@@ -392,7 +412,7 @@ impl SessionActor {
 
     /// Hands the queued events to a log writer thread (`log_writers`) unless a batch is already being written.
     fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
-        if self.queued.is_empty() {
+        if self.queued.is_empty() || self.holding_batches {
             return;
         }
         let Some(store) = self.store.take() else {

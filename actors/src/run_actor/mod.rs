@@ -18,6 +18,7 @@ mod masking;
 mod permission;
 mod progress;
 mod tool_call;
+mod turn_end;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use troupe_runtime::tools::StdinInput;
 use troupe_runtime::transcript::ToolUnit;
 
 pub use delegate::DelegationContext;
+use turn_end::TurnOutcome;
 
 use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
@@ -169,6 +171,8 @@ impl Handler<WriteToolStdin> for RunActor {
 
 /// How a run ends.
 enum RunOutcome {
+    /// `run_completed` is durable already: a run completes only at a turn without tool calls, whose events and
+    /// the run's end are appended together (`end_tool_free_turn`).
     Completed {
         final_text: String,
     },
@@ -182,10 +186,13 @@ enum RunOutcome {
     SessionLost,
 }
 
-/// One committed model turn.
+/// One model turn. A turn with tool calls is durable when it is returned; a turn without any is not yet
+/// recorded: its events are in `unrecorded`, for `end_tool_free_turn` to append with the run's end.
 struct Turn {
     text: String,
     tool_calls: Vec<ToolCallRequest>,
+    /// `model_turn_committed`, then `model_usage_recorded` when the provider reported usage.
+    unrecorded: Option<Vec<EventPayload>>,
 }
 
 enum TurnError {
@@ -276,13 +283,23 @@ impl RunLoop {
             Arc::make_mut(&mut self.tool_specs).push(spec);
         }
         loop {
-            let turn = match self.request_turn().await {
+            let mut turn = match self.request_turn().await {
                 Ok(turn) => turn,
                 Err(TurnError::Outcome(outcome)) => return outcome,
             };
-            let has_tool_calls = !turn.tool_calls.is_empty();
             Arc::make_mut(&mut self.history)
                 .push(ChatMessage::Assistant { text: turn.text.clone(), tool_calls: turn.tool_calls.clone() });
+            if let Some(events) = turn.unrecorded.take() {
+                match self.end_tool_free_turn(events, turn.text).await {
+                    TurnOutcome::Ended(outcome) => return outcome,
+                    TurnOutcome::Continue(promoted) => {
+                        Arc::make_mut(&mut self.history).extend(
+                            promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }),
+                        );
+                        continue;
+                    }
+                }
+            }
             // All of the turn's results enter the history before any message its tools emitted: the vendors
             // reject a user turn between the tool results of one assistant turn.
             let mut emitted: Vec<ChatMessage> = Vec::new();
@@ -329,9 +346,6 @@ impl RunLoop {
                     Ok(Ok(promoted)) => promoted,
                     _ => return RunOutcome::SessionLost,
                 };
-            if !has_tool_calls && promoted.is_empty() {
-                return RunOutcome::Completed { final_text: turn.text };
-            }
             Arc::make_mut(&mut self.history)
                 .extend(promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }));
         }
@@ -520,23 +534,35 @@ impl RunLoop {
                 })
                 .collect(),
         };
+        if tool_calls.is_empty() {
+            // Nothing waits on this turn being on disk: it is recorded with the run's end (`end_tool_free_turn`).
+            let mut unrecorded = vec![committed];
+            unrecorded.extend(self.usage_event(attempt_id, model, usage));
+            return Ok(Turn { text, tool_calls, unrecorded: Some(unrecorded) });
+        }
         self.commit(committed, None).await.map_err(|_| AttemptError::SessionLost)?;
         self.record_usage(attempt_id, model, usage).await;
-        Ok(Turn { text, tool_calls })
+        Ok(Turn { text, tool_calls, unrecorded: None })
     }
 
     /// Records what the provider reported for an attempt, if it reported anything, with its cost stamped now.
     async fn record_usage(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) {
-        let Some(usage) = usage else { return };
+        if let Some(recorded) = self.usage_event(attempt_id, model, usage) {
+            self.emit(recorded).await;
+        }
+    }
+
+    /// The `model_usage_recorded` of an attempt whose provider reported usage, with its cost stamped now.
+    fn usage_event(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) -> Option<EventPayload> {
+        let usage = usage?;
         let agent = &self.setup.selection.agent;
-        let recorded = self.setup.services.models.usage_recorded(
+        Some(self.setup.services.models.usage_recorded(
             attempt_id.to_owned(),
             &model.model,
             agent,
             &usage,
             Default::default(),
-        );
-        self.emit(recorded).await;
+        ))
     }
 
     /// The operator's log line for a run's end: its outcome, the model it ended on and how long it took.
@@ -565,7 +591,8 @@ impl RunLoop {
     async fn finish(&self, outcome: RunOutcome) {
         let (payload, end) = match outcome {
             RunOutcome::Completed { final_text } => {
-                (EventPayload::RunCompleted { final_text: Some(final_text.clone()) }, RunEnd::Completed { final_text })
+                self.report_end(RunEnd::Completed { final_text });
+                return;
             }
             RunOutcome::Failed { error, model_error, resolved_model } => (
                 EventPayload::RunFailed { error: error.clone(), model_error, resolved_model },

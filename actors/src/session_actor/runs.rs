@@ -334,27 +334,38 @@ impl Handler<PromotePendingInputs> for SessionActor {
     type Result = ResponseFuture<Result<Vec<String>, EngineError>>;
 
     fn handle(&mut self, message: PromotePendingInputs, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = (|| {
-            let state = self.ready_state()?;
-            let Some(active) = state.runs.active.as_ref().filter(|active| active.run_id == message.run_id) else {
-                return Err(self.run_not_active(&message.run_id));
-            };
-            let pending: Vec<_> = active.pending.iter().cloned().collect();
-            let mut last_seq = 0;
-            let mut promoted = Vec::with_capacity(pending.len());
-            for input in pending {
-                let payload = EventPayload::UserInputSubmitted { input_id: input.input_id, input: input.input.clone() };
-                last_seq = self.append(ctx, Some(message.run_id.clone()), Some("user".to_owned()), payload)?;
-                promoted.push(input.input);
-            }
-            // Producer messages in `steer` mode enter at the same boundary, after the user's.
-            if let Some((seq, bodies)) = self.claim_steer_messages(ctx, &message.run_id)? {
-                last_seq = seq;
-                promoted.extend(bodies);
-            }
-            Ok((last_seq, promoted))
-        })();
+        let accepted = self.promote_pending(ctx, &message.run_id);
         self.durable_reply(accepted)
+    }
+}
+
+impl SessionActor {
+    /// Appends every pending steering input of the active run `run_id` as `user_input_submitted`, oldest first,
+    /// then the producer messages waiting in `steer` mode. Returns the last sequence appended (0 when nothing
+    /// was) and the texts, in order.
+    pub(super) fn promote_pending(
+        &mut self,
+        ctx: &mut Context<Self>,
+        run_id: &str,
+    ) -> Result<(u64, Vec<String>), EngineError> {
+        let state = self.ready_state()?;
+        let Some(active) = state.runs.active.as_ref().filter(|active| active.run_id == run_id) else {
+            return Err(self.run_not_active(run_id));
+        };
+        let pending: Vec<_> = active.pending.iter().cloned().collect();
+        let mut last_seq = 0;
+        let mut promoted = Vec::with_capacity(pending.len());
+        for input in pending {
+            let payload = EventPayload::UserInputSubmitted { input_id: input.input_id, input: input.input.clone() };
+            last_seq = self.append(ctx, Some(run_id.to_owned()), Some("user".to_owned()), payload)?;
+            promoted.push(input.input);
+        }
+        // Producer messages in `steer` mode enter at the same boundary, after the user's.
+        if let Some((seq, bodies)) = self.claim_steer_messages(ctx, run_id)? {
+            last_seq = seq;
+            promoted.extend(bodies);
+        }
+        Ok((last_seq, promoted))
     }
 }
 
