@@ -3,12 +3,12 @@
 //! run. Measured on the shared-client subscriber that sends `run.start`: the wall time to holding `run_completed`,
 //! and the tail after the model's last byte, which issue 15 wants to be one durable batch.
 //!
-//! How many durable batches the tail takes is not on the wire (events carry their `seq`, not their batch), so the
-//! figure reports how many events arrive after the tail starts instead.
+//! How many durable batches a run takes is not in its events (they carry their `seq`, not their batch): the figure
+//! reads the daemon's count of `fdatasync`s from `GET /metrics` before and after each run.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure};
+use anyhow::{Context as _, bail, ensure};
 use serde_json::json;
 use troupe_protocol::client::{Client, ClientDelivery, Deliveries};
 use troupe_protocol::method;
@@ -122,13 +122,19 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     connect_script(&client, dir.path(), &json!({ "turns": [{ "text": text }] })).await?;
 
     let (mut walls, mut tails, mut delta_tails, mut events_after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut syncs_per_run = Vec::new();
+    let metrics_addr: std::net::SocketAddr =
+        child.url.trim_start_matches("ws://").trim_end_matches("/ws").parse().context("the daemon's address")?;
     // The events after the tail's start in the first run, to name them in the note.
     let mut tail_kinds: Option<Vec<&'static str>> = None;
     let mut fsync = Vec::new();
     for _ in 0..ctx.rounds {
         for _ in 0..runs_per_round {
+            let syncs_before = fsync_count(metrics_addr, &child.token)?;
             let (started, timeline) =
                 tokio::time::timeout(Duration::from_secs(120), one_run(&client, &mut deliveries, cwd.path())).await??;
+            // The session's creation was durable before the clock started, so the difference is the run's.
+            syncs_per_run.push((fsync_count(metrics_addr, &child.token)? - syncs_before) as f64);
             ensure!(timeline.deltas == 4, "{} text deltas, expected 4", timeline.deltas);
             walls.push(ms(timeline.completed.duration_since(started)));
             tails.push(ms(timeline.completed.duration_since(timeline.last_delta.max(timeline.committed))));
@@ -146,14 +152,17 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let (tail, tail_p99) = median_p99(&tails);
     let (delta_tail, delta_tail_p99) = median_p99(&delta_tails);
     let (after, after_p99) = median_p99(&events_after);
+    let (syncs, syncs_p99) = median_p99(&syncs_per_run);
     Ok(Table {
         figure: "9. One-turn text run: run.start → run_completed, `local/scripted`, zero model latency".into(),
         note: format!(
             "Child daemon ({}); each run in a fresh session (created and subscribed before the clock starts), one \
              turn answering {} bytes of text in 4 deltas, {runs_per_round} runs per round, {} rounds, measured on \
              the shared `Client` that sends `run.start`. Tail: from holding the later of the last `text_delta` and \
-             `model_turn_committed` to holding `run_completed`. Durable batches are not on the wire; the events \
-             row counts what arrives after the tail starts (first run: {}). Baseline: one raw `write` + `fdatasync` of a 400-byte \
+             `model_turn_committed` to holding `run_completed`; the issue's tail, from the model's last byte to the \
+             terminal event, is read as last `text_delta` held → `run_completed` held. The events row counts what \
+             arrives after the tail starts (first run: {}); `fdatasync`s per run are read from the daemon's \
+             `GET /metrics` (`troupe_event_log_fsync_duration_seconds_count`) before and after each run. Baseline: one raw `write` + `fdatasync` of a 400-byte \
              line in the same directory, {fsyncs_per_round} after each round's runs. Targets: issue 15's absolute budgets for this machine.",
             ctx.program.describe(),
             text.len(),
@@ -165,11 +174,31 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             Row::new("wall: run.start sent → run_completed held", "ms", wall, wall_p99)
                 .cost(fsync_median)
                 .target(Target::MedianAtMost(1.5)),
-            Row::new("tail: last text_delta / model_turn_committed → run_completed", "ms", tail, tail_p99)
+            Row::new("tail: last text_delta → run_completed", "ms", delta_tail, delta_tail_p99)
                 .cost(fsync_median)
                 .target(Target::MedianAtMost(0.5)),
-            Row::new("last text_delta → run_completed", "ms", delta_tail, delta_tail_p99).cost(fsync_median),
+            Row::new("model_turn_committed → run_completed", "ms", tail, tail_p99).cost(fsync_median),
             Row::new("events held after the tail starts (run_completed included)", "events", after, after_p99),
+            Row::new("fdatasyncs per run (session log, /metrics)", "syncs", syncs, syncs_p99),
         ],
     })
+}
+
+/// The daemon's count of session-log `fdatasync`s so far, from `GET /metrics` (behind the bearer token).
+fn fsync_count(addr: std::net::SocketAddr, token: &str) -> anyhow::Result<u64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let name = "troupe_event_log_fsync_duration_seconds_count";
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.trim().parse::<f64>().ok()))
+        .map(|count| count as u64)
+        .with_context(|| format!("no {name} in GET /metrics: {}", response.lines().next().unwrap_or("")))
 }
