@@ -218,6 +218,21 @@ impl ChildDaemon {
             .context("VmRSS in /proc/<pid>/status")
     }
 
+    /// `RssAnon` and `RssFile` in KiB: the process's own memory (heap, stacks) and the mapped file pages it has
+    /// touched (mostly the `troupe` binary's code and read-only data, shared with the page cache). VmRSS is their
+    /// sum plus `RssShmem`.
+    pub fn rss_anon_file_kib(&self) -> anyhow::Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+                .with_context(|| format!("{name} in /proc/<pid>/status"))
+        };
+        Ok((field("RssAnon:")?, field("RssFile:")?))
+    }
+
     /// User + system CPU time of the whole process.
     pub fn cpu_time(&self) -> anyhow::Result<Duration> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))?;

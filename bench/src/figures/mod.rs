@@ -9,6 +9,7 @@ mod pipeline;
 mod rtt;
 mod runs;
 mod scale;
+mod stream;
 mod turn;
 
 use crate::Ctx;
@@ -25,6 +26,7 @@ pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
         "runs" => runs::run(ctx).await,
         "history" => history::run(ctx).await,
         "turn" => turn::run(ctx).await,
+        "stream" => stream::run(ctx).await,
         other => anyhow::bail!("unknown figure {other}"),
     }
 }

@@ -15,6 +15,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     // Start time: fresh data directory each time.
     let starts = if ctx.smoke { 2 } else { ctx.rounds.max(5) };
     let (mut ready_samples, mut exit_samples, mut idle_rss) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut idle_anon, mut idle_file) = (Vec::new(), Vec::new());
     for _ in 0..starts {
         exit_samples.push(ms(ctx.program.spawn_exit_time()?));
         let dir = tempfile::tempdir_in(bench_tmp_root())?;
@@ -23,6 +24,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         // Idle: started, nothing connected, given a moment to settle.
         tokio::time::sleep(Duration::from_millis(ctx.size(500, 100) as u64)).await;
         idle_rss.push(child.rss_kib()? as f64 / 1024.0);
+        let (anon, file) = child.rss_anon_file_kib()?;
+        idle_anon.push(anon as f64 / 1024.0);
+        idle_file.push(file as f64 / 1024.0);
         child.kill();
     }
 
@@ -34,6 +38,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let (client, _deliveries) = connect(&child.url, &child.token).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = child.rss_kib()?;
+    let (anon_before, _) = child.rss_anon_file_kib()?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(300);
     let mut created = 0usize;
@@ -52,14 +57,18 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     // Hibernation after 200 ms idle; give every actor time to stop.
     tokio::time::sleep(Duration::from_millis(ctx.size(3000, 800) as u64)).await;
     let after = child.rss_kib()?;
+    let (anon_after, _) = child.rss_anon_file_kib()?;
     ensure!(created > 0, "no session was created");
     let per_idle_kb = (after as f64 - before as f64) * 1024.0 / 1000.0 / created as f64;
+    let per_idle_anon_kb = (anon_after as f64 - anon_before as f64) * 1024.0 / 1000.0 / created as f64;
     let per_live_kb = (live as f64 - before as f64) * 1024.0 / 1000.0 / created as f64;
     drop(child);
 
     let (ready, ready_p99) = median_p99(&ready_samples);
     let (exit, _) = median_p99(&exit_samples);
     let (rss, rss_p99) = median_p99(&idle_rss);
+    let (anon, anon_p99) = median_p99(&idle_anon);
+    let (file, file_p99) = median_p99(&idle_file);
     Ok(Table {
         figure: "6. Scale: start, idle memory, idle sessions".into(),
         note: format!(
@@ -79,9 +88,12 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
                 .cost(exit / 1000.0)
                 .target(Target::MedianAtMost(0.1)),
             Row::new("idle RSS after start", "MiB", rss, rss_p99).target(Target::MedianAtMost(15.0)),
+            Row::new("of it anonymous (RssAnon: heap, stacks)", "MiB", anon, anon_p99),
+            Row::new("of it file-backed (RssFile: the binary's code and data touched)", "MiB", file, file_p99),
             Row::new("RSS per idle (hibernated) session", "KB", per_idle_kb, per_idle_kb)
                 .target(Target::MedianAtMost(20.0)),
             Row::new("RSS per live session (before hibernation)", "KB", per_live_kb, per_live_kb),
+            Row::new("of the idle session's RSS, anonymous (RssAnon)", "KB", per_idle_anon_kb, per_idle_anon_kb),
         ],
     })
 }

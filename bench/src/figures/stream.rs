@@ -1,0 +1,251 @@
+//! Figure 10: streaming latency. A child daemon's real `openai` provider streams from a fake OpenAI-compatible
+//! server in this process ([`openai_server`]); a subscriber (the shared `Client`, same process, so one clock)
+//! holds each `text_delta`. The figure is the time from a provider SSE chunk's write on the fake server to the
+//! subscriber holding the `text_delta` that carries its text, against one raw `write` + `fdatasync` measured in
+//! the same run: a delta must be durable before it is published, so one `fdatasync` is its floor.
+//!
+//! The daemon may coalesce or split deltas, so chunks are matched by text offset: chunk i has arrived when the
+//! concatenated delta text first covers its last byte. How many group commits the daemon made is read from its
+//! `GET /metrics` (`troupe_event_log_fsync_duration_seconds_count`) before and after the runs.
+
+mod openai_server;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use troupe_protocol::client::{Client, ClientDelivery, Deliveries};
+use troupe_protocol::method;
+use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::provider::ProviderConnectParams;
+use troupe_protocol::types::run::RunStartParams;
+
+use self::openai_server::{FakeOpenAi, MODEL, StreamPlan};
+use crate::Ctx;
+use crate::harness::{
+    ChildDaemon, bench_tmp_root, connect, create_session, ms, raw_fdatasync_latency, selection, within,
+};
+use crate::report::{Row, Table, Target, median_p99};
+
+/// What one run's subscriber saw.
+struct Arrivals {
+    /// When chunk i's last byte was first covered by the delta text held, per chunk.
+    chunk_held: Vec<Instant>,
+    /// `text_delta` events of the run.
+    deltas: usize,
+}
+
+/// Reads `session_id`'s live events until its run completes, matching chunks to deltas by text offset.
+async fn arrivals(deliveries: &mut Deliveries, session_id: &str, plan: &StreamPlan) -> anyhow::Result<Arrivals> {
+    let ends: Vec<usize> = plan
+        .chunks
+        .iter()
+        .scan(0, |offset, chunk| {
+            *offset += chunk.len();
+            Some(*offset)
+        })
+        .collect();
+    let (mut text, mut chunk_held, mut deltas) = (String::new(), Vec::with_capacity(ends.len()), 0);
+    loop {
+        let Some(delivery) = deliveries.next().await else { bail!("the deliveries ended") };
+        let at = Instant::now();
+        let ClientDelivery::Live(event) = delivery else { continue };
+        if event.session_id != session_id {
+            continue;
+        }
+        match event.payload {
+            EventPayload::TextDelta { text: delta, .. } => {
+                deltas += 1;
+                text.push_str(&delta);
+                while chunk_held.len() < ends.len() && ends[chunk_held.len()] <= text.len() {
+                    chunk_held.push(at);
+                }
+            }
+            EventPayload::RunCompleted { .. } => {
+                ensure!(text == plan.text(), "the deltas spell {} bytes, not the {} streamed", text.len(), ends.len());
+                return Ok(Arrivals { chunk_held, deltas });
+            }
+            payload @ (EventPayload::RunFailed { .. }
+            | EventPayload::RunCancelled { .. }
+            | EventPayload::RunInterrupted { .. }) => bail!("the run ended with {payload:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// One run in a fresh session: per chunk, written on the fake server → held by the subscriber (ms), and the
+/// run's `text_delta` count.
+async fn one_run(
+    client: &Client,
+    deliveries: &mut Deliveries,
+    sent: &mut tokio::sync::mpsc::Receiver<Vec<Instant>>,
+    cwd: &std::path::Path,
+    plan: &StreamPlan,
+) -> anyhow::Result<(Vec<f64>, usize)> {
+    let session = create_session(client, cwd).await?;
+    client.subscribe(&session.session_id, None).await?;
+    within("replay end", async {
+        loop {
+            match deliveries.next().await {
+                Some(ClientDelivery::ReplayEnd { session_id, .. }) if session_id == session.session_id => break Ok(()),
+                Some(_) => continue,
+                None => break Err(anyhow::anyhow!("the deliveries ended")),
+            }
+        }
+    })
+    .await??;
+    let params = RunStartParams {
+        session_id: session.session_id.clone(),
+        client_run_id: troupe_runtime::clock::new_id(),
+        selection: selection(&format!("openai/{MODEL}")),
+        input: "stream a reply".to_owned(),
+        reset_fallback: false,
+    };
+    let (reply, held) = futures::join!(
+        within("run.start", client.call::<method::RunStart>(params)),
+        within("run_completed", arrivals(deliveries, &session.session_id, plan))
+    );
+    reply??;
+    let held = held??;
+    // The server sends its write instants after the stream's last byte, which may be after run_completed.
+    let written = within("the fake server's chunk times", sent.recv()).await?.context("the fake server stopped")?;
+    ensure!(written.len() == held.chunk_held.len(), "{} chunks written, {} held", written.len(), held.chunk_held.len());
+    let latencies = written.iter().zip(&held.chunk_held).map(|(out, held)| ms(held.duration_since(*out))).collect();
+    Ok((latencies, held.deltas))
+}
+
+/// `provider.connect` of the daemon's `openai` provider to the fake server, with a dummy key (as a user would).
+async fn connect_openai(client: &Client, base_url: &str) -> anyhow::Result<()> {
+    let params = ProviderConnectParams {
+        provider_id: "openai".to_owned(),
+        expected_catalog_revision: None,
+        setup_values: BTreeMap::from([("base_url".to_owned(), base_url.to_owned())]),
+        auth_method: "api_key".to_owned(),
+        auth_values: BTreeMap::from([("api_key".to_owned(), "sk-bench".to_owned())]),
+        client_connect_id: troupe_runtime::clock::new_id(),
+    };
+    let connected = within("provider.connect", client.call::<method::ProviderConnect>(params)).await??;
+    let wanted = format!("openai/{MODEL}");
+    ensure!(
+        connected.snapshot.models.iter().any(|model| model.model == wanted),
+        "the openai provider does not list {wanted} after connecting"
+    );
+    Ok(())
+}
+
+/// Counters of the daemon's `GET /metrics`: group commits (fdatasyncs), their total seconds, events appended.
+#[derive(Clone, Copy, Debug, Default)]
+struct CommitCounters {
+    fsyncs: f64,
+    fsync_seconds: f64,
+    events: f64,
+}
+
+fn commit_counters(addr: SocketAddr, token: &str) -> anyhow::Result<CommitCounters> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    ensure!(response.starts_with("HTTP/1.1 200"), "GET /metrics: {}", response.lines().next().unwrap_or_default());
+    let value = |name: &str| -> anyhow::Result<f64> {
+        response
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .with_context(|| format!("{name} in /metrics"))?
+            .trim()
+            .parse()
+            .with_context(|| format!("{name} is not a number"))
+    };
+    Ok(CommitCounters {
+        fsyncs: value("troupe_event_log_fsync_duration_seconds_count")?,
+        fsync_seconds: value("troupe_event_log_fsync_duration_seconds_sum")?,
+        events: value("troupe_events_appended_total")?,
+    })
+}
+
+pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
+    let runs_per_round = ctx.size(10, 2);
+    let plan = StreamPlan::new(ctx.size(50, 10), 24, Duration::from_millis(ctx.size(2, 1) as u64));
+    let fsyncs_per_run = ctx.size(6, 3);
+    let (sent_sender, mut sent) = tokio::sync::mpsc::channel(4);
+    let vendor = FakeOpenAi::start(plan.clone(), sent_sender)?;
+    let dir = tempfile::tempdir_in(bench_tmp_root())?;
+    let cwd = tempfile::tempdir_in(bench_tmp_root())?;
+    let child = ChildDaemon::spawn(&ctx.program, dir.path(), None)?;
+    let addr: SocketAddr = child.url.trim_start_matches("ws://").trim_end_matches("/ws").parse()?;
+    let (client, mut deliveries) = connect(&child.url, &child.token).await?;
+    connect_openai(&client, &vendor.base_url()).await?;
+
+    let before = commit_counters(addr, &child.token)?;
+    let (mut latencies, mut deltas, mut fsync) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ctx.rounds {
+        for _ in 0..runs_per_round {
+            let (run_latencies, run_deltas) = tokio::time::timeout(
+                Duration::from_secs(120),
+                one_run(&client, &mut deliveries, &mut sent, cwd.path(), &plan),
+            )
+            .await??;
+            latencies.extend(run_latencies);
+            deltas.push(run_deltas as f64);
+            // The baseline run by run, right after each, so that both see the same load on a shared disk (its
+            // fdatasync time swings tenfold within a minute while other builds run).
+            fsync.extend(raw_fdatasync_latency(dir.path(), &[b'x'; 400], fsyncs_per_run)?);
+        }
+    }
+    let after = commit_counters(addr, &child.token)?;
+    drop(child);
+    drop(vendor);
+
+    let runs = (ctx.rounds * runs_per_round) as f64;
+    let chunks = plan.chunks.len() as f64;
+    let commits = after.fsyncs - before.fsyncs;
+    let events = after.events - before.events;
+    let daemon_fsync_ms =
+        if commits > 0.0 { (after.fsync_seconds - before.fsync_seconds) * 1000.0 / commits } else { f64::NAN };
+    let (fsync_median, fsync_p99) = median_p99(&fsync);
+    let (latency, latency_p99) = median_p99(&latencies);
+    let (delta_count, delta_count_worst) = median_p99(&deltas);
+    Ok(Table {
+        figure: "10. Streaming: provider SSE chunk → `text_delta` at a subscriber".into(),
+        note: format!(
+            "Child daemon ({}) with its real `openai` provider connected (`provider.connect`, base_url on 127.0.0.1) to \
+             a fake OpenAI-compatible server in the bench process: `POST /v1/chat/completions` answered as chunked \
+             `text/event-stream`, {} text chunks of {} bytes per reply, {:.0} ms apart, each its own write \
+             (TCP_NODELAY), then a `finish_reason` chunk, a usage chunk and `data: [DONE]`. Each run in a fresh session, \
+             subscribed with the shared `Client` before `run.start`; {runs_per_round} runs per round, {} rounds. \
+             Latency: from just before a chunk's write on the fake server to the subscriber holding the `text_delta` \
+             whose text covers the chunk's last byte (matched by text offset, so coalesced deltas count at their \
+             arrival). Group commits: the daemon's `troupe_event_log_fsync_duration_seconds_count` over all runs \
+             ({commits:.0} commits for {events:.0} events in {runs:.0} runs, session creation and each run's other \
+             events included). Baseline: one raw `write` + `fdatasync` of a 400-byte line in the same directory, \
+             {fsyncs_per_run} after each run. Target (issue 15): p99 ≤ 2 × the baseline's median. Tail against tail: \
+             the latency's p99 is {:.2}× the baseline's p99.",
+            ctx.program.describe(),
+            plan.chunks.len(),
+            plan.chunks[0].len(),
+            plan.interval.as_secs_f64() * 1000.0,
+            ctx.rounds,
+            latency_p99 / fsync_p99,
+        ),
+        rows: vec![
+            Row::new("raw write+fdatasync of one line", "ms", fsync_median, fsync_p99),
+            Row::new("SSE chunk written → text_delta held", "ms", latency, latency_p99)
+                .cost(fsync_median)
+                .target(Target::P99RatioAtMost(2.0)),
+            Row::new("text_delta events per run (chunks per run: see note)", "events", delta_count, delta_count_worst),
+            Row::new(
+                "daemon group commits (fdatasync) per text chunk",
+                "commits",
+                commits / (runs * chunks),
+                commits / (runs * chunks),
+            ),
+            Row::new("daemon's own fdatasync per group commit (mean)", "ms", daemon_fsync_ms, daemon_fsync_ms),
+        ],
+    })
+}
