@@ -64,7 +64,8 @@ async fn arrivals(deliveries: &mut Deliveries, session_id: &str, plan: &StreamPl
                 }
             }
             EventPayload::RunCompleted { .. } => {
-                ensure!(text == plan.text(), "the deltas spell {} bytes, not the {} streamed", text.len(), ends.len());
+                let streamed = plan.text();
+                ensure!(text == streamed, "the deltas spell {} bytes, not the {} streamed", text.len(), streamed.len());
                 return Ok(Arrivals { chunk_held, deltas });
             }
             payload @ (EventPayload::RunFailed { .. }
