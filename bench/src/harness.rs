@@ -284,6 +284,18 @@ impl RawWs {
         Ok(RawWs { stream })
     }
 
+    /// [`connect`](Self::connect) with a 16 KiB read buffer instead of tungstenite's 128 KiB, which it zeroes on
+    /// every read: for the many sockets of a fan-out that each read a few small frames per wake-up, that memset
+    /// would be the client's largest cost.
+    pub async fn connect_small_reads(url: &str, token: &str) -> anyhow::Result<RawWs> {
+        let mut request = url.into_client_request()?;
+        request.headers_mut().insert("Authorization", format!("Bearer {token}").parse()?);
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(16 * 1024);
+        let (stream, _) =
+            within("raw connect", tokio_tungstenite::connect_async_with_config(request, Some(config), true)).await??;
+        Ok(RawWs { stream })
+    }
+
     pub async fn send(&mut self, text: Utf8Bytes) -> anyhow::Result<()> {
         self.stream.send(Message::Text(text)).await?;
         Ok(())

@@ -1,5 +1,6 @@
 //! Figure 2: pipelined RPC throughput: many `session.get` requests in flight on one connection and on 16
-//! connections, against the same bare actix-ws server as figure 1.
+//! connections, against the same bare actix-ws server as figure 1. Each connection asks its own session, so that
+//! 16 connections measure the gateway and the engine, not one session actor's serialization.
 
 use std::time::{Duration, Instant};
 
@@ -11,17 +12,25 @@ use super::rtt::echo_workers;
 use super::{ID_BASE, session_get_frame};
 use crate::Ctx;
 use crate::harness::{EchoServer, InProcessDaemon, RawWs, create_session, is_reply, ms, reply_id};
-use crate::report::{Row, Table, median_p99};
+use crate::report::{Row, Table, Target, median_p99};
+
+/// Issue 15: the daemon's pipelined rate at least 0.6× the echo's, i.e. ratio (echo rate / daemon rate) ≤ 1/0.6 (1.667,
+/// rounded so that the table prints it plainly).
+const RATIO_TARGET: f64 = 1.667;
 
 /// In flight per connection: below the daemon's default `max_in_flight` (256).
 const WINDOW: usize = 128;
 
-/// Drives `per_connection` requests on each socket with up to [`WINDOW`] in flight. Returns the elapsed time
-/// and every request's latency in ms.
-async fn drive(sockets: Vec<RawWs>, session_id: &str, per_connection: usize) -> anyhow::Result<(Duration, Vec<f64>)> {
+/// Drives `per_connection` requests on each socket (socket `i` asks `session_ids[i]`) with up to [`WINDOW`] in
+/// flight. Returns the elapsed time and every request's latency in ms.
+async fn drive(
+    sockets: Vec<RawWs>,
+    session_ids: &[String],
+    per_connection: usize,
+) -> anyhow::Result<(Duration, Vec<f64>)> {
     let started = Instant::now();
-    let tasks = sockets.into_iter().map(|socket| {
-        let session_id = session_id.to_owned();
+    let tasks = sockets.into_iter().zip(session_ids).map(|(socket, session_id)| {
+        let session_id = session_id.clone();
         tokio::spawn(async move { one_connection(socket, &session_id, per_connection).await })
     });
     let mut latencies = Vec::new();
@@ -75,10 +84,14 @@ async fn one_connection(socket: RawWs, session_id: &str, total: usize) -> anyhow
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let daemon = InProcessDaemon::start(None)?;
     let (client, _deliveries) = daemon.client().await?;
-    let session = create_session(&client, daemon.path()).await?;
+    let mut session_ids = Vec::new();
+    for _ in 0..16 {
+        session_ids.push(create_session(&client, daemon.path()).await?.session_id);
+    }
+    let session = &session_ids[0];
     let mut probe = RawWs::connect(&daemon.url(), &daemon.token).await?;
     probe.handshake().await?;
-    probe.send(session_get_frame(ID_BASE, &session.session_id).into()).await?;
+    probe.send(session_get_frame(ID_BASE, session).into()).await?;
     let canned = probe.reply().await?;
     let echo = EchoServer::start(&canned, ID_BASE, echo_workers())?;
 
@@ -95,7 +108,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
                 socket.handshake().await?;
                 sockets.push(socket);
             }
-            let (elapsed, latencies) = drive(sockets, &session.session_id, per_connection).await?;
+            let (elapsed, latencies) = drive(sockets, &session_ids[..connections], per_connection).await?;
             daemon_rates.push((per_connection * connections) as f64 / elapsed.as_secs_f64());
             daemon_latencies.extend(latencies);
 
@@ -103,7 +116,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             for _ in 0..connections {
                 sockets.push(RawWs::connect(&echo.url(), "unused").await?);
             }
-            let (elapsed, latencies) = drive(sockets, &session.session_id, per_connection).await?;
+            let (elapsed, latencies) = drive(sockets, &session_ids[..connections], per_connection).await?;
             echo_rates.push((per_connection * connections) as f64 / elapsed.as_secs_f64());
             echo_latencies.extend(latencies);
         }
@@ -117,7 +130,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             worst(&echo_rates),
         ));
         rows.push(
-            Row::new(format!("{connections} conn: daemon"), "req/s", daemon_rate, worst(&daemon_rates)).rate(echo_rate),
+            Row::new(format!("{connections} conn: daemon"), "req/s", daemon_rate, worst(&daemon_rates))
+                .rate(echo_rate)
+                .target(Target::RatioAtMost(RATIO_TARGET)),
         );
         let (echo_latency, _) = median_p99(&echo_latencies);
         let (daemon_latency, daemon_latency_p99) = median_p99(&daemon_latencies);
@@ -134,8 +149,8 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     Ok(Table {
         figure: "2. Pipelined RPC throughput (`session.get`)".into(),
         note: format!(
-            "{total} requests per round spread over the connections, {WINDOW} in flight per connection, {} rounds; \
-             baseline: the bare actix-ws server of figure 1. Rates: median and worst round; ratio = baseline rate / \
+            "{total} requests per round spread over the connections, {WINDOW} in flight per connection, each \
+             connection asking its own session, {} rounds; baseline: the bare actix-ws server of figure 1. Rates: median and worst round; ratio = baseline rate / \
              daemon rate. Latency: send → reply of each request under that load.",
             ctx.rounds
         ),

@@ -81,7 +81,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             Row::new("bare actix-ws echo (baseline)", "ms", echo_median, echo_p99),
             Row::new("daemon, raw client", "ms", daemon_median, daemon_p99)
                 .cost(echo_median)
-                .target(Target::RatioAtMost(1.5)),
+                .target(Target::RatioAtMost(1.3)),
             Row::new("daemon, shared `Client::call`", "ms", client_median, client_p99).cost(echo_median),
         ],
     })
