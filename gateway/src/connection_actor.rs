@@ -10,8 +10,9 @@
 //!   task; admission (handshake gating, the in-flight limit) is still decided in arrival order, synchronously,
 //!   inside `handle_frame`. The tasks are detached from the actor on purpose: a disconnect must not cancel an
 //!   engine operation halfway; its reply is simply dropped.
-//! - One writer task takes frames from the outbound queue and writes them one at a time, so frames leave in
-//!   queue order and a slow socket pushes back on the queue (which is what turns a slow subscriber into a gap).
+//! - One writer task takes frames from the outbound queue (several per wake-up, bounded in frames and bytes) and
+//!   writes them one at a time, so frames leave in queue order and a slow socket pushes back on the queue (which is
+//!   what turns a slow subscriber into a gap).
 //! - However the actor ends, [`Teardown`] closes the outbound stream (engine-side sinks report closed) and then
 //!   tells the engine the connection is gone, exactly once.
 
@@ -150,11 +151,14 @@ impl<S: ServerProtocol> ConnectionActor<S> {
         let mut session = self.session.clone();
         let frames_out = self.frames_out.clone();
         let writer = async move {
-            while let Some(frame) = teardown.outbound.next().await {
-                if write_text(&mut session, frame).await.is_err() {
-                    break;
+            let mut batch = Vec::with_capacity(WRITE_BATCH_FRAMES);
+            'writing: while teardown.outbound.next_batch(&mut batch, WRITE_BATCH_FRAMES, WRITE_BATCH_BYTES).await {
+                for frame in batch.drain(..) {
+                    if write_text(&mut session, frame).await.is_err() {
+                        break 'writing;
+                    }
+                    frames_out.set(frames_out.get() + 1);
                 }
-                frames_out.set(frames_out.get() + 1);
             }
             // `teardown` drops here when the socket is gone, or with this future when the actor stops first.
         };
@@ -353,6 +357,15 @@ impl<S: ServerProtocol> Drop for Teardown<S> {
         self.engine.disconnected(self.connection_id);
     }
 }
+
+/// Frames the writer takes from the outbound queue at once (one lock, one wake-up of whoever waits for room),
+/// then hands to actix-ws one by one. actix-ws's own channel holds 32 messages, so a batch of the same size keeps
+/// what a slow client pins outside the queue's bounds to about twice what it was, and never more than
+/// [`WRITE_BATCH_BYTES`] plus one frame in the batch.
+const WRITE_BATCH_FRAMES: usize = 32;
+
+/// The writer stops adding frames to a batch once it holds this many bytes.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
 /// Bytes of one WebSocket frame of a fragmented message.
 const FRAGMENT_BYTES: usize = 64 * 1024;

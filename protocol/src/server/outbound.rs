@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytestring::ByteString;
 use parking_lot::Mutex;
@@ -39,6 +40,8 @@ pub(super) struct OutboundQueue {
     max_frames: usize,
     max_bytes: usize,
     state: Mutex<QueueState>,
+    /// `state.closed`, readable without the lock: every offer to a sink asks first (set under the lock).
+    closed: AtomicBool,
     /// Woken when a frame is queued or the queue closes. Only the writer waits on it.
     readable: Notify,
     /// Woken (every waiter) when the writer takes a frame or the queue closes.
@@ -59,6 +62,7 @@ impl OutboundQueue {
             max_frames: max_frames.max(1),
             max_bytes: max_bytes.max(1),
             state: Mutex::new(QueueState::default()),
+            closed: AtomicBool::new(false),
             readable: Notify::new(),
             room: Notify::new(),
         }
@@ -73,7 +77,7 @@ impl OutboundQueue {
     }
 
     pub(super) fn is_closed(&self) -> bool {
-        self.state.lock().closed
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Frames and bytes queued now (not counting the side list).
@@ -169,10 +173,47 @@ impl OutboundQueue {
         }
     }
 
+    /// Up to `max_frames` queued frames (stopping once they hold `max_bytes`; at least one), in order, appended to
+    /// `batch`; when the queue is empty, the first side-list frame instead (with its key). Waits until there is
+    /// something; `None` once closed. One lock and one wake-up of the pushers per batch instead of per frame.
+    pub(super) async fn next_batch(
+        &self,
+        batch: &mut Vec<ByteString>,
+        max_frames: usize,
+        max_bytes: usize,
+    ) -> Option<Option<SideKey>> {
+        loop {
+            {
+                let mut state = self.state.lock();
+                if state.closed {
+                    return None;
+                }
+                if !state.frames.is_empty() {
+                    let mut taken_bytes = 0usize;
+                    while batch.len() < max_frames.max(1) && taken_bytes < max_bytes.max(1) {
+                        let Some(frame) = state.frames.pop_front() else { break };
+                        state.bytes -= frame.len();
+                        taken_bytes += frame.len();
+                        batch.push(frame);
+                    }
+                    drop(state);
+                    self.room.notify_waiters();
+                    return Some(None);
+                }
+                if let Some((key, frame)) = state.side.pop_front() {
+                    batch.push(frame);
+                    return Some(Some(key));
+                }
+            }
+            self.readable.notified().await;
+        }
+    }
+
     /// Closes the queue and drops every frame it still holds. Every waiter wakes up and finds it closed.
     pub(super) fn close(&self) {
         let mut state = self.state.lock();
         state.closed = true;
+        self.closed.store(true, Ordering::Release);
         let frames = std::mem::take(&mut state.frames);
         let side = std::mem::take(&mut state.side);
         state.bytes = 0;
@@ -198,6 +239,21 @@ impl OutboundStream {
             self.shared.observer.gap_sent();
         }
         Some(frame)
+    }
+
+    /// The next frames to write, in order, appended to `batch`: up to `max_frames` of them, stopping once they
+    /// hold `max_bytes` (at least one frame is taken). `false` once the connection is closed. For a writer that
+    /// hands its socket several frames per wake-up; what it holds outside the queue is bounded by the two limits.
+    pub async fn next_batch(&mut self, batch: &mut Vec<ByteString>, max_frames: usize, max_bytes: usize) -> bool {
+        match self.shared.queue.next_batch(batch, max_frames, max_bytes).await {
+            None => false,
+            Some(key) => {
+                if matches!(key, Some(SideKey::Gap(_))) {
+                    self.shared.observer.gap_sent();
+                }
+                true
+            }
+        }
     }
 
     /// Marks the connection closed: sinks report closed, waiting replies and replays give up, and `next` returns
