@@ -77,3 +77,38 @@ async fn a_closed_connection_frees_what_it_queued_held_and_subscribed() {
     assert_eq!(outbound.next().await, None);
     assert_eq!(sink.offer(2, &frame(10)), Err(crate::server::SinkError::Closed));
 }
+
+#[tokio::test]
+async fn a_batch_takes_frames_in_order_within_its_bounds_and_the_side_list_only_when_the_queue_is_empty() {
+    let (connection, mut outbound, _ctx) = connection(limits(100, 1 << 20));
+    let queue = &connection.shared.queue;
+    for index in 0..5 {
+        queue.try_push(&ByteString::from(format!("{index}{}", "x".repeat(99)))).unwrap();
+    }
+    queue.push_side(crate::server::outbound::SideKey::Notice(1), ByteString::from("side"));
+    let mut batch = Vec::new();
+    // At most 2 frames.
+    assert!(outbound.next_batch(&mut batch, 2, 1 << 20).await);
+    let firsts: Vec<char> = batch.iter().map(|frame| frame.chars().next().unwrap()).collect();
+    assert_eq!(firsts, ['0', '1']);
+    assert_eq!(queue.usage(), (3, 300), "taken frames free their room");
+    // Bytes: the batch stops once it holds 150 bytes (two frames of 100: the first alone is below).
+    batch.clear();
+    assert!(outbound.next_batch(&mut batch, 10, 150).await);
+    let firsts: Vec<char> = batch.iter().map(|frame| frame.chars().next().unwrap()).collect();
+    assert_eq!(firsts, ['2', '3']);
+    // The last queued frame comes before the side list, and without it.
+    batch.clear();
+    assert!(outbound.next_batch(&mut batch, 10, 1 << 20).await);
+    assert_eq!(batch.len(), 1);
+    assert!(batch[0].starts_with('4'));
+    // The side list comes after every queued frame, alone.
+    batch.clear();
+    assert!(outbound.next_batch(&mut batch, 10, 1 << 20).await);
+    assert_eq!(batch, [ByteString::from("side")]);
+    batch.clear();
+    assert!(outbound.next_batch(&mut batch, 10, 1 << 20).now_or_never().is_none(), "nothing queued: it waits");
+    outbound.close();
+    assert!(!outbound.next_batch(&mut batch, 10, 1 << 20).await, "closed: no more batches");
+    assert!(batch.is_empty());
+}
