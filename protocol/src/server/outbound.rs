@@ -112,6 +112,11 @@ impl OutboundQueue {
 
     /// Queues `frame`, waiting for room as long as it takes. Cancel-safe: a dropped call queued nothing.
     pub(super) async fn push(&self, frame: ByteString) -> Result<(), Refused> {
+        // Most pushes find room: try before registering for a wake-up (registering locks the `Notify`'s list).
+        match self.try_push(&frame) {
+            Err(Refused::Full) => {}
+            done => return done,
+        }
         loop {
             let room = self.room_changed();
             tokio::pin!(room);
