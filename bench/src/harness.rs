@@ -441,6 +441,60 @@ fn echo_server(
 }
 
 /// Creates a session whose tools act in `cwd`.
+/// A fresh session subscribed from its start, with the subscribe's replay (its creation) read, so a timed part
+/// that follows sees only new events.
+pub async fn subscribed_session(
+    client: &Client,
+    deliveries: &mut Deliveries,
+    cwd: &Path,
+) -> anyhow::Result<SessionMeta> {
+    let session = create_session(client, cwd).await?;
+    client.subscribe(&session.session_id, None).await?;
+    within("replay end", async {
+        loop {
+            match deliveries.next().await {
+                Some(troupe_protocol::client::ClientDelivery::ReplayEnd { session_id, .. })
+                    if session_id == session.session_id =>
+                {
+                    break Ok(());
+                }
+                Some(_) => continue,
+                None => break Err(anyhow!("the deliveries ended")),
+            }
+        }
+    })
+    .await??;
+    Ok(session)
+}
+
+/// The text of a child daemon's `GET /metrics` (behind its bearer token), over a plain HTTP/1.1 request.
+pub fn scrape_metrics(daemon: &ChildDaemon) -> anyhow::Result<String> {
+    let addr: SocketAddr =
+        daemon.url.trim_start_matches("ws://").trim_end_matches("/ws").parse().context("the daemon's address")?;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        daemon.token
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    ensure!(response.starts_with("HTTP/1.1 200"), "GET /metrics: {}", response.lines().next().unwrap_or_default());
+    Ok(response)
+}
+
+/// The value of the sample `name` (no labels) in a metrics text.
+pub fn metric_value(metrics: &str, name: &str) -> anyhow::Result<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .with_context(|| format!("{name} in /metrics"))?
+        .trim()
+        .parse()
+        .with_context(|| format!("{name} is not a number"))
+}
+
 pub async fn create_session(client: &Client, cwd: &Path) -> anyhow::Result<SessionMeta> {
     let params =
         SessionCreateParams { selection: selection("local/echo"), cwd: Some(cwd.to_string_lossy().into_owned()) };

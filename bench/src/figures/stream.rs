@@ -11,8 +11,6 @@
 mod openai_server;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -25,7 +23,8 @@ use troupe_protocol::types::run::RunStartParams;
 use self::openai_server::{FakeOpenAi, MODEL, StreamPlan};
 use crate::Ctx;
 use crate::harness::{
-    ChildDaemon, bench_tmp_root, connect, create_session, ms, raw_fdatasync_latency, selection, within,
+    ChildDaemon, bench_tmp_root, connect, metric_value, ms, raw_fdatasync_latency, scrape_metrics, selection,
+    subscribed_session, within,
 };
 use crate::report::{Row, Table, Target, median_p99};
 
@@ -85,18 +84,7 @@ async fn one_run(
     cwd: &std::path::Path,
     plan: &StreamPlan,
 ) -> anyhow::Result<(Vec<f64>, usize)> {
-    let session = create_session(client, cwd).await?;
-    client.subscribe(&session.session_id, None).await?;
-    within("replay end", async {
-        loop {
-            match deliveries.next().await {
-                Some(ClientDelivery::ReplayEnd { session_id, .. }) if session_id == session.session_id => break Ok(()),
-                Some(_) => continue,
-                None => break Err(anyhow::anyhow!("the deliveries ended")),
-            }
-        }
-    })
-    .await??;
+    let session = subscribed_session(client, deliveries, cwd).await?;
     let params = RunStartParams {
         session_id: session.session_id.clone(),
         client_run_id: troupe_runtime::clock::new_id(),
@@ -144,29 +132,12 @@ struct CommitCounters {
     events: f64,
 }
 
-fn commit_counters(addr: SocketAddr, token: &str) -> anyhow::Result<CommitCounters> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    ensure!(response.starts_with("HTTP/1.1 200"), "GET /metrics: {}", response.lines().next().unwrap_or_default());
-    let value = |name: &str| -> anyhow::Result<f64> {
-        response
-            .lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-            .with_context(|| format!("{name} in /metrics"))?
-            .trim()
-            .parse()
-            .with_context(|| format!("{name} is not a number"))
-    };
+fn commit_counters(daemon: &ChildDaemon) -> anyhow::Result<CommitCounters> {
+    let metrics = scrape_metrics(daemon)?;
     Ok(CommitCounters {
-        fsyncs: value("troupe_event_log_fsync_duration_seconds_count")?,
-        fsync_seconds: value("troupe_event_log_fsync_duration_seconds_sum")?,
-        events: value("troupe_events_appended_total")?,
+        fsyncs: metric_value(&metrics, "troupe_event_log_fsync_duration_seconds_count")?,
+        fsync_seconds: metric_value(&metrics, "troupe_event_log_fsync_duration_seconds_sum")?,
+        events: metric_value(&metrics, "troupe_events_appended_total")?,
     })
 }
 
@@ -179,11 +150,10 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let dir = tempfile::tempdir_in(bench_tmp_root())?;
     let cwd = tempfile::tempdir_in(bench_tmp_root())?;
     let child = ChildDaemon::spawn(&ctx.program, dir.path(), None)?;
-    let addr: SocketAddr = child.url.trim_start_matches("ws://").trim_end_matches("/ws").parse()?;
     let (client, mut deliveries) = connect(&child.url, &child.token).await?;
     connect_openai(&client, &vendor.base_url()).await?;
 
-    let before = commit_counters(addr, &child.token)?;
+    let before = commit_counters(&child)?;
     let (mut latencies, mut deltas, mut fsync) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ctx.rounds {
         for _ in 0..runs_per_round {
@@ -199,7 +169,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             fsync.extend(raw_fdatasync_latency(dir.path(), &[b'x'; 400], fsyncs_per_run)?);
         }
     }
-    let after = commit_counters(addr, &child.token)?;
+    let after = commit_counters(&child)?;
     drop(child);
     drop(vendor);
 

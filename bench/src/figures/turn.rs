@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{bail, ensure};
 use serde_json::json;
 use troupe_protocol::client::{Client, ClientDelivery, Deliveries};
 use troupe_protocol::method;
@@ -17,7 +17,8 @@ use troupe_protocol::types::run::RunStartParams;
 
 use crate::Ctx;
 use crate::harness::{
-    ChildDaemon, bench_tmp_root, connect, connect_script, create_session, ms, raw_fdatasync_latency, selection, within,
+    ChildDaemon, bench_tmp_root, connect, connect_script, metric_value, ms, raw_fdatasync_latency, scrape_metrics,
+    selection, subscribed_session, within,
 };
 use crate::report::{Row, Table, Target, median_p99};
 
@@ -81,19 +82,8 @@ async fn one_run(
     deliveries: &mut Deliveries,
     cwd: &std::path::Path,
 ) -> anyhow::Result<(Instant, Timeline)> {
-    let session = create_session(client, cwd).await?;
-    client.subscribe(&session.session_id, None).await?;
     // The subscribe reply's replay (the session's creation) is read here, outside the timed part.
-    within("replay end", async {
-        loop {
-            match deliveries.next().await {
-                Some(ClientDelivery::ReplayEnd { session_id, .. }) if session_id == session.session_id => break Ok(()),
-                Some(_) => continue,
-                None => break Err(anyhow::anyhow!("the deliveries ended")),
-            }
-        }
-    })
-    .await??;
+    let session = subscribed_session(client, deliveries, cwd).await?;
     let params = RunStartParams {
         session_id: session.session_id.clone(),
         client_run_id: troupe_runtime::clock::new_id(),
@@ -123,18 +113,16 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
 
     let (mut walls, mut tails, mut delta_tails, mut events_after) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut syncs_per_run = Vec::new();
-    let metrics_addr: std::net::SocketAddr =
-        child.url.trim_start_matches("ws://").trim_end_matches("/ws").parse().context("the daemon's address")?;
     // The events after the tail's start in the first run, to name them in the note.
     let mut tail_kinds: Option<Vec<&'static str>> = None;
     let mut fsync = Vec::new();
     for _ in 0..ctx.rounds {
         for _ in 0..runs_per_round {
-            let syncs_before = fsync_count(metrics_addr, &child.token)?;
+            let syncs_before = fsync_count(&child)?;
             let (started, timeline) =
                 tokio::time::timeout(Duration::from_secs(120), one_run(&client, &mut deliveries, cwd.path())).await??;
             // The session's creation was durable before the clock started, so the difference is the run's.
-            syncs_per_run.push((fsync_count(metrics_addr, &child.token)? - syncs_before) as f64);
+            syncs_per_run.push((fsync_count(&child)? - syncs_before) as f64);
             ensure!(timeline.deltas == 4, "{} text deltas, expected 4", timeline.deltas);
             walls.push(ms(timeline.completed.duration_since(started)));
             tails.push(ms(timeline.completed.duration_since(timeline.last_delta.max(timeline.committed))));
@@ -184,21 +172,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     })
 }
 
-/// The daemon's count of session-log `fdatasync`s so far, from `GET /metrics` (behind the bearer token).
-fn fsync_count(addr: std::net::SocketAddr, token: &str) -> anyhow::Result<u64> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let name = "troupe_event_log_fsync_duration_seconds_count";
-    response
-        .lines()
-        .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.trim().parse::<f64>().ok()))
-        .map(|count| count as u64)
-        .with_context(|| format!("no {name} in GET /metrics: {}", response.lines().next().unwrap_or("")))
+/// The daemon's count of session-log `fdatasync`s so far.
+fn fsync_count(daemon: &ChildDaemon) -> anyhow::Result<u64> {
+    Ok(metric_value(&scrape_metrics(daemon)?, "troupe_event_log_fsync_duration_seconds_count")? as u64)
 }
