@@ -376,9 +376,13 @@ impl ServerProtocol for Engine {
     }
 
     async fn session_get(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
-        // A live session answers from its actor (exact); a hibernated one from the index, without loading.
-        let live = self.live.get(&params.session_id).map(|live| live.addr.clone());
-        if let Some(addr) = live
+        // A live session answers from what it published at its newest durable batch (`published_meta`), or from its
+        // actor while it loads; a hibernated one from the index, without loading.
+        let live = self.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.read()));
+        if let Some((_, Some(session))) = live {
+            return Ok(SessionResult { session });
+        }
+        if let Some((addr, None)) = live
             && let Ok(reply) = addr.send(GetMeta).await
         {
             return Ok(SessionResult { session: reply? });

@@ -24,6 +24,7 @@ mod log_writers;
 pub mod plugin_host;
 pub mod presence_actor;
 pub mod producers;
+pub mod published_meta;
 pub mod run_actor;
 pub mod run_registry;
 pub mod run_services;

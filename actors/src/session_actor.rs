@@ -206,6 +206,8 @@ pub struct SessionActor {
     snapshot_len: u64,
     /// Whether a live snapshot is being written (one at a time).
     snapshot_writing: bool,
+    /// Where the metadata is published for `session.get` (`published_meta`).
+    published: crate::published_meta::PublishedMeta,
 }
 
 impl SessionActor {
@@ -249,6 +251,7 @@ impl SessionActor {
             title_job: None,
             snapshot_len: 0,
             snapshot_writing: false,
+            published: Default::default(),
         }
     }
 
@@ -341,10 +344,19 @@ impl SessionActor {
         }
     }
 
+    /// Publishes the metadata for `session.get` and tells the supervisor's index.
     fn report_meta(&self) {
         if let Some(state) = &self.state {
-            self.supervisor.do_send(SessionMetaChanged { meta: state.meta() });
+            let meta = state.meta();
+            self.published.publish(meta.clone());
+            self.supervisor.do_send(SessionMetaChanged { meta });
         }
+    }
+
+    /// Publishes the metadata to `published` (the engine's view of this live session) from now on.
+    pub fn publishing_to(mut self, published: crate::published_meta::PublishedMeta) -> Self {
+        self.published = published;
+        self
     }
 
     /// Accepts an event: assigns its `seq`, encodes it once, applies it, and queues it for the next batch.
@@ -456,6 +468,8 @@ impl SessionActor {
         }
         self.committed_seq = last;
         self.report_goal();
+        // Before the acknowledgements: a client told its write is durable reads it back with `session.get`.
+        self.report_meta();
         while let Some((seq, _)) = self.durability_waiters.front() {
             if *seq > last {
                 break;
@@ -464,7 +478,6 @@ impl SessionActor {
                 let _ = waiter.send(Ok(()));
             }
         }
-        self.report_meta();
         self.report_usage(first, last);
     }
 

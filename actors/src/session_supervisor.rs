@@ -43,6 +43,8 @@ pub use usage::{AgentUsage, GlobalUsage, SessionUsageChanged, TreeUsage};
 pub struct LiveSession {
     pub addr: Addr<SessionActor>,
     pub incarnation: u64,
+    /// Its metadata as of its newest durable batch, read by `session.get` without asking the actor.
+    pub meta: crate::published_meta::PublishedMeta,
 }
 
 /// The registry of live session actors: written only by the supervisor, read by the engine.
@@ -238,8 +240,11 @@ impl SessionSupervisor {
         let sessions = self.sessions;
         let id = session_id.to_owned();
         let producers = crate::session_actor::ProducerLane::new(self.run_context.clone());
+        let meta = crate::published_meta::PublishedMeta::default();
+        let published = meta.clone();
         let build = move |_: &mut Context<SessionActor>| {
             SessionActor::new(id, session_dir, incarnation, supervisor, opening, sessions, producers)
+                .publishing_to(published)
         };
         let addr = if self.arbiters.is_empty() {
             SessionActor::create(build)
@@ -248,7 +253,7 @@ impl SessionSupervisor {
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
             SessionActor::start_in_arbiter(arbiter, build)
         };
-        self.live.insert(session_id.to_owned(), LiveSession { addr: addr.clone(), incarnation });
+        self.live.insert(session_id.to_owned(), LiveSession { addr: addr.clone(), incarnation, meta });
         addr
     }
 

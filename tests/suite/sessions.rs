@@ -240,3 +240,26 @@ async fn idle_sessions_hibernate_and_come_back_with_their_history() {
     assert!(matches!(kinds[0], EventPayload::SessionCreated { .. }));
     assert!(matches!(&kinds[2], EventPayload::SessionTitleCommitted { title: Some(t), .. } if t == "after"));
 }
+
+/// `session.get` answers a live session from the metadata it published at its newest durable batch, without asking
+/// its actor. A write acknowledged to one client is read back at once by another, every time.
+#[tokio::test]
+async fn session_get_on_another_connection_reads_every_acknowledged_rename_back() {
+    let daemon = TestDaemon::start();
+    let (writer, _writer_deliveries) = daemon.client().await;
+    let (reader, _reader_deliveries) = daemon.client().await;
+    let session = daemon.create_session(&writer).await;
+    for index in 0..50 {
+        let title = format!("title {index}");
+        let params = SessionRenameParams {
+            session_id: session.session_id.clone(),
+            client_rename_id: format!("read-back-{index}"),
+            change: TitleChange::Set { title: title.clone() },
+        };
+        let renamed = within("rename", writer.call::<method::SessionRename>(params)).await.unwrap().session;
+        let id = SessionIdParams { session_id: session.session_id.clone() };
+        let got = within("get", reader.call::<method::SessionGet>(id)).await.unwrap().session;
+        assert_eq!(got.title.as_deref(), Some(title.as_str()), "rename {index} was acknowledged, then read back");
+        assert!(got.last_event_seq >= renamed.last_event_seq, "{} < {}", got.last_event_seq, renamed.last_event_seq);
+    }
+}
