@@ -163,6 +163,46 @@ fn sync_parent(path: &Path) -> Result<(), RuntimeError> {
     }
 }
 
+/// Whether a file replaced by [`replace_file`] must survive a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The file and the rename are fsynced: after a crash it is the old file or the new one, whole.
+    Durable,
+    /// A cache, checked against what it derives from when read: no fsync, a crash may lose the replacement.
+    Cache,
+}
+
+/// Replaces `dir/file_name` with `bytes` (mode 0600) through a uniquely named temporary file renamed over it, so a
+/// reader sees the old file or the new one, and two writers never share a temporary file.
+pub fn replace_file(dir: &Path, file_name: &str, bytes: &[u8], durability: Durability) -> Result<(), RuntimeError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let final_path = dir.join(file_name);
+    let temporary_path = dir.join(format!(".{file_name}.{}.tmp", crate::clock::new_id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary_path)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            if durability == Durability::Durable { file.sync_all() } else { Ok(()) }
+        })
+        .map_err(|error| RuntimeError::io("write", &temporary_path, error))
+        .and_then(|()| {
+            std::fs::rename(&temporary_path, &final_path)
+                .map_err(|error| RuntimeError::io("replace", &final_path, error))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary_path);
+    }
+    written?;
+    match durability {
+        Durability::Durable => sync_dir(dir),
+        Durability::Cache => Ok(()),
+    }
+}
+
 /// Fsyncs a directory, making the creation, rename or removal of its entries durable.
 pub fn sync_dir(path: &Path) -> Result<(), RuntimeError> {
     File::open(path)

@@ -7,14 +7,12 @@
 //! believed, it is written without fsync; a temporary file and a rename still guarantee that a reader never
 //! sees half a cache.
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use troupe_protocol::types::common::SessionMeta;
 
+use crate::data_dir::{Durability, replace_file};
 use crate::error::RuntimeError;
 use crate::event_log::log_path;
 use crate::usage_book::UsageSummary;
@@ -64,24 +62,7 @@ pub fn write(
     let json = serde_json::to_vec(&CachedMetaRef { format: META_FORMAT, log_len_bytes, meta, usage })
         .map_err(|error| RuntimeError::io("encode", session_dir.join(META_FILE_NAME), error.into()))?;
 
-    let final_path = session_dir.join(META_FILE_NAME);
-    // A unique temporary name, so two writers (a session and a listing refreshing it) never share one.
-    let temporary_path = session_dir.join(format!(".{META_FILE_NAME}.{}.tmp", crate::clock::new_id()));
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary_path)
-        .and_then(|mut file| file.write_all(&json))
-        .map_err(|error| RuntimeError::io("write", &temporary_path, error))
-        .and_then(|()| {
-            std::fs::rename(&temporary_path, &final_path)
-                .map_err(|error| RuntimeError::io("replace", &final_path, error))
-        });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary_path);
-    }
-    written
+    replace_file(session_dir, META_FILE_NAME, &json, Durability::Cache)
 }
 
 /// Reads the cache: the metadata, usage and the log length they describe. `None` when it is missing, unreadable

@@ -26,9 +26,9 @@
 //! A fork writes a new log in a new directory: it never has its source's snapshot, and a snapshot's session id
 //! must match its directory anyway.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -37,7 +37,7 @@ use troupe_protocol::types::common::SkippedEvent;
 
 use super::check::LoadDiagnostic;
 use super::log_path;
-use crate::data_dir::sync_dir;
+use crate::data_dir::{Durability, replace_file};
 use crate::error::RuntimeError;
 use crate::session_state::SessionState;
 
@@ -260,30 +260,8 @@ impl PendingSnapshot {
         bytes.push(b'\n');
         serde_json::to_writer(&mut bytes, &body)
             .map_err(|error| RuntimeError::io("encode", &final_path, error.into()))?;
-        write_durably(session_dir, &final_path, &bytes)
+        replace_file(session_dir, SNAPSHOT_FILE_NAME, &bytes, Durability::Durable)
     }
-}
-
-/// Replaces `final_path` with `bytes`: a temporary file, fsynced, renamed over it, and the directory fsynced, so
-/// that after a crash the file is the old one or the new one, whole.
-fn write_durably(session_dir: &Path, final_path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
-    // A unique temporary name, so two writers (a stopping actor and the next load) never share one.
-    let temporary_path = session_dir.join(format!(".{SNAPSHOT_FILE_NAME}.{}.tmp", crate::clock::new_id()));
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary_path)
-        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
-        .map_err(|error| RuntimeError::io("write", &temporary_path, error))
-        .and_then(|()| {
-            std::fs::rename(&temporary_path, final_path).map_err(|error| RuntimeError::io("replace", final_path, error))
-        });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary_path);
-    }
-    written?;
-    sync_dir(session_dir)
 }
 
 /// The log length the snapshot in `session_dir` covers, from its header alone (`None` without a readable one).
