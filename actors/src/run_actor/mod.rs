@@ -293,9 +293,7 @@ impl RunLoop {
                 match self.end_tool_free_turn(events, turn.text).await {
                     TurnOutcome::Ended(outcome) => return outcome,
                     TurnOutcome::Continue(promoted) => {
-                        Arc::make_mut(&mut self.history).extend(
-                            promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }),
-                        );
+                        self.admit_inputs(promoted);
                         continue;
                     }
                 }
@@ -346,9 +344,14 @@ impl RunLoop {
                     Ok(Ok(promoted)) => promoted,
                     _ => return RunOutcome::SessionLost,
                 };
-            Arc::make_mut(&mut self.history)
-                .extend(promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }));
+            self.admit_inputs(promoted);
         }
+    }
+
+    /// The inputs submitted at a boundary enter the history as user messages, in order.
+    fn admit_inputs(&mut self, promoted: Vec<String>) {
+        Arc::make_mut(&mut self.history)
+            .extend(promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }));
     }
 
     /// Reads the artifacts the messages' file parts name, on a blocking thread, so providers can send them.
