@@ -301,7 +301,6 @@ impl SessionActor {
         let dangling_run = state.runs.active_run_id().map(str::to_owned);
         self.state = Some(state);
         self.phase = Phase::Ready;
-        self.report_meta();
         // A run that was active in the log has no actor now: the daemon restarted or this session crashed (or, in
         // a fork, the run was copied from its source, where it goes on).
         if let Some(run_id) = dangling_run {
@@ -314,6 +313,12 @@ impl SessionActor {
         }
         self.goals_started(ctx);
         self.recover_producer_messages(ctx);
+        // What the load found is published now unless the recovery above appended (a dangling run closed, a goal
+        // or a producer's message taken up): the commit of those events publishes, and until then `session.get`
+        // asks this actor, which answers after them. The state as loaded is not what the session is any more.
+        if self.queued.is_empty() && self.store.is_some() {
+            self.report_meta();
+        }
     }
 
     /// Ends a run that has no actor: its pending approvals are cancelled and it is recorded as interrupted.
@@ -459,6 +464,9 @@ impl SessionActor {
         else {
             return;
         };
+        // Before the events reach anyone: a client that holds an event, or was told its write is durable, reads
+        // it back with `session.get`.
+        self.report_meta();
         for event in batch {
             if !self.subscribers.is_empty() {
                 let frame = encode_event_notification(&self.session_id, &event.json);
@@ -468,8 +476,6 @@ impl SessionActor {
         }
         self.committed_seq = last;
         self.report_goal();
-        // Before the acknowledgements: a client told its write is durable reads it back with `session.get`.
-        self.report_meta();
         while let Some((seq, _)) = self.durability_waiters.front() {
             if *seq > last {
                 break;
