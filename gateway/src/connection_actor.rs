@@ -6,8 +6,9 @@
 //! addresses it: replies and notifications reach the socket through the protocol session's outbound queue,
 //! which the actor's single writer drains.
 //!
-//! - Inbound text frames are handed to the protocol session at once and processed concurrently, each in its own
-//!   task; admission (handshake gating, the in-flight limit) is still decided in arrival order, synchronously,
+//! - Inbound text frames are handed to the protocol session at once and processed concurrently: each is polled
+//!   once in the handler, and one that has to wait (for its session, the disk, room in the queue) goes on in its
+//!   own task; admission (handshake gating, the in-flight limit) is still decided in arrival order, synchronously,
 //!   inside `handle_frame`. The tasks are detached from the actor on purpose: a disconnect must not cancel an
 //!   engine operation halfway; its reply is simply dropped.
 //! - One writer task takes frames from the outbound queue (several per wake-up, bounded in frames and bytes) and
@@ -25,7 +26,6 @@ use actix::prelude::*;
 use actix_ws::{AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReason, ProtocolError, Session};
 use tracing::{debug, info};
 use troupe_protocol::server::{OutboundStream, ServerConnection, ServerLimits, ServerProtocol};
-use troupe_protocol::transport::MessageFrame;
 
 use crate::connection_registry::ConnectionRegistry;
 use crate::read_gate::ReadGate;
@@ -277,10 +277,17 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
         match item {
             Ok(AggregatedMessage::Text(text)) => {
                 self.frames_in += 1;
-                // Admission happens inside `handle_frame`, now, in arrival order; only the work is spawned.
+                // Admission happens inside `handle_frame`, now, in arrival order. The work is polled once here:
+                // most frames (a read, a refusal) are answered without waiting, and need no task of their own.
                 let bytes = text.len();
-                let work = self.connection.handle_frame(MessageFrame::Text(String::from(text)));
-                actix::spawn(tracing::Instrument::instrument(self.read_gate.track(work, bytes), self.span.clone()));
+                let work = self.connection.handle_text(&text);
+                let mut work =
+                    Box::pin(tracing::Instrument::instrument(self.read_gate.track(work, bytes), self.span.clone()));
+                let mut inline = std::task::Context::from_waker(std::task::Waker::noop());
+                if work.as_mut().poll(&mut inline).is_pending() {
+                    // Its next poll, on the task, registers the task's waker wherever this one left the no-op.
+                    actix::spawn(work);
+                }
             }
             Ok(AggregatedMessage::Binary(_)) => {
                 self.close_and_stop(

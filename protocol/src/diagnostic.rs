@@ -103,10 +103,12 @@ fn skip_csi_body(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 /// the character's Unicode property, so characters added to the category are covered too.
 pub fn is_format_control(c: char) -> bool {
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
-    matches!(
-        c.general_category(),
-        GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
-    )
+    // No ASCII character is in these categories (ASCII's controls are Cc), and most text is ASCII: no table lookup.
+    !c.is_ascii()
+        && matches!(
+            c.general_category(),
+            GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+        )
 }
 
 #[cfg(test)]
@@ -153,6 +155,15 @@ mod tests {
         }
         for c in ['a', ' ', 'é', '\n', '漢', '😀'] {
             assert!(!is_format_control(c), "{:x}", c as u32);
+        }
+        // The ASCII shortcut agrees with the table.
+        use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+        for c in (0u8..=127).map(char::from) {
+            let category = c.general_category();
+            assert!(!matches!(
+                category,
+                GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+            ));
         }
     }
 

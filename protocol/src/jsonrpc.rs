@@ -4,13 +4,10 @@
 //! Only this crate knows JSON-RPC framing. Encoding is done by hand around pre-encoded parts where it saves a
 //! copy on hot paths (a result is encoded once; an event's JSON is embedded as it was stored).
 
-use std::collections::BTreeMap;
-
 use bytestring::ByteString;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::RpcError;
@@ -80,19 +77,6 @@ impl From<&Id> for RawId {
     }
 }
 
-/// `{"jsonrpc":"2.0","id":..,"result":..}` around an already-encoded result.
-pub fn encode_result_response(id: &RawId, result: &RawValue) -> String {
-    let id = id.get();
-    let result = result.get();
-    let mut out = String::with_capacity(id.len() + result.len() + 32);
-    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    out.push_str(id);
-    out.push_str(r#","result":"#);
-    out.push_str(result);
-    out.push('}');
-    out
-}
-
 /// `{"jsonrpc":"2.0","id":..,"error":{..}}`.
 pub fn encode_error_response(id: &RawId, error: &RpcError) -> String {
     let error =
@@ -124,15 +108,30 @@ pub fn encode_request<M: Method>(id: &Id, params: &M::Params) -> Result<String, 
     serde_json::to_string(&Envelope { jsonrpc: "2.0", id, method: M::NAME, params })
 }
 
-/// Decodes a method's params, turning serde's message into a -32602 detail.
-pub(crate) fn decode_params<P: DeserializeOwned>(method: &str, params: Value) -> Result<P, RpcError> {
-    serde_json::from_value(params)
-        .map_err(|error| RpcError::invalid_params(&format!("invalid params for `{method}`: {error}")))
+/// Decodes a method's params (`{}` when the request had none), turning serde's message into a -32602 detail.
+pub(crate) fn decode_params<P: DeserializeOwned>(method: &str, params: Option<&RawValue>) -> Result<P, RpcError> {
+    serde_json::from_str(params.map_or("{}", RawValue::get)).map_err(|error| {
+        // The position would count from the start of `params`, not of the frame the client sent: left out.
+        let mut message = error.to_string();
+        if error.line() > 0 {
+            let position = format!(" at line {} column {}", error.line(), error.column());
+            if message.ends_with(&position) {
+                message.truncate(message.len() - position.len());
+            }
+        }
+        RpcError::invalid_params(&format!("invalid params for `{method}`: {message}"))
+    })
 }
 
-/// Encodes a result once; the envelope embeds it without re-encoding.
-pub(crate) fn encode_result<R: Serialize>(result: &R) -> Result<Box<RawValue>, RpcError> {
-    serde_json::value::to_raw_value(result)
+/// `{"jsonrpc":"2.0","id":..,"result":..}`, the result encoded once, straight into the response.
+pub(crate) fn encode_result_for<R: Serialize>(id: &RawId, result: &R) -> Result<String, RpcError> {
+    #[derive(Serialize)]
+    struct Envelope<'a, R> {
+        jsonrpc: &'static str,
+        id: &'a RawValue,
+        result: &'a R,
+    }
+    serde_json::to_string(&Envelope { jsonrpc: "2.0", id: &id.0, result })
         .map_err(|error| RpcError::internal(&format!("failed to encode the result: {error}")))
 }
 
@@ -159,7 +158,8 @@ pub(crate) struct IncomingRequest {
     /// `None` for a notification.
     pub id: Option<RawId>,
     pub method: String,
-    pub params: Value,
+    /// The params object as the client wrote it (`None` when it sent none); each method decodes it into its type.
+    pub params: Option<Box<RawValue>>,
 }
 
 /// Validates one request object. The error is already addressed (its id, or null) and ready to send.
@@ -168,9 +168,9 @@ pub(crate) fn parse_request(member: &RawValue) -> Result<IncomingRequest, (RawId
         return Err((RawId::null(), RpcError::invalid_request("a request must be a JSON object")));
     }
     // Members stay raw: the id is echoed as written, and each other member is decoded into its own type.
-    let mut object: BTreeMap<String, &RawValue> = serde_json::from_str(member.get())
+    let members: Members<'_> = serde_json::from_str(member.get())
         .map_err(|error| (RawId::null(), RpcError::invalid_request(&format!("unreadable request object: {error}"))))?;
-    let id = match object.remove("id") {
+    let id = match members.id {
         None => None,
         Some(raw) => match RawId::from_raw(raw) {
             Some(id) => Some(id),
@@ -179,42 +179,113 @@ pub(crate) fn parse_request(member: &RawValue) -> Result<IncomingRequest, (RawId
             }
         },
     };
-    let reply_id = id.clone().unwrap_or_else(RawId::null);
-    let version = object.remove("jsonrpc").and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
-    if version.as_deref() != Some("2.0") {
-        return Err((reply_id, RpcError::invalid_request(r#"`jsonrpc` must be exactly "2.0""#)));
+    let reply_id = || id.clone().unwrap_or_else(RawId::null);
+    let version_is_2 = members.jsonrpc.is_some_and(|raw| {
+        raw.get() == r#""2.0""# || serde_json::from_str::<String>(raw.get()).is_ok_and(|version| version == "2.0")
+    });
+    if !version_is_2 {
+        return Err((reply_id(), RpcError::invalid_request(r#"`jsonrpc` must be exactly "2.0""#)));
     }
-    let method = match object.remove("method") {
+    let method = match members.method {
         Some(raw) => match serde_json::from_str::<String>(raw.get()) {
             Ok(method) => method,
-            Err(_) => return Err((reply_id, RpcError::invalid_request("`method` must be a string"))),
+            Err(_) => return Err((reply_id(), RpcError::invalid_request("`method` must be a string"))),
         },
-        None => return Err((reply_id, RpcError::invalid_request("`method` is missing"))),
+        None => return Err((reply_id(), RpcError::invalid_request("`method` is missing"))),
     };
-    let params = match object.remove("params") {
-        None => Value::Object(Default::default()),
-        Some(raw) if raw.get().starts_with('{') => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(params) => params,
-            Err(error) => {
-                let detail = format!("invalid params for `{method}`: {error}");
-                return Err((reply_id, RpcError::invalid_params(&detail)));
-            }
-        },
+    let params = match members.params {
+        None => None,
+        Some(raw) if raw.get().starts_with('{') => Some(raw.to_owned()),
         Some(raw) if raw.get().starts_with('[') => {
             return Err((
-                reply_id,
+                reply_id(),
                 RpcError::invalid_params("params must be an object; positional params are not supported"),
             ));
         }
         Some(_) => {
-            return Err((reply_id, RpcError::invalid_request("`params` must be an object or an array")));
+            return Err((reply_id(), RpcError::invalid_request("`params` must be an object or an array")));
         }
     };
-    if let Some(unexpected) = object.keys().next() {
+    if let Some(unexpected) = members.unexpected {
         let detail = format!("unexpected member `{unexpected}` in the request object");
-        return Err((reply_id, RpcError::invalid_request(&detail)));
+        return Err((reply_id(), RpcError::invalid_request(&detail)));
     }
     Ok(IncomingRequest { id, method, params })
+}
+
+/// A request object's members, each borrowed raw from the frame (a repeated member: its last value), and the
+/// first member that JSON-RPC does not define.
+#[derive(Default)]
+struct Members<'a> {
+    id: Option<&'a RawValue>,
+    jsonrpc: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
+    unexpected: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = Members<'de>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a JSON-RPC request object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Members::default();
+                while let Some(key) = map.next_key::<Member>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    match key {
+                        Member::Id => members.id = Some(value),
+                        Member::Jsonrpc => members.jsonrpc = Some(value),
+                        Member::Method => members.method = Some(value),
+                        Member::Params => members.params = Some(value),
+                        Member::Other(name) => {
+                            members.unexpected.get_or_insert(name);
+                        }
+                    }
+                }
+                Ok(members)
+            }
+        }
+        deserializer.deserialize_map(Object)
+    }
+}
+
+/// The name of a request object's member.
+enum Member {
+    Id,
+    Jsonrpc,
+    Method,
+    Params,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = Member;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a member name")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Member, E> {
+                Ok(match name {
+                    "id" => Member::Id,
+                    "jsonrpc" => Member::Jsonrpc,
+                    "method" => Member::Method,
+                    "params" => Member::Params,
+                    other => Member::Other(other.to_owned()),
+                })
+            }
+        }
+        deserializer.deserialize_identifier(Name)
+    }
 }
 
 #[cfg(test)]
@@ -234,7 +305,7 @@ mod tests {
     fn a_request_without_id_is_a_notification() {
         let request = parse(r#"{"jsonrpc": "2.0", "method": "x"}"#).unwrap();
         assert_eq!(request.id, None);
-        assert_eq!(request.params, json!({}));
+        assert!(request.params.is_none());
     }
 
     #[test]
@@ -263,12 +334,11 @@ mod tests {
 
     #[test]
     fn responses_embed_the_encoded_result_and_the_id_as_written() {
-        let raw = serde_json::value::to_raw_value(&json!({"a": 1})).unwrap();
-        assert_eq!(encode_result_response(&raw_id(r#""x""#), &raw), r#"{"jsonrpc":"2.0","id":"x","result":{"a":1}}"#);
-        assert_eq!(
-            encode_result_response(&raw_id("1.0e400"), &raw),
-            r#"{"jsonrpc":"2.0","id":1.0e400,"result":{"a":1}}"#
-        );
+        let result = json!({"a": 1});
+        let encoded = encode_result_for(&raw_id(r#""x""#), &result).unwrap();
+        assert_eq!(encoded, r#"{"jsonrpc":"2.0","id":"x","result":{"a":1}}"#);
+        let encoded = encode_result_for(&raw_id("1.0e400"), &result).unwrap();
+        assert_eq!(encoded, r#"{"jsonrpc":"2.0","id":1.0e400,"result":{"a":1}}"#);
         assert_eq!(RawId::from(&Id::Number(7.into())), raw_id("7"));
     }
 

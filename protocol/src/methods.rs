@@ -111,19 +111,21 @@ macro_rules! protocol_methods {
             )+
         }
 
-        /// Decodes params, calls the handler, and encodes its result once.
+        /// Decodes params, calls the handler, and encodes its result once, straight into the response to `id`
+        /// (`None` for a notification, whose result is not encoded).
         pub(crate) async fn dispatch<S: ServerProtocol>(
             server: &S,
             ctx: &crate::server::ServerContext,
             method: &str,
-            params: serde_json::Value,
-        ) -> Result<Box<serde_json::value::RawValue>, crate::error::RpcError> {
+            params: Option<Box<serde_json::value::RawValue>>,
+            id: Option<&crate::jsonrpc::RawId>,
+        ) -> Result<Option<String>, crate::error::RpcError> {
             match method {
                 $(
                     $name => {
-                        let params: $params = crate::jsonrpc::decode_params($name, params)?;
+                        let params: $params = crate::jsonrpc::decode_params($name, params.as_deref())?;
                         let result = server.$handler(ctx, params).await?;
-                        crate::jsonrpc::encode_result(&result)
+                        id.map(|id| crate::jsonrpc::encode_result_for(id, &result)).transpose()
                     }
                 )+
                 other => Err(crate::error::RpcError::method_not_found(other)),

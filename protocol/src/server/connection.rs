@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use bytestring::ByteString;
 use futures::FutureExt;
 use parking_lot::Mutex;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::budget::ReplyBudget;
@@ -20,7 +19,7 @@ use super::observer::{HandshakeOutcome, SharedObserver, method_label, no_observe
 use super::outbound::{OutboundQueue, OutboundStream};
 use super::{ServerLimits, ServerProtocol};
 use crate::error::RpcError;
-use crate::jsonrpc::{Frame, IncomingRequest, Method, RawId, encode_error_response, encode_result_response};
+use crate::jsonrpc::{Frame, IncomingRequest, Method, RawId, encode_error_response};
 use crate::methods::dispatch;
 use crate::transport::MessageFrame;
 use crate::types::runtime::{ClientInfo, HandshakeParams, PROTOCOL_VERSION};
@@ -123,13 +122,18 @@ impl<S: ServerProtocol> ServerConnection<S> {
     /// Processes one inbound frame completely: its reply (if any) and whatever it unblocks are queued when the
     /// returned future finishes. Frames may be processed concurrently; the handshake and gating decisions are
     /// taken in arrival order, before the first await.
-    pub fn handle_frame(&self, frame: MessageFrame) -> impl Future<Output = ()> + Send + 'static {
+    pub fn handle_frame(&self, frame: MessageFrame) -> impl Future<Output = ()> + Send + 'static + use<S> {
+        self.handle_text(&frame.into_text())
+    }
+
+    /// [`handle_frame`](Self::handle_frame) of a text frame the caller keeps (the returned future does not borrow
+    /// it: what a request needs of it is copied before this returns).
+    pub fn handle_text(&self, text: &str) -> impl Future<Output = ()> + Send + 'static + use<S> {
         let this = self.clone();
-        let text = frame.into_text();
         let group = Arc::new(ReplyGroup::default());
         // Validation and gating happen here, synchronously, so that a pipelined `handshake` followed by another
-        // method is gated in the order the client sent them. The frame's text is dropped before any handler runs.
-        let work = match crate::jsonrpc::parse_frame(&text) {
+        // method is gated in the order the client sent them. No handler holds the frame's text.
+        let work = match crate::jsonrpc::parse_frame(text) {
             Err(error) => Work::Immediate(encode_error_response(&RawId::null(), &error)),
             Ok(Frame::Batch(members)) if members.is_empty() => Work::Immediate(encode_error_response(
                 &RawId::null(),
@@ -140,7 +144,6 @@ impl<S: ServerProtocol> ServerConnection<S> {
             }
             Ok(Frame::Single(member)) => Work::Single(this.admit(member, &group)),
         };
-        drop(text);
         async move {
             let reply = match work {
                 Work::Immediate(reply) => Some(reply),
@@ -179,7 +182,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             refuse(error)
         };
         if request.method == crate::methods::method::Handshake::NAME {
-            match check_handshake(&request.params) {
+            match check_handshake(request.params.as_deref()) {
                 Ok(params) => *self.shared.client_info.lock() = params.client_info.map(Arc::new),
                 Err(error) => {
                     self.shared.observer.handshake(HandshakeOutcome::Refused);
@@ -208,9 +211,10 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 let started = Instant::now();
                 // The table's name, looked up once: the span and the observer both label the request with it.
                 let method = method_label(&request.method);
-                let span = super::request_span::request_span(method, &request.params);
+                let span = super::request_span::request_span(method, request.params.as_deref());
+                let IncomingRequest { id, method: name, params } = request;
                 let outcome = tracing::Instrument::instrument(
-                    AssertUnwindSafe(dispatch(&*self.server, &ctx, &request.method, request.params)).catch_unwind(),
+                    AssertUnwindSafe(dispatch(&*self.server, &ctx, &name, params, id.as_ref())).catch_unwind(),
                     span.clone(),
                 )
                 .await;
@@ -225,11 +229,10 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 let elapsed = started.elapsed();
                 self.observe(method, result.as_ref().map(|_| ()), elapsed);
                 super::request_span::log_end(result.as_ref().map(|_| ()), elapsed);
-                let id = request.id?;
-                Some(match result {
-                    Ok(raw) => encode_result_response(&id, &raw),
-                    Err(error) => encode_error_response(&id, &error),
-                })
+                match result {
+                    Ok(reply) => reply,
+                    Err(error) => id.map(|id| encode_error_response(&id, &error)),
+                }
             }
         }
     }
@@ -265,8 +268,8 @@ enum Admitted {
 
 /// Decodes and checks the handshake's params, so that a bad `client_info` is refused like a bad version: before
 /// the connection counts as handshaken.
-fn check_handshake(params: &Value) -> Result<HandshakeParams, RpcError> {
-    let params: HandshakeParams = crate::jsonrpc::decode_params("handshake", params.clone())?;
+fn check_handshake(params: Option<&RawValue>) -> Result<HandshakeParams, RpcError> {
+    let params: HandshakeParams = crate::jsonrpc::decode_params("handshake", params)?;
     if let Some(client_info) = &params.client_info
         && let Err(detail) = client_info.validate()
     {

@@ -5,16 +5,29 @@
 //! name (`unknown` otherwise), and `session_id`/`run_id` only when they look like ids. A frame of megabytes or
 //! a name with terminal escapes never reaches the log.
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 /// The longest id recorded (UUIDv7 strings are 36 characters).
 const MAX_ID_CHARS: usize = 64;
 
 /// A `request` span: `method` (the request's [`method_label`](super::observer::method_label)), and `session_id`
 /// (or `root_session_id`) and `run_id` when the params carry them.
-pub(crate) fn request_span(method: &'static str, params: &Value) -> tracing::Span {
-    let session_id = id_param(params, "session_id").or_else(|| id_param(params, "root_session_id"));
-    tracing::info_span!("request", method, session_id, run_id = id_param(params, "run_id"))
+pub(crate) fn request_span(method: &'static str, params: Option<&RawValue>) -> tracing::Span {
+    let ids = params.and_then(|params| serde_json::from_str::<Ids<'_>>(params.get()).ok()).unwrap_or_default();
+    let session_id = ids.session_id.and_then(id_shaped).or_else(|| ids.root_session_id.and_then(id_shaped));
+    tracing::info_span!("request", method, session_id, run_id = ids.run_id.and_then(id_shaped))
+}
+
+/// The params' members a span records, as written (any other member is skipped unread).
+#[derive(Default, Deserialize)]
+struct Ids<'a> {
+    #[serde(borrow, default)]
+    session_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    root_session_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    run_id: Option<&'a RawValue>,
 }
 
 /// One line per request at debug, inside its span: how it ended and how long it took. An operator turns it on
@@ -27,8 +40,9 @@ pub(crate) fn log_end(result: Result<(), &crate::error::RpcError>, elapsed: std:
     }
 }
 
-fn id_param<'a>(params: &'a Value, name: &str) -> Option<&'a str> {
-    let value = params.get(name)?.as_str()?;
+/// The string `raw` holds when it is id-shaped. Such a string has no escapes, so its JSON text is the string.
+fn id_shaped(raw: &RawValue) -> Option<&str> {
+    let value = raw.get().strip_prefix('"')?.strip_suffix('"')?;
     let id_shaped = !value.is_empty()
         && value.len() <= MAX_ID_CHARS
         && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
@@ -39,13 +53,26 @@ fn id_param<'a>(params: &'a Value, name: &str) -> Option<&'a str> {
 mod tests {
     use super::*;
 
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
     #[test]
     fn only_id_shaped_values_are_recorded() {
-        let params = serde_json::json!({"session_id": "0193-abc", "run_id": "x\u{1b}[31m", "other": 1});
-        assert_eq!(id_param(&params, "session_id"), Some("0193-abc"));
-        assert_eq!(id_param(&params, "run_id"), None);
-        assert_eq!(id_param(&params, "other"), None);
-        assert_eq!(id_param(&serde_json::json!({"run_id": "a".repeat(65)}), "run_id"), None);
-        assert_eq!(id_param(&serde_json::json!(null), "run_id"), None);
+        assert_eq!(id_shaped(&raw(r#""0193-abc""#)), Some("0193-abc"));
+        assert_eq!(id_shaped(&raw(r#""x\u001b[31m""#)), None);
+        assert_eq!(id_shaped(&raw("1")), None);
+        assert_eq!(id_shaped(&raw(&format!(r#""{}""#, "a".repeat(65)))), None);
+        assert_eq!(id_shaped(&raw("null")), None);
+        assert_eq!(id_shaped(&raw(r#""""#)), None);
+    }
+
+    #[test]
+    fn the_span_reads_the_ids_and_skips_the_other_members() {
+        let params = raw(r#"{"other": {"session_id": "nested"}, "session_id": "s-1", "run_id": 7}"#);
+        let ids: Ids<'_> = serde_json::from_str(params.get()).unwrap();
+        assert_eq!(ids.session_id.and_then(id_shaped), Some("s-1"));
+        assert_eq!(ids.run_id.and_then(id_shaped), None);
+        assert!(ids.root_session_id.is_none());
     }
 }
