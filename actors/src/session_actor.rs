@@ -37,6 +37,7 @@ use troupe_protocol::types::session::TitleChange;
 use troupe_runtime::clock::now_rfc3339;
 use troupe_runtime::event_log::{self, EventReader, EventStore, FileEventStore, LogEntry, LogWriter};
 use troupe_runtime::meta_cache;
+use troupe_runtime::metrics::SnapshotOutcome;
 use troupe_runtime::session_state::{SessionState, normalize_title};
 
 use crate::error::EngineError;
@@ -576,19 +577,21 @@ impl Actor for SessionActor {
                         if let Some(source) = fork {
                             history::copy_fork(&session_dir, &source)?;
                         }
+                        let started = Instant::now();
                         // Through the projection snapshot when it matches the log (`snapshots`).
                         let projected =
                             event_log::open_projected(&session_dir, tail_bytes).map_err(history::OpenError::Runtime)?;
                         let snapshot_len = snapshots::after_load(&session_dir, &projected);
-                        let (mut state, opened) = (projected.state, projected.opened);
+                        let (mut state, opened, snapshot) = (projected.state, projected.opened, projected.snapshot);
                         troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader())
                             .map_err(history::OpenError::Runtime)?;
-                        Ok::<_, history::OpenError>((state, opened, snapshot_len))
+                        let measured = (SnapshotOutcome::from(&snapshot), started.elapsed());
+                        Ok::<_, history::OpenError>((state, opened, snapshot_len, measured))
                     })
                     .await
                 };
                 ctx.wait(load.into_actor(self).map(|joined, actor, ctx| {
-                    let (state, opened, snapshot_len) = match joined {
+                    let (state, opened, snapshot_len, (outcome, elapsed)) = match joined {
                         Ok(Ok(loaded)) => loaded,
                         Ok(Err(error)) => {
                             let error = actor.open_error(error);
@@ -604,6 +607,9 @@ impl Actor for SessionActor {
                             session_id = %actor.session_id, seq = diagnostic.seq, detail = %diagnostic.detail,
                             "an event of the log was repaired while loading"
                         );
+                    }
+                    if let Some(metrics) = actor.metrics() {
+                        metrics.session_loaded(outcome, elapsed);
                     }
                     actor.snapshot_len = snapshot_len;
                     actor.start_from(ctx, state, opened.tail, opened.store);

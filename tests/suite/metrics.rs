@@ -2,75 +2,13 @@
 //! series move as a `local/scripted` run with a tool call and an approval goes by, as a fake OpenAI vendor answers
 //! and then refuses, and as an idle session hibernates.
 
-use std::collections::HashMap;
-
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use troupe_protocol::method;
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRespondParams};
 use troupe_protocol::types::events::EventPayload;
 
+use super::metrics_support::*;
 use super::support::*;
-
-/// One HTTP/1.1 GET of `/metrics`: the status code, the headers (lowercase names) and the body.
-struct Scrape {
-    status: u16,
-    headers: String,
-    body: String,
-}
-
-async fn get_metrics(daemon: &TestDaemon, authorization: Option<&str>) -> Scrape {
-    let mut stream = within("connect", tokio::net::TcpStream::connect(daemon.addr)).await.expect("connect");
-    let authorization = authorization.map(|value| format!("Authorization: {value}\r\n")).unwrap_or_default();
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: localhost\r\n{authorization}Connection: close\r\n\r\n");
-    within("request", stream.write_all(request.as_bytes())).await.expect("write");
-    let mut response = String::new();
-    within("response", stream.read_to_string(&mut response)).await.expect("read");
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("not an HTTP response: {response}"));
-    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).expect("status code");
-    Scrape { status, headers: head.to_ascii_lowercase(), body: body.to_owned() }
-}
-
-/// The samples of an exposition, by series exactly as written (`name{label="value",...}`).
-fn samples(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .map(|line| {
-            let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line}"));
-            (series.to_owned(), value.parse().unwrap_or_else(|_| panic!("not a number: {line}")))
-        })
-        .collect()
-}
-
-/// Scrapes with the daemon's token and parses the samples.
-async fn scrape(daemon: &TestDaemon) -> HashMap<String, f64> {
-    let scrape = get_metrics(daemon, Some(&format!("Bearer {}", daemon.token))).await;
-    assert_eq!(scrape.status, 200, "{}", scrape.body);
-    assert!(scrape.headers.contains("content-type: application/openmetrics-text"), "{}", scrape.headers);
-    samples(&scrape.body)
-}
-
-fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
-    *samples.get(series).unwrap_or_else(|| {
-        let mut known: Vec<&String> = samples.keys().collect();
-        known.sort();
-        panic!("no series {series}; the scrape has {known:#?}")
-    })
-}
-
-/// Scrapes until `series` has `expected` (state gauges follow actors that finish a moment after the events).
-async fn eventually_value(daemon: &TestDaemon, series: &str, expected: f64) -> HashMap<String, f64> {
-    within(&format!("{series} = {expected}"), async {
-        loop {
-            let samples = scrape(daemon).await;
-            if samples.get(series) == Some(&expected) {
-                return samples;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-}
 
 #[tokio::test]
 async fn metrics_are_refused_without_the_bearer_token() {

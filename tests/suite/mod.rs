@@ -32,6 +32,7 @@ mod history_attacks;
 mod limits;
 mod logs_status;
 mod metrics;
+mod metrics_support;
 mod plugin_lifetime;
 mod plugins;
 mod presence;

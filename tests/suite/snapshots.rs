@@ -1,6 +1,7 @@
 //! Projection snapshots over the real socket: a session with a long log hibernates and writes its snapshot, and
 //! after a restart `session.resume` answers what it answered before (metadata, usage, a rename's redelivery),
-//! whether the snapshot is intact, corrupt, or older than the log's last events.
+//! whether the snapshot is intact, corrupt, or older than the log's last events; and `GET /metrics` shows which
+//! loads went through the snapshot.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use troupe_protocol::types::approval::{ApprovalDecision, ApprovalListParams, App
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_runtime::event_log::{self, snapshot};
 
+use super::metrics_support::{scrape, value};
 use super::support::*;
 
 const HIBERNATE_AFTER: Duration = Duration::from_millis(200);
@@ -41,6 +43,26 @@ async fn assert_redelivery_recognized(client: &Client, session_id: &str, last_se
     let title = format!("{}t 299", "x".repeat(400));
     let renamed = set_title(client, session_id, "t-299", &title).await.expect("redelivered rename");
     assert_eq!(renamed.session.last_event_seq, last_seq, "a redelivery appends nothing");
+}
+
+/// The session loads a daemon counted so far, by what they made of the snapshot, as `GET /metrics` shows them.
+#[derive(Debug)]
+struct Loads {
+    used: f64,
+    missing: f64,
+    refused: f64,
+}
+
+async fn loads(daemon: &TestDaemon) -> Loads {
+    let samples = scrape(daemon).await;
+    let count = |snapshot: &str| {
+        let loads = value(&samples, &format!(r#"troupe_session_loads_total{{snapshot="{snapshot}"}}"#));
+        // Each load is timed as well; a series of the histogram appears with its first load.
+        let timed = samples.get(&format!(r#"troupe_session_load_duration_seconds_count{{snapshot="{snapshot}"}}"#));
+        assert_eq!(timed.copied().unwrap_or_default(), loads, "loads with the snapshot {snapshot} timed");
+        loads
+    };
+    Loads { used: count("used"), missing: count("missing"), refused: count("refused") }
 }
 
 /// Waits until the daemon has let the session go and its snapshot covers the whole log.
@@ -74,10 +96,12 @@ async fn a_session_resumes_from_its_snapshot_and_without_it_the_same() {
     drop(client);
     let data_dir = daemon.stop();
 
-    // Intact snapshot, after a restart.
+    // Intact snapshot, after a restart: the resume loads the session through it.
     let daemon = start(Some(data_dir));
     let (client, _deliveries) = daemon.client().await;
     assert_eq!(observed(&client, &session_id).await, before);
+    let counted = loads(&daemon).await;
+    assert!(counted.used >= 1.0 && counted.missing == 0.0 && counted.refused == 0.0, "only through it: {counted:?}");
     assert_redelivery_recognized(&client, &session_id, last_seq).await;
     drop(client);
     let data_dir = daemon.stop();
@@ -87,6 +111,9 @@ async fn a_session_resumes_from_its_snapshot_and_without_it_the_same() {
     let daemon = start(Some(data_dir));
     let (client, _deliveries) = daemon.client().await;
     assert_eq!(observed(&client, &session_id).await, before);
+    // (A reload after hibernation may find the good snapshot the refused load wrote.)
+    let counted = loads(&daemon).await;
+    assert!(counted.refused >= 1.0 && counted.missing == 0.0, "the corrupt one refused: {counted:?}");
     assert_redelivery_recognized(&client, &session_id, last_seq).await;
     snapshot_covers_the_log(&dir).await;
 
@@ -103,6 +130,8 @@ async fn a_session_resumes_from_its_snapshot_and_without_it_the_same() {
     let through_snapshot = observed(&client, &session_id).await;
     assert_eq!(through_snapshot["resume"]["session"]["title"], "After the snapshot");
     assert_eq!(through_snapshot["resume"]["session"]["last_event_seq"], last_seq + 1);
+    let counted = loads(&daemon).await;
+    assert!(counted.used >= 1.0 && counted.missing == 0.0 && counted.refused == 0.0, "only through it: {counted:?}");
     drop(client);
     let data_dir = daemon.stop();
 
@@ -111,6 +140,9 @@ async fn a_session_resumes_from_its_snapshot_and_without_it_the_same() {
     let daemon = start(Some(data_dir));
     let (client, _deliveries) = daemon.client().await;
     assert_eq!(observed(&client, &session_id).await, through_snapshot);
+    // The load scans the whole log, and writes a snapshot that a reload after hibernation may use.
+    let counted = loads(&daemon).await;
+    assert!(counted.missing >= 1.0 && counted.refused == 0.0, "without one: {counted:?}");
     assert_redelivery_recognized(&client, &session_id, last_seq + 1).await;
 }
 

@@ -12,6 +12,7 @@ use troupe_protocol::RpcError;
 use troupe_protocol::error::codes;
 use troupe_protocol::types::run::ToolResultStatus;
 
+use crate::event_log::SnapshotUse;
 use crate::model::ModelErrorKind;
 
 /// An enum of label values with its snake_case text.
@@ -124,6 +125,28 @@ impl From<ToolResultStatus> for ToolStatus {
     }
 }
 
+label_value! {
+    /// What a session's load made of its projection snapshot.
+    SnapshotOutcome {
+        /// It matched the log: only the lines after it were scanned.
+        Used => "used",
+        /// There was none: the whole log was scanned.
+        Missing => "missing",
+        /// It did not match the log, or could not be read: the whole log was scanned.
+        Refused => "refused",
+    }
+}
+
+impl From<&SnapshotUse> for SnapshotOutcome {
+    fn from(snapshot: &SnapshotUse) -> Self {
+        match snapshot {
+            SnapshotUse::Used { .. } => SnapshotOutcome::Used,
+            SnapshotUse::Missing => SnapshotOutcome::Missing,
+            SnapshotUse::Refused(_) => SnapshotOutcome::Refused,
+        }
+    }
+}
+
 impl EncodeLabelValue for ModelErrorKind {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
         encoder.write_str(self.as_str())
@@ -155,6 +178,11 @@ pub(super) struct RunEndLabels {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub(super) struct DropLabels {
     pub(super) kind: DropKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(super) struct SessionLoadLabels {
+    pub(super) snapshot: SnapshotOutcome,
 }
 
 /// A provider id (`local`, `openai`, `anthropic`): the configured providers, a small set.

@@ -5,7 +5,7 @@ use troupe_protocol::server::{DroppedNotification, HandshakeOutcome, ServerObser
 use troupe_protocol::types::daemon::DaemonStatusResult;
 use troupe_protocol::types::run::ToolResultStatus;
 
-use super::{Metrics, RunOutcome};
+use super::{Metrics, RunOutcome, SnapshotOutcome};
 use crate::model::ModelErrorKind;
 
 /// The value of the sample line `series` (name and labels exactly as encoded), if present.
@@ -23,6 +23,7 @@ fn every_family_without_open_labels_has_help_and_a_type_from_the_start() {
         ("troupe_sessions_hibernated", "gauge"),
         ("troupe_runs_active", "gauge"),
         ("troupe_runs_ended", "counter"),
+        ("troupe_session_loads", "counter"),
         ("troupe_events_appended", "counter"),
         ("troupe_event_log_fsync_duration_seconds", "histogram"),
         ("troupe_outbound_dropped", "counter"),
@@ -34,6 +35,7 @@ fn every_family_without_open_labels_has_help_and_a_type_from_the_start() {
     }
     assert!(text.ends_with("# EOF\n"));
     assert_eq!(sample(&text, r#"troupe_runs_ended_total{outcome="cancelled"}"#), Some(0.0));
+    assert_eq!(sample(&text, r#"troupe_session_loads_total{snapshot="refused"}"#), Some(0.0));
 }
 
 #[test]
@@ -77,6 +79,29 @@ fn counters_and_histograms_count_by_typed_labels() {
     expect(r#"troupe_model_request_duration_seconds_count{provider="openai"}"#, 2.0);
     expect(r#"troupe_model_errors_total{provider="openai",kind="rate_limited"}"#, 1.0);
     expect(r#"troupe_tool_calls_total{tool="shell",status="denied"}"#, 1.0);
+}
+
+#[test]
+fn session_loads_are_counted_and_timed_by_what_they_made_of_the_snapshot() {
+    let metrics = Metrics::new();
+    metrics.session_loaded(SnapshotOutcome::Used, Duration::from_micros(4_000));
+    metrics.session_loaded(SnapshotOutcome::Used, Duration::from_micros(150));
+    metrics.session_loaded(SnapshotOutcome::Missing, Duration::from_millis(130));
+    let text = metrics.encode();
+    let expect = |series: &str, value: f64| {
+        assert_eq!(sample(&text, series), Some(value), "{series} in:\n{text}");
+    };
+    expect(r#"troupe_session_loads_total{snapshot="used"}"#, 2.0);
+    expect(r#"troupe_session_loads_total{snapshot="missing"}"#, 1.0);
+    expect(r#"troupe_session_loads_total{snapshot="refused"}"#, 0.0);
+    assert!(text.contains("# TYPE troupe_session_load_duration_seconds histogram\n"), "{text}");
+    expect(r#"troupe_session_load_duration_seconds_count{snapshot="used"}"#, 2.0);
+    // Buckets double from 0.1 ms: 150 µs is within the one of 0.2 ms, 4 ms within the one of 6.4 ms.
+    expect(r#"troupe_session_load_duration_seconds_bucket{le="0.0002",snapshot="used"}"#, 1.0);
+    expect(r#"troupe_session_load_duration_seconds_bucket{le="0.0064",snapshot="used"}"#, 2.0);
+    expect(r#"troupe_session_load_duration_seconds_count{snapshot="missing"}"#, 1.0);
+    // A series of the histogram appears with its first observation.
+    assert!(!text.contains(r#"troupe_session_load_duration_seconds_count{snapshot="refused"}"#), "{text}");
 }
 
 #[test]
