@@ -26,7 +26,6 @@ use actix::prelude::*;
 use dashmap::DashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use troupe_protocol::RpcError;
 use troupe_protocol::notification::RuntimeChanged;
 use troupe_protocol::server::{ServerContext, ServerProtocol};
 use troupe_protocol::types::approval::{
@@ -49,6 +48,7 @@ use troupe_protocol::types::session::{
     SessionRenameResult, SessionResult, SessionTreeResult, SetPermissionModeParams,
 };
 use troupe_protocol::types::skills::{SkillProblemInfo, SkillsGetParams, SkillsGetResult, SkillsListResult};
+use troupe_protocol::{Encoded, RpcError};
 use troupe_runtime::catalog::validate_selection;
 use troupe_runtime::config::{AgentConfig, PermissionsConfig, ToolSettings};
 use troupe_runtime::data_dir::DataDir;
@@ -375,20 +375,27 @@ impl ServerProtocol for Engine {
         Ok(SessionListResult { sessions })
     }
 
-    async fn session_get(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
-        // A live session answers from what it published at its newest durable batch (`published_meta`), or from its
-        // actor while it loads; a hibernated one from the index, without loading.
-        let live = self.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.read()));
-        if let Some((_, Some(session))) = live {
-            return Ok(SessionResult { session });
-        }
-        if let Some((addr, None)) = live
-            && let Ok(reply) = addr.send(GetMeta).await
-        {
-            return Ok(SessionResult { session: reply? });
-        }
-        let session = self.supervisor_ask(IndexedMeta { session_id: params.session_id }).await??;
-        Ok(SessionResult { session })
+    async fn session_get(
+        &self,
+        _: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<Encoded<SessionResult>, RpcError> {
+        // A live session answers from what it published at its newest durable batch (`published_meta`, encoded
+        // once per publication), or from its actor while it loads; a hibernated one from the index, without loading.
+        let live = self.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.result()));
+        let session = match live {
+            Some((_, Some(published))) => return published.map_err(encoding_failed),
+            Some((addr, None)) => match addr.send(GetMeta).await {
+                Ok(reply) => Some(reply?),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        let session = match session {
+            Some(session) => session,
+            None => self.supervisor_ask(IndexedMeta { session_id: params.session_id }).await??,
+        };
+        Encoded::new(&SessionResult { session }).map_err(encoding_failed)
     }
 
     async fn session_resume(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
@@ -750,4 +757,9 @@ impl ServerProtocol for Engine {
             .await?;
         Ok(RunToolStdinResult { accepted })
     }
+}
+
+/// A result that could not be encoded (a bug: every wire type encodes).
+fn encoding_failed(error: serde_json::Error) -> RpcError {
+    RpcError::internal(&format!("failed to encode the result: {error}"))
 }

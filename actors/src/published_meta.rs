@@ -4,24 +4,94 @@
 //!
 //! The session publishes before it acknowledges the batch's requests, so a client that was told its write is
 //! durable reads that write back. Until the session has loaded there is nothing to read, and the engine asks the
-//! actor as before.
+//! actor as before. What `session.get` answers is encoded at most once per publication, by the first reader, and
+//! every later reply embeds the same bytes until the session publishes again.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
+use troupe_protocol::Encoded;
 use troupe_protocol::types::common::SessionMeta;
+use troupe_protocol::types::session::SessionResult;
 
 /// One live session's newest published metadata, shared by its actor (the only writer) and the engine.
 #[derive(Clone, Default)]
-pub struct PublishedMeta(Arc<RwLock<Option<SessionMeta>>>);
+pub struct PublishedMeta(Arc<RwLock<Option<Arc<Published>>>>);
+
+/// One publication: the metadata, and its `session.get` result once a reader encoded it.
+struct Published {
+    meta: SessionMeta,
+    result: OnceLock<Encoded<SessionResult>>,
+}
 
 impl PublishedMeta {
     pub fn publish(&self, meta: SessionMeta) {
-        *self.0.write() = Some(meta);
+        let published = Arc::new(Published { meta, result: OnceLock::new() });
+        // The older publication is dropped outside the lock.
+        let _older = self.0.write().replace(published);
     }
 
     /// The newest metadata, once the session has loaded.
     pub fn read(&self) -> Option<SessionMeta> {
-        self.0.read().clone()
+        self.0.read().as_ref().map(|published| published.meta.clone())
+    }
+
+    /// The newest metadata as `session.get`'s result, encoded once per publication; `None` until the session has
+    /// loaded.
+    pub fn result(&self) -> Option<Result<Encoded<SessionResult>, serde_json::Error>> {
+        let published = self.0.read().clone()?;
+        if let Some(result) = published.result.get() {
+            return Some(Ok(result.clone()));
+        }
+        let encoded = match Encoded::new(&SessionResult { session: published.meta.clone() }) {
+            Ok(encoded) => encoded,
+            Err(error) => return Some(Err(error)),
+        };
+        // Two readers may race to encode the same publication: both encodings are equal, one is kept.
+        Some(Ok(published.result.get_or_init(|| encoded).clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin, SessionStatus};
+
+    fn meta(title: &str) -> SessionMeta {
+        SessionMeta {
+            session_id: "s".to_owned(),
+            origin: SessionOrigin::Root,
+            cwd: "/work".to_owned(),
+            title: Some(title.to_owned()),
+            title_updated_seq: Some(2),
+            creation_selection: RunSelection {
+                agent: "default".to_owned(),
+                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
+                preset: None,
+            },
+            status: SessionStatus::Idle,
+            last_event_seq: 2,
+            created_at: "2026-01-01T00:00:00.000Z".to_owned(),
+            last_activity_at: "2026-01-01T00:01:00.000Z".to_owned(),
+            skipped_events: Vec::new(),
+            archived: false,
+        }
+    }
+
+    #[test]
+    fn a_result_is_encoded_once_per_publication_and_follows_the_newest() {
+        let published = PublishedMeta::default();
+        assert!(published.result().is_none(), "nothing before the session loads");
+        published.publish(meta("one"));
+        let first = published.result().unwrap().unwrap();
+        let again = published.result().unwrap().unwrap();
+        assert!(std::ptr::eq(first.get(), again.get()), "the same bytes are served again");
+        let decoded: SessionResult = serde_json::from_str(first.get()).unwrap();
+        assert_eq!(decoded.session, meta("one"));
+        published.publish(meta("two"));
+        let newer: SessionResult = serde_json::from_str(published.result().unwrap().unwrap().get()).unwrap();
+        assert_eq!(newer.session.title.as_deref(), Some("two"));
+        assert_eq!(published.read().unwrap().title.as_deref(), Some("two"));
     }
 }

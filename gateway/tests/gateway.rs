@@ -54,7 +54,11 @@ impl ServerProtocol for FakeEngine {
         })
     }
 
-    async fn session_get(&self, _ctx: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
+    async fn session_get(
+        &self,
+        _ctx: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::Encoded<SessionResult>, RpcError> {
         if self.hold_session_get {
             self.release_session_get.notified().await;
         }

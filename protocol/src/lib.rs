@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod diagnostic;
+pub mod encoded;
 pub mod error;
 pub mod jsonrpc;
 pub mod methods;
@@ -19,6 +20,7 @@ pub mod server;
 pub mod transport;
 pub mod types;
 
+pub use encoded::Encoded;
 pub use error::RpcError;
 pub use jsonrpc::{Method, Notification};
 pub use methods::{method, notification};

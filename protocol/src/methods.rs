@@ -23,9 +23,19 @@ use crate::types::skills::*;
 use crate::types::tool_output::*;
 use crate::types::usage::*;
 
+/// The type a server handler returns: the method's result, or what the table says it is served as.
+macro_rules! served {
+    ($result:ty) => {
+        $result
+    };
+    ($result:ty, $served:ty) => {
+        $served
+    };
+}
+
 macro_rules! protocol_methods {
     ($( $(#[doc = $doc:literal])* $marker:ident, $handler:ident, $name:literal, $params:ty => $result:ty
-        $(, secrets = $secrets:literal)?; )+) => {
+        $([served as $served:ty])? $(, secrets = $secrets:literal)?; )+) => {
         /// One marker type per method, implementing [`Method`].
         pub mod method {
             use super::*;
@@ -45,7 +55,9 @@ macro_rules! protocol_methods {
         /// Every method name, in table order.
         pub const METHOD_NAMES: &[&str] = &[$($name),+];
 
-        /// The server contract: one handler per method. A handler that is not overridden answers -32000
+        /// The server contract: one handler per method, returning the method's result (or, where the table says
+        /// `served as`, a type that serializes the same, such as an [`Encoded`](crate::Encoded) result shared by
+        /// many replies). A handler that is not overridden answers -32000
         /// `not_implemented` naming its method.
         pub trait ServerProtocol: Send + Sync + 'static {
             /// A connection was accepted (before its handshake).
@@ -64,7 +76,7 @@ macro_rules! protocol_methods {
                     &self,
                     ctx: &crate::server::ServerContext,
                     params: $params,
-                ) -> impl std::future::Future<Output = Result<$result, crate::error::RpcError>> + Send {
+                ) -> impl std::future::Future<Output = Result<served!($result $(, $served)?), crate::error::RpcError>> + Send {
                     let _ = (ctx, params);
                     std::future::ready(Err(crate::error::RpcError::not_implemented($name)))
                 }
@@ -192,7 +204,7 @@ protocol_methods! {
     /// Root sessions, optionally filtered by cwd.
     SessionList, session_list, "session.list", SessionListParams => SessionListResult;
     /// One session's metadata.
-    SessionGet, session_get, "session.get", SessionIdParams => SessionResult;
+    SessionGet, session_get, "session.get", SessionIdParams => SessionResult [served as crate::Encoded<SessionResult>];
     /// The session's goal, or null.
     SessionGoalGet, session_goal_get, "session.goal.get", SessionIdParams => GoalGetResult;
     /// Activate a goal on a root session.

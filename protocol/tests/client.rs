@@ -178,8 +178,12 @@ impl ServerProtocol for TestServer {
         Ok(EventsSubscribeResult { events, last_seq })
     }
 
-    async fn session_get(&self, _ctx: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
-        match params.session_id.as_str() {
+    async fn session_get(
+        &self,
+        _ctx: &ServerContext,
+        params: SessionIdParams,
+    ) -> Result<troupe_protocol::Encoded<SessionResult>, RpcError> {
+        let result = match params.session_id.as_str() {
             "missing" => {
                 Err(RpcError::engine("session_not_found", "no session `missing`", &[("session_id", json!("missing"))]))
             }
@@ -193,7 +197,8 @@ impl ServerProtocol for TestServer {
                 std::future::pending().await
             }
             other => Ok(meta(other)),
-        }
+        };
+        result.map(|result| troupe_protocol::Encoded::new(&result).expect("a SessionResult encodes"))
     }
 }
 
