@@ -1,19 +1,19 @@
 //! `ConnectionActor`: one per accepted WebSocket, from the upgrade to the close.
 //!
-//! It owns the socket's protocol session ([`ServerConnection`]), the actix-ws [`Session`] it writes with, the
-//! keepalive clock and its entry in the gateway's [`ConnectionRegistry`]. Who talks to it: actix feeds it the
+//! It owns the socket's protocol session ([`ServerConnection`]), the [`SocketWriter`] it sends control frames
+//! with, the keepalive clock and its entry in the gateway's [`ConnectionRegistry`]. Who talks to it: actix feeds it the
 //! socket's inbound messages as a stream; the gateway's graceful stop and a console sign-out send [`GoingAway`]. The engine never
 //! addresses it: replies and notifications reach the socket through the protocol session's outbound queue,
-//! which the actor's single writer drains.
+//! which the response body ([`SocketBody`](crate::socket_body::SocketBody)) drains when the HTTP dispatcher polls it.
 //!
 //! - Inbound text frames are handed to the protocol session at once and processed concurrently: each is polled
 //!   once in the handler, and one that has to wait (for its session, the disk, room in the queue) goes on in its
 //!   own task; admission (handshake gating, the in-flight limit) is still decided in arrival order, synchronously,
 //!   inside `handle_frame`. The tasks are detached from the actor on purpose: a disconnect must not cancel an
 //!   engine operation halfway; its reply is simply dropped.
-//! - One writer task takes frames from the outbound queue (several per wake-up, bounded in frames and bytes) and
-//!   writes them one at a time, so frames leave in queue order and a slow socket pushes back on the queue (which is
-//!   what turns a slow subscriber into a gap).
+//! - The response body takes frames from the outbound queue in queue order whenever the socket has room
+//!   (`socket_body`), so a slow socket pushes back on the queue (which is what turns a slow subscriber into a gap).
+//!   When the body is dropped (the socket is gone) the actor stops.
 //! - However the actor ends, [`Teardown`] closes the outbound stream (engine-side sinks report closed) and then
 //!   tells the engine the connection is gone, exactly once.
 
@@ -23,16 +23,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use actix_ws::{AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReason, ProtocolError, Session};
+use actix_ws::{AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReason, ProtocolError};
 use tracing::{debug, info};
-use troupe_protocol::server::{OutboundStream, ServerConnection, ServerLimits, ServerProtocol};
+use troupe_protocol::server::{OutboundCloser, ServerConnection, ServerLimits, ServerProtocol};
 
 use crate::connection_registry::ConnectionRegistry;
 use crate::read_gate::ReadGate;
-
-/// How long a close frame may wait for room in the socket's send buffer. A client that stopped reading never
-/// makes room; it is dropped without the courtesy of a close frame instead of holding the actor forever.
-const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(2);
+use crate::socket_body::{SocketBody, SocketWriter};
 
 /// Frame tasks allowed beyond `max_in_flight` before the socket stops being read. They are the frames being
 /// refused with -32003 whose replies wait for room in the outbound queue.
@@ -68,7 +65,6 @@ pub(crate) struct ConnectionSetup<S> {
     pub(crate) limits: ServerLimits,
     /// The largest inbound frame; also the bytes of frames being answered at which reading pauses.
     pub(crate) max_frame_bytes: usize,
-    pub(crate) session: Session,
     pub(crate) inbound: AggregatedMessageStream,
     /// The client's address, recorded once in the connection's span.
     pub(crate) peer: String,
@@ -85,10 +81,12 @@ pub(crate) struct ConnectionActor<S: ServerProtocol> {
     connection: ServerConnection<S>,
     /// Cached `connection.connection_id()`, for the registry.
     connection_id: u64,
-    /// The end-of-connection duty; moved into the writer when the actor starts.
+    /// The end-of-connection duty; moved into the watch on the socket's body when the actor starts.
     teardown: Option<Teardown<S>>,
-    /// The socket's write half. Clones share one close flag: once any clone closed, every write fails.
-    session: Session,
+    /// Resolves when the response body is dropped: the socket is gone. Taken when the actor starts.
+    body_gone: Option<futures::channel::oneshot::Receiver<()>>,
+    /// Control frames to the socket: pings, pongs, the close frame.
+    socket: SocketWriter,
     /// `connection{connection_id, client}`: entered by the actor's handlers and carried by every frame task, so
     /// each log line emitted for this socket (a request's `request` span nests inside it) names the connection
     /// and the client's address; the lines themselves do not repeat them.
@@ -105,17 +103,22 @@ pub(crate) struct ConnectionActor<S: ServerProtocol> {
     read_gate: Rc<ReadGate>,
     connected_at: Instant,
     frames_in: u64,
-    /// Written by the writer task, read when the actor stops.
+    /// Counted by the response body, read when the actor stops.
     frames_out: Rc<Cell<u64>>,
 }
 
 impl<S: ServerProtocol> ConnectionActor<S> {
-    /// Creates the protocol session (which tells the engine `connected`) and starts the actor on the current
-    /// worker's arbiter.
-    pub(crate) fn launch(setup: ConnectionSetup<S>) -> Addr<Self> {
-        ConnectionActor::create(move |ctx| {
+    /// Creates the protocol session (which tells the engine `connected`), starts the actor on the current
+    /// worker's arbiter, and returns the response body that writes the socket.
+    pub(crate) fn launch(setup: ConnectionSetup<S>) -> SocketBody {
+        let mut socket_body = None;
+        ConnectionActor::create(|ctx| {
             let (connection, outbound) =
                 ServerConnection::with_observer(setup.engine.clone(), setup.limits, setup.observer);
+            let closer = outbound.closer();
+            let frames_out = Rc::new(Cell::new(0));
+            let (socket, body, body_gone) = crate::socket_body::socket(outbound, frames_out.clone());
+            socket_body = Some(body);
             if setup.console.is_some() {
                 connection.set_authority(troupe_protocol::server::Authority::BrowserSession);
             }
@@ -127,8 +130,9 @@ impl<S: ServerProtocol> ConnectionActor<S> {
             ConnectionActor {
                 connection,
                 connection_id,
-                teardown: Some(Teardown { outbound, engine: setup.engine, connection_id }),
-                session: setup.session,
+                teardown: Some(Teardown { closer, engine: setup.engine, connection_id }),
+                body_gone: Some(body_gone),
+                socket,
                 span,
                 keepalive: setup.keepalive,
                 last_heard: Instant::now(),
@@ -138,33 +142,24 @@ impl<S: ServerProtocol> ConnectionActor<S> {
                 read_gate,
                 connected_at: Instant::now(),
                 frames_in: 0,
-                frames_out: Rc::new(Cell::new(0)),
+                frames_out,
             }
-        })
+        });
+        socket_body.expect("the actor is created at once")
     }
 
-    /// Spawns the one task that writes outbound frames, in queue order.
-    fn start_writer(&mut self, ctx: &mut Context<Self>) {
-        let Some(mut teardown) = self.teardown.take() else {
+    /// Stops the actor when the response body is dropped (the socket is gone). The teardown goes with this
+    /// watch: it runs when the body is gone, or with the actor when the actor stops first.
+    fn watch_socket(&mut self, ctx: &mut Context<Self>) {
+        let (Some(teardown), Some(body_gone)) = (self.teardown.take(), self.body_gone.take()) else {
             return;
         };
-        let mut session = self.session.clone();
-        let frames_out = self.frames_out.clone();
-        let writer = async move {
-            let mut batch = Vec::with_capacity(WRITE_BATCH_FRAMES);
-            'writing: while teardown.outbound.next_batch(&mut batch, WRITE_BATCH_FRAMES, WRITE_BATCH_BYTES).await {
-                for frame in batch.drain(..) {
-                    if write_text(&mut session, frame).await.is_err() {
-                        break 'writing;
-                    }
-                    frames_out.set(frames_out.get() + 1);
-                }
-            }
-            // `teardown` drops here when the socket is gone, or with this future when the actor stops first.
+        let watch = async move {
+            let _ = body_gone.await;
+            drop(teardown);
         };
-        ctx.spawn(writer.into_actor(self).map(|(), actor, ctx| {
-            // A writer that ends on its own means the socket can no longer be written; unless a close is already
-            // under way (which stops the actor itself), there is nothing left to do.
+        ctx.spawn(watch.into_actor(self).map(|(), actor, ctx| {
+            // Unless a close is already under way (which stops the actor itself), there is nothing left to do.
             if !actor.closing {
                 // The engine has just been told the connection is gone: read nothing more.
                 actor.closing = true;
@@ -192,35 +187,21 @@ impl<S: ServerProtocol> ConnectionActor<S> {
                 actor.close_and_stop(ctx, CloseCode::Policy, "the console sign-in expired");
                 return;
             }
-            let mut session = actor.session.clone();
-            ctx.spawn(
-                async move {
-                    let _ = session.ping(b"").await;
-                }
-                .into_actor(actor),
-            );
+            actor.socket.ping();
         });
     }
 
-    /// Queues a close frame, then stops. Nothing else is processed meanwhile: `wait` holds the actor's other
-    /// events until the close frame is queued.
+    /// Queues the close frame, the socket's last, then stops.
     fn close_and_stop(&mut self, ctx: &mut Context<Self>, code: CloseCode, description: &str) {
-        let close = self.close_then_stop(code, description);
-        ctx.wait(close);
+        self.close(code, description);
+        ctx.stop();
     }
 
-    fn close_then_stop(&mut self, code: CloseCode, description: &str) -> impl ActorFuture<Self, Output = ()> + 'static {
-        let already_closing = std::mem::replace(&mut self.closing, true);
-        let session = self.session.clone();
-        let reason = CloseReason { code, description: Some(description.to_owned()) };
-        debug!(code = u16::from(code), "closing the WebSocket");
-        async move {
-            if !already_closing {
-                let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, session.close(Some(reason))).await;
-            }
+    fn close(&mut self, code: CloseCode, description: &str) {
+        if !std::mem::replace(&mut self.closing, true) {
+            debug!(code = u16::from(code), "closing the WebSocket");
+            self.socket.close(CloseReason { code, description: Some(description.to_owned()) });
         }
-        .into_actor(self)
-        .map(|(), _actor, ctx| ctx.stop())
     }
 }
 
@@ -231,7 +212,7 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
         let _entered = self.span.clone().entered();
         // At debug: every CLI call is a connection, and an operator's log is not a list of them.
         debug!("WebSocket connected");
-        self.start_writer(ctx);
+        self.watch_socket(ctx);
         let console_session = self.console.map(|grant| grant.session);
         if !self.registry.register(self.connection_id, ctx.address().recipient(), console_session) {
             // The gateway began stopping between the upgrade and now.
@@ -255,15 +236,15 @@ impl<S: ServerProtocol> Actor for ConnectionActor<S> {
 }
 
 impl<S: ServerProtocol> Handler<GoingAway> for ConnectionActor<S> {
-    type Result = AtomicResponse<Self, ()>;
+    type Result = ();
 
-    fn handle(&mut self, message: GoingAway, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, message: GoingAway, ctx: &mut Self::Context) -> Self::Result {
         let _entered = self.span.clone().entered();
         let (code, description) = match message {
             GoingAway::DaemonStopping => (CloseCode::Away, "the daemon is shutting down"),
             GoingAway::SignedOut => (CloseCode::Policy, "signed out of the console"),
         };
-        AtomicResponse::new(Box::pin(self.close_then_stop(code, description)))
+        self.close_and_stop(ctx, code, description);
     }
 }
 
@@ -297,13 +278,7 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
                 );
             }
             Ok(AggregatedMessage::Ping(payload)) => {
-                let mut session = self.session.clone();
-                ctx.spawn(
-                    async move {
-                        let _ = session.pong(&payload).await;
-                    }
-                    .into_actor(self),
-                );
+                self.socket.pong(payload);
             }
             Ok(AggregatedMessage::Pong(_)) => {}
             Ok(AggregatedMessage::Close(reason)) => {
@@ -353,51 +328,14 @@ fn is_frame_too_big(error: &ProtocolError) -> bool {
 /// engine holds for this connection reports closed, then the engine is told. Living in a `Drop` makes it run
 /// exactly once however the actor ends, including when its arbiter shuts down.
 struct Teardown<S: ServerProtocol> {
-    outbound: OutboundStream,
+    closer: OutboundCloser,
     engine: Arc<S>,
     connection_id: u64,
 }
 
 impl<S: ServerProtocol> Drop for Teardown<S> {
     fn drop(&mut self) {
-        self.outbound.close();
+        self.closer.close();
         self.engine.disconnected(self.connection_id);
     }
-}
-
-/// Frames the writer takes from the outbound queue at once (one lock, one wake-up of whoever waits for room),
-/// then hands to actix-ws one by one. actix-ws's own channel holds 32 messages, so a batch of the same size keeps
-/// what a slow client pins outside the queue's bounds to about twice what it was, and never more than
-/// [`WRITE_BATCH_BYTES`] plus one frame in the batch.
-const WRITE_BATCH_FRAMES: usize = 32;
-
-/// The writer stops adding frames to a batch once it holds this many bytes.
-const WRITE_BATCH_BYTES: usize = 64 * 1024;
-
-/// Bytes of one WebSocket frame of a fragmented message.
-const FRAGMENT_BYTES: usize = 64 * 1024;
-
-/// Writes one protocol message. A large one goes as fragments (RFC 6455 §5.4; clients see one message): actix-ws
-/// queues up to 32 messages per socket whatever their size, so fragments keep what waits there for a slow client
-/// to about 2 MiB instead of 32 whole replies. Control frames (pings, close) may come between fragments.
-async fn write_text(session: &mut actix_ws::Session, frame: bytestring::ByteString) -> Result<(), actix_ws::Closed> {
-    if frame.len() <= FRAGMENT_BYTES {
-        return session.text(frame).await;
-    }
-    let bytes = frame.into_bytes();
-    let mut start = 0;
-    while start < bytes.len() {
-        let end = (start + FRAGMENT_BYTES).min(bytes.len());
-        let part = bytes.slice(start..end);
-        let item = if start == 0 {
-            actix_ws::Item::FirstText(part)
-        } else if end == bytes.len() {
-            actix_ws::Item::Last(part)
-        } else {
-            actix_ws::Item::Continue(part)
-        };
-        session.continuation(item).await?;
-        start = end;
-    }
-    Ok(())
 }

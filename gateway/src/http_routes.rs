@@ -105,7 +105,8 @@ async fn upgrade<S: ServerProtocol>(
     let guarded: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> =
         Box::pin(FrameSizeGuard::new(payload.into_inner(), state.max_frame_bytes));
     let payload = web::Payload::from_request(&request, &mut RawPayload::Stream { payload: guarded }).await?;
-    let (mut response, session, inbound) = actix_ws::handle(&request, payload)?;
+    // actix-ws answers the handshake and reads the frames; the socket is written by the gateway's own body.
+    let (mut response, _writes_nowhere, inbound) = actix_ws::handle(&request, payload)?;
     if auth::selects_subprotocol(request.headers()) {
         response.headers_mut().insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(SUBPROTOCOL));
     }
@@ -113,11 +114,10 @@ async fn upgrade<S: ServerProtocol>(
         .max_frame_size(state.max_frame_bytes)
         .aggregate_continuations()
         .max_continuation_size(state.max_frame_bytes);
-    ConnectionActor::launch(ConnectionSetup {
+    let body = ConnectionActor::launch(ConnectionSetup {
         engine: state.engine.clone(),
         limits: state.limits,
         max_frame_bytes: state.max_frame_bytes,
-        session,
         inbound,
         peer,
         keepalive: state.keepalive,
@@ -125,7 +125,7 @@ async fn upgrade<S: ServerProtocol>(
         observer: state.observer.clone(),
         console: if credential == Credential::ConsoleCookie { console } else { None },
     });
-    Ok(response)
+    Ok(response.set_body(actix_web::body::BoxBody::new(actix_web::body::BodyStream::new(body))))
 }
 
 /// The client's address for logs: the socket peer, or the forwarded client when a trusted proxy says so. A unix

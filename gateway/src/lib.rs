@@ -22,6 +22,7 @@ mod http_routes;
 mod metrics_route;
 mod origin;
 mod read_gate;
+mod socket_body;
 #[cfg(test)]
 mod test_support;
 mod token;

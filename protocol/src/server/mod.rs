@@ -62,7 +62,7 @@ pub use handle::ConnectionHandle;
 pub use observer::{
     DroppedNotification, HandshakeOutcome, NoObserver, ServerObserver, SharedObserver, method_label, no_observer,
 };
-pub use outbound::OutboundStream;
+pub use outbound::{OutboundCloser, OutboundStream};
 pub use sink::{ConnectionNotifier, EventSink, ReplayPermit, SinkError, encode_event_notification};
 
 /// Per-connection limits.

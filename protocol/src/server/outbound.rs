@@ -10,8 +10,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use bytestring::ByteString;
+use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
@@ -42,8 +44,8 @@ pub(super) struct OutboundQueue {
     state: Mutex<QueueState>,
     /// `state.closed`, readable without the lock: every offer to a sink asks first (set under the lock).
     closed: AtomicBool,
-    /// Woken when a frame is queued or the queue closes. Only the writer waits on it.
-    readable: Notify,
+    /// The writer, woken when a frame is queued or the queue closes. Only the writer waits on it.
+    readable: AtomicWaker,
     /// Woken (every waiter) when the writer takes a frame or the queue closes.
     room: Notify,
 }
@@ -63,7 +65,7 @@ impl OutboundQueue {
             max_bytes: max_bytes.max(1),
             state: Mutex::new(QueueState::default()),
             closed: AtomicBool::new(false),
-            readable: Notify::new(),
+            readable: AtomicWaker::new(),
             room: Notify::new(),
         }
     }
@@ -106,7 +108,7 @@ impl OutboundQueue {
         state.bytes += frame.len();
         state.frames.push_back(frame.clone());
         drop(state);
-        self.readable.notify_one();
+        self.readable.wake();
         Ok(())
     }
 
@@ -144,7 +146,7 @@ impl OutboundQueue {
         state.side.push_back((key, frame));
         drop(state);
         drop(replaced);
-        self.readable.notify_one();
+        self.readable.wake();
     }
 
     /// Drops a waiting side-list frame with this key (a gap of a subscription that was just replaced: the new
@@ -158,60 +160,45 @@ impl OutboundQueue {
 
     /// The next frame to write: the queue first, then the side list (with the frame's key). `None` once closed.
     pub(super) async fn next_with_key(&self) -> Option<(ByteString, Option<SideKey>)> {
-        loop {
-            {
-                let mut state = self.state.lock();
-                if state.closed {
-                    return None;
-                }
-                if let Some(frame) = state.frames.pop_front() {
-                    state.bytes -= frame.len();
-                    drop(state);
-                    self.room.notify_waiters();
-                    return Some((frame, None));
-                }
-                if let Some((key, frame)) = state.side.pop_front() {
-                    return Some((frame, Some(key)));
-                }
-            }
-            self.readable.notified().await;
-        }
+        let mut batch = Vec::with_capacity(1);
+        let key = std::future::poll_fn(|cx| self.poll_next_batch(cx, &mut batch, 1, 1)).await?;
+        batch.pop().map(|frame| (frame, key))
     }
 
     /// Up to `max_frames` queued frames (stopping once they hold `max_bytes`; at least one), in order, appended to
-    /// `batch`; when the queue is empty, the first side-list frame instead (with its key). Waits until there is
-    /// something; `None` once closed. One lock and one wake-up of the pushers per batch instead of per frame.
-    pub(super) async fn next_batch(
+    /// `batch`; when the queue is empty, the first side-list frame instead (with its key). Pending until there is
+    /// something (the task is woken then); `None` once closed. One lock and one wake-up of the pushers per batch
+    /// instead of per frame.
+    pub(super) fn poll_next_batch(
         &self,
+        cx: &mut Context<'_>,
         batch: &mut Vec<ByteString>,
         max_frames: usize,
         max_bytes: usize,
-    ) -> Option<Option<SideKey>> {
-        loop {
-            {
-                let mut state = self.state.lock();
-                if state.closed {
-                    return None;
-                }
-                if !state.frames.is_empty() {
-                    let mut taken_bytes = 0usize;
-                    while batch.len() < max_frames.max(1) && taken_bytes < max_bytes.max(1) {
-                        let Some(frame) = state.frames.pop_front() else { break };
-                        state.bytes -= frame.len();
-                        taken_bytes += frame.len();
-                        batch.push(frame);
-                    }
-                    drop(state);
-                    self.room.notify_waiters();
-                    return Some(None);
-                }
-                if let Some((key, frame)) = state.side.pop_front() {
-                    batch.push(frame);
-                    return Some(Some(key));
-                }
-            }
-            self.readable.notified().await;
+    ) -> Poll<Option<Option<SideKey>>> {
+        // Registered before looking, so that a frame queued after the look wakes this task.
+        self.readable.register(cx.waker());
+        let mut state = self.state.lock();
+        if state.closed {
+            return Poll::Ready(None);
         }
+        if !state.frames.is_empty() {
+            let mut taken_bytes = 0usize;
+            while batch.len() < max_frames.max(1) && taken_bytes < max_bytes.max(1) {
+                let Some(frame) = state.frames.pop_front() else { break };
+                state.bytes -= frame.len();
+                taken_bytes += frame.len();
+                batch.push(frame);
+            }
+            drop(state);
+            self.room.notify_waiters();
+            return Poll::Ready(Some(None));
+        }
+        if let Some((key, frame)) = state.side.pop_front() {
+            batch.push(frame);
+            return Poll::Ready(Some(Some(key)));
+        }
+        Poll::Pending
     }
 
     /// Closes the queue and drops every frame it still holds. Every waiter wakes up and finds it closed.
@@ -224,7 +211,7 @@ impl OutboundQueue {
         state.bytes = 0;
         drop(state);
         drop((frames, side));
-        self.readable.notify_one();
+        self.readable.wake();
         self.room.notify_waiters();
     }
 }
@@ -250,7 +237,20 @@ impl OutboundStream {
     /// hold `max_bytes` (at least one frame is taken). `false` once the connection is closed. For a writer that
     /// hands its socket several frames per wake-up; what it holds outside the queue is bounded by the two limits.
     pub async fn next_batch(&mut self, batch: &mut Vec<ByteString>, max_frames: usize, max_bytes: usize) -> bool {
-        match self.shared.queue.next_batch(batch, max_frames, max_bytes).await {
+        std::future::poll_fn(|cx| self.poll_next_batch(cx, batch, max_frames, max_bytes)).await
+    }
+
+    /// [`next_batch`](Self::next_batch) for a writer that is itself polled (a response body): `Ready(true)` with
+    /// frames appended to `batch`, `Ready(false)` once the connection is closed, `Pending` until there is something,
+    /// when the task is woken.
+    pub fn poll_next_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+        batch: &mut Vec<ByteString>,
+        max_frames: usize,
+        max_bytes: usize,
+    ) -> Poll<bool> {
+        self.shared.queue.poll_next_batch(cx, batch, max_frames, max_bytes).map(|taken| match taken {
             None => false,
             Some(key) => {
                 if matches!(key, Some(SideKey::Gap(_))) {
@@ -258,7 +258,13 @@ impl OutboundStream {
                 }
                 true
             }
-        }
+        })
+    }
+
+    /// A handle that closes the connection as [`close`](Self::close) does, for whoever ends the connection while
+    /// the stream itself is held by its writer.
+    pub fn closer(&self) -> OutboundCloser {
+        OutboundCloser { shared: self.shared.clone() }
     }
 
     /// Marks the connection closed: sinks report closed, waiting replies and replays give up, and `next` returns
@@ -271,5 +277,18 @@ impl OutboundStream {
 impl Drop for OutboundStream {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// Closes a connection whose [`OutboundStream`] its writer holds (see [`OutboundStream::closer`]).
+#[derive(Clone)]
+pub struct OutboundCloser {
+    shared: Arc<ConnectionShared>,
+}
+
+impl OutboundCloser {
+    /// Marks the connection closed, as [`OutboundStream::close`] does.
+    pub fn close(&self) {
+        self.shared.close();
     }
 }
