@@ -12,6 +12,8 @@ mod history;
 mod metrics;
 mod presence;
 mod producers;
+mod runs;
+mod sessions;
 mod skills;
 mod status;
 #[cfg(feature = "test-hooks")]
@@ -19,7 +21,7 @@ pub(crate) mod test_hooks;
 mod usage;
 pub use status::ConsoleCodeMinter;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -49,7 +51,6 @@ use troupe_protocol::types::session::{
 };
 use troupe_protocol::types::skills::{SkillProblemInfo, SkillsGetParams, SkillsGetResult, SkillsListResult};
 use troupe_protocol::{Encoded, RpcError};
-use troupe_runtime::catalog::validate_selection;
 use troupe_runtime::config::{AgentConfig, PermissionsConfig, ToolSettings};
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::policy::PermissionRule;
@@ -63,16 +64,12 @@ use crate::run_services::RunServices;
 use crate::runtime_actor::{
     ConnectProvider, DisconnectProvider, GetSnapshot, RegisterConnection, RuntimeActor, UnregisterConnection,
 };
-use crate::session_actor::{
-    CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, SessionLimits, StartRun, SteerRun, Subscribe,
-    ToolStdin,
-};
+use crate::session_actor::{CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, SessionLimits, Subscribe};
 use crate::session_router::SessionRouter;
 use crate::session_supervisor::{
-    ApprovalsFor, CreateSession, DrainAll, GetTree, IndexedMeta, ListChildren, ListRootSessions, LiveSessions,
-    SessionSupervisor, SetPermissionMode,
+    ApprovalsFor, DrainAll, GetTree, IndexedMeta, ListChildren, LiveSessions, SessionSupervisor, SetPermissionMode,
 };
-use skills::{SessionSkills, literal_input};
+use skills::SessionSkills;
 
 /// How the engine is set up.
 #[derive(Clone, Debug)]
@@ -348,31 +345,11 @@ impl ServerProtocol for Engine {
     }
 
     async fn session_create(&self, _: &ServerContext, params: SessionCreateParams) -> Result<SessionResult, RpcError> {
-        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
-        validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
-        let cwd = self.resolve_cwd(params.cwd.as_deref()).await?;
-        let session = self.supervisor_ask(CreateSession { selection: params.selection, cwd }).await??;
-        Ok(SessionResult { session })
+        self.create_session(params).await
     }
 
     async fn session_list(&self, _: &ServerContext, params: SessionListParams) -> Result<SessionListResult, RpcError> {
-        // Filter by the same canonical form that `session.create` stored; a path that does not resolve can
-        // still match sessions whose directory has since been removed. Resolving walks the file system: on a
-        // blocking thread.
-        let cwd = match params.cwd {
-            None => None,
-            Some(cwd) => Some(
-                tokio::task::spawn_blocking(move || {
-                    let canonical = Path::new(&cwd).canonicalize().ok();
-                    canonical.and_then(|path| path.into_os_string().into_string().ok()).unwrap_or(cwd)
-                })
-                .await
-                .map_err(|error| EngineError::Internal { detail: format!("resolving the cwd failed: {error}") })?,
-            ),
-        };
-        let include_archived = params.include_archived;
-        let sessions = self.supervisor_ask(ListRootSessions { cwd, include_archived }).await?;
-        Ok(SessionListResult { sessions })
+        self.list_sessions(params).await
     }
 
     async fn session_get(
@@ -380,22 +357,7 @@ impl ServerProtocol for Engine {
         _: &ServerContext,
         params: SessionIdParams,
     ) -> Result<Encoded<SessionResult>, RpcError> {
-        // A live session answers from what it published at its newest durable batch (`published_meta`, encoded
-        // once per publication), or from its actor while it loads; a hibernated one from the index, without loading.
-        let live = self.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.result()));
-        let session = match live {
-            Some((_, Some(published))) => return published.map_err(encoding_failed),
-            Some((addr, None)) => match addr.send(GetMeta).await {
-                Ok(reply) => Some(reply?),
-                Err(_) => None,
-            },
-            None => None,
-        };
-        let session = match session {
-            Some(session) => session,
-            None => self.supervisor_ask(IndexedMeta { session_id: params.session_id }).await??,
-        };
-        Encoded::new(&SessionResult { session }).map_err(encoding_failed)
+        self.get_session(params).await
     }
 
     async fn session_resume(&self, _: &ServerContext, params: SessionIdParams) -> Result<SessionResult, RpcError> {
@@ -562,51 +524,11 @@ impl ServerProtocol for Engine {
     }
 
     async fn run_start(&self, _: &ServerContext, params: RunStartParams) -> Result<RunStartResult, RpcError> {
-        check_idempotency_key("client_run_id", &params.client_run_id)?;
-        if params.input.trim().is_empty() {
-            return Err(RpcError::invalid_params_typed("invalid_input", "the run's input is empty", &[]));
-        }
-        self.check_input_size("the run's input", &params.input)?;
-        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
-        validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
-        let agent_chain = snapshot
-            .agents
-            .iter()
-            .find(|agent| agent.agent == params.selection.agent)
-            .map(|agent| agent.models.clone())
-            .unwrap_or_default();
-        let requested_index = agent_chain.iter().position(|model| *model == params.selection.model);
-        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
-        let policy = self.services.policy_for(&params.selection.agent)?;
-        let skill = self.skill_invocation(&params.session_id, &params.selection, &params.input).await?;
-        let run_id = self
-            .ask_session(&params.session_id, || StartRun {
-                client_run_id: params.client_run_id.clone(),
-                selection: params.selection.clone(),
-                input: literal_input(&params.input),
-                reset_fallback: params.reset_fallback,
-                agent_chain: agent_chain.clone(),
-                requested_index,
-                services: self.services.clone(),
-                approvals: approvals.clone(),
-                policy: policy.clone(),
-                skill: skill.clone(),
-            })
-            .await?;
-        self.services.runs.note_started(&run_id, &params.session_id);
-        Ok(RunStartResult { run_id })
+        self.start_run(params).await
     }
 
     async fn run_steer(&self, _: &ServerContext, params: RunSteerParams) -> Result<RunSteerResult, RpcError> {
-        if params.input.trim().is_empty() {
-            return Err(RpcError::invalid_params_typed("invalid_input", "the steering input is empty", &[]));
-        }
-        self.check_input_size("the steering input", &params.input)?;
-        let session_id = self.session_of_run(&params.run_id)?;
-        let accepted = self
-            .ask_session(&session_id, || SteerRun { run_id: params.run_id.clone(), input: params.input.clone() })
-            .await?;
-        Ok(RunSteerResult { accepted })
+        self.steer_run(params).await
     }
 
     async fn run_recall_steer(&self, _: &ServerContext, params: RunIdParams) -> Result<RunRecallSteerResult, RpcError> {
@@ -746,20 +668,6 @@ impl ServerProtocol for Engine {
         _: &ServerContext,
         params: RunToolStdinParams,
     ) -> Result<RunToolStdinResult, RpcError> {
-        let session_id = self.session_of_run(&params.run_id)?;
-        let accepted = self
-            .ask_session(&session_id, || ToolStdin {
-                run_id: params.run_id.clone(),
-                tool_call_id: params.tool_call_id.clone(),
-                data: params.data.clone(),
-                eof: params.eof,
-            })
-            .await?;
-        Ok(RunToolStdinResult { accepted })
+        self.tool_stdin(params).await
     }
-}
-
-/// A result that could not be encoded (a bug: every wire type encodes).
-fn encoding_failed(error: serde_json::Error) -> RpcError {
-    RpcError::internal(&format!("failed to encode the result: {error}"))
 }

@@ -1,0 +1,81 @@
+//! The run methods that are more than one message: `run.start`, `run.steer` and `run.tool_stdin`.
+
+use troupe_protocol::RpcError;
+use troupe_protocol::types::run::{
+    RunStartParams, RunStartResult, RunSteerParams, RunSteerResult, RunToolStdinParams, RunToolStdinResult,
+};
+use troupe_runtime::catalog::validate_selection;
+
+use super::Engine;
+use super::skills::literal_input;
+use crate::error::{EngineError, check_idempotency_key};
+use crate::runtime_actor::GetSnapshot;
+use crate::session_actor::{StartRun, SteerRun, ToolStdin};
+use crate::session_supervisor::ApprovalsFor;
+
+impl Engine {
+    /// `run.start`: checks the input and the selection, resolves the agent's model chain, the tree's approvals,
+    /// the policy and a skill invocation, and asks the session to start the run.
+    pub(super) async fn start_run(&self, params: RunStartParams) -> Result<RunStartResult, RpcError> {
+        check_idempotency_key("client_run_id", &params.client_run_id)?;
+        if params.input.trim().is_empty() {
+            return Err(RpcError::invalid_params_typed("invalid_input", "the run's input is empty", &[]));
+        }
+        self.check_input_size("the run's input", &params.input)?;
+        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+        validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
+        let agent_chain = snapshot
+            .agents
+            .iter()
+            .find(|agent| agent.agent == params.selection.agent)
+            .map(|agent| agent.models.clone())
+            .unwrap_or_default();
+        let requested_index = agent_chain.iter().position(|model| *model == params.selection.model);
+        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
+        let policy = self.services.policy_for(&params.selection.agent)?;
+        let skill = self.skill_invocation(&params.session_id, &params.selection, &params.input).await?;
+        let run_id = self
+            .ask_session(&params.session_id, || StartRun {
+                client_run_id: params.client_run_id.clone(),
+                selection: params.selection.clone(),
+                input: literal_input(&params.input),
+                reset_fallback: params.reset_fallback,
+                agent_chain: agent_chain.clone(),
+                requested_index,
+                services: self.services.clone(),
+                approvals: approvals.clone(),
+                policy: policy.clone(),
+                skill: skill.clone(),
+            })
+            .await?;
+        self.services.runs.note_started(&run_id, &params.session_id);
+        Ok(RunStartResult { run_id })
+    }
+
+    /// `run.steer`: input for the run's next turn.
+    pub(super) async fn steer_run(&self, params: RunSteerParams) -> Result<RunSteerResult, RpcError> {
+        if params.input.trim().is_empty() {
+            return Err(RpcError::invalid_params_typed("invalid_input", "the steering input is empty", &[]));
+        }
+        self.check_input_size("the steering input", &params.input)?;
+        let session_id = self.session_of_run(&params.run_id)?;
+        let accepted = self
+            .ask_session(&session_id, || SteerRun { run_id: params.run_id.clone(), input: params.input.clone() })
+            .await?;
+        Ok(RunSteerResult { accepted })
+    }
+
+    /// `run.tool_stdin`: bytes (or the end) for a running tool's stdin.
+    pub(super) async fn tool_stdin(&self, params: RunToolStdinParams) -> Result<RunToolStdinResult, RpcError> {
+        let session_id = self.session_of_run(&params.run_id)?;
+        let accepted = self
+            .ask_session(&session_id, || ToolStdin {
+                run_id: params.run_id.clone(),
+                tool_call_id: params.tool_call_id.clone(),
+                data: params.data.clone(),
+                eof: params.eof,
+            })
+            .await?;
+        Ok(RunToolStdinResult { accepted })
+    }
+}

@@ -1,0 +1,71 @@
+//! The session methods that are more than one message: `session.create`, `session.list` and `session.get`.
+
+use std::path::Path;
+
+use troupe_protocol::types::common::SessionIdParams;
+use troupe_protocol::types::session::{SessionCreateParams, SessionListParams, SessionListResult, SessionResult};
+use troupe_protocol::{Encoded, RpcError};
+use troupe_runtime::catalog::validate_selection;
+
+use super::Engine;
+use crate::error::EngineError;
+use crate::runtime_actor::GetSnapshot;
+use crate::session_actor::GetMeta;
+use crate::session_supervisor::{CreateSession, IndexedMeta, ListRootSessions};
+
+impl Engine {
+    /// `session.create`: a new root session in a resolved working directory, with a selection the catalog has.
+    pub(super) async fn create_session(&self, params: SessionCreateParams) -> Result<SessionResult, RpcError> {
+        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
+        validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
+        let cwd = self.resolve_cwd(params.cwd.as_deref()).await?;
+        let session = self.supervisor_ask(CreateSession { selection: params.selection, cwd }).await??;
+        Ok(SessionResult { session })
+    }
+
+    /// `session.list`: the root sessions, optionally of one working directory.
+    pub(super) async fn list_sessions(&self, params: SessionListParams) -> Result<SessionListResult, RpcError> {
+        // Filter by the same canonical form that `session.create` stored; a path that does not resolve can
+        // still match sessions whose directory has since been removed. Resolving walks the file system: on a
+        // blocking thread.
+        let cwd = match params.cwd {
+            None => None,
+            Some(cwd) => Some(
+                tokio::task::spawn_blocking(move || {
+                    let canonical = Path::new(&cwd).canonicalize().ok();
+                    canonical.and_then(|path| path.into_os_string().into_string().ok()).unwrap_or(cwd)
+                })
+                .await
+                .map_err(|error| EngineError::Internal { detail: format!("resolving the cwd failed: {error}") })?,
+            ),
+        };
+        let include_archived = params.include_archived;
+        let sessions = self.supervisor_ask(ListRootSessions { cwd, include_archived }).await?;
+        Ok(SessionListResult { sessions })
+    }
+
+    /// `session.get`, without loading a hibernated session.
+    pub(super) async fn get_session(&self, params: SessionIdParams) -> Result<Encoded<SessionResult>, RpcError> {
+        // A live session answers from what it published at its newest durable batch (`published_meta`, encoded
+        // once per publication), or from its actor while it loads; a hibernated one from the index, without loading.
+        let live = self.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.result()));
+        let session = match live {
+            Some((_, Some(published))) => return published.map_err(encoding_failed),
+            Some((addr, None)) => match addr.send(GetMeta).await {
+                Ok(reply) => Some(reply?),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        let session = match session {
+            Some(session) => session,
+            None => self.supervisor_ask(IndexedMeta { session_id: params.session_id }).await??,
+        };
+        Encoded::new(&SessionResult { session }).map_err(encoding_failed)
+    }
+}
+
+/// A result that could not be encoded (a bug: every wire type encodes).
+fn encoding_failed(error: serde_json::Error) -> RpcError {
+    RpcError::internal(&format!("failed to encode the result: {error}"))
+}
