@@ -2,9 +2,11 @@
 //! reads it without a round trip to the session's thread (two cross-thread wake-ups per call, most of the call's
 //! cost: docs/performance.md, open finding 3).
 //!
-//! The session publishes before it acknowledges the batch's requests, so a client that was told its write is
-//! durable reads that write back. Until the session has loaded there is nothing to read, and the engine asks the
-//! actor as before. What `session.get` answers is encoded at most once per publication, by the first reader, and
+//! The session publishes before it acknowledges the batch's requests and before its events reach subscribers, so
+//! a client that was told its write is durable, or holds an event, reads that back. What is published is the
+//! session's state at that moment: the durable batch and, when more events were accepted while it was written
+//! (they wait for the next batch), those too, exactly as the actor's own `GetMeta` answers. Until the session has
+//! loaded there is nothing to read, and the engine asks the actor. What `session.get` answers is encoded at most once per publication, by the first reader, and
 //! every later reply embeds the same bytes until the session publishes again.
 
 use std::sync::{Arc, OnceLock};
@@ -29,11 +31,6 @@ impl PublishedMeta {
         let published = Arc::new(Published { meta, result: OnceLock::new() });
         // The older publication is dropped outside the lock.
         let _older = self.0.write().replace(published);
-    }
-
-    /// The newest metadata, once the session has loaded.
-    pub fn read(&self) -> Option<SessionMeta> {
-        self.0.read().as_ref().map(|published| published.meta.clone())
     }
 
     /// The newest metadata as `session.get`'s result, encoded once per publication; `None` until the session has
@@ -90,8 +87,9 @@ mod tests {
         let decoded: SessionResult = serde_json::from_str(first.get()).unwrap();
         assert_eq!(decoded.session, meta("one"));
         published.publish(meta("two"));
-        let newer: SessionResult = serde_json::from_str(published.result().unwrap().unwrap().get()).unwrap();
+        let newer_encoded = published.result().unwrap().unwrap();
+        let newer: SessionResult = serde_json::from_str(newer_encoded.get()).unwrap();
         assert_eq!(newer.session.title.as_deref(), Some("two"));
-        assert_eq!(published.read().unwrap().title.as_deref(), Some("two"));
+        assert!(!std::ptr::eq(first.get(), newer_encoded.get()), "a new publication is encoded anew");
     }
 }

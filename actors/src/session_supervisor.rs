@@ -43,7 +43,8 @@ pub use usage::{AgentUsage, GlobalUsage, SessionUsageChanged, TreeUsage};
 pub struct LiveSession {
     pub addr: Addr<SessionActor>,
     pub incarnation: u64,
-    /// Its metadata as of its newest durable batch, read by `session.get` without asking the actor.
+    /// Its metadata as published at its newest durable batch (`published_meta`), read by `session.get` without
+    /// asking the actor.
     pub meta: crate::published_meta::PublishedMeta,
 }
 

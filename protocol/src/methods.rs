@@ -23,19 +23,20 @@ use crate::types::skills::*;
 use crate::types::tool_output::*;
 use crate::types::usage::*;
 
-/// The type a server handler returns: the method's result, or what the table says it is served as.
+/// The type a server handler returns: the method's result, or, for a method marked `[encoded]` in the table, an
+/// [`Encoded`](crate::Encoded) result (the same JSON, encoded once and shared by many replies).
 macro_rules! served {
     ($result:ty) => {
         $result
     };
-    ($result:ty, $served:ty) => {
-        $served
+    ($result:ty, encoded) => {
+        crate::Encoded<$result>
     };
 }
 
 macro_rules! protocol_methods {
     ($( $(#[doc = $doc:literal])* $marker:ident, $handler:ident, $name:literal, $params:ty => $result:ty
-        $([served as $served:ty])? $(, secrets = $secrets:literal)?; )+) => {
+        $([$served:ident])? $(, secrets = $secrets:literal)?; )+) => {
         /// One marker type per method, implementing [`Method`].
         pub mod method {
             use super::*;
@@ -55,9 +56,9 @@ macro_rules! protocol_methods {
         /// Every method name, in table order.
         pub const METHOD_NAMES: &[&str] = &[$($name),+];
 
-        /// The server contract: one handler per method, returning the method's result (or, where the table says
-        /// `served as`, a type that serializes the same, such as an [`Encoded`](crate::Encoded) result shared by
-        /// many replies). A handler that is not overridden answers -32000
+        /// The server contract: one handler per method, returning the method's result (or, where the table marks
+        /// the method `[encoded]`, an [`Encoded`](crate::Encoded) result shared by many replies). A handler that
+        /// is not overridden answers -32000
         /// `not_implemented` naming its method.
         pub trait ServerProtocol: Send + Sync + 'static {
             /// A connection was accepted (before its handshake).
@@ -204,7 +205,7 @@ protocol_methods! {
     /// Root sessions, optionally filtered by cwd.
     SessionList, session_list, "session.list", SessionListParams => SessionListResult;
     /// One session's metadata.
-    SessionGet, session_get, "session.get", SessionIdParams => SessionResult [served as crate::Encoded<SessionResult>];
+    SessionGet, session_get, "session.get", SessionIdParams => SessionResult [encoded];
     /// The session's goal, or null.
     SessionGoalGet, session_goal_get, "session.goal.get", SessionIdParams => GoalGetResult;
     /// Activate a goal on a root session.

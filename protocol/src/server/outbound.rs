@@ -234,15 +234,10 @@ impl OutboundStream {
     }
 
     /// The next frames to write, in order, appended to `batch`: up to `max_frames` of them, stopping once they
-    /// hold `max_bytes` (at least one frame is taken). `false` once the connection is closed. For a writer that
+    /// hold `max_bytes` (at least one frame is taken), for a writer that is itself polled (a response body) and
     /// hands its socket several frames per wake-up; what it holds outside the queue is bounded by the two limits.
-    pub async fn next_batch(&mut self, batch: &mut Vec<ByteString>, max_frames: usize, max_bytes: usize) -> bool {
-        std::future::poll_fn(|cx| self.poll_next_batch(cx, batch, max_frames, max_bytes)).await
-    }
-
-    /// [`next_batch`](Self::next_batch) for a writer that is itself polled (a response body): `Ready(true)` with
-    /// frames appended to `batch`, `Ready(false)` once the connection is closed, `Pending` until there is something,
-    /// when the task is woken.
+    /// `Ready(true)` with frames appended, `Ready(false)` once the connection is closed, `Pending` until there is
+    /// something, when the task is woken.
     pub fn poll_next_batch(
         &mut self,
         cx: &mut Context<'_>,

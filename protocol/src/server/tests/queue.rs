@@ -88,27 +88,37 @@ async fn a_batch_takes_frames_in_order_within_its_bounds_and_the_side_list_only_
     queue.push_side(crate::server::outbound::SideKey::Notice(1), ByteString::from("side"));
     let mut batch = Vec::new();
     // At most 2 frames.
-    assert!(outbound.next_batch(&mut batch, 2, 1 << 20).await);
+    assert!(next_batch(&mut outbound, &mut batch, 2, 1 << 20).await);
     let firsts: Vec<char> = batch.iter().map(|frame| frame.chars().next().unwrap()).collect();
     assert_eq!(firsts, ['0', '1']);
     assert_eq!(queue.usage(), (3, 300), "taken frames free their room");
     // Bytes: the batch stops once it holds 150 bytes (two frames of 100: the first alone is below).
     batch.clear();
-    assert!(outbound.next_batch(&mut batch, 10, 150).await);
+    assert!(next_batch(&mut outbound, &mut batch, 10, 150).await);
     let firsts: Vec<char> = batch.iter().map(|frame| frame.chars().next().unwrap()).collect();
     assert_eq!(firsts, ['2', '3']);
     // The last queued frame comes before the side list, and without it.
     batch.clear();
-    assert!(outbound.next_batch(&mut batch, 10, 1 << 20).await);
+    assert!(next_batch(&mut outbound, &mut batch, 10, 1 << 20).await);
     assert_eq!(batch.len(), 1);
     assert!(batch[0].starts_with('4'));
     // The side list comes after every queued frame, alone.
     batch.clear();
-    assert!(outbound.next_batch(&mut batch, 10, 1 << 20).await);
+    assert!(next_batch(&mut outbound, &mut batch, 10, 1 << 20).await);
     assert_eq!(batch, [ByteString::from("side")]);
     batch.clear();
-    assert!(outbound.next_batch(&mut batch, 10, 1 << 20).now_or_never().is_none(), "nothing queued: it waits");
+    assert!(next_batch(&mut outbound, &mut batch, 10, 1 << 20).now_or_never().is_none(), "nothing queued: it waits");
     outbound.close();
-    assert!(!outbound.next_batch(&mut batch, 10, 1 << 20).await, "closed: no more batches");
+    assert!(!next_batch(&mut outbound, &mut batch, 10, 1 << 20).await, "closed: no more batches");
     assert!(batch.is_empty());
+}
+
+/// The writer's side of a batch, awaited.
+async fn next_batch(
+    outbound: &mut crate::server::OutboundStream,
+    batch: &mut Vec<ByteString>,
+    max_frames: usize,
+    max_bytes: usize,
+) -> bool {
+    std::future::poll_fn(|cx| outbound.poll_next_batch(cx, batch, max_frames, max_bytes)).await
 }
