@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use troupe_runtime::config::Listen;
-use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::data_dir::{DataDir, Durability};
 
 use crate::config_check_cmd::{LocalDaemon, local_daemon};
 
@@ -43,16 +43,10 @@ pub fn http_base(client_url: &str) -> Option<String> {
     Some(format!("{scheme}://{prefix}/"))
 }
 
-/// Records that the daemon of `data_dir` listens at `listen` (its [`client_url`]).
-pub fn record(data_dir: &DataDir, listen: &Listen) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = data_dir.url_path();
-    let temporary = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
-    file.write_all(format!("{}\n", client_url(listen)).as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)
+/// Records that the daemon of `data_dir` listens at `listen` (its [`client_url`]), replacing the file whole.
+pub fn record(data_dir: &DataDir, listen: &Listen) -> Result<(), troupe_runtime::error::RuntimeError> {
+    let contents = format!("{}\n", client_url(listen));
+    troupe_runtime::data_dir::replace_file(&data_dir.url_path(), contents.as_bytes(), Durability::Durable)
 }
 
 /// Removes the record (a missing one is fine).

@@ -172,13 +172,20 @@ pub enum Durability {
     Cache,
 }
 
-/// Replaces `dir/file_name` with `bytes` (mode 0600) through a uniquely named temporary file renamed over it, so a
-/// reader sees the old file or the new one, and two writers never share a temporary file.
-pub fn replace_file(dir: &Path, file_name: &str, bytes: &[u8], durability: Durability) -> Result<(), RuntimeError> {
+/// Replaces the file at `path` with `bytes` (mode 0600) through a uniquely named temporary file beside it, renamed
+/// over it, so a reader sees the old file or the new one, and two writers never share a temporary file. A failed
+/// write removes its temporary file.
+pub fn replace_file(path: &Path, bytes: &[u8], durability: Durability) -> Result<(), RuntimeError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let final_path = dir.join(file_name);
-    let temporary_path = dir.join(format!(".{file_name}.{}.tmp", crate::clock::new_id()));
+    let (Some(dir), Some(file_name)) = (path.parent(), path.file_name()) else {
+        let refused = std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file in a directory");
+        return Err(RuntimeError::io("replace", path, refused));
+    };
+    let mut temporary_name = std::ffi::OsString::from(".");
+    temporary_name.push(file_name);
+    temporary_name.push(format!(".{}.tmp", crate::clock::new_id()));
+    let temporary_path = dir.join(temporary_name);
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -190,15 +197,15 @@ pub fn replace_file(dir: &Path, file_name: &str, bytes: &[u8], durability: Durab
         })
         .map_err(|error| RuntimeError::io("write", &temporary_path, error))
         .and_then(|()| {
-            std::fs::rename(&temporary_path, &final_path)
-                .map_err(|error| RuntimeError::io("replace", &final_path, error))
+            std::fs::rename(&temporary_path, path).map_err(|error| RuntimeError::io("replace", path, error))
         });
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary_path);
     }
     written?;
     match durability {
-        Durability::Durable => sync_dir(dir),
+        // An empty parent is the current directory.
+        Durability::Durable => sync_dir(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }),
         Durability::Cache => Ok(()),
     }
 }
@@ -218,6 +225,23 @@ mod tests {
 
     fn mode_of(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn replace_file_swaps_the_whole_file_privately_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, "old and longer").unwrap();
+        for durability in [Durability::Durable, Durability::Cache] {
+            replace_file(&path, b"new", durability).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+            assert_eq!(mode_of(&path), 0o600);
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+        assert_eq!(names, ["state.json"], "no temporary file is left behind");
+        let missing = dir.path().join("no-such-dir").join("state.json");
+        assert!(replace_file(&missing, b"x", Durability::Durable).is_err());
+        assert!(replace_file(Path::new("/"), b"x", Durability::Durable).is_err(), "a path that names no file");
     }
 
     #[test]

@@ -59,10 +59,10 @@ pub fn write(
         meta: &'a SessionMeta,
         usage: &'a UsageSummary,
     }
+    let path = session_dir.join(META_FILE_NAME);
     let json = serde_json::to_vec(&CachedMetaRef { format: META_FORMAT, log_len_bytes, meta, usage })
-        .map_err(|error| RuntimeError::io("encode", session_dir.join(META_FILE_NAME), error.into()))?;
-
-    replace_file(session_dir, META_FILE_NAME, &json, Durability::Cache)
+        .map_err(|error| RuntimeError::io("encode", &path, error.into()))?;
+    replace_file(&path, &json, Durability::Cache)
 }
 
 /// Reads the cache: the metadata, usage and the log length they describe. `None` when it is missing, unreadable

@@ -6,14 +6,12 @@
 //! answered as the first time, even after a restart.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroize;
 
-use crate::data_dir::sync_dir;
+use crate::data_dir::{Durability, replace_file};
 use crate::error::RuntimeError;
 
 pub const PROVIDERS_FILE_NAME: &str = "providers.json";
@@ -147,20 +145,9 @@ impl ProviderStore {
             path: self.path.clone(),
             detail: format!("cannot encode the providers file: {error}"),
         })?;
-        let temporary = self.path.with_extension("json.tmp");
-        let written = (|| {
-            let mut file =
-                std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
-            file.write_all(&bytes)?;
-            file.sync_all()
-        })();
+        let written = replace_file(&self.path, &bytes, Durability::Durable);
         bytes.zeroize();
-        written.map_err(|error| RuntimeError::io("write", &temporary, error))?;
-        std::fs::rename(&temporary, &self.path).map_err(|error| RuntimeError::io("replace", &self.path, error))?;
-        if let Some(parent) = self.path.parent() {
-            sync_dir(parent)?;
-        }
-        Ok(())
+        written
     }
 }
 

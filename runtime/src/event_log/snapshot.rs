@@ -260,7 +260,7 @@ impl PendingSnapshot {
         bytes.push(b'\n');
         serde_json::to_writer(&mut bytes, &body)
             .map_err(|error| RuntimeError::io("encode", &final_path, error.into()))?;
-        replace_file(session_dir, SNAPSHOT_FILE_NAME, &bytes, Durability::Durable)
+        replace_file(&final_path, &bytes, Durability::Durable)
     }
 }
 
