@@ -440,7 +440,6 @@ fn echo_server(
     Ok((addr, server.run()))
 }
 
-/// Creates a session whose tools act in `cwd`.
 /// A fresh session subscribed from its start, with the subscribe's replay (its creation) read, so a timed part
 /// that follows sees only new events.
 pub async fn subscribed_session(
@@ -495,6 +494,23 @@ pub fn metric_value(metrics: &str, name: &str) -> anyhow::Result<f64> {
         .with_context(|| format!("{name} is not a number"))
 }
 
+/// The next live event of `session_id` and the instant it was held (other deliveries are skipped).
+pub async fn next_live_event(
+    deliveries: &mut Deliveries,
+    session_id: &str,
+) -> anyhow::Result<(Instant, troupe_protocol::types::events::StoredEvent)> {
+    loop {
+        let Some(delivery) = deliveries.next().await else { bail!("the deliveries ended") };
+        let at = Instant::now();
+        if let troupe_protocol::client::ClientDelivery::Live(event) = delivery
+            && event.session_id == session_id
+        {
+            return Ok((at, event));
+        }
+    }
+}
+
+/// Creates a session whose tools act in `cwd`.
 pub async fn create_session(client: &Client, cwd: &Path) -> anyhow::Result<SessionMeta> {
     let params =
         SessionCreateParams { selection: selection("local/echo"), cwd: Some(cwd.to_string_lossy().into_owned()) };

@@ -12,6 +12,11 @@ pub fn median_p99(samples: &[f64]) -> (f64, f64) {
     (percentile(&sorted, 50.0), percentile(&sorted, 99.0))
 }
 
+/// The slowest of per-round rates (the "worst" a rate row reports).
+pub fn slowest(rates: &[f64]) -> f64 {
+    rates.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
 /// Nearest-rank percentile of sorted samples.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;

@@ -17,7 +17,7 @@ use troupe_protocol::types::events::EventPayload;
 
 use crate::Ctx;
 use crate::harness::{InProcessDaemon, create_session, rename_pipelined, title_index};
-use crate::report::{Row, Table, Target, median_p99};
+use crate::report::{Row, Table, Target, median_p99, slowest};
 
 /// Renames in flight from the writer.
 const WINDOW: usize = 200;
@@ -114,7 +114,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             rates.push((events * subscribers) as f64 / last.duration_since(started).as_secs_f64());
         }
         let (rate, _) = median_p99(&rates);
-        let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let worst = slowest(&rates);
         let (latency, latency_p99) = median_p99(&latencies);
         rows.push(Row::new(format!("{subscribers} subscriber(s): notifications delivered"), "notif/s", rate, worst));
         rows.push(Row::new(format!("{subscribers} subscriber(s): append → delivery"), "ms", latency, latency_p99));
@@ -147,7 +147,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         .target(Target::P99AtMost(PACED_P99_MS)),
     );
     let (rate, _) = median_p99(&saturation_rates);
-    let worst = saturation_rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let worst = slowest(&saturation_rates);
     rows.push(
         Row::new(
             format!("{raw_subscribers} raw subscribers, saturation: notifications delivered"),

@@ -15,7 +15,7 @@ use troupe_protocol::types::session::SessionListParams;
 
 use crate::Ctx;
 use crate::harness::{ChildDaemon, RawWs, bench_tmp_root, connect, within, write_text_delta_log};
-use crate::report::{Row, Table, Target, median_p99};
+use crate::report::{Row, Table, Target, median_p99, slowest};
 
 /// Bytes of text in each delta: lines of about 270 bytes, like a streamed model answer's.
 const TEXT_BYTES: usize = 120;
@@ -40,7 +40,7 @@ fn rss_mb(child: &ChildDaemon) -> anyhow::Result<f64> {
 
 /// Median and the worst (lowest) round of a rate.
 fn median_worst(rates: &[f64]) -> (f64, f64) {
-    (median_p99(rates).0, rates.iter().copied().fold(f64::INFINITY, f64::min))
+    (median_p99(rates).0, slowest(rates))
 }
 
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {

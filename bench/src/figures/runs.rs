@@ -17,7 +17,7 @@ use crate::Ctx;
 use crate::harness::{
     ChildDaemon, bench_tmp_root, connect, connect_script, create_session, ms, raw_fdatasync_latency, selection, within,
 };
-use crate::report::{Row, Table, Target, median_p99};
+use crate::report::{Row, Table, Target, median_p99, slowest};
 
 /// Issue 15's budget for one tool turn's wall time on this machine, in ms (the design anchor was 2 ms).
 const TURN_WALL_MS: f64 = 1.0;
@@ -161,7 +161,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let (interval, interval_p99) = median_p99(&turn_intervals);
     let (duration, duration_p99) = median_p99(&run_durations);
     let (rate, _) = median_p99(&aggregate_rates);
-    let worst_rate = aggregate_rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let worst_rate = slowest(&aggregate_rates);
     let (ccpu, ccpu_p99) = median_p99(&concurrent_cpu);
     Ok(Table {
         figure: format!("7. Run overhead: {turns}-turn tool-calling run, `local/scripted`, zero model latency"),

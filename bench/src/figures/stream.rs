@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use troupe_protocol::client::{Client, ClientDelivery, Deliveries};
+use troupe_protocol::client::{Client, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::provider::ProviderConnectParams;
@@ -23,8 +23,8 @@ use troupe_protocol::types::run::RunStartParams;
 use self::openai_server::{FakeOpenAi, MODEL, StreamPlan};
 use crate::Ctx;
 use crate::harness::{
-    ChildDaemon, bench_tmp_root, connect, metric_value, ms, raw_fdatasync_latency, scrape_metrics, selection,
-    subscribed_session, within,
+    ChildDaemon, bench_tmp_root, connect, metric_value, ms, next_live_event, raw_fdatasync_latency, scrape_metrics,
+    selection, subscribed_session, within,
 };
 use crate::report::{Row, Table, Target, median_p99};
 
@@ -48,12 +48,7 @@ async fn arrivals(deliveries: &mut Deliveries, session_id: &str, plan: &StreamPl
         .collect();
     let (mut text, mut chunk_held, mut deltas) = (String::new(), Vec::with_capacity(ends.len()), 0);
     loop {
-        let Some(delivery) = deliveries.next().await else { bail!("the deliveries ended") };
-        let at = Instant::now();
-        let ClientDelivery::Live(event) = delivery else { continue };
-        if event.session_id != session_id {
-            continue;
-        }
+        let (at, event) = next_live_event(deliveries, session_id).await?;
         match event.payload {
             EventPayload::TextDelta { text: delta, .. } => {
                 deltas += 1;

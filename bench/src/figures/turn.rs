@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
 use serde_json::json;
-use troupe_protocol::client::{Client, ClientDelivery, Deliveries};
+use troupe_protocol::client::{Client, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::RunStartParams;
 
 use crate::Ctx;
 use crate::harness::{
-    ChildDaemon, bench_tmp_root, connect, connect_script, metric_value, ms, raw_fdatasync_latency, scrape_metrics,
-    selection, subscribed_session, within,
+    ChildDaemon, bench_tmp_root, connect, connect_script, metric_value, ms, next_live_event, raw_fdatasync_latency,
+    scrape_metrics, selection, subscribed_session, within,
 };
 use crate::report::{Row, Table, Target, median_p99};
 
@@ -44,12 +44,7 @@ async fn timeline(deliveries: &mut Deliveries, session_id: &str) -> anyhow::Resu
     // Arrival order of every event of the run, to count those after the tail's start.
     let mut arrivals: Vec<(Instant, &'static str)> = Vec::new();
     loop {
-        let Some(delivery) = deliveries.next().await else { bail!("the deliveries ended") };
-        let at = Instant::now();
-        let ClientDelivery::Live(event) = delivery else { continue };
-        if event.session_id != session_id {
-            continue;
-        }
+        let (at, event) = next_live_event(deliveries, session_id).await?;
         arrivals.push((at, event.payload.kind().unwrap_or("unknown")));
         match &event.payload {
             EventPayload::TextDelta { .. } => {
