@@ -193,15 +193,11 @@ impl<S: ServerProtocol> ConnectionActor<S> {
 
     /// Queues the close frame, the socket's last, then stops.
     fn close_and_stop(&mut self, ctx: &mut Context<Self>, code: CloseCode, description: &str) {
-        self.close(code, description);
-        ctx.stop();
-    }
-
-    fn close(&mut self, code: CloseCode, description: &str) {
         if !std::mem::replace(&mut self.closing, true) {
             debug!(code = u16::from(code), "closing the WebSocket");
             self.socket.close(CloseReason { code, description: Some(description.to_owned()) });
         }
+        ctx.stop();
     }
 }
 

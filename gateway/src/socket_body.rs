@@ -45,7 +45,7 @@ struct Control {
     /// newest, which keeps what a client flooding pings can make us hold to one payload).
     pong: RefCell<Option<Bytes>>,
     /// The close frame, once decided; nothing is written after it.
-    close: RefCell<Option<Option<CloseReason>>>,
+    close: RefCell<Option<CloseReason>>,
     closing: Cell<bool>,
     /// The body's task, woken when a control frame is queued.
     waker: RefCell<Option<Waker>>,
@@ -85,7 +85,7 @@ impl SocketWriter {
     /// Queues the close frame: the last frame of the connection. Frames still in the outbound queue are not sent.
     pub(crate) fn close(&self, reason: CloseReason) {
         if !self.control.closing.replace(true) {
-            *self.control.close.borrow_mut() = Some(Some(reason));
+            *self.control.close.borrow_mut() = Some(reason);
             self.control.wake();
         }
     }
@@ -147,7 +147,7 @@ impl SocketBody {
             self.encode(Message::Ping(Bytes::new()))?;
         }
         if let Some(reason) = control.close.borrow_mut().take() {
-            self.encode(Message::Close(reason))?;
+            self.encode(Message::Close(Some(reason)))?;
             self.finished = true;
         }
         Ok(())
