@@ -7,9 +7,15 @@ marked.setOptions({ gfm: true, breaks: false, async: false });
 
 const escapeHtml = (text) => String(text ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+// Raw HTML in model text is shown as the text it is, never parsed as markup. A model's `<img onerror=…>` must not
+// reach any HTML parser, not even DOMPurify's inert one: Chromium checks a parsed event handler against the page's
+// CSP at parse time (and reports the refusal), and the sanitizer is the second line of defence, not the first.
 // Images become links: the console's CSP loads no image from elsewhere, and a refused load is only noise.
 marked.use({
   renderer: {
+    html({ text }) {
+      return escapeHtml(text);
+    },
     image({ href, text }) {
       return `<a href="${escapeHtml(href)}">${escapeHtml(text || href)}</a>`;
     },

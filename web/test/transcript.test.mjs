@@ -51,6 +51,9 @@ test('reasoning, sanitized markdown, an edit as a diff and an error', async () =
     assert.equal(await page.locator('[data-testid="transcript"] script').count(), 0, 'no script element from model text');
     assert.equal(await page.locator('[data-testid="transcript"] [onerror]').count(), 0, 'no event handler from model text');
     assert.equal(await page.locator('[data-testid="transcript"] a[href^="javascript:"]').count(), 0, 'no javascript: link');
+    // Raw HTML in model text is shown as text, never parsed: not even the sanitizer's inert parse sees the handler
+    // (Chromium reports a CSP refusal for a handler it merely parses, which the strict check at the end catches).
+    assert.match(await assistant.textContent(), /<img src=x onerror="window.__owned=1">/, 'the tag is shown as text');
 
     const tool = await waitForEntry(page, 'tool', 'notes.txt');
     const diff = tool.getByTestId('diff');
