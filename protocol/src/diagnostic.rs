@@ -4,6 +4,13 @@
 //! browsers, so they must never carry escape sequences, bidi overrides or other format controls that could
 //! rewrite what the reader sees, and they must stay small. Newlines and tabs are kept because they carry meaning
 //! in multi-line diagnostics.
+//!
+//! Text a person must judge rather than read past (a command waiting for approval) is not cleaned but shown
+//! whole, every control visible: [`show_visibly`] and [`visible_line`] (module `visible`).
+
+mod visible;
+
+pub use visible::{LeftOut, ShowLimits, ShownText, escape, is_invisible, show_visibly, visible_line};
 
 /// Upper bound, in UTF-8 bytes, of a diagnostic string including the truncation marker.
 pub const MAX_DIAGNOSTIC_BYTES: usize = 4096;
