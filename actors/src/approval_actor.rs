@@ -33,6 +33,12 @@ pub struct SetTreeMode {
     pub mode: PermissionMode,
 }
 
+/// Sent after the root session was reverted: a grant on the branch the revert hid no longer applies, so the grants
+/// are read again from the root's projection (which takes them from the visible events).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReloadGrants;
+
 /// Sent by the supervisor when the tree is idle and it has forgotten this actor.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -116,6 +122,15 @@ impl Actor for ApprovalActor {
 
     /// Loads the tree's grants before answering anything, so a grant is never missed after a restart.
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.load_grants(ctx);
+    }
+}
+
+impl ApprovalActor {
+    /// Reads the grants from the root session's projection; nothing else is answered meanwhile (`ctx.wait`), so no
+    /// permission check sees grants older than the ones asked for. A grant committed while this load is under way
+    /// is pushed by its `RespondInTree` after it: it is never lost (at worst listed twice until the next load).
+    fn load_grants(&mut self, ctx: &mut Context<Self>) {
         let supervisor = self.supervisor.clone();
         let root = self.root_session_id.clone();
         let load = async move { ask_session(&supervisor, &root, GetTreeGrants).await };
@@ -123,6 +138,14 @@ impl Actor for ApprovalActor {
             Ok(grants) => actor.grants = grants,
             Err(error) => tracing::error!(root = %actor.root_session_id, %error, "could not load the tree's grants"),
         }));
+    }
+}
+
+impl Handler<ReloadGrants> for ApprovalActor {
+    type Result = ();
+
+    fn handle(&mut self, _: ReloadGrants, ctx: &mut Context<Self>) {
+        self.load_grants(ctx);
     }
 }
 

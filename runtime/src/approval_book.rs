@@ -32,16 +32,20 @@ pub struct ApprovalBook {
 }
 
 impl ApprovalBook {
-    /// Takes the approval records of `branch` (the visible events' book) and keeps this book's answers by client
-    /// id (a redelivered answer is still recognized) and tree grants (a revert does not take back a grant).
+    /// Takes the approval records and tree grants of `branch` (the visible events' book): a grant made on a
+    /// branch a revert hid stops applying, as the reference says of branch-derived approvals. Keeps this book's
+    /// answers by client id (a redelivered answer is still recognized).
     pub fn adopt_branch(&mut self, branch: ApprovalBook) {
         self.records = branch.records;
+        self.grants = branch.grants;
     }
 
     pub fn apply(&mut self, event: &StoredEvent) {
         match &event.payload {
             EventPayload::ApprovalRequested { approval } => {
-                self.records.insert(approval.approval_id.clone(), approval.clone());
+                // The record is answered and listed where its log is: in a fork's copied prefix, the fork's.
+                let record = ApprovalRecord { session_id: event.session_id.clone(), ..approval.clone() };
+                self.records.insert(approval.approval_id.clone(), record);
             }
             EventPayload::ApprovalUserDecisionRecorded {
                 approval_id,
@@ -90,6 +94,8 @@ impl ApprovalBook {
                 }
             }
             EventPayload::TreeApprovalGrantCommitted { grant } => self.grants.push(grant.clone()),
+            // A fork is a new tree: the grants its copied prefix holds were given to its source's tree.
+            EventPayload::SessionForked { .. } => self.grants.clear(),
             _ => {}
         }
     }

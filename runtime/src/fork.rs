@@ -1,29 +1,35 @@
-//! `session.fork`: a new session whose log starts as a copy of another session's visible prefix.
+//! `session.fork`: a new session whose log starts as an exact copy of another session's physical prefix.
 //!
 //! The copy is written into `sessions/.<new id>.fork` and renamed into place only when it is complete and
 //! durable, so a crash never leaves half a fork behind as a session (the supervisor's scan removes leftovers).
-//! Each copied event keeps its content and run id under the new session id, renumbered from 1 without gaps (the
-//! events a revert hid are not copied, and the loader treats gaps as damage). Then come `session_forked
-//! {source_session_id, through_seq}` and the title with " (fork)" appended; a run the prefix leaves in flight is
-//! closed by the new session when it loads, like any run without an actor, so it ends in the fork only.
+//! Events `1..=through_seq` are copied physically: every kind, the same `seq`, the same payload and run id; only
+//! the envelope's `session_id` becomes the fork's. So a client that holds the source's events through
+//! `through_seq` follows the fork from `cursor = through_seq`, and the source's revert markers travel with the
+//! prefix: the fork's visible branch is the source's.
 //!
-//! Not copied, because they are not the conversation and belong to the source: revert markers (the copy already
-//! is the visible branch), `model_usage_recorded` (the prefix's requests were spent once, by the source; copying
-//! them would count them twice in `usage.global`), tree approval grants (a grant is given to one tree; the fork
-//! is a new one), the goal's events and producer messages (a fork must not start the source's automatic runs or
-//! deliver its messages twice). A checkpoint's `through_seq` is renumbered, and a copied approval record names
-//! the fork as its session. The fork is a root session, whatever the source was.
+//! Then come the fork's own events, with new sequences: `session_forked {source_session_id, through_seq}`, the
+//! title (the visible branch's title with " (fork)" appended), and what makes the source's automatic work inert in
+//! the fork: an open goal is cancelled (`goal_lifecycle_changed`, with the reason), and every producer message
+//! still pending or claimed is discarded (a fork must not start the source's automatic runs or deliver its
+//! messages a second time). What has no event of its own is ended by `session_forked` itself, in the projection
+//! (`SessionState::apply`): the fork is a listed root session whatever its source was, the source's tree grants do
+//! not apply to the fork's tree, and the copied `model_usage_recorded` stay the source's spending (the fork's
+//! `spent` starts at zero, its visible usage includes the prefix). A run the prefix leaves in flight is closed by
+//! the new session when it loads, like any run without an actor, so it ends in the fork only.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use troupe_protocol::types::events::EventJson;
+use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent, TitleChangeKind};
+use troupe_protocol::types::goal::GoalStatus;
 
 use crate::branch::{SeqRanges, read_ranges};
 use crate::clock::now_rfc3339;
 use crate::error::RuntimeError;
 use crate::event_log::{EventReader, LogWriter};
+use crate::goal_state::GoalBook;
+use crate::producer_book::ProducerBook;
 use crate::session_state::MAX_TITLE_BYTES;
 
 /// The suffix of a fork's directory while it is being copied.
@@ -32,29 +38,17 @@ pub const FORK_DIR_SUFFIX: &str = ".fork";
 /// Bytes of copied lines written per batch (one `fdatasync` each).
 const BATCH_BYTES: usize = 1024 * 1024;
 
-/// Kinds left out of a fork (see the module docs).
-const NOT_COPIED: &[&str] = &[
-    "session_reverted",
-    // A fork starts listed, whatever its source's archive state.
-    "session_archived",
-    "model_usage_recorded",
-    "tree_approval_grant_committed",
-    "goal_activated",
-    "goal_checklist_revised",
-    "goal_lifecycle_changed",
-    "producer_message_accepted",
-    "producer_messages_claimed",
-    "producer_messages_released",
-    "producer_message_consumed",
-    "producer_message_discarded",
-];
+/// The origin of the events the fork appends after the copy: the user asked for the fork.
+const FORK_ORIGIN: &str = "user";
 
-/// What to copy: the source's durable events in `ranges` (its visible events through `through_seq`).
+/// What to copy: the source's durable events `1..=through_seq`.
 #[derive(Clone)]
 pub struct ForkSource {
     pub source_session_id: String,
     pub through_seq: u64,
-    pub ranges: SeqRanges,
+    /// The events of the prefix that are visible (`visible_after(through_seq)`): the conversation the fork goes
+    /// on from, which must hold a user message and gives the fork its title.
+    pub visible: SeqRanges,
     pub reader: Arc<dyn EventReader>,
 }
 
@@ -63,7 +57,7 @@ impl std::fmt::Debug for ForkSource {
         f.debug_struct("ForkSource")
             .field("source_session_id", &self.source_session_id)
             .field("through_seq", &self.through_seq)
-            .field("ranges", &self.ranges)
+            .field("visible", &self.visible)
             .finish_non_exhaustive()
     }
 }
@@ -100,9 +94,22 @@ pub fn copy_prefix(session_dir: &Path, source: &ForkSource) -> Result<(), ForkEr
 
 /// The copy, into `staging`.
 fn copy_into(staging: &Path, new_session_id: &str, source: &ForkSource) -> Result<(), ForkError> {
-    let mut copy = ForkCopy { new_session_id, writer: None, staging: staging.to_path_buf(), ..ForkCopy::default() };
+    let mut copy = ForkCopy {
+        new_session_id,
+        staging: staging.to_path_buf(),
+        visible: &source.visible,
+        writer: None,
+        batch: Vec::new(),
+        batch_bytes: 0,
+        last_seq: 0,
+        has_user_message: false,
+        title: TitleFold::default(),
+        goals: GoalBook::default(),
+        producers: ProducerBook::default(),
+    };
     let mut failure: Option<ForkError> = None;
-    read_ranges(&*source.reader, &source.ranges, |entry| {
+    let prefix = vec![1..=source.through_seq];
+    read_ranges(&*source.reader, &prefix, |entry| {
         match copy.push(entry.json.as_str()) {
             Ok(()) => Ok(()),
             Err(ForkError::Runtime(error)) => Err(error),
@@ -114,20 +121,13 @@ fn copy_into(staging: &Path, new_session_id: &str, source: &ForkSource) -> Resul
         }
     })
     .map_err(|error| failure.take().unwrap_or(ForkError::Runtime(error)))?;
-    if copy.writer.is_none() && copy.batch.is_empty() {
+    if copy.writer.is_none() {
         return Err(ForkError::CreationLost);
     }
     if !copy.has_user_message {
         return Err(ForkError::NoUserMessage { through_seq: source.through_seq });
     }
-    let timestamp = now_rfc3339();
-    let forked = serde_json::json!({"type": "session_forked", "source_session_id": source.source_session_id,
-        "through_seq": source.through_seq});
-    copy.push_new(&timestamp, forked)?;
-    let title = fork_title(copy.title.as_deref());
-    let titled = serde_json::json!({"type": "session_title_committed", "title": title, "change": "set",
-        "client_rename_id": format!("fork:{new_session_id}")});
-    copy.push_new(&timestamp, titled)?;
+    copy.append_own(source)?;
     copy.flush()
 }
 
@@ -142,60 +142,127 @@ fn fork_title(title: Option<&str>) -> String {
     format!("{}{SUFFIX}", title[..end].trim_end())
 }
 
+/// The title the visible events give, folded as `SessionState::apply` does (without its rename records).
 #[derive(Default)]
+struct TitleFold {
+    title: Option<String>,
+    /// The last automatic title, which a `reset` returns to.
+    auto_title: Option<String>,
+}
+
+impl TitleFold {
+    fn apply(&mut self, change: TitleChangeKind, title: Option<String>) {
+        match change {
+            TitleChangeKind::Auto => {
+                self.auto_title.clone_from(&title);
+                self.title = title;
+            }
+            TitleChangeKind::Set => self.title = title,
+            TitleChangeKind::Clear => self.title = None,
+            TitleChangeKind::Reset => self.title.clone_from(&self.auto_title),
+        }
+    }
+}
+
 struct ForkCopy<'a> {
     new_session_id: &'a str,
     staging: PathBuf,
+    visible: &'a SeqRanges,
     writer: Option<LogWriter>,
     batch: Vec<EventJson>,
     batch_bytes: usize,
-    next_seq: u64,
-    /// `(source seq, new seq)` of every copied event, for renumbering checkpoints.
-    renumbered: Vec<(u64, u64)>,
+    /// The seq of the last event written.
+    last_seq: u64,
+    /// Whether a visible event of the prefix is a user message.
     has_user_message: bool,
-    /// The title as of the copied events.
-    title: Option<String>,
+    title: TitleFold,
+    /// The goal and the producer messages as the whole prefix left them, which the fork's own events end.
+    goals: GoalBook,
+    producers: ProducerBook,
 }
 
 impl ForkCopy<'_> {
+    /// Copies one event of the prefix: only the envelope's session id changes.
     fn push(&mut self, line: &str) -> Result<(), ForkError> {
-        let mut event: Value = serde_json::from_str(line).map_err(|error| ForkError::Unreadable(error.to_string()))?;
-        let source_seq = event["seq"].as_u64().unwrap_or_default();
-        let kind = event["payload"]["type"].as_str().unwrap_or_default().to_owned();
-        if self.next_seq == 0 && kind != "session_created" {
+        let unreadable = |error: serde_json::Error| ForkError::Unreadable(error.to_string());
+        let mut event: Value = serde_json::from_str(line).map_err(unreadable)?;
+        let seq = event["seq"].as_u64().unwrap_or_default();
+        let kind = event["payload"]["type"].as_str().unwrap_or_default();
+        if self.writer.is_none() && (seq != 1 || kind != "session_created") {
             return Err(ForkError::CreationLost);
         }
-        if NOT_COPIED.contains(&kind.as_str()) {
-            return Ok(());
-        }
-        match kind.as_str() {
-            "session_created" => event["payload"]["origin"] = serde_json::json!({"type": "root"}),
-            "run_started" | "user_input_submitted" => self.has_user_message = true,
-            "session_title_committed" => self.title = event["payload"]["title"].as_str().map(str::to_owned),
-            // The record names its session; in the fork it is the fork's (answered and listed there).
-            "approval_requested" => event["payload"]["approval"]["session_id"] = Value::from(self.new_session_id),
-            "context_checkpoint_committed" => {
-                let through = event["payload"]["through_seq"].as_u64().unwrap_or_default();
-                let renumbered =
-                    self.renumbered.iter().rev().find(|(old, _)| *old <= through).map_or(0, |(_, new)| *new);
-                event["payload"]["through_seq"] = Value::from(renumbered);
+        let visible = self.visible.iter().any(|range| range.contains(&seq));
+        let folded = kind.starts_with("goal_")
+            || kind.starts_with("producer_")
+            || (visible && matches!(kind, "run_started" | "user_input_submitted" | "session_title_committed"));
+        if folded {
+            let decoded: StoredEvent = serde_json::from_value(event.clone()).map_err(unreadable)?;
+            self.goals.apply(&decoded);
+            self.producers.apply(&decoded);
+            match decoded.payload {
+                EventPayload::RunStarted { .. } | EventPayload::UserInputSubmitted { .. } if visible => {
+                    self.has_user_message = true;
+                }
+                EventPayload::SessionTitleCommitted { title, change, .. } if visible => self.title.apply(change, title),
+                _ => {}
             }
-            _ => {}
         }
-        let seq = self.next_seq.max(1);
-        self.renumbered.push((source_seq, seq));
         event["session_id"] = Value::from(self.new_session_id);
-        event["seq"] = Value::from(seq);
-        self.next_seq = seq + 1;
+        self.last_seq = seq;
         self.write(event)
     }
 
+    /// The fork's own events after the copy (see the module docs).
+    fn append_own(&mut self, source: &ForkSource) -> Result<(), ForkError> {
+        let timestamp = now_rfc3339();
+        let forked = EventPayload::SessionForked {
+            source_session_id: source.source_session_id.clone(),
+            through_seq: source.through_seq,
+        };
+        self.push_new(&timestamp, forked)?;
+        let titled = EventPayload::SessionTitleCommitted {
+            title: Some(fork_title(self.title.title.as_deref())),
+            change: TitleChangeKind::Set,
+            client_rename_id: format!("fork:{}", self.new_session_id),
+        };
+        self.push_new(&timestamp, titled)?;
+        if let Some(goal) = self.goals.open() {
+            let cancelled = EventPayload::GoalLifecycleChanged {
+                goal_id: goal.goal_id.clone(),
+                revision: goal.revision + 1,
+                status: GoalStatus::Cancelled,
+                reason: Some(format!(
+                    "the goal belongs to session {}; a fork does not pursue it (activate a goal in the fork)",
+                    source.source_session_id
+                )),
+                selection: None,
+            };
+            self.push_new(&timestamp, cancelled)?;
+        }
+        // Pending and claimed alike: a claim's run is in flight only in the source.
+        let mut held: Vec<(u64, String)> = (self.producers.pending().chain(self.producers.claimed()))
+            .map(|message| (message.accepted_seq, message.message_id.clone()))
+            .collect();
+        held.sort_unstable();
+        for (_, message_id) in held {
+            self.push_new(&timestamp, EventPayload::ProducerMessageDiscarded { message_id })?;
+        }
+        Ok(())
+    }
+
     /// Appends an event of the fork's own.
-    fn push_new(&mut self, timestamp: &str, payload: Value) -> Result<(), ForkError> {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let event = serde_json::json!({"session_id": self.new_session_id, "run_id": null, "seq": seq,
-            "timestamp": timestamp, "origin": "user", "payload": payload});
+    fn push_new(&mut self, timestamp: &str, payload: EventPayload) -> Result<(), ForkError> {
+        let seq = self.last_seq + 1;
+        self.last_seq = seq;
+        let event = StoredEvent {
+            session_id: self.new_session_id.to_owned(),
+            run_id: None,
+            seq,
+            timestamp: timestamp.to_owned(),
+            origin: Some(FORK_ORIGIN.to_owned()),
+            payload,
+        };
+        let event = serde_json::to_value(&event).map_err(|error| ForkError::Unreadable(error.to_string()))?;
         self.write(event)
     }
 
@@ -226,15 +293,4 @@ impl ForkCopy<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fork_titles_append_the_suffix_within_the_bound() {
-        assert_eq!(fork_title(Some("Fix the parser")), "Fix the parser (fork)");
-        assert_eq!(fork_title(None), "(fork)");
-        let long = "é".repeat(300);
-        let title = fork_title(Some(&long));
-        assert!(title.len() <= MAX_TITLE_BYTES && title.ends_with(" (fork)"), "{}", title.len());
-    }
-}
+mod tests;

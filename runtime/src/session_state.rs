@@ -152,10 +152,10 @@ impl SessionState {
     }
 
     /// Takes the branch-derived parts from `branch`, the projection of just the visible events (see
-    /// `crate::branch`): model history, title, status, approval records, the active run with its steering lane,
-    /// fallback stickiness, the visible usage. What is not part of the conversation stays as the whole log made it:
-    /// idempotency records (a redelivered request is still recognized), tree grants, the goal, producer messages,
-    /// the usage spent, the log's length and activity time, and what a revert cannot undo.
+    /// `crate::branch`): model history, title, status, approval records and tree grants, the active run with its
+    /// steering lane, fallback stickiness, the visible usage. What is not part of the conversation stays as the
+    /// whole log made it: idempotency records (a redelivered request is still recognized), the goal, producer
+    /// messages, the usage spent, the log's length and activity time, and what a revert cannot undo.
     pub fn adopt_branch(&mut self, branch: SessionState) {
         self.title = branch.title;
         self.title_updated_seq = branch.title_updated_seq;
@@ -207,6 +207,12 @@ impl SessionState {
                     _ => title.clone(),
                 };
                 self.renames.insert(client_rename_id, RecordedRename { change, seq: event.seq });
+            }
+            // The fork's own event ends what its copied prefix says of the source's place (`crate::fork`): the
+            // fork is a root session, listed, whatever the source was.
+            EventPayload::SessionForked { .. } => {
+                self.origin = SessionOrigin::Root;
+                self.archived = false;
             }
             EventPayload::RunStarted { .. } => self.status = SessionStatus::Running,
             EventPayload::RunCompleted { .. } => self.status = SessionStatus::Completed,

@@ -5,7 +5,10 @@
 //!   requests were paid for, so they stay here. This is what `usage.global`, `agent.usage`, `session.tree_usage`
 //!   and `session.usage`'s `spent` count, and what the session reports to the supervisor's usage index (as a
 //!   [`UsageSummary`], also kept in `meta.json` so a restart reads no log for it).
-//! - `visible`: the requests of the events a revert left visible (`session.usage`'s `usage`). After a revert
+//!   In a fork, the copied prefix's requests were spent by the source (and are counted there): `session_forked`
+//!   starts the fork's `spent` at zero, and only the fork's own requests follow.
+//! - `visible`: the requests of the events a revert left visible (`session.usage`'s `usage`), a fork's copied
+//!   prefix included (the conversation it continues cost them). After a revert
 //!   (and when a reverted session loads) `SessionState::adopt_branch` takes it from the projection of just the
 //!   visible events ([`UsageBook::adopt_branch`]); [`UsageBook::reset_visible`] and [`UsageBook::apply_visible`]
 //!   rebuild it event by event instead.
@@ -225,6 +228,9 @@ impl UsageBook {
             self.visible.add_tally(agent, model, &tally);
             self.last_usage_seq = self.last_usage_seq.max(event.seq);
         }
+        if let EventPayload::SessionForked { .. } = event.payload {
+            self.spent = UsageSummary::default();
+        }
     }
 
     /// Forgets the visible view, before it is rebuilt from the visible events with [`UsageBook::apply_visible`].
@@ -239,10 +245,10 @@ impl UsageBook {
         }
     }
 
-    /// Takes the visible view from `branch`, the book of a projection of just the visible events (where
-    /// everything applied counts as spent), as `SessionState::adopt_branch` does for the other branch-derived parts.
+    /// Takes the visible view from `branch`, the book of a projection of just the visible events, as
+    /// `SessionState::adopt_branch` does for the other branch-derived parts.
     pub fn adopt_branch(&mut self, branch: UsageBook) {
-        self.visible = branch.spent;
+        self.visible = branch.visible;
     }
 
     /// Everything the session spent.

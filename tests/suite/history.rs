@@ -10,6 +10,8 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::RunIdParams;
 use troupe_protocol::types::session::{SessionForkParams, SessionListParams};
 
+mod fork_prefix;
+
 use super::model_support::FakeServer;
 use super::support::*;
 use super::vendor_replies::{models_list, openai_text};
@@ -74,7 +76,7 @@ async fn all_events(client: &Client, deliveries: &mut Deliveries, session_id: &s
 
 #[tokio::test]
 async fn a_revert_hides_later_turns_from_the_model_across_reverts_of_reverts_a_restart_and_a_fork() {
-    let replies = ["one", "two", "three", "four", "five"].map(|n| openai_text(&format!("answer {n}")));
+    let replies = ["one", "two", "three", "four", "five", "six"].map(|n| openai_text(&format!("answer {n}")));
     let vendor = FakeServer::start([vec![models_list(&["gpt-hist"])], replies.to_vec()].concat()).await;
     let daemon = TestDaemon::start();
     let (client, mut deliveries) = daemon.client().await;
@@ -127,30 +129,30 @@ async fn a_revert_hides_later_turns_from_the_model_across_reverts_of_reverts_a_r
     assert_eq!(users, ["question one", "question two", "question four", "question five"]);
     assert_eq!(assistants, ["answer one", "answer two", "answer four"]);
 
-    // A fork of the reverted session copies what is visible, renumbered, without the revert markers.
+    // A fork of the reverted session copies the physical prefix, revert markers included, at the same seqs: its
+    // visible branch is the source's, and that is what its model is sent.
     let through = get(&client, &id).await.last_event_seq;
     let fork_id = fork(&client, &id, through).await.expect("fork");
     let (reader, mut reader_deliveries) = daemon.client().await;
+    let source = all_events(&reader, &mut reader_deliveries, &id).await;
     let copied = all_events(&reader, &mut reader_deliveries, &fork_id).await;
-    let inputs: Vec<&str> = copied
-        .iter()
-        .filter_map(|event| match &event.payload {
-            EventPayload::RunStarted { input, .. } => Some(input.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(inputs, ["question one", "question two", "question four", "question five"]);
     assert!(copied.iter().all(|event| event.session_id == fork_id));
-    assert_eq!(copied.iter().map(|event| event.seq).collect::<Vec<_>>(), (1..=copied.len() as u64).collect::<Vec<_>>());
-    assert!(!copied.iter().any(|event| matches!(event.payload, EventPayload::SessionReverted { .. })));
-    assert!(
-        copied.iter().any(|event| event.payload
-            == EventPayload::SessionForked { source_session_id: id.clone(), through_seq: through })
-    );
+    let prefix = |events: &[StoredEvent]| -> Vec<(u64, EventPayload)> {
+        events.iter().filter(|event| event.seq <= through).map(|event| (event.seq, event.payload.clone())).collect()
+    };
+    assert_eq!(prefix(&copied), prefix(&source));
+    assert_eq!(prefix(&copied).len() as u64, through, "every event of the prefix, reverted ones included");
+    assert_eq!(copied.iter().filter(|event| matches!(event.payload, EventPayload::SessionReverted { .. })).count(), 2);
+    let forked_at = copied.iter().find(|event| event.seq == through + 1).expect("the fork's first own event");
+    assert_eq!(forked_at.payload, EventPayload::SessionForked { source_session_id: id.clone(), through_seq: through });
     let forked = get(&client, &fork_id).await;
     assert_eq!(forked.title.as_deref(), Some("Later title (fork)"));
     let roots = client.call::<method::SessionList>(SessionListParams::default()).await.unwrap().sessions;
     assert!(roots.iter().any(|session| session.session_id == fork_id), "a fork is a root session");
+    run_in_subscribed(&reader, &mut reader_deliveries, &fork_id, MODEL, "question six").await;
+    let (users, assistants) = last_request_conversation(&vendor);
+    assert_eq!(users, ["question one", "question two", "question four", "question five", "question six"]);
+    assert_eq!(assistants, ["answer one", "answer two", "answer four", "answer five"]);
 }
 
 #[tokio::test]
@@ -265,7 +267,8 @@ async fn a_fork_through_a_pending_approval_gets_the_record_as_its_own_cancelled_
         EventPayload::ApprovalRequested { approval } => Some(approval.clone()),
         _ => None,
     });
-    assert_eq!(record.expect("the copied request").session_id, fork_id);
+    // The event is copied exactly; the record is the fork's, where its log is.
+    assert_eq!(record.expect("the copied request").session_id, id);
     let listed = client
         .call::<method::ApprovalList>(ApprovalListParams { root_session_id: fork_id.clone(), status: None })
         .await

@@ -152,19 +152,19 @@ impl Handler<PrepareFork> for SessionActor {
 
     fn handle(&mut self, message: PrepareFork, _: &mut Context<Self>) -> Self::Result {
         let through_seq = message.through_seq;
-        let ranges = self.history_target(through_seq, false).map(|state| state.visibility.visible_after(through_seq));
-        let prepared = ranges.and_then(|ranges| {
+        let visible = self.history_target(through_seq, false).map(|state| state.visibility.visible_after(through_seq));
+        let prepared = visible.and_then(|visible| {
             let reader = self.reader.clone().ok_or(EngineError::ShuttingDown)?;
-            Ok((ranges, reader, self.when_durable(through_seq)))
+            Ok((visible, reader, self.when_durable(through_seq)))
         });
         let session_id = self.session_id.clone();
         Box::pin(async move {
-            let (ranges, reader, durable) = prepared?;
+            let (visible, reader, durable) = prepared?;
             durable.await.map_err(|_| EngineError::Unavailable {
                 session_id: session_id.clone(),
                 detail: "the session stopped".into(),
             })??;
-            Ok(ForkSource { source_session_id: session_id, through_seq, ranges, reader })
+            Ok(ForkSource { source_session_id: session_id, through_seq, visible, reader })
         })
     }
 }

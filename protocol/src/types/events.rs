@@ -83,10 +83,13 @@ pub enum EventPayload {
         through_seq: u64,
     },
     /// troupe extension (`session.archive`): the root session was archived or brought back. Follows the whole
-    /// log (a revert does not undo it); a fork does not copy it.
+    /// log (a revert does not undo it); a fork copies it with its prefix, and its `session_forked` lists it.
     SessionArchived {
         archived: bool,
     },
+    /// The first event of a fork's own, right after the copied prefix `1..=through_seq`. Readers of the log take
+    /// it to end what the copy says of the source's place: the fork is a listed root session, the copied tree
+    /// grants do not apply to its tree, and the copied usage was spent by the source.
     SessionForked {
         source_session_id: String,
         through_seq: u64,
