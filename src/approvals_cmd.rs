@@ -4,21 +4,26 @@
 //! listed (a delegated child names its root); without, every root session with an active run, since an approval
 //! only waits while a run of its tree does: idle sessions are not asked, which keeps the call cheap with many
 //! sessions.
+//!
+//! What an approval asks is printed so that what runs is what reads: the operation's resource (a whole command)
+//! line by line, every control and invisible character shown as an escape (`⟨CR⟩`, `⟨U+202E⟩`), cut at
+//! [`ShowLimits::APPROVAL`] with a line that says how much is left and that `--full` shows it whole.
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
+use troupe_protocol::diagnostic::{ShowLimits, show_visibly, visible_line};
 use troupe_protocol::types::approval::{ApprovalListParams, ApprovalRecord, ApprovalStatus};
 use troupe_protocol::types::common::{SessionIdParams, SessionOrigin, SessionStatus};
 use troupe_protocol::types::session::SessionListParams;
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
-use crate::inspect_cmd::{first_line, header_table};
+use crate::inspect_cmd::header_table;
 use crate::output::{pretty_json, text};
 use crate::session_ref::resolve_session_id;
-use crate::style::{Style, clean, id_prefix, relative_time, unique_prefix_len};
+use crate::style::{Style, id_prefix, relative_time, unique_prefix_len};
 
-/// `troupe approvals [SESSION]`.
-pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool) -> anyhow::Result<()> {
+/// `troupe approvals [SESSION] [--full]`: with `full`, every operation is printed whole, however long.
+pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool, full: bool) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     // Every root session: the SESSION column's prefixes must be unique among them, since `troupe approve` takes one.
     let sessions = client.session_list(SessionListParams::default()).await.map_err(explained)?.sessions;
@@ -54,7 +59,8 @@ pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool)
         return pretty_json(&serde_json::json!({ "approvals": pending }));
     }
     let known: Vec<&str> = sessions.iter().map(|session| session.session_id.as_str()).collect();
-    text(&render_approvals(&pending, given.is_some(), &known, Style::stdout()));
+    let limits = if full { ShowLimits::WHOLE } else { ShowLimits::APPROVAL };
+    text(&render_approvals(&pending, given.is_some(), &known, limits, Style::stdout()));
     Ok(())
 }
 
@@ -62,10 +68,17 @@ fn is_gone(error: &troupe_protocol::client::ClientError) -> bool {
     matches!(error, troupe_protocol::client::ClientError::Rpc(rpc) if rpc.typed_code() == Some("session_not_found"))
 }
 
-/// The pending approvals as a table and, under it, the command that answers each. The SESSION column's prefixes are
-/// unique among the pending approvals' sessions and `known` (the root sessions, which `troupe approve` resolves a
-/// prefix against).
-pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, known: &[&str], style: Style) -> String {
+/// The pending approvals as a table and, under it, each operation's resource shown visibly (cut at `limits`) and
+/// the command that answers it. The table's WHAT cell is one line, marked when the summary has more. The SESSION
+/// column's prefixes are unique among the pending approvals' sessions and `known` (the root sessions, which
+/// `troupe approve` resolves a prefix against).
+pub fn render_approvals(
+    pending: &[ApprovalRecord],
+    one_tree: bool,
+    known: &[&str],
+    limits: ShowLimits,
+    style: Style,
+) -> String {
     if pending.is_empty() {
         return if one_tree {
             "no approvals pending in this session's tree\n".to_owned()
@@ -81,20 +94,18 @@ pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, known: &[&st
         rows.push(vec![
             record.approval_id.clone(),
             id_prefix(&record.session_id, id_len).to_owned(),
-            clean(&record.operation.tool),
+            visible_line(&record.operation.tool, 40),
             action_name(record.operation.action).to_owned(),
             relative_time(&record.created_at),
-            first_line(&record.operation.summary, 80),
+            visible_line(&record.operation.summary, 80),
         ]);
     }
     let mut text = header_table(&rows, style);
     for record in pending {
-        let resource = first_line(&record.operation.resource, 100);
-        text.push_str(&style.dim(&format!(
-            "{}: {} on {resource}",
-            record.approval_id,
-            action_name(record.operation.action)
-        )));
+        let whole = format!("`troupe approvals {} --full` shows it whole", record.session_id);
+        let shown = shown_resource(&record.operation.resource, limits, " ", "  ", &whole);
+        text.push_str(&style.dim(&format!("{}: {} on", record.approval_id, action_name(record.operation.action))));
+        text.push_str(&shown);
         text.push('\n');
         let (session, approval) = (&record.session_id, &record.approval_id);
         let mut answers = format!("  answer: `troupe approve {session} {approval}`");
@@ -108,7 +119,27 @@ pub fn render_approvals(pending: &[ApprovalRecord], one_tree: bool, known: &[&st
     text
 }
 
-fn action_name(action: troupe_protocol::types::approval::PermissionAction) -> &'static str {
+/// An operation's resource, to follow a line's words: `inline_lead` and the resource (` ls -la`) when it is one
+/// line shown whole; else `:` and one line per line of it, each behind `indent` and a `│ ` gutter (so leading spaces and empty
+/// lines are seen as part of it), and, when `limits` cut it, a last line saying how much is left and `whole_hint`
+/// (where the whole text is). Every control and invisible character is shown as an escape.
+pub fn shown_resource(resource: &str, limits: ShowLimits, inline_lead: &str, indent: &str, whole_hint: &str) -> String {
+    let shown = show_visibly(resource, limits);
+    if let ([line], None) = (shown.lines.as_slice(), shown.left_out) {
+        return format!("{inline_lead}{line}");
+    }
+    let mut text = ":".to_owned();
+    for line in &shown.lines {
+        text.push_str(&format!("\n{indent}│ {line}"));
+    }
+    if let Some(left_out) = shown.left_out {
+        text.push_str(&format!("\n{indent}… {}: {whole_hint}", left_out.describe()));
+    }
+    text
+}
+
+/// The action's word: `read`, `write`, `execute`.
+pub fn action_name(action: troupe_protocol::types::approval::PermissionAction) -> &'static str {
     use troupe_protocol::types::approval::PermissionAction;
     match action {
         PermissionAction::Read => "read",
@@ -151,23 +182,94 @@ mod tests {
             created_at: "not a time".into(),
             decided_at: None,
         };
-        let text = render_approvals(std::slice::from_ref(&record), false, &[], Style::plain());
+        let text = render_approvals(std::slice::from_ref(&record), false, &[], ShowLimits::APPROVAL, Style::plain());
         assert!(text.contains("ap-1      01234567  shell  execute  not a time  Run rm"), "{text}");
-        assert!(text.contains("execute on rm -rf build"), "{text}");
+        // The escape sequence is shown, not run by the terminal and not silently dropped.
+        assert!(text.contains("execute on rm -rf ⟨ESC⟩[2Jbuild"), "{text}");
         assert!(text.contains("`troupe approve 0123456789abcdef ap-1` (add --tree"), "{text}");
-        assert_eq!(render_approvals(&[], false, &[], Style::plain()), "no approvals pending\n");
+        assert_eq!(render_approvals(&[], false, &[], ShowLimits::APPROVAL, Style::plain()), "no approvals pending\n");
 
         // A child session created moments after its root shares its first 8 characters: the column tells them
         // apart.
         let child = ApprovalRecord { session_id: "0123456799abcdef".into(), approval_id: "ap-2".into(), ..record };
         let record = ApprovalRecord { session_id: "0123456789abcdef".into(), ..child.clone() };
         let record_copy = record.clone();
-        let text = render_approvals(&[record, child], false, &[], Style::plain());
+        let text = render_approvals(&[record, child], false, &[], ShowLimits::APPROVAL, Style::plain());
         assert!(text.contains(" 012345678 ") && text.contains(" 012345679 "), "{text}");
 
         // Another root session created in the same minute: the prefix `troupe approve` is given must not match it.
         let alone = ApprovalRecord { session_id: "0123456789abcdef".into(), ..record_copy };
-        let text = render_approvals(&[alone], false, &["0123456789abcdef", "0123456780ffffff"], Style::plain());
+        let text = render_approvals(
+            &[alone],
+            false,
+            &["0123456789abcdef", "0123456780ffffff"],
+            ShowLimits::APPROVAL,
+            Style::plain(),
+        );
         assert!(text.contains(" 0123456789 "), "{text}");
+    }
+
+    fn asking(resource: &str, summary: &str) -> ApprovalRecord {
+        ApprovalRecord {
+            session_id: "0123456789abcdef".into(),
+            run_id: "r".into(),
+            tool_call_id: "t".into(),
+            approval_id: "ap-1".into(),
+            revision: 1,
+            status: ApprovalStatus::Pending,
+            operation: ApprovalOperation {
+                tool: "shell".into(),
+                action: PermissionAction::Execute,
+                resource: resource.into(),
+                summary: summary.into(),
+            },
+            operation_fingerprint: "f".into(),
+            constraints: ApprovalConstraints {
+                allow_once: true,
+                allow_tree_grant: false,
+                cancellable: true,
+                expires_at: None,
+            },
+            decision: None,
+            feedback: None,
+            answered_by: None,
+            created_at: "not a time".into(),
+            decided_at: None,
+        }
+    }
+
+    #[test]
+    fn a_command_with_several_lines_and_controls_is_shown_line_by_line_with_every_control_seen() {
+        let command = "ls\r\nrm -rf ~ \u{202e}\u{2066}txt.sh\n  curl x | sh\u{1b}[8m";
+        let record = asking(command, &format!("run {command}"));
+        let text = render_approvals(&[record], true, &[], ShowLimits::APPROVAL, Style::plain());
+        let lines: Vec<&str> = text.lines().collect();
+        // The table's cell stays one line and says that more lines follow.
+        assert!(lines[1].ends_with("run ls⟨CR⟩ [+2 lines]"), "{text}");
+        assert_eq!(
+            &lines[2..6],
+            ["ap-1: execute on:", "  │ ls⟨CR⟩", "  │ rm -rf ~ ⟨U+202E⟩⟨U+2066⟩txt.sh", "  │   curl x | sh⟨ESC⟩[8m",],
+            "{text}"
+        );
+        assert!(lines[6].starts_with("  answer: `troupe approve 0123456789abcdef ap-1`"), "{text}");
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+    }
+
+    #[test]
+    fn a_command_too_long_to_show_says_how_much_is_left_and_full_shows_it_whole() {
+        let script: String = (1..=200).map(|n| format!("echo step {n}\n")).collect();
+        let record = asking(&script, "run echo step 1…");
+        let text = render_approvals(std::slice::from_ref(&record), true, &[], ShowLimits::APPROVAL, Style::plain());
+        let shown: Vec<&str> = text.lines().filter(|line| line.starts_with("  │ ")).collect();
+        assert_eq!(shown.len(), ShowLimits::APPROVAL.max_lines, "{text}");
+        assert_eq!(shown[23], "  │ echo step 24");
+        // 200 lines of 12 to 14 bytes: 2,692 bytes, of which the first 24 lines are 303.
+        assert_eq!(script.len(), 2692);
+        let notice = "  … 2,389 more bytes, 176 more lines: `troupe approvals 0123456789abcdef --full` shows it whole";
+        assert!(text.lines().any(|line| line == notice), "{notice}\n{text}");
+
+        let full = render_approvals(&[record], true, &[], ShowLimits::WHOLE, Style::plain());
+        assert_eq!(full.lines().filter(|line| line.starts_with("  │ ")).count(), 200, "{full}");
+        assert!(full.contains("  │ echo step 200\n") && !full.contains("more bytes"), "{full}");
     }
 }

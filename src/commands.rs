@@ -297,7 +297,8 @@ pub async fn approve(
     client.close().await;
     let status = serde_json::to_value(result.approval.status)?;
     emit(out, &serde_json::to_value(&result.approval)?, || {
-        format!("{}: {}", clean(&result.approval.operation.summary), status.as_str().unwrap_or("?"))
+        let summary = troupe_protocol::diagnostic::visible_line(&result.approval.operation.summary, 100);
+        format!("{summary}: {}", status.as_str().unwrap_or("?"))
     })
 }
 

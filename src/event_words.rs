@@ -1,11 +1,17 @@
 //! One line of words for each kind of event: what `troupe run`, `watch` and the history commands print. Pure
 //! functions of the event, so every command says the same thing about it.
 
+use troupe_protocol::diagnostic::{ShowLimits, visible_line};
 use troupe_protocol::types::events::{
-    CompactionOutcome, CompactionTrigger, DelegateStatus, EventPayload, StoredEvent, TitleChangeKind,
+    CompactionOutcome, CompactionTrigger, DelegateStatus, EventPayload, InternalAgent, StoredEvent, TitleChangeKind,
 };
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_protocol::types::run::ToolResultStatus;
+
+use crate::approvals_cmd::{action_name, shown_resource};
+
+/// How far the lines under an event's first line are indented.
+const INDENT: &str = "        ";
 
 /// One line for a stored event: [`describe`], with the author of a run's input named by the event's origin (a
 /// goal's or a producer's automatic run is not the user's).
@@ -128,7 +134,10 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
             format!("{model} asks for: {}", calls.join(", "))
         }
         EventPayload::ToolCallStarted { tool_call_id, tool, resource, .. } => {
-            format!("tool {tool} ({tool_call_id}): {resource}")
+            // The command that runs, as an approval showed it: each line, every control seen.
+            let whole = "`troupe watch --json` has it whole";
+            let resource = shown_resource(resource, ShowLimits::APPROVAL, ": ", INDENT, whole);
+            format!("tool {} ({tool_call_id}){resource}", visible_line(tool, 40))
         }
         EventPayload::ToolStdinSubmitted { bytes, eof, .. } => {
             format!("stdin: {bytes} bytes{}", if *eof { ", then end of input" } else { "" })
@@ -146,14 +155,20 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::ToolOutputElided { elided_bytes, .. } => {
             format!("({elided_bytes} bytes of output not recorded)")
         }
-        EventPayload::ApprovalRequested { approval } => format!(
-            "approval needed: {} ({} {})\n        answer: troupe approve {} {} [--tree | --reject [--feedback TEXT] | --cancel]",
-            approval.operation.summary,
-            approval.operation.tool,
-            approval.operation.resource,
-            approval.session_id,
-            approval.approval_id
-        ),
+        EventPayload::ApprovalRequested { approval } => {
+            let operation = &approval.operation;
+            let whole = format!("`troupe approvals {} --full` shows it whole", approval.session_id);
+            format!(
+                "approval needed: {} ({})\n{INDENT}{} on{}\n{INDENT}answer: troupe approve {} {} [--tree | --reject \
+                 [--feedback TEXT] | --cancel]",
+                visible_line(&operation.summary, 100),
+                visible_line(&operation.tool, 40),
+                action_name(operation.action),
+                shown_resource(&operation.resource, ShowLimits::APPROVAL, " ", INDENT, &whole),
+                approval.session_id,
+                approval.approval_id
+            )
+        }
         EventPayload::ApprovalUserDecisionRecorded { decision, answered_by, feedback, .. } => {
             let decision =
                 serde_json::to_value(decision).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
@@ -192,6 +207,14 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
             (outcome, Some(reason)) => format!("compaction {}: {reason}", compaction_outcome(*outcome)),
             (outcome, None) => format!("compaction {}", compaction_outcome(*outcome)),
         },
+        EventPayload::InternalAgentFailed { agent, model, error, .. } => {
+            let what = match agent {
+                InternalAgent::ContextCompaction => "a compaction's summary",
+                InternalAgent::SessionTitle => "the session's title",
+            };
+            let said = crate::cli_errors::speak_cli(&error.message);
+            format!("{model} failed to write {what} ({}): {said}", error.kind)
+        }
         EventPayload::DelegateStarted { child_session_id, agent, task, .. } => {
             format!("delegated to {agent} in child session {child_session_id}: {task}")
         }
@@ -201,7 +224,7 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         }
         EventPayload::ApprovalCancelled { reason, .. } => format!("approval cancelled: {reason}"),
         EventPayload::TreeApprovalGrantCommitted { grant } => {
-            format!("granted for the whole session tree: {}", grant.resource)
+            format!("granted for the whole session tree: {}", visible_line(&grant.resource, 200))
         }
         EventPayload::PluginEventAdded { plugin, name, .. } => format!("plugin {plugin}: {name}"),
         EventPayload::GoalActivated { .. }
@@ -333,5 +356,46 @@ mod tests {
         assert_eq!(lines[3], "        │ Tests pass.");
         assert_eq!(lines[4], "        │ … (2 more lines)");
         assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn an_approval_shows_each_line_of_its_command_with_every_control_seen() {
+        let command = "ls\r\nrm -rf ~ #\u{202e}\u{1b}[2J";
+        let approval: troupe_protocol::types::approval::ApprovalRecord = serde_json::from_value(serde_json::json!({
+            "session_id": "s1", "run_id": "r", "tool_call_id": "t1", "approval_id": "ap1", "revision": 1,
+            "status": "pending",
+            "operation": {"tool": "shell", "action": "execute", "resource": command, "summary": format!("run {command}")},
+            "operation_fingerprint": "f", "decision": null, "feedback": null, "answered_by": null,
+            "constraints": {"allow_once": true, "allow_tree_grant": true, "cancellable": true, "expires_at": null},
+            "created_at": "2026-01-01T00:00:00Z", "decided_at": null
+        }))
+        .unwrap();
+        let said = describe(&EventPayload::ApprovalRequested { approval }).unwrap();
+        let lines: Vec<&str> = said.lines().collect();
+        assert_eq!(
+            lines[..4],
+            [
+                "approval needed: run ls⟨CR⟩ [+1 line] (shell)",
+                "        execute on:",
+                "        │ ls⟨CR⟩",
+                "        │ rm -rf ~ #⟨U+202E⟩⟨ESC⟩[2J",
+            ],
+            "{said}"
+        );
+        assert!(lines[4].starts_with("        answer: troupe approve s1 ap1"), "{said}");
+
+        // The call's start shows the command the same way; a one-line command stays on its line.
+        let started = |resource: &str| {
+            describe(&EventPayload::ToolCallStarted {
+                tool_call_id: "t1".into(),
+                tool: "shell".into(),
+                arguments: serde_json::json!({"command": resource}),
+                action: troupe_protocol::types::approval::PermissionAction::Execute,
+                resource: resource.into(),
+            })
+            .unwrap()
+        };
+        assert_eq!(started(command), "tool shell (t1):\n        │ ls⟨CR⟩\n        │ rm -rf ~ #⟨U+202E⟩⟨ESC⟩[2J");
+        assert_eq!(started("ls -la"), "tool shell (t1): ls -la");
     }
 }

@@ -30,6 +30,10 @@ pub enum InspectCommand {
         session_id: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Print each operation whole, however long (by default a long command is cut after 24 lines or 2 KiB,
+        /// saying how much is left).
+        #[arg(long, conflicts_with = "json")]
+        full: bool,
     },
     /// List the models the daemon knows, with their provider and whether it is connected.
     Models {
@@ -72,8 +76,8 @@ impl InspectCommand {
                 InspectCommand::Runs { client, session_id, json } => {
                     crate::runs_cmd::runs(&client.connection(), &session_id, json).await
                 }
-                InspectCommand::Approvals { client, session_id, json } => {
-                    crate::approvals_cmd::approvals(&client.connection(), session_id.as_deref(), json).await
+                InspectCommand::Approvals { client, session_id, json, full } => {
+                    crate::approvals_cmd::approvals(&client.connection(), session_id.as_deref(), json, full).await
                 }
                 InspectCommand::Models { client, json } => {
                     crate::catalog_cmd::catalog(&client, crate::catalog_cmd::Listing::Models, json).await

@@ -16,6 +16,8 @@ pub mod state;
 pub mod view;
 
 #[cfg(test)]
+mod approval_view_tests;
+#[cfg(test)]
 mod tests;
 
 use std::time::Duration;

@@ -57,6 +57,8 @@ pub enum Entry {
     Tool {
         tool_call_id: String,
         tool: String,
+        /// What the call works on (a command, a path) as the daemon sent it, untrusted: the view shows it with
+        /// every control visible, never cleaned (a dropped `\r` would change what it reads as).
         resource: String,
         /// The approval the call asked for, and the answer once given.
         approval: Option<CallApproval>,
@@ -281,7 +283,7 @@ impl App {
             EventPayload::ToolCallStarted { tool_call_id, tool, arguments, resource, .. } => {
                 self.running_tools.push(tool_call_id.clone());
                 // A call that asked first has its entry already: it starts there, its diff just above it.
-                let at = self.call_entry(tool_call_id, |_| (clean(tool), clean(resource)));
+                let at = self.call_entry(tool_call_id, |_| (clean(tool), resource.clone()));
                 if let Entry::Tool { started, .. } = &mut self.entries[at] {
                     *started = true;
                 }
@@ -352,7 +354,7 @@ impl App {
     /// A call of the open session asks for approval: its entry appears now, waiting.
     fn asked(&mut self, approval: &ApprovalRecord) {
         let operation = &approval.operation;
-        let at = self.call_entry(&approval.tool_call_id, |_| (clean(&operation.tool), clean(&operation.resource)));
+        let at = self.call_entry(&approval.tool_call_id, |_| (clean(&operation.tool), operation.resource.clone()));
         if let Entry::Tool { approval: asked, .. } = &mut self.entries[at] {
             *asked = Some(CallApproval { approval_id: approval.approval_id.clone(), answer: None, feedback: None });
         }

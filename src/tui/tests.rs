@@ -10,7 +10,7 @@ use troupe_protocol::types::events::StoredEvent;
 use super::state::{App, PickerRow};
 use super::view;
 
-const SESSION: &str = "0198aaaa-bbbb-7ccc-8ddd-eeeeffff0000";
+pub(super) const SESSION: &str = "0198aaaa-bbbb-7ccc-8ddd-eeeeffff0000";
 
 fn session_meta() -> SessionMeta {
     serde_json::from_value(json!({
@@ -29,7 +29,7 @@ fn session_meta() -> SessionMeta {
     .expect("a session")
 }
 
-fn event(seq: u64, payload: Value) -> StoredEvent {
+pub(super) fn event(seq: u64, payload: Value) -> StoredEvent {
     serde_json::from_value(json!({
         "session_id": SESSION,
         "run_id": "run-1",
@@ -40,13 +40,13 @@ fn event(seq: u64, payload: Value) -> StoredEvent {
     .expect("an event")
 }
 
-fn open_app() -> App {
+pub(super) fn open_app() -> App {
     let mut app = App::new("ws://127.0.0.1:7419/ws".to_owned());
     app.open(session_meta());
     app
 }
 
-fn draw(app: &App) -> (String, ratatui::buffer::Buffer) {
+pub(super) fn draw(app: &App) -> (String, ratatui::buffer::Buffer) {
     let mut terminal = Terminal::new(TestBackend::new(120, 24)).expect("a terminal");
     terminal.draw(|frame| view::draw(frame, app)).expect("drawn");
     let buffer = terminal.backend().buffer().clone();
@@ -60,7 +60,7 @@ fn draw(app: &App) -> (String, ratatui::buffer::Buffer) {
     (text, buffer)
 }
 
-fn run_started(seq: u64, input: &str) -> StoredEvent {
+pub(super) fn run_started(seq: u64, input: &str) -> StoredEvent {
     event(
         seq,
         json!({"type": "run_started", "client_run_id": "c1", "input": input, "fallback_index": 0,

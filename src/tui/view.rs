@@ -8,7 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, List, ListItem, ListState, Paragraph, Wrap};
 
 use super::ansi::styled_lines;
-use troupe_protocol::types::approval::ApprovalDecision;
+use troupe_protocol::diagnostic::{ShowLimits, show_visibly, visible_line};
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord};
 use troupe_protocol::types::run::ToolResultStatus;
 
 use super::state::{App, CallApproval, Entry, InputMode, Screen, ToolEnd};
@@ -56,7 +57,11 @@ fn picker(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn session(frame: &mut Frame, app: &App, area: Rect) {
-    let prompt_height = if app.pending_approval().is_some() { 4 } else { 0 };
+    let prompt = app.pending_approval().map(|approval| approval_prompt(app, approval));
+    // The prompt grows with the command it shows, leaving the transcript at least a few lines.
+    let prompt_height = prompt.as_ref().map_or(0, |prompt| {
+        (prompt.line_count(area.width.saturating_sub(2)) as u16).min(area.height.saturating_sub(3 + 4).max(4))
+    });
     let [transcript_area, prompt_area, input_area] =
         Layout::vertical([Constraint::Min(1), Constraint::Length(prompt_height), Constraint::Length(3)]).areas(area);
     let lines = transcript_lines(app);
@@ -65,26 +70,8 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
     let bottom = total.saturating_sub(transcript_area.height);
     let top = bottom.saturating_sub(app.scroll);
     frame.render_widget(paragraph.scroll((top, 0)), transcript_area);
-    if let Some(approval) = app.pending_approval() {
-        let child = if Some(approval.session_id.as_str()) != app.session_id() {
-            format!(" (child session {})", short_id(&approval.session_id))
-        } else {
-            String::new()
-        };
-        let text = vec![
-            Line::from(format!(
-                "approve {}: {}{child}?",
-                clean(&approval.operation.tool),
-                clean(&approval.operation.summary)
-            )),
-            Line::from(
-                "y once · t for the whole tree · n reject (with feedback) · Esc withdraw this call · Ctrl-C cancel the \
-                 run",
-            ),
-        ];
-        let block =
-            Block::default().borders(Borders::ALL).title(" approval ").border_style(Style::default().fg(Color::Yellow));
-        frame.render_widget(Paragraph::new(text).block(block).wrap(Wrap { trim: false }), prompt_area);
+    if let Some(prompt) = prompt {
+        frame.render_widget(prompt, prompt_area);
     }
     let label = match app.input_mode {
         InputMode::Prompt if app.active_run.is_some() => {
@@ -103,6 +90,51 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
     if let Some(chosen) = app.choosing {
         choices(frame, app, chosen, transcript_area);
     }
+}
+
+/// How much of a command the approval prompt and a transcript's call show: the transcript keeps most of the screen,
+/// and `troupe approvals --full` prints the rest.
+const SHOWN_COMMAND: ShowLimits = ShowLimits { max_lines: 8, max_bytes: 1024 };
+
+/// The approval prompt: what is asked, then the resource (the whole command) line by line with every control
+/// shown as an escape, cut at [`SHOWN_COMMAND`] with where to read the rest, then the keys that answer.
+fn approval_prompt(app: &App, approval: &ApprovalRecord) -> Paragraph<'static> {
+    let child = if Some(approval.session_id.as_str()) != app.session_id() {
+        format!(" (child session {})", short_id(&approval.session_id))
+    } else {
+        String::new()
+    };
+    let operation = &approval.operation;
+    let action = crate::approvals_cmd::action_name(operation.action);
+    let mut text = vec![Line::from(format!(
+        "approve {}: {}{child}?",
+        visible_line(&operation.tool, 40),
+        visible_line(&operation.summary, 100)
+    ))];
+    let whole = format!("`troupe approvals {} --full` shows it whole", approval.session_id);
+    text.extend(command_lines(&operation.resource, &format!("{action} on "), &whole, Style::default()));
+    text.push(Line::from(
+        "y once · t for the whole tree · n reject (with feedback) · Esc withdraw this call · Ctrl-C cancel the run",
+    ));
+    let block =
+        Block::default().borders(Borders::ALL).title(" approval ").border_style(Style::default().fg(Color::Yellow));
+    Paragraph::new(text).block(block).wrap(Wrap { trim: false })
+}
+
+/// `resource` after `lead` when it is one line shown whole; else `lead` alone and one `│ `-guttered line per line,
+/// and what [`SHOWN_COMMAND`] left out with `whole_hint`. Every control and invisible character is an escape.
+fn command_lines(resource: &str, lead: &str, whole_hint: &str, style: Style) -> Vec<Line<'static>> {
+    let shown = show_visibly(resource, SHOWN_COMMAND);
+    if let ([line], None) = (shown.lines.as_slice(), shown.left_out) {
+        return vec![Line::from(Span::styled(format!("{lead}{line}").trim_end().to_owned(), style))];
+    }
+    let mut lines = vec![Line::from(Span::styled(format!("{}:", lead.trim_end()), style))];
+    lines.extend(shown.lines.iter().map(|line| Line::from(Span::styled(format!("  │ {line}"), style))));
+    if let Some(left_out) = shown.left_out {
+        let notice = format!("  … {}: {whole_hint}", left_out.describe());
+        lines.push(Line::from(Span::styled(notice, Style::default().fg(Color::DarkGray))));
+    }
+    lines
 }
 
 fn choices(frame: &mut Frame, app: &App, chosen: usize, area: Rect) {
@@ -149,10 +181,13 @@ fn transcript_lines(app: &App) -> Vec<Line<'static>> {
             }
             Entry::Assistant { text, .. } => lines.extend(clean(text).lines().map(|line| Line::from(line.to_owned()))),
             Entry::Tool { tool, resource, approval, started, output, result, .. } => {
-                lines.push(Line::from(Span::styled(
-                    format!("⚙ {tool} {resource}").trim_end().to_owned(),
+                let whole = "`troupe watch --json` has it whole";
+                lines.extend(command_lines(
+                    resource,
+                    &format!("⚙ {tool} "),
+                    whole,
                     Style::default().fg(Color::Magenta),
-                )));
+                ));
                 lines.extend(approval.as_ref().and_then(|approval| approval_line(approval, result.is_some())));
                 lines.extend(styled_lines(output).into_iter().map(|line| {
                     let mut spans = vec![Span::styled("  │ ", dim)];

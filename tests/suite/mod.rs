@@ -4,6 +4,7 @@ mod approvals;
 mod auth;
 mod big_history;
 mod cli;
+mod cli_approval_text;
 mod cli_big_session;
 mod cli_connection;
 mod cli_core;
