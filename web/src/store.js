@@ -4,6 +4,7 @@
 // change, so a view re-renders only what changed. Mirrors the TUI's reduction (src/tui/state.rs).
 
 import { flushDecoders, outputGap, toolOutput } from './output.js';
+import { visibleLine } from './shown.js';
 
 export { applyOutputNotice } from './output.js';
 export { toolOutput };
@@ -289,7 +290,7 @@ function applyEvent(state, event) {
       break;
     }
     case 'tree_approval_grant_committed':
-      addEntry(state, `other-${seq}`, seq, 'other', { text: `Allowed in every session of this tree: ${p.grant?.action ?? ''} ${p.grant?.resource ?? ''}`.trim() });
+      addEntry(state, `other-${seq}`, seq, 'other', { text: `Allowed in every session of this tree: ${p.grant?.action ?? ''} ${visibleLine(p.grant?.resource ?? '', 200)}`.trim() });
       break;
     case 'run_completed':
     case 'run_failed':

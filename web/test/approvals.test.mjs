@@ -1,5 +1,7 @@
 // Approvals in two browsers on one `ask` session: the card shows in both; answered in one, it disappears from the
 // other. Approve once, then reject with feedback from the other browser. Both browsers see each other as present.
+// A command of several lines holding a carriage return, bidi controls and an escape sequence is shown line by line
+// with every control seen, in the card and its aria-label, and a long one is cut with a toggle that shows it whole.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -79,6 +81,52 @@ test('an approval answered in one browser disappears from the other', async () =
     assert.equal(daemon.exists('rejected.txt'), false, 'the rejected command never ran');
     assert.equal(daemon.exists('approved.txt'), true, 'the approved command ran');
     await screenshot(one.page, 'approvals-answered');
+  });
+});
+
+// 34 lines: a carriage return, a bidi override, an isolate and an escape sequence in the first two, then 32 more.
+const HOSTILE = `ls\r\nrm -rf build #\u202e\u2066txt.sh\x1b[2J\n${Array.from({ length: 32 }, (_, i) => `echo step ${i + 1}\n`).join('')}`;
+const HOSTILE_SCRIPT = { turns: [{ tool_calls: [{ tool: 'shell', arguments: { command: HOSTILE } }] }, { text: 'Not run.' }] };
+// Anything a browser would act on or hide, other than the line breaks.
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+test('a command with several lines and controls is shown line by line with every control seen, and whole on demand', async () => {
+  await withConsole({ name: 'approval-text', script: HOSTILE_SCRIPT }, async ({ daemon, open }) => {
+    const sessionId = await daemon.createSession({ mode: 'ask' });
+    const { page } = await open();
+    await signIn(daemon, page);
+    await openSession(page, sessionId);
+    await chooseScriptedModel(page);
+    await send(page, 'run the script');
+
+    const card = cards(page).first();
+    await card.waitFor({ state: 'visible' });
+    const label = await card.getAttribute('aria-label');
+    assert.match(label, /^Approval: run ls⟨CR⟩ \[\+\d+ lines\]$/, `the label is one line and says more follow: ${label}`);
+    const command = card.getByTestId('approval-command');
+    const shown = (await command.textContent()).split('\n');
+    assert.deepEqual(shown.slice(0, 2), ['ls⟨CR⟩', 'rm -rf build #⟨U+202E⟩⟨U+2066⟩txt.sh⟨ESC⟩[2J'], shown.join('\n'));
+    assert.equal(shown.length, 24, `cut at 24 lines: ${shown.join('\n')}`);
+    assert.equal(shown[23], 'echo step 22');
+    // What is seen, line by line: the browser lays out each line as its own (no CR or bidi reordering).
+    const rendered = (await command.innerText()).split('\n');
+    assert.deepEqual(rendered.slice(0, 2), shown.slice(0, 2), 'the rendered lines are the shown ones');
+    const cut = card.getByTestId('approval-command-cut');
+    assert.match(await cut.textContent(), /^… 130 more bytes, 10 more lines Show whole command$/);
+    const everything = `${label}\n${await card.textContent()}`;
+    assert.ok(!INVISIBLE.test(everything.replaceAll('\n', '')), `nothing hidden: ${JSON.stringify(everything)}`);
+    await screenshot(page, 'approval-card-controls');
+
+    await card.getByTestId('show-whole-command').click();
+    await waitUntil('the whole command', async () => (await command.textContent()).split('\n').length === 34);
+    assert.equal((await command.textContent()).split('\n')[33], 'echo step 32');
+    assert.equal(await card.getByTestId('approval-command-cut').count(), 0, 'nothing is left out any more');
+
+    await card.getByTestId('reject-feedback').fill('not that');
+    await waitUntil('the buttons to arm', async () => !(await card.getByTestId('reject').isDisabled()));
+    await card.getByTestId('reject').click();
+    await waitForEntry(page, 'assistant', 'Not run.');
+    await waitForRunEnd(page);
   });
 });
 

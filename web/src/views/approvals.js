@@ -1,6 +1,11 @@
 // Pending approvals of the open tree, one card each. A card goes away when any client answers (the resolution
 // event, or the next approval.list), in every open browser.
+//
+// What a card shows is what runs: the summary and the aria-label are one line with controls shown and further lines
+// marked (visibleLine), and the resource (the whole command) is shown line by line with every control and invisible
+// character as an escape (showVisibly), cut at APPROVAL_LIMITS with a "Show whole command" toggle.
 import { fill, h, shortId } from '../dom.js';
+import { APPROVAL_LIMITS, WHOLE, describeLeftOut, showVisibly, visibleLine } from '../shown.js';
 
 /** How long a new approval card ignores clicks. */
 const ARMING_MS = 600;
@@ -12,6 +17,28 @@ const RISK = {
   network: 'Reaches the network.',
   delete: 'Deletes files.',
 };
+
+/**
+ * The resource as a `pre` of its shown lines; when the limits cut it, a line saying how much is left and a button
+ * that shows it whole.
+ */
+function resourceView(resource) {
+  const code = h('pre', { class: 'resource', 'data-testid': 'approval-command' });
+  const notice = h('p', { class: 'dim command-cut', 'data-testid': 'approval-command-cut' });
+  const show = (limits) => {
+    const shown = showVisibly(resource, limits);
+    fill(code, shown.lines.join('\n'));
+    if (!shown.leftOut) return notice.remove();
+    fill(
+      notice,
+      `… ${describeLeftOut(shown.leftOut)} `,
+      h('button', { type: 'button', class: 'link', 'data-testid': 'show-whole-command', onclick: () => show(WHOLE) }, 'Show whole command'),
+    );
+  };
+  const view = h('div', null, code, notice);
+  show(APPROVAL_LIMITS);
+  return view;
+}
 
 /** `actions.respond(record, decision, feedback)` → Promise; `actions.focusPrompt()`. */
 export function createApprovals(actions) {
@@ -88,15 +115,15 @@ export function createApprovals(actions) {
     });
     const view = h(
       'article',
-      { class: 'approval-card arming', 'data-testid': 'approval-card', 'data-approval-id': record.approval_id, 'aria-label': `Approval: ${op.summary ?? op.tool}` },
-      h('h3', null, `${op.tool} wants to ${op.action}`, op.summary && !op.summary.includes(op.resource ?? '') ? h('span', { class: 'dim' }, ` — ${op.summary}`) : null),
+      { class: 'approval-card arming', 'data-testid': 'approval-card', 'data-approval-id': record.approval_id, 'aria-label': `Approval: ${visibleLine(op.summary ?? op.tool)}` },
+      h('h3', null, `${visibleLine(op.tool, 40)} wants to ${op.action}`, op.summary && !op.summary.includes(op.resource ?? '') ? h('span', { class: 'dim', 'data-testid': 'approval-summary' }, ` — ${visibleLine(op.summary)}`) : null),
       h(
         'dl',
         { class: 'facts' },
         h('dt', null, 'Operation'),
-        h('dd', null, `${op.tool} · ${op.action}`),
+        h('dd', null, `${visibleLine(op.tool, 40)} · ${op.action}`),
         h('dt', null, 'Resource'),
-        h('dd', null, h('code', { class: 'resource' }, op.resource ?? '')),
+        h('dd', null, resourceView(op.resource ?? '')),
         h('dt', null, 'Risk'),
         h('dd', null, RISK[op.action] ?? `Action "${op.action}" needs your approval.`),
         record.session_id !== sessionId ? [h('dt', null, 'Session'), h('dd', null, `delegated ${shortId(record.session_id)}`)] : null,

@@ -6,6 +6,7 @@ import { renderDiff } from '../diff.js';
 import { clock, fill, h, shortId } from '../dom.js';
 import { renderMarkdown } from '../markdown.js';
 import { failureAdvice } from '../selection.js';
+import { visibleBlock, visibleLine } from '../shown.js';
 
 const RESULT_PREVIEW_CHARS = 20_000;
 
@@ -195,7 +196,7 @@ function simpleBody(entry, actions) {
       const answer = entry.decision ? DECISION_WORDS[entry.decision] ?? entry.decision : entry.status === 'pending' ? 'waiting for an answer' : entry.status;
       return [
         meta(h('span', { class: 'who' }, 'Approval'), h('span', { class: `badge approval-${entry.decision ?? entry.status}` }, answer), entry.answeredBy ? h('span', { class: 'dim', title: entry.answeredBy }, `by ${actions.who(entry.answeredBy)}`) : null),
-        h('div', null, op.summary && !op.summary.includes(op.resource ?? '') ? [op.summary, ' '] : [`${op.tool} · ${op.action} `], h('code', null, op.resource ?? '')),
+        h('div', null, op.summary && !op.summary.includes(op.resource ?? '') ? [visibleLine(op.summary), ' '] : [`${visibleLine(op.tool, 40)} · ${op.action} `], h('code', { class: 'resource' }, visibleBlock(op.resource ?? ''))),
         entry.feedback ? h('p', { class: 'feedback' }, `Feedback: ${entry.feedback}`) : null,
         entry.reason ? h('p', { class: 'dim' }, entry.reason) : null,
       ];
@@ -226,9 +227,9 @@ function adviceLine(message) {
 function argumentsBlock(entry) {
   const args = entry.arguments;
   if (args && typeof args === 'object' && typeof args.command === 'string') {
-    return h('pre', { class: 'command' }, h('span', { class: 'prompt', 'aria-hidden': 'true' }, '$ '), args.command);
+    return h('pre', { class: 'command' }, h('span', { class: 'prompt', 'aria-hidden': 'true' }, '$ '), visibleBlock(args.command));
   }
-  if (args === null || args === undefined) return entry.resource ? h('pre', { class: 'command' }, entry.resource) : null;
+  if (args === null || args === undefined) return entry.resource ? h('pre', { class: 'command' }, visibleBlock(entry.resource)) : null;
   if (entry.diff) {
     const { path } = entry.diff;
     const rest = { ...args };
@@ -342,7 +343,7 @@ function toolView(entry, actions) {
       head,
       h('span', { class: 'who tool-name' }, current.tool),
       current.action ? h('span', { class: 'dim' }, current.action) : null,
-      current.resource && !(current.arguments && typeof current.arguments.command === 'string') ? h('code', { class: 'resource' }, current.resource) : null,
+      current.resource && !(current.arguments && typeof current.arguments.command === 'string') ? h('code', { class: 'resource' }, visibleBlock(current.resource)) : null,
       h('span', { class: `badge status-${cls}` }, status),
       current.stdin.length ? h('span', { class: 'dim' }, `stdin: ${current.stdin.reduce((n, s) => n + s.bytes, 0)} bytes${current.stdinClosed ? ', closed' : ''}`) : null,
     );
