@@ -60,9 +60,18 @@ struct Placed {
     entry: Entry,
 }
 
-/// The result of a tool unit left out of a summary request, with the messages it emitted.
-pub const ELIDED_RESULT: &str =
-    "[tool result elided: left out, with the messages the tool emitted, to fit the request]";
+/// The result of a tool unit left out of a summary request, standing for it and for the `lost` messages its tool
+/// emitted (left out with it, as one unit). The count is given so the summarizing model knows how much it did not
+/// see, as the reference's "Tool-emitted messages" section asks.
+pub fn elided_result(lost: usize) -> String {
+    match lost {
+        0 => "[tool result elided: left out to fit the request]".to_owned(),
+        1 => "[tool result elided: left out, with the 1 message the tool emitted, to fit the request]".to_owned(),
+        lost => {
+            format!("[tool result elided: left out, with the {lost} messages the tool emitted, to fit the request]")
+        }
+    }
+}
 
 /// A committed model turn that asked for tools, and the units of the calls that terminated so far.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -85,8 +94,8 @@ impl ToolTurn {
     }
 
     /// The turn's messages: the assistant turn, every result in call order, then every emitted message. While
-    /// `elide` is positive, each unit is elided as a whole (its result replaced by [`ELIDED_RESULT`], its emitted
-    /// messages left out) and `elide` counts down.
+    /// `elide` is positive, each unit is elided as a whole (its result replaced by [`elided_result`], which counts
+    /// the emitted messages left out with it) and `elide` counts down.
     fn flatten_into(&self, messages: &mut Vec<ChatMessage>, elide: &mut usize) {
         let calls: &[ToolCallRequest] = match &self.assistant {
             Some(ChatMessage::Assistant { tool_calls, .. }) => tool_calls,
@@ -120,7 +129,7 @@ impl ToolTurn {
             let result = ChatMessage::ToolResult {
                 tool_call_id: tool_call_id.clone(),
                 tool: tool.clone(),
-                content: ELIDED_RESULT.to_owned(),
+                content: elided_result(unit.emitted.len()),
                 is_error: false,
             };
             *unit = Cow::Owned(ToolUnit { result, emitted: Vec::new() });
@@ -156,7 +165,7 @@ impl Transcript {
         self.messages_eliding(0)
     }
 
-    /// The history with its first `elide` tool units elided, each as one unit (see [`ELIDED_RESULT`]): what a
+    /// The history with its first `elide` tool units elided, each as one unit (see [`elided_result`]): what a
     /// summary request sends when the whole history does not fit.
     pub fn messages_eliding(&self, mut elide: usize) -> Vec<ChatMessage> {
         let mut messages = Vec::with_capacity(self.entries.len());

@@ -310,10 +310,12 @@ fn elision_takes_the_oldest_units_whole_and_the_summary_request_elides_only_what
     let mut transcript = Transcript::default();
     transcript.apply(&user_input(2, "task"));
     let big = "x".repeat(4_000);
+    // The units emitted two messages, none, and one.
     for (index, seq) in [3u64, 5, 7].iter().enumerate() {
         let id = format!("c{index}");
         transcript.apply(&turn_with_call(*seq, &id));
-        transcript.apply(&terminated(seq + 1, &id, &big, vec![message(MessageRole::User, "emitted")]));
+        let emitted = [2, 0, 1][index];
+        transcript.apply(&terminated(seq + 1, &id, &big, vec![message(MessageRole::User, "emitted"); emitted]));
     }
     let elided = transcript.messages_eliding(2);
     let results: Vec<&str> = elided
@@ -323,7 +325,15 @@ fn elision_takes_the_oldest_units_whole_and_the_summary_request_elides_only_what
             _ => None,
         })
         .collect();
-    assert_eq!(results, [ELIDED_RESULT, ELIDED_RESULT, big.as_str()]);
+    // Each marker says how many emitted messages were lost with its result.
+    assert_eq!(
+        results,
+        [
+            "[tool result elided: left out, with the 2 messages the tool emitted, to fit the request]",
+            "[tool result elided: left out to fit the request]",
+            big.as_str()
+        ]
+    );
     let emitted = elided.iter().filter(|message| texts(message) == ["emitted"]).count();
     assert_eq!(emitted, 1, "an elided result's emitted messages go with it");
 
@@ -336,4 +346,17 @@ fn elision_takes_the_oldest_units_whole_and_the_summary_request_elides_only_what
     assert!(request.tools.is_empty());
     let (_, none) = crate::compaction::summary_request(&transcript, "m".into(), None, None, None, 3);
     assert_eq!(none, 0, "without a known window nothing is elided");
+}
+
+#[test]
+fn the_elision_marker_counts_the_emitted_messages_lost_with_the_result() {
+    assert_eq!(elided_result(0), "[tool result elided: left out to fit the request]");
+    assert_eq!(
+        elided_result(1),
+        "[tool result elided: left out, with the 1 message the tool emitted, to fit the request]"
+    );
+    assert_eq!(
+        elided_result(4),
+        "[tool result elided: left out, with the 4 messages the tool emitted, to fit the request]"
+    );
 }
