@@ -6,16 +6,18 @@
 //! answers with a non-empty text wins (one attempt each: a compaction that cannot be made now is reported, and a
 //! manual one can simply be asked again). When the model's context window is known, the request is made to fit it
 //! by eliding the oldest tool units (`troupe_runtime::compaction::summary_request`). Each attempt that reported
-//! usage gives a `model_usage_recorded` with purpose `compaction`, stamped with its cost as the run loop does; the
-//! caller appends them, attributed to its agent.
+//! usage gives a `model_usage_recorded` with purpose `compaction`, stamped with its cost as the run loop does, and
+//! each whose model request failed an `internal_agent_failed` carrying the failure's `ModelErrorSummary` (the
+//! vendor's body as a bounded, terminal-safe `DiagnosticText`, as for a run's failures); the caller appends them,
+//! attributed to its agent.
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::ModelSelection;
-use troupe_protocol::types::events::{CompactionTrigger, EventPayload, UsagePurpose};
+use troupe_protocol::types::events::{CompactionTrigger, EventPayload, InternalAgent, UsagePurpose};
 use troupe_runtime::clock::new_id;
 use troupe_runtime::compaction::{BYTES_PER_TOKEN, SUMMARY_MAX_OUTPUT_TOKENS, answer_reserve, summary_request};
-use troupe_runtime::model::{StreamEvent, TokenUsage};
+use troupe_runtime::model::{ModelError, StreamEvent, TokenUsage};
 use troupe_runtime::transcript::{CompactionCounts, Transcript};
 
 use crate::run_services::RunServices;
@@ -32,6 +34,8 @@ pub struct CompactionSource {
 /// One summary request to make.
 pub struct SummaryJob<'a> {
     pub services: &'a RunServices,
+    /// The compaction the request is for, named by its `internal_agent_failed` events.
+    pub compaction_id: &'a str,
     /// Models to try, in order.
     pub chain: &'a [ModelSelection],
     /// The agent the usage is attributed to.
@@ -52,35 +56,48 @@ pub enum Summary {
     Cancelled,
 }
 
-/// The summary and the usage records of its attempts (`model_usage_recorded`, purpose `compaction`).
+/// The summary and the records of its attempts, in order: `model_usage_recorded` (purpose `compaction`) of each
+/// that reported usage, `internal_agent_failed` of each whose model request failed.
 pub struct SummaryOutcome {
     pub summary: Summary,
-    pub usage: Vec<EventPayload>,
+    pub events: Vec<EventPayload>,
 }
 
 /// Asks the chain's models, in order, for a summary of `job.source`.
 pub async fn summarize(job: SummaryJob<'_>) -> SummaryOutcome {
-    let mut usage = Vec::new();
+    let mut events = Vec::new();
     let mut last_failure = "the session has no model to summarize with".to_owned();
     for model in job.chain {
         if job.cancel.is_cancelled() {
-            return SummaryOutcome { summary: Summary::Cancelled, usage };
+            return SummaryOutcome { summary: Summary::Cancelled, events };
         }
-        match attempt(&job, model, &mut usage).await {
-            Attempt::Written(text) => return SummaryOutcome { summary: Summary::Written(text), usage },
-            Attempt::Cancelled => return SummaryOutcome { summary: Summary::Cancelled, usage },
-            Attempt::Failed(reason) => {
-                tracing::debug!(model = %model.model, %reason, "a compaction's summary request failed");
-                last_failure = format!("{} could not summarize: {reason}", model.model);
+        let reason = match attempt(&job, model, &mut events).await {
+            Attempt::Written(text) => return SummaryOutcome { summary: Summary::Written(text), events },
+            Attempt::Cancelled => return SummaryOutcome { summary: Summary::Cancelled, events },
+            Attempt::Failed(reason) => reason,
+            Attempt::ModelFailed(error) => {
+                let reason = error.message.clone();
+                events.push(EventPayload::InternalAgentFailed {
+                    agent: InternalAgent::ContextCompaction,
+                    model: model.model.clone(),
+                    compaction_id: Some(job.compaction_id.to_owned()),
+                    error: error.summary(),
+                });
+                reason
             }
-        }
+        };
+        tracing::debug!(model = %model.model, %reason, "a compaction's summary request failed");
+        last_failure = format!("{} could not summarize: {reason}", model.model);
     }
-    SummaryOutcome { summary: Summary::Failed(last_failure), usage }
+    SummaryOutcome { summary: Summary::Failed(last_failure), events }
 }
 
 enum Attempt {
     Written(String),
+    /// The model answered, but not with a usable summary.
     Failed(String),
+    /// The model request itself failed (or the model could not be resolved).
+    ModelFailed(ModelError),
     Cancelled,
 }
 
@@ -88,7 +105,7 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
     let models = &job.services.models;
     let (provider, model_id) = match models.resolve(&model.model) {
         Ok(resolved) => resolved,
-        Err(error) => return Attempt::Failed(error.message),
+        Err(error) => return Attempt::ModelFailed(error),
     };
     let window = models.context_window(&model.model);
     // The request fits when its estimate is at most `limit`: the window less the answer reserve, and the budget.
@@ -105,7 +122,7 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
     let mut stream = tokio::select! {
         opened = provider.stream(request) => match opened {
             Ok(stream) => stream,
-            Err(error) => return Attempt::Failed(error.message),
+            Err(error) => return Attempt::ModelFailed(error),
         },
         _ = job.cancel.cancelled() => return Attempt::Cancelled,
     };
@@ -130,14 +147,14 @@ async fn attempt(job: &SummaryJob<'_>, model: &ModelSelection, usage: &mut Vec<E
             Some(Ok(StreamEvent::Usage(tokens))) => reported = Some(tokens),
             Some(Ok(StreamEvent::Finished { .. })) | None => break None,
             Some(Ok(_)) => {}
-            Some(Err(error)) => break Some(error.message),
+            Some(Err(error)) => break Some(error),
         }
     };
     record(reported, usage);
     let summary_tokens = (text.trim().len() as u64).div_ceil(BYTES_PER_TOKEN);
     let summary_limit = max_summary_tokens(window);
     match failure {
-        Some(reason) => Attempt::Failed(reason),
+        Some(error) => Attempt::ModelFailed(error),
         None if text.trim().is_empty() => Attempt::Failed("the model answered with an empty summary".to_owned()),
         // A summary that would crowd out the work it is meant to make room for is not one.
         None if summary_tokens > summary_limit => Attempt::Failed(format!(

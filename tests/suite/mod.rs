@@ -30,6 +30,7 @@ mod goals;
 mod growth;
 mod history;
 mod history_attacks;
+mod internal_agent_failures;
 mod limits;
 mod logs_status;
 mod metrics;

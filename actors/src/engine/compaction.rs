@@ -59,6 +59,7 @@ impl Engine {
             let _registration = registration;
             let outcome = summarize(SummaryJob {
                 services: &services,
+                compaction_id: &compaction_id,
                 chain: &chain,
                 agent: &selection.agent,
                 source: &source,
@@ -67,7 +68,7 @@ impl Engine {
                 budget: None,
             })
             .await;
-            let mut events = outcome.usage;
+            let mut events = outcome.events;
             let (result, ended) = match outcome.summary {
                 Summary::Written(summary) => {
                     events.push(checkpoint_event(&compaction_id, summary, &source, CompactionTrigger::Manual));

@@ -110,6 +110,7 @@ impl RunLoop {
         self.emit_as(started, Some(COMPACTION_ORIGIN)).await;
         let outcome = summarize(SummaryJob {
             services: &self.setup.services,
+            compaction_id: &compaction_id,
             chain: &chain,
             agent: &self.setup.selection.agent,
             source: &source,
@@ -118,8 +119,8 @@ impl RunLoop {
             budget,
         })
         .await;
-        for usage in outcome.usage {
-            self.emit_as(usage, Some(COMPACTION_ORIGIN)).await;
+        for event in outcome.events {
+            self.emit_as(event, Some(COMPACTION_ORIGIN)).await;
         }
         let ended =
             |outcome, reason| EventPayload::CompactionEnded { compaction_id: compaction_id.clone(), outcome, reason };

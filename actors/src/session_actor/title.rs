@@ -5,8 +5,10 @@
 //! `run_started`, does not keep the session busy and never delays the run. It asks the run's models, in order (one
 //! attempt each, all within [`TITLE_TIMEOUT`]), for a short title of the run's input
 //! (`troupe_runtime::title::title_request`), records each attempt's usage as `model_usage_recorded` with purpose
-//! `title`, and commits `session_title_committed` with change `auto`. Without an answer it commits the first line
-//! of the input instead (`first_line_title`).
+//! `title` and each failed model request as `internal_agent_failed` (agent `session_title`, with the failure's
+//! `ModelErrorSummary`, whose vendor body is a bounded, terminal-safe `DiagnosticText`), and commits
+//! `session_title_committed` with change `auto`. Without an answer it commits the first line of the input instead
+//! (`first_line_title`).
 //!
 //! A client that sets or clears the title meanwhile wins: the job's request is abandoned at once, and the title is
 //! checked again at commit anyway (the usage reported so far is still recorded: it was paid for). One job at a
@@ -26,9 +28,9 @@ use actix::prelude::*;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::{ModelSelection, SessionOrigin};
-use troupe_protocol::types::events::{EventPayload, TitleChangeKind, UsagePurpose};
+use troupe_protocol::types::events::{EventPayload, InternalAgent, TitleChangeKind, UsagePurpose};
 use troupe_runtime::clock::new_id;
-use troupe_runtime::model::{StreamEvent, TokenUsage};
+use troupe_runtime::model::{ModelError, StreamEvent, TokenUsage};
 use troupe_runtime::session_state::SessionState;
 use troupe_runtime::title::{first_line_title, title_from_answer, title_request};
 
@@ -55,8 +57,9 @@ pub(super) struct TitleRequest<'a> {
 struct TitleOutcome {
     /// The model's title, when one answered with something usable.
     title: Option<String>,
-    /// `model_usage_recorded` (purpose `title`) of each attempt that reported usage.
-    usage: Vec<EventPayload>,
+    /// In attempt order: `model_usage_recorded` (purpose `title`) of each attempt that reported usage,
+    /// `internal_agent_failed` of each whose model request failed.
+    events: Vec<EventPayload>,
 }
 
 impl SessionActor {
@@ -89,8 +92,8 @@ impl SessionActor {
         let agent = request.agent.to_owned();
         let input = request.input.to_owned();
         let job = async move {
-            let mut usage = Vec::new();
-            let asked = ask_models(&services, &chain, &agent, &input, &mut usage);
+            let mut events = Vec::new();
+            let asked = ask_models(&services, &chain, &agent, &input, &mut events);
             let title = tokio::select! {
                 title = tokio::time::timeout(TITLE_TIMEOUT, asked) => title.unwrap_or_else(|_| {
                     tracing::debug!("no model named the session in time; its title is the input's first line");
@@ -99,18 +102,19 @@ impl SessionActor {
                 // A client named the session: the request is dropped, and with it the connection to the vendor.
                 _ = cancel.cancelled() => None,
             };
-            TitleOutcome { title, usage }
+            TitleOutcome { title, events }
         };
         ctx.spawn(job.into_actor(self).map(move |outcome, actor, ctx| {
             actor.title_job = None;
             let title = outcome.title.unwrap_or(fallback);
-            actor.commit_auto_title(ctx, title, outcome.usage);
+            actor.commit_auto_title(ctx, title, outcome.events);
         }));
     }
 
-    /// Records the job's usage, then its title unless the session no longer waits for one (a client's title won).
-    fn commit_auto_title(&mut self, ctx: &mut Context<Self>, title: String, usage: Vec<EventPayload>) {
-        for payload in usage {
+    /// Records the job's usage and failures, then its title unless the session no longer waits for one (a client's
+    /// title won).
+    fn commit_auto_title(&mut self, ctx: &mut Context<Self>, title: String, events: Vec<EventPayload>) {
+        for payload in events {
             if let Err(error) = self.append(ctx, None, Some(TITLE_ORIGIN.to_owned()), payload) {
                 tracing::debug!(session_id = %self.session_id, %error, "a title request's usage was not recorded");
                 return;
@@ -136,15 +140,34 @@ async fn ask_models(
     chain: &[ModelSelection],
     agent: &str,
     input: &str,
-    usage: &mut Vec<EventPayload>,
+    events: &mut Vec<EventPayload>,
 ) -> Option<String> {
     for model in chain {
-        match ask(services, model, agent, input, usage).await {
+        match ask(services, model, agent, input, events).await {
             Ok(title) => return Some(title),
-            Err(reason) => tracing::debug!(model = %model.model, %reason, "a title request failed"),
+            Err(TitleFailure::Unusable(reason)) => {
+                tracing::debug!(model = %model.model, %reason, "a model answered without a usable title")
+            }
+            Err(TitleFailure::Model(error)) => {
+                tracing::debug!(model = %model.model, reason = %error.message, "a title request failed");
+                events.push(EventPayload::InternalAgentFailed {
+                    agent: InternalAgent::SessionTitle,
+                    model: model.model.clone(),
+                    compaction_id: None,
+                    error: error.summary(),
+                });
+            }
         }
     }
     None
+}
+
+/// Why one model gave no title.
+enum TitleFailure {
+    /// The request failed (or the model could not be resolved): recorded as `internal_agent_failed`.
+    Model(ModelError),
+    /// The model answered, with nothing a title can be made of.
+    Unusable(String),
 }
 
 async fn ask(
@@ -153,10 +176,10 @@ async fn ask(
     agent: &str,
     input: &str,
     usage: &mut Vec<EventPayload>,
-) -> Result<String, String> {
-    let (provider, model_id) = services.models.resolve(&model.model).map_err(|error| error.message)?;
+) -> Result<String, TitleFailure> {
+    let (provider, model_id) = services.models.resolve(&model.model).map_err(TitleFailure::Model)?;
     let request = title_request(input, model_id, model.variant.clone());
-    let mut stream = provider.stream(request).await.map_err(|error| error.message)?;
+    let mut stream = provider.stream(request).await.map_err(TitleFailure::Model)?;
     let mut text = String::new();
     let mut reported: Option<TokenUsage> = None;
     let failure = loop {
@@ -165,14 +188,15 @@ async fn ask(
             Some(Ok(StreamEvent::Usage(tokens))) => reported = Some(tokens),
             Some(Ok(StreamEvent::Finished { .. })) | None => break None,
             Some(Ok(_)) => {}
-            Some(Err(error)) => break Some(error.message),
+            Some(Err(error)) => break Some(error),
         }
     };
     if let Some(tokens) = reported {
         usage.push(services.models.usage_recorded(new_id(), &model.model, agent, &tokens, UsagePurpose::Title));
     }
     match failure {
-        Some(reason) => Err(reason),
-        None => title_from_answer(&text).ok_or_else(|| "the model answered without a title".to_owned()),
+        Some(error) => Err(TitleFailure::Model(error)),
+        None => title_from_answer(&text)
+            .ok_or_else(|| TitleFailure::Unusable("the model answered without a title".to_owned())),
     }
 }

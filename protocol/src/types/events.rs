@@ -374,6 +374,18 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A model request of an internal agent failed: a compaction's summary request or an automatic title's (a
+    /// run's own requests record `attempt_abandoned` instead). One per failed request, in order; `error` is the
+    /// same bounded, terminal-safe summary, with the vendor's body as a `DiagnosticText`.
+    InternalAgentFailed {
+        agent: InternalAgent,
+        /// `<provider>/<model id>` asked.
+        model: String,
+        /// The compaction the request was for (`context_compaction` only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compaction_id: Option<String>,
+        error: ModelErrorSummary,
+    },
     /// A `delegate` tool call created a child session and started the task there (in the parent's log).
     DelegateStarted {
         tool_call_id: String,
@@ -440,6 +452,7 @@ impl EventPayload {
             EventPayload::CompactionStarted { .. } => "compaction_started",
             EventPayload::ContextCheckpointCommitted { .. } => "context_checkpoint_committed",
             EventPayload::CompactionEnded { .. } => "compaction_ended",
+            EventPayload::InternalAgentFailed { .. } => "internal_agent_failed",
             EventPayload::DelegateStarted { .. } => "delegate_started",
             EventPayload::DelegateFinished { .. } => "delegate_finished",
             EventPayload::Unknown => return None,
@@ -464,6 +477,16 @@ impl UsagePurpose {
     pub fn is_turn(&self) -> bool {
         *self == UsagePurpose::Turn
     }
+}
+
+/// The engine's internal agents: model requests made for the engine's own purposes, outside any run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InternalAgent {
+    /// A compaction's summary.
+    ContextCompaction,
+    /// An automatic session title.
+    SessionTitle,
 }
 
 /// Why a compaction ran.
