@@ -36,6 +36,7 @@ mod logs_status;
 mod metrics;
 mod metrics_support;
 mod plugin_lifetime;
+mod plugin_messages;
 mod plugins;
 mod presence;
 mod producers;

@@ -12,7 +12,7 @@ use troupe_protocol::types::session::{SessionRenameParams, TitleChange};
 use super::support::*;
 
 /// The python3 the plugin runs with, by absolute path (a plugin's environment has no PATH).
-fn python3() -> PathBuf {
+pub(super) fn python3() -> PathBuf {
     let path = std::env::var_os("PATH").expect("PATH");
     std::env::split_paths(&path)
         .map(|dir| dir.join("python3"))
@@ -29,7 +29,7 @@ fn toml_string(value: &Path) -> String {
 }
 
 /// A `[plugins.<name>]` section running `script` with `env`.
-fn plugin_section(name: &str, script: &Path, env: &[(&str, &Path)], extra: &str) -> String {
+pub(super) fn plugin_section(name: &str, script: &Path, env: &[(&str, &Path)], extra: &str) -> String {
     let env: Vec<String> = env.iter().map(|(key, value)| format!("{key} = {}", toml_string(value))).collect();
     format!(
         "[plugins.{name}]\ncommand = {}\nargs = [{}]\nenv = {{ {} }}\n{extra}\n",
@@ -39,7 +39,7 @@ fn plugin_section(name: &str, script: &Path, env: &[(&str, &Path)], extra: &str)
     )
 }
 
-async fn wait_for_status(daemon: &TestDaemon, plugin: &str, status: PluginRecoveryStatus) {
+pub(super) async fn wait_for_status(daemon: &TestDaemon, plugin: &str, status: PluginRecoveryStatus) {
     eventually(&format!("plugin {plugin} {status:?}"), || daemon.engine().plugins().status(plugin) == Some(status))
         .await;
 }

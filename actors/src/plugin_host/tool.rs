@@ -121,7 +121,8 @@ fn plain(status: ToolResultStatus, output: String) -> PersistedToolResult {
 }
 
 /// A plugin's answer as the result stored and shown to the model: a single output as is, named outputs as
-/// `[name]` sections in name order; the display when the plugin gave one.
+/// `[name]` sections in name order; the display and the additional messages when the plugin gave them (their
+/// bounds and artifacts are checked with every tool's, when the run records the result).
 pub fn into_result(result: PluginToolCallResult) -> PersistedToolResult {
     let output = match result.output {
         PluginToolOutput::Single { text } => text,
@@ -130,7 +131,11 @@ pub fn into_result(result: PluginToolCallResult) -> PersistedToolResult {
         }
     };
     let status = if result.is_error { ToolResultStatus::Error } else { ToolResultStatus::Ok };
-    PersistedToolResult { display: result.display, ..plain(status, output) }
+    PersistedToolResult {
+        display: result.display,
+        additional_messages: result.additional_messages,
+        ..plain(status, output)
+    }
 }
 
 /// A tool a run can call: a built-in one, or a plugin's.
@@ -161,6 +166,7 @@ mod tests {
             output: PluginToolOutput::Named { outputs },
             display: Some("shown".into()),
             is_error: true,
+            additional_messages: Vec::new(),
         });
         assert_eq!(result.output, "[a]\none\n\n[b]\ntwo");
         assert_eq!((result.status, result.display.as_deref()), (ToolResultStatus::Error, Some("shown")));

@@ -3,7 +3,7 @@
 //! what reaches a tool anyway, such as a hard link to the token made before the daemon started.
 
 use bytes::Bytes;
-use troupe_protocol::types::run::PersistedToolResult;
+use troupe_protocol::types::run::{MessagePart, PersistedToolResult};
 use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::redact::{Secrets, StreamRedactor};
 use troupe_runtime::tools::OutputChunk;
@@ -92,6 +92,19 @@ pub(super) fn mask_result(
         labels.extend(masked.labels);
         result.display = Some(masked.text);
     }
+    // The messages a tool emits reach the model and every client like its output does.
+    for message in &mut result.additional_messages {
+        for part in &mut message.parts {
+            let text = match part {
+                MessagePart::Text { text } => text,
+                MessagePart::File { name: Some(name), .. } => name,
+                MessagePart::File { name: None, .. } => continue,
+            };
+            let masked = secrets.redact(text);
+            labels.extend(masked.labels);
+            *text = masked.text;
+        }
+    }
     labels.extend(streamed.iter().cloned());
     labels.sort();
     labels.dedup();
@@ -111,7 +124,7 @@ pub(super) fn mask_result(
 
 #[cfg(test)]
 mod tests {
-    use troupe_protocol::types::run::ToolResultStatus;
+    use troupe_protocol::types::run::{MessageRole, ToolEmittedMessage, ToolResultStatus};
 
     use super::*;
 
@@ -159,6 +172,32 @@ mod tests {
         };
         let masked = mask_result(&secrets(), result, &[]);
         assert!(!masked.output.contains(TOKEN), "{}", masked.output);
+        assert!(masked.output.contains("troupe masked its own secrets in this output: daemon token"));
+    }
+
+    #[test]
+    fn the_text_of_emitted_messages_is_masked_too() {
+        let message = ToolEmittedMessage {
+            role: MessageRole::User,
+            parts: vec![
+                MessagePart::Text { text: format!("see {TOKEN}") },
+                MessagePart::File {
+                    path: "artifacts/a.txt".into(),
+                    mime_type: "text/plain".into(),
+                    name: Some(format!("{TOKEN}.txt")),
+                },
+            ],
+        };
+        let result = PersistedToolResult {
+            status: ToolResultStatus::Ok,
+            output: "done".into(),
+            display: None,
+            output_ref: None,
+            additional_messages: vec![message],
+        };
+        let masked = mask_result(&secrets(), result, &[]);
+        let shown = serde_json::to_string(&masked.additional_messages).unwrap();
+        assert!(!shown.contains(TOKEN), "{shown}");
         assert!(masked.output.contains("troupe masked its own secrets in this output: daemon token"));
     }
 }

@@ -1,10 +1,13 @@
 //! One tool call of a run: the permission check, `tool_call_started` (accepted before the tool runs), the
 //! execution with its live output masked and streamed to the session, and the masked result.
 
+use std::path::Path;
+
 use tokio::sync::{mpsc, oneshot};
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
+use troupe_protocol::types::run::{EmittedMessagesError, PersistedToolResult, ToolResultStatus};
 use troupe_runtime::model::ToolCallRequest;
+use troupe_runtime::model::attachments::check_artifact;
 use troupe_runtime::tools::{OutputChunk, StdinInput, ToolContext};
 
 use super::masking::{OutputMasks, mask_result};
@@ -108,7 +111,7 @@ impl RunLoop {
         for payload in progress.finish() {
             self.emit(payload).await;
         }
-        checked_messages(mask_result(&services.secrets, result, &masks.labels()))
+        checked_messages(mask_result(&services.secrets, result, &masks.labels()), &call.tool, &services.data_dir)
     }
 
     async fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
@@ -131,13 +134,23 @@ impl RunLoop {
     }
 }
 
-/// Enforces the reference's bounds on the messages a tool emits (at most four, each with a part) before the
-/// result is recorded: messages out of bounds are dropped, and the result's output says so, so the model knows
-/// and the log never holds a result that a later load would have to repair.
-pub(super) fn checked_messages(mut result: PersistedToolResult) -> PersistedToolResult {
-    if let Err(reason) = result.validate() {
-        tracing::warn!(%reason, "a tool emitted additional messages out of bounds; they were dropped");
+/// Enforces the reference's bounds on the messages a tool emits (`PersistedToolResult::validate`) and checks that
+/// every artifact they attach is stored, before the result is recorded. Messages that break them are refused whole:
+/// the result becomes an `error` without them and its output says why, so the model knows, and the log never holds
+/// a result that a later load would have to repair or a reference to nothing.
+pub(super) fn checked_messages(mut result: PersistedToolResult, tool: &str, data_dir: &Path) -> PersistedToolResult {
+    let checked = result.validate().and_then(|()| {
+        // At most MAX_RESULT_FILES `stat`s, on the run's task: not worth a blocking thread.
+        result.file_parts().try_for_each(|(message, part, path)| {
+            check_artifact(data_dir, path).map_err(|reason| EmittedMessagesError::BadFile { message, part, reason })
+        })
+    });
+    if let Err(reason) = checked {
+        tracing::warn!(tool, %reason, "a tool emitted additional messages out of bounds; they were refused");
         result.additional_messages.clear();
+        if result.status == ToolResultStatus::Ok {
+            result.status = ToolResultStatus::Error;
+        }
         result.output.push_str(&format!("\n\n[the tool's additional messages were refused: {reason}]"));
     }
     result
@@ -164,19 +177,44 @@ mod tests {
     }
 
     #[test]
-    fn messages_within_bounds_are_kept_and_out_of_bounds_ones_refused_with_a_note() {
+    fn messages_within_bounds_are_kept_and_out_of_bounds_ones_refused_with_an_error() {
+        let data_dir = tempfile::tempdir().unwrap();
         let text = ToolEmittedMessage { role: MessageRole::User, parts: vec![MessagePart::Text { text: "t".into() }] };
-        let kept = checked_messages(with_messages(vec![text.clone(); 4]));
-        assert_eq!((kept.additional_messages.len(), kept.output.as_str()), (4, "done"));
+        let kept = checked_messages(with_messages(vec![text.clone(); 4]), "probe", data_dir.path());
+        assert_eq!(
+            (kept.status, kept.additional_messages.len(), kept.output.as_str()),
+            (ToolResultStatus::Ok, 4, "done")
+        );
 
-        let refused = checked_messages(with_messages(vec![text.clone(); 5]));
+        let refused = checked_messages(with_messages(vec![text.clone(); 5]), "probe", data_dir.path());
         assert!(refused.additional_messages.is_empty());
-        assert_eq!(refused.status, ToolResultStatus::Ok);
+        assert_eq!(refused.status, ToolResultStatus::Error);
         assert!(refused.output.starts_with("done") && refused.output.contains("at most 4"), "{}", refused.output);
 
         let empty = ToolEmittedMessage { role: MessageRole::System, parts: Vec::new() };
-        let refused = checked_messages(with_messages(vec![text, empty]));
+        let refused = checked_messages(with_messages(vec![text, empty]), "probe", data_dir.path());
         assert!(refused.additional_messages.is_empty());
         assert!(refused.output.contains("no content parts"), "{}", refused.output);
+    }
+
+    #[test]
+    fn every_attached_artifact_must_be_a_stored_regular_file() {
+        let data_dir = tempfile::tempdir().unwrap();
+        let artifacts = data_dir.path().join("artifacts");
+        std::fs::create_dir_all(artifacts.join("dir.png")).unwrap();
+        std::fs::write(artifacts.join("chart.png"), b"png").unwrap();
+        std::os::unix::fs::symlink(artifacts.join("chart.png"), artifacts.join("link.png")).unwrap();
+        let attaching = |name: &str| {
+            let file =
+                MessagePart::File { path: format!("artifacts/{name}"), mime_type: "image/png".into(), name: None };
+            with_messages(vec![ToolEmittedMessage { role: MessageRole::User, parts: vec![file] }])
+        };
+        let kept = checked_messages(attaching("chart.png"), "probe", data_dir.path());
+        assert_eq!((kept.status, kept.additional_messages.len()), (ToolResultStatus::Ok, 1));
+        for name in ["missing.png", "dir.png", "link.png"] {
+            let refused = checked_messages(attaching(name), "probe", data_dir.path());
+            assert_eq!((refused.status, refused.additional_messages.len()), (ToolResultStatus::Error, 0), "{name}");
+            assert!(refused.output.contains("file part 0 of additional message 0: the artifact is not a stored"));
+        }
     }
 }

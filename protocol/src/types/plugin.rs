@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::types::run::ToolEmittedMessage;
+
 /// `events.plugin` notification: a session-scoped, non-durable event a plugin emitted. Sent only to connections
 /// subscribed to the session with `events.subscribe`; never replayed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -135,6 +137,12 @@ pub struct PluginToolCallResult {
     /// The call failed: recorded as an `error` result.
     #[serde(default)]
     pub is_error: bool,
+    /// Messages the tool adds to the model's history after its result, in order (the reference's tool-emitted
+    /// messages: at most four, role `system` or `user`, text and file parts within the bounds of
+    /// [`PersistedToolResult::validate`](crate::types::run::PersistedToolResult::validate)). A result whose
+    /// messages break them is recorded as an `error` result without them, saying why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_messages: Vec<ToolEmittedMessage>,
 }
 
 /// `plugin/tools/cancel` params (daemon → plugin, notification).
@@ -249,7 +257,7 @@ mod tests {
         let single: PluginToolCallResult =
             serde_json::from_value(json!({"output": {"type": "single", "text": "hi"}})).unwrap();
         assert_eq!(single.output, PluginToolOutput::Single { text: "hi".into() });
-        assert!(!single.is_error && single.display.is_none());
+        assert!(!single.is_error && single.display.is_none() && single.additional_messages.is_empty());
         let named: PluginToolOutput =
             serde_json::from_value(json!({"type": "named", "outputs": {"b": "2", "a": "1"}})).unwrap();
         let PluginToolOutput::Named { outputs } = named else { panic!("not named") };

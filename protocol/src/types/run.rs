@@ -82,6 +82,79 @@ pub struct RunToolStdinResult {
 
 /// The most messages a tool result may emit.
 pub const MAX_ADDITIONAL_MESSAGES: usize = 4;
+/// The most content parts of one emitted message.
+pub const MAX_MESSAGE_PARTS: usize = 16;
+/// The most bytes of one text part of an emitted message.
+pub const MAX_MESSAGE_TEXT_BYTES: usize = 32 * 1024;
+/// The most bytes of text of all the messages of one result together: they enter every later request of the
+/// session, like the result itself.
+pub const MAX_MESSAGES_TEXT_BYTES: usize = 64 * 1024;
+/// The most file parts (attachments) of one emitted message.
+pub const MAX_MESSAGE_FILES: usize = 4;
+/// The most file parts of all the messages of one result together: each may be up to 10 MiB, sent base64-encoded
+/// with every later request of the run.
+pub const MAX_RESULT_FILES: usize = 8;
+/// The longest `mime_type` or `name` of a file part, in bytes.
+pub const MAX_FILE_LABEL_BYTES: usize = 255;
+/// The directory of stored artifacts under the data directory: a file part's `path` is `artifacts/<name>`.
+pub const ARTIFACTS_DIR: &str = "artifacts";
+
+/// Why a result's `additional_messages` are refused: the reference's bounds on messages, parts, text and
+/// attachments, and the form of every referenced artifact. Messages name positions, never echo content.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EmittedMessagesError {
+    #[error("a tool result may emit at most {MAX_ADDITIONAL_MESSAGES} additional messages, not {0}")]
+    TooManyMessages(usize),
+    #[error("additional message {message} has no content parts; each needs at least one")]
+    NoParts { message: usize },
+    #[error("additional message {message} has {parts} content parts; at most {MAX_MESSAGE_PARTS} are allowed")]
+    TooManyParts { message: usize, parts: usize },
+    #[error(
+        "text part {part} of additional message {message} is {bytes} bytes; at most {MAX_MESSAGE_TEXT_BYTES} are \
+         allowed"
+    )]
+    TextTooLong { message: usize, part: usize, bytes: usize },
+    #[error(
+        "the additional messages carry {bytes} bytes of text; at most {MAX_MESSAGES_TEXT_BYTES} are allowed in all"
+    )]
+    TooMuchText { bytes: usize },
+    #[error("additional message {message} attaches {files} files; at most {MAX_MESSAGE_FILES} are allowed per message")]
+    TooManyFilesInMessage { message: usize, files: usize },
+    #[error("the additional messages attach {files} files; at most {MAX_RESULT_FILES} are allowed per result")]
+    TooManyFiles { files: usize },
+    #[error("file part {part} of additional message {message}: {reason}")]
+    BadFile { message: usize, part: usize, reason: FileReferenceError },
+}
+
+/// Why a file part does not name an attachable artifact.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FileReferenceError {
+    #[error("only stored artifacts ({ARTIFACTS_DIR}/<name>) can be attached")]
+    NotAnArtifact,
+    #[error("the artifact name must be 1 to 255 letters, digits, `.`, `_` or `-`, not starting with `.`")]
+    BadArtifactName,
+    #[error("the mime_type must be a type/subtype of at most {MAX_FILE_LABEL_BYTES} visible ASCII characters")]
+    BadMimeType,
+    #[error("the name must be at most {MAX_FILE_LABEL_BYTES} bytes without control or format characters")]
+    BadName,
+    /// The artifact the part names is not a stored file (checked where the data directory is known).
+    #[error("the artifact is not a stored regular file of at most {max_bytes} bytes")]
+    Unavailable { max_bytes: u64 },
+}
+
+/// The artifact name of a file part's `path` (`artifacts/<name>`): a plain file name, so that a part can never
+/// name a file outside the artifacts directory (no `/`, no `..`, no hidden file).
+pub fn artifact_name(path: &str) -> Result<&str, FileReferenceError> {
+    let name = path
+        .strip_prefix(ARTIFACTS_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .ok_or(FileReferenceError::NotAnArtifact)?;
+    let valid = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'));
+    if valid { Ok(name) } else { Err(FileReferenceError::BadArtifactName) }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -113,18 +186,66 @@ pub struct PersistedToolResult {
 }
 
 impl PersistedToolResult {
-    /// Checks the bounds of `additional_messages`: at most [`MAX_ADDITIONAL_MESSAGES`], each with a part.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.additional_messages.len() > MAX_ADDITIONAL_MESSAGES {
-            return Err(format!(
-                "a tool result may emit at most {MAX_ADDITIONAL_MESSAGES} additional messages, not {}",
-                self.additional_messages.len()
-            ));
+    /// Checks `additional_messages` against the reference's bounds: at most [`MAX_ADDITIONAL_MESSAGES`], each with
+    /// 1 to [`MAX_MESSAGE_PARTS`] parts; text within [`MAX_MESSAGE_TEXT_BYTES`] a part and
+    /// [`MAX_MESSAGES_TEXT_BYTES`] in all; at most [`MAX_MESSAGE_FILES`] files a message and [`MAX_RESULT_FILES`] in
+    /// all; every file part naming an artifact ([`artifact_name`]) with a plain MIME type and name. Whether the
+    /// artifact exists is checked where the data directory is known.
+    pub fn validate(&self) -> Result<(), EmittedMessagesError> {
+        let messages = &self.additional_messages;
+        if messages.len() > MAX_ADDITIONAL_MESSAGES {
+            return Err(EmittedMessagesError::TooManyMessages(messages.len()));
         }
-        if let Some(index) = self.additional_messages.iter().position(|message| message.parts.is_empty()) {
-            return Err(format!("additional message {index} has no content parts; each needs at least one"));
+        let (mut text_bytes, mut files) = (0, 0);
+        for (message, emitted) in messages.iter().enumerate() {
+            match emitted.parts.len() {
+                0 => return Err(EmittedMessagesError::NoParts { message }),
+                parts if parts > MAX_MESSAGE_PARTS => {
+                    return Err(EmittedMessagesError::TooManyParts { message, parts });
+                }
+                _ => {}
+            }
+            let mut files_here = 0;
+            for (part, content) in emitted.parts.iter().enumerate() {
+                match content {
+                    MessagePart::Text { text } => {
+                        if text.len() > MAX_MESSAGE_TEXT_BYTES {
+                            return Err(EmittedMessagesError::TextTooLong { message, part, bytes: text.len() });
+                        }
+                        text_bytes += text.len();
+                    }
+                    MessagePart::File { .. } => {
+                        content.check_file_reference().map_err(|reason| EmittedMessagesError::BadFile {
+                            message,
+                            part,
+                            reason,
+                        })?;
+                        files_here += 1;
+                    }
+                }
+            }
+            if files_here > MAX_MESSAGE_FILES {
+                return Err(EmittedMessagesError::TooManyFilesInMessage { message, files: files_here });
+            }
+            files += files_here;
+        }
+        if text_bytes > MAX_MESSAGES_TEXT_BYTES {
+            return Err(EmittedMessagesError::TooMuchText { bytes: text_bytes });
+        }
+        if files > MAX_RESULT_FILES {
+            return Err(EmittedMessagesError::TooManyFiles { files });
         }
         Ok(())
+    }
+
+    /// Every file part of `additional_messages`, with its message's and its own position.
+    pub fn file_parts(&self) -> impl Iterator<Item = (usize, usize, &str)> {
+        self.additional_messages.iter().enumerate().flat_map(|(message, emitted)| {
+            emitted.parts.iter().enumerate().filter_map(move |(part, content)| match content {
+                MessagePart::File { path, .. } => Some((message, part, path.as_str())),
+                MessagePart::Text { .. } => None,
+            })
+        })
     }
 }
 
@@ -160,6 +281,29 @@ pub enum MessagePart {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
+}
+
+impl MessagePart {
+    /// For a file part: whether it names an artifact, with a MIME type and name a client can show safely.
+    fn check_file_reference(&self) -> Result<(), FileReferenceError> {
+        let MessagePart::File { path, mime_type, name } = self else { return Ok(()) };
+        artifact_name(path)?;
+        let mime_ok = mime_type.len() <= MAX_FILE_LABEL_BYTES
+            && mime_type.bytes().all(|byte| byte.is_ascii_graphic() || byte == b' ')
+            && mime_type.split(';').next().is_some_and(|essence| {
+                essence.trim().split_once('/').is_some_and(|(kind, sub)| !kind.is_empty() && !sub.is_empty())
+            });
+        if !mime_ok {
+            return Err(FileReferenceError::BadMimeType);
+        }
+        if let Some(name) = name
+            && (name.len() > MAX_FILE_LABEL_BYTES
+                || name.chars().any(|c| c.is_control() || crate::diagnostic::is_format_control(c)))
+        {
+            return Err(FileReferenceError::BadName);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -213,6 +357,88 @@ mod tests {
         assert!(result(vec![text_message(); MAX_ADDITIONAL_MESSAGES + 1]).validate().is_err());
         let empty = ToolEmittedMessage { role: MessageRole::User, parts: Vec::new() };
         assert!(result(vec![text_message(), empty]).validate().is_err());
+    }
+
+    fn file(path: &str) -> MessagePart {
+        MessagePart::File { path: path.into(), mime_type: "image/png".into(), name: None }
+    }
+
+    fn user(parts: Vec<MessagePart>) -> ToolEmittedMessage {
+        ToolEmittedMessage { role: MessageRole::User, parts }
+    }
+
+    fn text(bytes: usize) -> MessagePart {
+        MessagePart::Text { text: "x".repeat(bytes) }
+    }
+
+    #[test]
+    fn validate_bounds_each_text_part_and_the_text_of_all_messages() {
+        assert!(result(vec![user(vec![text(MAX_MESSAGE_TEXT_BYTES)])]).validate().is_ok());
+        assert_eq!(
+            result(vec![user(vec![text(1), text(MAX_MESSAGE_TEXT_BYTES + 1)])]).validate(),
+            Err(EmittedMessagesError::TextTooLong { message: 0, part: 1, bytes: MAX_MESSAGE_TEXT_BYTES + 1 })
+        );
+        // Two full parts fit the total; a third byte more does not.
+        let full = || user(vec![text(MAX_MESSAGE_TEXT_BYTES)]);
+        assert!(result(vec![full(), full()]).validate().is_ok());
+        assert_eq!(
+            result(vec![full(), full(), user(vec![text(1)])]).validate(),
+            Err(EmittedMessagesError::TooMuchText { bytes: MAX_MESSAGES_TEXT_BYTES + 1 })
+        );
+        let many = user((0..=MAX_MESSAGE_PARTS).map(|_| text(1)).collect());
+        assert_eq!(
+            result(vec![many]).validate(),
+            Err(EmittedMessagesError::TooManyParts { message: 0, parts: MAX_MESSAGE_PARTS + 1 })
+        );
+    }
+
+    #[test]
+    fn validate_bounds_attachments_per_message_and_per_result() {
+        let files = |count: usize| user((0..count).map(|index| file(&format!("artifacts/f{index}.png"))).collect());
+        assert!(result(vec![files(MAX_MESSAGE_FILES), files(MAX_MESSAGE_FILES)]).validate().is_ok());
+        assert_eq!(
+            result(vec![files(MAX_MESSAGE_FILES + 1)]).validate(),
+            Err(EmittedMessagesError::TooManyFilesInMessage { message: 0, files: MAX_MESSAGE_FILES + 1 })
+        );
+        assert_eq!(
+            result(vec![files(MAX_MESSAGE_FILES), files(MAX_MESSAGE_FILES), files(1)]).validate(),
+            Err(EmittedMessagesError::TooManyFiles { files: MAX_RESULT_FILES + 1 })
+        );
+    }
+
+    #[test]
+    fn validate_refuses_file_parts_that_name_no_artifact_or_carry_unsafe_labels() {
+        for (path, reason) in [
+            ("/etc/passwd", FileReferenceError::NotAnArtifact),
+            ("artifacts/../providers.json", FileReferenceError::BadArtifactName),
+            ("artifacts/a/b", FileReferenceError::BadArtifactName),
+            ("artifacts/.hidden", FileReferenceError::BadArtifactName),
+            ("artifacts/", FileReferenceError::BadArtifactName),
+        ] {
+            assert_eq!(
+                result(vec![user(vec![text(1), file(path)])]).validate(),
+                Err(EmittedMessagesError::BadFile { message: 0, part: 1, reason }),
+                "{path}"
+            );
+        }
+        let labelled = |mime_type: &str, name: Option<&str>| {
+            let part = MessagePart::File {
+                path: "artifacts/a.png".into(),
+                mime_type: mime_type.into(),
+                name: name.map(str::to_owned),
+            };
+            result(vec![user(vec![part])]).validate().map_err(|error| error.to_string())
+        };
+        assert_eq!(labelled("text/plain; charset=utf-8", Some("notes.txt")), Ok(()));
+        for bad_mime in ["", "png", "image/png\n", "image/\u{1b}[31m", &format!("image/{}", "x".repeat(250))] {
+            assert!(labelled(bad_mime, None).is_err_and(|error| error.contains("mime_type")), "{bad_mime:?}");
+        }
+        for bad_name in ["evil\u{202e}gnp.exe", "two\nlines", &"n".repeat(256)] {
+            assert!(
+                labelled("image/png", Some(bad_name)).is_err_and(|error| error.contains("the name")),
+                "{bad_name:?}"
+            );
+        }
     }
 
     #[test]

@@ -19,10 +19,12 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
+use troupe_protocol::types::run::{FileReferenceError, artifact_name};
+
 use super::{ChatMessage, UserPart};
 
 /// The directory of artifacts, under the data directory, and the prefix of every attachable part path.
-pub const ARTIFACTS_DIR: &str = "artifacts";
+pub use troupe_protocol::types::run::ARTIFACTS_DIR;
 
 /// The largest file that is attached. Vendors refuse much larger images (Anthropic: 5 MB each) anyway, and the
 /// bytes travel base64-encoded in every request of the run.
@@ -78,18 +80,21 @@ impl AttachmentKind {
 
 /// Where the artifact a part names lives, or why the part names none.
 pub fn artifact_path(data_dir: &Path, part_path: &str) -> Result<PathBuf, String> {
-    let name = part_path
-        .strip_prefix(ARTIFACTS_DIR)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .ok_or_else(|| format!("only stored artifacts ({ARTIFACTS_DIR}/<name>) are attached"))?;
-    let valid = !name.is_empty()
-        && name.len() <= 255
-        && !name.starts_with('.')
-        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'));
-    if !valid {
-        return Err("the artifact name must be letters, digits, `.`, `_` or `-`, not starting with `.`".to_owned());
-    }
+    // The form of a reference is the protocol's (`artifact_name`), so a result refused at the edge and one refused
+    // here are refused for the same reason.
+    let name = artifact_name(part_path).map_err(|error| error.to_string())?;
     Ok(data_dir.join(ARTIFACTS_DIR).join(name))
+}
+
+/// Whether the artifact a part names is there to attach: a regular file (not a symlink) of at most
+/// [`MAX_ATTACHMENT_BYTES`]. The check a tool's result gets when it is recorded, so a tool cannot record a reference
+/// to nothing; a run still reads the file without following a symlink when it builds its history.
+pub fn check_artifact(data_dir: &Path, part_path: &str) -> Result<(), FileReferenceError> {
+    let name = artifact_name(part_path)?;
+    match std::fs::symlink_metadata(data_dir.join(ARTIFACTS_DIR).join(name)) {
+        Ok(metadata) if metadata.is_file() && metadata.len() <= MAX_ATTACHMENT_BYTES => Ok(()),
+        _ => Err(FileReferenceError::Unavailable { max_bytes: MAX_ATTACHMENT_BYTES }),
+    }
 }
 
 /// Reads the artifact of every file part not read yet. Blocking: call it on a blocking thread.
