@@ -3,14 +3,16 @@
 use std::path::Path;
 
 use futures::future::BoxFuture;
+use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::json;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
+use super::dir_handle;
 use super::error::ToolError;
 use super::file_tool::{execute_blocking, path_permission};
-use super::fs_access::{directory_listing_path, io_error, open_directory, resolve_for_execute};
+use super::fs_access::{io_error, open_directory, resolve_for_execute};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::sandbox::ProtectedPaths;
@@ -81,22 +83,19 @@ fn list(
         Ok(directory) => directory,
         Err(refusal) => return refusal,
     };
-    let entries = match std::fs::read_dir(directory_listing_path(&directory, &resolved)) {
+    // Listed from the descriptor that was checked, so a folder swapped since is not what gets listed.
+    let entries = match dir_handle::list(&directory) {
         Ok(entries) => entries,
         Err(error) => return io_error("list", requested, &error),
     };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(error) => return io_error("list", requested, &error),
-        };
-        let mut name = entry.file_name().to_string_lossy().into_owned();
+    let mut names = Vec::with_capacity(entries.len());
+    for (name, kind) in entries {
+        let mut name = name.to_string_lossy().into_owned();
         // The entry's own type, not its target's: a symlinked directory is shown as a link, since following it
         // may leave the cwd.
-        match entry.file_type() {
-            Ok(kind) if kind.is_dir() => name.push('/'),
-            Ok(kind) if kind.is_symlink() => name.push('@'),
+        match kind {
+            FileType::Directory => name.push('/'),
+            FileType::Symlink => name.push('@'),
             _ => {}
         }
         names.push(name);

@@ -11,14 +11,15 @@
 //!
 //! **Confinement invariant:** file tools resolve every path with [`paths::resolve_path`], which follows symlinks
 //! and `..` the way the kernel would, and report `inside_cwd: false` for anything that lands outside the
-//! canonical cwd. `execute` resolves again and refuses with `denied` whatever escapes at that moment, so a
-//! symlink swapped in between the two steps is not followed out; files are then opened without following a
-//! final symlink and the opened descriptor's real path is checked once more.
+//! canonical cwd. `execute` resolves again and refuses with `denied` whatever escapes at that moment, then opens,
+//! creates and lists only beneath a verified handle of the cwd, with the kernel refusing any symlink on the way
+//! ([`dir_handle`]): a folder swapped for a symlink after the check is never followed, whenever the swap lands.
 //!
 //! Unlike the rest of this crate, tools are asynchronous: the shell owns a child process group, and blocking file
 //! work runs on tokio's blocking pool so that a large search never stalls an actor thread.
 
 mod context;
+mod dir_handle;
 mod edit_file;
 mod error;
 mod file_tool;

@@ -1,7 +1,8 @@
 //! `search`: a regular expression over the text files under a directory, honouring `.gitignore`.
 //!
 //! The walk never follows symlinks, so it cannot wander out of the directory it was confined to; binary files
-//! (a NUL byte near the start) and very large files are skipped, and results stop at the configured cap.
+//! (a NUL byte near the start) and very large files are skipped, and results stop at the configured cap. Every
+//! file is opened beneath the search root's verified handle, never by its path (see [`super::dir_handle`]).
 //!
 //! The sandbox's denied paths (the daemon's data directory, `~/.ssh` and the like) are skipped while walking, by
 //! path and by identity, hidden or not and whatever `.gitignore` says, and every file is checked again once
@@ -21,9 +22,10 @@ use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
+use super::dir_handle::Anchor;
 use super::error::ToolError;
 use super::file_tool::{execute_blocking, path_permission};
-use super::fs_access::{check_protected_path, open_walked_file, resolve_for_execute};
+use super::fs_access::{open_search_root, open_walked_file, resolve_for_execute};
 use super::paths::ResolvedPath;
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
@@ -110,9 +112,12 @@ fn search(
         Err(refusal) => return refusal,
     };
     let protected = sandbox.protected();
-    if let Err(refusal) = check_protected_path(protected, &root, arguments.path()) {
-        return refusal;
-    }
+    // The walker lists folders by path; every file it finds is opened beneath this handle, so a folder swapped
+    // for a symlink during the walk leads the walker's listing astray at worst, never a read.
+    let anchor = match open_search_root(&root, arguments.path(), protected) {
+        Ok(anchor) => anchor,
+        Err(refusal) => return refusal,
+    };
     let walker_sandbox = Arc::clone(sandbox);
     let mut walk = WalkBuilder::new(&root.path);
     walk.follow_links(false)
@@ -147,7 +152,7 @@ fn search(
         if !entry.file_type().is_some_and(|kind| kind.is_file()) {
             continue;
         }
-        let Some(text) = read_text(entry.path(), protected) else {
+        let Some(text) = read_text(&anchor, entry.path(), protected) else {
             continue;
         };
         let shown_path = display_path(&root, entry.path());
@@ -187,8 +192,8 @@ fn is_protected(protected: &ProtectedPaths, entry: &ignore::DirEntry) -> bool {
 }
 
 /// A file's text, or `None` when it is binary, too large, unreadable or refused by the sandbox.
-fn read_text(path: &Path, protected: &ProtectedPaths) -> Option<String> {
-    let file = open_walked_file(path, protected)?;
+fn read_text(anchor: &Anchor, path: &Path, protected: &ProtectedPaths) -> Option<String> {
+    let file = open_walked_file(anchor, path, protected)?;
     if file.metadata().ok()?.len() > MAX_FILE_BYTES {
         return None;
     }
