@@ -67,7 +67,8 @@ use crate::runtime_actor::{
 use crate::session_actor::{CancelActiveRun, GetMeta, RecallSteer, Rename, SessionActor, SessionLimits, Subscribe};
 use crate::session_router::SessionRouter;
 use crate::session_supervisor::{
-    ApprovalsFor, DrainAll, GetTree, IndexedMeta, ListChildren, LiveSessions, SessionSupervisor, SetPermissionMode,
+    ApprovalsFor, DrainAll, FindRunSession, GetTree, IndexedMeta, ListChildren, LiveSessions, SessionSupervisor,
+    SetPermissionMode,
 };
 use skills::SessionSkills;
 
@@ -282,9 +283,18 @@ impl Engine {
         Err(RpcError::invalid_params_typed("input_too_large", &detail, &fields))
     }
 
-    /// The session that owns `run_id`, if the run is active or ended recently (see `run_registry.rs`).
-    fn session_of_run(&self, run_id: &str) -> Result<String, EngineError> {
-        self.services.runs.session_of(run_id).ok_or_else(|| EngineError::RunNotFound { run_id: run_id.to_owned() })
+    /// The session that owns `run_id`: from the registry when the run is active or ended recently (see
+    /// `run_registry.rs`), else from the logs (`session_supervisor/run_lookup.rs`), so that a run that ended before
+    /// this daemon started gets its session's answer for an ended run. Only an id no session started is unknown.
+    async fn session_of_run(&self, run_id: &str) -> Result<String, EngineError> {
+        if let Some(session_id) = self.services.runs.session_of(run_id) {
+            return Ok(session_id);
+        }
+        let found = self.supervisor_ask(FindRunSession { run_id: run_id.to_owned() }).await?;
+        let session_id = found.ok_or_else(|| EngineError::RunNotFound { run_id: run_id.to_owned() })?;
+        // Remembered among the recently finished, so asking again does not search the logs again.
+        self.services.runs.note_started(run_id, &session_id);
+        Ok(session_id)
     }
 
     /// The canonical form of a requested cwd. Resolving it walks the file system, so it runs on a blocking thread.
@@ -532,13 +542,13 @@ impl ServerProtocol for Engine {
     }
 
     async fn run_recall_steer(&self, _: &ServerContext, params: RunIdParams) -> Result<RunRecallSteerResult, RpcError> {
-        let session_id = self.session_of_run(&params.run_id)?;
+        let session_id = self.session_of_run(&params.run_id).await?;
         let recalled = self.ask_session(&session_id, || RecallSteer { run_id: params.run_id.clone() }).await?;
         Ok(RunRecallSteerResult { recalled })
     }
 
     async fn run_cancel(&self, _: &ServerContext, params: RunIdParams) -> Result<RunCancelResult, RpcError> {
-        let session_id = self.session_of_run(&params.run_id)?;
+        let session_id = self.session_of_run(&params.run_id).await?;
         let cancelled = self.ask_session(&session_id, || CancelActiveRun { run_id: params.run_id.clone() }).await?;
         Ok(RunCancelResult { cancelled })
     }

@@ -5,7 +5,8 @@
 //! daemon stopped), through a [`RunRegistration`] the actor holds. An ended run moves to a short list of recently
 //! finished runs, the newest [`FINISHED_RUNS_KEPT`], so that a request about a run that just ended still reaches
 //! its session and gets that session's answer (`run_not_active`, or `cancelled: false` for `run.cancel`). A run
-//! older than that, or from before the daemon started, is `run_not_found`: the daemon no longer knows it.
+//! older than that, or from before the daemon started, is looked for in the logs (`session_supervisor/run_lookup.rs`)
+//! and, once found, remembered here among the finished; only an id no session started is `run_not_found`.
 //!
 //! It also tells who awaits a run how it ended (a parent's `delegate` call awaiting its child's run): an
 //! [`EndWatch`] taken on a session *before* the run is started there resolves with the next run of that session to

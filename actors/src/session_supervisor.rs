@@ -32,10 +32,12 @@ use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits}
 
 mod children;
 mod removal;
+mod run_lookup;
 mod usage;
 mod usage_index;
 pub use children::{CreateChildSession, DELEGATE_ORIGIN};
 pub use removal::DeleteTree;
+pub use run_lookup::FindRunSession;
 pub use usage::{AgentUsage, GlobalUsage, SessionUsageChanged, TreeUsage};
 
 /// A live session actor, as the engine sees it.

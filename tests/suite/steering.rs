@@ -164,3 +164,39 @@ async fn a_run_the_daemon_does_not_know_is_run_not_found() {
         assert_eq!(reply["error"]["data"]["run_id"], unknown, "{method}: {reply}");
     }
 }
+
+/// A run that ended before a restart is an ended run, not an unknown one: its session answers (from its log) as
+/// for any ended run, and a made-up id of the same form is still unknown.
+#[tokio::test]
+async fn a_run_from_before_a_restart_is_an_ended_run() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    within("subscribe", client.subscribe(&session.session_id, None)).await.unwrap();
+    let older = start_run(&client, &session.session_id, echo_selection(), "before").await;
+    events_until(&mut deliveries, |e| e.run_id.as_deref() == Some(&older) && is_terminal(e)).await;
+    let run_id = start_run(&client, &session.session_id, echo_selection(), "the restart").await;
+    events_until(&mut deliveries, |e| e.run_id.as_deref() == Some(&run_id) && is_terminal(e)).await;
+    drop(client);
+    let data_dir = daemon.stop();
+
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    let mut raw = daemon.raw().await;
+    raw.handshake().await;
+    for known in [&run_id, &older] {
+        let reply = raw.call(2, "run.cancel", json!({"run_id": known})).await;
+        assert_eq!(reply["result"], json!({"cancelled": false}), "{reply}");
+        for (id, method, params) in [
+            (3, "run.steer", json!({"run_id": known, "input": "hello"})),
+            (4, "run.recall_steer", json!({"run_id": known})),
+        ] {
+            let reply = raw.call(id, method, params).await;
+            assert_eq!(reply["error"]["data"]["code"], "run_not_active", "{method}: {reply}");
+            assert_eq!(reply["error"]["data"]["run_id"], json!(known), "{method}: {reply}");
+        }
+    }
+    // Made a moment after the real run, in the same session's lifetime, yet started by no session.
+    let unknown = troupe_runtime::clock::new_id();
+    let reply = raw.call(5, "run.cancel", json!({"run_id": unknown})).await;
+    assert_eq!(reply["error"]["data"]["code"], "run_not_found", "{reply}");
+}

@@ -58,7 +58,7 @@ impl Engine {
             return Err(RpcError::invalid_params_typed("invalid_input", "the steering input is empty", &[]));
         }
         self.check_input_size("the steering input", &params.input)?;
-        let session_id = self.session_of_run(&params.run_id)?;
+        let session_id = self.session_of_run(&params.run_id).await?;
         let accepted = self
             .ask_session(&session_id, || SteerRun { run_id: params.run_id.clone(), input: params.input.clone() })
             .await?;
@@ -67,7 +67,7 @@ impl Engine {
 
     /// `run.tool_stdin`: bytes (or the end) for a running tool's stdin.
     pub(super) async fn tool_stdin(&self, params: RunToolStdinParams) -> Result<RunToolStdinResult, RpcError> {
-        let session_id = self.session_of_run(&params.run_id)?;
+        let session_id = self.session_of_run(&params.run_id).await?;
         let accepted = self
             .ask_session(&session_id, || ToolStdin {
                 run_id: params.run_id.clone(),
