@@ -342,7 +342,7 @@ async fn the_cli_sets_shows_pauses_resumes_and_cancels_a_goal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn goals_are_root_only_and_a_missing_completion_is_repaired_on_load() {
+async fn goal_changes_are_root_only_and_a_missing_completion_is_repaired_on_load() {
     let data_dir = tempfile::tempdir().unwrap();
     let (root, child) = ("01957a1c-0000-7000-8000-000000000001", "01957a1c-0000-7000-8000-000000000002");
     let event = |seq: u64, payload: Value| {
@@ -380,11 +380,26 @@ async fn goals_are_root_only_and_a_missing_completion_is_repaired_on_load() {
 
     let refused = set_goal(&client, child, "not here", "local/echo").await.unwrap_err();
     assert_eq!(typed(refused), (-32000, "not_root_session".to_owned()));
-    let refused =
-        within("goal.get", client.call::<method::SessionGoalGet>(SessionIdParams { session_id: child.into() }))
-            .await
-            .unwrap_err();
-    assert_eq!(typed(refused), (-32000, "not_root_session".to_owned()));
+    // Reading is not a mutation: a delegated session answers its root's goal.
+    assert_eq!(get_goal(&client, child).await, Some(goal));
+}
+
+#[tokio::test]
+async fn a_delegated_session_of_a_tree_without_a_goal_reads_null() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    let root = daemon.create_session(&client).await.session_id;
+    let child = "01957a1c-0000-7000-8000-0000000000c1";
+    let delegated = json!({"type": "delegated", "root_session_id": root, "parent_session_id": root,
+        "parent_run_id": "r", "parent_tool_call_id": "t", "depth": 1});
+    let data_dir = daemon.stop();
+    write_session_log(data_dir.path(), child, &[session_created_line(child, delegated), String::new()]);
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..Default::default() });
+    let (client, _deliveries) = daemon.client().await;
+    let reply = within("goal.get", client.call::<method::SessionGoalGet>(SessionIdParams { session_id: child.into() }))
+        .await
+        .expect("a delegated session's goal is readable");
+    assert_eq!(reply.goal, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,9 +33,12 @@ impl Engine {
         Ok(())
     }
 
+    /// A delegated session has no goal of its own: it works inside its root's tree, so reading its goal answers
+    /// the root's (or null). Only changing a goal is root-only, as the reference says of goal mutations.
     pub(super) async fn goal_get(&self, params: SessionIdParams) -> Result<GoalGetResult, RpcError> {
-        self.require_root(&params.session_id).await?;
-        let goal = self.ask_session(&params.session_id, || GetGoal).await?;
+        let meta = self.supervisor_ask(IndexedMeta { session_id: params.session_id.clone() }).await??;
+        let root_session_id = meta.origin.root_session_id().unwrap_or(&meta.session_id).to_owned();
+        let goal = self.ask_session(&root_session_id, || GetGoal).await?;
         Ok(GoalGetResult { goal })
     }
 
