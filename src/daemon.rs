@@ -106,6 +106,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let sandbox = Arc::new(start_sandbox(&config, &data_dir));
     let secrets = Secrets::new();
     secrets.set(DAEMON_TOKEN_SECRET, token.as_str().to_owned());
+    sandbox.mask_other_data_dirs_in(secrets.clone());
 
     let engine = Arc::new(
         Engine::start(EngineConfig {
@@ -201,10 +202,33 @@ fn check_address_free(listen: SocketAddr) -> anyhow::Result<()> {
     }
 }
 
+/// Makes this data dir known to every daemon of this user, whose tools must never reach it either: a marker in it
+/// (recognised by its layout wherever it is) and a line in the user's registry. A failure is a warning: the other
+/// daemons still find the data dir by its marker inside their sessions' folders.
+fn announce_data_dir(data_dir: &DataDir, home: Option<&std::path::Path>) {
+    use troupe_runtime::sandbox::data_dirs;
+    let root = data_dir.root().canonicalize().unwrap_or_else(|_| data_dir.root().to_path_buf());
+    if let Err(error) = data_dirs::write_marker(&root) {
+        tracing::warn!(path = %root.display(), %error, "could not mark the data directory as troupe's");
+    }
+    match home {
+        Some(home) => {
+            if let Err(error) = data_dirs::register(home, &root) {
+                tracing::warn!(%error, "could not record the data directory in the registry of troupe data directories");
+            }
+        }
+        None => tracing::warn!(
+            "HOME is not set: the data directory is not recorded in the registry of troupe data directories, so \
+             other daemons find it only by its layout"
+        ),
+    }
+}
+
 /// Builds the sandbox of tool processes, says at start what it enforces, and kills the process groups a previous
 /// daemon of this data directory left behind (it died without cleaning up), before any run is marked interrupted.
 fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
     let home = std::env::var_os("HOME").filter(|home| !home.is_empty()).map(PathBuf::from);
+    announce_data_dir(data_dir, home.as_deref());
     let sandbox = Sandbox::new(&config.sandbox, data_dir.root(), home.as_deref());
     let status = sandbox.status();
     match (&status.tools_refused, status.landlock_abi) {

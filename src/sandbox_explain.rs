@@ -5,7 +5,7 @@
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::{Empty, SessionIdParams};
-use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxMode, SandboxStatus};
+use troupe_protocol::types::runtime::{EnclosingGitDir, SandboxEnforcement, SandboxMode, SandboxStatus};
 use troupe_runtime::sandbox::plan::{READABLE_DEVICES, SHARED_MEMORY, WRITABLE_DEVICES};
 
 use crate::cli_errors::explained;
@@ -64,7 +64,7 @@ pub fn explain(sandbox: &SandboxStatus, session_id: &str, cwd: &str) -> String {
     for path in others {
         text.push_str(&format!("             {path}\n"));
     }
-    text.push_str(&format!("             /dev, but for {}\n", READABLE_DEVICES.join(", ")));
+    text.push_str(&format!("             /dev, but for {}, {SHARED_MEMORY}\n", READABLE_DEVICES.join(", ")));
     text.push_str("           (names in those folders can be listed; their contents cannot be read)\n");
     text.push_str("  write    ");
     let mut writable = Vec::new();
@@ -73,17 +73,19 @@ pub fn explain(sandbox: &SandboxStatus, session_id: &str, cwd: &str) -> String {
         writable.extend(sandbox.writable.iter().cloned());
     }
     writable.push("$TMPDIR  (the run's own temp dir, removed when the run ends)".to_owned());
-    writable.push(format!("{}, {SHARED_MEMORY}", WRITABLE_DEVICES.join(", ")));
+    // Shared memory is a write root like the cwd: read-only commands only read it.
+    if sandbox.mode == SandboxMode::WorkspaceWrite {
+        writable.push(format!("{}, {SHARED_MEMORY}", WRITABLE_DEVICES.join(", ")));
+    } else {
+        writable.push(WRITABLE_DEVICES.join(", "));
+    }
     text.push_str(&writable.join("\n           "));
     text.push_str("\n           and nothing inside the paths it may not read\n");
     let network = if sandbox.network { "yes" } else { "no: its own network namespace, with loopback only" };
     text.push_str(&format!("  network  {network}\n"));
     text.push_str(&holder_notes(sandbox, cwd));
     if sandbox.mode == SandboxMode::WorkspaceWrite {
-        text.push_str(
-            "When the session's directory is inside a git repository (a subfolder, a worktree), that repository's \
-             git directory is writable too, so commands can commit.\n",
-        );
+        text.push_str(enclosing_git_dir_line(sandbox.enclosing_git_dir));
     }
     if !sandbox.pid_namespace {
         text.push_str("A process a command detaches (setsid) can outlive it here: no PID namespace is available.\n");
@@ -132,6 +134,24 @@ fn holder_notes(sandbox: &SandboxStatus, cwd: &str) -> String {
         .collect()
 }
 
+/// What commands may do to the git directory of a repository holding the session's directory from outside it.
+fn enclosing_git_dir_line(setting: EnclosingGitDir) -> &'static str {
+    match setting {
+        EnclosingGitDir::ReadOnly => {
+            "When the session's directory is inside a git repository whose git directory lies outside it (a \
+             subfolder, a worktree), commands may not write that git directory, so they cannot commit: git runs \
+             its hooks and config later outside the sandbox. Set `[sandbox] enclosing_git_dir = \"writable\"` in \
+             config.toml to let them, or start the session at the repository's root.\n"
+        }
+        EnclosingGitDir::Writable => {
+            "When the session's directory is inside a git repository whose git directory lies outside it (a \
+             subfolder, a worktree), commands may write that git directory, so they can commit ([sandbox] \
+             enclosing_git_dir = \"writable\"), unless the repository holds the home folder (a dotfiles \
+             repository).\n"
+        }
+    }
+}
+
 fn file_tools_line(sandbox: &SandboxStatus) -> String {
     if sandbox.denied.is_empty() {
         return String::new();
@@ -153,6 +173,7 @@ mod tests {
             network: false,
             denied: vec!["/home/u/.troupe".into(), "/home/u/.ssh".into()],
             writable: vec!["/home/u/.cargo".into()],
+            enclosing_git_dir: EnclosingGitDir::ReadOnly,
             tools_refused: None,
             pid_namespace: true,
         }
@@ -175,9 +196,23 @@ mod tests {
     fn read_only_writes_only_the_temp_dir_and_off_says_so() {
         let text = explain(&status(SandboxMode::ReadOnly), "s1", "/p");
         assert!(!text.contains("/p  (the session's directory)"), "{text}");
+        let (read, write) = text.split_once("  write ").unwrap();
+        assert!(read.contains(SHARED_MEMORY) && !write.contains(SHARED_MEMORY), "{text}");
         assert!(text.contains("$TMPDIR"), "{text}");
         let text = explain(&status(SandboxMode::Off), "s1", "/p");
         assert!(text.contains("full rights"), "{text}");
+    }
+
+    #[test]
+    fn says_whether_commands_may_write_an_enclosing_git_dir() {
+        let mut sandbox = status(SandboxMode::WorkspaceWrite);
+        let text = explain(&sandbox, "s1", "/repo/sub");
+        assert!(text.contains("commands may not write that git directory"), "{text}");
+        assert!(text.contains("enclosing_git_dir = \"writable\""), "{text}");
+        sandbox.enclosing_git_dir = EnclosingGitDir::Writable;
+        let text = explain(&sandbox, "s1", "/repo/sub");
+        assert!(text.contains("commands may write that git directory"), "{text}");
+        assert!(text.contains("unless the repository holds the home folder"), "{text}");
     }
 
     #[test]

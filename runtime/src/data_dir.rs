@@ -4,16 +4,20 @@
 //!
 //! ```text
 //! config.toml                        optional settings (see `config`)
+//! troupe-data-dir                    marks the folder as a data dir for every daemon (see `sandbox::data_dirs`)
 //! daemon/token                       the bearer token, mode 0600 (see `token`)
 //! daemon/lock                        flocked by the running daemon; holds its pid, written as it reads its config
 //! daemon/url                         the URL the running daemon listens on, mode 0600, removed at a clean stop
+//! daemon/console-sessions.json       the web console's sign-ins (see the gateway's console book)
+//! providers.json                     connected providers and their keys (see `provider_store`)
 //! sessions/<session_id>/events.jsonl the session's append-only log (see `event_log`)
 //! sessions/<session_id>/meta.json    a cache of the session's metadata (see `meta_cache`)
 //! ```
 //!
 //! Every directory the daemon creates is mode 0700, because the logs hold user prompts, tool output and file
 //! contents. A directory that already exists is left as it is: the operator may have chosen its mode on purpose.
-//! Creating an entry is only durable once its parent directory is fsynced, so the helpers here do that.
+//! Creating an entry is only durable once its parent directory is fsynced, so the helpers here do that. A file of
+//! the layout found as a directory (or anything but a file) is reported at start ([`DataDir::misplaced_files`]).
 
 use std::ffi::OsString;
 use std::fs::{DirBuilder, File};
@@ -22,6 +26,10 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::RuntimeError;
+
+mod misplaced;
+
+pub use misplaced::{Consequence, FoundKind, LayoutFile, Misplaced};
 
 /// The environment variable that names the data directory when `--data-dir` is not given.
 pub const DATA_DIR_ENV: &str = "TROUPE_HOME";
@@ -74,6 +82,11 @@ impl DataDir {
         self.daemon_dir().join("url")
     }
 
+    /// `<root>/daemon/console-sessions.json`: the web console's sign-ins, kept across restarts.
+    pub fn console_sessions_path(&self) -> PathBuf {
+        self.daemon_dir().join("console-sessions.json")
+    }
+
     /// `<root>/config.toml`.
     pub fn config_path(&self) -> PathBuf {
         self.root.join("config.toml")
@@ -109,7 +122,17 @@ impl DataDir {
             }
             match create_private_dir(&dir) {
                 Ok(()) => {}
-                // Another process created it between the check and the creation; that is the same outcome.
+                // Another process created it between the check and the creation; that is the same outcome, unless
+                // what is there is not a directory (a file of that name), which nothing here can work with.
+                Err(RuntimeError::Io { source, .. })
+                    if source.kind() == io::ErrorKind::AlreadyExists && !dir.is_dir() =>
+                {
+                    return Err(RuntimeError::io(
+                        "use as a directory (it is something else: move it away and start again)",
+                        &dir,
+                        source,
+                    ));
+                }
                 Err(RuntimeError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(error) => return Err(error),
             }

@@ -118,7 +118,7 @@ pub struct ProviderStore {
 }
 
 impl ProviderStore {
-    /// Reads the store; a missing file is an empty store.
+    /// Reads the store; a missing file (or a directory in its place) is an empty store.
     pub fn open(data_dir_root: &Path) -> Result<ProviderStore, RuntimeError> {
         let path = data_dir_root.join(PROVIDERS_FILE_NAME);
         let contents = match std::fs::read(&path) {
@@ -126,7 +126,11 @@ impl ProviderStore {
                 path: path.clone(),
                 detail: format!("not a valid providers file (line {}, column {})", error.line(), error.column()),
             })?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => ProviderStoreContents::default(),
+            // A directory in its place holds no keys either; the daemon's start check reports it
+            // (`DataDir::misplaced_files`), and a save fails until it is removed.
+            Err(error) if matches!(error.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => {
+                ProviderStoreContents::default()
+            }
             Err(error) => return Err(RuntimeError::io("read", &path, error)),
         };
         Ok(ProviderStore { path, contents })

@@ -20,6 +20,7 @@ mod compaction_attacks;
 mod console_open;
 mod daemon_hygiene;
 mod delegation;
+mod data_dir_layout;
 mod delegation_attacks;
 mod durability;
 mod envelope;

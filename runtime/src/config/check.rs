@@ -14,7 +14,7 @@ use troupe_protocol::diagnostic::strip_terminal_controls;
 use troupe_protocol::types::runtime::{ProviderKind, RuntimeSnapshot};
 
 use crate::catalog::{apply_model_config, build_snapshot};
-use crate::data_dir::DataDir;
+use crate::data_dir::{Consequence, DataDir, LayoutFile, Misplaced};
 use crate::error::RuntimeError;
 use crate::provider_store::{ProviderStore, StoredConnection};
 
@@ -50,18 +50,45 @@ pub struct ConfigProblem {
 /// Every error of `config.toml` is listed at once (see [`load_listing_errors`]); warnings need a loaded file.
 pub fn check_config(data_dir: &DataDir) -> Vec<ConfigProblem> {
     let config_path = data_dir.config_path();
-    let config = match load_listing_errors(&config_path) {
-        Ok(config) => config,
-        Err(problems) => return problems,
+    let misplaced = data_dir.misplaced_files();
+    let mut problems: Vec<ConfigProblem> = misplaced.iter().map(misplaced_problem).collect();
+    // A config.toml that is a directory is read as the daemon reads it: as no file, the defaults.
+    let config = if misplaced.iter().any(|misplaced| misplaced.file == LayoutFile::Config) {
+        Config::default()
+    } else {
+        match load_listing_errors(&config_path) {
+            Ok(config) => config,
+            Err(errors) => {
+                problems.extend(errors);
+                return problems;
+            }
+        }
     };
     let connections = match ProviderStore::open(data_dir.root()) {
         Ok(store) => store.contents.connections.clone(),
         Err(error) => {
             let path = data_dir.root().join(crate::provider_store::PROVIDERS_FILE_NAME);
-            return vec![error_problem(&path, error)];
+            problems.push(error_problem(&path, error));
+            return problems;
         }
     };
-    config_warnings(&config, &connections, &config_path)
+    problems.extend(config_warnings(&config, &connections, &config_path));
+    problems.sort_by_key(|problem| problem.severity != ProblemSeverity::Error);
+    problems
+}
+
+/// A file of the data directory that is not a file, as the daemon reports it at start: an error when the daemon
+/// refuses to start over it, a warning when it runs without it.
+fn misplaced_problem(misplaced: &Misplaced) -> ConfigProblem {
+    let severity = match misplaced.file.consequence() {
+        Consequence::Refuse | Consequence::RefuseUnlessTokenFromEnvironment => ProblemSeverity::Error,
+        Consequence::RunWithout(_) => ProblemSeverity::Warning,
+    };
+    ConfigProblem {
+        severity,
+        location: misplaced.path.display().to_string(),
+        message: strip_terminal_controls(&misplaced.explanation()),
+    }
 }
 
 /// How many refused keys [`load_listing_errors`] reports before it stops looking (a file of nothing but typos).

@@ -128,7 +128,7 @@ pub(super) fn prepare(
         return Err("Landlock is not available on this system".to_owned());
     };
     let plan = super::plan::plan(sandbox, cwd, temp_dir, extra_writable);
-    let ruleset = ruleset::build(*abi, &plan, sandbox.denied())
+    let ruleset = ruleset::build(*abi, &plan, &plan.denied)
         .map_err(|error| format!("the sandbox rules could not be built: {error}"))?;
     let isolation = super::child::Isolation {
         network: sandbox.network(),

@@ -9,6 +9,8 @@
 //!   denied path. With `network = false` it runs in a network namespace of its own (loopback only);
 //! - in-process file tools check the file they opened (device and inode, and those of its directories) against
 //!   the same denied paths ([`protected`]), so a hard link or a bind mount does not lead around them;
+//! - every other troupe data directory is a denied path too, wherever it is and whichever daemon made it
+//!   ([`data_dirs`]: a per-user registry and their layout find them), and their secrets are masked;
 //! - tool processes run in a session of their own (no controlling terminal) and, where the system allows it, in
 //!   a PID namespace whose init is the command, so that nothing they start outlives them (`setsid` included);
 //!   they die with the daemon (`PR_SET_PDEATHSIG`), and each live process group is recorded durably
@@ -21,6 +23,7 @@
 
 #[cfg(target_os = "linux")]
 mod child;
+pub mod data_dirs;
 mod landlock;
 pub mod plan;
 pub mod process_groups;
@@ -34,8 +37,10 @@ use std::path::{Path, PathBuf};
 
 use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxStatus};
 
-use crate::config::{SandboxConfig, SandboxMode};
+use crate::config::{EnclosingGitDir, SandboxConfig, SandboxMode};
+use crate::redact::Secrets;
 
+pub use self::data_dirs::DataDirFinder;
 pub use self::landlock::PreparedSandbox;
 pub use self::process_groups::ProcessGroups;
 pub use self::protected::ProtectedPaths;
@@ -65,10 +70,16 @@ pub struct Sandbox {
     denied: Vec<PathBuf>,
     /// Absolute paths tool processes may write besides the cwd and the run's temp dir.
     writable: Vec<PathBuf>,
+    /// Whether commands may write the git dir of a repository holding the cwd when it lies outside it.
+    enclosing_git_dir: EnclosingGitDir,
+    /// The daemon user's home folder (canonical): a repository holding it never gets its git dir written.
+    home: Option<PathBuf>,
     support: Support,
     /// Why tool processes get no PID namespace of their own, or `None` when they do.
     no_pid_namespace: Option<String>,
     protected: ProtectedPaths,
+    /// Finds the other troupe data dirs a command could reach; `None` for an unconfined sandbox.
+    data_dirs: Option<DataDirFinder>,
     groups: Option<ProcessGroups>,
     /// Where runs make their temp dirs: `<system temp>/troupe-<uid>-<hash of the data dir>`, one per data dir, so
     /// that a daemon cleans up after a predecessor that died.
@@ -113,15 +124,19 @@ impl Sandbox {
         let protected = ProtectedPaths::new(file_tool_denied);
         let groups = ProcessGroups::new(data_dir.join("daemon").join("process-groups"));
         let temp_root = temp_root_of(&data_dir);
+        let data_dirs = DataDirFinder::new(&data_dir, home);
         Sandbox {
             mode: config.mode,
             network: config.network,
             data_dir,
             denied,
             writable,
+            enclosing_git_dir: config.enclosing_git_dir,
+            home: home.map(|home| canonical(home.to_path_buf())),
             support,
             no_pid_namespace,
             protected,
+            data_dirs: Some(data_dirs),
             groups: Some(groups),
             temp_root: Some(temp_root),
         }
@@ -135,9 +150,12 @@ impl Sandbox {
             data_dir: PathBuf::new(),
             denied: Vec::new(),
             writable: Vec::new(),
+            enclosing_git_dir: EnclosingGitDir::default(),
+            home: None,
             support: Support::Unavailable { reason: "not probed".to_owned() },
             no_pid_namespace: Some("not probed".to_owned()),
             protected: ProtectedPaths::new(Vec::new()),
+            data_dirs: None,
             groups: None,
             temp_root: None,
         }
@@ -167,8 +185,39 @@ impl Sandbox {
         &self.denied
     }
 
+    /// The denied paths of a command started in `cwd`: [`Sandbox::denied`], then every other troupe data dir it
+    /// could reach ([`DataDirFinder::around`]), whose secrets are masked from now on. Blocking I/O, cached.
+    pub fn denied_around(&self, cwd: &Path) -> Vec<PathBuf> {
+        let mut denied = self.denied.clone();
+        let found = self.data_dirs.as_ref().map(|finder| finder.around(cwd)).unwrap_or_default();
+        for dir in found {
+            if !plan::is_within_any(&dir, &denied) {
+                denied.push(dir);
+            }
+        }
+        denied
+    }
+
+    /// Finds the other troupe data dirs a run in `cwd` could reach, so that their secrets are masked from now on
+    /// (file tools need no list: they check the layout above each file they open). Blocking I/O, cached.
+    pub fn mask_secrets_around(&self, cwd: &Path) {
+        drop(self.denied_around(cwd));
+    }
+
+    /// Masks the tokens and provider keys of the other troupe data dirs in `secrets`: those found now (the
+    /// registry, the home folder, the temp dir) and those found when commands are planned. Blocking I/O.
+    pub fn mask_other_data_dirs_in(&self, secrets: Secrets) {
+        if let Some(finder) = &self.data_dirs {
+            finder.mask_secrets_in(secrets);
+        }
+    }
+
     pub fn writable(&self) -> &[PathBuf] {
         &self.writable
+    }
+
+    pub fn enclosing_git_dir(&self) -> EnclosingGitDir {
+        self.enclosing_git_dir
     }
 
     pub fn support(&self) -> &Support {
@@ -250,6 +299,7 @@ impl Sandbox {
             network: self.network,
             denied: shown(&self.denied),
             writable: shown(&self.writable),
+            enclosing_git_dir: self.enclosing_git_dir,
             tools_refused: self.refusal(),
             pid_namespace: self.pid_namespace(),
         }
@@ -279,9 +329,10 @@ impl Sandbox {
 
     /// The kernel rules for one tool process started in `cwd`, with `temp_dir` as its run's temp dir; `None` when
     /// the mode is `off`. An error means the process must not start (the reason is for the model and the user).
-    /// `extra_writable` are further roots it may write in `workspace-write` (the git directory of the repository
-    /// that holds the cwd); they are dropped when they lie in a denied path. Does blocking I/O (opens every rule's
-    /// path): call it from a blocking thread.
+    /// `extra_writable` are the git directories of the repository that holds the cwd when they lie outside it
+    /// ([`repository::git_dirs_outside`]): written in `workspace-write` only when `[sandbox] enclosing_git_dir`
+    /// says so and the repository does not hold the home folder ([`repository::writable_git_dirs`]), and dropped
+    /// when they lie in a denied path. Does blocking I/O (opens every rule's path): call it from a blocking thread.
     pub fn prepare(
         &self,
         cwd: &Path,
@@ -292,9 +343,12 @@ impl Sandbox {
             return Err(refusal);
         }
         if self.mode == SandboxMode::Off {
+            // Nothing confines the command, but what it prints of another data dir's secrets is still masked.
+            self.mask_secrets_around(cwd);
             return Ok(None);
         }
-        landlock::prepare(self, cwd, temp_dir, extra_writable).map(Some)
+        let git_dirs = repository::writable_git_dirs(extra_writable, self.enclosing_git_dir, self.home.as_deref());
+        landlock::prepare(self, cwd, temp_dir, &git_dirs).map(Some)
     }
 }
 

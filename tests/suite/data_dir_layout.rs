@@ -1,0 +1,163 @@
+//! A data directory holding a directory where a file belongs (the red team made `config.toml` one through a
+//! swapped symlink): the daemon starts without the file and says what is wrong, or, where it cannot run safely
+//! without it (its token, its lock), refuses in one line naming the path and what to do.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use troupe_protocol::client::{Client, ClientOptions};
+use troupe_protocol::method;
+use troupe_protocol::types::session::SessionListParams;
+
+use super::support::*;
+
+/// `troupe serve` on a free port with stderr in `log`, once it printed its address: the child and its URL.
+fn serve_logging_to(data_dir: &Path, log: &Path, token: Option<&str>) -> (std::process::Child, String) {
+    let mut command = Command::new(troupe_binary());
+    command.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(data_dir).env_remove("RUST_LOG");
+    match token {
+        Some(token) => command.env("TROUPE_TOKEN", token),
+        None => command.env_remove("TROUPE_TOKEN"),
+    };
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("spawn troupe serve");
+    let url = listening_url(&mut child);
+    (child, url)
+}
+
+/// `troupe serve` that must refuse to start: its exit status and stderr, within a deadline.
+fn serve_refused(data_dir: &Path) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(troupe_binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .env_remove("TROUPE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn troupe serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the daemon did not refuse to start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status, stderr)
+}
+
+#[tokio::test]
+async fn directories_where_files_belong_leave_the_daemon_running_and_saying_so() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let root = data_dir.path();
+    // A daemon that ran here before, with a session.
+    let session_id = {
+        let mut daemon = ChildDaemon::spawn(root, "127.0.0.1:0");
+        let (client, _deliveries) = daemon.client().await;
+        let session = create_session_in(&client, root).await;
+        drop(client);
+        assert!(daemon.terminate().success());
+        session.session_id
+    };
+    let session_dir = root.join("sessions").join(&session_id);
+    let misplaced = [
+        root.join("config.toml"),
+        root.join("providers.json"),
+        root.join("daemon/url"),
+        root.join("daemon/console-sessions.json"),
+    ];
+    for path in misplaced.iter().chain([&session_dir.join("meta.json")]) {
+        let _ = std::fs::remove_file(path);
+        std::fs::create_dir(path).unwrap();
+    }
+
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let (mut child, url) = serve_logging_to(root, log.path(), None);
+    let token = token_of(root);
+    let (client, _deliveries) = within("connect", Client::connect_websocket(&url, &token, ClientOptions::default()))
+        .await
+        .expect("a client connects with the daemon's token");
+    let listed = within("session.list", client.call::<method::SessionList>(SessionListParams::default()))
+        .await
+        .expect("session.list");
+    assert_eq!(
+        listed.sessions.iter().map(|session| session.session_id.as_str()).collect::<Vec<_>>(),
+        [session_id.as_str()],
+        "the session whose metadata cache is a directory is still listed"
+    );
+    drop(client);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    for path in &misplaced {
+        let expected = format!("data directory problem: {} is a directory", path.display());
+        assert!(text.contains(&expected), "missing {expected:?} in the log:\n{text}");
+        assert!(text.contains(&format!("`rmdir {}`", path.display())), "{text}");
+    }
+    assert!(text.contains("it runs on the default settings"), "{text}");
+    // A directory's link count is not a hard link to warn about.
+    assert!(!text.contains("other hard links"), "{text}");
+
+    // `troupe config check` says the same of the files the config is made of.
+    let output = Command::new(troupe_binary())
+        .args(["config", "check", "--data-dir"])
+        .arg(root)
+        .env_remove("TROUPE_TOKEN")
+        .output()
+        .expect("troupe config check");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    for path in [&misplaced[0], &misplaced[1]] {
+        let expected = format!("warning: {}: is a directory", path.display());
+        assert!(printed.contains(&expected), "missing {expected:?} in:\n{printed}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_or_lock_that_is_a_directory_stops_the_start_in_one_line_unless_the_token_comes_from_the_environment() {
+    for (entry, remedy) in [("daemon/token", "TROUPE_TOKEN"), ("daemon/lock", "and start again")] {
+        let data_dir = tempfile::tempdir().unwrap();
+        let path = data_dir.path().join(entry);
+        std::fs::create_dir_all(&path).unwrap();
+        let (status, stderr) = serve_refused(data_dir.path());
+        assert!(!status.success(), "{entry}: {stderr}");
+        let line = stderr.lines().find(|line| line.contains("cannot start")).unwrap_or_else(|| panic!("{stderr}"));
+        assert!(line.contains(&format!("cannot start: {} is a directory", path.display())), "{line}");
+        assert!(line.contains(&format!("`rmdir {}`", path.display())) && line.contains(remedy), "{line}");
+    }
+
+    // A file where the daemon keeps a folder is refused too, naming it.
+    let data_dir = tempfile::tempdir().unwrap();
+    std::fs::write(data_dir.path().join("daemon"), "").unwrap();
+    let (status, stderr) = serve_refused(data_dir.path());
+    assert!(!status.success());
+    assert!(stderr.contains(&format!("{}: ", data_dir.path().join("daemon").display())), "{stderr}");
+    assert!(stderr.contains("move it away"), "{stderr}");
+
+    // With the token in the environment, the token file is not needed: the daemon runs, and requires that token.
+    let data_dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data_dir.path().join("daemon/token")).unwrap();
+    let token = "tok_from_the_environment_0123456789abcdefghij";
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let (mut child, url) = serve_logging_to(data_dir.path(), log.path(), Some(token));
+    within("connect", Client::connect_websocket(&url, token, ClientOptions::default()))
+        .await
+        .expect("the environment's token is accepted");
+    let refused = within("connect", Client::connect_websocket(&url, "tok_wrong", ClientOptions::default())).await;
+    assert!(refused.is_err(), "another token is refused");
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    assert!(text.contains("the token file is a directory; the daemon uses TROUPE_TOKEN"), "{text}");
+}
