@@ -52,8 +52,8 @@ pub struct GoalReport {
 pub struct GoalRuns {
     pub runtime: Addr<RuntimeActor>,
     pub services: Arc<RunServices>,
-    /// `[goals] max_idle_runs`.
-    pub max_idle_runs: u32,
+    /// `[goals] max_idle_runs`, when the operator opted in to the bound.
+    pub max_idle_runs: Option<u32>,
 }
 
 /// The supervisor's book of goal actors, by root session id.

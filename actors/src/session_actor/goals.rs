@@ -88,7 +88,7 @@ pub struct GoalRunPlan {
 }
 
 /// Sent by the goal actor: starts the next automatic run of `goal_id` when it is still active and the session
-/// idle, or pauses the goal when `max_idle_runs` runs in a row made no progress. Replies with the run's id (once
+/// idle, or pauses the goal when the opt-in `max_idle_runs` runs in a row made no progress. Replies with the run's id (once
 /// `run_started` is durable), or `None` when nothing was started.
 #[derive(Message)]
 #[rtype(result = "Result<Option<String>, EngineError>")]
@@ -96,7 +96,7 @@ pub struct StartGoalRun {
     pub goal_id: String,
     /// `client_run_id` and `input` are set here.
     pub run: StartRun,
-    pub max_idle_runs: u32,
+    pub max_idle_runs: Option<u32>,
 }
 
 /// Sent by the goal actor when the next automatic run cannot start (its selection is no longer valid): the goal
@@ -237,7 +237,7 @@ impl SessionActor {
         if state.runs.active.is_some() {
             return Ok((0, None));
         }
-        if let Some(pause) = state.goals.idle_pause(message.max_idle_runs) {
+        if let Some(pause) = message.max_idle_runs.and_then(|bound| state.goals.idle_pause(bound)) {
             let seq = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), pause)?;
             return Ok((seq, None));
         }
