@@ -31,6 +31,7 @@
 //! deny_read = ["~/.kube"]         # added to ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.gnupg, ~/.troupe and the data dir
 //! writable = ["~/.cargo"]         # written by tool processes besides the cwd and the run's temp dir
 //! network = true                  # false: tool processes get a network namespace with loopback only
+//! enclosing_git_dir = "read-only"  # "writable": commands may write the git dir of a repository holding the cwd
 //! [console]
 //! enabled = true                  # the web console at /; false: no console, no sign-in links
 //! session_hours = 24              # how long a browser stays signed in
@@ -120,7 +121,7 @@ pub use models::{CompactionConfig, ModelsConfig};
 mod check;
 pub use check::{ConfigProblem, ProblemSeverity, check_config, config_warnings};
 
-pub use troupe_protocol::types::runtime::SandboxMode;
+pub use troupe_protocol::types::runtime::{EnclosingGitDir, SandboxMode};
 
 /// `[sandbox]`: the kernel's bounds on every process a tool starts.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -134,11 +135,20 @@ pub struct SandboxConfig {
     pub writable: Vec<String>,
     /// Whether tool processes reach the network. `false` runs them in a new network namespace (loopback only).
     pub network: bool,
+    /// Whether commands may write the git directory of the repository holding the session's directory when it
+    /// lies outside it (a subfolder of a repository, a worktree); see [`EnclosingGitDir`].
+    pub enclosing_git_dir: EnclosingGitDir,
 }
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        SandboxConfig { mode: SandboxMode::default(), deny_read: Vec::new(), writable: Vec::new(), network: true }
+        SandboxConfig {
+            mode: SandboxMode::default(),
+            deny_read: Vec::new(),
+            writable: Vec::new(),
+            network: true,
+            enclosing_git_dir: EnclosingGitDir::default(),
+        }
     }
 }
 

@@ -49,6 +49,8 @@ mod replay_edges;
 mod request_ids;
 mod runs;
 mod sandbox;
+mod sandbox_data_dirs;
+mod sandbox_modes;
 mod session_admin;
 mod sessions;
 mod sigkill_trials;
