@@ -32,6 +32,7 @@
 //! writable = ["~/.cargo"]         # written by tool processes besides the cwd and the run's temp dir
 //! network = true                  # false: tool processes get a network namespace with loopback only
 //! enclosing_git_dir = "read-only"  # "writable": commands may write the git dir of a repository holding the cwd
+//! env = ["CARGO_HOME"]            # passed to tool processes besides PATH, HOME, USER, LANG, LC_*, TERM, ...
 //! [console]
 //! enabled = true                  # the web console at /; false: no console, no sign-in links
 //! session_hours = 24              # how long a browser stays signed in
@@ -138,6 +139,9 @@ pub struct SandboxConfig {
     /// Whether commands may write the git directory of the repository holding the session's directory when it
     /// lies outside it (a subfolder of a repository, a worktree); see [`EnclosingGitDir`].
     pub enclosing_git_dir: EnclosingGitDir,
+    /// Names of the daemon's environment variables that tool processes get besides the built-in allowlist
+    /// ([`crate::sandbox::environment`]); every other variable of the daemon stays out of their reach.
+    pub env: Vec<String>,
 }
 
 impl Default for SandboxConfig {
@@ -148,6 +152,7 @@ impl Default for SandboxConfig {
             writable: Vec::new(),
             network: true,
             enclosing_git_dir: EnclosingGitDir::default(),
+            env: Vec::new(),
         }
     }
 }
@@ -405,6 +410,11 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
             if !(path.starts_with('/') || path.starts_with("~/") || path == "~") {
                 problems.push(format!("{key}[{index}] must be an absolute path, ~ or start with ~/"));
             }
+        }
+    }
+    for (index, name) in config.sandbox.env.iter().enumerate() {
+        if let Err(problem) = crate::sandbox::environment::check_listed_name(name) {
+            problems.push(format!("sandbox.env[{index}] {problem}"));
         }
     }
     for section in [

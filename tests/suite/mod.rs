@@ -62,6 +62,7 @@ mod subscriptions;
 mod support;
 mod terminal_support;
 mod titles;
+mod tool_isolation;
 mod tool_messages;
 mod tool_output;
 mod tui;

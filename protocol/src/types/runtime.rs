@@ -250,12 +250,21 @@ pub struct SandboxStatus {
     /// outside it (`workspace-write` only).
     #[serde(default)]
     pub enclosing_git_dir: EnclosingGitDir,
+    /// `[sandbox] env`: the names of the daemon's environment variables tool processes get besides the built-in
+    /// allowlist (`PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `LC_*`, `TZ`, `TERM`, `COLORTERM`,
+    /// `NO_COLOR`); no other variable of the daemon reaches them. `TMPDIR` is the run's own temp dir.
+    #[serde(default)]
+    pub env: Vec<String>,
     /// Why tool processes are refused, when the mode asks for a sandbox this kernel cannot give.
     pub tools_refused: Option<String>,
     /// Whether each command runs in a PID namespace of its own, so that nothing it starts (`setsid` included)
     /// outlives it. Where the system allows no such namespace, the command's process group is killed instead.
     #[serde(default)]
     pub pid_namespace: bool,
+    /// Whether each command gets a `/proc` of its own (a mount namespace with the procfs of its PID namespace), so
+    /// that it sees no other process of the machine, nor their command lines and environments.
+    #[serde(default)]
+    pub private_proc: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
