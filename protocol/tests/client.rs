@@ -175,7 +175,7 @@ impl ServerProtocol for TestServer {
         let sink = ctx.event_sink(&params.session_id);
         sink.mark_replayed_through(last_seq);
         session.sink = Some(sink);
-        Ok(EventsSubscribeResult { events, last_seq })
+        Ok(EventsSubscribeResult { events, last_seq, history_last_seq: Some(last_seq) })
     }
 
     async fn session_get(

@@ -195,3 +195,38 @@ async fn a_log_that_cannot_be_opened_at_start_is_served_once_it_is_repaired() {
     let _ = raw_stream.send(Message::Close(None)).await;
     let _ = raw_stream.next().await;
 }
+
+/// A script that reads `events.subscribe`'s reply once can tell whether the stored history continues past the page
+/// (`history_last_seq` above `last_seq`) and which notifications are replay and which live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reply_says_where_stored_history_ends_past_its_page() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let session_id = "01957a1c-0000-7000-8000-0000000000d1";
+    write_rename_log(data_dir.path(), session_id, 20, 2000);
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        data_dir: Some(data_dir),
+        config_toml: Some("[limits]\nreplay_page_bytes = 8192\n".into()),
+        ..DaemonSetup::default()
+    });
+    let mut raw = daemon.raw().await;
+    raw.handshake().await;
+    let reply = raw.call(1, "events.subscribe", json!({"session_id": session_id})).await;
+    let result = &reply["result"];
+    let page = result["events"].as_array().expect("events");
+    let last_seq = result["last_seq"].as_u64().expect("last_seq");
+    assert!(!page.is_empty() && page.len() < 20, "one page, not the whole history: {}", page.len());
+    assert_eq!(page.last().unwrap()["seq"].as_u64(), Some(last_seq), "last_seq is the page's last event");
+    assert_eq!(result["history_last_seq"], 20, "the stored history goes on to seq 20");
+    // The rest of the history arrives as notifications, up to `history_last_seq`.
+    let mut next = last_seq + 1;
+    while next <= 20 {
+        let notification = raw.recv().await;
+        assert_eq!(notification["method"], "events.subscription", "{notification}");
+        assert_eq!(notification["params"]["event"]["seq"].as_u64(), Some(next), "{notification}");
+        next += 1;
+    }
+
+    // Subscribed at the end, the history holds nothing more than the reply.
+    let reply = raw.call(2, "events.subscribe", json!({"session_id": session_id, "cursor": 20})).await;
+    assert_eq!((&reply["result"]["last_seq"], &reply["result"]["history_last_seq"]), (&json!(20), &json!(20)));
+}

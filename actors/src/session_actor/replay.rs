@@ -149,7 +149,11 @@ impl Handler<Subscribe> for SessionActor {
         if after == through {
             sink.mark_replayed_through(through);
             self.go_live(sink);
-            return Box::pin(fut::ready(Ok(EventsSubscribeResult { events: Vec::new(), last_seq: through })));
+            return Box::pin(fut::ready(Ok(EventsSubscribeResult {
+                events: Vec::new(),
+                last_seq: through,
+                history_last_seq: Some(through),
+            })));
         }
         let page_bytes = self.limits.replay_page_bytes;
         let source = match self.source(after, through, page_bytes) {
@@ -173,7 +177,11 @@ impl Handler<Subscribe> for SessionActor {
             let last_seq = page.last().map_or(through, |entry| entry.seq);
             sink.mark_replayed_through(last_seq);
             actor.attach(ctx, sink, last_seq);
-            Ok(EventsSubscribeResult { events: page.into_iter().map(|entry| entry.json).collect(), last_seq })
+            Ok(EventsSubscribeResult {
+                events: page.into_iter().map(|entry| entry.json).collect(),
+                last_seq,
+                history_last_seq: Some(through),
+            })
         }))
     }
 }
@@ -278,7 +286,7 @@ impl ReplayPump {
     async fn pump(&mut self) -> Result<(), Stopped> {
         loop {
             let Ok(step) = self.actor.send(NextReplay { id: self.id, after: self.after }).await else {
-                // The session actor stopped; its subscribers went with it.
+                // The session actor stopped, and ended this subscription with its gap as it went (its `Drop`).
                 return Ok(());
             };
             let (entries, through, _permit) = match step {

@@ -601,11 +601,16 @@ pub struct EventsSubscribeParams {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventsSubscribeResult {
-    /// Stored events with `seq > cursor`, in order.
+    /// Stored events with `seq > cursor`, in order: at most one page of them.
     pub events: Vec<EventJson>,
-    /// The session's last physical sequence at the moment the subscription started. Live notifications carry
-    /// exactly the events after it.
+    /// The `seq` of the last event in `events` (the cursor when `events` is empty). Notifications carry exactly the
+    /// events after it: the rest of the stored history first, when it did not fit the page, then the live ones.
     pub last_seq: u64,
+    /// troupe extension: the session's last physical sequence when the subscription started, that is, where its
+    /// stored history ends. Above `last_seq`, the history continues past this page as notifications; a
+    /// notification with a later `seq` is live. Absent from daemons that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_last_seq: Option<u64>,
 }
 
 /// `events.subscription` notification.

@@ -11,6 +11,72 @@ use crate::config::SandboxMode;
 use crate::sandbox::process_groups::GroupRecord;
 use crate::sandbox::{PreparedSandbox, Sandbox};
 
+/// Words (between `_`) of environment variable names that hold secrets: `OPENAI_API_KEY`, `OPENAI_KEY`,
+/// `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `MYSQL_PWD`, `ANTHROPIC_AUTH`, `GH_PAT`, `SENTRY_DSN`, ... Such variables
+/// of the daemon are not passed to commands (`PWD`, the current directory, alone is kept).
+const SECRET_NAME_WORDS: [&str; 18] = [
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "PWD",
+    "PASS",
+    "KEY",
+    "KEYS",
+    "APIKEY",
+    "AUTH",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "PAT",
+    "DSN",
+    "COOKIE",
+    "PRIVATE",
+];
+
+/// Parts that mark a secret wherever they stand in a name (`PGPASSWORD`, `GITHUBTOKEN`).
+const SECRET_NAME_PARTS: [&str; 6] = ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL"];
+
+/// Variables that lead to agents and buses acting outside the sandbox for a command (an ssh or gpg agent, the
+/// session bus's `systemd-run`), not passed to commands either.
+const AGENT_VARIABLES: [&str; 4] = ["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME"];
+
+/// The daemon's own settings (`TROUPE_HOME`, `TROUPE_URL`, `TROUPE_CA_CERT`, `TROUPE_LOG_FORMAT`, …): where the
+/// daemon keeps its data and how to reach it are none of a command's business, and a `troupe` run inside the
+/// sandbox must not be pointed at the daemon by them.
+const DAEMON_VARIABLE_PREFIX: &str = "TROUPE_";
+
+/// The environment a command inherits: the daemon's, without the variables that hold secrets or lead to agents,
+/// and without the daemon's own settings.
+pub(super) fn inherited_environment(
+    daemon: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    daemon
+        .filter(|(name, value)| {
+            let name = name.to_string_lossy();
+            !name.to_ascii_uppercase().starts_with(DAEMON_VARIABLE_PREFIX)
+                && !is_secret_variable(&name, &value.to_string_lossy())
+        })
+        .collect()
+}
+
+fn is_secret_variable(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let secret_word =
+        upper != "PWD" && upper.split(['_', '-', '.', '/', ':']).any(|word| SECRET_NAME_WORDS.contains(&word));
+    let secret_part = SECRET_NAME_PARTS.iter().any(|part| upper.contains(part));
+    secret_word || secret_part || AGENT_VARIABLES.contains(&upper.as_str()) || has_url_credentials(value)
+}
+
+/// `scheme://user:password@host...`, as in `DATABASE_URL`.
+fn has_url_credentials(value: &str) -> bool {
+    value.split("://").skip(1).any(|rest| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        authority.rsplit_once('@').is_some_and(|(credentials, _)| credentials.contains(':'))
+    })
+}
+
 /// What a command's output says when the kernel refused it a file (or a Unix socket).
 const REFUSAL_MARKERS: [&str; 5] =
     ["Permission denied", "Operation not permitted", "Read-only file system", "EACCES", "EPERM"];
@@ -159,4 +225,50 @@ pub(super) fn refusal_note(sandbox: &Sandbox, cwd: &Path, stderr: &str, stdout: 
         sandbox.mode().as_str(),
         sandbox.data_dir().display(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_and_agent_variables_are_not_inherited() {
+        for name in [
+            "OPENAI_API_KEY",
+            "OPENAI_KEY",
+            "github_token",
+            "TROUPE_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_ACCESS_KEY_ID",
+            "PGPASSWORD",
+            "MYSQL_PWD",
+            "ANTHROPIC_AUTH",
+            "GH_PAT",
+            "SENTRY_DSN",
+            "STRIPE_KEY",
+            "NPM_CONFIG__AUTH",
+            "NPM_CONFIG_//registry/:_authToken",
+            "SSH_AUTH_SOCK",
+            "DBUS_SESSION_BUS_ADDRESS",
+        ] {
+            assert!(is_secret_variable(name, "x"), "{name}");
+        }
+        assert!(is_secret_variable("DATABASE_URL", "postgres://app:hunter2@db:5432/app"));
+        for name in
+            ["HOME", "PATH", "PWD", "OLDPWD", "GIT_AUTHOR_NAME", "CARGO_HOME", "LANG", "XDG_RUNTIME_DIR", "KEYMAP"]
+        {
+            assert!(!is_secret_variable(name, "/x"), "{name}");
+        }
+        assert!(!is_secret_variable("DATABASE_URL", "postgres://db:5432/app"));
+        assert!(!is_secret_variable("HOMEPAGE", "https://example.com/a@b"));
+    }
+
+    #[test]
+    fn the_daemons_own_settings_are_not_inherited() {
+        let daemon = ["TROUPE_HOME", "TROUPE_URL", "TROUPE_CA_CERT", "TROUPE_LOG_FORMAT", "troupe_home", "PATH"]
+            .map(|name| (std::ffi::OsString::from(name), std::ffi::OsString::from("/x")));
+        let inherited = inherited_environment(daemon.into_iter());
+        let names: Vec<_> = inherited.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["PATH"]);
+    }
 }
