@@ -1,5 +1,6 @@
 //! How a client command finds and reaches the daemon: the URL (`--url`, `TROUPE_URL`, else the URL the daemon
-//! running on the data dir recorded in `daemon/url`, else the data dir's configured `listen`), the token (`--token`, `TROUPE_TOKEN`, else the data dir's token file, read only), and
+//! running on the data dir recorded in `daemon/url`, else the data dir's configured `listen`), the token (`--token`,
+//! `TROUPE_TOKEN`, `--token-file`, `TROUPE_TOKEN_FILE`, else the data dir's token file, read only), and
 //! what it says when that fails. A client command never creates a data directory or a token: a token it created
 //! could only be wrong, and would hide the real mistake (a mistyped `--data-dir`).
 
@@ -17,8 +18,11 @@ pub const DEFAULT_URL: &str = "ws://127.0.0.1:7419/ws";
 pub struct Connection {
     /// `--url` or `TROUPE_URL`; `None`: the data dir's configured `listen`.
     pub url: Option<String>,
-    /// The token given on the command line or in `TROUPE_TOKEN`; otherwise read from the data directory.
+    /// The token given on the command line or in `TROUPE_TOKEN`; otherwise read from `token_file`, else from the
+    /// data directory.
     pub token: Option<String>,
+    /// `--token-file` or `TROUPE_TOKEN_FILE`: a file holding the token.
+    pub token_file: Option<PathBuf>,
     /// `--data-dir` or `TROUPE_HOME`, as given.
     pub data_dir: Option<PathBuf>,
     /// `--ca-cert` or `TROUPE_CA_CERT`: more certificate authorities to trust for a `wss://` URL.
@@ -74,6 +78,15 @@ impl Connection {
         if let Some(token) = self.token.as_ref().filter(|token| !token.is_empty()) {
             return Ok((token.trim().to_owned(), None));
         }
+        if let Some(path) = &self.token_file {
+            return match std::fs::read_to_string(path) {
+                Ok(text) if !text.trim().is_empty() => Ok((text.trim().to_owned(), Some(path.clone()))),
+                Ok(_) => anyhow::bail!("the token file {} given with --token-file is empty", path.display()),
+                Err(error) => {
+                    anyhow::bail!("cannot read the token file {} given with --token-file: {error}", path.display())
+                }
+            };
+        }
         let data_dir = DataDir::resolve(self.data_dir.clone())?;
         let path = data_dir.token_path();
         match std::fs::read_to_string(&path) {
@@ -93,7 +106,7 @@ impl Connection {
                     message.push_str(&format!("\n  hint: did you mean --data-dir {}?", other.display()));
                 }
                 message.push_str(&format!(
-                    "\n  hint: start the daemon with `troupe serve{}`, or give the token with --token (TROUPE_TOKEN)",
+                    "\n  hint: start the daemon with `troupe serve{}`, or give the token with TROUPE_TOKEN or --token-file",
                     self.data_dir_flag()
                 ));
                 anyhow::bail!(message)
@@ -178,7 +191,7 @@ impl Connection {
                         .to_owned()
                 } else {
                     "get that daemon's token on its own machine: `troupe token` there prints it (deploy/README.md, \
-                 step 2); pass it here with --token (TROUPE_TOKEN)"
+                 step 2); pass it here with TROUPE_TOKEN or --token-file"
                         .to_owned()
                 };
                 (
@@ -318,6 +331,7 @@ mod tests {
         Connection {
             url: Some("wss://troupe.example.com/ws".to_owned()),
             token: Some("t".to_owned()),
+            token_file: None,
             data_dir: Some(std::path::PathBuf::from("/nonexistent/troupe-data")),
             ca_cert: None,
         }

@@ -242,6 +242,7 @@ fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
             landlock_abi = abi.unwrap_or_default(),
             network = status.network,
             pid_namespace = status.pid_namespace,
+            private_proc = status.private_proc,
             denied = %status.denied.join(", "),
             writable = %status.writable.join(", "),
             "tool processes run in the sandbox"
@@ -253,6 +254,13 @@ fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
                 %reason,
                 "tool processes get no PID namespace here: a process a command detaches from its group (setsid) \
                  can outlive the command"
+            );
+        }
+        if let Some(reason) = sandbox.no_private_proc() {
+            tracing::warn!(
+                %reason,
+                "tool processes get no /proc of their own here: they can read the command line of every process \
+                 of this machine (a secret passed as an argument included)"
             );
         }
         let writable = if status.mode == SandboxMode::WorkspaceWrite { sandbox.writable() } else { &[] };

@@ -6,6 +6,7 @@
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::{Empty, SessionIdParams};
 use troupe_protocol::types::runtime::{EnclosingGitDir, SandboxEnforcement, SandboxMode, SandboxStatus};
+use troupe_runtime::sandbox::environment::{INHERITED, LOCALE_PREFIX};
 use troupe_runtime::sandbox::plan::{READABLE_DEVICES, SHARED_MEMORY, WRITABLE_DEVICES};
 
 use crate::cli_errors::explained;
@@ -50,6 +51,7 @@ pub fn explain(sandbox: &SandboxStatus, session_id: &str, cwd: &str) -> String {
              including its data directory (token, provider keys, config). Only the permission mode decides \
              what runs.\n",
         );
+        text.push_str(&environment_line(sandbox));
         text.push_str(&file_tools_line(sandbox));
         return text;
     }
@@ -90,11 +92,20 @@ pub fn explain(sandbox: &SandboxStatus, session_id: &str, cwd: &str) -> String {
     if !sandbox.pid_namespace {
         text.push_str("A process a command detaches (setsid) can outlive it here: no PID namespace is available.\n");
     }
+    if sandbox.private_proc {
+        text.push_str("Commands see only their own processes in /proc.\n");
+    } else if sandbox.mode != SandboxMode::Off {
+        text.push_str(
+            "Commands see every process of this machine in /proc, with its command line: this system gives them no \
+             /proc of their own (see the daemon's log for why). Pass no secret on a command line here.\n",
+        );
+    }
     text.push_str(
         "Everything a command starts is confined the same way and is killed when the command ends, is cancelled or \
          times out, and with the daemon. Commands have no terminal and cannot reach Unix sockets of services outside \
-         the sandbox; the daemon's secret environment variables (tokens, keys, agent sockets) are not passed on.\n",
+         the sandbox.\n",
     );
+    text.push_str(&environment_line(sandbox));
     text.push_str(&file_tools_line(sandbox));
     text
 }
@@ -132,6 +143,18 @@ fn holder_notes(sandbox: &SandboxStatus, cwd: &str) -> String {
             )
         })
         .collect()
+}
+
+/// Which of the daemon's environment variables commands get, in every mode.
+fn environment_line(sandbox: &SandboxStatus) -> String {
+    let mut names: Vec<String> = INHERITED.iter().map(|name| (*name).to_owned()).collect();
+    names.push(format!("{LOCALE_PREFIX}*"));
+    names.extend(sandbox.env.iter().cloned());
+    format!(
+        "Of the daemon's environment, commands get only {} (and TMPDIR, their run's temp dir); every other \
+         variable stays out of their reach.\n",
+        names.join(", ")
+    )
 }
 
 /// What commands may do to the git directory of a repository holding the session's directory from outside it.
@@ -174,8 +197,10 @@ mod tests {
             denied: vec!["/home/u/.troupe".into(), "/home/u/.ssh".into()],
             writable: vec!["/home/u/.cargo".into()],
             enclosing_git_dir: EnclosingGitDir::ReadOnly,
+            env: vec!["CARGO_HOME".into()],
             tools_refused: None,
             pid_namespace: true,
+            private_proc: true,
         }
     }
 
@@ -201,6 +226,20 @@ mod tests {
         assert!(text.contains("$TMPDIR"), "{text}");
         let text = explain(&status(SandboxMode::Off), "s1", "/p");
         assert!(text.contains("full rights"), "{text}");
+        assert!(
+            text.contains("commands get only PATH, HOME,") && text.contains("LC_*, CARGO_HOME (and TMPDIR"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn says_whether_commands_see_other_processes() {
+        let mut sandbox = status(SandboxMode::WorkspaceWrite);
+        let text = explain(&sandbox, "s1", "/p");
+        assert!(text.contains("Commands see only their own processes in /proc."), "{text}");
+        sandbox.private_proc = false;
+        let text = explain(&sandbox, "s1", "/p");
+        assert!(text.contains("Commands see every process of this machine in /proc"), "{text}");
     }
 
     #[test]

@@ -27,6 +27,8 @@ impl RunWorkspace {
         let fallback = cwd.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             let cwd = cwd.canonicalize().unwrap_or(cwd);
+            // Other troupe data dirs in reach: their secrets are masked in the output of the run's tools.
+            sandbox.mask_secrets_around(&cwd);
             let temp_root = sandbox.temp_root();
             let mut writable = vec![cwd.clone()];
             writable.extend(temp_root.as_ref().ok().cloned());

@@ -31,6 +31,8 @@
 //! deny_read = ["~/.kube"]         # added to ~/.ssh, ~/.aws, ~/.config/gcloud, ~/.gnupg, ~/.troupe and the data dir
 //! writable = ["~/.cargo"]         # written by tool processes besides the cwd and the run's temp dir
 //! network = true                  # false: tool processes get a network namespace with loopback only
+//! enclosing_git_dir = "read-only"  # "writable": commands may write the git dir of a repository holding the cwd
+//! env = ["CARGO_HOME"]            # passed to tool processes besides PATH, HOME, USER, LANG, LC_*, TERM, ...
 //! [console]
 //! enabled = true                  # the web console at /; false: no console, no sign-in links
 //! session_hours = 24              # how long a browser stays signed in
@@ -120,7 +122,7 @@ pub use models::{CompactionConfig, ModelsConfig};
 mod check;
 pub use check::{ConfigProblem, ProblemSeverity, check_config, config_warnings};
 
-pub use troupe_protocol::types::runtime::SandboxMode;
+pub use troupe_protocol::types::runtime::{EnclosingGitDir, SandboxMode};
 
 /// `[sandbox]`: the kernel's bounds on every process a tool starts.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -134,11 +136,24 @@ pub struct SandboxConfig {
     pub writable: Vec<String>,
     /// Whether tool processes reach the network. `false` runs them in a new network namespace (loopback only).
     pub network: bool,
+    /// Whether commands may write the git directory of the repository holding the session's directory when it
+    /// lies outside it (a subfolder of a repository, a worktree); see [`EnclosingGitDir`].
+    pub enclosing_git_dir: EnclosingGitDir,
+    /// Names of the daemon's environment variables that tool processes get besides the built-in allowlist
+    /// ([`crate::sandbox::environment`]); every other variable of the daemon stays out of their reach.
+    pub env: Vec<String>,
 }
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        SandboxConfig { mode: SandboxMode::default(), deny_read: Vec::new(), writable: Vec::new(), network: true }
+        SandboxConfig {
+            mode: SandboxMode::default(),
+            deny_read: Vec::new(),
+            writable: Vec::new(),
+            network: true,
+            enclosing_git_dir: EnclosingGitDir::default(),
+            env: Vec::new(),
+        }
     }
 }
 
@@ -395,6 +410,11 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
             if !(path.starts_with('/') || path.starts_with("~/") || path == "~") {
                 problems.push(format!("{key}[{index}] must be an absolute path, ~ or start with ~/"));
             }
+        }
+    }
+    for (index, name) in config.sandbox.env.iter().enumerate() {
+        if let Err(problem) = crate::sandbox::environment::check_listed_name(name) {
+            problems.push(format!("sandbox.env[{index}] {problem}"));
         }
     }
     for section in [

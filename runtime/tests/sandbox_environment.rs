@@ -1,17 +1,22 @@
-//! The daemon's secret environment variables and its own `TROUPE_*` settings do not reach commands; other
-//! variables do. A test binary of its own with one test, so that setting this process's environment races with no
-//! other thread.
+//! Commands get an allowlisted environment: the daemon's secret variables (whatever their names) and its own
+//! `TROUPE_*` settings do not reach them; `PATH` and the names `[sandbox] env` lists do. A test binary of its own
+//! with one test, so that setting this process's environment races with no other thread.
 
 #![cfg(target_os = "linux")]
 
 use troupe_protocol::types::run::ToolResultStatus;
-use troupe_runtime::config::SandboxMode;
+use troupe_runtime::config::{SandboxConfig, SandboxMode};
 
 mod sandbox_support;
 
 use sandbox_support::*;
 
-const SECRET_VARIABLES: [&str; 6] = [
+const SECRET_VARIABLES: [&str; 11] = [
+    "GPG_PASSPHRASE",
+    "CI_JOB_JWT",
+    "BW_SESSION",
+    "SLACK_WEBHOOK_URL",
+    "STRIPE_SK_LIVE",
     "OPENAI_API_KEY",
     "GITHUB_TOKEN",
     "AWS_SECRET_ACCESS_KEY",
@@ -28,6 +33,8 @@ fn the_daemons_secret_variables_do_not_reach_a_command() {
     }
     // SAFETY: as above.
     unsafe { std::env::set_var("APP_HARMLESS_SETTING", "kept") };
+    // SAFETY: as above.
+    unsafe { std::env::set_var("APP_UNLISTED_SETTING", "dropped") };
     // The daemon's own settings are not a command's business, harmless or not (see `confine.rs`).
     // SAFETY: as above.
     unsafe { std::env::set_var("TROUPE_HARMLESS_SETTING", "dropped") };
@@ -35,7 +42,8 @@ fn the_daemons_secret_variables_do_not_reach_a_command() {
     runtime.block_on(async {
         let workspace = Workspace::new();
         for mode in [SandboxMode::WorkspaceWrite, SandboxMode::Off] {
-            let sandbox = workspace.sandbox(config(mode));
+            let listed = vec!["APP_HARMLESS_SETTING".to_owned(), "TROUPE_HARMLESS_SETTING".to_owned()];
+            let sandbox = workspace.sandbox(SandboxConfig { env: listed, ..config(mode) });
             let result = workspace.run(&sandbox, "env").await;
             assert_status(&result, ToolResultStatus::Ok);
             for name in SECRET_VARIABLES {
@@ -44,6 +52,7 @@ fn the_daemons_secret_variables_do_not_reach_a_command() {
             assert!(!result.output.contains("secret-value"), "{}", result.output);
             assert!(result.output.contains("APP_HARMLESS_SETTING=kept"), "{}", result.output);
             assert!(!result.output.contains("TROUPE_HARMLESS_SETTING"), "{}", result.output);
+            assert!(!result.output.contains("APP_UNLISTED_SETTING"), "{}", result.output);
             assert!(result.output.contains("PATH="), "{}", result.output);
         }
     });

@@ -208,3 +208,40 @@ async fn an_approved_outside_path_is_executed_but_only_that_path() {
     assert_eq!(written.status, ToolResultStatus::Error, "{}", written.output);
     assert!(!layout.outside.join("newdir").exists());
 }
+
+/// Paths through a link of `/proc` name what the process following them has (its cwd, its descriptors, its root):
+/// resolved in the daemon they would describe the daemon, not the command or the file the tool opens. Refused, in
+/// every spelling, whatever they would lead to; `/proc` itself and an ordinary symlink still resolve.
+#[tokio::test]
+async fn a_path_through_a_link_of_proc_is_refused_not_judged_as_the_daemons() {
+    let layout = layout();
+    std::fs::write(layout.cwd.join("inside.txt"), "inside").unwrap();
+    symlink("/proc/self/root/etc", layout.cwd.join("etc-of-self")).unwrap();
+    symlink("/dev/fd", layout.cwd.join("descriptors")).unwrap();
+    symlink("/proc/self/cwd", layout.cwd.join("daemon-cwd")).unwrap();
+    let own_pid = std::process::id().to_string();
+    for path in [
+        "/proc/self/cwd/inside.txt".to_owned(),
+        "/proc/thread-self/root/etc/hostname".to_owned(),
+        "/proc/self/fd/0".to_owned(),
+        format!("/proc/{own_pid}/root/etc/hostname"),
+        format!("/proc/{own_pid}/cwd"),
+        "/proc/self/exe".to_owned(),
+        "/dev/fd/1".to_owned(),
+        "/dev/stdin".to_owned(),
+        "etc-of-self/passwd".to_owned(),
+        "descriptors/2".to_owned(),
+        "daemon-cwd/inside.txt".to_owned(),
+    ] {
+        let error = resolve_path(&layout.cwd, &path).expect_err(&path);
+        let message = error.to_string();
+        assert!(message.contains("a link of /proc whose target depends on the process"), "{path}: {message}");
+    }
+    // The file tools' permission (and the shell classifier) judge through the same resolution: refused there too.
+    let registry = ToolRegistry::builtin();
+    let judged = registry.get("read_file").unwrap().permission(&json!({"path": "daemon-cwd/inside.txt"}), &layout.cwd);
+    assert!(judged.is_err(), "{judged:?}");
+    assert!(resolve_path(&layout.cwd, "/proc/cpuinfo").is_ok());
+    symlink("inside.txt", layout.cwd.join("alias.txt")).unwrap();
+    assert_eq!(resolve_path(&layout.cwd, "alias.txt").unwrap().path, layout.cwd.join("inside.txt"));
+}

@@ -354,7 +354,9 @@ async fn the_classifier_runs_only_what_stays_read_only_and_inside_and_hard_denie
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_in_a_repository_subfolder_can_commit_but_not_write_beside_it() {
-    let daemon = TestDaemon::start();
+    // Opted in: by default the repository's git dir, outside the session's folder, is not written.
+    let config_toml = Some("[sandbox]\nenclosing_git_dir = \"writable\"\n".to_owned());
+    let daemon = TestDaemon::start_with(DaemonSetup { config_toml, ..DaemonSetup::default() });
     let repository = daemon.project_path().canonicalize().unwrap();
     std::fs::create_dir(repository.join("sub")).unwrap();
     std::fs::write(repository.join("README"), "root").unwrap();

@@ -245,7 +245,8 @@ fn handed_key(answer: &Response) -> String {
 /// Signs in over raw HTTP, as the sign-in page's form does.
 async fn sign_in(daemon: &TestDaemon) -> SignedIn {
     let code = login_code(daemon).await;
-    let answer = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
+    let own = format!("http://{}", daemon.addr);
+    let answer = http(daemon.addr, "POST", "/login", &[("Origin", &own)], &format!("code={code}"));
     assert_eq!(answer.status, 303, "{answer:?}");
     let cookie = answer.console_cookie().unwrap_or_else(|| panic!("no console cookie in {answer:?}"));
     SignedIn { cookie, key: handed_key(&answer) }
@@ -296,7 +297,22 @@ async fn a_login_code_signs_in_once_and_only_by_post() {
         assert_eq!(page.console_cookie(), None, "GET /login sets no cookie");
         assert!(page.text().contains(&code), "the form carries the code");
     }
-    let answer = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
+    // A post that does not prove it came from the console's own page is refused and leaves the code unused: no
+    // Origin and no Sec-Fetch-Site (a script that read the link off a browser's command line), another site's.
+    for headers in [
+        vec![],
+        vec![("Sec-Fetch-Site", "cross-site")],
+        vec![("Sec-Fetch-Site", "none")],
+        vec![("Origin", "http://evil.example")],
+        vec![("Origin", "null"), ("Sec-Fetch-Site", "same-origin")],
+    ] {
+        let refused = http(daemon.addr, "POST", "/login", &headers, &format!("code={code}"));
+        assert_eq!(refused.status, 403, "{headers:?}: {refused:?}");
+        assert!(refused.text().contains("not sent from this console's own sign-in page"), "{}", refused.text());
+        assert_eq!(refused.console_cookie(), None, "{headers:?}");
+    }
+    // A browser that sends no Origin says where the form came from with Sec-Fetch-Site.
+    let answer = http(daemon.addr, "POST", "/login", &[("Sec-Fetch-Site", "same-origin")], &format!("code={code}"));
     assert_eq!(answer.status, 303, "{answer:?}");
     let key = handed_key(&answer);
     let set_cookie = answer.header("set-cookie").expect("Set-Cookie");
@@ -307,11 +323,13 @@ async fn a_login_code_signs_in_once_and_only_by_post() {
     assert!(attributes.iter().any(|attribute| attribute.starts_with("max-age=")), "Max-Age in {set_cookie}");
     assert!(!attributes.iter().any(|attribute| attribute == "secure"), "no Secure on plain http: {set_cookie}");
 
-    let again = http(daemon.addr, "POST", "/login", &[], &format!("code={code}"));
+    let own = [("Origin", format!("http://{}", daemon.addr))];
+    let own: Vec<(&str, &str)> = own.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    let again = http(daemon.addr, "POST", "/login", &own, &format!("code={code}"));
     assert_eq!(again.status, 401, "{again:?}");
     assert!(again.text().contains("already used"), "{}", again.text());
     assert_eq!(again.console_cookie(), None);
-    let unknown = http(daemon.addr, "POST", "/login", &[], "code=nonsense");
+    let unknown = http(daemon.addr, "POST", "/login", &own, "code=nonsense");
     assert_eq!(unknown.status, 401);
 
     let cookie = answer.console_cookie().expect("cookie");

@@ -183,10 +183,16 @@ async fn persist(book: std::sync::Arc<ConsoleBook>) {
     }
 }
 
-/// Whether a form post came from the daemon's own pages: browsers send `Origin` with every POST; a request without
-/// one is not from a browser and carries no ambient cookie to abuse.
+/// Whether a form post proves it came from the daemon's own pages: an `Origin` that is the daemon's own, or, from a
+/// browser that sent none, `Sec-Fetch-Site: same-origin`. Browsers send one or the other with every form post, so
+/// a post with neither is not the sign-in page's button but a script: one that read a sign-in link where it
+/// should not have (a browser's command line in `/proc`) must not trade its code for a session.
 fn posted_from_here<S>(request: &HttpRequest, state: &GatewayState<S>) -> bool {
-    request.headers().get(header::ORIGIN).is_none() || state.origins.is_own_origin(request.headers())
+    let headers = request.headers();
+    if headers.contains_key(header::ORIGIN) {
+        return state.origins.is_own_origin(headers);
+    }
+    headers.get("sec-fetch-site").is_some_and(|site| site.as_bytes().eq_ignore_ascii_case(b"same-origin"))
 }
 
 /// The `Set-Cookie` value of the console's session: `value` for `max_age_secs` (an empty value and 0 clear it).

@@ -61,9 +61,14 @@ pub(crate) fn code_refused() -> HttpResponse {
     )
 }
 
-/// A form posted from another site.
+/// A form posted from another site, or by something that does not say where from.
 pub(crate) fn foreign_origin() -> HttpResponse {
-    page(StatusCode::FORBIDDEN, "troupe: refused", "<h1>Refused</h1><p>This form was sent from another site.</p>")
+    page(
+        StatusCode::FORBIDDEN,
+        "troupe: refused",
+        "<h1>Refused</h1><p>This form was not sent from this console's own sign-in page (it came from another site, \
+         or did not say where from). Open the sign-in link in a browser and press its button.</p>",
+    )
 }
 
 fn page(status: StatusCode, title: &str, body: &str) -> HttpResponse {

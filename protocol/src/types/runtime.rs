@@ -199,6 +199,30 @@ impl SandboxMode {
     }
 }
 
+/// `[sandbox] enclosing_git_dir` of `config.toml`: whether commands may write the git directory of the repository
+/// holding the session's directory when it lies outside it (a session in a subfolder of a repository, or in a
+/// worktree). git runs what that directory configures (hooks, `core.fsmonitor`) later, outside the sandbox, for
+/// every folder of the repository, so writing it is opt-in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnclosingGitDir {
+    /// Commands read it but change nothing in it: `git commit` in such a session fails.
+    #[default]
+    ReadOnly,
+    /// Commands may write it (so they can commit), unless the repository holds the daemon user's home folder (a
+    /// dotfiles repository), whose git directory stays read-only.
+    Writable,
+}
+
+impl EnclosingGitDir {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnclosingGitDir::ReadOnly => "read-only",
+            EnclosingGitDir::Writable => "writable",
+        }
+    }
+}
+
 /// What enforces the sandbox of tool processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -222,12 +246,25 @@ pub struct SandboxStatus {
     pub denied: Vec<String>,
     /// Paths tool processes may write besides the session's cwd and the run's temp dir.
     pub writable: Vec<String>,
+    /// Whether commands may write the git directory of a repository holding the session's directory when it lies
+    /// outside it (`workspace-write` only).
+    #[serde(default)]
+    pub enclosing_git_dir: EnclosingGitDir,
+    /// `[sandbox] env`: the names of the daemon's environment variables tool processes get besides the built-in
+    /// allowlist (`PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `LC_*`, `TZ`, `TERM`, `COLORTERM`,
+    /// `NO_COLOR`); no other variable of the daemon reaches them. `TMPDIR` is the run's own temp dir.
+    #[serde(default)]
+    pub env: Vec<String>,
     /// Why tool processes are refused, when the mode asks for a sandbox this kernel cannot give.
     pub tools_refused: Option<String>,
     /// Whether each command runs in a PID namespace of its own, so that nothing it starts (`setsid` included)
     /// outlives it. Where the system allows no such namespace, the command's process group is killed instead.
     #[serde(default)]
     pub pid_namespace: bool,
+    /// Whether each command gets a `/proc` of its own (a mount namespace with the procfs of its PID namespace), so
+    /// that it sees no other process of the machine, nor their command lines and environments.
+    #[serde(default)]
+    pub private_proc: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

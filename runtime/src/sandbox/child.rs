@@ -6,6 +6,13 @@
 //! the command; the parent only waits for it and exits the way it did, so that everything in the namespace dies
 //! when the command ends or when either process is killed.
 //!
+//! With a PID namespace comes, where the system allows it, a mount namespace of its own with a fresh procfs on
+//! `/proc` (as bubblewrap does): the command's `/proc` then lists only the processes of its namespace, so the
+//! command lines and environments of the user's other processes (a `troupe --token`, a browser opened on a
+//! sign-in link) are not there to read. The mount tree is made private first, so nothing mounted here reaches the
+//! host. Mounting needs no more than the namespaces themselves: root has the right, anyone else gets it in the user
+//! namespace entered with them.
+//!
 //! Everything here runs in the forked child of a multi-threaded daemon, where only async-signal-safe calls are
 //! allowed: raw syscalls on data prepared before the fork, no allocation, no locks. Every failure is returned as
 //! the `errno` it came with, which makes the spawn fail: a command never runs with less confinement than asked.
@@ -47,7 +54,8 @@ struct IdMaps {
 pub(super) struct ChildSetup {
     /// The daemon's pid: a child whose parent is already another process must not run.
     parent_pid: libc::pid_t,
-    /// Namespaces to enter (`CLONE_NEWPID`, `CLONE_NEWNET`), 0 for none.
+    /// Namespaces to enter (`CLONE_NEWPID`, `CLONE_NEWNS`, `CLONE_NEWNET`), 0 for none. `CLONE_NEWNS` comes only
+    /// with `CLONE_NEWPID`: the namespace's init mounts its own `/proc`.
     namespaces: libc::c_int,
     /// The id maps of a user namespace, for when the namespaces need one (the daemon is not root).
     id_maps: IdMaps,
@@ -57,6 +65,8 @@ pub(super) struct ChildSetup {
     refuse_unix_sockets: bool,
     /// The Landlock ruleset; `None` only when the mode is `off`.
     ruleset: Option<OwnedFd>,
+    /// What the ruleset grants beneath the command's own `/proc`, added once it is mounted (0: nothing).
+    proc_access: u64,
 }
 
 /// What a confined child gets besides its ruleset.
@@ -64,6 +74,11 @@ pub(super) struct ChildSetup {
 pub(super) struct Isolation {
     pub network: bool,
     pub pid_namespace: bool,
+    /// A mount namespace with a fresh `/proc` of the PID namespace (only with `pid_namespace`).
+    pub private_proc: bool,
+    /// The Landlock access rights (bits) the fresh `/proc` gets, 0 for none: it is a new inode, which no rule of
+    /// the ruleset built before the fork can name.
+    pub proc_access: u64,
     pub refuse_unix_sockets: bool,
 }
 
@@ -78,12 +93,16 @@ impl ChildSetup {
         }
         if isolation.pid_namespace {
             namespaces |= libc::CLONE_NEWPID;
+            if isolation.private_proc {
+                namespaces |= libc::CLONE_NEWNS;
+            }
         }
         ChildSetup {
             namespaces,
             as_root: euid == 0,
             refuse_unix_sockets: isolation.refuse_unix_sockets,
             ruleset: Some(ruleset),
+            proc_access: isolation.proc_access,
             ..ChildSetup::unconfined()
         }
     }
@@ -102,12 +121,15 @@ impl ChildSetup {
             as_root: false,
             refuse_unix_sockets: false,
             ruleset: None,
+            proc_access: 0,
         }
     }
 
-    /// A child that only enters a PID namespace, to learn at start whether this system allows it.
-    pub(super) fn pid_namespace_probe() -> ChildSetup {
-        ChildSetup { namespaces: libc::CLONE_NEWPID, ..ChildSetup::unconfined() }
+    /// A child that only enters a PID namespace (and, with `private_proc`, a mount namespace with its own `/proc`),
+    /// to learn at start whether this system allows it.
+    pub(super) fn isolation_probe(private_proc: bool) -> ChildSetup {
+        let namespaces = libc::CLONE_NEWPID | if private_proc { libc::CLONE_NEWNS } else { 0 };
+        ChildSetup { namespaces, ..ChildSetup::unconfined() }
     }
 
     /// Runs in the child between fork and exec. Async-signal-safe: raw syscalls on prepared data only.
@@ -134,6 +156,9 @@ impl ChildSetup {
         if self.namespaces & libc::CLONE_NEWNET != 0 {
             bring_loopback_up()?;
         }
+        if self.namespaces & libc::CLONE_NEWNS != 0 {
+            make_mounts_private()?;
+        }
         if self.as_root {
             drop_capabilities()?;
         }
@@ -141,6 +166,15 @@ impl ChildSetup {
         // keys), so it must stay outside the command's Landlock domain, where the command cannot read it.
         if self.namespaces & libc::CLONE_NEWPID != 0 {
             become_namespace_init()?;
+            // Now inside the PID namespace, whose procfs this is; before Landlock, which forbids mounting.
+            if self.namespaces & libc::CLONE_NEWNS != 0 {
+                mount_own_proc()?;
+                if let Some(ruleset) = &self.ruleset
+                    && self.proc_access != 0
+                {
+                    grant_beneath(ruleset.as_raw_fd(), c"/proc", self.proc_access)?;
+                }
+            }
         }
         if let Some(ruleset) = &self.ruleset {
             // SAFETY: prctl with integer arguments only.
@@ -225,6 +259,69 @@ fn become_namespace_init() -> io::Result<()> {
     }
     // SAFETY: _exit ends the process with the command's exit code.
     unsafe { libc::_exit(libc::WEXITSTATUS(status)) }
+}
+
+/// Makes every mount of the new mount namespace private (recursively), so that what is mounted in it never
+/// propagates to the mount namespace the daemon shares with the host.
+fn make_mounts_private() -> io::Result<()> {
+    // SAFETY: mount with static NUL-terminated strings and null source, type and data: only changes propagation.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// Mounts a fresh procfs of the current PID namespace on `/proc`, over the one inherited from the host, so the
+/// command sees only its own processes there. No set-user-id, device or executable files from it.
+fn mount_own_proc() -> io::Result<()> {
+    // SAFETY: mount with static NUL-terminated strings and null data.
+    check(unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// `struct landlock_path_beneath_attr` of the kernel's uapi (packed).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: libc::c_int,
+}
+
+/// Adds to `ruleset` a rule granting `access` beneath `path` (as it is now, in this mount namespace).
+fn grant_beneath(ruleset: libc::c_int, path: &CStr, access: u64) -> io::Result<()> {
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    // SAFETY: `path` is NUL-terminated; O_PATH opens nothing's contents and needs no mode argument.
+    let fd =
+        unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let attr = PathBeneathAttr { allowed_access: access, parent_fd: fd };
+    // SAFETY: `attr` is a valid landlock_path_beneath_attr for the duration of the call; flags 0.
+    let outcome = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    let error = (outcome != 0).then(io::Error::last_os_error);
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    error.map_or(Ok(()), Err)
 }
 
 /// Sets `IFF_UP` on `lo`, so that 127.0.0.1 works inside the namespace.

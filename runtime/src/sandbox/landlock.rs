@@ -11,7 +11,7 @@ use std::path::Path;
 
 use tokio::process::Command;
 
-use super::plan::SandboxPlan;
+use super::plan::{Grant, SandboxPlan};
 use super::{Sandbox, Support};
 
 /// The rules of one tool process, prepared before fork; installed into a `Command` between fork and exec.
@@ -66,11 +66,12 @@ impl PreparedSandbox {
 }
 
 /// Whether tool processes can get a PID namespace of their own here (as root, or through an unprivileged user
-/// namespace): starts `/bin/true` as the init of a new one. `Err` says why not.
+/// namespace), with `private_proc` also a mount namespace with their own `/proc`: starts `/bin/true` as the init
+/// of a new one. `Err` says why not.
 #[cfg(target_os = "linux")]
-pub(super) fn probe_pid_namespace() -> Result<(), String> {
+pub(super) fn probe_pid_namespace(private_proc: bool) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
-    let setup = super::child::ChildSetup::pid_namespace_probe();
+    let setup = super::child::ChildSetup::isolation_probe(private_proc);
     let mut command = std::process::Command::new("/bin/true");
     command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     // SAFETY: as in `PreparedSandbox::install`: raw async-signal-safe syscalls only, on data prepared before.
@@ -80,12 +81,13 @@ pub(super) fn probe_pid_namespace() -> Result<(), String> {
     match command.status() {
         Ok(status) if status.success() => Ok(()),
         Ok(status) => Err(format!("a process in a new PID namespace ended with {status}")),
+        Err(error) if private_proc => Err(format!("a new PID namespace with its own /proc could not be made: {error}")),
         Err(error) => Err(format!("a new PID namespace could not be made: {error}")),
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn probe_pid_namespace() -> Result<(), String> {
+pub(super) fn probe_pid_namespace(_private_proc: bool) -> Result<(), String> {
     Err("PID namespaces exist only on Linux".to_owned())
 }
 
@@ -133,6 +135,15 @@ pub(super) fn prepare(
     let isolation = super::child::Isolation {
         network: sandbox.network(),
         pid_namespace: sandbox.pid_namespace(),
+        private_proc: sandbox.private_proc(),
+        // The command's own /proc, mounted in the child after this ruleset is built, is an inode no rule names
+        // (Landlock matches inodes and skips mount points on the way up): the child grants it the read access the
+        // plan grants the daemon's /proc, and nothing when the plan grants none.
+        proc_access: if plan.rules.iter().any(|rule| rule.path == Path::new("/proc") && rule.grant == Grant::Read) {
+            ruleset::read_access(*abi)
+        } else {
+            0
+        },
         // From ABI 9 the ruleset governs connecting to Unix sockets; before, only seccomp can refuse them.
         refuse_unix_sockets: *abi < 9,
     };
@@ -195,6 +206,11 @@ mod ruleset {
             created = created.add_rule(PathBeneath::new(fd, access)).map_err(|error| error.to_string())?;
         }
         Option::<OwnedFd>::from(created).ok_or_else(|| "the kernel gave no ruleset".to_owned())
+    }
+
+    /// The bits of [`Grant::Read`] for `abi`, for a rule the child adds itself (on its own `/proc`).
+    pub(super) fn read_access(abi: u32) -> u64 {
+        Rights::of(ABI::from(i32::try_from(abi).unwrap_or(i32::MAX))).read.bits()
     }
 
     /// The access rights of each grant for one ABI.

@@ -12,7 +12,9 @@
 //! - every other troupe data directory is a denied path too, wherever it is and whichever daemon made it
 //!   ([`data_dirs`]: a per-user registry and their layout find them), and their secrets are masked;
 //! - tool processes run in a session of their own (no controlling terminal) and, where the system allows it, in
-//!   a PID namespace whose init is the command, so that nothing they start outlives them (`setsid` included);
+//!   a PID namespace whose init is the command, so that nothing they start outlives them (`setsid` included),
+//!   with a mount namespace and a `/proc` of their own, so that they see no other process (its command line and
+//!   environment included);
 //!   they die with the daemon (`PR_SET_PDEATHSIG`), and each live process group is recorded durably
 //!   ([`process_groups`]) so that the next start kills what a SIGKILLed daemon left behind before it marks the
 //!   run interrupted;
@@ -24,6 +26,7 @@
 #[cfg(target_os = "linux")]
 mod child;
 pub mod data_dirs;
+pub mod environment;
 mod landlock;
 pub mod plan;
 pub mod process_groups;
@@ -74,9 +77,13 @@ pub struct Sandbox {
     enclosing_git_dir: EnclosingGitDir,
     /// The daemon user's home folder (canonical): a repository holding it never gets its git dir written.
     home: Option<PathBuf>,
+    /// `[sandbox] env`: the daemon's variables tool processes get besides the built-in allowlist.
+    env: Vec<String>,
     support: Support,
     /// Why tool processes get no PID namespace of their own, or `None` when they do.
     no_pid_namespace: Option<String>,
+    /// Why tool processes see the host's `/proc` (every process of the machine), or `None` when they get their own.
+    no_private_proc: Option<String>,
     protected: ProtectedPaths,
     /// Finds the other troupe data dirs a command could reach; `None` for an unconfined sandbox.
     data_dirs: Option<DataDirFinder>,
@@ -112,10 +119,18 @@ impl Sandbox {
         }
         let writable = config.writable.iter().filter_map(expand).map(canonical).collect();
         let support = landlock::probe();
-        let no_pid_namespace = match (&support, config.mode) {
-            (_, SandboxMode::Off) => Some("the sandbox is off".to_owned()),
-            (Support::Unavailable { reason }, _) => Some(reason.clone()),
-            (Support::Landlock { .. }, _) => landlock::probe_pid_namespace().err(),
+        let (no_pid_namespace, no_private_proc) = match (&support, config.mode) {
+            (_, SandboxMode::Off) => (Some("the sandbox is off".to_owned()), Some("the sandbox is off".to_owned())),
+            (Support::Unavailable { reason }, _) => (Some(reason.clone()), Some(reason.clone())),
+            // The whole isolation first; where the system refuses the mount, a PID namespace alone still keeps
+            // detached processes from outliving the command (the status then says that /proc is shared).
+            (Support::Landlock { .. }, _) => match landlock::probe_pid_namespace(true) {
+                Ok(()) => (None, None),
+                Err(no_proc) => match landlock::probe_pid_namespace(false) {
+                    Ok(()) => (None, Some(no_proc)),
+                    Err(reason) => (Some(reason), Some(no_proc)),
+                },
+            },
         };
         // File tools run inside the daemon, whose own `/proc/self` (environment, memory, descriptors) no tool may
         // read; tool processes read their own `/proc` and are kept from the daemon's by Landlock.
@@ -133,8 +148,10 @@ impl Sandbox {
             writable,
             enclosing_git_dir: config.enclosing_git_dir,
             home: home.map(|home| canonical(home.to_path_buf())),
+            env: config.env.clone(),
             support,
             no_pid_namespace,
+            no_private_proc,
             protected,
             data_dirs: Some(data_dirs),
             groups: Some(groups),
@@ -152,8 +169,10 @@ impl Sandbox {
             writable: Vec::new(),
             enclosing_git_dir: EnclosingGitDir::default(),
             home: None,
+            env: Vec::new(),
             support: Support::Unavailable { reason: "not probed".to_owned() },
             no_pid_namespace: Some("not probed".to_owned()),
+            no_private_proc: Some("not probed".to_owned()),
             protected: ProtectedPaths::new(Vec::new()),
             data_dirs: None,
             groups: None,
@@ -220,6 +239,12 @@ impl Sandbox {
         self.enclosing_git_dir
     }
 
+    /// The environment a tool process gets of the daemon's: the allowlist and `[sandbox] env` (see
+    /// [`environment`]); the caller adds `TMPDIR`.
+    pub fn tool_environment(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        environment::tool_environment(std::env::vars_os(), &self.env)
+    }
+
     pub fn support(&self) -> &Support {
         &self.support
     }
@@ -232,6 +257,17 @@ impl Sandbox {
     /// Why tool processes get no PID namespace, when they do not.
     pub fn no_pid_namespace(&self) -> Option<&str> {
         self.no_pid_namespace.as_deref()
+    }
+
+    /// Whether tool processes get a `/proc` of their own (in their own mount namespace), which lists only the
+    /// processes of their PID namespace. Once promised here, a process for which it cannot be set up does not start.
+    pub fn private_proc(&self) -> bool {
+        self.pid_namespace() && self.no_private_proc.is_none()
+    }
+
+    /// Why tool processes see the `/proc` of the whole machine, when they do.
+    pub fn no_private_proc(&self) -> Option<&str> {
+        self.no_private_proc.as_deref()
     }
 
     /// The denied paths by file identity, for in-process file tools.
@@ -300,8 +336,10 @@ impl Sandbox {
             denied: shown(&self.denied),
             writable: shown(&self.writable),
             enclosing_git_dir: self.enclosing_git_dir,
+            env: self.env.clone(),
             tools_refused: self.refusal(),
             pid_namespace: self.pid_namespace(),
+            private_proc: self.private_proc(),
         }
     }
 

@@ -21,18 +21,19 @@ use serde::Serialize;
 use super::Sandbox;
 use crate::config::SandboxMode;
 
-/// The devices every tool process may read besides nothing else of `/dev`: raw disks and memory stay closed even
-/// to a process running as root.
+/// The devices every tool process may read besides nothing else of `/dev` (and [`SHARED_MEMORY`]): raw disks and
+/// memory stay closed even to a process running as root.
 ///
 /// No terminal is among them: tool processes run in a session of their own with pipes for stdio, and a terminal
 /// device would reach the user's terminal (reading keystrokes, injecting input with TIOCSTI).
-pub const READABLE_DEVICES: [&str; 6] =
-    ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm"];
+pub const READABLE_DEVICES: [&str; 5] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// Devices every tool process may write (and send ioctls to, where the kernel governs ioctls), in every mode.
 pub const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
-/// Shared memory: writable like a temp dir in every mode.
+/// Shared memory: readable in every mode, and a write root like the cwd in `workspace-write` only (a `read-only`
+/// command that could write it would leave files behind, readable by the next command, like any other write).
+/// Carved like every root, so a denied path inside it stays closed.
 pub const SHARED_MEMORY: &str = "/dev/shm";
 
 /// The folder whose entries are not readable unless listed in [`READABLE_DEVICES`].
@@ -60,19 +61,27 @@ pub struct PlannedRule {
     pub grant: Grant,
 }
 
-/// Every rule of one tool process, and the writable roots that were dropped because a denied path holds them.
+/// Every rule of one tool process, the writable roots that were dropped because a denied path holds them, and the
+/// denied paths the rules were carved around (the sandbox's own, then the other troupe data dirs found).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SandboxPlan {
     pub rules: Vec<PlannedRule>,
     pub dropped_writable: Vec<PathBuf>,
+    pub denied: Vec<PathBuf>,
 }
 
 /// The roots a mode lets tool processes write, canonical where they exist, and those dropped because they lie in
 /// a denied path (the deny wins).
-fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+fn write_roots(
+    sandbox: &Sandbox,
+    denied: &[PathBuf],
+    cwd: &Path,
+    temp_dir: &Path,
+    extra: &[PathBuf],
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let candidates: Vec<PathBuf> = match sandbox.mode() {
-        SandboxMode::WorkspaceWrite => [canonical(cwd), canonical(temp_dir)]
+        SandboxMode::WorkspaceWrite => [canonical(cwd), canonical(temp_dir), PathBuf::from(SHARED_MEMORY)]
             .into_iter()
             .chain(sandbox.writable().iter().cloned())
             // A further root (a repository's git dir) never holds a denied path: not `/`, not a home folder.
@@ -80,7 +89,7 @@ fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra: &[PathBuf]
                 extra
                     .iter()
                     .map(|path| canonical(path))
-                    .filter(|path| !sandbox.denied().iter().any(|denied| denied.starts_with(path))),
+                    .filter(|path| !denied.iter().any(|denied| denied.starts_with(path))),
             )
             .collect(),
         SandboxMode::ReadOnly => vec![canonical(temp_dir)],
@@ -89,7 +98,7 @@ fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra: &[PathBuf]
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     for root in candidates {
-        if is_within_any(&root, sandbox.denied()) {
+        if is_within_any(&root, denied) {
             push_unique(&mut dropped, root);
         } else {
             push_unique(&mut kept, root);
@@ -99,27 +108,29 @@ fn write_roots(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra: &[PathBuf]
 }
 
 /// The rules of a process started in `cwd` with `temp_dir`. Lists the folders that hold denied paths (blocking
-/// I/O). An entry that cannot be listed or is a symlink gets no rule: less access, never more.
+/// I/O). An entry that cannot be listed or is a symlink gets no rule: less access, never more. The denied paths are
+/// the sandbox's and every other troupe data dir the command could reach ([`Sandbox::denied_around`]).
 ///
 /// `extra_writable` are roots the process may write besides the mode's (in `workspace-write` only): the git
 /// directory of the repository that holds the cwd, when it lies outside it.
 pub fn plan(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra_writable: &[PathBuf]) -> SandboxPlan {
+    let denied = sandbox.denied_around(cwd);
     let mut rules = vec![PlannedRule { path: PathBuf::from("/"), grant: Grant::ListNames }];
-    let mut unreadable = sandbox.denied().to_vec();
+    let mut unreadable = denied.clone();
     unreadable.push(PathBuf::from(DEVICES));
     carve(Path::new("/"), Grant::Read, &unreadable, &mut rules);
     for device in READABLE_DEVICES {
         rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Read });
     }
+    carve(Path::new(SHARED_MEMORY), Grant::Read, &denied, &mut rules);
     for device in WRITABLE_DEVICES {
         rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Device });
     }
-    rules.push(PlannedRule { path: PathBuf::from(SHARED_MEMORY), grant: Grant::Write });
-    let (roots, dropped_writable) = write_roots(sandbox, cwd, temp_dir, extra_writable);
+    let (roots, dropped_writable) = write_roots(sandbox, &denied, cwd, temp_dir, extra_writable);
     for root in roots {
-        carve(&root, Grant::Write, sandbox.denied(), &mut rules);
+        carve(&root, Grant::Write, &denied, &mut rules);
     }
-    SandboxPlan { rules, dropped_writable }
+    SandboxPlan { rules, dropped_writable, denied }
 }
 
 /// Grants `grant` beneath `root`, except beneath the `excluded` paths: a root inside an excluded path gets

@@ -4,7 +4,9 @@
 //! around. So the file tools check the file they actually opened: its device and inode, where the kernel says the
 //! descriptor really is (`/proc/self/fd`), and the device and inode of every folder above that location, against
 //! the denied paths (the daemon's data directory first, then `~/.ssh` and the like). Paths are compared too, by
-//! prefix, which covers a denied path created after the daemon started.
+//! prefix, which covers a denied path created after the daemon started. Every other troupe data directory is
+//! refused too, wherever it is: each folder above the real location is checked for a data dir's layout
+//! ([`super::data_dirs::holding_data_dir`]), so no list of them is needed and one made a moment ago counts.
 //!
 //! A hard link has no location of its own to give it away: it is another name for the same inode, anywhere on the
 //! same file system. A regular file with more than one name is therefore looked up in an index of the identities
@@ -22,6 +24,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
+
+use super::data_dirs::{holding_data_dir, is_data_dir};
 
 /// How much older than the last index build a file's ctime must be for the build to be trusted for it. File
 /// system timestamps come from a coarse clock, so a change just before a build may carry a slightly later time.
@@ -110,10 +114,13 @@ impl ProtectedPaths {
         {
             return Some(self.refusal(position, requested, false));
         }
-        if let Some(Ok(location)) = descriptor_path(file)
-            && let Some(position) = self.location_refusal(&roots, &location)
-        {
-            return Some(self.refusal(position, requested, false));
+        if let Some(Ok(location)) = descriptor_path(file) {
+            if let Some(position) = self.location_refusal(&roots, &location) {
+                return Some(self.refusal(position, requested, false));
+            }
+            if let Some(data_dir) = holding_data_dir(&location) {
+                return Some(other_data_dir_refusal(&data_dir, requested));
+            }
         }
         let position = self.linked_entry(metadata.as_ref()?)?;
         Some(self.refusal(position, requested, true))
@@ -130,6 +137,9 @@ impl ProtectedPaths {
         if let Some(position) = self.location_refusal(&roots, path) {
             return Some(self.refusal(position, requested, false));
         }
+        if let Some(data_dir) = holding_data_dir(path) {
+            return Some(other_data_dir_refusal(&data_dir, requested));
+        }
         let metadata = std::fs::symlink_metadata(path).ok()?;
         if let Some(position) = self.root_matching(&roots, Identity::of(&metadata)) {
             return Some(self.refusal(position, requested, false));
@@ -139,15 +149,16 @@ impl ProtectedPaths {
     }
 
     /// Whether a walker's entry at `path` (with its own `metadata`, links not followed) is a denied path, lies
-    /// beneath one by path, or is already known to be another name for something beneath one. Cheap: it never
-    /// builds the link index, so a walker must still check each file it opens with
-    /// [`ProtectedPaths::refusal_for_open`].
+    /// beneath one by path, is a troupe data directory (by its layout), or is already known to be another name for
+    /// something beneath one. Cheap: it never builds the link index, so a walker must still check each file it
+    /// opens with [`ProtectedPaths::refusal_for_open`].
     pub fn is_protected_entry(&self, path: &Path, metadata: &Metadata) -> bool {
         if self.is_empty() {
             return false;
         }
         let identity = Identity::of(metadata);
         self.entries.iter().any(|entry| path.starts_with(&entry.path) || entry.identity == Some(identity))
+            || (metadata.is_dir() && is_data_dir(path))
             || self.lock_index().identities.contains_key(&identity)
     }
 
@@ -270,6 +281,15 @@ impl ProtectedPaths {
     }
 }
 
+/// The refusal for a path in another daemon's data directory: which one, never anything read from it.
+fn other_data_dir_refusal(data_dir: &Path, requested: &str) -> String {
+    format!(
+        "refused by the sandbox: {requested} is in a troupe data directory ({}); tools may never read or write any \
+         troupe data directory, whichever daemon it belongs to",
+        data_dir.display()
+    )
+}
+
 /// When a file's inode last changed (ctime), which creating, linking, unlinking or renaming it updates.
 fn changed_at(metadata: &Metadata) -> SystemTime {
     let seconds = u64::try_from(metadata.ctime()).unwrap_or(0);
@@ -322,5 +342,24 @@ mod tests {
         let other = std::fs::symlink_metadata(&base).unwrap();
         assert!(!protected.is_protected_entry(&base, &other));
         assert!(protected.is_protected_entry(&data_dir.join("f"), &other));
+    }
+
+    #[test]
+    fn another_daemons_data_dir_is_refused_by_its_layout_wherever_it_is() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let protected = ProtectedPaths::new(vec![base.join("own")]);
+        let other = base.join("project/.troupe-dev");
+        std::fs::create_dir_all(other.join("daemon")).unwrap();
+        std::fs::write(other.join("daemon/token"), "t").unwrap();
+        let refusal = protected.refusal_for_path(&other.join("daemon/token"), "t").unwrap();
+        assert!(refusal.contains(&format!("a troupe data directory ({})", other.display())), "{refusal}");
+        let file = File::open(other.join("daemon/token")).unwrap();
+        assert!(protected.refusal_for_open(&file, "t").is_some());
+        let metadata = std::fs::symlink_metadata(&other).unwrap();
+        assert!(protected.is_protected_entry(&other, &metadata));
+        let project = std::fs::symlink_metadata(base.join("project")).unwrap();
+        assert!(!protected.is_protected_entry(&base.join("project"), &project));
+        assert_eq!(protected.refusal_for_path(&base.join("project/x"), "x"), None);
     }
 }

@@ -9,8 +9,15 @@
 //! back to this worktree and whose `commondir` is `../..`), are real git directories, and lie outside everything
 //! the sandbox may write. Submodules (whose `.git` file points into the parent's `.git/modules/`) are not
 //! followed.
+//!
+//! Writing such a git directory is opt-in (`[sandbox] enclosing_git_dir = "writable"`): git runs what it configures
+//! (hooks, `core.fsmonitor`, filters) later, outside the sandbox, in every folder of the repository. And a
+//! repository that holds the home folder (a dotfiles repository) never gets it written, whatever the setting: its
+//! git directory would then be writable from every session under the home folder ([`writable_git_dirs`]).
 
 use std::path::{Path, PathBuf};
+
+use crate::config::EnclosingGitDir;
 
 /// The longest `.git` file or back-link read; real ones are one short line.
 const MAX_LINK_BYTES: u64 = 4096;
@@ -43,6 +50,22 @@ pub fn git_dirs_outside(cwd: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
         return Vec::new();
     }
     Vec::new()
+}
+
+/// Which of `found` (as [`git_dirs_outside`] gives them: the common git directory last) commands may write under
+/// `setting`: none when `read-only`; all when `writable`, unless the repository's work tree (the folder holding
+/// the common git directory) is `home` or holds it.
+pub fn writable_git_dirs(found: &[PathBuf], setting: EnclosingGitDir, home: Option<&Path>) -> Vec<PathBuf> {
+    if setting == EnclosingGitDir::ReadOnly {
+        return Vec::new();
+    }
+    let work_tree = found.last().and_then(|common| common.parent());
+    match (work_tree, home) {
+        (Some(work_tree), Some(home)) if home.starts_with(work_tree) => Vec::new(),
+        // Without a home folder to compare, `/` is the one work tree known to hold every folder.
+        (Some(work_tree), None) if work_tree.parent().is_none() => Vec::new(),
+        _ => found.to_vec(),
+    }
 }
 
 /// The private and common git directories of the worktree whose `.git` file is `dot_git`, when they have exactly
@@ -111,6 +134,23 @@ mod tests {
         git(&repository, &["init", "-q"]);
         assert_eq!(git_dirs_outside(&repository.join("sub"), &[repository.join("sub")]), vec![repository.join(".git")]);
         assert!(git_dirs_outside(&repository, std::slice::from_ref(&repository)).is_empty());
+    }
+
+    #[test]
+    fn enclosing_git_dirs_are_written_only_when_opted_in_and_never_for_a_repository_holding_home() {
+        let project = vec![PathBuf::from("/home/u/code/project/.git")];
+        let home = Some(Path::new("/home/u"));
+        assert!(writable_git_dirs(&project, EnclosingGitDir::ReadOnly, home).is_empty());
+        assert_eq!(writable_git_dirs(&project, EnclosingGitDir::Writable, home), project);
+        let dotfiles = vec![PathBuf::from("/home/u/.git")];
+        assert!(writable_git_dirs(&dotfiles, EnclosingGitDir::Writable, home).is_empty());
+        assert!(writable_git_dirs(&[PathBuf::from("/.git")], EnclosingGitDir::Writable, None).is_empty());
+        assert!(writable_git_dirs(&[PathBuf::from("/.git")], EnclosingGitDir::Writable, home).is_empty());
+        // A worktree: the work tree is the one holding the common git directory, listed last.
+        let worktree = vec![PathBuf::from("/home/u/.git/worktrees/w"), PathBuf::from("/home/u/.git")];
+        assert!(writable_git_dirs(&worktree, EnclosingGitDir::Writable, home).is_empty());
+        let worktree = vec![PathBuf::from("/srv/r/.git/worktrees/w"), PathBuf::from("/srv/r/.git")];
+        assert_eq!(writable_git_dirs(&worktree, EnclosingGitDir::Writable, home), worktree);
     }
 
     #[test]

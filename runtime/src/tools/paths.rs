@@ -9,6 +9,13 @@
 //!
 //! This is stricter than canonicalizing the longest existing prefix and appending the rest: with that, `new/../link`
 //! would append `link` unresolved although `link` exists and may point out.
+//!
+//! A path through a symlink of `/proc` (`/proc/self`, `/proc/thread-self`, `/proc/<pid>/cwd`, `root`, `exe`,
+//! `fd/<n>`, `map_files/…`; `/dev/fd`, `/dev/stdin` and the like lead there) is refused: what those links name
+//! depends on the process that follows them, and the kernel jumps to the object itself rather than walking the
+//! text they read as. Read by the daemon, which resolves and judges paths, they would describe the daemon (its
+//! cwd, its descriptors), not what a command or the file tool's open reaches, so the judge and the kernel could
+//! disagree in the permissive direction.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -92,6 +99,9 @@ fn resolve_physical(absolute: &Path) -> io::Result<PathBuf> {
             }
             match std::fs::symlink_metadata(&resolved) {
                 Ok(metadata) if metadata.file_type().is_symlink() => {
+                    if is_in_procfs(&resolved)? {
+                        return Err(io::Error::new(io::ErrorKind::PermissionDenied, ProcessLink(resolved)));
+                    }
                     follows += 1;
                     if follows > MAX_SYMLINK_FOLLOWS {
                         return Err(io::Error::other("too many levels of symbolic links"));
@@ -126,6 +136,38 @@ fn push_components_front(pending: &mut VecDeque<OsString>, path: &Path) {
     for component in components.into_iter().rev() {
         pending.push_front(component);
     }
+}
+
+/// The refusal of a path through a symlink of `/proc` (see the module docs); it names the link.
+#[derive(Debug)]
+struct ProcessLink(PathBuf);
+
+impl std::fmt::Display for ProcessLink {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "it goes through {}, a link of /proc whose target depends on the process that follows it; name the file \
+             by its own path instead",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for ProcessLink {}
+
+/// Whether the symlink `link` lives in a procfs (its directory's filesystem is `proc`).
+fn is_in_procfs(link: &Path) -> io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let directory = link.parent().unwrap_or(Path::new("/"));
+    let directory = std::ffi::CString::new(directory.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("the path contains a NUL byte"))?;
+    // SAFETY: statfs is plain data, for which all zeroes is a valid value.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `directory` is NUL-terminated and `stat` is a valid statfs to write to.
+    if unsafe { libc::statfs(directory.as_ptr(), &mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(stat.f_type == libc::PROC_SUPER_MAGIC)
 }
 
 fn path_exists(path: &Path) -> io::Result<bool> {

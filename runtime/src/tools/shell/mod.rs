@@ -174,10 +174,10 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         .arg("-c")
         .arg(command)
         .current_dir(&cwd)
-        // The daemon's environment without its secrets (the bearer token, API keys, agent sockets): nothing the
-        // model could print or use.
+        // Only the allowlisted variables of the daemon's environment and those `[sandbox] env` lists: whatever
+        // secrets the daemon's own environment holds stay out of the model's reach.
         .env_clear()
-        .envs(confine::inherited_environment(std::env::vars_os()))
+        .envs(sandbox.tool_environment())
         .env("TMPDIR", temp_dir.path())
         .env("TMP", temp_dir.path())
         .env("TEMP", temp_dir.path())
