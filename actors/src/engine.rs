@@ -151,6 +151,7 @@ impl Engine {
             RunServices::new(config.sandbox.clone(), config.secrets.clone(), config.permissions.clone(), agent_rules);
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
+        services.configured_agents = config.agents.keys().cloned().collect();
         services.delegation = config.delegation;
         services.compaction = config.compaction;
         services.titles = config.titles;

@@ -5,7 +5,7 @@
 //! run at each model request, so a run started before a connection change uses the provider in place when it
 //! asks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -30,6 +30,9 @@ pub struct RunServices {
     /// The permission rules of `config.toml`, and each agent's own.
     pub permissions: PermissionsConfig,
     pub agent_rules: HashMap<String, Vec<PermissionRule>>,
+    /// The agents `config.toml` defines, each naming its own models. The built-in `default` agent's chain is only
+    /// the offline fallback, so a child delegated to it runs on its parent's model instead (`run_actor/delegate.rs`).
+    pub configured_agents: HashSet<String>,
     /// The daemon's data directory: writing into it is a hard deny.
     pub data_dir: PathBuf,
     /// The kernel's bounds on tool processes and the denied paths file tools check by identity.
@@ -71,6 +74,7 @@ impl RunServices {
             retry: RetryPolicy::default(),
             permissions,
             agent_rules,
+            configured_agents: HashSet::new(),
             data_dir,
             sandbox,
             secrets,

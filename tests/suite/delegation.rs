@@ -472,3 +472,33 @@ async fn the_tool_is_offered_with_the_agents_above_the_depth_limit_only() {
     assert!(named(&tools(2), "delegate").is_none(), "the child, at max_depth, is not offered delegate");
     assert!(named(&tools(2), "shell").is_some());
 }
+
+/// The built-in `default` agent names no model of its own (its `local/echo` is the offline fallback): a child
+/// delegated to it runs on its parent's model, not on an echo of its task. An agent of `config.toml` runs on its
+/// own first model.
+#[tokio::test]
+async fn a_child_runs_on_its_parents_model_unless_its_agent_names_its_own() {
+    let script = json!({
+        "turns": [
+            {"tool_calls": [delegate("default", "which model are you"), delegate("helper", "echo me")]},
+            {"text": "the parent is done"}
+        ],
+        "by_input": {"which model are you": {"turns": [{"text": "the scripted model"}]}}
+    });
+    let helper_on_echo = "[agents.helper]\nmodels = [\"local/echo\"]\n";
+    let mut tree = tree(helper_on_echo.to_owned(), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    let outputs: Vec<(ToolResultStatus, String)> =
+        tool_results(&events).into_iter().map(|result| (result.status, result.output)).collect();
+    assert_eq!(
+        outputs,
+        [(ToolResultStatus::Ok, "the scripted model".to_owned()), (ToolResultStatus::Ok, "echo me".to_owned())]
+    );
+    let mut selections = Vec::new();
+    for child in children(&tree.client, &tree.root).await {
+        selections.push(get(&tree.client, &child.session_id).await.creation_selection);
+    }
+    selections.sort_by(|a, b| a.agent.cmp(&b.agent));
+    assert_eq!(selections, [selection_of("default", "local/scripted"), selection_of("helper", "local/echo")]);
+}

@@ -9,7 +9,9 @@
 //! Then:
 //!
 //! 1. the supervisor creates the child session (`CreateChildSession`: origin `delegated`, the parent's cwd, the
-//!    agent's first model), and the parent's log gets `delegate_started`;
+//!    agent's first model when `config.toml` defines the agent, else the model of the calling run: the built-in
+//!    `default` agent's `local/echo` is only the offline fallback, and would answer with the task), and the
+//!    parent's log gets `delegate_started`;
 //! 2. an [`EndWatch`](crate::run_registry::EndWatch) is taken on the child before its run starts, so an end is
 //!    never missed; the run is prepared as `run.start` would (`EngineRunContext::prepare`: the tree's approval
 //!    actor, the agent's chain and policy) and started with the task as its input;
@@ -237,8 +239,13 @@ impl RunLoop {
                 known.join(", ")
             ));
         };
-        let Some(model) = agent.models.first().cloned() else {
-            return tool_error(format!("the agent `{}` has no model", arguments.agent));
+        let model = if self.setup.services.configured_agents.contains(&agent.agent) {
+            let Some(model) = agent.models.first().cloned() else {
+                return tool_error(format!("the agent `{}` has no model", arguments.agent));
+            };
+            model
+        } else {
+            self.setup.selection.model.clone()
         };
         // Only a call that can go ahead takes a slot: a refused one must not hold a sibling's place while it waits.
         // (The snapshot replies come back in the order the calls asked, so slots still go in call order.)
