@@ -51,7 +51,7 @@ pub enum LogFormat {
 pub fn init(kind: ProcessKind, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(kind.default_filter()));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| LossyStderr);
     match format {
         // Untrusted text in a field (a vendor's error body) cannot start a line of its own.
         LogFormat::Text => {
@@ -59,6 +59,33 @@ pub fn init(kind: ProcessKind, format: LogFormat) {
         }
         LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
     }
+}
+
+/// Stderr for log lines, whose writes never fail. A log that cannot be written (stderr on a full disk, a closed
+/// pipe) must not cost what was being logged: `tracing-subscriber` reports a failed write with `eprintln!`, which
+/// panics when stderr fails, and that panic would take down the task that logged (a request, a run). The line is
+/// lost; there is nowhere else to say so.
+struct LossyStderr;
+
+impl std::io::Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// Writes a line to stdout as `println!` would, but a failed write (stdout on a full disk, a closed pipe) is
+/// ignored instead of panicking: the daemon's own announcements are for whoever reads them, and it serves whether
+/// or not anyone can.
+pub fn print_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_fmt(line).and_then(|()| stdout.write_all(b"\n")).and_then(|()| stdout.flush());
 }
 
 /// Logs, at the daemon's start, what configuration it runs with: the files read, the counts of agents,

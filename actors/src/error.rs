@@ -24,6 +24,18 @@ pub enum EngineError {
     /// The daemon knows no run of that id (never started, or started before the daemon's last start).
     #[error("there is no run `{run_id}` (runs started before the daemon's last start are not known)")]
     RunNotFound { run_id: String },
+    /// `run.tool_stdin` data larger than `[limits] max_input_bytes`, refused before it reaches the tool.
+    #[error(
+        "the stdin data is {size} bytes; at most {limit} are accepted in one request (`[limits] max_input_bytes` in \
+         the daemon's config.toml): send it in several requests"
+    )]
+    ToolStdinTooLarge { size: usize, limit: usize },
+    /// The tool call has as much unread stdin waiting as it may (`troupe_runtime::tool_stdin`).
+    #[error(
+        "tool call `{tool_call_id}` has {queued_bytes} bytes of stdin it has not read yet; at most {max_bytes} may \
+         wait: retry once it reads them, or end its input"
+    )]
+    ToolStdinBacklogFull { run_id: String, tool_call_id: String, queued_bytes: usize, max_bytes: usize },
     #[error("session `{session_id}` already has an active run, `{active_run_id}`; steer or cancel it first")]
     SessionBusy { session_id: String, active_run_id: String },
     #[error("`{client_run_id}` was already used to start a different run in this session")]
@@ -254,6 +266,21 @@ impl From<EngineError> for RpcError {
             EngineError::RunNotFound { run_id } => {
                 RpcError::engine("run_not_found", &detail, &[("run_id", Value::String(run_id.clone()))])
             }
+            EngineError::ToolStdinTooLarge { size, limit } => RpcError::invalid_params_typed(
+                "input_too_large",
+                &detail,
+                &[("size", Value::from(*size)), ("limit", Value::from(*limit))],
+            ),
+            EngineError::ToolStdinBacklogFull { run_id, tool_call_id, queued_bytes, max_bytes } => RpcError::engine(
+                "tool_stdin_backlog_full",
+                &detail,
+                &[
+                    ("run_id", Value::String(run_id.clone())),
+                    ("tool_call_id", Value::String(tool_call_id.clone())),
+                    ("queued_bytes", Value::from(*queued_bytes)),
+                    ("max_bytes", Value::from(*max_bytes)),
+                ],
+            ),
             EngineError::SessionBusy { session_id, active_run_id } => RpcError::engine(
                 "session_busy",
                 &detail,

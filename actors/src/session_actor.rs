@@ -121,7 +121,7 @@ pub struct Subscribe {
     pub cursor: Option<u64>,
 }
 
-/// Resolves once everything accepted so far is durable (used at shutdown).
+/// Resolves once everything accepted so far is durable and the metadata cache written (used at shutdown).
 #[derive(Message)]
 #[rtype(result = "Result<(), EngineError>")]
 pub struct Drain;
@@ -510,6 +510,31 @@ impl SessionActor {
         ctx.run_later(FAILED_LINGER, |_, ctx| ctx.stop());
     }
 
+    /// Writing the metadata cache (`meta.json`) as of now, to run on a blocking thread; `None` while the log is
+    /// not in the actor's hands (a batch in flight, a failed write) or the session has no state.
+    fn meta_cache_job(&self) -> Option<impl FnOnce() + Send + use<>> {
+        let (Some(state), Some(store)) = (&self.state, &self.store) else { return None };
+        let (session_dir, meta, len) = (self.session_dir.clone(), state.meta(), store.len_bytes());
+        let (session_id, usage) = (self.session_id.clone(), state.usage.summary().clone());
+        Some(move || {
+            if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, len) {
+                tracing::warn!(%session_id, %error, "could not write the metadata cache");
+            }
+        })
+    }
+
+    /// Ends every subscription this actor still holds, live or replaying, with its one `gap` notice (pointing
+    /// after the last event each was sent), so its client resubscribes from its cursor (and reaches the next actor
+    /// of the session) instead of waiting for events this actor will never send.
+    fn end_subscriptions(&mut self) {
+        for subscriber in self.subscribers.drain(..) {
+            subscriber.sink.end_with_gap();
+        }
+        for (_, sink) in self.replays.drain() {
+            sink.end_with_gap();
+        }
+    }
+
     fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
         self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
         self.replays.retain(|_, sink| !sink.is_closed());
@@ -622,16 +647,9 @@ impl Actor for SessionActor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.snapshot_at_stop();
-        if let (Some(state), Some(store)) = (&self.state, &self.store) {
+        if let Some(write) = self.meta_cache_job() {
             // The cache is only a cache (validated by the log's length), so it is written off the actor's thread
             // and nothing waits for it.
-            let (session_dir, meta, len) = (self.session_dir.clone(), state.meta(), store.len_bytes());
-            let (session_id, usage) = (self.session_id.clone(), state.usage.summary().clone());
-            let write = move || {
-                if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, len) {
-                    tracing::warn!(%session_id, %error, "could not write the metadata cache");
-                }
-            };
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => drop(runtime.spawn_blocking(write)),
                 // The arbiter's runtime is already gone (the daemon is exiting). The cache is optional: the next
@@ -640,6 +658,15 @@ impl Actor for SessionActor {
             }
         }
         self.supervisor.do_send(SessionStopped { session_id: self.session_id.clone(), incarnation: self.incarnation });
+    }
+}
+
+/// Every way an actor ends passes here: a poisoned log, retirement, hibernation, shutdown, and a panic, whose unwinding
+/// drops the actor without running `stopped`. Its subscribers are ended here, not on each path, so no path can leave
+/// a subscription open with nobody to feed it (an already closed one is left as it is).
+impl Drop for SessionActor {
+    fn drop(&mut self) {
+        self.end_subscriptions();
     }
 }
 
@@ -710,12 +737,26 @@ impl Handler<Rename> for SessionActor {
 }
 
 impl Handler<Drain> for SessionActor {
-    type Result = ResponseFuture<Result<(), EngineError>>;
+    type Result = ResponseActFuture<Self, Result<(), EngineError>>;
 
     fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
         let last_accepted = self.next_seq.saturating_sub(1);
         let durable = self.when_durable(last_accepted);
-        Box::pin(async move { durable.await.unwrap_or(Ok(())) })
+        Box::pin(async move { durable.await.unwrap_or(Ok(())) }.into_actor(self).then(|drained, actor, _| {
+            // The daemon is stopping, and its session threads stop without running `stopped`: the metadata cache is
+            // written here, and waited for, so the next start finds it current instead of reading every log that
+            // was live again before its first `session.list`.
+            let write = actor.meta_cache_job();
+            async move {
+                if let Some(write) = write
+                    && let Err(error) = tokio::task::spawn_blocking(write).await
+                {
+                    tracing::warn!(%error, "the metadata cache's writer thread failed");
+                }
+                drained
+            }
+            .into_actor(actor)
+        }))
     }
 }
 

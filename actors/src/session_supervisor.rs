@@ -35,7 +35,7 @@ mod removal;
 mod run_lookup;
 mod usage;
 mod usage_index;
-pub use children::{CreateChildSession, DELEGATE_ORIGIN};
+pub use children::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN};
 pub use removal::DeleteTree;
 pub use run_lookup::FindRunSession;
 pub use usage::{AgentUsage, GlobalUsage, SessionUsageChanged, TreeUsage};
@@ -156,7 +156,8 @@ pub struct SetPermissionMode {
 #[rtype(result = "(usize, usize)")]
 pub struct CountApprovals;
 
-/// Waits until every live session has made everything it accepted durable (used at shutdown).
+/// Waits until every live session has made everything it accepted durable and written its metadata cache (used at
+/// shutdown).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct DrainAll;
@@ -172,6 +173,8 @@ pub struct SessionSupervisor {
     index: HashMap<String, SessionMeta>,
     /// Direct children of each session, in creation order.
     children: HashMap<String, Vec<String>>,
+    /// Child sessions being created and not indexed yet, by the root of their tree (`children.rs`).
+    creating_children: HashMap<String, usize>,
     /// Every session's spent usage (`usage_index`), for the usage rollups.
     usage: usage_index::UsageIndex,
     live: LiveSessions,
@@ -203,6 +206,7 @@ impl SessionSupervisor {
             next_arbiter: 0,
             index: HashMap::new(),
             children: HashMap::new(),
+            creating_children: HashMap::new(),
             usage: usage_index::UsageIndex::default(),
             live,
             approvals: ApprovalTrees::new(sessions.hibernate_after, runs),
@@ -213,6 +217,47 @@ impl SessionSupervisor {
 
     /// Runs that were in flight when the daemon stopped get `run_interrupted` now: opening their sessions loads
     /// the logs, and a session that finds an active run without an actor records the interruption.
+    /// Indexes what a scan of the sessions directory found. A scan that could not read the directory is tried again
+    /// after `retry_in`, then less and less often, until one succeeds: otherwise every session on disk would stay
+    /// unknown (unlisted, `session_not_found`) until the next restart, although the directory became readable.
+    fn index_scanned(
+        &mut self,
+        scanned: Result<std::io::Result<Vec<(SessionMeta, UsageSummary)>>, tokio::task::JoinError>,
+        ctx: &mut Context<Self>,
+        retry_in: Duration,
+    ) {
+        let error = match scanned {
+            Ok(Ok(sessions)) => {
+                for (meta, usage) in sessions {
+                    // A session created or changed since the scan began is known better already.
+                    if !self.index.contains_key(&meta.session_id) {
+                        self.usage.set(&meta.session_id, usage);
+                        self.index_meta(meta);
+                    }
+                }
+                return;
+            }
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => format!("the scanning thread failed: {error}"),
+        };
+        tracing::error!(
+            %error, retry_in_ms = retry_in.as_millis() as u64,
+            "cannot read the sessions directory; its sessions are unknown until it can be read"
+        );
+        ctx.run_later(retry_in, move |supervisor, ctx| {
+            let data_dir = supervisor.data_dir.clone();
+            let scan = async move { tokio::task::spawn_blocking(move || scan_sessions(&data_dir)).await };
+            ctx.spawn(scan.into_actor(supervisor).map(move |scanned, supervisor, ctx| {
+                let known = supervisor.index.len();
+                supervisor.index_scanned(scanned, ctx, (retry_in * 2).min(RESCAN_MAX_DELAY));
+                if supervisor.index.len() > known {
+                    tracing::info!(sessions = supervisor.index.len(), "session index built");
+                    supervisor.interrupt_runs_left_in_flight(ctx);
+                }
+            }));
+        });
+    }
+
     fn interrupt_runs_left_in_flight(&mut self, ctx: &mut Context<Self>) {
         let running: Vec<String> = self
             .index
@@ -221,6 +266,10 @@ impl SessionSupervisor {
             .map(|meta| meta.session_id.clone())
             .collect();
         for session_id in running {
+            if self.live.contains_key(&session_id) {
+                // Its actor is up already (a later scan found nothing new about it): it closed the run when it loaded.
+                continue;
+            }
             tracing::info!(%session_id, "interrupting a run left in flight");
             self.start_actor(&session_id, Opening::Load, ctx);
         }
@@ -289,17 +338,19 @@ impl SessionSupervisor {
     }
 }
 
+/// The first wait before the sessions directory is read again after it could not be read at start; doubled at each
+/// failure up to [`RESCAN_MAX_DELAY`].
+const RESCAN_FIRST_DELAY: Duration = Duration::from_millis(250);
+const RESCAN_MAX_DELAY: Duration = Duration::from_secs(10);
+
 /// Reads every session's metadata and spent usage: the cache when it matches the log's length, else the log
-/// itself (and then refreshes the cache). Sessions whose log cannot be projected are logged and left out.
-fn scan_sessions(data_dir: &DataDir) -> Vec<(SessionMeta, UsageSummary)> {
+/// itself (and then refreshes the cache). Sessions whose log cannot be projected are logged and left out. An error
+/// when the sessions directory exists but cannot be read (its permissions, an I/O error): then nothing is known yet.
+fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<(SessionMeta, UsageSummary)>> {
     let entries = match std::fs::read_dir(data_dir.sessions_dir()) {
         Ok(entries) => entries,
-        Err(error) => {
-            if error.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(%error, "cannot read the sessions directory");
-            }
-            return Vec::new();
-        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error),
     };
     let mut sessions = Vec::new();
     for entry in entries.flatten() {
@@ -365,7 +416,7 @@ fn scan_sessions(data_dir: &DataDir) -> Vec<(SessionMeta, UsageSummary)> {
             }
         }
     }
-    sessions
+    Ok(sessions)
 }
 
 impl Actor for SessionSupervisor {
@@ -377,15 +428,7 @@ impl Actor for SessionSupervisor {
         let data_dir = self.data_dir.clone();
         let scan = async move { tokio::task::spawn_blocking(move || scan_sessions(&data_dir)).await };
         ctx.wait(scan.into_actor(self).map(|scanned, supervisor, ctx| {
-            match scanned {
-                Ok(sessions) => {
-                    for (meta, usage) in sessions {
-                        supervisor.usage.set(&meta.session_id, usage);
-                        supervisor.index_meta(meta);
-                    }
-                }
-                Err(error) => tracing::error!(%error, "the scan of the sessions directory failed"),
-            }
+            supervisor.index_scanned(scanned, ctx, RESCAN_FIRST_DELAY);
             tracing::info!(sessions = supervisor.index.len(), "session index built");
             supervisor.interrupt_runs_left_in_flight(ctx);
         }));

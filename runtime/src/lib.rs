@@ -56,6 +56,7 @@ pub mod session_state;
 pub mod skills;
 pub mod title;
 pub mod token;
+pub mod tool_stdin;
 pub mod tools;
 pub mod transcript;
 pub mod usage_book;

@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::tool_output::OutputStream;
+use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, stdin_queue};
 use troupe_runtime::tools::{OutputChunk, StdinInput, Tool, ToolContext, ToolRegistry};
 
 const STEP: Duration = Duration::from_secs(20);
@@ -121,7 +122,7 @@ async fn runs_in_the_cwd_and_reports_failures() {
 #[tokio::test]
 async fn stdin_round_trips_through_cat() {
     let directory = tempfile::tempdir().unwrap();
-    let (input, stdin) = mpsc::channel(8);
+    let (input, stdin) = stdin_queue(MAX_QUEUED_STDIN_BYTES);
     let (sender, receiver) = mpsc::channel(64);
     let collector = collect(receiver);
     let mut context = ToolContext::new(directory.path());
@@ -129,9 +130,9 @@ async fn stdin_round_trips_through_cat() {
     context.output = Some(sender);
 
     let call = tokio::spawn(shell().execute(json!({"command": "cat"}), context));
-    input.send(StdinInput::Data(b"hello ".to_vec())).await.unwrap();
-    input.send(StdinInput::Data(b"world\n".to_vec())).await.unwrap();
-    input.send(StdinInput::Eof).await.unwrap();
+    input.try_send(StdinInput::Data(b"hello ".to_vec())).unwrap();
+    input.try_send(StdinInput::Data(b"world\n".to_vec())).unwrap();
+    input.try_send(StdinInput::Eof).unwrap();
     let result = tokio::time::timeout(STEP, call).await.unwrap().unwrap();
     let chunks = tokio::time::timeout(STEP, collector).await.unwrap().unwrap();
 
@@ -143,14 +144,14 @@ async fn stdin_round_trips_through_cat() {
 #[tokio::test]
 async fn read_takes_a_line_from_stdin() {
     let directory = tempfile::tempdir().unwrap();
-    let (input, stdin) = mpsc::channel(8);
+    let (input, stdin) = stdin_queue(MAX_QUEUED_STDIN_BYTES);
     let mut context = ToolContext::new(directory.path());
     context.stdin = Some(stdin);
 
     let call =
         tokio::spawn(shell().execute(json!({"command": "printf 'name? '; read line; echo \"got:$line\""}), context));
     // No end of file: `read` returns on the newline alone.
-    input.send(StdinInput::Data(b"troupe\n".to_vec())).await.unwrap();
+    input.try_send(StdinInput::Data(b"troupe\n".to_vec())).unwrap();
     let result = tokio::time::timeout(STEP, call).await.unwrap().unwrap();
     assert_eq!(result.output, "exit code 0\n--- stdout ---\nname? got:troupe\n");
 }
@@ -165,7 +166,7 @@ async fn without_run_stdin_the_child_reads_dev_null() {
 #[tokio::test]
 async fn a_closed_stdin_channel_is_end_of_input() {
     let directory = tempfile::tempdir().unwrap();
-    let (input, stdin) = mpsc::channel::<StdinInput>(8);
+    let (input, stdin) = stdin_queue(MAX_QUEUED_STDIN_BYTES);
     drop(input);
     let mut context = ToolContext::new(directory.path());
     context.stdin = Some(stdin);

@@ -24,9 +24,12 @@ pub(crate) fn report(error: &anyhow::Error) -> ExitCode {
     let text = troupe::style::clean(&format!("{error:#}"));
     let mut lines = text.lines();
     let first = lines.next().unwrap_or("failed");
-    eprintln!("{} {first}", style.red("error:"));
+    // A stderr that cannot be written (a full disk) must not turn the error into a panic and its exit code 101.
+    use std::io::Write as _;
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{} {first}", style.red("error:"));
     for line in lines {
-        eprintln!("{line}");
+        let _ = writeln!(stderr, "{line}");
     }
     let usage = error.downcast_ref::<UsageError>().is_some();
     ExitCode::from(if usage { 2 } else { 1 })

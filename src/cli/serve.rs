@@ -26,10 +26,12 @@ pub(crate) fn serve(
         })
         .await
         .map_err(|error| with_config_hint(error, &data_dir_display))?;
-        // Machine-readable first line: tests and scripts read the bound address from it.
-        println!("troupe listening on {}", daemon.url());
+        // Machine-readable first line: tests and scripts read the bound address from it. Written whether or not
+        // stdout can take it (a full disk): the daemon serves either way.
+        troupe::logging::print_line(format_args!("troupe listening on {}", daemon.url()));
         let data_dir_flag = if explicit_data_dir { format!(" --data-dir {}", data_dir_display) } else { String::new() };
-        println!("token: {} (print it with `troupe token{data_dir_flag}`)", daemon.token_path.display());
+        let token_path = daemon.token_path.display();
+        troupe::logging::print_line(format_args!("token: {token_path} (print it with `troupe token{data_dir_flag}`)"));
         print_console_link(&daemon, &data_dir_flag);
         wait_for_shutdown_signal().await.context("installing signal handlers")?;
         tracing::info!("shutting down");
@@ -45,9 +47,13 @@ fn print_console_link(daemon: &daemon::RunningDaemon, data_dir_flag: &str) {
     if std::io::stdout().is_terminal()
         && let Some(url) = daemon.console_sign_in_url()
     {
-        println!("console: {url} (signs in one browser, within 5 minutes; `troupe open` prints another)");
+        troupe::logging::print_line(format_args!(
+            "console: {url} (signs in one browser, within 5 minutes; `troupe open` prints another)"
+        ));
     } else if daemon.has_console() {
-        println!("console: run `troupe open{data_dir_flag}` for a one-time sign-in link");
+        troupe::logging::print_line(format_args!(
+            "console: run `troupe open{data_dir_flag}` for a one-time sign-in link"
+        ));
     }
 }
 

@@ -26,7 +26,6 @@ use std::sync::Arc;
 use actix::prelude::*;
 use futures::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
 use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
@@ -38,6 +37,7 @@ use troupe_runtime::model::{
     ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
 };
 use troupe_runtime::policy::Policy;
+use troupe_runtime::tool_stdin::{StdinRefused, StdinSender};
 use troupe_runtime::tools::StdinInput;
 use troupe_runtime::transcript::ToolUnit;
 
@@ -57,10 +57,10 @@ use crate::session_actor::{AppendRunEvent, CancelPendingApprovals, PromotePendin
 #[rtype(result = "bool")]
 pub struct CancelRun;
 
-/// Writes to the stdin of the running tool call. Replies whether it was accepted (the call is running and
-/// reads stdin).
+/// Writes to the stdin of the running tool call. Replies whether it was queued: refused when that call is not
+/// running or no longer reads stdin (`Closed`), or when its unread input would pass its bound (`Full`).
 #[derive(Message)]
-#[rtype(result = "bool")]
+#[rtype(result = "Result<(), StdinRefused>")]
 pub struct WriteToolStdin {
     pub tool_call_id: String,
     pub input: StdinInput,
@@ -94,7 +94,7 @@ pub struct RunSetup {
 struct RunControl {
     cancel: CancellationToken,
     /// The running tool call that reads stdin, and where its input goes.
-    stdin: Mutex<Option<(String, mpsc::Sender<StdinInput>)>>,
+    stdin: Mutex<Option<(String, StdinSender)>>,
 }
 
 pub struct RunActor {
@@ -156,15 +156,13 @@ impl Handler<CancelRun> for RunActor {
 }
 
 impl Handler<WriteToolStdin> for RunActor {
-    type Result = bool;
+    type Result = Result<(), StdinRefused>;
 
-    fn handle(&mut self, message: WriteToolStdin, _: &mut Context<Self>) -> bool {
+    fn handle(&mut self, message: WriteToolStdin, _: &mut Context<Self>) -> Self::Result {
         let stdin = self.control.stdin.lock();
         match stdin.as_ref() {
-            Some((tool_call_id, sender)) if *tool_call_id == message.tool_call_id => {
-                sender.try_send(message.input).is_ok()
-            }
-            _ => false,
+            Some((tool_call_id, sender)) if *tool_call_id == message.tool_call_id => sender.try_send(message.input),
+            _ => Err(StdinRefused::Closed),
         }
     }
 }

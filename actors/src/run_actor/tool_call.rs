@@ -8,7 +8,8 @@ use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::{EmittedMessagesError, PersistedToolResult, ToolResultStatus};
 use troupe_runtime::model::ToolCallRequest;
 use troupe_runtime::model::attachments::check_artifact;
-use troupe_runtime::tools::{OutputChunk, StdinInput, ToolContext};
+use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, stdin_queue};
+use troupe_runtime::tools::{OutputChunk, ToolContext};
 
 use super::masking::{OutputMasks, mask_result};
 use super::progress::ProgressRecorder;
@@ -59,7 +60,7 @@ impl RunLoop {
         };
 
         let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);
-        let (stdin_sender, stdin) = mpsc::channel::<StdinInput>(16);
+        let (stdin_sender, stdin) = stdin_queue(MAX_QUEUED_STDIN_BYTES);
         *self.control.stdin.lock() = Some((call.tool_call_id.clone(), stdin_sender));
         let context = ToolContext {
             cwd: self.setup.cwd.clone(),

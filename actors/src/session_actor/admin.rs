@@ -125,12 +125,7 @@ impl Handler<Retire> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
-        for subscriber in self.subscribers.drain(..) {
-            subscriber.sink.end_with_gap();
-        }
-        for (_, sink) in self.replays.drain() {
-            sink.end_with_gap();
-        }
+        self.end_subscriptions();
         // No metadata cache is written for a session whose directory is going away.
         self.state = None;
         self.phase = Phase::Failed(EngineError::SessionNotFound { session_id: self.session_id.clone() });

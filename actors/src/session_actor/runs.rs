@@ -12,6 +12,7 @@ use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::run_ledger::{RunLedger, RunPlan};
+use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, StdinRefused};
 use troupe_runtime::tools::StdinInput;
 
 use super::SessionActor;
@@ -433,21 +434,38 @@ impl Handler<ToolStdin> for SessionActor {
     fn handle(&mut self, message: ToolStdin, ctx: &mut Context<Self>) -> Self::Result {
         let run = self.active_run_actor(&message.run_id);
         let session = ctx.address();
+        // As `run.start` and `run.steer`: one request carries at most `[limits] max_input_bytes`. (Without a run
+        // context, in tests that build actors by hand, the queue's own bound is the only one.)
+        let limit =
+            self.producers.run_context.as_ref().map_or(MAX_QUEUED_STDIN_BYTES, |context| context.max_input_bytes);
         Box::pin(async move {
+            let bytes = message.data.as_ref().map_or(0, String::len);
+            if bytes > limit {
+                return Err(EngineError::ToolStdinTooLarge { size: bytes, limit });
+            }
             let run = run?;
-            let bytes = message.data.as_ref().map_or(0, String::len) as u64;
-            let mut accepted = true;
+            let write = |input| WriteToolStdin { tool_call_id: message.tool_call_id.clone(), input };
+            let mut queued = Ok(());
             if let Some(data) = message.data {
-                let input = WriteToolStdin {
-                    tool_call_id: message.tool_call_id.clone(),
-                    input: StdinInput::Data(data.into_bytes()),
-                };
-                accepted = run.send(input).await.unwrap_or(false);
+                queued =
+                    run.send(write(StdinInput::Data(data.into_bytes()))).await.unwrap_or(Err(StdinRefused::Closed));
             }
-            if accepted && message.eof {
-                let input = WriteToolStdin { tool_call_id: message.tool_call_id.clone(), input: StdinInput::Eof };
-                accepted = run.send(input).await.unwrap_or(false);
+            if queued.is_ok() && message.eof {
+                queued = run.send(write(StdinInput::Eof)).await.unwrap_or(Err(StdinRefused::Closed));
             }
+            let accepted = match queued {
+                Ok(()) => true,
+                Err(StdinRefused::Closed) => false,
+                Err(StdinRefused::Full { queued_bytes, max_bytes }) => {
+                    return Err(EngineError::ToolStdinBacklogFull {
+                        run_id: message.run_id,
+                        tool_call_id: message.tool_call_id,
+                        queued_bytes,
+                        max_bytes,
+                    });
+                }
+            };
+            let bytes = bytes as u64;
             if accepted {
                 let payload =
                     EventPayload::ToolStdinSubmitted { tool_call_id: message.tool_call_id, bytes, eof: message.eof };

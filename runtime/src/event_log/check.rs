@@ -4,7 +4,8 @@
 //! increase, or that jumps further than the lines since the last good event allow, since the writer numbers events
 //! one by one; another session's event) is skipped and reported as a [`SkippedEvent`] with its `seq` when readable,
 //! else its line number, and a reason that never quotes the line: lines hold user text and tool output, and
-//! reasons travel to clients.
+//! reasons travel to clients. Sequences that no line stands for (lines deleted from the middle of the log) are
+//! reported too, by the first missing sequence.
 //!
 //! An event that is whole except for one damaged *optional* field (a `run_failed` whose `model_error` is not a
 //! model error summary) is not skipped: it loads with that field `null`, and the repair is reported as a
@@ -229,10 +230,34 @@ impl<'a> LineChecker<'a> {
     }
 
     fn accept(&mut self, accepted: Accepted, line_number: u64, out: &mut Vec<Accepted>) {
+        if self.accepted_any {
+            self.report_lost_lines(accepted.event.seq, line_number);
+        }
         self.last_seq = accepted.event.seq;
         self.last_line = line_number;
         self.accepted_any = true;
         out.push(accepted);
+    }
+
+    /// Reports the sequences between the last accepted event and `seq` (accepted on `line_number`) that no line
+    /// of the log stands for: lines deleted or lost, not damaged in place (a damaged line between them is reported
+    /// by itself and stands for one of the sequences). Without this, a client would see `seq` follow an earlier
+    /// one with nothing said about what came between.
+    fn report_lost_lines(&mut self, seq: u64, line_number: u64) {
+        let first = self.last_seq + 1;
+        let missing = seq.saturating_sub(first);
+        let damaged_between = line_number.saturating_sub(self.last_line + 1);
+        let lost = missing.saturating_sub(damaged_between);
+        if lost == 0 {
+            return;
+        }
+        let last = seq - 1;
+        let reason = match (lost == missing, first == last) {
+            (true, true) => format!("missing: no line of the log holds sequence {first}"),
+            (true, false) => format!("missing: no line of the log holds sequences {first} to {last}"),
+            (false, _) => format!("missing: {lost} of the sequences {first} to {last} have no line in the log"),
+        };
+        self.skipped.push(SkippedEvent { seq: Some(first), line: None, reason });
     }
 
     fn reject_doubtful(&mut self, doubtful: Doubtful) {

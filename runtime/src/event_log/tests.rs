@@ -517,7 +517,8 @@ fn a_lost_line_keeps_the_lines_after_it_and_appends_never_reuse_their_sequences(
     write_lines(&session_dir, &lines);
     let loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2, 3, 4, 6, 7, 8, 9, 10]);
-    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    let lost = SkippedEvent { seq: Some(5), line: None, reason: "missing: no line of the log holds sequence 5".into() };
+    assert_eq!(loaded.skipped, [lost]);
     assert_eq!(loaded.last_seq, 10, "the next append is 11, never a second 6");
     let read = loaded.store.reader().read_range(4, 10, usize::MAX).unwrap();
     assert_eq!(read.iter().map(|entry| entry.seq).collect::<Vec<_>>(), [6, 7, 8, 9, 10]);
@@ -532,8 +533,10 @@ fn two_lines_merged_by_a_lost_newline_cost_only_themselves() {
     write_lines(&session_dir, &lines);
     let loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2, 3, 4, 5, 8, 9, 10]);
-    assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
+    assert_eq!(loaded.skipped.len(), 2, "{:?}", loaded.skipped);
     assert_eq!(loaded.skipped[0].line, Some(6));
+    // Two events on one damaged line: one of their sequences has no line of its own.
+    assert_eq!(loaded.skipped[1].reason, "missing: 1 of the sequences 6 to 7 have no line in the log");
 }
 
 #[test]
@@ -546,6 +549,8 @@ fn a_damaged_sequence_after_junk_is_told_apart_by_the_line_after_it() {
     write_lines(&session_dir, &lines);
     let loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2, 3, 4, 8, 9, 10], "the damaged 9 does not hide the real 8, 9, 10");
+    // Three damaged lines stand for 5, 6 and 7: nothing is reported as lost besides them.
+    assert_eq!(loaded.skipped.len(), 3, "{:?}", loaded.skipped);
     assert!(loaded.skipped.iter().any(|skipped| skipped.seq == Some(9) && skipped.reason.contains("out of place")));
 }
 
@@ -558,6 +563,7 @@ fn a_last_line_after_a_lost_line_is_kept_and_a_wildly_damaged_one_is_not() {
     let loaded = load(&session_dir).unwrap();
     assert_eq!(seqs(&loaded), [1, 2, 3, 4, 6]);
     assert_eq!(loaded.last_seq, 6);
+    assert_eq!(loaded.skipped.iter().map(|skipped| skipped.seq).collect::<Vec<_>>(), [Some(5)]);
 
     let (_other, damaged_dir) = session_location();
     let mut lines = numbered(1..=5);

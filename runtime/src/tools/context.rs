@@ -64,8 +64,9 @@ pub struct ToolContext {
     /// Where `shell` streams its output as it arrives. Sending waits when the channel is full, so a slow reader
     /// slows the child instead of growing memory; a closed channel only stops the streaming.
     pub output: Option<mpsc::Sender<OutputChunk>>,
-    /// Input for the child's stdin. `None` gives the child `/dev/null`; a closed channel counts as end of input.
-    pub stdin: Option<mpsc::Receiver<StdinInput>>,
+    /// Input for the child's stdin, bounded in unread bytes (`tool_stdin`). `None` gives the child `/dev/null`; a
+    /// closed queue counts as end of input.
+    pub stdin: Option<crate::tool_stdin::StdinReceiver>,
     /// Cancels the call: `shell` kills its whole process group and the result is `cancelled`.
     pub cancel: CancellationToken,
     /// The request the policy or the user allowed for this call, when it reaches outside the cwd. A file tool

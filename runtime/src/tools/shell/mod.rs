@@ -27,7 +27,6 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
-use tokio::sync::mpsc;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::tool_output::OutputStream;
@@ -40,6 +39,7 @@ use super::error::ToolError;
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::sandbox::PreparedSandbox;
+use crate::tool_stdin::StdinReceiver;
 
 const NAME: &str = "shell";
 
@@ -289,16 +289,17 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
     results::result(status, text)
 }
 
-/// Writes run input to the child until end of input. A closed channel is end of input too, since nobody can
-/// send more; a child that stopped reading ends the forwarding quietly.
-async fn forward_stdin(writer: Option<ChildStdin>, input: Option<mpsc::Receiver<StdinInput>>) {
+/// Writes run input to the child until end of input. A closed queue is end of input too, since nobody can
+/// send more; a child that stopped reading ends the forwarding quietly. Each input counts against the queue's bound
+/// until it is written (it is dropped after the write).
+async fn forward_stdin(writer: Option<ChildStdin>, input: Option<StdinReceiver>) {
     let (Some(mut writer), Some(mut input)) = (writer, input) else {
         return;
     };
     while let Some(item) = input.recv().await {
-        match item {
+        match &item.input {
             StdinInput::Data(data) => {
-                if writer.write_all(&data).await.is_err() || writer.flush().await.is_err() {
+                if writer.write_all(data).await.is_err() || writer.flush().await.is_err() {
                     return;
                 }
             }
