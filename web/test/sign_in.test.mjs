@@ -93,10 +93,20 @@ test('a login code is refused on its second use', async () => {
     assert.equal(await consoleCookie(two.context), undefined, 'no cookie for a used code');
     await screenshot(two.page, 'login-code-reused');
 
-    // Straight to the form's endpoint too, without a browser.
+    // Straight to the form's endpoint too, without a browser: a post that does not say it came from the console's
+    // own origin is refused before its code is looked at (403); one that does is refused for the used code (401).
     const code = new URL(url).searchParams.get('code');
+    const anonymous = await fetch(new URL('login', daemon.base), {
+      method: 'POST',
+      body: new URLSearchParams({ code }),
+      redirect: 'manual',
+    });
+    assert.equal(anonymous.status, 403);
+    assert.equal(anonymous.headers.get('set-cookie'), null);
+    const own = { Origin: new URL(daemon.base).origin };
     const again = await fetch(new URL('login', daemon.base), {
       method: 'POST',
+      headers: own,
       body: new URLSearchParams({ code }),
       redirect: 'manual',
     });
@@ -104,6 +114,7 @@ test('a login code is refused on its second use', async () => {
     assert.equal(again.headers.get('set-cookie'), null);
     const unknown = await fetch(new URL('login', daemon.base), {
       method: 'POST',
+      headers: own,
       body: new URLSearchParams({ code: 'not-a-code' }),
       redirect: 'manual',
     });
