@@ -1,6 +1,8 @@
 //! A data directory holding a directory where a file belongs (the red team made `config.toml` one through a
 //! swapped symlink): the daemon starts without the file and says what is wrong, or, where it cannot run safely
-//! without it (its token, its lock), refuses in one line naming the path and what to do.
+//! without it (its token, its lock), refuses in one line naming the path and what to do. And how the red team
+//! got there: a run's `write_file` calls through a folder that a thread keeps exchanging with a symlink into the
+//! data directory never create anything in it.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -160,4 +162,63 @@ async fn a_token_or_lock_that_is_a_directory_stops_the_start_in_one_line_unless_
     let _ = child.wait();
     let text = std::fs::read_to_string(log.path()).unwrap();
     assert!(text.contains("the token file is a directory; the daemon uses TROUPE_TOKEN"), "{text}");
+}
+
+/// Exchanges `first` and `second` (`renameat2(RENAME_EXCHANGE)`) in a loop until `stop` is set.
+fn flip_until(first: &Path, second: &Path, stop: &std::sync::atomic::AtomicBool) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let first = std::ffi::CString::new(first.as_os_str().as_bytes()).unwrap();
+    let second = std::ffi::CString::new(second.as_os_str().as_bytes()).unwrap();
+    let mut flips = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        // SAFETY: both paths are NUL-terminated strings that outlive the call.
+        let exchanged = unsafe {
+            libc::renameat2(libc::AT_FDCWD, first.as_ptr(), libc::AT_FDCWD, second.as_ptr(), libc::RENAME_EXCHANGE)
+        };
+        assert_eq!(exchanged, 0, "exchange: {}", std::io::Error::last_os_error());
+        flips += 1;
+    }
+    flips
+}
+
+#[tokio::test]
+async fn a_folder_flipping_to_a_symlink_into_the_data_dir_never_gets_a_run_s_writes_into_it() {
+    // How the red team made `config.toml` a directory: write_file's parent folders created through a symlink
+    // swapped in after the check. Here a model's run writes through `flip` while a thread exchanges it with a
+    // symlink to the daemon's data directory.
+    const WRITES: usize = 450;
+    let daemon = TestDaemon::start();
+    let data_dir = daemon.data_path().to_path_buf();
+    let cwd = daemon.project_path().to_path_buf();
+    std::fs::create_dir_all(cwd.join("flip")).unwrap();
+    std::os::unix::fs::symlink(&data_dir, cwd.join("flip_alt")).unwrap();
+    let calls: Vec<_> = (0..WRITES)
+        .map(|index| {
+            // Folders to create below `flip`: in the data directory they would stay, as the red team saw.
+            let path = format!("flip/new{index}/config.toml/file");
+            serde_json::json!({"tool": "write_file", "arguments": {"path": path, "content": "pwned"}})
+        })
+        .collect();
+    let script = serde_json::json!({"turns": [{"tool_calls": calls}, {"text": "done"}]});
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (first, second, stop) = (cwd.join("flip"), cwd.join("flip_alt"), stop.clone());
+        std::thread::spawn(move || flip_until(&first, &second, &stop))
+    };
+    let events = run_script_in_yolo(&daemon, &cwd, script).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+
+    let results = tool_results(&events);
+    assert_eq!(results.len(), WRITES, "every call ran");
+    assert!(flips > WRITES as u64, "the flipper raced the run ({flips} exchanges)");
+    let landed: Vec<String> = std::fs::read_dir(&data_dir)
+        .unwrap()
+        .chain(std::fs::read_dir(data_dir.join("daemon")).unwrap())
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("new") || name.starts_with("created"))
+        .collect();
+    assert_eq!(landed, Vec::<String>::new(), "nothing a tool wrote landed in the data directory");
+    assert!(data_dir.join("config.toml").is_file(), "config.toml is still a file");
 }
