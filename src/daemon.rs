@@ -12,12 +12,12 @@ use troupe_gateway::{ConsoleBook, GatewayConfig, Listener, RunningGateway, Token
 use troupe_protocol::server::ServerLimits;
 use troupe_runtime::config::SandboxMode;
 use troupe_runtime::config::{self, Config, Listen};
-use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::data_dir::{Consequence, DataDir, LayoutFile};
 use troupe_runtime::provider_store::PROVIDERS_FILE_NAME;
 use troupe_runtime::redact::Secrets;
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::sandbox::process_groups::Leftover;
-use troupe_runtime::token::load_or_create_token;
+use troupe_runtime::token::{TOKEN_ENV, load_or_create_token};
 
 /// How a masked daemon token is labelled in tool output.
 const DAEMON_TOKEN_SECRET: &str = "daemon token";
@@ -86,10 +86,16 @@ impl RunningDaemon {
 pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let data_dir = options.data_dir;
     data_dir.ensure_layout().with_context(|| format!("preparing the data directory {}", data_dir.root().display()))?;
+    let runs_without = check_layout_files(&data_dir)?;
     let lock = DataDirLock::acquire(&data_dir)?;
     // A killed daemon's URL: with the lock held again it would look current until the new one is written.
     crate::daemon_url::forget(&data_dir);
-    let config = config::load(&data_dir.config_path())?;
+    // A config.toml that is a directory holds no settings, as a missing one: the defaults, with the problem logged.
+    let config = if runs_without.contains(&LayoutFile::Config) {
+        Config::default()
+    } else {
+        config::load(&data_dir.config_path())?
+    };
     crate::logging::log_config(&data_dir, &config);
     let token = load_or_create_token(&data_dir)?;
     let listen = options.listen.unwrap_or_else(|| config.listen.clone());
@@ -141,7 +147,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let console = config.console.enabled.then(|| {
         let book = Arc::new(ConsoleBook::open(
             &Token::new(token.as_str()),
-            Some(data_dir.token_path().with_file_name("console-sessions.json")),
+            Some(data_dir.console_sessions_path()),
             Duration::from_secs(config.console.session_hours * 3600),
         ));
         engine.set_console_minter(console_minter(book.clone()));
@@ -185,6 +191,35 @@ fn console_minter(book: Arc<ConsoleBook>) -> troupe_actors::ConsoleCodeMinter {
             expires_at: troupe_gateway::rfc3339(code.expires_at),
         }
     })
+}
+
+/// Checks the files of the data directory's layout before anything reads them: one that is a directory (or
+/// anything but a file) stops the start, in one line naming it and what to do, when the daemon cannot run safely
+/// without it (its lock; its token, unless `TROUPE_TOKEN` gives one, since a daemon without a token would have
+/// nothing to require of clients), and is otherwise logged as an error once, the daemon running as if the file were
+/// missing. Returns the files it runs without.
+fn check_layout_files(data_dir: &DataDir) -> anyhow::Result<Vec<LayoutFile>> {
+    let token_from_environment = std::env::var_os(TOKEN_ENV).is_some_and(|token| !token.is_empty());
+    let mut runs_without = Vec::new();
+    for misplaced in data_dir.misplaced_files() {
+        match misplaced.file.consequence() {
+            Consequence::Refuse => bail!("cannot start: {misplaced}"),
+            Consequence::RefuseUnlessTokenFromEnvironment if !token_from_environment => {
+                bail!("cannot start: {misplaced}")
+            }
+            Consequence::RefuseUnlessTokenFromEnvironment => tracing::warn!(
+                path = %misplaced.path.display(),
+                "data directory problem: the token file is a directory; the daemon uses {TOKEN_ENV}, and local \
+                 clients cannot read the token from the data directory: {}",
+                misplaced.remedy()
+            ),
+            Consequence::RunWithout(_) => {
+                tracing::error!(path = %misplaced.path.display(), "data directory problem: {misplaced}")
+            }
+        }
+        runs_without.push(misplaced.file);
+    }
+    Ok(runs_without)
 }
 
 /// Refuses at once, in words, an address another program holds, before the engine starts: failing the bind
@@ -274,7 +309,9 @@ fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
     let guarded = [data_dir.token_path(), data_dir.root().join(PROVIDERS_FILE_NAME), data_dir.config_path()];
     for secret in guarded {
         use std::os::unix::fs::MetadataExt;
+        // A directory's link count is 2 and more by nature (its `.` and its subfolders' `..`): only files count.
         if let Ok(metadata) = std::fs::metadata(&secret)
+            && metadata.is_file()
             && metadata.nlink() > 1
         {
             tracing::warn!(
