@@ -5,7 +5,6 @@
 //! ```text
 //! config.toml                        optional settings (see `config`)
 //! troupe-data-dir                    marks the folder as a data dir for every daemon (see `sandbox::data_dirs`)
-//! troupe-data-dir                    marks the folder as a data dir for every daemon (see `sandbox::data_dirs`)
 //! daemon/token                       the bearer token, mode 0600 (see `token`)
 //! daemon/lock                        flocked by the running daemon; holds its pid, written as it reads its config
 //! daemon/url                         the URL the running daemon listens on, mode 0600, removed at a clean stop
