@@ -24,6 +24,8 @@ use super::support::*;
 mod cancels;
 /// The attacks that stop and start the daemon binary.
 mod restarts;
+/// The bound on the sessions one tree creates.
+mod tree_cap;
 
 /// Delegating to any agent is allowed by a rule, so under `ask` only what the children do asks.
 const ALLOW_DELEGATE: &str =

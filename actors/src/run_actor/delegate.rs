@@ -8,7 +8,8 @@
 //! (action `execute` on the resource `agent:<name>`, so rules, modes, grants and approvals apply as to any tool).
 //! Then:
 //!
-//! 1. the supervisor creates the child session (`CreateChildSession`: origin `delegated`, the parent's cwd, the
+//! 1. the supervisor creates the child session, or refuses when the tree holds `max_sessions_per_tree` sessions
+//!    besides its root (`ChildRefused::TreeFull`, a tool error) (`CreateChildSession`: origin `delegated`, the parent's cwd, the
 //!    agent's first model when `config.toml` defines the agent, else the model of the calling run: the built-in
 //!    `default` agent's `local/echo` is only the offline fallback, and would answer with the task), and the
 //!    parent's log gets `delegate_started`;
@@ -39,7 +40,7 @@ use crate::producers::EngineRunContext;
 use crate::run_registry::RunEnd;
 use crate::runtime_actor::GetSnapshot;
 use crate::session_actor::{CancelActiveRun, StartDelegatedRun};
-use crate::session_supervisor::{CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionSupervisor};
+use crate::session_supervisor::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionSupervisor};
 
 /// The tool's name.
 pub const DELEGATE_TOOL: &str = "delegate";
@@ -279,9 +280,11 @@ impl RunLoop {
             parent_run_id: self.setup.run_id.clone(),
             parent_tool_call_id: call.tool_call_id.clone(),
             selection: selection.clone(),
+            max_sessions_per_tree: delegation.limits.max_sessions_per_tree,
         };
         let child = match delegation.supervisor.send(create).await {
             Ok(Ok(child)) => child,
+            Ok(Err(refused @ ChildRefused::TreeFull { .. })) => return tool_error(refused.to_string()),
             Ok(Err(error)) => return tool_error(format!("the child session could not be created: {error}")),
             Err(_) => return tool_error("the daemon is shutting down".into()),
         };

@@ -3,6 +3,10 @@
 //! The supervisor derives the child's place from its index, not from the caller: the root and depth come from
 //! the parent's indexed origin, the cwd is the parent's. The child is indexed under its parent once its log is
 //! durable, so `session.children` and `session.tree` list it and `session.list` (roots only) does not.
+//!
+//! A tree holds at most `[delegation] max_sessions_per_tree` sessions besides its root. The count is the indexed
+//! descendants of the root plus the children being created (not yet indexed), both kept by this actor and changed
+//! in the same step when a creation ends, so concurrent `delegate` calls of any of the tree's runs cannot overshoot.
 
 use actix::prelude::*;
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
@@ -19,26 +23,49 @@ pub const DELEGATE_ORIGIN: &str = "engine:delegate";
 /// Creates a child session of `parent_session_id` for the tool call `parent_tool_call_id` of `parent_run_id`, and
 /// replies with its metadata once its log is durable.
 #[derive(Message)]
-#[rtype(result = "Result<SessionMeta, EngineError>")]
+#[rtype(result = "Result<SessionMeta, ChildRefused>")]
 pub struct CreateChildSession {
     pub parent_session_id: String,
     pub parent_run_id: String,
     pub parent_tool_call_id: String,
     pub selection: RunSelection,
+    /// `[delegation] max_sessions_per_tree`.
+    pub max_sessions_per_tree: u32,
+}
+
+/// Why no child was created.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildRefused {
+    /// The tree already holds (or is creating) as many sessions as it may.
+    #[error(
+        "this session tree already has {sessions} sessions besides its root, the most it may have \
+         (`[delegation] max_sessions_per_tree` is {limit}); do the remaining work in this session"
+    )]
+    TreeFull { root_session_id: String, sessions: usize, limit: u32 },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 impl Handler<CreateChildSession> for SessionSupervisor {
-    type Result = ResponseActFuture<Self, Result<SessionMeta, EngineError>>;
+    type Result = ResponseActFuture<Self, Result<SessionMeta, ChildRefused>>;
 
     fn handle(&mut self, message: CreateChildSession, ctx: &mut Context<Self>) -> Self::Result {
         let parent = match self.meta(&message.parent_session_id) {
-            Ok(parent) => parent,
-            Err(error) => return Box::pin(actix::fut::ready(Err(error))),
+            Ok(parent) => parent.clone(),
+            Err(error) => return Box::pin(actix::fut::ready(Err(error.into()))),
         };
         let (root_session_id, depth) = match &parent.origin {
             SessionOrigin::Root => (parent.session_id.clone(), 1),
             SessionOrigin::Delegated { root_session_id, depth, .. } => (root_session_id.clone(), depth + 1),
         };
+        let creating = self.creating_children.get(&root_session_id).copied().unwrap_or(0);
+        let sessions = self.descendants_and_self(&root_session_id).len() - 1 + creating;
+        if sessions >= message.max_sessions_per_tree as usize {
+            let refused = ChildRefused::TreeFull { root_session_id, sessions, limit: message.max_sessions_per_tree };
+            return Box::pin(actix::fut::ready(Err(refused)));
+        }
+        *self.creating_children.entry(root_session_id.clone()).or_default() += 1;
+        let tree = root_session_id.clone();
         let cwd = parent.cwd.clone();
         let session_id = new_id();
         let first = StoredEvent {
@@ -59,6 +86,17 @@ impl Handler<CreateChildSession> for SessionSupervisor {
                 selection: message.selection,
             },
         };
-        self.start_new_session(session_id, Opening::Create { first: Box::new(first) }, ctx)
+        let created = self.start_new_session(session_id, Opening::Create { first: Box::new(first) }, ctx);
+        // `start_new_session` indexes the child in the step that ends the creation; it stops counting as being
+        // created in that same step.
+        Box::pin(created.map(move |created, supervisor, _| {
+            if let Some(creating) = supervisor.creating_children.get_mut(&tree) {
+                *creating -= 1;
+                if *creating == 0 {
+                    supervisor.creating_children.remove(&tree);
+                }
+            }
+            Ok(created?)
+        }))
     }
 }

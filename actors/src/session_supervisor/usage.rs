@@ -84,7 +84,7 @@ impl Handler<TreeUsage> for SessionSupervisor {
 
 impl SessionSupervisor {
     /// The session and every session below it in the index (a damaged index with a cycle is walked once).
-    fn descendants_and_self(&self, session_id: &str) -> HashSet<String> {
+    pub(super) fn descendants_and_self(&self, session_id: &str) -> HashSet<String> {
         let mut found = HashSet::from([session_id.to_owned()]);
         let mut pending = vec![session_id.to_owned()];
         while let Some(next) = pending.pop() {
