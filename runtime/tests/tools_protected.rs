@@ -277,19 +277,21 @@ async fn other_denied_paths_are_refused_even_when_approved() {
 #[tokio::test]
 async fn the_daemons_own_proc_files_are_refused_even_when_approved() {
     let layout = Layout::new();
-    // File tools run inside the daemon: its environment, memory map and descriptors are behind /proc/self.
-    for (tool, path) in [
-        ("read_file", "/proc/self/environ"),
-        ("read_file", "/proc/self/maps"),
-        ("read_file", "/proc/1/environ"),
-        ("list_dir", "/proc/self/fd"),
-    ] {
-        let arguments = json!({"path": path});
-        let mut context = layout.context();
-        context.approved_request =
-            Some(ToolRegistry::builtin().get(tool).unwrap().permission(&arguments, &layout.cwd).unwrap());
-        assert_refused(&execute(tool, arguments, context).await, "/proc");
+    // File tools run inside the daemon: its environment, memory map and descriptors are behind /proc/self. A path
+    // through a link of /proc (`/proc/self`) is refused before it can even be asked about, since inside the daemon
+    // it names the daemon; a plain /proc path is asked about and then refused by the protected /proc.
+    for (tool, path) in
+        [("read_file", "/proc/self/environ"), ("read_file", "/proc/self/maps"), ("list_dir", "/proc/self/fd")]
+    {
+        let refused = ToolRegistry::builtin().get(tool).unwrap().permission(&json!({"path": path}), &layout.cwd);
+        let error = refused.expect_err(path).to_string();
+        assert!(error.contains("/proc/self"), "{tool} {path}: {error}");
     }
+    let arguments = json!({"path": "/proc/1/environ"});
+    let mut context = layout.context();
+    context.approved_request =
+        Some(ToolRegistry::builtin().get("read_file").unwrap().permission(&arguments, &layout.cwd).unwrap());
+    assert_refused(&execute("read_file", arguments, context).await, "/proc");
 }
 
 #[tokio::test]
