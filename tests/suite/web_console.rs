@@ -82,6 +82,11 @@ fn node_test(name: &str, env: &[(&str, &std::ffi::OsStr)]) {
         repository().join("web/test/node_modules/playwright-core").is_dir(),
         "web/test/node_modules is missing: scripts/test installs it (`npm ci` in web/test)"
     );
+    node_test_files(name, &format!("web/test/{name}.test.mjs"), env);
+}
+
+/// `node --test <files>` (a file or a folder of the repository) as [`node_test`] runs it, its log under `name`.
+fn node_test_files(name: &str, files: &str, env: &[(&str, &std::ffi::OsStr)]) {
     let output = output_dir(name);
     let log = output.join("node-test.log");
     let log_file = std::fs::File::create(&log).expect("node log");
@@ -89,7 +94,7 @@ fn node_test(name: &str, env: &[(&str, &std::ffi::OsStr)]) {
     command
         .arg("--test")
         .arg("--test-reporter=spec")
-        .arg(format!("web/test/{name}.test.mjs"))
+        .arg(files)
         .current_dir(repository())
         .env("TROUPE_BIN", troupe_binary())
         .env("TROUPE_TEST_OUTPUT", &output)
@@ -128,9 +133,9 @@ fn node_test(name: &str, env: &[(&str, &std::ffi::OsStr)]) {
     match status {
         Some(status) if status.success() => {}
         Some(status) => {
-            panic!("web/test/{name}.test.mjs failed ({status}); screenshots and logs in {}:\n{text}", output.display())
+            panic!("{files} failed ({status}); screenshots and logs in {}:\n{text}", output.display())
         }
-        None => panic!("web/test/{name}.test.mjs took longer than {NODE_TEST_LIMIT:?}; output so far:\n{text}"),
+        None => panic!("{files} took longer than {NODE_TEST_LIMIT:?}; output so far:\n{text}"),
     }
 }
 
@@ -214,6 +219,17 @@ fn browser_behind_nginx() {
 #[test]
 fn web_dist_is_not_stale() {
     node_test("stale_build", &[]);
+}
+
+/// The console's unit tests (`web/src/*.test.js`: the markdown renderer, the shown-command escapes, the store, the
+/// RPC client, …), which need no browser: Node's test runner over web/src with web/'s packages.
+#[test]
+fn web_unit_tests() {
+    assert!(
+        repository().join("web/node_modules/marked").is_dir(),
+        "web/node_modules is missing: scripts/test installs it (`npm ci` in web)"
+    );
+    node_test_files("unit", "web/src/", &[]);
 }
 
 /// A login code from `console.login_code`, asked by a token-authenticated client.
