@@ -1,8 +1,10 @@
 //! JSON-RPC error objects and the error codes of the wire contract.
 //!
 //! Every failure that reaches a client becomes an [`RpcError`] here, in one place: the engine returns typed
-//! values, and this module decides their code, message and `data`. `data.detail` is always passed through
-//! [`sanitize_diagnostic`], so no handler can leak escape sequences or unbounded text to a client.
+//! values, and this module decides their code, message and `data`. Every string of `data` (`detail`, and the ids
+//! a typed error echoes: `session_id`, `run_id`, `method`, `path`, `name`, ...) is passed through
+//! [`sanitize_diagnostic`] where `data` is built, and echoed arrays and objects are cut to [`MAX_ECHOED_ITEMS`], so
+//! no handler can send a client escape sequences or unbounded text, even one that client sent in.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -28,6 +30,9 @@ pub mod codes {
     /// Too many requests in flight on this connection; retry with backoff.
     pub const OVERLOADED: i64 = -32003;
 }
+
+/// The most elements of an array, or entries of an object, echoed in an error's `data`; the rest are left out.
+pub const MAX_ECHOED_ITEMS: usize = 64;
 
 /// A JSON-RPC error object, `{code, message, data?}`.
 ///
@@ -64,7 +69,7 @@ impl RpcError {
         data.insert("code".into(), Value::String(typed_code.to_owned()));
         data.insert("detail".into(), Value::String(sanitize_diagnostic(detail)));
         for (key, value) in ids {
-            data.insert((*key).to_owned(), value.clone());
+            data.insert((*key).to_owned(), echoed(value));
         }
         RpcError { code, message: message.to_owned(), data: Some(Value::Object(data)) }
     }
@@ -155,6 +160,23 @@ impl RpcError {
     }
 }
 
+/// `value` as an error's `data` may echo it: the ids a typed error names are often what the client sent (a
+/// `session_id` of 1 MiB, a path with escape sequences), so each string is cleaned and bounded like `detail`.
+fn echoed(value: &Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(sanitize_diagnostic(text)),
+        Value::Array(items) => Value::Array(items.iter().take(MAX_ECHOED_ITEMS).map(echoed).collect()),
+        Value::Object(entries) => Value::Object(
+            entries
+                .iter()
+                .take(MAX_ECHOED_ITEMS)
+                .map(|(key, value)| (sanitize_diagnostic(key), echoed(value)))
+                .collect(),
+        ),
+        Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
+    }
+}
+
 /// Method names come from clients; keep the part echoed into a detail short.
 fn truncate_for_detail(text: &str) -> &str {
     const LIMIT: usize = 128;
@@ -188,6 +210,33 @@ mod tests {
                 "data": {"code": "session_not_found", "detail": "no session x", "session_id": "x"}
             })
         );
+    }
+
+    #[test]
+    fn every_echoed_string_is_cleaned_and_bounded_like_the_detail() {
+        use crate::diagnostic::{MAX_DIAGNOSTIC_BYTES, TRUNCATION_MARKER};
+        let huge = "s".repeat(1 << 20);
+        let many: Vec<Value> = (0..1000).map(|index| Value::String(format!("x\u{1b}[31m{index}"))).collect();
+        let error = RpcError::engine(
+            "session_not_found",
+            "no such session",
+            &[
+                ("session_id", Value::String(huge)),
+                ("path", Value::String("/tmp/\u{202e}txt.exe\u{1b}]0;title\u{7}".into())),
+                ("names", Value::Array(many)),
+                ("nested", serde_json::json!({"run_id": "r\u{1b}[2J", "seq": 7})),
+                ("limit", Value::from(5)),
+            ],
+        );
+        let data = error.data.as_ref().unwrap();
+        let session_id = data["session_id"].as_str().unwrap();
+        assert!(session_id.len() <= MAX_DIAGNOSTIC_BYTES && session_id.ends_with(TRUNCATION_MARKER));
+        assert_eq!(data["path"], "/tmp/txt.exe");
+        let names = data["names"].as_array().unwrap();
+        assert_eq!((names.len(), names[3].as_str()), (MAX_ECHOED_ITEMS, Some("x3")));
+        assert_eq!(data["nested"], serde_json::json!({"run_id": "r", "seq": 7}));
+        assert_eq!(data["limit"], 5);
+        assert!(serde_json::to_string(&error).unwrap().len() < 16 * 1024);
     }
 
     #[test]

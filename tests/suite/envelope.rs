@@ -262,3 +262,23 @@ async fn a_crashing_session_leaves_others_alone_and_comes_back_from_its_log() {
     assert_eq!(renamed["result"]["session"]["title"], "back", "{renamed}");
     assert_eq!(renamed["result"]["session"]["last_event_seq"], 2);
 }
+
+#[tokio::test]
+async fn an_error_echoes_a_huge_hostile_session_id_bounded_and_without_controls() {
+    let daemon = TestDaemon::start();
+    let mut socket = daemon.raw().await;
+    socket.handshake().await;
+    let session_id = format!("\u{1b}]0;owned\u{7}\u{202e}{}", "a".repeat(1 << 20));
+    let reply = socket.call(1, "session.get", json!({"session_id": session_id})).await;
+    assert_eq!(error_code(&reply), -32000, "{}", &reply.to_string()[..200]);
+    let data = &reply["error"]["data"];
+    assert_eq!(data["code"], "session_not_found");
+    let echoed = data["session_id"].as_str().expect("the id is echoed");
+    assert!(
+        echoed.len() <= troupe_protocol::diagnostic::MAX_DIAGNOSTIC_BYTES && echoed.starts_with("aaa"),
+        "the echoed id is cut like a detail and its controls are gone: {} bytes, {:?}",
+        echoed.len(),
+        &echoed[..echoed.len().min(40)]
+    );
+    assert!(reply.to_string().len() < 16 * 1024, "the whole reply is small: {} bytes", reply.to_string().len());
+}
