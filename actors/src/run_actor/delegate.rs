@@ -8,11 +8,11 @@
 //! (action `execute` on the resource `agent:<name>`, so rules, modes, grants and approvals apply as to any tool).
 //! Then:
 //!
-//! 1. the supervisor creates the child session, or refuses when the tree holds `max_sessions_per_tree` sessions
-//!    besides its root (`ChildRefused::TreeFull`, a tool error) (`CreateChildSession`: origin `delegated`, the parent's cwd, the
+//! 1. the supervisor creates the child session (`CreateChildSession`: origin `delegated`, the parent's cwd, the
 //!    agent's first model when `config.toml` defines the agent, else the model of the calling run: the built-in
 //!    `default` agent's `local/echo` is only the offline fallback, and would answer with the task), and the
-//!    parent's log gets `delegate_started`;
+//!    parent's log gets `delegate_started`; or it refuses, a tool error, when the tree already holds
+//!    `max_sessions_per_tree` sessions besides its root (`ChildRefused::TreeFull`);
 //! 2. an [`EndWatch`](crate::run_registry::EndWatch) is taken on the child before its run starts, so an end is
 //!    never missed; the run is prepared as `run.start` would (`EngineRunContext::prepare`: the tree's approval
 //!    actor, the agent's chain and policy) and started with the task as its input;
