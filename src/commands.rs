@@ -131,15 +131,40 @@ pub(crate) fn absolute_cwd(cwd: Option<String>) -> anyhow::Result<String> {
     Ok(path.to_string_lossy().into_owned())
 }
 
-/// `troupe mode`: sets the permission mode of a session's whole tree.
-pub async fn mode(connection: &Connection, session: String, mode: PermissionMode, out: Output) -> anyhow::Result<()> {
+/// `troupe mode SESSION [MODE]`: sets the permission mode of a session's whole tree, or, without MODE, prints it
+/// (after a restart, the daemon's `[permissions] default_mode`, whatever a client had set before).
+pub async fn mode(
+    connection: &Connection,
+    session: String,
+    mode: Option<PermissionMode>,
+    out: Output,
+) -> anyhow::Result<()> {
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let session_id = crate::session_ref::resolve_session_id(&client, &session).await?;
-    let params = SetPermissionModeParams { session_id: session_id.clone(), mode };
-    client.session_set_permission_mode(params).await.map_err(explained)?;
+    let (mode, words) = match mode {
+        Some(mode) => {
+            let params = SetPermissionModeParams { session_id: session_id.clone(), mode };
+            client.session_set_permission_mode(params).await.map_err(explained)?;
+            (Some(mode), format!("mode {} for the tree of session {session_id}", mode_name(mode)))
+        }
+        None => {
+            let tree = client.session_tree(SessionIdParams { session_id: session_id.clone() }).await;
+            let mode = tree.map_err(explained)?.permission_mode;
+            let words = match mode {
+                Some(mode) => format!("mode {} (the tree of session {session_id})", mode_name(mode)),
+                None => format!("the daemon does not say the mode of session {session_id}'s tree (an older daemon)"),
+            };
+            (mode, words)
+        }
+    };
     client.close().await;
     let json = serde_json::json!({"session_id": session_id, "mode": mode});
-    emit(out, &json, || format!("mode {} for the tree of session {session_id}", json["mode"].as_str().unwrap_or("?")))
+    emit(out, &json, || words)
+}
+
+/// A mode as `troupe mode` takes it.
+fn mode_name(mode: PermissionMode) -> String {
+    serde_json::to_value(mode).ok().and_then(|value| value.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// What `troupe connect` sends.

@@ -78,13 +78,16 @@ pub struct ApprovalTrees {
     /// Modes other than the default, by root session id. Runtime-only: every tree starts in the default mode when
     /// the daemon starts.
     modes: HashMap<String, PermissionMode>,
+    /// The mode of a tree no client set one for.
+    default_mode: PermissionMode,
     idle_after: Duration,
     runs: RunRegistry,
 }
 
 impl ApprovalTrees {
-    pub fn new(idle_after: Duration, runs: RunRegistry) -> Self {
-        ApprovalTrees { trees: HashMap::new(), modes: HashMap::new(), idle_after, runs }
+    /// Trees start in `default_mode` (`[permissions] default_mode`) until a client sets another.
+    pub fn new(idle_after: Duration, runs: RunRegistry, default_mode: PermissionMode) -> Self {
+        ApprovalTrees { trees: HashMap::new(), modes: HashMap::new(), default_mode, idle_after, runs }
     }
 
     /// The tree's approval actor, started (with the tree's mode) if it has none or its actor died.
@@ -99,13 +102,13 @@ impl ApprovalTrees {
 
     /// The tree's mode (`root` is its root session).
     pub fn mode(&self, root: &str) -> PermissionMode {
-        self.modes.get(root).copied().unwrap_or_default()
+        self.modes.get(root).copied().unwrap_or(self.default_mode)
     }
 
     /// Records the tree's mode and tells its approval actor, if it has one. Sent before the caller is answered, so
     /// every permission check that follows the answer sees the new mode.
     pub fn set_mode(&mut self, root: &str, mode: PermissionMode) {
-        if mode == PermissionMode::default() {
+        if mode == self.default_mode {
             self.modes.remove(root);
         } else {
             self.modes.insert(root.to_owned(), mode);
@@ -113,6 +116,11 @@ impl ApprovalTrees {
         if let Some(tree) = self.trees.get(root) {
             tree.addr.do_send(SetTreeMode { mode });
         }
+    }
+
+    /// Forgets the mode of a tree that is gone (deleted): a tree made later under the same id starts in the default.
+    pub fn forget_mode(&mut self, root: &str) {
+        self.modes.remove(root);
     }
 
     /// Stops and forgets the approval actors of trees no longer in use. `root_of` gives a session's root.

@@ -185,6 +185,7 @@ impl Engine {
             live.clone(),
             services.runs.clone(),
             Some(run_context),
+            config.permissions.default_mode,
         )
         .start();
         supervisor.do_send(crate::goal_actor::InstallGoals {

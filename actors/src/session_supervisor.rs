@@ -189,7 +189,8 @@ pub struct SessionSupervisor {
 
 impl SessionSupervisor {
     /// A supervisor with an empty index: it builds the index from the data directory when it starts, on a blocking
-    /// thread, before it handles any message. `runs` tells which trees have a run in flight.
+    /// thread, before it handles any message. `runs` tells which trees have a run in flight; trees start in
+    /// `default_mode` (`[permissions] default_mode`).
     pub fn new(
         data_dir: DataDir,
         sessions: SessionLimits,
@@ -197,6 +198,7 @@ impl SessionSupervisor {
         live: LiveSessions,
         runs: RunRegistry,
         run_context: Option<crate::producers::EngineRunContext>,
+        default_mode: troupe_protocol::types::session::PermissionMode,
     ) -> Self {
         SessionSupervisor {
             run_context,
@@ -209,7 +211,7 @@ impl SessionSupervisor {
             creating_children: HashMap::new(),
             usage: usage_index::UsageIndex::default(),
             live,
-            approvals: ApprovalTrees::new(sessions.hibernate_after, runs),
+            approvals: ApprovalTrees::new(sessions.hibernate_after, runs, default_mode),
             next_incarnation: 1,
             goals: None,
         }

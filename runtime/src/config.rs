@@ -22,6 +22,7 @@
 //! max_input_bytes = 1048576
 //! ping_interval_secs = 15
 //! [permissions]
+//! default_mode = "auto_approve"   # the mode every tree starts in, and returns to at a restart (or "ask", ...)
 //! rules = [
 //!   { effect = "allow", action = "execute", resource = "cargo test*" },
 //!   { effect = "deny", action = "write", resource = "**/.env" },
@@ -170,12 +171,16 @@ pub struct AgentConfig {
     pub permissions: Vec<PermissionRuleConfig>,
 }
 
-/// `[permissions]`: rules that apply to every agent.
+/// `[permissions]`: rules that apply to every agent, and the mode a tree starts in.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PermissionsConfig {
     /// In order; when several match a call, the last one wins.
     pub rules: Vec<PermissionRuleConfig>,
+    /// The permission mode of every session tree until a client sets another with `session.set_permission_mode`.
+    /// The reference makes a tree's mode runtime-only, so a restart puts every tree back in this mode: an operator
+    /// who wants `ask` after every restart says so here rather than trusting a mode a client set before it.
+    pub default_mode: troupe_protocol::types::session::PermissionMode,
 }
 
 /// One permission rule as written in `config.toml`: `{ effect, action?, resource, tool? }`.

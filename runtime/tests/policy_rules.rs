@@ -25,6 +25,7 @@ fn config(rules: &[PermissionRule]) -> PermissionsConfig {
                 tool: rule.tool.clone(),
             })
             .collect(),
+        ..PermissionsConfig::default()
     }
 }
 

@@ -218,13 +218,15 @@ pub(crate) enum Command {
         #[arg(num_args = 0..=3, value_names = ["RUN_ID", "TOOL_CALL_ID", "TEXT"])]
         args: Vec<String>,
     },
-    /// Set the permission mode of a session's tree: auto_approve, auto_approve_n, auto_approve_y, ask, yolo.
+    /// Show, or set, the permission mode of a session's tree: auto_approve, auto_approve_n, auto_approve_y, ask,
+    /// yolo. Modes are not kept across a daemon restart: every tree then starts in `[permissions] default_mode`.
     Mode {
         #[command(flatten)]
         client: ClientArgs,
         session: String,
+        /// The new mode; without it, the tree's current mode is printed.
         #[arg(value_parser = parse_mode)]
-        mode: PermissionMode,
+        mode: Option<PermissionMode>,
         #[arg(long)]
         json: bool,
     },

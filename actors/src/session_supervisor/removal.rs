@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actix::prelude::*;
-use troupe_protocol::types::session::PermissionMode;
 use troupe_runtime::usage_book::UsageSummary;
 
 use super::SessionSupervisor;
@@ -148,7 +147,7 @@ impl Handler<DeleteTree> for SessionSupervisor {
                 tracing::warn!(session_id = %root, %detail, "a deletion stopped part way");
                 return Err(EngineError::Storage { session_id: root, detail });
             }
-            supervisor.approvals.set_mode(&root, PermissionMode::default());
+            supervisor.approvals.forget_mode(&root);
             tracing::info!(session_id = %root, sessions = staged.removed.len(), "deleted a session tree");
             let mut deleted = staged.removed;
             deleted.reverse();
