@@ -4,16 +4,21 @@
 //! crypto library. Trusted: the Mozilla roots compiled in (webpki-roots), the system's roots (`/etc/ssl/certs`,
 //! `SSL_CERT_FILE`, `SSL_CERT_DIR`; read once per process) and, when given, one more PEM file of certificate
 //! authorities: a private CA or the self-signed certificate of a proxy in front of the daemon (the CLI's
-//! `--ca-cert FILE` / `TROUPE_CA_CERT`).
+//! `--ca-cert FILE` / `TROUPE_CA_CERT`), which is also accepted as the server's own certificate when that is a
+//! self-signed one made with `CA:TRUE` (`pinned`).
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 
 use crate::transport::TransportError;
+
+/// The CA file's certificates accepted as the server's self-signed leaf.
+mod pinned;
 
 /// The hint every "not trusted" error ends with: the one way to trust a private certificate.
 const CA_CERT_HINT: &str = "to trust a private or self-signed certificate, give its CA as a PEM file \
@@ -24,23 +29,32 @@ pub(super) fn client_config(ca_cert: Option<&Path>) -> Result<Arc<ClientConfig>,
     let mut roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
     // A system certificate rustls cannot parse is skipped rather than failing every connection.
     let (_added, _ignored) = roots.add_parsable_certificates(system_roots().iter().cloned());
+    let mut pinned = Vec::new();
     if let Some(path) = ca_cert {
         for certificate in read_ca_file(path)? {
-            roots.add(certificate).map_err(|error| {
+            roots.add(certificate.clone()).map_err(|error| {
                 TransportError::new(format!(
                     "the CA certificate file {} holds an unusable certificate: {error}",
                     path.display()
                 ))
             })?;
+            pinned.push(certificate);
         }
     }
+    let setup_error = |error: &dyn std::fmt::Display| TransportError::new(format!("cannot set up TLS: {error}"));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|error| TransportError::new(format!("cannot set up TLS: {error}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+        .map_err(|error| setup_error(&error))?;
+    if pinned.is_empty() {
+        return Ok(Arc::new(builder.with_root_certificates(roots).with_no_client_auth()));
+    }
+    // The CA file's certificates may also be the server's own self-signed leaf (`pinned.rs`).
+    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|error| setup_error(&error))?;
+    let verifier = Arc::new(pinned::PinnedOrWebPki::new(webpki, pinned));
+    Ok(Arc::new(builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth()))
 }
 
 /// The system's trusted roots, loaded on first use. Missing or unreadable stores leave it empty (the built-in
