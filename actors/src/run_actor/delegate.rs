@@ -40,7 +40,9 @@ use crate::producers::EngineRunContext;
 use crate::run_registry::RunEnd;
 use crate::runtime_actor::GetSnapshot;
 use crate::session_actor::{CancelActiveRun, StartDelegatedRun};
-use crate::session_supervisor::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionSupervisor};
+use crate::session_supervisor::{
+    ChildRefused, CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionGone, SessionSupervisor,
+};
 
 /// The tool's name.
 pub const DELEGATE_TOOL: &str = "delegate";
@@ -349,17 +351,27 @@ async fn start_child_run(
 ) -> Result<(Addr<crate::session_actor::SessionActor>, String), EngineError> {
     let supervisor = &delegation.supervisor;
     let prepared = delegation.run_context.prepare(supervisor, child_session_id, selection).await?;
-    let child = supervisor
-        .send(OpenSession { session_id: child_session_id.to_owned() })
-        .await
-        .map_err(|_| EngineError::ShuttingDown)??;
     let start = prepared.into_start("delegate", input);
-    let run_id = child.send(StartDelegatedRun(start)).await.map_err(|_| EngineError::Unavailable {
+    // A new child has no subscriber and no run yet: with a short `hibernate_after` its actor may stop between being
+    // opened and being asked. A closed mailbox means the start was not processed, so it goes to a fresh actor.
+    for _ in 0..START_ATTEMPTS {
+        let child = supervisor
+            .send(OpenSession { session_id: child_session_id.to_owned() })
+            .await
+            .map_err(|_| EngineError::ShuttingDown)??;
+        match child.send(StartDelegatedRun(start.clone())).await {
+            Ok(started) => return started.map(|run_id| (child, run_id)),
+            Err(_) => supervisor.do_send(SessionGone { session_id: child_session_id.to_owned(), addr: child }),
+        }
+    }
+    Err(EngineError::Unavailable {
         session_id: child_session_id.to_owned(),
-        detail: "the child session stopped before its run started".into(),
-    })??;
-    Ok((child, run_id))
+        detail: "the child session stopped before its run started, each time it was opened".into(),
+    })
 }
+
+/// How often a child's run is started on a freshly opened actor before the delegation fails.
+const START_ATTEMPTS: usize = 3;
 
 #[cfg(test)]
 mod tests {

@@ -23,8 +23,10 @@ use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
 use crate::run_services::RunServices;
 use troupe_runtime::policy::Policy;
 
-/// Starts a run. Replies with its id once `run_started` is durable.
-#[derive(Message)]
+/// Starts a run. Replies with its id once `run_started` is durable. Clone, so a start that met a closed mailbox
+/// (the actor hibernated between being opened and being asked) can be sent again to its successor; the client
+/// run id makes a second delivery of the same start the same run.
+#[derive(Clone, Message)]
 #[rtype(result = "Result<String, EngineError>")]
 pub struct StartRun {
     pub client_run_id: String,
