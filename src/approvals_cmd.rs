@@ -156,31 +156,10 @@ mod tests {
 
     #[test]
     fn each_pending_approval_names_the_command_that_answers_it() {
+        let record = asking("rm -rf \u{1b}[2Jbuild", "Run rm");
         let record = ApprovalRecord {
-            session_id: "0123456789abcdef".into(),
-            run_id: "r".into(),
-            tool_call_id: "t".into(),
-            approval_id: "ap-1".into(),
-            revision: 1,
-            status: ApprovalStatus::Pending,
-            operation: ApprovalOperation {
-                tool: "shell".into(),
-                action: PermissionAction::Execute,
-                resource: "rm -rf \u{1b}[2Jbuild".into(),
-                summary: "Run rm".into(),
-            },
-            operation_fingerprint: "f".into(),
-            constraints: ApprovalConstraints {
-                allow_once: true,
-                allow_tree_grant: true,
-                cancellable: true,
-                expires_at: None,
-            },
-            decision: None,
-            feedback: None,
-            answered_by: None,
-            created_at: "not a time".into(),
-            decided_at: None,
+            constraints: ApprovalConstraints { allow_tree_grant: true, ..record.constraints.clone() },
+            ..record
         };
         let text = render_approvals(std::slice::from_ref(&record), false, &[], ShowLimits::APPROVAL, Style::plain());
         assert!(text.contains("ap-1      01234567  shell  execute  not a time  Run rm"), "{text}");

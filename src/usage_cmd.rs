@@ -141,15 +141,7 @@ pub fn cost(usd: Option<f64>) -> String {
 
 /// A count with thousands separators.
 fn count(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
+    troupe_protocol::diagnostic::thousands(value)
 }
 
 #[cfg(test)]

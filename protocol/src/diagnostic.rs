@@ -10,7 +10,7 @@
 
 mod visible;
 
-pub use visible::{LeftOut, ShowLimits, ShownText, escape, is_invisible, show_visibly, visible_line};
+pub use visible::{LeftOut, ShowLimits, ShownText, escape, is_invisible, show_visibly, thousands, visible_line};
 
 /// Upper bound, in UTF-8 bytes, of a diagnostic string including the truncation marker.
 pub const MAX_DIAGNOSTIC_BYTES: usize = 4096;

@@ -53,8 +53,9 @@ pub struct LeftOut {
 impl LeftOut {
     /// "3,412 more bytes, 40 more lines".
     pub fn describe(&self) -> String {
-        let plural =
-            |count: usize, word: &str| format!("{} more {word}{}", thousands(count), if count == 1 { "" } else { "s" });
+        let plural = |count: usize, word: &str| {
+            format!("{} more {word}{}", thousands(count as u64), if count == 1 { "" } else { "s" })
+        };
         match self.lines {
             0 => plural(self.bytes, "byte"),
             lines => format!("{}, {}", plural(self.bytes, "byte"), plural(lines, "line")),
@@ -190,8 +191,8 @@ pub fn is_invisible(c: char) -> bool {
     )
 }
 
-/// `3412` → `"3,412"`.
-fn thousands(count: usize) -> String {
+/// `3412` → `"3,412"`: a count as people read it, here and in the CLI's tables.
+pub fn thousands(count: u64) -> String {
     let digits = count.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
@@ -258,7 +259,7 @@ mod tests {
         let left_out = shown.left_out.expect("cut");
         assert_eq!(left_out.lines, 97);
         assert_eq!(left_out.bytes, script.len() - "echo line 1\necho line 2\necho line 3\n".len());
-        assert_eq!(left_out.describe(), format!("{} more bytes, 97 more lines", thousands(left_out.bytes)));
+        assert_eq!(left_out.describe(), format!("{} more bytes, 97 more lines", thousands(left_out.bytes as u64)));
 
         // One long line: cut by bytes, on a character boundary, escapes counted at their shown size.
         let line = format!("{}\u{202e}{}", "é".repeat(10), "x".repeat(5000));
