@@ -48,7 +48,8 @@ fn requested(event: &StoredEvent) -> Option<ApprovalRecord> {
     }
 }
 
-fn tool_statuses(events: &[StoredEvent]) -> Vec<ToolResultStatus> {
+/// The statuses of the tool results in `events`, in order.
+pub(super) fn tool_statuses(events: &[StoredEvent]) -> Vec<ToolResultStatus> {
     events
         .iter()
         .filter_map(|event| match &event.payload {

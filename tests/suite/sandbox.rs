@@ -278,7 +278,8 @@ async fn a_command_left_running_by_a_sigkilled_daemon_is_killed_at_restart_and_i
     assert_eq!(left, 0, "the killed run's temp dir in {} is removed at restart", temp_root.display());
 }
 
-fn git(dir: &std::path::Path, arguments: &[&str]) {
+/// `git ARGUMENTS` in `dir` with a fixed identity and branch name; fails the test unless it succeeds.
+pub(super) fn git(dir: &std::path::Path, arguments: &[&str]) {
     let status = std::process::Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
         .args(arguments)

@@ -10,6 +10,7 @@ use troupe_protocol::types::common::Empty;
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::runtime::EnclosingGitDir;
 
+use super::sandbox::git;
 use super::support::*;
 
 /// A daemon whose `config.toml` sets `[sandbox] mode`, with the automatic titles off as `TestDaemon` has them.
@@ -48,17 +49,6 @@ async fn shared_memory_is_written_only_in_workspace_write() {
     assert_eq!(status, ToolResultStatus::Ok, "{output}");
     assert!(output.contains("wrote"), "{output}");
     assert_eq!(written.expect("the command's file"), "x\n");
-}
-
-fn git(dir: &std::path::Path, arguments: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
-        .args(arguments)
-        .current_dir(dir)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {arguments:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::session::{PermissionMode, SessionForkParams, SessionListParams};
 use troupe_protocol::types::usage::UsageRollup;
 
+use super::super::approvals::tool_statuses;
 use super::super::support::*;
 
 const SOURCE: &str = "01957a1c-0000-7000-8000-0000000000f1";
@@ -242,16 +243,6 @@ async fn run_answering(
         };
         within("approval.respond", client.call::<method::ApprovalRespond>(params)).await.expect("respond");
     }
-}
-
-fn tool_statuses(events: &[StoredEvent]) -> Vec<ToolResultStatus> {
-    events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            EventPayload::ToolCallTerminated { result, .. } => Some(result.status),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
