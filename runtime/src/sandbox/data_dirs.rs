@@ -52,6 +52,11 @@ pub const MAX_SCAN_DEPTH: usize = 6;
 pub const TREE_SCAN_TTL: Duration = Duration::from_secs(30);
 
 /// The label prefix of the masked secrets of other data dirs.
+/// Bounds of what the data dirs found add to the masked secrets (see `DataDirFinder::sync_secrets`).
+const MAX_MASKED_DATA_DIRS: usize = 64;
+const MAX_SECRETS_PER_DATA_DIR: usize = 32;
+const MAX_SECRET_VALUE_BYTES: usize = 4096;
+
 const SECRET_LABEL_PREFIX: &str = "troupe data dir ";
 
 /// Whether `dir` is a troupe data directory, by its layout: the marker, or what older daemons left. Links are not
@@ -308,6 +313,9 @@ impl DataDirFinder {
     }
 
     /// Reads the token and the provider keys of each data dir whose secret files changed, into the masked secrets.
+    /// A data dir inside a session's cwd may have been laid out by a tool, so what it adds is bounded: at most
+    /// [`MAX_MASKED_DATA_DIRS`] data dirs, each with at most [`MAX_SECRETS_PER_DATA_DIR`] values of at most
+    /// [`MAX_SECRET_VALUE_BYTES`], so planted folders cannot grow the set every output chunk is scanned against.
     fn sync_secrets(&self, dirs: &[PathBuf]) {
         let Some(secrets) = self.secrets.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
             return;
@@ -317,6 +325,10 @@ impl DataDirFinder {
             let files = secret_files(dir);
             let stamps: Vec<Option<Stamp>> = files.iter().map(|path| Stamp::of(path)).collect();
             if state.secret_stamps.get(dir) == Some(&stamps) {
+                continue;
+            }
+            if !state.secret_stamps.contains_key(dir) && state.secret_stamps.len() >= MAX_MASKED_DATA_DIRS {
+                tracing::warn!(data_dir = %dir.display(), "too many data dirs found to mask the secrets of another");
                 continue;
             }
             for (label, value) in secrets_of(dir) {
@@ -337,8 +349,13 @@ fn secret_files(dir: &Path) -> [PathBuf; 2] {
 fn secrets_of(dir: &Path) -> Vec<(String, String)> {
     let [token_path, providers_path] = secret_files(dir);
     let mut found = Vec::new();
+    let mut push = |label: String, value: &str| {
+        if found.len() < MAX_SECRETS_PER_DATA_DIR && value.len() <= MAX_SECRET_VALUE_BYTES {
+            found.push((label, value.to_owned()));
+        }
+    };
     if let Some(token) = read_small(&token_path) {
-        found.push((format!("{SECRET_LABEL_PREFIX}token ({})", dir.display()), token.trim().to_owned()));
+        push(format!("{SECRET_LABEL_PREFIX}token ({})", dir.display()), token.trim());
     }
     let providers = read_small(&providers_path).and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
     if let Some(serde_json::Value::Object(connections)) = providers.as_ref().and_then(|value| value.get("connections"))
@@ -348,7 +365,7 @@ fn secrets_of(dir: &Path) -> Vec<(String, String)> {
             for (name, value) in values {
                 if let Some(value) = value.as_str() {
                     let label = format!("{SECRET_LABEL_PREFIX}{provider} {name} ({})", dir.display());
-                    found.push((label, value.to_owned()));
+                    push(label, value);
                 }
             }
         }
@@ -442,6 +459,23 @@ mod tests {
 
         assert_eq!(holding_data_dir(&legacy.join("sessions/x/events.jsonl")), Some(legacy.clone()));
         assert_eq!(holding_data_dir(&linked.join("daemon/token")), None);
+    }
+
+    #[test]
+    fn a_planted_data_dir_adds_a_bounded_number_of_bounded_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        legacy_data_dir(&dir);
+        let values: serde_json::Map<String, serde_json::Value> =
+            (0..1000).map(|index| (format!("key{index}"), format!("planted-value-{index:04}").into())).collect();
+        let mut values = values;
+        values.insert("huge".into(), "x".repeat(MAX_SECRET_VALUE_BYTES + 1).into());
+        let providers = serde_json::json!({"connections": {"openai": {"auth_values": values}}});
+        std::fs::write(dir.join("providers.json"), providers.to_string()).unwrap();
+        let found = secrets_of(&dir);
+        assert_eq!(found.len(), MAX_SECRETS_PER_DATA_DIR, "the token and the first keys only");
+        assert!(found.iter().all(|(_, value)| value.len() <= MAX_SECRET_VALUE_BYTES));
+        assert_eq!(found[0].1, "legacy-token-0123456789", "the token comes first");
     }
 
     #[test]
