@@ -23,12 +23,21 @@ async fn a_command_has_no_terminal_to_reach_the_users() {
     if !landlock(&sandbox) {
         return;
     }
-    // Its own session, so no controlling terminal: /dev/tty cannot be opened (TIOCSTI injection needs it).
-    let result = workspace.run(&sandbox, "cut -d' ' -f6 /proc/self/stat").await;
+    // Its own session, so no controlling terminal: /dev/tty cannot be opened (TIOCSTI injection needs it). The
+    // shell leads the session its `cut` is in, and `cut` has no terminal (tty_nr 0). (Not compared with the test's
+    // own session: where that is led from outside this PID namespace, as under some CI runners, it reads as 0.)
+    let result = workspace.run(&sandbox, "echo session $(cut -d' ' -f6,7 /proc/self/stat); echo shell $$").await;
     assert_status(&result, ToolResultStatus::Ok);
-    let session: i32 = result.output.lines().find_map(|line| line.trim().parse().ok()).expect("a session id");
-    // SAFETY: getsid(0) only reads this process's session id.
-    assert_ne!(session, unsafe { libc::getsid(0) }, "the command shares the daemon's session");
+    let numbers = |prefix: &str| -> Vec<i64> {
+        let line =
+            result.output.lines().find(|line| line.starts_with(prefix)).unwrap_or_else(|| panic!("{}", result.output));
+        line[prefix.len()..].split_whitespace().map(|n| n.parse().unwrap()).collect()
+    };
+    let stat = numbers("session ");
+    let shell = numbers("shell ")[0];
+    assert_eq!(stat[0], shell, "the command's shell does not lead its session: {}", result.output);
+    assert_ne!(stat[0], 0, "the command's session is led from outside its view: {}", result.output);
+    assert_eq!(stat[1], 0, "the command has a controlling terminal: {}", result.output);
     let result = workspace.run(&sandbox, "echo x > /dev/tty").await;
     assert_status(&result, ToolResultStatus::Error);
     for terminal in ["echo x > /dev/pts/0", "cat /dev/pts/ptmx", "cat /dev/sda"] {
@@ -116,14 +125,15 @@ async fn the_waiting_parent_outside_the_namespace_holds_the_daemons_memory_out_o
     if !landlock(&sandbox) || !sandbox.pid_namespace() {
         return;
     }
-    // The command's session id is the host pid of its waiting parent, a fork of the daemon (its token and keys).
-    let command = "parent=$(cut -d' ' -f6 /proc/self/stat); head -c 64 /proc/$parent/mem; head -c 64 /proc/$parent/maps; \
+    // The command's shell leads its session; the shell's parent is the waiting parent, a fork of the daemon (its
+    // token and keys).
+    let command = "leader=$(cut -d' ' -f6 /proc/self/stat); parent=$(cut -d' ' -f4 /proc/$leader/stat); head -c 64 /proc/$parent/mem; head -c 64 /proc/$parent/maps; \
                    head -c 64 /proc/$parent/environ; echo tried $parent";
     let result = workspace.run(&sandbox, command).await;
     assert!(result.output.contains("tried"), "{}", result.output);
     if sandbox.private_proc() {
         // In its own /proc the command does not even see the parent: it lies outside the command's PID namespace,
-        // so the session id reads 0 and no entry of /proc is the parent's.
+        // so the shell's parent id reads 0 and no entry of /proc is the parent's.
         assert!(result.output.contains("tried 0"), "{}", result.output);
         assert!(result.output.contains("/proc/0/mem") && result.output.contains("No such file"), "{}", result.output);
         return;

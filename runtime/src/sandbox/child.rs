@@ -224,7 +224,14 @@ fn become_namespace_init() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        // The command: it dies with this waiting parent (which dies with the daemon).
+        // The command leads a session of its own inside the namespace too: the session the waiting parent made
+        // is led from outside it, so the command's procfs would show its session as 0 (no leader in sight). It
+        // is not a group leader (its group is the waiting parent's), so setsid cannot fail for that reason.
+        // SAFETY: setsid takes no arguments.
+        if unsafe { libc::setsid() } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // It dies with this waiting parent (which dies with the daemon).
         // SAFETY: prctl with integer arguments only.
         return check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) });
     }
