@@ -181,6 +181,9 @@ pub struct SessionSupervisor {
     /// The approval actors of the trees in use, and the trees' modes.
     approvals: ApprovalTrees,
     next_incarnation: u64,
+    /// Searches of the logs for runs the registry does not hold: one at a time, and ids not found are remembered
+    /// for a while (`run_lookup`).
+    run_lookups: run_lookup::RunLookups,
     /// The goal actors of root sessions with an active goal (`goal_actor.rs`); installed by the engine.
     pub(crate) goals: Option<crate::goal_actor::GoalActors>,
     /// Given to each session actor, so that it can start the runs producer messages wake (`producers.rs`).
@@ -213,6 +216,7 @@ impl SessionSupervisor {
             live,
             approvals: ApprovalTrees::new(sessions.hibernate_after, runs, default_mode),
             next_incarnation: 1,
+            run_lookups: Default::default(),
             goals: None,
         }
     }

@@ -153,10 +153,13 @@ async fn a_run_the_daemon_does_not_know_is_run_not_found() {
     let mut raw = daemon.raw().await;
     raw.handshake().await;
     let unknown = "0190d3a4-0000-7000-8000-000000000000";
+    // Asked twice: the second time the daemon remembers the id was found in no log, and answers the same.
     for (id, method, params) in [
         (2, "run.cancel", json!({"run_id": unknown})),
         (3, "run.steer", json!({"run_id": unknown, "input": "hello"})),
         (4, "run.recall_steer", json!({"run_id": unknown})),
+        (5, "run.cancel", json!({"run_id": unknown})),
+        (6, "run.steer", json!({"run_id": unknown, "input": "hello"})),
     ] {
         let reply = raw.call(id, method, params).await;
         assert_eq!(reply["error"]["code"], -32000, "{method}: {reply}");
