@@ -41,7 +41,10 @@ use std::thread::JoinHandle;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use troupe_runtime::error::RuntimeError;
-use troupe_runtime::event_log::{EventStore, FileEventStore, LogEntry};
+use troupe_runtime::event_log::{EventStore, LogEntry};
+
+/// A session's store as the writers take it: whichever backend the daemon runs on.
+pub type SessionStore = Box<dyn EventStore>;
 
 /// Jobs that may wait in the queue. Each live session has at most one job queued or being written, so this is
 /// the number of sessions that can be waiting for a writer at once before a new one waits for room.
@@ -52,14 +55,14 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A session's batch on its way to a writer thread.
 struct WriteJob {
-    store: FileEventStore,
+    store: SessionStore,
     batch: Vec<LogEntry>,
     answer: oneshot::Sender<Written>,
 }
 
 /// A finished batch: the session's store and batch back, with the write's outcome.
 pub struct Written {
-    pub store: FileEventStore,
+    pub store: SessionStore,
     pub batch: Vec<LogEntry>,
     pub outcome: Result<(), RuntimeError>,
 }
@@ -84,7 +87,7 @@ thread_local! {
 ///
 /// The queue is looked up now, on the caller's thread (a session arbiter), not when the future is first polled.
 pub fn write(
-    store: FileEventStore,
+    store: SessionStore,
     batch: Vec<LogEntry>,
 ) -> impl Future<Output = Result<Written, WriterUnavailable>> + 'static {
     let queue = CURRENT.with(|current| current.borrow().clone());
@@ -174,7 +177,7 @@ fn serve(jobs: &Mutex<mpsc::Receiver<WriteJob>>) {
 mod tests {
     use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
     use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
-    use troupe_runtime::event_log::{EventStore, LogWriter};
+    use troupe_runtime::event_log::{FileEventStore, LogWriter};
 
     use super::*;
 
@@ -206,13 +209,13 @@ mod tests {
     }
 
     /// A new session log in a temporary directory, holding its first event.
-    fn created_store() -> (tempfile::TempDir, FileEventStore) {
+    fn created_store() -> (tempfile::TempDir, SessionStore) {
         let temp = tempfile::tempdir().unwrap();
         std::fs::create_dir(temp.path().join("sessions")).unwrap();
         let session_dir = temp.path().join("sessions").join(SESSION_ID);
         let first = entry(1);
         let writer = LogWriter::create(&session_dir, &first.json).unwrap();
-        (temp, FileEventStore::created(writer, &first))
+        (temp, Box::new(FileEventStore::created(writer, &first)))
     }
 
     fn timeout<F: Future>(future: F) -> tokio::time::Timeout<F> {

@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use tokio::sync::oneshot;
 use troupe_protocol::server::{EventSink, encode_event_notification};
 use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::events::{EventJson, EventPayload, EventsSubscribeResult, StoredEvent};
@@ -59,6 +58,7 @@ mod title;
 mod tool_output;
 mod turn_end;
 mod usage;
+mod write_lane;
 
 pub use admin::{Retire, Seal, SetArchived, Unseal};
 pub use approvals::{
@@ -88,6 +88,7 @@ pub use runs::{
 use tool_output::{Subscriber, ToolOutputStreams};
 pub use turn_end::{EndToolFreeTurn, TurnEnd};
 pub use usage::GetUsage;
+use write_lane::{Durability, WriteLane};
 
 /// How the actor gets its log when it starts.
 pub enum Opening {
@@ -167,18 +168,8 @@ pub struct SessionActor {
     tail: EventTail,
     /// Reads durable events from the log, on any thread. `None` until started.
     reader: Option<Arc<dyn EventReader>>,
-    /// The highest durable `seq`.
-    committed_seq: u64,
-    /// The `seq` the next accepted event gets.
-    next_seq: u64,
-    /// The log; `None` while a batch is being written on a log writer thread.
-    store: Option<FileEventStore>,
-    /// Accepted events waiting for the next batch.
-    queued: Vec<LogEntry>,
-    /// Set while events that must become durable together are appended (`append_together`): no batch starts.
-    holding_batches: bool,
-    /// Requests waiting for their event's durability, in `seq` order.
-    durability_waiters: VecDeque<(u64, oneshot::Sender<Result<(), EngineError>>)>,
+    /// The path of events to the log: sequences, batches, durability waiters, poisoning (`write_lane`).
+    lane: WriteLane<Box<dyn EventStore>>,
     /// Live subscribers: every committed event is offered to them.
     subscribers: Vec<Subscriber>,
     /// Subscribers whose stored events a replay pump is still delivering, by pump id.
@@ -231,12 +222,7 @@ impl SessionActor {
             state: None,
             tail: EventTail::default(),
             reader: None,
-            committed_seq: 0,
-            next_seq: 1,
-            store: None,
-            queued: Vec::new(),
-            holding_batches: false,
-            durability_waiters: VecDeque::new(),
+            lane: WriteLane::unopened(),
             subscribers: Vec::new(),
             replays: HashMap::new(),
             next_replay_id: 1,
@@ -294,11 +280,9 @@ impl SessionActor {
         if let Some(metrics) = self.metrics() {
             store.observe(metrics);
         }
-        self.committed_seq = store.last_seq();
-        self.next_seq = self.committed_seq + 1;
         self.tail = EventTail::new(tail, self.limits.tail_bytes);
         self.reader = Some(store.reader());
-        self.store = Some(store);
+        self.lane.open(Box::new(store));
         let dangling_run = state.runs.active_run_id().map(str::to_owned);
         self.state = Some(state);
         self.phase = Phase::Ready;
@@ -317,7 +301,7 @@ impl SessionActor {
         // What the load found is published now unless the recovery above appended (a dangling run closed, a goal
         // or a producer's message taken up): the commit of those events publishes, and until then `session.get`
         // asks this actor, which answers after them. The state as loaded is not what the session is any more.
-        if self.queued.is_empty() && self.store.is_some() {
+        if !self.lane.has_queued() && self.lane.store().is_some() {
             self.report_meta();
         }
     }
@@ -373,7 +357,7 @@ impl SessionActor {
         origin: Option<String>,
         payload: EventPayload,
     ) -> Result<u64, EngineError> {
-        let seq = self.next_seq;
+        let seq = self.lane.next_seq();
         if seq == 1 {
             // Only `session_created` may be sequence 1, and it is written when the log is created. A log with no
             // readable event at all (empty, or every line damaged) has nothing to anchor a sequence on: an event
@@ -383,10 +367,13 @@ impl SessionActor {
         let event =
             StoredEvent { session_id: self.session_id.clone(), run_id, seq, timestamp: now_rfc3339(), origin, payload };
         let json = EventJson::encode(&event).map_err(|error| self.storage_error(format!("encoding: {error}")))?;
-        let state = self.state.as_mut().ok_or_else(|| EngineError::Unavailable {
-            session_id: self.session_id.clone(),
-            detail: "the session has no state".into(),
-        })?;
+        let Some(state) = self.state.as_mut() else {
+            return Err(EngineError::Unavailable {
+                session_id: self.session_id.clone(),
+                detail: "the session has no state".into(),
+            });
+        };
+        self.lane.enqueue(LogEntry { seq, json })?;
         state.apply(&event);
         if state.runs.active.is_none() {
             // A terminal event ended the run; its actor stops by itself.
@@ -395,8 +382,6 @@ impl SessionActor {
         if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
             self.tool_output.finish_call(tool_call_id, &mut self.subscribers);
         }
-        self.next_seq += 1;
-        self.queued.push(LogEntry { seq, json });
         self.write_next_batch(ctx);
         self.follow_producer_messages(ctx, &event);
         Ok(seq)
@@ -410,45 +395,33 @@ impl SessionActor {
         ctx: &mut Context<Self>,
         accept: impl FnOnce(&mut Self, &mut Context<Self>) -> T,
     ) -> T {
-        let held = std::mem::replace(&mut self.holding_batches, true);
+        let held = self.lane.hold(true);
         let accepted = accept(self, ctx);
-        self.holding_batches = held;
+        self.lane.hold(held);
         self.write_next_batch(ctx);
         accepted
     }
 
     /// A receiver that resolves when `seq` is durable (at once if it already is).
-    fn when_durable(&mut self, seq: u64) -> oneshot::Receiver<Result<(), EngineError>> {
-        let (sender, receiver) = oneshot::channel();
-        if seq <= self.committed_seq {
-            let _ = sender.send(Ok(()));
-        } else {
-            self.durability_waiters.push_back((seq, sender));
-        }
-        receiver
+    fn when_durable(&mut self, seq: u64) -> Durability {
+        self.lane.when_durable(seq)
     }
 
     /// Hands the queued events to a log writer thread (`log_writers`) unless a batch is already being written.
     fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
-        if self.queued.is_empty() || self.holding_batches {
-            return;
-        }
-        let Some(store) = self.store.take() else {
-            // A batch is in flight; its completion starts the next one.
-            return;
-        };
-        let batch = std::mem::take(&mut self.queued);
+        // Nothing while a batch is in flight (its completion starts the next one), held, or nothing is queued.
+        let Some((store, batch)) = self.lane.take_batch() else { return };
         let write = crate::log_writers::write(store, batch);
         ctx.spawn(write.into_actor(self).map(|written, actor, ctx| match written {
             Ok(Written { store, batch, outcome: Ok(()) }) => {
-                if !store.has_torn_tail()
+                let durable = actor.lane.complete(store, batch);
+                if durable.torn_tail_cut
                     && let Some(state) = actor.state.as_mut()
                 {
                     // The append cut the torn tail off: it is no longer in the log, so stop reporting it.
                     state.skipped_events.retain(|skipped| skipped.reason != event_log::TORN_REASON);
                 }
-                actor.store = Some(store);
-                actor.commit(batch);
+                actor.commit(durable.entries);
                 actor.maybe_snapshot(ctx);
                 actor.write_next_batch(ctx);
             }
@@ -475,16 +448,8 @@ impl SessionActor {
             }
             self.tail.push(event);
         }
-        self.committed_seq = last;
         self.report_goal();
-        while let Some((seq, _)) = self.durability_waiters.front() {
-            if *seq > last {
-                break;
-            }
-            if let Some((_, waiter)) = self.durability_waiters.pop_front() {
-                let _ = waiter.send(Ok(()));
-            }
-        }
+        self.lane.release_waiters();
         self.report_usage(first, last);
     }
 
@@ -492,10 +457,7 @@ impl SessionActor {
     /// so the next request reloads the session from what is actually on disk.
     fn poison(&mut self, ctx: &mut Context<Self>, error: EngineError) {
         tracing::error!(session_id = %self.session_id, %error, "session log write failed; restarting the session");
-        for (_, waiter) in self.durability_waiters.drain(..) {
-            let _ = waiter.send(Err(error.clone()));
-        }
-        self.queued.clear();
+        self.lane.poison(error.clone());
         self.phase = Phase::Failed(error);
         ctx.stop();
     }
@@ -513,7 +475,7 @@ impl SessionActor {
     /// Writing the metadata cache (`meta.json`) as of now, to run on a blocking thread; `None` while the log is
     /// not in the actor's hands (a batch in flight, a failed write) or the session has no state.
     fn meta_cache_job(&self) -> Option<impl FnOnce() + Send + use<>> {
-        let (Some(state), Some(store)) = (&self.state, &self.store) else { return None };
+        let (Some(state), Some(store)) = (&self.state, self.lane.store()) else { return None };
         let (session_dir, meta, len) = (self.session_dir.clone(), state.meta(), store.len_bytes());
         let (session_id, usage) = (self.session_id.clone(), state.usage.summary().clone());
         Some(move || {
@@ -544,9 +506,7 @@ impl SessionActor {
         let idle = !running
             && self.subscribers.is_empty()
             && self.replays.is_empty()
-            && self.queued.is_empty()
-            && self.store.is_some()
-            && self.durability_waiters.is_empty()
+            && self.lane.is_settled()
             && self.last_request.elapsed() >= self.limits.hibernate_after;
         if idle && matches!(self.phase, Phase::Ready) {
             tracing::debug!(session_id = %self.session_id, "hibernating idle session");
@@ -740,7 +700,7 @@ impl Handler<Drain> for SessionActor {
     type Result = ResponseActFuture<Self, Result<(), EngineError>>;
 
     fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
-        let last_accepted = self.next_seq.saturating_sub(1);
+        let last_accepted = self.lane.next_seq().saturating_sub(1);
         let durable = self.when_durable(last_accepted);
         Box::pin(async move { durable.await.unwrap_or(Ok(())) }.into_actor(self).then(|drained, actor, _| {
             // The daemon is stopping, and its session threads stop without running `stopped`: the metadata cache is

@@ -71,6 +71,14 @@ pub enum RuntimeError {
     /// until the session is reloaded from disk.
     #[error("the event log {} is unusable after an earlier I/O error; the session must be reloaded", path.display())]
     LogPoisoned { path: PathBuf },
+    /// Another writer still holds the log: an earlier instance of the session finishing its last write (or another
+    /// process writing the same data directory).
+    #[error(
+        "the event log {} is still held by another writer (an earlier instance of the session finishing a write, or \
+         another process using this data directory); try again",
+        path.display()
+    )]
+    LogInUse { path: PathBuf },
 }
 
 impl RuntimeError {

@@ -40,6 +40,15 @@
 //! its line number, and a reason that never quotes the line. Accepted events go to the caller one by one (to build
 //! the projection) and only the newest, up to a byte bound, stay in memory. Later reads go through the
 //! [`EventStore`]/[`EventReader`] traits (`store`), which seek with a sparse index.
+//!
+//! # One writer
+//!
+//! Whoever opens a log to write it (creating it or loading it) holds an exclusive lock on the file (`flock`) for as
+//! long as the writer lives. A session that crashed while a batch was being written leaves that batch's writer
+//! alive on its log writer thread until the write ends; the session's successor, opening the log meanwhile, waits
+//! for the lock (up to [`WRITER_LOCK_WAIT`], then [`RuntimeError::LogInUse`]) and so loads the log after that batch,
+//! never beside it: two instances of a session never append to its log at once. The lock also keeps a second
+//! process from writing a log this one writes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -72,6 +81,29 @@ pub const LOG_FILE_NAME: &str = "events.jsonl";
 const LOG_FILE_MODE: u32 = 0o600;
 
 /// The path of the log inside `session_dir`.
+/// How long opening a log for writing waits for the writer that holds it (see "One writer").
+pub const WRITER_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Takes the exclusive writer's lock of the log `file` (at `path`), waiting up to [`WRITER_LOCK_WAIT`] for a writer
+/// that holds it. The lock lasts as long as `file` (and its clones) are open.
+fn lock_for_writing(file: &File, path: &Path) -> Result<(), RuntimeError> {
+    crate::blocking::assert_may_block();
+    let deadline = std::time::Instant::now() + WRITER_LOCK_WAIT;
+    loop {
+        match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(RuntimeError::LogInUse { path: path.to_path_buf() });
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(RuntimeError::io("lock the event log", path, error.into())),
+        }
+    }
+}
+
 pub fn log_path(session_dir: &Path) -> PathBuf {
     session_dir.join(LOG_FILE_NAME)
 }
@@ -151,6 +183,7 @@ impl LogWriter {
             .mode(LOG_FILE_MODE)
             .open(path)
             .map_err(|error| RuntimeError::io("create the event log", path, error))?;
+        lock_for_writing(&file, path)?;
         let mut writer = LogWriter {
             file,
             path: path.to_path_buf(),

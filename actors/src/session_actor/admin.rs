@@ -105,7 +105,7 @@ impl Handler<Seal> for SessionActor {
             return Box::pin(async move { Err(error) });
         }
         self.phase = Phase::Failed(EngineError::SessionNotFound { session_id: self.session_id.clone() });
-        let last_accepted = self.next_seq.saturating_sub(1);
+        let last_accepted = self.lane.next_seq().saturating_sub(1);
         let durable = self.when_durable(last_accepted);
         Box::pin(async move { durable.await.unwrap_or(Ok(())) })
     }

@@ -185,7 +185,7 @@ impl SessionActor {
         let record = match checked {
             Ok(Checked::Answer(record)) => record,
             // Nothing new to write; waiting for everything accepted so far covers the original answer.
-            Ok(Checked::Redelivered(record)) => return Ok((self.next_seq - 1, (record, None))),
+            Ok(Checked::Redelivered(record)) => return Ok((self.lane.next_seq() - 1, (record, None))),
             Err((approval_id, client_response_id, kind)) => {
                 return Err(self.approval_error(&approval_id, &client_response_id, kind));
             }

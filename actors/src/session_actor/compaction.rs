@@ -89,7 +89,7 @@ impl SessionActor {
     fn compaction_source(&self) -> Option<CompactionSource> {
         let state = self.state.as_ref()?;
         let counts = state.transcript.compaction_counts()?;
-        Some(CompactionSource { transcript: state.transcript.clone(), through_seq: self.next_seq - 1, counts })
+        Some(CompactionSource { transcript: state.transcript.clone(), through_seq: self.lane.next_seq() - 1, counts })
     }
 
     fn begin_compaction(
@@ -136,7 +136,7 @@ impl SessionActor {
         if self.compaction_in_progress() != Some(message.compaction_id.as_str()) {
             return Err(EngineError::RunNotActive { run_id: message.compaction_id });
         }
-        let mut last = self.next_seq - 1;
+        let mut last = self.lane.next_seq() - 1;
         for payload in message.events {
             last = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), payload)?;
         }

@@ -101,7 +101,7 @@ impl SessionActor {
                 run_id,
                 "the session was reverted to a point inside this run; it does not go on",
             );
-            last = self.next_seq - 1;
+            last = self.lane.next_seq() - 1;
         }
         Ok(last)
     }

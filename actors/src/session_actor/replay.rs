@@ -106,7 +106,7 @@ impl SessionActor {
     /// Attaches a subscriber whose reply carried the events through `after`: live at once when nothing was
     /// committed since, else through a replay pump.
     fn attach(&mut self, ctx: &mut Context<Self>, sink: Arc<EventSink>, after: u64) {
-        if after >= self.committed_seq {
+        if after >= self.lane.committed_seq() {
             self.go_live(sink);
             return;
         }
@@ -135,7 +135,7 @@ impl Handler<Subscribe> for SessionActor {
         }
         self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
         let sink = Arc::new(message.sink);
-        let through = self.committed_seq;
+        let through = self.lane.committed_seq();
         let after = message.cursor.unwrap_or(0);
         if after > through {
             // Events reach clients only once durable, so no client can have seen one past the last: the cursor is
@@ -234,7 +234,7 @@ impl Handler<NextReplay> for SessionActor {
             self.replays.remove(&message.id);
             return MessageResult(ReplayStep::Gone);
         }
-        let through = self.committed_seq;
+        let through = self.lane.committed_seq();
         if message.after >= through {
             self.replays.remove(&message.id);
             self.go_live(sink);

@@ -188,7 +188,7 @@ impl SessionActor {
         origin: &str,
     ) -> Result<(u64, String), EngineError> {
         self.ready_state()?;
-        let last_accepted = self.next_seq - 1;
+        let last_accepted = self.lane.next_seq() - 1;
         let session_id = self.session_id.clone();
         let Some(state) = self.state.as_ref() else {
             return Err(EngineError::ShuttingDown);

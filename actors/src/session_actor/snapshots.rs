@@ -54,10 +54,10 @@ impl SessionActor {
     /// Takes and writes a snapshot when the log has grown by `SNAPSHOT_EVERY_BYTES` since the last one and every
     /// accepted event is durable.
     pub(super) fn maybe_snapshot(&mut self, ctx: &mut Context<Self>) {
-        if self.snapshot_writing || !self.queued.is_empty() {
+        if self.snapshot_writing || self.lane.has_queued() {
             return;
         }
-        let (Some(state), Some(store)) = (&self.state, &self.store) else { return };
+        let (Some(state), Some(store)) = (&self.state, self.lane.store()) else { return };
         if store.len_bytes().saturating_sub(self.snapshot_len) < SNAPSHOT_EVERY_BYTES {
             return;
         }
@@ -70,8 +70,8 @@ impl SessionActor {
 
     /// At the actor's stop: writes a snapshot when the log grew by `SNAPSHOT_MIN_GROWTH_BYTES` since the last one.
     pub(super) fn snapshot_at_stop(&mut self) {
-        let (Some(state), Some(store)) = (&self.state, &self.store) else { return };
-        if !self.queued.is_empty() || store.len_bytes().saturating_sub(self.snapshot_len) < SNAPSHOT_MIN_GROWTH_BYTES {
+        let (Some(state), Some(store)) = (&self.state, self.lane.store()) else { return };
+        if self.lane.has_queued() || store.len_bytes().saturating_sub(self.snapshot_len) < SNAPSHOT_MIN_GROWTH_BYTES {
             return;
         }
         if let Some(pending) = store.snapshot_of_live(state) {

@@ -149,8 +149,12 @@ impl SnapshotUse {
 /// the lines after it when the snapshot matches the log, else from a scan of the whole log, as [`open`] does.
 /// The state is the projector's (before `branch::settle_loaded`); the store, tail and reports are the same as
 /// [`open`] would give.
+///
+/// This is the writer's open: it holds the log's writer lock (see "One writer" in `event_log`) for the life of the
+/// store, waiting for a writer that still holds it.
 pub fn open_projected(session_dir: &Path, tail_bytes: usize) -> Result<ProjectedLog, RuntimeError> {
     let (file, path) = open_file(session_dir)?;
+    super::lock_for_writing(&file, &path)?;
     let session_id = session_id_of(session_dir);
     let (start, mut projector, snapshot) = match snapshot::read(session_dir, session_id, &file) {
         Ok(Some(restored)) => {

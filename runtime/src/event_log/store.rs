@@ -54,6 +54,43 @@ pub trait EventStore: Send + 'static {
     fn len_bytes(&self) -> u64;
     /// A handle that reads committed events, on any thread, while appends continue.
     fn reader(&self) -> Arc<dyn EventReader>;
+    /// Whether the store still ends with a torn line it found when it was opened (one that was never
+    /// acknowledged); the first append cuts it off. Stores that cannot be torn answer `false`.
+    fn has_torn_tail(&self) -> bool {
+        false
+    }
+    /// A projection snapshot of the live `state`, for stores that keep them (the file store: see
+    /// `FileEventStore::snapshot_of_live`); `None` when the store keeps none or `state` does not match it.
+    fn snapshot_of_live(&self, _state: &SessionState) -> Option<PendingSnapshot> {
+        None
+    }
+}
+
+/// A boxed store is a store: the session's write lane holds whichever backend the daemon runs on.
+impl<T: EventStore + ?Sized> EventStore for Box<T> {
+    fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), RuntimeError> {
+        (**self).append_batch(batch)
+    }
+
+    fn last_seq(&self) -> u64 {
+        (**self).last_seq()
+    }
+
+    fn len_bytes(&self) -> u64 {
+        (**self).len_bytes()
+    }
+
+    fn reader(&self) -> Arc<dyn EventReader> {
+        (**self).reader()
+    }
+
+    fn has_torn_tail(&self) -> bool {
+        (**self).has_torn_tail()
+    }
+
+    fn snapshot_of_live(&self, state: &SessionState) -> Option<PendingSnapshot> {
+        (**self).snapshot_of_live(state)
+    }
 }
 
 /// Reads committed events of one session.
@@ -196,14 +233,14 @@ impl FileEventStore {
         Self::new(writer, facts)
     }
 
-    /// Whether the file still ends with the torn line it was loaded with (cut off by the next append).
-    pub fn has_torn_tail(&self) -> bool {
-        self.writer.has_torn_tail()
-    }
-
     /// Counts every later group commit (its events, its fdatasync time) into `metrics`.
     pub fn observe(&mut self, metrics: crate::metrics::Metrics) {
         self.writer.observe(metrics);
+    }
+
+    /// Whether the file still ends with the torn line it was loaded with (cut off by the next append).
+    pub fn has_torn_tail(&self) -> bool {
+        self.writer.has_torn_tail()
     }
 
     /// A projection snapshot of a live session's `state`, taken now (a clone of the state and of the sparse
@@ -284,6 +321,14 @@ impl EventStore for FileEventStore {
 
     fn reader(&self) -> Arc<dyn EventReader> {
         Arc::new(FileEventReader { path: self.writer.path().to_path_buf(), facts: self.facts.clone() })
+    }
+
+    fn has_torn_tail(&self) -> bool {
+        FileEventStore::has_torn_tail(self)
+    }
+
+    fn snapshot_of_live(&self, state: &SessionState) -> Option<PendingSnapshot> {
+        FileEventStore::snapshot_of_live(self, state)
     }
 }
 

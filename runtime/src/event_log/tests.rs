@@ -573,3 +573,39 @@ fn a_last_line_after_a_lost_line_is_kept_and_a_wildly_damaged_one_is_not() {
     assert_eq!(seqs(&loaded), [1, 2, 3, 4, 5]);
     assert_eq!(loaded.last_seq, 5, "appends continue after the last good sequence, not at 1,000,000");
 }
+
+/// The fence between a session's instances: a writer that is still finishing a batch (an instance that crashed
+/// meanwhile) holds the log, and the next instance's open waits for it, then loads after that batch. Without the
+/// lock the second open would load the log without the batch and number its next event like the batch's.
+#[test]
+fn a_second_writer_waits_for_the_first_and_loads_after_its_last_batch() {
+    let (_temp, session_dir) = session_location();
+    let mut first = LogWriter::create(&session_dir, &created_event()).unwrap();
+    let (opened, opening) = std::sync::mpsc::channel();
+    let successor = {
+        let session_dir = session_dir.clone();
+        std::thread::spawn(move || {
+            let projected = open_projected(&session_dir, 0);
+            let _ = opened.send(());
+            projected.map(|projected| projected.opened.last_seq)
+        })
+    };
+    assert!(
+        opening.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
+        "the successor opened the log while its writer was still writing"
+    );
+    first.append_batch(&[input_event(2, "the last batch of the crashed instance")]).unwrap();
+    drop(first);
+    assert_eq!(successor.join().unwrap().unwrap(), 2, "the successor loads after the batch");
+}
+
+#[test]
+fn a_writer_that_never_lets_go_makes_the_open_fail_in_words() {
+    let (_temp, session_dir) = session_location();
+    let _first = LogWriter::create(&session_dir, &created_event()).unwrap();
+    let started = std::time::Instant::now();
+    let error = open_projected(&session_dir, 0).unwrap_err();
+    assert!(started.elapsed() >= WRITER_LOCK_WAIT, "it waited for the writer first");
+    assert!(matches!(error, RuntimeError::LogInUse { .. }), "{error:?}");
+    assert!(error.to_string().contains("still held by another writer"), "{error}");
+}

@@ -136,6 +136,8 @@ fn a_fork_copies_the_physical_prefix_and_its_own_events_end_what_must_not_carry_
     let source_dir = dir.path().join("source");
     let mut writer = LogWriter::create(&source_dir, &events[0]).unwrap();
     writer.append_batch(&events[1..]).unwrap();
+    // One writer at a time: the creator lets go of the log before the session's own open takes it.
+    drop(writer);
     let source = open_projected(&source_dir, 1 << 20).unwrap();
     let mut visibility = crate::branch::Visibility::default();
     visibility.apply_revert(11, 9);
@@ -188,6 +190,8 @@ fn a_prefix_whose_visible_part_has_no_user_message_is_refused_and_leaves_nothing
     let source_dir = dir.path().join("source");
     let mut writer = LogWriter::create(&source_dir, &events[0]).unwrap();
     writer.append_batch(&events[1..]).unwrap();
+    // One writer at a time: the creator lets go of the log before the session's own open takes it.
+    drop(writer);
     let source = open_projected(&source_dir, 1 << 20).unwrap();
     let fork = ForkSource {
         source_session_id: "source".into(),

@@ -112,6 +112,14 @@ fn observable(projected: &ProjectedLog) -> serde_json::Value {
     })
 }
 
+/// What `projected` gives equals the load of the same log without the snapshot. `projected` is dropped first: its
+/// store holds the log's writer lock, which the second load takes.
+fn assert_same_as_full_scan(projected: ProjectedLog, session_dir: &Path) {
+    let seen = observable(&projected);
+    drop(projected);
+    assert_eq!(seen, full_scan(session_dir));
+}
+
 /// The load without the snapshot (moved aside and put back).
 fn full_scan(session_dir: &Path) -> serde_json::Value {
     let path = snapshot_path(session_dir);
@@ -136,7 +144,7 @@ fn a_stale_snapshot_scans_only_the_new_lines_and_equals_a_whole_scan() {
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Used { covered_len } if covered_len == covered));
     assert_eq!(projected.scanned_bytes, 0);
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 
     // Appended after the snapshot: only the new lines are scanned.
     append_events(&session_dir, 401..=450);
@@ -146,10 +154,10 @@ fn a_stale_snapshot_scans_only_the_new_lines_and_equals_a_whole_scan() {
     assert_eq!(projected.scanned_bytes, log_len - covered);
     assert_eq!(projected.state.last_event_seq, 450);
     assert_eq!(projected.state.title.as_deref(), Some("title 450"));
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 
     // The store it gives appends and indexes as a scanned one does.
-    let mut store = projected.opened.store;
+    let mut store = open_projected(&session_dir, TAIL).unwrap().opened.store;
     store.append_batch(&[LogEntry { seq: 451, json: ordinary(451) }]).unwrap();
     let replay = store.reader().read_range(440, 451, usize::MAX).unwrap();
     assert_eq!(replay.iter().map(|entry| entry.seq).collect::<Vec<_>>(), (441..=451).collect::<Vec<_>>());
@@ -171,7 +179,7 @@ fn a_live_snapshot_after_appends_through_the_store_matches_a_whole_scan() {
     append_events(&session_dir, 81..=90);
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Used { .. }), "{:?}", projected.snapshot);
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 }
 
 #[test]
@@ -198,7 +206,7 @@ fn a_truncated_or_rewritten_log_is_scanned_whole() {
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Refused(SnapshotRefusal::LineDiffers { .. })));
     assert_eq!(projected.state.title.as_deref(), Some("title 1X0"));
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 
     // Truncated: shorter than the snapshot covers.
     let shorter: String = text.lines().take(60).map(|line| format!("{line}\n")).collect();
@@ -207,7 +215,7 @@ fn a_truncated_or_rewritten_log_is_scanned_whole() {
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Refused(SnapshotRefusal::LogShorter { .. })));
     assert_eq!(projected.state.last_event_seq, 60);
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 
     // Cut and regrown past the covered length with other lines: the line at the covered end is another.
     for seq in 61..=130 {
@@ -217,7 +225,7 @@ fn a_truncated_or_rewritten_log_is_scanned_whole() {
     assert!(std::fs::metadata(log_path(&session_dir)).unwrap().len() > covered);
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Refused(_)), "{:?}", projected.snapshot);
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 }
 
 #[test]
@@ -231,7 +239,7 @@ fn another_format_version_is_rebuilt() {
     std::fs::write(snapshot_path(&session_dir), changed).unwrap();
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Refused(SnapshotRefusal::Format { found: 999 })));
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 }
 
 #[test]
@@ -285,23 +293,25 @@ fn skipped_lines_and_a_torn_tail_load_as_a_whole_scan_does() {
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert_eq!(projected.opened.skipped.len(), 2, "{:?}", projected.opened.skipped);
     projected.opened.store.snapshot_of_projection(&projected.state).unwrap().write(&session_dir).unwrap();
+    drop(projected);
 
     // The torn line is past the snapshot: it is reported again, once.
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Used { .. }), "{:?}", projected.snapshot);
     assert_eq!(projected.opened.skipped.len(), 2, "{:?}", projected.opened.skipped);
     assert!(projected.opened.store.has_torn_tail());
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 
     // An append cuts the torn line off; the skipped line before the snapshot is still reported.
-    let mut store = projected.opened.store;
+    let mut store = open_projected(&session_dir, TAIL).unwrap().opened.store;
+    assert!(store.has_torn_tail());
     store.append_batch(&[LogEntry { seq: 41, json: ordinary(41) }]).unwrap();
     drop(store);
     let projected = open_projected(&session_dir, TAIL).unwrap();
     assert!(matches!(projected.snapshot, SnapshotUse::Used { .. }), "{:?}", projected.snapshot);
     assert_eq!(projected.opened.skipped.len(), 1, "{:?}", projected.opened.skipped);
     assert_eq!(projected.state.last_event_seq, 41);
-    assert_eq!(observable(&projected), full_scan(&session_dir));
+    assert_same_as_full_scan(projected, &session_dir);
 }
 
 #[test]
@@ -320,6 +330,7 @@ fn reverts_across_a_snapshot_settle_as_after_a_whole_scan() {
         "a live state with reverts is settled"
     );
     projected.opened.store.snapshot_of_projection(&projected.state).unwrap().write(&session_dir).unwrap();
+    drop(projected);
     // A second revert after the snapshot, into the hidden branch's neighbourhood.
     append_raw(
         &session_dir,
