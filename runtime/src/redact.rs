@@ -120,6 +120,7 @@ impl Secrets {
         let mut output = bytes.to_vec();
         let mut labels = Vec::new();
         mask_occurrences(&secrets, bytes, &mut output, 0, &mut labels);
+        mask_cut_fragments(&secrets, &mut output, &mut labels);
         RedactedBytes { bytes: output, labels }
     }
 
@@ -272,6 +273,46 @@ fn mask_occurrences(
         }
     }
     masked_end
+}
+
+/// Where the daemon cut text it shows (a long line of `search`, the elided middle of a command's output, ...), it
+/// marks the cut with `…`; no secret contains it.
+const CUT_MARK: &[u8] = "…".as_bytes();
+
+/// The shortest piece of a secret masked beside a cut.
+const MIN_FRAGMENT_BYTES: usize = 8;
+
+/// Masks the pieces of secrets that the daemon's own cuts left beside a `…`: a secret's beginning just before one
+/// (the rest was cut off) and its end just after one (a shell output's kept tail starts there). Whole occurrences
+/// are masked already; without this, a token straddling a cut came out in two halves, or with one character cut.
+/// Pieces shorter than [`MIN_FRAGMENT_BYTES`] are left: they would mask ordinary text and tell next to nothing.
+fn mask_cut_fragments(secrets: &[Secret], output: &mut [u8], labels: &mut Vec<String>) {
+    if secrets.is_empty() {
+        return;
+    }
+    let cuts: Vec<usize> = find_all(output, CUT_MARK).collect();
+    for cut in cuts {
+        let after = cut + CUT_MARK.len();
+        for secret in secrets {
+            let value = &secret.value[..];
+            let longest = value.len().saturating_sub(1);
+            let before = (MIN_FRAGMENT_BYTES..=longest.min(cut))
+                .rev()
+                .find(|&length| output[cut - length..cut] == value[..length]);
+            let behind = (MIN_FRAGMENT_BYTES..=longest.min(output.len() - after))
+                .rev()
+                .find(|&length| output[after..after + length] == value[value.len() - length..]);
+            for (start, length) in [before.map(|length| (cut - length, length)), behind.map(|length| (after, length))]
+                .into_iter()
+                .flatten()
+            {
+                output[start..start + length].fill(PAD);
+                if !labels.contains(&secret.label) {
+                    labels.push(secret.label.clone());
+                }
+            }
+        }
+    }
 }
 
 /// Every start of `needle` (not empty) in `haystack`, overlapping ones included.

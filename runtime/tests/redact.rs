@@ -222,3 +222,27 @@ fn random_streams_over_a_small_alphabet_always_match_the_whole_redaction() {
         assert_eq!(labels.len(), whole.labels.len());
     }
 }
+
+/// The daemon's own cuts (`…`) must not leave a secret readable in pieces: a long `search` line cut one character
+/// into a token, and a command's output whose elided middle split a token between its kept head and tail.
+#[test]
+fn pieces_of_a_secret_beside_the_daemons_cuts_are_masked() {
+    let token = "SiXfBk4Dog0jrPmbTEdlkcbk4Wry4gAQ2LMFHzcb7Yq";
+    let secrets = Secrets::new();
+    secrets.set("daemon token", token.to_owned());
+
+    let cut_line = format!("TOKEN={}…", &token[..token.len() - 1]);
+    let redacted = secrets.redact(&cut_line);
+    assert!(!redacted.text.contains(&token[..12]), "{}", redacted.text);
+    assert_eq!(redacted.labels, ["daemon token"]);
+    assert_eq!(redacted.text.len(), cut_line.len(), "same length");
+
+    let elided = format!("head {}…[14464 bytes elided]…{} tail", &token[..20], &token[20..]);
+    let redacted = secrets.redact(&elided);
+    assert!(!redacted.text.contains(&token[..8]) && !redacted.text.contains(&token[30..]), "{}", redacted.text);
+    assert!(redacted.text.starts_with("head ") && redacted.text.ends_with(" tail"), "{}", redacted.text);
+
+    // Text that merely sits beside an ellipsis, and pieces too short to tell anything, are left alone.
+    let ordinary = format!("and so on… {}…", &token[..7]);
+    assert_eq!(secrets.redact(&ordinary).text, ordinary);
+}

@@ -112,3 +112,41 @@ async fn no_tool_reads_another_daemons_data_dir_in_any_mode_wherever_it_is() {
     drop(inside_daemon);
     drop(outside_daemon);
 }
+
+/// A daemon started while a command runs: the command can read what the kernel rules made at its start did not
+/// cover, but the token it prints is masked in the result the model and the log get (the daemon looks for data
+/// dirs registered meanwhile before it masks a long call's result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_dir_that_appears_while_a_command_runs_is_masked_in_its_result() {
+    let project = tempfile::tempdir().unwrap();
+    let project = project.path().canonicalize().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let later = elsewhere.path().canonicalize().unwrap().join("daemon-later");
+    let daemon = daemon_in_mode("workspace-write");
+    let token_file = later.join("daemon/token");
+    let command = format!(
+        "for i in $(seq 400); do [ -s {token} ] && break; sleep 0.05; done; sleep 0.2; cat {token}",
+        token = token_file.display()
+    );
+    let turns = json!({"turns": [call("shell", json!({"command": command})), {"text": "done"}]});
+    let starter = {
+        let later = later.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            tokio::task::spawn_blocking(move || {
+                std::fs::create_dir(&later).unwrap();
+                ChildDaemon::spawn_listening(&later, Some("127.0.0.1:0"))
+            })
+            .await
+            .unwrap()
+        })
+    };
+    let events = run_script_in_yolo(&daemon, &project, turns).await;
+    let later_daemon = within("the later daemon", starter).await.unwrap();
+    let results = tool_results(&events);
+    let result = &results[0];
+    assert_eq!(result.status, ToolResultStatus::Ok, "{}", result.output);
+    assert!(!result.output.contains(&later_daemon.token), "the later daemon's token leaked: {}", result.output);
+    assert!(result.output.contains("[redacted") || result.output.contains("****"), "{}", result.output);
+    drop(later_daemon);
+}

@@ -18,6 +18,9 @@ use crate::error::EngineError;
 use crate::plugin_host::{CallIdentity, ToolRef};
 use crate::session_actor::{AppendTrackedRunEvent, RunOutput};
 
+/// A tool call that ran at least this long looks for data dirs that appeared meanwhile before its result is masked.
+const REFRESH_SECRETS_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl RunLoop {
     /// Checks permission, then executes one tool call with its output streamed to the session.
     pub(super) async fn execute_tool_call(&self, call: &ToolCallRequest) -> PersistedToolResult {
@@ -74,6 +77,7 @@ impl RunLoop {
             temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
             writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
         };
+        let started_at = std::time::Instant::now();
         let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
         let mut masks = OutputMasks::new(&services.secrets);
         let execution: futures::future::BoxFuture<'_, PersistedToolResult> = match &tool {
@@ -111,6 +115,14 @@ impl RunLoop {
         *self.control.stdin.lock() = None;
         for payload in progress.finish() {
             self.emit(payload).await;
+        }
+        if started_at.elapsed() >= REFRESH_SECRETS_AFTER {
+            // Another daemon may have started while the call ran: its data dir's secrets are masked in the result
+            // too (the live output was masked with the secrets known at the start).
+            let sandbox = services.sandbox.clone();
+            if let Err(error) = tokio::task::spawn_blocking(move || sandbox.refresh_masked_secrets()).await {
+                tracing::warn!(%error, "could not look for new data dirs before masking a tool result");
+            }
         }
         checked_messages(mask_result(&services.secrets, result, &masks.labels()), &call.tool, &services.data_dir)
     }

@@ -243,6 +243,14 @@ impl DataDirFinder {
         self.sync_secrets(&found);
     }
 
+    /// Masks the secrets of data dirs that appeared since the last look: the registry and the entries of the home
+    /// folder and the temp dir, each read again only when it changed. For the end of a long tool call: a daemon
+    /// started meanwhile (it registers its data dir) has its secrets masked in that call's result. Blocking I/O.
+    pub fn refresh_secrets(&self) {
+        let found = self.everywhere_but_trees();
+        self.sync_secrets(&found);
+    }
+
     /// The other data dirs (canonical, this daemon's excluded) that a command started in `cwd` could reach: the
     /// registered ones, those among the entries of the home folder and the temp dir, and those inside `cwd` (or
     /// `cwd` itself, or a folder above it). Their secrets are added to the masked ones before this returns.

@@ -231,6 +231,14 @@ impl Sandbox {
         }
     }
 
+    /// Masks the secrets of other data dirs registered or laid out in the home folder or the temp dir since the
+    /// last look (see `DataDirFinder::refresh_secrets`). Blocking I/O, a few `stat`s when nothing changed.
+    pub fn refresh_masked_secrets(&self) {
+        if let Some(finder) = &self.data_dirs {
+            finder.refresh_secrets();
+        }
+    }
+
     pub fn writable(&self) -> &[PathBuf] {
         &self.writable
     }
