@@ -193,12 +193,46 @@ impl Stamp {
     }
 }
 
+/// The system's account database, whose home folders hold the accounts' default data dirs.
+const ACCOUNTS: &str = "/etc/passwd";
+
+/// The most home folders looked at (a directory service can list many accounts; the first ones are the system's
+/// and the local users').
+const MAX_HOMES: usize = 256;
+
+/// The distinct absolute home folders of the accounts in `passwd` (`name:x:uid:gid:gecos:home:shell`), at most
+/// [`MAX_HOMES`]; the root folder is skipped (system accounts).
+fn account_homes(passwd: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(passwd) else { return Vec::new() };
+    let mut homes: Vec<PathBuf> = Vec::new();
+    for home in text.lines().filter_map(home_of) {
+        let home = PathBuf::from(home);
+        if home.is_absolute() && home != Path::new("/") && !homes.contains(&home) {
+            homes.push(home);
+            if homes.len() == MAX_HOMES {
+                break;
+            }
+        }
+    }
+    homes
+}
+
+/// The home field of an account line, when the line has the seven fields of one.
+fn home_of(line: &str) -> Option<&str> {
+    let fields: Vec<&str> = line.split(':').collect();
+    (fields.len() == 7).then(|| fields[5])
+}
+
 /// The caches of the finder.
 #[derive(Debug, Default)]
 struct FinderState {
     registry: Option<(Option<Stamp>, Vec<PathBuf>)>,
     /// The data dirs among the entries of each shallow folder (home, temp dir), by the folder's stamp.
     shallow: HashMap<PathBuf, (Option<Stamp>, Vec<PathBuf>)>,
+    /// The home folders of the system's accounts, by the stamp of the account database, and the data dirs found
+    /// among their default ones, and when they were looked for.
+    homes: Option<(Option<Stamp>, Vec<PathBuf>)>,
+    home_data_dirs: Option<(Instant, Vec<PathBuf>)>,
     /// The data dirs below each scanned cwd, and when it was scanned.
     trees: HashMap<PathBuf, (Instant, Vec<PathBuf>)>,
     /// The secret files read per data dir, by their stamps, so unchanged ones are not read again.
@@ -211,6 +245,8 @@ pub struct DataDirFinder {
     /// This daemon's own data dir (canonical): denied on its own, and its secrets are masked by the daemon.
     own: PathBuf,
     registry: Option<PathBuf>,
+    /// The account database whose homes' default data dirs are found (`/etc/passwd`).
+    accounts: PathBuf,
     /// Folders whose entries are checked one level deep: the home folder and the system temp dir.
     shallow_roots: Vec<PathBuf>,
     secrets: Mutex<Option<Secrets>>,
@@ -229,6 +265,7 @@ impl DataDirFinder {
         DataDirFinder {
             own: own.to_path_buf(),
             registry: home.map(registry_path),
+            accounts: PathBuf::from(ACCOUNTS),
             shallow_roots,
             secrets: Mutex::new(None),
             state: Mutex::new(FinderState::default()),
@@ -279,6 +316,28 @@ impl DataDirFinder {
             }
             if let Some((_, dirs)) = &state.registry {
                 found.extend(dirs.iter().filter(|dir| is_data_dir(dir)).cloned());
+            }
+        }
+        // Every account's default data dir (`~/.troupe`): another user's daemon, or one started with another
+        // `HOME`, registers in its own home, not in this one's registry.
+        let stamp = Stamp::of(&self.accounts);
+        if state.homes.as_ref().is_none_or(|(known, _)| *known != stamp) {
+            state.homes = Some((stamp, account_homes(&self.accounts)));
+            state.home_data_dirs = None;
+        }
+        if state.home_data_dirs.as_ref().is_none_or(|(when, _)| when.elapsed() >= TREE_SCAN_TTL) {
+            let homes = state.homes.as_ref().map(|(_, homes)| homes.as_slice()).unwrap_or_default();
+            let dirs = homes
+                .iter()
+                .map(|home| home.join(".troupe"))
+                .filter(|dir| is_data_dir(dir))
+                .map(|dir| dir.canonicalize().unwrap_or(dir))
+                .collect();
+            state.home_data_dirs = Some((Instant::now(), dirs));
+        }
+        if let Some((_, dirs)) = &state.home_data_dirs {
+            for dir in dirs {
+                push_new(&mut found, dir.clone());
             }
         }
         for root in &self.shallow_roots {
@@ -441,6 +500,25 @@ mod tests {
     }
 
     #[test]
+    fn every_accounts_home_is_read_once_and_bounded() {
+        let base = tempfile::tempdir().unwrap();
+        let passwd = base.path().join("passwd");
+        let mut text = String::from("root:x:0:0:root:/root:/bin/bash\nbin:x:1:1::/:/usr/sbin/nologin\n");
+        text.push_str(
+            "u:x:1000:1000::/home/u:/bin/sh\nagain:x:1001:1001::/home/u:/bin/sh\nodd:x:2:2::relative:/bin/sh\n",
+        );
+        text.push_str("short:line:/home/short\n");
+        for index in 0..300 {
+            text.push_str(&format!("user{index}:x:{}:100::/home/user{index}:/bin/sh\n", 2000 + index));
+        }
+        std::fs::write(&passwd, text).unwrap();
+        let homes = account_homes(&passwd);
+        assert_eq!(&homes[..3], [PathBuf::from("/root"), PathBuf::from("/home/u"), PathBuf::from("/home/user0")]);
+        assert_eq!(homes.len(), MAX_HOMES);
+        assert!(account_homes(&base.path().join("missing")).is_empty());
+    }
+
+    #[test]
     fn data_dirs_are_recognised_by_marker_and_by_an_older_daemons_layout() {
         let base = tempfile::tempdir().unwrap();
         let base = base.path().canonicalize().unwrap();
@@ -518,6 +596,16 @@ mod tests {
         let masked = secrets.redact("other-daemon-token-42 sk-other-1234567");
         assert!(!masked.text.contains("other-daemon-token-42") && !masked.text.contains("sk-other-1234567"));
         assert_eq!(masked.labels.len(), 2, "{:?}", masked.labels);
+
+        // Another account's default data dir (its daemon registers in its own home): found through its home.
+        let user_home = elsewhere.join("home-b");
+        std::fs::create_dir_all(user_home.join(".troupe")).unwrap();
+        write_marker(&user_home.join(".troupe")).unwrap();
+        let accounts = elsewhere.join("passwd");
+        std::fs::write(&accounts, format!("b:x:1001:1001::{}:/bin/sh\n", user_home.display())).unwrap();
+        let finder_with_accounts = DataDirFinder { accounts, ..DataDirFinder::new(&own, Some(&home)) };
+        assert!(finder_with_accounts.around(&elsewhere.join("nowhere")).contains(&user_home.join(".troupe")));
+        assert!(!finder.around(&elsewhere.join("nowhere")).contains(&user_home.join(".troupe")), "not in /etc/passwd");
 
         // Inside a cwd: a data dir of an older daemon, two levels down, is found; the cwd's own folders are not.
         let cwd = elsewhere.join("project");
