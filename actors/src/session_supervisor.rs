@@ -173,8 +173,8 @@ pub struct SessionSupervisor {
     index: HashMap<String, SessionMeta>,
     /// Direct children of each session, in creation order.
     children: HashMap<String, Vec<String>>,
-    /// Child sessions being created and not indexed yet, by the root of their tree (`children.rs`).
-    creating_children: HashMap<String, usize>,
+    /// Child sessions being created, by the root of their tree (`children.rs`); those already indexed count once.
+    creating_children: HashMap<String, std::collections::HashSet<String>>,
     /// Every session's spent usage (`usage_index`), for the usage rollups.
     usage: usage_index::UsageIndex,
     live: LiveSessions,

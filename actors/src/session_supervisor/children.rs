@@ -58,16 +58,20 @@ impl Handler<CreateChildSession> for SessionSupervisor {
             SessionOrigin::Root => (parent.session_id.clone(), 1),
             SessionOrigin::Delegated { root_session_id, depth, .. } => (root_session_id.clone(), depth + 1),
         };
-        let creating = self.creating_children.get(&root_session_id).copied().unwrap_or(0);
+        // A child being created is indexed when its actor reports it, which may come before its creation ends:
+        // counted once, whichever step it is at.
+        let creating = self.creating_children.get(&root_session_id);
+        let creating = creating.map_or(0, |ids| ids.iter().filter(|id| !self.index.contains_key(*id)).count());
         let sessions = self.descendants_and_self(&root_session_id).len() - 1 + creating;
         if sessions >= message.max_sessions_per_tree as usize {
             let refused = ChildRefused::TreeFull { root_session_id, sessions, limit: message.max_sessions_per_tree };
             return Box::pin(actix::fut::ready(Err(refused)));
         }
-        *self.creating_children.entry(root_session_id.clone()).or_default() += 1;
         let tree = root_session_id.clone();
         let cwd = parent.cwd.clone();
         let session_id = new_id();
+        self.creating_children.entry(root_session_id.clone()).or_default().insert(session_id.clone());
+        let creating_id = session_id.clone();
         let first = StoredEvent {
             session_id: session_id.clone(),
             run_id: None,
@@ -87,12 +91,10 @@ impl Handler<CreateChildSession> for SessionSupervisor {
             },
         };
         let created = self.start_new_session(session_id, Opening::Create { first: Box::new(first) }, ctx);
-        // `start_new_session` indexes the child in the step that ends the creation; it stops counting as being
-        // created in that same step.
         Box::pin(created.map(move |created, supervisor, _| {
             if let Some(creating) = supervisor.creating_children.get_mut(&tree) {
-                *creating -= 1;
-                if *creating == 0 {
+                creating.remove(&creating_id);
+                if creating.is_empty() {
                     supervisor.creating_children.remove(&tree);
                 }
             }

@@ -60,3 +60,27 @@ async fn a_tree_stops_growing_at_max_sessions_per_tree_counting_grandchildren() 
     }
     assert_eq!(grandchildren, 2, "the first child's two delegations count toward the tree's five");
 }
+
+/// Delegations started together, more than the cap: exactly the cap's number of children are made, and each
+/// refusal counts the sessions as they are (a child being indexed while its creation ends is counted once).
+#[tokio::test]
+async fn a_burst_of_delegations_past_the_cap_makes_exactly_the_cap_and_counts_right() {
+    let tasks: Vec<String> = (0..8).map(|index| format!("burst {index}")).collect();
+    let mut by_input = serde_json::Map::new();
+    for task in &tasks {
+        by_input.insert(task.clone(), json!({"turns": [{"text": format!("{task} done")}]}));
+    }
+    let calls: Vec<_> = tasks.iter().map(|task| delegate("helper", task)).collect();
+    let script = json!({"turns": [{"tool_calls": calls}, {"text": "parent done"}], "by_input": by_input});
+    let mut tree = tree(config(3, 8, "max_sessions_per_tree = 5\n"), script, PermissionMode::Yolo).await;
+    start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
+    let events = events_until(&mut tree.deliveries, is_terminal).await;
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 8, "{results:?}");
+    let made = results.iter().filter(|result| result.status == ToolResultStatus::Ok).count();
+    assert_eq!(made, 5, "{results:?}");
+    for refused in results.iter().filter(|result| result.status != ToolResultStatus::Ok) {
+        assert!(refused.output.contains("already has 5 sessions"), "{}", refused.output);
+    }
+    assert_eq!(children(&tree.client, &tree.root).await.len(), 5);
+}
