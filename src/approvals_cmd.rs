@@ -11,6 +11,7 @@
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::diagnostic::{ShowLimits, show_visibly, visible_line};
+use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::types::approval::{ApprovalListParams, ApprovalRecord, ApprovalStatus};
 use troupe_protocol::types::common::{SessionIdParams, SessionOrigin, SessionStatus};
 use troupe_protocol::types::session::SessionListParams;
@@ -65,7 +66,7 @@ pub async fn approvals(connection: &Connection, given: Option<&str>, json: bool,
 }
 
 fn is_gone(error: &troupe_protocol::client::ClientError) -> bool {
-    matches!(error, troupe_protocol::client::ClientError::Rpc(rpc) if rpc.typed_code() == Some("session_not_found"))
+    matches!(error, troupe_protocol::client::ClientError::Rpc(rpc) if rpc.error_code() == Some(ErrorCode::SessionNotFound))
 }
 
 /// The pending approvals as a table and, under it, each operation's resource shown visibly (cut at `limits`) and

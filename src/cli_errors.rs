@@ -4,6 +4,7 @@
 
 use anyhow::anyhow;
 use troupe_protocol::client::ClientError;
+use troupe_protocol::error_code::ErrorCode;
 
 /// A command line that cannot work as given (exit code 2, as clap's own usage errors).
 #[derive(Debug)]
@@ -30,54 +31,58 @@ pub fn explained(error: ClientError) -> anyhow::Error {
     };
     let said = said(&error);
     let run_id = rpc.data.as_ref().and_then(|data| data.get("run_id")).and_then(|id| id.as_str()).map(str::to_owned);
-    match (rpc.typed_code(), run_id) {
-        (Some("run_not_found"), Some(run_id)) => {
+    match (rpc.error_code(), run_id) {
+        (Some(ErrorCode::RunNotFound), Some(run_id)) => {
             return anyhow!(
                 "no run {run_id}\n  hint: use the run id that `troupe run` or `troupe watch` printed (\"run … \
                  started\"), or --session SESSION for a session's active run"
             );
         }
-        (Some("run_not_active"), Some(run_id)) => {
+        (Some(ErrorCode::RunNotActive), Some(run_id)) => {
             return anyhow!("run {run_id} has ended\n  hint: start another with `troupe run --session SESSION TEXT`");
         }
         _ => {}
     }
-    let hint = match rpc.typed_code() {
-        Some("session_not_found") => "list the sessions with `troupe sessions`",
-        Some("run_not_found") => {
+    let hint = match rpc.error_code() {
+        Some(ErrorCode::SessionNotFound) => "list the sessions with `troupe sessions`",
+        Some(ErrorCode::RunNotFound) => {
             "use the run id that `troupe run` printed (\"run … started\"); `troupe watch SESSION` shows every run"
         }
-        Some("run_not_active") => "the run has ended; start another with `troupe run --session SESSION TEXT`",
-        Some("session_busy") => {
+        Some(ErrorCode::RunNotActive) => "the run has ended; start another with `troupe run --session SESSION TEXT`",
+        Some(ErrorCode::SessionBusy) => {
             "a run is active in that session: steer it with `troupe steer RUN_ID TEXT` or stop it with \
              `troupe cancel RUN_ID`"
         }
-        Some("model_not_found" | "invalid_selection") => {
+        Some(ErrorCode::ModelNotFound | ErrorCode::InvalidSelection) => {
             "choose the model with --model PROVIDER/MODEL (e.g. --model local/echo); connect a provider first with \
              `troupe connect`"
         }
-        Some("agent_not_found") => "choose an agent with --agent (agents are defined in config.toml)",
-        Some("invalid_cwd") => "give an existing directory with --cwd",
-        Some("invalid_title") => "give a title of printable text, or use --clear or --reset",
-        Some("invalid_input") => "give the text to send as the last argument, in quotes",
-        Some("provider_not_found") => "the providers are openai, anthropic and local",
-        Some("invalid_provider_setup") => {
+        Some(ErrorCode::AgentNotFound) => "choose an agent with --agent (agents are defined in config.toml)",
+        Some(ErrorCode::InvalidCwd) => "give an existing directory with --cwd",
+        Some(ErrorCode::InvalidTitle) => "give a title of printable text, or use --clear or --reset",
+        Some(ErrorCode::InvalidInput) => "give the text to send as the last argument, in quotes",
+        Some(ErrorCode::ProviderNotFound) => "the providers are openai, anthropic and local",
+        Some(ErrorCode::InvalidProviderSetup) => {
             "check --base-url, --api-key-env (the name of a variable holding the key) or --script"
         }
-        Some("approval_not_found" | "approval_not_pending") => {
+        Some(ErrorCode::ApprovalNotFound | ErrorCode::ApprovalNotPending) => {
             "the approval was answered or withdrawn; `troupe watch SESSION` shows what is pending"
         }
-        Some("goal_already_active") => {
+        Some(ErrorCode::GoalAlreadyActive) => {
             "the session already has a goal: `troupe goal show SESSION`; cancel it with `troupe goal cancel SESSION`"
         }
-        Some("goal_not_found") => "set a goal first with `troupe goal set SESSION OBJECTIVE`",
-        Some("goal_id_mismatch" | "goal_revision_conflict") => {
+        Some(ErrorCode::GoalNotFound) => "set a goal first with `troupe goal set SESSION OBJECTIVE`",
+        Some(ErrorCode::GoalIdMismatch | ErrorCode::GoalRevisionConflict) => {
             "the goal changed meanwhile: look at it with `troupe goal show SESSION` and try again"
         }
-        Some("goal_terminal") => "the goal is finished; set a new one with `troupe goal set SESSION OBJECTIVE`",
-        Some("goal_invalid_transition") => "`troupe goal show SESSION` shows whether the goal is active or paused",
-        Some("goal_selection_not_allowed") => "--agent and --model go with `troupe goal resume` only",
-        Some("not_root_session") => "goals and approvals belong to root sessions: use the id `troupe sessions` lists",
+        Some(ErrorCode::GoalTerminal) => "the goal is finished; set a new one with `troupe goal set SESSION OBJECTIVE`",
+        Some(ErrorCode::GoalInvalidTransition) => {
+            "`troupe goal show SESSION` shows whether the goal is active or paused"
+        }
+        Some(ErrorCode::GoalSelectionNotAllowed) => "--agent and --model go with `troupe goal resume` only",
+        Some(ErrorCode::NotRootSession) => {
+            "goals and approvals belong to root sessions: use the id `troupe sessions` lists"
+        }
         _ => return anyhow!(said),
     };
     anyhow!("{said}\n  hint: {hint}")
@@ -147,7 +152,7 @@ mod tests {
 
     #[test]
     fn a_typed_error_keeps_the_daemons_words_and_gains_a_hint() {
-        let error = ClientError::Rpc(RpcError::engine("session_not_found", "no session s-1", &[]));
+        let error = ClientError::Rpc(RpcError::engine(ErrorCode::SessionNotFound, "no session s-1", &[]));
         let text = explained(error).to_string();
         assert!(text.starts_with("no session s-1\n"), "{text}");
         assert!(text.contains("troupe sessions"), "{text}");
@@ -155,10 +160,12 @@ mod tests {
 
     #[test]
     fn an_unknown_code_is_shown_as_is() {
-        let error = ClientError::Rpc(RpcError::engine("something_new", "it broke", &[]));
+        // A code from a newer daemon, which this build's `ErrorCode` does not know.
+        let newer = serde_json::json!({"code": "something_new", "detail": "it broke"});
+        let error = ClientError::Rpc(RpcError { code: -32000, message: "Engine error".into(), data: Some(newer) });
         assert_eq!(explained(error).to_string(), "it broke");
         // A follower's one-line report says the daemon's detail, in CLI words, not the JSON-RPC class and code.
-        let error = ClientError::Rpc(RpcError::engine("session_busy", "s: cancel it (run.cancel) first", &[]));
+        let error = ClientError::Rpc(RpcError::engine(ErrorCode::SessionBusy, "s: cancel it (run.cancel) first", &[]));
         assert_eq!(said(&error), "s: cancel it (`troupe cancel RUN_ID`) first");
         assert_eq!(said(&ClientError::Timeout), ClientError::Timeout.to_string());
     }
@@ -166,7 +173,7 @@ mod tests {
     #[test]
     fn protocol_words_become_flags_and_an_unknown_run_is_named() {
         let error = ClientError::Rpc(RpcError::engine(
-            "run_not_found",
+            ErrorCode::RunNotFound,
             "there is no run `r-1`",
             &[("run_id", serde_json::Value::String("r-1".into()))],
         ));

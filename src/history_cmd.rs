@@ -7,6 +7,7 @@
 //! everything else falls back to [`explained`].
 
 use std::time::Duration;
+use troupe_protocol::error_code::ErrorCode;
 
 use troupe_protocol::client::{ClientDelivery, ClientError, ClientOptions, ClientProtocol, DeliveryStream};
 use troupe_protocol::types::common::{SessionIdParams, SessionMeta, SessionOrigin};
@@ -36,13 +37,13 @@ pub fn history_explained(error: ClientError, session_id: &str) -> anyhow::Error 
     };
     let said = crate::cli_errors::said(&error);
     let data = |key: &str| rpc.data.as_ref().and_then(|data| data.get(key)).cloned();
-    let hint = match rpc.typed_code() {
-        Some("session_busy") => {
+    let hint = match rpc.error_code() {
+        Some(ErrorCode::SessionBusy) => {
             let run = data("active_run_id").and_then(|id| id.as_str().map(str::to_owned));
             let run = run.as_deref().unwrap_or("RUN_ID");
             format!("the session is running; cancel its run (`troupe cancel {run}`) or wait until it ends")
         }
-        Some("seq_out_of_range") => {
+        Some(ErrorCode::SeqOutOfRange) => {
             let last = data("last_seq").and_then(|seq| seq.as_u64());
             let range = last.map_or(String::new(), |last| format!(" (1 to {last})"));
             format!(
@@ -50,7 +51,7 @@ pub fn history_explained(error: ClientError, session_id: &str) -> anyhow::Error 
                  numbers (#N) of its events"
             )
         }
-        Some("no_user_message_in_prefix") => format!(
+        Some(ErrorCode::NoUserMessageInPrefix) => format!(
             "a fork starts from a conversation: give a sequence number at or after the first message you sent \
              (the \"user:\" lines of `troupe watch {session_id}`)"
         ),
@@ -417,7 +418,7 @@ mod tests {
     #[test]
     fn history_errors_name_the_run_to_cancel_and_where_sequence_numbers_are() {
         let busy = RpcError::engine(
-            "session_busy",
+            ErrorCode::SessionBusy,
             "session s has an active run",
             &[("active_run_id", serde_json::Value::String("run-7".into()))],
         );
@@ -426,18 +427,18 @@ mod tests {
         assert!(text.contains("the session is running; cancel its run (`troupe cancel run-7`) or wait"), "{text}");
 
         let range = RpcError::invalid_params_typed(
-            "seq_out_of_range",
+            ErrorCode::SeqOutOfRange,
             "through_seq 99 is past the end",
             &[("last_seq", serde_json::Value::from(12u64))],
         );
         let text = history_explained(ClientError::Rpc(range), "s").to_string();
         assert!(text.contains("(1 to 12)") && text.contains("`troupe watch s` shows the sequence numbers"), "{text}");
 
-        let prefix = RpcError::invalid_params_typed("no_user_message_in_prefix", "no user message", &[]);
+        let prefix = RpcError::invalid_params_typed(ErrorCode::NoUserMessageInPrefix, "no user message", &[]);
         let text = history_explained(ClientError::Rpc(prefix), "s").to_string();
         assert!(text.contains("first message you sent"), "{text}");
 
-        let other = RpcError::engine("session_not_found", "no session x", &[]);
+        let other = RpcError::engine(ErrorCode::SessionNotFound, "no session x", &[]);
         assert!(history_explained(ClientError::Rpc(other), "x").to_string().contains("troupe sessions"));
     }
 

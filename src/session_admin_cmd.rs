@@ -6,6 +6,7 @@
 //! archived session is only hidden from `troupe sessions` (`--all` shows it): it can still be watched and run.
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use troupe_protocol::error_code::ErrorCode;
 
 use anyhow::anyhow;
 use troupe_protocol::client::{ClientError, ClientOptions, ClientProtocol};
@@ -161,8 +162,8 @@ fn admin_error(error: ClientError) -> anyhow::Error {
     let field = |name: &str| {
         rpc.data.as_ref().and_then(|data| data.get(name)).and_then(|value| value.as_str()).map(str::to_owned)
     };
-    match rpc.typed_code() {
-        Some("not_root_session") => {
+    match rpc.error_code() {
+        Some(ErrorCode::NotRootSession) => {
             let (session, root) = (field("session_id").unwrap_or_default(), field("root_session_id"));
             match root {
                 Some(root) => anyhow!(
@@ -172,7 +173,7 @@ fn admin_error(error: ClientError) -> anyhow::Error {
                 None => explained(error),
             }
         }
-        Some("session_busy") => {
+        Some(ErrorCode::SessionBusy) => {
             let busy = field("busy_session_id").or_else(|| field("session_id")).unwrap_or_default();
             if let Some(run) = field("active_run_id") {
                 anyhow!(

@@ -23,6 +23,7 @@ pub use status::ConsoleCodeMinter;
 
 use std::path::PathBuf;
 use std::time::Duration;
+use troupe_protocol::error_code::ErrorCode;
 
 use actix::prelude::*;
 use dashmap::DashMap;
@@ -282,7 +283,7 @@ impl Engine {
         );
         let fields =
             [("size", serde_json::Value::from(input.len())), ("limit", serde_json::Value::from(self.max_input_bytes))];
-        Err(RpcError::invalid_params_typed("input_too_large", &detail, &fields))
+        Err(RpcError::invalid_params_typed(ErrorCode::InputTooLarge, &detail, &fields))
     }
 
     /// The session that owns `run_id`: from the registry when the run is active or ended recently (see

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 use troupe_protocol::RpcError;
+use troupe_protocol::error_code::ErrorCode;
 use troupe_runtime::catalog::SelectionError;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -234,45 +235,47 @@ impl From<EngineError> for RpcError {
         let provider = |provider_id: &str| ("provider_id", Value::String(provider_id.to_owned()));
         match &error {
             EngineError::SessionNotFound { session_id } => {
-                RpcError::engine("session_not_found", &detail, &[session(session_id)])
+                RpcError::engine(ErrorCode::SessionNotFound, &detail, &[session(session_id)])
             }
             EngineError::InvalidSelection(selection_error) => {
                 let code = match selection_error {
-                    SelectionError::UnknownAgent(_) => "agent_not_found",
-                    SelectionError::UnknownModel(_) | SelectionError::UnknownProvider { .. } => "model_not_found",
-                    SelectionError::MalformedModel(_) => "invalid_selection",
+                    SelectionError::UnknownAgent(_) => ErrorCode::AgentNotFound,
+                    SelectionError::UnknownModel(_) | SelectionError::UnknownProvider { .. } => {
+                        ErrorCode::ModelNotFound
+                    }
+                    SelectionError::MalformedModel(_) => ErrorCode::InvalidSelection,
                 };
                 RpcError::invalid_params_typed(code, &detail, &[])
             }
             EngineError::InvalidCwd { cwd, .. } => {
-                RpcError::invalid_params_typed("invalid_cwd", &detail, &[("cwd", Value::String(cwd.clone()))])
+                RpcError::invalid_params_typed(ErrorCode::InvalidCwd, &detail, &[("cwd", Value::String(cwd.clone()))])
             }
             EngineError::InvalidTitle { session_id, client_rename_id, .. } => RpcError::invalid_params_typed(
-                "invalid_title",
+                ErrorCode::InvalidTitle,
                 &detail,
                 &[session(session_id), ("client_rename_id", Value::String(client_rename_id.clone()))],
             ),
             EngineError::InvalidIdempotencyKey { .. } => {
-                RpcError::invalid_params_typed("invalid_idempotency_key", &detail, &[])
+                RpcError::invalid_params_typed(ErrorCode::InvalidIdempotencyKey, &detail, &[])
             }
             EngineError::RenameIdempotencyConflict { session_id, client_rename_id } => RpcError::invalid_params_typed(
-                "idempotency_conflict",
+                ErrorCode::IdempotencyConflict,
                 &detail,
                 &[session(session_id), ("client_rename_id", Value::String(client_rename_id.clone()))],
             ),
             EngineError::RunNotActive { run_id } => {
-                RpcError::engine("run_not_active", &detail, &[("run_id", Value::String(run_id.clone()))])
+                RpcError::engine(ErrorCode::RunNotActive, &detail, &[("run_id", Value::String(run_id.clone()))])
             }
             EngineError::RunNotFound { run_id } => {
-                RpcError::engine("run_not_found", &detail, &[("run_id", Value::String(run_id.clone()))])
+                RpcError::engine(ErrorCode::RunNotFound, &detail, &[("run_id", Value::String(run_id.clone()))])
             }
             EngineError::ToolStdinTooLarge { size, limit } => RpcError::invalid_params_typed(
-                "input_too_large",
+                ErrorCode::InputTooLarge,
                 &detail,
                 &[("size", Value::from(*size)), ("limit", Value::from(*limit))],
             ),
             EngineError::ToolStdinBacklogFull { run_id, tool_call_id, queued_bytes, max_bytes } => RpcError::engine(
-                "tool_stdin_backlog_full",
+                ErrorCode::ToolStdinBacklogFull,
                 &detail,
                 &[
                     ("run_id", Value::String(run_id.clone())),
@@ -282,28 +285,28 @@ impl From<EngineError> for RpcError {
                 ],
             ),
             EngineError::SessionBusy { session_id, active_run_id } => RpcError::engine(
-                "session_busy",
+                ErrorCode::SessionBusy,
                 &detail,
                 &[session(session_id), ("active_run_id", Value::String(active_run_id.clone()))],
             ),
             EngineError::RunIdempotencyConflict { session_id, client_run_id } => RpcError::invalid_params_typed(
-                "idempotency_conflict",
+                ErrorCode::IdempotencyConflict,
                 &detail,
                 &[session(session_id), ("client_run_id", Value::String(client_run_id.clone()))],
             ),
             EngineError::Storage { .. } => RpcError::internal(&detail),
             EngineError::Unavailable { .. } => RpcError::internal(&detail),
             EngineError::SessionDamaged { session_id } => {
-                RpcError::engine("session_damaged", &detail, &[session(session_id)])
+                RpcError::engine(ErrorCode::SessionDamaged, &detail, &[session(session_id)])
             }
             EngineError::CursorAhead { session_id, last_seq, .. } => RpcError::invalid_params_typed(
-                "cursor_ahead",
+                ErrorCode::CursorAhead,
                 &detail,
                 &[session(session_id), ("last_seq", Value::from(*last_seq))],
             ),
-            EngineError::ShuttingDown => RpcError::engine("shutting_down", &detail, &[]),
+            EngineError::ShuttingDown => RpcError::engine(ErrorCode::ShuttingDown, &detail, &[]),
             EngineError::SeqOutOfRange { session_id, through_seq, last_seq } => RpcError::invalid_params_typed(
-                "seq_out_of_range",
+                ErrorCode::SeqOutOfRange,
                 &detail,
                 &[
                     session(session_id),
@@ -312,42 +315,44 @@ impl From<EngineError> for RpcError {
                 ],
             ),
             EngineError::NoUserMessageInPrefix { session_id, through_seq } => RpcError::invalid_params_typed(
-                "no_user_message_in_prefix",
+                ErrorCode::NoUserMessageInPrefix,
                 &detail,
                 &[session(session_id), ("through_seq", Value::from(*through_seq))],
             ),
             EngineError::ProviderNotFound { provider_id } => {
-                RpcError::engine("provider_not_found", &detail, &[provider(provider_id)])
+                RpcError::engine(ErrorCode::ProviderNotFound, &detail, &[provider(provider_id)])
             }
             EngineError::InvalidProviderSetup { provider_id, .. } => {
-                RpcError::invalid_params_typed("invalid_provider_setup", &detail, &[provider(provider_id)])
+                RpcError::invalid_params_typed(ErrorCode::InvalidProviderSetup, &detail, &[provider(provider_id)])
             }
             EngineError::ProviderUnreachable { provider_id, .. } => {
-                RpcError::engine("provider_unreachable", &detail, &[provider(provider_id)])
+                RpcError::engine(ErrorCode::ProviderUnreachable, &detail, &[provider(provider_id)])
             }
             EngineError::RevisionConflict { expected, found } => RpcError::engine(
-                "revision_conflict",
+                ErrorCode::RevisionConflict,
                 &detail,
                 &[("expected_revision", Value::from(*expected)), ("found_revision", Value::from(*found))],
             ),
             EngineError::ProviderIdempotencyConflict { provider_id, .. } => {
-                RpcError::invalid_params_typed("idempotency_conflict", &detail, &[provider(provider_id)])
+                RpcError::invalid_params_typed(ErrorCode::IdempotencyConflict, &detail, &[provider(provider_id)])
             }
             EngineError::Internal { .. } => RpcError::internal(&detail),
             EngineError::SkillNotFound { name } => {
-                RpcError::engine("skill_not_found", &detail, &[("name", Value::String(name.clone()))])
+                RpcError::engine(ErrorCode::SkillNotFound, &detail, &[("name", Value::String(name.clone()))])
             }
-            EngineError::UnknownSkillInput { name, .. } => {
-                RpcError::invalid_params_typed("skill_not_found", &detail, &[("name", Value::String(name.clone()))])
-            }
+            EngineError::UnknownSkillInput { name, .. } => RpcError::invalid_params_typed(
+                ErrorCode::SkillNotFound,
+                &detail,
+                &[("name", Value::String(name.clone()))],
+            ),
             EngineError::SkillNotAllowed { name } => {
-                RpcError::engine("skill_not_allowed", &detail, &[("name", Value::String(name.clone()))])
+                RpcError::engine(ErrorCode::SkillNotAllowed, &detail, &[("name", Value::String(name.clone()))])
             }
             EngineError::NotRootSession { session_id } => {
-                RpcError::engine("not_root_session", &detail, &[session(session_id)])
+                RpcError::engine(ErrorCode::NotRootSession, &detail, &[session(session_id)])
             }
             EngineError::ChildSession { session_id, root_session_id, .. } => RpcError::engine(
-                "not_root_session",
+                ErrorCode::NotRootSession,
                 &detail,
                 &[session(session_id), ("root_session_id", Value::String(root_session_id.clone()))],
             ),
@@ -360,22 +365,22 @@ impl From<EngineError> for RpcError {
                     }
                     TreeBusyReason::Goal { goal_id } => fields.push(("goal_id", Value::String(goal_id.clone()))),
                 }
-                RpcError::engine("session_busy", &detail, &fields)
+                RpcError::engine(ErrorCode::SessionBusy, &detail, &fields)
             }
             EngineError::ProducerNotFound { session_id, producer_id } => RpcError::engine(
-                "producer_not_found",
+                ErrorCode::ProducerNotFound,
                 &detail,
                 &[session(session_id), ("producer_id", Value::String(producer_id.clone()))],
             ),
             EngineError::TooManyProducers { limit } => {
-                RpcError::engine("too_many_producers", &detail, &[("limit", Value::from(*limit))])
+                RpcError::engine(ErrorCode::TooManyProducers, &detail, &[("limit", Value::from(*limit))])
             }
             EngineError::TooManyPresenceWatches { limit } => {
-                RpcError::engine("too_many_presence_watches", &detail, &[("limit", Value::from(*limit))])
+                RpcError::engine(ErrorCode::TooManyPresenceWatches, &detail, &[("limit", Value::from(*limit))])
             }
             EngineError::ProducerIdempotencyConflict { session_id, idempotency_key, message_id } => {
                 RpcError::invalid_params_typed(
-                    "idempotency_conflict",
+                    ErrorCode::IdempotencyConflict,
                     &detail,
                     &[
                         session(session_id),
@@ -385,13 +390,13 @@ impl From<EngineError> for RpcError {
                 )
             }
             EngineError::ProducerMessageNotFound { session_id, message_id } => RpcError::engine(
-                "producer_message_not_found",
+                ErrorCode::ProducerMessageNotFound,
                 &detail,
                 &[session(session_id), ("message_id", Value::String(message_id.clone()))],
             ),
             EngineError::ProducerBacklogFull { session_id, messages, bytes, max_messages, max_bytes } => {
                 RpcError::engine(
-                    "producer_backlog_full",
+                    ErrorCode::ProducerBacklogFull,
                     &detail,
                     &[
                         session(session_id),
@@ -403,30 +408,30 @@ impl From<EngineError> for RpcError {
                 )
             }
             EngineError::InvalidProducerMessage { .. } => {
-                RpcError::invalid_params_typed("invalid_producer_message", &detail, &[])
+                RpcError::invalid_params_typed(ErrorCode::InvalidProducerMessage, &detail, &[])
             }
             EngineError::Goal { session_id, kind } => {
                 use crate::session_actor::GoalErrorKind as Kind;
                 let mut ids = vec![session(session_id)];
                 let code = match kind {
-                    Kind::NotRootSession => "not_root_session",
+                    Kind::NotRootSession => ErrorCode::NotRootSession,
                     Kind::GoalOpen { goal_id, .. } => {
                         ids.push(("goal_id", Value::String(goal_id.clone())));
-                        "goal_already_active"
+                        ErrorCode::GoalAlreadyActive
                     }
-                    Kind::NoGoal => "goal_not_found",
+                    Kind::NoGoal => ErrorCode::GoalNotFound,
                     Kind::StaleGoal { current_goal_id } => {
                         ids.push(("current_goal_id", Value::String(current_goal_id.clone())));
-                        "goal_id_mismatch"
+                        ErrorCode::GoalIdMismatch
                     }
                     Kind::RevisionConflict { found } => {
                         ids.push(("found_revision", Value::from(*found)));
-                        "goal_revision_conflict"
+                        ErrorCode::GoalRevisionConflict
                     }
-                    Kind::Terminal { .. } => "goal_terminal",
-                    Kind::WrongStatus { .. } => "goal_invalid_transition",
-                    Kind::SelectionNotAllowed { .. } => "goal_selection_not_allowed",
-                    Kind::ChecklistTooLarge { .. } => "goal_checklist_too_large",
+                    Kind::Terminal { .. } => ErrorCode::GoalTerminal,
+                    Kind::WrongStatus { .. } => ErrorCode::GoalInvalidTransition,
+                    Kind::SelectionNotAllowed { .. } => ErrorCode::GoalSelectionNotAllowed,
+                    Kind::ChecklistTooLarge { .. } => ErrorCode::GoalChecklistTooLarge,
                 };
                 match kind {
                     // The request itself is malformed for its action.
@@ -444,15 +449,15 @@ impl From<EngineError> for RpcError {
                     ("client_response_id", Value::String(client_response_id.clone())),
                 ];
                 let code = match kind {
-                    Kind::NotFound => "approval_not_found",
-                    Kind::NotPending { .. } => "approval_not_pending",
+                    Kind::NotFound => ErrorCode::ApprovalNotFound,
+                    Kind::NotPending { .. } => ErrorCode::ApprovalNotPending,
                     Kind::RevisionConflict { found } => {
                         ids.push(("found_revision", Value::from(*found)));
-                        "approval_revision_conflict"
+                        ErrorCode::ApprovalRevisionConflict
                     }
-                    Kind::FingerprintMismatch => "operation_fingerprint_mismatch",
-                    Kind::DecisionNotAllowed => "decision_not_allowed",
-                    Kind::IdempotencyConflict => "idempotency_conflict",
+                    Kind::FingerprintMismatch => ErrorCode::OperationFingerprintMismatch,
+                    Kind::DecisionNotAllowed => ErrorCode::DecisionNotAllowed,
+                    Kind::IdempotencyConflict => ErrorCode::IdempotencyConflict,
                 };
                 match kind {
                     // The approval's state moved on: an engine refusal.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use troupe_protocol::error_code::ErrorCode;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -62,7 +63,11 @@ impl ServerProtocol for FakeEngine {
         if self.hold_session_get {
             self.release_session_get.notified().await;
         }
-        Err(RpcError::engine("session_not_found", "no such session", &[("session_id", json!(params.session_id))]))
+        Err(RpcError::engine(
+            ErrorCode::SessionNotFound,
+            "no such session",
+            &[("session_id", json!(params.session_id))],
+        ))
     }
 }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::diagnostic::sanitize_diagnostic;
+use crate::error_code::ErrorCode;
 
 /// Error codes of `wire.md`.
 pub mod codes {
@@ -64,9 +65,9 @@ impl RpcError {
     }
 
     /// A typed error: `data = {code, detail, ...ids}`.
-    fn typed(code: i64, message: &str, typed_code: &str, detail: &str, ids: &[(&str, Value)]) -> Self {
+    fn typed(code: i64, message: &str, typed_code: ErrorCode, detail: &str, ids: &[(&str, Value)]) -> Self {
         let mut data = Map::new();
-        data.insert("code".into(), Value::String(typed_code.to_owned()));
+        data.insert("code".into(), Value::String(typed_code.as_str().to_owned()));
         data.insert("detail".into(), Value::String(sanitize_diagnostic(detail)));
         for (key, value) in ids {
             data.insert((*key).to_owned(), echoed(value));
@@ -96,7 +97,7 @@ impl RpcError {
     }
 
     /// A typed rejection of well-formed params (`idempotency_conflict`, `unsupported_protocol_version`, ...).
-    pub fn invalid_params_typed(typed_code: &str, detail: &str, ids: &[(&str, Value)]) -> Self {
+    pub fn invalid_params_typed(typed_code: ErrorCode, detail: &str, ids: &[(&str, Value)]) -> Self {
         Self::typed(codes::INVALID_PARAMS, "Invalid params", typed_code, detail, ids)
     }
 
@@ -136,14 +137,14 @@ impl RpcError {
     }
 
     /// The engine refused the operation.
-    pub fn engine(typed_code: &str, detail: &str, ids: &[(&str, Value)]) -> Self {
+    pub fn engine(typed_code: ErrorCode, detail: &str, ids: &[(&str, Value)]) -> Self {
         Self::typed(codes::ENGINE_ERROR, "Engine error", typed_code, detail, ids)
     }
 
     /// A method of the reference that this daemon routes but does not implement yet.
     pub fn not_implemented(method: &str) -> Self {
         Self::engine(
-            "not_implemented",
+            ErrorCode::NotImplemented,
             &format!("`{method}` is part of protocol 20 but is not implemented by this daemon yet"),
             &[("method", Value::String(method.to_owned()))],
         )
@@ -152,6 +153,12 @@ impl RpcError {
     /// `data.code`, when this is a typed error.
     pub fn typed_code(&self) -> Option<&str> {
         self.data.as_ref()?.get("code")?.as_str()
+    }
+
+    /// `data.code` as a known [`ErrorCode`]; `None` for an untyped error or a code this build does not know (a
+    /// newer daemon's): then branch on [`code`](Self::code) and show [`detail`](Self::detail).
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        ErrorCode::from_word(self.typed_code()?)
     }
 
     /// `data.detail`, when present.
@@ -197,7 +204,7 @@ mod tests {
     #[test]
     fn typed_errors_carry_code_detail_and_ids() {
         let error = RpcError::engine(
-            "session_not_found",
+            ErrorCode::SessionNotFound,
             "no session \u{1b}[1mx",
             &[("session_id", Value::String("x".into()))],
         );
@@ -218,7 +225,7 @@ mod tests {
         let huge = "s".repeat(1 << 20);
         let many: Vec<Value> = (0..1000).map(|index| Value::String(format!("x\u{1b}[31m{index}"))).collect();
         let error = RpcError::engine(
-            "session_not_found",
+            ErrorCode::SessionNotFound,
             "no such session",
             &[
                 ("session_id", Value::String(huge)),

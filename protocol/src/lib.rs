@@ -13,6 +13,7 @@ pub mod client;
 pub mod diagnostic;
 pub mod encoded;
 pub mod error;
+pub mod error_code;
 pub mod jsonrpc;
 pub mod methods;
 pub mod schema;

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_protocol::error_code::ErrorCode;
 
 use futures::{SinkExt, StreamExt};
 use parking_lot::Mutex;
@@ -163,8 +164,9 @@ impl ServerProtocol for TestServer {
         params: EventsSubscribeParams,
     ) -> Result<EventsSubscribeResult, RpcError> {
         let mut sessions = self.sessions.lock();
-        let not_found =
-            || RpcError::engine("session_not_found", "no such session", &[("session_id", json!(params.session_id))]);
+        let not_found = || {
+            RpcError::engine(ErrorCode::SessionNotFound, "no such session", &[("session_id", json!(params.session_id))])
+        };
         let session = sessions.get_mut(&params.session_id).ok_or_else(not_found)?;
         if session.broken {
             return Err(not_found());
@@ -184,9 +186,11 @@ impl ServerProtocol for TestServer {
         params: SessionIdParams,
     ) -> Result<troupe_protocol::Encoded<SessionResult>, RpcError> {
         let result = match params.session_id.as_str() {
-            "missing" => {
-                Err(RpcError::engine("session_not_found", "no session `missing`", &[("session_id", json!("missing"))]))
-            }
+            "missing" => Err(RpcError::engine(
+                ErrorCode::SessionNotFound,
+                "no session `missing`",
+                &[("session_id", json!("missing"))],
+            )),
             "wait" => {
                 self.entered.notify_one();
                 self.gate.notified().await;

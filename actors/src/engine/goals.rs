@@ -5,6 +5,7 @@
 //! persisted with a selection its automatic runs could not use.
 
 use troupe_protocol::RpcError;
+use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::types::common::{RunSelection, SessionIdParams, SessionOrigin};
 use troupe_protocol::types::goal::{GoalGetResult, GoalLifecycleParams, GoalResult, GoalSetParams};
 use troupe_runtime::catalog::validate_selection;
@@ -44,7 +45,11 @@ impl Engine {
 
     pub(super) async fn goal_set(&self, params: GoalSetParams) -> Result<GoalResult, RpcError> {
         if params.objective.trim().is_empty() {
-            return Err(RpcError::invalid_params_typed("invalid_objective", "the goal's objective is empty", &[]));
+            return Err(RpcError::invalid_params_typed(
+                ErrorCode::InvalidObjective,
+                "the goal's objective is empty",
+                &[],
+            ));
         }
         self.check_input_size("the goal's objective", &params.objective)?;
         self.require_root(&params.session_id).await?;

@@ -8,6 +8,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use troupe_protocol::error_code::ErrorCode;
 
 use troupe_protocol::RpcError;
 use troupe_protocol::server::Authority;
@@ -67,14 +68,14 @@ impl Engine {
     pub(super) fn console_login_code_now(&self, authority: Authority) -> Result<ConsoleLoginCodeResult, RpcError> {
         if authority != Authority::Token {
             return Err(RpcError::engine(
-                "console_login_code_needs_token",
+                ErrorCode::ConsoleLoginCodeNeedsToken,
                 "a sign-in link can only be made with the daemon's token (`troupe open`), not from a signed-in browser",
                 &[],
             ));
         }
         let minter = self.status.console.get().ok_or_else(|| {
             RpcError::engine(
-                "console_disabled",
+                ErrorCode::ConsoleDisabled,
                 "the web console is off on this daemon ([console] enabled = false in config.toml)",
                 &[],
             )

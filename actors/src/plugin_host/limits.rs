@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
+use troupe_protocol::error_code::ErrorCode;
 
 use troupe_protocol::types::plugin::{MAX_EMIT_NAME_CHARS, MAX_EMIT_PAYLOAD_BYTES};
 
@@ -26,11 +27,11 @@ pub enum EmitRefusal {
 
 impl EmitRefusal {
     /// The typed `data.code` of the error the plugin receives.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            EmitRefusal::Name => "invalid_name",
-            EmitRefusal::PayloadTooLarge { .. } => "payload_too_large",
-            EmitRefusal::TooManyEvents | EmitRefusal::TooManyBytes => "rate_limited",
+            EmitRefusal::Name => ErrorCode::InvalidName,
+            EmitRefusal::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            EmitRefusal::TooManyEvents | EmitRefusal::TooManyBytes => ErrorCode::RateLimited,
         }
     }
 }
@@ -133,6 +134,6 @@ mod tests {
         assert_eq!(check_shape("", 1), Err(EmitRefusal::Name));
         assert_eq!(check_shape(&"n".repeat(129), 1), Err(EmitRefusal::Name));
         check_shape(&"é".repeat(128), MAX_EMIT_PAYLOAD_BYTES).unwrap();
-        assert_eq!(check_shape("n", MAX_EMIT_PAYLOAD_BYTES + 1).unwrap_err().code(), "payload_too_large");
+        assert_eq!(check_shape("n", MAX_EMIT_PAYLOAD_BYTES + 1).unwrap_err().code(), ErrorCode::PayloadTooLarge);
     }
 }

@@ -72,10 +72,11 @@ impl EndReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_code::ErrorCode;
 
     #[test]
     fn rpc_errors_display_their_detail() {
-        let error = ClientError::Rpc(RpcError::engine("session_not_found", "no session x", &[]));
+        let error = ClientError::Rpc(RpcError::engine(ErrorCode::SessionNotFound, "no session x", &[]));
         assert_eq!(error.to_string(), "Engine error (-32000): no session x");
     }
 }

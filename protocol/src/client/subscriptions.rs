@@ -19,6 +19,7 @@
 //! Every issued subscribe bumps the session's *epoch*, so that a reply or a retry timer that belongs to a
 //! superseded subscribe is recognized and ignored.
 
+use crate::error_code::ErrorCode;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -293,7 +294,7 @@ impl<T: Transport> ConnectionTask<T> {
         state.failures += 1;
         // A session that is not found was deleted (`session.delete`): it will not come back, so there is nothing to
         // wait for.
-        let gone = matches!(&error, ClientError::Rpc(rpc) if rpc.typed_code() == Some("session_not_found"));
+        let gone = matches!(&error, ClientError::Rpc(rpc) if rpc.error_code() == Some(ErrorCode::SessionNotFound));
         if gone || state.failures > RECOVERY_RETRIES {
             tracing::warn!(%session_id, %error, "giving up re-subscribing to a session");
             self.sessions.remove(&session_id);

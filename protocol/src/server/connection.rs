@@ -1,6 +1,7 @@
 //! Frames in, replies out: admission (the handshake gate and the in-flight limit, decided in arrival order),
 //! dispatch to the [`ServerProtocol`] implementation, and queueing of each frame's reply.
 
+use crate::error_code::ErrorCode;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -273,11 +274,11 @@ fn check_handshake(params: Option<&RawValue>) -> Result<HandshakeParams, RpcErro
     if let Some(client_info) = &params.client_info
         && let Err(detail) = client_info.validate()
     {
-        return Err(RpcError::invalid_params_typed("invalid_client_info", &detail, &[]));
+        return Err(RpcError::invalid_params_typed(ErrorCode::InvalidClientInfo, &detail, &[]));
     }
     if params.protocol_version != PROTOCOL_VERSION {
         return Err(RpcError::invalid_params_typed(
-            "unsupported_protocol_version",
+            ErrorCode::UnsupportedProtocolVersion,
             &format!(
                 "this daemon speaks protocol {PROTOCOL_VERSION} only; the client asked for {}",
                 params.protocol_version

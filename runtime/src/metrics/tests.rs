@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use troupe_protocol::RpcError;
+use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::server::{DroppedNotification, HandshakeOutcome, ServerObserver};
 use troupe_protocol::types::daemon::DaemonStatusResult;
 use troupe_protocol::types::run::ToolResultStatus;
@@ -45,7 +46,7 @@ fn counters_and_histograms_count_by_typed_labels() {
     metrics.handshake(HandshakeOutcome::Refused);
     metrics.handshake(HandshakeOutcome::Accepted);
     metrics.request_finished("session.get", Ok(()), Some(Duration::from_millis(2)));
-    metrics.request_finished("session.get", Err(&RpcError::engine("session_not_found", "no", &[])), None);
+    metrics.request_finished("session.get", Err(&RpcError::engine(ErrorCode::SessionNotFound, "no", &[])), None);
     metrics.request_finished("unknown", Err(&RpcError::method_not_found("x")), Some(Duration::ZERO));
     metrics.run_ended(RunOutcome::Completed);
     metrics.run_ended(RunOutcome::Interrupted);
