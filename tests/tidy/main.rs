@@ -1,8 +1,8 @@
 //! Architecture rules, tested (after rust-analyzer's `tidy` tests): the top-level modules of `gateway/src`,
 //! `actors/src` and the protocol crate's `client/` must not import each other in a circle.
 //!
-//! Run it with `cargo test --test tidy` (it reads the source, builds nothing of the daemon's, and takes well under a
-//! second; `cargo test --workspace` runs it too).
+//! Run it with `cargo test --test tidy`; `cargo test --workspace` runs it too. It only reads the source (in well
+//! under a second), though cargo builds the package's binary first, as for any of its integration tests.
 //!
 //! Each file of a scope belongs to one unit: the scope's root (`lib.rs`, or `client/mod.rs`, with the items they
 //! define) or the top-level module it lies in (`src/console/book.rs` is `console`). Every path in code that names
