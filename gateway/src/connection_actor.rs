@@ -27,7 +27,8 @@ use actix_ws::{AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReaso
 use tracing::{debug, info};
 use troupe_protocol::server::{OutboundCloser, ServerConnection, ServerLimits, ServerProtocol};
 
-use crate::connection_registry::ConnectionRegistry;
+use crate::connection_registry::{ConnectionRegistry, GoingAway};
+use crate::console_book::SessionKey;
 use crate::read_gate::ReadGate;
 use crate::socket_body::{SocketBody, SocketWriter};
 
@@ -35,20 +36,10 @@ use crate::socket_body::{SocketBody, SocketWriter};
 /// refused with -32003 whose replies wait for room in the outbound queue.
 const READ_GATE_SLACK: usize = 64;
 
-/// Close and stop, for a reason decided outside the connection. Answered once the close frame is queued.
-#[derive(Message, Clone, Copy, Debug, PartialEq, Eq)]
-#[rtype(result = "()")]
-pub(crate) enum GoingAway {
-    /// The gateway is stopping: 1001 (Going Away).
-    DaemonStopping,
-    /// The console session the connection rode was signed out: 1008 (Policy Violation).
-    SignedOut,
-}
-
 /// The web console's session a connection was authorized by, and when that session ends.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConsoleGrant {
-    pub(crate) session: crate::console::SessionKey,
+    pub(crate) session: SessionKey,
     pub(crate) expires_at: std::time::SystemTime,
 }
 

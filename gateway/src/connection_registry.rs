@@ -8,11 +8,22 @@
 
 use std::collections::HashMap;
 
-use actix::Recipient;
+use actix::{Message, Recipient};
 use parking_lot::Mutex;
 
-use crate::connection_actor::GoingAway;
-use crate::console::SessionKey;
+use crate::console_book::SessionKey;
+
+/// What the registry can tell a live connection (the `ConnectionActor` handles it): close and stop, for a reason
+/// decided outside the connection. Answered once the close frame is queued. It lives here, with the registry that
+/// holds its recipients, so that the registry and whoever ends connections need not know the actor's type.
+#[derive(Message, Clone, Copy, Debug, PartialEq, Eq)]
+#[rtype(result = "()")]
+pub(crate) enum GoingAway {
+    /// The gateway is stopping: 1001 (Going Away).
+    DaemonStopping,
+    /// The console session the connection rode was signed out: 1008 (Policy Violation).
+    SignedOut,
+}
 
 #[derive(Default)]
 pub(crate) struct ConnectionRegistry {

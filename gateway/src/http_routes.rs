@@ -6,42 +6,21 @@
 //! or wrong token, 503 while the daemon is stopping.
 
 use std::pin::Pin;
-use std::sync::Arc;
 
 use actix_web::dev::Payload as RawPayload;
 use actix_web::error::PayloadError;
-use actix_web::http::header::{self, ContentType, HeaderValue};
+use actix_web::http::header::{self, HeaderValue};
 use actix_web::web::Bytes;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use futures::Stream;
 use tracing::info;
-use troupe_protocol::server::{ServerLimits, ServerProtocol, SharedObserver};
+use troupe_protocol::server::ServerProtocol;
 
-use crate::Readiness;
 use crate::auth::{self, AuthRejection, Credential, SUBPROTOCOL};
-use crate::connection_actor::{ConnectionActor, ConnectionSetup, ConsoleGrant, Keepalive};
-use crate::connection_registry::ConnectionRegistry;
+use crate::connection_actor::{ConnectionActor, ConnectionSetup, ConsoleGrant};
 use crate::frame_size_guard::FrameSizeGuard;
-use crate::origin::OriginPolicy;
-use crate::token::Token;
-
-/// What every worker's routes share. One instance per gateway, behind `web::Data`.
-pub(crate) struct GatewayState<S> {
-    pub(crate) engine: Arc<S>,
-    pub(crate) token: Token,
-    pub(crate) origins: OriginPolicy,
-    pub(crate) trust_proxy: bool,
-    pub(crate) max_frame_bytes: usize,
-    pub(crate) limits: ServerLimits,
-    pub(crate) keepalive: Keepalive,
-    pub(crate) readiness: Readiness,
-    pub(crate) registry: Arc<ConnectionRegistry>,
-    pub(crate) metrics: Option<crate::metrics_route::MetricsEndpoint>,
-    /// The web console's sign-ins; `None`: no console (404 on its routes, no cookie accepted at `/ws`).
-    pub(crate) console: Option<Arc<crate::console::ConsoleBook>>,
-    /// What every connection reports to: the metrics' observer, or one that observes nothing. Decided once.
-    pub(crate) observer: SharedObserver,
-}
+use crate::gateway_state::GatewayState;
+use crate::responses::{plain_text, unauthorized};
 
 pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
     config
@@ -135,15 +114,4 @@ fn peer_description(request: &HttpRequest, trust_proxy: bool) -> String {
         return forwarded.to_owned();
     }
     request.peer_addr().map(|address| address.to_string()).unwrap_or_else(|| "unix".to_owned())
-}
-
-pub(crate) fn plain_text(mut builder: actix_web::HttpResponseBuilder, body: &str) -> HttpResponse {
-    builder.content_type(ContentType::plaintext()).body(body.to_owned())
-}
-
-/// 401 with `WWW-Authenticate: Bearer`, for `/ws` and `/metrics` alike.
-pub(crate) fn unauthorized(body: &str) -> HttpResponse {
-    let mut response = HttpResponse::Unauthorized();
-    response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
-    plain_text(response, body)
 }

@@ -17,11 +17,17 @@ mod auth;
 mod connection_actor;
 mod connection_registry;
 mod console;
+mod console_book;
+mod error;
 mod frame_size_guard;
+mod gateway_state;
 mod http_routes;
+mod listener;
+mod metrics_endpoint;
 mod metrics_route;
 mod origin;
 mod read_gate;
+mod responses;
 mod socket_body;
 #[cfg(test)]
 mod test_support;
@@ -29,7 +35,6 @@ mod token;
 
 use std::any::Any;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,46 +43,22 @@ use actix_web::{App, HttpServer, web};
 use tracing::{debug, info};
 use troupe_protocol::server::{ServerLimits, ServerProtocol};
 
-pub use crate::console::{CODE_TTL, ConsoleBook, LoginCode, rfc3339};
-pub use crate::metrics_route::{MetricsEndpoint, MetricsRender};
+pub use crate::console::rfc3339;
+pub use crate::console_book::{CODE_TTL, ConsoleBook, LoginCode};
+pub use crate::error::GatewayError;
+pub use crate::gateway_state::Readiness;
+pub use crate::listener::Listener;
+pub use crate::metrics_endpoint::{MetricsEndpoint, MetricsRender};
 pub use crate::origin::normalize_origin;
 pub use crate::token::Token;
 
-use crate::connection_actor::{GoingAway, Keepalive};
-use crate::connection_registry::ConnectionRegistry;
-use crate::http_routes::GatewayState;
+use crate::connection_actor::Keepalive;
+use crate::connection_registry::{ConnectionRegistry, GoingAway};
+use crate::gateway_state::GatewayState;
 use crate::origin::OriginPolicy;
 
 /// The largest inbound message accepted by default (16 MiB).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
-
-/// Whether the daemon is ready to serve; polled by `GET /readyz`.
-pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// Where the gateway listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Listener {
-    /// A TCP address; port 0 picks a free port.
-    Tcp(SocketAddr),
-    /// A unix socket, for a reverse proxy on the same host. The path must not exist (the daemon removes a stale
-    /// one first); the socket is made mode 0660 before anything is served and removed by [`RunningGateway::stop`].
-    Unix(PathBuf),
-}
-
-impl From<SocketAddr> for Listener {
-    fn from(address: SocketAddr) -> Self {
-        Listener::Tcp(address)
-    }
-}
-
-impl std::fmt::Display for Listener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Listener::Tcp(address) => write!(f, "{address}"),
-            Listener::Unix(path) => write!(f, "unix:{}", path.display()),
-        }
-    }
-}
 
 /// The mode of the unix socket: the daemon's user and group may connect (a proxy joins the group), nobody else.
 pub const UNIX_SOCKET_MODE: u32 = 0o660;
@@ -138,21 +119,6 @@ impl GatewayConfig {
 /// remaining cores more than idle workers do.
 pub fn default_workers() -> usize {
     std::thread::available_parallelism().map(|count| count.get()).unwrap_or(1).clamp(1, 4)
-}
-
-/// Why the gateway could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
-    #[error("cannot listen on {address}: {source}")]
-    Bind {
-        address: Listener,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("allowed origin `{0}` is not of the form scheme://host[:port]")]
-    InvalidAllowedOrigin(String),
-    #[error("the bearer token is empty, which would let anyone in")]
-    EmptyToken,
 }
 
 /// A started gateway. Dropping it does not stop the server; call [`RunningGateway::stop`].

@@ -1,39 +1,17 @@
 //! `GET /metrics`: whatever the daemon's metrics encode, behind the bearer token unless the operator made it
 //! public (`metrics_public = true`).
 //!
-//! The gateway knows nothing of what is counted: the daemon gives it a [`MetricsEndpoint`], whose observer each
-//! connection's protocol session reports to and whose renderer produces the scrape.
-
-use std::sync::Arc;
+//! The gateway knows nothing of what is counted: the daemon gives it a
+//! [`MetricsEndpoint`](crate::metrics_endpoint::MetricsEndpoint), whose observer each connection's protocol session
+//! reports to and whose renderer produces the scrape.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use futures::future::LocalBoxFuture;
 use tracing::info;
-use troupe_protocol::server::{ServerProtocol, SharedObserver};
+use troupe_protocol::server::ServerProtocol;
 
 use crate::auth::{self, Credential};
-use crate::http_routes::{GatewayState, plain_text, unauthorized};
-
-/// Produces the body of one scrape (refreshing whatever it reads from its owners first).
-pub type MetricsRender = Arc<dyn Fn() -> LocalBoxFuture<'static, String> + Send + Sync>;
-
-/// What `GET /metrics` serves and where connections report. Without one the route answers 404.
-#[derive(Clone)]
-pub struct MetricsEndpoint {
-    /// Told about every connection's handshakes, requests, drops and gaps.
-    pub observer: SharedObserver,
-    pub render: MetricsRender,
-    /// The content type of what `render` produces.
-    pub content_type: &'static str,
-    /// Serve without the bearer token (`metrics_public = true`: a scraper on a trusted network).
-    pub public: bool,
-}
-
-impl std::fmt::Debug for MetricsEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetricsEndpoint").field("public", &self.public).finish_non_exhaustive()
-    }
-}
+use crate::gateway_state::GatewayState;
+use crate::responses::{plain_text, unauthorized};
 
 pub(crate) async fn metrics<S: ServerProtocol>(
     request: HttpRequest,

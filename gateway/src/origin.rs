@@ -12,7 +12,7 @@
 
 use actix_web::http::header::{self, HeaderMap};
 
-use crate::GatewayError;
+use crate::error::GatewayError;
 
 /// Which origins may open a WebSocket.
 #[derive(Clone, Debug)]

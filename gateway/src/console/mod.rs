@@ -1,4 +1,5 @@
-//! The web console: its page and files (`assets.rs`), its sign-in (`book.rs`) and the pages before it (`pages.rs`).
+//! The web console: its page and files (`assets.rs`), its sign-in routes (over `console_book.rs`, which keeps who is
+//! signed in) and the pages before it (`pages.rs`).
 //!
 //! Routes, all relative to where the daemon is reached (a proxy may add a path prefix):
 //! - `GET /`: the console for a signed-in browser, else the signed-out page;
@@ -16,7 +17,6 @@
 //! console's origin has the key.
 
 mod assets;
-mod book;
 mod headers;
 pub(crate) use headers::security_headers;
 mod pages;
@@ -28,9 +28,10 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use troupe_protocol::server::ServerProtocol;
 
-pub use book::{CODE_TTL, ConsoleBook, LoginCode, SessionKey};
-
-use crate::http_routes::GatewayState;
+use crate::connection_registry::GoingAway;
+use crate::console_book::{ConsoleBook, SessionKey};
+use crate::gateway_state::GatewayState;
+use crate::responses::plain_text;
 
 pub(crate) fn configure<S: ServerProtocol>(config: &mut web::ServiceConfig) {
     config
@@ -145,7 +146,7 @@ async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<Gate
 fn end_session<S>(book: &ConsoleBook, state: &GatewayState<S>, session: SessionKey) {
     book.end_key(&session);
     for connection in state.registry.of_console_session(&session) {
-        connection.do_send(crate::connection_actor::GoingAway::SignedOut);
+        connection.do_send(GoingAway::SignedOut);
     }
 }
 
@@ -253,7 +254,7 @@ fn see_other(location: &str, cookie: &str) -> HttpResponse {
 }
 
 fn not_found() -> HttpResponse {
-    crate::http_routes::plain_text(HttpResponse::NotFound(), "not found")
+    plain_text(HttpResponse::NotFound(), "not found")
 }
 
 /// RFC 3339 UTC, seconds precision.
