@@ -28,6 +28,7 @@ mod envelope;
 mod event_order;
 mod examples;
 mod fallback_stickiness;
+mod goal_blocked;
 mod goals;
 mod growth;
 mod history;

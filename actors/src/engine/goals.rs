@@ -2,17 +2,22 @@
 //! actor (which validates against the goal's projection and appends) sees the request.
 //!
 //! A selection is validated against the runtime snapshot here, like `run.start` does, so a goal is never
-//! persisted with a selection its automatic runs could not use.
+//! persisted with a selection its automatic runs could not use. Every reply's active goal carries `blocked` when no
+//! model of the selection its automatic runs use can run now (worked out from the runtime snapshot, as the goal
+//! actor does before each automatic run).
 
 use troupe_protocol::RpcError;
 use troupe_protocol::types::common::{RunSelection, SessionIdParams, SessionOrigin};
-use troupe_protocol::types::goal::{GoalGetResult, GoalLifecycleParams, GoalResult, GoalSetParams};
+use troupe_protocol::types::goal::{
+    GoalGetResult, GoalLifecycleParams, GoalResult, GoalSetParams, GoalState, GoalStatus,
+};
 use troupe_runtime::catalog::validate_selection;
+use troupe_runtime::runnable::selection_blocked;
 
 use super::Engine;
 use crate::error::EngineError;
 use crate::runtime_actor::GetSnapshot;
-use crate::session_actor::{ChangeGoalLifecycle, GetGoal, GoalErrorKind, SetGoal};
+use crate::session_actor::{ChangeGoalLifecycle, GetGoal, GoalErrorKind, NextRunSelection, SetGoal};
 use crate::session_supervisor::IndexedMeta;
 
 impl Engine {
@@ -33,12 +38,30 @@ impl Engine {
         Ok(())
     }
 
+    /// `goal` with `blocked` set when it is active and its automatic runs could not reach a model now. Its selection
+    /// is the goal's own, else the session's next run selection (its latest run's, else its creation selection).
+    async fn with_blocked(&self, session_id: &str, mut goal: GoalState) -> Result<GoalState, EngineError> {
+        if goal.status != GoalStatus::Active {
+            return Ok(goal);
+        }
+        let selection = match &goal.selection {
+            Some(selection) => selection.clone(),
+            None => self.ask_session(session_id, || NextRunSelection).await?,
+        };
+        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| EngineError::ShuttingDown)?;
+        goal.blocked = selection_blocked(&snapshot, &selection);
+        Ok(goal)
+    }
+
     /// A delegated session has no goal of its own: it works inside its root's tree, so reading its goal answers
     /// the root's (or null). Only changing a goal is root-only, as the reference says of goal mutations.
     pub(super) async fn goal_get(&self, params: SessionIdParams) -> Result<GoalGetResult, RpcError> {
         let meta = self.supervisor_ask(IndexedMeta { session_id: params.session_id.clone() }).await??;
         let root_session_id = meta.origin.root_session_id().unwrap_or(&meta.session_id).to_owned();
-        let goal = self.ask_session(&root_session_id, || GetGoal).await?;
+        let goal = match self.ask_session(&root_session_id, || GetGoal).await? {
+            Some(goal) => Some(self.with_blocked(&root_session_id, goal).await?),
+            None => None,
+        };
         Ok(GoalGetResult { goal })
     }
 
@@ -55,6 +78,7 @@ impl Engine {
                 selection: params.selection.clone(),
             })
             .await?;
+        let goal = self.with_blocked(&params.session_id, goal).await?;
         Ok(GoalResult { goal })
     }
 
@@ -69,6 +93,7 @@ impl Engine {
                 selection: params.selection.clone(),
             })
             .await?;
+        let goal = self.with_blocked(&params.session_id, goal).await?;
         Ok(GoalResult { goal })
     }
 }

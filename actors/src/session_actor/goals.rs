@@ -99,15 +99,6 @@ pub struct StartGoalRun {
     pub max_idle_runs: Option<u32>,
 }
 
-/// Sent by the goal actor when the next automatic run cannot start (its selection is no longer valid): the goal
-/// is paused with `reason`, so the user sees why and can resume it with another selection.
-#[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub struct PauseGoal {
-    pub goal_id: String,
-    pub reason: String,
-}
-
 impl SessionActor {
     fn goal_error(&self, kind: GoalErrorKind) -> EngineError {
         EngineError::Goal { session_id: self.session_id.clone(), kind }
@@ -248,22 +239,6 @@ impl SessionActor {
         Ok((seq, Some(run_id)))
     }
 
-    fn pause_goal(&mut self, ctx: &mut Context<Self>, message: PauseGoal) -> Result<(u64, ()), EngineError> {
-        let state = self.ready_state()?;
-        let Some(goal) = state.goals.active().filter(|goal| goal.goal_id == message.goal_id) else {
-            return Ok((0, ()));
-        };
-        let payload = EventPayload::GoalLifecycleChanged {
-            goal_id: goal.goal_id.clone(),
-            revision: goal.revision + 1,
-            status: GoalStatus::Paused,
-            reason: Some(message.reason),
-            selection: None,
-        };
-        let seq = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), payload)?;
-        Ok((seq, ()))
-    }
-
     /// When the actor starts: a committed all-finished checklist whose completion was never written gets it now
     /// (the daemon stopped between the two), then the supervisor learns whether the goal wants wake-ups.
     pub(super) fn goals_started(&mut self, ctx: &mut Context<Self>) {
@@ -344,15 +319,6 @@ impl Handler<StartGoalRun> for SessionActor {
 
     fn handle(&mut self, message: StartGoalRun, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = self.start_goal_run(ctx, message);
-        self.durable_reply(accepted)
-    }
-}
-
-impl Handler<PauseGoal> for SessionActor {
-    type Result = ResponseFuture<Result<(), EngineError>>;
-
-    fn handle(&mut self, message: PauseGoal, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = self.pause_goal(ctx, message);
         self.durable_reply(accepted)
     }
 }
