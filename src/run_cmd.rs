@@ -220,6 +220,9 @@ async fn follow_run<C: ClientProtocol>(
             && let Some(what) = describe_event(&event)
         {
             eprintln!("{}", clean(&what));
+        } else if let Some(switch) = crate::event_words::model_switch(&event.payload) {
+            // Quiet as `exec` is, a run that moves to another model than the one asked for says so.
+            eprintln!("note: {}", clean(&switch));
         }
         follow_child(client, &mut printer, &event).await;
         note(&mut seen, &event, run_id);

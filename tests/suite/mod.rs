@@ -38,6 +38,7 @@ mod limits;
 mod logs_status;
 mod metrics;
 mod metrics_support;
+mod model_switches;
 mod permission_mode_default;
 mod plugin_lifetime;
 mod plugin_messages;

@@ -62,6 +62,17 @@ function touch(entry) {
 }
 
 /** Applies events in seq order; events at or below the cursor were applied already and are skipped. */
+/**
+ * The model a `run_started` was asked for when the run starts on another (fallback stickiness: the fallback an
+ * earlier run of the agent moved to), else null.
+ */
+export function stickyFrom(p) {
+  const asked = p.requested_model;
+  const model = p.selection?.model;
+  if (!asked || !model) return null;
+  return asked.model !== model.model || (asked.variant ?? null) !== (model.variant ?? null) ? asked.model : null;
+}
+
 export function applyEvents(state, events) {
   let changed = false;
   for (const event of events) {
@@ -94,7 +105,7 @@ function applyEvent(state, event) {
       state.title = p.title ?? null;
       break;
     case 'run_started': {
-      state.activeRun = { runId: event.run_id, selection: p.selection, announced: false, chain: (p.model_chain ?? []).map((m) => m.model ?? m), origin: event.origin ?? null };
+      state.activeRun = { runId: event.run_id, selection: p.selection, announced: false, chain: (p.model_chain ?? []).map((m) => m.model ?? m), origin: event.origin ?? null, stickyFrom: stickyFrom(p) };
       state.lastSelection = p.selection;
       state.runningTools = [];
       state.pendingSteers = [];
@@ -130,6 +141,7 @@ function applyEvent(state, event) {
           model: p.model,
           chain: run.chain,
           origin: run.origin,
+          stickyFrom: run.stickyFrom,
           timestamp: event.timestamp,
         });
       }
