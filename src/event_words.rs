@@ -44,7 +44,7 @@ pub fn sticky_start(payload: &EventPayload) -> Option<String> {
     (*requested != selection.model).then(|| {
         format!(
             "{} was asked for: the run starts on {}, the fallback an earlier run of agent {} in this session moved \
-             to (its runs stay there until one resets the fallback)",
+             to (its runs stay there until one resets the fallback: `troupe run --reset-fallback`)",
             requested.model, selection.model.model, selection.agent
         )
     })

@@ -3,7 +3,8 @@
 //!
 //! 1. `--model` (with `--agent`, else the session's agent, else `default`);
 //! 2. `--agent`: the first model of its chain;
-//! 3. the session's last selection (its latest `run_started`);
+//! 3. the session's last selection (what its latest `run_started` asked for: the requested model, so a sticky
+//!    fallback stays a fallback, noted on each run, and `--reset-fallback` can go back);
 //! 4. the session's creation selection (`troupe create --model`);
 //! 5. for a new session, the `default` agent's first model, as in 2.
 //!

@@ -242,7 +242,8 @@ impl App {
             }
             EventPayload::RunStarted { input, selection, .. } => {
                 self.active_run = event.run_id.clone();
-                self.last_selection = Some(selection.clone());
+                // What was asked for: a sticky fallback is noted below, never taken as the session's model.
+                self.last_selection = payload.requested_selection();
                 let words = format!("run started · {} · {}", selection.agent, selection.model.model);
                 self.entries.push(Entry::RunBoundary(clean(&words)));
                 if let Some(sticky) = crate::event_words::sticky_start(payload) {

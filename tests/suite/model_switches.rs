@@ -2,7 +2,7 @@
 //! moved to another model by the CLI. When its agent's chain goes on, the run asks for the session's model and
 //! falls back along the chain, recorded (`attempt_abandoned`, `model_fallback`) and printed; a later run that starts
 //! on that fallback (stickiness) says which model was asked for, in `troupe run` and in the otherwise quiet
-//! `troupe exec`. When nothing can take over, the CLI refuses with the fix, and a `run.start` naming the model
+//! `troupe exec`, until `--reset-fallback`. When nothing can take over, the CLI refuses with the fix, and a `run.start` naming the model
 //! fails on it, saying why, instead of running on another one.
 
 use troupe_protocol::client::Client;
@@ -87,6 +87,11 @@ async fn a_session_whose_model_cannot_run_falls_back_along_its_chain_out_loud() 
         troupe_until(&daemon, &["watch", &session_id], |line| line.contains("note: openai/first was asked for")).await;
     let fallback = watched.iter().position(|line| line.contains("falling back from openai/first to local/echo"));
     assert!(fallback.is_some_and(|at| at + 1 < watched.len()), "{watched:?}");
+
+    // --reset-fallback asks for the first model again: it cannot run, so the run falls back, out loud, once more.
+    let reset = troupe(&daemon, &["run", "--session", &session_id, "--reset-fallback", "fourth"]).await.ok();
+    assert!(reset.contains("(chain, openai/first)") && !reset.contains("was asked for"), "{reset}");
+    assert!(reset.contains("falling back from openai/first to local/echo"), "{reset}");
 }
 
 #[tokio::test]

@@ -106,7 +106,9 @@ function applyEvent(state, event) {
       break;
     case 'run_started': {
       state.activeRun = { runId: event.run_id, selection: p.selection, announced: false, chain: (p.model_chain ?? []).map((m) => m.model ?? m), origin: event.origin ?? null, stickyFrom: stickyFrom(p) };
-      state.lastSelection = p.selection;
+      // What was asked for: a start on a sticky fallback is noted on the run's header, never taken as the
+      // session's own model.
+      state.lastSelection = p.requested_model ? { ...p.selection, model: p.requested_model } : p.selection;
       state.runningTools = [];
       state.pendingSteers = [];
       // One entry per event (data-seq is unique): the input here, the run's header at its first model attempt.

@@ -141,6 +141,7 @@ test('a run on a sticky fallback names the model it was asked for on its header;
   const start = state.entries.find((e) => e.kind === 'run-start');
   assert.equal(start.stickyFrom, 'openai/gpt-4o');
   assert.equal(start.model, 'local/echo');
+  assert.equal(state.lastSelection.model.model, 'openai/gpt-4o', 'the session keeps asking for its model');
   const fallback = state.entries.find((e) => e.kind === 'error');
   assert.match(fallback.title, /local\/echo failed; falling back to local\/scripted/);
   // The model asked for: nothing to say.
