@@ -109,7 +109,7 @@ pub fn decide(
 /// why its model cannot. One that can fall back to a model that runs is the daemon's to run: it records the
 /// fallback.
 fn refuse_blocked(snapshot: &RuntimeSnapshot, selection: &RunSelection) -> anyhow::Result<()> {
-    let Some(blocked) = selection_blocked(snapshot, selection) else {
+    let Some(blocked) = selection_blocked(snapshot, selection, None) else {
         return Ok(());
     };
     check_model(snapshot, &selection.model.model)?;

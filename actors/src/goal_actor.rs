@@ -240,7 +240,7 @@ async fn wake_once(
     let snapshot = runs.runtime.send(GetSnapshot).await.map_err(gone)?;
     // A run that can only fail is not started; the goal's lifecycle is the user's (`session.goal.get` reports the
     // goal as blocked meanwhile, and the next wake-up after the runtime changes starts the run).
-    if let Some(blocked) = selection_blocked(&snapshot, &plan.selection) {
+    if let Some(blocked) = selection_blocked(&snapshot, &plan.selection, plan.sticky.as_ref()) {
         return Ok(Woke::Blocked(blocked));
     }
     let agent_chain = snapshot

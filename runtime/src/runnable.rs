@@ -10,6 +10,7 @@ use troupe_protocol::types::goal::{GoalBlocked, GoalBlockedReason};
 use troupe_protocol::types::runtime::{ProviderKind, RuntimeSnapshot};
 
 use crate::catalog::LOCAL_SCRIPTED;
+use crate::run_ledger::{StickyFallback, plan_run};
 
 /// Why one model cannot run now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,21 +69,31 @@ pub fn check_model(snapshot: &RuntimeSnapshot, model: &str) -> Result<(), Unrunn
     Ok(())
 }
 
-/// The models a run requesting `selection` may use, as `run.start` plans them before stickiness: the agent's
-/// chain from the requested model on, else that model alone. `None` when the agent does not exist.
-pub fn selection_chain(snapshot: &RuntimeSnapshot, selection: &RunSelection) -> Option<Vec<ModelSelection>> {
+/// The models a run requesting `selection` may use, as `run.start` plans them (`run_ledger::plan_run`): the
+/// agent's chain from the requested model on, trimmed to the session's `sticky` fallback when that comes later in
+/// it, else the requested model alone. `None` when the agent does not exist.
+pub fn selection_chain(
+    snapshot: &RuntimeSnapshot,
+    selection: &RunSelection,
+    sticky: Option<&ModelSelection>,
+) -> Option<Vec<ModelSelection>> {
     let agent = snapshot.agents.iter().find(|agent| agent.agent == selection.agent)?;
-    Some(match agent.models.iter().position(|model| *model == selection.model) {
-        Some(index) => agent.models[index..].to_vec(),
-        None => vec![selection.model.clone()],
-    })
+    let requested_index = agent.models.iter().position(|model| *model == selection.model);
+    // `plan_run` reads only the sticky model (its position in the chain is found again there).
+    let sticky = sticky.map(|model| StickyFallback { model: model.clone(), chain_index: 0 });
+    Some(plan_run(selection, false, &agent.models, requested_index, sticky.as_ref()).model_chain)
 }
 
-/// Why automatic runs on `selection` would fail now: `None` when some model of its chain can run.
-pub fn selection_blocked(snapshot: &RuntimeSnapshot, selection: &RunSelection) -> Option<GoalBlocked> {
+/// Why automatic runs on `selection` (in a session whose sticky fallback for it is `sticky`) would fail now: `None`
+/// when some model of their chain can run.
+pub fn selection_blocked(
+    snapshot: &RuntimeSnapshot,
+    selection: &RunSelection,
+    sticky: Option<&ModelSelection>,
+) -> Option<GoalBlocked> {
     const WHAT_TO_DO: &str = "automatic runs start again by themselves once it can run; or pause the goal and \
                               resume it with another selection";
-    let Some(chain) = selection_chain(snapshot, selection) else {
+    let Some(chain) = selection_chain(snapshot, selection, sticky) else {
         return Some(GoalBlocked {
             reason: GoalBlockedReason::AgentNotFound,
             detail: format!("the agent `{}` no longer exists; {WHAT_TO_DO}", selection.agent),
@@ -149,16 +160,27 @@ mod tests {
     #[test]
     fn a_selection_is_blocked_only_when_no_model_of_its_chain_can_run() {
         let snapshot = with_chain(&["openai/gpt-4o", "local/echo"]);
-        assert_eq!(selection_blocked(&snapshot, &selection("chain", "openai/gpt-4o")), None, "it falls back");
-        let blocked = selection_blocked(&snapshot, &selection("default", "openai/gpt-4o")).unwrap();
+        assert_eq!(selection_blocked(&snapshot, &selection("chain", "openai/gpt-4o"), None), None, "it falls back");
+        let blocked = selection_blocked(&snapshot, &selection("default", "openai/gpt-4o"), None).unwrap();
         assert_eq!(blocked.reason, GoalBlockedReason::ProviderNotConnected);
         assert!(blocked.detail.contains("openai/gpt-4o") && blocked.detail.contains("provider.connect"), "{blocked:?}");
         let snapshot = with_chain(&["openai/gpt-4o", "anthropic/claude"]);
-        let blocked = selection_blocked(&snapshot, &selection("chain", "openai/gpt-4o")).unwrap();
+        let blocked = selection_blocked(&snapshot, &selection("chain", "openai/gpt-4o"), None).unwrap();
         assert!(blocked.detail.contains("nor can any later model"), "{blocked:?}");
-        let gone = selection_blocked(&snapshot, &selection("nobody", "local/echo")).unwrap();
+        let gone = selection_blocked(&snapshot, &selection("nobody", "local/echo"), None).unwrap();
         assert_eq!(gone.reason, GoalBlockedReason::AgentNotFound);
-        let script = selection_blocked(&snapshot, &selection("default", "local/scripted")).unwrap();
+        let script = selection_blocked(&snapshot, &selection("default", "local/scripted"), None).unwrap();
         assert_eq!(script.reason, GoalBlockedReason::NoScript);
+    }
+
+    #[test]
+    fn a_sticky_fallback_that_cannot_run_blocks_although_an_earlier_model_could() {
+        let mut snapshot = with_chain(&["openai/gpt-4o", "anthropic/claude"]);
+        snapshot.providers.iter_mut().find(|provider| provider.provider_id == "openai").unwrap().connected = true;
+        let asked = selection("chain", "openai/gpt-4o");
+        let sticky = ModelSelection { model: "anthropic/claude".into(), variant: None };
+        assert_eq!(selection_blocked(&snapshot, &asked, None), None);
+        let blocked = selection_blocked(&snapshot, &asked, Some(&sticky)).expect("runs start on the sticky fallback");
+        assert!(blocked.detail.starts_with("anthropic/claude cannot run"), "{blocked:?}");
     }
 }

@@ -17,7 +17,7 @@ use troupe_runtime::runnable::selection_blocked;
 use super::Engine;
 use crate::error::EngineError;
 use crate::runtime_actor::GetSnapshot;
-use crate::session_actor::{ChangeGoalLifecycle, GetGoal, GoalErrorKind, NextRunSelection, SetGoal};
+use crate::session_actor::{ChangeGoalLifecycle, GetGoal, GoalErrorKind, GoalRunTarget, SetGoal};
 use crate::session_supervisor::IndexedMeta;
 
 impl Engine {
@@ -38,18 +38,17 @@ impl Engine {
         Ok(())
     }
 
-    /// `goal` with `blocked` set when it is active and its automatic runs could not reach a model now. Its selection
-    /// is the goal's own, else the session's next run selection (its latest run's, else its creation selection).
+    /// `goal` with `blocked` set when it is active and its automatic runs could not reach a model now: the check the
+    /// goal actor makes before each run, on what the next one would ask for (`GoalRunTarget`).
     async fn with_blocked(&self, session_id: &str, mut goal: GoalState) -> Result<GoalState, EngineError> {
         if goal.status != GoalStatus::Active {
             return Ok(goal);
         }
-        let selection = match &goal.selection {
-            Some(selection) => selection.clone(),
-            None => self.ask_session(session_id, || NextRunSelection).await?,
+        let Some(plan) = self.ask_session(session_id, || GoalRunTarget).await? else {
+            return Ok(goal);
         };
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| EngineError::ShuttingDown)?;
-        goal.blocked = selection_blocked(&snapshot, &selection);
+        goal.blocked = selection_blocked(&snapshot, &plan.selection, plan.sticky.as_ref());
         Ok(goal)
     }
 
