@@ -190,7 +190,8 @@ impl Handler<Wake> for GoalActor {
             match outcome {
                 Ok(Woke::Blocked(blocked)) => {
                     if !actor.blocked {
-                        tracing::info!(session_id = %actor.session_id, detail = %blocked.detail, "a goal's automatic runs wait");
+                        let detail = &blocked.detail;
+                        tracing::info!(session_id = %actor.session_id, %detail, "a goal's automatic runs wait");
                     }
                     actor.blocked = true;
                 }

@@ -2,8 +2,8 @@
 //! moved to another model by the CLI. When its agent's chain goes on, the run asks for the session's model and
 //! falls back along the chain, recorded (`attempt_abandoned`, `model_fallback`) and printed; a later run that starts
 //! on that fallback (stickiness) says which model was asked for, in `troupe run` and in the otherwise quiet
-//! `troupe exec`, until `--reset-fallback`. When nothing can take over, the CLI refuses with the fix, and a `run.start` naming the model
-//! fails on it, saying why, instead of running on another one.
+//! `troupe exec`, until `--reset-fallback`. When nothing can take over, the CLI refuses with the fix, and a
+//! `run.start` naming the model fails on it, saying why, instead of running on another one.
 
 use troupe_protocol::client::Client;
 use troupe_protocol::method;
