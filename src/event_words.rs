@@ -26,12 +26,43 @@ pub fn describe_event(event: &StoredEvent) -> Option<String> {
             Some(other) => other,
         };
         let run_id = event.run_id.as_deref().unwrap_or("?");
-        return Some(format!("run {run_id} started ({}, {model})\n        {author}: {input}", selection.agent));
+        let note = sticky_note(&event.payload);
+        return Some(format!("run {run_id} started ({}, {model}){note}\n        {author}: {input}", selection.agent));
     }
     if let EventPayload::SessionReverted { through_seq } = &event.payload {
         return Some(reverted(*through_seq, event.seq));
     }
     describe(&event.payload)
+}
+
+/// What a `run_started` says when the run does not start on the model it was asked for: the session's runs of
+/// that agent (and preset) stay on the fallback an earlier run committed on (fallback stickiness). `None` otherwise.
+pub fn sticky_start(payload: &EventPayload) -> Option<String> {
+    let EventPayload::RunStarted { selection, requested_model: Some(requested), .. } = payload else {
+        return None;
+    };
+    (*requested != selection.model).then(|| {
+        format!(
+            "{} was asked for: the run starts on {}, the fallback an earlier run of agent {} in this session moved \
+             to (its runs stay there until one resets the fallback: `troupe run --reset-fallback`)",
+            requested.model, selection.model.model, selection.agent
+        )
+    })
+}
+
+/// [`sticky_start`] as an indented line under the event's first line, or nothing.
+fn sticky_note(payload: &EventPayload) -> String {
+    sticky_start(payload).map(|note| format!("\n{INDENT}note: {note}")).unwrap_or_default()
+}
+
+/// The words of an event that puts a run on another model than the one asked for (a fallback, or a start on a
+/// sticky fallback): `troupe exec` prints them on stderr even when it prints nothing else.
+pub fn model_switch(payload: &EventPayload) -> Option<String> {
+    match payload {
+        EventPayload::ModelFallback { .. } => describe(payload),
+        EventPayload::RunStarted { .. } => sticky_start(payload),
+        _ => None,
+    }
 }
 
 /// The line of a `session_reverted` marker at `marker_seq`: which earlier events left the conversation (they stay
@@ -109,7 +140,7 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::UserInputRecalled { input, .. } => format!("steer recalled: {input}"),
         EventPayload::RunStarted { input, model_chain, selection, .. } => {
             let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
-            format!("run started on {model}\n        user: {input}")
+            format!("run started on {model}{}\n        user: {input}", sticky_note(payload))
         }
         EventPayload::RunCompleted { .. } => "run completed".to_owned(),
         EventPayload::RunFailed { error, .. } => format!("run failed: {}", crate::cli_errors::speak_cli(error)),
@@ -125,7 +156,9 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
             let said = crate::cli_errors::speak_cli(&error.message);
             format!("{model} failed ({}): {said}; {next}", error.kind)
         }
-        EventPayload::ModelFallback { from, to, .. } => format!("falling back from {from} to {to}"),
+        EventPayload::ModelFallback { from, to, .. } => {
+            format!("falling back from {from} to {to} (the next model of the agent's chain)")
+        }
         EventPayload::ModelTurnCommitted { model, tool_calls, text, .. } => {
             if tool_calls.is_empty() && !text.is_empty() {
                 return None;
@@ -302,6 +335,26 @@ mod tests {
         assert_eq!(line(Some("engine:goal")), format!("{started}\n        goal: do it"));
         assert_eq!(line(Some("engine:producer")), format!("{started}\n        producer messages: do it"));
         assert_eq!(line(Some("engine:delegate")), format!("{started}\n        task from the parent: do it"));
+    }
+
+    #[test]
+    fn a_run_on_a_sticky_fallback_says_which_model_was_asked_for() {
+        let mut event = run_started(Some("user"));
+        let EventPayload::RunStarted { requested_model, .. } = &mut event.payload else { unreachable!() };
+        *requested_model = Some(ModelSelection { model: "local/echo".into(), variant: None });
+        assert_eq!(sticky_start(&event.payload), None, "the model asked for");
+        assert_eq!(model_switch(&event.payload), None);
+        let EventPayload::RunStarted { requested_model, .. } = &mut event.payload else { unreachable!() };
+        *requested_model = Some(ModelSelection { model: "openai/gpt-4o".into(), variant: None });
+        let line = describe_event(&event).unwrap();
+        assert!(
+            line.starts_with(
+                "run r started (default, local/echo)\n        note: openai/gpt-4o was asked for: the run \
+                              starts on local/echo"
+            ),
+            "{line}"
+        );
+        assert!(model_switch(&event.payload).unwrap().starts_with("openai/gpt-4o was asked for"));
     }
 
     #[test]

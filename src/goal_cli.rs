@@ -120,7 +120,7 @@ fn status_name(status: GoalStatus) -> &'static str {
     }
 }
 
-/// A goal in a few lines: status, revision, objective, checklist.
+/// A goal in a few lines: status, revision, objective, selection, why its automatic runs wait, checklist.
 pub fn describe_goal(goal: &GoalState) -> String {
     let mut text = format!(
         "goal {} ({}, revision {}): {}\n",
@@ -131,6 +131,9 @@ pub fn describe_goal(goal: &GoalState) -> String {
     );
     if let Some(selection) = &goal.selection {
         text.push_str(&format!("  runs with {} on {}\n", selection.agent, selection.model.model));
+    }
+    if let Some(blocked) = &goal.blocked {
+        text.push_str(&format!("  waiting: {}\n", crate::cli_errors::speak_cli(&blocked.detail)));
     }
     for item in &goal.items {
         text.push_str(&format!("  [{}] {}\n", if item.finished { "x" } else { " " }, item.description));

@@ -64,6 +64,8 @@ pub struct RunRequest {
     pub session: Option<String>,
     pub cwd: Option<String>,
     pub flags: SelectionFlags,
+    /// Start at the model asked for rather than at the session's sticky fallback (`run.start`'s `reset_fallback`).
+    pub reset_fallback: bool,
     /// A permission mode for a new session's tree (`exec --mode`).
     pub mode: Option<PermissionMode>,
     pub input: String,
@@ -102,7 +104,7 @@ pub async fn run(connection: &Connection, request: RunRequest) -> anyhow::Result
         client_run_id: new_id(),
         selection,
         input: request.input.clone(),
-        reset_fallback: false,
+        reset_fallback: request.reset_fallback,
     };
     let run_id = match client.run_start(params).await {
         Ok(started) => started.run_id,
@@ -220,6 +222,9 @@ async fn follow_run<C: ClientProtocol>(
             && let Some(what) = describe_event(&event)
         {
             eprintln!("{}", clean(&what));
+        } else if let Some(switch) = crate::event_words::model_switch(&event.payload) {
+            // Quiet as `exec` is, a run that moves to another model than the one asked for says so.
+            eprintln!("note: {}", clean(&switch));
         }
         follow_child(client, &mut printer, &event).await;
         note(&mut seen, &event, run_id);

@@ -2,20 +2,24 @@
 //! first that applies:
 //!
 //! 1. `--model` (with `--agent`, else the session's agent, else `default`);
-//! 2. `--agent`: the first model of its chain whose provider is usable (a run falls back along the chain, so
-//!    an unconnected first choice is skipped, not refused);
-//! 3. the session's last selection (its latest `run_started`);
+//! 2. `--agent`: the first model of its chain;
+//! 3. the session's last selection (what its latest `run_started` asked for: the requested model, so a sticky
+//!    fallback stays a fallback, noted on each run, and `--reset-fallback` can go back);
 //! 4. the session's creation selection (`troupe create --model`);
-//! 5. for a new session, the `default` agent's chain, as in 2.
+//! 5. for a new session, the `default` agent's first model, as in 2.
 //!
-//! A selection no model of which can run is refused here, with the `troupe connect` command that fixes it, so a
-//! failed attempt never leaves an empty session behind. Nothing is filled in silently.
+//! Nothing is switched here. A model named with `--model` must be able to run. Otherwise, when the chosen model
+//! cannot run but a later model of its agent's chain can, the selection goes to the daemon unchanged: the run falls
+//! back along the chain and records it (`model_fallback`, which every client shows). A selection none of whose
+//! models can run is refused here, with the `troupe connect` command that fixes it, so a failed attempt never
+//! leaves an empty session or a run that could only fail behind.
 
-use anyhow::bail;
+use anyhow::{anyhow, bail};
 use troupe_protocol::client::ClientProtocol;
 use troupe_protocol::types::common::{Empty, ModelSelection, RunSelection, SessionMeta};
 use troupe_protocol::types::runtime::{ModelInfo, ProviderKind, RuntimeSnapshot};
 use troupe_runtime::catalog::{DEFAULT_AGENT, LOCAL_SCRIPTED};
+use troupe_runtime::runnable::selection_blocked;
 
 use crate::cli_errors::explained;
 
@@ -60,12 +64,12 @@ pub fn decide(
     session: &SessionSelections,
 ) -> anyhow::Result<RunSelection> {
     let known = session.last.as_ref().or(session.creation.as_ref());
-    // The session's own choice, as long as it can still run; else its agent's chain decides.
+    // The session's own choice, as it is: the daemon's run falls back along its agent's chain if it must.
     if flags.agent.is_none()
         && flags.model.is_none()
         && let Some(known) = known
-        && check_model(snapshot, &known.model.model).is_ok()
     {
+        refuse_blocked(snapshot, known).map_err(|error| anyhow!("this session's model: {error}"))?;
         return Ok(known.clone());
     }
     let agent_name = flags
@@ -85,25 +89,31 @@ pub fn decide(
         let model = ModelSelection { model: model.clone(), variant: None };
         check_model(snapshot, &model.model)?;
         model
-    } else if let Some(usable) = agent.models.iter().find(|model| check_model(snapshot, &model.model).is_ok()) {
-        usable.clone()
     } else if let Some(first) = agent.models.first() {
-        // Nothing in the chain can run: say why the first choice cannot.
-        check_model(snapshot, &first.model)?;
         first.clone()
     } else {
         match known {
-            Some(selection) => {
-                check_model(snapshot, &selection.model.model)?;
-                selection.model.clone()
-            }
+            Some(selection) => selection.model.clone(),
             None => bail!(
                 "agent {agent_name:?} has no models\n  hint: choose one with --model PROVIDER/MODEL, or give the \
                  agent `models = [...]` in config.toml"
             ),
         }
     };
-    Ok(RunSelection { agent: agent_name, model, preset: None })
+    let selection = RunSelection { agent: agent_name, model, preset: None };
+    refuse_blocked(snapshot, &selection)?;
+    Ok(selection)
+}
+
+/// Refuses a selection none of whose models can run now (its model, then the rest of its agent's chain), saying
+/// why its model cannot. One that can fall back to a model that runs is the daemon's to run: it records the
+/// fallback.
+fn refuse_blocked(snapshot: &RuntimeSnapshot, selection: &RunSelection) -> anyhow::Result<()> {
+    let Some(blocked) = selection_blocked(snapshot, selection, None) else {
+        return Ok(());
+    };
+    check_model(snapshot, &selection.model.model)?;
+    bail!("{}", crate::cli_errors::speak_cli(&blocked.detail))
 }
 
 /// Whether a run on a model can start now.
@@ -246,10 +256,15 @@ mod tests {
         });
         let none = SessionSelections::default();
         let chosen = decide(&snapshot, &flags(Some("remote"), None), &none).unwrap();
-        assert_eq!(chosen, selection("remote", "local/echo"));
+        assert_eq!(chosen, selection("remote", "openai/gpt-4o"), "the daemon falls back, and records it");
         let stale = SessionSelections { last: Some(selection("remote", "openai/gpt-4o")), creation: None };
         let chosen = decide(&snapshot, &flags(None, None), &stale).unwrap();
-        assert_eq!(chosen, selection("remote", "local/echo"), "a session whose model cannot run follows its chain");
+        assert_eq!(chosen, selection("remote", "openai/gpt-4o"), "the session's model is kept, not switched");
+        // Off its agent's chain, nothing can take over: refused, with the fix.
+        let off_chain = SessionSelections { last: Some(selection("default", "openai/gpt-4o")), creation: None };
+        let error = decide(&snapshot, &flags(None, None), &off_chain).unwrap_err().to_string();
+        assert!(error.starts_with("this session's model: openai/gpt-4o needs provider openai"), "{error}");
+        assert!(error.contains("troupe connect openai --base-url") && error.contains("--model"), "{error}");
     }
 
     #[test]
@@ -264,9 +279,10 @@ mod tests {
         assert_eq!(usable(&snapshot, info), Usable::NoScript);
         let error = decide(&snapshot, &flags(Some("coder"), None), &none).unwrap_err().to_string();
         assert!(error.contains("troupe connect local --script FILE"), "a chain of only local/scripted: {error}");
-        // A session created on local/scripted whose script went away follows its agent's chain instead.
+        // A session created on local/scripted whose script went away is refused, not moved to another model.
         let session = SessionSelections { last: Some(selection("default", "local/scripted")), creation: None };
-        assert_eq!(decide(&snapshot, &flags(None, None), &session).unwrap(), selection("default", "local/echo"));
+        let error = decide(&snapshot, &flags(None, None), &session).unwrap_err().to_string();
+        assert!(error.contains("this session's model: local/scripted cannot run"), "{error}");
         assert_eq!(
             decide(&snapshot, &flags(None, Some("local/echo")), &none).unwrap(),
             selection("default", "local/echo")

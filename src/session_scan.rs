@@ -15,7 +15,7 @@ use crate::render::is_run_end;
 #[derive(Clone, Debug)]
 pub struct SessionFacts {
     pub session: SessionMeta,
-    /// The selection of its latest `run_started`, if it ever ran.
+    /// The selection its latest `run_started` asked for (the requested model, not a sticky fallback), if it ran.
     pub last_selection: Option<RunSelection>,
     pub active_run: Option<ActiveRun>,
 }
@@ -70,8 +70,8 @@ pub async fn scan<C: ClientProtocol>(
         }
         seen = seen.max(event.seq);
         match &event.payload {
-            EventPayload::RunStarted { selection, .. } => {
-                facts.last_selection = Some(selection.clone());
+            EventPayload::RunStarted { .. } => {
+                facts.last_selection = event.payload.requested_selection();
                 if let Some(run_id) = &event.run_id {
                     facts.active_run = Some(ActiveRun { run_id: run_id.clone(), running_tools: Vec::new() });
                 }

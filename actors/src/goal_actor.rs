@@ -4,9 +4,12 @@
 //! goal is active and whether it is idle, and the supervisor's book ([`GoalActors`]) keeps a goal actor exactly
 //! while the goal is active (started, and restarted if it died, like the approval actors of `approval_trees.rs`).
 //! When the session is idle the goal actor starts the next automatic run: it asks the session for the goal and its
-//! selection, validates the selection against the runtime snapshot, resolves the agent's chain and policy as
-//! `run.start` does, and has the session append `run_started` (origin `engine:goal`). A pause, a cancel or the
-//! completion ends the goal actor; resume starts a new one.
+//! selection, checks against the runtime snapshot that some model of the selection's chain can run now, resolves
+//! the agent's chain and policy as `run.start` does, and has the session append `run_started` (origin
+//! `engine:goal`). While no model can run (a provider disconnected, an agent removed) it starts nothing and leaves
+//! the goal's lifecycle alone: `session.goal.get` reports the goal `blocked`, and the periodic wake-up starts the
+//! run once the runtime or the selection changes. A pause, a cancel or the completion ends the goal actor; resume
+//! starts a new one.
 //!
 //! Restarts: the book keeps a marker file `goal-active` in the directory of each session whose goal is active (a
 //! hint, like `meta.json`: the log decides). At start the supervisor opens the sessions that have one, so an active
@@ -19,20 +22,21 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use std::collections::HashMap;
-use troupe_runtime::catalog::validate_selection;
+use troupe_protocol::types::goal::GoalBlocked;
 use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::runnable::selection_blocked;
 
 use crate::error::EngineError;
 use crate::run_services::RunServices;
 use crate::runtime_actor::{GetSnapshot, RuntimeActor};
-use crate::session_actor::{PauseGoal, PrepareGoalRun, StartGoalRun, StartRun};
+use crate::session_actor::{PrepareGoalRun, StartGoalRun, StartRun};
 use crate::session_supervisor::{ApprovalsFor, OpenSession, SessionSupervisor};
 
 /// The name of the marker file of a session whose goal is active.
 pub const GOAL_MARKER: &str = "goal-active";
 
 /// How often a goal actor checks on its session even without a report (a wake-up that failed, a session that
-/// hibernated between runs).
+/// hibernated between runs, a selection that could not run and may now: a provider reconnected).
 const RECHECK_EVERY: Duration = Duration::from_secs(3);
 
 /// Sent by a session actor to the supervisor when its goal's state or its idleness changed.
@@ -110,6 +114,7 @@ impl GoalActors {
                 runs: self.runs.clone(),
                 waking: false,
                 again: false,
+                blocked: false,
             };
             let addr = goal.start();
             self.actors.insert(report.session_id.clone(), addr.clone());
@@ -158,6 +163,8 @@ pub struct GoalActor {
     /// A wake-up is in progress; another one asked meanwhile is remembered in `again`.
     waking: bool,
     again: bool,
+    /// The latest wake-up found the selection unable to run (logged once per change).
+    blocked: bool,
 }
 
 impl Actor for GoalActor {
@@ -180,8 +187,22 @@ impl Handler<Wake> for GoalActor {
         let wake = wake_once(self.session_id.clone(), self.supervisor.clone(), self.runs.clone());
         ctx.spawn(wake.into_actor(self).map(|outcome, actor, ctx| {
             actor.waking = false;
-            if let Err(error) = outcome {
-                tracing::warn!(session_id = %actor.session_id, %error, "a goal's automatic run could not start");
+            match outcome {
+                Ok(Woke::Blocked(blocked)) => {
+                    if !actor.blocked {
+                        let detail = &blocked.detail;
+                        tracing::info!(session_id = %actor.session_id, %detail, "a goal's automatic runs wait");
+                    }
+                    actor.blocked = true;
+                }
+                Ok(Woke::Done) => {
+                    if std::mem::take(&mut actor.blocked) {
+                        tracing::info!(session_id = %actor.session_id, "a goal's automatic runs can start again");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(session_id = %actor.session_id, %error, "a goal's automatic run could not start");
+                }
             }
             if std::mem::take(&mut actor.again) {
                 ctx.notify(Wake);
@@ -198,19 +219,30 @@ impl Handler<StopGoal> for GoalActor {
     }
 }
 
-/// Starts the goal's next automatic run when the goal is active and the session idle.
-async fn wake_once(session_id: String, supervisor: Addr<SessionSupervisor>, runs: GoalRuns) -> Result<(), EngineError> {
+/// What a wake-up did.
+enum Woke {
+    /// A run started, or none was wanted (the goal is not active, the session is busy).
+    Done,
+    /// No model the goal's runs would use can run now: nothing was started, and the goal keeps its status.
+    Blocked(GoalBlocked),
+}
+
+/// Starts the goal's next automatic run when the goal is active, the session idle and the selection can run.
+async fn wake_once(
+    session_id: String,
+    supervisor: Addr<SessionSupervisor>,
+    runs: GoalRuns,
+) -> Result<Woke, EngineError> {
     let gone = |_| EngineError::ShuttingDown;
     let session = supervisor.send(OpenSession { session_id: session_id.clone() }).await.map_err(gone)??;
     let Some(plan) = session.send(PrepareGoalRun).await.map_err(gone)?? else {
-        return Ok(());
+        return Ok(Woke::Done);
     };
     let snapshot = runs.runtime.send(GetSnapshot).await.map_err(gone)?;
-    if let Err(error) = validate_selection(&snapshot, &plan.selection) {
-        let reason = format!(
-            "the goal's automatic runs cannot start: invalid selection: {error}; resume the goal with another selection"
-        );
-        return session.send(PauseGoal { goal_id: plan.goal_id, reason }).await.map_err(gone)?;
+    // A run that can only fail is not started; the goal's lifecycle is the user's (`session.goal.get` reports the
+    // goal as blocked meanwhile, and the next wake-up after the runtime changes starts the run).
+    if let Some(blocked) = selection_blocked(&snapshot, &plan.selection, plan.sticky.as_ref()) {
+        return Ok(Woke::Blocked(blocked));
     }
     let agent_chain = snapshot
         .agents
@@ -241,7 +273,7 @@ async fn wake_once(session_id: String, supervisor: Addr<SessionSupervisor>, runs
     if let Some(run_id) = started {
         runs.services.runs.note_started(&run_id, &session_id);
     }
-    Ok(())
+    Ok(Woke::Done)
 }
 
 impl Handler<GoalReport> for SessionSupervisor {

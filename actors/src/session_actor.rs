@@ -71,7 +71,7 @@ pub use compaction::{
     RunHistory,
 };
 pub use goals::{
-    ChangeGoalLifecycle, GetGoal, GoalErrorKind, GoalRunPlan, PauseGoal, PrepareGoalRun, SetGoal, StartGoalRun,
+    ChangeGoalLifecycle, GetGoal, GoalErrorKind, GoalRunPlan, GoalRunTarget, PrepareGoalRun, SetGoal, StartGoalRun,
     UpdateGoalChecklist,
 };
 pub use history::{PrepareFork, Revert};

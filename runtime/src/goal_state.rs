@@ -109,6 +109,7 @@ impl GoalBook {
                     items: Vec::new(),
                     revision: *revision,
                     selection: selection.clone(),
+                    blocked: None,
                 });
                 self.runs_without_progress = 0;
             }
@@ -447,6 +448,7 @@ mod tests {
             items: vec![item("tests", true), item("docs", false)],
             revision: 3,
             selection: None,
+            blocked: None,
         };
         let text = reminder(&goal);
         assert!(text.contains("ship it") && text.contains("- docs") && !text.contains("- tests"), "{text}");

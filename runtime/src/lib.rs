@@ -7,6 +7,7 @@
 //! - [`event_log`]: a session's durable append-only log, `events.jsonl`.
 //! - [`meta_cache`]: `meta.json`, a cache of a session's metadata so that listing does not read every log.
 //! - [`catalog`]: the built-in providers, models and agents, and selection checks against a snapshot.
+//! - [`runnable`]: whether a model, or a selection's whole fallback chain, can run now.
 //! - [`clock`]: timestamps and identifiers, so that every event is stamped the same way.
 //! - [`session_state`]: the projection of a session's events into its metadata, runs and history.
 //! - [`approval_book`]: a session's approval records, answers by client id, and its tree's grants.
@@ -51,6 +52,7 @@ pub mod provider_store;
 pub mod recent;
 pub mod redact;
 pub mod run_ledger;
+pub mod runnable;
 pub mod sandbox;
 pub mod session_state;
 pub mod skills;

@@ -25,11 +25,14 @@ pub(crate) struct Cli {
 /// Printed after `troupe run --help`.
 const SELECTION_HELP: &str = "Which model runs (first that applies):
   1. --model PROVIDER/MODEL
-  2. --agent NAME: the first model of its chain whose provider can run (the run falls back along the chain)
+  2. --agent NAME: the first model of its chain
   3. the session's last selection (run --session, continue)
   4. the session's creation selection (troupe create --model)
-  5. for a new session, the `default` agent's chain
-A selection none of whose models can run is refused before anything is created.
+  5. for a new session, the `default` agent's first model
+Nothing is switched: when that model cannot run but a later model of its agent's chain can, the run falls back
+and prints `falling back from ... to ...`; later runs of the agent in the session start on that fallback and say
+so (`note: ... was asked for`) until --reset-fallback. A selection none of whose models can run is refused before
+anything is created.
 Exit codes: 0 completed, 1 failed, 130 cancelled.";
 
 /// Printed after `troupe exec --help`.
@@ -127,6 +130,9 @@ pub(crate) enum Command {
         place: RunPlace,
         #[command(flatten)]
         selection: SelectionFlags,
+        /// Start at the model asked for, not at the fallback an earlier run of the agent moved this session to.
+        #[arg(long)]
+        reset_fallback: bool,
         /// One JSON object per event instead of words.
         #[arg(long)]
         json: bool,
@@ -142,6 +148,9 @@ pub(crate) enum Command {
         place: RunPlace,
         #[command(flatten)]
         selection: SelectionFlags,
+        /// Start at the model asked for, not at the fallback an earlier run of the agent moved this session to.
+        #[arg(long)]
+        reset_fallback: bool,
         /// The permission mode of the new session's tree, e.g. auto_approve_y or yolo.
         #[arg(long, value_parser = parse_mode, conflicts_with = "session")]
         mode: Option<PermissionMode>,
@@ -160,6 +169,9 @@ pub(crate) enum Command {
         client: ClientArgs,
         #[command(flatten)]
         selection: SelectionFlags,
+        /// Start at the model asked for, not at the fallback an earlier run of the agent moved this session to.
+        #[arg(long)]
+        reset_fallback: bool,
         #[arg(long)]
         json: bool,
         text: Option<String>,

@@ -59,22 +59,24 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             block_on(commands::rename(&client.connection(), session, change, Output::from_flag(json))).map(done)
         }
-        Command::Run { client, place, selection, json, input } => {
+        Command::Run { client, place, selection, reset_fallback, json, input } => {
             let request = RunRequest {
                 session: place.session,
                 cwd: place.cwd,
                 flags: selection,
+                reset_fallback,
                 mode: None,
                 input: run_cmd::input_or_stdin(input, "troupe run \"make the tests pass\"")?,
                 shown: Shown::Follow(Output::from_flag(json)),
             };
             block_on(run_cmd::run(&client.connection(), request)).map(|end| end.exit_code())
         }
-        Command::Exec { client, place, selection, mode, verbose, json, input } => {
+        Command::Exec { client, place, selection, reset_fallback, mode, verbose, json, input } => {
             let request = RunRequest {
                 session: place.session,
                 cwd: place.cwd,
                 flags: selection,
+                reset_fallback,
                 mode,
                 input: run_cmd::input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
                 shown: Shown::Exec { verbose, json },
@@ -85,7 +87,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
             }
             Ok(end.exit_code())
         }
-        Command::Continue { client, selection, json, text } => {
+        Command::Continue { client, selection, reset_fallback, json, text } => {
             let connection = client.connection();
             let session = block_on(run_cmd::latest_here(&connection))?;
             let out = Output::from_flag(json);
@@ -95,6 +97,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
                         session: Some(session),
                         cwd: None,
                         flags: selection,
+                        reset_fallback,
                         mode: None,
                         input,
                         shown: Shown::Follow(out),

@@ -45,6 +45,8 @@ pub struct PickerRow {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Entry {
     User(String),
+    /// The run moved to another model than the one asked for (a fallback, or a start on a sticky fallback).
+    ModelSwitch(String),
     /// A steer taken back before the run used it (`user_input_recalled`).
     Recalled(String),
     /// The model's text; streaming deltas append to the last one of its attempt.
@@ -240,9 +242,13 @@ impl App {
             }
             EventPayload::RunStarted { input, selection, .. } => {
                 self.active_run = event.run_id.clone();
-                self.last_selection = Some(selection.clone());
+                // What was asked for: a sticky fallback is noted below, never taken as the session's model.
+                self.last_selection = payload.requested_selection();
                 let words = format!("run started · {} · {}", selection.agent, selection.model.model);
                 self.entries.push(Entry::RunBoundary(clean(&words)));
+                if let Some(sticky) = crate::event_words::sticky_start(payload) {
+                    self.entries.push(Entry::ModelSwitch(clean(&sticky)));
+                }
                 self.entries.push(Entry::User(clean(input)));
             }
             EventPayload::UserInputAdmitted { input, .. } => self.entries.push(Entry::User(clean(input))),
@@ -275,6 +281,11 @@ impl App {
             EventPayload::AttemptAbandoned { model, error, will_retry, .. } => {
                 let next = if *will_retry { "retrying" } else { "giving up on it" };
                 self.entries.push(Entry::Error(clean(&format!("{model}: {} ({next})", error.message))));
+            }
+            EventPayload::ModelFallback { .. } => {
+                if let Some(words) = crate::event_words::model_switch(payload) {
+                    self.entries.push(Entry::ModelSwitch(clean(&words)));
+                }
             }
             EventPayload::ModelUsageRecorded { input_tokens, output_tokens, .. } => {
                 self.tokens.0 += input_tokens;

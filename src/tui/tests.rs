@@ -510,3 +510,24 @@ fn a_recalled_steer_shows_as_recalled() {
     assert!(text.contains("you> (recalled) also hidden ones"), "{text}");
     assert!(!text.contains("you> also hidden ones"), "{text}");
 }
+
+#[test]
+fn a_fallback_and_a_start_on_a_sticky_fallback_are_shown() {
+    let mut app = open_app();
+    app.apply(&event(
+        2,
+        json!({"type": "run_started", "client_run_id": "c1", "input": "go on", "fallback_index": 1,
+               "selection": {"agent": "coder", "model": {"model": "local/echo", "variant": null}},
+               "requested_model": {"model": "openai/gpt-4o", "variant": null}}),
+    ));
+    app.apply(&event(
+        3,
+        json!({"type": "model_fallback", "from": "local/echo", "to": "local/scripted", "from_fallback_index": 1,
+               "to_fallback_index": 2, "attempts_on_from": 1,
+               "error": {"kind": "auth", "message": "no", "retryable": false, "stage": "connect",
+                         "http_status": null, "vendor_code": null, "request_id": null, "retry_after_ms": null}}),
+    ));
+    let (text, _) = draw(&app);
+    assert!(text.contains("note: openai/gpt-4o was asked for: the run starts on local/echo"), "{text}");
+    assert!(text.contains("note: falling back from local/echo to local/scripted"), "{text}");
+}

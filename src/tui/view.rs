@@ -224,6 +224,9 @@ fn transcript_lines(app: &App) -> Vec<Line<'static>> {
             Entry::Error(text) => {
                 lines.push(Line::from(Span::styled(format!("error: {text}"), Style::default().fg(Color::Red))))
             }
+            Entry::ModelSwitch(text) => {
+                lines.push(Line::from(Span::styled(format!("note: {text}"), Style::default().fg(Color::Yellow))))
+            }
         }
     }
     lines

@@ -436,7 +436,8 @@ async fn connect_allow_insecure_http_reaches_a_plain_http_server_off_loopback_wi
 }
 
 /// Found by trying the CLI: `create --model` was ignored by later runs, an agent whose first model's provider is
-/// not connected was refused although its chain goes on, and an input the daemon refused left an empty session.
+/// not connected was refused although its chain goes on (it runs, and its fallback is recorded and printed), and
+/// an input the daemon refused left an empty session.
 #[tokio::test]
 async fn the_session_keeps_its_model_chains_fall_back_and_a_refused_input_leaves_no_session() {
     let daemon = TestDaemon::start_with(DaemonSetup {
@@ -450,8 +451,10 @@ async fn the_session_keeps_its_model_chains_fall_back_and_a_refused_input_leaves
     let run = troupe_here(&daemon, &["run", "--session", &session, "hi"]).await.ok();
     assert_eq!(started_with(&run).as_deref(), Some("default, local/scripted"), "{run}");
 
+    // The agent's first model is asked for; its run falls back along the chain, and says so.
     let run = troupe_here(&daemon, &["run", "--agent", "remote", "hi"]).await.ok();
-    assert_eq!(started_with(&run).as_deref(), Some("remote, local/echo"), "{run}");
+    assert_eq!(started_with(&run).as_deref(), Some("remote, openai/gpt-4o"), "{run}");
+    assert!(run.contains("falling back from openai/gpt-4o to local/echo"), "{run}");
     let before = session_ids(&daemon).await.len();
 
     let said = troupe_here(&daemon, &["run", "/nosuch x"]).await.refused();

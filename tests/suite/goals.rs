@@ -21,7 +21,12 @@ fn update(items: &[(&str, bool)]) -> Value {
     json!({"tool_calls": [{"tool": "goal_update", "arguments": {"items": items}}]})
 }
 
-async fn set_goal(client: &Client, session_id: &str, objective: &str, model: &str) -> Result<GoalState, ClientError> {
+pub(super) async fn set_goal(
+    client: &Client,
+    session_id: &str,
+    objective: &str,
+    model: &str,
+) -> Result<GoalState, ClientError> {
     within(
         "session.goal.set",
         client.call::<method::SessionGoalSet>(GoalSetParams {
@@ -34,7 +39,7 @@ async fn set_goal(client: &Client, session_id: &str, objective: &str, model: &st
     .map(|result| result.goal)
 }
 
-async fn get_goal(client: &Client, session_id: &str) -> Option<GoalState> {
+pub(super) async fn get_goal(client: &Client, session_id: &str) -> Option<GoalState> {
     within("session.goal.get", client.call::<method::SessionGoalGet>(SessionIdParams { session_id: session_id.into() }))
         .await
         .expect("session.goal.get")
@@ -78,7 +83,7 @@ fn typed(error: ClientError) -> (i64, String) {
 }
 
 /// A root session in `yolo` (so `goal_update` is allowed without asking), subscribed.
-async fn yolo_session(daemon: &TestDaemon) -> (Client, Deliveries, String) {
+pub(super) async fn yolo_session(daemon: &TestDaemon) -> (Client, Deliveries, String) {
     let (client, deliveries) = daemon.client().await;
     let session = create_session_in(&client, daemon.project_path()).await;
     set_mode(&client, &session.session_id, PermissionMode::Yolo).await;

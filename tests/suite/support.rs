@@ -434,6 +434,34 @@ pub async fn connect_provider(
     .await
 }
 
+/// Disconnects a provider (whatever its generation).
+pub async fn disconnect_provider(client: &Client, provider_id: &str) {
+    let params = troupe_protocol::types::provider::ProviderDisconnectParams {
+        provider_id: provider_id.to_owned(),
+        expected_runtime_revision: None,
+        expected_connection_generation: None,
+        client_request_id: troupe_runtime::clock::new_id(),
+    };
+    let gone = within("provider.disconnect", client.call::<method::ProviderDisconnect>(params))
+        .await
+        .expect("provider.disconnect");
+    assert!(gone.disconnected, "{provider_id} was not connected");
+}
+
+/// Every event delivered during `window` (for asserting that something does not happen while a daemon's
+/// periodic work has had time to run).
+pub async fn events_during(deliveries: &mut Deliveries, window: Duration) -> Vec<StoredEvent> {
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + window;
+    while let Ok(delivery) = tokio::time::timeout_at(deadline, deliveries.next()).await {
+        match delivery.expect("deliveries open") {
+            ClientDelivery::Live(event) | ClientDelivery::ReplayEvent(event) => events.push(event),
+            _ => {}
+        }
+    }
+    events
+}
+
 /// Writes a `local/scripted` script and connects the local provider with it.
 pub async fn connect_script(client: &Client, dir: &Path, script: Value) {
     let path = dir.join(format!("script-{}.json", troupe_runtime::clock::new_id()));

@@ -1,6 +1,6 @@
 //! Replies of the fake model vendor (`model_support::FakeServer`) in the real wire formats: a model list, an
-//! OpenAI Chat Completions text stream (optionally reporting usage), an Anthropic Messages text stream, and an
-//! OpenAI failure status.
+//! OpenAI Chat Completions text stream (optionally reporting usage) or tool call, an Anthropic Messages text
+//! stream, and an OpenAI failure status.
 
 #![allow(dead_code)]
 
@@ -64,4 +64,20 @@ pub fn anthropic_text(text: &str) -> FakeResponse {
 /// An OpenAI error status with its JSON error body.
 pub fn openai_error(status: u16, message: &str) -> FakeResponse {
     FakeResponse::status(status, &[], json!({"error": {"message": message, "type": "error"}}).to_string())
+}
+
+/// A streamed OpenAI answer of one tool call (`arguments` sent as the JSON string the API uses).
+pub fn openai_tool_call(tool: &str, arguments: Value) -> FakeResponse {
+    let call = json!({"index": 0, "id": "call_1", "type": "function",
+        "function": {"name": tool, "arguments": arguments.to_string()}});
+    let chunk = |delta: Value, finish: Value| {
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+    };
+    FakeResponse::Sse {
+        pieces: vec![
+            chunk(json!({"tool_calls": [call]}), Value::Null),
+            chunk(json!({}), json!("tool_calls")),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+    }
 }

@@ -390,6 +390,8 @@ function onNotification(method, params) {
   switch (method) {
     case 'runtime.changed':
       app.snapshot = params.snapshot;
+      // Whether the goal's automatic runs wait (`blocked`) depends on the runtime.
+      if (app.goal) refreshGoal();
       scheduleRender();
       break;
     case 'events.tool_output_snapshot':

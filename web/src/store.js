@@ -62,6 +62,17 @@ function touch(entry) {
 }
 
 /** Applies events in seq order; events at or below the cursor were applied already and are skipped. */
+/**
+ * The model a `run_started` was asked for when the run starts on another (fallback stickiness: the fallback an
+ * earlier run of the agent moved to), else null.
+ */
+export function stickyFrom(p) {
+  const asked = p.requested_model;
+  const model = p.selection?.model;
+  if (!asked || !model) return null;
+  return asked.model !== model.model || (asked.variant ?? null) !== (model.variant ?? null) ? asked.model : null;
+}
+
 export function applyEvents(state, events) {
   let changed = false;
   for (const event of events) {
@@ -94,8 +105,10 @@ function applyEvent(state, event) {
       state.title = p.title ?? null;
       break;
     case 'run_started': {
-      state.activeRun = { runId: event.run_id, selection: p.selection, announced: false, chain: (p.model_chain ?? []).map((m) => m.model ?? m), origin: event.origin ?? null };
-      state.lastSelection = p.selection;
+      state.activeRun = { runId: event.run_id, selection: p.selection, announced: false, chain: (p.model_chain ?? []).map((m) => m.model ?? m), origin: event.origin ?? null, stickyFrom: stickyFrom(p) };
+      // What was asked for: a start on a sticky fallback is noted on the run's header, never taken as the
+      // session's own model.
+      state.lastSelection = p.requested_model ? { ...p.selection, model: p.requested_model } : p.selection;
       state.runningTools = [];
       state.pendingSteers = [];
       // One entry per event (data-seq is unique): the input here, the run's header at its first model attempt.
@@ -130,6 +143,7 @@ function applyEvent(state, event) {
           model: p.model,
           chain: run.chain,
           origin: run.origin,
+          stickyFrom: run.stickyFrom,
           timestamp: event.timestamp,
         });
       }

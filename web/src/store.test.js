@@ -129,3 +129,23 @@ test('edit diffs from edit_file and write_file arguments', () => {
   assert.deepEqual(editDiff('write_file', { path: 'a', content: 'y' }), { path: 'a', before: '', after: 'y' });
   assert.equal(editDiff('shell', { command: 'ls' }), null);
 });
+
+test('a run on a sticky fallback names the model it was asked for on its header; a fallback is an entry of its own', () => {
+  seq = 0;
+  const state = createSession(meta());
+  run(state, [
+    ev({ type: 'run_started', client_run_id: 'c', selection: { agent: 'chain', model: { model: 'local/echo', variant: null } }, requested_model: { model: 'openai/gpt-4o', variant: null }, input: 'hi', fallback_index: 1, model_chain: [{ model: 'local/echo' }, { model: 'local/scripted' }] }),
+    ev({ type: 'model_attempt_started', attempt_id: 'a1', model: 'local/echo', fallback_index: 1, retry_ordinal: 0 }),
+    ev({ type: 'model_fallback', from: 'local/echo', to: 'local/scripted', from_fallback_index: 1, to_fallback_index: 2, attempts_on_from: 1, error: { kind: 'auth', message: 'no' } }),
+  ]);
+  const start = state.entries.find((e) => e.kind === 'run-start');
+  assert.equal(start.stickyFrom, 'openai/gpt-4o');
+  assert.equal(start.model, 'local/echo');
+  assert.equal(state.lastSelection.model.model, 'openai/gpt-4o', 'the session keeps asking for its model');
+  const fallback = state.entries.find((e) => e.kind === 'error');
+  assert.match(fallback.title, /local\/echo failed; falling back to local\/scripted/);
+  // The model asked for: nothing to say.
+  const plain = createSession(meta());
+  applyEvents(plain, [ev({ type: 'run_started', client_run_id: 'd', selection: { agent: 'chain', model: { model: 'local/echo', variant: null } }, requested_model: { model: 'local/echo', variant: null }, input: 'x', fallback_index: 0 })]);
+  assert.equal(plain.activeRun.stickyFrom, null);
+});

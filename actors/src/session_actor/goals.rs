@@ -6,13 +6,14 @@
 //! `error.rs`.
 
 use actix::prelude::*;
-use troupe_protocol::types::common::{RunSelection, SessionOrigin};
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalItem, GoalLifecycleAction, GoalState, GoalStatus};
 use troupe_runtime::clock::new_id;
 use troupe_runtime::goal_state::{
     GOAL_ENGINE_ORIGIN, GOAL_RUN_ORIGIN, GoalBook, LifecycleRefusal, check_checklist, reminder,
 };
+use troupe_runtime::run_ledger::FallbackScope;
 
 use super::SessionActor;
 use super::runs::StartRun;
@@ -85,7 +86,16 @@ pub struct GoalRunPlan {
     pub goal_id: String,
     /// The goal's selection, else the latest persisted run selection, else the creation selection.
     pub selection: RunSelection,
+    /// The sticky fallback of the selection's agent and preset in this session, where its run would start when the
+    /// selection asks for an earlier model of the agent's chain (`RunLedger::plan`).
+    pub sticky: Option<ModelSelection>,
 }
+
+/// Asked by `session.goal.get` and the other goal methods: what the active goal's next automatic run would ask
+/// for, whether or not the session is idle (`None` without an active goal).
+#[derive(Message)]
+#[rtype(result = "Result<Option<GoalRunPlan>, EngineError>")]
+pub struct GoalRunTarget;
 
 /// Sent by the goal actor: starts the next automatic run of `goal_id` when it is still active and the session
 /// idle, or pauses the goal when the opt-in `max_idle_runs` runs in a row made no progress. Replies with the run's id (once
@@ -97,15 +107,6 @@ pub struct StartGoalRun {
     /// `client_run_id` and `input` are set here.
     pub run: StartRun,
     pub max_idle_runs: Option<u32>,
-}
-
-/// Sent by the goal actor when the next automatic run cannot start (its selection is no longer valid): the goal
-/// is paused with `reason`, so the user sees why and can resume it with another selection.
-#[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub struct PauseGoal {
-    pub goal_id: String,
-    pub reason: String,
 }
 
 impl SessionActor {
@@ -215,14 +216,21 @@ impl SessionActor {
         if state.origin != SessionOrigin::Root || state.creation_lost || state.runs.active.is_some() {
             return Ok(None);
         }
-        let Some(goal) = state.goals.active() else { return Ok(None) };
+        Ok(self.goal_run_target())
+    }
+
+    /// What the active goal's next automatic run asks for, and the sticky fallback it would start on.
+    fn goal_run_target(&self) -> Option<GoalRunPlan> {
+        let state = self.state.as_ref()?;
+        let goal = state.goals.active()?;
         let selection = goal
             .selection
             .as_ref()
             .or_else(|| state.runs.latest_selection())
             .unwrap_or(&state.creation_selection)
             .clone();
-        Ok(Some(GoalRunPlan { goal_id: goal.goal_id.clone(), selection }))
+        let sticky = state.runs.sticky_fallback(&FallbackScope::of(&selection)).map(|sticky| sticky.model.clone());
+        Some(GoalRunPlan { goal_id: goal.goal_id.clone(), selection, sticky })
     }
 
     fn start_goal_run(
@@ -246,22 +254,6 @@ impl SessionActor {
         run.input = reminder(&goal);
         let (seq, run_id) = self.start_run_as(ctx, run, GOAL_RUN_ORIGIN)?;
         Ok((seq, Some(run_id)))
-    }
-
-    fn pause_goal(&mut self, ctx: &mut Context<Self>, message: PauseGoal) -> Result<(u64, ()), EngineError> {
-        let state = self.ready_state()?;
-        let Some(goal) = state.goals.active().filter(|goal| goal.goal_id == message.goal_id) else {
-            return Ok((0, ()));
-        };
-        let payload = EventPayload::GoalLifecycleChanged {
-            goal_id: goal.goal_id.clone(),
-            revision: goal.revision + 1,
-            status: GoalStatus::Paused,
-            reason: Some(message.reason),
-            selection: None,
-        };
-        let seq = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), payload)?;
-        Ok((seq, ()))
     }
 
     /// When the actor starts: a committed all-finished checklist whose completion was never written gets it now
@@ -339,20 +331,20 @@ impl Handler<PrepareGoalRun> for SessionActor {
     }
 }
 
+impl Handler<GoalRunTarget> for SessionActor {
+    type Result = Result<Option<GoalRunPlan>, EngineError>;
+
+    fn handle(&mut self, _: GoalRunTarget, _: &mut Context<Self>) -> Self::Result {
+        self.root_goals()?;
+        Ok(self.goal_run_target())
+    }
+}
+
 impl Handler<StartGoalRun> for SessionActor {
     type Result = ResponseFuture<Result<Option<String>, EngineError>>;
 
     fn handle(&mut self, message: StartGoalRun, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = self.start_goal_run(ctx, message);
-        self.durable_reply(accepted)
-    }
-}
-
-impl Handler<PauseGoal> for SessionActor {
-    type Result = ResponseFuture<Result<(), EngineError>>;
-
-    fn handle(&mut self, message: PauseGoal, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = self.pause_goal(ctx, message);
         self.durable_reply(accepted)
     }
 }

@@ -407,6 +407,19 @@ pub enum EventPayload {
 }
 
 impl EventPayload {
+    /// For `run_started`: the selection the client asked for, with the requested model rather than the sticky
+    /// fallback the run started on (the effective `selection` itself when the log did not record the request).
+    /// What a client keeps asking for, so that a fallback never becomes the session's model unannounced.
+    pub fn requested_selection(&self) -> Option<RunSelection> {
+        let EventPayload::RunStarted { selection, requested_model, .. } = self else {
+            return None;
+        };
+        Some(RunSelection {
+            model: requested_model.clone().unwrap_or_else(|| selection.model.clone()),
+            ..selection.clone()
+        })
+    }
+
     /// The wire name of this kind, or `None` for [`EventPayload::Unknown`].
     pub fn kind(&self) -> Option<&'static str> {
         Some(match self {

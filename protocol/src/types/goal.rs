@@ -45,6 +45,35 @@ pub struct GoalState {
     /// The selection automatic runs use; null to use the session's latest run selection (else its creation
     /// selection).
     pub selection: Option<RunSelection>,
+    /// troupe extension, in `session.goal.get`, `session.goal.set` and `session.goal.lifecycle` replies: present
+    /// while the goal is active and no model its automatic runs would use can run now (a provider disconnected, an
+    /// agent removed). The goal keeps its status; automatic runs wait, and start again by themselves once the
+    /// runtime or the selection lets them. Never stored: it is worked out from the runtime each time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<GoalBlocked>,
+}
+
+/// Why an active goal's automatic runs are waiting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct GoalBlocked {
+    pub reason: GoalBlockedReason,
+    /// Which model cannot run, why, and what to do (connect its provider, or pause the goal and resume it with
+    /// another selection).
+    pub detail: String,
+}
+
+/// What keeps a goal's selection from running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalBlockedReason {
+    /// The selection names an agent the runtime no longer has.
+    AgentNotFound,
+    /// The selection names a model the runtime does not offer (an unknown provider or local model).
+    ModelNotFound,
+    /// The providers of every model the run could use are not connected.
+    ProviderNotConnected,
+    /// `local/scripted`, with no script connected.
+    NoScript,
 }
 
 /// `session.goal.get` result.

@@ -127,7 +127,7 @@ export function createHeader(actions) {
       const done = goal.items.filter((item) => item.finished).length;
       fill(
         goalBox,
-        h('details', null, h('summary', null, h('span', { class: 'who' }, 'Goal'), ' ', h('span', { class: `badge goal-${goal.status}` }, goal.status), ` ${goal.objective} `, goal.items.length ? h('span', { class: 'dim' }, `(${done}/${goal.items.length})`) : null), h('ul', { class: 'checklist' }, goal.items.map((item) => h('li', { class: item.finished ? 'done' : '' }, h('span', { 'aria-hidden': 'true' }, item.finished ? '☑ ' : '☐ '), h('span', { class: 'visually-hidden' }, item.finished ? 'done: ' : 'open: '), item.description)))),
+        h('details', null, h('summary', null, h('span', { class: 'who' }, 'Goal'), ' ', h('span', { class: `badge goal-${goal.status}` }, goal.status), ` ${goal.objective} `, goal.items.length ? h('span', { class: 'dim' }, `(${done}/${goal.items.length})`) : null, goal.blocked ? h('span', { class: 'badge goal-blocked', 'data-testid': 'goal-blocked', title: goal.blocked.detail }, 'waiting') : null), goal.blocked ? h('p', { class: 'goal-blocked-detail' }, `Automatic runs wait: ${goal.blocked.detail}`) : null, h('ul', { class: 'checklist' }, goal.items.map((item) => h('li', { class: item.finished ? 'done' : '' }, h('span', { 'aria-hidden': 'true' }, item.finished ? '☑ ' : '☐ '), h('span', { class: 'visually-hidden' }, item.finished ? 'done: ' : 'open: '), item.description)))),
       );
     }
   }

@@ -168,6 +168,9 @@ function simpleBody(entry, actions) {
         entry.chain && entry.chain.length > 1 ? h('span', { class: 'dim' }, ` (fallbacks: ${entry.chain.slice(1).join(', ')})`) : null,
         originLabel(entry.origin) ? h('span', { class: 'badge' }, originLabel(entry.origin)) : null,
         h('time', null, clock(entry.timestamp)),
+        entry.stickyFrom
+          ? h('p', { class: 'model-switch', 'data-testid': 'sticky-fallback' }, `${entry.stickyFrom} was asked for: the run starts on ${entry.model}, the fallback an earlier run of agent ${entry.agent} in this session moved to (its runs stay there until one resets the fallback)`)
+          : null,
       ];
     case 'assistant':
       return [
