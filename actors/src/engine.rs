@@ -18,6 +18,7 @@ mod skills;
 mod status;
 #[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
+mod tool_output;
 mod usage;
 pub use status::ConsoleCodeMinter;
 
@@ -515,6 +516,14 @@ impl ServerProtocol for Engine {
         self.presence
             .do_send(crate::presence_actor::Subscribed { session_id: params.session_id, connection: ctx.connection() });
         Ok(result)
+    }
+
+    async fn tool_output_read(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::tool_output::ToolOutputReadParams,
+    ) -> Result<troupe_protocol::types::tool_output::ToolOutputReadResult, RpcError> {
+        self.read_tool_output(params).await
     }
 
     async fn provider_connect(

@@ -116,6 +116,16 @@ pub enum EngineError {
          one first"
     )]
     TooManyPresenceWatches { limit: usize },
+    // --- stored tool output (protocol 18) ---
+    /// `tool_output.read` with an `output_ref` of the wrong form.
+    #[error("`output_ref` must be 32 lowercase hexadecimal digits, as a tool result's `output_ref` is")]
+    InvalidOutputRef { output_ref: String },
+    /// `tool_output.read` with an `output_ref` this session does not have.
+    #[error(
+        "session `{session_id}` has no stored output `{output_ref}`: only results whose output was cut have an \
+         output_ref, and it is read through the session that recorded it"
+    )]
+    OutputRefNotFound { session_id: String, output_ref: String },
     #[error("`{idempotency_key}` was already used by this producer for a different message in this session")]
     ProducerIdempotencyConflict { session_id: String, idempotency_key: String, message_id: String },
     /// No message of that id from this owner (never accepted, another owner's, or finished long ago).
@@ -263,6 +273,16 @@ impl From<EngineError> for RpcError {
             EngineError::RunNotActive { run_id } => {
                 RpcError::engine("run_not_active", &detail, &[("run_id", Value::String(run_id.clone()))])
             }
+            EngineError::InvalidOutputRef { output_ref } => RpcError::invalid_params_typed(
+                "invalid_output_ref",
+                &detail,
+                &[("output_ref", Value::String(output_ref.clone()))],
+            ),
+            EngineError::OutputRefNotFound { session_id, output_ref } => RpcError::engine(
+                "output_ref_not_found",
+                &detail,
+                &[session(session_id), ("output_ref", Value::String(output_ref.clone()))],
+            ),
             EngineError::RunNotFound { run_id } => {
                 RpcError::engine("run_not_found", &detail, &[("run_id", Value::String(run_id.clone()))])
             }

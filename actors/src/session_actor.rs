@@ -55,6 +55,7 @@ mod producers;
 mod replay;
 mod runs;
 mod snapshots;
+mod stored_outputs;
 mod title;
 mod tool_output;
 mod turn_end;
@@ -85,6 +86,7 @@ pub use runs::{
     AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, NextRunSelection, PromotePendingInputs, RecallSteer,
     RunOutput, StartDelegatedRun, StartRun, SteerRun, ToolStdin, TrackedEvent, Until,
 };
+pub use stored_outputs::StoredOutputLimits;
 use tool_output::{Subscriber, ToolOutputStreams};
 pub use turn_end::{EndToolFreeTurn, TurnEnd};
 pub use usage::GetUsage;
@@ -188,6 +190,8 @@ pub struct SessionActor {
     run_actor: Option<Addr<RunActor>>,
     /// Retained output of running tool calls, for snapshots and gap notices.
     tool_output: ToolOutputStreams,
+    /// Whole outputs of loud running calls, stored for `output_ref` (`stored_outputs`).
+    stored_outputs: stored_outputs::StoredOutputs,
     /// Runs waiting for answers to their approvals.
     approval_waiters: approvals::ApprovalWaiters,
     /// Producer messages: waking the session for them (`producers`).
@@ -222,6 +226,7 @@ impl SessionActor {
         producers: ProducerLane,
     ) -> Self {
         SessionActor {
+            stored_outputs: stored_outputs::StoredOutputs::new(session_dir.clone(), limits.stored_output),
             session_id,
             session_dir,
             incarnation,
@@ -391,9 +396,11 @@ impl SessionActor {
         if state.runs.active.is_none() {
             // A terminal event ended the run; its actor stops by itself.
             self.run_actor = None;
+            self.stored_outputs.forget_all();
         }
         if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
             self.tool_output.finish_call(tool_call_id, &mut self.subscribers);
+            self.stored_outputs.forget(tool_call_id);
         }
         self.next_seq += 1;
         self.queued.push(LogEntry { seq, json });

@@ -267,6 +267,8 @@ protocol_methods! {
     RunToolStdin, run_tool_stdin, "run.tool_stdin", RunToolStdinParams => RunToolStdinResult;
     /// Stored events after a cursor, then live notifications.
     EventsSubscribe, events_subscribe, "events.subscribe", EventsSubscribeParams => EventsSubscribeResult;
+    /// Bytes of a loud tool call's stored whole output (`PersistedToolResult.output_ref`).
+    ToolOutputRead, tool_output_read, "tool_output.read", ToolOutputReadParams => ToolOutputReadResult;
     /// Approval records and tree grants of a root session's tree.
     ApprovalList, approval_list, "approval.list", ApprovalListParams => ApprovalListResult;
     /// Answer a pending approval.

@@ -91,8 +91,9 @@ const REFERENCE_METHODS: [&str; 32] = [
     "approval.respond",
 ];
 
-/// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`).
-const EXTENSION_METHODS: [&str; 7] = [
+/// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`). The `tool_output.*`
+/// methods are troupe's shape of protocol 18's features, which the reference names without a method table.
+const EXTENSION_METHODS: [&str; 8] = [
     "session.tree_usage",
     "session.archive",
     "session.delete",
@@ -100,6 +101,7 @@ const EXTENSION_METHODS: [&str; 7] = [
     "console.login_code",
     "session.presence",
     "session.presence_unsubscribe",
+    "tool_output.read",
 ];
 
 /// Notifications troupe sends beyond the reference's, only to clients that asked for them.
