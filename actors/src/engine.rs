@@ -526,6 +526,22 @@ impl ServerProtocol for Engine {
         self.read_tool_output(params).await
     }
 
+    async fn tool_output_subscribe(
+        &self,
+        ctx: &ServerContext,
+        params: troupe_protocol::types::tool_output::ToolOutputSubscribeParams,
+    ) -> Result<troupe_protocol::types::tool_output::ToolOutputSubscribeResult, RpcError> {
+        self.subscribe_tool_output(ctx, params).await
+    }
+
+    async fn tool_output_unsubscribe(
+        &self,
+        ctx: &ServerContext,
+        params: troupe_protocol::types::tool_output::ToolOutputUnsubscribeParams,
+    ) -> Result<troupe_protocol::types::tool_output::ToolOutputUnsubscribeResult, RpcError> {
+        self.unsubscribe_tool_output(ctx, params)
+    }
+
     async fn provider_connect(
         &self,
         _: &ServerContext,

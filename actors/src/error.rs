@@ -116,6 +116,19 @@ pub enum EngineError {
          one first"
     )]
     TooManyPresenceWatches { limit: usize },
+    // --- named tool-output subscriptions (protocol 18) ---
+    #[error(
+        "session `{session_id}` has no running or recently ended tool call `{tool_call_id}`: an older call's output \
+         is in its tool_call_progress events and, when its result was cut, in its output_ref"
+    )]
+    ToolCallNotFound { session_id: String, tool_call_id: String },
+    #[error("`subscription_id` must be 1 to 128 ASCII letters, digits, `.`, `_`, `:` or `-`")]
+    InvalidSubscriptionId { subscription_id: String },
+    #[error(
+        "this connection already has {limit} tool-output subscriptions that have not ended; call \
+         `tool_output.unsubscribe` for one first"
+    )]
+    TooManyToolOutputSubscriptions { limit: usize },
     // --- stored tool output (protocol 18) ---
     /// `tool_output.read` with an `output_ref` of the wrong form.
     #[error("`output_ref` must be 32 lowercase hexadecimal digits, as a tool result's `output_ref` is")]
@@ -272,6 +285,19 @@ impl From<EngineError> for RpcError {
             ),
             EngineError::RunNotActive { run_id } => {
                 RpcError::engine("run_not_active", &detail, &[("run_id", Value::String(run_id.clone()))])
+            }
+            EngineError::ToolCallNotFound { session_id, tool_call_id } => RpcError::engine(
+                "tool_call_not_found",
+                &detail,
+                &[session(session_id), ("tool_call_id", Value::String(tool_call_id.clone()))],
+            ),
+            EngineError::InvalidSubscriptionId { subscription_id } => RpcError::invalid_params_typed(
+                "invalid_subscription_id",
+                &detail,
+                &[("subscription_id", Value::String(subscription_id.clone()))],
+            ),
+            EngineError::TooManyToolOutputSubscriptions { limit } => {
+                RpcError::engine("too_many_subscriptions", &detail, &[("limit", Value::from(*limit))])
             }
             EngineError::InvalidOutputRef { output_ref } => RpcError::invalid_params_typed(
                 "invalid_output_ref",

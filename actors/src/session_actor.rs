@@ -50,6 +50,7 @@ mod approvals;
 mod compaction;
 mod goals;
 mod history;
+mod named_output;
 mod plugin_events;
 mod producers;
 mod replay;
@@ -76,6 +77,7 @@ pub use goals::{
     UpdateGoalChecklist,
 };
 pub use history::{PrepareFork, Revert};
+pub use named_output::SubscribeToolOutput;
 pub use plugin_events::EmitPluginEvent;
 pub use producers::{
     DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
@@ -398,8 +400,13 @@ impl SessionActor {
             self.run_actor = None;
             self.stored_outputs.forget_all();
         }
+        if let EventPayload::ToolCallStarted { tool_call_id, .. } = &event.payload
+            && let Some(run_id) = &event.run_id
+        {
+            self.tool_output.start_call(tool_call_id, run_id);
+        }
         if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
-            self.tool_output.finish_call(tool_call_id, &mut self.subscribers);
+            self.tool_output.finish_call(&self.session_id, tool_call_id, &mut self.subscribers);
             self.stored_outputs.forget(tool_call_id);
         }
         self.next_seq += 1;

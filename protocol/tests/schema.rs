@@ -93,7 +93,7 @@ const REFERENCE_METHODS: [&str; 32] = [
 
 /// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`). The `tool_output.*`
 /// methods are troupe's shape of protocol 18's features, which the reference names without a method table.
-const EXTENSION_METHODS: [&str; 8] = [
+const EXTENSION_METHODS: [&str; 10] = [
     "session.tree_usage",
     "session.archive",
     "session.delete",
@@ -102,10 +102,12 @@ const EXTENSION_METHODS: [&str; 8] = [
     "session.presence",
     "session.presence_unsubscribe",
     "tool_output.read",
+    "tool_output.subscribe",
+    "tool_output.unsubscribe",
 ];
 
 /// Notifications troupe sends beyond the reference's, only to clients that asked for them.
-const EXTENSION_NOTIFICATIONS: [&str; 1] = ["session.presence_changed"];
+const EXTENSION_NOTIFICATIONS: [&str; 2] = ["session.presence_changed", "events.tool_output_end"];
 
 const REFERENCE_NOTIFICATIONS: [&str; 6] = [
     "runtime.changed",

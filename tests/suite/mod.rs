@@ -69,6 +69,7 @@ mod titles;
 mod tool_isolation;
 mod tool_messages;
 mod tool_output;
+mod tool_output_named;
 mod tool_output_refs;
 mod tool_stdin_bounds;
 mod tui;

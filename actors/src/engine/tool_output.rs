@@ -1,4 +1,6 @@
-//! `tool_output.read`: bytes of a loud tool call's stored whole output (`PersistedToolResult.output_ref`).
+//! `tool_output.read`: bytes of a loud tool call's stored whole output (`PersistedToolResult.output_ref`); and
+//! `tool_output.subscribe`/`tool_output.unsubscribe`, named subscriptions to one call's live output (served by the
+//! session actor, `session_actor::named_output`; the connection keeps the sinks and bounds their number).
 //!
 //! The session is looked up in the supervisor's index (an unknown id is `session_not_found`, and only a known id,
 //! a UUID, becomes a path); the file is read on a blocking thread, at most
@@ -8,14 +10,18 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use troupe_protocol::RpcError;
+use troupe_protocol::server::{OutputSinkRefused, ServerContext};
 use troupe_protocol::types::tool_output::{
-    MAX_TOOL_OUTPUT_READ_BYTES, ToolOutputReadParams, ToolOutputReadResult, is_output_ref,
+    MAX_TOOL_OUTPUT_READ_BYTES, MAX_TOOL_OUTPUT_SUBSCRIPTIONS, ToolOutputReadParams, ToolOutputReadResult,
+    ToolOutputSubscribeParams, ToolOutputSubscribeResult, ToolOutputUnsubscribeParams, ToolOutputUnsubscribeResult,
+    is_output_ref, is_subscription_id,
 };
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::stored_output::{StoredOutputError, read_stored_output};
 
 use super::Engine;
 use crate::error::EngineError;
+use crate::session_actor::SubscribeToolOutput;
 use crate::session_supervisor::IndexedMeta;
 
 impl Engine {
@@ -56,5 +62,53 @@ impl Engine {
             stored_bytes: read.stored_bytes,
             total_bytes: read.total_bytes,
         })
+    }
+
+    pub(super) async fn subscribe_tool_output(
+        &self,
+        ctx: &ServerContext,
+        params: ToolOutputSubscribeParams,
+    ) -> Result<ToolOutputSubscribeResult, RpcError> {
+        let ToolOutputSubscribeParams { session_id, tool_call_id, subscription_id, stream, from_offset } = params;
+        if !is_subscription_id(&subscription_id) {
+            return Err(EngineError::InvalidSubscriptionId { subscription_id }.into());
+        }
+        let sink = match ctx.output_sink(&subscription_id, MAX_TOOL_OUTPUT_SUBSCRIPTIONS) {
+            Ok(sink) => sink,
+            Err(OutputSinkRefused::TooMany { limit }) => {
+                return Err(EngineError::TooManyToolOutputSubscriptions { limit }.into());
+            }
+            Err(OutputSinkRefused::Closed) => {
+                return Err(EngineError::Internal { detail: "the connection closed".into() }.into());
+            }
+        };
+        let subscribed = self
+            .ask_session(&session_id, || SubscribeToolOutput {
+                sink: sink.clone(),
+                subscription_id: subscription_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                stream,
+                from_offset,
+            })
+            .await;
+        match subscribed {
+            Ok(running) => Ok(ToolOutputSubscribeResult { subscription_id, running }),
+            Err(error) => {
+                // The refused subscription must not hold a slot of the connection's bound.
+                ctx.end_output_sink(&subscription_id);
+                Err(error.into())
+            }
+        }
+    }
+
+    pub(super) fn unsubscribe_tool_output(
+        &self,
+        ctx: &ServerContext,
+        params: ToolOutputUnsubscribeParams,
+    ) -> Result<ToolOutputUnsubscribeResult, RpcError> {
+        if !is_subscription_id(&params.subscription_id) {
+            return Err(EngineError::InvalidSubscriptionId { subscription_id: params.subscription_id }.into());
+        }
+        Ok(ToolOutputUnsubscribeResult { unsubscribed: ctx.end_output_sink(&params.subscription_id) })
     }
 }

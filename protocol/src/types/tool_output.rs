@@ -28,6 +28,9 @@ pub struct ToolOutputDeltaParams {
     pub byte_offset: u64,
     /// Base64 (standard alphabet, padded) of the raw bytes.
     pub data: String,
+    /// The named subscription (`tool_output.subscribe`) this is sent for; absent for `events.subscribe`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<String>,
 }
 
 /// `events.tool_output_snapshot` notification: the retained bytes of a stream, `[start_offset, end_offset)`.
@@ -43,6 +46,9 @@ pub struct ToolOutputSnapshotParams {
     pub end_offset: u64,
     /// Base64 (standard alphabet, padded) of the retained bytes.
     pub data: String,
+    /// The named subscription (`tool_output.subscribe`) this is sent for; absent for `events.subscribe`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<String>,
 }
 
 /// `events.tool_output_gap` notification: the subscriber missed bytes and output resumes at `next_offset`.
@@ -54,6 +60,9 @@ pub struct ToolOutputGapParams {
     pub stream: OutputStream,
     /// The offset of the next byte that will be delivered.
     pub next_offset: u64,
+    /// The named subscription (`tool_output.subscribe`) this is sent for; absent for `events.subscribe`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<String>,
 }
 
 /// The most bytes one `tool_output.read` returns (1 MiB); a larger or absent `limit` reads this many.
@@ -94,4 +103,69 @@ pub struct ToolOutputReadResult {
     pub stored_bytes: u64,
     /// Bytes the stream produced; more than `stored_bytes` when the store's cap cut it.
     pub total_bytes: u64,
+}
+
+/// The most named tool-output subscriptions a connection may have that have not ended.
+pub const MAX_TOOL_OUTPUT_SUBSCRIPTIONS: usize = 64;
+
+/// The longest `subscription_id`, in bytes.
+pub const MAX_SUBSCRIPTION_ID_BYTES: usize = 128;
+
+/// Whether `subscription_id` is a valid name for a subscription: 1 to [`MAX_SUBSCRIPTION_ID_BYTES`] ASCII letters,
+/// digits, `.`, `_`, `:` or `-`.
+pub fn is_subscription_id(subscription_id: &str) -> bool {
+    !subscription_id.is_empty()
+        && subscription_id.len() <= MAX_SUBSCRIPTION_ID_BYTES
+        && subscription_id.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._:-".contains(&byte))
+}
+
+/// `tool_output.subscribe` params: one tool call's output, to this connection, under a name the client chose.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOutputSubscribeParams {
+    pub session_id: String,
+    pub tool_call_id: String,
+    /// The client's name for the subscription, echoed in its notifications; subscribing again under the same name
+    /// replaces it.
+    pub subscription_id: String,
+    /// One stream; both when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<OutputStream>,
+    /// The first byte wanted, within each stream.
+    #[serde(default)]
+    pub from_offset: u64,
+}
+
+/// `tool_output.subscribe` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolOutputSubscribeResult {
+    pub subscription_id: String,
+    /// Whether the call is still running; when not, the retained output and the end notice follow at once.
+    pub running: bool,
+}
+
+/// `tool_output.unsubscribe` params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOutputUnsubscribeParams {
+    pub subscription_id: String,
+}
+
+/// `tool_output.unsubscribe` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolOutputUnsubscribeResult {
+    /// Whether the subscription was live (not ended, not replaced, not unknown).
+    pub unsubscribed: bool,
+}
+
+/// `events.tool_output_end` notification: the named subscription's call ended and everything it asked for was
+/// offered; nothing more comes for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolOutputEndParams {
+    pub session_id: String,
+    pub run_id: String,
+    pub tool_call_id: String,
+    pub subscription_id: String,
+    /// Where each stream the subscription followed ended (its length), by stream.
+    pub end_offsets: std::collections::BTreeMap<OutputStream, u64>,
 }
