@@ -526,6 +526,14 @@ impl ServerProtocol for Engine {
         self.read_tool_output(params).await
     }
 
+    async fn tools_list(
+        &self,
+        _: &ServerContext,
+        _: Empty,
+    ) -> Result<troupe_protocol::types::tool_output::ToolsListResult, RpcError> {
+        Ok(troupe_protocol::types::tool_output::ToolsListResult { tools: self.services.tool_descriptors() })
+    }
+
     async fn tool_output_subscribe(
         &self,
         ctx: &ServerContext,

@@ -267,6 +267,8 @@ protocol_methods! {
     RunToolStdin, run_tool_stdin, "run.tool_stdin", RunToolStdinParams => RunToolStdinResult;
     /// Stored events after a cursor, then live notifications.
     EventsSubscribe, events_subscribe, "events.subscribe", EventsSubscribeParams => EventsSubscribeResult;
+    /// The tools runs are offered, with the output channels each streams.
+    ToolsList, tools_list, "tools.list", Empty => ToolsListResult;
     /// Bytes of a loud tool call's stored whole output (`PersistedToolResult.output_ref`).
     ToolOutputRead, tool_output_read, "tool_output.read", ToolOutputReadParams => ToolOutputReadResult;
     /// One tool call's output to this connection, under a name the client chose, from a byte offset.

@@ -92,8 +92,8 @@ const REFERENCE_METHODS: [&str; 32] = [
 ];
 
 /// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`). The `tool_output.*`
-/// methods are troupe's shape of protocol 18's features, which the reference names without a method table.
-const EXTENSION_METHODS: [&str; 10] = [
+/// methods and `tools.list` are troupe's shape of protocol 18's features, which the reference names without a method table.
+const EXTENSION_METHODS: [&str; 11] = [
     "session.tree_usage",
     "session.archive",
     "session.delete",
@@ -101,6 +101,7 @@ const EXTENSION_METHODS: [&str; 10] = [
     "console.login_code",
     "session.presence",
     "session.presence_unsubscribe",
+    "tools.list",
     "tool_output.read",
     "tool_output.subscribe",
     "tool_output.unsubscribe",

@@ -149,3 +149,26 @@ async fn a_named_subscription_gets_only_its_calls_stream_from_its_offset_then_th
     assert_eq!(late_end["method"], "events.tool_output_end", "{late_end}");
     assert_eq!(late_end["params"]["end_offsets"], json!({"stdout": expected.len(), "stderr": 4}), "{late_end}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_declares_the_channels_each_tool_streams() {
+    let daemon = TestDaemon::start();
+    let mut raw = daemon.raw().await;
+    raw.handshake().await;
+    let reply = raw.call(1, "tools.list", json!({})).await;
+    let tools = reply["result"]["tools"].as_array().unwrap_or_else(|| panic!("{reply}"));
+    let channels: Vec<(&str, &Value)> =
+        tools.iter().map(|tool| (tool["name"].as_str().unwrap(), &tool["output_channels"])).collect();
+    let names: Vec<&str> = channels.iter().map(|(name, _)| *name).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "in name order");
+    for (name, declared) in channels {
+        let expected = if name == "shell" { json!(["stdout", "stderr"]) } else { json!([]) };
+        assert_eq!(declared, &expected, "{name}");
+    }
+    assert!(names.contains(&"shell") && names.contains(&"read_file"), "{names:?}");
+    assert!(tools.iter().all(|tool| tool["description"].as_str().is_some_and(|text| !text.is_empty())));
+    let refused = raw.call(2, "tools.list", json!({"session_id": "x"})).await;
+    assert_eq!(refused["error"]["code"], -32602, "params are checked: {refused}");
+}

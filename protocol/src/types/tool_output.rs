@@ -17,6 +17,82 @@ pub enum OutputStream {
     Stderr,
 }
 
+impl OutputStream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputStream::Stdout => "stdout",
+            OutputStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// The longest output channel name, in bytes.
+pub const MAX_OUTPUT_CHANNEL_BYTES: usize = 32;
+
+/// The name of an output channel a tool declares it streams (protocol 18's declared tool-output channels): 1 to
+/// [`MAX_OUTPUT_CHANNEL_BYTES`] bytes of lowercase ASCII letters, digits, `_` and `-`, starting with a letter. The
+/// two standard channels are [`OutputStream`]'s `stdout` and `stderr`, the names the `stream` field of the
+/// `events.tool_output_*` notifications carries.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct OutputChannel(String);
+
+/// Why a string is not an [`OutputChannel`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "an output channel name is 1 to 32 bytes of lowercase ASCII letters, digits, `_` and `-`, starting with a letter"
+)]
+pub struct InvalidOutputChannel;
+
+impl OutputChannel {
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidOutputChannel> {
+        let name = name.into();
+        let mut bytes = name.bytes();
+        let starts_with_letter = bytes.next().is_some_and(|first| first.is_ascii_lowercase());
+        let rest_allowed =
+            bytes.all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_' || byte == b'-');
+        if starts_with_letter && rest_allowed && name.len() <= MAX_OUTPUT_CHANNEL_BYTES {
+            Ok(OutputChannel(name))
+        } else {
+            Err(InvalidOutputChannel)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<OutputStream> for OutputChannel {
+    fn from(stream: OutputStream) -> Self {
+        OutputChannel(stream.as_str().to_owned())
+    }
+}
+
+impl TryFrom<String> for OutputChannel {
+    type Error = InvalidOutputChannel;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        OutputChannel::new(name)
+    }
+}
+
+impl From<OutputChannel> for String {
+    fn from(channel: OutputChannel) -> Self {
+        channel.0
+    }
+}
+
+impl JsonSchema for OutputChannel {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "OutputChannel".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$"})
+    }
+}
+
 /// `events.tool_output_delta` notification: new bytes of a stream.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolOutputDeltaParams {
@@ -168,4 +244,39 @@ pub struct ToolOutputEndParams {
     pub subscription_id: String,
     /// Where each stream the subscription followed ended (its length), by stream.
     pub end_offsets: std::collections::BTreeMap<OutputStream, u64>,
+}
+
+/// A tool the daemon offers runs, as `tools.list` describes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolDescriptor {
+    /// The name a `tool_call_started` event carries.
+    pub name: String,
+    pub description: String,
+    /// The output channels the tool streams while it runs, in the order a UI should show them; empty for a tool
+    /// whose output arrives only with its result.
+    pub output_channels: Vec<OutputChannel>,
+}
+
+/// `tools.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolsListResult {
+    /// Built-in tools, then the ready plugins' tools, each in name order.
+    pub tools: Vec<ToolDescriptor>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_channel_names_are_bounded_and_plain() {
+        for good in ["stdout", "stderr", "a", "build-log", "test_2", &"x".repeat(32)] {
+            assert_eq!(OutputChannel::new(good).map(|channel| channel.as_str().to_owned()), Ok(good.to_owned()));
+        }
+        for bad in ["", "Stdout", "2nd", "-x", "a b", "a/b", "é", &"x".repeat(33)] {
+            assert_eq!(OutputChannel::new(bad), Err(InvalidOutputChannel), "{bad:?}");
+        }
+        assert_eq!(serde_json::to_value(OutputChannel::from(OutputStream::Stderr)).unwrap(), "stderr");
+        assert!(serde_json::from_value::<OutputChannel>(serde_json::json!("../x")).is_err());
+    }
 }
