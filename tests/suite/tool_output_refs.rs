@@ -1,6 +1,7 @@
 //! Terminal output references over the wire: a loud shell command's result keeps the head and tail of its output
 //! and names the whole of it with `output_ref`, which `tool_output.read` reads back byte for byte; bad reads are
-//! typed errors, and the stored output goes with its session.
+//! typed errors, and the stored output goes with its session. `troupe watch` says where the whole output is, and
+//! `troupe output` writes it.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -10,6 +11,7 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::tool_output::{OutputStream, ToolOutputReadParams};
 
+use super::cli_support::*;
 use super::support::*;
 
 /// What a result keeps of each stream in these tests.
@@ -161,4 +163,27 @@ async fn the_stored_output_is_capped_and_says_how_much_the_stream_produced() {
     let expected = loud_stdout();
     assert_eq!(BASE64.decode(&read.data).unwrap(), &expected[..5000]);
     assert_eq!((read.stored_bytes, read.total_bytes, read.eof), (5000, expected.len() as u64, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_points_at_the_whole_output_and_troupe_output_writes_it() {
+    let daemon = daemon();
+    let project = daemon.project_path().to_path_buf();
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "seq 1 30000; echo oops >&2"}}]},
+        {"text": "done"}
+    ]});
+    let events = run_script_in_yolo(&daemon, &project, script).await;
+    let session_id = events[0].session_id.clone();
+    let output_ref = tool_results(&events)[0].output_ref.clone().expect("output_ref");
+
+    let hint = format!("output cut; whole output: troupe output {session_id} {output_ref}");
+    let lines = troupe_until(&daemon, &["watch", &session_id], |line| line.contains("troupe output")).await;
+    assert!(lines.iter().any(|line| line.trim() == hint), "{lines:#?}");
+
+    let stdout = troupe(&daemon, &["output", &session_id[..8], &output_ref]).await.ok();
+    assert!(stdout.as_bytes() == loud_stdout(), "troupe output writes the whole stdout ({} bytes)", stdout.len());
+    assert_eq!(troupe(&daemon, &["output", &session_id, &output_ref, "--stderr"]).await.ok(), "oops\n");
+    let refused = troupe(&daemon, &["output", &session_id, &"f".repeat(32)]).await.refused();
+    assert!(refused.contains("no stored output"), "{refused}");
 }
