@@ -115,6 +115,45 @@ impl StoredOutputWriter {
     }
 }
 
+/// Gives a fork the stored outputs its copied results name: each finished `outputs/<ref>` of the source is
+/// recreated in `to_session_dir` with hard links to the source's files (copies where the file system refuses a
+/// link), and synced. Stored outputs never change once finished, so sharing the files is safe, and each session
+/// still owns its names: deleting the source leaves the fork's readable. A ref the source no longer has is skipped.
+pub fn link_stored_outputs(
+    from_session_dir: &Path,
+    to_session_dir: &Path,
+    output_refs: &[String],
+) -> std::io::Result<()> {
+    crate::blocking::assert_may_block();
+    let mut linked = false;
+    for output_ref in output_refs.iter().filter(|output_ref| is_output_ref(output_ref)) {
+        let from = output_dir(from_session_dir, output_ref);
+        if !from.join(TOTALS_FILE).is_file() {
+            continue;
+        }
+        let to = output_dir(to_session_dir, output_ref);
+        std::fs::create_dir_all(&to)?;
+        for entry in std::fs::read_dir(&from)? {
+            let entry = entry?;
+            if !entry.file_type()?.is_file() {
+                continue;
+            }
+            let target = to.join(entry.file_name());
+            if std::fs::hard_link(entry.path(), &target).is_err() {
+                std::fs::copy(entry.path(), &target)?;
+                File::open(&target)?.sync_all()?;
+            }
+        }
+        File::open(&to)?.sync_all()?;
+        linked = true;
+    }
+    if linked {
+        File::open(to_session_dir.join(OUTPUTS_DIR))?.sync_all()?;
+        File::open(to_session_dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
 /// Why a stored output cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum StoredOutputError {
@@ -196,6 +235,28 @@ mod tests {
         assert_eq!(read(80, 100).unwrap().data, b"");
         let silent = read_stored_output(session.path(), &output_ref, OutputStream::Stderr, 0, 10).unwrap();
         assert_eq!(silent, StoredOutputRead { data: Vec::new(), stored_bytes: 0, total_bytes: 0 });
+    }
+
+    #[test]
+    fn a_fork_gets_links_to_the_finished_outputs_it_names() {
+        let source = tempfile::tempdir().unwrap();
+        let fork = tempfile::tempdir().unwrap();
+        let (named, unfinished, other) = (new_output_ref(), new_output_ref(), new_output_ref());
+        for output_ref in [&named, &other] {
+            let mut writer = StoredOutputWriter::create(source.path(), output_ref, 100).unwrap();
+            writer.write(OutputStream::Stderr, b"whole").unwrap();
+            writer.finish().unwrap();
+        }
+        StoredOutputWriter::create(source.path(), &unfinished, 100).unwrap();
+        let refs = [named.clone(), unfinished.clone(), "../x".to_owned(), new_output_ref()];
+        link_stored_outputs(source.path(), fork.path(), &refs).unwrap();
+        std::fs::remove_dir_all(source.path().join(OUTPUTS_DIR)).unwrap();
+
+        let read = read_stored_output(fork.path(), &named, OutputStream::Stderr, 0, 100).unwrap();
+        assert_eq!(read.data, b"whole");
+        let outputs: Vec<_> =
+            std::fs::read_dir(fork.path().join(OUTPUTS_DIR)).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(outputs, [std::ffi::OsString::from(&named)], "only the finished output the fork names");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use serde_json::json;
 use troupe_protocol::client::ClientError;
 use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
+use troupe_protocol::types::session::SessionForkParams;
 use troupe_protocol::types::tool_output::{OutputStream, ToolOutputReadParams};
 
 use super::cli_support::*;
@@ -126,13 +127,22 @@ async fn a_loud_commands_result_names_its_whole_output_which_reads_back_exactly(
     let no_session = rpc_error(read("00000000-0000-7000-8000-000000000000", &output_ref).await);
     assert_eq!(no_session.typed_code(), Some("session_not_found"));
 
-    // The stored output lives in the session's directory and goes with it.
+    // A fork's copied result reads through the fork.
+    let through_seq = events.last().expect("events").seq;
+    let fork = client
+        .call::<method::SessionFork>(SessionForkParams { session_id: session_id.clone(), through_seq })
+        .await
+        .expect("fork");
+
+    // The stored output lives in the session's directory and goes with it; the fork keeps its own.
     let stored = daemon.data_path().join("sessions").join(&session_id).join("outputs").join(&output_ref);
     assert!(stored.join("stdout").is_file());
     client.call::<method::SessionDelete>(SessionIdParams { session_id: session_id.clone() }).await.expect("delete");
     eventually("the session's directory is removed", || !stored.exists()).await;
     let gone = rpc_error(read(&session_id, &output_ref).await);
     assert_eq!(gone.typed_code(), Some("session_not_found"));
+    let through_fork = read_whole(&client, &fork.session_id, &output_ref, OutputStream::Stdout, 1024 * 1024).await;
+    assert!(through_fork == loud_stdout(), "the fork reads the whole output after its source is gone");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
