@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use troupe_actors::{Engine, EngineConfig, SessionLimits};
+use troupe_actors::{Engine, EngineConfig, SessionLimits, StoredOutputLimits};
 use troupe_gateway::{ConsoleBook, GatewayConfig, Listener, RunningGateway, Token};
 use troupe_protocol::server::ServerLimits;
 use troupe_runtime::config::SandboxMode;
@@ -124,6 +124,10 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
                 hibernate_after,
                 replay_page_bytes: config.limits.page_bytes(),
                 tail_bytes: config.limits.session_tail_bytes,
+                stored_output: StoredOutputLimits {
+                    store_after_bytes: config.tools.max_output_bytes as u64,
+                    max_stored_bytes: config.tools.max_stored_output_bytes,
+                },
             },
             session_threads,
             default_cwd,

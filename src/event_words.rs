@@ -32,6 +32,13 @@ pub fn describe_event(event: &StoredEvent) -> Option<String> {
     if let EventPayload::SessionReverted { through_seq } = &event.payload {
         return Some(reverted(*through_seq, event.seq));
     }
+    if let EventPayload::ToolCallTerminated { result, .. } = &event.payload
+        && let Some(output_ref) = &result.output_ref
+        && troupe_protocol::types::tool_output::is_output_ref(output_ref)
+    {
+        let hint = crate::tool_output_cmd::whole_output_hint(&event.session_id, output_ref);
+        return describe(&event.payload).map(|line| format!("{line}\n{INDENT}{hint}"));
+    }
     describe(&event.payload)
 }
 

@@ -14,6 +14,7 @@
 //!   `--session`; [`session_scan`]: a session's active run and latest selection, read from its events.
 //! - [`history_cmd`]: `revert`, `fork`, `compact` and `tree`, a session's history and its delegated sessions.
 //! - [`usage_cmd`]: `troupe usage`, token counts and estimated cost per session, agent, tree or overall.
+//! - [`tool_output_cmd`]: `troupe output`, a cut tool result's whole output (`output_ref`).
 //! - [`session_admin_cmd`]: `rm`, `archive` and `unarchive`, putting a session's tree away.
 //! - [`session_ref`]: a session named by its id or a unique prefix; [`style`]: short ids, relative times,
 //!   colours on a terminal only, untrusted text cleaned before printing.
@@ -42,6 +43,7 @@ pub mod sandbox_explain;
 pub mod session_admin_cmd;
 pub mod session_ref;
 pub mod style;
+pub mod tool_output_cmd;
 pub mod usage_cmd;
 
 // The CLI core: reaching the daemon, choosing the model, running and acting on runs, printing.

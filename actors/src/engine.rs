@@ -18,6 +18,7 @@ mod skills;
 mod status;
 #[cfg(feature = "test-hooks")]
 pub(crate) mod test_hooks;
+mod tool_output;
 mod usage;
 pub use status::ConsoleCodeMinter;
 
@@ -516,6 +517,38 @@ impl ServerProtocol for Engine {
         self.presence
             .do_send(crate::presence_actor::Subscribed { session_id: params.session_id, connection: ctx.connection() });
         Ok(result)
+    }
+
+    async fn tool_output_read(
+        &self,
+        _: &ServerContext,
+        params: troupe_protocol::types::tool_output::ToolOutputReadParams,
+    ) -> Result<troupe_protocol::types::tool_output::ToolOutputReadResult, RpcError> {
+        self.read_tool_output(params).await
+    }
+
+    async fn tools_list(
+        &self,
+        _: &ServerContext,
+        _: Empty,
+    ) -> Result<troupe_protocol::types::tool_output::ToolsListResult, RpcError> {
+        Ok(troupe_protocol::types::tool_output::ToolsListResult { tools: self.services.tool_descriptors() })
+    }
+
+    async fn tool_output_subscribe(
+        &self,
+        ctx: &ServerContext,
+        params: troupe_protocol::types::tool_output::ToolOutputSubscribeParams,
+    ) -> Result<troupe_protocol::types::tool_output::ToolOutputSubscribeResult, RpcError> {
+        self.subscribe_tool_output(ctx, params).await
+    }
+
+    async fn tool_output_unsubscribe(
+        &self,
+        ctx: &ServerContext,
+        params: troupe_protocol::types::tool_output::ToolOutputUnsubscribeParams,
+    ) -> Result<troupe_protocol::types::tool_output::ToolOutputUnsubscribeResult, RpcError> {
+        self.unsubscribe_tool_output(ctx, params)
     }
 
     async fn provider_connect(

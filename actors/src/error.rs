@@ -117,6 +117,29 @@ pub enum EngineError {
          one first"
     )]
     TooManyPresenceWatches { limit: usize },
+    // --- named tool-output subscriptions (protocol 18) ---
+    #[error(
+        "session `{session_id}` has no running or recently ended tool call `{tool_call_id}`: an older call's output \
+         is in its tool_call_progress events and, when its result was cut, in its output_ref"
+    )]
+    ToolCallNotFound { session_id: String, tool_call_id: String },
+    #[error("`subscription_id` must be 1 to 128 ASCII letters, digits, `.`, `_`, `:` or `-`")]
+    InvalidSubscriptionId { subscription_id: String },
+    #[error(
+        "this connection already has {limit} tool-output subscriptions that have not ended; call \
+         `tool_output.unsubscribe` for one first"
+    )]
+    TooManyToolOutputSubscriptions { limit: usize },
+    // --- stored tool output (protocol 18) ---
+    /// `tool_output.read` with an `output_ref` of the wrong form.
+    #[error("`output_ref` must be 32 lowercase hexadecimal digits, as a tool result's `output_ref` is")]
+    InvalidOutputRef { output_ref: String },
+    /// `tool_output.read` with an `output_ref` this session does not have.
+    #[error(
+        "session `{session_id}` has no stored output `{output_ref}`: only results whose output was cut have an \
+         output_ref, and it is read through the session that recorded it"
+    )]
+    OutputRefNotFound { session_id: String, output_ref: String },
     #[error("`{idempotency_key}` was already used by this producer for a different message in this session")]
     ProducerIdempotencyConflict { session_id: String, idempotency_key: String, message_id: String },
     /// No message of that id from this owner (never accepted, another owner's, or finished long ago).
@@ -266,6 +289,29 @@ impl From<EngineError> for RpcError {
             EngineError::RunNotActive { run_id } => {
                 RpcError::engine(ErrorCode::RunNotActive, &detail, &[("run_id", Value::String(run_id.clone()))])
             }
+            EngineError::ToolCallNotFound { session_id, tool_call_id } => RpcError::engine(
+                ErrorCode::ToolCallNotFound,
+                &detail,
+                &[session(session_id), ("tool_call_id", Value::String(tool_call_id.clone()))],
+            ),
+            EngineError::InvalidSubscriptionId { subscription_id } => RpcError::invalid_params_typed(
+                ErrorCode::InvalidSubscriptionId,
+                &detail,
+                &[("subscription_id", Value::String(subscription_id.clone()))],
+            ),
+            EngineError::TooManyToolOutputSubscriptions { limit } => {
+                RpcError::engine(ErrorCode::TooManySubscriptions, &detail, &[("limit", Value::from(*limit))])
+            }
+            EngineError::InvalidOutputRef { output_ref } => RpcError::invalid_params_typed(
+                ErrorCode::InvalidOutputRef,
+                &detail,
+                &[("output_ref", Value::String(output_ref.clone()))],
+            ),
+            EngineError::OutputRefNotFound { session_id, output_ref } => RpcError::engine(
+                ErrorCode::OutputRefNotFound,
+                &detail,
+                &[session(session_id), ("output_ref", Value::String(output_ref.clone()))],
+            ),
             EngineError::RunNotFound { run_id } => {
                 RpcError::engine(ErrorCode::RunNotFound, &detail, &[("run_id", Value::String(run_id.clone()))])
             }

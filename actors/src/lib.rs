@@ -38,4 +38,4 @@ pub mod session_supervisor;
 pub use engine::test_hooks::EngineSizes;
 pub use engine::{ConsoleCodeMinter, Engine, EngineConfig};
 pub use error::EngineError;
-pub use session_actor::SessionLimits;
+pub use session_actor::{SessionLimits, StoredOutputLimits};

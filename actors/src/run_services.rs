@@ -103,6 +103,20 @@ impl RunServices {
         definitions
     }
 
+    /// The tools as `tools.list` describes them: built-in, then the ready plugins' (which stream no output: a
+    /// plugin's output arrives with its result), each in name order.
+    pub fn tool_descriptors(&self) -> Vec<troupe_protocol::types::tool_output::ToolDescriptor> {
+        let mut descriptors = self.tools.descriptors();
+        descriptors.extend(self.plugins.tool_definitions().into_iter().map(|definition| {
+            troupe_protocol::types::tool_output::ToolDescriptor {
+                name: definition.name,
+                description: definition.description,
+                output_channels: Vec::new(),
+            }
+        }));
+        descriptors
+    }
+
     /// The policy that governs runs of `agent` (built once per agent).
     pub fn policy_for(&self, agent: &str) -> Result<Arc<Policy>, EngineError> {
         if let Some(policy) = self.policies.read().get(agent) {

@@ -49,11 +49,13 @@ mod approvals;
 mod compaction;
 mod goals;
 mod history;
+mod named_output;
 mod plugin_events;
 mod producers;
 mod replay;
 mod runs;
 mod snapshots;
+mod stored_outputs;
 mod title;
 mod tool_output;
 mod turn_end;
@@ -75,6 +77,7 @@ pub use goals::{
     UpdateGoalChecklist,
 };
 pub use history::{PrepareFork, Revert};
+pub use named_output::SubscribeToolOutput;
 pub use plugin_events::EmitPluginEvent;
 pub use producers::{
     DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
@@ -85,6 +88,7 @@ pub use runs::{
     AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, NextRunSelection, PromotePendingInputs, RecallSteer,
     RunOutput, StartDelegatedRun, StartRun, SteerRun, ToolStdin, TrackedEvent, Until,
 };
+pub use stored_outputs::StoredOutputLimits;
 use tool_output::{Subscriber, ToolOutputStreams};
 pub use turn_end::{EndToolFreeTurn, TurnEnd};
 pub use usage::GetUsage;
@@ -179,6 +183,8 @@ pub struct SessionActor {
     run_actor: Option<Addr<RunActor>>,
     /// Retained output of running tool calls, for snapshots and gap notices.
     tool_output: ToolOutputStreams,
+    /// Whole outputs of loud running calls, stored for `output_ref` (`stored_outputs`).
+    stored_outputs: stored_outputs::StoredOutputs,
     /// Runs waiting for answers to their approvals.
     approval_waiters: approvals::ApprovalWaiters,
     /// Producer messages: waking the session for them (`producers`).
@@ -213,6 +219,7 @@ impl SessionActor {
         producers: ProducerLane,
     ) -> Self {
         SessionActor {
+            stored_outputs: stored_outputs::StoredOutputs::new(session_dir.clone(), limits.stored_output),
             session_id,
             session_dir,
             incarnation,
@@ -378,9 +385,16 @@ impl SessionActor {
         if state.runs.active.is_none() {
             // A terminal event ended the run; its actor stops by itself.
             self.run_actor = None;
+            self.stored_outputs.forget_all();
+        }
+        if let EventPayload::ToolCallStarted { tool_call_id, .. } = &event.payload
+            && let Some(run_id) = &event.run_id
+        {
+            self.tool_output.start_call(tool_call_id, run_id);
         }
         if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
-            self.tool_output.finish_call(tool_call_id, &mut self.subscribers);
+            self.tool_output.finish_call(&self.session_id, tool_call_id, &mut self.subscribers);
+            self.stored_outputs.forget(tool_call_id);
         }
         self.write_next_batch(ctx);
         self.follow_producer_messages(ctx, &event);

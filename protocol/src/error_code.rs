@@ -74,6 +74,18 @@ error_codes! {
     InputTooLarge = "input_too_large",
     /// Input that is empty or otherwise unusable.
     InvalidInput = "invalid_input",
+    /// No tool call of the session has this id (or its output is no longer kept).
+    ToolCallNotFound = "tool_call_not_found",
+
+    // Tool output.
+    /// A named output subscription's id that is empty, too long or holds control characters.
+    InvalidSubscriptionId = "invalid_subscription_id",
+    /// A connection holds as many named output subscriptions as it may.
+    TooManySubscriptions = "too_many_subscriptions",
+    /// An `output_ref` that is not one this daemon hands out.
+    InvalidOutputRef = "invalid_output_ref",
+    /// No stored output of the session has this reference (never stored, or removed with its session).
+    OutputRefNotFound = "output_ref_not_found",
     /// More unread stdin for a tool call than the daemon keeps.
     ToolStdinBacklogFull = "tool_stdin_backlog_full",
     /// The agent named in a selection does not exist.

@@ -267,6 +267,14 @@ protocol_methods! {
     RunToolStdin, run_tool_stdin, "run.tool_stdin", RunToolStdinParams => RunToolStdinResult;
     /// Stored events after a cursor, then live notifications.
     EventsSubscribe, events_subscribe, "events.subscribe", EventsSubscribeParams => EventsSubscribeResult;
+    /// The tools runs are offered, with the output channels each streams.
+    ToolsList, tools_list, "tools.list", Empty => ToolsListResult;
+    /// Bytes of a loud tool call's stored whole output (`PersistedToolResult.output_ref`).
+    ToolOutputRead, tool_output_read, "tool_output.read", ToolOutputReadParams => ToolOutputReadResult;
+    /// One tool call's output to this connection, under a name the client chose, from a byte offset.
+    ToolOutputSubscribe, tool_output_subscribe, "tool_output.subscribe", ToolOutputSubscribeParams => ToolOutputSubscribeResult;
+    /// End a named tool-output subscription.
+    ToolOutputUnsubscribe, tool_output_unsubscribe, "tool_output.unsubscribe", ToolOutputUnsubscribeParams => ToolOutputUnsubscribeResult;
     /// Approval records and tree grants of a root session's tree.
     ApprovalList, approval_list, "approval.list", ApprovalListParams => ApprovalListResult;
     /// Answer a pending approval.
@@ -286,6 +294,8 @@ protocol_notifications! {
     ToolOutputDelta, "events.tool_output_delta", ToolOutputDeltaParams;
     /// The subscriber missed output bytes.
     ToolOutputGap, "events.tool_output_gap", ToolOutputGapParams;
+    /// A named tool-output subscription ended: its call ended and its output was offered.
+    ToolOutputEnd, "events.tool_output_end", ToolOutputEndParams;
     /// troupe extension: the connections subscribed to a session changed (sent only to those that called
     /// `session.presence`).
     SessionPresenceChanged, "session.presence_changed", SessionPresenceChangedParams;

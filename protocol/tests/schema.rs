@@ -91,8 +91,9 @@ const REFERENCE_METHODS: [&str; 32] = [
     "approval.respond",
 ];
 
-/// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`).
-const EXTENSION_METHODS: [&str; 7] = [
+/// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`). The `tool_output.*`
+/// methods and `tools.list` are troupe's shape of protocol 18's features, which the reference names without a method table.
+const EXTENSION_METHODS: [&str; 11] = [
     "session.tree_usage",
     "session.archive",
     "session.delete",
@@ -100,10 +101,14 @@ const EXTENSION_METHODS: [&str; 7] = [
     "console.login_code",
     "session.presence",
     "session.presence_unsubscribe",
+    "tools.list",
+    "tool_output.read",
+    "tool_output.subscribe",
+    "tool_output.unsubscribe",
 ];
 
 /// Notifications troupe sends beyond the reference's, only to clients that asked for them.
-const EXTENSION_NOTIFICATIONS: [&str; 1] = ["session.presence_changed"];
+const EXTENSION_NOTIFICATIONS: [&str; 2] = ["session.presence_changed", "events.tool_output_end"];
 
 const REFERENCE_NOTIFICATIONS: [&str; 6] = [
     "runtime.changed",

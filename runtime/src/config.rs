@@ -199,6 +199,9 @@ pub struct PermissionRuleConfig {
     pub tool: Option<String>,
 }
 
+/// The largest `[tools] max_stored_output_bytes`: a bound on what one call's stream may add to the data dir.
+pub const MAX_STORED_OUTPUT_BYTES: u64 = 1024 * 1024 * 1024;
+
 /// Limits of the tools runs use.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -207,11 +210,14 @@ pub struct ToolSettings {
     pub shell_timeout_secs: u64,
     /// Output kept per stream in a tool's result; the live stream is not capped.
     pub max_output_bytes: usize,
+    /// When a call's output is longer than `max_output_bytes`, the whole of it is stored for `tool_output.read`
+    /// (the result's `output_ref`): at most this many bytes of each stream.
+    pub max_stored_output_bytes: u64,
 }
 
 impl Default for ToolSettings {
     fn default() -> Self {
-        ToolSettings { shell_timeout_secs: 120, max_output_bytes: 64 * 1024 }
+        ToolSettings { shell_timeout_secs: 120, max_output_bytes: 64 * 1024, max_stored_output_bytes: 8 * 1024 * 1024 }
     }
 }
 
@@ -389,6 +395,11 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
     }
     if config.tools.shell_timeout_secs == 0 || config.tools.max_output_bytes == 0 {
         problems.push("tools.shell_timeout_secs and tools.max_output_bytes must be greater than 0".to_owned());
+    }
+    if config.tools.max_stored_output_bytes > MAX_STORED_OUTPUT_BYTES {
+        problems.push(format!(
+            "tools.max_stored_output_bytes must be at most {MAX_STORED_OUTPUT_BYTES} (1 GiB); 0 stores no whole outputs"
+        ));
     }
     for (name, agent) in &config.agents {
         if agent.models.is_empty() {

@@ -15,7 +15,9 @@
 //! (`SessionState::apply`): the fork is a listed root session whatever its source was, the source's tree grants do
 //! not apply to the fork's tree, and the copied `model_usage_recorded` stay the source's spending (the fork's
 //! `spent` starts at zero, its visible usage includes the prefix). A run the prefix leaves in flight is closed by
-//! the new session when it loads, like any run without an actor, so it ends in the fork only.
+//! the new session when it loads, like any run without an actor, so it ends in the fork only. The stored whole
+//! outputs the copied results name (`output_ref`) are hard-linked into the fork, so they read through it and
+//! outlive the source.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -106,6 +108,7 @@ fn copy_into(staging: &Path, new_session_id: &str, source: &ForkSource) -> Resul
         title: TitleFold::default(),
         goals: GoalBook::default(),
         producers: ProducerBook::default(),
+        output_refs: Vec::new(),
     };
     let mut failure: Option<ForkError> = None;
     let prefix = vec![1..=source.through_seq];
@@ -128,7 +131,11 @@ fn copy_into(staging: &Path, new_session_id: &str, source: &ForkSource) -> Resul
         return Err(ForkError::NoUserMessage { through_seq: source.through_seq });
     }
     copy.append_own(source)?;
-    copy.flush()
+    copy.flush()?;
+    let source_dir = staging.parent().unwrap_or(Path::new(".")).join(&source.source_session_id);
+    crate::stored_output::link_stored_outputs(&source_dir, staging, &copy.output_refs)
+        .map_err(|error| RuntimeError::io("link the source's stored outputs", staging, error))?;
+    Ok(())
 }
 
 /// The source's title with " (fork)" appended, within the title bound.
@@ -179,6 +186,8 @@ struct ForkCopy<'a> {
     /// The goal and the producer messages as the whole prefix left them, which the fork's own events end.
     goals: GoalBook,
     producers: ProducerBook,
+    /// The `output_ref`s of the copied results, whose stored outputs the fork gets (`stored_output`).
+    output_refs: Vec<String>,
 }
 
 impl ForkCopy<'_> {
@@ -206,6 +215,11 @@ impl ForkCopy<'_> {
                 EventPayload::SessionTitleCommitted { title, change, .. } if visible => self.title.apply(change, title),
                 _ => {}
             }
+        }
+        if kind == "tool_call_terminated"
+            && let Some(output_ref) = event["payload"]["result"]["output_ref"].as_str()
+        {
+            self.output_refs.push(output_ref.to_owned());
         }
         event["session_id"] = Value::from(self.new_session_id);
         self.last_seq = seq;

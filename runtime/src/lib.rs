@@ -23,6 +23,7 @@
 //! - [`sandbox`]: the kernel's bounds on tool processes (Landlock, network namespace, process lifetime) and the
 //!   denied paths by file identity for in-process tools.
 //! - [`skills`]: `SKILL.md` discovery from the project's and the user's skills directories, and rendering.
+//! - [`stored_output`]: whole outputs of loud tool calls (`output_ref`), written durably and read back.
 //! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
 //!
@@ -56,6 +57,7 @@ pub mod runnable;
 pub mod sandbox;
 pub mod session_state;
 pub mod skills;
+pub mod stored_output;
 pub mod title;
 pub mod token;
 pub mod tool_stdin;

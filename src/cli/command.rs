@@ -370,6 +370,18 @@ pub(crate) enum Command {
         /// The command whose page to print, e.g. `run` or `goal set` (default: troupe.1).
         command: Vec<String>,
     },
+    /// Write the whole output of a tool call whose result was cut (`watch` and `run` print this command).
+    Output {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The session: its id or a unique prefix.
+        session: String,
+        /// The result's output_ref.
+        output_ref: String,
+        /// The stderr stream instead of stdout.
+        #[arg(long)]
+        stderr: bool,
+    },
     /// Print a session's events and follow them live; survives daemon restarts.
     Watch {
         #[command(flatten)]

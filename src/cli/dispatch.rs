@@ -12,6 +12,7 @@ use troupe::run_cmd::{self, RunRequest, Shown};
 use troupe::run_control::{self, RunTarget};
 use troupe::style::Style;
 use troupe_protocol::types::session::TitleChange;
+use troupe_protocol::types::tool_output::OutputStream;
 
 use super::command::{Cli, Command, SandboxCommand};
 use super::serve::serve;
@@ -175,6 +176,10 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Usage { client, session, agent, tree, json } => {
             let scope = troupe::usage_cmd::UsageScope::from_flags(session, agent, tree);
             block_on(troupe::usage_cmd::usage(&client.connection(), scope, json)).map(done)
+        }
+        Command::Output { client, session, output_ref, stderr } => {
+            let stream = if stderr { OutputStream::Stderr } else { OutputStream::Stdout };
+            block_on(troupe::tool_output_cmd::output(&client.connection(), &session, &output_ref, stream)).map(done)
         }
         Command::Watch { client, session, from, json } => {
             block_on(follow::watch(&client.connection(), session, from, Output::from_flag(json))).map(done)

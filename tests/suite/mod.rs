@@ -71,6 +71,8 @@ mod titles;
 mod tool_isolation;
 mod tool_messages;
 mod tool_output;
+mod tool_output_named;
+mod tool_output_refs;
 mod tool_stdin_bounds;
 mod tui;
 mod unix_socket;

@@ -33,6 +33,8 @@ pub struct SessionLimits {
     pub replay_page_bytes: usize,
     /// Bytes of recent events kept in memory; older ones are read from the log.
     pub tail_bytes: usize,
+    /// When and how much of a loud tool call's whole output is stored for its result's `output_ref`.
+    pub stored_output: super::StoredOutputLimits,
 }
 
 /// The newest committed events, bounded by their bytes (always at least the last one).

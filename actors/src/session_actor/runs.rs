@@ -111,7 +111,7 @@ pub struct TrackedEvent {
     pub durable: oneshot::Receiver<Result<(), EngineError>>,
 }
 
-/// Sent by the run: a chunk of a running tool's output, for live subscribers.
+/// Sent by the run: a chunk of a running tool's output, for live subscribers and the stored whole output.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct RunOutput {
@@ -373,9 +373,40 @@ impl SessionActor {
 }
 
 impl Handler<AppendRunEvent> for SessionActor {
-    type Result = ResponseFuture<Result<u64, EngineError>>;
+    type Result = ResponseActFuture<Self, Result<u64, EngineError>>;
 
-    fn handle(&mut self, message: AppendRunEvent, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, mut message: AppendRunEvent, ctx: &mut Context<Self>) -> Self::Result {
+        let finishing = match &message.payload {
+            EventPayload::ToolCallTerminated { tool_call_id, .. } => self.stored_outputs.finish(tool_call_id),
+            _ => None,
+        };
+        let Some((output_ref, finishing)) = finishing else {
+            return Box::pin(self.append_run_event(message, ctx).into_actor(self));
+        };
+        // The result names the stored output only once it is durable. The run waits for this reply before it
+        // sends anything else, so its events keep their order meanwhile.
+        Box::pin(finishing.into_actor(self).then(move |finished, actor, ctx| {
+            match finished {
+                Ok(()) => {
+                    if let EventPayload::ToolCallTerminated { result, .. } = &mut message.payload {
+                        result.output_ref = Some(output_ref);
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "a tool call's whole output could not be stored; its result has no output_ref")
+                }
+            }
+            actor.append_run_event(message, ctx).into_actor(actor)
+        }))
+    }
+}
+
+impl SessionActor {
+    fn append_run_event(
+        &mut self,
+        message: AppendRunEvent,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<Result<u64, EngineError>> {
         let accepted = self
             .require_active_run(&message.run_id)
             .and_then(|()| self.append(ctx, Some(message.run_id), message.origin, message.payload));
@@ -397,9 +428,9 @@ impl Handler<AppendTrackedRunEvent> for SessionActor {
 }
 
 impl Handler<RunOutput> for SessionActor {
-    type Result = ();
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, message: RunOutput, _: &mut Context<Self>) {
+    fn handle(&mut self, message: RunOutput, _: &mut Context<Self>) -> Self::Result {
         let chunk = OutputChunkRef {
             run_id: &message.run_id,
             tool_call_id: &message.tool_call_id,
@@ -408,6 +439,11 @@ impl Handler<RunOutput> for SessionActor {
             data: &message.data,
         };
         self.tool_output.publish(&self.session_id, chunk, &mut self.subscribers);
+        // The run awaits this reply before its next chunk: a writer with no room slows the tool down.
+        match self.stored_outputs.record(&message.tool_call_id, message.stream, &message.data) {
+            Some(room) => Box::pin(room),
+            None => Box::pin(std::future::ready(())),
+        }
     }
 }
 

@@ -5,10 +5,14 @@
 //! loses it but keeps its subscription; before its next delta of that stream it is sent
 //! `events.tool_output_gap` with the offset where it picks up again. The last 64 KiB of each running stream are
 //! retained, and a subscriber that arrives while a tool runs gets them as `events.tool_output_snapshot`.
+//! Named subscriptions to one call (`tool_output.subscribe`) are served from the same windows (`named_output`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use super::named_output::{
+    self, CallRef, EndedCall, NamedRequest, NamedSubscriber, Window, end_subscribers, remember_ended,
+};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytestring::ByteString;
@@ -42,6 +46,12 @@ struct RetainedOutput {
 #[derive(Default)]
 pub(crate) struct ToolOutputStreams {
     streams: HashMap<(String, OutputStream), RetainedOutput>,
+    /// Calls started and not ended, with their run: those a named subscription may follow.
+    running: HashMap<String, String>,
+    /// The newest ended calls' retained windows (`named_output`).
+    ended: VecDeque<EndedCall>,
+    /// Named subscriptions to running calls (`tool_output.subscribe`).
+    named: Vec<NamedSubscriber>,
 }
 
 /// One chunk of a running tool's output.
@@ -67,6 +77,10 @@ impl ToolOutputStreams {
         retained.bytes.drain(..excess);
         retained.start_offset = chunk.offset + chunk.data.len() as u64 - retained.bytes.len() as u64;
 
+        self.named.retain_mut(|named| {
+            !named.follows(chunk.tool_call_id, chunk.stream)
+                || named_output::offer_chunk(session_id, named, chunk.stream, chunk.offset, chunk.data)
+        });
         if subscribers.is_empty() {
             return;
         }
@@ -77,6 +91,7 @@ impl ToolOutputStreams {
             stream: chunk.stream,
             byte_offset: chunk.offset,
             data: BASE64.encode(chunk.data),
+            subscription_id: None,
         };
         let Ok(delta_frame) = encode_notification::<ToolOutputDelta>(&delta) else {
             return;
@@ -88,6 +103,7 @@ impl ToolOutputStreams {
                 tool_call_id: chunk.tool_call_id.to_owned(),
                 stream: chunk.stream,
                 next_offset: chunk.offset,
+                subscription_id: None,
             })
             .ok()
         };
@@ -133,17 +149,67 @@ impl ToolOutputStreams {
                     start_offset: retained.start_offset,
                     end_offset: retained.start_offset + data.len() as u64,
                     data: BASE64.encode(&data),
+                    subscription_id: None,
                 })
                 .ok()
             })
             .collect()
     }
 
-    /// The call ended: its output is no longer live, and nobody is owed a gap notice for it.
-    pub(crate) fn finish_call(&mut self, tool_call_id: &str, subscribers: &mut [Subscriber]) {
-        self.streams.retain(|(call, _), _| call != tool_call_id);
+    /// A call started: named subscriptions may follow it.
+    pub(crate) fn start_call(&mut self, tool_call_id: &str, run_id: &str) {
+        self.running.insert(tool_call_id.to_owned(), run_id.to_owned());
+    }
+
+    /// The call ended: its output is no longer live, and nobody is owed a gap notice for it. Its retained windows
+    /// are kept for late named subscriptions, and its named subscribers are sent the end.
+    pub(crate) fn finish_call(&mut self, session_id: &str, tool_call_id: &str, subscribers: &mut [Subscriber]) {
+        let mut windows = BTreeMap::new();
+        let mut run_id = self.running.remove(tool_call_id);
+        self.streams.retain(|(call, stream), retained| {
+            if call != tool_call_id {
+                return true;
+            }
+            run_id.get_or_insert_with(|| retained.run_id.clone());
+            let start_offset = retained.start_offset;
+            windows.insert(*stream, Window { start_offset, bytes: std::mem::take(&mut retained.bytes).into() });
+            false
+        });
         for subscriber in subscribers {
             subscriber.missed.retain(|(call, _)| call != tool_call_id);
         }
+        let Some(run_id) = run_id else { return };
+        let ended = EndedCall { tool_call_id: tool_call_id.to_owned(), run_id, windows };
+        let (ending, named) = std::mem::take(&mut self.named)
+            .into_iter()
+            .partition(|named: &NamedSubscriber| named.tool_call_id() == tool_call_id);
+        self.named = named;
+        end_subscribers(session_id, ending, &ended);
+        remember_ended(&mut self.ended, ended);
+    }
+
+    /// Starts a named subscription. Returns whether the call is running (`Some(false)`: it ended, and the
+    /// subscription was served whole); `None` when the session knows no such recent call.
+    pub(crate) fn subscribe_named(&mut self, session_id: &str, request: NamedRequest) -> Option<bool> {
+        if let Some(run_id) = self.running.get(&request.tool_call_id) {
+            let windows: BTreeMap<OutputStream, Window> = self
+                .streams
+                .iter()
+                .filter(|((call, _), _)| *call == request.tool_call_id)
+                .map(|((_, stream), retained)| {
+                    let (front, back) = retained.bytes.as_slices();
+                    (*stream, Window { start_offset: retained.start_offset, bytes: [front, back].concat() })
+                })
+                .collect();
+            let tool_call_id = request.tool_call_id.clone();
+            let call = CallRef { session_id, run_id, tool_call_id: &tool_call_id };
+            if let Some(named) = named_output::follow_running(&call, request, &windows) {
+                self.named.push(named);
+            }
+            return Some(true);
+        }
+        let ended = self.ended.iter().find(|ended| ended.tool_call_id == request.tool_call_id)?;
+        named_output::serve_ended(session_id, request, ended);
+        Some(false)
     }
 }

@@ -94,6 +94,10 @@ impl<T: Transport> ConnectionTask<T> {
             notification::ToolOutputDelta::NAME => self.tool_output(method, params, ToolOutput::Delta),
             notification::ToolOutputSnapshot::NAME => self.tool_output(method, params, ToolOutput::Snapshot),
             notification::ToolOutputGap::NAME => self.tool_output(method, params, ToolOutput::Gap),
+            notification::ToolOutputEnd::NAME => match serde_json::from_str::<Value>(params) {
+                Ok(value) => self.outbox.tool_output_end(value),
+                Err(error) => tracing::warn!(%method, %error, "ignoring an undecodable notification"),
+            },
             notification::EventsPlugin::NAME => match serde_json::from_str::<Value>(params) {
                 Ok(value) => self.outbox.plugin_event(value),
                 Err(error) => tracing::warn!(%method, %error, "ignoring an undecodable notification"),

@@ -167,6 +167,8 @@ pub enum ClientDelivery {
     /// `events.tool_output_gap` params, as sent by the daemon, or synthesized by the client for output it
     /// dropped while the delivery stream was congested (see the module docs on back-pressure).
     ToolOutputGap(Value),
+    /// `events.tool_output_end` params, as sent: a named tool-output subscription ended.
+    ToolOutputEnd(Value),
     /// `events.plugin` params, as sent.
     PluginEvent(Value),
     /// `count` plugin events were dropped while the delivery stream was congested.

@@ -150,6 +150,22 @@ impl Outbox {
         });
     }
 
+    /// `events.tool_output_end` of a named subscription: never dropped, and after the gap of any output of the
+    /// subscription dropped while congested.
+    pub(super) fn tool_output_end(&mut self, params: Value) {
+        let subscription_id = params.get("subscription_id").and_then(Value::as_str).map(str::to_owned);
+        while let Some(index) = self
+            .missed_output
+            .iter()
+            .position(|missed| subscription_id.is_some() && missed.subscription_id == subscription_id)
+        {
+            if let Some(gap) = self.missed_output.remove(index) {
+                self.push_gap(gap);
+            }
+        }
+        self.push(ClientDelivery::ToolOutputEnd(params));
+    }
+
     pub(super) fn runtime_changed(&mut self, changed: RuntimeChangedParams) {
         if self.congested() {
             self.runtime_changed = Some(changed);
@@ -222,6 +238,8 @@ struct StreamKey {
     run_id: String,
     tool_call_id: String,
     stream: OutputStream,
+    /// A named subscription's output is accounted apart from `events.subscribe`'s output of the same stream.
+    subscription_id: Option<String>,
 }
 
 impl StreamKey {
@@ -232,6 +250,8 @@ impl StreamKey {
             run_id: String,
             tool_call_id: String,
             stream: OutputStream,
+            #[serde(default)]
+            subscription_id: Option<String>,
         }
         let params = match output {
             ToolOutput::Delta(params) | ToolOutput::Snapshot(params) | ToolOutput::Gap(params) => params,
@@ -242,6 +262,7 @@ impl StreamKey {
             run_id: key.run_id,
             tool_call_id: key.tool_call_id,
             stream: key.stream,
+            subscription_id: key.subscription_id,
         })
     }
 
@@ -250,6 +271,7 @@ impl StreamKey {
             && gap.stream == self.stream
             && gap.run_id == self.run_id
             && gap.session_id == self.session_id
+            && gap.subscription_id == self.subscription_id
     }
 
     fn gap(self, next_offset: u64) -> ToolOutputGapParams {
@@ -259,6 +281,7 @@ impl StreamKey {
             tool_call_id: self.tool_call_id,
             stream: self.stream,
             next_offset,
+            subscription_id: self.subscription_id,
         }
     }
 }

@@ -25,8 +25,14 @@ static NEXT_CHANNEL_ID: AtomicU64 = AtomicU64::new(1);
 pub(super) struct GatedChannel {
     id: u64,
     pub(super) shared: Arc<ConnectionShared>,
-    /// Set for event subscriptions: where the gap notice points. `None` for a connection-wide notifier.
+    /// Set for event subscriptions: where the gap notice points. `None` for a connection-wide notifier and for a
+    /// named tool-output subscription.
     session_id: Option<Arc<str>>,
+    /// A connection-wide notifier: each frame supersedes the ones before it, so only the newest is held.
+    supersedes: bool,
+    /// A named tool-output subscription whose end notice was offered: it no longer counts against the
+    /// connection's bound, though its last frames may still be on their way.
+    finished: AtomicBool,
     open: AtomicBool,
     /// Frames offered before the gate opened; `None` once it has (they were queued then).
     held: Mutex<Option<HeldFrames>>,
@@ -55,10 +61,23 @@ enum Held {
 
 impl GatedChannel {
     pub(super) fn new(shared: Arc<ConnectionShared>, session_id: Option<Arc<str>>) -> Arc<Self> {
+        let supersedes = session_id.is_none();
+        Self::build(shared, session_id, supersedes)
+    }
+
+    /// A channel for one named tool-output subscription: transient frames, then one end notice that is never lost
+    /// (it waits on the side list when the queue is full).
+    pub(super) fn new_output(shared: Arc<ConnectionShared>) -> Arc<Self> {
+        Self::build(shared, None, false)
+    }
+
+    fn build(shared: Arc<ConnectionShared>, session_id: Option<Arc<str>>, supersedes: bool) -> Arc<Self> {
         Arc::new(GatedChannel {
             id: NEXT_CHANNEL_ID.fetch_add(1, Ordering::Relaxed),
             shared,
             session_id,
+            supersedes,
+            finished: AtomicBool::new(false),
             open: AtomicBool::new(false),
             held: Mutex::new(Some(HeldFrames::default())),
             closed: AtomicBool::new(false),
@@ -70,6 +89,15 @@ impl GatedChannel {
 
     pub(super) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire) || self.shared.is_closed()
+    }
+
+    pub(super) fn mark_finished(&self) {
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// Whether the channel still takes frames and has not offered its end: what counts against a bound.
+    pub(super) fn is_live(&self) -> bool {
+        !self.finished.load(Ordering::Acquire) && !self.is_closed()
     }
 
     /// Frames held back while gated.
@@ -128,7 +156,7 @@ impl GatedChannel {
         let mut guard = self.held.lock();
         // `open` flips while this lock is held, after the held frames were queued; `None` here means it just did.
         let held = guard.as_mut()?;
-        if self.session_id.is_none() {
+        if self.supersedes {
             // A connection-wide notice supersedes the ones before it: only the newest is held.
             *held = HeldFrames::default();
         }

@@ -37,6 +37,8 @@ pub(super) struct ConnectionShared {
     pub(super) budget: Arc<ReplyBudget>,
     /// The current subscription of this connection to each session. Subscribing again replaces it.
     pub(super) subscriptions: Mutex<HashMap<Arc<str>, Arc<GatedChannel>>>,
+    /// The named tool-output subscriptions of this connection, by the client's name for each.
+    pub(super) output_subscriptions: Mutex<HashMap<String, Arc<GatedChannel>>>,
     /// Told about handshakes, requests, drops and gaps (the daemon's metrics).
     pub(super) observer: SharedObserver,
     /// The `client_info` of the connection's handshake (the latest accepted one), for presence lists.
@@ -66,6 +68,10 @@ impl ConnectionShared {
         self.budget.close();
         let subscriptions = std::mem::take(&mut *self.subscriptions.lock());
         for channel in subscriptions.into_values() {
+            channel.close();
+        }
+        let outputs = std::mem::take(&mut *self.output_subscriptions.lock());
+        for channel in outputs.into_values() {
             channel.close();
         }
     }
@@ -107,6 +113,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             queue: OutboundQueue::new(limits.outbound_queue, limits.outbound_queue_bytes),
             budget: ReplyBudget::new(limits.reply_budget_bytes),
             subscriptions: Mutex::new(HashMap::new()),
+            output_subscriptions: Mutex::new(HashMap::new()),
             observer,
             client_info: Mutex::new(None),
             authority: std::sync::OnceLock::new(),

@@ -12,7 +12,7 @@ use super::channel::GatedChannel;
 use super::connection::ConnectionShared;
 use super::handle::ConnectionHandle;
 use super::outbound::SideKey;
-use super::sink::{ConnectionNotifier, EventSink};
+use super::sink::{ConnectionNotifier, EventSink, OutputSink, OutputSinkRefused};
 use crate::error::RpcError;
 use crate::jsonrpc::{Notification, encode_notification};
 use crate::types::runtime::ClientInfo;
@@ -132,6 +132,42 @@ impl ServerContext {
         let channel = GatedChannel::new(self.shared.clone(), None);
         self.group.channels.lock().push(channel.clone());
         ConnectionNotifier { channel }
+    }
+
+    /// A channel for one named tool-output subscription (`tool_output.subscribe`), open once this request has
+    /// replied. It replaces this connection's subscription of the same name, which reports closed from now on.
+    /// Refused when the connection already has `max_live` subscriptions that have not ended.
+    pub fn output_sink(&self, subscription_id: &str, max_live: usize) -> Result<OutputSink, OutputSinkRefused> {
+        let channel = GatedChannel::new_output(self.shared.clone());
+        let replaced = {
+            let mut outputs = self.shared.output_subscriptions.lock();
+            if self.shared.is_closed() {
+                return Err(OutputSinkRefused::Closed);
+            }
+            // Ended subscriptions keep no slot: a client naming each subscription anew must not grow the map.
+            outputs.retain(|_, channel| channel.is_live());
+            let live = outputs.len() - usize::from(outputs.contains_key(subscription_id));
+            if live >= max_live {
+                return Err(OutputSinkRefused::TooMany { limit: max_live });
+            }
+            outputs.insert(subscription_id.to_owned(), channel.clone())
+        };
+        if let Some(replaced) = replaced {
+            replaced.close();
+        }
+        self.group.channels.lock().push(channel.clone());
+        Ok(OutputSink { channel })
+    }
+
+    /// Ends this connection's named tool-output subscription `subscription_id`: nothing more is sent for it.
+    /// Returns whether it was still live (not ended, not already closed).
+    pub fn end_output_sink(&self, subscription_id: &str) -> bool {
+        let removed = self.shared.output_subscriptions.lock().remove(subscription_id);
+        removed.is_some_and(|channel| {
+            let live = channel.is_live();
+            channel.close();
+            live
+        })
     }
 
     /// A channel for one session's `events.subscription` notifications, open once this request has replied. It

@@ -63,7 +63,9 @@ pub use observer::{
     DroppedNotification, HandshakeOutcome, NoObserver, ServerObserver, SharedObserver, method_label, no_observer,
 };
 pub use outbound::{OutboundCloser, OutboundStream};
-pub use sink::{ConnectionNotifier, EventSink, ReplayPermit, SinkError, encode_event_notification};
+pub use sink::{
+    ConnectionNotifier, EventSink, OutputSink, OutputSinkRefused, ReplayPermit, SinkError, encode_event_notification,
+};
 
 /// Per-connection limits.
 #[derive(Clone, Copy, Debug)]

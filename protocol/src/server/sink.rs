@@ -113,6 +113,48 @@ impl EventSink {
     }
 }
 
+/// One named tool-output subscription of a connection (`tool_output.subscribe`). The session actor owns it:
+/// it offers the call's output with [`offer_transient`](Self::offer_transient) and, once the call ended and what
+/// the subscription asked for was offered, the end notice with [`offer_end`](Self::offer_end). Clones share the
+/// subscription.
+#[derive(Clone)]
+pub struct OutputSink {
+    pub(super) channel: Arc<GatedChannel>,
+}
+
+impl OutputSink {
+    pub fn connection_id(&self) -> u64 {
+        self.channel.shared.id
+    }
+
+    /// Offers output. When the queue is full it is dropped and `Ok(false)` is returned (the caller sends a gap
+    /// notice later); `Err(Closed)` means the subscription ended (unsubscribed, replaced, or the connection gone).
+    pub fn offer_transient(&self, frame: &ByteString) -> Result<bool, SinkError> {
+        self.channel.offer_transient(frame)
+    }
+
+    /// Offers the end notice, which is never dropped for room (it waits on the connection's side list), and frees
+    /// the subscription's slot in the connection's bound.
+    pub fn offer_end(&self, frame: &ByteString) -> Result<(), SinkError> {
+        let offered = self.channel.offer(0, frame);
+        self.channel.mark_finished();
+        offered
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.channel.is_closed()
+    }
+}
+
+/// Why [`ServerContext::output_sink`](super::ServerContext::output_sink) refused a subscription.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OutputSinkRefused {
+    #[error("this connection already has {limit} tool-output subscriptions that have not ended")]
+    TooMany { limit: usize },
+    #[error("the connection is closed")]
+    Closed,
+}
+
 /// A connection's channel for connection-wide notifications such as `runtime.changed`.
 #[derive(Clone)]
 pub struct ConnectionNotifier {

@@ -77,6 +77,12 @@ pub struct PermissionRequest {
 pub trait Tool: Send + Sync {
     fn definition(&self) -> ToolDefinition;
 
+    /// The output channels the tool streams through [`ToolContext::output`] while it runs (`tools.list` shows
+    /// them); none by default: the output arrives with the result.
+    fn output_channels(&self) -> Vec<troupe_protocol::types::tool_output::OutputChannel> {
+        Vec::new()
+    }
+
     /// What executing this call would do, decided from the arguments and the session cwd without side effects.
     /// Errors are argument errors (bad JSON shape), reported to the model as an `error` tool result.
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError>;

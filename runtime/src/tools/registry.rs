@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use troupe_protocol::types::tool_output::ToolDescriptor;
+
 use super::{EditFileTool, ListDirTool, ReadFileTool, SearchTool, ShellTool, Tool, ToolDefinition, WriteFileTool};
 
 /// Tools by name. A `BTreeMap` keeps [`ToolRegistry::specs`] in name order, so the tool list a model receives is
@@ -41,6 +43,17 @@ impl ToolRegistry {
     /// The definitions of every tool, sorted by name.
     pub fn specs(&self) -> Vec<ToolDefinition> {
         self.tools.values().map(|tool| tool.definition()).collect()
+    }
+
+    /// Every tool as `tools.list` describes it, sorted by name.
+    pub fn descriptors(&self) -> Vec<ToolDescriptor> {
+        self.tools
+            .values()
+            .map(|tool| {
+                let ToolDefinition { name, description, .. } = tool.definition();
+                ToolDescriptor { name, description, output_channels: tool.output_channels() }
+            })
+            .collect()
     }
 }
 

@@ -29,7 +29,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
-use troupe_protocol::types::tool_output::OutputStream;
+use troupe_protocol::types::tool_output::{OutputChannel, OutputStream};
 
 use self::capture::{CapturedOutput, pump};
 use self::confine::CallTempDir;
@@ -100,6 +100,10 @@ impl Tool for ShellTool {
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn output_channels(&self) -> Vec<OutputChannel> {
+        vec![OutputStream::Stdout.into(), OutputStream::Stderr.into()]
     }
 
     fn permission(&self, arguments: &serde_json::Value, _cwd: &Path) -> Result<PermissionRequest, ToolError> {
