@@ -145,6 +145,10 @@ async fn every_method_of_the_table_has_an_engine_handler() {
     examples["console.login_code"] = json!({});
     examples["session.presence"] = session.clone();
     examples["session.presence_unsubscribe"] = session.clone();
+    examples["tools.list"] = json!({});
+    examples["tool_output.read"] = json!({"session_id": "s", "output_ref": "r", "stream": "stdout"});
+    examples["tool_output.subscribe"] = json!({"session_id": "s", "tool_call_id": "t", "subscription_id": "n"});
+    examples["tool_output.unsubscribe"] = json!({"subscription_id": "n"});
     for (index, method) in METHOD_NAMES.iter().enumerate() {
         let params = examples.get(*method).unwrap_or_else(|| panic!("no example params for {method}")).clone();
         let reply = socket.call(index as u64 + 1, method, params).await;
