@@ -369,13 +369,14 @@ fn a_project_skills_folder_reached_through_a_symlink_is_not_read() {
     assert!(summary(&discovery).is_empty(), "{:?}", summary(&discovery));
     let problem = problem_for(&discovery, &roots.root(SkillSource::Project));
     assert!(problem.reason.contains("symbolic link"), "{}", problem.reason);
-    // A symlinked cwd itself is fine: only what lies below it must be real.
+    // A session's cwd is recorded canonical, so one that leads through a symlink was swapped since: its project
+    // skills are not read either (see a_cwd_replaced_by_a_symlink_reads_no_project_skills).
     let linked_cwd = roots._temp.path().join("linked-project");
     fs::remove_file(roots.cwd.join(".troupe")).unwrap();
     roots.write(SkillSource::Project, "review", &skill_text("review", "review code", "body"));
     std::os::unix::fs::symlink(&roots.cwd, &linked_cwd).unwrap();
-    let discovery = discover(&linked_cwd, &roots.data_dir);
-    assert_eq!(summary(&discovery), [("review".to_owned(), SkillSource::Project, true)]);
+    assert!(summary(&discover(&linked_cwd, &roots.data_dir)).is_empty());
+    assert_eq!(summary(&roots.discover()), [("review".to_owned(), SkillSource::Project, true)]);
 }
 
 /// A `SKILL.md` that is a FIFO (as a command can make one) is reported as a problem, beside the skills that load,
@@ -408,4 +409,23 @@ fn a_fifo_skill_file_is_a_problem_and_never_blocks_discovery() {
     assert_eq!(discovery.problems.len(), 1, "{:?}", discovery.problems);
     assert_eq!(discovery.problems[0].location, fifo);
     assert_eq!(discovery.problems[0].reason, "SKILL.md is not a regular file");
+}
+
+/// A cwd that leads through a symlink now (the session's folder was swapped) has its project skills unread and
+/// reported; the user's skills still load.
+#[test]
+fn a_cwd_replaced_by_a_symlink_reads_no_project_skills() {
+    let roots = Roots::new();
+    roots.write(SkillSource::User, "mine", &skill_text("mine", "d", "body"));
+    let elsewhere = roots.cwd.parent().unwrap().join("elsewhere");
+    let skills = elsewhere.join(".troupe/skills/theirs");
+    fs::create_dir_all(&skills).unwrap();
+    fs::write(skills.join("SKILL.md"), skill_text("theirs", "d", "body")).unwrap();
+    fs::remove_dir(&roots.cwd).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &roots.cwd).unwrap();
+
+    let discovery = roots.discover();
+    assert_eq!(summary(&discovery), [("mine".to_owned(), SkillSource::User, true)]);
+    assert_eq!(discovery.problems.len(), 1, "{:?}", discovery.problems);
+    assert!(discovery.problems[0].reason.contains("through a symbolic link"), "{:?}", discovery.problems);
 }

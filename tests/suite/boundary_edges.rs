@@ -125,9 +125,9 @@ async fn a_fifo_gitignore_made_by_a_command_does_not_stop_search() {
     );
 }
 
-/// A tool whose blocking work never returns (here `search`, stuck opening the daemon user's global git ignore
-/// file, a FIFO) does not keep a cancelled run alive: the run ends as cancelled with the call `cancelled`, and
-/// the session takes the next run.
+/// A tool whose blocking work never returns (here `search`: the `ignore` crate opens the daemon user's
+/// `~/.gitconfig` with a blocking open, and it is a FIFO) does not keep a cancelled run alive: the run ends as
+/// cancelled with the call `cancelled`, and the session takes the next run.
 #[tokio::test]
 async fn cancelling_a_run_ends_it_even_when_its_tool_is_stuck() {
     let data_dir = tempfile::tempdir().expect("data dir");
@@ -135,8 +135,8 @@ async fn cancelling_a_run_ends_it_even_when_its_tool_is_stuck() {
     let project = tempfile::tempdir().expect("project");
     std::fs::write(project.path().join("a.txt"), "hello\n").expect("a.txt");
     let xdg = home.path().join("xdg");
-    std::fs::create_dir_all(xdg.join("git")).expect("xdg");
-    let fifo = xdg.join("git/ignore");
+    std::fs::create_dir_all(&xdg).expect("xdg");
+    let fifo = home.path().join(".gitconfig");
     make_fifo(&fifo);
     std::fs::write(data_dir.path().join("config.toml"), "[titles]\nauto = false\n").expect("config");
     let mut command = std::process::Command::new(troupe_binary());
@@ -175,6 +175,8 @@ async fn cancelling_a_run_ends_it_even_when_its_tool_is_stuck() {
     let results = tool_results(&events);
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0].status, ToolResultStatus::Cancelled, "{}", results[0].output);
+    // Abandoned by the run, not ended by the search's own check of the cancellation: it was stuck.
+    assert!(results[0].output.contains("was abandoned"), "{}", results[0].output);
 
     let next = run_in_subscribed(&client, &mut deliveries, &session.session_id, "local/echo", "again").await;
     assert!(matches!(next.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
