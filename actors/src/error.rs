@@ -22,6 +22,9 @@ pub enum EngineError {
     InvalidIdempotencyKey { field: &'static str, reason: String },
     #[error("run `{run_id}` is not the active run of its session")]
     RunNotActive { run_id: String },
+    /// The session's recorded cwd was replaced by a symlink or is no longer a directory: no run starts there.
+    #[error("{reason}")]
+    SessionCwdUnusable { session_id: String, cwd: String, reason: String },
     /// The daemon knows no run of that id (never started, or started before the daemon's last start).
     #[error("there is no run `{run_id}` (runs started before the daemon's last start are not known)")]
     RunNotFound { run_id: String },
@@ -285,6 +288,11 @@ impl From<EngineError> for RpcError {
                 ErrorCode::IdempotencyConflict,
                 &detail,
                 &[session(session_id), ("client_rename_id", Value::String(client_rename_id.clone()))],
+            ),
+            EngineError::SessionCwdUnusable { session_id, cwd, .. } => RpcError::engine(
+                ErrorCode::SessionCwdUnusable,
+                &detail,
+                &[session(session_id), ("cwd", Value::String(cwd.clone()))],
             ),
             EngineError::RunNotActive { run_id } => {
                 RpcError::engine(ErrorCode::RunNotActive, &detail, &[("run_id", Value::String(run_id.clone()))])

@@ -12,7 +12,7 @@ use troupe_runtime::sandbox::Sandbox;
 /// A run's working places.
 #[derive(Debug)]
 pub(crate) struct RunWorkspace {
-    /// The session's cwd with symlinks resolved (as given when it cannot be resolved: the tools then report it).
+    /// The session's cwd as recorded (canonical when the session was created).
     pub cwd: PathBuf,
     /// The git directories of the repository holding `cwd` that lie outside it (a subfolder of a repository, a
     /// worktree): writable by the run's commands, so that they can commit.
@@ -26,14 +26,25 @@ impl RunWorkspace {
     pub async fn prepare(cwd: PathBuf, run_id: String, sandbox: Arc<Sandbox>) -> RunWorkspace {
         let fallback = cwd.clone();
         let prepared = tokio::task::spawn_blocking(move || {
-            let cwd = cwd.canonicalize().unwrap_or(cwd);
+            // The recorded cwd, never resolved again: replaced by a symlink since, it would lead elsewhere (and make
+            // that folder's repository writable). The tools refuse such a cwd; here it only gets no git dirs.
+            let intact = match troupe_runtime::tools::check_session_cwd(&cwd) {
+                Ok(()) => true,
+                Err(problem) => {
+                    tracing::warn!(%run_id, %problem, "the session's cwd is unusable; its tools will refuse it");
+                    false
+                }
+            };
             // Other troupe data dirs in reach: their secrets are masked in the output of the run's tools.
             sandbox.mask_secrets_around(&cwd);
             let temp_root = sandbox.temp_root();
             let mut writable = vec![cwd.clone()];
             writable.extend(temp_root.as_ref().ok().cloned());
             writable.extend(sandbox.writable().iter().cloned());
-            let git_dirs = troupe_runtime::sandbox::repository::git_dirs_outside(&cwd, &writable);
+            let git_dirs = match intact {
+                true => troupe_runtime::sandbox::repository::git_dirs_outside(&cwd, &writable),
+                false => Vec::new(),
+            };
             let temp_dir = temp_root
                 .and_then(|root| make_temp_dir(&root, &run_id))
                 .inspect_err(|error| tracing::warn!(%run_id, %error, "could not create the run's temp dir"))

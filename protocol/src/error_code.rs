@@ -54,6 +54,8 @@ error_codes! {
     InvalidTitle = "invalid_title",
     /// A `cwd` that is not an absolute path to a directory the daemon can use.
     InvalidCwd = "invalid_cwd",
+    /// The session's recorded folder no longer resolves to itself (replaced by a symbolic link, or not a folder).
+    SessionCwdUnusable = "session_cwd_unusable",
     /// An `events.subscribe` cursor past the session's last event.
     CursorAhead = "cursor_ahead",
     /// A `through_seq` outside the session's events.

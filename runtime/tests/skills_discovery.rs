@@ -369,11 +369,63 @@ fn a_project_skills_folder_reached_through_a_symlink_is_not_read() {
     assert!(summary(&discovery).is_empty(), "{:?}", summary(&discovery));
     let problem = problem_for(&discovery, &roots.root(SkillSource::Project));
     assert!(problem.reason.contains("symbolic link"), "{}", problem.reason);
-    // A symlinked cwd itself is fine: only what lies below it must be real.
+    // A session's cwd is recorded canonical, so one that leads through a symlink was swapped since: its project
+    // skills are not read either (see a_cwd_replaced_by_a_symlink_reads_no_project_skills).
     let linked_cwd = roots._temp.path().join("linked-project");
     fs::remove_file(roots.cwd.join(".troupe")).unwrap();
     roots.write(SkillSource::Project, "review", &skill_text("review", "review code", "body"));
     std::os::unix::fs::symlink(&roots.cwd, &linked_cwd).unwrap();
-    let discovery = discover(&linked_cwd, &roots.data_dir);
-    assert_eq!(summary(&discovery), [("review".to_owned(), SkillSource::Project, true)]);
+    assert!(summary(&discover(&linked_cwd, &roots.data_dir)).is_empty());
+    assert_eq!(summary(&roots.discover()), [("review".to_owned(), SkillSource::Project, true)]);
+}
+
+/// A `SKILL.md` that is a FIFO (as a command can make one) is reported as a problem, beside the skills that load,
+/// without discovery ever blocking in its `open` (which would pin the daemon's thread for `skills.list` and every
+/// `/skill` run). Discovery runs on a thread of its own so that a regression fails the test instead of hanging it.
+#[test]
+fn a_fifo_skill_file_is_a_problem_and_never_blocks_discovery() {
+    let roots = Roots::new();
+    roots.write(SkillSource::Project, "y", &skill_text("y", "d", "body"));
+    let fifo_dir = roots.root(SkillSource::Project).join("x");
+    fs::create_dir_all(&fifo_dir).unwrap();
+    let fifo = fifo_dir.join("SKILL.md");
+    let text = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(text.as_ptr(), 0o644) }, 0);
+
+    let (cwd, data_dir) = (roots.cwd.clone(), roots.data_dir.clone());
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(discover(&cwd, &data_dir)));
+    let discovery = match receiver.recv_timeout(std::time::Duration::from_secs(10)) {
+        Ok(discovery) => discovery,
+        Err(_) => {
+            // Let the blocked open go on (a writer appears), then fail.
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+            panic!("skill discovery blocked on a FIFO SKILL.md");
+        }
+    };
+    assert_eq!(summary(&discovery), [("y".to_owned(), SkillSource::Project, true)]);
+    assert_eq!(discovery.problems.len(), 1, "{:?}", discovery.problems);
+    assert_eq!(discovery.problems[0].location, fifo);
+    assert_eq!(discovery.problems[0].reason, "SKILL.md is not a regular file");
+}
+
+/// A cwd that leads through a symlink now (the session's folder was swapped) has its project skills unread and
+/// reported; the user's skills still load.
+#[test]
+fn a_cwd_replaced_by_a_symlink_reads_no_project_skills() {
+    let roots = Roots::new();
+    roots.write(SkillSource::User, "mine", &skill_text("mine", "d", "body"));
+    let elsewhere = roots.cwd.parent().unwrap().join("elsewhere");
+    let skills = elsewhere.join(".troupe/skills/theirs");
+    fs::create_dir_all(&skills).unwrap();
+    fs::write(skills.join("SKILL.md"), skill_text("theirs", "d", "body")).unwrap();
+    fs::remove_dir(&roots.cwd).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &roots.cwd).unwrap();
+
+    let discovery = roots.discover();
+    assert_eq!(summary(&discovery), [("mine".to_owned(), SkillSource::User, true)]);
+    assert_eq!(discovery.problems.len(), 1, "{:?}", discovery.problems);
+    assert!(discovery.problems[0].reason.contains("through a symbolic link"), "{:?}", discovery.problems);
 }

@@ -130,20 +130,32 @@ async fn symlinks_that_stay_inside_are_inside() {
 }
 
 #[tokio::test]
-async fn a_symlinked_cwd_and_absolute_paths_inside_it_are_inside() {
+async fn absolute_paths_through_an_alias_of_the_cwd_are_inside_but_a_symlinked_cwd_is_refused() {
     let layout = layout();
     let alias_root = tempfile::tempdir().unwrap();
     let cwd_alias = alias_root.path().join("cwd_alias");
     symlink(&layout.cwd, &cwd_alias).unwrap();
 
-    let relative = permission("read_file", &json!({"path": "inside.txt"}), &cwd_alias);
-    assert!(relative.inside_cwd);
+    // A session's cwd is canonical (`session.create` resolves it); a path through an alias of it is inside.
     let absolute_via_alias = cwd_alias.join("inside.txt");
-    let absolute = permission("read_file", &json!({"path": absolute_via_alias.to_str().unwrap()}), &cwd_alias);
+    let absolute = permission("read_file", &json!({"path": absolute_via_alias.to_str().unwrap()}), &layout.cwd);
     assert!(absolute.inside_cwd);
     assert_eq!(absolute.resource, layout.cwd.join("inside.txt").to_str().unwrap());
-    let root = permission("list_dir", &json!({"path": "/"}), &cwd_alias);
+    let root = permission("list_dir", &json!({"path": "/"}), &layout.cwd);
     assert!(!root.inside_cwd);
+
+    // A cwd that leads through a symlink is one that was replaced since it was recorded: nothing resolves
+    // against it, and the tools refuse it rather than follow it.
+    let refused = ToolRegistry::builtin()
+        .get("read_file")
+        .unwrap()
+        .permission(&json!({"path": "inside.txt"}), &cwd_alias)
+        .unwrap_err();
+    assert!(refused.to_string().contains("was replaced by a symbolic link"), "{refused}");
+    let shell = execute("shell", json!({"command": "pwd -P; touch planted"}), ToolContext::new(&cwd_alias)).await;
+    assert_eq!(shell.status, ToolResultStatus::Error, "{}", shell.output);
+    assert!(shell.output.contains("was replaced by a symbolic link"), "{}", shell.output);
+    assert!(!layout.cwd.join("planted").exists());
 }
 
 #[tokio::test]

@@ -132,3 +132,58 @@ async fn searching_outside_the_cwd_is_refused() {
     let walked = search(json!({"pattern": "needle"}), &cwd).await;
     assert_eq!(walked.output, "no matches for /needle/ in .");
 }
+
+/// Opens `fifo` for writing without blocking (once a reader waits) and closes it, which lets a reader blocked in
+/// `open` go on: what a test does to end a search the fix failed to protect, so that it fails instead of hanging.
+fn release_reader(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo);
+}
+
+#[tokio::test]
+async fn an_ignore_file_that_is_a_fifo_is_never_opened_and_its_folder_is_skipped() {
+    let directory =
+        tree(&[("sub/a.txt", "needle in sub\n"), ("top.txt", "needle on top\n"), ("other/b.txt", "needle in other\n")]);
+    let root = directory.path();
+    let fifo = root.join("sub/.gitignore");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+    std::os::unix::fs::symlink("/dev/zero", root.join("other/.ignore")).unwrap();
+
+    let search =
+        ToolRegistry::builtin().get("search").unwrap().execute(json!({"pattern": "needle"}), ToolContext::new(root));
+    let result = match tokio::time::timeout(Duration::from_secs(10), search).await {
+        Ok(result) => result,
+        Err(_) => {
+            release_reader(&fifo);
+            panic!("the search blocked on the FIFO .gitignore");
+        }
+    };
+    assert_eq!(result.status, ToolResultStatus::Ok, "{}", result.output);
+    let mut lines: Vec<&str> = result.output.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "[skipped other: its .ignore is not a regular file, and reading it would block]",
+            "[skipped sub: its .gitignore is not a regular file, and reading it would block]",
+            "top.txt:1: needle on top",
+        ]
+    );
+
+    // Rooted in the folder itself (or beneath it), no ignore file is read at all, and the search still ends.
+    let inside = search_with(json!({"pattern": "needle", "path": "sub"}), ToolContext::new(root));
+    let inside = match tokio::time::timeout(Duration::from_secs(10), inside).await {
+        Ok(result) => result,
+        Err(_) => {
+            release_reader(&fifo);
+            panic!("the search rooted at the FIFO's folder blocked");
+        }
+    };
+    assert_eq!(
+        inside.output,
+        "sub/a.txt:1: needle in sub\n[no .gitignore was applied: sub/.gitignore is not a regular file, and reading \
+         it would block]"
+    );
+}

@@ -3,6 +3,7 @@
 mod approvals;
 mod auth;
 mod big_history;
+mod boundary_edges;
 mod cli;
 mod cli_approval_text;
 mod cli_big_session;

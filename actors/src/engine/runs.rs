@@ -1,18 +1,21 @@
 //! The run methods that are more than one message: `run.start`, `run.steer` and `run.tool_stdin`.
 
+use std::path::Path;
+
 use troupe_protocol::RpcError;
 use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::types::run::{
     RunStartParams, RunStartResult, RunSteerParams, RunSteerResult, RunToolStdinParams, RunToolStdinResult,
 };
 use troupe_runtime::catalog::validate_selection;
+use troupe_runtime::tools::{CwdProblem, check_session_cwd};
 
 use super::Engine;
 use super::skills::literal_input;
 use crate::error::{EngineError, check_idempotency_key};
 use crate::runtime_actor::GetSnapshot;
 use crate::session_actor::{StartRun, SteerRun, ToolStdin};
-use crate::session_supervisor::ApprovalsFor;
+use crate::session_supervisor::{ApprovalsFor, IndexedMeta};
 
 impl Engine {
     /// `run.start`: checks the input and the selection, resolves the agent's model chain, the tree's approvals,
@@ -33,6 +36,7 @@ impl Engine {
             .unwrap_or_default();
         let requested_index = agent_chain.iter().position(|model| *model == params.selection.model);
         let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
+        self.check_session_cwd(&params.session_id).await?;
         let policy = self.services.policy_for(&params.selection.agent)?;
         let skill = self.skill_invocation(&params.session_id, &params.selection, &params.input).await?;
         let run_id = self
@@ -51,6 +55,26 @@ impl Engine {
             .await?;
         self.services.runs.note_started(&run_id, &params.session_id);
         Ok(RunStartResult { run_id })
+    }
+
+    /// Refuses (`session_cwd_unusable`) a run in a session whose recorded cwd meets a symlink now (another
+    /// process replaced the folder, or one above it) or is no longer a directory: its tools would refuse the cwd
+    /// anyway, and its skills would be read from wherever the link leads. A cwd that is merely missing is left to
+    /// the tools to report, as before. One `openat2` on a blocking thread.
+    async fn check_session_cwd(&self, session_id: &str) -> Result<(), EngineError> {
+        let meta = self.supervisor_ask(IndexedMeta { session_id: session_id.to_owned() }).await??;
+        let cwd = meta.cwd.clone();
+        let checked = tokio::task::spawn_blocking(move || check_session_cwd(Path::new(&cwd)))
+            .await
+            .map_err(|error| EngineError::Internal { detail: format!("checking the session's cwd failed: {error}") })?;
+        match checked {
+            Ok(()) | Err(CwdProblem::Inaccessible { .. }) => Ok(()),
+            Err(problem) => Err(EngineError::SessionCwdUnusable {
+                session_id: session_id.to_owned(),
+                cwd: meta.cwd,
+                reason: problem.to_string(),
+            }),
+        }
     }
 
     /// `run.steer`: input for the run's next turn.

@@ -2,6 +2,8 @@
 //! execution with its live output masked and streamed to the session, and the masked result.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use troupe_protocol::types::events::EventPayload;
@@ -19,7 +21,7 @@ use crate::plugin_host::{CallIdentity, ToolRef};
 use crate::session_actor::{AppendTrackedRunEvent, RunOutput};
 
 /// A tool call that ran at least this long looks for data dirs that appeared meanwhile before its result is masked.
-const REFRESH_SECRETS_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
+const REFRESH_SECRETS_AFTER: Duration = Duration::from_millis(250);
 
 impl RunLoop {
     /// Checks permission, then executes one tool call with its output streamed to the session.
@@ -78,6 +80,7 @@ impl RunLoop {
             writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
         };
         let started_at = std::time::Instant::now();
+        let cancel = context.cancel.clone();
         let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
         let mut masks = OutputMasks::new(&services.secrets);
         let execution: futures::future::BoxFuture<'_, PersistedToolResult> = match &tool {
@@ -92,9 +95,17 @@ impl RunLoop {
             }
         };
         tokio::pin!(execution);
+        // Once the run is cancelled, the call has CANCEL_GRACE to end of itself (a shell kills its process group);
+        // after that the run stops waiting for it, so that no stuck tool keeps the run (and its session) busy.
+        let abandon = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(CANCEL_GRACE).await;
+        };
+        tokio::pin!(abandon);
         let result = loop {
             tokio::select! {
                 result = &mut execution => break result,
+                () = &mut abandon => break abandoned(&call.tool, &call.tool_call_id),
                 Some(chunk) = output.recv() => {
                     if let Some(chunk) = masks.mask(chunk) {
                         wait_until_started(&mut started).await;
@@ -167,6 +178,29 @@ pub(super) fn checked_messages(mut result: PersistedToolResult, tool: &str, data
         result.output.push_str(&format!("\n\n[the tool's additional messages were refused: {reason}]"));
     }
     result
+}
+
+/// How long a cancelled call may take to end of itself before the run stops waiting for it.
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
+/// How many calls this daemon has stopped waiting for: each may hold a blocking thread that never returns.
+static ABANDONED_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// The result of a call that did not end within [`CANCEL_GRACE`] of its run's cancellation. Dropping its future
+/// detaches whatever blocking work it started (the thread is left to end by itself, or never); that is logged
+/// with how many such calls this daemon has left behind.
+fn abandoned(tool: &str, tool_call_id: &str) -> PersistedToolResult {
+    let count = ABANDONED_CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+    tracing::warn!(
+        tool,
+        tool_call_id,
+        abandoned_calls = count,
+        "a cancelled tool call did not end in time; the run stopped waiting for it (its blocking work may stay stuck)"
+    );
+    tool_result(
+        ToolResultStatus::Cancelled,
+        format!("cancelled; `{tool}` did not stop within {} s and was abandoned", CANCEL_GRACE.as_secs()),
+    )
 }
 
 /// Waits once for the `tool_call_started` event to be durable (a later call returns at once).

@@ -81,7 +81,10 @@ fn write_roots(
 ) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let candidates: Vec<PathBuf> = match sandbox.mode() {
-        SandboxMode::WorkspaceWrite => [canonical(cwd), canonical(temp_dir), PathBuf::from(SHARED_MEMORY)]
+        // The cwd as recorded (canonical when the session was made), not resolved again: a cwd replaced by a
+        // symlink since would otherwise grant the folder it leads to. The ruleset opens every rule's path and
+        // skips one that no longer resolves to itself, so such a cwd gets no rule at all.
+        SandboxMode::WorkspaceWrite => [cwd.to_path_buf(), canonical(temp_dir), PathBuf::from(SHARED_MEMORY)]
             .into_iter()
             .chain(sandbox.writable().iter().cloned())
             // A further root (a repository's git dir) never holds a denied path: not `/`, not a home folder.

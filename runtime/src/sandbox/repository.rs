@@ -99,11 +99,22 @@ fn is_git_dir(path: &Path) -> bool {
         && ((path.join("objects").is_dir() && path.join("refs").is_dir()) || path.join("commondir").is_file())
 }
 
-/// The first line of a small file, after `prefix`, trimmed.
+/// The first line of a small regular file, after `prefix`, trimmed. Opened without blocking and checked to be a
+/// regular file once open: a command can make a project's `.git` a FIFO, whose blocking open would pin the thread
+/// preparing the run's first tool call, and the run with it.
 fn read_link_file(path: &Path, prefix: &str) -> Option<String> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(MAX_LINK_BYTES).read_to_string(&mut text).ok()?;
+    file.take(MAX_LINK_BYTES).read_to_string(&mut text).ok()?;
     let line = text.lines().next()?.strip_prefix(prefix)?.trim();
     (!line.is_empty()).then(|| line.to_owned())
 }

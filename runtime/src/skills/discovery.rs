@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::front_matter::parse_skill_file;
@@ -25,11 +26,25 @@ pub fn discover(cwd: &Path, data_dir: &Path) -> Discovery {
     // The project's root is text a model can write: reached through a symlink (`.troupe -> ~/.ssh`), it would have
     // the daemon read a denied folder for it. So it must be where it says it is.
     let project_root = project_skills_root(cwd);
-    let expected_project_root = project_root
-        .strip_prefix(cwd)
-        .ok()
-        .and_then(|inside| fs::canonicalize(cwd).ok().map(|canonical_cwd| canonical_cwd.join(inside)));
-    scan_root(&project_root, expected_project_root.as_deref(), SkillSource::Project, &mut discovery);
+    // The session's cwd is recorded canonical: one that resolves elsewhere now was replaced by a symlink (another
+    // process swapped the folder), and the project skills found there would be another folder's.
+    match fs::canonicalize(cwd) {
+        Ok(canonical_cwd) if canonical_cwd != cwd => discovery.problems.push(SkillProblem {
+            source: SkillSource::Project,
+            location: project_root.clone(),
+            reason: format!(
+                "the session's folder now leads to {} through a symbolic link, so its skills are not read",
+                canonical_cwd.display()
+            ),
+        }),
+        _ => {
+            let expected_project_root = project_root
+                .strip_prefix(cwd)
+                .ok()
+                .and_then(|inside| fs::canonicalize(cwd).ok().map(|canonical_cwd| canonical_cwd.join(inside)));
+            scan_root(&project_root, expected_project_root.as_deref(), SkillSource::Project, &mut discovery);
+        }
+    }
     scan_root(&user_skills_root(data_dir), None, SkillSource::User, &mut discovery);
 
     let project_names: HashSet<String> = discovery
@@ -128,7 +143,13 @@ fn read_skill_file(skill_file: &Path, canonical_root: &Path) -> Result<String, S
     if metadata.file_type().is_symlink() {
         resolve_inside(skill_file, SKILL_FILE_NAME, canonical_root)?;
     }
-    let file = fs::File::open(skill_file).map_err(|error| format!("cannot read {SKILL_FILE_NAME}: {error}"))?;
+    // Without blocking: a FIFO (or a symlink that became one) would hold the open until a writer came, pinning
+    // the daemon's thread and the `skills.list` or `/skill` run that asked. Checked as a regular file once open.
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(skill_file)
+        .map_err(|error| format!("cannot read {SKILL_FILE_NAME}: {error}"))?;
     let metadata = file.metadata().map_err(|error| format!("cannot inspect {SKILL_FILE_NAME}: {error}"))?;
     if !metadata.is_file() {
         return Err(format!("{SKILL_FILE_NAME} is not a regular file"));

@@ -83,6 +83,16 @@ impl Anchor {
         Ok(Anchor { handle, path: path.to_path_buf(), walk })
     }
 
+    /// The absolute, symlink-free path the anchor was opened at.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The anchor's `O_PATH` directory descriptor.
+    pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
+        self.handle.as_fd()
+    }
+
     /// Opens `target` (absolute, at or beneath the anchor's path, free of symlinks) with `flags`, refusing a path
     /// that meets a symlink or leaves the anchor. `O_CLOEXEC` is always added, and `O_NOCTTY` but to `O_PATH`.
     pub(crate) fn open_beneath(&self, target: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {

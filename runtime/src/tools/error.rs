@@ -27,6 +27,11 @@ pub enum ToolError {
         source: io::Error,
     },
 
+    /// The session's cwd was replaced (a symlink on its path now) or is no longer a directory: nothing may be
+    /// resolved against it.
+    #[error(transparent)]
+    CwdUnusable(#[from] super::session_cwd::CwdProblem),
+
     /// Resolving a path failed for a reason other than a missing component (permissions, a symlink loop).
     #[error("could not resolve {}: {source}", path.display())]
     Resolve {

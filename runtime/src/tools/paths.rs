@@ -50,8 +50,13 @@ impl ResolvedPath {
 }
 
 /// The cwd with every symlink resolved; every confinement check compares against this.
+///
+/// The session's recorded cwd is canonical; one that meets a symlink now was replaced after the session was
+/// created and is refused ([`super::session_cwd`]) rather than followed. The file tools then open beneath the
+/// cwd with no symlink allowed, so a swap after this check is refused by the kernel.
 pub fn canonical_cwd(cwd: &Path) -> Result<PathBuf, ToolError> {
     crate::blocking::assert_may_block();
+    super::session_cwd::check_session_cwd(cwd)?;
     cwd.canonicalize().map_err(|source| ToolError::Cwd { path: cwd.to_path_buf(), source })
 }
 

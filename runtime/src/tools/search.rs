@@ -7,10 +7,16 @@
 //! The sandbox's denied paths (the daemon's data directory, `~/.ssh` and the like) are skipped while walking, by
 //! path and by identity, hidden or not and whatever `.gitignore` says, and every file is checked again once
 //! opened, so a hard link to a denied file is never read. A search rooted in a denied path is `denied`.
+//!
+//! The walker reads each folder's ignore files (`.gitignore`, `.ignore`, `.git/info/exclude`) itself, by path and
+//! with a blocking open: one that is a FIFO (or leads to one, or to a device) would stop the search in `open`
+//! for good. So a folder with such an ignore file is skipped, and said so in the result; when the search root or
+//! a folder above it has one, no ignore file is read at all. (Should one be swapped for a FIFO between that check
+//! and the walker's open, the call still ends when its run is cancelled: the run stops waiting for it.)
 
 use std::io::Read;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use ignore::WalkBuilder;
@@ -39,6 +45,8 @@ const MAX_LINE_CHARS: usize = 300;
 const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 /// How much of a file's start is checked for a NUL byte, as git and ripgrep do, to call it binary.
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+/// The files the walker reads in a folder for its ignore rules, relative to the folder.
+const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".git/info/exclude"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -119,6 +127,8 @@ fn search(
         Err(refusal) => return refusal,
     };
     let walker_sandbox = Arc::clone(sandbox);
+    let skipped: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+    let walker_skipped = Arc::clone(&skipped);
     let mut walk = WalkBuilder::new(&root.path);
     walk.follow_links(false)
         // .gitignore applies whether or not the directory is a git checkout: the model expects ignored build
@@ -126,7 +136,30 @@ fn search(
         .require_git(false)
         // Hidden files such as .github/ are often what is searched for; only .git itself is noise.
         .hidden(false)
-        .filter_entry(move |entry| entry.file_name() != ".git" && !is_protected(walker_sandbox.protected(), entry));
+        .filter_entry(move |entry| {
+            if entry.file_name() == ".git" || is_protected(walker_sandbox.protected(), entry) {
+                return false;
+            }
+            // Checked before the walker enters the folder, which is when it reads the folder's ignore files.
+            if entry.file_type().is_some_and(|kind| kind.is_dir())
+                && let Some(bad) = unreadable_ignore_file(entry.path())
+            {
+                if let Ok(mut skipped) = walker_skipped.lock() {
+                    skipped.push(bad);
+                }
+                return false;
+            }
+            true
+        });
+    // The search root's ignore files, and those of the folders above it, are read before any entry is filtered.
+    let above = root.path.ancestors().find_map(|folder| match folder.is_dir() {
+        true => unreadable_ignore_file(folder),
+        false => None,
+    });
+    if let Some(bad) = &above {
+        walk.git_ignore(false).ignore(false).git_exclude(false).parents(false);
+        tracing::warn!(path = %bad.display(), "search: an ignore file is not a regular file; no ignore file is read");
+    }
     if let Some(glob) = &arguments.glob {
         let mut overrides = OverrideBuilder::new(&root.path);
         if let Err(error) = overrides.add(glob) {
@@ -168,14 +201,46 @@ fn search(
         }
     }
 
-    if matches.is_empty() {
-        return results::ok(format!("no matches for /{}/ in {}", arguments.pattern, root.display_for_model()));
+    let mut notes: Vec<String> = Vec::new();
+    if let Some(bad) = above {
+        notes.push(format!(
+            "[no .gitignore was applied: {} is not a regular file, and reading it would block]",
+            display_path(&root, &bad)
+        ));
     }
-    let mut output = matches.join("\n");
+    for bad in skipped.lock().map(|skipped| skipped.clone()).unwrap_or_default() {
+        let folder = bad.parent().and_then(Path::parent).filter(|_| bad.ends_with(".git/info/exclude"));
+        let folder = folder.or_else(|| bad.parent()).unwrap_or(&bad);
+        notes.push(format!(
+            "[skipped {}: its {} is not a regular file, and reading it would block]",
+            display_path(&root, folder),
+            bad.strip_prefix(folder).unwrap_or(&bad).display()
+        ));
+    }
+    let mut output = match matches.is_empty() {
+        true => format!("no matches for /{}/ in {}", arguments.pattern, root.display_for_model()),
+        false => matches.join("\n"),
+    };
     if truncated {
         output.push_str(&format!("\n[stopped after {limit} matches; narrow the pattern, path or glob to see more]"));
     }
+    for note in notes {
+        output.push('\n');
+        output.push_str(&note);
+    }
     results::ok(output)
+}
+
+/// The first of `folder`'s ignore files that exists but is neither a regular file nor a folder (judged by what a
+/// link leads to, as the walker's open follows it): a FIFO, whose open blocks, or a device, which may never end.
+/// `stat` itself never blocks.
+fn unreadable_ignore_file(folder: &Path) -> Option<PathBuf> {
+    IGNORE_FILES.iter().map(|name| folder.join(name)).find(|path| match std::fs::metadata(path) {
+        // A folder by that name the walker's read fails on at once.
+        Ok(metadata) => !metadata.is_file() && !metadata.is_dir(),
+        // Missing, or unreadable: the walker's open fails at once.
+        Err(_) => false,
+    })
 }
 
 /// Whether the walker must skip `entry` (and, for a folder, everything beneath it): it is a denied path or lies
@@ -209,6 +274,7 @@ fn read_text(anchor: &Anchor, path: &Path, protected: &ProtectedPaths) -> Option
 /// A match's path relative to the cwd, so the model can pass it straight to `read_file` or `edit_file`.
 fn display_path(root: &ResolvedPath, path: &Path) -> String {
     match path.strip_prefix(&root.cwd) {
+        Ok(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
         Ok(relative) => relative.to_string_lossy().into_owned(),
         Err(_) => path.to_string_lossy().into_owned(),
     }

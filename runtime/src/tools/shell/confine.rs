@@ -10,6 +10,7 @@ use std::time::Instant;
 use crate::config::SandboxMode;
 use crate::sandbox::process_groups::GroupRecord;
 use crate::sandbox::{PreparedSandbox, Sandbox};
+use crate::tools::session_cwd::{CwdProblem, SessionCwd};
 
 /// What a command's output says when the kernel refused it a file (or a Unix socket).
 const REFUSAL_MARKERS: [&str; 5] =
@@ -73,28 +74,56 @@ impl Drop for CallTempDir {
     }
 }
 
-/// The kernel rules of a command started in `cwd` with `temp_dir`, built on a blocking thread (it opens every
-/// rule's path). `Ok(None)`: mode `off`. `Err`: the command must not run; the reason is for the model.
+/// Why a command was not started.
+#[derive(Debug)]
+pub(super) enum NotStarted {
+    /// The session's cwd was replaced or is unusable: an `error` result.
+    Cwd(CwdProblem),
+    /// The sandbox cannot be enforced: `denied`, with the reason for the model.
+    Sandbox(String),
+}
+
+/// The session's cwd opened and verified ([`SessionCwd`]: the command `fchdir`s into that descriptor) and the
+/// kernel rules of a command started there with `temp_dir`, built on a blocking thread (it opens every rule's
+/// path). The rules name the cwd by the recorded path, which the ruleset checks again by what it opens, so a
+/// swap after the cwd was opened takes access away rather than granting the swapped-in folder. `None` rules:
+/// mode `off`.
 pub(super) async fn prepare(
     sandbox: Arc<Sandbox>,
     cwd: PathBuf,
     temp_dir: PathBuf,
     extra_writable: Vec<PathBuf>,
-) -> Result<Option<PreparedSandbox>, String> {
+) -> Result<(SessionCwd, Option<PreparedSandbox>), NotStarted> {
     let prepared = tokio::task::spawn_blocking(move || {
+        let session_cwd = SessionCwd::open(&cwd).map_err(NotStarted::Cwd)?;
         let started = Instant::now();
-        let prepared = sandbox.prepare(&cwd, &temp_dir, &extra_writable);
-        if let Ok(Some(prepared)) = &prepared {
+        let prepared = sandbox.prepare(session_cwd.path(), &temp_dir, &extra_writable).map_err(NotStarted::Sandbox)?;
+        if let Some(prepared) = &prepared {
             tracing::debug!(
                 rules = prepared.plan().rules.len(),
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "prepared the sandbox of a shell command"
             );
         }
-        prepared
+        Ok((session_cwd, prepared))
     })
     .await;
-    prepared.unwrap_or_else(|error| Err(format!("preparing the sandbox failed: {error}")))
+    prepared.unwrap_or_else(|error| Err(NotStarted::Sandbox(format!("preparing the sandbox failed: {error}"))))
+}
+
+/// Makes `command`'s child enter the verified cwd by its descriptor (`fchdir`) between fork and exec, before
+/// anything else: never by the path, which may lead elsewhere by now. `cwd` must outlive the spawn.
+pub(super) fn enter_cwd(command: &mut tokio::process::Command, cwd: &SessionCwd) {
+    use std::os::fd::AsRawFd;
+    let fd = cwd.as_fd().as_raw_fd();
+    // SAFETY: the closure runs between fork and exec and makes one async-signal-safe syscall (fchdir) on a
+    // descriptor that stays open until the spawn returns (the caller holds `cwd`); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || match libc::fchdir(fd) {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        });
+    }
 }
 
 /// Records the live group `pgid` durably, so that a daemon killed before the call ends kills it at its next start.

@@ -32,7 +32,7 @@ use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::tool_output::{OutputChannel, OutputStream};
 
 use self::capture::{CapturedOutput, pump};
-use self::confine::CallTempDir;
+use self::confine::{CallTempDir, NotStarted};
 use self::process_group::ProcessGroup;
 use super::context::StdinInput;
 use super::error::ToolError;
@@ -164,10 +164,14 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         Ok(temp_dir) => temp_dir,
         Err(error) => return results::error(format!("could not create a temp dir for the command: {error}")),
     };
-    let prepared =
+    let (session_cwd, prepared) =
         match confine::prepare(Arc::clone(&sandbox), cwd.clone(), temp_dir.path().to_path_buf(), writable).await {
             Ok(prepared) => prepared,
-            Err(reason) => {
+            Err(NotStarted::Cwd(problem)) => {
+                temp_dir.remove().await;
+                return results::error(format!("the command did not run: {problem}"));
+            }
+            Err(NotStarted::Sandbox(reason)) => {
                 temp_dir.remove().await;
                 return results::denied(format!("refused by the sandbox, the command did not run: {reason}"));
             }
@@ -177,7 +181,6 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
     shell
         .arg("-c")
         .arg(command)
-        .current_dir(&cwd)
         // Only the allowlisted variables of the daemon's environment and those `[sandbox] env` lists: whatever
         // secrets the daemon's own environment holds stay out of the model's reach.
         .env_clear()
@@ -193,12 +196,16 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
     // The child leads a new session (and so its own process group) from `setsid` between fork and exec.
     // Spawned from this runtime thread, which outlives the child: PR_SET_PDEATHSIG fires when the forking
     // thread ends.
+    // Into the folder opened and verified above, by its descriptor: first, before the sandbox's own setup.
+    confine::enter_cwd(&mut shell, &session_cwd);
     let confined = prepared.is_some();
     match prepared {
         Some(prepared) => prepared.install(&mut shell),
         None => PreparedSandbox::install_death_signal(&mut shell),
     }
-    let mut child = match shell.spawn() {
+    let spawned = shell.spawn();
+    drop(session_cwd);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(error) => {
             temp_dir.remove().await;
