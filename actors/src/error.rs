@@ -6,6 +6,8 @@
 use serde_json::Value;
 use troupe_protocol::RpcError;
 use troupe_protocol::error_code::ErrorCode;
+use troupe_protocol::types::approval::ApprovalStatus;
+use troupe_protocol::types::goal::{GoalLifecycleAction, GoalStatus};
 use troupe_runtime::catalog::SelectionError;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -159,15 +161,10 @@ pub enum EngineError {
     // --- end producers ---
     // --- goals (issue 10) ---
     #[error("{}", goal_detail(session_id, kind))]
-    Goal { session_id: String, kind: crate::session_actor::GoalErrorKind },
+    Goal { session_id: String, kind: GoalErrorKind },
     // --- end goals ---
     #[error("{}", approval_detail(approval_id, kind))]
-    Approval {
-        session_id: String,
-        approval_id: String,
-        client_response_id: String,
-        kind: crate::session_actor::ApprovalErrorKind,
-    },
+    Approval { session_id: String, approval_id: String, client_response_id: String, kind: ApprovalErrorKind },
 }
 
 /// What keeps a tree from being deleted.
@@ -197,8 +194,8 @@ fn tree_busy_detail(session_id: &str, busy_session_id: &str, reason: &TreeBusyRe
     }
 }
 
-fn goal_detail(session_id: &str, kind: &crate::session_actor::GoalErrorKind) -> String {
-    use crate::session_actor::GoalErrorKind as Kind;
+fn goal_detail(session_id: &str, kind: &GoalErrorKind) -> String {
+    use GoalErrorKind as Kind;
     let name = |status: &troupe_protocol::types::goal::GoalStatus| {
         serde_json::to_string(status).unwrap_or_default().trim_matches('"').to_owned()
     };
@@ -229,8 +226,8 @@ fn goal_detail(session_id: &str, kind: &crate::session_actor::GoalErrorKind) -> 
     }
 }
 
-fn approval_detail(approval_id: &str, kind: &crate::session_actor::ApprovalErrorKind) -> String {
-    use crate::session_actor::ApprovalErrorKind as Kind;
+fn approval_detail(approval_id: &str, kind: &ApprovalErrorKind) -> String {
+    use ApprovalErrorKind as Kind;
     match kind {
         Kind::NotFound => format!("no approval `{approval_id}` in this session"),
         Kind::NotPending { status } => {
@@ -252,6 +249,40 @@ fn approval_detail(approval_id: &str, kind: &crate::session_actor::ApprovalError
         ),
         Kind::IdempotencyConflict => "this client_response_id was already used for a different answer".to_owned(),
     }
+}
+
+/// Why a goal request was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GoalErrorKind {
+    /// Goals belong to root sessions.
+    NotRootSession,
+    /// `session.goal.set` while a goal is active or paused.
+    GoalOpen { goal_id: String, status: GoalStatus },
+    /// The session has no goal (or, for the model, none it may update).
+    NoGoal,
+    /// `goal_id` is not the session's current goal.
+    StaleGoal { current_goal_id: String },
+    /// `expected_revision` is not the goal's revision.
+    RevisionConflict { found: u64 },
+    /// The goal is completed or cancelled.
+    Terminal { status: GoalStatus },
+    /// The action does not apply to the goal's status (pause a paused goal, resume an active one).
+    WrongStatus { status: GoalStatus, action: GoalLifecycleAction },
+    /// A selection came with pause or cancel.
+    SelectionNotAllowed { action: GoalLifecycleAction },
+    /// A `goal_update` checklist exceeds a bound (`troupe_runtime::goal_state::check_checklist`).
+    ChecklistTooLarge { reason: String },
+}
+
+/// Why an answer was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalErrorKind {
+    NotFound,
+    NotPending { status: ApprovalStatus },
+    RevisionConflict { found: u64 },
+    FingerprintMismatch,
+    DecisionNotAllowed,
+    IdempotencyConflict,
 }
 
 impl From<EngineError> for RpcError {
@@ -465,7 +496,7 @@ impl From<EngineError> for RpcError {
                 RpcError::invalid_params_typed(ErrorCode::InvalidProducerMessage, &detail, &[])
             }
             EngineError::Goal { session_id, kind } => {
-                use crate::session_actor::GoalErrorKind as Kind;
+                use GoalErrorKind as Kind;
                 let mut ids = vec![session(session_id)];
                 let code = match kind {
                     Kind::NotRootSession => ErrorCode::NotRootSession,
@@ -496,7 +527,7 @@ impl From<EngineError> for RpcError {
                 }
             }
             EngineError::Approval { session_id, approval_id, client_response_id, kind } => {
-                use crate::session_actor::ApprovalErrorKind as Kind;
+                use ApprovalErrorKind as Kind;
                 let mut ids = vec![
                     session(session_id),
                     ("approval_id", Value::String(approval_id.clone())),

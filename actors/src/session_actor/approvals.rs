@@ -234,16 +234,7 @@ enum Checked {
     Redelivered(ApprovalRecord),
 }
 
-/// Why an answer was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ApprovalErrorKind {
-    NotFound,
-    NotPending { status: ApprovalStatus },
-    RevisionConflict { found: u64 },
-    FingerprintMismatch,
-    DecisionNotAllowed,
-    IdempotencyConflict,
-}
+pub use crate::error::ApprovalErrorKind;
 
 impl Handler<RequestApproval> for SessionActor {
     type Result = ResponseFuture<Result<(String, oneshot::Receiver<ApprovalOutcome>), EngineError>>;

@@ -20,28 +20,7 @@ use super::runs::StartRun;
 use crate::error::EngineError;
 use crate::goal_actor::GoalReport;
 
-/// Why a goal request was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GoalErrorKind {
-    /// Goals belong to root sessions.
-    NotRootSession,
-    /// `session.goal.set` while a goal is active or paused.
-    GoalOpen { goal_id: String, status: GoalStatus },
-    /// The session has no goal (or, for the model, none it may update).
-    NoGoal,
-    /// `goal_id` is not the session's current goal.
-    StaleGoal { current_goal_id: String },
-    /// `expected_revision` is not the goal's revision.
-    RevisionConflict { found: u64 },
-    /// The goal is completed or cancelled.
-    Terminal { status: GoalStatus },
-    /// The action does not apply to the goal's status (pause a paused goal, resume an active one).
-    WrongStatus { status: GoalStatus, action: GoalLifecycleAction },
-    /// A selection came with pause or cancel.
-    SelectionNotAllowed { action: GoalLifecycleAction },
-    /// A `goal_update` checklist exceeds a bound (`troupe_runtime::goal_state::check_checklist`).
-    ChecklistTooLarge { reason: String },
-}
+pub use crate::error::GoalErrorKind;
 
 /// `session.goal.get`.
 #[derive(Message)]
