@@ -52,6 +52,7 @@ pub mod producer_book;
 pub mod provider_store;
 pub mod recent;
 pub mod redact;
+pub mod regular_file;
 pub mod run_ledger;
 pub mod runnable;
 pub mod sandbox;

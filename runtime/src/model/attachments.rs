@@ -12,7 +12,6 @@
 //! that note, so the model always knows what was attached and why it cannot see it otherwise.
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -114,15 +113,13 @@ pub fn load_attachments(messages: &mut [ChatMessage], data_dir: &Path) {
 
 /// Reads one artifact without following a symlink, refusing anything but a regular file of bounded size.
 fn read_artifact(file: &Path) -> Result<Vec<u8>, String> {
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(file)
-        .map_err(|error| format!("the artifact cannot be opened ({error})"))?;
+    let opened = crate::regular_file::open_regular(file, crate::regular_file::Links::Refuse).map_err(|error| {
+        match error.kind() {
+            std::io::ErrorKind::InvalidInput => "the artifact is not a regular file".to_owned(),
+            _ => format!("the artifact cannot be opened ({error})"),
+        }
+    })?;
     let metadata = opened.metadata().map_err(|error| format!("the artifact cannot be read ({error})"))?;
-    if !metadata.is_file() {
-        return Err("the artifact is not a regular file".to_owned());
-    }
     if metadata.len() > MAX_ATTACHMENT_BYTES {
         return Err(format!("the artifact is {} bytes; at most {MAX_ATTACHMENT_BYTES} are attached", metadata.len()));
     }

@@ -158,15 +158,7 @@ fn read_registry(registry: &Path) -> Vec<PathBuf> {
 /// A regular file's text, at most [`MAX_READ_BYTES`], links not followed.
 fn read_small(path: &Path) -> Option<String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let file = crate::regular_file::open_regular(path, crate::regular_file::Links::Refuse).ok()?;
     let mut text = String::new();
     file.take(MAX_READ_BYTES).read_to_string(&mut text).ok()?;
     Some(text)

@@ -104,15 +104,7 @@ fn is_git_dir(path: &Path) -> bool {
 /// preparing the run's first tool call, and the run with it.
 fn read_link_file(path: &Path, prefix: &str) -> Option<String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let file = crate::regular_file::open_regular(path, crate::regular_file::Links::Follow).ok()?;
     let mut text = String::new();
     file.take(MAX_LINK_BYTES).read_to_string(&mut text).ok()?;
     let line = text.lines().next()?.strip_prefix(prefix)?.trim();

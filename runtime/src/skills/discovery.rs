@@ -9,7 +9,6 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::front_matter::parse_skill_file;
@@ -145,15 +144,14 @@ fn read_skill_file(skill_file: &Path, canonical_root: &Path) -> Result<String, S
     }
     // Without blocking: a FIFO (or a symlink that became one) would hold the open until a writer came, pinning
     // the daemon's thread and the `skills.list` or `/skill` run that asked. Checked as a regular file once open.
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(skill_file)
-        .map_err(|error| format!("cannot read {SKILL_FILE_NAME}: {error}"))?;
+    let file =
+        crate::regular_file::open_regular(skill_file, crate::regular_file::Links::Follow).map_err(
+            |error| match error.kind() {
+                io::ErrorKind::InvalidInput => format!("{SKILL_FILE_NAME} is not a regular file"),
+                _ => format!("cannot read {SKILL_FILE_NAME}: {error}"),
+            },
+        )?;
     let metadata = file.metadata().map_err(|error| format!("cannot inspect {SKILL_FILE_NAME}: {error}"))?;
-    if !metadata.is_file() {
-        return Err(format!("{SKILL_FILE_NAME} is not a regular file"));
-    }
     let too_large = || format!("{SKILL_FILE_NAME} is larger than the limit of {MAX_SKILL_FILE_BYTES} bytes");
     if metadata.len() > MAX_SKILL_FILE_BYTES {
         return Err(too_large());
