@@ -9,22 +9,16 @@
 //! the grants are reloaded from the log and the supervisor keeps the tree's mode.
 
 use actix::prelude::*;
-use troupe_protocol::types::approval::{
-    ApprovalListResult, ApprovalRecord, ApprovalRespondParams, ApprovalStatus, PermissionAction, TreeGrant,
-};
+use troupe_protocol::types::approval::{ApprovalListResult, ApprovalRecord, TreeGrant};
 use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
 
 use crate::error::EngineError;
-use crate::session_actor::{CommitTreeGrant, GetTreeGrants, ListSessionApprovals, RespondToApproval};
-use crate::session_supervisor::{GetTree, OpenSession, SessionSupervisor};
-
-/// The tree's mode, and whether a tree grant covers `(action, resource)`.
-#[derive(Message)]
-#[rtype(result = "(PermissionMode, bool)")]
-pub struct CheckTreePermission {
-    pub action: PermissionAction,
-    pub resource: String,
-}
+pub use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, ReloadGrants, RespondInTree};
+use crate::ports::session::{
+    CommitTreeGrant, GetTreeGrants, ListSessionApprovals, RespondToApproval, SessionRecipients,
+};
+use crate::ports::supervisor::{GetTree, OpenSession};
+use crate::ports::{Carries, SupervisorPort};
 
 /// Sent by the supervisor, which remembers the tree's mode.
 #[derive(Message)]
@@ -33,36 +27,14 @@ pub struct SetTreeMode {
     pub mode: PermissionMode,
 }
 
-/// Sent after the root session was reverted: a grant on the branch the revert hid no longer applies, so the grants
-/// are read again from the root's projection (which takes them from the visible events).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ReloadGrants;
-
 /// Sent by the supervisor when the tree is idle and it has forgotten this actor.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopIdle;
 
-/// `approval.list` for this tree.
-#[derive(Message)]
-#[rtype(result = "Result<ApprovalListResult, EngineError>")]
-pub struct ListTreeApprovals {
-    pub status: Option<ApprovalStatus>,
-}
-
-/// `approval.respond` for an approval of a session of this tree.
-#[derive(Message)]
-#[rtype(result = "Result<ApprovalRecord, EngineError>")]
-pub struct RespondInTree {
-    pub params: ApprovalRespondParams,
-    /// Which client answered.
-    pub answered_by: String,
-}
-
 pub struct ApprovalActor {
     root_session_id: String,
-    supervisor: Addr<SessionSupervisor>,
+    supervisor: SupervisorPort,
     /// Runtime-only: the supervisor remembers it between this tree's approval actors, not across restarts.
     mode: PermissionMode,
     /// Durable in the root session's log.
@@ -70,27 +42,27 @@ pub struct ApprovalActor {
 }
 
 impl ApprovalActor {
-    pub fn new(root_session_id: String, supervisor: Addr<SessionSupervisor>, mode: PermissionMode) -> Self {
+    pub fn new(root_session_id: String, supervisor: SupervisorPort, mode: PermissionMode) -> Self {
         ApprovalActor { root_session_id, supervisor, mode, grants: Vec::new() }
     }
 }
 
 /// Asks a session's actor, starting it if needed.
 async fn ask_session<M>(
-    supervisor: &Addr<SessionSupervisor>,
+    supervisor: &SupervisorPort,
     session_id: &str,
     message: M,
 ) -> Result<<M::Result as ResultOk>::Ok, EngineError>
 where
     M: Message + Send + 'static,
     M::Result: ResultOk + Send,
-    crate::session_actor::SessionActor: Handler<M>,
+    SessionRecipients: Carries<M>,
 {
-    let addr = supervisor
+    let session = supervisor
         .send(OpenSession { session_id: session_id.to_owned() })
         .await
         .map_err(|_| EngineError::ShuttingDown)??;
-    let reply = addr.send(message).await.map_err(|_| EngineError::Unavailable {
+    let reply = session.send(message).await.map_err(|_| EngineError::Unavailable {
         session_id: session_id.to_owned(),
         detail: "the session stopped while answering".into(),
     })?;

@@ -1,7 +1,7 @@
 //! The supervisor's book of approval actors: which trees have one now, and the permission modes that outlive them.
 //!
 //! An approval actor exists only while its tree is in use, so the daemon's memory does not grow with every tree it
-//! ever served. A tree is in use while a request holds its approval actor (a [`TreeApprovals`] handed out by
+//! ever served. A tree is in use while a request holds its approval actor (an [`ApprovalLease`] handed out by
 //! `ApprovalsFor` is a lease), while one of its sessions has an active run (its run actor holds the address for the
 //! run's life: the run registry knows), and for `idle_after` (the daemon's `hibernate_after`) after the last of
 //! those. Then the actor stops and is forgotten; the next use starts a new one, which reloads the tree's grants
@@ -11,64 +11,21 @@
 //! (at most one per root session on disk, like the session index itself).
 
 use std::collections::{HashMap, HashSet};
-use std::ops::Deref;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
-use parking_lot::Mutex;
 use troupe_protocol::types::session::PermissionMode;
 
 use crate::approval_actor::{ApprovalActor, SetTreeMode, StopIdle};
+use crate::ports::approval::Activity;
+use crate::ports::{ApprovalLease, ApprovalPort, SupervisorPort};
 use crate::run_registry::RunRegistry;
-use crate::session_supervisor::SessionSupervisor;
-
-/// A tree's approval actor, held for the length of a request. Dereferences to its address.
-pub struct TreeApprovals {
-    addr: Addr<ApprovalActor>,
-    _lease: Lease,
-}
-
-impl Deref for TreeApprovals {
-    type Target = Addr<ApprovalActor>;
-
-    fn deref(&self) -> &Addr<ApprovalActor> {
-        &self.addr
-    }
-}
-
-/// How much a tree's approval actor is in use.
-struct Activity {
-    /// Leases held, and when the last one was taken or returned.
-    state: Mutex<(usize, Instant)>,
-}
-
-impl Activity {
-    fn idle_for(&self, at_least: Duration) -> bool {
-        let (leases, last) = *self.state.lock();
-        leases == 0 && last.elapsed() >= at_least
-    }
-}
-
-struct Lease(Arc<Activity>);
-
-impl Lease {
-    fn take(activity: &Arc<Activity>) -> Lease {
-        let mut state = activity.state.lock();
-        *state = (state.0 + 1, Instant::now());
-        Lease(activity.clone())
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        let mut state = self.0.state.lock();
-        *state = (state.0.saturating_sub(1), Instant::now());
-    }
-}
 
 struct Tree {
     addr: Addr<ApprovalActor>,
+    /// Built once: every lease of this actor hands out a clone.
+    port: ApprovalPort,
     activity: Arc<Activity>,
 }
 
@@ -91,13 +48,13 @@ impl ApprovalTrees {
     }
 
     /// The tree's approval actor, started (with the tree's mode) if it has none or its actor died.
-    pub fn lease(&mut self, root: &str, supervisor: Addr<SessionSupervisor>) -> TreeApprovals {
+    pub fn lease(&mut self, root: &str, supervisor: SupervisorPort) -> ApprovalLease {
         let mode = self.mode(root);
         let tree = self.trees.entry(root.to_owned()).or_insert_with(|| start_tree(root, supervisor.clone(), mode));
         if !tree.addr.connected() {
             *tree = start_tree(root, supervisor, mode);
         }
-        TreeApprovals { addr: tree.addr.clone(), _lease: Lease::take(&tree.activity) }
+        ApprovalLease::take(tree.port.clone(), &tree.activity)
     }
 
     /// The tree's mode (`root` is its root session).
@@ -147,9 +104,7 @@ impl ApprovalTrees {
     }
 }
 
-fn start_tree(root: &str, supervisor: Addr<SessionSupervisor>, mode: PermissionMode) -> Tree {
-    Tree {
-        addr: ApprovalActor::new(root.to_owned(), supervisor, mode).start(),
-        activity: Arc::new(Activity { state: Mutex::new((0, Instant::now())) }),
-    }
+fn start_tree(root: &str, supervisor: SupervisorPort, mode: PermissionMode) -> Tree {
+    let addr = ApprovalActor::new(root.to_owned(), supervisor, mode).start();
+    Tree { port: ApprovalPort::new(&addr), addr, activity: Arc::new(Activity::new()) }
 }

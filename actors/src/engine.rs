@@ -175,7 +175,7 @@ impl Engine {
         let goals_data_dir = config.data_dir.clone();
         let status = status::StatusFacts::new(config.data_dir.root().display().to_string());
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
-        let run_context = crate::producers::EngineRunContext {
+        let run_context = crate::run_start::EngineRunContext {
             runtime: runtime.clone(),
             services: services.clone(),
             max_input_bytes: config.max_input_bytes,
@@ -190,7 +190,7 @@ impl Engine {
             config.permissions.default_mode,
         )
         .start();
-        supervisor.do_send(crate::goal_actor::InstallGoals {
+        supervisor.do_send(crate::session_supervisor::InstallGoals {
             runs: crate::goal_actor::GoalRuns {
                 runtime: runtime.clone(),
                 services: services.clone(),
@@ -239,7 +239,7 @@ impl Engine {
     }
 
     /// The configured plugins' statuses and ready tools.
-    pub fn plugins(&self) -> &crate::plugin_host::PluginDirectory {
+    pub fn plugins(&self) -> &crate::plugin_tools::PluginDirectory {
         &self.services.plugins
     }
 

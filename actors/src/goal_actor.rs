@@ -27,10 +27,12 @@ use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::runnable::selection_blocked;
 
 use crate::error::EngineError;
+use crate::ports::SupervisorPort;
+use crate::ports::session::{PrepareGoalRun, StartGoalRun, StartRun};
+pub use crate::ports::supervisor::GoalReport;
+use crate::ports::supervisor::{ApprovalsFor, OpenSession};
 use crate::run_services::RunServices;
 use crate::runtime_actor::{GetSnapshot, RuntimeActor};
-use crate::session_actor::{PrepareGoalRun, StartGoalRun, StartRun};
-use crate::session_supervisor::{ApprovalsFor, OpenSession, SessionSupervisor};
 
 /// The name of the marker file of a session whose goal is active.
 pub const GOAL_MARKER: &str = "goal-active";
@@ -38,18 +40,6 @@ pub const GOAL_MARKER: &str = "goal-active";
 /// How often a goal actor checks on its session even without a report (a wake-up that failed, a session that
 /// hibernated between runs, a selection that could not run and may now: a provider reconnected).
 const RECHECK_EVERY: Duration = Duration::from_secs(3);
-
-/// Sent by a session actor to the supervisor when its goal's state or its idleness changed.
-#[derive(Message, Clone, Debug, PartialEq, Eq)]
-#[rtype(result = "()")]
-pub struct GoalReport {
-    pub session_id: String,
-    pub goal_id: String,
-    /// The goal is active (not paused, completed or cancelled).
-    pub active: bool,
-    /// The session has no active run.
-    pub idle: bool,
-}
 
 /// What a goal actor needs to start runs, shared by all of them.
 #[derive(Clone)]
@@ -96,7 +86,7 @@ impl GoalActors {
 
     /// Keeps a goal actor exactly while the session's goal is active (a dead one is replaced), and wakes it when
     /// the session is idle.
-    pub fn report(&mut self, report: GoalReport, supervisor: Addr<SessionSupervisor>) {
+    pub fn report(&mut self, report: GoalReport, supervisor: SupervisorPort) {
         let session_dir = self.data_dir.session_dir(&report.session_id);
         if !report.active {
             if let Some(addr) = self.actors.remove(&report.session_id) {
@@ -127,7 +117,7 @@ impl GoalActors {
 
     /// After the daemon starts: opens the sessions whose goal was active, so that each reports its goal and gets
     /// its goal actor. Checking the markers reads the file system, so it runs on a blocking thread.
-    pub fn resume_after_start(&self, session_ids: Vec<String>, supervisor: Addr<SessionSupervisor>) {
+    pub fn resume_after_start(&self, session_ids: Vec<String>, supervisor: SupervisorPort) {
         let data_dir = self.data_dir.clone();
         actix::spawn(async move {
             let marked = tokio::task::spawn_blocking(move || {
@@ -158,7 +148,7 @@ struct StopGoal;
 
 pub struct GoalActor {
     session_id: String,
-    supervisor: Addr<SessionSupervisor>,
+    supervisor: SupervisorPort,
     runs: GoalRuns,
     /// A wake-up is in progress; another one asked meanwhile is remembered in `again`.
     waking: bool,
@@ -228,11 +218,7 @@ enum Woke {
 }
 
 /// Starts the goal's next automatic run when the goal is active, the session idle and the selection can run.
-async fn wake_once(
-    session_id: String,
-    supervisor: Addr<SessionSupervisor>,
-    runs: GoalRuns,
-) -> Result<Woke, EngineError> {
+async fn wake_once(session_id: String, supervisor: SupervisorPort, runs: GoalRuns) -> Result<Woke, EngineError> {
     let gone = |_| EngineError::ShuttingDown;
     let session = supervisor.send(OpenSession { session_id: session_id.clone() }).await.map_err(gone)??;
     let Some(plan) = session.send(PrepareGoalRun).await.map_err(gone)?? else {
@@ -274,34 +260,4 @@ async fn wake_once(
         runs.services.runs.note_started(&run_id, &session_id);
     }
     Ok(Woke::Done)
-}
-
-impl Handler<GoalReport> for SessionSupervisor {
-    type Result = ();
-
-    fn handle(&mut self, report: GoalReport, ctx: &mut Context<Self>) {
-        match self.goals.as_mut() {
-            Some(goals) => goals.report(report, ctx.address()),
-            None => tracing::warn!(session_id = %report.session_id, "a goal report before goals were installed"),
-        }
-    }
-}
-
-/// Sent by the engine right after it starts the supervisor: installs the book of goal actors. Handled after the
-/// supervisor's index is built (the scan holds the mailbox), so it then resumes the active goals found on disk.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct InstallGoals {
-    pub runs: GoalRuns,
-    pub data_dir: DataDir,
-}
-
-impl Handler<InstallGoals> for SessionSupervisor {
-    type Result = ();
-
-    fn handle(&mut self, message: InstallGoals, ctx: &mut Context<Self>) {
-        let goals = GoalActors::new(message.runs, message.data_dir);
-        goals.resume_after_start(self.root_session_ids(), ctx.address());
-        self.goals = Some(goals);
-    }
 }

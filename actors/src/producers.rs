@@ -1,5 +1,4 @@
-//! Producers: who may send messages into a session from outside the user, and what the engine needs to start
-//! the runs those messages wake.
+//! Producers: who may send messages into a session from outside the user.
 //!
 //! - [`ProducerRegistry`]: the runtime registrations `{producer_id, owner, session_id, registered_at}`. They are
 //!   never persisted: a restart (or, for a plugin, a reconnect: its host calls
@@ -7,27 +6,18 @@
 //!   themselves are durable events of the session's log (`troupe_runtime::producer_book`).
 //! - [`PluginRecoverySource`]: the hook through which the plugin hosts report each plugin's recovery handshake
 //!   for `session.producers`; without one, `plugin_recovery` is empty.
-//! - [`EngineRunContext`]: what a session actor needs to start a run nobody asked for over the wire (a producer
-//!   message waking an idle session): the runtime snapshot for the agent's model chain, the shared run services
-//!   and the tree's approval actor. Given to every session actor by the supervisor.
+//!
+//! What the runs those messages wake need is `run_start`'s, shared with every other way a run starts.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use actix::prelude::*;
 use parking_lot::{Mutex, RwLock};
-use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::producers::{PluginRecoveryState, ProducerOwner, ProducerRegistration};
-use troupe_runtime::catalog::validate_selection;
 use troupe_runtime::clock::new_id;
-use troupe_runtime::policy::Policy;
 
-use crate::approval_trees::TreeApprovals;
 use crate::error::EngineError;
-use crate::run_services::RunServices;
-use crate::runtime_actor::{GetSnapshot, RuntimeActor};
-use crate::session_supervisor::{ApprovalsFor, SessionSupervisor};
 
 /// Registrations one owner may hold at a time (a plugin registers per session it serves).
 pub const MAX_REGISTRATIONS_PER_OWNER: usize = 1024;
@@ -152,72 +142,6 @@ impl ProducerRegistry {
     pub fn recovery_states(&self, session_id: &str) -> Vec<PluginRecoveryState> {
         let source = self.recovery.read().clone();
         source.map(|source| source.recovery_states(session_id)).unwrap_or_default()
-    }
-}
-
-/// What a session actor needs to start a run on its own. Cheap to clone.
-#[derive(Clone)]
-pub struct EngineRunContext {
-    pub runtime: Addr<RuntimeActor>,
-    pub services: Arc<RunServices>,
-    /// `[limits] max_input_bytes`: the most a woken run's input (or one boundary's steer messages) may hold.
-    pub max_input_bytes: usize,
-}
-
-/// A run ready to be started by a session actor: the selection checked against the runtime snapshot, the agent's
-/// chain, the policy, and the tree's approval actor (held in use until the run has started).
-pub struct PreparedRun {
-    pub selection: RunSelection,
-    pub agent_chain: Vec<ModelSelection>,
-    pub requested_index: Option<usize>,
-    pub policy: Arc<Policy>,
-    pub approvals: TreeApprovals,
-    pub services: Arc<RunServices>,
-}
-
-impl PreparedRun {
-    /// The run's start message: an engine-started run (no reset, no skill) with `input`, under a
-    /// `<kind>:<new id>` client run id.
-    pub fn into_start(self, kind: &str, input: String) -> crate::session_actor::StartRun {
-        crate::session_actor::StartRun {
-            client_run_id: format!("{kind}:{}", troupe_runtime::clock::new_id()),
-            selection: self.selection,
-            input,
-            reset_fallback: false,
-            agent_chain: self.agent_chain,
-            requested_index: self.requested_index,
-            services: self.services,
-            approvals: (*self.approvals).clone(),
-            policy: self.policy,
-            skill: None,
-        }
-    }
-}
-
-impl EngineRunContext {
-    /// Prepares a run of `session_id` with `selection`, as `run.start` would. Fails when the selection no longer
-    /// matches the runtime (an agent removed, a provider disconnected).
-    pub async fn prepare(
-        &self,
-        supervisor: &Addr<SessionSupervisor>,
-        session_id: &str,
-        selection: RunSelection,
-    ) -> Result<PreparedRun, EngineError> {
-        let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| EngineError::ShuttingDown)?;
-        validate_selection(&snapshot, &selection).map_err(EngineError::InvalidSelection)?;
-        let agent_chain = snapshot
-            .agents
-            .iter()
-            .find(|agent| agent.agent == selection.agent)
-            .map(|agent| agent.models.clone())
-            .unwrap_or_default();
-        let requested_index = agent_chain.iter().position(|model| *model == selection.model);
-        let (_, approvals) = supervisor
-            .send(ApprovalsFor { session_id: session_id.to_owned() })
-            .await
-            .map_err(|_| EngineError::ShuttingDown)??;
-        let policy = self.services.policy_for(&selection.agent)?;
-        Ok(PreparedRun { selection, agent_chain, requested_index, policy, approvals, services: self.services.clone() })
     }
 }
 

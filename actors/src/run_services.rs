@@ -42,7 +42,7 @@ pub struct RunServices {
     /// The session of each active or recently ended run; each run actor registers itself here.
     pub runs: crate::run_registry::RunRegistry,
     /// The configured plugins' statuses and the tools of the ready ones (`plugin_host`).
-    pub plugins: Arc<crate::plugin_host::PluginDirectory>,
+    pub plugins: Arc<crate::plugin_tools::PluginDirectory>,
     /// `[delegation]`: how deep trees grow and how many children a run has at once (`run_actor/delegate.rs`).
     pub delegation: troupe_runtime::config::DelegationConfig,
     /// `[compaction]`: whether runs compact by themselves, and the answer reserve (`run_actor/compaction.rs`).
@@ -89,10 +89,10 @@ impl RunServices {
     }
 
     /// The tool a run calls `name`: a built-in one, or a ready plugin's (`plugin__<plugin>__<tool>`).
-    pub fn tool(&self, name: &str) -> Option<crate::plugin_host::ToolRef<'_>> {
+    pub fn tool(&self, name: &str) -> Option<crate::plugin_tools::ToolRef<'_>> {
         match self.tools.get(name) {
-            Some(tool) => Some(crate::plugin_host::ToolRef::Builtin(tool)),
-            None => self.plugins.tool(name).map(crate::plugin_host::ToolRef::Plugin),
+            Some(tool) => Some(crate::plugin_tools::ToolRef::Builtin(tool)),
+            None => self.plugins.tool(name).map(crate::plugin_tools::ToolRef::Plugin),
         }
     }
 

@@ -6,7 +6,7 @@ use actix::prelude::*;
 
 use crate::error::EngineError;
 use crate::session_actor::SessionActor;
-use crate::session_supervisor::{LiveSessions, OpenSession, SessionGone, SessionSupervisor};
+use crate::session_supervisor::{LiveSession, LiveSessions, OpenSessionActor, SessionGone, SessionSupervisor};
 
 const ATTEMPTS: usize = 3;
 
@@ -20,13 +20,17 @@ pub struct SessionRouter {
 impl SessionRouter {
     /// The session's actor, started by the supervisor when it is not live.
     pub async fn addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
+        Ok(self.live_session(session_id).await?.addr)
+    }
+
+    async fn live_session(&self, session_id: &str) -> Result<LiveSession, EngineError> {
         if let Some(live) = self.live.get(session_id)
             && live.addr.connected()
         {
-            return Ok(live.addr.clone());
+            return Ok(live.clone());
         }
         self.supervisor
-            .send(OpenSession { session_id: session_id.to_owned() })
+            .send(OpenSessionActor { session_id: session_id.to_owned() })
             .await
             .map_err(|_| EngineError::ShuttingDown)?
     }
@@ -39,10 +43,10 @@ impl SessionRouter {
         SessionActor: Handler<M>,
     {
         for _ in 0..ATTEMPTS {
-            let addr = self.addr(session_id).await?;
-            match addr.send(message()).await {
+            let live = self.live_session(session_id).await?;
+            match live.addr.send(message()).await {
                 Ok(result) => return result,
-                Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), addr }),
+                Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), port: live.port }),
             }
         }
         Err(EngineError::Unavailable {

@@ -25,25 +25,33 @@ use troupe_runtime::meta_cache;
 use troupe_runtime::session_state::SessionState;
 use troupe_runtime::usage_book::UsageSummary;
 
-use crate::approval_trees::{ApprovalTrees, TreeApprovals};
+use crate::approval_trees::ApprovalTrees;
 use crate::error::EngineError;
 use crate::run_registry::RunRegistry;
 use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits};
 
 mod children;
+mod goals;
 mod removal;
 mod run_lookup;
 mod usage;
 mod usage_index;
-pub use children::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN};
+pub use crate::ports::supervisor::{
+    ApprovalsFor, ChildRefused, CreateChildSession, DELEGATE_ORIGIN, GetTree, GoalReport, OpenSession, SessionGone,
+    SessionMetaChanged, SessionStopped, SessionUsageChanged,
+};
+use crate::ports::{ApprovalLease, SessionPort, SupervisorPort};
+pub use goals::InstallGoals;
 pub use removal::DeleteTree;
 pub use run_lookup::FindRunSession;
-pub use usage::{AgentUsage, GlobalUsage, SessionUsageChanged, TreeUsage};
+pub use usage::{AgentUsage, GlobalUsage, TreeUsage};
 
 /// A live session actor, as the engine sees it.
 #[derive(Clone)]
 pub struct LiveSession {
     pub addr: Addr<SessionActor>,
+    /// Built once with the actor: what the actors below the supervisor get for it (`OpenSession`).
+    pub port: SessionPort,
     pub incarnation: u64,
     /// Its metadata as published at its newest durable batch (`published_meta`), read by `session.get` without
     /// asking the actor.
@@ -61,35 +69,12 @@ pub struct CreateSession {
     pub cwd: String,
 }
 
-/// The address of the session's actor, starting it (loading its log) when it is not live.
+/// The session's live actor, starting it (loading its log) when it is not live. For the router, above
+/// the session actors; the actors below get its port (`OpenSession`).
 #[derive(Message)]
-#[rtype(result = "Result<Addr<SessionActor>, EngineError>")]
-pub struct OpenSession {
+#[rtype(result = "Result<LiveSession, EngineError>")]
+pub struct OpenSessionActor {
     pub session_id: String,
-}
-
-/// The engine found this actor's mailbox closed (it crashed or stopped): forget it so the next open restarts
-/// the session from its log.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SessionGone {
-    pub session_id: String,
-    pub addr: Addr<SessionActor>,
-}
-
-/// Sent by a session actor whenever its metadata changed.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SessionMetaChanged {
-    pub meta: SessionMeta,
-}
-
-/// Sent by a session actor when it stops.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SessionStopped {
-    pub session_id: String,
-    pub incarnation: u64,
 }
 
 /// How many sessions known on disk are loaded and how many are not (`daemon.status`).
@@ -123,22 +108,6 @@ pub struct ListRootSessions {
 #[derive(Message)]
 #[rtype(result = "Result<Vec<SessionChildSummary>, EngineError>")]
 pub struct ListChildren {
-    pub session_id: String,
-}
-
-/// The session with its descendants, and the permission mode of the tree that contains it, from the supervisor's
-/// index and book (no session is loaded).
-#[derive(Message)]
-#[rtype(result = "Result<(SessionTreeNode, PermissionMode), EngineError>")]
-pub struct GetTree {
-    pub session_id: String,
-}
-
-/// The approval actor of the tree that contains the session (started when the tree has none), and the tree's
-/// root. The tree counts as in use while the returned handle is held.
-#[derive(Message)]
-#[rtype(result = "Result<(String, TreeApprovals), EngineError>")]
-pub struct ApprovalsFor {
     pub session_id: String,
 }
 
@@ -185,9 +154,11 @@ pub struct SessionSupervisor {
     /// for a while (`run_lookup`).
     run_lookups: run_lookup::RunLookups,
     /// The goal actors of root sessions with an active goal (`goal_actor.rs`); installed by the engine.
-    pub(crate) goals: Option<crate::goal_actor::GoalActors>,
+    goals: Option<crate::goal_actor::GoalActors>,
     /// Given to each session actor, so that it can start the runs producer messages wake (`producers.rs`).
-    run_context: Option<crate::producers::EngineRunContext>,
+    run_context: Option<crate::run_start::EngineRunContext>,
+    /// This actor's port, built when first needed (`port`).
+    port: Option<SupervisorPort>,
 }
 
 impl SessionSupervisor {
@@ -200,7 +171,7 @@ impl SessionSupervisor {
         arbiters: Vec<ArbiterHandle>,
         live: LiveSessions,
         runs: RunRegistry,
-        run_context: Option<crate::producers::EngineRunContext>,
+        run_context: Option<crate::run_start::EngineRunContext>,
         default_mode: troupe_protocol::types::session::PermissionMode,
     ) -> Self {
         SessionSupervisor {
@@ -218,6 +189,7 @@ impl SessionSupervisor {
             next_incarnation: 1,
             run_lookups: Default::default(),
             goals: None,
+            port: None,
         }
     }
 
@@ -290,11 +262,11 @@ impl SessionSupervisor {
         self.index.insert(meta.session_id.clone(), meta);
     }
 
-    fn start_actor(&mut self, session_id: &str, opening: Opening, ctx: &mut Context<Self>) -> Addr<SessionActor> {
+    fn start_actor(&mut self, session_id: &str, opening: Opening, ctx: &mut Context<Self>) -> LiveSession {
         let incarnation = self.next_incarnation;
         self.next_incarnation += 1;
         let session_dir = self.data_dir.session_dir(session_id);
-        let supervisor = ctx.address();
+        let supervisor = self.port(ctx);
         let sessions = self.sessions;
         let id = session_id.to_owned();
         let producers = crate::session_actor::ProducerLane::new(self.run_context.clone());
@@ -311,8 +283,14 @@ impl SessionSupervisor {
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
             SessionActor::start_in_arbiter(arbiter, build)
         };
-        self.live.insert(session_id.to_owned(), LiveSession { addr: addr.clone(), incarnation, meta });
-        addr
+        let live = LiveSession { port: SessionPort::new(&addr), addr, incarnation, meta };
+        self.live.insert(session_id.to_owned(), live.clone());
+        live
+    }
+
+    /// The supervisor's port, built once, for the actors it starts.
+    fn port(&mut self, ctx: &mut Context<Self>) -> SupervisorPort {
+        self.port.get_or_insert_with(|| SupervisorPort::new(&ctx.address())).clone()
     }
 
     /// Every root session on disk.
@@ -479,7 +457,7 @@ impl SessionSupervisor {
         opening: Opening,
         ctx: &mut Context<Self>,
     ) -> ResponseActFuture<Self, Result<SessionMeta, EngineError>> {
-        let addr = self.start_actor(&session_id, opening, ctx);
+        let addr = self.start_actor(&session_id, opening, ctx).addr;
         Box::pin(addr.send(GetMeta).into_actor(self).map(move |reply, supervisor, _| {
             let created = reply.unwrap_or_else(|_| {
                 Err(EngineError::Unavailable {
@@ -513,17 +491,32 @@ impl Handler<ForkSession> for SessionSupervisor {
     }
 }
 
-impl Handler<OpenSession> for SessionSupervisor {
-    type Result = Result<Addr<SessionActor>, EngineError>;
-
-    fn handle(&mut self, message: OpenSession, ctx: &mut Context<Self>) -> Self::Result {
-        if let Some(live) = self.live.get(&message.session_id)
+impl SessionSupervisor {
+    /// The live actor of a session on disk, started (loading its log) when it has none or its actor is gone.
+    fn open(&mut self, session_id: &str, ctx: &mut Context<Self>) -> Result<LiveSession, EngineError> {
+        if let Some(live) = self.live.get(session_id)
             && live.addr.connected()
         {
-            return Ok(live.addr.clone());
+            return Ok(live.clone());
         }
-        self.meta(&message.session_id)?;
-        Ok(self.start_actor(&message.session_id, Opening::Load, ctx))
+        self.meta(session_id)?;
+        Ok(self.start_actor(session_id, Opening::Load, ctx))
+    }
+}
+
+impl Handler<OpenSession> for SessionSupervisor {
+    type Result = Result<SessionPort, EngineError>;
+
+    fn handle(&mut self, message: OpenSession, ctx: &mut Context<Self>) -> Self::Result {
+        Ok(self.open(&message.session_id, ctx)?.port)
+    }
+}
+
+impl Handler<OpenSessionActor> for SessionSupervisor {
+    type Result = Result<LiveSession, EngineError>;
+
+    fn handle(&mut self, message: OpenSessionActor, ctx: &mut Context<Self>) -> Self::Result {
+        self.open(&message.session_id, ctx)
     }
 }
 
@@ -531,7 +524,7 @@ impl Handler<SessionGone> for SessionSupervisor {
     type Result = ();
 
     fn handle(&mut self, message: SessionGone, _: &mut Context<Self>) {
-        self.live.remove_if(&message.session_id, |_, live| live.addr == message.addr);
+        self.live.remove_if(&message.session_id, |_, live| live.port == message.port);
     }
 }
 
@@ -626,11 +619,12 @@ impl Handler<GetTree> for SessionSupervisor {
 }
 
 impl Handler<ApprovalsFor> for SessionSupervisor {
-    type Result = Result<(String, TreeApprovals), EngineError>;
+    type Result = Result<(String, ApprovalLease), EngineError>;
 
     fn handle(&mut self, message: ApprovalsFor, ctx: &mut Context<Self>) -> Self::Result {
         let root = self.root_of(&message.session_id)?;
-        let approvals = self.approvals.lease(&root, ctx.address());
+        let port = self.port(ctx);
+        let approvals = self.approvals.lease(&root, port);
         Ok((root, approvals))
     }
 }

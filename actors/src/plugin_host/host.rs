@@ -24,13 +24,12 @@ use troupe_runtime::config::PluginConfig;
 use super::limits::EmitLimiter;
 use super::peer::{Incoming, Peer, PeerError};
 use super::process;
-use super::tool::{PluginTool, validate_tool_name};
+use crate::plugin_tools::{PluginTool, validate_tool_name};
 mod calls;
 mod pump;
 
-pub use calls::{CallTool, PluginCallError};
-
-use super::{PluginContext, PluginDirectory};
+use super::PluginContext;
+use crate::plugin_tools::PluginDirectory;
 
 /// The first restart delay; doubled after each start that did not last, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -215,7 +214,7 @@ impl PluginHost {
                 Arc::new(PluginTool {
                     plugin: self.name.clone(),
                     declaration: declaration.clone(),
-                    host: ctx.address(),
+                    host: ctx.address().recipient(),
                 })
             })
             .collect();

@@ -7,10 +7,10 @@
 //!   stdout reader (`host/pump`) and tool calls (`host/calls`).
 //! - `requests`: what a plugin may ask (`plugin/emit`, `plugin/recovery/complete`, producer requests);
 //!   `limits`: the emit bounds; `producers`: producer messaging.
-//! - `tool`: the plugin's tools as the model sees them.
 //!
-//! The [`PluginDirectory`] is what the rest of the engine reads: each configured plugin's status (for
-//! `session.producers`' `plugin_recovery`) and the tools of the ready ones (for runs).
+//! What runs and the engine read of the plugins (their statuses and the ready ones' tools) is the
+//! [`PluginDirectory`] of `plugin_tools`, which the hosts write; runs call a plugin's tool through it, by message,
+//! without knowing the host actor.
 
 mod host;
 mod limits;
@@ -18,68 +18,20 @@ mod peer;
 mod process;
 mod producers;
 mod requests;
-mod tool;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use parking_lot::RwLock;
 use troupe_protocol::types::producers::{PluginRecoveryState, PluginRecoveryStatus};
 use troupe_runtime::config::PluginConfig;
-use troupe_runtime::tools::ToolDefinition;
 
+pub use crate::plugin_tools::{
+    CallIdentity, CallTool, PLUGIN_TOOL_PREFIX, PluginCallError, PluginDirectory, PluginTool, ToolRef, model_tool_name,
+    plugin_resource,
+};
 pub use crate::session_router::SessionRouter;
-pub use host::{CallTool, PluginCallError, PluginHost, Shutdown};
-pub use tool::{CallIdentity, PLUGIN_TOOL_PREFIX, PluginTool, ToolRef, model_tool_name, plugin_resource};
-
-/// Every configured plugin's status, and the tools of the ready ones. Shared by the hosts (writers), runs and
-/// `session.producers` (readers).
-#[derive(Default)]
-pub struct PluginDirectory {
-    statuses: RwLock<BTreeMap<String, PluginRecoveryStatus>>,
-    /// By the name the model calls them (`plugin__<plugin>__<tool>`).
-    tools: RwLock<BTreeMap<String, Arc<PluginTool>>>,
-}
-
-impl PluginDirectory {
-    /// One entry per configured plugin, in name order.
-    pub fn recovery_states(&self) -> Vec<PluginRecoveryState> {
-        self.statuses
-            .read()
-            .iter()
-            .map(|(plugin, status)| PluginRecoveryState { plugin: plugin.clone(), status: *status })
-            .collect()
-    }
-
-    pub fn status(&self, plugin: &str) -> Option<PluginRecoveryStatus> {
-        self.statuses.read().get(plugin).copied()
-    }
-
-    /// The plugin tool the model calls `name`, while its plugin is ready.
-    pub fn tool(&self, name: &str) -> Option<Arc<PluginTool>> {
-        self.tools.read().get(name).cloned()
-    }
-
-    /// The definitions of every ready plugin's tools, in name order.
-    pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
-        self.tools.read().values().map(|tool| tool.definition()).collect()
-    }
-
-    /// Sets a status; returns the previous one.
-    fn set_status(&self, plugin: &str, status: PluginRecoveryStatus) -> Option<PluginRecoveryStatus> {
-        self.statuses.write().insert(plugin.to_owned(), status)
-    }
-
-    /// Replaces the tools of `plugin` (empty when it is not ready).
-    fn set_tools(&self, plugin: &str, tools: Vec<Arc<PluginTool>>) {
-        let mut all = self.tools.write();
-        all.retain(|_, tool| tool.plugin != plugin);
-        for tool in tools {
-            all.insert(model_tool_name(plugin, &tool.declaration.name), tool);
-        }
-    }
-}
+pub use host::{PluginHost, Shutdown};
 
 /// What every host reaches beyond its plugin: the sessions, and the engine's producer registrations.
 #[derive(Clone)]

@@ -15,18 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use troupe_protocol::RpcError;
 
-/// Why a request to the plugin got no result.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum PeerError {
-    #[error("the plugin did not answer {method} within {timeout:?}")]
-    Timeout { method: String, timeout: Duration },
-    #[error("the plugin exited or its connection closed")]
-    Closed,
-    #[error("the plugin answered with an error: {0}")]
-    Rpc(String),
-    #[error("the plugin's answer does not match the protocol: {0}")]
-    Malformed(String),
-}
+pub use crate::plugin_tools::PeerError;
 
 /// One message the plugin sent, other than an answer to the daemon's request.
 #[derive(Debug)]

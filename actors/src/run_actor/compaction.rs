@@ -17,7 +17,7 @@ use troupe_runtime::model::{ModelError, ModelErrorKind};
 
 use super::{RunLoop, RunOutcome, TurnError};
 use crate::compaction::{Summary, SummaryJob, checkpoint_event, summarize};
-use crate::session_actor::{COMPACTION_ORIGIN, CompactionSourceOfRun, RunHistory};
+use crate::ports::session::{COMPACTION_ORIGIN, CompactionSourceOfRun, RunHistory};
 
 impl RunLoop {
     /// Whether the next request on `model` would not fit its context window (when known) less the answer reserve.

@@ -22,7 +22,6 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use actix::prelude::*;
 use serde::Deserialize;
 use serde_json::json;
 use troupe_protocol::types::approval::PermissionAction;
@@ -36,13 +35,12 @@ use troupe_runtime::tools::PermissionRequest;
 
 use super::{RunLoop, tool_result};
 use crate::error::EngineError;
-use crate::producers::EngineRunContext;
+use crate::ports::session::{CancelActiveRun, StartDelegatedRun};
+use crate::ports::supervisor::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionGone};
+use crate::ports::{SessionPort, SupervisorPort};
 use crate::run_registry::RunEnd;
+use crate::run_start::EngineRunContext;
 use crate::runtime_actor::GetSnapshot;
-use crate::session_actor::{CancelActiveRun, StartDelegatedRun};
-use crate::session_supervisor::{
-    ChildRefused, CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionGone, SessionSupervisor,
-};
 
 /// The tool's name.
 pub const DELEGATE_TOOL: &str = "delegate";
@@ -53,7 +51,7 @@ pub const SUMMARY_MAX_BYTES: usize = 16 * 1024;
 
 /// What a run needs to delegate: given to every run whose session actor can start runs on its own.
 pub struct DelegationContext {
-    pub supervisor: Addr<SessionSupervisor>,
+    pub supervisor: SupervisorPort,
     pub run_context: EngineRunContext,
     /// The depth of the run's session (a root is 0).
     pub depth: u32,
@@ -63,7 +61,7 @@ pub struct DelegationContext {
 }
 
 impl DelegationContext {
-    pub fn new(origin: &SessionOrigin, supervisor: Addr<SessionSupervisor>, run_context: EngineRunContext) -> Self {
+    pub fn new(origin: &SessionOrigin, supervisor: SupervisorPort, run_context: EngineRunContext) -> Self {
         let depth = match origin {
             SessionOrigin::Root => 0,
             SessionOrigin::Delegated { depth, .. } => *depth,
@@ -342,13 +340,13 @@ impl RunLoop {
     }
 }
 
-/// Prepares and starts the child's run; its session's address and the run's id.
+/// Prepares and starts the child's run; its session's port and the run's id.
 async fn start_child_run(
     delegation: &DelegationContext,
     child_session_id: &str,
     selection: RunSelection,
     input: String,
-) -> Result<(Addr<crate::session_actor::SessionActor>, String), EngineError> {
+) -> Result<(SessionPort, String), EngineError> {
     let supervisor = &delegation.supervisor;
     let prepared = delegation.run_context.prepare(supervisor, child_session_id, selection).await?;
     let start = prepared.into_start("delegate", input);
@@ -361,7 +359,7 @@ async fn start_child_run(
             .map_err(|_| EngineError::ShuttingDown)??;
         match child.send(StartDelegatedRun(start.clone())).await {
             Ok(started) => return started.map(|run_id| (child, run_id)),
-            Err(_) => supervisor.do_send(SessionGone { session_id: child_session_id.to_owned(), addr: child }),
+            Err(_) => supervisor.do_send(SessionGone { session_id: child_session_id.to_owned(), port: child }),
         }
     }
     Err(EngineError::Unavailable {

@@ -15,7 +15,7 @@ use troupe_runtime::model::{ToolCallRequest, ToolSpec};
 use troupe_runtime::tools::PermissionRequest;
 
 use super::{RunLoop, tool_result};
-use crate::session_actor::{GetGoal, UpdateGoalChecklist};
+use crate::ports::session::{GetGoal, UpdateGoalChecklist};
 
 /// The resource both goal tools name in permission rules.
 pub const GOAL_RESOURCE: &str = "goal:current";

@@ -13,8 +13,10 @@
 
 mod compaction;
 mod delegate;
+mod ending;
 mod goal_tools;
 mod masking;
+mod model_turn;
 mod permission;
 mod progress;
 mod tool_call;
@@ -24,32 +26,26 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
-use troupe_protocol::types::events::{EventPayload, ToolCallRecord};
+use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
-use troupe_runtime::clock::new_id;
-use troupe_runtime::metrics;
-use troupe_runtime::model::attachments::load_attachments;
-use troupe_runtime::model::{
-    ChatMessage, FailurePolicy, ModelError, ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
-};
+use troupe_runtime::model::{ChatMessage, ToolCallRequest, ToolSpec, UserPart};
 use troupe_runtime::policy::Policy;
 use troupe_runtime::tool_stdin::{StdinRefused, StdinSender};
 use troupe_runtime::tools::StdinInput;
 use troupe_runtime::transcript::ToolUnit;
 
 pub use delegate::DelegationContext;
+use model_turn::TurnError;
 use turn_end::TurnOutcome;
 
-use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
-use crate::run_registry::RunEnd;
+use crate::ports::session::{AppendRunEvent, PromotePendingInputs, Until};
+use crate::ports::{ApprovalPort, SessionPort};
 use crate::run_services::RunServices;
 use crate::run_workspace::RunWorkspace;
-use crate::session_actor::{AppendRunEvent, CancelPendingApprovals, PromotePendingInputs, SessionActor, Until};
 
 /// Stops the run: the model stream is dropped and a running tool's process group is killed. Replies whether the
 /// run was still running.
@@ -70,9 +66,9 @@ pub struct WriteToolStdin {
 pub struct RunSetup {
     pub run_id: String,
     pub session_id: String,
-    pub session: Addr<SessionActor>,
+    pub session: SessionPort,
     /// The tree's mode and grants.
-    pub approvals: Addr<ApprovalActor>,
+    pub approvals: ApprovalPort,
     /// The policy of the run's agent.
     pub policy: Arc<Policy>,
     pub cwd: PathBuf,
@@ -182,19 +178,6 @@ enum RunOutcome {
     Cancelled,
     /// The session went away (crashed or shut down); it records `run_interrupted` when it comes back.
     SessionLost,
-}
-
-/// One model turn. A turn with tool calls is durable when it is returned; a turn without any is not yet
-/// recorded: its events are in `unrecorded`, for `end_tool_free_turn` to append with the run's end.
-struct Turn {
-    text: String,
-    tool_calls: Vec<ToolCallRequest>,
-    /// `model_turn_committed`, then `model_usage_recorded` when the provider reported usage.
-    unrecorded: Option<Vec<EventPayload>>,
-}
-
-enum TurnError {
-    Outcome(RunOutcome),
 }
 
 struct RunLoop {
@@ -350,302 +333,6 @@ impl RunLoop {
     fn admit_inputs(&mut self, promoted: Vec<String>) {
         Arc::make_mut(&mut self.history)
             .extend(promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }));
-    }
-
-    /// Reads the artifacts the messages' file parts name, on a blocking thread, so providers can send them.
-    async fn with_attachments(&self, mut messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
-        let is_file = |part: &UserPart| matches!(part, UserPart::File { .. });
-        let has_files =
-            messages.iter().any(|message| matches!(message, ChatMessage::User { parts } if parts.iter().any(is_file)));
-        if !has_files {
-            return messages;
-        }
-        let data_dir = self.setup.services.data_dir.clone();
-        let unread = messages.clone();
-        let loaded = tokio::task::spawn_blocking(move || {
-            load_attachments(&mut messages, &data_dir);
-            messages
-        })
-        .await;
-        // A panic while reading leaves the parts unread: they go as text notes.
-        loaded.unwrap_or(unread)
-    }
-
-    /// One committed model turn, retrying and falling back as the error policy says.
-    async fn request_turn(&mut self) -> Result<Turn, TurnError> {
-        let retry = self.setup.services.retry;
-        let mut retry_ordinal: u32 = 0;
-        // One automatic compaction and one overflow recovery per turn (`compaction.rs`).
-        let (mut auto_compacted, mut overflow_recovered) = (false, false);
-        loop {
-            let model = self.setup.model_chain[self.chain_index].clone();
-            self.compact_if_needed(&model, &mut auto_compacted).await?;
-            let attempt_id = new_id();
-            self.emit(EventPayload::ModelAttemptStarted {
-                attempt_id: attempt_id.clone(),
-                model: model.model.clone(),
-                fallback_index: self.chain_index as u32,
-                retry_ordinal,
-            })
-            .await;
-            let (error, produced_output) = match self.stream_attempt(&attempt_id, &model).await {
-                Ok(turn) => return Ok(turn),
-                Err(AttemptError::Cancelled) => {
-                    return Err(TurnError::Outcome(RunOutcome::Cancelled));
-                }
-                Err(AttemptError::SessionLost) => {
-                    return Err(TurnError::Outcome(RunOutcome::SessionLost));
-                }
-                Err(AttemptError::Model { error, produced_output }) => (error, produced_output),
-            };
-            if self.recover_overflow(&error, &mut overflow_recovered, &attempt_id, &model).await? {
-                retry_ordinal += 1;
-                continue;
-            }
-
-            let policy = error.policy();
-            let retry_same = policy == FailurePolicy::RetrySameModel
-                && !produced_output
-                && retry_ordinal + 1 < retry.max_attempts_per_model;
-            tracing::warn!(
-                run = %self.setup.run_id,
-                model = %model.model,
-                kind = error.kind.as_str(),
-                http_status = error.http_status.unwrap_or(0),
-                will_retry = retry_same,
-                error = %error.message,
-                "a model request failed"
-            );
-            self.emit(EventPayload::AttemptAbandoned {
-                attempt_id,
-                model: model.model.clone(),
-                error: error.summary(),
-                will_retry: retry_same,
-            })
-            .await;
-            if retry_same {
-                let delay = retry.delay_for(retry_ordinal + 1, error.retry_after_ms);
-                retry_ordinal += 1;
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => continue,
-                    _ = self.control.cancel.cancelled() => return Err(TurnError::Outcome(RunOutcome::Cancelled)),
-                }
-            }
-            let next = self.chain_index + 1;
-            if policy == FailurePolicy::FailRun || next >= self.setup.model_chain.len() {
-                return Err(TurnError::Outcome(RunOutcome::Failed {
-                    error: if policy == FailurePolicy::FailRun {
-                        format!("{} failed: {}", model.model, error.message)
-                    } else {
-                        format!("every model of the chain failed; the last, {}, said: {}", model.model, error.message)
-                    },
-                    model_error: Some(error.summary()),
-                    resolved_model: Some(model.model.clone()),
-                }));
-            }
-            let to = self.setup.model_chain[next].model.clone();
-            tracing::warn!(run = %self.setup.run_id, from = %model.model, to = %to, "falling back to the next model");
-            self.emit(EventPayload::ModelFallback {
-                from: model.model.clone(),
-                to,
-                from_fallback_index: self.chain_index as u32,
-                to_fallback_index: next as u32,
-                attempts_on_from: retry_ordinal + 1,
-                error: error.summary(),
-            })
-            .await;
-            self.chain_index = next;
-            retry_ordinal = 0;
-        }
-    }
-
-    async fn stream_attempt(&self, attempt_id: &str, model: &ModelSelection) -> Result<Turn, AttemptError> {
-        let (provider, model_id) =
-            self.setup.services.models.resolve(&model.model).map_err(|error| AttemptError::model(error, false))?;
-        let request = ModelRequest {
-            model_id,
-            variant: model.variant.clone(),
-            system: Some(self.system_prompt.clone()),
-            messages: self.history.clone(),
-            tools: self.tool_specs.clone(),
-            max_output_tokens: None,
-        };
-        let cancel = self.control.cancel.clone();
-        // The selection resolved, so its provider is a configured one: a bounded label.
-        let provider_id = model.model.split_once('/').map_or("unknown", |(provider_id, _)| provider_id);
-        let started = std::time::Instant::now();
-        let observe = |error: Option<&ModelError>| {
-            self.setup.services.metrics.model_request(provider_id, started.elapsed(), error.map(|error| error.kind));
-        };
-        let mut stream = tokio::select! {
-            opened = provider.stream(request) => opened.map_err(|error| {
-                observe(Some(&error));
-                AttemptError::model(error, false)
-            })?,
-            _ = cancel.cancelled() => return Err(AttemptError::Cancelled),
-        };
-        let mut text = String::new();
-        let mut reasoning = String::new();
-        let mut tool_calls = Vec::new();
-        let mut usage: Option<TokenUsage> = None;
-        loop {
-            let item = tokio::select! {
-                item = stream.next() => item,
-                _ = cancel.cancelled() => {
-                    // Tokens the provider already reported were paid for, whatever becomes of the attempt.
-                    self.record_usage(attempt_id, model, usage).await;
-                    return Err(AttemptError::Cancelled);
-                }
-            };
-            match item {
-                Some(Ok(StreamEvent::TextDelta(delta))) => {
-                    text.push_str(&delta);
-                    self.emit(EventPayload::TextDelta { attempt_id: attempt_id.to_owned(), text: delta }).await;
-                }
-                Some(Ok(StreamEvent::ReasoningDelta(delta))) => {
-                    reasoning.push_str(&delta);
-                    self.emit(EventPayload::ReasoningDelta { attempt_id: attempt_id.to_owned(), text: delta }).await;
-                }
-                Some(Ok(StreamEvent::ToolCall(call))) => tool_calls.push(call),
-                Some(Ok(StreamEvent::Usage(reported))) => usage = Some(reported),
-                Some(Ok(StreamEvent::Finished { .. })) | None => {
-                    observe(None);
-                    break;
-                }
-                Some(Err(error)) => {
-                    observe(Some(&error));
-                    self.record_usage(attempt_id, model, usage).await;
-                    let produced = !text.is_empty() || !tool_calls.is_empty();
-                    return Err(AttemptError::model(error, produced));
-                }
-            }
-        }
-        let committed = EventPayload::ModelTurnCommitted {
-            attempt_id: attempt_id.to_owned(),
-            model: model.model.clone(),
-            fallback_index: self.chain_index as u32,
-            text: text.clone(),
-            reasoning: (!reasoning.is_empty()).then_some(reasoning),
-            tool_calls: tool_calls
-                .iter()
-                .map(|call: &ToolCallRequest| ToolCallRecord {
-                    tool_call_id: call.tool_call_id.clone(),
-                    tool: call.tool.clone(),
-                    arguments: call.arguments.clone(),
-                })
-                .collect(),
-        };
-        if tool_calls.is_empty() {
-            // Nothing waits on this turn being on disk: it is recorded with the run's end (`end_tool_free_turn`).
-            let mut unrecorded = vec![committed];
-            unrecorded.extend(self.usage_event(attempt_id, model, usage));
-            return Ok(Turn { text, tool_calls, unrecorded: Some(unrecorded) });
-        }
-        self.commit(committed, None).await.map_err(|_| AttemptError::SessionLost)?;
-        self.record_usage(attempt_id, model, usage).await;
-        Ok(Turn { text, tool_calls, unrecorded: None })
-    }
-
-    /// Records what the provider reported for an attempt, if it reported anything, with its cost stamped now.
-    async fn record_usage(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) {
-        if let Some(recorded) = self.usage_event(attempt_id, model, usage) {
-            self.emit(recorded).await;
-        }
-    }
-
-    /// The `model_usage_recorded` of an attempt whose provider reported usage, with its cost stamped now.
-    fn usage_event(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) -> Option<EventPayload> {
-        let usage = usage?;
-        let agent = &self.setup.selection.agent;
-        Some(self.setup.services.models.usage_recorded(
-            attempt_id.to_owned(),
-            &model.model,
-            agent,
-            &usage,
-            Default::default(),
-        ))
-    }
-
-    /// The operator's log line for a run's end: its outcome, the model it ended on and how long it took.
-    fn log_end(&self, outcome: &RunOutcome, duration: std::time::Duration) {
-        let (word, error) = match outcome {
-            RunOutcome::Completed { .. } => ("completed", None),
-            RunOutcome::Failed { error, .. } => ("failed", Some(error.as_str())),
-            RunOutcome::Cancelled => ("cancelled", None),
-            RunOutcome::SessionLost => ("interrupted", None),
-        };
-        let model = self.setup.model_chain.get(self.chain_index).map_or("", |model| model.model.as_str());
-        tracing::info!(
-            session = %self.setup.session_id,
-            run = %self.setup.run_id,
-            agent = %self.setup.selection.agent,
-            model,
-            outcome = word,
-            duration_ms = duration.as_millis() as u64,
-            error = error.unwrap_or(""),
-            "run ended"
-        );
-    }
-
-    /// Records the terminal event (unless the session is gone), then reports the end to whoever awaits it (a
-    /// parent's `delegate` call).
-    async fn finish(&self, outcome: RunOutcome) {
-        let (payload, end) = match outcome {
-            RunOutcome::Completed { final_text } => {
-                self.report_end(RunEnd::Completed { final_text });
-                return;
-            }
-            RunOutcome::Failed { error, model_error, resolved_model } => (
-                EventPayload::RunFailed { error: error.clone(), model_error, resolved_model },
-                RunEnd::Failed { error },
-            ),
-            RunOutcome::Cancelled => {
-                (EventPayload::RunCancelled { reason: Some("cancelled by a client".into()) }, RunEnd::Cancelled)
-            }
-            RunOutcome::SessionLost => {
-                self.report_end(RunEnd::Interrupted);
-                return;
-            }
-        };
-        let cancel_approvals =
-            CancelPendingApprovals { run_id: self.setup.run_id.clone(), reason: "the run ended".to_owned() };
-        if let Ok(Err(error)) = self.setup.session.send(cancel_approvals).await {
-            tracing::warn!(run_id = %self.setup.run_id, %error, "could not cancel the run's pending approvals");
-        }
-        match self.commit(payload, None).await {
-            Ok(_) => self.report_end(end),
-            Err(error) => {
-                tracing::warn!(run_id = %self.setup.run_id, %error, "could not record the end of a run");
-                self.report_end(RunEnd::Interrupted);
-            }
-        }
-    }
-
-    fn report_end(&self, end: RunEnd) {
-        let outcome = match end {
-            RunEnd::Completed { .. } => metrics::RunOutcome::Completed,
-            RunEnd::Failed { .. } => metrics::RunOutcome::Failed,
-            RunEnd::Cancelled => metrics::RunOutcome::Cancelled,
-            RunEnd::Interrupted => metrics::RunOutcome::Interrupted,
-        };
-        self.setup.services.metrics.run_ended(outcome);
-        self.setup.services.runs.report_end(&self.setup.session_id, &self.setup.run_id, end);
-    }
-}
-
-enum AttemptError {
-    /// The model failed; `produced_output` says whether deltas or tool calls had already streamed.
-    Model {
-        error: ModelError,
-        produced_output: bool,
-    },
-    Cancelled,
-    SessionLost,
-}
-
-impl AttemptError {
-    fn model(error: ModelError, produced_output: bool) -> Self {
-        AttemptError::Model { error, produced_output }
     }
 }
 

@@ -14,8 +14,8 @@ use troupe_runtime::policy::{ClassifierContext, Decision, Effect, decide, is_low
 use troupe_runtime::tools::PermissionRequest;
 
 use super::{RunLoop, tool_result};
-use crate::approval_actor::CheckTreePermission;
-use crate::session_actor::{ApprovalOutcome, RequestApproval};
+use crate::ports::approval::CheckTreePermission;
+use crate::ports::session::{ApprovalOutcome, RequestApproval};
 
 impl RunLoop {
     /// What the call would do (action, resource, inside the cwd or not), resolved on a blocking thread. A call that

@@ -17,8 +17,8 @@ use super::masking::{OutputMasks, mask_result};
 use super::progress::ProgressRecorder;
 use super::{RunLoop, tool_result};
 use crate::error::EngineError;
-use crate::plugin_host::{CallIdentity, ToolRef};
-use crate::session_actor::{AppendTrackedRunEvent, RunOutput};
+use crate::plugin_tools::{CallIdentity, ToolRef};
+use crate::ports::session::{AppendTrackedRunEvent, RunOutput};
 
 /// A tool call that ran at least this long looks for data dirs that appeared meanwhile before its result is masked.
 const REFRESH_SECRETS_AFTER: Duration = Duration::from_millis(250);

@@ -6,7 +6,7 @@
 use troupe_protocol::types::events::EventPayload;
 
 use super::{RunLoop, RunOutcome};
-use crate::session_actor::{EndToolFreeTurn, TurnEnd};
+use crate::ports::session::{EndToolFreeTurn, TurnEnd};
 
 /// What the loop does after a tool-free turn.
 pub(super) enum TurnOutcome {

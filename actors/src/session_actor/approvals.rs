@@ -10,80 +10,24 @@ use std::collections::HashMap;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
-use troupe_protocol::types::approval::{
-    ApprovalConstraints, ApprovalDecision, ApprovalOperation, ApprovalRecord, ApprovalStatus, TreeGrant,
-};
+use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, TreeGrant};
 use troupe_protocol::types::events::EventPayload;
 use troupe_runtime::clock::{new_id, now_rfc3339};
 
 use super::SessionActor;
 use crate::error::EngineError;
-
-/// How a pending approval ended, as the waiting run learns it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ApprovalOutcome {
-    Approved { for_tree: bool },
-    Rejected { feedback: Option<String> },
-    Cancelled { reason: String },
-}
+use crate::ports::session::{
+    ApprovalOutcome, CancelPendingApprovals, CommitTreeGrant, GetTreeGrants, ListSessionApprovals, RequestApproval,
+    RespondToApproval,
+};
 
 /// Runs waiting for their approvals' answers, by approval id.
 pub(crate) type ApprovalWaiters = HashMap<String, oneshot::Sender<ApprovalOutcome>>;
-
-/// Sent by a run: records `approval_requested` and replies with the approval id and where its answer arrives.
-#[derive(Message)]
-#[rtype(result = "Result<(String, oneshot::Receiver<ApprovalOutcome>), EngineError>")]
-pub struct RequestApproval {
-    pub run_id: String,
-    pub tool_call_id: String,
-    pub operation: ApprovalOperation,
-    pub operation_fingerprint: String,
-    pub constraints: ApprovalConstraints,
-}
-
-/// An answer to one of this session's approvals. Replies with the updated record, and the tree grant to commit
-/// when the decision was `approve_tree`.
-#[derive(Message)]
-#[rtype(result = "Result<(ApprovalRecord, Option<TreeGrant>), EngineError>")]
-pub struct RespondToApproval {
-    pub approval_id: String,
-    pub request_revision: u64,
-    pub operation_fingerprint: String,
-    pub client_response_id: String,
-    pub decision: ApprovalDecision,
-    pub feedback: Option<String>,
-    pub answered_by: String,
-}
-
-/// Cancels the pending approvals of a run that is ending.
-#[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub struct CancelPendingApprovals {
-    pub run_id: String,
-    pub reason: String,
-}
 
 /// How many of this session's approvals wait for an answer (`daemon.status`).
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub struct CountPendingApprovals;
-
-/// This session's approval records, oldest first.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<ApprovalRecord>, EngineError>")]
-pub struct ListSessionApprovals;
-
-/// The tree grants recorded in this (root) session's log.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<TreeGrant>, EngineError>")]
-pub struct GetTreeGrants;
-
-/// Records a tree grant in this (root) session's log; replies once durable.
-#[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub struct CommitTreeGrant {
-    pub grant: TreeGrant,
-}
 
 impl SessionActor {
     fn approval_error(&self, approval_id: &str, client_response_id: &str, kind: ApprovalErrorKind) -> EngineError {

@@ -16,9 +16,7 @@ use troupe_protocol::types::events::{CompactionOutcome, CompactionTrigger, Event
 use super::SessionActor;
 use crate::compaction::CompactionSource;
 use crate::error::EngineError;
-
-/// Where events of a manual compaction come from.
-pub const COMPACTION_ORIGIN: &str = "engine:compaction";
+use crate::ports::session::{COMPACTION_ORIGIN, CompactionSourceOfRun, RunHistory};
 
 /// A manual compaction in progress.
 pub struct ActiveCompaction {
@@ -55,20 +53,6 @@ pub struct RecordCompaction {
     pub compaction_id: String,
     pub events: Vec<EventPayload>,
     pub outcome: Option<(CompactionOutcome, Option<String>)>,
-}
-
-/// What the active run `run_id` would compact; `None` when nothing happened since the last checkpoint.
-#[derive(Message)]
-#[rtype(result = "Result<Option<CompactionSource>, EngineError>")]
-pub struct CompactionSourceOfRun {
-    pub run_id: String,
-}
-
-/// The session's model history now (after a run's checkpoint: the summary and what followed it).
-#[derive(Message)]
-#[rtype(result = "Result<Vec<troupe_runtime::model::ChatMessage>, EngineError>")]
-pub struct RunHistory {
-    pub run_id: String,
 }
 
 impl SessionActor {

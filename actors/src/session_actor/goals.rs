@@ -6,9 +6,9 @@
 //! `error.rs`.
 
 use actix::prelude::*;
-use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
+use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::goal::{GoalItem, GoalLifecycleAction, GoalState, GoalStatus};
+use troupe_protocol::types::goal::{GoalLifecycleAction, GoalState, GoalStatus};
 use troupe_runtime::clock::new_id;
 use troupe_runtime::goal_state::{
     GOAL_ENGINE_ORIGIN, GOAL_RUN_ORIGIN, GoalBook, LifecycleRefusal, check_checklist, reminder,
@@ -16,16 +16,11 @@ use troupe_runtime::goal_state::{
 use troupe_runtime::run_ledger::FallbackScope;
 
 use super::SessionActor;
-use super::runs::StartRun;
 use crate::error::EngineError;
 use crate::goal_actor::GoalReport;
+use crate::ports::session::{GetGoal, GoalRunPlan, PrepareGoalRun, StartGoalRun, UpdateGoalChecklist};
 
 pub use crate::error::GoalErrorKind;
-
-/// `session.goal.get`.
-#[derive(Message)]
-#[rtype(result = "Result<Option<GoalState>, EngineError>")]
-pub struct GetGoal;
 
 /// `session.goal.set`: replies with the new goal once `goal_activated` is durable.
 #[derive(Message)]
@@ -46,47 +41,11 @@ pub struct ChangeGoalLifecycle {
     pub selection: Option<RunSelection>,
 }
 
-/// The model's `goal_update`: replaces the checklist of the current goal (last accepted wins). Replies with the
-/// goal once every appended event is durable.
-#[derive(Message)]
-#[rtype(result = "Result<GoalState, EngineError>")]
-pub struct UpdateGoalChecklist {
-    pub run_id: String,
-    pub items: Vec<GoalItem>,
-}
-
-/// Asked by the goal actor: the goal and the selection of the next automatic run, when the goal is active and
-/// the session idle (else `None`).
-#[derive(Message)]
-#[rtype(result = "Result<Option<GoalRunPlan>, EngineError>")]
-pub struct PrepareGoalRun;
-
-pub struct GoalRunPlan {
-    pub goal_id: String,
-    /// The goal's selection, else the latest persisted run selection, else the creation selection.
-    pub selection: RunSelection,
-    /// The sticky fallback of the selection's agent and preset in this session, where its run would start when the
-    /// selection asks for an earlier model of the agent's chain (`RunLedger::plan`).
-    pub sticky: Option<ModelSelection>,
-}
-
 /// Asked by `session.goal.get` and the other goal methods: what the active goal's next automatic run would ask
 /// for, whether or not the session is idle (`None` without an active goal).
 #[derive(Message)]
 #[rtype(result = "Result<Option<GoalRunPlan>, EngineError>")]
 pub struct GoalRunTarget;
-
-/// Sent by the goal actor: starts the next automatic run of `goal_id` when it is still active and the session
-/// idle, or pauses the goal when the opt-in `max_idle_runs` runs in a row made no progress. Replies with the run's id (once
-/// `run_started` is durable), or `None` when nothing was started.
-#[derive(Message)]
-#[rtype(result = "Result<Option<String>, EngineError>")]
-pub struct StartGoalRun {
-    pub goal_id: String,
-    /// `client_run_id` and `input` are set here.
-    pub run: StartRun,
-    pub max_idle_runs: Option<u32>,
-}
 
 impl SessionActor {
     fn goal_error(&self, kind: GoalErrorKind) -> EngineError {

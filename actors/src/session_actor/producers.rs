@@ -26,7 +26,7 @@ use troupe_runtime::producer_book::{
 
 use super::SessionActor;
 use crate::error::EngineError;
-use crate::producers::{EngineRunContext, PreparedRun};
+use crate::run_start::{EngineRunContext, PreparedRun};
 
 /// The origin of events the engine writes for producer messages (and of runs they wake).
 pub const PRODUCER_ORIGIN: &str = "engine:producer";

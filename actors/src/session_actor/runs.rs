@@ -2,14 +2,10 @@
 //! steering lane (admit, promote at boundaries, recall), appending the run's events, live tool output, and
 //! forwarding cancel and stdin to the run's actor.
 
-use std::sync::Arc;
-
 use actix::prelude::*;
-use bytes::Bytes;
 use tokio::sync::oneshot;
-use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
+use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::run_ledger::{RunLedger, RunPlan};
 use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, StdinRefused};
@@ -17,31 +13,12 @@ use troupe_runtime::tools::StdinInput;
 
 use super::SessionActor;
 use super::tool_output::OutputChunkRef;
-use crate::approval_actor::ApprovalActor;
 use crate::error::EngineError;
+use crate::ports::session::{
+    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, PromotePendingInputs, RunOutput, StartDelegatedRun,
+    StartRun, TrackedEvent, Until,
+};
 use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
-use crate::run_services::RunServices;
-use troupe_runtime::policy::Policy;
-
-/// Starts a run. Replies with its id once `run_started` is durable. Clone, so a start that met a closed mailbox
-/// (the actor hibernated between being opened and being asked) can be sent again to its successor; the client
-/// run id makes a second delivery of the same start the same run.
-#[derive(Clone, Message)]
-#[rtype(result = "Result<String, EngineError>")]
-pub struct StartRun {
-    pub client_run_id: String,
-    pub selection: RunSelection,
-    pub input: String,
-    pub reset_fallback: bool,
-    /// The agent's fallback chain, and where the requested model sits in it (`None`: not in it).
-    pub agent_chain: Vec<ModelSelection>,
-    pub requested_index: Option<usize>,
-    pub services: Arc<RunServices>,
-    pub approvals: Addr<ApprovalActor>,
-    pub policy: Arc<Policy>,
-    /// The skill the input invoked, when it names one.
-    pub skill: Option<troupe_protocol::types::skills::SkillInvocation>,
-}
 
 /// The selection the session's next run is expected to use, when a request names none: its latest run's
 /// effective selection, else its creation selection.
@@ -61,71 +38,6 @@ pub struct SteerRun {
 #[derive(Message)]
 #[rtype(result = "Result<Option<String>, EngineError>")]
 pub struct RecallSteer {
-    pub run_id: String,
-}
-
-/// Sent by the run at a boundary: every pending input becomes `user_input_submitted`, oldest first. Replies
-/// with their texts once durable.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<String>, EngineError>")]
-pub struct PromotePendingInputs {
-    pub run_id: String,
-}
-
-/// When the reply to [`AppendRunEvent`] comes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Until {
-    /// Once the event is queued for the next group commit. The run awaits this for events it need not wait on
-    /// (deltas, progress, results), so a fast producer is held back by the session's bounded mailbox instead of
-    /// growing it.
-    Accepted,
-    /// Once the event is durable.
-    Durable,
-}
-
-/// Sent by the run: appends one of its events. Replies with the event's `seq`, as `until` says.
-#[derive(Message)]
-#[rtype(result = "Result<u64, EngineError>")]
-pub struct AppendRunEvent {
-    pub run_id: String,
-    pub origin: Option<String>,
-    pub payload: EventPayload,
-    pub until: Until,
-}
-
-/// Sent by the run: appends one of its events and replies as soon as it is accepted, with a receiver that resolves
-/// once it is durable. Awaiting the reply fixes the event's place in the log before anything the run sends later;
-/// the receiver may be awaited later, or dropped, without losing the event. (A dropped `send` future of a message
-/// still waiting for room in a full mailbox drops the message: durable events are never left to such a future.)
-#[derive(Message)]
-#[rtype(result = "Result<TrackedEvent, EngineError>")]
-pub struct AppendTrackedRunEvent {
-    pub run_id: String,
-    pub payload: EventPayload,
-}
-
-/// The reply to [`AppendTrackedRunEvent`].
-pub struct TrackedEvent {
-    pub seq: u64,
-    /// Resolves once the event is durable (or with the error that stopped the session).
-    pub durable: oneshot::Receiver<Result<(), EngineError>>,
-}
-
-/// Sent by the run: a chunk of a running tool's output, for live subscribers and the stored whole output.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct RunOutput {
-    pub run_id: String,
-    pub tool_call_id: String,
-    pub stream: OutputStream,
-    pub offset: u64,
-    pub data: Bytes,
-}
-
-/// Cancels the active run. Replies whether it was running.
-#[derive(Message)]
-#[rtype(result = "Result<bool, EngineError>")]
-pub struct CancelActiveRun {
     pub run_id: String,
 }
 
@@ -250,7 +162,7 @@ impl SessionActor {
         let setup = RunSetup {
             run_id: run_id.clone(),
             session_id: self.session_id.clone(),
-            session: ctx.address(),
+            session: crate::ports::SessionPort::new(&ctx.address()),
             approvals: message.approvals,
             policy: message.policy,
             cwd,
@@ -275,16 +187,11 @@ impl Handler<StartRun> for SessionActor {
     }
 }
 
-/// Starts the run of a task delegated to this (child) session; its `run_started` names the engine as its origin.
-#[derive(Message)]
-#[rtype(result = "Result<String, EngineError>")]
-pub struct StartDelegatedRun(pub StartRun);
-
 impl Handler<StartDelegatedRun> for SessionActor {
     type Result = ResponseFuture<Result<String, EngineError>>;
 
     fn handle(&mut self, message: StartDelegatedRun, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = self.start_run_as(ctx, message.0, crate::session_supervisor::DELEGATE_ORIGIN);
+        let accepted = self.start_run_as(ctx, message.0, crate::ports::supervisor::DELEGATE_ORIGIN);
         self.durable_reply(accepted)
     }
 }

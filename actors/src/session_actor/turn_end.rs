@@ -11,28 +11,7 @@ use troupe_protocol::types::events::EventPayload;
 
 use super::SessionActor;
 use crate::error::EngineError;
-
-/// Sent by the run after a model turn with no tool calls. `events` are the turn's own (its
-/// `model_turn_committed`, then its `model_usage_recorded` if the provider reported usage). Replies once
-/// everything appended is durable.
-#[derive(Message)]
-#[rtype(result = "Result<TurnEnd, EngineError>")]
-pub struct EndToolFreeTurn {
-    pub run_id: String,
-    pub events: Vec<EventPayload>,
-    /// The run's answer, recorded in `run_completed` if the run ends here.
-    pub final_text: String,
-}
-
-/// What became of the run at the end of a tool-free turn.
-#[derive(Debug, PartialEq, Eq)]
-pub enum TurnEnd {
-    /// Nothing was pending: `run_completed` is durable, after the pending approvals were cancelled.
-    Completed,
-    /// Steering inputs (or producer messages in `steer` mode) were pending: they are now submitted, in this
-    /// order, and the run goes on with them.
-    Continue(Vec<String>),
-}
+use crate::ports::session::{EndToolFreeTurn, TurnEnd};
 
 impl Handler<EndToolFreeTurn> for SessionActor {
     type Result = ResponseFuture<Result<TurnEnd, EngineError>>;

@@ -6,7 +6,7 @@ use troupe_protocol::types::usage::SessionUsageResult;
 
 use super::SessionActor;
 use crate::error::EngineError;
-use crate::session_supervisor::SessionUsageChanged;
+use crate::ports::supervisor::SessionUsageChanged;
 
 /// `session.usage`: the visible branch's usage and everything the session spent.
 #[derive(Message)]

@@ -9,42 +9,13 @@
 //! in the same step when a creation ends, so concurrent `delegate` calls of any of the tree's runs cannot overshoot.
 
 use actix::prelude::*;
-use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
+use troupe_protocol::types::common::{SessionMeta, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_runtime::clock::{new_id, now_rfc3339};
 
 use super::SessionSupervisor;
-use crate::error::EngineError;
+use crate::ports::supervisor::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN};
 use crate::session_actor::Opening;
-
-/// The origin of the events the engine writes for a delegation in the child's log (its creation, its run's start).
-pub const DELEGATE_ORIGIN: &str = "engine:delegate";
-
-/// Creates a child session of `parent_session_id` for the tool call `parent_tool_call_id` of `parent_run_id`, and
-/// replies with its metadata once its log is durable.
-#[derive(Message)]
-#[rtype(result = "Result<SessionMeta, ChildRefused>")]
-pub struct CreateChildSession {
-    pub parent_session_id: String,
-    pub parent_run_id: String,
-    pub parent_tool_call_id: String,
-    pub selection: RunSelection,
-    /// `[delegation] max_sessions_per_tree`.
-    pub max_sessions_per_tree: u32,
-}
-
-/// Why no child was created.
-#[derive(Debug, thiserror::Error)]
-pub enum ChildRefused {
-    /// The tree already holds (or is creating) as many sessions as it may.
-    #[error(
-        "this session tree already has {sessions} sessions besides its root, the most it may have \
-         (`[delegation] max_sessions_per_tree` is {limit}); do the remaining work in this session"
-    )]
-    TreeFull { root_session_id: String, sessions: usize, limit: u32 },
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-}
 
 impl Handler<CreateChildSession> for SessionSupervisor {
     type Result = ResponseActFuture<Self, Result<SessionMeta, ChildRefused>>;

@@ -60,7 +60,7 @@ impl SessionSupervisor {
         {
             return live.addr.clone();
         }
-        self.start_actor(session_id, Opening::Load, ctx)
+        self.start_actor(session_id, Opening::Load, ctx).addr
     }
 
     /// Drops a deleted session from every book.

@@ -8,18 +8,10 @@ use std::collections::HashSet;
 
 use actix::prelude::*;
 use troupe_protocol::types::usage::{SessionTreeUsageResult, UsageRollup};
-use troupe_runtime::usage_book::UsageSummary;
 
 use super::SessionSupervisor;
 use crate::error::EngineError;
-
-/// Sent by a session actor when a batch with a `model_usage_recorded` is durable: its whole spent usage now.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SessionUsageChanged {
-    pub session_id: String,
-    pub summary: UsageSummary,
-}
+use crate::ports::supervisor::SessionUsageChanged;
 
 /// `usage.global`: what every session spent.
 #[derive(Message)]

@@ -2,32 +2,10 @@
 //! or the call times out, and an error (never a wait) when the plugin is not running or exits mid-call.
 
 use actix::prelude::*;
-use tokio_util::sync::CancellationToken;
-use troupe_protocol::types::plugin::{PluginToolCallParams, PluginToolCallResult, PluginToolCancelParams, methods};
+use troupe_protocol::types::plugin::{PluginToolCallResult, PluginToolCancelParams, methods};
 
 use super::PluginHost;
-use crate::plugin_host::peer::PeerError;
-
-/// Why a plugin tool call has no result from the plugin.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum PluginCallError {
-    #[error("the plugin is not running (it is starting, restarting or failed)")]
-    NotRunning,
-    #[error("the plugin does not offer the tool `{0}`")]
-    UnknownTool(String),
-    #[error("{0}")]
-    Peer(#[from] PeerError),
-    #[error("the run was cancelled")]
-    Cancelled,
-}
-
-/// Calls one of the plugin's tools, within the configured tool timeout, until `cancel`.
-#[derive(Message)]
-#[rtype(result = "Result<PluginToolCallResult, PluginCallError>")]
-pub struct CallTool {
-    pub params: PluginToolCallParams,
-    pub cancel: CancellationToken,
-}
+use crate::plugin_tools::{CallTool, PeerError, PluginCallError};
 
 impl Handler<CallTool> for PluginHost {
     type Result = ResponseFuture<Result<PluginToolCallResult, PluginCallError>>;

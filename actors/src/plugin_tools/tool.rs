@@ -15,7 +15,7 @@ use troupe_protocol::types::plugin::{
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_runtime::tools::{PermissionRequest, Tool, ToolDefinition, ToolError};
 
-use super::host::{CallTool, PluginCallError, PluginHost};
+use super::call::{CallTool, PluginCallError};
 
 /// The prefix of every plugin tool's name.
 pub const PLUGIN_TOOL_PREFIX: &str = "plugin__";
@@ -54,7 +54,8 @@ pub struct CallIdentity<'a> {
 pub struct PluginTool {
     pub plugin: String,
     pub declaration: PluginToolDeclaration,
-    pub host: Addr<PluginHost>,
+    /// The plugin's host, which makes the call.
+    pub host: Recipient<CallTool>,
 }
 
 impl PluginTool {

@@ -1,0 +1,138 @@
+//! The session's write path, from an accepted event to its acknowledgement: `append` gives it its `seq`,
+//! encodes it once, applies it to the projection and queues it on the write lane (`write_lane`); at most one batch
+//! is written at a time, on a log writer thread (`log_writers`), with one `write` and one `fdatasync`; a durable
+//! batch is published (`commit`) to the tail, the live subscribers and the waiting requests, in that order. A
+//! failed write poisons the lane and stops the actor.
+
+use actix::prelude::*;
+use troupe_protocol::server::encode_event_notification;
+use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
+use troupe_runtime::clock::now_rfc3339;
+use troupe_runtime::event_log::{self, LogEntry};
+
+use super::write_lane::Durability;
+use super::{Phase, SessionActor};
+use crate::error::EngineError;
+use crate::log_writers::Written;
+
+impl SessionActor {
+    /// Accepts an event: assigns its `seq`, encodes it once, applies it, and queues it for the next batch.
+    pub(super) fn append(
+        &mut self,
+        ctx: &mut Context<Self>,
+        run_id: Option<String>,
+        origin: Option<String>,
+        payload: EventPayload,
+    ) -> Result<u64, EngineError> {
+        let seq = self.lane.next_seq();
+        if seq == 1 {
+            // Only `session_created` may be sequence 1, and it is written when the log is created. A log with no
+            // readable event at all (empty, or every line damaged) has nothing to anchor a sequence on: an event
+            // numbered 1 here would be refused by the next load, after it was acknowledged.
+            return Err(EngineError::SessionDamaged { session_id: self.session_id.clone() });
+        }
+        let event =
+            StoredEvent { session_id: self.session_id.clone(), run_id, seq, timestamp: now_rfc3339(), origin, payload };
+        let json = EventJson::encode(&event).map_err(|error| self.storage_error(format!("encoding: {error}")))?;
+        let Some(state) = self.state.as_mut() else {
+            return Err(EngineError::Unavailable {
+                session_id: self.session_id.clone(),
+                detail: "the session has no state".into(),
+            });
+        };
+        self.lane.enqueue(LogEntry { seq, json })?;
+        state.apply(&event);
+        if state.runs.active.is_none() {
+            // A terminal event ended the run; its actor stops by itself.
+            self.run_actor = None;
+            self.stored_outputs.forget_all();
+        }
+        if let EventPayload::ToolCallStarted { tool_call_id, .. } = &event.payload
+            && let Some(run_id) = &event.run_id
+        {
+            self.tool_output.start_call(tool_call_id, run_id);
+        }
+        if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
+            self.tool_output.finish_call(&self.session_id, tool_call_id, &mut self.subscribers);
+            self.stored_outputs.forget(tool_call_id);
+        }
+        self.write_next_batch(ctx);
+        self.follow_producer_messages(ctx, &event);
+        Ok(seq)
+    }
+
+    /// Runs `accept`, which appends events, without starting a batch before it returns; then the events go to the
+    /// writer together, in one batch unless one is already in flight (they then join the next one, together). A
+    /// run's last turn, its usage and its end become durable with one `fdatasync` this way.
+    pub(super) fn append_together<T>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        accept: impl FnOnce(&mut Self, &mut Context<Self>) -> T,
+    ) -> T {
+        let held = self.lane.hold(true);
+        let accepted = accept(self, ctx);
+        self.lane.hold(held);
+        self.write_next_batch(ctx);
+        accepted
+    }
+
+    /// A receiver that resolves when `seq` is durable (at once if it already is).
+    pub(super) fn when_durable(&mut self, seq: u64) -> Durability {
+        self.lane.when_durable(seq)
+    }
+
+    /// Hands the queued events to a log writer thread (`log_writers`) unless a batch is already being written.
+    pub(super) fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
+        // Nothing while a batch is in flight (its completion starts the next one), held, or nothing is queued.
+        let Some((store, batch)) = self.lane.take_batch() else { return };
+        let write = crate::log_writers::write(store, batch);
+        ctx.spawn(write.into_actor(self).map(|written, actor, ctx| match written {
+            Ok(Written { store, batch, outcome: Ok(()) }) => {
+                let durable = actor.lane.complete(store, batch);
+                if durable.torn_tail_cut
+                    && let Some(state) = actor.state.as_mut()
+                {
+                    // The append cut the torn tail off: it is no longer in the log, so stop reporting it.
+                    state.skipped_events.retain(|skipped| skipped.reason != event_log::TORN_REASON);
+                }
+                actor.commit(durable.entries);
+                actor.maybe_snapshot(ctx);
+                actor.write_next_batch(ctx);
+            }
+            Ok(Written { outcome: Err(error), .. }) => actor.poison(ctx, actor.storage_error(error)),
+            // The store went with the job: nothing more can be written by this actor.
+            Err(error) => actor.poison(ctx, actor.storage_error(error)),
+        }));
+    }
+
+    /// Publishes a durable batch: to the tail, to live subscribers, then to waiting requests. (Replaying
+    /// subscribers get these events from their pump.)
+    pub(super) fn commit(&mut self, batch: Vec<LogEntry>) {
+        let (Some(first), Some(last)) = (batch.first().map(|event| event.seq), batch.last().map(|event| event.seq))
+        else {
+            return;
+        };
+        // Before the events reach anyone: a client that holds an event, or was told its write is durable, reads
+        // it back with `session.get`.
+        self.report_meta();
+        for event in batch {
+            if !self.subscribers.is_empty() {
+                let frame = encode_event_notification(&self.session_id, &event.json);
+                self.subscribers.retain(|subscriber| subscriber.sink.offer(event.seq, &frame).is_ok());
+            }
+            self.tail.push(event);
+        }
+        self.report_goal();
+        self.lane.release_waiters();
+        self.report_usage(first, last);
+    }
+
+    /// A write failed: nothing more may be written by this actor. Everything pending fails and the actor stops,
+    /// so the next request reloads the session from what is actually on disk.
+    pub(super) fn poison(&mut self, ctx: &mut Context<Self>, error: EngineError) {
+        tracing::error!(session_id = %self.session_id, %error, "session log write failed; restarting the session");
+        self.lane.poison(error.clone());
+        self.phase = Phase::Failed(error);
+        ctx.stop();
+    }
+}
