@@ -362,3 +362,5 @@ fn tool_result(status: ToolResultStatus, output: String) -> PersistedToolResult 
 fn tool_history(call: &ToolCallRequest, result: &PersistedToolResult) -> ToolUnit {
     troupe_runtime::transcript::tool_unit(&call.tool_call_id, call.tool.clone(), result)
 }
+#[cfg(test)]
+mod tests;
