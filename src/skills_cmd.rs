@@ -4,7 +4,7 @@
 
 use troupe_protocol::client::{ClientOptions, ClientProtocol};
 use troupe_protocol::types::common::SessionIdParams;
-use troupe_protocol::types::skills::{SkillSource, SkillsListResult};
+use troupe_protocol::types::skills::{PermissionEffect, SkillSource, SkillsListResult};
 
 use crate::cli_errors::explained;
 use crate::commands::{Connected, Connection};
@@ -54,8 +54,10 @@ pub fn render_skills(result: &SkillsListResult, style: Style) -> String {
                     let hint = skill.argument_hint.as_deref().map(clean).map(|hint| format!(" {hint}"));
                     use_as.push(format!("/{}{}", clean(&skill.name), hint.unwrap_or_default()));
                 }
-                if skill.permission_effect != "allow" {
-                    use_as.push(clean(&skill.permission_effect));
+                match skill.permission_effect {
+                    PermissionEffect::Allow => {}
+                    PermissionEffect::Ask => use_as.push("ask".to_owned()),
+                    PermissionEffect::Deny => use_as.push("deny".to_owned()),
                 }
             }
             rows.push(vec![
@@ -98,7 +100,7 @@ mod tests {
                 location: "/p/.troupe/skills/review/SKILL.md".into(),
                 precedence_winner: true,
                 visible: true,
-                permission_effect: "allow".into(),
+                permission_effect: PermissionEffect::Allow,
                 user_invocable: true,
                 argument_hint: Some("FILE".into()),
                 when_to_use: None,

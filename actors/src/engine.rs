@@ -469,7 +469,7 @@ impl ServerProtocol for Engine {
             .skills
             .iter()
             .zip(&effects)
-            .map(|(found, effect)| troupe_runtime::skills::describe(found, effect))
+            .map(|(found, effect)| troupe_runtime::skills::describe(found, *effect))
             .collect();
         let problems = discovery
             .problems
@@ -488,7 +488,7 @@ impl ServerProtocol for Engine {
         let Some((found, effect)) = skills.winner(&params.name) else {
             return Err(EngineError::SkillNotFound { name: params.name }.into());
         };
-        if effect == "deny" {
+        if effect == troupe_protocol::types::skills::PermissionEffect::Deny {
             return Err(EngineError::SkillNotAllowed { name: params.name }.into());
         }
         Ok(SkillsGetResult {

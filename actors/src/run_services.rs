@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 use troupe_protocol::types::events::{EventPayload, UsagePurpose};
-use troupe_protocol::types::runtime::ModelPricing;
+use troupe_protocol::types::runtime::{ModelPricing, ProviderKind};
 use troupe_runtime::config::PermissionsConfig;
 use troupe_runtime::model::local::{EchoModel, ScriptedModel};
 use troupe_runtime::model::{ErrorStage, ModelError, ModelErrorKind, ModelProvider, RetryPolicy, TokenUsage};
@@ -195,9 +195,10 @@ impl ModelRouter {
         let Some((provider_id, model_id)) = model.split_once('/') else {
             return Err(not_available(format!("`{model}` is not of the form <provider>/<model id>")));
         };
-        let provider: Arc<dyn ModelProvider> = match (provider_id, model_id) {
-            ("local", "echo") => self.echo.clone(),
-            ("local", "scripted") => match self.scripted.read().clone() {
+        let local = ProviderKind::of_provider_id(provider_id) == Some(ProviderKind::Local);
+        let provider: Arc<dyn ModelProvider> = match (local, model_id) {
+            (true, "echo") => self.echo.clone(),
+            (true, "scripted") => match self.scripted.read().clone() {
                 Some(scripted) => scripted,
                 None => {
                     return Err(not_available(
@@ -207,10 +208,10 @@ impl ModelRouter {
                     ));
                 }
             },
-            ("local", _) => {
+            (true, _) => {
                 return Err(not_available(format!("there is no local model `{model_id}`")));
             }
-            (provider_id, _) => match self.remote.read().get(provider_id) {
+            (false, _) => match self.remote.read().get(provider_id) {
                 Some(provider) => provider.clone(),
                 None => {
                     return Err(ModelError::new(

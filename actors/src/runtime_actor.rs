@@ -21,7 +21,7 @@ use troupe_protocol::server::ConnectionNotifier;
 use troupe_protocol::types::provider::{
     ProviderConnectParams, ProviderConnectResult, ProviderDisconnectParams, ProviderDisconnectResult,
 };
-use troupe_protocol::types::runtime::{AuthState, RuntimeChangedParams, RuntimeSnapshot};
+use troupe_protocol::types::runtime::{AuthState, ProviderKind, RuntimeChangedParams, RuntimeSnapshot};
 use troupe_runtime::catalog::build_snapshot;
 use troupe_runtime::config::AgentConfig;
 use troupe_runtime::model::ModelProvider;
@@ -160,7 +160,7 @@ impl RuntimeActor {
     }
 
     fn uninstall(&self, provider_id: &str) {
-        if provider_id == "local" {
+        if ProviderKind::of_provider_id(provider_id) == Some(ProviderKind::Local) {
             self.services.models.set_scripted(None);
         } else {
             self.services.models.set_remote(provider_id, None);

@@ -5,8 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use troupe_runtime::skills::{
-    DiscoveredSkill, Discovery, MAX_SKILL_FILE_BYTES, Skill, SkillDescriptor, SkillProblem, SkillSource, describe,
-    discover,
+    DiscoveredSkill, Discovery, MAX_SKILL_FILE_BYTES, PermissionEffect, Skill, SkillDescriptor, SkillProblem,
+    SkillSource, describe, discover,
 };
 
 /// A temporary working directory and data directory, each with its skills root.
@@ -319,24 +319,23 @@ fn describe_maps_the_permission_effect_to_visibility() {
     let discovery = roots.discover();
     let discovered = &discovery.skills[0];
 
-    let expected = |effect: &str, visible: bool| SkillDescriptor {
+    let expected = |effect: PermissionEffect, visible: bool| SkillDescriptor {
         name: "lint".into(),
         description: "Lints.".into(),
         source: SkillSource::User,
         location: path.to_string_lossy().into_owned(),
         precedence_winner: true,
         visible,
-        permission_effect: effect.into(),
+        permission_effect: effect,
         user_invocable: true,
         argument_hint: Some("<path>".into()),
         when_to_use: Some("After edits.".into()),
     };
-    assert_eq!(describe(discovered, "allow"), expected("allow", true));
-    assert_eq!(describe(discovered, "ask"), expected("ask", true));
-    assert_eq!(describe(discovered, "deny"), expected("deny", false));
-    assert_eq!(describe(discovered, "something-new"), expected("something-new", false));
+    assert_eq!(describe(discovered, PermissionEffect::Allow), expected(PermissionEffect::Allow, true));
+    assert_eq!(describe(discovered, PermissionEffect::Ask), expected(PermissionEffect::Ask, true));
+    assert_eq!(describe(discovered, PermissionEffect::Deny), expected(PermissionEffect::Deny, false));
 
-    let wire = serde_json::to_value(describe(discovered, "deny")).unwrap();
+    let wire = serde_json::to_value(describe(discovered, PermissionEffect::Deny)).unwrap();
     assert_eq!(wire["visible"], false);
     assert_eq!(wire["source"], "user");
     assert_eq!(wire["permission_effect"], "deny");
@@ -348,7 +347,8 @@ fn a_shadowed_copy_is_described_as_not_the_winner() {
     roots.write(SkillSource::User, "fmt", &skill_text("fmt", "User fmt.", "u"));
     roots.write(SkillSource::Project, "fmt", &skill_text("fmt", "Project fmt.", "p"));
     let discovery = roots.discover();
-    let descriptors: Vec<_> = discovery.skills.iter().map(|discovered| describe(discovered, "allow")).collect();
+    let descriptors: Vec<_> =
+        discovery.skills.iter().map(|discovered| describe(discovered, PermissionEffect::Allow)).collect();
     assert_eq!(
         descriptors.iter().map(|descriptor| (descriptor.source, descriptor.precedence_winner)).collect::<Vec<_>>(),
         [(SkillSource::Project, true), (SkillSource::User, false)]

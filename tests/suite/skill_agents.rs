@@ -6,6 +6,7 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::run::RunStartParams;
 use troupe_protocol::types::session::PermissionMode;
+use troupe_protocol::types::skills::PermissionEffect;
 
 use super::support::*;
 
@@ -25,7 +26,7 @@ fn write_skill(root: &std::path::Path, name: &str) {
 }
 
 /// `(visible, permission_effect)` of the skill `name` in `skills.list`.
-async fn listed(client: &Client, session_id: &str, name: &str) -> (bool, String) {
+async fn listed(client: &Client, session_id: &str, name: &str) -> (bool, PermissionEffect) {
     let listed =
         within("skills.list", client.call::<method::SkillsList>(SessionIdParams { session_id: session_id.into() }))
             .await
@@ -60,7 +61,7 @@ async fn the_running_agents_policy_and_the_trees_mode_decide_a_skills_effect() {
     let session = daemon.create_session(&client).await;
     let id = session.session_id.as_str();
     client.subscribe(id, None).await.unwrap();
-    assert_eq!(listed(&client, id, "deploy").await, (true, "allow".to_owned()));
+    assert_eq!(listed(&client, id, "deploy").await, (true, PermissionEffect::Allow));
 
     // A run of the reviewer agent is governed by the reviewer's rules, whoever created the session.
     let refused = start(&client, id, "reviewer", "/deploy now").await.unwrap_err();
@@ -68,17 +69,17 @@ async fn the_running_agents_policy_and_the_trees_mode_decide_a_skills_effect() {
     let run_id = start(&client, id, "reviewer", "plain input").await.unwrap();
     events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
     // Without a selection, the listing follows the agent of the session's latest run.
-    assert_eq!(listed(&client, id, "deploy").await, (false, "deny".to_owned()));
+    assert_eq!(listed(&client, id, "deploy").await, (false, PermissionEffect::Deny));
     // And the default agent may still invoke it in a run of its own.
     let run_id = start(&client, id, "default", "/deploy now").await.unwrap();
     events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
-    assert_eq!(listed(&client, id, "deploy").await, (true, "allow".to_owned()));
+    assert_eq!(listed(&client, id, "deploy").await, (true, PermissionEffect::Allow));
 
     // The tree's mode is the session overlay: an `ask` skill is allowed in yolo and refused in auto_approve_n.
     set_mode(&client, id, PermissionMode::Ask).await;
-    assert_eq!(listed(&client, id, "review").await, (true, "ask".to_owned()));
+    assert_eq!(listed(&client, id, "review").await, (true, PermissionEffect::Ask));
     set_mode(&client, id, PermissionMode::Yolo).await;
-    assert_eq!(listed(&client, id, "review").await, (true, "allow".to_owned()));
+    assert_eq!(listed(&client, id, "review").await, (true, PermissionEffect::Allow));
     set_mode(&client, id, PermissionMode::AutoApproveN).await;
-    assert_eq!(listed(&client, id, "review").await, (false, "deny".to_owned()));
+    assert_eq!(listed(&client, id, "review").await, (false, PermissionEffect::Deny));
 }

@@ -9,7 +9,7 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::ToolResultStatus;
-use troupe_protocol::types::skills::{SkillSource, SkillsGetParams};
+use troupe_protocol::types::skills::{PermissionEffect, SkillSource, SkillsGetParams};
 
 use super::support::*;
 
@@ -60,7 +60,7 @@ async fn the_project_copy_wins_and_a_malformed_file_is_reported_without_hiding_t
     let review = &listed.skills[1];
     assert_eq!(review.description, "Review a file (project)");
     assert_eq!(review.argument_hint.as_deref(), Some("FILE MODE"));
-    assert_eq!(review.permission_effect, "allow");
+    assert_eq!(review.permission_effect, PermissionEffect::Allow);
     assert_eq!(listed.problems.len(), 1, "{:?}", listed.problems);
     assert!(listed.problems[0].location.ends_with("broken/SKILL.md"));
     assert!(listed.problems[0].reason.contains("front matter"), "{}", listed.problems[0].reason);
@@ -78,7 +78,7 @@ async fn a_restrictive_policy_hides_a_skill_and_rendering_fills_the_arguments() 
         client.call::<method::SkillsList>(SessionIdParams { session_id: session.session_id.clone() }).await.unwrap();
     let deploy = listed.skills.iter().find(|skill| skill.name == "deploy").unwrap();
     assert!(!deploy.visible);
-    assert_eq!(deploy.permission_effect, "deny");
+    assert_eq!(deploy.permission_effect, PermissionEffect::Deny);
     let get = |name: &str, arguments: &str| {
         client.call::<method::SkillsGet>(SkillsGetParams {
             session_id: session.session_id.clone(),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use troupe_protocol::types::approval::PermissionAction;
-use troupe_protocol::types::skills::SkillInvocation;
+use troupe_protocol::types::skills::{PermissionEffect, SkillInvocation};
 use troupe_runtime::policy::{Decision, decide};
 use troupe_runtime::tools::{PermissionRequest, skill_resource};
 
@@ -51,9 +51,9 @@ impl Engine {
             // never approves a skill, in a run or here.
             let low_risk = false;
             effects.push(match decide(mode, &evaluation, &request, granted, low_risk) {
-                Decision::Allow { .. } | Decision::AllowOnceByMode => "allow",
-                Decision::AskUser { .. } => "ask",
-                Decision::Deny { .. } => "deny",
+                Decision::Allow { .. } | Decision::AllowOnceByMode => PermissionEffect::Allow,
+                Decision::AskUser { .. } => PermissionEffect::Ask,
+                Decision::Deny { .. } => PermissionEffect::Deny,
             });
         }
         Ok(SessionSkills { discovery, effects })
@@ -78,7 +78,7 @@ impl Engine {
         let Some((found, effect)) = skills.winner(name) else {
             return Err(unknown_skill(name, &skills));
         };
-        if !found.skill.user_invocable || effect == "deny" {
+        if !found.skill.user_invocable || effect == PermissionEffect::Deny {
             return Err(EngineError::SkillNotAllowed { name: name.to_owned() });
         }
         Ok(Some(SkillInvocation {
@@ -93,12 +93,12 @@ impl Engine {
 /// The skills a session sees, with the permission effect of invoking each (same order).
 pub(super) struct SessionSkills {
     pub(super) discovery: troupe_runtime::skills::Discovery,
-    pub(super) effects: Vec<&'static str>,
+    pub(super) effects: Vec<PermissionEffect>,
 }
 
 impl SessionSkills {
     /// The skill that wins for `name` (the project copy over the user's), with its effect.
-    pub(super) fn winner(&self, name: &str) -> Option<(&troupe_runtime::skills::DiscoveredSkill, &'static str)> {
+    pub(super) fn winner(&self, name: &str) -> Option<(&troupe_runtime::skills::DiscoveredSkill, PermissionEffect)> {
         self.discovery
             .skills
             .iter()

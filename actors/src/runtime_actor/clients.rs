@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use troupe_protocol::types::runtime::ProviderKind;
 use troupe_runtime::model::anthropic::{Anthropic, AnthropicConfig};
 use troupe_runtime::model::local::ScriptedModel;
 use troupe_runtime::model::openai::{OpenAiCompatible, OpenAiCompatibleConfig};
@@ -23,6 +24,23 @@ pub(super) enum ProviderClient {
     Anthropic(Anthropic),
 }
 
+/// How a connection authenticates (`auth_method` on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AuthMethod {
+    None,
+    ApiKey,
+}
+
+impl AuthMethod {
+    fn parse(word: &str) -> Result<AuthMethod, String> {
+        match word {
+            "none" => Ok(AuthMethod::None),
+            "api_key" => Ok(AuthMethod::ApiKey),
+            other => Err(format!("unknown auth_method `{other}`; use `api_key` or `none`")),
+        }
+    }
+}
+
 /// Builds a provider client from its settings, checking them. Errors never contain secret values.
 pub(super) fn build_client(
     provider_id: &str,
@@ -30,8 +48,9 @@ pub(super) fn build_client(
     auth_method: &str,
     auth_values: &BTreeMap<String, String>,
 ) -> Result<ProviderClient, String> {
+    let kind = ProviderKind::of_provider_id(provider_id).ok_or_else(|| format!("unknown provider `{provider_id}`"))?;
     let allowed_setup: &[&str] =
-        if provider_id == "local" { &["script"] } else { &["base_url", "allow_insecure_http"] };
+        if kind == ProviderKind::Local { &["script"] } else { &["base_url", "allow_insecure_http"] };
     if let Some(unknown) = setup_values.keys().find(|key| !allowed_setup.contains(&key.as_str())) {
         return Err(format!(
             "unknown setup value `{unknown}` for `{provider_id}`; allowed: {}",
@@ -43,25 +62,22 @@ pub(super) fn build_client(
         Some("true") => true,
         Some(_) => return Err("setup_values.allow_insecure_http must be \"true\" or \"false\"".to_owned()),
     };
-    let api_key = match auth_method {
-        "none" => {
+    let api_key = match AuthMethod::parse(auth_method)? {
+        AuthMethod::None => {
             if !auth_values.is_empty() {
                 return Err("auth_method `none` takes no auth_values".to_owned());
             }
             None
         }
-        "api_key" => match auth_values.get("api_key") {
+        AuthMethod::ApiKey => match auth_values.get("api_key") {
             Some(key) if !key.trim().is_empty() && auth_values.len() == 1 => Some(ApiKey::new(key.trim())),
             _ => {
                 return Err("auth_method `api_key` needs exactly one auth value, a non-empty `api_key`".to_owned());
             }
         },
-        other => {
-            return Err(format!("unknown auth_method `{other}`; use `api_key` or `none`"));
-        }
     };
-    match provider_id {
-        "local" => {
+    match kind {
+        ProviderKind::Local => {
             if api_key.is_some() {
                 return Err("the local provider takes auth_method `none`".to_owned());
             }
@@ -70,7 +86,7 @@ pub(super) fn build_client(
                 .map_err(|error| format!("the script cannot be used: {error}"))?;
             Ok(ProviderClient::Scripted(Arc::new(scripted)))
         }
-        "openai" => {
+        ProviderKind::Openai => {
             let mut config = match api_key {
                 Some(key) => OpenAiCompatibleConfig::openai(key),
                 None => match setup_values.get("base_url") {
@@ -85,7 +101,7 @@ pub(super) fn build_client(
             warn_if_insecure(provider_id, &config.base_url, allow_insecure_http);
             OpenAiCompatible::new(config).map(ProviderClient::OpenAi).map_err(|error| error.to_string())
         }
-        "anthropic" => {
+        ProviderKind::Anthropic => {
             let key = api_key.ok_or("the anthropic provider needs auth_method `api_key`")?;
             let mut config = AnthropicConfig::new(key);
             if let Some(base_url) = setup_values.get("base_url") {
@@ -95,7 +111,6 @@ pub(super) fn build_client(
             warn_if_insecure(provider_id, &config.base_url, allow_insecure_http);
             Anthropic::new(config).map(ProviderClient::Anthropic).map_err(|error| error.to_string())
         }
-        other => Err(format!("unknown provider `{other}`")),
     }
 }
 

@@ -93,7 +93,7 @@ pub struct HandshakeResult {
     pub server: ServerInfo,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     /// Built in and offline.
@@ -102,6 +102,25 @@ pub enum ProviderKind {
     Openai,
     /// The Anthropic Messages API.
     Anthropic,
+}
+
+impl ProviderKind {
+    /// Every kind, in the catalog's order.
+    pub const ALL: [ProviderKind; 3] = [ProviderKind::Anthropic, ProviderKind::Local, ProviderKind::Openai];
+
+    /// The `provider_id` of the daemon's one provider of this kind.
+    pub const fn provider_id(self) -> &'static str {
+        match self {
+            ProviderKind::Local => "local",
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    /// The kind of the provider `provider_id`; `None` for an id the daemon has no provider of.
+    pub fn of_provider_id(provider_id: &str) -> Option<ProviderKind> {
+        ProviderKind::ALL.into_iter().find(|kind| kind.provider_id() == provider_id)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -13,6 +13,18 @@ pub enum SkillSource {
     Project,
 }
 
+/// What a session's permission rules decide for loading a skill (`skills.list`, `skills.get`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionEffect {
+    /// Loaded without asking.
+    Allow,
+    /// Loaded after a user approves.
+    Ask,
+    /// Never loaded: the skill is hidden from the model and refused to the user.
+    Deny,
+}
+
 /// One discovered skill.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SkillDescriptor {
@@ -25,8 +37,8 @@ pub struct SkillDescriptor {
     pub precedence_winner: bool,
     /// Whether the session's policy lets the model see this skill.
     pub visible: bool,
-    /// `allow`, `ask` or `deny`: what the session's permission rules decide for loading this skill.
-    pub permission_effect: String,
+    /// What the session's permission rules decide for loading this skill.
+    pub permission_effect: PermissionEffect,
     /// Whether a user may invoke the skill directly (as a slash command).
     pub user_invocable: bool,
     /// A hint for the arguments a user may pass, e.g. `<file>`. Required, may be null.

@@ -30,7 +30,7 @@ mod render;
 
 use std::path::{Path, PathBuf};
 
-pub use troupe_protocol::types::skills::{SkillDescriptor, SkillSource};
+pub use troupe_protocol::types::skills::{PermissionEffect, SkillDescriptor, SkillSource};
 
 pub use discovery::discover;
 pub use render::{render, split_arguments};
@@ -148,7 +148,7 @@ pub const MAX_WARNED_PROBLEMS: usize = 1024;
 /// Turns a discovered skill into its wire descriptor. `permission_effect` is what the governing run policy
 /// decides for invoking this skill: `allow`, `ask` or `deny`. The skill is visible to the model for `allow` and
 /// `ask`; for `deny`, and for any effect this code does not know, it is listed but not visible (fail closed).
-pub fn describe(discovered: &DiscoveredSkill, permission_effect: &str) -> SkillDescriptor {
+pub fn describe(discovered: &DiscoveredSkill, permission_effect: PermissionEffect) -> SkillDescriptor {
     let skill = &discovered.skill;
     SkillDescriptor {
         name: skill.name.clone(),
@@ -156,8 +156,8 @@ pub fn describe(discovered: &DiscoveredSkill, permission_effect: &str) -> SkillD
         source: skill.source,
         location: skill.location.to_string_lossy().into_owned(),
         precedence_winner: discovered.precedence_winner,
-        visible: matches!(permission_effect, "allow" | "ask"),
-        permission_effect: permission_effect.to_owned(),
+        visible: permission_effect != PermissionEffect::Deny,
+        permission_effect,
         user_invocable: skill.user_invocable,
         argument_hint: skill.argument_hint.clone(),
         when_to_use: skill.when_to_use.clone(),
