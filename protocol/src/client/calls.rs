@@ -5,10 +5,12 @@
 
 use tokio::sync::oneshot;
 
+use super::command::SubscribeReply;
+use super::error::ClientError;
+use super::handshake::check_handshake_result;
 use super::secrets::OutgoingText;
-use super::subscriptions::{SubscribeReply, decode_subscribe_result};
+use super::subscriptions::decode_subscribe_result;
 use super::task::ConnectionTask;
-use super::{ClientError, check_handshake_result};
 use crate::error::RpcError;
 use crate::transport::Transport;
 use crate::types::runtime::HandshakeResult;

@@ -22,7 +22,7 @@ use serde::Deserialize as _;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::ClientDelivery;
+use super::delivery::ClientDelivery;
 use crate::types::runtime::RuntimeChangedParams;
 use crate::types::tool_output::{OutputStream, ToolOutputDeltaParams, ToolOutputGapParams, ToolOutputSnapshotParams};
 

@@ -9,11 +9,13 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use super::calls::Pending;
+use super::command::SubscribeReply;
+use super::delivery::{ClientDelivery, ReplayReason};
+use super::error::ClientError;
 use super::error::EndReason;
 use super::secrets::OutgoingText;
-use super::subscriptions::{SessionPhase, SubscribeReply};
+use super::subscriptions::SessionPhase;
 use super::task::{ConnectionTask, Event};
-use super::{ClientDelivery, ClientError, ReplayReason};
 use crate::jsonrpc::{Id, encode_request};
 use crate::methods::method;
 use crate::transport::{Transport, TransportError};

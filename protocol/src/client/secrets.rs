@@ -5,7 +5,7 @@
 use serde::Serialize;
 use zeroize::{Zeroize, Zeroizing};
 
-use super::ClientError;
+use super::error::ClientError;
 use crate::jsonrpc::{Id, Method, encode_request};
 use crate::transport::{MessageFrame, Transport, TransportError};
 

@@ -28,12 +28,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::oneshot;
 
 use super::calls::Pending;
+use super::command::SubscribeReply;
+use super::delivery::{ClientDelivery, ReplayReason};
+use super::error::ClientError;
 use super::secrets::OutgoingText;
 use super::task::ConnectionTask;
-use super::{ClientDelivery, ClientError, ReplayReason};
 use crate::jsonrpc::{Id, encode_request};
 use crate::methods::method;
 use crate::transport::Transport;
@@ -51,8 +52,6 @@ const RECOVERY_INITIAL_DELAY: Duration = Duration::from_millis(100);
 /// already contain them. (The daemon sends a new subscription's events only after its reply, so what is held
 /// comes from the subscription being replaced, and is usually nothing.)
 const MAX_HELD_LIVE_EVENTS: usize = 1024;
-
-pub(super) type SubscribeReply = oneshot::Sender<Result<u64, ClientError>>;
 
 /// What the task knows of one subscribed session.
 pub(super) struct SessionState {

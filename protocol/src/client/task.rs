@@ -12,33 +12,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 use super::calls::{Pending, WaitingCall};
+use super::command::Command;
+use super::delivery::ClientDelivery;
 use super::error::EndReason;
 use super::outbox::Outbox;
 use super::reconnect::{Link, Redial, link_event};
 use super::secrets::OutgoingText;
 use super::subscriptions::{RetryTimer, SessionPhase, SessionState};
-use super::{ClientDelivery, ClientError};
 use crate::transport::{MessageFrame, Transport, TransportError};
-
-pub(super) enum Command {
-    Call {
-        id: u64,
-        frame: OutgoingText,
-        reply: oneshot::Sender<Result<String, ClientError>>,
-    },
-    /// The caller stopped waiting for this call.
-    Forget {
-        id: u64,
-    },
-    Subscribe {
-        session_id: String,
-        cursor: Option<u64>,
-        reply: oneshot::Sender<Result<u64, ClientError>>,
-    },
-}
 
 pub(super) enum Event<T> {
     Close,
