@@ -195,7 +195,7 @@ impl Client {
                 let ca_cert = ca_cert.clone();
                 Box::pin(async move { WebSocketTransport::connect_trusting(&url, &token, ca_cert.as_deref()).await })
             });
-            Redial { dial, policy, attempt: 0, handshake: handshake.clone() }
+            Redial::new(dial, policy, handshake.clone())
         });
         Self::start(transport, redial, options, handshake).await
     }
