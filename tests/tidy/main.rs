@@ -11,8 +11,8 @@
 //! connected components (Tarjan, `graph.rs`) are its cycles. The test fails with each cycle, its edges and the
 //! file:line of every path that makes them.
 //!
-//! `gateway/src` has no cycle and may get none. `actors/src` and `protocol/src/client` still have some while they
-//! are being untangled: the edges that lie on a cycle today are listed in `known_cycle_edges.txt`, a ratchet
+//! `gateway/src` and `protocol/src/client` have no cycle and may get none. `actors/src` still has some while it
+//! is being untangled: the edges that lie on a cycle today are listed in `known_cycle_edges.txt`, a ratchet
 //! (`ratchet.rs`): an edge on a cycle that is not listed fails, and a listed edge that no longer lies on a cycle
 //! fails too, asking to be deleted from the list, so the list only shrinks.
 
@@ -40,7 +40,7 @@ struct Scope {
 const SCOPES: [Scope; 3] = [
     Scope { folder: "gateway/src", module: &[], root_unit: "crate", ratcheted: false },
     Scope { folder: "actors/src", module: &[], root_unit: "crate", ratcheted: true },
-    Scope { folder: "protocol/src/client", module: &["client"], root_unit: "client", ratcheted: true },
+    Scope { folder: "protocol/src/client", module: &["client"], root_unit: "client", ratcheted: false },
 ];
 
 #[test]

@@ -1,9 +1,9 @@
 //! Reading the daemon's frames (a part of the connection task). A batch is taken member by member; each message
 //! is parsed once, with its `result` and `params` kept as raw JSON, and turned into an [`Incoming`]: a response
 //! to the request it answers, or a notification decoded as far as the task routes it (an `events.subscribe`
-//! result is decoded here too, once the task knows it is one). Whatever cannot be decoded
-//! is logged and skipped: one bad frame must not end a connection that otherwise works. What each message means
-//! is the task's to decide.
+//! result is decoded here too, once the task knows it is one). Whatever cannot be decoded is logged and skipped:
+//! one bad frame must not end a connection that otherwise works. What each message means is the task's to
+//! decide.
 
 use std::borrow::Cow;
 

@@ -49,12 +49,23 @@
 //!
 //! # Layout
 //!
-//! This file holds the public handle and what a consumer sees. The connection task lives in submodules, one
-//! concept each: `task` (its loop, commands and flushing), `calls` (request ids and the answers they await),
-//! `incoming` (reading the daemon's frames), `subscriptions` (cursors, replays and gap recovery), `outbox` (the
-//! hand-over to the consumer and what a congested stream drops), `reconnect` (the link and dialing again),
-//! `secrets` (frames that must be wiped), `protocol` ([`ClientProtocol`] for [`Client`]) and `error`
-//! ([`ClientError`]).
+//! The modules form layers; each imports only modules of the layers below it (`cargo test --test tidy` fails on
+//! any import cycle between them):
+//!
+//! 1. this file: the public [`Client`] handle, its [`ClientOptions`] and [`ClientProtocol`] for it. A handle
+//!    only sends `Command`s to its task.
+//! 2. `task`: the connection task. It owns the parts below, routes each event, command and message to them, and
+//!    decides what crosses between them (what a lost, regained or refused link means for calls and
+//!    subscriptions, what an answer means, what happens when the task stops).
+//! 3. the parts the task uses, each owning its state and knowing nothing of the task: `subscriptions`
+//!    (cursors, replays and gap recovery; it sends its requests through `calls` and delivers through
+//!    `outbox`), `calls` (request ids and the answers they await), `outbox` (the hand-over to the consumer and
+//!    what a congested stream drops; it takes tool output as `incoming` reads it), `reconnect` (the link and
+//!    dialing again) and `incoming` (reading the daemon's frames into messages).
+//! 4. vocabulary, importing nothing above: `delivery` (what a consumer reads: [`ClientDelivery`],
+//!    [`Deliveries`]), `command` (what a handle asks of its task), `error` ([`ClientError`] and why the task
+//!    stopped), `handshake` (judging the handshake's answer) and `secrets` (the frames to write, wiped when they
+//!    carry secrets).
 
 mod calls;
 mod command;

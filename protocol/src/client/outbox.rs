@@ -1,6 +1,6 @@
-//! The way out to the consumer (a part of the connection task). The connection task never waits for the consumer: it hands deliveries to the
-//! bounded delivery stream with `try_send`, and what does not fit waits here, in order, until the consumer makes
-//! room. The stream is *congested* while anything waits here.
+//! The way out to the consumer (a part of the connection task). The task never waits for the consumer: the
+//! [`Outbox`] hands deliveries to the bounded delivery stream with `try_send`, and what does not fit waits here,
+//! in order, until the consumer makes room. The stream is *congested* while anything waits here.
 //!
 //! What may wait is bounded by what the task itself decides to queue: replays (one subscribe reply each, which
 //! the daemon bounds in bytes), control notices (replay boundaries, connection changes) and the live events

@@ -1,6 +1,6 @@
-//! Subscription bookkeeping (a part of the connection task). [`Subscriptions`] remembers every session the consumer subscribed to with a
-//! *cursor*, the last `seq` handed to the consumer, and keeps the consumer's view of each session gapless and
-//! free of duplicates:
+//! Subscription bookkeeping (a part of the connection task). [`Subscriptions`] remembers every session the
+//! consumer subscribed to with a *cursor*, the last `seq` handed to the consumer, and keeps the consumer's view
+//! of each session gapless and free of duplicates:
 //!
 //! - a live event at or below the cursor is a duplicate and is dropped;
 //! - a subscribe reply is delivered as a replay (`ReplayStart`, `ReplayEvent`*, `ReplayEnd`), and the live
