@@ -142,3 +142,49 @@ impl Calls {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::methods::method;
+    use crate::types::common::SessionIdParams;
+
+    fn frame(calls: &Calls) -> (u64, OutgoingText) {
+        let id = calls.next_id();
+        let params = SessionIdParams { session_id: "s".to_owned() };
+        (id, OutgoingText::encode::<method::SessionGet>(id, &params).unwrap())
+    }
+
+    #[test]
+    fn calls_made_while_the_link_is_down_go_out_once_released_and_fail_if_it_is_lost() {
+        let mut calls = Calls::new(Arc::new(AtomicU64::new(1)));
+        let (id, text) = frame(&calls);
+        let (reply, mut answer) = oneshot::channel();
+        calls.call(id, text, reply, false);
+        assert!(!calls.has_unwritten() && !calls.awaiting_answers(), "a parked call is not written");
+
+        calls.release_waiting();
+        assert!(calls.next_frame().is_some());
+        assert!(calls.awaiting_answers());
+
+        let (forgotten_id, forgotten) = frame(&calls);
+        let (forgotten_reply, _) = oneshot::channel();
+        calls.call(forgotten_id, forgotten, forgotten_reply, true);
+        calls.forget(forgotten_id);
+        assert!(calls.answered(forgotten_id).is_none(), "a forgotten call awaits nothing");
+
+        let (subscribe_reply, mut subscribe_answer) = oneshot::channel();
+        let (subscribe_id, subscribe) = frame(&calls);
+        calls.send(
+            subscribe_id,
+            subscribe,
+            Pending::Subscribe { session_id: "s".to_owned(), epoch: 1, reply: Some(subscribe_reply) },
+        );
+        assert_eq!(calls.link_lost(), vec!["s".to_owned()]);
+        assert!(!calls.has_unwritten() && !calls.awaiting_answers());
+        assert!(matches!(answer.try_recv(), Ok(Err(ClientError::Disconnected))));
+        assert!(matches!(subscribe_answer.try_recv(), Ok(Err(ClientError::Disconnected))));
+    }
+}

@@ -44,7 +44,7 @@ pub enum ClientDelivery {
     /// `events.tool_output_snapshot` params, as sent.
     ToolOutputSnapshot(Value),
     /// `events.tool_output_gap` params, as sent by the daemon, or synthesized by the client for output it
-    /// dropped while the delivery stream was congested (see the module docs on back-pressure).
+    /// dropped while the delivery stream was congested (see [back-pressure](super#back-pressure)).
     ToolOutputGap(Value),
     /// `events.tool_output_end` params, as sent: a named tool-output subscription ended.
     ToolOutputEnd(Value),

@@ -164,3 +164,51 @@ pub(super) fn decode_subscribe_result(raw: &str) -> Result<(Vec<StoredEvent>, u6
     }
     Ok((events, reply.last_seq))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        read_frame(text, |message| {
+            seen.push(match message {
+                Incoming::Response { id, outcome: Ok(result) } => format!("response {id} {result}"),
+                Incoming::Response { id, outcome: Err(error) } => format!("error {id} {}", error.code),
+                Incoming::Subscription(params) => format!("subscription {params}"),
+                Incoming::RuntimeChanged(_) => "runtime.changed".to_owned(),
+                Incoming::ToolOutput(ToolOutput::Delta(params)) => format!("delta {params}"),
+                Incoming::ToolOutput(ToolOutput::Snapshot(_) | ToolOutput::Gap(_)) => "other output".to_owned(),
+                Incoming::ToolOutputEnd(_) => "end".to_owned(),
+                Incoming::PluginEvent(params) => format!("plugin {params}"),
+            })
+        });
+        seen
+    }
+
+    #[test]
+    fn a_batch_is_read_member_by_member_and_what_cannot_be_read_is_skipped() {
+        let batch = r#"[{"jsonrpc":"2.0","id":3,"result":{"a":1}},
+            {"jsonrpc":"2.0","id":4,"result":null},
+            {"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"Method not found"}},
+            {"jsonrpc":"2.0","id":"text","result":1},
+            {"jsonrpc":"2.0","method":"session.get","id":9,"params":{}},
+            {"jsonrpc":"2.0","method":"events.plugin","params":{"x":1}},
+            {"jsonrpc":"2.0","method":"no.such_notification","params":{}},
+            "garbage"]"#;
+        assert_eq!(read(batch), [r#"response 3 {"a":1}"#, "response 4 null", "error 5 -32601", r#"plugin {"x":1}"#,]);
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","method":"events.subscription","params":{"type":"gap"}}"#),
+            [r#"subscription {"type":"gap"}"#]
+        );
+        assert!(read("not json").is_empty());
+    }
+
+    #[test]
+    fn a_subscribe_result_keeps_the_events_it_can_read() {
+        let (events, last_seq) = decode_subscribe_result(r#"{"events":[{"not":"an event"}],"last_seq":4}"#).unwrap();
+        assert!(events.is_empty());
+        assert_eq!(last_seq, 4);
+        assert!(matches!(decode_subscribe_result("[]"), Err(ClientError::Decode(_))));
+    }
+}

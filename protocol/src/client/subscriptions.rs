@@ -474,3 +474,6 @@ impl Subscriptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
