@@ -11,14 +11,13 @@
 //! connected components (Tarjan, `graph.rs`) are its cycles. The test fails with each cycle, its edges and the
 //! file:line of every path that makes them.
 //!
-//! `gateway/src` and `actors/src` have no cycle and may get none (the actors reach the actors above them through
-//! `actors/src/ports`). `protocol/src/client` still has some while it is being untangled: the edges that lie on a cycle today are listed in `known_cycle_edges.txt`, a ratchet
-//! (`ratchet.rs`): an edge on a cycle that is not listed fails, and a listed edge that no longer lies on a cycle
-//! fails too, asking to be deleted from the list, so the list only shrinks.
+//! None of the three scopes has a cycle, and none may get one: the actors reach the actors above them through
+//! `actors/src/ports`, and the client's parts are owned by its connection task. A cycle fails the test with its
+//! modules and the file:line of every path that makes its edges (`cycles.rs`).
 
+mod cycles;
 mod graph;
 mod lexer;
-mod ratchet;
 mod references;
 
 use std::path::Path;
@@ -27,44 +26,29 @@ use references::{SourceFile, references};
 
 /// A folder whose top-level modules are checked.
 struct Scope {
-    /// The folder, from the workspace root; also the scope's name in the list and the failure messages.
+    /// The folder, from the workspace root; also the scope's name in the failure messages.
     folder: &'static str,
     /// The folder's module path in its crate.
     module: &'static [&'static str],
     /// The name of the unit of the folder's `lib.rs` or `mod.rs`.
     root_unit: &'static str,
-    /// Whether the scope may have cycles listed in `known_cycle_edges.txt`.
-    ratcheted: bool,
 }
 
 const SCOPES: [Scope; 3] = [
-    Scope { folder: "gateway/src", module: &[], root_unit: "crate", ratcheted: false },
-    Scope { folder: "actors/src", module: &[], root_unit: "crate", ratcheted: false },
-    Scope { folder: "protocol/src/client", module: &["client"], root_unit: "client", ratcheted: true },
+    Scope { folder: "gateway/src", module: &[], root_unit: "crate" },
+    Scope { folder: "actors/src", module: &[], root_unit: "crate" },
+    Scope { folder: "protocol/src/client", module: &["client"], root_unit: "client" },
 ];
 
 #[test]
 fn top_level_modules_do_not_import_each_other_in_a_circle() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let list = std::fs::read_to_string(workspace.join(ratchet::LIST)).expect("the list of known cycle edges");
-    let listed = ratchet::parse_list(&list).unwrap_or_else(|problem| panic!("{problem}"));
     let mut problems = Vec::new();
-    for scope_name in listed.keys() {
-        match SCOPES.iter().find(|scope| scope.folder == scope_name) {
-            None => problems.push(format!("{}: lists edges of `{scope_name}`, which is no scope", ratchet::LIST)),
-            Some(scope) if !scope.ratcheted => problems.push(format!(
-                "{}: `{scope_name}` has no cycles and must keep none: fix the cycle instead of listing it",
-                ratchet::LIST
-            )),
-            Some(_) => {}
-        }
-    }
     for scope in &SCOPES {
         let files = source_files(&workspace.join(scope.folder));
         assert!(files.len() > 1, "{}: no source files found", scope.folder);
         let found = references(scope.module, scope.root_unit, &files);
-        let known = listed.get(scope.folder).cloned().unwrap_or_default();
-        problems.extend(ratchet::check(scope.folder, &found, &known));
+        problems.extend(cycles::check(scope.folder, &found));
     }
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n\n"));
 }

@@ -1,5 +1,6 @@
 //! What a call can fail with ([`ClientError`]), and why the connection task stopped ([`EndReason`]), which
-//! decides the error every call still outstanding at that moment, or made afterwards, fails with.
+//! decides the error every call still outstanding at that moment, or made afterwards, fails with. Vocabulary,
+//! bottom layer: imports no other module of the client.
 
 use crate::error::RpcError;
 use crate::transport::{OpenFailure, TransportError};

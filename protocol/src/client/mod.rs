@@ -49,18 +49,31 @@
 //!
 //! # Layout
 //!
-//! This file holds the public handle and what a consumer sees. The connection task lives in submodules, one
-//! concept each: `task` (its loop, commands and flushing), `calls` (request ids and the answers they await),
-//! `incoming` (reading the daemon's frames), `subscriptions` (cursors, replays and gap recovery), `outbox` (the
-//! hand-over to the consumer and what a congested stream drops), `reconnect` (the link and dialing again),
-//! `secrets` (frames that must be wiped), `protocol` ([`ClientProtocol`] for [`Client`]) and `error`
-//! ([`ClientError`]).
+//! The modules form layers; each imports only modules of the layers below it (`cargo test --test tidy` fails on
+//! any import cycle between them):
+//!
+//! 1. this file: the public [`Client`] handle, its [`ClientOptions`] and [`ClientProtocol`] for it. A handle
+//!    only sends `Command`s to its task.
+//! 2. `task`: the connection task. It owns the parts below, routes each event, command and message to them, and
+//!    decides what crosses between them (what a lost, regained or refused link means for calls and
+//!    subscriptions, what an answer means, what happens when the task stops).
+//! 3. the parts the task uses, each owning its state and knowing nothing of the task: `subscriptions`
+//!    (cursors, replays and gap recovery; it sends its requests through `calls` and delivers through
+//!    `outbox`), `calls` (request ids and the answers they await), `outbox` (the hand-over to the consumer and
+//!    what a congested stream drops; it takes tool output as `incoming` reads it), `reconnect` (the link and
+//!    dialing again) and `incoming` (reading the daemon's frames into messages).
+//! 4. vocabulary, importing nothing above: `delivery` (what a consumer reads: [`ClientDelivery`],
+//!    [`Deliveries`]), `command` (what a handle asks of its task), `error` ([`ClientError`] and why the task
+//!    stopped), `handshake` (judging the handshake's answer) and `secrets` (the frames to write, wiped when they
+//!    carry secrets).
 
 mod calls;
+mod command;
+mod delivery;
 mod error;
+mod handshake;
 mod incoming;
 mod outbox;
-mod protocol;
 mod reconnect;
 mod secrets;
 mod subscriptions;
@@ -72,25 +85,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use zeroize::Zeroizing;
 
 use crate::jsonrpc::Method;
 use crate::methods::method;
 use crate::transport::{Transport, WebSocketTransport};
-use crate::types::events::StoredEvent;
-use crate::types::runtime::{ClientInfo, HandshakeParams, HandshakeResult, PROTOCOL_VERSION, RuntimeChangedParams};
+use crate::types::runtime::{ClientInfo, HandshakeParams, PROTOCOL_VERSION};
 
 pub use crate::methods::ClientProtocol;
+pub use delivery::{ClientDelivery, Deliveries, DeliveryStream, ReplayReason};
 pub use error::ClientError;
-pub use protocol::DeliveryStream;
 pub use reconnect::ReconnectPolicy;
 
+use command::Command;
 use error::EndReason;
+use handshake::{check_handshake_result, params_unknown_to_the_daemon};
 use reconnect::{Dialer, Redial};
 use secrets::OutgoingText;
-use task::{Command, ConnectionTask};
+use task::ConnectionTask;
 
 /// Options of a [`Client`].
 #[derive(Clone, Debug)]
@@ -127,84 +140,6 @@ impl Default for ClientOptions {
             ca_cert: None,
             client_info: None,
         }
-    }
-}
-
-/// Why a replay is being delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReplayReason {
-    /// The consumer called [`Client::subscribe`].
-    Subscribe,
-    /// The daemon reported a gap and the client re-subscribed from its cursor.
-    Gap,
-    /// The connection was re-established and the client re-subscribed from its cursor.
-    Reconnect,
-}
-
-/// One item of the ordered delivery stream.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClientDelivery {
-    /// An event notification; its `seq` is above every `seq` delivered before for its session. After a paged
-    /// replay (a `ReplayEnd` whose `last_seq` is below the session's end) the rest of the stored events come
-    /// this way too, in order, before the new ones.
-    Live(StoredEvent),
-    /// The replay of a subscribe reply begins: events with `seq > after_seq` follow as `ReplayEvent`.
-    ReplayStart {
-        session_id: String,
-        after_seq: u64,
-        reason: ReplayReason,
-    },
-    ReplayEvent(StoredEvent),
-    /// The replay is complete; `last_seq` is the reply's `last_seq`, and live events continue after it.
-    ReplayEnd {
-        session_id: String,
-        last_seq: u64,
-    },
-    /// `events.tool_output_delta` params, as sent.
-    ToolOutputDelta(Value),
-    /// `events.tool_output_snapshot` params, as sent.
-    ToolOutputSnapshot(Value),
-    /// `events.tool_output_gap` params, as sent by the daemon, or synthesized by the client for output it
-    /// dropped while the delivery stream was congested (see the module docs on back-pressure).
-    ToolOutputGap(Value),
-    /// `events.tool_output_end` params, as sent: a named tool-output subscription ended.
-    ToolOutputEnd(Value),
-    /// `events.plugin` params, as sent.
-    PluginEvent(Value),
-    /// `count` plugin events were dropped while the delivery stream was congested.
-    PluginEventsDropped {
-        count: u64,
-    },
-    RuntimeChanged(RuntimeChangedParams),
-    /// The automatic re-subscribe kept failing; the client no longer follows this session. Subscribe again to
-    /// resume.
-    RecoveryFailed {
-        session_id: String,
-        detail: String,
-    },
-    /// The connection dropped and the client is dialing again (only with a [`ReconnectPolicy`]).
-    Disconnected {
-        detail: String,
-    },
-    /// The connection is back and handshaken; replays with [`ReplayReason::Reconnect`] follow.
-    Reconnected,
-}
-
-/// The delivery stream of one [`Client`]. It ends (`None`) when the connection task stops.
-pub struct Deliveries {
-    receiver: mpsc::Receiver<ClientDelivery>,
-}
-
-impl std::fmt::Debug for Deliveries {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Deliveries").field("queued", &self.receiver.len()).finish()
-    }
-}
-
-impl Deliveries {
-    /// The next delivery, or `None` once the client is closed or the connection is gone for good.
-    pub async fn next(&mut self) -> Option<ClientDelivery> {
-        self.receiver.recv().await
     }
 }
 
@@ -271,7 +206,7 @@ impl Client {
                 let ca_cert = ca_cert.clone();
                 Box::pin(async move { WebSocketTransport::connect_trusting(&url, &token, ca_cert.as_deref()).await })
             });
-            Redial { dial, policy, attempt: 0, handshake: handshake.clone() }
+            Redial::new(dial, policy, handshake.clone())
         });
         Self::start(transport, redial, options, handshake).await
     }
@@ -313,7 +248,7 @@ impl Client {
         }
         let handshake = answer.and_then(|result| check_handshake_result(&result));
         match handshake {
-            Ok(()) => Ok((client, Deliveries { receiver: delivery_receiver })),
+            Ok(()) => Ok((client, Deliveries::new(delivery_receiver))),
             Err(error) => {
                 client.close().await;
                 Err(error)
@@ -374,25 +309,25 @@ impl Client {
     }
 }
 
-/// Whether the daemon refused the handshake only because it does not know `field` (serde's "unknown field"
-/// refusal, which carries no typed code).
-fn params_unknown_to_the_daemon(answer: &Result<HandshakeResult, ClientError>, field: &str) -> bool {
-    let Err(ClientError::Rpc(error)) = answer else {
-        return false;
-    };
-    error.code == crate::error::codes::INVALID_PARAMS
-        && error.typed_code().is_none()
-        && error.detail().is_some_and(|detail| detail.contains("unknown field") && detail.contains(field))
-}
+/// [`Client`] as the [`ClientProtocol`] of the reference: the typed calls come from the method table
+/// (`methods.rs`) and rest on these three.
+impl ClientProtocol for Client {
+    type Deliveries = Deliveries;
 
-fn check_handshake_result(result: &HandshakeResult) -> Result<(), ClientError> {
-    if result.protocol_version == PROTOCOL_VERSION {
-        Ok(())
-    } else {
-        Err(ClientError::Protocol(format!(
-            "the daemon answered the handshake with protocol {} instead of {PROTOCOL_VERSION}",
-            result.protocol_version
-        )))
+    fn call<M: Method>(&self, params: M::Params) -> impl Future<Output = Result<M::Result, ClientError>> + Send {
+        Client::call::<M>(self, params)
+    }
+
+    fn subscribe(
+        &self,
+        session_id: &str,
+        cursor: Option<u64>,
+    ) -> impl Future<Output = Result<u64, ClientError>> + Send {
+        Client::subscribe(self, session_id, cursor)
+    }
+
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        Client::close(self)
     }
 }
 

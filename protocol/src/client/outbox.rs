@@ -1,6 +1,6 @@
-//! The way out to the consumer. The connection task never waits for the consumer: it hands deliveries to the
-//! bounded delivery stream with `try_send`, and what does not fit waits here, in order, until the consumer makes
-//! room. The stream is *congested* while anything waits here.
+//! The way out to the consumer (a part of the connection task). The task never waits for the consumer: the
+//! [`Outbox`] hands deliveries to the bounded delivery stream with `try_send`, and what does not fit waits here,
+//! in order, until the consumer makes room. The stream is *congested* while anything waits here.
 //!
 //! What may wait is bounded by what the task itself decides to queue: replays (one subscribe reply each, which
 //! the daemon bounds in bytes), control notices (replay boundaries, connection changes) and the live events
@@ -22,20 +22,14 @@ use serde::Deserialize as _;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::ClientDelivery;
+use super::delivery::ClientDelivery;
+use super::incoming::ToolOutput;
 use crate::types::runtime::RuntimeChangedParams;
 use crate::types::tool_output::{OutputStream, ToolOutputDeltaParams, ToolOutputGapParams, ToolOutputSnapshotParams};
 
 /// Output streams with dropped bytes remembered at once. Beyond this the oldest record is forgotten: it almost
 /// certainly belongs to a tool call that has ended long ago.
 const MAX_MISSED_OUTPUT_STREAMS: usize = 256;
-
-/// A live tool-output notification, decoded just enough to account for it.
-pub(super) enum ToolOutput {
-    Delta(Value),
-    Snapshot(Value),
-    Gap(Value),
-}
 
 /// The deliveries waiting for the consumer, and what was dropped while they wait.
 pub(super) struct Outbox {

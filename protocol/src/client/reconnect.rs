@@ -1,22 +1,18 @@
-//! The link to the daemon and how it is re-established. The link is up (and `ready` once handshaken), waiting
-//! out a backoff, or dialing. Only [`Client::connect_websocket`](super::Client::connect_websocket) can dial
-//! again, so only it carries a [`Redial`]; without one a lost link ends the task. With one, a lost link fails
-//! the calls written on it, parks every subscribed session until the link is back, and dials again with
-//! doubling delays; once the new link is handshaken, the parked sessions re-subscribe from their cursors and
-//! the calls made meanwhile go out.
+//! The link to the daemon and how it is re-established (a part of the connection task). The link is up (and
+//! `ready` once handshaken), waiting out a backoff, or dialing. Only
+//! [`Client::connect_websocket`](super::Client::connect_websocket) can dial again, so only it carries a
+//! [`Redial`]; without one a lost link ends the task. With one, the link dials again with doubling delays, and
+//! the task handshakes each new one before anything else is written on it. What a lost or regained link means
+//! for calls and subscriptions is the task's to decide; this module only knows the link.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::calls::Pending;
-use super::error::EndReason;
+use parking_lot::Mutex;
+
 use super::secrets::OutgoingText;
-use super::subscriptions::{SessionPhase, SubscribeReply};
-use super::task::{ConnectionTask, Event};
-use super::{ClientDelivery, ClientError, ReplayReason};
-use crate::jsonrpc::{Id, encode_request};
-use crate::methods::method;
-use crate::transport::{Transport, TransportError};
+use crate::transport::{MessageFrame, Transport, TransportError};
 use crate::types::runtime::HandshakeParams;
 
 /// How [`Client::connect_websocket`](super::Client::connect_websocket) dials again after the connection drops.
@@ -53,17 +49,28 @@ pub(super) type Dialer<T> = Box<dyn Fn() -> DialFuture<T> + Send + Sync>;
 
 /// How to open the transport again, and where the current series of attempts stands.
 pub(super) struct Redial<T> {
-    pub(super) dial: Dialer<T>,
-    pub(super) policy: ReconnectPolicy,
+    dial: Dialer<T>,
+    policy: ReconnectPolicy,
     /// Failed attempts since the connection was last established.
-    pub(super) attempt: u32,
+    attempt: u32,
     /// What each new link's handshake sends: the client's `client_info` included, unless the first connection
     /// found a daemon that does not know it.
-    pub(super) handshake: std::sync::Arc<parking_lot::Mutex<HandshakeParams>>,
+    handshake: Arc<Mutex<HandshakeParams>>,
+}
+
+impl<T> Redial<T> {
+    pub(super) fn new(dial: Dialer<T>, policy: ReconnectPolicy, handshake: Arc<Mutex<HandshakeParams>>) -> Self {
+        Redial { dial, policy, attempt: 0, handshake }
+    }
 }
 
 /// The connection to the daemon, or the way back to one.
-pub(super) enum Link<T> {
+pub(super) struct Link<T> {
+    state: LinkState<T>,
+    redial: Option<Redial<T>>,
+}
+
+enum LinkState<T> {
     /// `ready` once handshaken: consumer calls wait until then.
     Up {
         transport: T,
@@ -75,141 +82,102 @@ pub(super) enum Link<T> {
 }
 
 /// What the link produces next: a frame (or its end), the end of a backoff, or the outcome of a dial.
-pub(super) async fn link_event<T: Transport>(link: &mut Link<T>) -> Event<T> {
-    match link {
-        Link::Up { transport, .. } => Event::Frame(transport.recv().await),
-        Link::Backoff(sleep) => {
-            sleep.as_mut().await;
-            Event::BackoffElapsed
-        }
-        Link::Dialing(dial) => Event::Dialed(dial.as_mut().await),
-    }
+pub(super) enum LinkEvent<T> {
+    Frame(Option<MessageFrame>),
+    BackoffElapsed,
+    Dialed(Result<T, TransportError>),
 }
 
-impl<T: Transport> ConnectionTask<T> {
+/// The link cannot be re-established: there is no way to dial, or the policy's attempts are used up.
+pub(super) struct GaveUp;
+
+impl<T: Transport> Link<T> {
+    /// A freshly opened `transport`, which the caller handshakes with its first call.
+    pub(super) fn new(transport: T, redial: Option<Redial<T>>) -> Self {
+        Link { state: LinkState::Up { transport, ready: true }, redial }
+    }
+
+    /// Up and handshaken: requests may be written.
+    pub(super) fn ready(&self) -> bool {
+        matches!(self.state, LinkState::Up { ready: true, .. })
+    }
+
+    pub(super) fn is_up(&self) -> bool {
+        matches!(self.state, LinkState::Up { .. })
+    }
+
+    /// Whether a lost link is dialed again (rather than ending the task).
+    pub(super) fn redials(&self) -> bool {
+        self.redial.is_some()
+    }
+
+    /// Writes `frame` (see [`OutgoingText::send_to`]); a link that is not up has nothing to write to.
+    pub(super) async fn send(&mut self, frame: OutgoingText) -> Result<(), NotUp> {
+        match &mut self.state {
+            LinkState::Up { transport, .. } => frame.send_to(transport).await.map_err(|error| NotUp::Failed(error.0)),
+            LinkState::Backoff(_) | LinkState::Dialing(_) => Err(NotUp::Down),
+        }
+    }
+
+    /// The next thing the link produces.
+    pub(super) async fn next_event(&mut self) -> LinkEvent<T> {
+        match &mut self.state {
+            LinkState::Up { transport, .. } => LinkEvent::Frame(transport.recv().await),
+            LinkState::Backoff(sleep) => {
+                sleep.as_mut().await;
+                LinkEvent::BackoffElapsed
+            }
+            LinkState::Dialing(dial) => LinkEvent::Dialed(dial.as_mut().await),
+        }
+    }
+
     pub(super) fn backoff_elapsed(&mut self) {
         if let Some(redial) = &self.redial {
-            self.link = Link::Dialing((redial.dial)());
+            self.state = LinkState::Dialing((redial.dial)());
         }
     }
 
-    /// A dial finished: on success the new link is handshaken before anything else is written on it.
-    pub(super) fn dialed(&mut self, dialed: Result<T, TransportError>) {
-        match dialed {
-            Ok(transport) => {
-                self.link = Link::Up { transport, ready: false };
-                let id = self.next_request_id();
-                let params = self.redial.as_ref().map(|redial| redial.handshake.lock().clone()).unwrap_or_default();
-                match encode_request::<method::Handshake>(&Id::Number(id.into()), &params) {
-                    Ok(frame) => {
-                        self.pending.insert(id, Pending::Handshake);
-                        self.outgoing.push_back(OutgoingText::Plain(frame));
-                    }
-                    Err(error) => {
-                        tracing::error!(%error, "cannot encode the handshake");
-                        self.stop = Some(EndReason::Disconnected);
-                    }
-                }
-            }
-            Err(error) => {
-                // One attempt of many: the consumer got `Disconnected` and tells its user once, in its words.
-                tracing::debug!(error = %error.0, "reconnecting to the daemon failed");
-                self.schedule_redial();
-            }
-        }
+    /// A dial succeeded: the link is up but not ready until the returned handshake is answered.
+    pub(super) fn dialed(&mut self, transport: T) -> HandshakeParams {
+        self.state = LinkState::Up { transport, ready: false };
+        self.redial.as_ref().map(|redial| redial.handshake.lock().clone()).unwrap_or_default()
     }
 
-    /// The transport failed or was closed by the daemon.
-    pub(super) fn link_lost(&mut self, detail: String) {
-        let was_ready = self.link_ready();
-        // Requests written on the lost connection will never be answered on a new one.
-        self.outgoing.clear();
-        let reconnecting = self.redial.is_some();
-        let epoch = self.bump_epoch();
-        for (_, pending) in std::mem::take(&mut self.pending) {
-            match pending {
-                Pending::Call(reply) => {
-                    let _ = reply.send(Err(ClientError::Disconnected));
-                }
-                Pending::Subscribe { session_id, reply: Some(reply), .. } => {
-                    let _ = reply.send(Err(ClientError::Disconnected));
-                    if self.sessions.get(&session_id).is_some_and(|state| !state.established) {
-                        self.sessions.remove(&session_id);
-                    }
-                }
-                Pending::Subscribe { reply: None, .. } | Pending::Handshake => {}
-            }
-        }
-        if !reconnecting {
-            tracing::debug!(%detail, "the connection ended");
-            self.stop = Some(EndReason::Disconnected);
-            return;
-        }
-        for state in self.sessions.values_mut() {
-            state.epoch = epoch;
-            // The replay from the cursor on the new connection covers everything held back.
-            state.held.clear();
-            state.dropped_above = None;
-            state.gap_while_subscribing = false;
-            if !matches!(state.phase, SessionPhase::AwaitingLink { .. }) {
-                state.phase = SessionPhase::AwaitingLink { reason: ReplayReason::Reconnect, reply: None };
-            }
-        }
-        if was_ready {
-            tracing::debug!(%detail, "lost the connection to the daemon; reconnecting");
-            self.outbox.push(ClientDelivery::Disconnected { detail });
-            if let Some(redial) = &mut self.redial {
-                redial.attempt = 0;
-            }
-        }
-        self.schedule_redial();
-    }
-
-    fn schedule_redial(&mut self) {
-        let Some(redial) = &mut self.redial else {
-            self.stop = Some(EndReason::Disconnected);
-            return;
-        };
-        if redial.policy.max_attempts.is_some_and(|max| redial.attempt >= max) {
-            tracing::warn!(attempts = redial.attempt, "giving up reconnecting to the daemon");
-            self.stop = Some(EndReason::Disconnected);
-            return;
-        }
-        let delay = redial.policy.delay(redial.attempt);
-        redial.attempt += 1;
-        self.link = Link::Backoff(Box::pin(tokio::time::sleep(delay)));
-    }
-
-    /// The handshake on a re-established connection was answered.
-    pub(super) fn reconnect_handshaken(&mut self, checked: Result<(), ClientError>) {
-        if let Err(error) = checked {
-            tracing::warn!(%error, "the daemon refused the handshake after reconnecting");
-            self.outgoing.clear();
-            self.schedule_redial();
-            return;
-        }
-        if let Link::Up { ready, .. } = &mut self.link {
+    /// The handshake on the new link was answered: it is ready, and the next loss starts a new series of attempts.
+    pub(super) fn handshaken(&mut self) {
+        if let LinkState::Up { ready, .. } = &mut self.state {
             *ready = true;
         }
         if let Some(redial) = &mut self.redial {
             redial.attempt = 0;
         }
-        self.outbox.push(ClientDelivery::Reconnected);
-        let mut parked: Vec<(String, ReplayReason, Option<SubscribeReply>)> = Vec::new();
-        for (session_id, state) in &mut self.sessions {
-            if let SessionPhase::AwaitingLink { reason, reply } = &mut state.phase {
-                parked.push((session_id.clone(), *reason, reply.take()));
-            }
-        }
-        for (session_id, reason, reply) in parked {
-            self.issue_subscribe(&session_id, reason, reply);
-        }
-        // Calls made while disconnected go out after the re-subscribes.
-        while let Some(call) = self.waiting.pop_front() {
-            self.pending.insert(call.id, Pending::Call(call.reply));
-            self.outgoing.push_back(call.frame);
-        }
     }
+
+    /// Waits out the next backoff, then dials; `afresh` starts a new series of attempts (the link was ready).
+    pub(super) fn dial_again(&mut self, afresh: bool) -> Result<(), GaveUp> {
+        let Some(redial) = &mut self.redial else {
+            return Err(GaveUp);
+        };
+        if afresh {
+            redial.attempt = 0;
+        }
+        if redial.policy.max_attempts.is_some_and(|max| redial.attempt >= max) {
+            tracing::warn!(attempts = redial.attempt, "giving up reconnecting to the daemon");
+            return Err(GaveUp);
+        }
+        let delay = redial.policy.delay(redial.attempt);
+        redial.attempt += 1;
+        self.state = LinkState::Backoff(Box::pin(tokio::time::sleep(delay)));
+        Ok(())
+    }
+}
+
+/// Why a frame was not written.
+pub(super) enum NotUp {
+    /// The link is down (waiting or dialing).
+    Down,
+    /// The transport failed: the link is lost.
+    Failed(String),
 }
 
 #[cfg(test)]

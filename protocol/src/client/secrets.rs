@@ -1,11 +1,12 @@
 //! Frames that carry secrets. The params of a method marked [`Method::CARRIES_SECRETS`] are serialized into a
 //! buffer of exactly the right size, so that no reallocation leaves an unwipeable copy behind, and that buffer
 //! is wiped as soon as the transport has taken its copy of the frame. Every other request is a plain string.
+//! Vocabulary, bottom layer: [`OutgoingText`] is every frame the client writes, whoever encodes it.
 
 use serde::Serialize;
 use zeroize::{Zeroize, Zeroizing};
 
-use super::ClientError;
+use super::error::ClientError;
 use crate::jsonrpc::{Id, Method, encode_request};
 use crate::transport::{MessageFrame, Transport, TransportError};
 

@@ -1,6 +1,6 @@
-//! Subscription bookkeeping. The connection task remembers every session the consumer subscribed to with a
-//! *cursor*, the last `seq` handed to the consumer, and keeps the consumer's view of each session gapless and
-//! free of duplicates:
+//! Subscription bookkeeping (a part of the connection task). [`Subscriptions`] remembers every session the
+//! consumer subscribed to with a *cursor*, the last `seq` handed to the consumer, and keeps the consumer's view
+//! of each session gapless and free of duplicates:
 //!
 //! - a live event at or below the cursor is a duplicate and is dropped;
 //! - a subscribe reply is delivered as a replay (`ReplayStart`, `ReplayEvent`*, `ReplayEnd`), and the live
@@ -8,35 +8,34 @@
 //!   without a hole;
 //! - a paged reply (its `last_seq` below the session's end) is followed by the rest of the stored events as
 //!   ordinary event notifications: they are above the cursor, so they are delivered as `Live`;
-//! - a `gap` notice, or a reconnect, makes the task subscribe again from the cursor by itself, retrying with
+//! - a `gap` notice, or a reconnect, makes it subscribe again from the cursor by itself, retrying with
 //!   backoff and finally giving the session up with `RecoveryFailed`;
 //! - a live event that arrives while the delivery stream is congested (see `outbox`) is not queued: the session
-//!   is marked *behind* at its cursor, its further events are dropped, and once the consumer has caught up the
-//!   task subscribes again from the cursor (a replay with reason `Gap`). The state is per session, whatever
+//!   is marked *behind* at its cursor, its further events are dropped, and once the consumer has caught up it
+//!   subscribes again from the cursor (a replay with reason `Gap`). The state is per session, whatever
 //!   the number of events missed. Automatic re-subscribes wait for the consumer to catch up in the same way, so
 //!   that at most one replay per session waits for it.
 //!
 //! Every issued subscribe bumps the session's *epoch*, so that a reply or a retry timer that belongs to a
 //! superseded subscribe is recognized and ignored.
 
-use crate::error_code::ErrorCode;
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::oneshot;
 
-use super::calls::Pending;
+use super::calls::{Calls, Pending};
+use super::command::SubscribeReply;
+use super::delivery::{ClientDelivery, ReplayReason};
+use super::error::{ClientError, EndReason};
+use super::outbox::Outbox;
 use super::secrets::OutgoingText;
-use super::task::ConnectionTask;
-use super::{ClientDelivery, ClientError, ReplayReason};
-use crate::jsonrpc::{Id, encode_request};
+use crate::error_code::ErrorCode;
 use crate::methods::method;
-use crate::transport::Transport;
 use crate::types::events::{EventsSubscribeParams, StoredEvent};
 
 /// How many times a failed automatic re-subscribe (after a gap or a reconnect) is retried before the session is
@@ -52,29 +51,27 @@ const RECOVERY_INITIAL_DELAY: Duration = Duration::from_millis(100);
 /// comes from the subscription being replaced, and is usually nothing.)
 const MAX_HELD_LIVE_EVENTS: usize = 1024;
 
-pub(super) type SubscribeReply = oneshot::Sender<Result<u64, ClientError>>;
-
 /// What the task knows of one subscribed session.
-pub(super) struct SessionState {
+struct SessionState {
     /// The last `seq` handed to the consumer (0: none yet).
     cursor: u64,
-    pub(super) phase: SessionPhase,
+    phase: SessionPhase,
     /// Bumped whenever a subscribe is issued or the link drops, so that stale replies and timers are ignored.
-    pub(super) epoch: u64,
+    epoch: u64,
     /// Live events read while a re-subscribe is in flight, delivered after its replay.
-    pub(super) held: VecDeque<StoredEvent>,
+    held: VecDeque<StoredEvent>,
     /// The highest `seq` of a live event dropped because `held` was full.
-    pub(super) dropped_above: Option<u64>,
+    dropped_above: Option<u64>,
     /// A gap arrived while a subscribe was in flight. It may be the new subscription's own (a subscription can
     /// fall behind before its reply is written), so the task re-subscribes once more after the replay.
-    pub(super) gap_while_subscribing: bool,
+    gap_while_subscribing: bool,
     /// A subscribe succeeded at least once: the session survives a reconnect.
-    pub(super) established: bool,
+    established: bool,
     /// Failed automatic re-subscribes in a row.
     failures: u32,
 }
 
-pub(super) enum SessionPhase {
+enum SessionPhase {
     /// Subscribed; live events go straight to the consumer.
     Live,
     /// An `events.subscribe` is in flight.
@@ -104,19 +101,61 @@ impl SessionState {
 }
 
 /// Fires `(session_id, epoch)` when a failed re-subscribe is due to be retried.
-pub(super) type RetryTimer = Pin<Box<dyn Future<Output = (String, u64)> + Send>>;
+type RetryTimer = Pin<Box<dyn Future<Output = (String, u64)> + Send>>;
 
-impl<T: Transport> ConnectionTask<T> {
+/// What a change of the subscriptions reaches besides the sessions: whether requests may be written now (the
+/// link is up and handshaken), the requests its `events.subscribe` goes out through, and the consumer.
+pub(super) struct Io<'a> {
+    pub(super) ready: bool,
+    pub(super) calls: &'a mut Calls,
+    pub(super) outbox: &'a mut Outbox,
+}
+
+/// The sessions the consumer follows, and the timers of their failed re-subscribes.
+pub(super) struct Subscriptions {
+    sessions: HashMap<String, SessionState>,
+    retries: FuturesUnordered<RetryTimer>,
+    /// Some session is marked behind and waits for the consumer to catch up.
+    behind: bool,
+    /// The last epoch handed out.
+    epoch: u64,
+}
+
+impl Subscriptions {
+    pub(super) fn new() -> Self {
+        Subscriptions { sessions: HashMap::new(), retries: FuturesUnordered::new(), behind: false, epoch: 1 }
+    }
+
+    fn bump_epoch(&mut self) -> u64 {
+        self.epoch += 1;
+        self.epoch
+    }
+
+    /// Whether a failed re-subscribe waits for its retry.
+    pub(super) fn retrying(&self) -> bool {
+        !self.retries.is_empty()
+    }
+
+    /// The next retry that is due, as `(session_id, epoch)`; `None` while none waits.
+    pub(super) async fn next_retry(&mut self) -> Option<(String, u64)> {
+        self.retries.next().await
+    }
+
     /// The consumer called [`Client::subscribe`](super::Client::subscribe): `cursor` replaces whatever cursor
-    /// the task had for the session.
-    pub(super) fn subscribe_command(&mut self, session_id: String, cursor: Option<u64>, reply: SubscribeReply) {
-        let ready = self.link_ready();
+    /// was known for the session.
+    pub(super) fn subscribe(
+        &mut self,
+        session_id: String,
+        cursor: Option<u64>,
+        reply: SubscribeReply,
+        io: &mut Io<'_>,
+    ) {
         let epoch = self.bump_epoch();
         let state = self.sessions.entry(session_id.clone()).or_insert_with(SessionState::new);
         state.cursor = cursor.unwrap_or(0);
         state.failures = 0;
-        if ready {
-            self.issue_subscribe(&session_id, ReplayReason::Subscribe, Some(reply));
+        if io.ready {
+            self.issue_subscribe(&session_id, ReplayReason::Subscribe, Some(reply), io);
         } else {
             state.epoch = epoch;
             let previous = std::mem::replace(
@@ -131,7 +170,7 @@ impl<T: Transport> ConnectionTask<T> {
     }
 
     /// The retry timer of a failed re-subscribe fired; it is stale if the session moved on meanwhile.
-    pub(super) fn retry_due(&mut self, session_id: &str, epoch: u64) {
+    pub(super) fn retry_due(&mut self, session_id: &str, epoch: u64, io: &mut Io<'_>) {
         let Some(state) = self.sessions.get(session_id) else {
             return;
         };
@@ -139,55 +178,57 @@ impl<T: Transport> ConnectionTask<T> {
             return;
         }
         if let SessionPhase::RetryWait { reason } = state.phase {
-            self.issue_subscribe(session_id, reason, None);
+            self.issue_subscribe(session_id, reason, None, io);
         }
     }
 
     /// Sends `events.subscribe {session_id, cursor}` from the session's cursor, or parks the session until the
     /// connection is ready.
-    pub(super) fn issue_subscribe(&mut self, session_id: &str, reason: ReplayReason, reply: Option<SubscribeReply>) {
-        let ready = self.link_ready();
+    fn issue_subscribe(
+        &mut self,
+        session_id: &str,
+        reason: ReplayReason,
+        reply: Option<SubscribeReply>,
+        io: &mut Io<'_>,
+    ) {
         let epoch = self.bump_epoch();
         let Some(state) = self.sessions.get_mut(session_id) else {
             return;
         };
         state.epoch = epoch;
-        if !ready {
+        if !io.ready {
             state.phase = SessionPhase::AwaitingLink { reason, reply };
             return;
         }
-        if reply.is_none() && self.outbox.congested() {
+        if reply.is_none() && io.outbox.congested() {
             // Its replay would only wait behind what the consumer has not read yet.
             state.phase = SessionPhase::Behind { reason };
-            self.sessions_behind = true;
+            self.behind = true;
             return;
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let params = EventsSubscribeParams {
             session_id: session_id.to_owned(),
             // Sequences start at 1, so "after 0" and "from the beginning" are the same request.
             cursor: (state.cursor > 0).then_some(state.cursor),
         };
-        match encode_request::<method::EventsSubscribe>(&Id::Number(id.into()), &params) {
+        let id = io.calls.next_id();
+        match OutgoingText::encode::<method::EventsSubscribe>(id, &params) {
             Ok(frame) => {
                 state.phase = SessionPhase::Subscribing { reason };
-                self.pending.insert(id, Pending::Subscribe { session_id: session_id.to_owned(), epoch, reply });
-                self.outgoing.push_back(OutgoingText::Plain(frame));
+                io.calls.send(id, frame, Pending::Subscribe { session_id: session_id.to_owned(), epoch, reply });
             }
-            Err(error) => {
-                // Cannot happen for a struct of a string and a number; fail the subscribe rather than panic.
-                let error = ClientError::Encode(error.to_string());
-                self.subscribe_failed(session_id.to_owned(), reason, reply, error);
-            }
+            // Cannot happen for a struct of a string and a number; fail the subscribe rather than panic.
+            Err(error) => self.subscribe_failed(session_id.to_owned(), reason, reply, error, io),
         }
     }
 
-    pub(super) fn subscribe_answered(
+    pub(super) fn answered(
         &mut self,
         session_id: String,
         epoch: u64,
         reply: Option<SubscribeReply>,
         decoded: Result<(Vec<StoredEvent>, u64), ClientError>,
+        io: &mut Io<'_>,
     ) {
         let current = self.sessions.get(&session_id).and_then(|state| match state.phase {
             SessionPhase::Subscribing { reason } if state.epoch == epoch => Some(reason),
@@ -203,7 +244,7 @@ impl<T: Transport> ConnectionTask<T> {
         };
         let (events, last_seq) = match decoded {
             Ok(decoded) => decoded,
-            Err(error) => return self.subscribe_failed(session_id, reason, reply, error),
+            Err(error) => return self.subscribe_failed(session_id, reason, reply, error, io),
         };
         // Answer first: a consumer that reads deliveries on the same task as it subscribes must not find the
         // task waiting for it to drain the replay while it is still waiting for this answer.
@@ -215,21 +256,17 @@ impl<T: Transport> ConnectionTask<T> {
         };
         // A replay is queued whole, congested or not: the daemon bounds a reply in bytes, and only one replay
         // per session is ever in flight.
-        self.outbox.push(ClientDelivery::ReplayStart {
-            session_id: session_id.clone(),
-            after_seq: state.cursor,
-            reason,
-        });
+        io.outbox.push(ClientDelivery::ReplayStart { session_id: session_id.clone(), after_seq: state.cursor, reason });
         for event in events {
             if event.seq > state.cursor {
                 state.cursor = event.seq;
-                self.outbox.push(ClientDelivery::ReplayEvent(event));
+                io.outbox.push(ClientDelivery::ReplayEvent(event));
             }
         }
         // Event notifications carry exactly the events after `last_seq`: the live ones, and after a paged reply
         // the rest of the stored ones first.
         state.cursor = state.cursor.max(last_seq);
-        self.outbox.push(ClientDelivery::ReplayEnd { session_id: session_id.clone(), last_seq });
+        io.outbox.push(ClientDelivery::ReplayEnd { session_id: session_id.clone(), last_seq });
         state.established = true;
         state.failures = 0;
         let lost_held_events = state.dropped_above.is_some_and(|seq| seq > state.cursor);
@@ -239,7 +276,7 @@ impl<T: Transport> ConnectionTask<T> {
         if resubscribe {
             // Whatever is held will come back in the next replay.
             state.held.clear();
-            self.issue_subscribe(&session_id, ReplayReason::Gap, None);
+            self.issue_subscribe(&session_id, ReplayReason::Gap, None, io);
             return;
         }
         state.phase = SessionPhase::Live;
@@ -255,12 +292,16 @@ impl<T: Transport> ConnectionTask<T> {
                 break;
             }
             expected += 1;
-            self.live_event(&session_id, event);
+            self.live_event(&session_id, event, io);
         }
     }
 
-    /// The consumer caught up: every session marked behind subscribes again from its cursor.
-    pub(super) fn resume_behind(&mut self) {
+    /// The delivery stream has nothing waiting any more: every session marked behind meanwhile subscribes again
+    /// from its cursor.
+    pub(super) fn caught_up(&mut self, io: &mut Io<'_>) {
+        if !std::mem::take(&mut self.behind) {
+            return;
+        }
         let behind: Vec<(String, ReplayReason)> = self
             .sessions
             .iter()
@@ -270,7 +311,7 @@ impl<T: Transport> ConnectionTask<T> {
             })
             .collect();
         for (session_id, reason) in behind {
-            self.issue_subscribe(&session_id, reason, None);
+            self.issue_subscribe(&session_id, reason, None, io);
         }
     }
 
@@ -282,6 +323,7 @@ impl<T: Transport> ConnectionTask<T> {
         reason: ReplayReason,
         reply: Option<SubscribeReply>,
         error: ClientError,
+        io: &mut Io<'_>,
     ) {
         if let Some(reply) = reply {
             self.sessions.remove(&session_id);
@@ -298,7 +340,7 @@ impl<T: Transport> ConnectionTask<T> {
         if gone || state.failures > RECOVERY_RETRIES {
             tracing::warn!(%session_id, %error, "giving up re-subscribing to a session");
             self.sessions.remove(&session_id);
-            self.outbox.push(ClientDelivery::RecoveryFailed { session_id, detail: error.to_string() });
+            io.outbox.push(ClientDelivery::RecoveryFailed { session_id, detail: error.to_string() });
             return;
         }
         tracing::debug!(%session_id, %error, attempt = state.failures, "re-subscribing failed; retrying");
@@ -311,7 +353,8 @@ impl<T: Transport> ConnectionTask<T> {
         }));
     }
 
-    pub(super) fn subscription_notice(&mut self, params: &str) {
+    /// An `events.subscription` notification (`params` as raw JSON): an event, or a gap.
+    pub(super) fn notice(&mut self, params: &str, io: &mut Io<'_>) {
         #[derive(Deserialize)]
         struct Notice<'a> {
             #[serde(rename = "type", borrow)]
@@ -337,15 +380,15 @@ impl<T: Transport> ConnectionTask<T> {
         }
         match (&*notice.kind, notice.event) {
             ("event", Some(event)) => match serde_json::from_str::<StoredEvent>(event.get()) {
-                Ok(event) => self.live_event(session_id, event),
+                Ok(event) => self.live_event(session_id, event, io),
                 Err(error) => tracing::warn!(%session_id, %error, "skipping an undecodable event"),
             },
-            ("gap", _) => self.gap(session_id, notice.last_delivered_seq),
+            ("gap", _) => self.gap(session_id, notice.last_delivered_seq, io),
             (kind, _) => tracing::debug!(%kind, "ignoring an unknown events.subscription type"),
         }
     }
 
-    fn live_event(&mut self, session_id: &str, event: StoredEvent) {
+    fn live_event(&mut self, session_id: &str, event: StoredEvent, io: &mut Io<'_>) {
         let Some(state) = self.sessions.get_mut(session_id) else {
             return;
         };
@@ -354,14 +397,14 @@ impl<T: Transport> ConnectionTask<T> {
             return;
         }
         match state.phase {
-            SessionPhase::Live if self.outbox.congested() => {
+            SessionPhase::Live if io.outbox.congested() => {
                 tracing::debug!(%session_id, cursor = state.cursor, "the consumer fell behind; dropping events");
                 state.phase = SessionPhase::Behind { reason: ReplayReason::Gap };
-                self.sessions_behind = true;
+                self.behind = true;
             }
             SessionPhase::Live => {
                 state.cursor = event.seq;
-                self.outbox.push(ClientDelivery::Live(event));
+                io.outbox.push(ClientDelivery::Live(event));
             }
             // A subscribe from the cursor is due once the consumer catches up; it brings this event again.
             SessionPhase::Behind { .. } => {}
@@ -370,38 +413,67 @@ impl<T: Transport> ConnectionTask<T> {
         }
     }
 
-    fn gap(&mut self, session_id: &str, last_delivered_seq: Option<u64>) {
+    fn gap(&mut self, session_id: &str, last_delivered_seq: Option<u64>, io: &mut Io<'_>) {
         let Some(state) = self.sessions.get_mut(session_id) else {
             return;
         };
         tracing::debug!(%session_id, ?last_delivered_seq, cursor = state.cursor, "subscription gap");
         match state.phase {
-            SessionPhase::Live => self.issue_subscribe(session_id, ReplayReason::Gap, None),
+            SessionPhase::Live => self.issue_subscribe(session_id, ReplayReason::Gap, None, io),
             SessionPhase::Subscribing { .. } => state.gap_while_subscribing = true,
             // A subscribe from the cursor is already scheduled.
             SessionPhase::RetryWait { .. } | SessionPhase::AwaitingLink { .. } | SessionPhase::Behind { .. } => {}
         }
     }
-}
 
-/// Decodes an `events.subscribe` result straight from its raw text: each event is parsed once, into a
-/// [`StoredEvent`], without the intermediate `Value` that decoding through `EventJson` would build.
-pub(super) fn decode_subscribe_result(raw: &str) -> Result<(Vec<StoredEvent>, u64), ClientError> {
-    #[derive(Deserialize)]
-    struct Reply<'a> {
-        #[serde(borrow)]
-        events: Vec<&'a RawValue>,
-        last_seq: u64,
-    }
-    let reply: Reply<'_> = serde_json::from_str(raw)
-        .map_err(|error| ClientError::Decode(format!("the result of `events.subscribe`: {error}")))?;
-    let mut events = Vec::with_capacity(reply.events.len());
-    for event in reply.events {
-        match serde_json::from_str::<StoredEvent>(event.get()) {
-            Ok(event) => events.push(event),
-            // One unreadable record must not cost the whole session; live events are treated the same way.
-            Err(error) => tracing::warn!(%error, "skipping an undecodable event in a replay"),
+    /// The link dropped. The consumer's subscribes of `failed` were answered `Disconnected`: a session among them
+    /// that was never established is forgotten. With `redialing`, every other session is parked until the link is
+    /// back, to subscribe again from its cursor; the replay from there covers everything held back.
+    pub(super) fn link_lost(&mut self, failed: &[String], redialing: bool) {
+        let epoch = self.bump_epoch();
+        for session_id in failed {
+            if self.sessions.get(session_id).is_some_and(|state| !state.established) {
+                self.sessions.remove(session_id);
+            }
+        }
+        if !redialing {
+            return;
+        }
+        for state in self.sessions.values_mut() {
+            state.epoch = epoch;
+            state.held.clear();
+            state.dropped_above = None;
+            state.gap_while_subscribing = false;
+            if !matches!(state.phase, SessionPhase::AwaitingLink { .. }) {
+                state.phase = SessionPhase::AwaitingLink { reason: ReplayReason::Reconnect, reply: None };
+            }
         }
     }
-    Ok((events, reply.last_seq))
+
+    /// The link is back and handshaken: every parked session subscribes again from its cursor.
+    pub(super) fn link_ready(&mut self, io: &mut Io<'_>) {
+        let mut parked: Vec<(String, ReplayReason, Option<SubscribeReply>)> = Vec::new();
+        for (session_id, state) in &mut self.sessions {
+            if let SessionPhase::AwaitingLink { reason, reply } = &mut state.phase {
+                parked.push((session_id.clone(), *reason, reply.take()));
+            }
+        }
+        for (session_id, reason, reply) in parked {
+            self.issue_subscribe(&session_id, reason, reply, io);
+        }
+    }
+
+    /// The task stopped: a consumer's subscribe still waiting for the link fails with `reason`'s error.
+    pub(super) fn end(&mut self, reason: EndReason) {
+        for state in self.sessions.values_mut() {
+            if let SessionPhase::AwaitingLink { reply: Some(reply), .. } =
+                std::mem::replace(&mut state.phase, SessionPhase::Live)
+            {
+                let _ = reply.send(Err(reason.error()));
+            }
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;
