@@ -5,6 +5,7 @@ use troupe_protocol::diagnostic::{ShowLimits, visible_line};
 use troupe_protocol::types::events::{
     CompactionOutcome, CompactionTrigger, DelegateStatus, EventPayload, InternalAgent, StoredEvent, TitleChangeKind,
 };
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_protocol::types::run::ToolResultStatus;
 
@@ -18,12 +19,13 @@ const INDENT: &str = "        ";
 pub fn describe_event(event: &StoredEvent) -> Option<String> {
     if let EventPayload::RunStarted { input, model_chain, selection, .. } = &event.payload {
         let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
-        let author = match event.origin.as_deref() {
-            None | Some("user") => "user",
-            Some("engine:goal") => "goal",
-            Some("engine:producer") => "producer messages",
-            Some("engine:delegate") => "task from the parent",
-            Some(other) => other,
+        let origin = event.origin_of();
+        let author = match &origin {
+            None | Some(Origin::User) => "user".into(),
+            Some(Origin::Engine(EngineOrigin::Goal)) => "goal".into(),
+            Some(Origin::Engine(EngineOrigin::Producer)) => "producer messages".into(),
+            Some(Origin::Engine(EngineOrigin::Delegate)) => "task from the parent".into(),
+            Some(other) => other.word(),
         };
         let run_id = event.run_id.as_deref().unwrap_or("?");
         let note = sticky_note(&event.payload);

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent, TitleChangeKind};
 use troupe_protocol::types::goal::GoalStatus;
+use troupe_protocol::types::origin::Origin;
 
 use crate::branch::{SeqRanges, read_ranges};
 use crate::clock::now_rfc3339;
@@ -41,7 +42,7 @@ pub const FORK_DIR_SUFFIX: &str = ".fork";
 const BATCH_BYTES: usize = 1024 * 1024;
 
 /// The origin of the events the fork appends after the copy: the user asked for the fork.
-const FORK_ORIGIN: &str = "user";
+const FORK_ORIGIN: Origin = Origin::User;
 
 /// What to copy: the source's durable events `1..=through_seq`.
 #[derive(Clone)]
@@ -273,7 +274,7 @@ impl ForkCopy<'_> {
             run_id: None,
             seq,
             timestamp: timestamp.to_owned(),
-            origin: Some(FORK_ORIGIN.to_owned()),
+            origin: Some(FORK_ORIGIN.to_string()),
             payload,
         };
         let event = serde_json::to_value(&event).map_err(|error| ForkError::Unreadable(error.to_string()))?;

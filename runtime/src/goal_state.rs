@@ -12,12 +12,11 @@
 use troupe_protocol::types::common::RunSelection;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::goal::{GoalItem, GoalLifecycleAction, GoalState, GoalStatus};
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 
-/// The origin of a `run_started` the engine appends for a goal.
-pub const GOAL_RUN_ORIGIN: &str = "engine:goal";
-
-/// The origin of goal events the engine itself decides (completion, the idle-run bound, a load-time repair).
-pub const GOAL_ENGINE_ORIGIN: &str = "engine:goal";
+/// The origin of a `run_started` the engine appends for a goal, and of the goal events the engine itself decides
+/// (completion, the idle-run bound, a load-time repair).
+pub const GOAL_ORIGIN: Origin = Origin::Engine(EngineOrigin::Goal);
 
 /// The reason recorded when a checklist with every item finished completes its goal.
 pub const COMPLETION_REASON: &str = "every checklist item is finished";
@@ -134,9 +133,7 @@ impl GoalBook {
                     }
                 }
             }
-            EventPayload::RunStarted { .. }
-                if event.origin.as_deref() == Some(GOAL_RUN_ORIGIN) && self.active().is_some() =>
-            {
+            EventPayload::RunStarted { .. } if event.origin_of() == Some(GOAL_ORIGIN) && self.active().is_some() => {
                 self.runs_without_progress = self.runs_without_progress.saturating_add(1);
             }
             _ => {}
@@ -306,7 +303,7 @@ mod tests {
         };
         event(
             seq,
-            Some(GOAL_RUN_ORIGIN),
+            Some(GOAL_ORIGIN.word().as_ref()),
             EventPayload::RunStarted {
                 client_run_id: format!("c{seq}"),
                 selection,
@@ -322,7 +319,7 @@ mod tests {
 
     fn apply_all(book: &mut GoalBook, payloads: Vec<EventPayload>, mut seq: u64) -> u64 {
         for payload in payloads {
-            book.apply(&event(seq, Some(GOAL_ENGINE_ORIGIN), payload));
+            book.apply(&event(seq, Some(GOAL_ORIGIN.word().as_ref()), payload));
             seq += 1;
         }
         seq

@@ -10,9 +10,7 @@ use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalLifecycleAction, GoalState, GoalStatus};
 use troupe_runtime::clock::new_id;
-use troupe_runtime::goal_state::{
-    GOAL_ENGINE_ORIGIN, GOAL_RUN_ORIGIN, GoalBook, LifecycleRefusal, check_checklist, reminder,
-};
+use troupe_runtime::goal_state::{GOAL_ORIGIN, GoalBook, LifecycleRefusal, check_checklist, reminder};
 use troupe_runtime::run_ledger::FallbackScope;
 
 use super::SessionActor;
@@ -184,13 +182,13 @@ impl SessionActor {
             return Ok((0, None));
         }
         if let Some(pause) = message.max_idle_runs.and_then(|bound| state.goals.idle_pause(bound)) {
-            let seq = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), pause)?;
+            let seq = self.append(ctx, None, Some(GOAL_ORIGIN.to_string()), pause)?;
             return Ok((seq, None));
         }
         let mut run = message.run;
         run.client_run_id = format!("goal-{}", new_id());
         run.input = reminder(&goal);
-        let (seq, run_id) = self.start_run_as(ctx, run, GOAL_RUN_ORIGIN)?;
+        let (seq, run_id) = self.start_run_as(ctx, run, &GOAL_ORIGIN.to_string())?;
         Ok((seq, Some(run_id)))
     }
 
@@ -200,7 +198,7 @@ impl SessionActor {
         let repair = self.state.as_ref().and_then(|state| state.goals.missing_completion());
         if let Some(completion) = repair {
             tracing::info!(session_id = %self.session_id, "appending the completion of an all-finished goal");
-            if let Err(error) = self.append(ctx, None, Some(GOAL_ENGINE_ORIGIN.to_owned()), completion) {
+            if let Err(error) = self.append(ctx, None, Some(GOAL_ORIGIN.to_string()), completion) {
                 tracing::error!(session_id = %self.session_id, %error, "could not complete a finished goal");
             }
         }

@@ -30,10 +30,18 @@ pub struct StoredEvent {
     pub seq: u64,
     /// RFC 3339 UTC.
     pub timestamp: String,
-    /// Who produced it: `user`, or `<engine|plugin|client>:<slug>` such as `engine:tool-result`.
+    /// Who produced it: `user`, `engine:<what>` such as `engine:tool-result`, or `plugin:<name>`
+    /// ([`Origin`](super::origin::Origin) reads it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
     pub payload: EventPayload,
+}
+
+impl StoredEvent {
+    /// Who produced the event, read from its `origin` word (`None` when it has none).
+    pub fn origin_of(&self) -> Option<super::origin::Origin> {
+        self.origin.as_deref().map(super::origin::Origin::parse)
+    }
 }
 
 /// How a title change came about, recorded in `session_title_committed`.

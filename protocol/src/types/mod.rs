@@ -6,6 +6,7 @@ pub mod common;
 pub mod daemon;
 pub mod events;
 pub mod goal;
+pub mod origin;
 pub mod plugin;
 pub mod presence;
 pub mod producers;
