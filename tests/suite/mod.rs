@@ -79,14 +79,7 @@ mod tui;
 mod unix_socket;
 mod unwritable_output;
 mod usage;
-mod vendor_replies;
 mod web_console;
-
-/// The fake model vendor (HTTP/1.1 + SSE on 127.0.0.1:0), from troupe-test-support.
-mod model_support {
-    pub use troupe_test_support::replies::escape_laden_body;
-    pub use troupe_test_support::{FakeResponse, FakeServer};
-}
 
 /// Finding processes by command line, shared with the runtime's sandbox tests.
 #[path = "../../runtime/tests/sandbox_support/processes.rs"]
