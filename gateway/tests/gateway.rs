@@ -128,7 +128,7 @@ impl TestGateway {
     }
 
     async fn wait_for_disconnects(&self, count: usize) {
-        poll_until(|| self.engine.disconnected.lock().unwrap().len() >= count).await;
+        poll_until(&format!("{count} disconnects"), || self.engine.disconnected.lock().unwrap().len() >= count).await;
     }
 
     async fn stop(&self) {
@@ -136,14 +136,8 @@ impl TestGateway {
     }
 }
 
-async fn poll_until(mut condition: impl FnMut() -> bool) {
-    tokio::time::timeout(STEP, async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the condition never held");
+async fn poll_until(what: &str, condition: impl FnMut() -> bool) {
+    troupe_test_support::eventually(what, STEP, condition).await;
 }
 
 async fn send(client: &mut Client, value: Value) {
@@ -393,7 +387,7 @@ async fn stop_closes_connected_clients_with_1001() {
     let gateway = TestGateway::start(FakeEngine::default(), |_| {}).await;
     let mut first = gateway.connect_and_handshake().await;
     let mut second = gateway.connect_with_token().await;
-    poll_until(|| gateway.running.open_connections() == 2).await;
+    poll_until("two open connections", || gateway.running.open_connections() == 2).await;
     gateway.stop().await;
     expect_close(&mut first, CloseCode::Away).await;
     expect_close(&mut second, CloseCode::Away).await;

@@ -2,13 +2,15 @@
 
 mod model_support;
 
-use model_support::{FakeResponse, FakeServer, TEST_TIMEOUT, collect, escape_laden_body, text_of};
+use model_support::{TEST_TIMEOUT, collect, text_of};
 use serde_json::json;
 use troupe_runtime::model::anthropic::{Anthropic, AnthropicConfig};
 use troupe_runtime::model::{
     ApiKey, ChatMessage, ErrorStage, FailurePolicy, ModelError, ModelErrorKind, ModelProvider, ModelRequest,
     ModelStream, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
 };
+use troupe_test_support::replies::escape_laden_body;
+use troupe_test_support::{FakeResponse, FakeServer};
 
 const TEST_KEY: &str = "sk-ant-test-0123456789";
 

@@ -6,11 +6,12 @@ mod model_support;
 
 use std::sync::Arc;
 
-use model_support::{FakeResponse, FakeServer, TEST_TIMEOUT, collect};
+use model_support::{TEST_TIMEOUT, collect};
 use serde_json::{Value, json};
 use troupe_runtime::model::anthropic::{Anthropic, AnthropicConfig};
 use troupe_runtime::model::openai::{OpenAiCompatible, OpenAiCompatibleConfig};
 use troupe_runtime::model::{ApiKey, ChatMessage, FileContent, ModelProvider, ModelRequest, ToolCallRequest, UserPart};
+use troupe_test_support::{FakeResponse, FakeServer};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake";
 const PDF: &[u8] = b"%PDF-1.7 fake";

@@ -3,13 +3,15 @@
 mod model_support;
 
 use futures::StreamExt;
-use model_support::{FakeResponse, FakeServer, TEST_TIMEOUT, collect, escape_laden_body, text_of};
+use model_support::{TEST_TIMEOUT, collect, text_of};
 use serde_json::json;
 use troupe_runtime::model::openai::{OpenAiCompatible, OpenAiCompatibleConfig};
 use troupe_runtime::model::{
     ApiKey, ChatMessage, ErrorStage, FailurePolicy, FileContent, ModelError, ModelErrorKind, ModelProvider,
     ModelRequest, StreamEvent, TokenUsage, ToolCallRequest, ToolSpec, UserPart,
 };
+use troupe_test_support::replies::escape_laden_body;
+use troupe_test_support::{FakeResponse, FakeServer};
 
 const TEST_KEY: &str = "sk-test-openai-0123456789";
 

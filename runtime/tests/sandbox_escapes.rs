@@ -6,7 +6,6 @@
 
 use std::io::Read;
 use std::os::unix::net::UnixListener;
-use std::time::{Duration, Instant};
 
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_runtime::config::SandboxMode;
@@ -59,11 +58,10 @@ async fn processes_that_leave_the_group_die_with_the_command() {
         format!("setsid {marker} > /dev/null 2>&1 < /dev/null & nohup {marker} > /dev/null 2>&1 & echo started");
     let result = workspace.run(&sandbox, &command).await;
     assert_status(&result, ToolResultStatus::Ok);
-    let deadline = Instant::now() + STEP;
-    while !processes_with(&marker).is_empty() {
-        assert!(Instant::now() < deadline, "a detached process outlived its command: {:?}", processes_with(&marker));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    troupe_test_support::eventually("the detached processes to die with their command", STEP, || {
+        processes_with(&marker).is_empty()
+    })
+    .await;
     // The exit status of the command is the one the daemon sees, through the namespace's waiting parent.
     let result = workspace.run(&sandbox, "exit 3").await;
     assert!(result.output.contains("exit code 3"), "{}", result.output);

@@ -71,13 +71,7 @@ fn process_is_gone(pid: u32) -> bool {
 }
 
 async fn wait_until_gone(pid: u32) {
-    tokio::time::timeout(STEP, async {
-        while !process_is_gone(pid) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("process {pid} is still running"));
+    troupe_test_support::eventually(&format!("process {pid} to be gone"), STEP, || process_is_gone(pid)).await;
 }
 
 #[tokio::test]

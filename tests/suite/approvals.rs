@@ -12,8 +12,8 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::session::PermissionMode;
 
-use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
+use troupe_test_support::{FakeResponse, FakeServer};
 
 /// A script whose first turn writes a file and whose second runs a command.
 fn write_then_shell() -> Value {
@@ -284,7 +284,7 @@ async fn of_two_racing_answers_exactly_one_wins_and_stale_or_mismatched_answers_
 async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     connect_script(&client, data_dir.path(), write_then_shell()).await;
     let session = create_session_in(&client, project.path()).await;
@@ -295,22 +295,17 @@ async fn a_restart_cancels_a_pending_approval_and_interrupts_its_run() {
     let pending = requested(asked.last().unwrap()).unwrap();
     daemon.kill();
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
-    let listed = within("list", async {
-        loop {
-            let listed = client
-                .call::<method::ApprovalList>(ApprovalListParams {
-                    root_session_id: session.session_id.clone(),
-                    status: None,
-                })
-                .await
-                .unwrap();
-            if listed.approvals.iter().all(|record| record.status != ApprovalStatus::Pending) {
-                return listed;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    let listed = eventually_some("no approval pending in the list", WAIT, || async {
+        let listed = client
+            .call::<method::ApprovalList>(ApprovalListParams {
+                root_session_id: session.session_id.clone(),
+                status: None,
+            })
+            .await
+            .unwrap();
+        listed.approvals.iter().all(|record| record.status != ApprovalStatus::Pending).then_some(listed)
     })
     .await;
     assert_eq!(listed.approvals.len(), 1);
@@ -350,7 +345,7 @@ async fn after_a_restart_the_mode_is_auto_approve_again_and_tree_grants_still_ho
         |path: &str| json!({"tool_calls": [{"tool": "write_file", "arguments": {"path": path, "content": "x"}}]});
     // Run 1 plays turns 0-1, run 2 turns 2-4 (a turn is chosen by the number of assistant messages so far).
     let script = json!({"turns": [write("a.txt"), {"text": "one"}, write("a.txt"), write("b.txt"), {"text": "two"}]});
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     connect_script(&client, data_dir.path(), script).await;
     let session = create_session_in(&client, project.path()).await;
@@ -364,7 +359,7 @@ async fn after_a_restart_the_mode_is_auto_approve_again_and_tree_grants_still_ho
     drop(client);
     daemon.terminate();
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     let second = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "second").await;
     client.subscribe(&session.session_id, None).await.unwrap();

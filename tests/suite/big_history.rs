@@ -152,7 +152,7 @@ async fn unread_pipelined_subscribes_leave_the_daemon_small() {
     let session_id = "0190f5c2-0000-7000-8000-00000000b16b";
     let log_bytes = write_big_log(data_dir.path(), session_id, 20_000, 100);
     assert!(log_bytes > 4_000_000, "{log_bytes}");
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let pid = daemon.child.id();
 
     // Load the session once, so its load is not counted as the subscribes' growth.
@@ -173,7 +173,7 @@ async fn unread_pipelined_subscribes_leave_the_daemon_small() {
         );
         within("send", raw.stream.send(Message::text(std::mem::take(&mut batch)))).await.expect("send");
     }
-    // Watch the daemon while the replies stay unread.
+    // Watch the daemon while the replies stay unread (a measuring window: the pauses are samples, not a wait).
     let mut peak = 0;
     let watch_until = Instant::now() + Duration::from_secs(4);
     while Instant::now() < watch_until {
@@ -188,7 +188,8 @@ async fn unread_pipelined_subscribes_leave_the_daemon_small() {
     let first = raw.recv_response().await;
     assert!(first["result"]["events"].is_array(), "{first}");
     drop(raw);
-    // The requests still waiting when the client left build nothing: the daemon stays small afterwards too.
+    // The requests still waiting when the client left build nothing: the daemon stays small afterwards too (a
+    // second measuring window).
     let mut after_peak = 0;
     let watch_until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < watch_until {

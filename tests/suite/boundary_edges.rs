@@ -138,22 +138,12 @@ async fn cancelling_a_run_ends_it_even_when_its_tool_is_stuck() {
     std::fs::create_dir_all(&xdg).expect("xdg");
     let fifo = home.path().join(".gitconfig");
     make_fifo(&fifo);
-    std::fs::write(data_dir.path().join("config.toml"), "[titles]\nauto = false\n").expect("config");
-    let mut command = std::process::Command::new(troupe_binary());
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir.path())
-        .env("RUST_LOG", "warn")
+    let daemon = troupe_serve(data_dir.path())
+        .listen("127.0.0.1:0")
         .env("HOME", home.path())
         .env("XDG_CONFIG_HOME", &xdg)
         .env_remove("GIT_CONFIG_GLOBAL")
-        .env_remove("TROUPE_TOKEN")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit());
-    let mut child = command.spawn().expect("spawn troupe serve");
-    let url = listening_url(&mut child);
-    let daemon = ChildDaemon { child, url, token: token_of(data_dir.path()) };
+        .spawn();
 
     let (client, mut deliveries) = daemon.client().await;
     let script = json!({"turns": [

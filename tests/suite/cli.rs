@@ -96,7 +96,7 @@ fn token_prints_a_stable_43_character_token_with_private_permissions() {
 #[test]
 fn watch_follows_a_session_live_and_across_a_daemon_restart() {
     let data_dir = tempfile::tempdir().unwrap();
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let port = daemon.port();
     let session_id = run(&["create", "--cwd", "/"], &daemon).trim().to_owned();
     assert_eq!(session_id.len(), 36);
@@ -123,7 +123,7 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
 
     // Restart the daemon on the same port; the watchers reconnect and resume from their cursor.
     drop(daemon);
-    let daemon = ChildDaemon::spawn(data_dir.path(), &format!("127.0.0.1:{port}"));
+    let daemon = spawn_daemon(data_dir.path(), &format!("127.0.0.1:{port}"));
     run(&["rename", &session_id, "After the restart"], &daemon);
     wait_for(&first_lines, "After the restart", &mut first_seen);
     wait_for(&second_lines, "After the restart", &mut second_seen);
@@ -152,7 +152,7 @@ fn watch_follows_a_session_live_and_across_a_daemon_restart() {
 fn a_prompt_shown_by_watch_is_answered_with_troupe_approve_and_the_run_finishes() {
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let script = project.path().join("script.json");
     std::fs::write(
         &script,
@@ -181,14 +181,7 @@ fn a_prompt_shown_by_watch_is_answered_with_troupe_approve_and_the_run_finishes(
     run(&["approve", &session_id], &daemon);
     wait_for("approval answered");
     wait_for("run completed");
-    let deadline = std::time::Instant::now() + WAIT;
-    let status = loop {
-        if let Some(status) = running.try_wait().unwrap() {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "`troupe run` did not finish");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = exit_status_within(&mut running, "`troupe run` to finish", WAIT);
     assert!(status.success());
     assert_eq!(std::fs::read_to_string(project.path().join("approved.txt")).unwrap(), "yes");
     let _ = watcher.kill();

@@ -3,7 +3,6 @@
 //! token explained with the flag that fixes them, and errors without a backtrace even with `RUST_BACKTRACE=1`.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use super::cli_support::*;
@@ -17,20 +16,8 @@ fn bare(args: &[&str], home: &Path) -> tokio::process::Command {
 }
 
 /// `troupe serve --data-dir D` (no --listen: the config's `listen` decides), until its listening line.
-fn serve(data_dir: &Path, home: &Path) -> std::process::Child {
-    let mut child = std::process::Command::new(troupe_binary())
-        .args(["serve", "--data-dir"])
-        .arg(data_dir)
-        .env_remove("TROUPE_TOKEN")
-        .env("HOME", home)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn troupe serve");
-    listening_url(&mut child);
-    child
+fn serve(data_dir: &Path, home: &Path) -> ChildDaemon {
+    troupe_serve(data_dir).env("HOME", home).log(DaemonLog::Discard).spawn()
 }
 
 #[tokio::test]
@@ -74,8 +61,7 @@ async fn a_data_dir_alone_reaches_its_daemon_and_mistakes_are_named_not_created(
     assert!(said.contains("--data-dir"), "{said}");
 
     // Nobody listening: say how to start one, or where to point.
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    daemon.kill();
     let said = finish(bare(&["sessions", "--data-dir", data], home.path()), Duration::from_secs(10)).await.refused();
     assert!(said.starts_with(&format!("error: no daemon at ws://127.0.0.1:{port}/ws")), "{said}");
     assert!(said.contains(&format!("troupe serve --data-dir {data}")) && said.contains("TROUPE_URL"), "{said}");

@@ -414,8 +414,8 @@ fn non_loopback_address() -> Option<std::net::IpAddr> {
 
 #[tokio::test]
 async fn connect_allow_insecure_http_reaches_a_plain_http_server_off_loopback_with_a_warning() {
-    use super::model_support::FakeServer;
-    use super::vendor_replies::models_list;
+    use troupe_test_support::FakeServer;
+    use troupe_test_support::replies::models_list;
     let Some(address) = non_loopback_address() else {
         eprintln!("skipped: this machine has no address off loopback to serve the fake vendor on");
         return;

@@ -14,9 +14,9 @@ use troupe_protocol::types::run::{RunIdParams, RunToolStdinParams};
 use troupe_protocol::types::session::PermissionMode;
 
 use super::cli_support::*;
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::{models_list, openai_text};
 
 async fn get(client: &Client, session_id: &str) -> SessionMeta {
     within("session.get", client.call::<method::SessionGet>(SessionIdParams { session_id: session_id.into() }))

@@ -7,9 +7,9 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use super::cli_support::*;
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::models_list;
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::models_list;
 
 fn parsed(stdout: &str) -> Value {
     serde_json::from_str(stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
@@ -270,7 +270,7 @@ async fn config_check_names_the_file_position_and_key_and_says_when_the_running_
 
     // A good file with a daemon running on it: it has this config, until the file changes.
     std::fs::write(&config, "[limits]\nmax_in_flight = 8\n").unwrap();
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let output = check(false).await;
     assert_eq!(output.code, Some(0), "{output:?}");
     assert!(output.stdout.contains("config.toml: no problems"), "{output:?}");

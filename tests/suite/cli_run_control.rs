@@ -13,8 +13,8 @@ use troupe_protocol::types::runtime::RuntimeSnapshot;
 use troupe_protocol::types::session::PermissionMode;
 
 use super::cli_support::*;
-use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
+use troupe_test_support::{FakeResponse, FakeServer};
 
 /// A yolo session running `script` on `local/scripted`, followed by `client`; returns the session id, the run id
 /// and the `tool_call_started` of the script's first tool call.

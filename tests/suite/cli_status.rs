@@ -65,7 +65,7 @@ async fn a_daemon_started_with_listen_is_found_through_its_data_dir_until_it_sto
     // nothing listens, so only the daemon's own record can lead a client to it.
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "listen = \"127.0.0.1:1\"\n[titles]\nauto = false\n").unwrap();
-    let mut daemon = ChildDaemon::spawn(dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(dir.path(), "127.0.0.1:0");
 
     let url_file = dir.path().join("daemon/url");
     assert_eq!(std::fs::read_to_string(&url_file).unwrap().trim(), daemon.url);
@@ -99,7 +99,7 @@ async fn a_daemon_started_with_listen_is_found_through_its_data_dir_until_it_sto
     assert!(output.stdout.contains("no daemon is running on this data dir"), "{output:?}");
 
     // A killed daemon's record is left behind, and ignored: its lock is not held.
-    let mut daemon = ChildDaemon::spawn(dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(dir.path(), "127.0.0.1:0");
     daemon.kill();
     assert_eq!(std::fs::read_to_string(&url_file).unwrap().trim(), daemon.url);
     let output = run(&["status", "--data-dir", &data]).await;
@@ -110,7 +110,7 @@ async fn a_daemon_started_with_listen_is_found_through_its_data_dir_until_it_sto
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_of_another_data_dirs_daemon_labels_the_local_files_and_names_a_refused_token() {
     let dir = tempfile::tempdir().unwrap();
-    let daemon = ChildDaemon::spawn(dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(dir.path(), "127.0.0.1:0");
     // This machine's own data dir has never run a daemon.
     let here = tempfile::tempdir().unwrap();
     let local = here.path().join("troupe");
@@ -161,7 +161,7 @@ async fn a_unix_socket_this_user_may_not_use_is_named_as_a_permission_problem() 
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let socket = run_dir.join("troupe.sock");
-    let daemon = ChildDaemon::spawn(&dir.path().join("data"), &format!("unix:{}", socket.display()));
+    let daemon = spawn_daemon(&dir.path().join("data"), &format!("unix:{}", socket.display()));
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         // Not root: this user owns the socket, so take its own rights away.

@@ -25,7 +25,7 @@ fn troupe(url: &str, arguments: &[&str], environment: &[(&str, &str)]) -> Output
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_comes_from_a_file_or_the_environment_and_on_the_command_line_only_with_a_warning() {
     let data_dir = tempfile::tempdir().expect("data dir");
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let secrets = tempfile::tempdir().expect("secrets dir");
     let token_file = secrets.path().join("remote-token");
     std::fs::write(&token_file, format!("{}\n", daemon.token)).expect("write token file");

@@ -10,9 +10,9 @@ use troupe_protocol::types::events::{CompactionOutcome, CompactionTrigger, Event
 use troupe_protocol::types::run::RunIdParams;
 use troupe_protocol::types::session::{SessionCompactParams, SessionCompactResult};
 
-use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::replies::{models_list, openai_text};
+use troupe_test_support::{FakeResponse, FakeServer};
 
 pub(super) const MODEL: &str = "openai/gpt-c";
 
@@ -86,7 +86,7 @@ fn error_code(error: &ClientError) -> String {
 
 /// The chat requests the vendor received, as JSON bodies.
 pub(super) fn chat_requests(vendor: &FakeServer) -> Vec<Value> {
-    vendor.requests().iter().filter(|request| request.path.ends_with("/chat/completions")).map(|r| r.json()).collect()
+    vendor.bodies_to("/chat/completions")
 }
 
 /// The text of each message of a chat request, with its role.

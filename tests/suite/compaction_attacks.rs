@@ -11,8 +11,6 @@
 //! exact usage; a compacted history of tool results with emitted messages, an attachment, an unanswered call and
 //! a late termination keeps the summary request (with elided units) and the next request valid for OpenAI.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use troupe_protocol::client::Client;
 use troupe_protocol::method;
@@ -22,9 +20,9 @@ use troupe_protocol::types::run::RunIdParams;
 use troupe_protocol::types::session::PermissionMode;
 
 use super::compaction::{MODEL, chat_requests, compact, connect_vendor, context_length_exceeded, vendor_session};
-use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::replies::{models_list, openai_text};
+use troupe_test_support::{FakeResponse, FakeServer};
 
 /// The bytes of a request's non-system messages: what the history costs the context window.
 fn history_bytes(body: &Value) -> usize {
@@ -40,7 +38,7 @@ fn history_bytes(body: &Value) -> usize {
 /// A streamed answer that finished and reported its usage, then holds the connection open (no `[DONE]` yet).
 fn answer_with_usage_then_hold(text: &str, input_tokens: u64, output_tokens: u64) -> FakeResponse {
     let chunk = |value: Value| format!("data: {value}\n\n");
-    FakeResponse::SseThenHold {
+    FakeResponse::SseConsumedThenHold {
         pieces: vec![
             chunk(json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})),
             chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
@@ -130,9 +128,8 @@ async fn a_cancelled_compaction_still_records_the_usage_its_provider_reported() 
             unreachable!()
         };
         eventually("the summary request reached the vendor", || chat_requests(&vendor).len() == 2).await;
-        // The usage chunk is written with the request's answer; nothing on the wire shows it was parsed, so give
-        // the daemon a moment to read it before cancelling.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Nothing on the daemon's wire shows the usage chunk was parsed; the vendor knows once the daemon read on.
+        within("the daemon took the usage chunk", vendor.pieces_consumed.notified()).await;
         within("run.cancel", client.call::<method::RunCancel>(RunIdParams { run_id: compaction_id.clone() }))
             .await
             .expect("cancel the compaction");
@@ -151,9 +148,9 @@ async fn a_cancelled_run_still_records_the_usage_its_provider_reported() {
     let (_daemon, client, mut deliveries, id) = vendor_session(&vendor, DaemonSetup::default()).await;
     client.subscribe(&id, None).await.expect("subscribe");
     let run_id = start_run(&client, &id, selection_of("default", MODEL), "question one").await;
-    // The text delta shows the stream was read up to the text; the usage chunk follows it in the same write.
+    // The text delta shows the stream was read up to the text; the vendor knows once the usage chunk after it was.
     events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::TextDelta { .. })).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    within("the daemon took the usage chunk", vendor.pieces_consumed.notified()).await;
     within("run.cancel", client.call::<method::RunCancel>(RunIdParams { run_id: run_id.clone() }))
         .await
         .expect("cancel the run");
@@ -168,7 +165,7 @@ async fn a_cancelled_run_still_records_the_usage_its_provider_reported() {
 async fn a_daemon_killed_mid_compaction_leaves_a_usable_session_and_exact_usage() {
     let vendor = FakeServer::start(vec![
         models_list(&["gpt-c"]),
-        super::vendor_replies::openai_text_reporting(
+        troupe_test_support::replies::openai_text_reporting(
             "answer one",
             json!({"prompt_tokens": 10, "completion_tokens": 2}),
         ),
@@ -177,7 +174,7 @@ async fn a_daemon_killed_mid_compaction_leaves_a_usable_session_and_exact_usage(
     .await;
     let data_dir = tempfile::tempdir().expect("data dir");
     let project = tempfile::tempdir().expect("project");
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let id = {
         let (client, mut deliveries) = daemon.client().await;
         connect_vendor(&client, &vendor).await;
@@ -194,7 +191,7 @@ async fn a_daemon_killed_mid_compaction_leaves_a_usable_session_and_exact_usage(
         id
     };
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     assert_eq!(spent_requests(&client, &id).await, (1, 10), "spent before the kill");
     let global = within("usage.global", client.call::<method::UsageGlobal>(Default::default()))
@@ -334,10 +331,10 @@ mod tool_history {
         MessagePart, MessageRole, PersistedToolResult, ToolEmittedMessage, ToolResultStatus,
     };
 
-    use super::super::model_support::FakeServer;
     use super::super::support::*;
-    use super::super::vendor_replies::{models_list, openai_text};
     use super::{MODEL, chat_requests, compact, connect_vendor};
+    use troupe_test_support::FakeServer;
+    use troupe_test_support::replies::{models_list, openai_text};
 
     const SESSION: &str = "01957a1c-3f00-7a10-8b20-3c4d5e6f7a99";
 

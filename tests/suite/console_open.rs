@@ -47,7 +47,7 @@ async fn a_link_to_a_daemon_on_a_unix_socket_needs_the_public_url() {
     let data_dir = tempfile::tempdir().expect("data dir");
     let sockets = tempfile::tempdir().expect("socket dir");
     let socket = sockets.path().join("troupe.sock");
-    let daemon = ChildDaemon::spawn_listening(data_dir.path(), Some(&format!("unix:{}", socket.display())));
+    let daemon = spawn_daemon(data_dir.path(), &format!("unix:{}", socket.display()));
     let data_dir_arg = data_dir.path().to_str().expect("utf-8 path");
 
     let mut command = troupe_bare(&["open", "--data-dir", data_dir_arg]);

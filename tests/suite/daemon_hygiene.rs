@@ -147,8 +147,8 @@ fn non_loopback_address() -> Option<std::net::IpAddr> {
 
 #[tokio::test]
 async fn plain_http_off_loopback_is_refused_naming_the_flag_and_accepted_with_it() {
-    use super::model_support::FakeServer;
-    use super::vendor_replies::{models_list, openai_text};
+    use troupe_test_support::FakeServer;
+    use troupe_test_support::replies::{models_list, openai_text};
     let Some(address) = non_loopback_address() else {
         eprintln!("skipped: this machine has no address off loopback to serve the fake vendor on");
         return;
@@ -188,21 +188,14 @@ async fn plain_http_off_loopback_is_refused_naming_the_flag_and_accepted_with_it
     assert_eq!(outcome(&events), Ok("over the lan".to_owned()));
 }
 
-/// `troupe serve` as a child with the default log level (no RUST_LOG) and stderr written to `log`; returns the
-/// child and its URL.
-fn serve_logging_to(data_dir: &Path, log: &Path) -> (std::process::Child, String) {
-    let mut child = std::process::Command::new(troupe_binary())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .env_remove("RUST_LOG")
-        .env_remove("TROUPE_TOKEN")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(log).expect("log file"))
+/// `troupe serve` as a child with the default log level (no RUST_LOG) and stderr written to `log`.
+fn serve_logging_to(data_dir: &Path, log: &Path) -> ChildDaemon {
+    troupe_serve(data_dir)
+        .listen("127.0.0.1:0")
+        .default_log_level()
+        .no_default_config()
+        .log(DaemonLog::File(log.to_path_buf()))
         .spawn()
-        .expect("spawn troupe serve");
-    let url = listening_url(&mut child);
-    (child, url)
 }
 
 #[tokio::test]
@@ -214,12 +207,8 @@ async fn the_daemon_log_has_config_and_runs_at_info_no_connections_and_no_colour
     )
     .unwrap();
     let log = data_dir.path().join("daemon.log");
-    let (mut child, url) = serve_logging_to(data_dir.path(), &log);
-    let token = std::fs::read_to_string(data_dir.path().join("daemon/token")).unwrap().trim().to_owned();
-    let (client, mut deliveries) =
-        within("client connect", troupe_protocol::client::Client::connect_websocket(&url, &token, Default::default()))
-            .await
-            .expect("connect");
+    let mut daemon = serve_logging_to(data_dir.path(), &log);
+    let (client, mut deliveries) = daemon.client().await;
     let session = create_session_in(&client, data_dir.path()).await;
     client.subscribe(&session.session_id, None).await.unwrap();
     let run_id = start_run(&client, &session.session_id, selection_of("coder", "local/echo"), "hello log").await;
@@ -229,8 +218,7 @@ async fn the_daemon_log_has_config_and_runs_at_info_no_connections_and_no_colour
         std::fs::read_to_string(&log).is_ok_and(|text| text.contains("run ended"))
     })
     .await;
-    let _ = child.kill();
-    let _ = child.wait();
+    daemon.kill();
 
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("\u{1b}["), "no ANSI escapes in a log file:\n{text}");

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use troupe_protocol::client::{Client, ClientOptions};
 use troupe_protocol::method;
@@ -14,22 +14,18 @@ use troupe_protocol::types::session::SessionListParams;
 
 use super::support::*;
 
-/// `troupe serve` on a free port with stderr in `log`, once it printed its address: the child and its URL.
-fn serve_logging_to(data_dir: &Path, log: &Path, token: Option<&str>) -> (std::process::Child, String) {
-    let mut command = Command::new(troupe_binary());
-    command.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(data_dir).env_remove("RUST_LOG");
-    match token {
-        Some(token) => command.env("TROUPE_TOKEN", token),
-        None => command.env_remove("TROUPE_TOKEN"),
-    };
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).expect("log file"))
-        .spawn()
-        .expect("spawn troupe serve");
-    let url = listening_url(&mut child);
-    (child, url)
+/// `troupe serve` on a free port with stderr in `log` (and `TROUPE_TOKEN` set to `token`), once it printed its
+/// address.
+fn serve_logging_to(data_dir: &Path, log: &Path, token: Option<&str>) -> ChildDaemon {
+    let mut command = troupe_serve(data_dir)
+        .listen("127.0.0.1:0")
+        .default_log_level()
+        .no_default_config()
+        .log(DaemonLog::File(log.to_path_buf()));
+    if let Some(token) = token {
+        command = command.env("TROUPE_TOKEN", token);
+    }
+    command.spawn()
 }
 
 /// `troupe serve` that must refuse to start: its exit status and stderr, within a deadline.
@@ -43,17 +39,7 @@ fn serve_refused(data_dir: &Path) -> (std::process::ExitStatus, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn troupe serve");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the daemon did not refuse to start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status_within(&mut child, "the daemon to refuse to start", Duration::from_secs(30));
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     (status, stderr)
@@ -65,7 +51,7 @@ async fn directories_where_files_belong_leave_the_daemon_running_and_saying_so()
     let root = data_dir.path();
     // A daemon that ran here before, with a session.
     let session_id = {
-        let mut daemon = ChildDaemon::spawn(root, "127.0.0.1:0");
+        let mut daemon = spawn_daemon(root, "127.0.0.1:0");
         let (client, _deliveries) = daemon.client().await;
         let session = create_session_in(&client, root).await;
         drop(client);
@@ -85,11 +71,8 @@ async fn directories_where_files_belong_leave_the_daemon_running_and_saying_so()
     }
 
     let log = tempfile::NamedTempFile::new().unwrap();
-    let (mut child, url) = serve_logging_to(root, log.path(), None);
-    let token = token_of(root);
-    let (client, _deliveries) = within("connect", Client::connect_websocket(&url, &token, ClientOptions::default()))
-        .await
-        .expect("a client connects with the daemon's token");
+    let mut daemon = serve_logging_to(root, log.path(), None);
+    let (client, _deliveries) = daemon.client().await;
     let listed = within("session.list", client.call::<method::SessionList>(SessionListParams::default()))
         .await
         .expect("session.list");
@@ -99,8 +82,7 @@ async fn directories_where_files_belong_leave_the_daemon_running_and_saying_so()
         "the session whose metadata cache is a directory is still listed"
     );
     drop(client);
-    let _ = child.kill();
-    let _ = child.wait();
+    daemon.kill();
 
     let text = std::fs::read_to_string(log.path()).unwrap();
     for path in &misplaced {
@@ -152,14 +134,14 @@ async fn a_token_or_lock_that_is_a_directory_stops_the_start_in_one_line_unless_
     std::fs::create_dir_all(data_dir.path().join("daemon/token")).unwrap();
     let token = "tok_from_the_environment_0123456789abcdefghij";
     let log = tempfile::NamedTempFile::new().unwrap();
-    let (mut child, url) = serve_logging_to(data_dir.path(), log.path(), Some(token));
+    let mut daemon = serve_logging_to(data_dir.path(), log.path(), Some(token));
+    let url = daemon.url.clone();
     within("connect", Client::connect_websocket(&url, token, ClientOptions::default()))
         .await
         .expect("the environment's token is accepted");
     let refused = within("connect", Client::connect_websocket(&url, "tok_wrong", ClientOptions::default())).await;
     assert!(refused.is_err(), "another token is refused");
-    let _ = child.kill();
-    let _ = child.wait();
+    daemon.kill();
     let text = std::fs::read_to_string(log.path()).unwrap();
     assert!(text.contains("the token file is a directory; the daemon uses TROUPE_TOKEN"), "{text}");
 }

@@ -66,14 +66,9 @@ pub(super) async fn children_when(
     session_id: &str,
     condition: impl Fn(&[SessionChildSummary]) -> bool,
 ) -> Vec<SessionChildSummary> {
-    within("the children to match", async {
-        loop {
-            let listed = children(client, session_id).await;
-            if condition(&listed) {
-                return listed;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+    eventually_some("the children to match", WAIT, || async {
+        let listed = children(client, session_id).await;
+        condition(&listed).then_some(listed)
     })
     .await
 }
@@ -90,7 +85,7 @@ pub(super) struct MidDelegation {
 
 pub(super) async fn mid_delegation(data_dir: &std::path::Path, project: &std::path::Path, then: &str) -> MidDelegation {
     std::fs::write(data_dir.join("config.toml"), config(3, 4, "")).unwrap();
-    let daemon = ChildDaemon::spawn(data_dir, "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir, "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     let script = json!({
         "turns": [{"tool_calls": [delegate("helper", "take your time")]}, {"text": then}],
@@ -232,16 +227,10 @@ async fn an_approval_asked_in_a_child_is_listed_and_answered_through_the_root() 
     let rule = "\n[[permissions.rules]]\neffect = \"allow\"\naction = \"execute\"\nresource = \"agent:*\"\ntool = \"delegate\"\n";
     let mut tree = tree(config(3, 4, rule), script, PermissionMode::Ask).await;
     start_run(&tree.client, &tree.root, selection_of("default", "local/scripted"), "go").await;
-    let listed = within("the child's approval in the root's list", async {
-        loop {
-            let params =
-                ApprovalListParams { root_session_id: tree.root.clone(), status: Some(ApprovalStatus::Pending) };
-            let approvals = tree.client.call::<method::ApprovalList>(params).await.expect("approval.list").approvals;
-            if !approvals.is_empty() {
-                return approvals;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+    let listed = eventually_some("the child's approval in the root's list", WAIT, || async {
+        let params = ApprovalListParams { root_session_id: tree.root.clone(), status: Some(ApprovalStatus::Pending) };
+        let approvals = tree.client.call::<method::ApprovalList>(params).await.expect("approval.list").approvals;
+        (!approvals.is_empty()).then_some(approvals)
     })
     .await;
     assert_eq!(listed.len(), 1);
@@ -362,7 +351,7 @@ async fn a_restart_mid_delegation_interrupts_the_child_and_the_parent_records_it
         mid_delegation(data_dir.path(), project.path(), "parent done").await;
     daemon.kill();
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     client.subscribe(&root, None).await.unwrap();
     let events =
@@ -439,7 +428,7 @@ async fn a_child_delegates_in_turn_and_the_tree_nests_with_one_root() {
 
 #[tokio::test]
 async fn the_tool_is_offered_with_the_agents_above_the_depth_limit_only() {
-    use super::model_support::{FakeResponse, FakeServer};
+    use troupe_test_support::{FakeResponse, FakeServer};
     let sse =
         |chunk: Value| FakeResponse::Sse { pieces: vec![format!("data: {chunk}\n\n"), "data: [DONE]\n\n".into()] };
     let text =

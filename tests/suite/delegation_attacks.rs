@@ -42,15 +42,7 @@ async fn pending_approvals(client: &Client, root: &str) -> Vec<ApprovalRecord> {
 
 /// Polls `approval.list` of the tree until an approval is pending; returns the first.
 async fn first_pending_approval(client: &Client, root: &str, what: &str) -> ApprovalRecord {
-    within(what, async {
-        loop {
-            if let Some(record) = pending_approvals(client, root).await.into_iter().next() {
-                return record;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
+    eventually_some(what, WAIT, || async { pending_approvals(client, root).await.into_iter().next() }).await
 }
 
 fn running(child: &SessionChildSummary) -> bool {
@@ -125,18 +117,13 @@ async fn the_roots_mode_changed_to_ask_while_a_child_works_makes_the_childs_next
     set_mode(&tree.client, &tree.root, PermissionMode::Ask).await;
     let client = tree.client.clone();
     let root = tree.root.clone();
-    let asked = within("the child's command to ask", async {
-        loop {
-            let pending = pending_approvals(&client, &root).await;
-            if let Some(record) = pending.into_iter().next() {
-                return record;
-            }
-            assert!(
-                !tree.daemon.project_path().join("asked-first.txt").exists(),
-                "the child ran its command without asking after the root's mode became ask"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+    let asked = eventually_some("the child's command to ask", WAIT, || async {
+        let pending = pending_approvals(&client, &root).await.into_iter().next();
+        assert!(
+            pending.is_some() || !tree.daemon.project_path().join("asked-first.txt").exists(),
+            "the child ran its command without asking after the root's mode became ask"
+        );
+        pending
     })
     .await;
     assert_eq!(asked.operation.resource, "touch asked-first.txt");
@@ -271,14 +258,9 @@ async fn many_delegations_leave_no_run_approval_actor_or_session_actor_behind() 
     assert_eq!(children(&client, &root).await.len(), TURNS * PER_TURN);
     drop(client);
     drop(deliveries);
-    within("every actor of the tree to go", async {
-        loop {
-            let sizes = daemon.engine().sizes().await.expect("sizes");
-            if sizes.runs.active == 0 && sizes.approval_actors == 0 && sizes.live_sessions == 0 {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    eventually_some("every actor of the tree to go", WAIT, || async {
+        let sizes = daemon.engine().sizes().await.expect("sizes");
+        (sizes.runs.active == 0 && sizes.approval_actors == 0 && sizes.live_sessions == 0).then_some(())
     })
     .await;
 }
@@ -381,10 +363,8 @@ async fn a_tree_grant_given_in_a_child_covers_the_root_after_the_trees_approval_
     within("approval.respond", client.call::<method::ApprovalRespond>(answer)).await.expect("answered");
     let events = events_until(&mut deliveries, is_terminal).await;
     assert_eq!(tool_results(&events)[0].output, "made it");
-    within("the tree's approval actor to stop", async {
-        while daemon.engine().sizes().await.expect("sizes").approval_actors != 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    eventually_some("the tree's approval actor to stop", WAIT, || async {
+        (daemon.engine().sizes().await.expect("sizes").approval_actors == 0).then_some(())
     })
     .await;
 

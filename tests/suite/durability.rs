@@ -84,7 +84,7 @@ async fn a_corrupted_middle_line_and_a_torn_last_line_are_reported_and_repaired(
 #[tokio::test]
 async fn sigterm_closes_sockets_with_1001_and_exits_cleanly() {
     let data_dir = tempfile::tempdir().unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let mut socket = RawSocket::connect(&daemon.url, &daemon.token).await;
     socket.handshake().await;
     let status = tokio::task::spawn_blocking(move || {
@@ -99,7 +99,7 @@ async fn sigterm_closes_sockets_with_1001_and_exits_cleanly() {
 #[tokio::test]
 async fn a_second_daemon_on_the_same_data_directory_refuses_to_start() {
     let data_dir = tempfile::tempdir().unwrap();
-    let _first = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let _first = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let output = std::process::Command::new(troupe_binary())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir.path())
@@ -136,20 +136,9 @@ async fn a_session_whose_log_cannot_be_loaded_is_retried_by_the_next_request_not
     // Put back, the session works again at the next request: no restart needed, nothing stranded.
     std::fs::remove_dir(&log).unwrap();
     std::fs::rename(&moved, &log).unwrap();
-    let renamed = within("the session loads again", async {
-        loop {
-            match set_title(
-                &client,
-                &session.session_id,
-                &format!("third-{}", troupe_runtime::clock::new_id()),
-                "after",
-            )
-            .await
-            {
-                Ok(renamed) => return renamed,
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-            }
-        }
+    let renamed = eventually_some("the session loads again", WAIT, || async {
+        let rename_id = format!("third-{}", troupe_runtime::clock::new_id());
+        set_title(&client, &session.session_id, &rename_id, "after").await.ok()
     })
     .await;
     assert_eq!(renamed.session.title.as_deref(), Some("after"));

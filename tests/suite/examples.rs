@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use troupe_protocol::method;
 use troupe_protocol::types::provider::ProviderDisconnectParams;
@@ -126,38 +126,32 @@ impl Running {
 
     /// Polls until the output contains `text`; fails (with the output) after `limit` or if the program exits.
     fn wait_for_output(&mut self, text: &str, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while !self.output().contains(text) {
+        let printed = holds_within_blocking(limit, || {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 panic!("{} exited ({status}) before printing {text:?}; its output:\n{}", self.what, self.output());
             }
-            if Instant::now() > deadline {
-                self.signal_group(libc::SIGKILL);
-                panic!("{} printed no {text:?} within {limit:?}; its output:\n{}", self.what, self.output());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            self.output().contains(text)
+        });
+        if !printed {
+            self.signal_group(libc::SIGKILL);
+            panic!("{} printed no {text:?} within {limit:?}; its output:\n{}", self.what, self.output());
         }
     }
 
     /// Polls until the program exits; kills it and fails after `limit`. Returns its status and whole output.
     fn finish(mut self, limit: Duration) -> (ExitStatus, String) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                self.signal_group(libc::SIGKILL);
-                panic!("{} did not finish within {limit:?}; its output:\n{}", self.what, self.output());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let mut status = None;
+        let finished = holds_within_blocking(limit, || {
+            status = self.child.try_wait().expect("wait");
+            status.is_some()
+        });
+        let Some(status) = status.filter(|_| finished) else {
+            self.signal_group(libc::SIGKILL);
+            panic!("{} did not finish within {limit:?}; its output:\n{}", self.what, self.output());
         };
         // The readers end when the group's last writer closes the pipes; a grandchild that outlived the shell
-        // would keep them open, so this wait is bounded too.
-        let settled = Instant::now() + WAIT;
-        while Arc::strong_count(&self.output) > 1 && Instant::now() < settled {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // would keep them open, so this wait is bounded too (and what was read so far is the output either way).
+        holds_within_blocking(WAIT, || Arc::strong_count(&self.output) == 1);
         (status, self.output())
     }
 }

@@ -6,9 +6,9 @@ use troupe_protocol::method;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::RunStartParams;
 
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::{anthropic_text, models_list, openai_error, openai_text};
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::{anthropic_text, models_list, openai_error, openai_text};
 
 /// Starts a run of the `chain` agent requesting `openai/first` and returns its events, `run_started` first.
 async fn run(

@@ -12,9 +12,9 @@ use troupe_protocol::types::goal::{GoalBlockedReason, GoalSetParams, GoalStatus}
 
 use super::cli_support::troupe;
 use super::goals::{get_goal, set_goal, yolo_session};
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::{anthropic_text, models_list, openai_error, openai_text, openai_tool_call};
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::{anthropic_text, models_list, openai_error, openai_text, openai_tool_call};
 
 /// Longer than the goal actor's periodic re-check (3 s), so it woke up more than once while the goal was blocked.
 const QUIET_WINDOW: Duration = Duration::from_secs(7);

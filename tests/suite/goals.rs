@@ -281,7 +281,7 @@ async fn a_model_that_never_updates_the_checklist_is_paused_after_the_bound() {
 async fn an_active_goal_continues_after_a_restart() {
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     // Run 1 writes the list and then waits in a long command, where the daemon is killed. The goal's next run,
     // after the restart, plays the turn that finishes the list.
@@ -307,7 +307,7 @@ async fn an_active_goal_continues_after_a_restart() {
     daemon.kill();
 
     // Nobody asks anything of the session: the restarted daemon resumes the goal by itself.
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     client.subscribe(&session.session_id, None).await.unwrap();
     let events = events_until(&mut deliveries, |event| is_goal_status(event, GoalStatus::Completed)).await;

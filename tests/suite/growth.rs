@@ -21,14 +21,9 @@ use super::support::*;
 
 /// Polls the engine's sizes until `holds` is true for them, failing after the suite's wait.
 async fn sizes_until(daemon: &TestDaemon, what: &str, holds: impl Fn(&EngineSizes) -> bool) -> EngineSizes {
-    within(what, async {
-        loop {
-            let sizes = daemon.engine().sizes().await.expect("sizes");
-            if holds(&sizes) {
-                return sizes;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    eventually_some(what, WAIT, || async {
+        let sizes = daemon.engine().sizes().await.expect("sizes");
+        holds(&sizes).then_some(sizes)
     })
     .await
 }

@@ -12,9 +12,9 @@ use troupe_protocol::types::session::{SessionForkParams, SessionListParams};
 
 mod fork_prefix;
 
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::{models_list, openai_text};
 
 const MODEL: &str = "openai/gpt-hist";
 

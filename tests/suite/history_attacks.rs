@@ -15,9 +15,9 @@ use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::RunStartParams;
 use troupe_protocol::types::session::PermissionMode;
 
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::{anthropic_text, models_list, openai_error, openai_text};
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::{anthropic_text, models_list, openai_error, openai_text};
 
 async fn respond(client: &Client, params: ApprovalRespondParams) -> Result<ApprovalRecord, ClientError> {
     within("approval.respond", client.call::<method::ApprovalRespond>(params)).await.map(|result| result.approval)
@@ -82,7 +82,7 @@ async fn thousands_of_reverts_in_a_small_log_keep_the_daemon_small() {
     let session_id = "0190f5c2-0000-7000-8000-00000000a77a";
     let (log_bytes, last_marker) = write_interleaved_reverts(data_dir.path(), session_id, 3_000);
     assert!(log_bytes < 2_000_000, "{log_bytes}");
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let pid = daemon.child.id();
     let (client, _deliveries) = daemon.client().await;
 

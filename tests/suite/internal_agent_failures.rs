@@ -8,9 +8,10 @@ use troupe_protocol::types::common::ModelErrorSummary;
 use troupe_protocol::types::events::{CompactionOutcome, EventPayload, InternalAgent, StoredEvent, TitleChangeKind};
 
 use super::compaction::{MODEL, compact, vendor_session};
-use super::model_support::{FakeResponse, FakeServer, escape_laden_body};
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::replies::escape_laden_body;
+use troupe_test_support::replies::{models_list, openai_text};
+use troupe_test_support::{FakeResponse, FakeServer};
 
 /// A 400 whose body is 10 KiB of escape sequences and bidi overrides, then 6,000 plain bytes: more than a
 /// DiagnosticText may hold even once cleaned.

@@ -1,10 +1,7 @@
 //! Observability over the real wire: the daemon's JSON log lines carry the connection, request and run they
 //! belong to (`troupe serve --log-format json`), and `daemon.status` / `troupe status` say what it is doing now.
 
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -14,55 +11,18 @@ use troupe_protocol::method;
 use super::cli_support::troupe;
 use super::support::*;
 
-/// `troupe serve` as a child with its stderr collected line by line.
-struct LoggedDaemon {
-    child: Child,
-    url: String,
-    token: String,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl LoggedDaemon {
-    fn spawn(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> LoggedDaemon {
-        std::fs::write(data_dir.join("config.toml"), "[titles]\nauto = false\n").expect("write config");
-        let mut command = Command::new(troupe_binary());
-        command
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .args(extra)
-            .env("RUST_LOG", "info,troupe_protocol=debug")
-            .env_remove("TROUPE_TOKEN")
-            .env_remove("TROUPE_LOG_FORMAT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("spawn troupe serve");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let pipe = child.stderr.take().expect("stderr");
-        let lines = stderr.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let url = listening_url(&mut child);
-        let token = token_of(data_dir);
-        LoggedDaemon { child, url, token, stderr }
+/// `troupe serve` as a child with its stderr collected line by line ([`ChildDaemon::log_lines`]).
+fn logged_daemon(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> ChildDaemon {
+    std::fs::write(data_dir.join("config.toml"), "[titles]\nauto = false\n").expect("write config");
+    let mut command = troupe_serve(data_dir)
+        .listen("127.0.0.1:0")
+        .args(extra.iter().copied())
+        .rust_log("info,troupe_protocol=debug")
+        .log(DaemonLog::Lines);
+    for (name, value) in env {
+        command = command.env(*name, *value);
     }
-
-    fn lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-impl Drop for LoggedDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    command.spawn()
 }
 
 /// The span named `name` among a JSON log line's `spans`.
@@ -74,7 +34,7 @@ fn span<'a>(line: &'a Value, name: &str) -> Option<&'a Value> {
 async fn json_log_lines_carry_the_connection_the_request_and_the_run() {
     let data_dir = tempfile::tempdir().expect("data dir");
     let project = tempfile::tempdir().expect("project");
-    let daemon = LoggedDaemon::spawn(data_dir.path(), &["--log-format", "json"], &[]);
+    let daemon = logged_daemon(data_dir.path(), &["--log-format", "json"], &[]);
     let (client, mut deliveries) = within(
         "connect",
         troupe_protocol::client::Client::connect_websocket(&daemon.url, &daemon.token, Default::default()),
@@ -101,7 +61,7 @@ async fn json_log_lines_carry_the_connection_the_request_and_the_run() {
     };
     let parsed = || -> Vec<Value> {
         daemon
-            .lines()
+            .log_lines()
             .iter()
             .filter(|line| !line.trim().is_empty())
             .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}")))
@@ -127,15 +87,18 @@ async fn json_log_lines_carry_the_connection_the_request_and_the_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_format_comes_from_the_environment_too_and_text_stays_the_default() {
     let data_dir = tempfile::tempdir().expect("data dir");
-    let json = LoggedDaemon::spawn(data_dir.path(), &[], &[("TROUPE_LOG_FORMAT", "json")]);
+    let json = logged_daemon(data_dir.path(), &[], &[("TROUPE_LOG_FORMAT", "json")]);
     eventually("a JSON log line", || {
-        json.lines().iter().any(|line| serde_json::from_str::<Value>(line).is_ok_and(|value| value["level"] == "INFO"))
+        json.log_lines()
+            .iter()
+            .any(|line| serde_json::from_str::<Value>(line).is_ok_and(|value| value["level"] == "INFO"))
     })
     .await;
     drop(json);
-    let text = LoggedDaemon::spawn(data_dir.path(), &[], &[]);
-    eventually("the text log's config line", || text.lines().iter().any(|line| line.contains("config loaded"))).await;
-    assert!(text.lines().iter().all(|line| serde_json::from_str::<Value>(line).is_err()), "{:?}", text.lines());
+    let text = logged_daemon(data_dir.path(), &[], &[]);
+    eventually("the text log's config line", || text.log_lines().iter().any(|line| line.contains("config loaded")))
+        .await;
+    assert!(text.log_lines().iter().all(|line| serde_json::from_str::<Value>(line).is_err()), "{:?}", text.log_lines());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,31 +131,22 @@ async fn daemon_status_counts_connections_sessions_runs_and_pending_approvals() 
     // The second connection is gone; the idle session, never subscribed, hibernates; the waiting one stays live.
     // Polling the status does not count as using the sessions: it must not keep the idle one awake.
     let status_now = || async { client.daemon_status(Default::default()).await.expect("daemon.status") };
-    within("the second connection to be counted out and the idle session to hibernate", async {
-        loop {
+    let status =
+        eventually_some("the second connection to be counted out and the idle session to hibernate", WAIT, || async {
             let status = status_now().await;
-            if status.connections == 1 && status.sessions_hibernated == 1 {
-                assert_eq!(status.sessions_live, 1, "{status:?}");
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+            (status.connections == 1 && status.sessions_hibernated == 1).then_some(status)
+        })
+        .await;
+    assert_eq!(status.sessions_live, 1, "{status:?}");
     assert!(!daemon.engine().is_live(&idle.session_id));
 
     within("run.cancel", client.call::<method::RunCancel>(troupe_protocol::types::run::RunIdParams { run_id }))
         .await
         .expect("cancel");
     events_until(&mut deliveries, is_terminal).await;
-    within("the run and its approval to be gone", async {
-        loop {
-            let status = client.daemon_status(Default::default()).await.expect("daemon.status");
-            if status.runs_active == 0 && status.approvals_pending == 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    eventually_some("the run and its approval to be gone", WAIT, || async {
+        let status = status_now().await;
+        (status.runs_active == 0 && status.approvals_pending == 0).then_some(())
     })
     .await;
 }

@@ -122,8 +122,8 @@ async fn sessions_are_counted_live_then_hibernated() {
 #[tokio::test]
 async fn model_requests_and_their_errors_are_counted_by_provider_and_kind() {
     use super::compaction::{MODEL, vendor_session};
-    use super::model_support::FakeServer;
-    use super::vendor_replies::{models_list, openai_error, openai_text};
+    use troupe_test_support::FakeServer;
+    use troupe_test_support::replies::{models_list, openai_error, openai_text};
 
     let vendor =
         FakeServer::start(vec![models_list(&["gpt-c"]), openai_text("hello"), openai_error(401, "bad key")]).await;

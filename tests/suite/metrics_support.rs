@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::support::{TestDaemon, within};
+use super::support::{TestDaemon, WAIT, eventually_some, within};
 
 /// One HTTP/1.1 GET of `/metrics`: the status code, the headers (lowercase names) and the body.
 pub struct Scrape {
@@ -55,14 +55,9 @@ pub fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
 
 /// Scrapes until `series` has `expected` (state gauges follow actors that finish a moment after the events).
 pub async fn eventually_value(daemon: &TestDaemon, series: &str, expected: f64) -> HashMap<String, f64> {
-    within(&format!("{series} = {expected}"), async {
-        loop {
-            let samples = scrape(daemon).await;
-            if samples.get(series) == Some(&expected) {
-                return samples;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    eventually_some(&format!("{series} = {expected}"), WAIT, || async {
+        let samples = scrape(daemon).await;
+        (samples.get(series) == Some(&expected)).then_some(samples)
     })
     .await
 }

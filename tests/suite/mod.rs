@@ -79,12 +79,7 @@ mod tui;
 mod unix_socket;
 mod unwritable_output;
 mod usage;
-mod vendor_replies;
 mod web_console;
-
-/// The fake model vendor of the provider tests (HTTP/1.1 + SSE on 127.0.0.1:0), shared rather than copied.
-#[path = "../../runtime/tests/model_support/mod.rs"]
-mod model_support;
 
 /// Finding processes by command line, shared with the runtime's sandbox tests.
 #[path = "../../runtime/tests/sandbox_support/processes.rs"]

@@ -12,9 +12,9 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::session::SessionListParams;
 
 use super::cli_support::*;
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::{models_list, openai_text};
 
 /// The only root session's id.
 async fn only_session(client: &Client) -> String {

@@ -21,7 +21,7 @@ async fn a_restart_puts_every_tree_in_the_configured_default_mode_and_clients_sa
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     std::fs::write(data_dir.path().join("config.toml"), "[permissions]\ndefault_mode = \"ask\"\n").unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, _deliveries) = daemon.client().await;
     let session = create_session_in(&client, project.path()).await;
     assert_eq!(tree_mode(&client, &session.session_id).await, Some(PermissionMode::Ask), "a new tree starts in ask");
@@ -30,7 +30,7 @@ async fn a_restart_puts_every_tree_in_the_configured_default_mode_and_clients_sa
     client.close().await;
     assert!(daemon.terminate().success());
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, _deliveries) = daemon.client().await;
     assert_eq!(
         tree_mode(&client, &session.session_id).await,

@@ -35,13 +35,12 @@ async fn a_plugin_dies_with_a_daemon_killed_by_sigkill() {
     let config = format!("[plugins.stubborn]\ncommand = {}\nargs = [{}]\n", quote(&python3()), quote(&script));
     std::fs::write(data_dir.path().join("config.toml"), config).expect("write config");
 
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let marker = script.to_str().unwrap().to_owned();
     eventually("the plugin runs", || super::processes::processes_with(&marker).len() == 1).await;
     daemon.kill();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !super::processes::processes_with(&marker).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the plugin outlived the killed daemon");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    troupe_test_support::eventually("the plugin to die with the killed daemon", Duration::from_secs(10), || {
+        super::processes::processes_with(&marker).is_empty()
+    })
+    .await;
 }

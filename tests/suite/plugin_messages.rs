@@ -13,10 +13,10 @@ use troupe_protocol::types::run::{
     MAX_MESSAGE_TEXT_BYTES, MessagePart, MessageRole, PersistedToolResult, ToolEmittedMessage, ToolResultStatus,
 };
 
-use super::model_support::{FakeResponse, FakeServer};
 use super::plugins::{plugin_section, wait_for_status};
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::replies::{models_list, openai_text};
+use troupe_test_support::{FakeResponse, FakeServer};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake";
 
@@ -104,13 +104,7 @@ impl Emitter {
 
     /// The messages of the `index`th chat request the vendor received.
     fn chat_messages(&self, index: usize) -> Vec<Value> {
-        let chats: Vec<Value> = self
-            .vendor
-            .requests()
-            .iter()
-            .filter(|request| request.path.ends_with("/chat/completions"))
-            .map(|request| request.json())
-            .collect();
+        let chats: Vec<Value> = self.vendor.bodies_to("/chat/completions");
         chats[index]["messages"].as_array().expect("messages").clone()
     }
 }

@@ -328,11 +328,9 @@ async fn a_crash_looping_plugin_stays_failed_while_it_is_retried() {
     let inline = start_inline("crash", "");
     wait_for_status(&inline.daemon, "inline", PluginRecoveryStatus::Failed).await;
     let failed_at = starts(&inline.trace).len();
-    within("two more starts, all while failed", async {
-        while starts(&inline.trace).len() < failed_at + 2 {
-            assert_eq!(inline.daemon.engine().plugins().status("inline"), Some(PluginRecoveryStatus::Failed));
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        }
+    eventually("two more starts, all while failed", || {
+        assert_eq!(inline.daemon.engine().plugins().status("inline"), Some(PluginRecoveryStatus::Failed));
+        starts(&inline.trace).len() >= failed_at + 2
     })
     .await;
     daemon_still_works(&inline.daemon).await;
@@ -431,14 +429,9 @@ async fn producers_until(
     what: &str,
     condition: impl Fn(&troupe_protocol::types::producers::SessionProducersResult) -> bool,
 ) -> troupe_protocol::types::producers::SessionProducersResult {
-    within(what, async {
-        loop {
-            let producers = producers_of(client, session_id).await;
-            if condition(&producers) {
-                return producers;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    eventually_some(what, WAIT, || async {
+        let producers = producers_of(client, session_id).await;
+        condition(&producers).then_some(producers)
     })
     .await
 }

@@ -7,8 +7,8 @@ use troupe_protocol::method;
 use troupe_protocol::types::provider::{ProviderConnectParams, ProviderDisconnectParams};
 use troupe_protocol::types::runtime::AuthState;
 
-use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
+use troupe_test_support::{FakeResponse, FakeServer};
 
 #[tokio::test]
 async fn connecting_is_durable_idempotent_broadcast_and_keeps_keys_secret() {

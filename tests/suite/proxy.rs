@@ -26,9 +26,9 @@ const CLIENT_SOURCE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 9);
 struct Stack {
     kind: ProxyKind,
     proxy: Proxy,
-    daemon: LoggedDaemon,
+    daemon: ChildDaemon,
     ca: TestCa,
-    data_dir: tempfile::TempDir,
+    _data_dir: tempfile::TempDir,
     _proxy_dir: tempfile::TempDir,
 }
 
@@ -37,12 +37,12 @@ impl Stack {
         let data_dir = tempfile::tempdir().unwrap();
         let proxy_dir = tempfile::tempdir().unwrap();
         let ca = TestCa::create(proxy_dir.path());
-        let daemon = LoggedDaemon::start(data_dir.path(), knobs, "127.0.0.1:0");
+        let daemon = deployed_daemon(data_dir.path(), knobs, "127.0.0.1:0");
         let proxy = match kind {
-            ProxyKind::Nginx => Proxy::nginx(proxy_dir.path(), &ca, daemon.addr, read_timeout_secs),
-            ProxyKind::Caddy => Proxy::caddy(proxy_dir.path(), &ca, daemon.addr),
+            ProxyKind::Nginx => Proxy::nginx(proxy_dir.path(), &ca, daemon.addr(), read_timeout_secs),
+            ProxyKind::Caddy => Proxy::caddy(proxy_dir.path(), &ca, daemon.addr()),
         };
-        Stack { kind, proxy, daemon, ca, data_dir, _proxy_dir: proxy_dir }
+        Stack { kind, proxy, daemon, ca, _data_dir: data_dir, _proxy_dir: proxy_dir }
     }
 
     /// `troupe <args>` at `url`, the daemon's token in the environment (and no CA from it), logging off.
@@ -204,7 +204,7 @@ async fn wrong_urls_are_explained(stack: &mut Stack) {
         said.contains("HTTP 404 Not Found") && said.contains("no WebSocket endpoint at /nope") && said.contains("/ws"),
         "a wrong path: {said}"
     );
-    stack.daemon.stop();
+    stack.daemon.kill();
     let said = troupe_fails_at(stack, &stack.proxy.url("/ws")).await;
     assert!(
         said.contains("HTTP 502 Bad Gateway: it is a proxy, and it could not reach the daemon behind it")
@@ -245,7 +245,8 @@ async fn an_idle_connection_outlives_nginx_read_timeout_thanks_to_the_daemon_pin
     let quiet = Stack::start(ProxyKind::Nginx, DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, 3);
     let (kept, mut kept_deliveries) = pinging.client("/ws").await;
     let (cut, mut cut_deliveries) = quiet.client("/ws").await;
-    // Idle on purpose: nothing is sent by either client for three of nginx's read timeouts.
+    // Idle on purpose: nothing is sent by either client for three of nginx's read timeouts (the sleep is the
+    // behaviour under test, not a synchronisation).
     tokio::time::sleep(Duration::from_secs(9)).await;
     let listed = within("a call after idling", kept.call::<method::SessionList>(SessionListParams::default())).await;
     assert!(listed.is_ok(), "the pinged connection was closed: {listed:?}\nnginx:\n{}", pinging.proxy.logs());
@@ -302,8 +303,7 @@ async fn watch_through_nginx_resumes_from_its_cursor_after_a_daemon_restart() {
     stack.troupe_ok("/agent/ws", &["rename", &session_id, "Before the restart"]).await;
     wait_for("Before the restart");
 
-    let data_dir = stack.data_dir.path().to_path_buf();
-    tokio::task::block_in_place(|| stack.daemon.restart(&data_dir));
+    tokio::task::block_in_place(|| stack.daemon.restart());
     stack.troupe_ok("/agent/ws", &["rename", &session_id, "After the restart"]).await;
     let seen = wait_for("After the restart");
 

@@ -46,7 +46,7 @@ fn get(proxy: &Proxy, ca: &TestCa, path: &str, cookie: Option<&str>) -> (u16, Ve
 }
 
 /// Signs in through the proxy under `prefix` ("" or "/agent") and checks everything a browser then does.
-async fn console_through(proxy: &Proxy, ca: &TestCa, daemon: &LoggedDaemon, prefix: &str) {
+async fn console_through(proxy: &Proxy, ca: &TestCa, daemon: &ChildDaemon, prefix: &str) {
     let url = proxy.url(&format!("{prefix}/ws"));
     let mut open = super::cli_support::troupe_bare(&["open", "--json", "--ca-cert"]);
     open.arg(&ca.ca_pem).env("TROUPE_URL", &url).env("TROUPE_TOKEN", &daemon.token);
@@ -168,14 +168,11 @@ async fn console_behind(kind: ProxyKind) {
     let data_dir = tempfile::tempdir().unwrap();
     let proxy_dir = tempfile::tempdir().unwrap();
     let ca = TestCa::create(proxy_dir.path());
-    let daemon = LoggedDaemon::start(
-        data_dir.path(),
-        DaemonKnobs { trust_proxy: true, ping_interval_secs: None },
-        "127.0.0.1:0",
-    );
+    let daemon =
+        deployed_daemon(data_dir.path(), DaemonKnobs { trust_proxy: true, ping_interval_secs: None }, "127.0.0.1:0");
     let proxy = match kind {
-        ProxyKind::Nginx => Proxy::nginx(proxy_dir.path(), &ca, daemon.addr, 90),
-        ProxyKind::Caddy => Proxy::caddy(proxy_dir.path(), &ca, daemon.addr),
+        ProxyKind::Nginx => Proxy::nginx(proxy_dir.path(), &ca, daemon.addr(), 90),
+        ProxyKind::Caddy => Proxy::caddy(proxy_dir.path(), &ca, daemon.addr()),
     };
     for prefix in ["", "/agent"] {
         console_through(&proxy, &ca, &daemon, prefix).await;

@@ -11,7 +11,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -84,71 +83,27 @@ pub struct DaemonKnobs {
     pub ping_interval_secs: Option<u64>,
 }
 
-/// `troupe serve` as a child process, configured from `deploy/config.toml`, its log (info level) in a file.
-pub struct LoggedDaemon {
-    child: Child,
-    pub addr: SocketAddr,
-    pub token: String,
-    pub log: PathBuf,
-}
-
-impl LoggedDaemon {
-    /// Writes the data dir's `config.toml` from `deploy/config.toml` and starts the daemon on `listen`.
-    pub fn start(data_dir: &Path, knobs: DaemonKnobs, listen: &str) -> LoggedDaemon {
-        let file = "deploy/config.toml";
-        let mut config = std::fs::read_to_string(deploy("config.toml")).expect("read deploy/config.toml");
-        if !knobs.trust_proxy {
-            config = substitute(&config, "trust_proxy = true", "trust_proxy = false", file);
-        }
-        config.push_str("\n[titles]\nauto = false\n");
-        if let Some(secs) = knobs.ping_interval_secs {
-            config.push_str(&format!("\n[limits]\nping_interval_secs = {secs}\n"));
-        }
-        std::fs::create_dir_all(data_dir).expect("data dir");
-        std::fs::write(data_dir.join("config.toml"), config).expect("write config.toml");
-        Self::spawn(data_dir, listen)
+/// `troupe serve` on `listen` as a child process, its data dir's `config.toml` written from `deploy/config.toml`
+/// and `knobs`, its log (info level, no colours) appended to `daemon-test.log` in the data dir:
+/// [`ChildDaemon::log_text`]; [`ChildDaemon::restart`] keeps the address and the log.
+pub fn deployed_daemon(data_dir: &Path, knobs: DaemonKnobs, listen: &str) -> ChildDaemon {
+    let file = "deploy/config.toml";
+    let mut config = std::fs::read_to_string(deploy("config.toml")).expect("read deploy/config.toml");
+    if !knobs.trust_proxy {
+        config = substitute(&config, "trust_proxy = true", "trust_proxy = false", file);
     }
-
-    /// Starts the daemon again on the same data dir and address (its log is appended to).
-    pub fn restart(&mut self, data_dir: &Path) {
-        self.stop();
-        *self = Self::spawn(data_dir, &self.addr.to_string());
+    config.push_str("\n[titles]\nauto = false\n");
+    if let Some(secs) = knobs.ping_interval_secs {
+        config.push_str(&format!("\n[limits]\nping_interval_secs = {secs}\n"));
     }
-
-    fn spawn(data_dir: &Path, listen: &str) -> LoggedDaemon {
-        let log = data_dir.join("daemon-test.log");
-        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log file");
-        let mut child = Command::new(troupe_binary())
-            .args(["serve", "--listen", listen, "--data-dir"])
-            .arg(data_dir)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .env_remove("TROUPE_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log_file)
-            .spawn()
-            .expect("spawn troupe serve");
-        let url = listening_url(&mut child);
-        let addr = url.trim_start_matches("ws://").trim_end_matches("/ws").parse().expect("listening address");
-        let token = token_of(data_dir);
-        LoggedDaemon { child, addr, token, log }
-    }
-
-    pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for LoggedDaemon {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    std::fs::create_dir_all(data_dir).expect("data dir");
+    std::fs::write(data_dir.join("config.toml"), config).expect("write config.toml");
+    troupe_serve(data_dir)
+        .listen(listen)
+        .rust_log("info")
+        .env("NO_COLOR", "1")
+        .log(DaemonLog::File(data_dir.join("daemon-test.log")))
+        .spawn()
 }
 
 /// Which reverse proxy.
@@ -259,17 +214,14 @@ impl Proxy {
             .spawn()
             .unwrap_or_else(|error| panic!("start {kind:?}: {error}"));
         let mut proxy = Proxy { child, port, dir: dir.to_path_buf(), kind };
-        let deadline = Instant::now() + WAIT;
-        loop {
+        let listening = holds_within_blocking(WAIT, || {
             if let Some(status) = proxy.child.try_wait().expect("wait") {
                 panic!("{:?} exited ({status}) before listening:\n{}", proxy.kind, proxy.logs());
             }
-            if std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, proxy.port)).is_ok() {
-                return proxy;
-            }
-            assert!(Instant::now() < deadline, "{:?} did not listen on {}:\n{}", proxy.kind, proxy.port, proxy.logs());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, proxy.port)).is_ok()
+        });
+        assert!(listening, "{:?} did not listen on {}:\n{}", proxy.kind, proxy.port, proxy.logs());
+        proxy
     }
 
     /// The proxy's stderr and error log, for failure messages.

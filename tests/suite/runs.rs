@@ -10,8 +10,9 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams, RunToolStdinParams, ToolResultStatus};
 use troupe_protocol::types::session::PermissionMode;
 
-use super::model_support::{FakeResponse, FakeServer, escape_laden_body};
 use super::support::*;
+use troupe_test_support::replies::escape_laden_body;
+use troupe_test_support::{FakeResponse, FakeServer};
 
 fn models_list(ids: &[&str]) -> FakeResponse {
     let data: Vec<Value> = ids.iter().map(|id| json!({"id": id, "object": "model"})).collect();
@@ -474,7 +475,7 @@ async fn run_start_is_idempotent_and_a_busy_session_refuses_a_second_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_during_a_run_interrupts_it_and_the_session_runs_again() {
     let data_dir = tempfile::tempdir().unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     connect_script(
         &client,
@@ -496,7 +497,7 @@ async fn a_restart_during_a_run_interrupts_it_and_the_session_runs_again() {
     events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ToolCallStarted { .. })).await;
     daemon.kill();
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     client.subscribe(&session.session_id, None).await.unwrap();
     let events =

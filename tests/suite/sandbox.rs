@@ -15,9 +15,9 @@ use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxMode};
 use troupe_protocol::types::session::PermissionMode;
 
-use super::model_support::{FakeResponse, FakeServer};
 use super::processes::processes_with;
 use super::support::*;
+use troupe_test_support::{FakeResponse, FakeServer};
 
 const API_KEY: &str = "sk-test-7f3a9c1e5b2d4f6a8c0e";
 
@@ -249,7 +249,7 @@ async fn a_command_left_running_by_a_sigkilled_daemon_is_killed_at_restart_and_i
         {"tool_calls": [{"tool": "shell", "arguments": {"command": command, "timeout_ms": 600_000}}]},
         {"text": "done"}
     ]});
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     connect_script(&client, data_dir.path(), script).await;
     let session = create_session_in(&client, project.path()).await;
@@ -262,7 +262,7 @@ async fn a_command_left_running_by_a_sigkilled_daemon_is_killed_at_restart_and_i
     drop(client);
     daemon.kill();
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     eventually("the sleep is gone after the restart", || processes_with(&marker).is_empty()).await;
     let (client, mut deliveries) = daemon.client().await;
     client.subscribe(&session.session_id, None).await.unwrap();

@@ -46,8 +46,8 @@ async fn no_tool_reads_another_daemons_data_dir_in_any_mode_wherever_it_is() {
 
     let modes = ["workspace-write", "read-only", "off"];
     let daemons: Vec<TestDaemon> = modes.iter().map(|mode| daemon_in_mode(mode)).collect();
-    let inside_daemon = ChildDaemon::spawn_listening(&inside, Some("127.0.0.1:0"));
-    let outside_daemon = ChildDaemon::spawn_listening(&outside, Some("127.0.0.1:0"));
+    let inside_daemon = spawn_daemon(&inside, "127.0.0.1:0");
+    let outside_daemon = spawn_daemon(&outside, "127.0.0.1:0");
     let tokens = [inside_daemon.token.clone(), outside_daemon.token.clone(), "older-daemon-token-5f2c9a7e1b3d".into()];
     // What a user might paste into a project file: masked in a command's output, not only refused at its source.
     std::fs::write(project.join("notes.txt"), format!("token: {}\n", outside_daemon.token)).unwrap();
@@ -131,11 +131,13 @@ async fn a_data_dir_that_appears_while_a_command_runs_is_masked_in_its_result() 
     let turns = json!({"turns": [call("shell", json!({"command": command})), {"text": "done"}]});
     let starter = {
         let later = later.clone();
+        // The token file's path is in the shell's command line only: once a process has it, the command runs.
+        let marker = token_file.display().to_string();
         tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            eventually("the command to run", || !super::processes::processes_with(&marker).is_empty()).await;
             tokio::task::spawn_blocking(move || {
                 std::fs::create_dir(&later).unwrap();
-                ChildDaemon::spawn_listening(&later, Some("127.0.0.1:0"))
+                spawn_daemon(&later, "127.0.0.1:0")
             })
             .await
             .unwrap()

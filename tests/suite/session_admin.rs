@@ -243,7 +243,8 @@ async fn a_hibernated_session_is_deleted_for_good_and_its_usage_leaves_the_rollu
     let spent = within("usage.global", client.call::<method::UsageGlobal>(Default::default())).await.expect("usage");
 
     assert_eq!(delete(&client, &session).await.expect("delete"), [session.as_str()]);
-    // What the session said while it was loaded for the deletion does not bring it back.
+    // What the session said while it was loaded for the deletion does not bring it back: asked five times over
+    // ~100 ms (the pauses are the window observed, not a synchronisation).
     for _ in 0..5 {
         assert_eq!(rpc_error(get(&client, &session).await).typed_code(), Some("session_not_found"));
         assert!(listed(&client, true).await.is_empty());

@@ -314,14 +314,9 @@ async fn verify_session(
 ) -> usize {
     let in_flight = runs_in_flight(on_disk);
     // The restarted daemon interrupts the runs it finds in flight; wait until it has.
-    let log = within("runs left in flight end", async {
-        loop {
-            let log = replay(client, deliveries, session_id).await;
-            if runs_in_flight(&log).is_empty() {
-                return log;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    let log = eventually_some("runs left in flight end", WAIT, async || {
+        let log = replay(client, deliveries, session_id).await;
+        runs_in_flight(&log).is_empty().then_some(log)
     })
     .await;
     check_log_shape(session_id, &log);
@@ -388,7 +383,7 @@ async fn trial(seed: u64) -> usize {
     let mut rng = TrialRng::new(seed);
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let acknowledged: Arc<Mutex<Acknowledged>> = Arc::default();
     let (setup, _setup_deliveries) = daemon.client().await;
     connect_script(&setup, data_dir.path(), script()).await;
@@ -428,7 +423,7 @@ async fn trial(seed: u64) -> usize {
     drop(setup);
     let on_disk = logs_on_disk(data_dir.path());
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     let acknowledged = std::mem::take(&mut *acknowledged.lock());
     let mut in_flight = 0;

@@ -67,15 +67,13 @@ async fn loads(daemon: &TestDaemon) -> Loads {
 
 /// Waits until the daemon has let the session go and its snapshot covers the whole log.
 async fn snapshot_covers_the_log(session_dir: &Path) {
-    // Polls for up to 20 s, then says what it found.
-    for _ in 0..2000 {
-        if snapshot::covered_len(session_dir).is_some_and(|covered| covered == log_len(session_dir)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let covered = snapshot::covered_len(session_dir);
-    panic!("no snapshot covers the log: the snapshot covers {covered:?} bytes of {}", log_len(session_dir));
+    let mut last = (None, 0);
+    let covered = holds_within(WAIT, || {
+        last = (snapshot::covered_len(session_dir), log_len(session_dir));
+        last.0 == Some(last.1)
+    })
+    .await;
+    assert!(covered, "no snapshot covers the log: the snapshot covers {:?} bytes of {}", last.0, last.1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,9 +3,8 @@
 //! a clean stop leaves every session's metadata cache current for the next start.
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use troupe_protocol::client::{Client, ClientOptions};
 use troupe_protocol::method;
@@ -40,48 +39,24 @@ async fn a_sessions_directory_unreadable_at_start_is_read_once_it_can_be() {
     let sessions = data_dir.path().join("sessions");
     std::fs::set_permissions(&sessions, std::fs::Permissions::from_mode(0o000)).expect("chmod sessions");
 
-    let mut command = Command::new(troupe_binary());
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir.path())
-        .env("RUST_LOG", "warn")
-        .env_remove("TROUPE_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    let mut command = troupe_serve(data_dir.path()).listen("127.0.0.1:0");
     if root {
-        command.uid(65534).gid(65534);
+        command = command.user(65534);
     }
-    let mut child = KilledWhenDropped(command.spawn().expect("spawn troupe serve"));
-    let url = listening_url(&mut child.0);
-    let token = token_of(data_dir.path());
+    let daemon = command.spawn();
+    let (url, token) = (daemon.url.clone(), daemon.token.clone());
     let (client, _) =
         within("connect", Client::connect_websocket(&url, &token, ClientOptions::default())).await.expect("connect");
     let listed = within("list", client.call::<method::SessionList>(SessionListParams::default())).await.expect("list");
     assert!(listed.sessions.is_empty(), "nothing can be read yet: {listed:?}");
 
     std::fs::set_permissions(&sessions, std::fs::Permissions::from_mode(0o700)).expect("chmod sessions back");
-    let found = within("the session listed without a restart", async {
-        loop {
-            let listed = client.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
-            if let Some(session) = listed.sessions.into_iter().next() {
-                return session;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+    let found = eventually_some("the session listed without a restart", WAIT, || async {
+        let listed = client.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
+        listed.sessions.into_iter().next()
     })
     .await;
     assert_eq!(found.title.as_deref(), Some("still here"));
-}
-
-/// A child daemon killed however the test ends (a failed assertion included).
-struct KilledWhenDropped(std::process::Child);
-
-impl Drop for KilledWhenDropped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +89,7 @@ async fn a_line_deleted_from_the_middle_of_a_log_is_reported_as_missing() {
 #[test]
 fn a_clean_stop_leaves_the_metadata_cache_current() {
     let data_dir = tempfile::tempdir().expect("data dir");
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let session_id = runtime.block_on(async {
         let (client, _) = daemon.client().await;

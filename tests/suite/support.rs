@@ -1,10 +1,10 @@
-//! The test harness: daemons (in-process and child process), clients, raw sockets, and timeouts.
+//! The suite's protocol-level harness: the in-process daemon, clients, raw sockets and the calls tests share. The
+//! child daemon, the fake model vendor and the polling waits come from `troupe_test_support` (re-exported here).
 
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -23,25 +23,15 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::session::{SessionCreateParams, SessionRenameParams, SessionRenameResult, TitleChange};
 use troupe_runtime::data_dir::DataDir;
 
-/// Upper bound of any single wait in these tests. Generous: CI machines are shared and slow.
-pub const WAIT: Duration = Duration::from_secs(20);
+pub use troupe_test_support::{
+    ChildDaemon, DaemonLog, ServeCommand, WAIT, eventually_some, exit_status_within, holds_within,
+    holds_within_blocking, token_of, within,
+};
 
-/// Awaits `future` or fails the test after [`WAIT`].
-pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(WAIT, future).await {
-        Ok(value) => value,
-        Err(_) => panic!("timed out after {WAIT:?} waiting for {what}"),
-    }
-}
-
-/// Polls `condition` every 10 ms until it holds, failing after [`WAIT`].
-pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    within(what, async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
+/// Polls `condition` until it holds, failing after [`WAIT`] (`troupe_test_support::eventually` with the suite's
+/// usual bound).
+pub async fn eventually(what: &str, condition: impl FnMut() -> bool) {
+    troupe_test_support::eventually(what, WAIT, condition).await
 }
 
 pub fn echo_selection() -> RunSelection {
@@ -251,97 +241,32 @@ impl RawSocket {
     }
 }
 
-/// The token a daemon wrote in `data_dir`.
-pub fn token_of(data_dir: &Path) -> String {
-    std::fs::read_to_string(data_dir.join("daemon/token")).expect("token").trim().to_owned()
-}
-
 /// The `troupe` binary.
 pub fn troupe_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_troupe"))
 }
 
-/// `troupe serve --data-dir DATA_DIR [--listen LISTEN]` (without `--listen`, the data dir's `listen`), once it
-/// printed its "listening" line: the child and the URL it printed. Like `TestDaemon`, automatic titles are off
-/// unless the data dir's config.toml says otherwise.
-pub fn spawn_serve(data_dir: &Path, listen: Option<&str>) -> (Child, String) {
-    let config = data_dir.join("config.toml");
-    if data_dir.is_dir() && !config.exists() {
-        std::fs::write(&config, "[titles]\nauto = false\n").expect("write config");
-    }
-    let mut command = Command::new(troupe_binary());
-    command.arg("serve").arg("--data-dir").arg(data_dir);
-    if let Some(listen) = listen {
-        command.arg("--listen").arg(listen);
-    }
-    let mut child = command
-        .env("RUST_LOG", "warn")
-        .env_remove("TROUPE_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn troupe serve");
-    let url = listening_url(&mut child);
-    (child, url)
+/// `troupe serve` of this build on `data_dir`, to add flags, environment or log capture to before
+/// [`ServeCommand::spawn`].
+pub fn troupe_serve(data_dir: &Path) -> ServeCommand {
+    ServeCommand::new(troupe_binary(), data_dir)
 }
 
-/// The daemon as a child process (for SIGKILL, SIGTERM and restarts on the same port).
-pub struct ChildDaemon {
-    pub child: Child,
-    pub url: String,
-    pub token: String,
+/// `troupe serve` on `data_dir` and `listen` (`127.0.0.1:0` for any port), once it listens.
+pub fn spawn_daemon(data_dir: &Path, listen: &str) -> ChildDaemon {
+    troupe_serve(data_dir).listen(listen).spawn()
 }
 
-impl ChildDaemon {
-    /// Starts `troupe serve` on `listen` (use port 0 for any) and waits for its "listening" line.
-    pub fn spawn(data_dir: &Path, listen: &str) -> ChildDaemon {
-        ChildDaemon::spawn_listening(data_dir, Some(listen))
-    }
+/// A handshaken protocol client of a child daemon.
+pub trait ConnectChild {
+    fn client(&self) -> impl Future<Output = (Client, Deliveries)>;
+}
 
-    /// [`ChildDaemon::spawn`]; `listen: None` leaves the address to the data dir's config.toml.
-    pub fn spawn_listening(data_dir: &Path, listen: Option<&str>) -> ChildDaemon {
-        let (child, url) = spawn_serve(data_dir, listen);
-        let token = token_of(data_dir);
-        ChildDaemon { child, url, token }
-    }
-
-    /// A handshaken protocol client of this daemon.
-    pub async fn client(&self) -> (Client, Deliveries) {
+impl ConnectChild for ChildDaemon {
+    async fn client(&self) -> (Client, Deliveries) {
         within("client connect", Client::connect_websocket(&self.url, &self.token, ClientOptions::default()))
             .await
             .expect("client connects")
-    }
-
-    pub fn port(&self) -> u16 {
-        self.url.trim_start_matches("ws://127.0.0.1:").trim_end_matches("/ws").parse().expect("port")
-    }
-
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Sends SIGTERM and waits for the exit status.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        // SAFETY: sending a signal to our own child process.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(std::time::Instant::now() < deadline, "the daemon did not exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for ChildDaemon {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -655,22 +580,6 @@ pub async fn revert(client: &Client, session_id: &str, through_seq: u64) -> Resu
 /// A port free right now on 127.0.0.1 (whoever needs it binds it a moment later).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port()
-}
-
-/// The URL a spawned `troupe serve` (stdout piped) prints on its first line; the rest of its stdout is drained
-/// so the daemon never blocks on a full pipe.
-pub fn listening_url(child: &mut std::process::Child) -> String {
-    let stdout = child.stdout.take().expect("stdout");
-    let (line_sender, line_receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
-        if let Some(Ok(line)) = lines.next() {
-            let _ = line_sender.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = line_receiver.recv_timeout(WAIT).expect("the daemon printed its address");
-    line.strip_prefix("troupe listening on ").expect("listening line").trim().to_owned()
 }
 
 /// A default daemon with `script` connected as the scripted model, and a client of it.

@@ -3,10 +3,10 @@
 //! `troupe run`). Both fail, rather than pass without testing anything, when the program is missing.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::cli_support::{CliOutput, finish};
-use super::support::{TestDaemon, WAIT, troupe_binary};
+use super::support::{TestDaemon, WAIT, holds_within, troupe_binary};
 
 /// How long one screen may take to appear.
 pub const SCREEN_WAIT: Duration = Duration::from_secs(30);
@@ -43,15 +43,14 @@ impl Tmux {
 
     /// Polls the screen until `wanted` is on it.
     pub async fn wait_for(&self, wanted: &str) -> String {
-        let deadline = Instant::now() + SCREEN_WAIT;
-        loop {
-            let screen = self.screen();
-            if screen.contains(wanted) {
-                return screen;
-            }
-            assert!(Instant::now() < deadline, "{wanted:?} never appeared; the screen:\n{screen}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let mut screen = String::new();
+        let appeared = holds_within(SCREEN_WAIT, || {
+            screen = self.screen();
+            screen.contains(wanted)
+        })
+        .await;
+        assert!(appeared, "{wanted:?} never appeared; the screen:\n{screen}");
+        screen
     }
 }
 

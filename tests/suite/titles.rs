@@ -13,9 +13,9 @@ use troupe_protocol::types::run::RunIdParams;
 use troupe_protocol::types::session::{SessionRenameParams, TitleChange};
 use troupe_runtime::title::TITLE_SYSTEM_PROMPT;
 
-use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
-use super::vendor_replies::{models_list, openai_error, openai_text_reporting};
+use troupe_test_support::replies::{models_list, openai_error, openai_text_reporting};
+use troupe_test_support::{FakeResponse, FakeServer};
 
 const MODEL: &str = "openai/gpt-t";
 const AUTO_ON: &str = "[titles]\nauto = true\n";
@@ -32,7 +32,7 @@ fn daemon_with(config: &str) -> TestDaemon {
 
 /// The chat requests the vendor received, as JSON bodies.
 fn chat_requests(vendor: &FakeServer) -> Vec<Value> {
-    vendor.requests().iter().filter(|request| request.path.ends_with("/chat/completions")).map(|r| r.json()).collect()
+    vendor.bodies_to("/chat/completions")
 }
 
 /// Whether a chat request is a title request (its system message is the title prompt).

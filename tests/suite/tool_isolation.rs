@@ -16,27 +16,14 @@ use super::support::*;
 /// `troupe serve` on 127.0.0.1:0 with `environment` added to this test's and, with `user`, as that user (uid and
 /// gid; the test runs as root then).
 fn serve(data_dir: &Path, environment: &[(&str, &str)], user: Option<u32>) -> ChildDaemon {
-    let config = data_dir.join("config.toml");
-    if !config.exists() {
-        std::fs::write(&config, "[titles]\nauto = false\n").expect("write config");
+    let mut command = troupe_serve(data_dir).listen("127.0.0.1:0");
+    for (name, value) in environment {
+        command = command.env(*name, *value);
     }
-    let mut command = Command::new(troupe_binary());
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .env("RUST_LOG", "warn")
-        .env_remove("TROUPE_TOKEN")
-        .envs(environment.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
     if let Some(id) = user {
-        command.uid(id).gid(id);
+        command = command.user(id);
     }
-    let mut child = command.spawn().expect("spawn troupe serve");
-    let url = listening_url(&mut child);
-    let token = token_of(data_dir);
-    ChildDaemon { child, url, token }
+    command.spawn()
 }
 
 /// Runs `commands` as shell calls of one `yolo` run in `cwd` and returns their results in order.

@@ -10,9 +10,9 @@ use troupe_protocol::types::run::{
     MessagePart, MessageRole, PersistedToolResult, ToolEmittedMessage, ToolResultStatus,
 };
 
-use super::model_support::FakeServer;
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text};
+use troupe_test_support::FakeServer;
+use troupe_test_support::replies::{models_list, openai_text};
 
 const SESSION: &str = "01957a1c-3f00-7a10-8b20-3c4d5e6f7a81";
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake";

@@ -6,7 +6,6 @@
 //! quit with a second Ctrl-C. Without a terminal the TUI refuses to start.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 use troupe_protocol::types::session::PermissionMode;
@@ -124,11 +123,8 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     assert!(screen.contains(" idle "), "{screen}");
     // The second Ctrl-C quits: the pane's command ends and tmux closes the session.
     tmux.keys(&["C-c"]);
-    let deadline = Instant::now() + SCREEN_WAIT;
-    while tmux.tmux(&["has-session", "-t", "tui"]).status.success() {
-        assert!(Instant::now() < deadline, "the TUI did not quit: {}", tmux.screen());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let quit = holds_within(SCREEN_WAIT, || !tmux.tmux(&["has-session", "-t", "tui"]).status.success()).await;
+    assert!(quit, "the TUI did not quit: {}", tmux.screen());
 }
 
 /// The TUI outlives a daemon restart: it shows `reconnecting…`, dials again, resumes the session from its cursor
@@ -137,7 +133,7 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
 async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() {
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let session = {
         let (client, _deliveries) = daemon.client().await;
         create_session_in(&client, project.path()).await
@@ -161,22 +157,20 @@ async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() 
     let port = daemon.port();
     daemon.terminate();
     tmux.wait_for("reconnecting…").await;
-    let _daemon = ChildDaemon::spawn(data_dir.path(), &format!("127.0.0.1:{port}"));
+    let _daemon = spawn_daemon(data_dir.path(), &format!("127.0.0.1:{port}"));
     tmux.wait_for(" connected · ").await;
     // The mode is runtime-only: the new daemon starts the tree in the default, and the status line says so.
     tmux.wait_for("mode auto_approve · ").await;
     tmux.keys(&["-l", "second words"]);
     tmux.keys(&["Enter"]);
     tmux.wait_for("you> second words").await;
-    let deadline = Instant::now() + SCREEN_WAIT;
-    let screen = loop {
-        let screen = tmux.screen();
-        if screen.matches("── run completed ──").count() == 2 {
-            break screen;
-        }
-        assert!(Instant::now() < deadline, "the second run never completed: {screen}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let mut screen = String::new();
+    let completed = holds_within(SCREEN_WAIT, || {
+        screen = tmux.screen();
+        screen.matches("── run completed ──").count() == 2
+    })
+    .await;
+    assert!(completed, "the second run never completed: {screen}");
     assert_eq!(screen.matches("you> first words").count(), 1, "nothing is shown twice: {screen}");
 }
 

@@ -13,7 +13,11 @@ use super::support::*;
 /// `troupe serve` on a unix socket; `listen: None` leaves it to the data dir's config.toml.
 fn spawn_on(data_dir: &Path, listen: Option<&Path>) -> ChildDaemon {
     std::fs::create_dir_all(data_dir).expect("data dir");
-    ChildDaemon::spawn_listening(data_dir, listen.map(|path| format!("unix:{}", path.display())).as_deref())
+    let command = troupe_serve(data_dir);
+    match listen {
+        Some(path) => command.listen(format!("unix:{}", path.display())).spawn(),
+        None => command.spawn(),
+    }
 }
 
 /// `troupe args…` with the environment cleared of a daemon's address and token.

@@ -17,9 +17,9 @@ use troupe_protocol::types::usage::{
 use troupe_runtime::meta_cache;
 
 use super::cli_support::troupe;
-use super::model_support::{FakeResponse, FakeServer};
 use super::support::*;
-use super::vendor_replies::{models_list, openai_text_reporting};
+use troupe_test_support::replies::{models_list, openai_text_reporting};
+use troupe_test_support::{FakeResponse, FakeServer};
 
 const MODEL: &str = "openai/gpt-4o-mini";
 /// gpt-4o-mini's built-in list prices, USD per token: input, cached input, output.
@@ -404,14 +404,12 @@ async fn a_delegated_child_and_a_compaction_are_counted_by_attribution() {
     let everything: Vec<Priced> = root_requests.iter().chain(&child_requests).copied().collect();
     // The compaction's summary is attributed to the session's agent; the child's turn to the delegated agent.
     // The index hears of the compaction's usage once its batch is durable, just after the answer.
-    let global = async || global_usage(&client).await;
-    for _ in 0..100 {
-        if global().await.totals.request_count == 4 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_rollup(&global().await, &[(MODEL, everything.clone())], "usage.global");
+    let global = eventually_some("the index to count the four requests", WAIT, || async {
+        let global = global_usage(&client).await;
+        (global.totals.request_count == 4).then_some(global)
+    })
+    .await;
+    assert_rollup(&global, &[(MODEL, everything.clone())], "usage.global");
     assert_rollup(&agent_usage(&client, "default").await, &[(MODEL, root_requests.clone())], "agent.usage default");
     assert_rollup(&agent_usage(&client, "helper").await, &[(MODEL, child_requests.clone())], "agent.usage helper");
     let of_root = session_usage(&client, &root).await.expect("session.usage of the root");

@@ -13,7 +13,7 @@
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -110,25 +110,18 @@ fn node_test_files(name: &str, files: &str, env: &[(&str, &std::ffi::OsStr)]) {
         command.env(key, value);
     }
     let mut child = command.spawn().expect("start node (scripts/test installs nodejs)");
-    let deadline = Instant::now() + NODE_TEST_LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for node") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            // SIGTERM first: Playwright closes the browser it launched (in a process group of its own) on SIGTERM;
-            // SIGKILL for whatever is left after a grace period.
-            signal_group(&child, libc::SIGTERM);
-            let grace = Instant::now() + Duration::from_secs(10);
-            while child.try_wait().expect("wait for node").is_none() && Instant::now() < grace {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            signal_group(&child, libc::SIGKILL);
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let mut status = None;
+    if !holds_within_blocking(NODE_TEST_LIMIT, || {
+        status = child.try_wait().expect("wait for node");
+        status.is_some()
+    }) {
+        // SIGTERM first: Playwright closes the browser it launched (in a process group of its own) on SIGTERM;
+        // SIGKILL for whatever is left after a grace period.
+        signal_group(&child, libc::SIGTERM);
+        holds_within_blocking(Duration::from_secs(10), || child.try_wait().expect("wait for node").is_some());
+        signal_group(&child, libc::SIGKILL);
+        let _ = child.wait();
+    }
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     match status {
         Some(status) if status.success() => {}

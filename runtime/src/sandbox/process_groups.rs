@@ -172,7 +172,6 @@ fn start_time(pid: i32) -> io::Result<u64> {
 mod tests {
     use std::os::unix::process::CommandExt;
     use std::process::Command;
-    use std::time::{Duration, Instant};
 
     use super::*;
 
@@ -204,11 +203,9 @@ mod tests {
         let outcomes = groups.kill_leftovers();
         assert_eq!(outcomes, vec![Leftover::Killed { pgid }]);
         let _ = leader.wait();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while alive(child) {
-            assert!(Instant::now() < deadline, "the group's child survived");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        troupe_test_support::eventually_blocking("the group's child to die", troupe_test_support::WAIT, || {
+            !alive(child)
+        });
         assert_eq!(std::fs::read_dir(groups.dir()).expect("dir").count(), 0);
         assert!(groups.kill_leftovers().is_empty());
     }

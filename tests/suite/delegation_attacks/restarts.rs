@@ -14,7 +14,7 @@ async fn children_stay_out_of_session_list_with_or_without_a_cwd_and_in_the_tree
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     std::fs::write(data_dir.path().join("config.toml"), config(3, 4, "")).unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     let script = json!({
         "turns": [{"tool_calls": [delegate("helper", "quick task")]}, {"text": "parent done"}],
@@ -43,7 +43,7 @@ async fn children_stay_out_of_session_list_with_or_without_a_cwd_and_in_the_tree
     check(client.clone(), root.clone(), child.clone(), cwd.clone()).await;
     daemon.kill();
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, _deliveries) = daemon.client().await;
     check(client.clone(), root.clone(), child.clone(), cwd).await;
     let params = SessionIdParams { session_id: root.clone() };
@@ -62,7 +62,7 @@ async fn a_graceful_stop_mid_delegation_interrupts_the_parent_instead_of_letting
     drop(deliveries);
     assert!(daemon.terminate().success(), "a clean stop");
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, mut deliveries) = daemon.client().await;
     client.subscribe(&root, None).await.unwrap();
     let events = events_until(&mut deliveries, is_terminal).await;
@@ -83,7 +83,7 @@ async fn a_restart_while_a_child_waits_for_an_approval_leaves_nothing_pending_in
     let data_dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     std::fs::write(data_dir.path().join("config.toml"), config(3, 4, ALLOW_DELEGATE)).unwrap();
-    let mut daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let mut daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, _deliveries) = daemon.client().await;
     let script = json!({
         "turns": [{"tool_calls": [delegate("helper", "make a file")]}, {"text": "parent done"}],
@@ -99,17 +99,12 @@ async fn a_restart_while_a_child_waits_for_an_approval_leaves_nothing_pending_in
     let asked = first_pending_approval(&client, &root, "the child's approval").await;
     daemon.kill();
 
-    let daemon = ChildDaemon::spawn(data_dir.path(), "127.0.0.1:0");
+    let daemon = spawn_daemon(data_dir.path(), "127.0.0.1:0");
     let (client, _deliveries) = daemon.client().await;
-    within("the tree to settle", async {
-        loop {
-            let child = status(&client, &asked.session_id).await;
-            let root_status = status(&client, &root).await;
-            if child != SessionStatus::Running && root_status != SessionStatus::Running {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    eventually_some("the tree to settle", WAIT, || async {
+        let child = status(&client, &asked.session_id).await;
+        let root_status = status(&client, &root).await;
+        (child != SessionStatus::Running && root_status != SessionStatus::Running).then_some(())
     })
     .await;
     assert!(pending_approvals(&client, &root).await.is_empty(), "an approval of a dead run is still pending");

@@ -123,15 +123,10 @@ async fn a_fork_copies_every_event_of_the_prefix_at_its_seq_and_ends_what_must_n
     assert_eq!(source_events.len() as u64, through);
     events_until(&mut deliveries, |event| event.session_id == SOURCE && event.seq > through && is_terminal(event))
         .await;
-    let usage_before = within("the index counts the source's run", async {
-        loop {
-            let global = global_usage(&client).await;
-            let source = client.call::<method::SessionUsage>(SessionIdParams { session_id: SOURCE.into() });
-            if source.await.unwrap().spent.totals == global.totals {
-                return global;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    let usage_before = eventually_some("the index counts the source's run", WAIT, || async {
+        let global = global_usage(&client).await;
+        let source = client.call::<method::SessionUsage>(SessionIdParams { session_id: SOURCE.into() });
+        (source.await.unwrap().spent.totals == global.totals).then_some(global)
     })
     .await;
 
@@ -196,16 +191,11 @@ async fn a_fork_copies_every_event_of_the_prefix_at_its_seq_and_ends_what_must_n
     // After its own run, the fork's spending is that run's, in every rollup (the index follows the commits).
     let spent = session_usage().await.unwrap().spent.totals;
     assert!(spent.request_count > 0, "the fork's own run is its spending: {spent:?}");
-    within("the index counts the fork's run, once", async {
-        loop {
-            let global = global_usage(&client).await.totals;
-            let tree = client.call::<method::SessionTreeUsage>(SessionIdParams { session_id: fork_id.clone() });
-            let tree = tree.await.unwrap().usage.totals;
-            if global.input_tokens - usage_before.totals.input_tokens == spent.input_tokens && tree == spent {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    eventually_some("the index counts the fork's run, once", WAIT, || async {
+        let global = global_usage(&client).await.totals;
+        let tree = client.call::<method::SessionTreeUsage>(SessionIdParams { session_id: fork_id.clone() });
+        let tree = tree.await.unwrap().usage.totals;
+        (global.input_tokens - usage_before.totals.input_tokens == spent.input_tokens && tree == spent).then_some(())
     })
     .await;
 }

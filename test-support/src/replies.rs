@@ -1,12 +1,11 @@
-//! Replies of the fake model vendor (`model_support::FakeServer`) in the real wire formats: a model list, an
-//! OpenAI Chat Completions text stream (optionally reporting usage) or tool call, an Anthropic Messages text
-//! stream, and an OpenAI failure status.
-
-#![allow(dead_code)]
+//! Replies of the fake vendor ([`crate::FakeServer`]) in the real wire formats: a model list, an OpenAI Chat
+//! Completions text stream (optionally reporting usage) or tool call, an Anthropic Messages text stream, and an
+//! OpenAI failure status. The OpenAI chunks are what the runtime's `openai` provider parses: `data:
+//! {"choices": [{"index", "delta", "finish_reason"}]}` events ended by `data: [DONE]`.
 
 use serde_json::{Value, json};
 
-use super::model_support::FakeResponse;
+use crate::FakeResponse;
 
 /// `GET /models`: the listed ids (OpenAI and Anthropic read the same `data[].id`).
 pub fn models_list(ids: &[&str]) -> FakeResponse {
@@ -56,7 +55,7 @@ pub fn anthropic_text(text: &str) -> FakeResponse {
     FakeResponse::Sse {
         pieces: events
             .iter()
-            .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap()))
+            .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or_default()))
             .collect(),
     }
 }
@@ -80,4 +79,13 @@ pub fn openai_tool_call(tool: &str, arguments: Value) -> FakeResponse {
             "data: [DONE]\n\n".to_owned(),
         ],
     }
+}
+
+/// A 10 KB error body made mostly of ANSI colour escapes, to check it comes out clean and bounded.
+pub fn escape_laden_body() -> String {
+    let mut body = String::from("{\"error\":{\"message\":\"server exploded\",\"type\":\"server_error\"}}");
+    while body.len() < 10 * 1024 {
+        body.push_str("\u{1b}[31mred\u{1b}[0m\u{202e}");
+    }
+    body
 }
