@@ -53,6 +53,7 @@ mod producers;
 mod replay;
 mod runs;
 mod snapshots;
+mod steering;
 mod stored_outputs;
 mod title;
 mod tool_output;
@@ -76,7 +77,8 @@ pub use producers::{
 };
 use replay::EventTail;
 pub use replay::SessionLimits;
-pub use runs::{NextRunSelection, RecallSteer, SteerRun, ToolStdin};
+pub use runs::{NextRunSelection, ToolStdin};
+pub use steering::{RecallSteer, SteerRun};
 pub use stored_outputs::StoredOutputLimits;
 use tool_output::{Subscriber, ToolOutputStreams};
 // The messages the actors below send a session (`ports/session.rs`), named here too for the engine.
