@@ -23,7 +23,6 @@
 //! With no subscribers, no pending write and no request for `hibernate_after`, the actor stops itself; its
 //! metadata stays in the supervisor's index and the next request loads the log again.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,6 +54,7 @@ mod runs;
 mod snapshots;
 mod steering;
 mod stored_outputs;
+mod subscribers;
 mod title;
 mod tool_output;
 mod turn_end;
@@ -80,7 +80,8 @@ pub use replay::SessionLimits;
 pub use runs::{NextRunSelection, ToolStdin};
 pub use steering::{RecallSteer, SteerRun};
 pub use stored_outputs::StoredOutputLimits;
-use tool_output::{Subscriber, ToolOutputStreams};
+use subscribers::Subscribers;
+use tool_output::ToolOutputStreams;
 // The messages the actors below send a session (`ports/session.rs`), named here too for the engine.
 pub use crate::ports::session::{
     AppendRunEvent, AppendTrackedRunEvent, ApprovalOutcome, COMPACTION_ORIGIN, CancelActiveRun, CancelPendingApprovals,
@@ -135,11 +136,8 @@ pub struct SessionActor {
     reader: Option<Arc<dyn EventReader>>,
     /// The path of events to the log: sequences, batches, durability waiters, poisoning (`write_lane`).
     lane: WriteLane<Box<dyn EventStore>>,
-    /// Live subscribers: every committed event is offered to them.
-    subscribers: Vec<Subscriber>,
-    /// Subscribers whose stored events a replay pump is still delivering, by pump id.
-    replays: HashMap<u64, Arc<EventSink>>,
-    next_replay_id: u64,
+    /// Live subscribers, offered every committed event, and replaying ones (`subscribers`).
+    subscribers: Subscribers,
     /// The actor of the active run, if this actor started it.
     run_actor: Option<Addr<RunActor>>,
     /// Retained output of running tool calls, for snapshots and gap notices.
@@ -191,9 +189,7 @@ impl SessionActor {
             tail: EventTail::default(),
             reader: None,
             lane: WriteLane::unopened(),
-            subscribers: Vec::new(),
-            replays: HashMap::new(),
-            next_replay_id: 1,
+            subscribers: Subscribers::default(),
             run_actor: None,
             tool_output: ToolOutputStreams::default(),
             approval_waiters: Default::default(),

@@ -255,7 +255,7 @@ impl Handler<RunOutput> for SessionActor {
             offset: message.offset,
             data: &message.data,
         };
-        self.tool_output.publish(&self.session_id, chunk, &mut self.subscribers);
+        self.tool_output.publish(&self.session_id, chunk, self.subscribers.live_mut());
         // The run awaits this reply before its next chunk: a writer with no room slows the tool down.
         match self.stored_outputs.record(&message.tool_call_id, message.stream, &message.data) {
             Some(room) => Box::pin(room),
