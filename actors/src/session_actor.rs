@@ -44,6 +44,7 @@ mod commit;
 mod compaction;
 mod goals;
 mod history;
+mod jobs;
 mod lifecycle;
 mod meta;
 mod named_output;
@@ -51,6 +52,7 @@ mod plugin_events;
 mod producers;
 mod replay;
 mod runs;
+mod snapshot_books;
 mod snapshots;
 mod steering;
 mod stored_outputs;
@@ -66,6 +68,7 @@ pub use approvals::{ApprovalErrorKind, CountPendingApprovals};
 pub use compaction::{ActiveCompaction, BeginCompaction, ManualStart, RecordCompaction};
 pub use goals::{ChangeGoalLifecycle, GoalErrorKind, GoalRunTarget, SetGoal};
 pub use history::{PrepareFork, Revert};
+use jobs::Jobs;
 pub use lifecycle::Drain;
 #[cfg(feature = "test-hooks")]
 pub use lifecycle::{InjectPanic, Stall};
@@ -78,6 +81,7 @@ pub use producers::{
 use replay::EventTail;
 pub use replay::SessionLimits;
 pub use runs::{NextRunSelection, ToolStdin};
+use snapshot_books::SnapshotBooks;
 pub use steering::{RecallSteer, SteerRun};
 pub use stored_outputs::StoredOutputLimits;
 use subscribers::Subscribers;
@@ -154,15 +158,10 @@ pub struct SessionActor {
     goal_reported: Option<GoalReport>,
     /// Whether this session was created by `session.fork` (a run in flight in its log was copied, not lost).
     forked: bool,
-    /// The manual compaction in progress (`compaction`): the session is busy while it runs.
-    compaction: Option<ActiveCompaction>,
-    /// The automatic title job in flight (`title`), to cancel when a client names the session: one at a time,
-    /// and the actor waits for it.
-    title_job: Option<tokio_util::sync::CancellationToken>,
-    /// The log length the newest projection snapshot covers (written or being written; `snapshots`).
-    snapshot_len: u64,
-    /// Whether a live snapshot is being written (one at a time).
-    snapshot_writing: bool,
+    /// The manual compaction and the title job in flight, which keep the session awake (`jobs`).
+    jobs: Jobs,
+    /// What the newest projection snapshot covers, and whether one is being written (`snapshot_books`).
+    snapshots: SnapshotBooks,
     /// Where the metadata is published for `session.get` (`published_meta`).
     published: crate::published_meta::PublishedMeta,
 }
@@ -198,10 +197,8 @@ impl SessionActor {
             last_request: Instant::now(),
             goal_reported: None,
             forked: false,
-            compaction: None,
-            title_job: None,
-            snapshot_len: 0,
-            snapshot_writing: false,
+            jobs: Jobs::default(),
+            snapshots: SnapshotBooks::default(),
             published: Default::default(),
         }
     }

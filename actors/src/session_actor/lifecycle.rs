@@ -138,9 +138,7 @@ impl SessionActor {
 
     pub(super) fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
         self.subscribers.prune_closed();
-        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some())
-            || self.compaction.is_some()
-            || self.title_job.is_some();
+        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some()) || self.jobs.keep_awake();
         let idle = !running
             && self.subscribers.is_empty()
             && self.lane.is_settled()
@@ -233,7 +231,7 @@ impl Actor for SessionActor {
                     if let Some(metrics) = actor.metrics() {
                         metrics.session_loaded(outcome, elapsed);
                     }
-                    actor.snapshot_len = snapshot_len;
+                    actor.snapshots.covered(snapshot_len);
                     actor.start_from(ctx, state, opened.tail, opened.store);
                 }));
             }
