@@ -137,58 +137,58 @@ impl<S: Sink> Subscribers<S> {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use parking_lot::Mutex;
 
     use super::*;
 
     /// A sink that records what it was offered; `room` events fit, then it refuses (as one that fell behind).
     #[derive(Default)]
     struct FakeSink {
-        closed: Cell<bool>,
-        room: Cell<usize>,
-        offered: RefCell<Vec<u64>>,
-        transient: Cell<usize>,
-        gaps: Cell<usize>,
+        closed: AtomicBool,
+        room: AtomicUsize,
+        offered: Mutex<Vec<u64>>,
+        transient: AtomicUsize,
+        gaps: AtomicUsize,
     }
 
     impl FakeSink {
         fn with_room(room: usize) -> Arc<FakeSink> {
-            let sink = FakeSink::default();
-            sink.room.set(room);
-            Arc::new(sink)
+            Arc::new(FakeSink { room: AtomicUsize::new(room), ..FakeSink::default() })
         }
     }
 
     impl Sink for FakeSink {
         fn offer(&self, seq: u64, _: &ByteString) -> Result<(), SinkError> {
-            if self.closed.get() {
+            if self.is_closed() {
                 return Err(SinkError::Closed);
             }
-            if self.room.get() == 0 {
+            if self.room.load(Ordering::Relaxed) == 0 {
                 return Err(SinkError::Lagging);
             }
-            self.room.set(self.room.get() - 1);
-            self.offered.borrow_mut().push(seq);
+            self.room.fetch_sub(1, Ordering::Relaxed);
+            self.offered.lock().push(seq);
             Ok(())
         }
 
         fn offer_transient(&self, _: &ByteString) -> Result<bool, SinkError> {
-            if self.closed.get() {
+            if self.is_closed() {
                 return Err(SinkError::Closed);
             }
-            let fits = self.room.get() > 0;
+            let fits = self.room.load(Ordering::Relaxed) > 0;
             if fits {
-                self.transient.set(self.transient.get() + 1);
+                self.transient.fetch_add(1, Ordering::Relaxed);
             }
             Ok(fits)
         }
 
         fn end_with_gap(&self) {
-            self.gaps.set(self.gaps.get() + 1);
+            self.gaps.fetch_add(1, Ordering::Relaxed);
         }
 
         fn is_closed(&self) -> bool {
-            self.closed.get()
+            self.closed.load(Ordering::Relaxed)
         }
     }
 
@@ -206,8 +206,8 @@ mod tests {
         subscribers.offer_committed(1, &frame());
         subscribers.offer_committed(2, &frame());
         subscribers.offer_committed(3, &frame());
-        assert_eq!(*roomy.offered.borrow(), [1, 2, 3]);
-        assert_eq!(*small.offered.borrow(), [1], "dropped at the event it had no room for, then offered nothing");
+        assert_eq!(*roomy.offered.lock(), [1, 2, 3]);
+        assert_eq!(*small.offered.lock(), [1], "dropped at the event it had no room for, then offered nothing");
         assert_eq!(subscribers.live_mut().len(), 1);
     }
 
@@ -216,12 +216,12 @@ mod tests {
         let mut subscribers = Subscribers::default();
         let full = FakeSink::with_room(0);
         let closed = FakeSink::with_room(5);
-        closed.closed.set(true);
+        closed.closed.store(true, Ordering::Relaxed);
         subscribers.go_live(full.clone());
         subscribers.go_live(closed);
         subscribers.offer_transient(&frame());
         assert_eq!(subscribers.live_mut().len(), 1);
-        assert_eq!(full.transient.get(), 0);
+        assert_eq!(full.transient.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -234,12 +234,12 @@ mod tests {
         subscribers.go_live(gone.clone());
         let replay = subscribers.start_replay(gone_replaying.clone());
         assert!(subscribers.has_live() && !subscribers.is_empty());
-        gone.closed.set(true);
-        gone_replaying.closed.set(true);
+        gone.closed.store(true, Ordering::Relaxed);
+        gone_replaying.closed.store(true, Ordering::Relaxed);
         subscribers.prune_closed();
         assert_eq!(subscribers.live_mut().len(), 1);
         assert!(subscribers.replaying(replay).is_none());
-        open.closed.set(true);
+        open.closed.store(true, Ordering::Relaxed);
         subscribers.prune_closed();
         assert!(subscribers.is_empty() && !subscribers.has_live());
     }
@@ -268,7 +268,7 @@ mod tests {
         subscribers.start_replay(replaying.clone());
         subscribers.end_all_with_gap();
         subscribers.end_all_with_gap();
-        assert_eq!((live.gaps.get(), replaying.gaps.get()), (1, 1));
+        assert_eq!((live.gaps.load(Ordering::Relaxed), replaying.gaps.load(Ordering::Relaxed)), (1, 1));
         assert!(subscribers.is_empty());
     }
 }
