@@ -22,6 +22,13 @@
 //!
 //! With no subscribers, no pending write and no request for `hibernate_after`, the actor stops itself; its
 //! metadata stays in the supervisor's index and the next request loads the log again.
+//!
+//! # Parts
+//!
+//! Beside the projection and the tail, the actor is a list of parts, each a type with its own file: the write
+//! lane (`write_lane`), the subscribers and replays (`subscribers`), the jobs that keep it awake (`jobs`), the
+//! snapshot books (`snapshot_books`), live tool output (`tool_output`), approval waiters (`approvals`) and the
+//! producer lane (`producers`). Its handlers are grouped by concern in the other files of `session_actor/`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
