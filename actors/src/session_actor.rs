@@ -25,10 +25,11 @@
 //!
 //! # Parts
 //!
-//! Beside the projection and the tail, the actor is a list of parts, each a type with its own file: the write
-//! lane (`write_lane`), the subscribers and replays (`subscribers`), the jobs that keep it awake (`jobs`), the
-//! snapshot books (`snapshot_books`), live tool output (`tool_output`), approval waiters (`approvals`) and the
-//! producer lane (`producers`). Its handlers are grouped by concern in the other files of `session_actor/`.
+//! Beside the projection and the tail, the actor is a list of parts: the write lane (`write_lane`), the subscribers
+//! and replays (`subscribers`), the jobs that keep it awake (`jobs`) and the snapshot books (`snapshot_books`), each
+//! a type in a file of its own; live tool output (`tool_output`), approval waiters (`approvals`) and the producer
+//! lane (`producers`) are types too, beside their handlers. The handlers are grouped by concern in the other files
+//! of `session_actor/`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
