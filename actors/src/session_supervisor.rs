@@ -8,9 +8,9 @@
 //! its mailbox is gone. The engine reads the live registry directly (a shared map only this actor writes) and
 //! comes here when a session is not live.
 //!
-//! Here: the live registry, starting and opening session actors, creation, and the ports' messages. The index's
-//! scan and upkeep are in `index.rs`, what the engine asks of it in `queries.rs`; child sessions, goals, deletion,
-//! run lookups and usage have files of their own.
+//! Here: the live registry, starting and opening session actors, and the ports' messages. New root sessions are
+//! created in `creation.rs`; the index's scan and upkeep are in `index.rs`, what the engine asks of it in
+//! `queries.rs`; child sessions, goals, deletion, run lookups and usage have files of their own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,18 +18,17 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dashmap::DashMap;
-use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
-use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::session::PermissionMode;
-use troupe_runtime::clock::{new_id, now_rfc3339};
 use troupe_runtime::data_dir::DataDir;
 
 use crate::approval_trees::ApprovalTrees;
 use crate::error::EngineError;
 use crate::run_registry::RunRegistry;
-use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits};
+use crate::session_actor::{Drain, Opening, SessionActor, SessionLimits};
 
 mod children;
+mod creation;
 mod goals;
 mod index;
 mod queries;
@@ -42,6 +41,7 @@ pub use crate::ports::supervisor::{
     SessionMetaChanged, SessionStopped, SessionUsageChanged,
 };
 use crate::ports::{ApprovalLease, SessionPort, SupervisorPort};
+pub use creation::{CreateSession, ForkSession};
 pub use goals::InstallGoals;
 use index::{RESCAN_FIRST_DELAY, scan_sessions};
 pub use queries::{CountSessions, IndexedMeta, ListChildren, ListRootSessions, SessionCounts};
@@ -63,14 +63,6 @@ pub struct LiveSession {
 
 /// The registry of live session actors: written only by the supervisor, read by the engine.
 pub type LiveSessions = Arc<DashMap<String, LiveSession>>;
-
-/// Creates a root session and replies once its log is durable.
-#[derive(Message)]
-#[rtype(result = "Result<SessionMeta, EngineError>")]
-pub struct CreateSession {
-    pub selection: RunSelection,
-    pub cwd: String,
-}
 
 /// The session's live actor, starting it (loading its log) when it is not live. For the router, above
 /// the session actors; the actors below get its port (`OpenSession`).
@@ -216,69 +208,6 @@ impl Actor for SessionSupervisor {
             };
             supervisor.approvals.forget_idle(root_of);
         });
-    }
-}
-
-impl Handler<CreateSession> for SessionSupervisor {
-    type Result = ResponseActFuture<Self, Result<SessionMeta, EngineError>>;
-
-    fn handle(&mut self, message: CreateSession, ctx: &mut Context<Self>) -> Self::Result {
-        let session_id = new_id();
-        let first = StoredEvent {
-            session_id: session_id.clone(),
-            run_id: None,
-            seq: 1,
-            timestamp: now_rfc3339(),
-            origin: Some("user".to_owned()),
-            payload: EventPayload::SessionCreated {
-                origin: SessionOrigin::Root,
-                cwd: message.cwd,
-                selection: message.selection,
-            },
-        };
-        self.start_new_session(session_id, Opening::Create { first: Box::new(first) }, ctx)
-    }
-}
-
-impl SessionSupervisor {
-    /// Starts the actor of a session that is not on disk yet and indexes the session once its log is durable.
-    pub(crate) fn start_new_session(
-        &mut self,
-        session_id: String,
-        opening: Opening,
-        ctx: &mut Context<Self>,
-    ) -> ResponseActFuture<Self, Result<SessionMeta, EngineError>> {
-        let addr = self.start_actor(&session_id, opening, ctx).addr;
-        Box::pin(addr.send(GetMeta).into_actor(self).map(move |reply, supervisor, _| {
-            let created = reply.unwrap_or_else(|_| {
-                Err(EngineError::Unavailable {
-                    session_id: session_id.clone(),
-                    detail: "the new session stopped while starting".into(),
-                })
-            });
-            match &created {
-                Ok(meta) => supervisor.index_meta(meta.clone()),
-                Err(_) => {
-                    supervisor.live.remove(&session_id);
-                }
-            }
-            created
-        }))
-    }
-}
-
-/// `session.fork`: a new root session whose log starts with `source`'s prefix; replies once it is durable.
-#[derive(Message)]
-#[rtype(result = "Result<SessionMeta, EngineError>")]
-pub struct ForkSession {
-    pub source: troupe_runtime::fork::ForkSource,
-}
-
-impl Handler<ForkSession> for SessionSupervisor {
-    type Result = ResponseActFuture<Self, Result<SessionMeta, EngineError>>;
-
-    fn handle(&mut self, message: ForkSession, ctx: &mut Context<Self>) -> Self::Result {
-        self.start_new_session(new_id(), Opening::Fork { source: Box::new(message.source) }, ctx)
     }
 }
 
