@@ -22,8 +22,15 @@
 //!
 //! With no subscribers, no pending write and no request for `hibernate_after`, the actor stops itself; its
 //! metadata stays in the supervisor's index and the next request loads the log again.
+//!
+//! # Parts
+//!
+//! Beside the projection and the tail, the actor is a list of parts: the write lane (`write_lane`), the subscribers
+//! and replays (`subscribers`), the jobs that keep it awake (`jobs`) and the snapshot books (`snapshot_books`), each
+//! a type in a file of its own; live tool output (`tool_output`), approval waiters (`approvals`) and the producer
+//! lane (`producers`) are types too, beside their handlers. The handlers are grouped by concern in the other files
+//! of `session_actor/`.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,6 +52,7 @@ mod commit;
 mod compaction;
 mod goals;
 mod history;
+mod jobs;
 mod lifecycle;
 mod meta;
 mod named_output;
@@ -52,8 +60,11 @@ mod plugin_events;
 mod producers;
 mod replay;
 mod runs;
+mod snapshot_books;
 mod snapshots;
+mod steering;
 mod stored_outputs;
+mod subscribers;
 mod title;
 mod tool_output;
 mod turn_end;
@@ -65,6 +76,7 @@ pub use approvals::{ApprovalErrorKind, CountPendingApprovals};
 pub use compaction::{ActiveCompaction, BeginCompaction, ManualStart, RecordCompaction};
 pub use goals::{ChangeGoalLifecycle, GoalErrorKind, GoalRunTarget, SetGoal};
 pub use history::{PrepareFork, Revert};
+use jobs::Jobs;
 pub use lifecycle::Drain;
 #[cfg(feature = "test-hooks")]
 pub use lifecycle::{InjectPanic, Stall};
@@ -76,9 +88,12 @@ pub use producers::{
 };
 use replay::EventTail;
 pub use replay::SessionLimits;
-pub use runs::{NextRunSelection, RecallSteer, SteerRun, ToolStdin};
+pub use runs::{NextRunSelection, ToolStdin};
+use snapshot_books::SnapshotBooks;
+pub use steering::{RecallSteer, SteerRun};
 pub use stored_outputs::StoredOutputLimits;
-use tool_output::{Subscriber, ToolOutputStreams};
+use subscribers::Subscribers;
+use tool_output::ToolOutputStreams;
 // The messages the actors below send a session (`ports/session.rs`), named here too for the engine.
 pub use crate::ports::session::{
     AppendRunEvent, AppendTrackedRunEvent, ApprovalOutcome, COMPACTION_ORIGIN, CancelActiveRun, CancelPendingApprovals,
@@ -133,11 +148,8 @@ pub struct SessionActor {
     reader: Option<Arc<dyn EventReader>>,
     /// The path of events to the log: sequences, batches, durability waiters, poisoning (`write_lane`).
     lane: WriteLane<Box<dyn EventStore>>,
-    /// Live subscribers: every committed event is offered to them.
-    subscribers: Vec<Subscriber>,
-    /// Subscribers whose stored events a replay pump is still delivering, by pump id.
-    replays: HashMap<u64, Arc<EventSink>>,
-    next_replay_id: u64,
+    /// Live subscribers, offered every committed event, and replaying ones (`subscribers`).
+    subscribers: Subscribers,
     /// The actor of the active run, if this actor started it.
     run_actor: Option<Addr<RunActor>>,
     /// Retained output of running tool calls, for snapshots and gap notices.
@@ -154,15 +166,10 @@ pub struct SessionActor {
     goal_reported: Option<GoalReport>,
     /// Whether this session was created by `session.fork` (a run in flight in its log was copied, not lost).
     forked: bool,
-    /// The manual compaction in progress (`compaction`): the session is busy while it runs.
-    compaction: Option<ActiveCompaction>,
-    /// The automatic title job in flight (`title`), to cancel when a client names the session: one at a time,
-    /// and the actor waits for it.
-    title_job: Option<tokio_util::sync::CancellationToken>,
-    /// The log length the newest projection snapshot covers (written or being written; `snapshots`).
-    snapshot_len: u64,
-    /// Whether a live snapshot is being written (one at a time).
-    snapshot_writing: bool,
+    /// The manual compaction and the title job in flight, which keep the session awake (`jobs`).
+    jobs: Jobs,
+    /// What the newest projection snapshot covers, and whether one is being written (`snapshot_books`).
+    snapshots: SnapshotBooks,
     /// Where the metadata is published for `session.get` (`published_meta`).
     published: crate::published_meta::PublishedMeta,
 }
@@ -189,9 +196,7 @@ impl SessionActor {
             tail: EventTail::default(),
             reader: None,
             lane: WriteLane::unopened(),
-            subscribers: Vec::new(),
-            replays: HashMap::new(),
-            next_replay_id: 1,
+            subscribers: Subscribers::default(),
             run_actor: None,
             tool_output: ToolOutputStreams::default(),
             approval_waiters: Default::default(),
@@ -200,10 +205,8 @@ impl SessionActor {
             last_request: Instant::now(),
             goal_reported: None,
             forked: false,
-            compaction: None,
-            title_job: None,
-            snapshot_len: 0,
-            snapshot_writing: false,
+            jobs: Jobs::default(),
+            snapshots: SnapshotBooks::default(),
             published: Default::default(),
         }
     }

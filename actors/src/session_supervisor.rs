@@ -7,31 +7,31 @@
 //! log: a session is started at most once at a time, and a crashed or hibernated actor is replaced only after
 //! its mailbox is gone. The engine reads the live registry directly (a shared map only this actor writes) and
 //! comes here when a session is not live.
+//!
+//! Here: the live registry, starting and opening session actors, and the ports' messages. New root sessions are
+//! created in `creation.rs`; the index's scan and upkeep are in `index.rs`, what the engine asks of it in
+//! `queries.rs`; child sessions, goals, deletion, run lookups and usage have files of their own.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use dashmap::DashMap;
-use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
-use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::session::{PermissionMode, SessionChildSummary, SessionTreeNode};
-use troupe_runtime::clock::{new_id, now_rfc3339};
+use troupe_protocol::types::common::SessionMeta;
+use troupe_protocol::types::session::PermissionMode;
 use troupe_runtime::data_dir::DataDir;
-use troupe_runtime::event_log::{self, EventStore};
-use troupe_runtime::fork::FORK_DIR_SUFFIX;
-use troupe_runtime::meta_cache;
-use troupe_runtime::session_state::SessionState;
-use troupe_runtime::usage_book::UsageSummary;
 
 use crate::approval_trees::ApprovalTrees;
 use crate::error::EngineError;
 use crate::run_registry::RunRegistry;
-use crate::session_actor::{Drain, GetMeta, Opening, SessionActor, SessionLimits};
+use crate::session_actor::{Drain, Opening, SessionActor, SessionLimits};
 
 mod children;
+mod creation;
 mod goals;
+mod index;
+mod queries;
 mod removal;
 mod run_lookup;
 mod usage;
@@ -41,7 +41,10 @@ pub use crate::ports::supervisor::{
     SessionMetaChanged, SessionStopped, SessionUsageChanged,
 };
 use crate::ports::{ApprovalLease, SessionPort, SupervisorPort};
+pub use creation::{CreateSession, ForkSession};
 pub use goals::InstallGoals;
+use index::{RESCAN_FIRST_DELAY, scan_sessions};
+pub use queries::{CountSessions, IndexedMeta, ListChildren, ListRootSessions, SessionCounts};
 pub use removal::DeleteTree;
 pub use run_lookup::FindRunSession;
 pub use usage::{AgentUsage, GlobalUsage, TreeUsage};
@@ -61,53 +64,11 @@ pub struct LiveSession {
 /// The registry of live session actors: written only by the supervisor, read by the engine.
 pub type LiveSessions = Arc<DashMap<String, LiveSession>>;
 
-/// Creates a root session and replies once its log is durable.
-#[derive(Message)]
-#[rtype(result = "Result<SessionMeta, EngineError>")]
-pub struct CreateSession {
-    pub selection: RunSelection,
-    pub cwd: String,
-}
-
 /// The session's live actor, starting it (loading its log) when it is not live. For the router, above
 /// the session actors; the actors below get its port (`OpenSession`).
 #[derive(Message)]
 #[rtype(result = "Result<LiveSession, EngineError>")]
 pub struct OpenSessionActor {
-    pub session_id: String,
-}
-
-/// How many sessions known on disk are loaded and how many are not (`daemon.status`).
-#[derive(Message)]
-#[rtype(result = "SessionCounts")]
-pub struct CountSessions;
-
-/// The answer to [`CountSessions`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SessionCounts {
-    pub live: usize,
-    pub hibernated: usize,
-}
-
-/// The indexed metadata of one session, without loading it.
-#[derive(Message)]
-#[rtype(result = "Result<SessionMeta, EngineError>")]
-pub struct IndexedMeta {
-    pub session_id: String,
-}
-
-/// Root sessions, most recently active first, optionally only those with this exact cwd; archived ones only
-/// when asked.
-#[derive(Message)]
-#[rtype(result = "Vec<SessionMeta>")]
-pub struct ListRootSessions {
-    pub cwd: Option<String>,
-    pub include_archived: bool,
-}
-
-#[derive(Message)]
-#[rtype(result = "Result<Vec<SessionChildSummary>, EngineError>")]
-pub struct ListChildren {
     pub session_id: String,
 }
 
@@ -193,75 +154,6 @@ impl SessionSupervisor {
         }
     }
 
-    /// Runs that were in flight when the daemon stopped get `run_interrupted` now: opening their sessions loads
-    /// the logs, and a session that finds an active run without an actor records the interruption.
-    /// Indexes what a scan of the sessions directory found. A scan that could not read the directory is tried again
-    /// after `retry_in`, then less and less often, until one succeeds: otherwise every session on disk would stay
-    /// unknown (unlisted, `session_not_found`) until the next restart, although the directory became readable.
-    fn index_scanned(
-        &mut self,
-        scanned: Result<std::io::Result<Vec<(SessionMeta, UsageSummary)>>, tokio::task::JoinError>,
-        ctx: &mut Context<Self>,
-        retry_in: Duration,
-    ) {
-        let error = match scanned {
-            Ok(Ok(sessions)) => {
-                for (meta, usage) in sessions {
-                    // A session created or changed since the scan began is known better already.
-                    if !self.index.contains_key(&meta.session_id) {
-                        self.usage.set(&meta.session_id, usage);
-                        self.index_meta(meta);
-                    }
-                }
-                return;
-            }
-            Ok(Err(error)) => error.to_string(),
-            Err(error) => format!("the scanning thread failed: {error}"),
-        };
-        tracing::error!(
-            %error, retry_in_ms = retry_in.as_millis() as u64,
-            "cannot read the sessions directory; its sessions are unknown until it can be read"
-        );
-        ctx.run_later(retry_in, move |supervisor, ctx| {
-            let data_dir = supervisor.data_dir.clone();
-            let scan = async move { tokio::task::spawn_blocking(move || scan_sessions(&data_dir)).await };
-            ctx.spawn(scan.into_actor(supervisor).map(move |scanned, supervisor, ctx| {
-                let known = supervisor.index.len();
-                supervisor.index_scanned(scanned, ctx, (retry_in * 2).min(RESCAN_MAX_DELAY));
-                if supervisor.index.len() > known {
-                    tracing::info!(sessions = supervisor.index.len(), "session index built");
-                    supervisor.interrupt_runs_left_in_flight(ctx);
-                }
-            }));
-        });
-    }
-
-    fn interrupt_runs_left_in_flight(&mut self, ctx: &mut Context<Self>) {
-        let running: Vec<String> = self
-            .index
-            .values()
-            .filter(|meta| meta.status == troupe_protocol::types::common::SessionStatus::Running)
-            .map(|meta| meta.session_id.clone())
-            .collect();
-        for session_id in running {
-            if self.live.contains_key(&session_id) {
-                // Its actor is up already (a later scan found nothing new about it): it closed the run when it loaded.
-                continue;
-            }
-            tracing::info!(%session_id, "interrupting a run left in flight");
-            self.start_actor(&session_id, Opening::Load, ctx);
-        }
-    }
-
-    fn index_meta(&mut self, meta: SessionMeta) {
-        if !self.index.contains_key(&meta.session_id)
-            && let Some(parent) = meta.origin.parent_session_id()
-        {
-            self.children.entry(parent.to_owned()).or_default().push(meta.session_id.clone());
-        }
-        self.index.insert(meta.session_id.clone(), meta);
-    }
-
     fn start_actor(&mut self, session_id: &str, opening: Opening, ctx: &mut Context<Self>) -> LiveSession {
         let incarnation = self.next_incarnation;
         self.next_incarnation += 1;
@@ -292,115 +184,6 @@ impl SessionSupervisor {
     fn port(&mut self, ctx: &mut Context<Self>) -> SupervisorPort {
         self.port.get_or_insert_with(|| SupervisorPort::new(&ctx.address())).clone()
     }
-
-    /// Every root session on disk.
-    pub(crate) fn root_session_ids(&self) -> Vec<String> {
-        let roots = self.index.values().filter(|meta| meta.origin == SessionOrigin::Root);
-        roots.map(|meta| meta.session_id.clone()).collect()
-    }
-
-    fn meta(&self, session_id: &str) -> Result<&SessionMeta, EngineError> {
-        self.index.get(session_id).ok_or_else(|| EngineError::SessionNotFound { session_id: session_id.to_owned() })
-    }
-
-    fn root_of(&self, session_id: &str) -> Result<String, EngineError> {
-        let meta = self.meta(session_id)?;
-        Ok(meta.origin.root_session_id().unwrap_or(&meta.session_id).to_owned())
-    }
-
-    fn tree(&self, session_id: &str, visited: &mut HashSet<String>) -> Result<SessionTreeNode, EngineError> {
-        let session = self.meta(session_id)?.clone();
-        visited.insert(session_id.to_owned());
-        let mut children = Vec::new();
-        for child in self.children.get(session_id).into_iter().flatten() {
-            // A damaged index must not loop forever.
-            if !visited.contains(child) {
-                children.push(self.tree(child, visited)?);
-            }
-        }
-        Ok(SessionTreeNode { session, children })
-    }
-}
-
-/// The first wait before the sessions directory is read again after it could not be read at start; doubled at each
-/// failure up to [`RESCAN_MAX_DELAY`].
-const RESCAN_FIRST_DELAY: Duration = Duration::from_millis(250);
-const RESCAN_MAX_DELAY: Duration = Duration::from_secs(10);
-
-/// Reads every session's metadata and spent usage: the cache when it matches the log's length, else the log
-/// itself (and then refreshes the cache). Sessions whose log cannot be projected are logged and left out. An error
-/// when the sessions directory exists but cannot be read (its permissions, an I/O error): then nothing is known yet.
-fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<(SessionMeta, UsageSummary)>> {
-    let entries = match std::fs::read_dir(data_dir.sessions_dir()) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => return Err(error),
-    };
-    let mut sessions = Vec::new();
-    for entry in entries.flatten() {
-        let session_dir = entry.path();
-        let Some(session_id) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        if !session_dir.is_dir() {
-            continue;
-        }
-        if session_id.starts_with('.') {
-            // A fork being copied (`.<id>.fork`) when the daemon stopped: never renamed into place, so it is not a
-            // session. Removed so it does not accumulate.
-            if session_id.ends_with(FORK_DIR_SUFFIX) {
-                let _ = std::fs::remove_dir_all(&session_dir);
-            }
-            // A deletion a crash interrupted after its rename (`removal`): the session is already gone.
-            if removal::is_deletion_staging(&session_id) {
-                tracing::info!(path = %session_dir.display(), "removing a deleted session's leftover directory");
-                let _ = std::fs::remove_dir_all(&session_dir);
-            }
-            continue;
-        }
-        let log_len = meta_cache::log_len(&session_dir);
-        if let Some(cached) = meta_cache::read(&session_dir)
-            && Some(cached.log_len_bytes) == log_len
-            && cached.meta.session_id == session_id
-        {
-            sessions.push((cached.meta, cached.usage));
-            continue;
-        }
-        // Streamed: the projection is built line by line, no event is kept.
-        let mut projector = SessionState::projector();
-        match event_log::open(&session_dir, 0, |event| projector.apply(event)) {
-            Ok(opened) => {
-                let fallback_time = event_log::modified_rfc3339(&session_dir);
-                let mut state = projector.finish(&session_id, opened.skipped, &fallback_time);
-                if let Err(error) = troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader()) {
-                    tracing::warn!(%session_id, %error, "could not read a reverted session's visible events");
-                }
-                let (meta, usage) = (state.meta(), state.usage.summary().clone());
-                if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, opened.store.len_bytes()) {
-                    tracing::warn!(%session_id, %error, "could not write the metadata cache");
-                }
-                sessions.push((meta, usage));
-            }
-            Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => {
-                tracing::warn!(%session_id, "skipping a session directory without an event log")
-            }
-            Err(error) => {
-                // The log is there but cannot be read now (permissions, a directory in its place, an I/O error).
-                // The session stays indexed, its damage reported, so that requests reach it: each tries to load it
-                // again and answers with the error until the file is repaired, with no restart needed.
-                tracing::warn!(%session_id, %error, "a session's log cannot be opened; it stays listed");
-                let fallback_time = event_log::modified_rfc3339(&session_dir);
-                let skipped = vec![troupe_protocol::types::common::SkippedEvent {
-                    seq: Some(1),
-                    line: None,
-                    reason: format!("the log could not be opened: {error}"),
-                }];
-                let meta = SessionState::projector().finish(&session_id, skipped, &fallback_time).meta();
-                sessions.push((meta, UsageSummary::default()));
-            }
-        }
-    }
-    Ok(sessions)
 }
 
 impl Actor for SessionSupervisor {
@@ -425,69 +208,6 @@ impl Actor for SessionSupervisor {
             };
             supervisor.approvals.forget_idle(root_of);
         });
-    }
-}
-
-impl Handler<CreateSession> for SessionSupervisor {
-    type Result = ResponseActFuture<Self, Result<SessionMeta, EngineError>>;
-
-    fn handle(&mut self, message: CreateSession, ctx: &mut Context<Self>) -> Self::Result {
-        let session_id = new_id();
-        let first = StoredEvent {
-            session_id: session_id.clone(),
-            run_id: None,
-            seq: 1,
-            timestamp: now_rfc3339(),
-            origin: Some("user".to_owned()),
-            payload: EventPayload::SessionCreated {
-                origin: SessionOrigin::Root,
-                cwd: message.cwd,
-                selection: message.selection,
-            },
-        };
-        self.start_new_session(session_id, Opening::Create { first: Box::new(first) }, ctx)
-    }
-}
-
-impl SessionSupervisor {
-    /// Starts the actor of a session that is not on disk yet and indexes the session once its log is durable.
-    pub(crate) fn start_new_session(
-        &mut self,
-        session_id: String,
-        opening: Opening,
-        ctx: &mut Context<Self>,
-    ) -> ResponseActFuture<Self, Result<SessionMeta, EngineError>> {
-        let addr = self.start_actor(&session_id, opening, ctx).addr;
-        Box::pin(addr.send(GetMeta).into_actor(self).map(move |reply, supervisor, _| {
-            let created = reply.unwrap_or_else(|_| {
-                Err(EngineError::Unavailable {
-                    session_id: session_id.clone(),
-                    detail: "the new session stopped while starting".into(),
-                })
-            });
-            match &created {
-                Ok(meta) => supervisor.index_meta(meta.clone()),
-                Err(_) => {
-                    supervisor.live.remove(&session_id);
-                }
-            }
-            created
-        }))
-    }
-}
-
-/// `session.fork`: a new root session whose log starts with `source`'s prefix; replies once it is durable.
-#[derive(Message)]
-#[rtype(result = "Result<SessionMeta, EngineError>")]
-pub struct ForkSession {
-    pub source: troupe_runtime::fork::ForkSource,
-}
-
-impl Handler<ForkSession> for SessionSupervisor {
-    type Result = ResponseActFuture<Self, Result<SessionMeta, EngineError>>;
-
-    fn handle(&mut self, message: ForkSession, ctx: &mut Context<Self>) -> Self::Result {
-        self.start_new_session(new_id(), Opening::Fork { source: Box::new(message.source) }, ctx)
     }
 }
 
@@ -528,93 +248,11 @@ impl Handler<SessionGone> for SessionSupervisor {
     }
 }
 
-impl Handler<SessionMetaChanged> for SessionSupervisor {
-    type Result = ();
-
-    fn handle(&mut self, message: SessionMetaChanged, _: &mut Context<Self>) {
-        // A deleted session's last reports may still be queued here (`removal`: its actor reported while it was
-        // loaded or sealed for the deletion); they must not bring it back. Any other session that reports is
-        // indexed or live (a new one is live before its first report).
-        let session_id = &message.meta.session_id;
-        if !self.index.contains_key(session_id) && !self.live.contains_key(session_id) {
-            return;
-        }
-        self.index_meta(message.meta);
-    }
-}
-
 impl Handler<SessionStopped> for SessionSupervisor {
     type Result = ();
 
     fn handle(&mut self, message: SessionStopped, _: &mut Context<Self>) {
         self.live.remove_if(&message.session_id, |_, live| live.incarnation == message.incarnation);
-    }
-}
-
-impl Handler<IndexedMeta> for SessionSupervisor {
-    type Result = Result<SessionMeta, EngineError>;
-
-    fn handle(&mut self, message: IndexedMeta, _: &mut Context<Self>) -> Self::Result {
-        self.meta(&message.session_id).cloned()
-    }
-}
-
-impl Handler<CountSessions> for SessionSupervisor {
-    type Result = MessageResult<CountSessions>;
-
-    fn handle(&mut self, _: CountSessions, _: &mut Context<Self>) -> Self::Result {
-        let live = self.index.keys().filter(|session_id| self.live.contains_key(*session_id)).count();
-        MessageResult(SessionCounts { live, hibernated: self.index.len() - live })
-    }
-}
-
-impl Handler<ListRootSessions> for SessionSupervisor {
-    type Result = MessageResult<ListRootSessions>;
-
-    fn handle(&mut self, message: ListRootSessions, _: &mut Context<Self>) -> Self::Result {
-        let mut sessions: Vec<SessionMeta> = self
-            .index
-            .values()
-            .filter(|meta| meta.origin == SessionOrigin::Root)
-            .filter(|meta| message.cwd.as_ref().is_none_or(|cwd| &meta.cwd == cwd))
-            .filter(|meta| message.include_archived || !meta.archived)
-            .cloned()
-            .collect();
-        // RFC 3339 UTC timestamps of one format sort chronologically as strings.
-        sessions
-            .sort_by(|a, b| b.last_activity_at.cmp(&a.last_activity_at).then_with(|| a.session_id.cmp(&b.session_id)));
-        MessageResult(sessions)
-    }
-}
-
-impl Handler<ListChildren> for SessionSupervisor {
-    type Result = Result<Vec<SessionChildSummary>, EngineError>;
-
-    fn handle(&mut self, message: ListChildren, _: &mut Context<Self>) -> Self::Result {
-        self.meta(&message.session_id)?;
-        Ok(self
-            .children
-            .get(&message.session_id)
-            .into_iter()
-            .flatten()
-            .filter_map(|child| self.index.get(child))
-            .map(|meta| SessionChildSummary {
-                session_id: meta.session_id.clone(),
-                agent: meta.creation_selection.agent.clone(),
-                title: meta.title.clone(),
-                status: meta.status,
-            })
-            .collect())
-    }
-}
-
-impl Handler<GetTree> for SessionSupervisor {
-    type Result = Result<(SessionTreeNode, PermissionMode), EngineError>;
-
-    fn handle(&mut self, message: GetTree, _: &mut Context<Self>) -> Self::Result {
-        let tree = self.tree(&message.session_id, &mut HashSet::new())?;
-        let root = self.root_of(&message.session_id)?;
-        Ok((tree, self.approvals.mode(&root)))
     }
 }
 

@@ -14,6 +14,9 @@
 //! None of the three scopes has a cycle, and none may get one: the actors reach the actors above them through
 //! `actors/src/ports`, and the client's parts are owned by its connection task. A cycle fails the test with its
 //! modules and the file:line of every path that makes its edges (`cycles.rs`).
+//!
+//! No `.rs` file under `actors/src` may have more than [`MAX_ACTOR_FILE_LINES`] (400) lines: a longer one holds more
+//! than one concern and is split (`actor_files_stay_short`, which lists each file over the bound with its count).
 
 mod cycles;
 mod graph;
@@ -73,4 +76,24 @@ fn source_files(folder: &Path) -> Vec<SourceFile> {
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     files
+}
+
+/// The most lines an `.rs` file under `actors/src` may have.
+const MAX_ACTOR_FILE_LINES: usize = 400;
+
+#[test]
+fn actor_files_stay_short() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("actors/src");
+    let mut problems = Vec::new();
+    for file in source_files(&folder) {
+        let lines = file.text.lines().count();
+        if lines > MAX_ACTOR_FILE_LINES {
+            problems.push(format!("actors/src/{}: {lines} lines", file.path));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "files under actors/src may have at most {MAX_ACTOR_FILE_LINES} lines; split these by concern:\n{}\n",
+        problems.join("\n")
+    );
 }

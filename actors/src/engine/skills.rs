@@ -4,14 +4,56 @@
 
 use std::path::PathBuf;
 
+use troupe_protocol::RpcError;
 use troupe_protocol::types::approval::PermissionAction;
-use troupe_protocol::types::skills::{PermissionEffect, SkillInvocation};
+use troupe_protocol::types::common::SessionIdParams;
+use troupe_protocol::types::skills::{
+    PermissionEffect, SkillInvocation, SkillProblemInfo, SkillsGetParams, SkillsGetResult, SkillsListResult,
+};
 use troupe_runtime::policy::{Decision, decide};
 use troupe_runtime::tools::{PermissionRequest, skill_resource};
 
 use super::Engine;
 use crate::error::EngineError;
 use crate::session_supervisor::{ApprovalsFor, IndexedMeta};
+
+impl Engine {
+    /// `skills.list`: the session's skills with their effects, and the problems found discovering them.
+    pub(super) async fn list_skills(&self, params: SessionIdParams) -> Result<SkillsListResult, RpcError> {
+        let SessionSkills { discovery, effects } = self.session_skills(&params.session_id, None).await?;
+        let skills = discovery
+            .skills
+            .iter()
+            .zip(&effects)
+            .map(|(found, effect)| troupe_runtime::skills::describe(found, *effect))
+            .collect();
+        let problems = discovery
+            .problems
+            .iter()
+            .map(|problem| SkillProblemInfo {
+                source: problem.source,
+                location: problem.location.to_string_lossy().into_owned(),
+                reason: problem.reason.clone(),
+            })
+            .collect();
+        Ok(SkillsListResult { skills, problems })
+    }
+
+    /// `skills.get`: one skill, rendered with the arguments, unless the session's policy denies invoking it.
+    pub(super) async fn get_skill(&self, params: SkillsGetParams) -> Result<SkillsGetResult, RpcError> {
+        let skills = self.session_skills(&params.session_id, None).await?;
+        let Some((found, effect)) = skills.winner(&params.name) else {
+            return Err(EngineError::SkillNotFound { name: params.name }.into());
+        };
+        if effect == PermissionEffect::Deny {
+            return Err(EngineError::SkillNotAllowed { name: params.name }.into());
+        }
+        Ok(SkillsGetResult {
+            skill: troupe_runtime::skills::describe(found, effect),
+            rendered: troupe_runtime::skills::render(&found.skill, &params.arguments),
+        })
+    }
+}
 
 impl Engine {
     /// The skills a session sees, each with the permission effect of invoking it in the run that will use it:

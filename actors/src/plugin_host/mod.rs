@@ -3,8 +3,8 @@
 //!
 //! - `process`: starting the process (environment cleared apart from the configured `env`) and its stdio framing.
 //! - `peer`: the JSON-RPC peer (requests both ways, ids, timeouts).
-//! - `host`: the [`PluginHost`] actor, one per enabled plugin: handshake, restarts with backoff, shutdown; its
-//!   stdout reader (`host/pump`) and tool calls (`host/calls`).
+//! - `host`: the [`PluginHost`] actor, one per enabled plugin: handshake, restarts with backoff, shutdown; the
+//!   `plugin/initialize` answer (`host/handshake`), its stdout reader (`host/pump`) and tool calls (`host/calls`).
 //! - `requests`: what a plugin may ask (`plugin/emit`, `plugin/recovery/complete`, producer requests);
 //!   `limits`: the emit bounds; `producers`: producer messaging.
 //!

@@ -47,7 +47,7 @@ pub struct Retire;
 
 impl SessionActor {
     fn busy_reason(&self) -> Option<TreeBusyReason> {
-        if let Some(compaction) = &self.compaction {
+        if let Some(compaction) = self.jobs.compaction() {
             return Some(TreeBusyReason::Compaction { compaction_id: compaction.compaction_id.clone() });
         }
         let state = self.state.as_ref()?;

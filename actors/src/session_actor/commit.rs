@@ -53,7 +53,7 @@ impl SessionActor {
             self.tool_output.start_call(tool_call_id, run_id);
         }
         if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
-            self.tool_output.finish_call(&self.session_id, tool_call_id, &mut self.subscribers);
+            self.tool_output.finish_call(&self.session_id, tool_call_id, self.subscribers.live_mut());
             self.stored_outputs.forget(tool_call_id);
         }
         self.write_next_batch(ctx);
@@ -116,9 +116,9 @@ impl SessionActor {
         // it back with `session.get`.
         self.report_meta();
         for event in batch {
-            if !self.subscribers.is_empty() {
+            if self.subscribers.has_live() {
                 let frame = encode_event_notification(&self.session_id, &event.json);
-                self.subscribers.retain(|subscriber| subscriber.sink.offer(event.seq, &frame).is_ok());
+                self.subscribers.offer_committed(event.seq, &frame);
             }
             self.tail.push(event);
         }

@@ -58,15 +58,12 @@ pub struct RecordCompaction {
 impl SessionActor {
     /// The id of the manual compaction in progress, if any: the session is busy while it runs.
     pub fn compaction_in_progress(&self) -> Option<&str> {
-        self.compaction.as_ref().map(|active| active.compaction_id.as_str())
+        self.jobs.compaction().map(|active| active.compaction_id.as_str())
     }
 
     /// Cancels the manual compaction `id`; `None` when no compaction of that id is in progress.
     pub(super) fn cancel_compaction(&self, id: &str) -> Option<bool> {
-        let active = self.compaction.as_ref().filter(|active| active.compaction_id == id)?;
-        let was_running = !active.cancel.is_cancelled();
-        active.cancel.cancel();
-        Some(was_running)
+        self.jobs.cancel_compaction(id)
     }
 
     /// What a compaction of the whole history now would cover.
@@ -111,7 +108,7 @@ impl SessionActor {
             let seq = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), ended)?;
             return Ok((seq, ManualStart::Skipped { reason }));
         };
-        self.compaction = Some(ActiveCompaction { compaction_id: message.compaction_id, cancel: message.cancel });
+        self.jobs.begin_compaction(ActiveCompaction { compaction_id: message.compaction_id, cancel: message.cancel });
         Ok((seq, ManualStart::Started(Box::new(source))))
     }
 
@@ -125,7 +122,7 @@ impl SessionActor {
             last = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), payload)?;
         }
         if let Some((outcome, reason)) = message.outcome {
-            self.compaction = None;
+            self.jobs.end_compaction();
             let ended = EventPayload::CompactionEnded { compaction_id: message.compaction_id, outcome, reason };
             last = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), ended)?;
             // Producer messages that arrived meanwhile could not start a run; now they can.

@@ -133,23 +133,14 @@ impl SessionActor {
     /// after the last event each was sent), so its client resubscribes from its cursor (and reaches the next actor
     /// of the session) instead of waiting for events this actor will never send.
     pub(super) fn end_subscriptions(&mut self) {
-        for subscriber in self.subscribers.drain(..) {
-            subscriber.sink.end_with_gap();
-        }
-        for (_, sink) in self.replays.drain() {
-            sink.end_with_gap();
-        }
+        self.subscribers.end_all_with_gap();
     }
 
     pub(super) fn maybe_hibernate(&mut self, ctx: &mut Context<Self>) {
-        self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
-        self.replays.retain(|_, sink| !sink.is_closed());
-        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some())
-            || self.compaction.is_some()
-            || self.title_job.is_some();
+        self.subscribers.prune_closed();
+        let running = self.state.as_ref().is_some_and(|state| state.runs.active.is_some()) || self.jobs.keep_awake();
         let idle = !running
             && self.subscribers.is_empty()
-            && self.replays.is_empty()
             && self.lane.is_settled()
             && self.last_request.elapsed() >= self.limits.hibernate_after;
         if idle && matches!(self.phase, Phase::Ready) {
@@ -240,7 +231,7 @@ impl Actor for SessionActor {
                     if let Some(metrics) = actor.metrics() {
                         metrics.session_loaded(outcome, elapsed);
                     }
-                    actor.snapshot_len = snapshot_len;
+                    actor.snapshots.covered(snapshot_len);
                     actor.start_from(ctx, state, opened.tail, opened.store);
                 }));
             }

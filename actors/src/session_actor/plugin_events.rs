@@ -57,7 +57,7 @@ impl Handler<EmitPluginEvent> for SessionActor {
                 Ok(frame) => {
                     // Not a stored event: a subscriber whose queue is full misses it, and keeps its subscription
                     // (the durable `plugin_event_added` reaches it through `events.subscription` regardless).
-                    actor.subscribers.retain(|subscriber| subscriber.sink.offer_transient(&frame).is_ok());
+                    actor.subscribers.offer_transient(&frame);
                 }
                 Err(error) => tracing::error!(%error, "could not encode events.plugin"),
             }

@@ -17,7 +17,6 @@ use troupe_protocol::server::{EventSink, encode_event_notification};
 use troupe_protocol::types::events::EventsSubscribeResult;
 use troupe_runtime::event_log::{EventReader, LogEntry};
 
-use super::tool_output::Subscriber;
 use super::{SessionActor, Subscribe};
 use crate::error::EngineError;
 
@@ -112,9 +111,7 @@ impl SessionActor {
             self.go_live(sink);
             return;
         }
-        let id = self.next_replay_id;
-        self.next_replay_id += 1;
-        self.replays.insert(id, sink.clone());
+        let id = self.subscribers.start_replay(sink.clone());
         let pump = ReplayPump { actor: ctx.address(), id, sink, session_id: self.session_id.clone(), after };
         actix::spawn(pump.run());
     }
@@ -124,7 +121,7 @@ impl SessionActor {
         for snapshot in self.tool_output.snapshots(&self.session_id) {
             let _ = sink.offer_transient(&snapshot);
         }
-        self.subscribers.push(Subscriber::new(sink));
+        self.subscribers.go_live(sink);
     }
 }
 
@@ -135,7 +132,7 @@ impl Handler<Subscribe> for SessionActor {
         if let Err(error) = self.ready_state() {
             return Box::pin(fut::ready(Err(error)));
         }
-        self.subscribers.retain(|subscriber| !subscriber.sink.is_closed());
+        self.subscribers.prune_closed();
         let sink = Arc::new(message.sink);
         let through = self.lane.committed_seq();
         let after = message.cursor.unwrap_or(0);
@@ -229,16 +226,16 @@ impl Handler<NextReplay> for SessionActor {
     type Result = MessageResult<NextReplay>;
 
     fn handle(&mut self, message: NextReplay, _: &mut Context<Self>) -> Self::Result {
-        let Some(sink) = self.replays.get(&message.id).cloned() else {
+        let Some(sink) = self.subscribers.replaying(message.id) else {
             return MessageResult(ReplayStep::Gone);
         };
         if sink.is_closed() {
-            self.replays.remove(&message.id);
+            self.subscribers.end_replay(message.id);
             return MessageResult(ReplayStep::Gone);
         }
         let through = self.lane.committed_seq();
         if message.after >= through {
-            self.replays.remove(&message.id);
+            self.subscribers.end_replay(message.id);
             self.go_live(sink);
             return MessageResult(ReplayStep::CaughtUp);
         }
@@ -247,7 +244,7 @@ impl Handler<NextReplay> for SessionActor {
             Ok(Source::Store(reader)) => ReplayStep::Store { reader, through },
             Err(error) => {
                 tracing::error!(session_id = %self.session_id, %error, "a replay cannot continue");
-                self.replays.remove(&message.id);
+                self.subscribers.end_replay(message.id);
                 ReplayStep::Failed
             }
         })
@@ -258,7 +255,7 @@ impl Handler<ReplayEnded> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, message: ReplayEnded, _: &mut Context<Self>) {
-        self.replays.remove(&message.id);
+        self.subscribers.end_replay(message.id);
     }
 }
 

@@ -1,6 +1,6 @@
-//! The session actor's side of runs: starting one (idempotent by `client_run_id`, one at a time), the
-//! steering lane (admit, promote at boundaries, recall), appending the run's events, live tool output, and
-//! forwarding cancel and stdin to the run's actor.
+//! The session actor's side of runs: starting one (idempotent by `client_run_id`, one at a time), appending the
+//! run's events, live tool output, and forwarding cancel and stdin to the run's actor. The steering lane is in
+//! `steering.rs`.
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -15,8 +15,7 @@ use super::SessionActor;
 use super::tool_output::OutputChunkRef;
 use crate::error::EngineError;
 use crate::ports::session::{
-    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, PromotePendingInputs, RunOutput, StartDelegatedRun,
-    StartRun, TrackedEvent, Until,
+    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, RunOutput, StartDelegatedRun, StartRun, TrackedEvent, Until,
 };
 use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
 
@@ -25,21 +24,6 @@ use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
 #[derive(Message)]
 #[rtype(result = "Result<RunSelection, EngineError>")]
 pub struct NextRunSelection;
-
-/// Admits a steering input for the active run (`user_input_admitted`).
-#[derive(Message)]
-#[rtype(result = "Result<bool, EngineError>")]
-pub struct SteerRun {
-    pub run_id: String,
-    pub input: String,
-}
-
-/// Takes back the newest pending steering input (`user_input_recalled`), if any.
-#[derive(Message)]
-#[rtype(result = "Result<Option<String>, EngineError>")]
-pub struct RecallSteer {
-    pub run_id: String,
-}
 
 /// Writes to the stdin of a running tool call of the active run.
 #[derive(Message)]
@@ -52,7 +36,7 @@ pub struct ToolStdin {
 }
 
 impl SessionActor {
-    fn run_not_active(&self, run_id: &str) -> EngineError {
+    pub(super) fn run_not_active(&self, run_id: &str) -> EngineError {
         EngineError::RunNotActive { run_id: run_id.to_owned() }
     }
 
@@ -205,80 +189,6 @@ impl Handler<NextRunSelection> for SessionActor {
     }
 }
 
-impl Handler<SteerRun> for SessionActor {
-    type Result = ResponseFuture<Result<bool, EngineError>>;
-
-    fn handle(&mut self, message: SteerRun, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = (|| {
-            self.require_active_run(&message.run_id)?;
-            let payload = EventPayload::UserInputAdmitted { input_id: new_id(), input: message.input };
-            let seq = self.append(ctx, Some(message.run_id), Some("user".to_owned()), payload)?;
-            Ok((seq, true))
-        })();
-        self.durable_reply(accepted)
-    }
-}
-
-impl Handler<RecallSteer> for SessionActor {
-    type Result = ResponseFuture<Result<Option<String>, EngineError>>;
-
-    fn handle(&mut self, message: RecallSteer, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = (|| {
-            let state = self.ready_state()?;
-            let Some(active) = state.runs.active.as_ref().filter(|active| active.run_id == message.run_id) else {
-                return Err(self.run_not_active(&message.run_id));
-            };
-            // The lane is empty: nothing to recall, and no event.
-            let Some(newest) = active.pending.back().cloned() else {
-                return Ok((0, None));
-            };
-            let payload = EventPayload::UserInputRecalled { input_id: newest.input_id, input: newest.input.clone() };
-            let seq = self.append(ctx, Some(message.run_id), Some("user".to_owned()), payload)?;
-            Ok((seq, Some(newest.input)))
-        })();
-        self.durable_reply(accepted)
-    }
-}
-
-impl Handler<PromotePendingInputs> for SessionActor {
-    type Result = ResponseFuture<Result<Vec<String>, EngineError>>;
-
-    fn handle(&mut self, message: PromotePendingInputs, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = self.promote_pending(ctx, &message.run_id);
-        self.durable_reply(accepted)
-    }
-}
-
-impl SessionActor {
-    /// Appends every pending steering input of the active run `run_id` as `user_input_submitted`, oldest first,
-    /// then the producer messages waiting in `steer` mode. Returns the last sequence appended (0 when nothing
-    /// was) and the texts, in order.
-    pub(super) fn promote_pending(
-        &mut self,
-        ctx: &mut Context<Self>,
-        run_id: &str,
-    ) -> Result<(u64, Vec<String>), EngineError> {
-        let state = self.ready_state()?;
-        let Some(active) = state.runs.active.as_ref().filter(|active| active.run_id == run_id) else {
-            return Err(self.run_not_active(run_id));
-        };
-        let pending: Vec<_> = active.pending.iter().cloned().collect();
-        let mut last_seq = 0;
-        let mut promoted = Vec::with_capacity(pending.len());
-        for input in pending {
-            let payload = EventPayload::UserInputSubmitted { input_id: input.input_id, input: input.input.clone() };
-            last_seq = self.append(ctx, Some(run_id.to_owned()), Some("user".to_owned()), payload)?;
-            promoted.push(input.input);
-        }
-        // Producer messages in `steer` mode enter at the same boundary, after the user's.
-        if let Some((seq, bodies)) = self.claim_steer_messages(ctx, run_id)? {
-            last_seq = seq;
-            promoted.extend(bodies);
-        }
-        Ok((last_seq, promoted))
-    }
-}
-
 impl Handler<AppendRunEvent> for SessionActor {
     type Result = ResponseActFuture<Self, Result<u64, EngineError>>;
 
@@ -345,7 +255,7 @@ impl Handler<RunOutput> for SessionActor {
             offset: message.offset,
             data: &message.data,
         };
-        self.tool_output.publish(&self.session_id, chunk, &mut self.subscribers);
+        self.tool_output.publish(&self.session_id, chunk, self.subscribers.live_mut());
         // The run awaits this reply before its next chunk: a writer with no room slows the tool down.
         match self.stored_outputs.record(&message.tool_call_id, message.stream, &message.data) {
             Some(room) => Box::pin(room),

@@ -54,28 +54,28 @@ impl SessionActor {
     /// Takes and writes a snapshot when the log has grown by `SNAPSHOT_EVERY_BYTES` since the last one and every
     /// accepted event is durable.
     pub(super) fn maybe_snapshot(&mut self, ctx: &mut Context<Self>) {
-        if self.snapshot_writing || self.lane.has_queued() {
+        if self.snapshots.is_writing() || self.lane.has_queued() {
             return;
         }
         let (Some(state), Some(store)) = (&self.state, self.lane.store()) else { return };
-        if store.len_bytes().saturating_sub(self.snapshot_len) < SNAPSHOT_EVERY_BYTES {
+        if !self.snapshots.grown_by(store.len_bytes(), SNAPSHOT_EVERY_BYTES) {
             return;
         }
         let Some(pending) = store.snapshot_of_live(state) else { return };
-        self.snapshot_len = pending.covered_len();
+        self.snapshots.covered(pending.covered_len());
         let Some(written) = spawn_write(self.session_dir.clone(), pending) else { return };
-        self.snapshot_writing = true;
-        ctx.spawn(written.into_actor(self).map(|_, actor, _| actor.snapshot_writing = false));
+        self.snapshots.writing_started();
+        ctx.spawn(written.into_actor(self).map(|_, actor, _| actor.snapshots.written()));
     }
 
     /// At the actor's stop: writes a snapshot when the log grew by `SNAPSHOT_MIN_GROWTH_BYTES` since the last one.
     pub(super) fn snapshot_at_stop(&mut self) {
         let (Some(state), Some(store)) = (&self.state, self.lane.store()) else { return };
-        if self.lane.has_queued() || store.len_bytes().saturating_sub(self.snapshot_len) < SNAPSHOT_MIN_GROWTH_BYTES {
+        if self.lane.has_queued() || !self.snapshots.grown_by(store.len_bytes(), SNAPSHOT_MIN_GROWTH_BYTES) {
             return;
         }
         if let Some(pending) = store.snapshot_of_live(state) {
-            self.snapshot_len = pending.covered_len();
+            self.snapshots.covered(pending.covered_len());
             spawn_write(self.session_dir.clone(), pending);
         }
     }

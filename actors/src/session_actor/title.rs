@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures::StreamExt;
-use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::{ModelSelection, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, InternalAgent, TitleChangeKind, UsagePurpose};
 use troupe_runtime::clock::new_id;
@@ -66,15 +65,13 @@ impl SessionActor {
     /// Cancels the title job in flight, if any (a client set or cleared the title). Its usage so far is recorded;
     /// its title is not.
     pub(super) fn cancel_title_job(&mut self) {
-        if let Some(cancel) = &self.title_job {
-            cancel.cancel();
-        }
+        self.jobs.cancel_title();
     }
 
     /// Starts the title job of a run that was just accepted, when the session waits for a title.
     pub(super) fn begin_auto_title(&mut self, ctx: &mut Context<Self>, request: TitleRequest<'_>) {
         let Some(state) = self.state.as_ref() else { return };
-        if self.title_job.is_some() || !state.awaits_auto_title() {
+        if self.jobs.title_running() || !state.awaits_auto_title() {
             return;
         }
         let Some(fallback) = first_line_title(request.input) else { return };
@@ -85,8 +82,7 @@ impl SessionActor {
             self.commit_auto_title(ctx, fallback, Vec::new());
             return;
         }
-        let cancel = CancellationToken::new();
-        self.title_job = Some(cancel.clone());
+        let cancel = self.jobs.begin_title();
         let services = request.services.clone();
         let chain = request.chain.to_vec();
         let agent = request.agent.to_owned();
@@ -105,7 +101,7 @@ impl SessionActor {
             TitleOutcome { title, events }
         };
         ctx.spawn(job.into_actor(self).map(move |outcome, actor, ctx| {
-            actor.title_job = None;
+            actor.jobs.end_title();
             let title = outcome.title.unwrap_or(fallback);
             actor.commit_auto_title(ctx, title, outcome.events);
         }));

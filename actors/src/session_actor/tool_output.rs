@@ -7,34 +7,20 @@
 //! retained, and a subscriber that arrives while a tool runs gets them as `events.tool_output_snapshot`.
 //! Named subscriptions to one call (`tool_output.subscribe`) are served from the same windows (`named_output`).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::named_output::{
     self, CallRef, EndedCall, NamedRequest, NamedSubscriber, Window, end_subscribers, remember_ended,
 };
+use super::subscribers::Subscriber;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytestring::ByteString;
 use troupe_protocol::jsonrpc::encode_notification;
 use troupe_protocol::notification::{ToolOutputDelta, ToolOutputGap, ToolOutputSnapshot};
-use troupe_protocol::server::EventSink;
 use troupe_protocol::types::tool_output::{
     OutputStream, TOOL_OUTPUT_RETAINED_BYTES, ToolOutputDeltaParams, ToolOutputGapParams, ToolOutputSnapshotParams,
 };
-
-/// One subscriber of the session, and the output streams on which it missed bytes.
-pub(crate) struct Subscriber {
-    /// Shared with the replay pump that delivered its stored events, if any.
-    pub(crate) sink: Arc<EventSink>,
-    missed: HashSet<(String, OutputStream)>,
-}
-
-impl Subscriber {
-    pub(crate) fn new(sink: Arc<EventSink>) -> Self {
-        Subscriber { sink, missed: HashSet::new() }
-    }
-}
 
 /// The retained tail of one running stream.
 struct RetainedOutput {

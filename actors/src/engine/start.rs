@@ -1,0 +1,152 @@
+//! Building the engine: [`EngineConfig`] and [`Engine::start`], which starts the actors, the session threads,
+//! the log writers and the plugins, and wires them together.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use troupe_runtime::config::{AgentConfig, PermissionsConfig, ToolSettings};
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::policy::PermissionRule;
+use troupe_runtime::provider_store::ProviderStore;
+use troupe_runtime::redact::Secrets;
+use troupe_runtime::sandbox::Sandbox;
+
+use super::{Engine, status};
+use crate::error::EngineError;
+use crate::run_services::RunServices;
+use crate::runtime_actor::RuntimeActor;
+use crate::session_actor::SessionLimits;
+use crate::session_router::SessionRouter;
+use crate::session_supervisor::{LiveSessions, SessionSupervisor};
+
+/// How the engine is set up.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub data_dir: DataDir,
+    /// Agents from `config.toml`.
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Tool limits from `config.toml`.
+    pub tools: ToolSettings,
+    /// Permission rules from `config.toml`.
+    pub permissions: PermissionsConfig,
+    /// Sessions' memory bounds and idle time (an idle session with no subscribers stops after
+    /// `hibernate_after`).
+    pub sessions: SessionLimits,
+    /// Threads that run session actors.
+    pub session_threads: usize,
+    /// The cwd of sessions created without one.
+    pub default_cwd: PathBuf,
+    /// The largest input of `run.start` and `run.steer`, in bytes.
+    pub max_input_bytes: usize,
+    /// The kernel's bounds on tool processes, built from `[sandbox]` (the daemon killed what a previous daemon
+    /// left behind before starting the engine).
+    pub sandbox: Arc<Sandbox>,
+    /// Secrets masked in tool output (the daemon token; the engine adds connected providers' keys).
+    pub secrets: Secrets,
+    /// `[plugins.<name>]`: the plugin subprocesses started with the engine (`plugin_host`).
+    pub plugins: BTreeMap<String, troupe_runtime::config::PluginConfig>,
+    /// `[goals]`: the bound on automatic runs without checklist progress.
+    pub goals: troupe_runtime::config::GoalsConfig,
+    /// `[delegation]`: the `delegate` tool's depth and concurrency bounds.
+    pub delegation: troupe_runtime::config::DelegationConfig,
+    /// `[models]`: context windows and prices beyond the catalog's.
+    pub models: troupe_runtime::config::ModelsConfig,
+    /// `[compaction]`: automatic compaction of runs.
+    pub compaction: troupe_runtime::config::CompactionConfig,
+    /// `[titles]`: automatic session titles.
+    pub titles: troupe_runtime::config::TitlesConfig,
+}
+
+impl Engine {
+    /// Starts the actors (the supervisor builds the session index on a blocking thread before it answers anything).
+    /// Must be called inside a running actix System. Reads `providers.json` here, before anything is served.
+    pub fn start(config: EngineConfig) -> Result<Engine, EngineError> {
+        crate::blocking_check::install();
+        let store = ProviderStore::open(config.data_dir.root())
+            .map_err(|error| EngineError::Internal { detail: error.to_string() })?;
+        let agent_rules = config
+            .agents
+            .iter()
+            .map(|(name, agent)| (name.clone(), agent.permissions.iter().map(PermissionRule::from).collect()))
+            .collect();
+        let mut services =
+            RunServices::new(config.sandbox.clone(), config.secrets.clone(), config.permissions.clone(), agent_rules);
+        services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
+        services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
+        services.configured_agents = config.agents.keys().cloned().collect();
+        services.delegation = config.delegation;
+        services.compaction = config.compaction;
+        services.titles = config.titles;
+        services.models.configure(config.models);
+        let services = Arc::new(services);
+        let log_writers = crate::log_writers::LogWriters::start(config.session_threads)
+            .map_err(|error| EngineError::Internal { detail: format!("starting the log writer threads: {error}") })?;
+        let session_arbiters: Vec<Arbiter> = (0..config.session_threads).map(|_| Arbiter::new()).collect();
+        for arbiter in &session_arbiters {
+            // Queued before any session actor can be started there, so every session finds its writers.
+            arbiter.spawn_fn(log_writers.installer());
+        }
+        if session_arbiters.is_empty() {
+            // Sessions then run on this thread's arbiter.
+            log_writers.installer()();
+        }
+        let handles = session_arbiters.iter().map(Arbiter::handle).collect();
+        let live: LiveSessions = Arc::new(DashMap::new());
+        let goals_data_dir = config.data_dir.clone();
+        let status = status::StatusFacts::new(config.data_dir.root().display().to_string());
+        let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
+        let run_context = crate::run_start::EngineRunContext {
+            runtime: runtime.clone(),
+            services: services.clone(),
+            max_input_bytes: config.max_input_bytes,
+        };
+        let supervisor = SessionSupervisor::new(
+            config.data_dir,
+            config.sessions,
+            handles,
+            live.clone(),
+            services.runs.clone(),
+            Some(run_context),
+            config.permissions.default_mode,
+        )
+        .start();
+        supervisor.do_send(crate::session_supervisor::InstallGoals {
+            runs: crate::goal_actor::GoalRuns {
+                runtime: runtime.clone(),
+                services: services.clone(),
+                max_idle_runs: config.goals.max_idle_runs,
+            },
+            data_dir: goals_data_dir,
+        });
+        let producers: Arc<crate::producers::ProducerRegistry> = Default::default();
+        producers.set_recovery_source(services.plugins.clone());
+        let plugins = crate::plugin_host::PluginHosts::start(
+            &config.plugins,
+            services.plugins.clone(),
+            crate::plugin_host::PluginContext {
+                sessions: SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
+                producers: producers.clone(),
+                max_body_bytes: config.max_input_bytes,
+            },
+        );
+        Ok(Engine {
+            plugins,
+            runtime,
+            supervisor,
+            live,
+            default_cwd: config.default_cwd,
+            max_input_bytes: config.max_input_bytes,
+            replay_page_bytes: config.sessions.replay_page_bytes,
+            services,
+            session_arbiters,
+            log_writers,
+            producers,
+            status,
+            presence: crate::presence_actor::PresenceActor::default().start(),
+        })
+    }
+}

@@ -1,0 +1,185 @@
+//! The supervisor's index of every session on disk: built at start from a scan of the sessions directory (the
+//! `meta.json` caches, or the logs where a cache is missing or stale; a scan that fails is retried), then kept
+//! current by the session actors' reports (`SessionMetaChanged`).
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use troupe_protocol::types::common::SessionMeta;
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::event_log::{self, EventStore};
+use troupe_runtime::fork::FORK_DIR_SUFFIX;
+use troupe_runtime::meta_cache;
+use troupe_runtime::session_state::SessionState;
+use troupe_runtime::usage_book::UsageSummary;
+
+use super::{SessionSupervisor, removal};
+use crate::ports::supervisor::SessionMetaChanged;
+use crate::session_actor::Opening;
+
+/// The first wait before the sessions directory is read again after it could not be read at start; doubled at each
+/// failure up to [`RESCAN_MAX_DELAY`].
+pub(super) const RESCAN_FIRST_DELAY: Duration = Duration::from_millis(250);
+const RESCAN_MAX_DELAY: Duration = Duration::from_secs(10);
+
+/// Reads every session's metadata and spent usage: the cache when it matches the log's length, else the log
+/// itself (and then refreshes the cache). Sessions whose log cannot be projected are logged and left out. An error
+/// when the sessions directory exists but cannot be read (its permissions, an I/O error): then nothing is known yet.
+pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<(SessionMeta, UsageSummary)>> {
+    let entries = match std::fs::read_dir(data_dir.sessions_dir()) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    let mut sessions = Vec::new();
+    for entry in entries.flatten() {
+        let session_dir = entry.path();
+        let Some(session_id) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !session_dir.is_dir() {
+            continue;
+        }
+        if session_id.starts_with('.') {
+            // A fork being copied (`.<id>.fork`) when the daemon stopped: never renamed into place, so it is not a
+            // session. Removed so it does not accumulate.
+            if session_id.ends_with(FORK_DIR_SUFFIX) {
+                let _ = std::fs::remove_dir_all(&session_dir);
+            }
+            // A deletion a crash interrupted after its rename (`removal`): the session is already gone.
+            if removal::is_deletion_staging(&session_id) {
+                tracing::info!(path = %session_dir.display(), "removing a deleted session's leftover directory");
+                let _ = std::fs::remove_dir_all(&session_dir);
+            }
+            continue;
+        }
+        let log_len = meta_cache::log_len(&session_dir);
+        if let Some(cached) = meta_cache::read(&session_dir)
+            && Some(cached.log_len_bytes) == log_len
+            && cached.meta.session_id == session_id
+        {
+            sessions.push((cached.meta, cached.usage));
+            continue;
+        }
+        // Streamed: the projection is built line by line, no event is kept.
+        let mut projector = SessionState::projector();
+        match event_log::open(&session_dir, 0, |event| projector.apply(event)) {
+            Ok(opened) => {
+                let fallback_time = event_log::modified_rfc3339(&session_dir);
+                let mut state = projector.finish(&session_id, opened.skipped, &fallback_time);
+                if let Err(error) = troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader()) {
+                    tracing::warn!(%session_id, %error, "could not read a reverted session's visible events");
+                }
+                let (meta, usage) = (state.meta(), state.usage.summary().clone());
+                if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, opened.store.len_bytes()) {
+                    tracing::warn!(%session_id, %error, "could not write the metadata cache");
+                }
+                sessions.push((meta, usage));
+            }
+            Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => {
+                tracing::warn!(%session_id, "skipping a session directory without an event log")
+            }
+            Err(error) => {
+                // The log is there but cannot be read now (permissions, a directory in its place, an I/O error).
+                // The session stays indexed, its damage reported, so that requests reach it: each tries to load it
+                // again and answers with the error until the file is repaired, with no restart needed.
+                tracing::warn!(%session_id, %error, "a session's log cannot be opened; it stays listed");
+                let fallback_time = event_log::modified_rfc3339(&session_dir);
+                let skipped = vec![troupe_protocol::types::common::SkippedEvent {
+                    seq: Some(1),
+                    line: None,
+                    reason: format!("the log could not be opened: {error}"),
+                }];
+                let meta = SessionState::projector().finish(&session_id, skipped, &fallback_time).meta();
+                sessions.push((meta, UsageSummary::default()));
+            }
+        }
+    }
+    Ok(sessions)
+}
+
+impl SessionSupervisor {
+    /// Indexes what a scan of the sessions directory found. A scan that could not read the directory is tried again
+    /// after `retry_in`, then less and less often, until one succeeds: otherwise every session on disk would stay
+    /// unknown (unlisted, `session_not_found`) until the next restart, although the directory became readable.
+    pub(super) fn index_scanned(
+        &mut self,
+        scanned: Result<std::io::Result<Vec<(SessionMeta, UsageSummary)>>, tokio::task::JoinError>,
+        ctx: &mut Context<Self>,
+        retry_in: Duration,
+    ) {
+        let error = match scanned {
+            Ok(Ok(sessions)) => {
+                for (meta, usage) in sessions {
+                    // A session created or changed since the scan began is known better already.
+                    if !self.index.contains_key(&meta.session_id) {
+                        self.usage.set(&meta.session_id, usage);
+                        self.index_meta(meta);
+                    }
+                }
+                return;
+            }
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => format!("the scanning thread failed: {error}"),
+        };
+        tracing::error!(
+            %error, retry_in_ms = retry_in.as_millis() as u64,
+            "cannot read the sessions directory; its sessions are unknown until it can be read"
+        );
+        ctx.run_later(retry_in, move |supervisor, ctx| {
+            let data_dir = supervisor.data_dir.clone();
+            let scan = async move { tokio::task::spawn_blocking(move || scan_sessions(&data_dir)).await };
+            ctx.spawn(scan.into_actor(supervisor).map(move |scanned, supervisor, ctx| {
+                let known = supervisor.index.len();
+                supervisor.index_scanned(scanned, ctx, (retry_in * 2).min(RESCAN_MAX_DELAY));
+                if supervisor.index.len() > known {
+                    tracing::info!(sessions = supervisor.index.len(), "session index built");
+                    supervisor.interrupt_runs_left_in_flight(ctx);
+                }
+            }));
+        });
+    }
+
+    /// Runs that were in flight when the daemon stopped get `run_interrupted` now: opening their sessions loads
+    /// the logs, and a session that finds an active run without an actor records the interruption.
+    pub(super) fn interrupt_runs_left_in_flight(&mut self, ctx: &mut Context<Self>) {
+        let running: Vec<String> = self
+            .index
+            .values()
+            .filter(|meta| meta.status == troupe_protocol::types::common::SessionStatus::Running)
+            .map(|meta| meta.session_id.clone())
+            .collect();
+        for session_id in running {
+            if self.live.contains_key(&session_id) {
+                // Its actor is up already (a later scan found nothing new about it): it closed the run when it loaded.
+                continue;
+            }
+            tracing::info!(%session_id, "interrupting a run left in flight");
+            self.start_actor(&session_id, Opening::Load, ctx);
+        }
+    }
+
+    pub(super) fn index_meta(&mut self, meta: SessionMeta) {
+        if !self.index.contains_key(&meta.session_id)
+            && let Some(parent) = meta.origin.parent_session_id()
+        {
+            self.children.entry(parent.to_owned()).or_default().push(meta.session_id.clone());
+        }
+        self.index.insert(meta.session_id.clone(), meta);
+    }
+}
+
+impl Handler<SessionMetaChanged> for SessionSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: SessionMetaChanged, _: &mut Context<Self>) {
+        // A deleted session's last reports may still be queued here (`removal`: its actor reported while it was
+        // loaded or sealed for the deletion); they must not bring it back. Any other session that reports is
+        // indexed or live (a new one is live before its first report).
+        let session_id = &message.meta.session_id;
+        if !self.index.contains_key(session_id) && !self.live.contains_key(session_id) {
+            return;
+        }
+        self.index_meta(message.meta);
+    }
+}
