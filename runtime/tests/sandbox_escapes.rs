@@ -3,6 +3,7 @@
 //! `sandbox_environment.rs`.)
 
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
 
 use std::io::Read;
 use std::os::unix::net::UnixListener;

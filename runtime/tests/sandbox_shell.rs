@@ -4,6 +4,7 @@
 //! cannot be enforced. Tests that need Landlock say so and pass vacuously on a kernel without it.
 
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

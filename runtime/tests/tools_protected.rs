@@ -1,6 +1,8 @@
 //! The sandbox's denied paths in the in-process file tools: the daemon's data directory inside the cwd, hard links
 //! and symlinked folders leading into it, writes that must change nothing, and other denied paths.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
