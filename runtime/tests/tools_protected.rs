@@ -14,6 +14,10 @@ use troupe_runtime::config::SandboxConfig;
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::tools::{ToolContext, ToolRegistry};
 
+/// Skipping a test this machine cannot run, shared with the other sandbox tests.
+#[path = "sandbox_support/unavailable.rs"]
+mod unavailable;
+
 const STEP: Duration = Duration::from_secs(20);
 const TOKEN: &str = "tok_4d1f0c9b8a7e6d5c4b3a2f1e0d9c8b7a";
 const API_KEY: &str = "sk-live-abcdefghijklmnopqrstuvwxyz012345";
@@ -328,7 +332,7 @@ fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
         .status()
         .is_ok_and(|status| status.success());
     if !mounted {
-        eprintln!("skipped: bind mounts need privileges this test does not have");
+        unavailable::skip(unavailable::Missing::Mount);
         return None;
     }
     Some(Unmount(mount_point.to_path_buf()))

@@ -22,6 +22,7 @@ mod graph;
 mod lexer;
 mod ratchet;
 mod references;
+mod skips;
 
 use std::path::Path;
 
