@@ -38,7 +38,13 @@ const DEFAULT_URL: &str = "ws://127.0.0.1:7419/ws";
 const MODEL: &str = "local/scripted";
 
 fn main() -> std::process::ExitCode {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start a tokio runtime: {error}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     match runtime.block_on(run()) {
         Ok(true) => std::process::ExitCode::SUCCESS,
         Ok(false) => std::process::ExitCode::from(1),

@@ -3,6 +3,7 @@
 //! and run normally on a blocking thread or a plain thread.
 
 #![cfg(debug_assertions)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! The bench's smoke mode is part of the normal test run: small sizes, every figure, correctness asserted
 //! (ordering and completeness of fan-out, loads, run completion), timing targets not judged.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -102,41 +102,39 @@ impl<S: ServerProtocol> ConnectionActor<S> {
     /// Creates the protocol session (which tells the engine `connected`), starts the actor on the current
     /// worker's arbiter, and returns the response body that writes the socket.
     pub(crate) fn launch(setup: ConnectionSetup<S>) -> SocketBody {
-        let mut socket_body = None;
-        ConnectionActor::create(|ctx| {
-            let (connection, outbound) =
-                ServerConnection::with_observer(setup.engine.clone(), setup.limits, setup.observer);
-            let closer = outbound.closer();
-            let frames_out = Rc::new(Cell::new(0));
-            let (socket, body, body_gone) = crate::socket_body::socket(outbound, frames_out.clone());
-            socket_body = Some(body);
-            if setup.console.is_some() {
-                connection.set_authority(troupe_protocol::server::Authority::BrowserSession);
-            }
-            let connection_id = connection.connection_id();
-            let read_gate =
-                ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK), setup.max_frame_bytes);
-            ctx.add_stream(read_gate.gate(setup.inbound));
-            let span = tracing::info_span!("connection", connection_id, client = %setup.peer);
-            ConnectionActor {
-                connection,
-                connection_id,
-                teardown: Some(Teardown { closer, engine: setup.engine, connection_id }),
-                body_gone: Some(body_gone),
-                socket,
-                span,
-                keepalive: setup.keepalive,
-                last_heard: Instant::now(),
-                closing: false,
-                registry: setup.registry,
-                console: setup.console,
-                read_gate,
-                connected_at: Instant::now(),
-                frames_in: 0,
-                frames_out,
-            }
+        // What `Actor::create` does, with the context at hand here so that the body comes back beside the actor.
+        let mut ctx = Context::new();
+        let (connection, outbound) =
+            ServerConnection::with_observer(setup.engine.clone(), setup.limits, setup.observer);
+        let closer = outbound.closer();
+        let frames_out = Rc::new(Cell::new(0));
+        let (socket, socket_body, body_gone) = crate::socket_body::socket(outbound, frames_out.clone());
+        if setup.console.is_some() {
+            connection.set_authority(troupe_protocol::server::Authority::BrowserSession);
+        }
+        let connection_id = connection.connection_id();
+        let read_gate =
+            ReadGate::new(setup.limits.max_in_flight.saturating_add(READ_GATE_SLACK), setup.max_frame_bytes);
+        ctx.add_stream(read_gate.gate(setup.inbound));
+        let span = tracing::info_span!("connection", connection_id, client = %setup.peer);
+        ctx.run(ConnectionActor {
+            connection,
+            connection_id,
+            teardown: Some(Teardown { closer, engine: setup.engine, connection_id }),
+            body_gone: Some(body_gone),
+            socket,
+            span,
+            keepalive: setup.keepalive,
+            last_heard: Instant::now(),
+            closing: false,
+            registry: setup.registry,
+            console: setup.console,
+            read_gate,
+            connected_at: Instant::now(),
+            frames_in: 0,
+            frames_out,
         });
-        socket_body.expect("the actor is created at once")
+        socket_body
     }
 
     /// Stops the actor when the response body is dropped (the socket is gone). The teardown goes with this

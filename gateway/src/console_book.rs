@@ -251,6 +251,12 @@ fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// 32 random bytes, base64url: a code or a session value.
+#[allow(
+    clippy::expect_used,
+    reason = "getrandom(2) blocks until the kernel's pool is seeded and cannot fail afterwards on a kernel this daemon \
+              runs on (it needs Landlock, Linux 5.13; getrandom is 3.17); the minter's signature \
+              (troupe_actors::ConsoleCodeMinter) has no error to return"
+)]
 fn random_value() -> String {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the operating system's random source failed");

@@ -1,6 +1,8 @@
 //! The gateway over the real wire: a real server on 127.0.0.1:0, real WebSocket clients, and a tiny fake engine
 //! (the point is the edge, not the engine). Every await is under a timeout.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
 use std::sync::Arc;

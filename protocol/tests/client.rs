@@ -4,6 +4,8 @@
 //!
 //! Every await is bounded by a timeout; nothing sleeps to synchronize.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;

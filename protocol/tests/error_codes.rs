@@ -1,6 +1,8 @@
 //! Every typed error code is documented: `docs/protocol.md`'s "Error codes" table names each variant of
 //! `ErrorCode`, and names no code that is not one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::collections::BTreeSet;
 
 use troupe_protocol::error_code::ErrorCode;

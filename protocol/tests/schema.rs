@@ -4,6 +4,8 @@
 //! the file), review and commit the result, and run again. The method and notification tables are checked against
 //! the reference's lists, written out here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::path::PathBuf;
 
 use serde_json::Value;

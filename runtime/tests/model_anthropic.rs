@@ -1,5 +1,7 @@
 //! The Anthropic provider against a fake server speaking the Messages API's SSE.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 mod model_support;
 
 use model_support::{TEST_TIMEOUT, collect, text_of};

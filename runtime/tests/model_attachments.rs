@@ -2,6 +2,8 @@
 //! document parts where its API takes them, a clear text note otherwise, and a turn's tool results before the
 //! user turns its tools emitted.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 mod model_support;
 
 use std::sync::Arc;

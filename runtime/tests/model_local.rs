@@ -1,5 +1,7 @@
 //! The offline models: echo streaming, scripted turn selection and scripted failures.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 mod model_support;
 
 use model_support::{TEST_TIMEOUT, collect, text_of};

@@ -1,5 +1,7 @@
 //! The OpenAI-compatible provider against a fake server speaking Chat Completions SSE.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 mod model_support;
 
 use futures::StreamExt;

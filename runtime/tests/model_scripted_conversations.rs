@@ -1,6 +1,8 @@
 //! `local/scripted` with `by_input`: conversations that share one script (a parent and its delegated children)
 //! each play their own turns, selected by their first user message.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 mod model_support;
 
 use model_support::{TEST_TIMEOUT, collect, text_of};

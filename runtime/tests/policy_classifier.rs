@@ -1,5 +1,7 @@
 //! The `auto_approve` classifier against the red team's bypasses and the classic bypass corpus.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::path::{Path, PathBuf};
 
 use serde_json::json;

@@ -1,5 +1,7 @@
 //! The decision table (every mode × effect × grant × classifier verdict) and the `auto_approve` classifier.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::path::{Path, PathBuf};
 
 use serde_json::json;

@@ -1,5 +1,7 @@
 //! `Policy::evaluate`: hard denies, agent and config rules, built-ins; and operation fingerprints.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::path::Path;
 
 use serde_json::json;

@@ -1,5 +1,7 @@
 //! Masking secrets out of tool output: whole texts, byte output and streams split anywhere.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use troupe_runtime::redact::{MIN_SECRET_BYTES, Secrets, StreamRedactor};
 
 const TOKEN: &str = "tok_3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c";

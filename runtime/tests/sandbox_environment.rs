@@ -3,6 +3,7 @@
 //! with one test, so that setting this process's environment races with no other thread.
 
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
 
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_runtime::config::{SandboxConfig, SandboxMode};

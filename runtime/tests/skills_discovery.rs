@@ -1,6 +1,8 @@
 //! Skill discovery against real directories: both sources, precedence, problems beside loaded skills, limits and
 //! symlinks, and the wire descriptor.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,8 @@
 //! Rendering a skill's body with arguments: `$ARGUMENTS`, positional arguments with quotes, escapes, and the
 //! appended arguments for a body without placeholders.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::path::PathBuf;
 
 use troupe_runtime::skills::{Skill, SkillSource, render, split_arguments};

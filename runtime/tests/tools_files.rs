@@ -1,5 +1,7 @@
 //! The file tools on real files: write, read, edit and list round trips, and their refusals.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::path::Path;
 use std::time::Duration;
 

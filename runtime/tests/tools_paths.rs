@@ -1,6 +1,8 @@
 //! Path confinement: `..`, symlinks pointing out, swapped components between permission and execution, and
 //! approved access outside the cwd.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! The sandbox's denied paths in the in-process file tools: the daemon's data directory inside the cwd, hard links
 //! and symlinked folders leading into it, writes that must change nothing, and other denied paths.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +13,10 @@ use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_runtime::config::SandboxConfig;
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::tools::{ToolContext, ToolRegistry};
+
+/// Skipping a test this machine cannot run, shared with the other sandbox tests.
+#[path = "sandbox_support/unavailable.rs"]
+mod unavailable;
 
 const STEP: Duration = Duration::from_secs(20);
 const TOKEN: &str = "tok_4d1f0c9b8a7e6d5c4b3a2f1e0d9c8b7a";
@@ -326,7 +332,7 @@ fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
         .status()
         .is_ok_and(|status| status.success());
     if !mounted {
-        eprintln!("skipped: bind mounts need privileges this test does not have");
+        unavailable::skip(unavailable::Missing::Mount);
         return None;
     }
     Some(Unmount(mount_point.to_path_buf()))

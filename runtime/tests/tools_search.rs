@@ -1,5 +1,7 @@
 //! The `search` tool on real trees: `.gitignore`, binary files, globs, caps and regex errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::path::Path;
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! The `shell` tool against real processes: live output with per-stream offsets, stdin, cancellation and
 //! timeouts that kill the whole process group, and output capping.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 use std::collections::HashMap;
 use std::time::Duration;
 

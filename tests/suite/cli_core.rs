@@ -417,7 +417,7 @@ async fn connect_allow_insecure_http_reaches_a_plain_http_server_off_loopback_wi
     use troupe_test_support::FakeServer;
     use troupe_test_support::replies::models_list;
     let Some(address) = non_loopback_address() else {
-        eprintln!("skipped: this machine has no address off loopback to serve the fake vendor on");
+        super::unavailable::skip(super::unavailable::Missing::OffLoopbackAddress);
         return;
     };
     let vendor = FakeServer::start_on(&format!("{address}:0"), vec![models_list(&["lan-model"])]).await;

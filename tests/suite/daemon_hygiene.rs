@@ -150,7 +150,7 @@ async fn plain_http_off_loopback_is_refused_naming_the_flag_and_accepted_with_it
     use troupe_test_support::FakeServer;
     use troupe_test_support::replies::{models_list, openai_text};
     let Some(address) = non_loopback_address() else {
-        eprintln!("skipped: this machine has no address off loopback to serve the fake vendor on");
+        super::unavailable::skip(super::unavailable::Missing::OffLoopbackAddress);
         return;
     };
     let vendor =

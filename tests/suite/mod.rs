@@ -84,3 +84,8 @@ mod web_console;
 /// Finding processes by command line, shared with the runtime's sandbox tests.
 #[path = "../../runtime/tests/sandbox_support/processes.rs"]
 mod processes;
+
+/// Skipping a test this machine cannot run (or failing it under `TROUPE_REQUIRE_SANDBOX=1`), shared with the
+/// runtime's sandbox tests.
+#[path = "../../runtime/tests/sandbox_support/unavailable.rs"]
+mod unavailable;

@@ -12,6 +12,7 @@ use troupe_protocol::client::ClientDelivery;
 
 use super::cli_support::troupe_command;
 use super::support::*;
+use super::unavailable::{Missing, is_root, skip};
 
 /// Reads the subscription's frames up to its gap; returns the events delivered before it and the gap's
 /// `last_delivered_seq`. Fails on a reply or anything else but event notifications and `runtime.changed`.
@@ -107,10 +108,10 @@ struct SmallFilesystem {
 }
 
 impl SmallFilesystem {
-    /// `None` when this process may not mount (not root).
+    /// `None` when this process may not mount (not root); the test is then skipped (see `unavailable::skip`).
     fn mount(path: &Path, bytes: usize) -> Option<SmallFilesystem> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !is_root() {
+            skip(Missing::Mount);
             return None;
         }
         std::fs::create_dir_all(path).expect("mount point");
@@ -153,7 +154,6 @@ impl Drop for SmallFilesystem {
 async fn a_log_write_that_fails_on_a_full_disk_ends_each_subscription_with_a_gap_and_watch_continues() {
     let data_dir = tempfile::tempdir().expect("data dir");
     let Some(disk) = SmallFilesystem::mount(&data_dir.path().join("sessions"), 1024 * 1024) else {
-        eprintln!("skipped: mounting a small file system needs root");
         return;
     };
     let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });

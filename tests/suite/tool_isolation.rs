@@ -12,6 +12,7 @@ use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::session::PermissionMode;
 
 use super::support::*;
+use super::unavailable::{Missing, is_root, skip};
 
 /// `troupe serve` on 127.0.0.1:0 with `environment` added to this test's and, with `user`, as that user (uid and
 /// gid; the test runs as root then).
@@ -142,10 +143,9 @@ async fn a_tool_sees_only_its_own_processes_and_no_secret_in_another_command_lin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_of_a_daemon_that_is_not_root_sees_only_its_own_processes_too() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        // The daemon of the test above already runs as this ordinary user.
-        eprintln!("skipped: not root, so the test above already covers a daemon that is not root");
+    if !is_root() {
+        // The daemon of the test above already runs as this ordinary user; this one needs root to start as `nobody`.
+        skip(Missing::Root);
         return;
     }
     // `nobody`: the daemon gets its namespaces through an unprivileged user namespace, as bubblewrap does.

@@ -124,12 +124,21 @@ fn node_test_files(name: &str, files: &str, env: &[(&str, &std::ffi::OsStr)]) {
     }
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     match status {
-        Some(status) if status.success() => {}
+        // node's runner passes when it finds no test file at all: a moved or renamed file must not pass that way.
+        Some(status) if status.success() => assert!(
+            tests_run(&text).is_some_and(|count| count > 0),
+            "{files} ran no test (node found no test file there?):\n{text}"
+        ),
         Some(status) => {
             panic!("{files} failed ({status}); screenshots and logs in {}:\n{text}", output.display())
         }
         None => panic!("{files} took longer than {NODE_TEST_LIMIT:?}; output so far:\n{text}"),
     }
+}
+
+/// How many tests node's spec reporter says it ran (its closing `ℹ tests N` line).
+fn tests_run(log: &str) -> Option<u64> {
+    log.lines().rev().find_map(|line| line.trim().strip_prefix("ℹ tests ")?.trim().parse().ok())
 }
 
 fn signal_group(child: &std::process::Child, signal: libc::c_int) {

@@ -145,7 +145,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
                 "a concurrent run had {} tool results",
                 entry.tool_results
             );
-            run_durations.push(ms(entry.completed.expect("completed").duration_since(started)));
+            // until_completed returns Ok only once every entry has its completion.
+            let Some(completed) = entry.completed else { bail!("a concurrent run was not seen to complete") };
+            run_durations.push(ms(completed.duration_since(started)));
         }
         aggregate_rates.push((concurrent * concurrent_turns) as f64 / elapsed.as_secs_f64());
         concurrent_cpu.push(ms(cpu) / (concurrent * concurrent_turns) as f64);

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod processes;
+pub mod unavailable;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,15 +72,61 @@ pub fn config(mode: SandboxMode) -> SandboxConfig {
     SandboxConfig { mode, ..SandboxConfig::default() }
 }
 
-/// Whether this kernel enforces Landlock; when not, the test says so and checks nothing.
+/// Whether this kernel enforces Landlock; when not, the test is skipped (see [`unavailable::skip`]) and checks
+/// nothing.
+#[track_caller]
 pub fn landlock(sandbox: &Sandbox) -> bool {
     match sandbox.support() {
         Support::Landlock { .. } => true,
         Support::Unavailable { reason } => {
-            eprintln!("skipped: Landlock is unavailable: {reason}");
+            unavailable::skip(unavailable::Missing::Landlock { reason: reason.clone() });
             false
         }
     }
+}
+
+/// Whether this kernel enforces Landlock at ABI `needed` or later; when not, the test is skipped.
+#[track_caller]
+pub fn landlock_abi(sandbox: &Sandbox, needed: u32) -> bool {
+    match sandbox.support() {
+        Support::Landlock { abi } if *abi >= needed => true,
+        Support::Landlock { abi } => {
+            unavailable::skip(unavailable::Missing::LandlockAbi { needed, found: *abi });
+            false
+        }
+        Support::Unavailable { reason } => {
+            unavailable::skip(unavailable::Missing::Landlock { reason: reason.clone() });
+            false
+        }
+    }
+}
+
+/// Whether commands get a PID namespace (and Landlock); when not, the test is skipped.
+#[track_caller]
+pub fn pid_namespace(sandbox: &Sandbox) -> bool {
+    if !landlock(sandbox) {
+        return false;
+    }
+    match sandbox.no_pid_namespace() {
+        None => true,
+        Some(reason) => {
+            unavailable::skip(unavailable::Missing::PidNamespace { reason: reason.to_owned() });
+            false
+        }
+    }
+}
+
+/// Whether this process is root (and the kernel enforces Landlock); when not, the test is skipped.
+#[track_caller]
+pub fn landlock_as_root(sandbox: &Sandbox) -> bool {
+    if !landlock(sandbox) {
+        return false;
+    }
+    if !unavailable::is_root() {
+        unavailable::skip(unavailable::Missing::Root);
+        return false;
+    }
+    true
 }
 
 pub fn assert_status(result: &PersistedToolResult, status: ToolResultStatus) {
