@@ -28,10 +28,11 @@ use troupe_runtime::runnable::selection_blocked;
 
 use crate::error::EngineError;
 use crate::ports::SupervisorPort;
-use crate::ports::session::{PrepareGoalRun, StartGoalRun, StartRun};
+use crate::ports::session::{PrepareGoalRun, StartGoalRun};
 pub use crate::ports::supervisor::GoalReport;
 use crate::ports::supervisor::{ApprovalsFor, OpenSession};
 use crate::run_services::RunServices;
+use crate::run_start::PreparedRun;
 use crate::runtime_actor::{GetSnapshot, RuntimeActor};
 
 /// The name of the marker file of a session whose goal is active.
@@ -230,30 +231,10 @@ async fn wake_once(session_id: String, supervisor: SupervisorPort, runs: GoalRun
     if let Some(blocked) = selection_blocked(&snapshot, &plan.selection, plan.sticky.as_ref()) {
         return Ok(Woke::Blocked(blocked));
     }
-    let agent_chain = snapshot
-        .agents
-        .iter()
-        .find(|agent| agent.agent == plan.selection.agent)
-        .map(|agent| agent.models.clone())
-        .unwrap_or_default();
-    let requested_index = agent_chain.iter().position(|model| *model == plan.selection.model);
     let (_, approvals) = supervisor.send(ApprovalsFor { session_id: session_id.clone() }).await.map_err(gone)??;
-    let policy = runs.services.policy_for(&plan.selection.agent)?;
-    let run = StartRun {
-        // Both are set by the session when it accepts the run.
-        client_run_id: String::new(),
-        input: String::new(),
-        selection: plan.selection,
-        reset_fallback: false,
-        agent_chain,
-        requested_index,
-        services: runs.services.clone(),
-        approvals: (*approvals).clone(),
-        policy,
-        skill: None,
-    };
+    let prepared = PreparedRun::new(&runs.services, &snapshot, plan.selection, approvals)?;
     let started = session
-        .send(StartGoalRun { goal_id: plan.goal_id, run, max_idle_runs: runs.max_idle_runs })
+        .send(StartGoalRun { goal_id: plan.goal_id, prepared, max_idle_runs: runs.max_idle_runs })
         .await
         .map_err(gone)??;
     if let Some(run_id) = started {

@@ -1,7 +1,7 @@
 //! One preparation for every run: `run.start`, a goal's automatic run, a producer message that wakes an idle
-//! session and a delegated child's run all check the selection against the runtime snapshot, resolve the agent's
-//! model chain and policy and lease the tree's approval actor here ([`EngineRunContext::prepare`]), and start with
-//! the [`StartRun`] that [`PreparedRun::into_start`] builds.
+//! session and a delegated child's run each get a [`PreparedRun`] from [`PreparedRun::new`] (the agent's model
+//! chain and policy, the tree's approval lease; [`EngineRunContext::prepare`] also fetches the snapshot, checks the
+//! selection and takes the lease), and start with one [`StartRun`] `{ request, prepared }`.
 //!
 //! [`EngineRunContext`] is what a session actor needs to start a run nobody asked for over the wire: the runtime
 //! snapshot for the agent's model chain, the shared run services. Given to every session actor by the supervisor.
@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use troupe_protocol::types::common::{ModelSelection, RunSelection};
+use troupe_protocol::types::common::RunSelection;
+use troupe_protocol::types::runtime::RuntimeSnapshot;
 use troupe_runtime::catalog::validate_selection;
-use troupe_runtime::policy::Policy;
 
 use crate::error::EngineError;
-use crate::ports::session::StartRun;
+pub use crate::ports::session::{PreparedRun, RunRequest, StartRun};
 use crate::ports::supervisor::ApprovalsFor;
 use crate::ports::{ApprovalLease, SupervisorPort};
 use crate::run_services::RunServices;
@@ -29,33 +29,33 @@ pub struct EngineRunContext {
     pub max_input_bytes: usize,
 }
 
-/// A run ready to be started by a session actor: the selection checked against the runtime snapshot, the agent's
-/// chain, the policy, and the tree's approval actor (held in use until the run has started).
-pub struct PreparedRun {
-    pub selection: RunSelection,
-    pub agent_chain: Vec<ModelSelection>,
-    pub requested_index: Option<usize>,
-    pub policy: Arc<Policy>,
-    pub approvals: ApprovalLease,
-    pub services: Arc<RunServices>,
-}
-
 impl PreparedRun {
-    /// The run's start message: an engine-started run (no reset, no skill) with `input`, under a
-    /// `<kind>:<new id>` client run id.
-    pub fn into_start(self, kind: &str, input: String) -> StartRun {
-        StartRun {
-            client_run_id: format!("{kind}:{}", troupe_runtime::clock::new_id()),
-            selection: self.selection,
-            input,
-            reset_fallback: false,
-            agent_chain: self.agent_chain,
-            requested_index: self.requested_index,
-            services: self.services,
-            approvals: (*self.approvals).clone(),
-            policy: self.policy,
-            skill: None,
-        }
+    /// The one preparation: the agent's model chain and where the requested model sits in it (from `snapshot`), the
+    /// agent's policy, and the tree's `approvals`. The caller has judged `selection` against `snapshot`:
+    /// `run.start` and a woken run refuse one that does not match it (`validate_selection`), a goal's run waits
+    /// while no model of its chain can run.
+    pub fn new(
+        services: &Arc<RunServices>,
+        snapshot: &RuntimeSnapshot,
+        selection: RunSelection,
+        approvals: ApprovalLease,
+    ) -> Result<PreparedRun, EngineError> {
+        let agent_chain = snapshot
+            .agents
+            .iter()
+            .find(|agent| agent.agent == selection.agent)
+            .map(|agent| agent.models.clone())
+            .unwrap_or_default();
+        let requested_index = agent_chain.iter().position(|model| *model == selection.model);
+        let policy = services.policy_for(&selection.agent)?;
+        Ok(PreparedRun {
+            selection,
+            agent_chain,
+            requested_index,
+            policy,
+            approvals: Arc::new(approvals),
+            services: services.clone(),
+        })
     }
 }
 
@@ -70,18 +70,10 @@ impl EngineRunContext {
     ) -> Result<PreparedRun, EngineError> {
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| EngineError::ShuttingDown)?;
         validate_selection(&snapshot, &selection).map_err(EngineError::InvalidSelection)?;
-        let agent_chain = snapshot
-            .agents
-            .iter()
-            .find(|agent| agent.agent == selection.agent)
-            .map(|agent| agent.models.clone())
-            .unwrap_or_default();
-        let requested_index = agent_chain.iter().position(|model| *model == selection.model);
         let (_, approvals) = supervisor
             .send(ApprovalsFor { session_id: session_id.to_owned() })
             .await
             .map_err(|_| EngineError::ShuttingDown)??;
-        let policy = self.services.policy_for(&selection.agent)?;
-        Ok(PreparedRun { selection, agent_chain, requested_index, policy, approvals, services: self.services.clone() })
+        PreparedRun::new(&self.services, &snapshot, selection, approvals)
     }
 }

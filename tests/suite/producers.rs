@@ -6,7 +6,7 @@
 
 use serde_json::json;
 use troupe_actors::EngineError;
-use troupe_actors::session_actor::{DiscardOutcome, PRODUCER_ORIGIN};
+use troupe_actors::session_actor::DiscardOutcome;
 use troupe_protocol::RpcError;
 use troupe_protocol::client::{Client, ClientError, Deliveries};
 use troupe_protocol::method;
@@ -17,6 +17,9 @@ use troupe_protocol::types::run::RunToolStdinParams;
 use troupe_protocol::types::session::PermissionMode;
 
 use super::support::*;
+
+/// The origin of what the engine writes for producer messages, as the log spells it.
+const PRODUCER_ORIGIN: &str = "engine:producer";
 
 fn notify() -> ProducerOwner {
     ProducerOwner::Plugin { plugin: "notify".into() }

@@ -13,8 +13,9 @@ use troupe_runtime::tools::{CwdProblem, check_session_cwd};
 use super::Engine;
 use super::skills::literal_input;
 use crate::error::{EngineError, check_idempotency_key};
+use crate::run_start::{PreparedRun, RunRequest, StartRun};
 use crate::runtime_actor::GetSnapshot;
-use crate::session_actor::{StartRun, SteerRun, ToolStdin};
+use crate::session_actor::{SteerRun, ToolStdin};
 use crate::session_supervisor::{ApprovalsFor, IndexedMeta};
 
 impl Engine {
@@ -28,31 +29,18 @@ impl Engine {
         self.check_input_size("the run's input", &params.input)?;
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
-        let agent_chain = snapshot
-            .agents
-            .iter()
-            .find(|agent| agent.agent == params.selection.agent)
-            .map(|agent| agent.models.clone())
-            .unwrap_or_default();
-        let requested_index = agent_chain.iter().position(|model| *model == params.selection.model);
         let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
         self.check_session_cwd(&params.session_id).await?;
-        let policy = self.services.policy_for(&params.selection.agent)?;
+        let prepared = PreparedRun::new(&self.services, &snapshot, params.selection.clone(), approvals)?;
         let skill = self.skill_invocation(&params.session_id, &params.selection, &params.input).await?;
-        let run_id = self
-            .ask_session(&params.session_id, || StartRun {
-                client_run_id: params.client_run_id.clone(),
-                selection: params.selection.clone(),
-                input: literal_input(&params.input),
-                reset_fallback: params.reset_fallback,
-                agent_chain: agent_chain.clone(),
-                requested_index,
-                services: self.services.clone(),
-                approvals: approvals.clone(),
-                policy: policy.clone(),
-                skill: skill.clone(),
-            })
-            .await?;
+        let request = RunRequest {
+            client_run_id: params.client_run_id.clone(),
+            input: literal_input(&params.input),
+            reset_fallback: params.reset_fallback,
+            skill,
+        };
+        let start = StartRun { request, prepared };
+        let run_id = self.ask_session(&params.session_id, || start.clone()).await?;
         self.services.runs.note_started(&run_id, &params.session_id);
         Ok(RunStartResult { run_id })
     }

@@ -14,10 +14,11 @@ use troupe_protocol::types::approval::{
 use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalItem, GoalState};
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::policy::Policy;
 
-use super::approval::ApprovalPort;
+use super::approval::ApprovalLease;
 use super::recipients;
 use crate::compaction::CompactionSource;
 use crate::error::EngineError;
@@ -52,24 +53,55 @@ recipients! {
 /// A session actor, as the actors below it reach it.
 pub type SessionPort = super::Port<SessionRecipients>;
 
-/// Starts a run. Replies with its id once `run_started` is durable. Clone, so a start that met a closed mailbox
-/// (the actor hibernated between being opened and being asked) can be sent again to its successor; the client
-/// run id makes a second delivery of the same start the same run.
+/// Starts a run: what it is asked to do, prepared as every run is (`run_start.rs`). Replies with its id once
+/// `run_started` is durable. Clone, so a start that met a closed mailbox (the actor hibernated between being opened
+/// and being asked) can be sent again to its successor; the client run id makes a second delivery of the same start
+/// the same run.
 #[derive(Clone, Message)]
 #[rtype(result = "Result<String, EngineError>")]
 pub struct StartRun {
+    pub request: RunRequest,
+    pub prepared: PreparedRun,
+}
+
+/// What a run is asked to do.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    /// Makes a redelivered start the same run: `run.start`'s `client_run_id`, or `<kind>:<new id>` for a run the
+    /// engine starts.
     pub client_run_id: String,
-    pub selection: RunSelection,
     pub input: String,
+    /// `run.start`'s `reset_fallback`: the requested model even where this session stuck to a fallback.
     pub reset_fallback: bool,
+    /// The skill the input invoked, when it names one.
+    pub skill: Option<troupe_protocol::types::skills::SkillInvocation>,
+}
+
+impl RunRequest {
+    /// A run the engine starts on its own (a goal's, a producer message's, a delegated task's): `input` under a
+    /// `<kind>:<new id>` client run id, no reset, no skill.
+    pub fn engine(kind: &str, input: String) -> Self {
+        RunRequest {
+            client_run_id: format!("{kind}:{}", troupe_runtime::clock::new_id()),
+            input,
+            reset_fallback: false,
+            skill: None,
+        }
+    }
+}
+
+/// A run ready to start, prepared the one way every run is (`PreparedRun::new`, `run_start.rs`): the selection
+/// judged against the runtime snapshot, the agent's model chain and where the requested model sits in it, the
+/// agent's policy, and the tree's approval actor, leased until the start is handled.
+#[derive(Clone)]
+pub struct PreparedRun {
+    pub selection: RunSelection,
     /// The agent's fallback chain, and where the requested model sits in it (`None`: not in it).
     pub agent_chain: Vec<ModelSelection>,
     pub requested_index: Option<usize>,
-    pub services: Arc<RunServices>,
-    pub approvals: ApprovalPort,
     pub policy: Arc<Policy>,
-    /// The skill the input invoked, when it names one.
-    pub skill: Option<troupe_protocol::types::skills::SkillInvocation>,
+    pub approvals: Arc<ApprovalLease>,
+    pub services: Arc<RunServices>,
 }
 
 /// Starts the run of a task delegated to this (child) session; its `run_started` names the engine as its origin.
@@ -100,7 +132,7 @@ pub enum Until {
 #[rtype(result = "Result<u64, EngineError>")]
 pub struct AppendRunEvent {
     pub run_id: String,
-    pub origin: Option<String>,
+    pub origin: Option<Origin>,
     pub payload: EventPayload,
     pub until: Until,
 }
@@ -223,7 +255,7 @@ pub struct CommitTreeGrant {
 }
 
 /// Where events of a manual compaction come from.
-pub const COMPACTION_ORIGIN: &str = "engine:compaction";
+pub const COMPACTION_ORIGIN: Origin = Origin::Engine(EngineOrigin::Compaction);
 
 /// What the active run `run_id` would compact; `None` when nothing happened since the last checkpoint.
 #[derive(Message)]
@@ -275,7 +307,7 @@ pub struct GoalRunPlan {
 #[rtype(result = "Result<Option<String>, EngineError>")]
 pub struct StartGoalRun {
     pub goal_id: String,
-    /// `client_run_id` and `input` are set here.
-    pub run: StartRun,
+    /// The session makes the request: the goal's reminder as the input.
+    pub prepared: PreparedRun,
     pub max_idle_runs: Option<u32>,
 }

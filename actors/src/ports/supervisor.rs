@@ -4,6 +4,7 @@
 
 use actix::prelude::*;
 use troupe_protocol::types::common::{RunSelection, SessionMeta};
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
 use troupe_runtime::usage_book::UsageSummary;
 
@@ -31,7 +32,7 @@ recipients! {
 pub type SupervisorPort = super::Port<SupervisorRecipients>;
 
 /// The origin of the events the engine writes for a delegation in the child's log (its creation, its run's start).
-pub const DELEGATE_ORIGIN: &str = "engine:delegate";
+pub const DELEGATE_ORIGIN: Origin = Origin::Engine(EngineOrigin::Delegate);
 
 /// The port of a session's actor, started (loading its log) when it is not live.
 #[derive(Message)]

@@ -41,7 +41,7 @@ use crate::ports::session::{CancelActiveRun, StartDelegatedRun};
 use crate::ports::supervisor::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionGone};
 use crate::ports::{SessionPort, SupervisorPort};
 use crate::run_registry::RunEnd;
-use crate::run_start::EngineRunContext;
+use crate::run_start::{EngineRunContext, RunRequest, StartRun};
 use crate::runtime_actor::GetSnapshot;
 
 /// What a run needs to delegate: given to every run whose session actor can start runs on its own.
@@ -257,7 +257,7 @@ async fn start_child_run(
 ) -> Result<(SessionPort, String), EngineError> {
     let supervisor = &delegation.supervisor;
     let prepared = delegation.run_context.prepare(supervisor, child_session_id, selection).await?;
-    let start = prepared.into_start("delegate", input);
+    let start = StartRun { request: RunRequest::engine("delegate", input), prepared };
     // A new child has no subscriber and no run yet: with a short `hibernate_after` its actor may stop between being
     // opened and being asked. A closed mailbox means the start was not processed, so it goes to a fresh actor.
     for _ in 0..START_ATTEMPTS {

@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_runtime::model::{ChatMessage, ToolCallRequest, ToolSpec, UserPart};
 use troupe_runtime::policy::Policy;
@@ -234,22 +235,16 @@ impl RunLoop {
         self.emit_as(payload, None).await;
     }
 
-    async fn emit_as(&self, payload: EventPayload, origin: Option<&str>) {
-        let origin = origin.map(str::to_owned);
+    async fn emit_as(&self, payload: EventPayload, origin: Option<Origin>) {
         let append = AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload, until: Until::Accepted };
         let _ = self.setup.session.send(append).await;
     }
 
     /// Sends an event and waits until it is durable.
-    async fn commit(&self, payload: EventPayload, origin: Option<&str>) -> Result<u64, EngineError> {
+    async fn commit(&self, payload: EventPayload, origin: Option<Origin>) -> Result<u64, EngineError> {
         self.setup
             .session
-            .send(AppendRunEvent {
-                run_id: self.setup.run_id.clone(),
-                origin: origin.map(str::to_owned),
-                payload,
-                until: Until::Durable,
-            })
+            .send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload, until: Until::Durable })
             .await
             .map_err(|_| EngineError::Unavailable {
                 session_id: self.setup.session_id.clone(),
@@ -306,7 +301,7 @@ impl RunLoop {
                     };
                     // Not awaited: the next durable point of the run (its next committed turn, or its end) covers
                     // it, and nothing irreversible depends on it being on disk first.
-                    self.emit_as(terminated, Some("engine:tool-result")).await;
+                    self.emit_as(terminated, Some(Origin::Engine(EngineOrigin::ToolResult))).await;
                     let unit = tool_history(call, &result);
                     Arc::make_mut(&mut self.history).push(unit.result);
                     emitted.extend(unit.emitted);

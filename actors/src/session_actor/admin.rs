@@ -15,6 +15,7 @@
 use actix::prelude::*;
 use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::Origin;
 
 use super::{Phase, SessionActor};
 use crate::error::{EngineError, TreeBusyReason};
@@ -71,7 +72,7 @@ impl Handler<SetArchived> for SessionActor {
                 return Ok(None);
             }
             let payload = EventPayload::SessionArchived { archived: message.archived };
-            self.append(ctx, None, Some("user".to_owned()), payload).map(Some)
+            self.append(ctx, None, Some(Origin::User), payload).map(Some)
         });
         let durable = accepted.map(|seq| seq.map(|seq| self.when_durable(seq)));
         let meta = self.state.as_ref().map(|state| state.meta());

@@ -12,6 +12,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, TreeGrant};
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_runtime::clock::{new_id, now_rfc3339};
 
 use super::SessionActor;
@@ -143,7 +144,7 @@ impl SessionActor {
             answered_by: answered_by.clone(),
             client_response_id,
         };
-        self.append(ctx, run_id.clone(), Some("user".to_owned()), decided)?;
+        self.append(ctx, run_id.clone(), Some(Origin::User), decided)?;
         let (status, outcome) = match decision {
             ApprovalDecision::ApproveOnce => (ApprovalStatus::Approved, ApprovalOutcome::Approved { for_tree: false }),
             ApprovalDecision::ApproveTree => (ApprovalStatus::Approved, ApprovalOutcome::Approved { for_tree: true }),
@@ -206,7 +207,7 @@ impl Handler<RequestApproval> for SessionActor {
             let seq = self.append(
                 ctx,
                 Some(message.run_id),
-                Some("engine:approval".to_owned()),
+                Some(Origin::Engine(EngineOrigin::Approval)),
                 EventPayload::ApprovalRequested { approval: record },
             )?;
             let (sender, receiver) = oneshot::channel();
@@ -271,7 +272,7 @@ impl Handler<CommitTreeGrant> for SessionActor {
     fn handle(&mut self, message: CommitTreeGrant, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = self.ready_state().map(|_| ()).and_then(|()| {
             let payload = EventPayload::TreeApprovalGrantCommitted { grant: message.grant };
-            let seq = self.append(ctx, None, Some("user".to_owned()), payload)?;
+            let seq = self.append(ctx, None, Some(Origin::User), payload)?;
             Ok((seq, ()))
         });
         self.durable_reply(accepted)

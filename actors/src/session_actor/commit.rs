@@ -7,6 +7,7 @@
 use actix::prelude::*;
 use troupe_protocol::server::encode_event_notification;
 use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::now_rfc3339;
 use troupe_runtime::event_log::{self, LogEntry};
 
@@ -21,7 +22,7 @@ impl SessionActor {
         &mut self,
         ctx: &mut Context<Self>,
         run_id: Option<String>,
-        origin: Option<String>,
+        origin: Option<Origin>,
         payload: EventPayload,
     ) -> Result<u64, EngineError> {
         let seq = self.lane.next_seq();
@@ -31,8 +32,14 @@ impl SessionActor {
             // numbered 1 here would be refused by the next load, after it was acknowledged.
             return Err(EngineError::SessionDamaged { session_id: self.session_id.clone() });
         }
-        let event =
-            StoredEvent { session_id: self.session_id.clone(), run_id, seq, timestamp: now_rfc3339(), origin, payload };
+        let event = StoredEvent {
+            session_id: self.session_id.clone(),
+            run_id,
+            seq,
+            timestamp: now_rfc3339(),
+            origin: origin.map(|origin| origin.to_string()),
+            payload,
+        };
         let json = EventJson::encode(&event).map_err(|error| self.storage_error(format!("encoding: {error}")))?;
         let Some(state) = self.state.as_mut() else {
             return Err(EngineError::Unavailable {

@@ -97,7 +97,7 @@ impl SessionActor {
             focus: message.focus,
             model: message.model,
         };
-        let seq = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), started)?;
+        let seq = self.append(ctx, None, Some(COMPACTION_ORIGIN), started)?;
         let Some(source) = source else {
             let reason = "nothing to compact: no history since the last checkpoint".to_owned();
             let ended = EventPayload::CompactionEnded {
@@ -105,7 +105,7 @@ impl SessionActor {
                 outcome: CompactionOutcome::Skipped,
                 reason: Some(reason.clone()),
             };
-            let seq = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), ended)?;
+            let seq = self.append(ctx, None, Some(COMPACTION_ORIGIN), ended)?;
             return Ok((seq, ManualStart::Skipped { reason }));
         };
         self.jobs.begin_compaction(ActiveCompaction { compaction_id: message.compaction_id, cancel: message.cancel });
@@ -119,12 +119,12 @@ impl SessionActor {
         }
         let mut last = self.lane.next_seq() - 1;
         for payload in message.events {
-            last = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), payload)?;
+            last = self.append(ctx, None, Some(COMPACTION_ORIGIN), payload)?;
         }
         if let Some((outcome, reason)) = message.outcome {
             self.jobs.end_compaction();
             let ended = EventPayload::CompactionEnded { compaction_id: message.compaction_id, outcome, reason };
-            last = self.append(ctx, None, Some(COMPACTION_ORIGIN.to_owned()), ended)?;
+            last = self.append(ctx, None, Some(COMPACTION_ORIGIN), ended)?;
             // Producer messages that arrived meanwhile could not start a run; now they can.
             self.schedule_producer_wake(ctx);
         }

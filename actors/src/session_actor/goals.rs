@@ -9,6 +9,7 @@ use actix::prelude::*;
 use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalLifecycleAction, GoalState, GoalStatus};
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_runtime::clock::new_id;
 use troupe_runtime::goal_state::{GOAL_ORIGIN, GoalBook, LifecycleRefusal, check_checklist, reminder};
 use troupe_runtime::run_ledger::FallbackScope;
@@ -16,7 +17,9 @@ use troupe_runtime::run_ledger::FallbackScope;
 use super::SessionActor;
 use crate::error::EngineError;
 use crate::goal_actor::GoalReport;
-use crate::ports::session::{GetGoal, GoalRunPlan, PrepareGoalRun, StartGoalRun, UpdateGoalChecklist};
+use crate::ports::session::{
+    GetGoal, GoalRunPlan, PrepareGoalRun, RunRequest, StartGoalRun, StartRun, UpdateGoalChecklist,
+};
 
 pub use crate::error::GoalErrorKind;
 
@@ -68,7 +71,7 @@ impl SessionActor {
         &mut self,
         ctx: &mut Context<Self>,
         run_id: Option<String>,
-        origin: &str,
+        origin: Origin,
         events: Vec<EventPayload>,
     ) -> Result<u64, EngineError> {
         let mut last = 0;
@@ -92,7 +95,7 @@ impl SessionActor {
             revision: 1,
             selection: message.selection,
         };
-        let seq = self.append(ctx, None, Some("user".to_owned()), payload)?;
+        let seq = self.append(ctx, None, Some(Origin::User), payload)?;
         Ok((seq, self.current_goal().ok_or(EngineError::ShuttingDown)?))
     }
 
@@ -119,7 +122,7 @@ impl SessionActor {
                 LifecycleRefusal::SelectionNotAllowed => GoalErrorKind::SelectionNotAllowed { action: message.action },
             })
         })?;
-        let seq = self.append(ctx, None, Some("user".to_owned()), payload)?;
+        let seq = self.append(ctx, None, Some(Origin::User), payload)?;
         Ok((seq, self.current_goal().ok_or(EngineError::ShuttingDown)?))
     }
 
@@ -143,7 +146,8 @@ impl SessionActor {
                 return Err(self.goal_error(kind));
             }
         };
-        let seq = self.append_goal_events(ctx, Some(message.run_id), "engine:tool-goal_update", events)?;
+        let seq =
+            self.append_goal_events(ctx, Some(message.run_id), Origin::Engine(EngineOrigin::GoalUpdateTool), events)?;
         Ok((seq, self.current_goal().ok_or(EngineError::ShuttingDown)?))
     }
 
@@ -182,13 +186,11 @@ impl SessionActor {
             return Ok((0, None));
         }
         if let Some(pause) = message.max_idle_runs.and_then(|bound| state.goals.idle_pause(bound)) {
-            let seq = self.append(ctx, None, Some(GOAL_ORIGIN.to_string()), pause)?;
+            let seq = self.append(ctx, None, Some(GOAL_ORIGIN), pause)?;
             return Ok((seq, None));
         }
-        let mut run = message.run;
-        run.client_run_id = format!("goal-{}", new_id());
-        run.input = reminder(&goal);
-        let (seq, run_id) = self.start_run_as(ctx, run, &GOAL_ORIGIN.to_string())?;
+        let run = StartRun { request: RunRequest::engine("goal", reminder(&goal)), prepared: message.prepared };
+        let (seq, run_id) = self.start_run_as(ctx, run, GOAL_ORIGIN)?;
         Ok((seq, Some(run_id)))
     }
 
@@ -198,7 +200,7 @@ impl SessionActor {
         let repair = self.state.as_ref().and_then(|state| state.goals.missing_completion());
         if let Some(completion) = repair {
             tracing::info!(session_id = %self.session_id, "appending the completion of an all-finished goal");
-            if let Err(error) = self.append(ctx, None, Some(GOAL_ORIGIN.to_string()), completion) {
+            if let Err(error) = self.append(ctx, None, Some(GOAL_ORIGIN), completion) {
                 tracing::error!(session_id = %self.session_id, %error, "could not complete a finished goal");
             }
         }

@@ -11,6 +11,7 @@
 use actix::prelude::*;
 use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::branch::project_ranges;
 use troupe_runtime::error::RuntimeError;
 use troupe_runtime::fork::{ForkError, ForkSource, copy_prefix};
@@ -92,8 +93,7 @@ impl SessionActor {
         let state = self.state.as_mut().ok_or(EngineError::ShuttingDown)?;
         state.adopt_branch(branch);
         let in_flight = state.runs.active_run_id().map(str::to_owned);
-        let mut last =
-            self.append(ctx, None, Some("user".to_owned()), EventPayload::SessionReverted { through_seq })?;
+        let mut last = self.append(ctx, None, Some(Origin::User), EventPayload::SessionReverted { through_seq })?;
         if let Some(run_id) = in_flight {
             // The target lies inside a run: the visible events leave it in flight, but it has no actor.
             self.close_dangling_run(

@@ -95,7 +95,7 @@ impl SessionActor {
                 summary: "the delegated task was interrupted: the run that delegated it ended without waiting for it"
                     .to_owned(),
             };
-            let origin = Some(crate::ports::supervisor::DELEGATE_ORIGIN.to_owned());
+            let origin = Some(crate::ports::supervisor::DELEGATE_ORIGIN);
             if let Err(error) = self.append(ctx, Some(run_id.clone()), origin, finished) {
                 tracing::error!(session_id = %self.session_id, %error, "could not close a dangling delegation");
             }

@@ -5,6 +5,7 @@
 use actix::prelude::*;
 use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::Origin;
 use troupe_protocol::types::session::TitleChange;
 use troupe_runtime::session_state::{SessionState, normalize_title};
 
@@ -78,7 +79,7 @@ impl SessionActor {
             change: (&change).into(),
             client_rename_id: message.client_rename_id,
         };
-        self.append(ctx, None, Some("user".to_owned()), payload)
+        self.append(ctx, None, Some(Origin::User), payload)
     }
 }
 

@@ -6,6 +6,7 @@ use actix::prelude::*;
 use troupe_protocol::jsonrpc::encode_notification;
 use troupe_protocol::notification::EventsPlugin;
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::Origin;
 use troupe_protocol::types::plugin::PluginEventParams;
 
 use super::SessionActor;
@@ -31,7 +32,7 @@ impl Handler<EmitPluginEvent> for SessionActor {
                 name: message.name.clone(),
                 payload: message.payload.clone(),
             };
-            self.append(ctx, None, Some(format!("plugin:{}", message.plugin)), payload)
+            self.append(ctx, None, Some(Origin::plugin(&message.plugin)), payload)
         });
         let seq = match accepted {
             Ok(seq) => seq,

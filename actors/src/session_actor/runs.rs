@@ -6,6 +6,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::run_ledger::{RunLedger, RunPlan};
 use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, StdinRefused};
@@ -72,7 +73,7 @@ impl SessionActor {
     }
 
     fn start_run(&mut self, ctx: &mut Context<Self>, message: StartRun) -> Result<(u64, String), EngineError> {
-        self.start_run_as(ctx, message, "user")
+        self.start_run_as(ctx, message, Origin::User)
     }
 
     /// Starts a run whose `run_started` has `origin` (`user` for `run.start`; the engine's own runs, such as a
@@ -81,7 +82,7 @@ impl SessionActor {
         &mut self,
         ctx: &mut Context<Self>,
         message: StartRun,
-        origin: &str,
+        origin: Origin,
     ) -> Result<(u64, String), EngineError> {
         self.ready_state()?;
         let last_accepted = self.lane.next_seq() - 1;
@@ -89,17 +90,18 @@ impl SessionActor {
         let Some(state) = self.state.as_ref() else {
             return Err(EngineError::ShuttingDown);
         };
-        if let Some(recorded) = state.runs.recorded(&message.client_run_id) {
+        let StartRun { request, prepared } = message;
+        if let Some(recorded) = state.runs.recorded(&request.client_run_id) {
             let same = RunLedger::is_redelivery(
                 recorded,
-                &message.selection,
-                &message.input,
-                message.reset_fallback,
-                &message.agent_chain,
-                message.requested_index,
+                &prepared.selection,
+                &request.input,
+                request.reset_fallback,
+                &prepared.agent_chain,
+                prepared.requested_index,
             );
             if !same {
-                return Err(EngineError::RunIdempotencyConflict { session_id, client_run_id: message.client_run_id });
+                return Err(EngineError::RunIdempotencyConflict { session_id, client_run_id: request.client_run_id });
             }
             // A redelivery: the same run, answered once its start is durable.
             // Waiting for everything accepted so far covers the original `run_started`.
@@ -112,33 +114,37 @@ impl SessionActor {
             return Err(EngineError::SessionDamaged { session_id });
         }
         // The chain: the agent's chain from the requested model on, trimmed to a sticky fallback of this scope.
-        let RunPlan { selection, fallback_index, model_chain } =
-            state.runs.plan(&message.selection, message.reset_fallback, &message.agent_chain, message.requested_index);
+        let RunPlan { selection, fallback_index, model_chain } = state.runs.plan(
+            &prepared.selection,
+            request.reset_fallback,
+            &prepared.agent_chain,
+            prepared.requested_index,
+        );
         let cwd = std::path::PathBuf::from(&state.cwd);
         let run_id = new_id();
-        let title_input = state.awaits_auto_title().then(|| message.input.clone());
+        let title_input = state.awaits_auto_title().then(|| request.input.clone());
         let payload = EventPayload::RunStarted {
-            client_run_id: message.client_run_id,
+            client_run_id: request.client_run_id,
             selection: selection.clone(),
-            input: message.input,
+            input: request.input,
             fallback_index: fallback_index as u32,
             model_chain: model_chain.clone(),
-            reset_fallback: message.reset_fallback,
-            skill: message.skill,
-            requested_model: Some(message.selection.model.clone()),
+            reset_fallback: request.reset_fallback,
+            skill: request.skill,
+            requested_model: Some(prepared.selection.model.clone()),
         };
         // Offered the goal tools when the root session has a goal now: frozen for the run's life.
         let goal_tools = state.origin == SessionOrigin::Root && state.goals.current().is_some();
         let delegation = self.producers.run_context.clone().map(|run_context| {
             crate::run_actor::DelegationContext::new(&state.origin, self.supervisor.clone(), run_context)
         });
-        let seq = self.append(ctx, Some(run_id.clone()), Some(origin.to_owned()), payload)?;
+        let seq = self.append(ctx, Some(run_id.clone()), Some(origin), payload)?;
         if let Some(input) = title_input {
             let request = super::title::TitleRequest {
                 input: &input,
                 agent: &selection.agent,
                 chain: &model_chain,
-                services: &message.services,
+                services: &prepared.services,
             };
             self.begin_auto_title(ctx, request);
         }
@@ -147,13 +153,14 @@ impl SessionActor {
             run_id: run_id.clone(),
             session_id: self.session_id.clone(),
             session: crate::ports::SessionPort::new(&ctx.address()),
-            approvals: message.approvals,
-            policy: message.policy,
+            // The lease goes with this message; the run keeps the tree's actor in use through the run registry.
+            approvals: (*prepared.approvals).clone(),
+            policy: prepared.policy.clone(),
             cwd,
             selection,
             model_chain,
             history,
-            services: message.services,
+            services: prepared.services.clone(),
             goal_tools,
             delegation,
         };
@@ -327,7 +334,7 @@ impl Handler<ToolStdin> for SessionActor {
                 session
                     .send(AppendRunEvent {
                         run_id: message.run_id,
-                        origin: Some("user".to_owned()),
+                        origin: Some(Origin::User),
                         payload,
                         until: Until::Durable,
                     })

@@ -4,6 +4,7 @@
 
 use actix::prelude::*;
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::new_id;
 
 use super::SessionActor;
@@ -32,7 +33,7 @@ impl Handler<SteerRun> for SessionActor {
         let accepted = (|| {
             self.require_active_run(&message.run_id)?;
             let payload = EventPayload::UserInputAdmitted { input_id: new_id(), input: message.input };
-            let seq = self.append(ctx, Some(message.run_id), Some("user".to_owned()), payload)?;
+            let seq = self.append(ctx, Some(message.run_id), Some(Origin::User), payload)?;
             Ok((seq, true))
         })();
         self.durable_reply(accepted)
@@ -53,7 +54,7 @@ impl Handler<RecallSteer> for SessionActor {
                 return Ok((0, None));
             };
             let payload = EventPayload::UserInputRecalled { input_id: newest.input_id, input: newest.input.clone() };
-            let seq = self.append(ctx, Some(message.run_id), Some("user".to_owned()), payload)?;
+            let seq = self.append(ctx, Some(message.run_id), Some(Origin::User), payload)?;
             Ok((seq, Some(newest.input)))
         })();
         self.durable_reply(accepted)
@@ -87,7 +88,7 @@ impl SessionActor {
         let mut promoted = Vec::with_capacity(pending.len());
         for input in pending {
             let payload = EventPayload::UserInputSubmitted { input_id: input.input_id, input: input.input.clone() };
-            last_seq = self.append(ctx, Some(run_id.to_owned()), Some("user".to_owned()), payload)?;
+            last_seq = self.append(ctx, Some(run_id.to_owned()), Some(Origin::User), payload)?;
             promoted.push(input.input);
         }
         // Producer messages in `steer` mode enter at the same boundary, after the user's.

@@ -28,6 +28,7 @@ use actix::prelude::*;
 use futures::StreamExt;
 use troupe_protocol::types::common::{ModelSelection, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, InternalAgent, TitleChangeKind, UsagePurpose};
+use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_runtime::clock::new_id;
 use troupe_runtime::model::{ModelError, StreamEvent, TokenUsage};
 use troupe_runtime::session_state::SessionState;
@@ -37,7 +38,7 @@ use super::SessionActor;
 use crate::run_services::RunServices;
 
 /// Where the events of a title job come from.
-pub const TITLE_ORIGIN: &str = "engine:title";
+pub const TITLE_ORIGIN: Origin = Origin::Engine(EngineOrigin::Title);
 
 /// How long a title job waits for the models in all before it falls back to the first line.
 pub const TITLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -111,7 +112,7 @@ impl SessionActor {
     /// title won).
     fn commit_auto_title(&mut self, ctx: &mut Context<Self>, title: String, events: Vec<EventPayload>) {
         for payload in events {
-            if let Err(error) = self.append(ctx, None, Some(TITLE_ORIGIN.to_owned()), payload) {
+            if let Err(error) = self.append(ctx, None, Some(TITLE_ORIGIN), payload) {
                 tracing::debug!(session_id = %self.session_id, %error, "a title request's usage was not recorded");
                 return;
             }
@@ -124,7 +125,7 @@ impl SessionActor {
             change: TitleChangeKind::Auto,
             client_rename_id: format!("auto-{}", new_id()),
         };
-        if let Err(error) = self.append(ctx, None, Some(TITLE_ORIGIN.to_owned()), payload) {
+        if let Err(error) = self.append(ctx, None, Some(TITLE_ORIGIN), payload) {
             tracing::debug!(session_id = %self.session_id, %error, "the automatic title was not recorded");
         }
     }

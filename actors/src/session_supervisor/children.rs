@@ -48,7 +48,7 @@ impl Handler<CreateChildSession> for SessionSupervisor {
             run_id: None,
             seq: 1,
             timestamp: now_rfc3339(),
-            origin: Some(DELEGATE_ORIGIN.to_owned()),
+            origin: Some(DELEGATE_ORIGIN.to_string()),
             payload: EventPayload::SessionCreated {
                 origin: SessionOrigin::Delegated {
                     root_session_id,

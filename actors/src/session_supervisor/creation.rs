@@ -5,6 +5,7 @@
 use actix::prelude::*;
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::{new_id, now_rfc3339};
 
 use super::SessionSupervisor;
@@ -29,7 +30,7 @@ impl Handler<CreateSession> for SessionSupervisor {
             run_id: None,
             seq: 1,
             timestamp: now_rfc3339(),
-            origin: Some("user".to_owned()),
+            origin: Some(Origin::User.to_string()),
             payload: EventPayload::SessionCreated {
                 origin: SessionOrigin::Root,
                 cwd: message.cwd,

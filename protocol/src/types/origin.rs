@@ -48,7 +48,7 @@ macro_rules! engine_origins {
 }
 
 engine_origins! {
-    /// An approval the engine decided (the tree's mode answered it).
+    /// `approval_requested`: an approval the engine asks a user for.
     Approval = "engine:approval",
     /// A manual compaction's events.
     Compaction = "engine:compaction",
@@ -60,6 +60,8 @@ engine_origins! {
     Producer = "engine:producer",
     /// An automatic title.
     Title = "engine:title",
+    /// A goal checklist the model's `goal_update` tool changed.
+    GoalUpdateTool = "engine:tool-goal_update",
     /// A tool call's terminal result.
     ToolResult = "engine:tool-result",
 }
