@@ -35,8 +35,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use troupe_protocol::RpcError;
-use troupe_protocol::error_code::ErrorCode;
 
 use crate::error::EngineError;
 use crate::run_services::RunServices;
@@ -117,19 +115,11 @@ impl Engine {
     }
 
     /// Refuses an input larger than `[limits] max_input_bytes`, before anything is written.
-    fn check_input_size(&self, what: &str, input: &str) -> Result<(), RpcError> {
+    fn check_input_size(&self, what: &'static str, input: &str) -> Result<(), EngineError> {
         if input.len() <= self.max_input_bytes {
             return Ok(());
         }
-        let detail = format!(
-            "{what} is {} bytes; at most {} are accepted (`[limits] max_input_bytes` in the daemon's config.toml): \
-             put large material in a file in the session's directory and refer to it",
-            input.len(),
-            self.max_input_bytes
-        );
-        let fields =
-            [("size", serde_json::Value::from(input.len())), ("limit", serde_json::Value::from(self.max_input_bytes))];
-        Err(RpcError::invalid_params_typed(ErrorCode::InputTooLarge, &detail, &fields))
+        Err(EngineError::InputTooLarge { what, size: input.len(), limit: self.max_input_bytes })
     }
 
     /// The session that owns `run_id`: from the registry when the run is active or ended recently (see

@@ -10,6 +10,19 @@ use troupe_runtime::catalog::SelectionError;
 
 mod rpc;
 
+/// Why a plugin's `plugin/emit` was refused; nothing was written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EmitRefusal {
+    #[error("the event name is empty or longer than {max_chars} characters")]
+    Name { max_chars: usize },
+    #[error("the payload is {bytes} bytes of JSON; at most {max_bytes} are allowed")]
+    PayloadTooLarge { bytes: usize, max_bytes: usize },
+    #[error("more than {per_second} events in a second for this session; retry later")]
+    TooManyEvents { per_second: usize },
+    #[error("more than {per_minute_bytes} bytes of payloads in a minute for this session; retry later")]
+    TooManyBytes { per_minute_bytes: usize },
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
     #[error("no session `{session_id}`")]
@@ -88,6 +101,34 @@ pub enum EngineError {
     ProviderIdempotencyConflict { provider_id: String, key: String },
     #[error("internal error: {detail}")]
     Internal { detail: String },
+    /// A request's text (a run's input, a steer, a goal's objective, a compaction's focus) is larger than
+    /// `[limits] max_input_bytes`.
+    #[error(
+        "{what} is {size} bytes; at most {limit} are accepted (`[limits] max_input_bytes` in the daemon's \
+         config.toml): put large material in a file in the session's directory and refer to it"
+    )]
+    InputTooLarge { what: &'static str, size: usize, limit: usize },
+    /// A run's input or a steering input that is empty or only whitespace.
+    #[error("{what} is empty")]
+    EmptyInput { what: &'static str },
+    #[error("the goal's objective is empty")]
+    EmptyObjective,
+    #[error("a sign-in link can only be made with the daemon's token (`troupe open`), not from a signed-in browser")]
+    ConsoleLoginCodeNeedsToken,
+    #[error("the web console is off on this daemon ([console] enabled = false in config.toml)")]
+    ConsoleDisabled,
+    /// A plugin's request of a method the daemon does not serve.
+    #[error("the daemon serves no plugin request `{method}`")]
+    UnknownPluginMethod { method: String },
+    /// A plugin's request before the daemon answered its `plugin/initialize`.
+    #[error("the plugin sent a request before plugin/initialize was answered")]
+    PluginNotInitialized,
+    /// A plugin's request whose params do not match its method.
+    #[error("{method}: {detail}")]
+    InvalidPluginParams { method: String, detail: String },
+    /// A plugin's `plugin/emit` over one of its bounds (`plugin_host/limits.rs`).
+    #[error(transparent)]
+    EmitRefused(EmitRefusal),
     #[error("there is no skill `{name}` for this session")]
     SkillNotFound { name: String },
     /// A run's input `/<name>` names no skill; `detail` lists what exists.

@@ -7,7 +7,6 @@
 //! actor does before each automatic run).
 
 use troupe_protocol::RpcError;
-use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::types::common::{RunSelection, SessionIdParams, SessionOrigin};
 use troupe_protocol::types::goal::{
     GoalGetResult, GoalLifecycleParams, GoalResult, GoalSetParams, GoalState, GoalStatus,
@@ -67,11 +66,7 @@ impl Engine {
 
     pub(super) async fn goal_set(&self, params: GoalSetParams) -> Result<GoalResult, RpcError> {
         if params.objective.trim().is_empty() {
-            return Err(RpcError::invalid_params_typed(
-                ErrorCode::InvalidObjective,
-                "the goal's objective is empty",
-                &[],
-            ));
+            return Err(EngineError::EmptyObjective.into());
         }
         self.check_input_size("the goal's objective", &params.objective)?;
         self.require_root(&params.session_id).await?;

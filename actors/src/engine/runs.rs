@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use troupe_protocol::RpcError;
-use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::types::run::{
     RunStartParams, RunStartResult, RunSteerParams, RunSteerResult, RunToolStdinParams, RunToolStdinResult,
 };
@@ -24,7 +23,7 @@ impl Engine {
     pub(super) async fn start_run(&self, params: RunStartParams) -> Result<RunStartResult, RpcError> {
         check_idempotency_key("client_run_id", &params.client_run_id)?;
         if params.input.trim().is_empty() {
-            return Err(RpcError::invalid_params_typed(ErrorCode::InvalidInput, "the run's input is empty", &[]));
+            return Err(EngineError::EmptyInput { what: "the run's input" }.into());
         }
         self.check_input_size("the run's input", &params.input)?;
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
@@ -68,7 +67,7 @@ impl Engine {
     /// `run.steer`: input for the run's next turn.
     pub(super) async fn steer_run(&self, params: RunSteerParams) -> Result<RunSteerResult, RpcError> {
         if params.input.trim().is_empty() {
-            return Err(RpcError::invalid_params_typed(ErrorCode::InvalidInput, "the steering input is empty", &[]));
+            return Err(EngineError::EmptyInput { what: "the steering input" }.into());
         }
         self.check_input_size("the steering input", &params.input)?;
         let session_id = self.session_of_run(&params.run_id).await?;

@@ -67,5 +67,5 @@ impl Engine {
 
 /// A result that could not be encoded (a bug: every wire type encodes).
 fn encoding_failed(error: serde_json::Error) -> RpcError {
-    RpcError::internal(&format!("failed to encode the result: {error}"))
+    EngineError::Internal { detail: format!("failed to encode the result: {error}") }.into()
 }

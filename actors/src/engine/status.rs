@@ -8,13 +8,13 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use troupe_protocol::error_code::ErrorCode;
 
 use troupe_protocol::RpcError;
 use troupe_protocol::server::Authority;
 use troupe_protocol::types::daemon::{ConsoleLoginCodeResult, DaemonStatusResult};
 
 use super::Engine;
+use crate::error::EngineError;
 use crate::session_actor::CountPendingApprovals;
 use crate::session_supervisor::CountSessions;
 
@@ -67,19 +67,9 @@ impl Engine {
     /// stolen cookie would keep its holder signed in for good).
     pub(super) fn console_login_code_now(&self, authority: Authority) -> Result<ConsoleLoginCodeResult, RpcError> {
         if authority != Authority::Token {
-            return Err(RpcError::engine(
-                ErrorCode::ConsoleLoginCodeNeedsToken,
-                "a sign-in link can only be made with the daemon's token (`troupe open`), not from a signed-in browser",
-                &[],
-            ));
+            return Err(EngineError::ConsoleLoginCodeNeedsToken.into());
         }
-        let minter = self.status.console.get().ok_or_else(|| {
-            RpcError::engine(
-                ErrorCode::ConsoleDisabled,
-                "the web console is off on this daemon ([console] enabled = false in config.toml)",
-                &[],
-            )
-        })?;
+        let minter = self.status.console.get().ok_or(EngineError::ConsoleDisabled)?;
         Ok(minter())
     }
 

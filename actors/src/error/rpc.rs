@@ -6,7 +6,7 @@ use troupe_protocol::RpcError;
 use troupe_protocol::error_code::ErrorCode;
 use troupe_runtime::catalog::SelectionError;
 
-use super::{ApprovalErrorKind, EngineError, GoalErrorKind, TreeBusyReason};
+use super::{ApprovalErrorKind, EmitRefusal, EngineError, GoalErrorKind, TreeBusyReason};
 
 impl From<EngineError> for RpcError {
     fn from(error: EngineError) -> Self {
@@ -145,6 +145,28 @@ impl From<EngineError> for RpcError {
                 RpcError::invalid_params_typed(ErrorCode::IdempotencyConflict, &detail, &[provider(provider_id)])
             }
             EngineError::Internal { .. } => RpcError::internal(&detail),
+            EngineError::InputTooLarge { size, limit, .. } => RpcError::invalid_params_typed(
+                ErrorCode::InputTooLarge,
+                &detail,
+                &[("size", Value::from(*size)), ("limit", Value::from(*limit))],
+            ),
+            EngineError::EmptyInput { .. } => RpcError::invalid_params_typed(ErrorCode::InvalidInput, &detail, &[]),
+            EngineError::EmptyObjective => RpcError::invalid_params_typed(ErrorCode::InvalidObjective, &detail, &[]),
+            EngineError::ConsoleLoginCodeNeedsToken => {
+                RpcError::engine(ErrorCode::ConsoleLoginCodeNeedsToken, &detail, &[])
+            }
+            EngineError::ConsoleDisabled => RpcError::engine(ErrorCode::ConsoleDisabled, &detail, &[]),
+            EngineError::InvalidPluginParams { .. } => RpcError::invalid_params(&detail),
+            EngineError::UnknownPluginMethod { method } => RpcError::method_not_found(method),
+            EngineError::PluginNotInitialized => RpcError::invalid_request(&detail),
+            EngineError::EmitRefused(refusal) => {
+                let code = match refusal {
+                    EmitRefusal::Name { .. } => ErrorCode::InvalidName,
+                    EmitRefusal::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+                    EmitRefusal::TooManyEvents { .. } | EmitRefusal::TooManyBytes { .. } => ErrorCode::RateLimited,
+                };
+                RpcError::invalid_params_typed(code, &detail, &[])
+            }
             EngineError::SkillNotFound { name } => {
                 RpcError::engine(ErrorCode::SkillNotFound, &detail, &[("name", Value::String(name.clone()))])
             }

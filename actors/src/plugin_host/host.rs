@@ -11,10 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::error::EngineError;
 use actix::prelude::*;
 use serde_json::json;
 use tokio::sync::oneshot;
-use troupe_protocol::RpcError;
 use troupe_protocol::types::plugin::{EXTENSION_VERSION, ExtensionCapabilities, PluginInitializeParams, methods};
 use troupe_protocol::types::producers::PluginRecoveryStatus;
 use troupe_runtime::config::PluginConfig;
@@ -292,9 +292,7 @@ impl Handler<FromPlugin> for PluginHost {
                 let answer = if self.is_ready(generation) {
                     super::requests::handle(self, generation, &method, params)
                 } else {
-                    Box::pin(futures::future::ready(Err(RpcError::invalid_request(
-                        "the plugin sent a request before plugin/initialize was answered",
-                    ))))
+                    Box::pin(futures::future::ready(Err(EngineError::PluginNotInitialized.into())))
                 };
                 // An answer the plugin does not read within the startup timeout is dropped (its permit freed) and
                 // the plugin, which no longer reads its stdin, is restarted.

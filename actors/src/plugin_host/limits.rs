@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
-use troupe_protocol::error_code::ErrorCode;
 
 use troupe_protocol::types::plugin::{MAX_EMIT_NAME_CHARS, MAX_EMIT_PAYLOAD_BYTES};
 
@@ -12,37 +11,15 @@ pub const MAX_BYTES_PER_MINUTE: usize = 4 * 1024 * 1024;
 /// Sessions tracked at once; the oldest windows are forgotten first (they are empty after a minute anyway).
 const MAX_TRACKED_SESSIONS: usize = 4096;
 
-/// Why an emit was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum EmitRefusal {
-    #[error("the event name is empty or longer than {MAX_EMIT_NAME_CHARS} characters")]
-    Name,
-    #[error("the payload is {bytes} bytes of JSON; at most {MAX_EMIT_PAYLOAD_BYTES} are allowed")]
-    PayloadTooLarge { bytes: usize },
-    #[error("more than {MAX_EVENTS_PER_SECOND} events in a second for this session; retry later")]
-    TooManyEvents,
-    #[error("more than 4 MiB of payloads in a minute for this session; retry later")]
-    TooManyBytes,
-}
-
-impl EmitRefusal {
-    /// The typed `data.code` of the error the plugin receives.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            EmitRefusal::Name => ErrorCode::InvalidName,
-            EmitRefusal::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
-            EmitRefusal::TooManyEvents | EmitRefusal::TooManyBytes => ErrorCode::RateLimited,
-        }
-    }
-}
+pub use crate::error::EmitRefusal;
 
 /// Checks the name and the size, which need no state.
 pub fn check_shape(name: &str, payload_bytes: usize) -> Result<(), EmitRefusal> {
     if name.is_empty() || name.chars().count() > MAX_EMIT_NAME_CHARS {
-        return Err(EmitRefusal::Name);
+        return Err(EmitRefusal::Name { max_chars: MAX_EMIT_NAME_CHARS });
     }
     if payload_bytes > MAX_EMIT_PAYLOAD_BYTES {
-        return Err(EmitRefusal::PayloadTooLarge { bytes: payload_bytes });
+        return Err(EmitRefusal::PayloadTooLarge { bytes: payload_bytes, max_bytes: MAX_EMIT_PAYLOAD_BYTES });
     }
     Ok(())
 }
@@ -74,10 +51,10 @@ impl EmitLimiter {
         let window = self.sessions.entry(session_id.to_owned()).or_default();
         window.expire(now);
         if window.events.len() >= MAX_EVENTS_PER_SECOND {
-            return Err(EmitRefusal::TooManyEvents);
+            return Err(EmitRefusal::TooManyEvents { per_second: MAX_EVENTS_PER_SECOND });
         }
         if window.total + bytes > MAX_BYTES_PER_MINUTE {
-            return Err(EmitRefusal::TooManyBytes);
+            return Err(EmitRefusal::TooManyBytes { per_minute_bytes: MAX_BYTES_PER_MINUTE });
         }
         window.events.push_back(now);
         window.bytes.push_back((now, bytes));
@@ -112,7 +89,10 @@ mod tests {
         for _ in 0..MAX_EVENTS_PER_SECOND {
             limiter.admit("s1", 10, start).unwrap();
         }
-        assert_eq!(limiter.admit("s1", 10, start), Err(EmitRefusal::TooManyEvents));
+        assert_eq!(
+            limiter.admit("s1", 10, start),
+            Err(EmitRefusal::TooManyEvents { per_second: MAX_EVENTS_PER_SECOND })
+        );
         limiter.admit("s2", 10, start).unwrap();
         limiter.admit("s1", 10, start + Duration::from_secs(1)).unwrap();
     }
@@ -125,15 +105,17 @@ mod tests {
             limiter.admit("s", 256 * 1024, start + Duration::from_secs(second)).unwrap();
         }
         let refused = limiter.admit("s", 1, start + Duration::from_secs(20));
-        assert_eq!(refused, Err(EmitRefusal::TooManyBytes));
+        assert_eq!(refused, Err(EmitRefusal::TooManyBytes { per_minute_bytes: MAX_BYTES_PER_MINUTE }));
         limiter.admit("s", 256 * 1024, start + Duration::from_secs(60)).unwrap();
     }
 
     #[test]
     fn shape_checks_name_and_payload() {
-        assert_eq!(check_shape("", 1), Err(EmitRefusal::Name));
-        assert_eq!(check_shape(&"n".repeat(129), 1), Err(EmitRefusal::Name));
+        assert_eq!(check_shape("", 1), Err(EmitRefusal::Name { max_chars: MAX_EMIT_NAME_CHARS }));
+        assert_eq!(check_shape(&"n".repeat(129), 1), Err(EmitRefusal::Name { max_chars: MAX_EMIT_NAME_CHARS }));
         check_shape(&"é".repeat(128), MAX_EMIT_PAYLOAD_BYTES).unwrap();
-        assert_eq!(check_shape("n", MAX_EMIT_PAYLOAD_BYTES + 1).unwrap_err().code(), ErrorCode::PayloadTooLarge);
+        let refused = check_shape("n", MAX_EMIT_PAYLOAD_BYTES + 1).unwrap_err();
+        let answer = troupe_protocol::RpcError::from(crate::error::EngineError::EmitRefused(refused));
+        assert_eq!(answer.error_code(), Some(troupe_protocol::error_code::ErrorCode::PayloadTooLarge));
     }
 }

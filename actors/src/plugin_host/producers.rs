@@ -77,7 +77,7 @@ pub(super) fn handle(host: &mut PluginHost, method: &str, params: Value) -> Answ
                 let existed = context.producers.unregister(&params.session_id, &params.producer_id);
                 Ok(json!({"unregistered": existed}))
             }
-            other => Err(RpcError::method_not_found(other)),
+            other => Err(EngineError::UnknownPluginMethod { method: other.to_owned() }.into()),
         }
     })
 }

@@ -14,6 +14,7 @@ use troupe_protocol::types::plugin::{
 
 use super::host::PluginHost;
 use super::limits::{EmitRefusal, check_shape};
+use crate::error::EngineError;
 use crate::session_actor::EmitPluginEvent;
 
 type Answer = BoxFuture<'static, Result<Value, RpcError>>;
@@ -23,11 +24,13 @@ fn ready(answer: Result<Value, RpcError>) -> Answer {
 }
 
 pub(super) fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params).map_err(|error| RpcError::invalid_params(&format!("{method}: {error}")))
+    serde_json::from_value(params).map_err(|error| {
+        RpcError::from(EngineError::InvalidPluginParams { method: method.to_owned(), detail: error.to_string() })
+    })
 }
 
 fn refusal(refusal: EmitRefusal) -> RpcError {
-    RpcError::invalid_params_typed(refusal.code(), &refusal.to_string(), &[])
+    RpcError::from(EngineError::EmitRefused(refusal))
 }
 
 /// Answers one request of the plugin of `generation`.
@@ -47,7 +50,7 @@ pub(super) fn handle(host: &mut PluginHost, generation: u64, method: &str, param
         | methods::PRODUCER_SEND
         | methods::PRODUCER_DISCARD
         | methods::PRODUCER_UNREGISTER => super::producers::handle(host, method, params),
-        other => ready(Err(RpcError::method_not_found(other))),
+        other => ready(Err(EngineError::UnknownPluginMethod { method: other.to_owned() }.into())),
     }
 }
 
