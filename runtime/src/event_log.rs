@@ -284,5 +284,18 @@ fn ensure_one_line(events: &[EventJson], path: &Path) -> Result<(), RuntimeError
     }
 }
 
+/// Creates the log of a new session whose first event is `first` (its `session_created`), durable when this
+/// returns, and the store that appends to it; its commits count into `metrics`. What the engine calls to create
+/// a session's log, whatever the backend: today the file store.
+pub fn create_store(
+    session_dir: &Path,
+    first: LogEntry,
+    metrics: Option<crate::metrics::Metrics>,
+) -> Result<(Box<dyn EventStore>, LogEntry), RuntimeError> {
+    let writer = LogWriter::create_observed(session_dir, &first.json, metrics)?;
+    let store = FileEventStore::created(writer, &first);
+    Ok((Box::new(store), first))
+}
+
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use troupe_protocol::types::events::{EventJson, EventPayload};
-use troupe_runtime::event_log::{self, EventStore, FileEventStore, LogEntry, LogWriter};
+use troupe_runtime::event_log::{self, EventStore, LogEntry};
 use troupe_runtime::meta_cache;
 use troupe_runtime::metrics::SnapshotOutcome;
 use troupe_runtime::session_state::SessionState;
@@ -47,14 +47,14 @@ impl SessionActor {
         ctx: &mut Context<Self>,
         state: SessionState,
         tail: VecDeque<LogEntry>,
-        mut store: FileEventStore,
+        mut store: Box<dyn EventStore>,
     ) {
         if let Some(metrics) = self.metrics() {
             store.observe(metrics);
         }
         self.tail = EventTail::new(tail, self.limits.tail_bytes);
         self.reader = Some(store.reader());
-        self.lane.open(Box::new(store));
+        self.lane.open(store);
         let dangling_run = state.runs.active_run_id().map(str::to_owned);
         self.state = Some(state);
         self.phase = Phase::Ready;
@@ -163,10 +163,9 @@ impl Actor for SessionActor {
                 let open = async move {
                     tokio::task::spawn_blocking(move || {
                         let json = EventJson::encode(&first).map_err(|error| error.to_string())?;
-                        let writer = LogWriter::create_observed(&session_dir, &json, metrics)
-                            .map_err(|error| error.to_string())?;
                         let entry = LogEntry { seq: first.seq, json };
-                        let store = FileEventStore::created(writer, &entry);
+                        let (store, entry) =
+                            event_log::create_store(&session_dir, entry, metrics).map_err(|error| error.to_string())?;
                         Ok::<_, String>((first, entry, store))
                     })
                     .await
@@ -232,7 +231,7 @@ impl Actor for SessionActor {
                         metrics.session_loaded(outcome, elapsed);
                     }
                     actor.snapshots.covered(snapshot_len);
-                    actor.start_from(ctx, state, opened.tail, opened.store);
+                    actor.start_from(ctx, state, opened.tail, Box::new(opened.store));
                 }));
             }
         }

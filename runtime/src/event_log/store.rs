@@ -64,6 +64,9 @@ pub trait EventStore: Send + 'static {
     fn snapshot_of_live(&self, _state: &SessionState) -> Option<PendingSnapshot> {
         None
     }
+    /// Counts the store's commits into `metrics` from now on (the file store: its `fdatasync`s); stores with
+    /// nothing to count ignore it.
+    fn observe(&mut self, _metrics: crate::metrics::Metrics) {}
 }
 
 /// A boxed store is a store: the session's write lane holds whichever backend the daemon runs on.
@@ -90,6 +93,10 @@ impl<T: EventStore + ?Sized> EventStore for Box<T> {
 
     fn snapshot_of_live(&self, state: &SessionState) -> Option<PendingSnapshot> {
         (**self).snapshot_of_live(state)
+    }
+
+    fn observe(&mut self, metrics: crate::metrics::Metrics) {
+        (**self).observe(metrics)
     }
 }
 
@@ -329,6 +336,10 @@ impl EventStore for FileEventStore {
 
     fn snapshot_of_live(&self, state: &SessionState) -> Option<PendingSnapshot> {
         FileEventStore::snapshot_of_live(self, state)
+    }
+
+    fn observe(&mut self, metrics: crate::metrics::Metrics) {
+        FileEventStore::observe(self, metrics)
     }
 }
 
