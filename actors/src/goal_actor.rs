@@ -231,7 +231,7 @@ async fn wake_once(session_id: String, supervisor: SupervisorPort, runs: GoalRun
     if let Some(blocked) = selection_blocked(&snapshot, &plan.selection, plan.sticky.as_ref()) {
         return Ok(Woke::Blocked(blocked));
     }
-    let (_, approvals) = supervisor.send(ApprovalsFor { session_id: session_id.clone() }).await.map_err(gone)??;
+    let approvals = supervisor.send(ApprovalsFor { session_id: session_id.clone() }).await.map_err(gone)??;
     let prepared = PreparedRun::new(&runs.services, &snapshot, plan.selection, approvals)?;
     let started = session
         .send(StartGoalRun { goal_id: plan.goal_id, prepared, max_idle_runs: runs.max_idle_runs })

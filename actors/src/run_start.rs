@@ -70,7 +70,7 @@ impl EngineRunContext {
     ) -> Result<PreparedRun, EngineError> {
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| EngineError::ShuttingDown)?;
         validate_selection(&snapshot, &selection).map_err(EngineError::InvalidSelection)?;
-        let (_, approvals) = supervisor
+        let approvals = supervisor
             .send(ApprovalsFor { session_id: session_id.to_owned() })
             .await
             .map_err(|_| EngineError::ShuttingDown)??;

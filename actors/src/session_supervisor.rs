@@ -257,13 +257,12 @@ impl Handler<SessionStopped> for SessionSupervisor {
 }
 
 impl Handler<ApprovalsFor> for SessionSupervisor {
-    type Result = Result<(String, ApprovalLease), EngineError>;
+    type Result = Result<ApprovalLease, EngineError>;
 
     fn handle(&mut self, message: ApprovalsFor, ctx: &mut Context<Self>) -> Self::Result {
         let root = self.root_of(&message.session_id)?;
         let port = self.port(ctx);
-        let approvals = self.approvals.lease(&root, port);
-        Ok((root, approvals))
+        Ok(self.approvals.lease(&root, port))
     }
 }
 

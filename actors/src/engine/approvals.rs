@@ -20,7 +20,7 @@ impl Engine {
         if meta.origin != SessionOrigin::Root {
             return Err(EngineError::NotRootSession { session_id: params.root_session_id }.into());
         }
-        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.root_session_id }).await??;
+        let approvals = self.supervisor_ask(ApprovalsFor { session_id: params.root_session_id }).await??;
         Ok(approvals
             .send(ListTreeApprovals { status: params.status })
             .await
@@ -35,7 +35,7 @@ impl Engine {
     ) -> Result<ApprovalRespondResult, RpcError> {
         check_idempotency_key("client_response_id", &params.client_response_id)?;
         let client_response_id = params.client_response_id.clone();
-        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
+        let approvals = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
         let answered_by = format!("client:connection-{}", ctx.connection_id());
         let approval =
             approvals.send(RespondInTree { params, answered_by }).await.map_err(|_| EngineError::ShuttingDown)??;

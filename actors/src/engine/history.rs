@@ -18,7 +18,7 @@ impl Engine {
         if session.origin == SessionOrigin::Root {
             // The tree's grants are in the root's log, and the revert may have hidden some: the tree's approval
             // actor reads them again before it answers the next permission check (queued before this reply).
-            let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: session.session_id.clone() }).await??;
+            let approvals = self.supervisor_ask(ApprovalsFor { session_id: session.session_id.clone() }).await??;
             approvals.do_send(ReloadGrants);
         }
         Ok(SessionResult { session })

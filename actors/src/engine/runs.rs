@@ -28,7 +28,7 @@ impl Engine {
         self.check_input_size("the run's input", &params.input)?;
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
-        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
+        let approvals = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
         self.check_session_cwd(&params.session_id).await?;
         let prepared = PreparedRun::new(&self.services, &snapshot, params.selection.clone(), approvals)?;
         let skill = self.skill_invocation(&params.session_id, &params.selection, &params.input).await?;

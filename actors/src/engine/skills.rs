@@ -71,7 +71,7 @@ impl Engine {
             None => self.ask_session(session_id, || crate::session_actor::NextRunSelection).await?.agent,
         };
         let policy = self.services.policy_for(&agent)?;
-        let (_, approvals) = self.supervisor_ask(ApprovalsFor { session_id: session_id.to_owned() }).await??;
+        let approvals = self.supervisor_ask(ApprovalsFor { session_id: session_id.to_owned() }).await??;
         let cwd = PathBuf::from(&meta.cwd);
         let data_dir = self.services.data_dir.clone();
         let discovery = tokio::task::spawn_blocking(move || troupe_runtime::skills::discover(&cwd, &data_dir))

@@ -92,10 +92,10 @@ pub struct GetTree {
     pub session_id: String,
 }
 
-/// The approval actor of the tree that contains the session (started when the tree has none), and the tree's
-/// root. The tree counts as in use while the returned handle is held.
+/// A lease of the approval actor of the tree that contains the session (started when the tree has none). The tree
+/// counts as in use while the lease is held.
 #[derive(Message)]
-#[rtype(result = "Result<(String, ApprovalLease), EngineError>")]
+#[rtype(result = "Result<ApprovalLease, EngineError>")]
 pub struct ApprovalsFor {
     pub session_id: String,
 }
