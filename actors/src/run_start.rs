@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use troupe_protocol::types::common::RunSelection;
+use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::runtime::RuntimeSnapshot;
 use troupe_runtime::catalog::validate_selection;
 
@@ -40,12 +40,7 @@ impl PreparedRun {
         selection: RunSelection,
         approvals: ApprovalLease,
     ) -> Result<PreparedRun, EngineError> {
-        let agent_chain = snapshot
-            .agents
-            .iter()
-            .find(|agent| agent.agent == selection.agent)
-            .map(|agent| agent.models.clone())
-            .unwrap_or_default();
+        let agent_chain = agent_chain(snapshot, &selection.agent);
         let requested_index = agent_chain.iter().position(|model| *model == selection.model);
         let policy = services.policy_for(&selection.agent)?;
         Ok(PreparedRun {
@@ -57,6 +52,12 @@ impl PreparedRun {
             services: services.clone(),
         })
     }
+}
+
+/// The models of `agent`'s chain in `snapshot`, in order (none for an agent the snapshot does not have).
+pub fn agent_chain(snapshot: &RuntimeSnapshot, agent: &str) -> Vec<ModelSelection> {
+    let found = snapshot.agents.iter().find(|info| info.agent == agent);
+    found.map(|info| info.models.clone()).unwrap_or_default()
 }
 
 impl EngineRunContext {

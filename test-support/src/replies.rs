@@ -44,14 +44,18 @@ pub fn openai_text_reporting(text: &str, usage: Value) -> FakeResponse {
 
 /// A streamed Anthropic answer of one text.
 pub fn anthropic_text(text: &str) -> FakeResponse {
-    let events = [
+    anthropic_events(&[
         json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 9, "output_tokens": 0}}}),
         json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
         json!({"type": "content_block_stop", "index": 0}),
         json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
         json!({"type": "message_stop"}),
-    ];
+    ])
+}
+
+/// Anthropic's Messages stream of `events`, each under its `type` as the SSE event name.
+pub fn anthropic_events(events: &[Value]) -> FakeResponse {
     FakeResponse::Sse {
         pieces: events
             .iter()

@@ -11,13 +11,8 @@ use troupe_protocol::types::run::{RunIdParams, RunStartParams, RunToolStdinParam
 use troupe_protocol::types::session::PermissionMode;
 
 use super::support::*;
-use troupe_test_support::replies::escape_laden_body;
+use troupe_test_support::replies::{anthropic_events, anthropic_text, escape_laden_body, models_list};
 use troupe_test_support::{FakeResponse, FakeServer};
-
-fn models_list(ids: &[&str]) -> FakeResponse {
-    let data: Vec<Value> = ids.iter().map(|id| json!({"id": id, "object": "model"})).collect();
-    FakeResponse::status(200, &[], json!({"object": "list", "data": data}).to_string())
-}
 
 fn openai_text(pieces: &[&str]) -> FakeResponse {
     let mut frames: Vec<String> = pieces
@@ -55,26 +50,6 @@ fn openai_tool_call(id: &str, tool: &str, arguments: Value) -> FakeResponse {
             "data: [DONE]\n\n".to_owned(),
         ],
     }
-}
-
-fn anthropic_events(events: &[Value]) -> FakeResponse {
-    FakeResponse::Sse {
-        pieces: events
-            .iter()
-            .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or("message")))
-            .collect(),
-    }
-}
-
-fn anthropic_text(text: &str) -> FakeResponse {
-    anthropic_events(&[
-        json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 9, "output_tokens": 0}}}),
-        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-        json!({"type": "content_block_stop", "index": 0}),
-        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
-        json!({"type": "message_stop"}),
-    ])
 }
 
 async fn run_to_end(daemon: &TestDaemon, session_id: &str, model: &str, input: &str) -> Vec<StoredEvent> {

@@ -28,12 +28,7 @@ impl Engine {
         }
         let selection = self.ask_session(&session_id, || NextRunSelection).await?;
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| EngineError::ShuttingDown)?;
-        let agent_chain = snapshot
-            .agents
-            .iter()
-            .find(|agent| agent.agent == selection.agent)
-            .map(|agent| agent.models.clone())
-            .unwrap_or_default();
+        let agent_chain = crate::run_start::agent_chain(&snapshot, &selection.agent);
         let chain = chain_from(&selection.model, &agent_chain);
         let compaction_id = new_id();
         let cancel = tokio_util::sync::CancellationToken::new();
