@@ -211,3 +211,6 @@ impl Handler<RespondInTree> for ApprovalActor {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests;
