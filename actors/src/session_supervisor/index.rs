@@ -183,3 +183,7 @@ impl Handler<SessionMetaChanged> for SessionSupervisor {
         self.index_meta(message.meta);
     }
 }
+
+#[cfg(test)]
+#[path = "index_tests.rs"]
+mod tests;

@@ -1,0 +1,70 @@
+//! The index's scan of the sessions directory, on real files: what it lists, what it repairs, what it removes.
+
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
+use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
+use troupe_runtime::data_dir::DataDir;
+use troupe_runtime::event_log::{self, LogEntry};
+use troupe_runtime::fork::FORK_DIR_SUFFIX;
+use troupe_runtime::meta_cache;
+
+use super::scan_sessions;
+
+/// Creates the log of a root session `session_id`, its first event durable.
+fn create_session(data_dir: &DataDir, session_id: &str) {
+    let selection = RunSelection {
+        agent: "default".into(),
+        model: ModelSelection { model: "local/echo".into(), variant: None },
+        preset: None,
+    };
+    let first = StoredEvent {
+        session_id: session_id.into(),
+        run_id: None,
+        seq: 1,
+        timestamp: "2026-12-02T00:00:00Z".into(),
+        origin: Some("user".into()),
+        payload: EventPayload::SessionCreated { origin: SessionOrigin::Root, cwd: "/tmp".into(), selection },
+    };
+    let entry = LogEntry { seq: 1, json: EventJson::encode(&first).unwrap() };
+    event_log::create_store(&data_dir.session_dir(session_id), entry, None).unwrap();
+}
+
+#[test]
+fn the_scan_lists_sessions_from_their_logs_and_caches_them_and_clears_leftovers() {
+    let root = tempfile::tempdir().unwrap();
+    let data_dir = DataDir::new(root.path().to_path_buf());
+    assert!(scan_sessions(&data_dir).unwrap().is_empty(), "no sessions directory: nothing, not an error");
+    data_dir.ensure_layout().unwrap();
+
+    create_session(&data_dir, "s1");
+    let leftover_fork = data_dir.sessions_dir().join(format!(".s9{FORK_DIR_SUFFIX}"));
+    std::fs::create_dir_all(&leftover_fork).unwrap();
+    std::fs::create_dir_all(data_dir.session_dir("no-log")).unwrap();
+
+    let scanned = scan_sessions(&data_dir).unwrap();
+    let ids: Vec<&str> = scanned.iter().map(|(meta, _)| meta.session_id.as_str()).collect();
+    assert_eq!(ids, ["s1"], "a folder without a log is no session");
+    assert!(!leftover_fork.exists(), "a fork the daemon never finished is removed");
+    let cached = meta_cache::read(&data_dir.session_dir("s1")).expect("the scan writes the metadata cache");
+    assert_eq!(cached.meta, scanned[0].0);
+
+    // A cache that no longer matches the log's length is not believed.
+    let stale = troupe_protocol::types::common::SessionMeta { title: Some("stale".into()), ..cached.meta.clone() };
+    meta_cache::write(&data_dir.session_dir("s1"), &stale, &cached.usage, cached.log_len_bytes + 1).unwrap();
+    assert_eq!(scan_sessions(&data_dir).unwrap()[0].0.title, None);
+}
+
+#[test]
+fn a_session_whose_log_cannot_be_opened_stays_listed_with_its_damage() {
+    let root = tempfile::tempdir().unwrap();
+    let data_dir = DataDir::new(root.path().to_path_buf());
+    data_dir.ensure_layout().unwrap();
+    create_session(&data_dir, "s1");
+    let log = event_log::log_path(&data_dir.session_dir("s1"));
+    std::fs::remove_file(&log).unwrap();
+    std::fs::create_dir(&log).unwrap();
+
+    let scanned = scan_sessions(&data_dir).unwrap();
+    assert_eq!(scanned.len(), 1, "still listed, so requests reach it and say what is wrong");
+    let skipped = &scanned[0].0.skipped_events;
+    assert!(skipped.iter().any(|skipped| skipped.reason.contains("could not be opened")), "{skipped:?}");
+}
