@@ -13,7 +13,7 @@ use troupe_protocol::types::session::PermissionMode;
 
 use super::CancelRun;
 use crate::ports::session::ApprovalOutcome;
-use harness::{Seen, SessionScript, start_run};
+use harness::{Seen, SessionScript, start_run, start_run_on};
 
 fn deltas(seen: &[Seen]) -> String {
     seen.iter()
@@ -183,4 +183,23 @@ async fn an_approved_command_runs_and_streams_its_output_to_the_session_before_i
     let terminated = seen.iter().position(|seen| matches!(seen, Seen::Event(EventPayload::ToolCallTerminated { .. })));
     assert!(output < terminated, "output streams before the result: {seen:#?}");
     assert_eq!(final_texts(&seen), ["it ran"]);
+}
+
+#[actix::test]
+async fn a_model_that_refuses_for_good_hands_the_turn_to_the_next_model_of_the_chain() {
+    let cwd = tempfile::tempdir().unwrap();
+    let turns = serde_json::json!([{ "error": { "kind": "auth", "message": "the key was revoked" } }]);
+    let chain = ["local/scripted", "local/echo"];
+    let seen = start_run_on(&chain, turns, PermissionMode::Ask, SessionScript::default(), cwd.path()).ended().await;
+    let fallback = seen.iter().position(|seen| {
+        matches!(seen, Seen::Event(EventPayload::ModelFallback { from, to, .. })
+            if from == "local/scripted" && to == "local/echo")
+    });
+    let end = seen.iter().position(|seen| matches!(seen, Seen::ToolFreeTurn { .. }));
+    assert!(fallback.is_some() && fallback < end, "the fallback is recorded before the turn ends: {seen:#?}");
+    let committed_by_echo = seen.iter().any(|seen| {
+        matches!(seen, Seen::Event(EventPayload::ModelTurnCommitted { model, fallback_index: 1, .. })
+            if model == "local/echo")
+    });
+    assert!(committed_by_echo, "the turn is the second model's: {seen:#?}");
 }

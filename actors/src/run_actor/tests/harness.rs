@@ -249,6 +249,17 @@ pub fn start_run(
     script: SessionScript,
     cwd: &std::path::Path,
 ) -> TestRun {
+    start_run_on(&["local/scripted"], turns, mode, script, cwd)
+}
+
+/// [`start_run`] on the model chain `chain` (`turns` are what `local/scripted` plays).
+pub fn start_run_on(
+    chain: &[&str],
+    turns: serde_json::Value,
+    mode: PermissionMode,
+    script: SessionScript,
+    cwd: &std::path::Path,
+) -> TestRun {
     let data_dir = tempfile::tempdir().expect("a data dir");
     let data_path = data_dir.path().canonicalize().expect("the data dir resolves");
     let sandbox = Arc::new(Sandbox::new(&SandboxConfig::default(), &data_path, None));
@@ -259,7 +270,9 @@ pub fn start_run(
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let session = FakeSession { seen: seen.clone(), script, next_seq: 1 }.start();
     let tree = FakeTree { mode }.start();
-    let model = ModelSelection { model: "local/scripted".into(), variant: None };
+    let model_chain: Vec<ModelSelection> =
+        chain.iter().map(|model| ModelSelection { model: (*model).into(), variant: None }).collect();
+    let model = model_chain[0].clone();
     let setup = RunSetup {
         run_id: "run-1".into(),
         session_id: "session-1".into(),
@@ -268,7 +281,7 @@ pub fn start_run(
         policy,
         cwd: cwd.to_path_buf(),
         selection: RunSelection { agent: "default".into(), model: model.clone(), preset: None },
-        model_chain: vec![model],
+        model_chain,
         history: vec![ChatMessage::User { parts: vec![UserPart::Text("do it".into())] }],
         services: Arc::new(services),
         goal_tools: false,
