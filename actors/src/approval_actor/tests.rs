@@ -15,7 +15,7 @@ use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
 
 use super::ApprovalActor;
 use crate::error::EngineError;
-use crate::ports::approval::{CheckTreePermission, RespondInTree};
+use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, RespondInTree};
 use crate::ports::session::*;
 use crate::ports::supervisor::*;
 use crate::ports::{SessionPort, SupervisorPort};
@@ -26,6 +26,7 @@ type Asked = Arc<Mutex<Vec<(String, &'static str)>>>;
 struct FakeSession {
     session_id: String,
     grants: Vec<TreeGrant>,
+    approvals: Vec<ApprovalRecord>,
     asked: Asked,
 }
 
@@ -55,6 +56,15 @@ impl Handler<RespondToApproval> for FakeSession {
         self.note("respond");
         let grant = (message.decision == ApprovalDecision::ApproveTree).then(|| grant("execute-me"));
         Ok((record(&self.session_id, &message.approval_id), grant))
+    }
+}
+
+impl Handler<ListSessionApprovals> for FakeSession {
+    type Result = Result<Vec<ApprovalRecord>, EngineError>;
+
+    fn handle(&mut self, _: ListSessionApprovals, _: &mut Context<Self>) -> Self::Result {
+        self.note("list");
+        Ok(self.approvals.clone())
     }
 }
 
@@ -94,7 +104,6 @@ unexpected!(FakeSession {
     EndToolFreeTurn => Result<TurnEnd, EngineError>,
     RequestApproval => Result<(String, tokio::sync::oneshot::Receiver<ApprovalOutcome>), EngineError>,
     CancelPendingApprovals => Result<(), EngineError>,
-    ListSessionApprovals => Result<Vec<ApprovalRecord>, EngineError>,
     CompactionSourceOfRun => Result<Option<crate::compaction::CompactionSource>, EngineError>,
     RunHistory => Result<Vec<troupe_runtime::model::ChatMessage>, EngineError>,
     GetGoal => Result<Option<troupe_protocol::types::goal::GoalState>, EngineError>,
@@ -112,6 +121,16 @@ impl Actor for FakeSupervisor {
     type Context = Context<Self>;
 }
 
+/// The tree: `root` with one child, `child`.
+impl Handler<GetTree> for FakeSupervisor {
+    type Result = Result<(SessionTreeNode, PermissionMode), EngineError>;
+
+    fn handle(&mut self, _: GetTree, _: &mut Context<Self>) -> Self::Result {
+        let node = |session_id: &str, children| SessionTreeNode { session: meta(session_id), children };
+        Ok((node("root", vec![node("child", Vec::new())]), PermissionMode::Ask))
+    }
+}
+
 impl Handler<OpenSession> for FakeSupervisor {
     type Result = Result<SessionPort, EngineError>;
 
@@ -127,7 +146,6 @@ unexpected!(FakeSupervisor {
     SessionStopped => (),
     SessionUsageChanged => (),
     GoalReport => (),
-    GetTree => Result<(SessionTreeNode, PermissionMode), EngineError>,
     ApprovalsFor => Result<crate::ports::ApprovalLease, EngineError>,
     CreateChildSession => Result<troupe_protocol::types::common::SessionMeta, ChildRefused>,
 });
@@ -139,6 +157,26 @@ fn grant(resource: &str) -> TreeGrant {
         granted_at: "2026-12-02T00:00:00Z".into(),
         granted_by: "user".into(),
     }
+}
+
+/// The metadata of a new root session `session_id`, as the projection makes it.
+fn meta(session_id: &str) -> troupe_protocol::types::common::SessionMeta {
+    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
+    use troupe_protocol::types::events::{EventPayload, StoredEvent};
+    let selection = RunSelection {
+        agent: "default".into(),
+        model: ModelSelection { model: "local/echo".into(), variant: None },
+        preset: None,
+    };
+    let first = StoredEvent {
+        session_id: session_id.into(),
+        run_id: None,
+        seq: 1,
+        timestamp: "2026-12-02T00:00:00Z".into(),
+        origin: None,
+        payload: EventPayload::SessionCreated { origin: SessionOrigin::Root, cwd: "/tmp".into(), selection },
+    };
+    troupe_runtime::session_state::SessionState::created(&first).unwrap().meta()
 }
 
 fn record(session_id: &str, approval_id: &str) -> ApprovalRecord {
@@ -172,10 +210,21 @@ fn record(session_id: &str, approval_id: &str) -> ApprovalRecord {
 
 /// A tree of `root` and `child`, the root's log holding `root_grants`, and its approval actor in `mode`.
 fn tree(root_grants: Vec<TreeGrant>, mode: PermissionMode) -> (Addr<ApprovalActor>, Asked) {
+    tree_with(root_grants, [Vec::new(), Vec::new()], mode)
+}
+
+/// [`tree`], with the approval records of the root and of the child.
+fn tree_with(
+    root_grants: Vec<TreeGrant>,
+    [root_approvals, child_approvals]: [Vec<ApprovalRecord>; 2],
+    mode: PermissionMode,
+) -> (Addr<ApprovalActor>, Asked) {
     let asked: Asked = Arc::default();
     let mut sessions = HashMap::new();
-    for (session_id, grants) in [("root", root_grants), ("child", Vec::new())] {
-        let session = FakeSession { session_id: session_id.into(), grants, asked: asked.clone() }.start();
+    for (session_id, grants, approvals) in
+        [("root", root_grants, root_approvals), ("child", Vec::new(), child_approvals)]
+    {
+        let session = FakeSession { session_id: session_id.into(), grants, approvals, asked: asked.clone() }.start();
         sessions.insert(session_id.to_owned(), SessionPort::new(&session));
     }
     let supervisor = FakeSupervisor { sessions }.start();
@@ -221,4 +270,24 @@ async fn an_approve_tree_answer_goes_to_its_session_and_its_grant_to_the_root_an
         "the child's actor records the answer, the root's log the tree grant"
     );
     assert_eq!(check(&actor, "execute-me").await, (PermissionMode::AutoApprove, true), "the grant applies at once");
+}
+
+#[actix::test]
+async fn the_list_of_a_tree_collects_every_session_s_approvals_filtered_and_in_id_order() {
+    let pending = |session_id: &str, approval_id: &str| ApprovalRecord {
+        status: ApprovalStatus::Pending,
+        decision: None,
+        ..record(session_id, approval_id)
+    };
+    let approvals = [vec![pending("root", "a3"), record("root", "a1")], vec![pending("child", "a2")]];
+    let (actor, asked) = tree_with(vec![grant("git status")], approvals, PermissionMode::Ask);
+    let list = ListTreeApprovals { status: Some(ApprovalStatus::Pending) };
+    let listed =
+        tokio::time::timeout(Duration::from_secs(10), actor.send(list)).await.expect("in time").unwrap().unwrap();
+    let ids: Vec<(&str, &str)> =
+        listed.approvals.iter().map(|record| (record.session_id.as_str(), record.approval_id.as_str())).collect();
+    assert_eq!(ids, [("child", "a2"), ("root", "a3")], "pending only, across the tree, by approval id");
+    assert_eq!(listed.tree_grants, [grant("git status")]);
+    let lists = asked.lock().iter().filter(|(_, what)| *what == "list").count();
+    assert_eq!(lists, 2, "each session of the tree was asked once");
 }
