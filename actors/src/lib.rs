@@ -36,6 +36,8 @@ pub mod runtime_actor;
 pub mod session_actor;
 pub mod session_router;
 pub mod session_supervisor;
+#[cfg(test)]
+mod test_support;
 
 #[cfg(feature = "test-hooks")]
 pub use engine::test_hooks::EngineSizes;

@@ -54,12 +54,11 @@ where
     fn recipient(&self) -> &Recipient<M>;
 }
 
-/// Recipients of one actor: whether it still runs.
-pub trait Liveness {
-    fn connected(&self) -> bool;
-}
-
 impl<R> Port<R> {
+    fn from_recipients(recipients: R) -> Self {
+        Port(Arc::new(recipients))
+    }
+
     /// Sends `message` and waits for the reply, as `Addr::send` does.
     pub fn send<M>(&self, message: M) -> RecipientRequest<M>
     where
@@ -78,14 +77,6 @@ impl<R> Port<R> {
         M::Result: Send,
     {
         self.0.recipient().do_send(message)
-    }
-
-    /// Whether the actor behind the port still runs (its mailbox is open).
-    pub fn connected(&self) -> bool
-    where
-        R: Liveness,
-    {
-        self.0.connected()
     }
 }
 
@@ -120,12 +111,6 @@ macro_rules! recipients {
             }
         }
 
-        impl $crate::ports::Liveness for $name {
-            fn connected(&self) -> bool {
-                self.$first.connected()
-            }
-        }
-
         impl $crate::ports::Carries<$first_message> for $name {
             fn recipient(&self) -> &actix::Recipient<$first_message> {
                 &self.$first
@@ -143,9 +128,3 @@ macro_rules! recipients {
 }
 
 pub(crate) use recipients;
-
-impl<R> Port<R> {
-    fn from_recipients(recipients: R) -> Self {
-        Port(Arc::new(recipients))
-    }
-}

@@ -5,8 +5,9 @@
 use actix::prelude::*;
 
 use crate::error::EngineError;
+use crate::ports::SessionPort;
 use crate::session_actor::SessionActor;
-use crate::session_supervisor::{LiveSession, LiveSessions, OpenSessionActor, SessionGone, SessionSupervisor};
+use crate::session_supervisor::{LiveSessions, OpenSessionActor, SessionGone, SessionSupervisor};
 
 const ATTEMPTS: usize = 3;
 
@@ -20,19 +21,20 @@ pub struct SessionRouter {
 impl SessionRouter {
     /// The session's actor, started by the supervisor when it is not live.
     pub async fn addr(&self, session_id: &str) -> Result<Addr<SessionActor>, EngineError> {
-        Ok(self.live_session(session_id).await?.addr)
+        Ok(self.live_session(session_id).await?.0)
     }
 
-    async fn live_session(&self, session_id: &str) -> Result<LiveSession, EngineError> {
+    /// The live actor's address, and its port to name it in `SessionGone` (not its published metadata: this is
+    /// every request's path).
+    async fn live_session(&self, session_id: &str) -> Result<(Addr<SessionActor>, SessionPort), EngineError> {
         if let Some(live) = self.live.get(session_id)
             && live.addr.connected()
         {
-            return Ok(live.clone());
+            return Ok((live.addr.clone(), live.port.clone()));
         }
-        self.supervisor
-            .send(OpenSessionActor { session_id: session_id.to_owned() })
-            .await
-            .map_err(|_| EngineError::ShuttingDown)?
+        let opened = self.supervisor.send(OpenSessionActor { session_id: session_id.to_owned() }).await;
+        let live = opened.map_err(|_| EngineError::ShuttingDown)??;
+        Ok((live.addr, live.port))
     }
 
     /// Sends `message()` to the session's actor, starting it when needed.
@@ -43,10 +45,10 @@ impl SessionRouter {
         SessionActor: Handler<M>,
     {
         for _ in 0..ATTEMPTS {
-            let live = self.live_session(session_id).await?;
-            match live.addr.send(message()).await {
+            let (addr, port) = self.live_session(session_id).await?;
+            match addr.send(message()).await {
                 Ok(result) => return result,
-                Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), port: live.port }),
+                Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), port }),
             }
         }
         Err(EngineError::Unavailable {

@@ -19,6 +19,7 @@ use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, RespondInTr
 use crate::ports::session::*;
 use crate::ports::supervisor::*;
 use crate::ports::{SessionPort, SupervisorPort};
+use crate::test_support::{session_created, unexpected_messages};
 
 /// What each fake session was asked, by session id.
 type Asked = Arc<Mutex<Vec<(String, &'static str)>>>;
@@ -78,22 +79,8 @@ impl Handler<CommitTreeGrant> for FakeSession {
     }
 }
 
-/// Messages the approval actor must not send in these tests: each fails loudly.
-macro_rules! unexpected {
-    ($actor:ty { $($message:ty => $result:ty,)+ }) => {
-        $(
-            impl Handler<$message> for $actor {
-                type Result = $result;
-
-                fn handle(&mut self, _: $message, _: &mut Context<Self>) -> Self::Result {
-                    panic!(concat!("unexpected ", stringify!($message)));
-                }
-            }
-        )+
-    };
-}
-
-unexpected!(FakeSession {
+// Messages the approval actor must not send in these tests: each fails loudly.
+unexpected_messages!(FakeSession {
     StartRun => Result<String, EngineError>,
     StartDelegatedRun => Result<String, EngineError>,
     CancelActiveRun => Result<bool, EngineError>,
@@ -140,7 +127,7 @@ impl Handler<OpenSession> for FakeSupervisor {
     }
 }
 
-unexpected!(FakeSupervisor {
+unexpected_messages!(FakeSupervisor {
     SessionGone => (),
     SessionMetaChanged => (),
     SessionStopped => (),
@@ -161,22 +148,7 @@ fn grant(resource: &str) -> TreeGrant {
 
 /// The metadata of a new root session `session_id`, as the projection makes it.
 fn meta(session_id: &str) -> troupe_protocol::types::common::SessionMeta {
-    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
-    use troupe_protocol::types::events::{EventPayload, StoredEvent};
-    let selection = RunSelection {
-        agent: "default".into(),
-        model: ModelSelection { model: "local/echo".into(), variant: None },
-        preset: None,
-    };
-    let first = StoredEvent {
-        session_id: session_id.into(),
-        run_id: None,
-        seq: 1,
-        timestamp: "2026-12-02T00:00:00Z".into(),
-        origin: None,
-        payload: EventPayload::SessionCreated { origin: SessionOrigin::Root, cwd: "/tmp".into(), selection },
-    };
-    troupe_runtime::session_state::SessionState::created(&first).unwrap().meta()
+    troupe_runtime::session_state::SessionState::created(&session_created(session_id)).unwrap().meta()
 }
 
 fn record(session_id: &str, approval_id: &str) -> ApprovalRecord {

@@ -1,31 +1,18 @@
 //! The index's scan of the sessions directory, on real files: what it lists, what it repairs, what it removes.
 
-use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
-use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
+use troupe_protocol::types::events::EventJson;
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::event_log::{self, LogEntry};
 use troupe_runtime::fork::FORK_DIR_SUFFIX;
 use troupe_runtime::meta_cache;
 
 use super::scan_sessions;
+use crate::test_support::session_created;
 
 /// Creates the log of a root session `session_id`, its first event durable.
 fn create_session(data_dir: &DataDir, session_id: &str) {
-    let selection = RunSelection {
-        agent: "default".into(),
-        model: ModelSelection { model: "local/echo".into(), variant: None },
-        preset: None,
-    };
-    let first = StoredEvent {
-        session_id: session_id.into(),
-        run_id: None,
-        seq: 1,
-        timestamp: "2026-12-02T00:00:00Z".into(),
-        origin: Some("user".into()),
-        payload: EventPayload::SessionCreated { origin: SessionOrigin::Root, cwd: "/tmp".into(), selection },
-    };
-    let entry = LogEntry { seq: 1, json: EventJson::encode(&first).unwrap() };
-    event_log::create_store(&data_dir.session_dir(session_id), entry, None).unwrap();
+    let json = EventJson::encode(&session_created(session_id)).unwrap();
+    event_log::create_store(&data_dir.session_dir(session_id), LogEntry { seq: 1, json }, None).unwrap();
 }
 
 #[test]

@@ -24,6 +24,7 @@ use crate::ports::session::*;
 use crate::ports::{ApprovalPort, SessionPort};
 use crate::run_actor::{RunActor, RunSetup};
 use crate::run_services::RunServices;
+use crate::test_support::unexpected_messages;
 
 /// What the run sent its session, in order.
 #[derive(Debug)]
@@ -167,22 +168,8 @@ impl Handler<GetGoal> for FakeSession {
     }
 }
 
-/// The messages of the port a run never sends its own session in these tests: each fails loudly.
-macro_rules! not_from_this_run {
-    ($($message:ty => $result:ty,)+) => {
-        $(
-            impl Handler<$message> for FakeSession {
-                type Result = $result;
-
-                fn handle(&mut self, _: $message, _: &mut Context<Self>) -> Self::Result {
-                    panic!(concat!("the run sent ", stringify!($message)));
-                }
-            }
-        )+
-    };
-}
-
-not_from_this_run! {
+// The messages of the port a run never sends its own session in these tests: each fails loudly.
+unexpected_messages!(FakeSession {
     StartRun => Result<String, EngineError>,
     StartDelegatedRun => Result<String, EngineError>,
     CancelActiveRun => Result<bool, EngineError>,
@@ -194,7 +181,7 @@ not_from_this_run! {
     UpdateGoalChecklist => Result<troupe_protocol::types::goal::GoalState, EngineError>,
     PrepareGoalRun => Result<Option<GoalRunPlan>, EngineError>,
     StartGoalRun => Result<Option<String>, EngineError>,
-}
+});
 
 /// The tree's approval actor: a fixed mode and no grants.
 pub struct FakeTree {
