@@ -83,9 +83,7 @@ pub use lifecycle::{InjectPanic, Stall};
 pub use meta::{GetMeta, Rename};
 pub use named_output::SubscribeToolOutput;
 pub use plugin_events::EmitPluginEvent;
-pub use producers::{
-    DiscardOutcome, DiscardProducerMessage, PRODUCER_ORIGIN, ProducerLane, ProducerReceipt, SendProducerMessage,
-};
+pub use producers::{DiscardOutcome, DiscardProducerMessage, ProducerLane, ProducerReceipt, SendProducerMessage};
 use replay::EventTail;
 pub use replay::SessionLimits;
 pub use runs::{NextRunSelection, ToolStdin};
@@ -96,10 +94,10 @@ use subscribers::Subscribers;
 use tool_output::ToolOutputStreams;
 // The messages the actors below send a session (`ports/session.rs`), named here too for the engine.
 pub use crate::ports::session::{
-    AppendRunEvent, AppendTrackedRunEvent, ApprovalOutcome, COMPACTION_ORIGIN, CancelActiveRun, CancelPendingApprovals,
-    CommitTreeGrant, CompactionSourceOfRun, EndToolFreeTurn, GetGoal, GetTreeGrants, GoalRunPlan, ListSessionApprovals,
-    PrepareGoalRun, PromotePendingInputs, RequestApproval, RespondToApproval, RunHistory, RunOutput, StartDelegatedRun,
-    StartGoalRun, StartRun, TrackedEvent, TurnEnd, Until, UpdateGoalChecklist,
+    AppendRunEvent, AppendTrackedRunEvent, ApprovalOutcome, CancelActiveRun, CancelPendingApprovals, CommitTreeGrant,
+    CompactionSourceOfRun, EndToolFreeTurn, GetGoal, GetTreeGrants, GoalRunPlan, ListSessionApprovals, PrepareGoalRun,
+    PromotePendingInputs, RequestApproval, RespondToApproval, RunHistory, RunOutput, StartDelegatedRun, StartGoalRun,
+    StartRun, TrackedEvent, TurnEnd, Until, UpdateGoalChecklist,
 };
 pub use usage::GetUsage;
 use write_lane::WriteLane;

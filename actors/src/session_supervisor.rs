@@ -37,8 +37,8 @@ mod run_lookup;
 mod usage;
 mod usage_index;
 pub use crate::ports::supervisor::{
-    ApprovalsFor, ChildRefused, CreateChildSession, DELEGATE_ORIGIN, GetTree, GoalReport, OpenSession, SessionGone,
-    SessionMetaChanged, SessionStopped, SessionUsageChanged,
+    ApprovalsFor, ChildRefused, CreateChildSession, GetTree, GoalReport, OpenSession, SessionGone, SessionMetaChanged,
+    SessionStopped, SessionUsageChanged,
 };
 use crate::ports::{ApprovalLease, SessionPort, SupervisorPort};
 pub use creation::{CreateSession, ForkSession};

@@ -12,11 +12,7 @@
 use troupe_protocol::types::common::RunSelection;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::goal::{GoalItem, GoalLifecycleAction, GoalState, GoalStatus};
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
-
-/// The origin of a `run_started` the engine appends for a goal, and of the goal events the engine itself decides
-/// (completion, the idle-run bound, a load-time repair).
-pub const GOAL_ORIGIN: Origin = Origin::Engine(EngineOrigin::Goal);
+use troupe_protocol::types::origin::Origin;
 
 /// The reason recorded when a checklist with every item finished completes its goal.
 pub const COMPLETION_REASON: &str = "every checklist item is finished";
@@ -60,7 +56,7 @@ pub fn check_checklist(items: &[GoalItem]) -> Result<(), String> {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GoalBook {
     current: Option<GoalState>,
-    /// Automatic runs (`run_started` with origin [`GOAL_RUN_ORIGIN`]) started since the goal was activated or
+    /// Automatic runs (`run_started` with origin `engine:goal` ([`Origin::GOAL`])) started since the goal was activated or
     /// resumed, or its checklist last changed.
     runs_without_progress: u32,
 }
@@ -133,7 +129,7 @@ impl GoalBook {
                     }
                 }
             }
-            EventPayload::RunStarted { .. } if event.origin_of() == Some(GOAL_ORIGIN) && self.active().is_some() => {
+            EventPayload::RunStarted { .. } if event.origin_of() == Some(Origin::GOAL) && self.active().is_some() => {
                 self.runs_without_progress = self.runs_without_progress.saturating_add(1);
             }
             _ => {}
@@ -303,7 +299,7 @@ mod tests {
         };
         event(
             seq,
-            Some(GOAL_ORIGIN.word().as_ref()),
+            Some(Origin::GOAL.word().as_ref()),
             EventPayload::RunStarted {
                 client_run_id: format!("c{seq}"),
                 selection,
@@ -319,7 +315,7 @@ mod tests {
 
     fn apply_all(book: &mut GoalBook, payloads: Vec<EventPayload>, mut seq: u64) -> u64 {
         for payload in payloads {
-            book.apply(&event(seq, Some(GOAL_ORIGIN.word().as_ref()), payload));
+            book.apply(&event(seq, Some(Origin::GOAL.word().as_ref()), payload));
             seq += 1;
         }
         seq

@@ -14,7 +14,7 @@ use troupe_protocol::types::approval::{
 use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalItem, GoalState};
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
+use troupe_protocol::types::origin::Origin;
 use troupe_protocol::types::tool_output::OutputStream;
 use troupe_runtime::policy::Policy;
 
@@ -253,9 +253,6 @@ pub struct GetTreeGrants;
 pub struct CommitTreeGrant {
     pub grant: TreeGrant,
 }
-
-/// Where events of a manual compaction come from.
-pub const COMPACTION_ORIGIN: Origin = Origin::Engine(EngineOrigin::Compaction);
 
 /// What the active run `run_id` would compact; `None` when nothing happened since the last checkpoint.
 #[derive(Message)]

@@ -4,7 +4,6 @@
 
 use actix::prelude::*;
 use troupe_protocol::types::common::{RunSelection, SessionMeta};
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
 use troupe_runtime::usage_book::UsageSummary;
 
@@ -30,9 +29,6 @@ recipients! {
 
 /// The session supervisor, as the actors below it reach it.
 pub type SupervisorPort = super::Port<SupervisorRecipients>;
-
-/// The origin of the events the engine writes for a delegation in the child's log (its creation, its run's start).
-pub const DELEGATE_ORIGIN: Origin = Origin::Engine(EngineOrigin::Delegate);
 
 /// The port of a session's actor, started (loading its log) when it is not live.
 #[derive(Message)]

@@ -11,13 +11,14 @@ use std::sync::Arc;
 
 use troupe_protocol::types::common::ModelSelection;
 use troupe_protocol::types::events::{CompactionOutcome, CompactionTrigger, EventPayload};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::compaction::{SUMMARY_MAX_OUTPUT_TOKENS, answer_reserve, estimate_tokens, exceeds_window};
 use troupe_runtime::model::{ModelError, ModelErrorKind};
 
 use super::{RunLoop, RunOutcome, TurnError};
 use crate::compaction::{Summary, SummaryJob, checkpoint_event, summarize};
-use crate::ports::session::{COMPACTION_ORIGIN, CompactionSourceOfRun, RunHistory};
+use crate::ports::session::{CompactionSourceOfRun, RunHistory};
 
 impl RunLoop {
     /// Whether the next request on `model` would not fit its context window (when known) less the answer reserve.
@@ -107,7 +108,7 @@ impl RunLoop {
             focus: None,
             model: chain[0].model.clone(),
         };
-        self.emit_as(started, Some(COMPACTION_ORIGIN)).await;
+        self.emit_as(started, Some(Origin::COMPACTION)).await;
         let outcome = summarize(SummaryJob {
             services: &self.setup.services,
             compaction_id: &compaction_id,
@@ -120,15 +121,15 @@ impl RunLoop {
         })
         .await;
         for event in outcome.events {
-            self.emit_as(event, Some(COMPACTION_ORIGIN)).await;
+            self.emit_as(event, Some(Origin::COMPACTION)).await;
         }
         let ended =
             |outcome, reason| EventPayload::CompactionEnded { compaction_id: compaction_id.clone(), outcome, reason };
         match outcome.summary {
             Summary::Written(summary) => {
                 let checkpoint = checkpoint_event(&compaction_id, summary, &source, trigger);
-                self.commit(checkpoint, Some(COMPACTION_ORIGIN)).await.map_err(|_| RunOutcome::SessionLost)?;
-                self.emit_as(ended(CompactionOutcome::Committed, None), Some(COMPACTION_ORIGIN)).await;
+                self.commit(checkpoint, Some(Origin::COMPACTION)).await.map_err(|_| RunOutcome::SessionLost)?;
+                self.emit_as(ended(CompactionOutcome::Committed, None), Some(Origin::COMPACTION)).await;
                 let history = match session.send(RunHistory { run_id }).await {
                     Ok(Ok(history)) => history,
                     _ => return Err(RunOutcome::SessionLost),
@@ -138,13 +139,13 @@ impl RunLoop {
             }
             Summary::Failed(reason) => {
                 tracing::warn!(run_id = %self.setup.run_id, %reason, "a compaction in a run failed");
-                self.emit_as(ended(CompactionOutcome::Failed, Some(reason)), Some(COMPACTION_ORIGIN)).await;
+                self.emit_as(ended(CompactionOutcome::Failed, Some(reason)), Some(Origin::COMPACTION)).await;
                 Ok(false)
             }
             Summary::Cancelled => {
                 self.emit_as(
                     ended(CompactionOutcome::Cancelled, Some("the run was cancelled".to_owned())),
-                    Some(COMPACTION_ORIGIN),
+                    Some(Origin::COMPACTION),
                 )
                 .await;
                 Err(RunOutcome::Cancelled)

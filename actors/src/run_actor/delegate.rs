@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
+use troupe_protocol::types::origin::Origin;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_runtime::config::DelegationConfig;
 use troupe_runtime::model::{ToolCallRequest, ToolSpec};
@@ -38,7 +39,7 @@ use tool::{DelegateArguments, finished, spec};
 use super::{RunLoop, tool_result};
 use crate::error::EngineError;
 use crate::ports::session::{CancelActiveRun, StartDelegatedRun};
-use crate::ports::supervisor::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN, OpenSession, SessionGone};
+use crate::ports::supervisor::{ChildRefused, CreateChildSession, OpenSession, SessionGone};
 use crate::ports::{SessionPort, SupervisorPort};
 use crate::run_registry::RunEnd;
 use crate::run_start::{EngineRunContext, RunRequest, StartRun};
@@ -203,7 +204,7 @@ impl RunLoop {
             agent: arguments.agent.clone(),
             task: arguments.task.clone(),
         };
-        self.emit_as(started, Some(DELEGATE_ORIGIN)).await;
+        self.emit_as(started, Some(Origin::DELEGATE)).await;
         let end = self.run_child(delegation, &child_session_id, selection, arguments.task).await;
         let (status, result_status, summary) = finished(end, &child_session_id);
         let finished = EventPayload::DelegateFinished {
@@ -212,7 +213,7 @@ impl RunLoop {
             status,
             summary: summary.clone(),
         };
-        self.emit_as(finished, Some(DELEGATE_ORIGIN)).await;
+        self.emit_as(finished, Some(Origin::DELEGATE)).await;
         tool_result(result_status, summary)
     }
 

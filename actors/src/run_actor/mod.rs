@@ -30,7 +30,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelection};
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
+use troupe_protocol::types::origin::Origin;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_runtime::model::{ChatMessage, ToolCallRequest, ToolSpec, UserPart};
 use troupe_runtime::policy::Policy;
@@ -301,7 +301,7 @@ impl RunLoop {
                     };
                     // Not awaited: the next durable point of the run (its next committed turn, or its end) covers
                     // it, and nothing irreversible depends on it being on disk first.
-                    self.emit_as(terminated, Some(Origin::Engine(EngineOrigin::ToolResult))).await;
+                    self.emit_as(terminated, Some(Origin::TOOL_RESULT)).await;
                     let unit = tool_history(call, &result);
                     Arc::make_mut(&mut self.history).push(unit.result);
                     emitted.extend(unit.emitted);

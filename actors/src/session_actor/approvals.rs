@@ -12,7 +12,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, TreeGrant};
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::{new_id, now_rfc3339};
 
 use super::SessionActor;
@@ -207,7 +207,7 @@ impl Handler<RequestApproval> for SessionActor {
             let seq = self.append(
                 ctx,
                 Some(message.run_id),
-                Some(Origin::Engine(EngineOrigin::Approval)),
+                Some(Origin::APPROVAL),
                 EventPayload::ApprovalRequested { approval: record },
             )?;
             let (sender, receiver) = oneshot::channel();

@@ -12,11 +12,12 @@
 use actix::prelude::*;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::events::{CompactionOutcome, CompactionTrigger, EventPayload};
+use troupe_protocol::types::origin::Origin;
 
 use super::SessionActor;
 use crate::compaction::CompactionSource;
 use crate::error::EngineError;
-use crate::ports::session::{COMPACTION_ORIGIN, CompactionSourceOfRun, RunHistory};
+use crate::ports::session::{CompactionSourceOfRun, RunHistory};
 
 /// A manual compaction in progress.
 pub struct ActiveCompaction {
@@ -97,7 +98,7 @@ impl SessionActor {
             focus: message.focus,
             model: message.model,
         };
-        let seq = self.append(ctx, None, Some(COMPACTION_ORIGIN), started)?;
+        let seq = self.append(ctx, None, Some(Origin::COMPACTION), started)?;
         let Some(source) = source else {
             let reason = "nothing to compact: no history since the last checkpoint".to_owned();
             let ended = EventPayload::CompactionEnded {
@@ -105,7 +106,7 @@ impl SessionActor {
                 outcome: CompactionOutcome::Skipped,
                 reason: Some(reason.clone()),
             };
-            let seq = self.append(ctx, None, Some(COMPACTION_ORIGIN), ended)?;
+            let seq = self.append(ctx, None, Some(Origin::COMPACTION), ended)?;
             return Ok((seq, ManualStart::Skipped { reason }));
         };
         self.jobs.begin_compaction(ActiveCompaction { compaction_id: message.compaction_id, cancel: message.cancel });
@@ -119,12 +120,12 @@ impl SessionActor {
         }
         let mut last = self.lane.next_seq() - 1;
         for payload in message.events {
-            last = self.append(ctx, None, Some(COMPACTION_ORIGIN), payload)?;
+            last = self.append(ctx, None, Some(Origin::COMPACTION), payload)?;
         }
         if let Some((outcome, reason)) = message.outcome {
             self.jobs.end_compaction();
             let ended = EventPayload::CompactionEnded { compaction_id: message.compaction_id, outcome, reason };
-            last = self.append(ctx, None, Some(COMPACTION_ORIGIN), ended)?;
+            last = self.append(ctx, None, Some(Origin::COMPACTION), ended)?;
             // Producer messages that arrived meanwhile could not start a run; now they can.
             self.schedule_producer_wake(ctx);
         }

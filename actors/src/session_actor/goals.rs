@@ -9,9 +9,9 @@ use actix::prelude::*;
 use troupe_protocol::types::common::{RunSelection, SessionOrigin};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalLifecycleAction, GoalState, GoalStatus};
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::new_id;
-use troupe_runtime::goal_state::{GOAL_ORIGIN, GoalBook, LifecycleRefusal, check_checklist, reminder};
+use troupe_runtime::goal_state::{GoalBook, LifecycleRefusal, check_checklist, reminder};
 use troupe_runtime::run_ledger::FallbackScope;
 
 use super::SessionActor;
@@ -146,8 +146,7 @@ impl SessionActor {
                 return Err(self.goal_error(kind));
             }
         };
-        let seq =
-            self.append_goal_events(ctx, Some(message.run_id), Origin::Engine(EngineOrigin::GoalUpdateTool), events)?;
+        let seq = self.append_goal_events(ctx, Some(message.run_id), Origin::GOAL_UPDATE_TOOL, events)?;
         Ok((seq, self.current_goal().ok_or(EngineError::ShuttingDown)?))
     }
 
@@ -186,11 +185,11 @@ impl SessionActor {
             return Ok((0, None));
         }
         if let Some(pause) = message.max_idle_runs.and_then(|bound| state.goals.idle_pause(bound)) {
-            let seq = self.append(ctx, None, Some(GOAL_ORIGIN), pause)?;
+            let seq = self.append(ctx, None, Some(Origin::GOAL), pause)?;
             return Ok((seq, None));
         }
         let run = StartRun { request: RunRequest::engine("goal", reminder(&goal)), prepared: message.prepared };
-        let (seq, run_id) = self.start_run_as(ctx, run, GOAL_ORIGIN)?;
+        let (seq, run_id) = self.start_run_as(ctx, run, Origin::GOAL)?;
         Ok((seq, Some(run_id)))
     }
 
@@ -200,7 +199,7 @@ impl SessionActor {
         let repair = self.state.as_ref().and_then(|state| state.goals.missing_completion());
         if let Some(completion) = repair {
             tracing::info!(session_id = %self.session_id, "appending the completion of an all-finished goal");
-            if let Err(error) = self.append(ctx, None, Some(GOAL_ORIGIN), completion) {
+            if let Err(error) = self.append(ctx, None, Some(Origin::GOAL), completion) {
                 tracing::error!(session_id = %self.session_id, %error, "could not complete a finished goal");
             }
         }

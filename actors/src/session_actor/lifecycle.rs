@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use troupe_protocol::types::events::{EventJson, EventPayload};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::event_log::{self, EventStore, LogEntry};
 use troupe_runtime::meta_cache;
 use troupe_runtime::metrics::SnapshotOutcome;
@@ -95,7 +96,7 @@ impl SessionActor {
                 summary: "the delegated task was interrupted: the run that delegated it ended without waiting for it"
                     .to_owned(),
             };
-            let origin = Some(crate::ports::supervisor::DELEGATE_ORIGIN);
+            let origin = Some(Origin::DELEGATE);
             if let Err(error) = self.append(ctx, Some(run_id.clone()), origin, finished) {
                 tracing::error!(session_id = %self.session_id, %error, "could not close a dangling delegation");
             }

@@ -18,7 +18,7 @@
 
 use actix::prelude::*;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
+use troupe_protocol::types::origin::Origin;
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_runtime::clock::new_id;
 use troupe_runtime::producer_book::{
@@ -28,9 +28,6 @@ use troupe_runtime::producer_book::{
 use super::SessionActor;
 use crate::error::EngineError;
 use crate::run_start::{EngineRunContext, PreparedRun, RunRequest, StartRun};
-
-/// The origin of events the engine writes for producer messages (and of runs they wake).
-pub const PRODUCER_ORIGIN: Origin = Origin::Engine(EngineOrigin::Producer);
 
 /// The session actor's producer state that is not in the projection.
 #[derive(Default)]
@@ -95,7 +92,7 @@ pub struct DiscardProducerMessage {
 fn accepted_origin(owner: &ProducerOwner) -> Origin {
     match owner {
         ProducerOwner::Plugin { plugin } => Origin::plugin(plugin),
-        _ => PRODUCER_ORIGIN,
+        _ => Origin::PRODUCER,
     }
 }
 
@@ -196,7 +193,7 @@ impl SessionActor {
         if steer.is_empty() {
             return Ok(None);
         }
-        let origin = Some(PRODUCER_ORIGIN);
+        let origin = Some(Origin::PRODUCER);
         let message_ids = steer.iter().map(|(id, _)| id.clone()).collect();
         let mut seq = self.append(
             ctx,
@@ -230,7 +227,7 @@ impl SessionActor {
             Some(state) => state.producers.claimed_by(run_id).map(|message| message.message_id.clone()).collect(),
             None => return,
         };
-        let origin = Some(PRODUCER_ORIGIN);
+        let origin = Some(Origin::PRODUCER);
         let outcome = if claimed.is_empty() {
             Ok(0)
         } else if interrupted {
@@ -265,7 +262,7 @@ impl SessionActor {
         if !orphaned.is_empty() {
             let reason = "the session restarted before the run that claimed them consumed them".to_owned();
             let payload = EventPayload::ProducerMessagesReleased { message_ids: orphaned, reason };
-            if let Err(error) = self.append(ctx, None, Some(PRODUCER_ORIGIN), payload) {
+            if let Err(error) = self.append(ctx, None, Some(Origin::PRODUCER), payload) {
                 tracing::error!(session_id = %self.session_id, %error, "could not release producer messages");
             }
         }
@@ -317,10 +314,10 @@ impl SessionActor {
         let input = pending.iter().map(|(_, body)| body.as_str()).collect::<Vec<_>>().join(BODY_SEPARATOR);
         let runs = prepared.services.runs.clone();
         let start = StartRun { request: RunRequest::engine("producer", input), prepared };
-        let started = self.start_run_as(ctx, start, PRODUCER_ORIGIN).and_then(|(_, run_id)| {
+        let started = self.start_run_as(ctx, start, Origin::PRODUCER).and_then(|(_, run_id)| {
             let message_ids = pending.into_iter().map(|(id, _)| id).collect();
             let payload = EventPayload::ProducerMessagesClaimed { message_ids };
-            self.append(ctx, Some(run_id.clone()), Some(PRODUCER_ORIGIN), payload)?;
+            self.append(ctx, Some(run_id.clone()), Some(Origin::PRODUCER), payload)?;
             Ok(run_id)
         });
         match started {

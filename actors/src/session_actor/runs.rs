@@ -182,7 +182,7 @@ impl Handler<StartDelegatedRun> for SessionActor {
     type Result = ResponseFuture<Result<String, EngineError>>;
 
     fn handle(&mut self, message: StartDelegatedRun, ctx: &mut Context<Self>) -> Self::Result {
-        let accepted = self.start_run_as(ctx, message.0, crate::ports::supervisor::DELEGATE_ORIGIN);
+        let accepted = self.start_run_as(ctx, message.0, Origin::DELEGATE);
         self.durable_reply(accepted)
     }
 }

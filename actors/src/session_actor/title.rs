@@ -28,7 +28,7 @@ use actix::prelude::*;
 use futures::StreamExt;
 use troupe_protocol::types::common::{ModelSelection, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, InternalAgent, TitleChangeKind, UsagePurpose};
-use troupe_protocol::types::origin::{EngineOrigin, Origin};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::new_id;
 use troupe_runtime::model::{ModelError, StreamEvent, TokenUsage};
 use troupe_runtime::session_state::SessionState;
@@ -36,9 +36,6 @@ use troupe_runtime::title::{first_line_title, title_from_answer, title_request};
 
 use super::SessionActor;
 use crate::run_services::RunServices;
-
-/// Where the events of a title job come from.
-pub const TITLE_ORIGIN: Origin = Origin::Engine(EngineOrigin::Title);
 
 /// How long a title job waits for the models in all before it falls back to the first line.
 pub const TITLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -112,7 +109,7 @@ impl SessionActor {
     /// title won).
     fn commit_auto_title(&mut self, ctx: &mut Context<Self>, title: String, events: Vec<EventPayload>) {
         for payload in events {
-            if let Err(error) = self.append(ctx, None, Some(TITLE_ORIGIN), payload) {
+            if let Err(error) = self.append(ctx, None, Some(Origin::TITLE), payload) {
                 tracing::debug!(session_id = %self.session_id, %error, "a title request's usage was not recorded");
                 return;
             }
@@ -125,7 +122,7 @@ impl SessionActor {
             change: TitleChangeKind::Auto,
             client_rename_id: format!("auto-{}", new_id()),
         };
-        if let Err(error) = self.append(ctx, None, Some(TITLE_ORIGIN), payload) {
+        if let Err(error) = self.append(ctx, None, Some(Origin::TITLE), payload) {
             tracing::debug!(session_id = %self.session_id, %error, "the automatic title was not recorded");
         }
     }

@@ -11,10 +11,11 @@
 use actix::prelude::*;
 use troupe_protocol::types::common::{SessionMeta, SessionOrigin};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::{new_id, now_rfc3339};
 
 use super::SessionSupervisor;
-use crate::ports::supervisor::{ChildRefused, CreateChildSession, DELEGATE_ORIGIN};
+use crate::ports::supervisor::{ChildRefused, CreateChildSession};
 use crate::session_actor::Opening;
 
 impl Handler<CreateChildSession> for SessionSupervisor {
@@ -48,7 +49,7 @@ impl Handler<CreateChildSession> for SessionSupervisor {
             run_id: None,
             seq: 1,
             timestamp: now_rfc3339(),
-            origin: Some(DELEGATE_ORIGIN.to_string()),
+            origin: Some(Origin::DELEGATE.to_string()),
             payload: EventPayload::SessionCreated {
                 origin: SessionOrigin::Delegated {
                     root_session_id,

@@ -66,6 +66,18 @@ engine_origins! {
     ToolResult = "engine:tool-result",
 }
 
+impl Origin {
+    /// The engine's origins by name, for the places that write them.
+    pub const APPROVAL: Origin = Origin::Engine(EngineOrigin::Approval);
+    pub const COMPACTION: Origin = Origin::Engine(EngineOrigin::Compaction);
+    pub const DELEGATE: Origin = Origin::Engine(EngineOrigin::Delegate);
+    pub const GOAL: Origin = Origin::Engine(EngineOrigin::Goal);
+    pub const PRODUCER: Origin = Origin::Engine(EngineOrigin::Producer);
+    pub const TITLE: Origin = Origin::Engine(EngineOrigin::Title);
+    pub const TOOL_RESULT: Origin = Origin::Engine(EngineOrigin::ToolResult);
+    pub const GOAL_UPDATE_TOOL: Origin = Origin::Engine(EngineOrigin::GoalUpdateTool);
+}
+
 const USER: &str = "user";
 const PLUGIN_PREFIX: &str = "plugin:";
 
