@@ -47,6 +47,9 @@ pub async fn output(
             Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
             Err(error) => return Err(error).context("writing the output"),
         }
+        if !read.eof && read.next_offset <= offset {
+            anyhow::bail!("the daemon stopped advancing at byte {offset} of the stored output without saying it ended");
+        }
         offset = read.next_offset;
         if read.eof {
             if read.total_bytes > read.stored_bytes {

@@ -289,12 +289,11 @@ fn ensure_one_line(events: &[EventJson], path: &Path) -> Result<(), RuntimeError
 /// a session's log, whatever the backend: today the file store.
 pub fn create_store(
     session_dir: &Path,
-    first: LogEntry,
+    first: &LogEntry,
     metrics: Option<crate::metrics::Metrics>,
-) -> Result<(Box<dyn EventStore>, LogEntry), RuntimeError> {
+) -> Result<Box<dyn EventStore>, RuntimeError> {
     let writer = LogWriter::create_observed(session_dir, &first.json, metrics)?;
-    let store = FileEventStore::created(writer, &first);
-    Ok((Box::new(store), first))
+    Ok(Box::new(FileEventStore::created(writer, first)))
 }
 
 #[cfg(test)]

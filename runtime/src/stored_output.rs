@@ -139,9 +139,16 @@ pub fn link_stored_outputs(
                 continue;
             }
             let target = to.join(entry.file_name());
-            if std::fs::hard_link(entry.path(), &target).is_err() {
-                std::fs::copy(entry.path(), &target)?;
-                File::open(&target)?.sync_all()?;
+            match std::fs::hard_link(entry.path(), &target) {
+                Ok(()) => {}
+                // Linked already (a ref listed twice, a copy run again): copying onto it would truncate the
+                // source's own file, which the link shares.
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                // Another file system, or links refused: a copy.
+                Err(_) => {
+                    std::fs::copy(entry.path(), &target)?;
+                    File::open(&target)?.sync_all()?;
+                }
             }
         }
         File::open(&to)?.sync_all()?;

@@ -429,5 +429,5 @@ fn a_cwd_replaced_by_a_symlink_reads_no_project_skills() {
     let discovery = roots.discover();
     assert_eq!(summary(&discovery), [("mine".to_owned(), SkillSource::User, true)]);
     assert_eq!(discovery.problems.len(), 1, "{:?}", discovery.problems);
-    assert!(discovery.problems[0].reason.contains("through a symbolic link"), "{:?}", discovery.problems);
+    assert!(discovery.problems[0].reason.contains("replaced by a symbolic link"), "{:?}", discovery.problems);
 }

@@ -136,7 +136,10 @@ async fn a_named_subscription_gets_only_its_calls_stream_from_its_offset_then_th
 
     // The run goes on to the second call and ends; none of it reaches this connection.
     events_until(&mut deliveries, is_terminal).await;
-    let status = raw.call(600, "daemon.status", json!({})).await;
+    // The next frame on the connection must be the reply itself: `call` would skip a stray notification.
+    raw.send(&json!({"jsonrpc": "2.0", "id": 600, "method": "daemon.status", "params": {}})).await;
+    let status = raw.recv().await;
+    assert_eq!(status["id"], 600, "a notification came before the reply: {status}");
     assert!(status.get("result").is_some(), "the reply came with nothing before it: {status}");
 
     // A subscription after the call ended gets what was retained, then the end, at once.

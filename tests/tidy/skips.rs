@@ -11,7 +11,7 @@ const HELPER: &str = "runtime/tests/sandbox_support/unavailable.rs";
 const THIS_FILE: &str = "tests/tidy/skips.rs";
 
 /// Where tests live: the integration tests and the crates' sources (their `#[cfg(test)]` modules).
-const FOLDERS: [&str; 13] = [
+const FOLDERS: [&str; 14] = [
     "tests",
     "src",
     "protocol/src",
@@ -25,6 +25,7 @@ const FOLDERS: [&str; 13] = [
     "bench/src",
     "bench/tests",
     "examples",
+    "test-support/src",
 ];
 
 #[test]

@@ -165,8 +165,8 @@ impl Actor for SessionActor {
                     tokio::task::spawn_blocking(move || {
                         let json = EventJson::encode(&first).map_err(|error| error.to_string())?;
                         let entry = LogEntry { seq: first.seq, json };
-                        let (store, entry) =
-                            event_log::create_store(&session_dir, entry, metrics).map_err(|error| error.to_string())?;
+                        let store = event_log::create_store(&session_dir, &entry, metrics)
+                            .map_err(|error| error.to_string())?;
                         Ok::<_, String>((first, entry, store))
                     })
                     .await

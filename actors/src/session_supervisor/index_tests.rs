@@ -12,7 +12,7 @@ use crate::test_support::session_created;
 /// Creates the log of a root session `session_id`, its first event durable.
 fn create_session(data_dir: &DataDir, session_id: &str) {
     let json = EventJson::encode(&session_created(session_id)).unwrap();
-    event_log::create_store(&data_dir.session_dir(session_id), LogEntry { seq: 1, json }, None).unwrap();
+    event_log::create_store(&data_dir.session_dir(session_id), &LogEntry { seq: 1, json }, None).unwrap();
 }
 
 #[test]

@@ -25,24 +25,17 @@ pub fn discover(cwd: &Path, data_dir: &Path) -> Discovery {
     // The project's root is text a model can write: reached through a symlink (`.troupe -> ~/.ssh`), it would have
     // the daemon read a denied folder for it. So it must be where it says it is.
     let project_root = project_skills_root(cwd);
-    // The session's cwd is recorded canonical: one that resolves elsewhere now was replaced by a symlink (another
-    // process swapped the folder), and the project skills found there would be another folder's.
-    match fs::canonicalize(cwd) {
-        Ok(canonical_cwd) if canonical_cwd != cwd => discovery.problems.push(SkillProblem {
+    // The session's cwd is recorded canonical and must still be that folder (the tools' own check, no symlink
+    // followed): one replaced by a symlink since would have its skills read from another folder.
+    match crate::tools::check_session_cwd(cwd) {
+        Ok(()) => scan_root(&project_root, Some(&project_root), SkillSource::Project, &mut discovery),
+        // A cwd that is gone has no project skills to read.
+        Err(crate::tools::CwdProblem::Inaccessible { .. }) => {}
+        Err(problem) => discovery.problems.push(SkillProblem {
             source: SkillSource::Project,
             location: project_root.clone(),
-            reason: format!(
-                "the session's folder now leads to {} through a symbolic link, so its skills are not read",
-                canonical_cwd.display()
-            ),
+            reason: format!("{problem}; its project skills are not read"),
         }),
-        _ => {
-            let expected_project_root = project_root
-                .strip_prefix(cwd)
-                .ok()
-                .and_then(|inside| fs::canonicalize(cwd).ok().map(|canonical_cwd| canonical_cwd.join(inside)));
-            scan_root(&project_root, expected_project_root.as_deref(), SkillSource::Project, &mut discovery);
-        }
     }
     scan_root(&user_skills_root(data_dir), None, SkillSource::User, &mut discovery);
 

@@ -146,8 +146,8 @@ pub fn warn_once(problems: &[SkillProblem]) {
 pub const MAX_WARNED_PROBLEMS: usize = 1024;
 
 /// Turns a discovered skill into its wire descriptor. `permission_effect` is what the governing run policy
-/// decides for invoking this skill: `allow`, `ask` or `deny`. The skill is visible to the model for `allow` and
-/// `ask`; for `deny`, and for any effect this code does not know, it is listed but not visible (fail closed).
+/// decides for invoking this skill. The skill is visible to the model for `allow` and `ask`; for `deny` (and any
+/// effect added later, unless listed here) it is listed but not visible: fail closed.
 pub fn describe(discovered: &DiscoveredSkill, permission_effect: PermissionEffect) -> SkillDescriptor {
     let skill = &discovered.skill;
     SkillDescriptor {
@@ -156,7 +156,7 @@ pub fn describe(discovered: &DiscoveredSkill, permission_effect: PermissionEffec
         source: skill.source,
         location: skill.location.to_string_lossy().into_owned(),
         precedence_winner: discovered.precedence_winner,
-        visible: permission_effect != PermissionEffect::Deny,
+        visible: matches!(permission_effect, PermissionEffect::Allow | PermissionEffect::Ask),
         permission_effect,
         user_invocable: skill.user_invocable,
         argument_hint: skill.argument_hint.clone(),

@@ -98,6 +98,11 @@ fn read(
         ));
     }
     if let Some(next) = stopped_at {
+        if cut_line.is_some() {
+            // A cut mark right after the cut, as every cut of the daemon has, so a secret the cut split is masked
+            // in what is left of it (`redact.rs`, pieces beside a cut).
+            output.push('…');
+        }
         if !output.is_empty() && !output.ends_with('\n') {
             output.push('\n');
         }
