@@ -122,11 +122,6 @@ impl ServeCommand {
         self
     }
 
-    /// The data directory.
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
-    }
-
     /// Starts the daemon (writing [`DEFAULT_CONFIG`] into an existing data dir that has no config.toml) and
     /// returns once it listens; fails the test if it exits first or does not listen within [`WAIT`].
     pub fn spawn(self) -> ChildDaemon {
@@ -197,11 +192,6 @@ pub struct ChildDaemon {
 }
 
 impl ChildDaemon {
-    /// The data directory it runs on.
-    pub fn data_dir(&self) -> &Path {
-        &self.command.data_dir
-    }
-
     /// The TCP address it listens on (fails the test for a unix socket).
     pub fn addr(&self) -> SocketAddr {
         self.tcp_listen().and_then(|listen| listen.parse().ok()).unwrap_or_else(|| panic!("not TCP: {}", self.url))
@@ -209,10 +199,6 @@ impl ChildDaemon {
 
     pub fn port(&self) -> u16 {
         self.addr().port()
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     /// SIGKILL, then reaps the child.
@@ -300,7 +286,7 @@ pub fn token_of(data_dir: &Path) -> String {
 
 /// The URL a spawned `troupe serve` (stdout piped) prints on its first line, waited for at most [`WAIT`]; the rest
 /// of its stdout is drained so the daemon never blocks on a full pipe.
-pub fn listening_url(child: &mut Child) -> String {
+fn listening_url(child: &mut Child) -> String {
     let stdout = child.stdout.take().expect("the daemon's stdout is piped");
     let (line_sender, line_receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -19,6 +19,6 @@ pub mod fake_vendor;
 pub mod replies;
 pub mod wait;
 
-pub use child_daemon::{ChildDaemon, DaemonLog, ServeCommand, exit_status_within, listening_url, token_of};
+pub use child_daemon::{ChildDaemon, DaemonLog, ServeCommand, exit_status_within, token_of};
 pub use fake_vendor::{FakeResponse, FakeServer, RecordedRequest};
 pub use wait::{WAIT, eventually, eventually_blocking, eventually_some, holds_within, holds_within_blocking, within};

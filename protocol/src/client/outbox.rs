@@ -112,6 +112,11 @@ impl Outbox {
     }
 
     pub(super) fn tool_output(&mut self, output: ToolOutput) {
+        // The usual case, once per frame: room for it and no stream behind, so no key is decoded.
+        if !self.congested() && self.missed_output.is_empty() {
+            self.push(delivery_of(output));
+            return;
+        }
         let Some(stream) = StreamKey::of(&output) else {
             tracing::warn!("ignoring an undecodable tool output notification");
             return;
@@ -137,11 +142,7 @@ impl Outbox {
                 self.push_gap(gap);
             }
         }
-        self.push(match output {
-            ToolOutput::Delta(params) => ClientDelivery::ToolOutputDelta(params),
-            ToolOutput::Snapshot(params) => ClientDelivery::ToolOutputSnapshot(params),
-            ToolOutput::Gap(params) => ClientDelivery::ToolOutputGap(params),
-        });
+        self.push(delivery_of(output));
     }
 
     /// `events.tool_output_end` of a named subscription: never dropped, and after the gap of any output of the
@@ -277,6 +278,15 @@ impl StreamKey {
             next_offset,
             subscription_id: self.subscription_id,
         }
+    }
+}
+
+/// The delivery of a tool output notification, as is.
+fn delivery_of(output: ToolOutput) -> ClientDelivery {
+    match output {
+        ToolOutput::Delta(params) => ClientDelivery::ToolOutputDelta(params),
+        ToolOutput::Snapshot(params) => ClientDelivery::ToolOutputSnapshot(params),
+        ToolOutput::Gap(params) => ClientDelivery::ToolOutputGap(params),
     }
 }
 
