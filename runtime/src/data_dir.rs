@@ -34,6 +34,9 @@ pub use misplaced::{Consequence, FoundKind, LayoutFile, Misplaced};
 /// The environment variable that names the data directory when `--data-dir` is not given.
 pub const DATA_DIR_ENV: &str = "TROUPE_HOME";
 
+/// The data directory's name in a home folder (`~/.troupe`), when neither a flag nor `TROUPE_HOME` names one.
+pub const DEFAULT_DATA_DIR_NAME: &str = ".troupe";
+
 /// The mode of every directory the daemon creates: owner only.
 pub const PRIVATE_DIR_MODE: u32 = 0o700;
 
@@ -152,7 +155,7 @@ fn resolve_from(
         None => match troupe_home.filter(|value| !value.is_empty()) {
             Some(value) => PathBuf::from(value),
             None => match home.filter(|value| !value.is_empty()) {
-                Some(home) => PathBuf::from(home).join(".troupe"),
+                Some(home) => PathBuf::from(home).join(DEFAULT_DATA_DIR_NAME),
                 None => return Err(RuntimeError::HomeNotSet),
             },
         },

@@ -9,6 +9,7 @@ use serde_json::json;
 use troupe_protocol::method;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::goal::{GoalBlockedReason, GoalSetParams, GoalStatus};
+use troupe_protocol::types::origin::Origin;
 
 use super::cli_support::troupe;
 use super::goals::{get_goal, set_goal, yolo_session};
@@ -20,7 +21,7 @@ use troupe_test_support::replies::{anthropic_text, models_list, openai_error, op
 const QUIET_WINDOW: Duration = Duration::from_secs(7);
 
 fn is_goal_run(event: &StoredEvent) -> bool {
-    matches!(event.payload, EventPayload::RunStarted { .. }) && event.origin.as_deref() == Some("engine:goal")
+    matches!(event.payload, EventPayload::RunStarted { .. }) && event.origin_of() == Some(Origin::GOAL)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::data_dir::DEFAULT_DATA_DIR_NAME;
 use crate::redact::Secrets;
 
 /// The file every daemon writes into its data dir so that any daemon recognises the folder by layout.
@@ -91,7 +92,7 @@ pub fn write_marker(root: &Path) -> std::io::Result<()> {
 
 /// `<home>/.troupe/known-data-dirs`.
 pub fn registry_path(home: &Path) -> PathBuf {
-    home.join(".troupe").join(REGISTRY_FILE)
+    home.join(DEFAULT_DATA_DIR_NAME).join(REGISTRY_FILE)
 }
 
 /// Records the data dir `own` (canonical) in the registry of `home`'s user, dropping the lines that no longer name
@@ -101,7 +102,7 @@ pub fn register(home: &Path, own: &Path) -> Result<(), crate::error::RuntimeErro
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let registry = registry_path(home);
-    let folder = home.join(".troupe");
+    let folder = home.join(DEFAULT_DATA_DIR_NAME);
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |error| crate::error::RuntimeError::io(action, &path, error)
@@ -321,7 +322,7 @@ impl DataDirFinder {
             let homes = state.homes.as_ref().map(|(_, homes)| homes.as_slice()).unwrap_or_default();
             let dirs = homes
                 .iter()
-                .map(|home| home.join(".troupe"))
+                .map(|home| home.join(DEFAULT_DATA_DIR_NAME))
                 .filter(|dir| is_data_dir(dir))
                 .map(|dir| dir.canonicalize().unwrap_or(dir))
                 .collect();
