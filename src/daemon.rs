@@ -32,6 +32,15 @@ pub struct DaemonOptions {
     pub hibernate_after: Option<Duration>,
     /// Threads that run session actors; by default the CPU count, from 1 to 8 (tests pin sessions to one).
     pub session_threads: Option<usize>,
+    /// `--cluster` and `--node`, over `[cluster]` in config.toml.
+    pub cluster: ClusterFlags,
+}
+
+/// The command line's cluster settings (`troupe serve --cluster URLS --node NAME`).
+#[derive(Clone, Debug, Default)]
+pub struct ClusterFlags {
+    pub nats: Option<String>,
+    pub node: Option<String>,
 }
 
 /// A running daemon. Dropping it does not stop it: call [`RunningDaemon::shutdown`].
@@ -45,6 +54,8 @@ pub struct RunningDaemon {
     gateway: RunningGateway,
     /// The web console's sign-ins, when `[console] enabled`.
     console: Option<Arc<ConsoleBook>>,
+    /// In a cluster, the answering of requests other nodes forward here; stops when dropped.
+    forwarded: Option<troupe_cluster::forward::ForwardedServing>,
     _lock: DataDirLock,
 }
 
@@ -76,6 +87,8 @@ impl RunningDaemon {
     /// Graceful stop: sockets are closed with 1001, then every accepted operation is made durable.
     pub async fn shutdown(self) {
         crate::daemon_url::forget(&self.data_dir);
+        // Other nodes' requests first: from now on they find no node here and tell their clients so.
+        drop(self.forwarded);
         self.gateway.stop().await;
         self.engine.shutdown().await;
         tracing::info!("daemon stopped");
@@ -110,6 +123,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         .max(1);
     let default_cwd = std::env::current_dir().context("reading the current directory")?;
     let sandbox = Arc::new(start_sandbox(&config, &data_dir));
+    let cluster = join_cluster(&config, options.cluster).await?;
     let secrets = Secrets::new();
     secrets.set(DAEMON_TOKEN_SECRET, token.as_str().to_owned());
     sandbox.mask_other_data_dirs_in(secrets.clone());
@@ -140,9 +154,22 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             models: config.models.clone(),
             compaction: config.compaction.clone(),
             titles: config.titles.clone(),
+            log_replica: cluster.as_ref().map(|cluster| cluster.replica.clone()),
+            session_directory: cluster.as_ref().map(|cluster| cluster.directory.clone()),
         })
         .context("starting the engine")?,
     );
+    let forwarded = match &cluster {
+        Some(node) => match serve_cluster_requests(&engine, &node.cluster).await {
+            Ok(serving) => Some(serving),
+            Err(error) => {
+                // As below: the engine's actors stop while the actix System still runs.
+                engine.shutdown().await;
+                return Err(error);
+            }
+        },
+        None => None,
+    };
     let ready = Arc::new(AtomicBool::new(false));
     let readiness: troupe_gateway::Readiness = {
         let ready = ready.clone();
@@ -183,7 +210,60 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     }
     ready.store(true, Ordering::Release);
     tracing::info!(url = %crate::daemon_url::client_url(&listening), "troupe is listening");
-    Ok(RunningDaemon { listening, token_path: data_dir.token_path(), data_dir, engine, gateway, console, _lock: lock })
+    Ok(RunningDaemon {
+        listening,
+        token_path: data_dir.token_path(),
+        data_dir,
+        engine,
+        gateway,
+        console,
+        forwarded,
+        _lock: lock,
+    })
+}
+
+/// What a cluster node gives its engine: where session logs are replicated and the cluster's session directory.
+struct ClusterNode {
+    cluster: troupe_cluster::Cluster,
+    replica: Arc<dyn troupe_runtime::event_log::LogReplica>,
+    directory: Arc<dyn troupe_runtime::session_directory::SessionDirectory>,
+}
+
+/// Connects to the cluster's NATS when `[cluster]` or `--cluster` asks for one (on a blocking thread: the client
+/// runs on its own runtime). `None` on a single node.
+async fn join_cluster(config: &Config, flags: ClusterFlags) -> anyhow::Result<Option<ClusterNode>> {
+    let mut settings = config.cluster.clone();
+    if flags.nats.is_some() {
+        settings.nats = flags.nats;
+    }
+    if flags.node.is_some() {
+        settings.node = flags.node;
+    }
+    let Some(settings) = troupe_cluster::ClusterSettings::from_config(&settings)? else { return Ok(None) };
+    let node = settings.node.clone();
+    let urls = settings.urls.join(",");
+    let cluster = tokio::task::spawn_blocking(move || troupe_cluster::Cluster::connect(settings))
+        .await
+        .context("joining the cluster")?
+        .with_context(|| format!("joining the cluster on {urls} as node {node}"))?;
+    tracing::info!(node = %node, nats = %urls, "joined the cluster");
+    Ok(Some(ClusterNode {
+        cluster: cluster.clone(),
+        replica: Arc::new(troupe_cluster::JetStreamReplica::new(cluster.clone())),
+        directory: Arc::new(troupe_cluster::NatsDirectory::start(cluster)),
+    }))
+}
+
+/// Makes every method work for every session from this node: requests for sessions other nodes host are sent on
+/// to them, and the requests they send here are answered by this engine.
+async fn serve_cluster_requests(
+    engine: &Arc<Engine>,
+    cluster: &troupe_cluster::Cluster,
+) -> anyhow::Result<troupe_cluster::forward::ForwardedServing> {
+    engine.set_forwarder(Arc::new(troupe_cluster::NatsForwarder::new(cluster.clone())));
+    troupe_cluster::serve_forwarded(cluster, engine.clone())
+        .await
+        .with_context(|| format!("answering the requests other cluster nodes forward to node {}", cluster.node()))
 }
 
 /// `console.login_code`'s answers: a code from the gateway's book, as a path relative to the daemon's base URL.

@@ -370,6 +370,7 @@ mod tests {
             last_activity_at: "2026-01-01T00:00:00.000Z".into(),
             skipped_events: Vec::new(),
             archived: false,
+            node: None,
         }
     }
 

@@ -108,6 +108,10 @@ impl ApprovalActor {
         let load = async move { ask_session(&supervisor, &root, GetTreeGrants).await };
         ctx.wait(load.into_actor(self).map(|loaded, actor, _| match loaded {
             Ok(grants) => actor.grants = grants,
+            // In a cluster, a tree another node hosts has its grants there: its approvals are answered there.
+            Err(error @ EngineError::SessionHostedElsewhere { .. }) => {
+                tracing::debug!(root = %actor.root_session_id, %error, "the tree's grants are on another node")
+            }
             Err(error) => tracing::error!(root = %actor.root_session_id, %error, "could not load the tree's grants"),
         }));
     }

@@ -14,6 +14,7 @@ mod admin;
 mod approvals;
 mod compaction;
 mod dispatch;
+mod forward;
 mod goals;
 mod history;
 mod metrics;
@@ -66,6 +67,8 @@ pub struct Engine {
     status: status::StatusFacts,
     /// Who follows which session, for `session.presence` (`engine/presence.rs`).
     presence: Addr<crate::presence_actor::PresenceActor>,
+    /// In a cluster, where requests for sessions other nodes host are sent on to them (`engine/forward.rs`).
+    forwarder: std::sync::OnceLock<std::sync::Arc<dyn troupe_protocol::server::RequestForwarder>>,
 }
 
 impl Engine {

@@ -64,6 +64,13 @@ pub enum EngineError {
     /// The session's log could not be read or written. The session restarts from its log on next use.
     #[error("storage failure for session `{session_id}`: {detail}")]
     Storage { session_id: String, detail: String },
+    /// Another cluster node hosts the session (it holds the session's lease), or took it from this node; `node` is
+    /// `None` when this node only learnt that it lost the session.
+    #[error("{}", hosted_elsewhere(session_id, node.as_deref()))]
+    SessionHostedElsewhere { session_id: String, node: Option<String> },
+    /// The cluster's NATS cannot be reached: nothing was stored.
+    #[error("session `{session_id}` cannot be written now: {detail}; nothing was stored, retry once NATS is back")]
+    ClusterUnavailable { session_id: String, detail: String },
     /// A session actor stopped while answering (for example it crashed); the request was not completed.
     #[error("session `{session_id}` is unavailable: {detail}")]
     Unavailable { session_id: String, detail: String },
@@ -214,6 +221,31 @@ pub enum TreeBusyReason {
     Run { run_id: String },
     Compaction { compaction_id: String },
     Goal { goal_id: String },
+}
+
+fn hosted_elsewhere(session_id: &str, node: Option<&str>) -> String {
+    match node {
+        Some(node) => format!(
+            "session `{session_id}` is hosted by cluster node `{node}`, which must be running to write it (it can still be read here)"
+        ),
+        None => format!("session `{session_id}` was taken over by another cluster node; retry to reach it there"),
+    }
+}
+
+impl EngineError {
+    /// The engine's words for a refusal of the cluster's replica of `session_id`'s log.
+    pub fn replica(session_id: &str, error: troupe_runtime::event_log::ReplicaError) -> EngineError {
+        use troupe_runtime::event_log::ReplicaFailure;
+        let session_id = session_id.to_owned();
+        match error.failure {
+            ReplicaFailure::HostedElsewhere { node } => {
+                EngineError::SessionHostedElsewhere { session_id, node: Some(node) }
+            }
+            ReplicaFailure::Fenced => EngineError::SessionHostedElsewhere { session_id, node: None },
+            ReplicaFailure::Unreachable => EngineError::ClusterUnavailable { session_id, detail: error.detail },
+            ReplicaFailure::Failed => EngineError::Storage { session_id, detail: error.detail },
+        }
+    }
 }
 
 fn tree_busy_detail(session_id: &str, busy_session_id: &str, reason: &TreeBusyReason) -> String {

@@ -73,6 +73,7 @@ mod tests {
             last_activity_at: "2026-01-01T00:01:00.000Z".to_owned(),
             skipped_events: Vec::new(),
             archived: false,
+            node: None,
         }
     }
 

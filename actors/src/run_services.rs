@@ -52,6 +52,9 @@ pub struct RunServices {
     /// The daemon's metrics (`troupe_runtime::metrics`): runs, model requests and tool calls count here, and the
     /// session actors' logs reach it through the run context they are given.
     pub metrics: troupe_runtime::metrics::Metrics,
+    /// Where session logs are replicated before an append is durable (the cluster's JetStream); `None` on a single
+    /// node. The session actors reach it, as the metrics, through the run context they are given.
+    pub log_replica: Option<Arc<dyn troupe_runtime::event_log::LogReplica>>,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -84,6 +87,7 @@ impl RunServices {
             compaction: Default::default(),
             titles: Default::default(),
             metrics: Default::default(),
+            log_replica: None,
             policies: RwLock::new(HashMap::new()),
         }
     }

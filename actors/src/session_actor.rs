@@ -236,4 +236,9 @@ impl SessionActor {
     fn metrics(&self) -> Option<troupe_runtime::metrics::Metrics> {
         self.producers.run_context.as_ref().map(|context| context.services.metrics.clone())
     }
+
+    /// Where the log is replicated before an append is durable (a cluster node's JetStream); `None` on one node.
+    fn log_replica(&self) -> Option<Arc<dyn troupe_runtime::event_log::LogReplica>> {
+        self.producers.run_context.as_ref().and_then(|context| context.services.log_replica.clone())
+    }
 }

@@ -29,6 +29,7 @@ use crate::session_actor::{Drain, Opening, SessionActor, SessionLimits};
 
 mod children;
 mod creation;
+mod directory;
 mod goals;
 mod index;
 mod queries;
@@ -42,6 +43,7 @@ pub use crate::ports::supervisor::{
 };
 use crate::ports::{ApprovalLease, SessionPort, SupervisorPort};
 pub use creation::{CreateSession, ForkSession};
+pub use directory::InstallDirectory;
 pub use goals::InstallGoals;
 use index::{RESCAN_FIRST_DELAY, scan_sessions};
 pub use queries::{CountSessions, IndexedMeta, ListChildren, ListRootSessions, SessionCounts};
@@ -120,6 +122,8 @@ pub struct SessionSupervisor {
     run_context: Option<crate::run_start::EngineRunContext>,
     /// This actor's port, built when first needed (`port`).
     port: Option<SupervisorPort>,
+    /// The cluster's session directory (`directory`); `None` on a single node.
+    directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
 }
 
 impl SessionSupervisor {
@@ -151,6 +155,7 @@ impl SessionSupervisor {
             run_lookups: Default::default(),
             goals: None,
             port: None,
+            directory: None,
         }
     }
 

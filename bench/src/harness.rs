@@ -50,6 +50,7 @@ impl InProcessDaemon {
             listen: Some(troupe_runtime::config::Listen::Tcp("127.0.0.1:0".parse()?)),
             hibernate_after,
             session_threads: None,
+            cluster: Default::default(),
         };
         let daemon = daemon::DaemonThread::spawn(options, WAIT)?;
         let token = std::fs::read_to_string(data_dir.path().join("daemon/token"))?.trim().to_owned();

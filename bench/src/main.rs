@@ -146,6 +146,7 @@ fn serve_child(listen: std::net::SocketAddr, data_dir: PathBuf, hibernate_after_
             listen: Some(listen.into()),
             hibernate_after: hibernate_after_ms.map(Duration::from_millis),
             session_threads: None,
+            cluster: Default::default(),
         })
         .await?;
         println!("troupe listening on {}", daemon.url());

@@ -44,6 +44,11 @@ error_codes! {
     // Sessions.
     /// No session has this id (or it was deleted).
     SessionNotFound = "session_not_found",
+    /// Another cluster node hosts the session and this node could not reach it for a write (`data.node` names it
+    /// when known); the session can still be read here.
+    SessionHostedElsewhere = "session_hosted_elsewhere",
+    /// The cluster's NATS cannot be reached, so nothing can be written; nothing was stored.
+    ClusterUnavailable = "cluster_unavailable",
     /// The session has an active run (or compaction) and the operation needs it idle.
     SessionBusy = "session_busy",
     /// The session's log has no readable first event; it cannot take new events.

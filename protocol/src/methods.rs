@@ -71,6 +71,13 @@ macro_rules! protocol_methods {
                 let _ = connection_id;
             }
 
+            /// Where a request refused with `session_hosted_elsewhere` is sent on to the node hosting its
+            /// session (see [`forward`](crate::server::RequestForwarder)). `None`, the default, answers the
+            /// refusal as it is; it is asked only after such a refusal, so a single node pays nothing for it.
+            fn forwarder(&self) -> Option<std::sync::Arc<dyn crate::server::RequestForwarder>> {
+                None
+            }
+
             $(
                 $(#[doc = $doc])*
                 fn $handler(
@@ -130,13 +137,13 @@ macro_rules! protocol_methods {
             server: &S,
             ctx: &crate::server::ServerContext,
             method: &str,
-            params: Option<Box<serde_json::value::RawValue>>,
+            params: Option<&serde_json::value::RawValue>,
             id: Option<&crate::jsonrpc::RawId>,
         ) -> Result<Option<String>, crate::error::RpcError> {
             match method {
                 $(
                     $name => {
-                        let params: $params = crate::jsonrpc::decode_params($name, params.as_deref())?;
+                        let params: $params = crate::jsonrpc::decode_params($name, params)?;
                         let result = server.$handler(ctx, params).await?;
                         id.map(|id| crate::jsonrpc::encode_result_for(id, &result)).transpose()
                     }

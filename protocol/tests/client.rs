@@ -85,6 +85,7 @@ fn meta(session_id: &str) -> SessionResult {
             last_activity_at: "2026-01-01T00:00:00Z".to_owned(),
             skipped_events: Vec::new(),
             archived: false,
+            node: None,
         },
     }
 }

@@ -97,6 +97,8 @@ pub struct Config {
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
     /// The web console at `/`; see [`ConsoleConfig`].
     pub console: ConsoleConfig,
+    /// A cluster on NATS JetStream; see [`ClusterConfig`]. Absent: a single node on its file store.
+    pub cluster: ClusterConfig,
 }
 
 mod listen;
@@ -113,6 +115,9 @@ pub use delegation::DelegationConfig;
 
 mod titles;
 pub use titles::TitlesConfig;
+
+pub mod cluster;
+pub use cluster::ClusterConfig;
 
 mod console;
 pub use console::{ConsoleConfig, MAX_CONSOLE_SESSION_HOURS};
@@ -241,6 +246,7 @@ impl Default for Config {
             titles: TitlesConfig::default(),
             plugins: std::collections::BTreeMap::new(),
             console: ConsoleConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -439,6 +445,7 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
         delegation::validate(&config.delegation),
         models::validate(&config.models, &config.compaction),
         console::validate(&config.console),
+        cluster::validate(&config.cluster),
     ] {
         problems.extend(section.err());
     }

@@ -58,6 +58,10 @@ pub enum RuntimeError {
     #[error("no session log in {}", session_dir.display())]
     SessionNotFound { session_dir: PathBuf },
 
+    /// The cluster's replica of the session logs refused or failed (`event_log::replica`).
+    #[error("{0}")]
+    Replica(crate::event_log::ReplicaError),
+
     /// A session directory was to be created but already exists.
     #[error("the session directory {} already exists", session_dir.display())]
     SessionAlreadyExists { session_dir: PathBuf },

@@ -56,6 +56,7 @@ pub mod regular_file;
 pub mod run_ledger;
 pub mod runnable;
 pub mod sandbox;
+pub mod session_directory;
 pub mod session_state;
 pub mod skills;
 pub mod stored_output;

@@ -114,6 +114,7 @@ mod tests {
                 reason: "invalid JSON (syntax error at column 1)".to_owned(),
             }],
             archived: true,
+            node: None,
         }
     }
 

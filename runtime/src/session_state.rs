@@ -248,6 +248,7 @@ impl SessionState {
             last_activity_at: self.last_activity_at.clone(),
             skipped_events: self.skipped_events.clone(),
             archived: self.archived,
+            node: None,
         }
     }
 }

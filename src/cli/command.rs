@@ -65,6 +65,13 @@ pub(crate) enum Command {
         /// Stop idle sessions with no subscribers after this many milliseconds (overrides config.toml).
         #[arg(long, hide = true)]
         hibernate_after_ms: Option<u64>,
+        /// Join a troupe cluster on these NATS servers (JetStream; comma-separated `nats://host:4222` URLs;
+        /// overrides `[cluster] nats` in config.toml). See deploy/cluster.md.
+        #[arg(long, value_name = "NATS_URLS")]
+        cluster: Option<String>,
+        /// This node's name in the cluster (overrides `[cluster] node`; default: the host's name).
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
     },
     /// Print the bearer token of a data dir (the one `troupe serve` wrote there).
     Token {

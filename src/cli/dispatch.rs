@@ -40,8 +40,8 @@ pub(crate) fn report(error: &anyhow::Error) -> ExitCode {
 pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
     use troupe::output::Output;
     match command {
-        Command::Serve { listen, data_dir, hibernate_after_ms, log_format: _ } => {
-            serve(listen, data_dir, hibernate_after_ms).map(done)
+        Command::Serve { listen, data_dir, hibernate_after_ms, log_format: _, cluster, node } => {
+            serve(listen, data_dir, hibernate_after_ms, troupe::daemon::ClusterFlags { nats: cluster, node }).map(done)
         }
         Command::Token { data_dir, create, json } => {
             commands::token(data_dir, create, Output::from_flag(json)).map(done)

@@ -13,6 +13,7 @@ pub(crate) fn serve(
     listen: Option<troupe_runtime::config::Listen>,
     data_dir: Option<PathBuf>,
     hibernate_after_ms: Option<u64>,
+    cluster: daemon::ClusterFlags,
 ) -> anyhow::Result<()> {
     let explicit_data_dir = data_dir.is_some();
     let data_dir = DataDir::resolve(data_dir)?;
@@ -23,6 +24,7 @@ pub(crate) fn serve(
             listen,
             hibernate_after: hibernate_after_ms.map(Duration::from_millis),
             session_threads: None,
+            cluster,
         })
         .await
         .map_err(|error| with_config_hint(error, &data_dir_display))?;

@@ -7,6 +7,8 @@
 //!   flags, environment and log capture; killed and reaped on drop, restartable.
 //! - [`fake_vendor`]: a fake model vendor over plain HTTP/1.1 ([`FakeServer`]) that answers scripted responses and
 //!   records the requests; [`replies`] builds those responses in the real OpenAI and Anthropic wire formats.
+//! - [`nats`]: real `nats-server` processes with JetStream on loopback, one ([`NatsServer`]) or a cluster
+//!   ([`NatsCluster`]), for the cluster's tests.
 //!
 //! It depends on no workspace crate, so any of them can use it in its tests without a dependency cycle; helpers
 //! that speak troupe's protocol (clients, sessions, runs) stay in the suites that have the protocol crate.
@@ -16,9 +18,11 @@
 
 pub mod child_daemon;
 pub mod fake_vendor;
+pub mod nats;
 pub mod replies;
 pub mod wait;
 
 pub use child_daemon::{ChildDaemon, DaemonLog, ServeCommand, exit_status_within, token_of};
 pub use fake_vendor::{FakeResponse, FakeServer, RecordedRequest};
+pub use nats::{NatsCluster, NatsServer};
 pub use wait::{WAIT, eventually, eventually_blocking, eventually_some, holds_within, holds_within_blocking, within};

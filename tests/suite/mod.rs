@@ -17,6 +17,7 @@ mod cli_selection_refusals;
 mod cli_status;
 mod cli_support;
 mod cli_token_source;
+mod cluster;
 mod compaction;
 mod compaction_attacks;
 mod console_open;

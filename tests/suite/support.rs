@@ -89,6 +89,7 @@ impl TestDaemon {
             listen: Some("127.0.0.1:0".parse().expect("address")),
             hibernate_after: setup.hibernate_after,
             session_threads: setup.session_threads,
+            cluster: Default::default(),
         };
         let daemon = DaemonThread::spawn(options, WAIT).unwrap_or_else(|error| panic!("{error:#}"));
         let token = token_of(data_dir.path());

@@ -1,5 +1,5 @@
 //! Architecture rules, tested (after rust-analyzer's `tidy` tests): the top-level modules of `gateway/src`,
-//! `actors/src` and the protocol crate's `client/` must not import each other in a circle.
+//! `actors/src`, `cluster/src` and the protocol crate's `client/` must not import each other in a circle.
 //!
 //! Run it with `cargo test --test tidy`; `cargo test --workspace` runs it too. It only reads the source (in well
 //! under a second), though cargo builds the package's binary first, as for any of its integration tests.
@@ -47,9 +47,10 @@ struct Scope {
     root_unit: &'static str,
 }
 
-const SCOPES: [Scope; 3] = [
+const SCOPES: [Scope; 4] = [
     Scope { folder: "gateway/src", module: &[], root_unit: "crate" },
     Scope { folder: "actors/src", module: &[], root_unit: "crate" },
+    Scope { folder: "cluster/src", module: &[], root_unit: "crate" },
     Scope { folder: "protocol/src/client", module: &["client"], root_unit: "client" },
 ];
 

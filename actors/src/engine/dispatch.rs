@@ -57,6 +57,10 @@ impl ServerProtocol for Engine {
         self.presence.do_send(crate::presence_actor::ConnectionClosed { connection_id });
     }
 
+    fn forwarder(&self) -> Option<std::sync::Arc<dyn troupe_protocol::server::RequestForwarder>> {
+        self.forwarder.get().cloned()
+    }
+
     async fn handshake(&self, ctx: &ServerContext, _: HandshakeParams) -> Result<HandshakeResult, RpcError> {
         let snapshot = self
             .runtime

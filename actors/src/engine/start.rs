@@ -59,6 +59,12 @@ pub struct EngineConfig {
     pub compaction: troupe_runtime::config::CompactionConfig,
     /// `[titles]`: automatic session titles.
     pub titles: troupe_runtime::config::TitlesConfig,
+    /// Where session logs are replicated before an append is durable: the cluster's JetStream, or `None` on a
+    /// single node.
+    pub log_replica: Option<Arc<dyn troupe_runtime::event_log::LogReplica>>,
+    /// The cluster's session directory: every node's sessions are listed, and this node's published. `None` on a
+    /// single node.
+    pub session_directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
 }
 
 impl Engine {
@@ -81,6 +87,7 @@ impl Engine {
         services.delegation = config.delegation;
         services.compaction = config.compaction;
         services.titles = config.titles;
+        services.log_replica = config.log_replica;
         services.models.configure(config.models);
         let services = Arc::new(services);
         let log_writers = crate::log_writers::LogWriters::start(config.session_threads)
@@ -122,6 +129,9 @@ impl Engine {
             },
             data_dir: goals_data_dir,
         });
+        if let Some(directory) = config.session_directory {
+            supervisor.do_send(crate::session_supervisor::InstallDirectory { directory });
+        }
         let producers: Arc<crate::producers::ProducerRegistry> = Default::default();
         producers.set_recovery_source(services.plugins.clone());
         let plugins = crate::plugin_host::PluginHosts::start(
@@ -147,6 +157,7 @@ impl Engine {
             producers,
             status,
             presence: crate::presence_actor::PresenceActor::default().start(),
+            forwarder: std::sync::OnceLock::new(),
         })
     }
 }

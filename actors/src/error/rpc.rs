@@ -103,6 +103,16 @@ impl From<EngineError> for RpcError {
                 &[session(session_id), ("client_run_id", Value::String(client_run_id.clone()))],
             ),
             EngineError::Storage { .. } => RpcError::internal(&detail),
+            EngineError::SessionHostedElsewhere { session_id, node } => {
+                let mut data = vec![session(session_id)];
+                if let Some(node) = node {
+                    data.push(("node", Value::String(node.clone())));
+                }
+                RpcError::engine(ErrorCode::SessionHostedElsewhere, &detail, &data)
+            }
+            EngineError::ClusterUnavailable { session_id, .. } => {
+                RpcError::engine(ErrorCode::ClusterUnavailable, &detail, &[session(session_id)])
+            }
             EngineError::Unavailable { .. } => RpcError::internal(&detail),
             EngineError::SessionDamaged { session_id } => {
                 RpcError::engine(ErrorCode::SessionDamaged, &detail, &[session(session_id)])

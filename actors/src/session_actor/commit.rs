@@ -9,6 +9,7 @@ use troupe_protocol::server::encode_event_notification;
 use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
 use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::now_rfc3339;
+use troupe_runtime::error::RuntimeError;
 use troupe_runtime::event_log::{self, LogEntry};
 
 use super::write_lane::Durability;
@@ -105,6 +106,9 @@ impl SessionActor {
                 actor.commit(durable.entries);
                 actor.maybe_snapshot(ctx);
                 actor.write_next_batch(ctx);
+            }
+            Ok(Written { outcome: Err(RuntimeError::Replica(error)), .. }) => {
+                actor.poison(ctx, EngineError::replica(&actor.session_id, error))
             }
             Ok(Written { outcome: Err(error), .. }) => actor.poison(ctx, actor.storage_error(error)),
             // The store went with the job: nothing more can be written by this actor.

@@ -14,6 +14,7 @@ use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::origin::Origin;
 use troupe_runtime::branch::project_ranges;
 use troupe_runtime::error::RuntimeError;
+use troupe_runtime::event_log::ReplicaError;
 use troupe_runtime::fork::{ForkError, ForkSource, copy_prefix};
 use troupe_runtime::session_state::SessionState;
 
@@ -39,7 +40,19 @@ pub struct PrepareFork {
 /// Why a session actor could not open its log.
 pub(super) enum OpenError {
     Runtime(RuntimeError),
-    Fork { source_session_id: String, error: ForkError },
+    Fork {
+        source_session_id: String,
+        error: ForkError,
+    },
+    /// The cluster's replica refused to give this node the session, or failed.
+    Replica(ReplicaError),
+    Other(String),
+}
+
+impl From<ReplicaError> for OpenError {
+    fn from(error: ReplicaError) -> Self {
+        OpenError::Replica(error)
+    }
 }
 
 /// Copies a fork's prefix into `session_dir` (blocking).
@@ -52,6 +65,8 @@ impl SessionActor {
     pub(super) fn open_error(&self, error: OpenError) -> EngineError {
         match error {
             OpenError::Runtime(error) => self.storage_error(error),
+            OpenError::Replica(error) => EngineError::replica(&self.session_id, error),
+            OpenError::Other(detail) => self.storage_error(detail),
             OpenError::Fork { source_session_id, error } => match error {
                 ForkError::NoUserMessage { through_seq } => {
                     EngineError::NoUserMessageInPrefix { session_id: source_session_id, through_seq }

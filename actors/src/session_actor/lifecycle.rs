@@ -13,6 +13,7 @@ use troupe_runtime::meta_cache;
 use troupe_runtime::metrics::SnapshotOutcome;
 use troupe_runtime::session_state::SessionState;
 
+use super::history::OpenError;
 use super::replay::EventTail;
 use super::{Opening, Phase, SessionActor};
 use super::{history, snapshots};
@@ -111,7 +112,13 @@ impl SessionActor {
     /// actor at once, so the next request starts a fresh one, which tries again (the cause may be gone: a full disk,
     /// a file put back); and the actor stops soon after, leaving nothing behind.
     pub(super) fn fail_to_open(&mut self, ctx: &mut Context<Self>, error: EngineError) {
-        tracing::warn!(session_id = %self.session_id, %error, "the session could not be opened");
+        match &error {
+            // A cluster node asked for a session another node hosts: expected, and the request goes there.
+            EngineError::SessionHostedElsewhere { .. } => {
+                tracing::debug!(session_id = %self.session_id, %error, "the session is hosted by another node")
+            }
+            _ => tracing::warn!(session_id = %self.session_id, %error, "the session could not be opened"),
+        }
         self.phase = Phase::Failed(error);
         self.supervisor.do_send(SessionStopped { session_id: self.session_id.clone(), incarnation: self.incarnation });
         ctx.run_later(FAILED_LINGER, |_, ctx| ctx.stop());
@@ -161,25 +168,31 @@ impl Actor for SessionActor {
         match self.opening.take() {
             Some(Opening::Create { first }) => {
                 let metrics = self.metrics();
+                let replica = self.log_replica();
+                let session_id = self.session_id.clone();
                 let open = async move {
                     tokio::task::spawn_blocking(move || {
-                        let json = EventJson::encode(&first).map_err(|error| error.to_string())?;
+                        let json = EventJson::encode(&first).map_err(|error| OpenError::Other(error.to_string()))?;
                         let entry = LogEntry { seq: first.seq, json };
-                        let store = event_log::create_store(&session_dir, &entry, metrics)
-                            .map_err(|error| error.to_string())?;
-                        Ok::<_, String>((first, entry, store))
+                        // The replica first: the session is this node's, and its first event stored beyond it,
+                        // before the local log exists.
+                        let replica = replica.map(|replica| replica.create(&session_id, &entry)).transpose()?;
+                        let local = event_log::create_store(&session_dir, &entry, metrics)
+                            .map_err(|error| OpenError::Other(error.to_string()))?;
+                        Ok::<_, OpenError>((first, entry, replicated(replica, local)))
                     })
                     .await
                 };
                 ctx.wait(open.into_actor(self).map(|joined, actor, ctx| {
-                    let created = joined.map_err(|error| error.to_string()).and_then(|result| result);
+                    let created = joined.map_err(|error| OpenError::Other(error.to_string())).and_then(|result| result);
                     match created.and_then(|(first, entry, store)| {
-                        let state = SessionState::created(&first).map_err(|error| error.to_string())?;
+                        let state =
+                            SessionState::created(&first).map_err(|error| OpenError::Other(error.to_string()))?;
                         Ok((state, entry, store))
                     }) {
                         Ok((state, entry, store)) => actor.start_from(ctx, state, VecDeque::from([entry]), store),
-                        Err(detail) => {
-                            let error = actor.storage_error(detail);
+                        Err(error) => {
+                            let error = actor.open_error(error);
                             actor.fail_to_open(ctx, error);
                         }
                     }
@@ -192,21 +205,27 @@ impl Actor for SessionActor {
                     _ => None,
                 };
                 self.forked = fork.is_some();
+                let replica = self.log_replica();
                 let load = async move {
                     tokio::task::spawn_blocking(move || {
                         if let Some(source) = fork {
                             history::copy_fork(&session_dir, &source)?;
                         }
+                        // The replica first: the session is this node's, and its local log holds exactly the
+                        // replica's events (a fork's copy is stored in the replica here).
+                        let replica = replica.map(|replica| replica.open(&session_dir)).transpose()?;
                         let started = Instant::now();
                         // Through the projection snapshot when it matches the log (`snapshots`).
                         let projected =
-                            event_log::open_projected(&session_dir, tail_bytes).map_err(history::OpenError::Runtime)?;
+                            event_log::open_projected(&session_dir, tail_bytes).map_err(OpenError::Runtime)?;
                         let snapshot_len = snapshots::after_load(&session_dir, &projected);
                         let (mut state, opened, snapshot) = (projected.state, projected.opened, projected.snapshot);
                         troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader())
-                            .map_err(history::OpenError::Runtime)?;
+                            .map_err(OpenError::Runtime)?;
                         let measured = (SnapshotOutcome::from(&snapshot), started.elapsed());
-                        Ok::<_, history::OpenError>((state, opened, snapshot_len, measured))
+                        let store = replicated(replica, Box::new(opened.store));
+                        let opened = (opened.tail, opened.diagnostics, store);
+                        Ok::<_, OpenError>((state, opened, snapshot_len, measured))
                     })
                     .await
                 };
@@ -222,7 +241,8 @@ impl Actor for SessionActor {
                             return actor.fail_to_open(ctx, error);
                         }
                     };
-                    for diagnostic in &opened.diagnostics {
+                    let (tail, diagnostics, store) = opened;
+                    for diagnostic in &diagnostics {
                         tracing::warn!(
                             session_id = %actor.session_id, seq = diagnostic.seq, detail = %diagnostic.detail,
                             "an event of the log was repaired while loading"
@@ -232,7 +252,7 @@ impl Actor for SessionActor {
                         metrics.session_loaded(outcome, elapsed);
                     }
                     actor.snapshots.covered(snapshot_len);
-                    actor.start_from(ctx, state, opened.tail, Box::new(opened.store));
+                    actor.start_from(ctx, state, tail, store);
                 }));
             }
         }
@@ -253,6 +273,14 @@ impl Actor for SessionActor {
             }
         }
         self.supervisor.do_send(SessionStopped { session_id: self.session_id.clone(), incarnation: self.incarnation });
+    }
+}
+
+/// The store a session actor writes through: the local log alone on one node, behind its replica in a cluster.
+fn replicated(replica: Option<Box<dyn event_log::ReplicaWriter>>, local: Box<dyn EventStore>) -> Box<dyn EventStore> {
+    match replica {
+        Some(replica) => Box::new(event_log::ReplicatedStore::new(replica, local)),
+        None => local,
     }
 }
 

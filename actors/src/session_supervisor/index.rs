@@ -180,7 +180,10 @@ impl Handler<SessionMetaChanged> for SessionSupervisor {
         if !self.index.contains_key(session_id) && !self.live.contains_key(session_id) {
             return;
         }
-        self.index_meta(message.meta);
+        self.publish_to_directory(&message.meta);
+        let mut meta = message.meta;
+        meta.node = self.own_node();
+        self.index_meta(meta);
     }
 }
 

@@ -64,7 +64,7 @@ impl SessionSupervisor {
     }
 
     /// Drops a deleted session from every book.
-    fn forget_session(&mut self, session_id: &str) {
+    pub(super) fn forget_session(&mut self, session_id: &str) {
         if let Some(meta) = self.index.remove(session_id)
             && let Some(parent) = meta.origin.parent_session_id()
             && let Some(siblings) = self.children.get_mut(parent)
@@ -74,6 +74,12 @@ impl SessionSupervisor {
         self.children.remove(session_id);
         self.usage.set(session_id, UsageSummary::default());
         self.live.remove(session_id);
+    }
+
+    /// Drops a session deleted here from every book and from the cluster's directory.
+    fn forget_deleted(&mut self, session_id: &str) {
+        self.forget_session(session_id);
+        self.remove_from_directory(session_id);
     }
 }
 
@@ -141,7 +147,7 @@ impl Handler<DeleteTree> for SessionSupervisor {
         AtomicResponse::new(Box::pin(sealed.into_actor(self).map(move |outcome, supervisor, _| {
             let staged = outcome?;
             for session_id in &staged.removed {
-                supervisor.forget_session(session_id);
+                supervisor.forget_deleted(session_id);
             }
             if let Some(detail) = staged.error {
                 tracing::warn!(session_id = %root, %detail, "a deletion stopped part way");

@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use super::budget::ReplyBudget;
 use super::channel::GatedChannel;
 use super::context::{ReplyGroup, ServerContext};
+use super::forward::{ForwardFailure, ForwardedRequest, forward_target, unreachable};
 use super::observer::{HandshakeOutcome, SharedObserver, method_label, no_observer};
 use super::outbound::{OutboundQueue, OutboundStream};
 use super::{ServerLimits, ServerProtocol};
@@ -45,6 +46,9 @@ pub(super) struct ConnectionShared {
     pub(super) client_info: Mutex<Option<Arc<ClientInfo>>>,
     /// What the client proved at the upgrade; set once by the transport before any frame, else the token.
     pub(super) authority: std::sync::OnceLock<Authority>,
+    /// Whether a request refused because another node hosts its session is sent on to that node (when the server
+    /// has a forwarder). Off on the connections that run requests forwarded from other nodes: forwarded once.
+    forwards: AtomicBool,
 }
 
 /// What a connection's client proved when it connected, for the few methods that need more than being connected.
@@ -95,6 +99,12 @@ impl<S> ServerConnection<S> {
     pub fn set_authority(&self, authority: Authority) {
         let _ = self.shared.authority.set(authority);
     }
+
+    /// Makes this connection answer every refusal as it is, never forwarding it to another node: for the
+    /// connections that run requests other nodes forwarded here, so that a request is forwarded at most once.
+    pub fn never_forward(&self) {
+        self.shared.forwards.store(false, Ordering::Release);
+    }
 }
 
 impl<S: ServerProtocol> ServerConnection<S> {
@@ -117,6 +127,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
             observer,
             client_info: Mutex::new(None),
             authority: std::sync::OnceLock::new(),
+            forwards: AtomicBool::new(true),
         });
         server.connected(shared.id);
         let outbound = OutboundStream { shared: shared.clone() };
@@ -221,11 +232,17 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 let method = method_label(&request.method);
                 let span = super::request_span::request_span(method, request.params.as_deref());
                 let IncomingRequest { id, method: name, params } = request;
-                let outcome = tracing::Instrument::instrument(
-                    AssertUnwindSafe(dispatch(&*self.server, &ctx, &name, params, id.as_ref())).catch_unwind(),
-                    span.clone(),
-                )
-                .await;
+                let work = async {
+                    // The params are lent to the handler, not moved: a refusal to forward still has them, and a
+                    // request that is not forwarded costs no copy.
+                    let result = dispatch(&*self.server, &ctx, &name, params.as_deref(), id.as_ref()).await;
+                    match result {
+                        Err(refusal) => self.forward(&ctx, refusal, name, params, id.as_ref()).await,
+                        done => done,
+                    }
+                };
+                let outcome =
+                    tracing::Instrument::instrument(AssertUnwindSafe(work).catch_unwind(), span.clone()).await;
                 let _in_request = span.enter();
                 self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
                 let result = outcome.unwrap_or_else(|_| {
@@ -242,6 +259,32 @@ impl<S: ServerProtocol> ServerConnection<S> {
                     Err(error) => id.map(|id| encode_error_response(&id, &error)),
                 }
             }
+        }
+    }
+}
+
+impl<S: ServerProtocol> ServerConnection<S> {
+    /// Sends a request refused because another node hosts its session on to that node, once, and returns that
+    /// node's answer as this request's; any other refusal (or one this connection may not forward) as it is.
+    async fn forward(
+        &self,
+        ctx: &ServerContext,
+        refusal: RpcError,
+        method: String,
+        params: Option<Box<RawValue>>,
+        id: Option<&RawId>,
+    ) -> Result<Option<String>, RpcError> {
+        if !self.shared.forwards.load(Ordering::Acquire) {
+            return Err(refusal);
+        }
+        let Some(node) = forward_target(&method, &refusal) else { return Err(refusal) };
+        let Some(forwarder) = self.server.forwarder() else { return Err(refusal) };
+        let node = node.to_owned();
+        let request = ForwardedRequest { method, params, client_info: ctx.client_info() };
+        match forwarder.forward(&node, request).await {
+            Ok(result) => id.map(|id| crate::jsonrpc::encode_result_for(id, &result)).transpose(),
+            Err(ForwardFailure::Answered(error)) => Err(error),
+            Err(ForwardFailure::Unreachable { detail }) => Err(unreachable(refusal, &node, &detail)),
         }
     }
 }

@@ -11,6 +11,8 @@
 //!   lost, and the [`OutboundStream`] the writer drains.
 //! - `budget`: the per-connection reply budget in bytes, shared by replies being built and replays being read.
 //! - `context`: [`ServerContext`], what one request may open, and its reply group.
+//! - `forward`: [`RequestForwarder`], sending a request refused because another cluster node hosts its session on
+//!   to that node, and the methods never forwarded.
 //! - `handle`: [`ConnectionHandle`], what the engine may keep about a connection (its `client_info`, whether it
 //!   still follows a session).
 //! - `channel`: the gated notification channel behind every sink: gating, backpressure, gaps.
@@ -42,6 +44,7 @@ mod budget;
 mod channel;
 mod connection;
 mod context;
+mod forward;
 mod handle;
 mod observer;
 mod outbound;
@@ -58,6 +61,7 @@ pub use crate::methods::ServerProtocol;
 use crate::transport::{MessageFrame, Transport};
 pub use connection::{Authority, ServerConnection};
 pub use context::ServerContext;
+pub use forward::{ForwardFailure, ForwardedRequest, NOT_FORWARDED, RequestForwarder};
 pub use handle::ConnectionHandle;
 pub use observer::{
     DroppedNotification, HandshakeOutcome, NoObserver, ServerObserver, SharedObserver, method_label, no_observer,

@@ -109,6 +109,10 @@ pub struct SessionMeta {
     /// unless `include_archived` is set. Omitted when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub archived: bool,
+    /// troupe extension (a cluster, `deploy/cluster.md`): the node that hosts the session, whose machine has its
+    /// workspace. Omitted on a single node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// `{}` in both directions: methods that take or return nothing.

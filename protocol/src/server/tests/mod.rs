@@ -1,6 +1,7 @@
 //! Unit tests of the server session layer, by concern.
 
 mod budget;
+mod forward;
 mod handle;
 mod observer;
 mod queue;

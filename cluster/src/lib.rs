@@ -1,0 +1,33 @@
+//! troupe's cluster on NATS JetStream: any node serves any session, and no acknowledged event dies with a node.
+//!
+//! Without `[cluster]` settings the daemon is one process on its file store, and nothing here runs. With them, each
+//! node connects to NATS ([`connection`]) and:
+//! - writes each session's events to one JetStream stream, a subject per session, appended with the expected last
+//!   subject sequence so that two writers can never both append the same event sequence ([`log`]);
+//! - holds a lease per session it hosts, in a key-value bucket, renewed by heartbeat and taken over by another node
+//!   once it expires ([`lease`]);
+//! - publishes every session's metadata and owner to a directory bucket that every node reads ([`directory`]);
+//! - sends a request for a session another node hosts to that node, and answers those sent to it ([`forward`]).
+//!
+//! Everything here talks to NATS on the cluster's own small tokio runtime (the actix arbiters are single-threaded
+//! and the log writers are plain threads); the synchronous calls block the calling thread, never an arbiter.
+
+mod error;
+pub use error::ClusterError;
+
+pub mod connection;
+pub use connection::{Cluster, ClusterSettings};
+
+pub mod names;
+
+pub mod directory;
+pub mod forward;
+mod kv;
+pub use forward::{NatsForwarder, serve_forwarded};
+pub mod lease;
+pub mod log;
+pub mod nodes;
+pub mod replica;
+pub use replica::JetStreamReplica;
+pub mod session_directory;
+pub use session_directory::NatsDirectory;

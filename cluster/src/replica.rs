@@ -1,0 +1,199 @@
+//! The cluster as the runtime's [`LogReplica`]: a session's lease and its JetStream log, and the local log brought in
+//! line with JetStream before the session is served from it.
+//!
+//! Opening a session on this node (`open`):
+//! 1. take the session's lease (another live node's lease refuses, naming it);
+//! 2. read the session's events from JetStream;
+//! 3. make the local log hold exactly those: nothing local and nothing in JetStream is an unknown session; a local
+//!    log JetStream does not hold yet (written before this node joined a cluster, or a fork's copy) is stored in
+//!    JetStream first; events other nodes appended are added to the local log; a local log that is not a prefix of
+//!    JetStream's (this node lost the session while writing) is moved aside, into
+//!    `<data dir>/cluster/diverged/`, and rebuilt from JetStream. Nothing in a diverged log was acknowledged by this
+//!    node after it lost the lease: JetStream fenced those appends, and a batch reaches the local log only after
+//!    JetStream took it.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use troupe_protocol::types::events::EventJson;
+use troupe_runtime::event_log::{self, LogEntry, LogReplica, LogWriter, ReplicaError, ReplicaFailure, ReplicaWriter};
+
+use troupe_runtime::session_state::SessionState;
+
+use crate::connection::Cluster;
+use crate::directory;
+use crate::error::ClusterError;
+use crate::lease::{self, LeaseGuard};
+use crate::log::SessionLog;
+
+/// Events copied into a local log (or seeded into JetStream) per batch.
+const COPY_BATCH: usize = 256;
+
+/// The cluster's replica of the session logs, one per node.
+#[derive(Clone, Debug)]
+pub struct JetStreamReplica {
+    cluster: Cluster,
+}
+
+impl JetStreamReplica {
+    pub fn new(cluster: Cluster) -> JetStreamReplica {
+        JetStreamReplica { cluster }
+    }
+}
+
+/// A session's writer on this node: its lease and its JetStream log. Dropping it gives the lease up.
+struct Hosted {
+    lease: LeaseGuard,
+    log: SessionLog,
+}
+
+impl ReplicaWriter for Hosted {
+    fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), ReplicaError> {
+        // JetStream fences a writer that lost the session anyway; a lease known lost refuses before asking it.
+        if !self.lease.is_held() {
+            let session_id = self.log.session_id().to_owned();
+            return Err(replica_error(ClusterError::LeaseLost { session_id }));
+        }
+        self.log.append_batch(batch).map_err(replica_error)
+    }
+}
+
+impl LogReplica for JetStreamReplica {
+    fn create(&self, session_id: &str, first: &LogEntry) -> Result<Box<dyn ReplicaWriter>, ReplicaError> {
+        let lease = lease::acquire_blocking(&self.cluster, session_id).map_err(replica_error)?;
+        let log = SessionLog::create(&self.cluster, session_id, first).map_err(replica_error)?;
+        // Listed by every node before the creation is acknowledged: a node that dies a moment later leaves a session
+        // the others know of and can take over, not one only its events know.
+        let meta = first
+            .json
+            .decode()
+            .ok()
+            .and_then(|event| SessionState::created(&event).ok())
+            .map(|state| state.meta())
+            .ok_or_else(|| failed(format!("the first event of session {session_id} is not its session_created")))?;
+        self.cluster
+            .block_on(directory::publish(&self.cluster, session_id, self.cluster.node(), &meta))
+            .map_err(replica_error)?;
+        Ok(Box::new(Hosted { lease, log }))
+    }
+
+    fn open(&self, session_dir: &Path) -> Result<Box<dyn ReplicaWriter>, ReplicaError> {
+        let session_id = session_id_of(session_dir)?;
+        let lease = lease::acquire_blocking(&self.cluster, &session_id).map_err(replica_error)?;
+        let (log, replicated) = SessionLog::open(&self.cluster, &session_id).map_err(replica_error)?;
+        let log = align_local(&self.cluster, &session_id, session_dir, log, &replicated)?;
+        Ok(Box::new(Hosted { lease, log }))
+    }
+}
+
+/// Makes the local log in `session_dir` hold exactly `replicated` (JetStream's events), or seeds JetStream from the
+/// local log when JetStream holds none. Returns the JetStream writer positioned after the last event.
+fn align_local(
+    cluster: &Cluster,
+    session_id: &str,
+    session_dir: &Path,
+    log: SessionLog,
+    replicated: &[LogEntry],
+) -> Result<SessionLog, ReplicaError> {
+    let local = match event_log::load(session_dir) {
+        Ok(loaded) => Some(loaded.events.into_iter().map(|event| LogEntry { seq: event.event.seq, json: event.json })),
+        Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => None,
+        Err(error) => return Err(failed(format!("read the local log of session {session_id}: {error}"))),
+    };
+    let local: Option<Vec<LogEntry>> = local.map(Iterator::collect);
+    match (local, replicated.is_empty()) {
+        (None, true) => Err(failed(format!("session {session_id} is neither in JetStream nor on this node"))),
+        (Some(local), true) => {
+            // A log from before the cluster, or a fork's copy: JetStream takes it whole before anything is served.
+            let Some((first, rest)) = local.split_first() else {
+                return Err(failed(format!("the local log of session {session_id} holds no event")));
+            };
+            let mut log = SessionLog::create(cluster, session_id, first).map_err(replica_error)?;
+            for batch in rest.chunks(COPY_BATCH) {
+                log.append_batch(batch).map_err(replica_error)?;
+            }
+            Ok(log)
+        }
+        (None, false) => {
+            write_local(session_dir, replicated)?;
+            Ok(log)
+        }
+        (Some(local), false) => {
+            let is_prefix = local.len() <= replicated.len()
+                && local
+                    .iter()
+                    .zip(replicated)
+                    .all(|(ours, theirs)| ours.seq == theirs.seq && ours.json.as_str() == theirs.json.as_str());
+            if is_prefix {
+                append_local(session_dir, &replicated[local.len()..])?;
+            } else {
+                let kept = move_aside(session_dir)?;
+                tracing::warn!(
+                    session_id, kept = %kept.display(),
+                    "the local log disagreed with JetStream's; it was moved aside and rebuilt from JetStream"
+                );
+                write_local(session_dir, replicated)?;
+            }
+            Ok(log)
+        }
+    }
+}
+
+/// Creates the session's directory and its local log holding `events`.
+fn write_local(session_dir: &Path, events: &[LogEntry]) -> Result<(), ReplicaError> {
+    let Some((first, rest)) = events.split_first() else { return Ok(()) };
+    let mut writer = LogWriter::create(session_dir, &first.json).map_err(|error| failed(error.to_string()))?;
+    for batch in rest.chunks(COPY_BATCH) {
+        let texts: Vec<EventJson> = batch.iter().map(|entry| entry.json.clone()).collect();
+        writer.append_batch(&texts).map_err(|error| failed(error.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Appends `events` to the session's existing local log.
+fn append_local(session_dir: &Path, events: &[LogEntry]) -> Result<(), ReplicaError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let mut loaded = event_log::load(session_dir).map_err(|error| failed(error.to_string()))?;
+    for batch in events.chunks(COPY_BATCH) {
+        event_log::EventStore::append_batch(&mut loaded.store, batch).map_err(|error| failed(error.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Moves a diverged session directory out of the sessions folder, into `<data dir>/cluster/diverged/`.
+fn move_aside(session_dir: &Path) -> Result<PathBuf, ReplicaError> {
+    let data_dir = session_dir.parent().and_then(Path::parent).unwrap_or(session_dir);
+    let folder = data_dir.join("cluster").join("diverged");
+    std::fs::create_dir_all(&folder).map_err(|error| failed(format!("create {}: {error}", folder.display())))?;
+    let millis = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis());
+    let name = session_dir.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let kept = folder.join(format!("{name}-{millis}"));
+    std::fs::rename(session_dir, &kept)
+        .map_err(|error| failed(format!("move {} aside: {error}", session_dir.display())))?;
+    Ok(kept)
+}
+
+fn session_id_of(session_dir: &Path) -> Result<String, ReplicaError> {
+    session_dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .map(str::to_owned)
+        .ok_or_else(|| failed(format!("{} names no session", session_dir.display())))
+}
+
+fn failed(detail: String) -> ReplicaError {
+    ReplicaError { failure: ReplicaFailure::Failed, detail }
+}
+
+/// The runtime's kind of a cluster failure, for the engine's typed answer.
+pub fn replica_error(error: ClusterError) -> ReplicaError {
+    let failure = match &error {
+        ClusterError::Unreachable { .. } => ReplicaFailure::Unreachable,
+        ClusterError::Fenced { .. } | ClusterError::LeaseLost { .. } => ReplicaFailure::Fenced,
+        ClusterError::LeaseHeld { node, .. } => ReplicaFailure::HostedElsewhere { node: node.clone() },
+        _ => ReplicaFailure::Failed,
+    };
+    ReplicaError { failure, detail: error.to_string() }
+}

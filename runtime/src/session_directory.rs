@@ -1,0 +1,30 @@
+//! The cluster-wide directory of sessions: which node hosts each session, and its metadata, so that every node lists
+//! every session and knows where to send a request for it. Implemented by the cluster (`cluster/`, on a JetStream
+//! key-value bucket); a single node has none.
+
+use troupe_protocol::types::common::SessionMeta;
+
+/// A change to the directory, as a node's watch sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DirectoryChange {
+    /// `meta` of a session hosted by `node` (any node, this one included).
+    Put { meta: Box<SessionMeta>, node: String },
+    /// The session was deleted.
+    Removed { session_id: String },
+}
+
+/// Where `watch` delivers changes; called on the directory's own threads, so it must not block.
+pub type DirectorySink = Box<dyn Fn(DirectoryChange) + Send + Sync>;
+
+/// The directory as the engine uses it. Publishing never blocks: changes are sent in the background, coalesced per
+/// session, so a session that commits many batches a second publishes its newest metadata, not each one.
+pub trait SessionDirectory: Send + Sync + std::fmt::Debug + 'static {
+    /// This node's name.
+    fn node(&self) -> &str;
+    /// Publishes `meta` as hosted by this node.
+    fn publish(&self, meta: &SessionMeta);
+    /// Removes a deleted session.
+    fn remove(&self, session_id: &str);
+    /// Feeds `sink` the whole directory, then every later change, until the daemon stops.
+    fn watch(&self, sink: DirectorySink);
+}

@@ -1,0 +1,153 @@
+//! The cluster on NATS JetStream, through real `troupe serve --cluster … --node …` processes on a real nats-server
+//! (Debian's, started on loopback): a node's sessions keep every acknowledged event in JetStream, every node lists
+//! every session with the node that hosts it, a request for another node's session is answered by that node, and
+//! when a node dies another one takes its sessions over (a run in flight ends `run_interrupted`, once).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use troupe_protocol::client::{Client, ClientError};
+use troupe_protocol::error_code::ErrorCode;
+use troupe_protocol::method;
+use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::run::RunStartParams;
+use troupe_protocol::types::session::SessionListParams;
+use troupe_test_support::{ChildDaemon, NatsServer};
+
+use super::support::*;
+
+/// A lease outlives its node by this long: short, so that a test's takeover comes quickly.
+const LEASE_TTL_SECS: u64 = 3;
+
+/// `troupe serve` as node `name` of the cluster on `nats`, with its own data dir.
+fn start_node(nats_url: &str, name: &str, data_dir: &Path) -> ChildDaemon {
+    std::fs::create_dir_all(data_dir).expect("data dir");
+    let config = format!("[titles]\nauto = false\n[cluster]\nlease_ttl_secs = {LEASE_TTL_SECS}\n");
+    std::fs::write(data_dir.join("config.toml"), config).expect("config.toml");
+    troupe_serve(data_dir).listen("127.0.0.1:0").args(["--cluster", nats_url, "--node", name]).spawn()
+}
+
+/// `run.start` on `session_id` from `client`, retried while the session's node is being replaced (its lease has
+/// not expired yet); the run's id.
+async fn start_run_once_hosted(client: &Client, session_id: &str, input: &str) -> String {
+    let params = RunStartParams {
+        session_id: session_id.to_owned(),
+        client_run_id: troupe_runtime::clock::new_id(),
+        selection: echo_selection(),
+        input: input.to_owned(),
+        reset_fallback: false,
+    };
+    eventually_some("run.start once the session is hosted here", Duration::from_secs(30), || async {
+        match client.call::<method::RunStart>(params.clone()).await {
+            Ok(started) => Some(started.run_id),
+            Err(ClientError::Rpc(error)) if error.error_code() == Some(ErrorCode::SessionHostedElsewhere) => None,
+            Err(error) => panic!("run.start: {error}"),
+        }
+    })
+    .await
+}
+
+/// Every event of the session, replayed from the start on a new subscription, until `stop` holds for one.
+async fn history_until(
+    node: &ChildDaemon,
+    session_id: &str,
+    stop: impl FnMut(&StoredEvent) -> bool,
+) -> Vec<StoredEvent> {
+    let (client, mut deliveries) = node.client().await;
+    within("subscribe", client.subscribe(session_id, None)).await.expect("subscribe");
+    events_until(&mut deliveries, stop).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_nodes_session_is_taken_over_with_every_acknowledged_event_and_its_run_interrupted_once() {
+    let nats = NatsServer::start();
+    let dirs = tempfile::tempdir().expect("temp dir");
+    let project = dirs.path().join("project");
+    std::fs::create_dir_all(&project).expect("project");
+
+    let mut a = start_node(&nats.url(), "a", &dirs.path().join("a"));
+    let (client_a, mut deliveries_a) = a.client().await;
+    connect_script(
+        &client_a,
+        dirs.path(),
+        // The scripted model answers the history's n-th assistant turn with the script's n-th turn.
+        json!({"turns": [
+            {"text": "before"},
+            {"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 60"}}]},
+            {"text": "done"}
+        ]}),
+    )
+    .await;
+    let session_id = create_session_in(&client_a, &project).await.session_id;
+    set_mode(&client_a, &session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    within("subscribe", client_a.subscribe(&session_id, None)).await.expect("subscribe");
+    let first = run_in_subscribed(&client_a, &mut deliveries_a, &session_id, "local/scripted", "before").await;
+    assert!(matches!(first.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+    // A run in flight when the node dies: its shell call is running.
+    let running = start_run(&client_a, &session_id, selection_of("default", "local/scripted"), "sleep").await;
+    let told = events_until(&mut deliveries_a, |event| {
+        event.run_id.as_deref() == Some(&running) && matches!(event.payload, EventPayload::ToolCallStarted { .. })
+    })
+    .await;
+    let acknowledged: Vec<StoredEvent> = first.iter().chain(&told).cloned().collect();
+    a.kill();
+
+    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let (client_b, _) = b.client().await;
+    let listed = eventually_some("node b lists node a's session", WAIT, || async {
+        let listed = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
+        listed.sessions.into_iter().find(|meta| meta.session_id == session_id)
+    })
+    .await;
+    assert_eq!(listed.node.as_deref(), Some("a"), "{listed:?}");
+
+    let next = start_run_once_hosted(&client_b, &session_id, "after").await;
+    let history =
+        history_until(&b, &session_id, |event| event.run_id.as_deref() == Some(&next) && is_terminal(event)).await;
+    for told in &acknowledged {
+        let stored =
+            history.iter().find(|event| event.seq == told.seq).unwrap_or_else(|| panic!("seq {} lost", told.seq));
+        assert_eq!(stored.payload, told.payload, "seq {} changed", told.seq);
+    }
+    let seqs: Vec<u64> = history.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "every seq once, in order");
+    let interrupted: Vec<&StoredEvent> =
+        history.iter().filter(|event| matches!(event.payload, EventPayload::RunInterrupted { .. })).collect();
+    assert_eq!(interrupted.len(), 1, "{:?}", kinds(&history));
+    assert_eq!(interrupted[0].run_id.as_deref(), Some(running.as_str()));
+    assert!(matches!(history.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+    let relisted = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
+    let meta = relisted.sessions.iter().find(|meta| meta.session_id == session_id).expect("listed");
+    assert_eq!(meta.node.as_deref(), Some("b"), "node b hosts it now");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_on_another_node_is_answered_by_the_node_that_hosts_the_session() {
+    let nats = NatsServer::start();
+    let dirs = tempfile::tempdir().expect("temp dir");
+    let project = dirs.path().join("project");
+    std::fs::create_dir_all(&project).expect("project");
+    let a = start_node(&nats.url(), "a", &dirs.path().join("a"));
+    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let (client_a, mut deliveries_a) = a.client().await;
+    let (client_b, _) = b.client().await;
+    let session_id = create_session_in(&client_a, &project).await.session_id;
+    within("subscribe", client_a.subscribe(&session_id, None)).await.expect("subscribe");
+
+    eventually_some("node b lists the session as node a's", WAIT, || async {
+        let listed = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
+        listed.sessions.into_iter().find(|meta| meta.session_id == session_id && meta.node.as_deref() == Some("a"))
+    })
+    .await;
+    let renamed = set_title(&client_b, &session_id, "from-b", "named on b").await.expect("rename through node b");
+    assert_eq!(renamed.session.title.as_deref(), Some("named on b"));
+    let again = set_title(&client_b, &session_id, "from-b", "named on b").await.expect("the same rename again");
+    assert_eq!(again.session.last_event_seq, renamed.session.last_event_seq, "idempotent across nodes");
+
+    let run_id = start_run(&client_b, &session_id, echo_selection(), "from b").await;
+    let events =
+        events_until(&mut deliveries_a, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert!(events.iter().any(|event| matches!(event.payload, EventPayload::SessionTitleCommitted { .. })));
+    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+}
