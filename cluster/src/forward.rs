@@ -170,11 +170,13 @@ pub async fn serve_forwarded<S: ServerProtocol>(
             what: "subscribe to forwarded requests",
             detail: error.to_string(),
         })?;
-    // The subscription is registered with the server once flushed: a request sent right after this returns must
-    // find it.
-    let flushed = { runtime.spawn(async move { client.flush().await }) };
+    // A request sent right after this returns must find the subscription: a flush only writes it to the socket, so
+    // a round trip to the server on the same connection (which it answers after the subscription, in order) waits
+    // until the server registered it.
+    let jetstream = cluster.jetstream().clone();
+    let registered = runtime.spawn(async move { jetstream.query_account().await.map(drop) });
     let client = cluster.client().clone();
-    if let Ok(Err(error)) = flushed.await {
+    if let Ok(Err(error)) = registered.await {
         return Err(ClusterError::Unreachable { what: "subscribe to forwarded requests", detail: error.to_string() });
     }
     let bridge = Arc::new(Bridge::new(server, runtime.clone()));

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use troupe_protocol::types::events::EventJson;
+use troupe_protocol::types::events::{EventJson, EventPayload};
 use troupe_runtime::event_log::{self, LogEntry, LogReplica, LogWriter, ReplicaError, ReplicaFailure, ReplicaWriter};
 
 use troupe_runtime::session_state::SessionState;
@@ -26,6 +26,8 @@ use crate::error::ClusterError;
 use crate::lease::{self, LeaseGuard};
 use crate::log::SessionLog;
 
+/// Bytes read to find a session's first event (its `session_created`, with the cwd).
+const WORKSPACE_PROBE_BYTES: usize = 64 * 1024;
 /// Events copied into a local log (or seeded into JetStream) per batch.
 const COPY_BATCH: usize = 256;
 
@@ -58,6 +60,31 @@ impl ReplicaWriter for Hosted {
     }
 }
 
+impl JetStreamReplica {
+    /// Refuses a session whose cwd is not a directory on this machine, naming the node that hosted it: that node
+    /// must come back (or the workspace be made reachable here, as shared storage) before it can be written.
+    fn check_workspace_here(&self, session_id: &str) -> Result<(), ReplicaError> {
+        let reader = crate::log::LogReader::new(&self.cluster, session_id);
+        let first = reader.read_range(0, 1, WORKSPACE_PROBE_BYTES).map_err(replica_error)?;
+        let Some(created) = first.first().and_then(|entry| entry.json.decode().ok()) else {
+            // Nothing to check (an unknown session): opening answers for it.
+            return Ok(());
+        };
+        let EventPayload::SessionCreated { cwd, .. } = &created.payload else { return Ok(()) };
+        if Path::new(cwd).is_dir() {
+            return Ok(());
+        }
+        let holder = self.cluster.block_on(lease::holder(&self.cluster, session_id)).ok().flatten();
+        let node = holder.map_or_else(|| "unknown".to_owned(), |holder| holder.node);
+        Err(ReplicaError {
+            failure: ReplicaFailure::HostedElsewhere { node: node.clone() },
+            detail: format!(
+                "session {session_id}'s workspace {cwd} is not on this machine; node {node} must come back to write it"
+            ),
+        })
+    }
+}
+
 impl LogReplica for JetStreamReplica {
     fn create(&self, session_id: &str, first: &LogEntry) -> Result<Box<dyn ReplicaWriter>, ReplicaError> {
         let lease = lease::acquire_blocking(&self.cluster, session_id).map_err(replica_error)?;
@@ -79,10 +106,18 @@ impl LogReplica for JetStreamReplica {
 
     fn open(&self, session_dir: &Path) -> Result<Box<dyn ReplicaWriter>, ReplicaError> {
         let session_id = session_id_of(session_dir)?;
+        if !session_dir.exists() {
+            // A session this node never hosted: it takes it only where the session's workspace is.
+            self.check_workspace_here(&session_id)?;
+        }
         let lease = lease::acquire_blocking(&self.cluster, &session_id).map_err(replica_error)?;
         let (log, replicated) = SessionLog::open(&self.cluster, &session_id).map_err(replica_error)?;
         let log = align_local(&self.cluster, &session_id, session_dir, log, &replicated)?;
         Ok(Box::new(Hosted { lease, log }))
+    }
+
+    fn remove(&self, session_id: &str) -> Result<(), ReplicaError> {
+        crate::log::purge(&self.cluster, session_id).map_err(replica_error)
     }
 }
 

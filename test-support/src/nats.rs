@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 /// How long a server may take to become healthy (a cluster elects its meta leader first).
 const READY_WITHIN: Duration = Duration::from_secs(30);
+/// How many times a server (or a cluster) is started on fresh ports before the test fails.
+const START_ATTEMPTS: usize = 5;
 
 /// The `nats-server` program: `$TROUPE_NATS_SERVER`, else Debian's `/usr/sbin/nats-server`, else from `PATH`.
 pub fn nats_server_program() -> PathBuf {
@@ -42,18 +44,26 @@ pub struct NatsServer {
 impl NatsServer {
     /// A single JetStream server on loopback, ready.
     pub fn start() -> NatsServer {
-        let dir = tempfile::tempdir().expect("a directory for nats-server");
-        let ports = Ports::free();
-        let config = format!(
-            "server_name: solo\nlisten: 127.0.0.1:{}\nhttp: 127.0.0.1:{}\njetstream {{\n  store_dir: \"{}\"\n}}\n",
-            ports.client,
-            ports.monitor,
-            dir.path().join("store").display(),
-        );
-        let path = dir.path().to_path_buf();
-        let server = NatsServer::write_and_spawn(&path, "solo", &config, ports, Some(dir));
-        server.wait_healthy();
-        server
+        // Free ports are found a moment before the server binds them: another test may take one meanwhile, and
+        // the server then exits at once; it is started again on other ports.
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            let dir = tempfile::tempdir().expect("a directory for nats-server");
+            let ports = Ports::free();
+            let config = format!(
+                "server_name: solo\nlisten: 127.0.0.1:{}\nhttp: 127.0.0.1:{}\njetstream {{\n  store_dir: \"{}\"\n}}\n",
+                ports.client,
+                ports.monitor,
+                dir.path().join("store").display(),
+            );
+            let path = dir.path().to_path_buf();
+            let mut server = NatsServer::write_and_spawn(&path, "solo", &config, ports, Some(dir));
+            match server.healthy_or_exited() {
+                Ok(()) => return server,
+                Err(log) => failures.push(log),
+            }
+        }
+        panic!("nats-server did not start in {START_ATTEMPTS} attempts:\n{}", failures.join("\n---\n"));
     }
 
     fn write_and_spawn(
@@ -130,18 +140,23 @@ impl NatsServer {
     }
 
     /// Waits until `/healthz` answers `ok` (JetStream enabled and in contact with its meta leader).
-    pub fn wait_healthy(&self) {
+    pub fn wait_healthy(&mut self) {
+        if let Err(log) = self.healthy_or_exited() {
+            panic!("nats-server on port {} did not become healthy:\n{log}", self.client_port);
+        }
+    }
+
+    /// Waits until the server is healthy; its log when it exited first (a port taken meanwhile) or took longer
+    /// than [`READY_WITHIN`].
+    fn healthy_or_exited(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + READY_WITHIN;
         loop {
             if healthz_ok(self.monitor_port) {
-                return;
+                return Ok(());
             }
-            if Instant::now() >= deadline {
-                panic!(
-                    "nats-server on port {} was not healthy within {READY_WITHIN:?}:\n{}",
-                    self.client_port,
-                    self.log_text()
-                );
+            if !self.is_running() || Instant::now() >= deadline {
+                self.kill();
+                return Err(self.log_text());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -161,12 +176,27 @@ pub struct NatsCluster {
 }
 
 impl NatsCluster {
-    /// Starts `n` servers (named `n1`, `n2`, …) and waits until every one is healthy.
+    /// Starts `n` servers (named `n1`, `n2`, …) and waits until every one is healthy; on other ports again when one
+    /// of them could not bind its own.
     pub fn start(n: usize) -> NatsCluster {
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match NatsCluster::try_start(n) {
+                Ok(cluster) => return cluster,
+                Err(log) => failures.push(log),
+            }
+        }
+        panic!(
+            "a cluster of {n} nats-servers did not start in {START_ATTEMPTS} attempts:\n{}",
+            failures.join("\n---\n")
+        );
+    }
+
+    fn try_start(n: usize) -> Result<NatsCluster, String> {
         let dir = tempfile::tempdir().expect("a directory for the nats cluster");
         let ports: Vec<Ports> = (0..n).map(|_| Ports::free()).collect();
         let routes: Vec<String> = ports.iter().map(|port| format!("nats-route://127.0.0.1:{}", port.cluster)).collect();
-        let servers = ports
+        let mut servers = ports
             .iter()
             .enumerate()
             .map(|(index, port)| {
@@ -184,10 +214,10 @@ impl NatsCluster {
                 NatsServer::write_and_spawn(dir.path(), &name, &config, *port, None)
             })
             .collect::<Vec<_>>();
-        for server in &servers {
-            server.wait_healthy();
+        for server in &mut servers {
+            server.healthy_or_exited()?;
         }
-        NatsCluster { servers, _dir: dir }
+        Ok(NatsCluster { servers, _dir: dir })
     }
 
     /// Every server's client URL, comma-separated, as a NATS client takes a server list.

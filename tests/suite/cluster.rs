@@ -151,3 +151,66 @@ async fn a_write_on_another_node_is_answered_by_the_node_that_hosts_the_session(
     assert!(events.iter().any(|event| matches!(event.payload, EventPayload::SessionTitleCommitted { .. })));
     assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_workspace_is_not_on_this_machine_waits_for_its_node() {
+    let nats = NatsServer::start();
+    let dirs = tempfile::tempdir().expect("temp dir");
+    let project = dirs.path().join("only-on-a");
+    std::fs::create_dir_all(&project).expect("project");
+    let mut a = start_node(&nats.url(), "a", &dirs.path().join("a"));
+    let (client_a, _) = a.client().await;
+    let session_id = create_session_in(&client_a, &project).await.session_id;
+    a.kill();
+    // Node b's machine has no such checkout.
+    std::fs::remove_dir_all(&project).expect("remove the workspace");
+
+    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let (client_b, _) = b.client().await;
+    // Past the lease's expiry the answer stays the same: nobody else may write the session.
+    tokio::time::sleep(Duration::from_secs(LEASE_TTL_SECS + 1)).await;
+    let params = RunStartParams {
+        session_id: session_id.clone(),
+        client_run_id: troupe_runtime::clock::new_id(),
+        selection: echo_selection(),
+        input: "here?".to_owned(),
+        reset_fallback: false,
+    };
+    let refused = within("run.start", client_b.call::<method::RunStart>(params)).await.expect_err("refused");
+    let ClientError::Rpc(error) = &refused else { panic!("{refused}") };
+    assert_eq!(error.error_code(), Some(ErrorCode::SessionHostedElsewhere), "{refused}");
+    assert!(error.detail().is_some_and(|detail| detail.contains('a')), "{refused}");
+    assert!(!dirs.path().join("b/sessions").join(&session_id).exists(), "node b took nothing over");
+    let listed = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
+    assert!(listed.sessions.iter().any(|meta| meta.session_id == session_id), "still listed everywhere");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_deleted_through_another_node_is_gone_from_every_node() {
+    let nats = NatsServer::start();
+    let dirs = tempfile::tempdir().expect("temp dir");
+    let project = dirs.path().join("project");
+    std::fs::create_dir_all(&project).expect("project");
+    let a = start_node(&nats.url(), "a", &dirs.path().join("a"));
+    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let (client_a, _) = a.client().await;
+    let (client_b, _) = b.client().await;
+    let session_id = create_session_in(&client_a, &project).await.session_id;
+    eventually_some("node b lists the session", WAIT, || async {
+        let listed = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
+        listed.sessions.into_iter().find(|meta| meta.session_id == session_id)
+    })
+    .await;
+
+    let params = troupe_protocol::types::common::SessionIdParams { session_id: session_id.clone() };
+    let deleted = within("delete", client_b.call::<method::SessionDelete>(params)).await.expect("delete through b");
+    assert_eq!(deleted.deleted_session_ids, vec![session_id.clone()]);
+    assert!(!dirs.path().join("a/sessions").join(&session_id).exists(), "node a deleted it");
+    for (node, client) in [("a", &client_a), ("b", &client_b)] {
+        eventually_some(&format!("node {node} no longer lists it"), WAIT, || async {
+            let listed = client.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
+            listed.sessions.iter().all(|meta| meta.session_id != session_id).then_some(())
+        })
+        .await;
+    }
+}

@@ -74,6 +74,14 @@ impl SessionSupervisor {
         self.directory.as_ref().map(|directory| directory.node().to_owned())
     }
 
+    /// The node that hosts `session_id` when it is another one (as the directory last said); `None` on a single node
+    /// and for this node's sessions.
+    pub(super) fn hosted_elsewhere(&self, session_id: &str) -> Option<String> {
+        let own_node = self.own_node()?;
+        let node = self.index.get(session_id)?.node.as_ref()?;
+        (*node != own_node && !self.live.contains_key(session_id)).then(|| node.clone())
+    }
+
     /// Publishes a session this node hosts to the cluster's directory (nothing on a single node).
     pub(super) fn publish_to_directory(&self, meta: &troupe_protocol::types::common::SessionMeta) {
         if let Some(directory) = &self.directory {

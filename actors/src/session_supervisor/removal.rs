@@ -101,6 +101,12 @@ impl Handler<DeleteTree> for SessionSupervisor {
                 None => message.session_id,
             },
         };
+        // In a cluster, a tree another node hosts is deleted there (the request is sent on to it).
+        if let Some(node) = self.hosted_elsewhere(&root) {
+            let error = EngineError::SessionHostedElsewhere { session_id: root, node: Some(node) };
+            return AtomicResponse::new(Box::pin(fut::ready(Err(error))));
+        }
+        let replica = self.run_context.as_ref().and_then(|context| context.services.log_replica.clone());
         let ids = self.tree_ids(&root);
         let actors: Vec<Addr<SessionActor>> = ids.iter().map(|id| self.actor_for(id, ctx)).collect();
         let sessions_dir = self.data_dir.sessions_dir();
@@ -140,8 +146,18 @@ impl Handler<DeleteTree> for SessionSupervisor {
                 let _ = addr.send(Retire).await;
             }
             let leaves_first: Vec<String> = ids.iter().rev().cloned().collect();
-            tokio::task::spawn_blocking(move || stage_removal(&sessions_dir, leaves_first))
-                .await
+            tokio::task::spawn_blocking(move || {
+                let staged = stage_removal(&sessions_dir, leaves_first);
+                // The cluster's copy of each removed log goes too; one that cannot be removed now is logged: the
+                // session is gone from every listing, and its events are unreachable without it.
+                for session_id in staged.removed.iter().filter(|_| replica.is_some()) {
+                    if let Some(Err(error)) = replica.as_ref().map(|replica| replica.remove(session_id)) {
+                        tracing::warn!(%session_id, %error, "could not remove a deleted session's events from the cluster");
+                    }
+                }
+                staged
+            })
+            .await
                 .map_err(|error| EngineError::Internal { detail: format!("the deletion thread failed: {error}") })
         };
         AtomicResponse::new(Box::pin(sealed.into_actor(self).map(move |outcome, supervisor, _| {

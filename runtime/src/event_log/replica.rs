@@ -48,6 +48,9 @@ pub trait LogReplica: Send + Sync + std::fmt::Debug + 'static {
     /// cluster, or copied by a fork) is stored in the replica first. Creates `session_dir` for a session this node
     /// never had. Blocking.
     fn open(&self, session_dir: &Path) -> Result<Box<dyn ReplicaWriter>, ReplicaError>;
+
+    /// Removes a deleted session's events from the replica. Blocking.
+    fn remove(&self, session_id: &str) -> Result<(), ReplicaError>;
 }
 
 /// The one writer of a session's replicated log, held by the node that hosts the session. Dropping it gives the
