@@ -41,6 +41,11 @@ impl JetStreamReplica {
     pub fn new(cluster: Cluster) -> JetStreamReplica {
         JetStreamReplica { cluster }
     }
+
+    /// The node's connection to the cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
 }
 
 /// A session's writer on this node: its lease and its JetStream log. Dropping it gives the lease up.

@@ -214,3 +214,71 @@ async fn a_session_deleted_through_another_node_is_gone_from_every_node() {
         .await;
     }
 }
+
+/// Renames `session_id` from `client` until `stop` is set; the titles acknowledged, in order, with their seqs.
+async fn rename_until(
+    client: &Client,
+    session_id: &str,
+    prefix: &str,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Vec<(u64, String)> {
+    let mut acknowledged = Vec::new();
+    let mut attempt = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        attempt += 1;
+        let title = format!("{prefix}-{attempt}");
+        // A rename refused while NATS fails over is not acknowledged, and need not be stored; one acknowledged must.
+        if let Ok(renamed) = set_title(client, session_id, &title, &title).await {
+            acknowledged.push((renamed.session.last_event_seq, title));
+        }
+    }
+    acknowledged
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_nats_server_of_three_killed_under_load_loses_no_acknowledged_event() {
+    let mut nats = troupe_test_support::NatsCluster::start(3);
+    let dirs = tempfile::tempdir().expect("temp dir");
+    let project = dirs.path().join("project");
+    std::fs::create_dir_all(&project).expect("project");
+    let a_dir = dirs.path().join("a");
+    std::fs::create_dir_all(&a_dir).expect("data dir");
+    std::fs::write(
+        a_dir.join("config.toml"),
+        format!("[titles]\nauto = false\n[cluster]\nreplicas = 3\nlease_ttl_secs = {LEASE_TTL_SECS}\n"),
+    )
+    .expect("config.toml");
+    let mut a = troupe_serve(&a_dir).listen("127.0.0.1:0").args(["--cluster", &nats.urls(), "--node", "a"]).spawn();
+    let (client, _) = a.client().await;
+    let session_id = create_session_in(&client, &project).await.session_id;
+
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (acknowledged, ()) = tokio::join!(rename_until(&client, &session_id, "load", &stop), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        nats.kill(0);
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let after_kill = set_title(&client, &session_id, "after", "after the kill").await.expect("appends continue");
+    assert!(acknowledged.len() > 10, "the load ran: {} renames acknowledged", acknowledged.len());
+
+    // Only JetStream is left to tell: the node and its disk are gone, and another node reads the session back.
+    a.kill();
+    std::fs::remove_dir_all(&a_dir).expect("remove node a's data dir");
+    let b_dir = dirs.path().join("b");
+    std::fs::create_dir_all(&b_dir).expect("data dir");
+    std::fs::write(b_dir.join("config.toml"), "[titles]\nauto = false\n[cluster]\nreplicas = 3\n").expect("config");
+    let remaining = nats.servers[1..].iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
+    let b = troupe_serve(&b_dir).listen("127.0.0.1:0").args(["--cluster", &remaining, "--node", "b"]).spawn();
+    let (client_b, _) = b.client().await;
+    let last = after_kill.session.last_event_seq;
+    let _ = start_run_once_hosted(&client_b, &session_id, "still here?").await;
+    let history = history_until(&b, &session_id, |event| event.seq == last).await;
+    for (seq, title) in &acknowledged {
+        let event = history.iter().find(|event| event.seq == *seq).unwrap_or_else(|| panic!("seq {seq} lost"));
+        let EventPayload::SessionTitleCommitted { title: stored, .. } = &event.payload else {
+            panic!("seq {seq} is {:?}, not the rename to {title}", event.payload.kind())
+        };
+        assert_eq!(stored.as_deref(), Some(title.as_str()), "seq {seq}");
+    }
+}
