@@ -2,6 +2,8 @@
 //! its connection to NATS is cut (a TCP proxy between them stops), node b takes the session over once a's lease has
 //! expired and appends; when a's connection comes back, a's next append is refused and nothing of it is stored.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
 mod log_common;
 
 use std::net::{Shutdown, TcpListener, TcpStream};
