@@ -28,6 +28,28 @@ fn start_node(nats_url: &str, name: &str, data_dir: &Path) -> ChildDaemon {
     troupe_serve(data_dir).listen("127.0.0.1:0").args(["--cluster", nats_url, "--node", name]).spawn()
 }
 
+/// A NATS server on loopback, a folder for the nodes' data dirs, and a project folder for sessions.
+struct Loopback {
+    nats: NatsServer,
+    dirs: tempfile::TempDir,
+    project: std::path::PathBuf,
+}
+
+impl Loopback {
+    fn start() -> Loopback {
+        let nats = NatsServer::start();
+        let dirs = tempfile::tempdir().expect("temp dir");
+        let project = dirs.path().join("project");
+        std::fs::create_dir_all(&project).expect("project");
+        Loopback { nats, dirs, project }
+    }
+
+    /// Node `name`, with its data dir in the folder.
+    fn node(&self, name: &str) -> ChildDaemon {
+        start_node(&self.nats.url(), name, &self.dirs.path().join(name))
+    }
+}
+
 /// `run.start` on `session_id` from `client`, retried while the session's node is being replaced (its lease has
 /// not expired yet); the run's id.
 async fn start_run_once_hosted(client: &Client, session_id: &str, input: &str) -> String {
@@ -61,16 +83,14 @@ async fn history_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_nodes_session_is_taken_over_with_every_acknowledged_event_and_its_run_interrupted_once() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
+    let cluster = Loopback::start();
+    let (dirs, project) = (cluster.dirs.path(), &cluster.project);
 
-    let mut a = start_node(&nats.url(), "a", &dirs.path().join("a"));
+    let mut a = cluster.node("a");
     let (client_a, mut deliveries_a) = a.client().await;
     connect_script(
         &client_a,
-        dirs.path(),
+        dirs,
         // The scripted model answers the history's n-th assistant turn with the script's n-th turn.
         json!({"turns": [
             {"text": "before"},
@@ -79,7 +99,7 @@ async fn a_dead_nodes_session_is_taken_over_with_every_acknowledged_event_and_it
         ]}),
     )
     .await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     set_mode(&client_a, &session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
     within("subscribe", client_a.subscribe(&session_id, None)).await.expect("subscribe");
     let first = run_in_subscribed(&client_a, &mut deliveries_a, &session_id, "local/scripted", "before").await;
@@ -93,7 +113,7 @@ async fn a_dead_nodes_session_is_taken_over_with_every_acknowledged_event_and_it
     let acknowledged: Vec<StoredEvent> = first.iter().chain(&told).cloned().collect();
     a.kill();
 
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let b = cluster.node("b");
     let (client_b, _) = b.client().await;
     let listed = eventually_some("node b lists node a's session", WAIT, || async {
         let listed = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
@@ -124,15 +144,13 @@ async fn a_dead_nodes_session_is_taken_over_with_every_acknowledged_event_and_it
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_on_another_node_is_answered_by_the_node_that_hosts_the_session() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let cluster = Loopback::start();
+    let project = &cluster.project;
+    let a = cluster.node("a");
+    let b = cluster.node("b");
     let (client_a, mut deliveries_a) = a.client().await;
     let (client_b, _) = b.client().await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     within("subscribe", client_a.subscribe(&session_id, None)).await.expect("subscribe");
 
     eventually_some("node b lists the session as node a's", WAIT, || async {
@@ -154,18 +172,18 @@ async fn a_write_on_another_node_is_answered_by_the_node_that_hosts_the_session(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_whose_workspace_is_not_on_this_machine_waits_for_its_node() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("only-on-a");
+    let cluster = Loopback::start();
+    let dirs = cluster.dirs.path();
+    let project = dirs.join("only-on-a");
     std::fs::create_dir_all(&project).expect("project");
-    let mut a = start_node(&nats.url(), "a", &dirs.path().join("a"));
+    let mut a = cluster.node("a");
     let (client_a, _) = a.client().await;
     let session_id = create_session_in(&client_a, &project).await.session_id;
     a.kill();
     // Node b's machine has no such checkout.
     std::fs::remove_dir_all(&project).expect("remove the workspace");
 
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let b = cluster.node("b");
     let (client_b, _) = b.client().await;
     // Past the lease's expiry the answer stays the same: nobody else may write the session.
     tokio::time::sleep(Duration::from_secs(LEASE_TTL_SECS + 1)).await;
@@ -180,22 +198,20 @@ async fn a_session_whose_workspace_is_not_on_this_machine_waits_for_its_node() {
     let ClientError::Rpc(error) = &refused else { panic!("{refused}") };
     assert_eq!(error.error_code(), Some(ErrorCode::SessionHostedElsewhere), "{refused}");
     assert!(error.detail().is_some_and(|detail| detail.contains('a')), "{refused}");
-    assert!(!dirs.path().join("b/sessions").join(&session_id).exists(), "node b took nothing over");
+    assert!(!dirs.join("b/sessions").join(&session_id).exists(), "node b took nothing over");
     let listed = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
     assert!(listed.sessions.iter().any(|meta| meta.session_id == session_id), "still listed everywhere");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_deleted_through_another_node_is_gone_from_every_node() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let cluster = Loopback::start();
+    let (dirs, project) = (cluster.dirs.path(), &cluster.project);
+    let a = cluster.node("a");
+    let b = cluster.node("b");
     let (client_a, _) = a.client().await;
     let (client_b, _) = b.client().await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     eventually_some("node b lists the session", WAIT, || async {
         let listed = client_b.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
         listed.sessions.into_iter().find(|meta| meta.session_id == session_id)
@@ -205,7 +221,7 @@ async fn a_session_deleted_through_another_node_is_gone_from_every_node() {
     let params = troupe_protocol::types::common::SessionIdParams { session_id: session_id.clone() };
     let deleted = within("delete", client_b.call::<method::SessionDelete>(params)).await.expect("delete through b");
     assert_eq!(deleted.deleted_session_ids, vec![session_id.clone()]);
-    assert!(!dirs.path().join("a/sessions").join(&session_id).exists(), "node a deleted it");
+    assert!(!dirs.join("a/sessions").join(&session_id).exists(), "node a deleted it");
     for (node, client) in [("a", &client_a), ("b", &client_b)] {
         eventually_some(&format!("node {node} no longer lists it"), WAIT, || async {
             let listed = client.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
@@ -238,10 +254,11 @@ async fn rename_until(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_nats_server_of_three_killed_under_load_loses_no_acknowledged_event() {
     let mut nats = troupe_test_support::NatsCluster::start(3);
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dirs = temp.path();
+    let project = dirs.join("project");
     std::fs::create_dir_all(&project).expect("project");
-    let a_dir = dirs.path().join("a");
+    let a_dir = dirs.join("a");
     std::fs::create_dir_all(&a_dir).expect("data dir");
     std::fs::write(
         a_dir.join("config.toml"),
@@ -265,7 +282,7 @@ async fn one_nats_server_of_three_killed_under_load_loses_no_acknowledged_event(
     // Only JetStream is left to tell: the node and its disk are gone, and another node reads the session back.
     a.kill();
     std::fs::remove_dir_all(&a_dir).expect("remove node a's data dir");
-    let b_dir = dirs.path().join("b");
+    let b_dir = dirs.join("b");
     std::fs::create_dir_all(&b_dir).expect("data dir");
     std::fs::write(b_dir.join("config.toml"), "[titles]\nauto = false\n[cluster]\nreplicas = 3\n").expect("config");
     let remaining = nats.servers[1..].iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
