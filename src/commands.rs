@@ -23,7 +23,7 @@ pub fn block_on<T>(future: impl Future<Output = anyhow::Result<T>>) -> anyhow::R
 }
 
 /// `troupe sessions`: root sessions, most recently active first: one line each (short id, status, last activity,
-/// title, cwd), or with `--json` the daemon's whole records.
+/// title, cwd, and in a cluster the node that hosts it), or with `--json` the daemon's whole records.
 pub async fn sessions(connection: &Connection, cwd: Option<String>, all: bool, out: Output) -> anyhow::Result<()> {
     // `--cwd .` means this directory: resolved here, since the daemon's own directory is another one.
     let cwd = cwd.map(|cwd| absolute_cwd(Some(cwd))).transpose()?;
@@ -40,7 +40,12 @@ pub async fn sessions(connection: &Connection, cwd: Option<String>, all: bool, o
         for session in &result.sessions {
             // Only `--all` lists archived sessions; they are marked at the end of their line.
             let archived = if session.archived { format!("  {}", style.dim("[archived]")) } else { String::new() };
-            line(&format!("{}{archived}", session_line_with(session, style, id_len)));
+            // In a cluster, the machine that hosts the session (its workspace is there).
+            let node = match &session.node {
+                Some(node) => format!("  {}", style.dim(&format!("on {}", clean(node)))),
+                None => String::new(),
+            };
+            line(&format!("{}{node}{archived}", session_line_with(session, style, id_len)));
         }
     }
     Ok(())

@@ -226,7 +226,7 @@ pub enum TreeBusyReason {
 fn hosted_elsewhere(session_id: &str, node: Option<&str>) -> String {
     match node {
         Some(node) => format!(
-            "session `{session_id}` is hosted by cluster node `{node}`, which must be running to write it (it can still be read here)"
+            "session `{session_id}` is hosted by cluster node `{node}`; it is written there, and only while that node is up"
         ),
         None => format!("session `{session_id}` was taken over by another cluster node; retry to reach it there"),
     }

@@ -158,6 +158,13 @@ async fn a_write_on_another_node_is_answered_by_the_node_that_hosts_the_session(
         listed.sessions.into_iter().find(|meta| meta.session_id == session_id && meta.node.as_deref() == Some("a"))
     })
     .await;
+    let listing = std::process::Command::new(troupe_binary())
+        .args(["sessions", "--url", &b.url, "--token", &b.token])
+        .env_remove("TROUPE_HOME")
+        .output()
+        .expect("troupe sessions");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains(&session_id[..8]) && listing.contains("on a"), "{listing}");
     let renamed = set_title(&client_b, &session_id, "from-b", "named on b").await.expect("rename through node b");
     assert_eq!(renamed.session.title.as_deref(), Some("named on b"));
     let again = set_title(&client_b, &session_id, "from-b", "named on b").await.expect("the same rename again");
