@@ -54,8 +54,8 @@ pub struct RunningDaemon {
     gateway: RunningGateway,
     /// The web console's sign-ins, when `[console] enabled`.
     console: Option<Arc<ConsoleBook>>,
-    /// In a cluster, the answering of requests other nodes forward here; stops when dropped.
-    forwarded: Option<troupe_cluster::forward::ForwardedServing>,
+    /// In a cluster, this node's heartbeat and the answering of requests other nodes forward here; stop when dropped.
+    forwarded: Option<ClusterServing>,
     _lock: DataDirLock,
 }
 
@@ -259,11 +259,41 @@ async fn join_cluster(config: &Config, flags: ClusterFlags) -> anyhow::Result<Op
 async fn serve_cluster_requests(
     engine: &Arc<Engine>,
     cluster: &troupe_cluster::Cluster,
-) -> anyhow::Result<troupe_cluster::forward::ForwardedServing> {
+) -> anyhow::Result<ClusterServing> {
     engine.set_forwarder(Arc::new(troupe_cluster::NatsForwarder::new(cluster.clone())));
-    troupe_cluster::serve_forwarded(cluster, engine.clone())
+    let probed = cluster.clone();
+    engine.set_cluster_probe(Arc::new(move || {
+        let cluster = probed.clone();
+        let status = probed.handle().spawn(async move { troupe_cluster::nodes::status(&cluster).await });
+        Box::pin(async move {
+            status.await.unwrap_or_else(|_| troupe_protocol::types::daemon::ClusterStatus {
+                node: String::new(),
+                nats_connected: false,
+                live_nodes: Vec::new(),
+            })
+        })
+    }));
+    let registered = {
+        let cluster = cluster.clone();
+        cluster
+            .handle()
+            .spawn(async move { troupe_cluster::nodes::register(&cluster, env!("CARGO_PKG_VERSION")).await })
+    };
+    let registration = registered
         .await
-        .with_context(|| format!("answering the requests other cluster nodes forward to node {}", cluster.node()))
+        .context("registering this node")?
+        .with_context(|| format!("registering node {} with the cluster", cluster.node()))?;
+    let serving = troupe_cluster::serve_forwarded(cluster, engine.clone())
+        .await
+        .with_context(|| format!("answering the requests other cluster nodes forward to node {}", cluster.node()))?;
+    Ok(ClusterServing { _registration: registration, _forwarded: serving })
+}
+
+/// What a cluster node runs beside its engine: its heartbeat in the cluster's list of nodes, and the answering of
+/// requests other nodes forward here. Both stop when dropped.
+struct ClusterServing {
+    _registration: troupe_cluster::nodes::NodeRegistration,
+    _forwarded: troupe_cluster::forward::ForwardedServing,
 }
 
 /// `console.login_code`'s answers: a code from the gateway's book, as a path relative to the daemon's base URL.

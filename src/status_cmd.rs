@@ -257,5 +257,14 @@ fn describe_daemon(daemon: &DaemonStatusResult, local: bool) -> String {
         daemon.runs_active,
         daemon.approvals_pending
     ));
+    if let Some(cluster) = &daemon.cluster {
+        let nats = if cluster.nats_connected { "connected to NATS" } else { "NATS unreachable: writes are refused" };
+        let nodes = if cluster.live_nodes.is_empty() { "unknown".to_owned() } else { cluster.live_nodes.join(", ") };
+        text.push_str(&format!(
+            "cluster   node {} ({nats}); live nodes: {}\n",
+            crate::style::clean(&cluster.node),
+            crate::style::clean(&nodes)
+        ));
+    }
     text
 }

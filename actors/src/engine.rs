@@ -30,7 +30,7 @@ pub(crate) mod test_hooks;
 mod tool_output;
 mod usage;
 pub use start::EngineConfig;
-pub use status::ConsoleCodeMinter;
+pub use status::{ClusterProbe, ConsoleCodeMinter};
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -41,6 +41,6 @@ mod test_support;
 
 #[cfg(feature = "test-hooks")]
 pub use engine::test_hooks::EngineSizes;
-pub use engine::{ConsoleCodeMinter, Engine, EngineConfig};
+pub use engine::{ClusterProbe, ConsoleCodeMinter, Engine, EngineConfig};
 pub use error::EngineError;
 pub use session_actor::{SessionLimits, StoredOutputLimits};

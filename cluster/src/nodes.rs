@@ -148,3 +148,20 @@ async fn nodes(cluster: &Cluster, node: &str) -> Result<kv::Store, ClusterError>
     }
     bucket(cluster, names::NODE_BUCKET).await
 }
+
+/// How this node stands in its cluster, for `daemon.status`: whether it is connected to NATS now, and the live
+/// nodes (none when NATS could not be asked).
+pub async fn status(cluster: &Cluster) -> troupe_protocol::types::daemon::ClusterStatus {
+    let live_nodes = match live_nodes(cluster).await {
+        Ok(nodes) => nodes.into_iter().map(|node| node.node).collect(),
+        Err(error) => {
+            tracing::debug!(%error, "could not read the live nodes for daemon.status");
+            Vec::new()
+        }
+    };
+    troupe_protocol::types::daemon::ClusterStatus {
+        node: cluster.node().to_owned(),
+        nats_connected: cluster.is_connected(),
+        live_nodes,
+    }
+}

@@ -165,6 +165,13 @@ async fn a_write_on_another_node_is_answered_by_the_node_that_hosts_the_session(
         .expect("troupe sessions");
     let listing = String::from_utf8_lossy(&listing.stdout);
     assert!(listing.contains(&session_id[..8]) && listing.contains("on a"), "{listing}");
+    let status = eventually_some("both nodes live in b's status", WAIT, || async {
+        let status = client_b.call::<method::DaemonStatus>(Default::default()).await.expect("daemon.status");
+        let cluster = status.cluster.expect("a cluster node reports its cluster");
+        (cluster.live_nodes == ["a", "b"]).then_some(cluster)
+    })
+    .await;
+    assert_eq!((status.node.as_str(), status.nats_connected), ("b", true));
     let renamed = set_title(&client_b, &session_id, "from-b", "named on b").await.expect("rename through node b");
     assert_eq!(renamed.session.title.as_deref(), Some("named on b"));
     let again = set_title(&client_b, &session_id, "from-b", "named on b").await.expect("the same rename again");

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use troupe_protocol::RpcError;
 use troupe_protocol::server::Authority;
-use troupe_protocol::types::daemon::{ConsoleLoginCodeResult, DaemonStatusResult};
+use troupe_protocol::types::daemon::{ClusterStatus, ConsoleLoginCodeResult, DaemonStatusResult};
 
 use super::Engine;
 use crate::error::EngineError;
@@ -27,6 +27,8 @@ pub(crate) struct StatusFacts {
     listen: OnceLock<String>,
     /// Mints web console sign-in codes; set once by the daemon when the console is on.
     console: OnceLock<ConsoleCodeMinter>,
+    /// Asks the cluster how this node stands in it; set once by the daemon when it joined one.
+    cluster: OnceLock<ClusterProbe>,
     data_dir: String,
 }
 
@@ -38,6 +40,7 @@ impl StatusFacts {
             connections: AtomicU64::new(0),
             listen: OnceLock::new(),
             console: OnceLock::new(),
+            cluster: OnceLock::new(),
             data_dir,
         }
     }
@@ -56,6 +59,9 @@ impl StatusFacts {
 /// only answers `console.login_code` with what this returns.
 pub type ConsoleCodeMinter = std::sync::Arc<dyn Fn() -> ConsoleLoginCodeResult + Send + Sync>;
 
+/// How this node stands in its cluster, asked at each `daemon.status` (the cluster owns the answer).
+pub type ClusterProbe = std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ClusterStatus> + Send + Sync>;
+
 impl Engine {
     /// Lets `console.login_code` mint sign-in codes. Without it (the console is off) the method answers
     /// `console_disabled`. The first call wins.
@@ -71,6 +77,11 @@ impl Engine {
         }
         let minter = self.status.console.get().ok_or(EngineError::ConsoleDisabled)?;
         Ok(minter())
+    }
+
+    /// Lets `daemon.status` report the cluster this node joined. The first call wins.
+    pub fn set_cluster_probe(&self, probe: ClusterProbe) {
+        let _ = self.status.cluster.set(probe);
     }
 
     /// Records where the daemon listens, for `daemon.status` (`host:port` or `unix:/path`). The first call wins.
@@ -95,6 +106,10 @@ impl Engine {
             approvals_pending += addr.send(CountPendingApprovals).await.unwrap_or(0);
         }
         let facts = &self.status;
+        let cluster = match facts.cluster.get() {
+            Some(probe) => Some(probe().await),
+            None => None,
+        };
         Ok(DaemonStatusResult {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             started_at: facts.started_at.clone(),
@@ -106,6 +121,7 @@ impl Engine {
             approvals_pending: approvals_pending as u64,
             data_dir: Some(facts.data_dir.clone()),
             listen: facts.listen.get().cloned().unwrap_or_default(),
+            cluster,
         })
     }
 }

@@ -28,6 +28,20 @@ pub struct DaemonStatusResult {
     pub data_dir: Option<String>,
     /// Where the daemon listens: `host:port` for TCP, `unix:/path` for a unix socket.
     pub listen: String,
+    /// troupe extension: this node of a cluster (`deploy/cluster.md`). Omitted on a single node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
+}
+
+/// A cluster node's view of its cluster, in `daemon.status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterStatus {
+    /// This node's name.
+    pub node: String,
+    /// Whether the node is connected to a NATS server now (while it is not, writes answer `cluster_unavailable`).
+    pub nats_connected: bool,
+    /// The nodes whose heartbeat is current, this one included, by name; empty when NATS could not be asked.
+    pub live_nodes: Vec<String>,
 }
 
 /// `console.login_code` (a troupe extension): a one-time code that signs a browser in to the web console.

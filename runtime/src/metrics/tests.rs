@@ -119,6 +119,7 @@ fn state_gauges_are_set_not_accumulated() {
         approvals_pending: 5,
         data_dir: None,
         listen: "127.0.0.1:0".to_owned(),
+        cluster: None,
     };
     metrics.set_state(&state);
     metrics.set_state(&state);
