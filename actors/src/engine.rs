@@ -20,6 +20,7 @@ mod history;
 mod metrics;
 mod presence;
 mod producers;
+mod remote_follow;
 mod runs;
 mod sessions;
 mod skills;

@@ -17,6 +17,8 @@ use crate::names;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the first connection may take at start before `troupe serve` gives up and says why.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a starting node waits for JetStream to create or find the stream and the buckets.
+const PROVISION_WITHIN: Duration = Duration::from_secs(30);
 /// How far back JetStream recognises a repeated publish by its message id, so that a retried append whose first
 /// acknowledgement was lost is stored once.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
@@ -173,7 +175,7 @@ impl Cluster {
             })??;
             let mut jetstream = jetstream::new(client.clone());
             jetstream.set_timeout(REQUEST_TIMEOUT);
-            provision(&jetstream, settings.replicas).await?;
+            provision_patiently(&jetstream, settings.replicas).await?;
             Ok::<_, ClusterError>((client, jetstream))
         })?;
         Ok(Cluster { inner: Arc::new(Inner { runtime: Some(runtime), client, jetstream, settings }) })
@@ -256,6 +258,22 @@ async fn connect_client(settings: &ClusterSettings) -> Result<async_nats::Client
         .connect(urls)
         .await
         .map_err(|error| ClusterError::Unreachable { what: "connect", detail: error.to_string() })
+}
+
+/// [`provision`], tried again for up to [`PROVISION_WITHIN`] while JetStream cannot answer: a node started while the
+/// NATS cluster elects a leader (one server just went down) waits for it instead of failing.
+async fn provision_patiently(jetstream: &jetstream::Context, replicas: usize) -> Result<(), ClusterError> {
+    let deadline = tokio::time::Instant::now() + PROVISION_WITHIN;
+    loop {
+        match provision(jetstream, replicas).await {
+            Ok(()) => return Ok(()),
+            Err(error) if tokio::time::Instant::now() < deadline => {
+                tracing::info!(%error, "JetStream is not ready yet; trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// Creates the event stream and the buckets where they do not exist (an existing one is used as it is).

@@ -27,3 +27,17 @@ pub enum ClusterError {
     #[error("{what} in NATS is not what troupe wrote: {detail}")]
     Corrupt { what: &'static str, detail: String },
 }
+
+impl ClusterError {
+    /// The runtime's kind of this failure, for the engine's typed answer.
+    pub fn into_replica_error(self) -> troupe_runtime::event_log::ReplicaError {
+        use troupe_runtime::event_log::{ReplicaError, ReplicaFailure};
+        let failure = match &self {
+            ClusterError::Unreachable { .. } => ReplicaFailure::Unreachable,
+            ClusterError::Fenced { .. } | ClusterError::LeaseLost { .. } => ReplicaFailure::Fenced,
+            ClusterError::LeaseHeld { node, .. } => ReplicaFailure::HostedElsewhere { node: node.clone() },
+            _ => ReplicaFailure::Failed,
+        };
+        ReplicaError { failure, detail: self.to_string() }
+    }
+}

@@ -7,7 +7,8 @@
 //! - holds a lease per session it hosts, in a key-value bucket, renewed by heartbeat and taken over by another node
 //!   once it expires ([`lease`]);
 //! - publishes every session's metadata and owner to a directory bucket that every node reads ([`directory`]);
-//! - sends a request for a session another node hosts to that node, and answers those sent to it ([`forward`]).
+//! - sends a request for a session another node hosts to that node, and answers those sent to it ([`forward`]);
+//! - follows a session another node hosts for its own subscribers, from JetStream (`follow.rs`).
 //!
 //! Everything here talks to NATS on the cluster's own small tokio runtime (the actix arbiters are single-threaded
 //! and the log writers are plain threads); the synchronous calls block the calling thread, never an arbiter.
@@ -21,6 +22,7 @@ pub use connection::{Cluster, ClusterSettings};
 pub mod names;
 
 pub mod directory;
+mod follow;
 pub mod forward;
 mod kv;
 pub use forward::{NatsForwarder, serve_forwarded};

@@ -12,34 +12,62 @@
 //!    node after it lost the lease: JetStream fenced those appends, and a batch reaches the local log only after
 //!    JetStream took it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use parking_lot::Mutex;
+
 use troupe_protocol::types::events::{EventJson, EventPayload};
-use troupe_runtime::event_log::{self, LogEntry, LogReplica, LogWriter, ReplicaError, ReplicaFailure, ReplicaWriter};
+use troupe_runtime::event_log::{
+    self, FollowDeliver, FollowGuard, LogEntry, LogReplica, LogWriter, ReplicaError, ReplicaFailure, ReplicaWriter,
+};
 
 use troupe_runtime::session_state::SessionState;
 
 use crate::connection::Cluster;
 use crate::directory;
 use crate::error::ClusterError;
+use crate::follow;
 use crate::lease::{self, LeaseGuard};
-use crate::log::SessionLog;
+use crate::log::{LogReader, SessionLog};
 
 /// Bytes read to find a session's first event (its `session_created`, with the cwd).
 const WORKSPACE_PROBE_BYTES: usize = 64 * 1024;
+/// How long taking a lease is tried again while NATS does not answer.
+const LEASE_RETRY_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 /// Events copied into a local log (or seeded into JetStream) per batch.
 const COPY_BATCH: usize = 256;
+
+/// Sessions whose readers (and their indexes) a node keeps for reads and follows of sessions it does not host.
+const KEPT_READERS: usize = 256;
 
 /// The cluster's replica of the session logs, one per node.
 #[derive(Clone, Debug)]
 pub struct JetStreamReplica {
     cluster: Cluster,
+    /// Readers of the sessions read lately, so that paging through a long log reads from the index's nearest
+    /// message instead of the subject's first; forgotten all at once past [`KEPT_READERS`].
+    readers: Arc<Mutex<HashMap<String, LogReader>>>,
 }
 
 impl JetStreamReplica {
     pub fn new(cluster: Cluster) -> JetStreamReplica {
-        JetStreamReplica { cluster }
+        JetStreamReplica { cluster, readers: Arc::default() }
+    }
+
+    fn reader(&self, session_id: &str) -> LogReader {
+        let mut readers = self.readers.lock();
+        if let Some(reader) = readers.get(session_id) {
+            return reader.clone();
+        }
+        if readers.len() >= KEPT_READERS {
+            readers.clear();
+        }
+        let reader = LogReader::new(&self.cluster, session_id);
+        readers.insert(session_id.to_owned(), reader.clone());
+        reader
     }
 
     /// The node's connection to the cluster.
@@ -92,7 +120,7 @@ impl JetStreamReplica {
 
 impl LogReplica for JetStreamReplica {
     fn create(&self, session_id: &str, first: &LogEntry) -> Result<Box<dyn ReplicaWriter>, ReplicaError> {
-        let lease = lease::acquire_blocking(&self.cluster, session_id).map_err(replica_error)?;
+        let lease = acquire_lease(&self.cluster, session_id)?;
         let log = SessionLog::create(&self.cluster, session_id, first).map_err(replica_error)?;
         // Listed by every node before the creation is acknowledged: a node that dies a moment later leaves a session
         // the others know of and can take over, not one only its events know.
@@ -115,7 +143,7 @@ impl LogReplica for JetStreamReplica {
             // A session this node never hosted: it takes it only where the session's workspace is.
             self.check_workspace_here(&session_id)?;
         }
-        let lease = lease::acquire_blocking(&self.cluster, &session_id).map_err(replica_error)?;
+        let lease = acquire_lease(&self.cluster, &session_id)?;
         let (log, replicated) = SessionLog::open(&self.cluster, &session_id).map_err(replica_error)?;
         let log = align_local(&self.cluster, &session_id, session_dir, log, &replicated)?;
         Ok(Box::new(Hosted { lease, log }))
@@ -123,6 +151,27 @@ impl LogReplica for JetStreamReplica {
 
     fn remove(&self, session_id: &str) -> Result<(), ReplicaError> {
         crate::log::purge(&self.cluster, session_id).map_err(replica_error)
+    }
+
+    fn read_range(
+        &self,
+        session_id: &str,
+        after: u64,
+        through: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<LogEntry>, ReplicaError> {
+        self.reader(session_id).read_range(after, through, max_bytes).map_err(replica_error)
+    }
+
+    fn last_seq(&self, session_id: &str) -> Result<u64, ReplicaError> {
+        Ok(self.reader(session_id).last().map_err(replica_error)?.map_or(0, |entry| entry.seq))
+    }
+
+    fn follow(&self, session_id: &str, after: u64, deliver: FollowDeliver) -> Result<FollowGuard, ReplicaError> {
+        if !crate::names::is_subject_token(session_id) {
+            return Err(failed(format!("{session_id:?} is not a session id")));
+        }
+        Ok(follow::follow(self.reader(session_id), after, deliver))
     }
 }
 
@@ -215,6 +264,21 @@ fn move_aside(session_dir: &Path) -> Result<PathBuf, ReplicaError> {
     Ok(kept)
 }
 
+/// Takes `session_id`'s lease, trying again for a few seconds while NATS cannot answer (a server of the cluster went
+/// down and its buckets elect new leaders); another node's lease refuses at once.
+fn acquire_lease(cluster: &Cluster, session_id: &str) -> Result<LeaseGuard, ReplicaError> {
+    let deadline = std::time::Instant::now() + LEASE_RETRY_WITHIN;
+    loop {
+        match lease::acquire_blocking(cluster, session_id) {
+            Err(error @ ClusterError::Unreachable { .. }) if std::time::Instant::now() < deadline => {
+                tracing::debug!(session_id, %error, "taking a lease: NATS did not answer; trying again");
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            taken => return taken.map_err(replica_error),
+        }
+    }
+}
+
 fn session_id_of(session_dir: &Path) -> Result<String, ReplicaError> {
     session_dir
         .file_name()
@@ -229,11 +293,5 @@ fn failed(detail: String) -> ReplicaError {
 
 /// The runtime's kind of a cluster failure, for the engine's typed answer.
 pub fn replica_error(error: ClusterError) -> ReplicaError {
-    let failure = match &error {
-        ClusterError::Unreachable { .. } => ReplicaFailure::Unreachable,
-        ClusterError::Fenced { .. } | ClusterError::LeaseLost { .. } => ReplicaFailure::Fenced,
-        ClusterError::LeaseHeld { node, .. } => ReplicaFailure::HostedElsewhere { node: node.clone() },
-        _ => ReplicaFailure::Failed,
-    };
-    ReplicaError { failure, detail: error.to_string() }
+    error.into_replica_error()
 }

@@ -124,8 +124,8 @@ impl SessionDirectory for NatsDirectory {
     }
 }
 
-/// What the engine's index takes from a change of the directory (nothing from its bookkeeping, or from an entry that
-/// does not read as a session's metadata, which is logged).
+/// What the engine's index takes from a change of the directory (nothing from an entry that does not read as a
+/// session's metadata, which is logged).
 fn change_of(change: directory::DirectoryChange) -> Option<DirectoryChange> {
     match change {
         directory::DirectoryChange::Put(entry) => match serde_json::from_value::<SessionMeta>(entry.meta) {
@@ -136,6 +136,6 @@ fn change_of(change: directory::DirectoryChange) -> Option<DirectoryChange> {
             }
         },
         directory::DirectoryChange::Removed { session_id, .. } => Some(DirectoryChange::Removed { session_id }),
-        directory::DirectoryChange::CaughtUp => None,
+        directory::DirectoryChange::CaughtUp => Some(DirectoryChange::CaughtUp),
     }
 }

@@ -71,7 +71,9 @@ pub use check::{LoadDiagnostic, TORN_REASON};
 pub use load::{
     LoadedEvent, LoadedLog, OpenedLog, ProjectedLog, SnapshotUse, load, modified_rfc3339, open, open_projected,
 };
-pub use replica::{LogReplica, ReplicaError, ReplicaFailure, ReplicaWriter, ReplicatedStore};
+pub use replica::{
+    FollowControl, FollowDeliver, FollowGuard, LogReplica, ReplicaError, ReplicaFailure, ReplicaWriter, ReplicatedStore,
+};
 pub use run_lookup::{log_started_run, run_time_window};
 pub use snapshot::{PendingSnapshot, SnapshotRefusal};
 pub use store::{EventReader, EventStore, FileEventStore, INDEX_STRIDE, LogEntry};

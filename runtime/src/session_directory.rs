@@ -11,6 +11,9 @@ pub enum DirectoryChange {
     Put { meta: Box<SessionMeta>, node: String },
     /// The session was deleted.
     Removed { session_id: String },
+    /// Every entry the directory held when the watch began was delivered; what follows is new. (A watch started
+    /// again after NATS came back delivers the whole directory and this again.)
+    CaughtUp,
 }
 
 /// Where `watch` delivers changes; called on the directory's own threads, so it must not block.

@@ -18,6 +18,7 @@ mod cli_status;
 mod cli_support;
 mod cli_token_source;
 mod cluster;
+mod cluster_follow;
 mod compaction;
 mod compaction_attacks;
 mod console_open;

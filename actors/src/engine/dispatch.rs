@@ -192,12 +192,19 @@ impl ServerProtocol for Engine {
         // Fails when the connection closed meanwhile (nobody would read the reply) or when a batch's subscribes
         // together would exceed the budget.
         ctx.reserve_reply_bytes(self.replay_page_bytes).await?;
-        let result = self
+        let local = self
             .ask_session(&params.session_id, || Subscribe {
                 sink: ctx.event_sink(&params.session_id),
                 cursor: params.cursor,
             })
-            .await?;
+            .await;
+        let result = match local {
+            // In a cluster, another node's session is followed from JetStream here (`engine/remote_follow.rs`).
+            Err(refused @ EngineError::SessionHostedElsewhere { .. }) => {
+                self.subscribe_remote(ctx, &params, refused).await?
+            }
+            local => local?,
+        };
         // Before the reply: a client that sees it and asks for the presence list finds itself in it.
         self.presence
             .do_send(crate::presence_actor::Subscribed { session_id: params.session_id, connection: ctx.connection() });

@@ -5,8 +5,11 @@
 //! node's lease expired.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
 use troupe_runtime::session_directory::{DirectoryChange, SessionDirectory};
 
 use super::SessionSupervisor;
@@ -24,12 +27,30 @@ pub struct InstallDirectory {
 #[rtype(result = "()")]
 struct DirectoryChanged(DirectoryChange);
 
+/// How long a starting node waits for the directory's current entries before it serves without them (they then
+/// arrive one by one).
+const FIRST_LOAD_WITHIN: Duration = Duration::from_secs(5);
+
 impl Handler<InstallDirectory> for SessionSupervisor {
     type Result = ();
 
+    /// Starts the watch and indexes the directory's current entries before anything else is handled (`ctx.wait`):
+    /// a request for another node's session right after this node starts finds it. Later changes come as messages.
     fn handle(&mut self, message: InstallDirectory, ctx: &mut Context<Self>) {
         let supervisor = ctx.address();
-        message.directory.watch(Box::new(move |change| supervisor.do_send(DirectoryChanged(change))));
+        let (loaded, first_load) = oneshot::channel();
+        let first: FirstLoad = Arc::new(Mutex::new(Some((Vec::new(), loaded))));
+        message.directory.watch(Box::new(move |change| {
+            let mut first = first.lock();
+            match (first.take(), change) {
+                (Some((entries, loaded)), DirectoryChange::CaughtUp) => drop(loaded.send(entries)),
+                (Some((mut entries, loaded)), change) => {
+                    entries.push(change);
+                    *first = Some((entries, loaded));
+                }
+                (None, change) => supervisor.do_send(DirectoryChanged(change)),
+            }
+        }));
         // What this node hosts was indexed from its own disk: the directory hears of it now.
         let own_node = message.directory.node().to_owned();
         for meta in self.index.values_mut().filter(|meta| meta.node.is_none()) {
@@ -37,14 +58,33 @@ impl Handler<InstallDirectory> for SessionSupervisor {
             meta.node = Some(own_node.clone());
         }
         self.directory = Some(message.directory);
+        let first_load = async move { tokio::time::timeout(FIRST_LOAD_WITHIN, first_load).await };
+        ctx.wait(first_load.into_actor(self).map(|loaded, supervisor, _| match loaded {
+            Ok(Ok(entries)) => {
+                tracing::info!(entries = entries.len(), "the cluster's session directory is loaded");
+                for change in entries {
+                    supervisor.directory_changed(change);
+                }
+            }
+            _ => tracing::warn!("the cluster's session directory did not load in time; its entries come as they can"),
+        }));
     }
 }
+
+/// The entries a watch delivered before its `CaughtUp`, and where to hand them over; `None` once handed over.
+type FirstLoad = Arc<Mutex<Option<(Vec<DirectoryChange>, oneshot::Sender<Vec<DirectoryChange>>)>>>;
 
 impl Handler<DirectoryChanged> for SessionSupervisor {
     type Result = ();
 
     fn handle(&mut self, DirectoryChanged(change): DirectoryChanged, _: &mut Context<Self>) {
-        let Some(own_node) = self.directory.as_ref().map(|directory| directory.node().to_owned()) else { return };
+        self.directory_changed(change);
+    }
+}
+
+impl SessionSupervisor {
+    fn directory_changed(&mut self, change: DirectoryChange) {
+        let Some(own_node) = self.own_node() else { return };
         match change {
             DirectoryChange::Put { mut meta, node } => {
                 // This node's own sessions are known better from their actors; a session live here is this
@@ -56,19 +96,14 @@ impl Handler<DirectoryChanged> for SessionSupervisor {
                 self.index_meta(*meta);
             }
             DirectoryChange::Removed { session_id } => {
-                let hosted_elsewhere = self
-                    .index
-                    .get(&session_id)
-                    .is_some_and(|meta| meta.node.as_deref().is_some_and(|node| node != own_node));
-                if hosted_elsewhere && !self.live.contains_key(&session_id) {
+                if self.hosted_elsewhere(&session_id).is_some() {
                     self.forget_session(&session_id);
                 }
             }
+            DirectoryChange::CaughtUp => {}
         }
     }
-}
 
-impl SessionSupervisor {
     /// The name this node's sessions carry in listings: `None` on a single node.
     pub(super) fn own_node(&self) -> Option<String> {
         self.directory.as_ref().map(|directory| directory.node().to_owned())

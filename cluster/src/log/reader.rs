@@ -124,12 +124,47 @@ impl LogReader {
         })
     }
 
+    /// Where a follower of the events after `after` starts reading the subject: the stream sequence of the message
+    /// holding event `after + 1`, or, when there is none yet, the one after the subject's last message (1 for an
+    /// empty subject).
+    pub(crate) async fn follow_start(&self, after: u64) -> Result<u64, ClusterError> {
+        let scan = self.scan(after, after + 1, 1).await?;
+        Ok(match (scan.entries.is_empty(), scan.last) {
+            (false, Some((span, _))) => span.stream_seq,
+            (true, Some((span, _))) => span.stream_seq + 1,
+            (_, None) => 1,
+        })
+    }
+
+    /// A message of this session's subject read as its events: (first seq, last seq, the events).
+    pub(crate) fn decode(
+        &self,
+        stream_seq: u64,
+        headers: &async_nats::HeaderMap,
+        payload: &[u8],
+    ) -> Result<(u64, u64, Vec<LogEntry>), ClusterError> {
+        let span = span_of(&self.session_id, stream_seq, headers, payload.len())?;
+        Ok((span.first_seq, span.last_seq, events_of(&self.session_id, &span, payload)?))
+    }
+
+    pub(crate) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub(crate) fn subject(&self) -> &str {
+        &self.subject
+    }
+
+    pub(crate) fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
     /// Entries in the shared index (for tests of its sparseness).
     pub fn index_entries(&self) -> usize {
         self.index.read().unwrap_or_else(PoisonError::into_inner).len()
     }
 
-    pub(super) async fn stream(&self) -> Result<Stream<()>, ClusterError> {
+    pub(crate) async fn stream(&self) -> Result<Stream<()>, ClusterError> {
         if !names::is_subject_token(&self.session_id) {
             return Err(ClusterError::JetStream {
                 what: "use a session's log",

@@ -51,7 +51,40 @@ pub trait LogReplica: Send + Sync + std::fmt::Debug + 'static {
 
     /// Removes a deleted session's events from the replica. Blocking.
     fn remove(&self, session_id: &str) -> Result<(), ReplicaError>;
+
+    /// Session `session_id`'s events with `after < seq <= through`, oldest first, at most `max_bytes` of event text
+    /// but at least one event when there is one, read from the replica: any node can read any session, whoever
+    /// hosts it. Blocking.
+    fn read_range(
+        &self,
+        session_id: &str,
+        after: u64,
+        through: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<LogEntry>, ReplicaError>;
+
+    /// The seq of the session's last event in the replica (0 when it holds none). Blocking.
+    fn last_seq(&self, session_id: &str) -> Result<u64, ReplicaError>;
+
+    /// Follows session `session_id` from any node: `deliver` is given every event after `after` the replica stores,
+    /// in order, none twice, in batches, on a thread of the replica's own (it must not block). It ends when
+    /// `deliver` answers [`FollowControl::Stop`], after it is given an error (the events cannot go on in order: the
+    /// follower starts again from its last event), or when the returned guard is dropped. Does not block.
+    fn follow(&self, session_id: &str, after: u64, deliver: FollowDeliver) -> Result<FollowGuard, ReplicaError>;
 }
+
+/// What a follower's `deliver` says after each batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FollowControl {
+    Continue,
+    Stop,
+}
+
+/// Where a follow delivers: the next events in order, or why it ended.
+pub type FollowDeliver = Box<dyn FnMut(Result<Vec<LogEntry>, ReplicaError>) -> FollowControl + Send>;
+
+/// A running follow ([`LogReplica::follow`]); dropping it stops the follow.
+pub type FollowGuard = Box<dyn Send>;
 
 /// The one writer of a session's replicated log, held by the node that hosts the session. Dropping it gives the
 /// session up (its lease).
