@@ -321,3 +321,37 @@ async fn one_nats_server_of_three_killed_under_load_loses_no_acknowledged_event(
         assert_eq!(stored.as_deref(), Some(title.as_str()), "seq {seq}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_raised_on_one_node_is_listed_and_answered_from_another() {
+    use troupe_protocol::types::approval::{ApprovalDecision, ApprovalListParams, ApprovalRespondParams};
+    let cluster = Loopback::start();
+    let a = cluster.node("a");
+    let b = cluster.node("b");
+    let (client_a, mut deliveries_a) = a.client().await;
+    let (client_b, _) = b.client().await;
+    connect_script(&client_a, cluster.dirs.path(), write_file_script()).await;
+    let session_id = create_session_in(&client_a, &cluster.project).await.session_id;
+    set_mode(&client_a, &session_id, troupe_protocol::types::session::PermissionMode::Ask).await;
+    within("subscribe", client_a.subscribe(&session_id, None)).await.expect("subscribe");
+    let run_id = start_run(&client_a, &session_id, selection_of("default", "local/scripted"), "write it").await;
+    events_until(&mut deliveries_a, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
+
+    let list = ApprovalListParams { root_session_id: session_id.clone(), status: None };
+    let listed = within("approval.list on b", client_b.call::<method::ApprovalList>(list)).await.expect("listed");
+    let [approval] = listed.approvals.as_slice() else { panic!("one approval: {listed:?}") };
+    let params = ApprovalRespondParams {
+        session_id: approval.session_id.clone(),
+        approval_id: approval.approval_id.clone(),
+        request_revision: approval.revision,
+        operation_fingerprint: approval.operation_fingerprint.clone(),
+        client_response_id: "from-b".to_owned(),
+        decision: ApprovalDecision::ApproveOnce,
+        feedback: None,
+    };
+    within("approval.respond on b", client_b.call::<method::ApprovalRespond>(params)).await.expect("answered from b");
+    let events =
+        events_until(&mut deliveries_a, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })));
+    assert_eq!(std::fs::read_to_string(cluster.project.join("asked.txt")).expect("written"), "yes");
+}
