@@ -57,6 +57,22 @@ impl InProcessDaemon {
         Ok(InProcessDaemon { addr: daemon.local_addr, token, data_dir, daemon })
     }
 
+    /// A daemon with `config_toml` in its data dir and the cluster flags `cluster` (a cluster node, figure 11).
+    pub fn start_configured(config_toml: &str, cluster: daemon::ClusterFlags) -> anyhow::Result<InProcessDaemon> {
+        let data_dir = tempfile::tempdir_in(bench_tmp_root())?;
+        std::fs::write(data_dir.path().join("config.toml"), config_toml)?;
+        let options = DaemonOptions {
+            data_dir: DataDir::new(data_dir.path().to_path_buf()),
+            listen: Some(troupe_runtime::config::Listen::Tcp("127.0.0.1:0".parse()?)),
+            hibernate_after: None,
+            session_threads: None,
+            cluster,
+        };
+        let daemon = daemon::DaemonThread::spawn(options, WAIT)?;
+        let token = std::fs::read_to_string(data_dir.path().join("daemon/token"))?.trim().to_owned();
+        Ok(InProcessDaemon { addr: daemon.local_addr, token, data_dir, daemon })
+    }
+
     pub fn url(&self) -> String {
         format!("ws://{}/ws", self.addr)
     }
@@ -509,6 +525,18 @@ pub async fn next_live_event(
             return Ok((at, event));
         }
     }
+}
+
+/// Starts a `local/echo` run of `input` in `session_id`; its id.
+pub async fn start_echo_run(client: &Client, session_id: &str, input: &str) -> anyhow::Result<String> {
+    let params = troupe_protocol::types::run::RunStartParams {
+        session_id: session_id.to_owned(),
+        client_run_id: troupe_runtime::clock::new_id(),
+        selection: selection("local/echo"),
+        input: input.to_owned(),
+        reset_fallback: false,
+    };
+    Ok(within("run.start", client.call::<method::RunStart>(params)).await??.run_id)
 }
 
 /// Creates a session whose tools act in `cwd`.

@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo run --release -p troupe-bench                     # every figure
 //! cargo run --release -p troupe-bench -- --only rtt       # one figure: rtt, pipeline, fanout, durable, load,
-//!                                                         #   scale, runs, history, turn, stream
+//!                                                         #   scale, runs, history, turn, stream, cluster
 //! cargo run -p troupe-bench -- --smoke                    # small sizes, correctness only (the test suite runs this)
 //! ```
 
@@ -27,7 +27,7 @@ struct Args {
     #[arg(long)]
     smoke: bool,
     /// Run only these figures (repeatable or comma-separated): rtt, pipeline, fanout, durable, load, scale, runs,
-    /// history, turn, stream.
+    /// history, turn, stream, cluster.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Rounds per figure (default 5; 2 with --smoke).
@@ -55,8 +55,8 @@ enum Sub {
     },
 }
 
-pub const FIGURES: [&str; 10] =
-    ["rtt", "pipeline", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream"];
+pub const FIGURES: [&str; 11] =
+    ["rtt", "pipeline", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream", "cluster"];
 
 /// What every figure gets.
 pub struct Ctx {

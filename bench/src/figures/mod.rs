@@ -1,6 +1,7 @@
 //! One module per figure of the issue. Each returns its table and fails (an error) when a correctness check
 //! fails; timing targets are judged in the table, not here.
 
+mod cluster;
 mod cold_load;
 mod durable;
 mod fanout;
@@ -27,6 +28,7 @@ pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
         "history" => history::run(ctx).await,
         "turn" => turn::run(ctx).await,
         "stream" => stream::run(ctx).await,
+        "cluster" => cluster::run(ctx).await,
         other => anyhow::bail!("unknown figure {other}"),
     }
 }
