@@ -107,8 +107,9 @@ impl JetStreamReplica {
         if Path::new(cwd).is_dir() {
             return Ok(());
         }
-        let holder = self.cluster.block_on(lease::holder(&self.cluster, session_id)).ok().flatten();
-        let node = holder.map_or_else(|| "unknown".to_owned(), |holder| holder.node);
+        // The node that last hosted it, as the directory says (the lease is this node's now, until it is dropped).
+        let entry = self.cluster.block_on(directory::get(&self.cluster, session_id)).ok().flatten();
+        let node = entry.map_or_else(|| "unknown".to_owned(), |entry| entry.owner);
         Err(ReplicaError {
             failure: ReplicaFailure::HostedElsewhere { node: node.clone() },
             detail: format!(
@@ -139,11 +140,14 @@ impl LogReplica for JetStreamReplica {
 
     fn open(&self, session_dir: &Path) -> Result<Box<dyn ReplicaWriter>, ReplicaError> {
         let session_id = session_id_of(session_dir)?;
+        // The lease first: while another node hosts the session (the common case of a request sent on to it),
+        // that refusal costs one read.
+        let lease = acquire_lease(&self.cluster, &session_id)?;
         if !session_dir.exists() {
-            // A session this node never hosted: it takes it only where the session's workspace is.
+            // A session this node never hosted: it takes it only where the session's workspace is (dropping the
+            // lease gives it back at once otherwise).
             self.check_workspace_here(&session_id)?;
         }
-        let lease = acquire_lease(&self.cluster, &session_id)?;
         let (log, replicated) = SessionLog::open(&self.cluster, &session_id).map_err(replica_error)?;
         let log = align_local(&self.cluster, &session_id, session_dir, log, &replicated)?;
         Ok(Box::new(Hosted { lease, log }))
