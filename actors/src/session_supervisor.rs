@@ -230,18 +230,18 @@ impl SessionSupervisor {
 }
 
 impl Handler<OpenSession> for SessionSupervisor {
-    type Result = Result<SessionPort, EngineError>;
+    type Result = ResponseActFuture<Self, Result<SessionPort, EngineError>>;
 
     fn handle(&mut self, message: OpenSession, ctx: &mut Context<Self>) -> Self::Result {
-        Ok(self.open(&message.session_id, ctx)?.port)
+        Box::pin(self.open_or_look_up(message.session_id, ctx).map(|opened, _, _| Ok(opened?.port)))
     }
 }
 
 impl Handler<OpenSessionActor> for SessionSupervisor {
-    type Result = Result<LiveSession, EngineError>;
+    type Result = ResponseActFuture<Self, Result<LiveSession, EngineError>>;
 
     fn handle(&mut self, message: OpenSessionActor, ctx: &mut Context<Self>) -> Self::Result {
-        self.open(&message.session_id, ctx)
+        self.open_or_look_up(message.session_id, ctx)
     }
 }
 

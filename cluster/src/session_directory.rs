@@ -98,6 +98,16 @@ impl SessionDirectory for NatsDirectory {
         self.queue(session_id, Pending::Remove);
     }
 
+    fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Option<(SessionMeta, String)>> {
+        let (cluster, session_id) = (self.cluster.clone(), session_id.to_owned());
+        let read = self.cluster.handle().spawn(async move { directory::get(&cluster, &session_id).await });
+        Box::pin(async move {
+            let entry = read.await.ok()?.ok()??;
+            let meta = serde_json::from_value::<SessionMeta>(entry.meta).ok()?;
+            Some((meta, entry.owner))
+        })
+    }
+
     fn watch(&self, sink: DirectorySink) {
         let cluster = self.cluster.clone();
         self.cluster.handle().spawn(async move {

@@ -30,4 +30,7 @@ pub trait SessionDirectory: Send + Sync + std::fmt::Debug + 'static {
     fn remove(&self, session_id: &str);
     /// Feeds `sink` the whole directory, then every later change, until the daemon stops.
     fn watch(&self, sink: DirectorySink);
+    /// Reads one session's entry now (its metadata and the node that hosts it): for a session the watch has not
+    /// delivered yet. `None` when the directory has none, or cannot be read.
+    fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Option<(SessionMeta, String)>>;
 }

@@ -83,6 +83,28 @@ impl Handler<DirectoryChanged> for SessionSupervisor {
 }
 
 impl SessionSupervisor {
+    /// [`open`](SessionSupervisor::open), and in a cluster, for a session this node does not know yet (created on
+    /// another node a moment ago, before the watch delivered it), the directory's entry read now, then opened.
+    pub(super) fn open_or_look_up(
+        &mut self,
+        session_id: String,
+        ctx: &mut Context<Self>,
+    ) -> ResponseActFuture<Self, Result<crate::session_supervisor::LiveSession, crate::error::EngineError>> {
+        let opened = self.open(&session_id, ctx);
+        let directory = match (&opened, &self.directory) {
+            (Err(crate::error::EngineError::SessionNotFound { .. }), Some(directory)) => directory.clone(),
+            _ => return Box::pin(fut::ready(opened)),
+        };
+        let lookup = directory.lookup(&session_id);
+        Box::pin(lookup.into_actor(self).map(move |found, supervisor, ctx| match found {
+            Some((meta, node)) if meta.session_id == session_id => {
+                supervisor.directory_changed(DirectoryChange::Put { meta: Box::new(meta), node });
+                supervisor.open(&session_id, ctx)
+            }
+            _ => opened,
+        }))
+    }
+
     fn directory_changed(&mut self, change: DirectoryChange) {
         let Some(own_node) = self.own_node() else { return };
         match change {
