@@ -10,7 +10,7 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use troupe_protocol::types::common::SessionMeta;
-use troupe_runtime::session_directory::{DirectoryChange, DirectorySink, SessionDirectory};
+use troupe_runtime::session_directory::{DirectoryChange, DirectoryEntry, DirectorySink, SessionDirectory};
 
 use crate::connection::Cluster;
 use crate::directory;
@@ -98,13 +98,20 @@ impl SessionDirectory for NatsDirectory {
         self.queue(session_id, Pending::Remove);
     }
 
-    fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Option<(SessionMeta, String)>> {
+    fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Result<Option<DirectoryEntry>, String>> {
         let (cluster, session_id) = (self.cluster.clone(), session_id.to_owned());
         let read = self.cluster.handle().spawn(async move { directory::get(&cluster, &session_id).await });
         Box::pin(async move {
-            let entry = read.await.ok()?.ok()??;
-            let meta = serde_json::from_value::<SessionMeta>(entry.meta).ok()?;
-            Some((meta, entry.owner))
+            let entry = match read.await {
+                Ok(Ok(entry)) => entry,
+                Ok(Err(error)) => return Err(format!("the cluster's session directory cannot be read now: {error}")),
+                Err(error) => return Err(format!("the cluster's directory reader failed: {error}")),
+            };
+            // An entry that does not read as a session's metadata is no session this node can open.
+            Ok(entry.and_then(|entry| {
+                let meta = serde_json::from_value::<SessionMeta>(entry.meta).ok()?;
+                Some(DirectoryEntry { meta, node: entry.owner })
+            }))
         })
     }
 

@@ -31,6 +31,13 @@ pub trait SessionDirectory: Send + Sync + std::fmt::Debug + 'static {
     /// Feeds `sink` the whole directory, then every later change, until the daemon stops.
     fn watch(&self, sink: DirectorySink);
     /// Reads one session's entry now (its metadata and the node that hosts it): for a session the watch has not
-    /// delivered yet. `None` when the directory has none, or cannot be read.
-    fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Option<(SessionMeta, String)>>;
+    /// delivered yet. `Ok(None)` when the directory has none; `Err` (in words) when it cannot be read now.
+    fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Result<Option<DirectoryEntry>, String>>;
+}
+
+/// One session's entry in the directory: its metadata and the node that hosts it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DirectoryEntry {
+    pub meta: SessionMeta,
+    pub node: String,
 }

@@ -97,11 +97,14 @@ impl SessionSupervisor {
         };
         let lookup = directory.lookup(&session_id);
         Box::pin(lookup.into_actor(self).map(move |found, supervisor, ctx| match found {
-            Some((meta, node)) if meta.session_id == session_id => {
-                supervisor.directory_changed(DirectoryChange::Put { meta: Box::new(meta), node });
+            Ok(Some(entry)) if entry.meta.session_id == session_id => {
+                supervisor.directory_changed(DirectoryChange::Put { meta: Box::new(entry.meta), node: entry.node });
                 supervisor.open(&session_id, ctx)
             }
-            _ => opened,
+            Ok(_) => opened,
+            // Not known here, and the directory cannot say now (NATS down, or electing a leader): not a
+            // `session_not_found`, which a client would take as final.
+            Err(detail) => Err(crate::error::EngineError::ClusterUnavailable { session_id, detail }),
         }))
     }
 
