@@ -124,6 +124,8 @@ pub struct SessionSupervisor {
     port: Option<SupervisorPort>,
     /// The cluster's session directory (`directory`); `None` on a single node.
     directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
+    /// Whether the directory's entries as of its watch's start are indexed (`directory`).
+    directory_loaded: bool,
 }
 
 impl SessionSupervisor {
@@ -156,6 +158,7 @@ impl SessionSupervisor {
             goals: None,
             port: None,
             directory: None,
+            directory_loaded: false,
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::consumer::{DeliverPolicy, ReplayPolicy, push};
 use async_nats::jetstream::kv;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use bytes::Bytes;
 use futures::StreamExt;
 
@@ -61,15 +62,28 @@ pub(crate) async fn bounded<T, E: std::fmt::Display>(
     }
 }
 
-/// The latest entry of `key` as a [`Record`], `None` when the key was never written.
+/// The latest entry of `key` as a [`Record`], `None` when the key was never written. Read from the bucket's stream
+/// leader, not with a direct get, which any replica may answer: one that has not applied the latest write yet (after
+/// a server of the cluster went down, say) would answer an older entry, or none at all.
 pub(crate) async fn entry(store: &kv::Store, key: &str) -> Result<Option<Record>, ClusterError> {
-    let entry = bounded("read a key-value entry", store.entry(key)).await?;
-    Ok(entry.map(|entry| Record {
-        removed: matches!(entry.operation, kv::Operation::Delete | kv::Operation::Purge),
-        stored_unix_ms: unix_ms_of_nanos(entry.created.unix_timestamp_nanos()),
-        key: entry.key,
-        value: entry.value,
-        revision: entry.revision,
+    let subject = format!("{}{key}", store.prefix);
+    let read = bounded("read a key-value entry", async {
+        match store.stream.get_last_raw_message_by_subject(&subject).await {
+            Ok(message) => Ok(Some(message)),
+            Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(error) => Err(error),
+        }
+    })
+    .await?;
+    Ok(read.map(|message| Record {
+        removed: message
+            .headers
+            .get(OPERATION_HEADER)
+            .is_some_and(|operation| matches!(operation.as_str(), "DEL" | "PURGE")),
+        stored_unix_ms: unix_ms_of_nanos(message.time.unix_timestamp_nanos()),
+        key: key.to_owned(),
+        value: message.payload,
+        revision: message.sequence,
     }))
 }
 

@@ -268,13 +268,15 @@ fn move_aside(session_dir: &Path) -> Result<PathBuf, ReplicaError> {
     Ok(kept)
 }
 
-/// Takes `session_id`'s lease, trying again for a few seconds while NATS cannot answer (a server of the cluster went
-/// down and its buckets elect new leaders); another node's lease refuses at once.
+/// Takes `session_id`'s lease, trying again for a few seconds while NATS cannot answer or JetStream refuses for now
+/// (a server of the cluster went down and its buckets elect new leaders); another node's lease refuses at once.
 fn acquire_lease(cluster: &Cluster, session_id: &str) -> Result<LeaseGuard, ReplicaError> {
     let deadline = std::time::Instant::now() + LEASE_RETRY_WITHIN;
     loop {
         match lease::acquire_blocking(cluster, session_id) {
-            Err(error @ ClusterError::Unreachable { .. }) if std::time::Instant::now() < deadline => {
+            Err(error @ (ClusterError::Unreachable { .. } | ClusterError::JetStream { .. }))
+                if std::time::Instant::now() < deadline =>
+            {
                 tracing::debug!(session_id, %error, "taking a lease: NATS did not answer; trying again");
                 std::thread::sleep(std::time::Duration::from_millis(250));
             }

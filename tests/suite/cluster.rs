@@ -21,7 +21,7 @@ use super::support::*;
 const LEASE_TTL_SECS: u64 = 3;
 
 /// `troupe serve` as node `name` of the cluster on `nats`, with its own data dir.
-fn start_node(nats_url: &str, name: &str, data_dir: &Path) -> ChildDaemon {
+pub(super) fn start_node(nats_url: &str, name: &str, data_dir: &Path) -> ChildDaemon {
     std::fs::create_dir_all(data_dir).expect("data dir");
     let config = format!("[titles]\nauto = false\n[cluster]\nlease_ttl_secs = {LEASE_TTL_SECS}\n");
     std::fs::write(data_dir.join("config.toml"), config).expect("config.toml");
@@ -52,7 +52,7 @@ impl Loopback {
 
 /// `run.start` on `session_id` from `client`, retried while the session's node is being replaced (its lease has
 /// not expired yet); the run's id.
-async fn start_run_once_hosted(client: &Client, session_id: &str, input: &str) -> String {
+pub(super) async fn start_run_once_hosted(client: &Client, session_id: &str, input: &str) -> String {
     let params = RunStartParams {
         session_id: session_id.to_owned(),
         client_run_id: troupe_runtime::clock::new_id(),

@@ -5,30 +5,17 @@
 //! follower (its JetStream consumer goes); and when a dies and b takes the session over, b's follower goes on with
 //! b's own events.
 
-use std::path::Path;
 use std::time::Duration;
 
 use troupe_cluster::{Cluster, ClusterSettings, names};
-use troupe_protocol::client::{Client, ClientDelivery, ClientError, Deliveries, ReplayReason};
-use troupe_protocol::error_code::ErrorCode;
+use troupe_protocol::client::{Client, ClientDelivery, Deliveries, ReplayReason};
 use troupe_protocol::method;
 use troupe_protocol::types::events::StoredEvent;
-use troupe_protocol::types::run::RunStartParams;
 use troupe_protocol::types::session::SessionListParams;
-use troupe_test_support::{ChildDaemon, NatsServer};
+use troupe_test_support::NatsServer;
 
+use super::cluster::{start_node, start_run_once_hosted};
 use super::support::*;
-
-/// A lease outlives its node by this long: short, so that a test's takeover comes quickly.
-const LEASE_TTL_SECS: u64 = 3;
-
-/// `troupe serve` as node `name` of the cluster on `nats`, with its own data dir.
-fn start_node(nats_url: &str, name: &str, data_dir: &Path) -> ChildDaemon {
-    std::fs::create_dir_all(data_dir).expect("data dir");
-    let config = format!("[titles]\nauto = false\n[cluster]\nlease_ttl_secs = {LEASE_TTL_SECS}\n");
-    std::fs::write(data_dir.join("config.toml"), config).expect("config.toml");
-    troupe_serve(data_dir).listen("127.0.0.1:0").args(["--cluster", nats_url, "--node", name]).spawn()
-}
 
 /// Waits until `client`'s node lists `session_id` as hosted by `node`.
 async fn listed_on(client: &Client, session_id: &str, node: &str) {
@@ -70,25 +57,6 @@ fn ends_run(run_id: &str) -> impl FnMut(&StoredEvent) -> bool + '_ {
 
 fn seqs(events: &[StoredEvent]) -> Vec<u64> {
     events.iter().map(|event| event.seq).collect()
-}
-
-/// `run.start` from `client`, retried while the session's lease still names a dead node.
-async fn start_run_once_hosted(client: &Client, session_id: &str, input: &str) -> String {
-    let params = RunStartParams {
-        session_id: session_id.to_owned(),
-        client_run_id: troupe_runtime::clock::new_id(),
-        selection: echo_selection(),
-        input: input.to_owned(),
-        reset_fallback: false,
-    };
-    eventually_some("run.start once the session is hosted here", Duration::from_secs(30), || async {
-        match client.call::<method::RunStart>(params.clone()).await {
-            Ok(started) => Some(started.run_id),
-            Err(ClientError::Rpc(error)) if error.error_code() == Some(ErrorCode::SessionHostedElsewhere) => None,
-            Err(error) => panic!("run.start: {error}"),
-        }
-    })
-    .await
 }
 
 /// The number of JetStream consumers on the event stream (each follower of another node's session has one).

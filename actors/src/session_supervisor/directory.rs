@@ -43,7 +43,15 @@ impl Handler<InstallDirectory> for SessionSupervisor {
         message.directory.watch(Box::new(move |change| {
             let mut first = first.lock();
             match (first.take(), change) {
-                (Some((entries, loaded)), DirectoryChange::CaughtUp) => drop(loaded.send(entries)),
+                (Some((entries, loaded)), DirectoryChange::CaughtUp) => {
+                    // Too late for the first load (it gave up waiting): they come as messages, in order.
+                    if let Err(entries) = loaded.send(entries) {
+                        for change in entries {
+                            supervisor.do_send(DirectoryChanged(change));
+                        }
+                        supervisor.do_send(DirectoryChanged(DirectoryChange::CaughtUp));
+                    }
+                }
                 (Some((mut entries, loaded)), change) => {
                     entries.push(change);
                     *first = Some((entries, loaded));
@@ -65,6 +73,7 @@ impl Handler<InstallDirectory> for SessionSupervisor {
                 for change in entries {
                     supervisor.directory_changed(change);
                 }
+                supervisor.directory_loaded = true;
             }
             _ => tracing::warn!("the cluster's session directory did not load in time; its entries come as they can"),
         }));
@@ -125,7 +134,19 @@ impl SessionSupervisor {
                     self.forget_session(&session_id);
                 }
             }
-            DirectoryChange::CaughtUp => {}
+            DirectoryChange::CaughtUp => self.directory_loaded = true,
+        }
+    }
+
+    /// A session this node does not know while the cluster's directory is still loading may exist elsewhere: the
+    /// client should retry, not take `session_not_found` for an answer.
+    pub(super) fn unknown_session(&self, session_id: &str) -> crate::error::EngineError {
+        match &self.directory {
+            Some(_) if !self.directory_loaded => crate::error::EngineError::ClusterUnavailable {
+                session_id: session_id.to_owned(),
+                detail: "this node is still loading the cluster's session directory".to_owned(),
+            },
+            _ => crate::error::EngineError::SessionNotFound { session_id: session_id.to_owned() },
         }
     }
 

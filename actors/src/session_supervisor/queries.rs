@@ -53,7 +53,7 @@ impl SessionSupervisor {
     }
 
     pub(super) fn meta(&self, session_id: &str) -> Result<&SessionMeta, EngineError> {
-        self.index.get(session_id).ok_or_else(|| EngineError::SessionNotFound { session_id: session_id.to_owned() })
+        self.index.get(session_id).ok_or_else(|| self.unknown_session(session_id))
     }
 
     pub(super) fn root_of(&self, session_id: &str) -> Result<String, EngineError> {
