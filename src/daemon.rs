@@ -262,16 +262,18 @@ async fn serve_cluster_requests(
 ) -> anyhow::Result<ClusterServing> {
     engine.set_forwarder(Arc::new(troupe_cluster::NatsForwarder::new(cluster.clone())));
     let probed = cluster.clone();
+    // Bounded: `daemon.status` (and each `/metrics` scrape, which reads it) must not wait out NATS's timeouts.
     engine.set_cluster_probe(Arc::new(move || {
         let cluster = probed.clone();
-        let status = probed.handle().spawn(async move { troupe_cluster::nodes::status(&cluster).await });
-        Box::pin(async move {
-            status.await.unwrap_or_else(|_| troupe_protocol::types::daemon::ClusterStatus {
-                node: String::new(),
-                nats_connected: false,
-                live_nodes: Vec::new(),
-            })
-        })
+        let unknown = troupe_protocol::types::daemon::ClusterStatus {
+            node: probed.node().to_owned(),
+            nats_connected: probed.is_connected(),
+            live_nodes: Vec::new(),
+        };
+        let status = probed.handle().spawn(async move {
+            tokio::time::timeout(Duration::from_secs(1), troupe_cluster::nodes::status(&cluster)).await
+        });
+        Box::pin(async move { status.await.ok().and_then(Result::ok).unwrap_or(unknown) })
     }));
     let registered = {
         let cluster = cluster.clone();

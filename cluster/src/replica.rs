@@ -289,6 +289,7 @@ fn session_id_of(session_dir: &Path) -> Result<String, ReplicaError> {
     session_dir
         .file_name()
         .and_then(|name| name.to_str())
+        .filter(|name| crate::names::is_subject_token(name))
         .map(str::to_owned)
         .ok_or_else(|| failed(format!("{} names no session", session_dir.display())))
 }

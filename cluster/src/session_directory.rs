@@ -21,6 +21,8 @@ const COALESCE: Duration = Duration::from_millis(200);
 /// How long a failed publish or a broken watch waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// A change waiting to be published.
+#[derive(Debug)]
 enum Pending {
     Put(Box<SessionMeta>),
     Remove,
@@ -30,43 +32,31 @@ enum Pending {
 #[derive(Debug)]
 pub struct NatsDirectory {
     cluster: Cluster,
-    pending: Arc<Mutex<HashMap<String, PendingSlot>>>,
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
     wake: Arc<Notify>,
-}
-
-/// A change waiting to be published (kept behind a type so the map's Debug needs nothing of `SessionMeta`).
-struct PendingSlot(Pending);
-
-impl std::fmt::Debug for PendingSlot {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(match self.0 {
-            Pending::Put(_) => "Put",
-            Pending::Remove => "Remove",
-        })
-    }
 }
 
 impl NatsDirectory {
     /// Starts publishing this node's changes in the background.
     pub fn start(cluster: Cluster) -> NatsDirectory {
-        let pending: Arc<Mutex<HashMap<String, PendingSlot>>> = Arc::default();
+        let pending: Arc<Mutex<HashMap<String, Pending>>> = Arc::default();
         let wake = Arc::new(Notify::new());
         cluster.handle().spawn(publish_loop(cluster.clone(), pending.clone(), wake.clone()));
         NatsDirectory { cluster, pending, wake }
     }
 
     fn queue(&self, session_id: &str, change: Pending) {
-        self.pending.lock().insert(session_id.to_owned(), PendingSlot(change));
+        self.pending.lock().insert(session_id.to_owned(), change);
         self.wake.notify_one();
     }
 }
 
-async fn publish_loop(cluster: Cluster, pending: Arc<Mutex<HashMap<String, PendingSlot>>>, wake: Arc<Notify>) {
+async fn publish_loop(cluster: Cluster, pending: Arc<Mutex<HashMap<String, Pending>>>, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
         tokio::time::sleep(COALESCE).await;
-        let batch: Vec<(String, PendingSlot)> = pending.lock().drain().collect();
-        for (session_id, PendingSlot(change)) in batch {
+        let batch: Vec<(String, Pending)> = pending.lock().drain().collect();
+        for (session_id, change) in batch {
             let done = match &change {
                 Pending::Put(meta) => directory::publish(&cluster, &session_id, cluster.node(), meta).await.map(drop),
                 Pending::Remove => directory::remove(&cluster, &session_id).await,
@@ -74,7 +64,7 @@ async fn publish_loop(cluster: Cluster, pending: Arc<Mutex<HashMap<String, Pendi
             if let Err(error) = done {
                 tracing::warn!(%session_id, %error, "could not update the cluster's session directory; retrying");
                 // Retried unless a newer change of the session came meanwhile.
-                pending.lock().entry(session_id).or_insert(PendingSlot(change));
+                pending.lock().entry(session_id).or_insert(change);
                 let wake = wake.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(RETRY).await;
@@ -107,11 +97,7 @@ impl SessionDirectory for NatsDirectory {
                 Ok(Err(error)) => return Err(format!("the cluster's session directory cannot be read now: {error}")),
                 Err(error) => return Err(format!("the cluster's directory reader failed: {error}")),
             };
-            // An entry that does not read as a session's metadata is no session this node can open.
-            Ok(entry.and_then(|entry| {
-                let meta = serde_json::from_value::<SessionMeta>(entry.meta).ok()?;
-                Some(DirectoryEntry { meta, node: entry.owner })
-            }))
+            Ok(entry.and_then(session_of))
         })
     }
 
@@ -145,14 +131,57 @@ impl SessionDirectory for NatsDirectory {
 /// session's metadata, which is logged).
 fn change_of(change: directory::DirectoryChange) -> Option<DirectoryChange> {
     match change {
-        directory::DirectoryChange::Put(entry) => match serde_json::from_value::<SessionMeta>(entry.meta) {
-            Ok(meta) => Some(DirectoryChange::Put { meta: Box::new(meta), node: entry.owner }),
-            Err(error) => {
-                tracing::warn!(session_id = %entry.session_id, %error, "skipping an unreadable directory entry");
-                None
-            }
-        },
+        directory::DirectoryChange::Put(entry) => {
+            session_of(entry).map(|entry| DirectoryChange::Put { meta: Box::new(entry.meta), node: entry.node })
+        }
         directory::DirectoryChange::Removed { session_id, .. } => Some(DirectoryChange::Removed { session_id }),
         directory::DirectoryChange::CaughtUp => Some(DirectoryChange::CaughtUp),
+    }
+}
+
+/// A directory entry as a session this node may index and open, or `None` (logged): its value must read as a
+/// session's metadata, name the same session as its key, and that id must be a plain token. The id becomes a
+/// folder of the data dir (`sessions/<id>`), so an entry written by anything else with a path in it (`..`, `/`)
+/// must never reach the engine.
+fn session_of(entry: directory::DirectoryEntry) -> Option<DirectoryEntry> {
+    let meta = match serde_json::from_value::<SessionMeta>(entry.meta) {
+        Ok(meta) => meta,
+        Err(error) => {
+            tracing::warn!(session_id = %entry.session_id, %error, "skipping an unreadable directory entry");
+            return None;
+        }
+    };
+    if meta.session_id != entry.session_id || !crate::names::is_subject_token(&meta.session_id) {
+        tracing::warn!(key = %entry.session_id, "skipping a directory entry that names another or no session");
+        return None;
+    }
+    Some(DirectoryEntry { meta, node: entry.owner })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: &str, session_id: &str) -> directory::DirectoryEntry {
+        let meta = serde_json::json!({
+            "session_id": session_id, "origin": {"type": "root"}, "cwd": "/srv/app", "title": null,
+            "title_updated_seq": null,
+            "creation_selection": {"agent": "default", "model": {"model": "local/echo", "variant": null}, "preset": null},
+            "status": "idle", "last_event_seq": 1, "created_at": "2026-12-02T00:00:00Z",
+            "last_activity_at": "2026-12-02T00:00:00Z", "skipped_events": []
+        });
+        directory::DirectoryEntry { session_id: key.to_owned(), owner: "a".to_owned(), meta, revision: 1 }
+    }
+
+    #[test]
+    fn only_an_entry_naming_its_own_plain_session_id_reaches_the_engine() {
+        let good = session_of(entry("01a2-b3", "01a2-b3")).expect("a plain id");
+        assert_eq!((good.meta.session_id.as_str(), good.node.as_str()), ("01a2-b3", "a"));
+        assert!(session_of(entry("..", "..")).is_none(), "a path in the id");
+        assert!(session_of(entry("x/y", "x/y")).is_none(), "a path in the id");
+        assert!(session_of(entry("01a2-b3", "01a2-b4")).is_none(), "a value naming another session");
+        let mut unreadable = entry("01a2-b3", "01a2-b3");
+        unreadable.meta = serde_json::json!({"title": 1});
+        assert!(session_of(unreadable).is_none());
     }
 }

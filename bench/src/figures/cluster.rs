@@ -88,22 +88,19 @@ fn rows_of(name: &str, samples: &Samples, baseline: Option<(f64, f64, f64, f64)>
     let (rate, _) = median_p99(&samples.rates);
     let (follow, follow_p99) = median_p99(&samples.follow_ms);
     let (run, run_p99) = median_p99(&samples.run_ms);
-    let mut rows = vec![
-        Row::new(format!("{name}: one rename, send to ack"), "ms", append, append_p99),
-        Row::new(format!("{name}: pipelined renames"), "events/s", rate, slowest(&samples.rates)),
-        Row::new(format!("{name}: send to the other client's event"), "ms", follow, follow_p99),
-        Row::new(format!("{name}: one-turn run to run_completed"), "ms", run, run_p99),
-    ];
-    if let Some((append_base, rate_base, follow_base, run_base)) = baseline {
-        let [append_row, rate_row, follow_row, run_row] = <[Row; 4]>::try_from(rows).unwrap_or_else(|_| unreachable!());
-        rows = vec![
+    let append_row = Row::new(format!("{name}: one rename, send to ack"), "ms", append, append_p99);
+    let rate_row = Row::new(format!("{name}: pipelined renames"), "events/s", rate, slowest(&samples.rates));
+    let follow_row = Row::new(format!("{name}: send to the other client's event"), "ms", follow, follow_p99);
+    let run_row = Row::new(format!("{name}: one-turn run to run_completed"), "ms", run, run_p99);
+    match baseline {
+        None => vec![append_row, rate_row, follow_row, run_row],
+        Some((append_base, rate_base, follow_base, run_base)) => vec![
             append_row.cost(append_base),
             rate_row.rate(rate_base),
             follow_row.cost(follow_base),
             run_row.cost(run_base).target(Target::RatioAtMost(RUN_RATIO)),
-        ];
+        ],
     }
-    rows
 }
 
 /// A cluster node on `urls` with `replicas`, in process.
