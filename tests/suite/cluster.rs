@@ -22,8 +22,14 @@ const LEASE_TTL_SECS: u64 = 3;
 
 /// `troupe serve` as node `name` of the cluster on `nats`, with its own data dir.
 pub(super) fn start_node(nats_url: &str, name: &str, data_dir: &Path) -> ChildDaemon {
+    start_replicated_node(nats_url, name, data_dir, 1)
+}
+
+/// [`start_node`] with each session's events kept on `replicas` NATS servers.
+pub(super) fn start_replicated_node(nats_url: &str, name: &str, data_dir: &Path, replicas: u32) -> ChildDaemon {
     std::fs::create_dir_all(data_dir).expect("data dir");
-    let config = format!("[titles]\nauto = false\n[cluster]\nlease_ttl_secs = {LEASE_TTL_SECS}\n");
+    let config =
+        format!("[titles]\nauto = false\n[cluster]\nreplicas = {replicas}\nlease_ttl_secs = {LEASE_TTL_SECS}\n");
     std::fs::write(data_dir.join("config.toml"), config).expect("config.toml");
     troupe_serve(data_dir).listen("127.0.0.1:0").args(["--cluster", nats_url, "--node", name]).spawn()
 }

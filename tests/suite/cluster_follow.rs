@@ -18,7 +18,7 @@ use super::cluster::{start_node, start_run_once_hosted};
 use super::support::*;
 
 /// Waits until `client`'s node lists `session_id` as hosted by `node`.
-async fn listed_on(client: &Client, session_id: &str, node: &str) {
+pub(super) async fn listed_on(client: &Client, session_id: &str, node: &str) {
     eventually_some("the session is listed with its node", WAIT, || async {
         let listed = client.call::<method::SessionList>(SessionListParams::default()).await.expect("list");
         listed.sessions.into_iter().find(|meta| meta.session_id == session_id && meta.node.as_deref() == Some(node))
@@ -28,7 +28,10 @@ async fn listed_on(client: &Client, session_id: &str, node: &str) {
 
 /// Events delivered until `stop` holds for one (included), failing on any re-subscription after the first (a gap
 /// or a reconnect would mean the subscription was not kept whole).
-async fn whole_until(deliveries: &mut Deliveries, mut stop: impl FnMut(&StoredEvent) -> bool) -> Vec<StoredEvent> {
+pub(super) async fn whole_until(
+    deliveries: &mut Deliveries,
+    mut stop: impl FnMut(&StoredEvent) -> bool,
+) -> Vec<StoredEvent> {
     let mut events = Vec::new();
     within("events", async {
         loop {
@@ -51,11 +54,11 @@ async fn whole_until(deliveries: &mut Deliveries, mut stop: impl FnMut(&StoredEv
     events
 }
 
-fn ends_run(run_id: &str) -> impl FnMut(&StoredEvent) -> bool + '_ {
+pub(super) fn ends_run(run_id: &str) -> impl FnMut(&StoredEvent) -> bool + '_ {
     move |event| event.run_id.as_deref() == Some(run_id) && is_terminal(event)
 }
 
-fn seqs(events: &[StoredEvent]) -> Vec<u64> {
+pub(super) fn seqs(events: &[StoredEvent]) -> Vec<u64> {
     events.iter().map(|event| event.seq).collect()
 }
 
