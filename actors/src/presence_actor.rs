@@ -9,6 +9,13 @@
 //! connection's subscriptions is the truth about that, and a sweep every [`SWEEP_EVERY`] reads it through each
 //! [`ConnectionHandle`], so such a departure is reported within that time.
 //!
+//! # A cluster
+//!
+//! With a [`PresenceShare`] (a cluster node), this node's list of each session is published whenever it changes,
+//! and every other node's lists arrive as [`RemotePresenceChanged`]: a session's presence is this node's connections
+//! (oldest first) followed by each other node's, by node name, and its watchers hear of a change on any node.
+//! Connection ids then name their node (`connection-<n>@<node>`), so that they are unique in the cluster.
+//!
 //! # Hibernation
 //!
 //! This actor is separate from the session actors on purpose: watching a session's presence does not load it
@@ -23,6 +30,7 @@
 //! has neither subscriber nor watcher.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -30,6 +38,7 @@ use troupe_protocol::notification::SessionPresenceChanged;
 use troupe_protocol::server::{ConnectionHandle, ConnectionNotifier};
 use troupe_protocol::types::presence::{PresenceClient, SessionPresenceChangedParams};
 use troupe_runtime::clock::now_rfc3339;
+use troupe_runtime::presence_share::{PresenceShare, RemotePresence};
 
 use crate::error::EngineError;
 
@@ -57,7 +66,7 @@ pub struct ConnectionClosed {
 /// `session.presence`: starts (or renews) the connection's watch of a session and returns the current list.
 /// The session is known to exist (the engine checked).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<PresenceClient>, EngineError>")]
+#[rtype(result = "Result<PresenceList, EngineError>")]
 pub struct WatchPresence {
     pub session_id: String,
     /// The connection's channel for this session's `session.presence_changed`; opened after the reply.
@@ -72,6 +81,18 @@ pub struct UnwatchPresence {
     pub connection_id: u64,
 }
 
+/// What `session.presence` answers: the list, and the caller's own id in it.
+#[derive(Debug)]
+pub struct PresenceList {
+    pub clients: Vec<PresenceClient>,
+    pub you: String,
+}
+
+/// Another node's list of one session changed (a cluster only).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RemotePresenceChanged(pub RemotePresence);
+
 /// A connection in a session's presence list.
 struct Present {
     connection: ConnectionHandle,
@@ -80,14 +101,22 @@ struct Present {
 }
 
 impl Present {
-    fn client(&self) -> PresenceClient {
+    fn client(&self, node: Option<&str>) -> PresenceClient {
         let info = self.connection.client_info();
         PresenceClient {
-            connection_id: format!("connection-{}", self.connection.connection_id()),
+            connection_id: connection_label(self.connection.connection_id(), node),
             name: info.as_ref().map(|info| info.name.clone()),
             version: info.as_ref().and_then(|info| info.version.clone()),
             since: self.since.clone(),
         }
+    }
+}
+
+/// A connection's id in presence lists: `connection-<n>`, and `connection-<n>@<node>` in a cluster.
+fn connection_label(connection_id: u64, node: Option<&str>) -> String {
+    match node {
+        Some(node) => format!("connection-{connection_id}@{node}"),
+        None => format!("connection-{connection_id}"),
     }
 }
 
@@ -101,8 +130,8 @@ struct SessionPresence {
 }
 
 impl SessionPresence {
-    fn clients(&self) -> Vec<PresenceClient> {
-        self.present.values().map(Present::client).collect()
+    fn clients(&self, node: Option<&str>) -> Vec<PresenceClient> {
+        self.present.values().map(|present| present.client(node)).collect()
     }
 
     fn is_empty(&self) -> bool {
@@ -122,16 +151,49 @@ pub struct PresenceActor {
     sessions: HashMap<String, SessionPresence>,
     /// The sessions each connection watches, for the per-connection bound and for cleaning up when it closes.
     watched: HashMap<u64, HashSet<String>>,
+    /// In a cluster: where this node's lists go and other nodes' come from.
+    share: Option<Arc<dyn PresenceShare>>,
+    /// Other nodes' non-empty lists: by session, then by node.
+    remote: HashMap<String, BTreeMap<String, Vec<PresenceClient>>>,
 }
 
 impl PresenceActor {
+    /// A presence actor of a cluster node: it shares its lists through `share`.
+    pub fn shared(share: Arc<dyn PresenceShare>) -> PresenceActor {
+        PresenceActor { share: Some(share), ..PresenceActor::default() }
+    }
+
+    fn node(&self) -> Option<&str> {
+        self.share.as_deref().map(PresenceShare::node)
+    }
+
+    /// The session's whole list: this node's connections, then each other node's by node name.
+    fn clients(&self, session_id: &str) -> Vec<PresenceClient> {
+        let mut clients = self.sessions.get(session_id).map(|session| session.clients(self.node())).unwrap_or_default();
+        if let Some(nodes) = self.remote.get(session_id) {
+            clients.extend(nodes.values().flatten().cloned());
+        }
+        clients
+    }
+
+    /// This node's list of the session changed: other nodes hear of it, and its watchers.
+    fn local_change(&mut self, session_id: &str) {
+        if let Some(share) = &self.share {
+            let node = share.node();
+            let local = self.sessions.get(session_id).map(|session| session.clients(Some(node))).unwrap_or_default();
+            share.publish(session_id, local);
+        }
+        self.announce(session_id);
+    }
+
     /// Sends the session's new list to its watchers; forgets the watchers whose connection is gone.
     fn announce(&mut self, session_id: &str) {
+        let clients = self.clients(session_id);
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
         if !session.watchers.is_empty() {
-            let params = SessionPresenceChangedParams { session_id: session_id.to_owned(), clients: session.clients() };
+            let params = SessionPresenceChangedParams { session_id: session_id.to_owned(), clients };
             let mut gone = Vec::new();
             session.watchers.retain(|connection_id, notifier| {
                 let open = notifier.notify::<SessionPresenceChanged>(&params).is_ok();
@@ -171,7 +233,7 @@ impl PresenceActor {
             }
         }
         for session_id in changed {
-            self.announce(&session_id);
+            self.local_change(&session_id);
         }
     }
 }
@@ -181,6 +243,32 @@ impl Actor for PresenceActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(SWEEP_EVERY, |actor, _| actor.sweep());
+        if let Some(share) = &self.share {
+            let actor = ctx.address();
+            share.watch(Box::new(move |change| actor.do_send(RemotePresenceChanged(change))));
+        }
+    }
+}
+
+impl Handler<RemotePresenceChanged> for PresenceActor {
+    type Result = ();
+
+    fn handle(&mut self, RemotePresenceChanged(change): RemotePresenceChanged, _: &mut Context<Self>) {
+        if self.node() == Some(change.node.as_str()) {
+            return;
+        }
+        let nodes = self.remote.entry(change.session_id.clone()).or_default();
+        let changed = if change.clients.is_empty() {
+            nodes.remove(&change.node).is_some()
+        } else {
+            nodes.insert(change.node, change.clients.clone()).as_ref() != Some(&change.clients)
+        };
+        if nodes.is_empty() {
+            self.remote.remove(&change.session_id);
+        }
+        if changed {
+            self.announce(&change.session_id);
+        }
     }
 }
 
@@ -199,7 +287,7 @@ impl Handler<Subscribed> for PresenceActor {
             return;
         }
         session.present.insert(connection_id, Present { connection: message.connection, since: now_rfc3339() });
-        self.announce(&message.session_id);
+        self.local_change(&message.session_id);
     }
 }
 
@@ -220,13 +308,13 @@ impl Handler<ConnectionClosed> for PresenceActor {
             .filter_map(|(session_id, session)| session.present.remove(&connection_id).map(|_| session_id.clone()))
             .collect();
         for session_id in left {
-            self.announce(&session_id);
+            self.local_change(&session_id);
         }
     }
 }
 
 impl Handler<WatchPresence> for PresenceActor {
-    type Result = Result<Vec<PresenceClient>, EngineError>;
+    type Result = Result<PresenceList, EngineError>;
 
     fn handle(&mut self, message: WatchPresence, _: &mut Context<Self>) -> Self::Result {
         let connection_id = message.notifier.connection_id();
@@ -240,12 +328,12 @@ impl Handler<WatchPresence> for PresenceActor {
         let pruned =
             self.sessions.get_mut(&message.session_id).is_some_and(|session| session.prune(&message.session_id));
         if pruned {
-            self.announce(&message.session_id);
+            self.local_change(&message.session_id);
         }
-        let session = self.sessions.entry(message.session_id).or_default();
+        let clients = self.clients(&message.session_id);
         // A renewed watch replaces the earlier notifier.
-        session.watchers.insert(connection_id, message.notifier);
-        Ok(session.clients())
+        self.sessions.entry(message.session_id).or_default().watchers.insert(connection_id, message.notifier);
+        Ok(PresenceList { clients, you: connection_label(connection_id, self.node()) })
     }
 }
 

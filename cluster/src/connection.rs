@@ -293,7 +293,7 @@ async fn provision(jetstream: &jetstream::Context, replicas: usize) -> Result<()
         })
         .await
         .map_err(|error| failed("create the event stream")(&error))?;
-    for bucket in [names::LEASE_BUCKET, names::DIRECTORY_BUCKET, names::NODE_BUCKET] {
+    for bucket in [names::LEASE_BUCKET, names::DIRECTORY_BUCKET, names::NODE_BUCKET, names::PRESENCE_BUCKET] {
         if jetstream.get_key_value(bucket).await.is_ok() {
             continue;
         }

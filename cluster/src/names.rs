@@ -11,6 +11,8 @@ pub const LEASE_BUCKET: &str = "troupe_leases";
 pub const DIRECTORY_BUCKET: &str = "troupe_sessions";
 /// Live nodes: key = node name, value = what other nodes need to know of it; renewed by heartbeat.
 pub const NODE_BUCKET: &str = "troupe_nodes";
+/// Who follows which session: key = `<session id>.<node>`, value = that node's subscribers of the session.
+pub const PRESENCE_BUCKET: &str = "troupe_presence";
 
 /// The subject of one session's events.
 pub fn event_subject(session_id: &str) -> String {

@@ -48,6 +48,7 @@ pub mod meta_cache;
 pub mod metrics;
 pub mod model;
 pub mod policy;
+pub mod presence_share;
 pub mod producer_book;
 pub mod provider_store;
 pub mod recent;

@@ -19,6 +19,7 @@ mod cli_support;
 mod cli_token_source;
 mod cluster;
 mod cluster_follow;
+mod cluster_presence;
 mod cluster_three_nodes;
 mod compaction;
 mod compaction_attacks;

@@ -21,13 +21,12 @@ impl Engine {
         params: SessionIdParams,
     ) -> Result<SessionPresenceResult, RpcError> {
         self.supervisor_ask(IndexedMeta { session_id: params.session_id.clone() }).await??;
-        let clients = self
+        let list = self
             .presence
             .send(WatchPresence { session_id: params.session_id.clone(), notifier: ctx.connection_notifier() })
             .await
             .map_err(|_| EngineError::ShuttingDown)??;
-        let you = format!("connection-{}", ctx.connection_id());
-        Ok(SessionPresenceResult { session_id: params.session_id, clients, you })
+        Ok(SessionPresenceResult { session_id: params.session_id, clients: list.clients, you: list.you })
     }
 
     pub(super) async fn unwatch_presence(

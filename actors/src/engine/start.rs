@@ -65,6 +65,8 @@ pub struct EngineConfig {
     /// The cluster's session directory: every node's sessions are listed, and this node's published. `None` on a
     /// single node.
     pub session_directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
+    /// Where this node's presence lists go and other nodes' come from (a cluster); `None` on a single node.
+    pub presence_share: Option<Arc<dyn troupe_runtime::presence_share::PresenceShare>>,
 }
 
 impl Engine {
@@ -156,7 +158,11 @@ impl Engine {
             log_writers,
             producers,
             status,
-            presence: crate::presence_actor::PresenceActor::default().start(),
+            presence: match config.presence_share {
+                Some(share) => crate::presence_actor::PresenceActor::shared(share),
+                None => crate::presence_actor::PresenceActor::default(),
+            }
+            .start(),
             forwarder: std::sync::OnceLock::new(),
         })
     }
