@@ -185,7 +185,15 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     let console = config.console.enabled.then(|| {
         let (console_token, session_ttl) =
             (Token::new(token.as_str()), Duration::from_secs(config.console.session_hours * 3600));
-        let book = Arc::new(ConsoleBook::open(&console_token, Some(data_dir.console_sessions_path()), session_ttl));
+        // A cluster node keeps its sign-ins in the cluster, so that a browser signs in on any node (no file).
+        let book = Arc::new(match &cluster {
+            Some(node) => ConsoleBook::shared(
+                &console_token,
+                Arc::new(troupe_cluster::NatsConsoleShare::new(node.cluster.clone())),
+                session_ttl,
+            ),
+            None => ConsoleBook::open(&console_token, Some(data_dir.console_sessions_path()), session_ttl),
+        });
         engine.set_console_minter(console_minter(book.clone()));
         book
     });

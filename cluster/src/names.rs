@@ -11,6 +11,9 @@ pub const LEASE_BUCKET: &str = "troupe_leases";
 pub const DIRECTORY_BUCKET: &str = "troupe_sessions";
 /// Live nodes: key = node name, value = what other nodes need to know of it; renewed by heartbeat.
 pub const NODE_BUCKET: &str = "troupe_nodes";
+/// The web console's sign-ins: key = `<token scope>.code.<digest>` or `<token scope>.session.<digest>`, value =
+/// the expiry (and a session's page key digest); see `console_share.rs`.
+pub const CONSOLE_BUCKET: &str = "troupe_console";
 
 /// The subject of one session's events.
 pub fn event_subject(session_id: &str) -> String {
