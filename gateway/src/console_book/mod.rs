@@ -18,6 +18,7 @@
 //!   moment ago) is looked up in the store before it is refused. A sign-in the cluster cannot record is refused.
 
 mod file;
+mod mirror;
 pub mod share;
 
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use parking_lot::Mutex;
 
 use self::file::SessionsFile;
+use self::mirror::Sessions;
 use self::share::{ConsoleShare, Digest, ShareChange, ShareError, SharedSession};
 use crate::token::Token;
 
@@ -37,9 +39,6 @@ use crate::token::Token;
 pub const CODE_TTL: Duration = Duration::from_secs(5 * 60);
 /// Codes minted and not yet used at once; minting more forgets the oldest (a loop minting codes cannot grow memory).
 const MAX_OPEN_CODES: usize = 64;
-/// Signed-in browsers at once; signing in another forgets the one that expires first (in a cluster, a forgotten
-/// one is looked up in the cluster again when its browser comes back).
-const MAX_SESSIONS: usize = 256;
 
 /// Which browser session something belongs to (the digest of its cookie value), without being a credential.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,7 +83,7 @@ enum Store {
 pub struct ConsoleBook {
     codes: Mutex<HashMap<Digest, Instant>>,
     /// Shared with the cluster's follow, which mirrors other nodes' sign-ins into it.
-    sessions: Arc<Mutex<HashMap<Digest, SharedSession>>>,
+    sessions: Arc<Mutex<Sessions>>,
     store: Store,
     session_ttl: Duration,
     /// The scope of this token's sign-ins: the file's owner, the cluster store's namespace.
@@ -112,7 +111,7 @@ impl ConsoleBook {
         let store = file.map_or(Store::Memory, |path| Store::File(SessionsFile::new(path)));
         let book = ConsoleBook::with_store(token, store, session_ttl);
         if let Store::File(file) = &book.store {
-            *book.sessions.lock() = file.load(&book.token_id, unix_now());
+            *book.sessions.lock() = Sessions::of(file.load(&book.token_id, unix_now()));
         }
         book
     }
@@ -125,12 +124,14 @@ impl ConsoleBook {
         share.follow(
             &book.token_id,
             Arc::new(move |change| match change {
-                ShareChange::Started { session, live } if live.expires_unix > unix_now() => {
-                    insert_bounded(&mut sessions.lock(), session, live);
+                ShareChange::Started { session, live } => {
+                    let now = unix_now();
+                    if live.expires_unix > now {
+                        sessions.lock().start(session, live, now);
+                    }
                 }
-                ShareChange::Started { .. } => {}
                 ShareChange::Ended { session } => {
-                    let known = sessions.lock().remove(&session).is_some();
+                    let known = sessions.lock().end(session).is_some();
                     if known && let Some(hook) = ended.get() {
                         hook(SessionKey(session));
                     }
@@ -209,7 +210,7 @@ impl ConsoleBook {
         if let Store::Shared(share) = &self.store {
             share.add_session(&self.token_id, session, live).await?;
         }
-        insert_bounded(&mut self.sessions.lock(), session, live);
+        self.sessions.lock().start(session, live, unix_now());
         Ok(Some(NewSession { value, key, max_age: self.session_ttl }))
     }
 
@@ -218,7 +219,7 @@ impl ConsoleBook {
     /// sign-out).
     pub(crate) fn check(&self, value: &str, key: Option<&str>) -> Option<(SessionKey, SystemTime)> {
         let digest = Digest::of(value.as_bytes());
-        let live = *self.sessions.lock().get(&digest)?;
+        let live = self.sessions.lock().get(&digest)?;
         if let Some(key) = key
             && !live.key.matches(&Digest::of(key.as_bytes()))
         {
@@ -237,13 +238,14 @@ impl ConsoleBook {
         }
         let Store::Shared(share) = &self.store else { return None };
         let digest = Digest::of(value.as_bytes());
-        if self.sessions.lock().contains_key(&digest) {
-            // Known here, and refused for its key or its age: the cluster knows no better.
+        if self.sessions.lock().knows(&digest) {
+            // Live here and refused for its key or its age, or ended: the cluster knows no better.
             return None;
         }
         match share.session(&self.token_id, digest).await {
             Ok(Some(live)) if live.expires_unix > unix_now() => {
-                insert_bounded(&mut self.sessions.lock(), digest, live);
+                // Not if it ended meanwhile: `start` keeps an ended session ended.
+                self.sessions.lock().start(digest, live, unix_now());
                 self.check(value, key)
             }
             Ok(_) => None,
@@ -257,7 +259,7 @@ impl ConsoleBook {
     /// Ends a session, on every node of a cluster; call [`ConsoleBook::persist`] afterwards. An error: this node
     /// refuses it from now on, the cluster was not told (the implementation keeps trying).
     pub(crate) async fn end(&self, session: &SessionKey) -> Result<(), ShareError> {
-        let ended = self.sessions.lock().remove(&session.0);
+        let ended = self.sessions.lock().end(session.0);
         let Store::Shared(share) = &self.store else { return Ok(()) };
         let until = ended.map_or_else(|| unix_now() + self.session_ttl.as_secs(), |live| live.expires_unix);
         share.end_session(&self.token_id, session.0, until).await
@@ -267,29 +269,8 @@ impl ConsoleBook {
     /// run it on a blocking thread.
     pub(crate) fn persist(&self) -> std::io::Result<()> {
         let Store::File(file) = &self.store else { return Ok(()) };
-        file.write(&self.token_id, || {
-            let now = unix_now();
-            self.sessions
-                .lock()
-                .iter()
-                .filter(|(_, live)| live.expires_unix > now)
-                .map(|(session, live)| (*session, *live))
-                .collect()
-        })
+        file.write(&self.token_id, || self.sessions.lock().live_at(unix_now()))
     }
-}
-
-/// Adds a session, forgetting expired ones and, at [`MAX_SESSIONS`], the one that expires first.
-fn insert_bounded(sessions: &mut HashMap<Digest, SharedSession>, session: Digest, live: SharedSession) {
-    let now = unix_now();
-    sessions.retain(|_, live| live.expires_unix > now);
-    if sessions.len() >= MAX_SESSIONS
-        && !sessions.contains_key(&session)
-        && let Some(soonest) = sessions.iter().min_by_key(|(_, live)| live.expires_unix).map(|(hash, _)| *hash)
-    {
-        sessions.remove(&soonest);
-    }
-    sessions.insert(session, live);
 }
 
 /// 32 random bytes, base64url: a code or a session value.
