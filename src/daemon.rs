@@ -78,10 +78,17 @@ impl RunningDaemon {
     }
 
     /// A fresh one-time sign-in URL; see [`RunningDaemon::has_console`].
-    pub fn console_sign_in_url(&self) -> Option<String> {
+    /// In a cluster the code is recorded there first; `None` (logged) when it could not be.
+    pub async fn console_sign_in_url(&self) -> Option<String> {
         let book = self.console.as_ref()?;
         let base = crate::daemon_url::http_base(&self.url())?;
-        Some(format!("{base}login?code={}", book.mint_code().code))
+        match book.mint_code().await {
+            Ok(code) => Some(format!("{base}login?code={}", code.code)),
+            Err(error) => {
+                tracing::warn!(%error, "no console sign-in link: the cluster could not record one");
+                None
+            }
+        }
     }
 
     /// Graceful stop: sockets are closed with 1001, then every accepted operation is made durable.
@@ -177,11 +184,17 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
         Arc::new(move || ready.load(Ordering::Acquire))
     };
     let console = config.console.enabled.then(|| {
-        let book = Arc::new(ConsoleBook::open(
-            &Token::new(token.as_str()),
-            Some(data_dir.console_sessions_path()),
-            Duration::from_secs(config.console.session_hours * 3600),
-        ));
+        let (console_token, session_ttl) =
+            (Token::new(token.as_str()), Duration::from_secs(config.console.session_hours * 3600));
+        // A cluster node keeps its sign-ins in the cluster, so that a browser signs in on any node (no file).
+        let book = Arc::new(match &cluster {
+            Some(node) => ConsoleBook::shared(
+                &console_token,
+                Arc::new(troupe_cluster::NatsConsoleShare::new(node.cluster.clone())),
+                session_ttl,
+            ),
+            None => ConsoleBook::open(&console_token, Some(data_dir.console_sessions_path()), session_ttl),
+        });
         engine.set_console_minter(console_minter(book.clone()));
         book
     });
@@ -305,11 +318,14 @@ struct ClusterServing {
 /// `console.login_code`'s answers: a code from the gateway's book, as a path relative to the daemon's base URL.
 fn console_minter(book: Arc<ConsoleBook>) -> troupe_actors::ConsoleCodeMinter {
     Arc::new(move || {
-        let code = book.mint_code();
-        troupe_protocol::types::daemon::ConsoleLoginCodeResult {
-            path: format!("login?code={}", code.code),
-            expires_at: troupe_gateway::rfc3339(code.expires_at),
-        }
+        let book = book.clone();
+        Box::pin(async move {
+            let code = book.mint_code().await.map_err(|error| error.to_string())?;
+            Ok(troupe_protocol::types::daemon::ConsoleLoginCodeResult {
+                path: format!("login?code={}", code.code),
+                expires_at: troupe_gateway::rfc3339(code.expires_at),
+            })
+        })
     })
 }
 

@@ -124,6 +124,9 @@ pub enum EngineError {
     ConsoleLoginCodeNeedsToken,
     #[error("the web console is off on this daemon ([console] enabled = false in config.toml)")]
     ConsoleDisabled,
+    /// A cluster node could not record a sign-in code in the cluster (NATS cannot be reached): no code was made.
+    #[error("no sign-in link was made: the cluster cannot record it now ({detail}); retry once NATS is back")]
+    ConsoleCodeNotRecorded { detail: String },
     /// A plugin's request of a method the daemon does not serve.
     #[error("the daemon serves no plugin request `{method}`")]
     UnknownPluginMethod { method: String },

@@ -293,7 +293,16 @@ async fn provision(jetstream: &jetstream::Context, replicas: usize) -> Result<()
         })
         .await
         .map_err(|error| failed("create the event stream")(&error))?;
-    for bucket in [names::LEASE_BUCKET, names::DIRECTORY_BUCKET, names::NODE_BUCKET, names::PRESENCE_BUCKET] {
+    // The console's entries expire by themselves once no session can still need them (JetStream 2.9 has no
+    // per-message TTL): a code after five minutes, a session after its `[console] session_hours`, at most this.
+    let console_max_age = Duration::from_secs(troupe_runtime::config::MAX_CONSOLE_SESSION_HOURS * 3600);
+    for (bucket, max_age) in [
+        (names::LEASE_BUCKET, Duration::ZERO),
+        (names::DIRECTORY_BUCKET, Duration::ZERO),
+        (names::NODE_BUCKET, Duration::ZERO),
+        (names::PRESENCE_BUCKET, Duration::ZERO),
+        (names::CONSOLE_BUCKET, console_max_age),
+    ] {
         if jetstream.get_key_value(bucket).await.is_ok() {
             continue;
         }
@@ -301,6 +310,7 @@ async fn provision(jetstream: &jetstream::Context, replicas: usize) -> Result<()
             .create_key_value(jetstream::kv::Config {
                 bucket: bucket.to_owned(),
                 history: 1,
+                max_age,
                 num_replicas: replicas,
                 storage: jetstream::stream::StorageType::File,
                 ..Default::default()

@@ -112,10 +112,19 @@ pub(crate) type Follow = futures::stream::BoxStream<'static, Result<(Record, u64
 /// Every key's latest record, then every change as it happens. Also returns how many records the current contents
 /// are (0: the bucket is empty, and whatever comes is a change).
 pub(crate) async fn follow(cluster: &Cluster, store: &kv::Store) -> Result<(u64, Follow), ClusterError> {
+    follow_keys(cluster, store, ">").await
+}
+
+/// [`follow`] of the keys `keys` matches (a key with NATS wildcards: `scope.*`, `a.>`), not the whole bucket.
+pub(crate) async fn follow_keys(
+    cluster: &Cluster,
+    store: &kv::Store,
+    keys: &str,
+) -> Result<(u64, Follow), ClusterError> {
     let config = push::OrderedConfig {
         deliver_subject: cluster.client().new_inbox(),
         description: Some("troupe bucket reader".to_owned()),
-        filter_subject: format!("{}>", store.prefix),
+        filter_subject: format!("{}{keys}", store.prefix),
         replay_policy: ReplayPolicy::Instant,
         deliver_policy: DeliverPolicy::LastPerSubject,
         ..Default::default()

@@ -9,7 +9,9 @@
 //! - publishes every session's metadata and owner to a directory bucket that every node reads ([`directory`]);
 //! - sends a request for a session another node hosts to that node, and answers those sent to it ([`forward`]);
 //! - follows a session another node hosts for its own subscribers, from JetStream (`follow.rs`);
-//! - shares who follows which session, so that presence lists are cluster-wide ([`presence`]).
+//! - shares who follows which session, so that presence lists are cluster-wide ([`presence`]);
+//! - shares the web console's sign-ins with every node through a key-value bucket, for the gateway's book
+//!   ([`console_share`]).
 //!
 //! Everything here talks to NATS on the cluster's own small tokio runtime (the actix arbiters are single-threaded
 //! and the log writers are plain threads); the synchronous calls block the calling thread, never an arbiter.
@@ -22,6 +24,8 @@ pub use connection::{Cluster, ClusterSettings};
 
 pub mod names;
 
+pub mod console_share;
+pub use console_share::NatsConsoleShare;
 pub mod directory;
 mod follow;
 pub mod forward;

@@ -13,6 +13,9 @@ pub const DIRECTORY_BUCKET: &str = "troupe_sessions";
 pub const NODE_BUCKET: &str = "troupe_nodes";
 /// Who follows which session: key = `<session id>.<node>`, value = that node's subscribers of the session.
 pub const PRESENCE_BUCKET: &str = "troupe_presence";
+/// The web console's sign-ins: key = `<token scope>.code.<digest>` or `<token scope>.session.<digest>`, value =
+/// the expiry (and a session's page key digest); see `console_share.rs`.
+pub const CONSOLE_BUCKET: &str = "troupe_console";
 
 /// The subject of one session's events.
 pub fn event_subject(session_id: &str) -> String {

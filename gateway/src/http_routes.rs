@@ -57,12 +57,12 @@ async fn upgrade<S: ServerProtocol>(
         return Ok(plain_text(HttpResponse::Forbidden(), "origin not allowed"));
     }
     // A browser page of the console brings no token: its cookie and page key count, only from the daemon's own origin.
-    let console = state
-        .console
-        .as_ref()
-        .zip(auth::console_key(request.headers()))
-        .and_then(|(book, key)| crate::console::session_of(book, request.headers(), Some(key)))
-        .map(|(session, expires_at)| ConsoleGrant { session, expires_at });
+    let console = match (state.console.as_ref(), auth::console_key(request.headers())) {
+        (Some(book), Some(key)) => crate::console::session_of(book, request.headers(), Some(key))
+            .await
+            .map(|(session, expires_at)| ConsoleGrant { session, expires_at }),
+        _ => None,
+    };
     let credential = match auth::authenticate(request.headers(), &state.token) {
         Ok(credential) => credential,
         Err(AuthRejection::Missing) if console.is_some() => {

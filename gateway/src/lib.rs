@@ -11,6 +11,11 @@
 //! [`ServerProtocol`](troupe_protocol::server::ServerProtocol) can sit behind it. It knows nothing of sessions,
 //! runs or JSON-RPC framing; only this crate knows HTTP and WebSockets.
 //!
+//! The console's sign-ins are kept by a [`ConsoleBook`]: a single daemon's in a file of its data dir; a cluster
+//! node's in the cluster, through the [`ConsoleShare`] port the daemon fills (`troupe-cluster` implements it, this
+//! crate does not depend on it), so a code minted on one node signs a browser in on any node, once, and the
+//! browser stays signed in whichever node a load balancer sends it to.
+//!
 //! It installs no signal handlers: the binary owns SIGINT/SIGTERM and calls [`RunningGateway::stop`].
 
 mod auth;
@@ -44,6 +49,9 @@ use tracing::{debug, info};
 use troupe_protocol::server::{ServerLimits, ServerProtocol};
 
 pub use crate::console::rfc3339;
+pub use crate::console_book::share::{
+    ConsoleShare, Digest, ShareChange, ShareError, ShareFuture, ShareSink, SharedSession,
+};
 pub use crate::console_book::{CODE_TTL, ConsoleBook, LoginCode};
 pub use crate::error::GatewayError;
 pub use crate::gateway_state::Readiness;
@@ -195,6 +203,15 @@ pub fn start<S: ServerProtocol>(
     }
     let origins = OriginPolicy::new(&config.allowed_origins, config.trust_proxy)?;
     let registry = Arc::new(ConnectionRegistry::default());
+    if let Some(book) = &config.console {
+        // A browser signed out on another node of a cluster: its sockets here close too.
+        let registry = registry.clone();
+        book.on_ended_elsewhere(Box::new(move |session| {
+            for connection in registry.of_console_session(&session) {
+                connection.do_send(GoingAway::SignedOut);
+            }
+        }));
+    }
     let observer =
         config.metrics.as_ref().map_or_else(troupe_protocol::server::no_observer, |metrics| metrics.observer.clone());
     let state = web::Data::new(GatewayState {

@@ -34,7 +34,7 @@ pub(crate) fn serve(
         let data_dir_flag = if explicit_data_dir { format!(" --data-dir {}", data_dir_display) } else { String::new() };
         let token_path = daemon.token_path.display();
         troupe::logging::print_line(format_args!("token: {token_path} (print it with `troupe token{data_dir_flag}`)"));
-        print_console_link(&daemon, &data_dir_flag);
+        print_console_link(&daemon, &data_dir_flag).await;
         wait_for_shutdown_signal().await.context("installing signal handlers")?;
         tracing::info!("shutting down");
         daemon.shutdown().await;
@@ -44,11 +44,10 @@ pub(crate) fn serve(
 
 /// On a terminal, a one-time sign-in link for the web console; elsewhere (a service's journal) only how to get one,
 /// so no usable code is written to a log.
-fn print_console_link(daemon: &daemon::RunningDaemon, data_dir_flag: &str) {
+async fn print_console_link(daemon: &daemon::RunningDaemon, data_dir_flag: &str) {
     use std::io::IsTerminal as _;
-    if std::io::stdout().is_terminal()
-        && let Some(url) = daemon.console_sign_in_url()
-    {
+    let url = if std::io::stdout().is_terminal() { daemon.console_sign_in_url().await } else { None };
+    if let Some(url) = url {
         troupe::logging::print_line(format_args!(
             "console: {url} (signs in one browser, within 5 minutes; `troupe open` prints another)"
         ));

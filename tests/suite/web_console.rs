@@ -19,8 +19,7 @@ use serde_json::json;
 
 use super::support::*;
 
-mod raw_http;
-use raw_http::{Response, http};
+use super::raw_http::{Response, http};
 
 /// How long one browser test file may take: each test starts a daemon and a browser; most take seconds.
 const NODE_TEST_LIMIT: Duration = Duration::from_secs(300);

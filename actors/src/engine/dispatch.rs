@@ -358,7 +358,7 @@ impl ServerProtocol for Engine {
     }
 
     async fn console_login_code(&self, context: &ServerContext, _: Empty) -> Result<ConsoleLoginCodeResult, RpcError> {
-        self.console_login_code_now(context.authority())
+        self.console_login_code_now(context.authority()).await
     }
 
     async fn run_tool_stdin(

@@ -56,8 +56,11 @@ impl StatusFacts {
 }
 
 /// Mints one web console sign-in code. The gateway owns the codes (it checks them at `POST /login`); the engine
-/// only answers `console.login_code` with what this returns.
-pub type ConsoleCodeMinter = std::sync::Arc<dyn Fn() -> ConsoleLoginCodeResult + Send + Sync>;
+/// only answers `console.login_code` with what this returns. A cluster node records the code in the cluster
+/// first: the error says why it could not (no code was made).
+pub type ConsoleCodeMinter = std::sync::Arc<
+    dyn Fn() -> futures::future::BoxFuture<'static, Result<ConsoleLoginCodeResult, String>> + Send + Sync,
+>;
 
 /// How this node stands in its cluster, asked at each `daemon.status` (the cluster owns the answer).
 pub type ClusterProbe = std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ClusterStatus> + Send + Sync>;
@@ -71,12 +74,15 @@ impl Engine {
 
     /// Only the token mints sign-ins: a browser's session minting more would outlive its own sign-out (and a
     /// stolen cookie would keep its holder signed in for good).
-    pub(super) fn console_login_code_now(&self, authority: Authority) -> Result<ConsoleLoginCodeResult, RpcError> {
+    pub(super) async fn console_login_code_now(
+        &self,
+        authority: Authority,
+    ) -> Result<ConsoleLoginCodeResult, RpcError> {
         if authority != Authority::Token {
             return Err(EngineError::ConsoleLoginCodeNeedsToken.into());
         }
         let minter = self.status.console.get().ok_or(EngineError::ConsoleDisabled)?;
-        Ok(minter())
+        Ok(minter().await.map_err(|detail| EngineError::ConsoleCodeNotRecorded { detail })?)
     }
 
     /// Lets `daemon.status` report the cluster this node joined. The first call wins.

@@ -166,6 +166,7 @@ impl From<EngineError> for RpcError {
                 RpcError::engine(ErrorCode::ConsoleLoginCodeNeedsToken, &detail, &[])
             }
             EngineError::ConsoleDisabled => RpcError::engine(ErrorCode::ConsoleDisabled, &detail, &[]),
+            EngineError::ConsoleCodeNotRecorded { .. } => RpcError::engine(ErrorCode::ClusterUnavailable, &detail, &[]),
             EngineError::InvalidPluginParams { .. } => RpcError::invalid_params(&detail),
             EngineError::UnknownPluginMethod { method } => RpcError::method_not_found(method),
             EngineError::PluginNotInitialized => RpcError::invalid_request(&detail),

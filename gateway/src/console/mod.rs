@@ -50,12 +50,18 @@ const KEY_HEADER: &str = "x-troupe-console-key";
 /// The live console session a request's cookie names, if any, and when it ends; with `key`, only one whose page key
 /// it is. Every cookie of that name counts: a page on another port of the host can set a decoy of the same name (with
 /// a narrower path, sent first), which must not hide the real one.
-pub(crate) fn session_of(
+/// In a cluster, a cookie this node has not heard of yet is looked up in the cluster (`ConsoleBook::check_anywhere`).
+pub(crate) async fn session_of(
     book: &ConsoleBook,
     headers: &HeaderMap,
     key: Option<&str>,
 ) -> Option<(SessionKey, SystemTime)> {
-    cookie_values(headers, book.cookie_name()).find_map(|value| book.check(value, key))
+    for value in cookie_values(headers, book.cookie_name()) {
+        if let Some(found) = book.check_anywhere(value, key).await {
+            return Some(found);
+        }
+    }
+    None
 }
 
 async fn index<S: ServerProtocol>(request: HttpRequest, state: web::Data<GatewayState<S>>) -> HttpResponse {
@@ -63,7 +69,7 @@ async fn index<S: ServerProtocol>(request: HttpRequest, state: web::Data<Gateway
         return not_found();
     };
     // The page itself is no secret; the cookie only decides between it and the signed-out page.
-    if session_of(book, request.headers(), None).is_none() {
+    if session_of(book, request.headers(), None).await.is_none() {
         return pages::signed_out();
     }
     assets::response("index.html", assets::Caching::Revalidate).unwrap_or_else(|| {
@@ -110,14 +116,24 @@ async fn sign_in<S: ServerProtocol>(
     if !posted_from_here(&request, &state) {
         return pages::foreign_origin();
     }
-    let Some(session) = form.into_inner().code.filter(|code| is_code_shaped(code)).and_then(|code| book.redeem(&code))
-    else {
-        tracing::info!("refused a console sign-in: the code is unknown, used or expired");
-        return pages::code_refused();
+    let redeemed = match form.into_inner().code.filter(|code| is_code_shaped(code)) {
+        Some(code) => book.redeem(&code).await,
+        None => Ok(None),
+    };
+    let session = match redeemed {
+        Ok(Some(session)) => session,
+        Ok(None) => {
+            tracing::info!("refused a console sign-in: the code is unknown, used or expired");
+            return pages::code_refused();
+        }
+        Err(error) => {
+            tracing::warn!(%error, "refused a console sign-in: the cluster could not record it");
+            return pages::cluster_unreachable();
+        }
     };
     // Signing in again replaces the browser's previous session rather than leaving it alive beside the new one.
-    if let Some((previous, _)) = session_of(&book, request.headers(), None) {
-        end_session(&book, &state, previous);
+    if let Some((previous, _)) = session_of(&book, request.headers(), None).await {
+        end_session(&book, &state, previous).await;
     }
     persist(book.clone()).await;
     tracing::info!("a browser signed in to the console");
@@ -133,8 +149,8 @@ async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<Gate
     if !posted_from_here(&request, &state) {
         return pages::foreign_origin();
     }
-    if let Some((session, _)) = session_of(&book, request.headers(), None) {
-        end_session(&book, &state, session);
+    if let Some((session, _)) = session_of(&book, request.headers(), None).await {
+        end_session(&book, &state, session).await;
         persist(book.clone()).await;
         tracing::info!("a browser signed out of the console");
     }
@@ -142,11 +158,14 @@ async fn sign_out<S: ServerProtocol>(request: HttpRequest, state: web::Data<Gate
     see_other("./", &cookie)
 }
 
-/// Ends a session and every WebSocket it opened (the browser's other tabs).
-fn end_session<S>(book: &ConsoleBook, state: &GatewayState<S>, session: SessionKey) {
-    book.end_key(&session);
+/// Ends a session and every WebSocket it opened on this node (the browser's other tabs); in a cluster, the other
+/// nodes refuse it and close theirs once they hear of it (`ConsoleBook::shared`).
+async fn end_session<S>(book: &ConsoleBook, state: &GatewayState<S>, session: SessionKey) {
     for connection in state.registry.of_console_session(&session) {
         connection.do_send(GoingAway::SignedOut);
+    }
+    if let Err(error) = book.end(&session).await {
+        tracing::warn!(%error, "a console sign-out is not known to the other cluster nodes yet; still trying");
     }
 }
 
@@ -155,7 +174,11 @@ async fn session_state<S: ServerProtocol>(request: HttpRequest, state: web::Data
         return not_found();
     };
     let key = request.headers().get(KEY_HEADER).and_then(|value| value.to_str().ok());
-    let mut builder = match key.and_then(|key| session_of(book, request.headers(), Some(key))) {
+    let session = match key {
+        Some(key) => session_of(book, request.headers(), Some(key)).await,
+        None => None,
+    };
+    let mut builder = match session {
         Some((_, expires)) => {
             let mut builder = HttpResponse::Ok();
             builder.content_type("application/json");

@@ -1,4 +1,5 @@
-//! The few pages the daemon writes itself, before anyone is signed in: signed out, sign in, and a refused code.
+//! The few pages the daemon writes itself, before anyone is signed in: signed out, sign in, a refused code, and a
+//! sign-in a cluster could not record.
 //! They need no script; their one stylesheet is `console/plain.css`. Every link is relative, so they work under a
 //! proxy's path prefix too.
 
@@ -58,6 +59,18 @@ pub(crate) fn code_refused() -> HttpResponse {
         "<h1>This sign-in link cannot be used</h1>\
          <p data-testid=\"code-refused\">It was already used, has expired, or is not a troupe sign-in link.</p>\
          <p>Run <code>troupe open</code> on the daemon's machine for a new one.</p>",
+    )
+}
+
+/// A sign-in a cluster node could not record, because NATS cannot be reached: nobody was signed in.
+pub(crate) fn cluster_unreachable() -> HttpResponse {
+    page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "troupe: sign-in not recorded",
+        "<h1>The sign-in could not be recorded</h1>\
+         <p data-testid=\"cluster-unreachable\">This troupe node cannot reach its cluster right now, so it cannot \
+         record a sign-in that every node would accept. Nobody was signed in.</p>\
+         <p>Try again in a moment; if the link was used up meanwhile, run <code>troupe open</code> for a new one.</p>",
     )
 }
 

@@ -1,10 +1,10 @@
-//! Raw HTTP/1.1 for the console's wire checks: one request per connection, the response read as the bytes came, so
+//! Raw HTTP/1.1 for the console's wire checks (`web_console.rs`, `cluster_console.rs`): one request per connection, the response read as the bytes came, so
 //! a test sees every header exactly as the daemon sent it (a client library would merge, follow or hide some).
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 
-use super::super::support::WAIT;
+use super::support::WAIT;
 
 /// One HTTP/1.1 response, read raw.
 #[derive(Debug)]
