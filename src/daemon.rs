@@ -156,6 +156,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             titles: config.titles.clone(),
             log_replica: cluster.as_ref().map(|cluster| cluster.replica.clone()),
             session_directory: cluster.as_ref().map(|cluster| cluster.directory.clone()),
+            provider_share: cluster.as_ref().map(|cluster| cluster.providers.clone()),
         })
         .context("starting the engine")?,
     );
@@ -222,11 +223,13 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
     })
 }
 
-/// What a cluster node gives its engine: where session logs are replicated and the cluster's session directory.
+/// What a cluster node gives its engine: where session logs are replicated, the cluster's session directory, and
+/// the provider connections every node shares.
 struct ClusterNode {
     cluster: troupe_cluster::Cluster,
     replica: Arc<dyn troupe_runtime::event_log::LogReplica>,
     directory: Arc<dyn troupe_runtime::session_directory::SessionDirectory>,
+    providers: Arc<dyn troupe_runtime::provider_share::ProviderShare>,
 }
 
 /// Connects to the cluster's NATS when `[cluster]` or `--cluster` asks for one (on a blocking thread: the client
@@ -250,7 +253,8 @@ async fn join_cluster(config: &Config, flags: ClusterFlags) -> anyhow::Result<Op
     Ok(Some(ClusterNode {
         cluster: cluster.clone(),
         replica: Arc::new(troupe_cluster::JetStreamReplica::new(cluster.clone())),
-        directory: Arc::new(troupe_cluster::NatsDirectory::start(cluster)),
+        directory: Arc::new(troupe_cluster::NatsDirectory::start(cluster.clone())),
+        providers: Arc::new(troupe_cluster::NatsProviderShare::new(cluster)),
     }))
 }
 

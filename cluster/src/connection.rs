@@ -293,7 +293,15 @@ async fn provision(jetstream: &jetstream::Context, replicas: usize) -> Result<()
         })
         .await
         .map_err(|error| failed("create the event stream")(&error))?;
-    for bucket in [names::LEASE_BUCKET, names::DIRECTORY_BUCKET, names::NODE_BUCKET] {
+    // Zero: kept until replaced or removed.
+    let forever = Duration::ZERO;
+    for (bucket, max_age) in [
+        (names::LEASE_BUCKET, forever),
+        (names::DIRECTORY_BUCKET, forever),
+        (names::NODE_BUCKET, forever),
+        (names::PROVIDER_BUCKET, forever),
+        (names::PROVIDER_ANSWER_BUCKET, names::PROVIDER_ANSWER_AGE),
+    ] {
         if jetstream.get_key_value(bucket).await.is_ok() {
             continue;
         }
@@ -301,6 +309,7 @@ async fn provision(jetstream: &jetstream::Context, replicas: usize) -> Result<()
             .create_key_value(jetstream::kv::Config {
                 bucket: bucket.to_owned(),
                 history: 1,
+                max_age,
                 num_replicas: replicas,
                 storage: jetstream::stream::StorageType::File,
                 ..Default::default()

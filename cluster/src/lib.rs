@@ -8,7 +8,9 @@
 //!   once it expires ([`lease`]);
 //! - publishes every session's metadata and owner to a directory bucket that every node reads ([`directory`]);
 //! - sends a request for a session another node hosts to that node, and answers those sent to it ([`forward`]);
-//! - follows a session another node hosts for its own subscribers, from JetStream (`follow.rs`).
+//! - follows a session another node hosts for its own subscribers, from JetStream (`follow.rs`);
+//! - shares provider connections (and the answers given under client ids) with every node, in key-value buckets
+//!   that every node follows ([`providers`], [`provider_share`]).
 //!
 //! Everything here talks to NATS on the cluster's own small tokio runtime (the actix arbiters are single-threaded
 //! and the log writers are plain threads); the synchronous calls block the calling thread, never an arbiter.
@@ -29,6 +31,9 @@ pub use forward::{NatsForwarder, serve_forwarded};
 pub mod lease;
 pub mod log;
 pub mod nodes;
+pub mod provider_share;
+pub use provider_share::NatsProviderShare;
+pub mod providers;
 pub mod replica;
 pub use replica::JetStreamReplica;
 pub mod session_directory;

@@ -11,6 +11,13 @@ pub const LEASE_BUCKET: &str = "troupe_leases";
 pub const DIRECTORY_BUCKET: &str = "troupe_sessions";
 /// Live nodes: key = node name, value = what other nodes need to know of it; renewed by heartbeat.
 pub const NODE_BUCKET: &str = "troupe_nodes";
+/// Provider connections: key = provider id, value = its latest state (connection with API keys, or none).
+pub const PROVIDER_BUCKET: &str = "troupe_providers";
+/// Answers of `provider.connect`/`provider.disconnect`: key = the client id in hex, value = the recorded answer;
+/// expire with [`PROVIDER_ANSWER_AGE`].
+pub const PROVIDER_ANSWER_BUCKET: &str = "troupe_provider_answers";
+/// How long a recorded provider answer is kept: as long as a node keeps it in `providers.json`.
+pub const PROVIDER_ANSWER_AGE: std::time::Duration = troupe_runtime::provider_store::RECORDED_ANSWER_AGE;
 
 /// The subject of one session's events.
 pub fn event_subject(session_id: &str) -> String {

@@ -19,6 +19,7 @@ mod cli_support;
 mod cli_token_source;
 mod cluster;
 mod cluster_follow;
+mod cluster_providers;
 mod compaction;
 mod compaction_attacks;
 mod console_open;

@@ -7,12 +7,19 @@
 //! actor's store lane: once the changes before it are done, a change decides on the latest durable state
 //! (a redelivery finds the first answer there), its new contents are saved, and only once they are durable does
 //! the actor adopt them, install or remove the client and tell every connection. A failed save changes nothing.
+//!
+//! In a cluster a change is first stored in the cluster's share (its answer under the client id, then the provider's
+//! state), and only then saved here: a request another node answered already gets that answer, and one the share
+//! cannot store is refused with nothing stored anywhere. A redelivery is also looked up in the share before anything
+//! else, so it is answered as the first time whichever node it reaches.
 
 use serde_json::json;
 use troupe_protocol::types::provider::{
-    DisconnectReceipt, DurableConnection, ProviderConnectParams, ProviderConnectResult, ProviderDisconnectResult,
+    DisconnectReceipt, DurableConnection, ProviderConnectParams, ProviderConnectResult, ProviderDisconnectParams,
+    ProviderDisconnectResult,
 };
 use troupe_runtime::clock::now_rfc3339;
+use troupe_runtime::provider_share::{ShareUnavailable, ShareWrite, SharedProvider, Stored};
 use troupe_runtime::provider_store::{ProviderStoreContents, StoredConnection, request_fingerprint};
 
 use super::clients::{build_client, list_models};
@@ -23,7 +30,30 @@ enum Staged<R> {
     /// Nothing to save: reply with this (a redelivery of a recorded answer).
     Answer(R),
     /// Save these contents; once they are durable, `adopt` applies the change to the actor and builds the reply.
-    Save { contents: ProviderStoreContents, adopt: Box<dyn FnOnce(&mut RuntimeActor) -> R> },
+    /// In a cluster, `shared` is stored in the share first.
+    Save { contents: ProviderStoreContents, adopt: Box<dyn FnOnce(&mut RuntimeActor) -> R>, shared: ShareStep<R> },
+}
+
+/// The reply built from an answer recorded under the client id: a replay, or a conflict.
+type Replay<R> = Box<dyn FnOnce(&RuntimeActor, &RecordedAnswer) -> Result<R, EngineError>>;
+
+/// What a change stores in the cluster's share, and how it replies if the share had an answer for its client id.
+struct ShareStep<R> {
+    write: ShareWrite,
+    replay: Replay<R>,
+}
+
+/// How the storing of a change ended.
+enum Saved<R> {
+    /// Another node answered the client id first: nothing was stored.
+    Answered(RecordedAnswer, Replay<R>),
+    /// The share could not store the change: nothing was stored.
+    Unshared { provider_id: String, error: ShareUnavailable },
+    /// Saved here (or not: the error), after the share stored it at `revision` in a cluster.
+    Local {
+        saved: Result<(ProviderStoreContents, Result<(), troupe_runtime::error::RuntimeError>), tokio::task::JoinError>,
+        revision: Option<(String, u64)>,
+    },
 }
 
 /// How a change ends after its turn in the lane.
@@ -45,20 +75,32 @@ impl RuntimeActor {
         let lane = self.store_lane.clone();
         let turn = async move { lane.lock_owned().await };
         Box::pin(turn.into_actor(self).then(move |turn, actor, _| {
-            let (save, finish) = match stage(actor) {
-                Ok(Staged::Save { contents, adopt }) => (Some(actor.store.staged(contents)), Finish::Adopt(adopt)),
-                Ok(Staged::Answer(reply)) => (None, Finish::Reply(Ok(reply))),
-                Err(error) => (None, Finish::Reply(Err(error))),
+            let (save, shared, finish) = match stage(actor) {
+                Ok(Staged::Save { contents, adopt, shared }) => (
+                    Some(actor.store.staged(contents)),
+                    actor.share.clone().map(|share| (share, shared)),
+                    Finish::Adopt(adopt),
+                ),
+                Ok(Staged::Answer(reply)) => (None, None, Finish::Reply(Ok(reply))),
+                Err(error) => (None, None, Finish::Reply(Err(error))),
             };
             let saving = async move {
                 let pending = save?;
-                Some(
-                    tokio::task::spawn_blocking(move || {
-                        let saved = pending.save();
-                        (pending.contents, saved)
-                    })
-                    .await,
-                )
+                let mut revision = None;
+                if let Some((share, step)) = shared {
+                    let provider_id = step.write.provider_id.clone();
+                    match share.store(step.write).await {
+                        Ok(Stored::Stored { revision: stored }) => revision = Some((provider_id, stored)),
+                        Ok(Stored::AlreadyAnswered(recorded)) => return Some(Saved::Answered(recorded, step.replay)),
+                        Err(error) => return Some(Saved::Unshared { provider_id, error }),
+                    }
+                }
+                let saved = tokio::task::spawn_blocking(move || {
+                    let saved = pending.save();
+                    (pending.contents, saved)
+                })
+                .await;
+                Some(Saved::Local { saved, revision })
             };
             saving.into_actor(actor).map(move |saved, actor, _| {
                 // The next change takes its turn once this one is adopted (or abandoned).
@@ -67,13 +109,24 @@ impl RuntimeActor {
                     Finish::Reply(reply) => return reply,
                     Finish::Adopt(adopt) => adopt,
                 };
+                // A change the share stored but this node could not save reaches this node again through the
+                // share's follow, which saves it then.
                 let failure = match saved {
-                    Some(Ok((contents, Ok(())))) => {
+                    Some(Saved::Local { saved: Ok((contents, Ok(()))), revision }) => {
                         actor.store.contents = contents;
+                        if let Some((provider_id, revision)) = revision {
+                            actor.shared_revisions.insert(provider_id, revision);
+                        }
                         return Ok(adopt(actor));
                     }
-                    Some(Ok((_, Err(error)))) => error.to_string(),
-                    Some(Err(join_error)) => format!("the save did not finish: {join_error}"),
+                    Some(Saved::Answered(recorded, replay)) => return replay(actor, &recorded),
+                    Some(Saved::Unshared { provider_id, error }) => {
+                        return Err(EngineError::ProviderShareUnavailable { provider_id, detail: error.detail });
+                    }
+                    Some(Saved::Local { saved: Ok((_, Err(error))), .. }) => error.to_string(),
+                    Some(Saved::Local { saved: Err(join_error), .. }) => {
+                        format!("the save did not finish: {join_error}")
+                    }
                     None => "nothing was saved".to_owned(),
                 };
                 Err(EngineError::Internal { detail: format!("{what} was not saved: {failure}") })
@@ -117,6 +170,24 @@ impl RuntimeActor {
                 Err(EngineError::RevisionConflict { expected, found: self.snapshot.revision })
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The answer the cluster's share recorded under `key` (by any node); none without a share.
+    fn shared_answer(
+        &self,
+        provider_id: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<RecordedAnswer>, EngineError>> + 'static {
+        let lookup = self.share.as_ref().map(|share| share.answer(key));
+        let provider_id = provider_id.to_owned();
+        async move {
+            match lookup {
+                None => Ok(None),
+                Some(lookup) => lookup
+                    .await
+                    .map_err(|error| EngineError::ProviderShareUnavailable { provider_id, detail: error.detail }),
+            }
         }
     }
 
@@ -164,7 +235,12 @@ impl Handler<ConnectProvider> for RuntimeActor {
         // credentials now, rather than at the first run.
         let settings = (params.setup_values.clone(), params.auth_method.clone(), params.auth_values.clone());
         let id = provider_id.clone();
+        // In a cluster, another node may have answered this request first.
+        let shared_answer = self.shared_answer(&provider_id, &params.client_connect_id);
         let prepare = async move {
+            if let Some(recorded) = shared_answer.await? {
+                return Ok(Prepared::Recorded(recorded));
+            }
             let (setup_values, auth_method, auth_values) = settings;
             let built = tokio::task::spawn_blocking(move || {
                 build_client(&id, &setup_values, &auth_method, &auth_values).map_err(|detail| (id, detail))
@@ -176,18 +252,25 @@ impl Handler<ConnectProvider> for RuntimeActor {
             let client =
                 built.map_err(|(provider_id, detail)| EngineError::InvalidProviderSetup { provider_id, detail })?;
             let listed = list_models(&client).await;
-            Ok::<_, EngineError>((client, listed))
+            Ok::<_, EngineError>(Prepared::Client(client, listed))
         };
         Box::pin(prepare.into_actor(self).then(move |prepared, actor, _| {
-            let staged = prepared.and_then(|(client, listed)| {
-                let models = listed.map_err(|error| EngineError::ProviderUnreachable {
-                    provider_id: provider_id.clone(),
-                    detail: error.to_string(),
-                })?;
-                Ok((client, models))
+            let staged = prepared.and_then(|prepared| match prepared {
+                Prepared::Recorded(recorded) => {
+                    let answer = judge_recorded(&provider_id, &params.client_connect_id, &fingerprint, &recorded)?;
+                    actor.replayed_connect(answer).map(Err)
+                }
+                Prepared::Client(client, listed) => {
+                    let models = listed.map_err(|error| EngineError::ProviderUnreachable {
+                        provider_id: provider_id.clone(),
+                        detail: error.to_string(),
+                    })?;
+                    Ok(Ok((client, models)))
+                }
             });
             let (client, models) = match staged {
-                Ok(ready) => ready,
+                Ok(Ok(ready)) => ready,
+                Ok(Err(replayed)) => return Box::pin(actix::fut::ready(Ok(replayed))) as Reply<ProviderConnectResult>,
                 Err(error) => return Box::pin(actix::fut::ready(Err(error))) as Reply<ProviderConnectResult>,
             };
             actor.change_store("the provider connection", move |actor| {
@@ -218,11 +301,17 @@ impl Handler<ConnectProvider> for RuntimeActor {
                 let model_count =
                     contents.connections.get(&provider_id).map_or(0, |connection| connection.models.len());
                 contents.generations.insert(provider_id.clone(), generation);
-                contents.record_answer(
+                let recorded = contents.record_answer(
                     params.client_connect_id.clone(),
-                    fingerprint,
+                    fingerprint.clone(),
                     json!({"durable_connection": durable_connection, "effective_auth_source": params.auth_method}),
                 );
+                let key = params.client_connect_id.clone();
+                let replay_provider = provider_id.clone();
+                let replay: Replay<ProviderConnectResult> = Box::new(move |actor, recorded| {
+                    actor.replayed_connect(judge_recorded(&replay_provider, &key, &fingerprint, recorded)?)
+                });
+                let shared = share_step(&contents, &provider_id, &params.client_connect_id, recorded, replay);
                 let adopt = move |actor: &mut RuntimeActor| {
                     tracing::info!(provider = %provider_id, generation, models = model_count, "provider connected");
                     actor.install(&provider_id, client);
@@ -234,10 +323,37 @@ impl Handler<ConnectProvider> for RuntimeActor {
                         replayed: false,
                     }
                 };
-                Ok(Staged::Save { contents, adopt: Box::new(adopt) })
+                Ok(Staged::Save { contents, adopt: Box::new(adopt), shared })
             })
         }))
     }
+}
+
+/// What a `provider.connect` has once its client is ready, or the answer another node recorded for it.
+enum Prepared {
+    Recorded(RecordedAnswer),
+    Client(ProviderClient, Result<Vec<String>, troupe_runtime::model::ModelError>),
+}
+
+/// The share's part of a change staged in `contents`: the answer just recorded under `key`, and the provider's
+/// state there.
+fn share_step<R>(
+    contents: &ProviderStoreContents,
+    provider_id: &str,
+    key: &str,
+    answer: RecordedAnswer,
+    replay: Replay<R>,
+) -> ShareStep<R> {
+    let write = ShareWrite {
+        client_key: key.to_owned(),
+        answer,
+        provider_id: provider_id.to_owned(),
+        state: SharedProvider {
+            generation: contents.generations.get(provider_id).copied().unwrap_or(0),
+            connection: contents.connections.get(provider_id).cloned(),
+        },
+    };
+    ShareStep { write, replay }
 }
 
 impl Handler<DisconnectProvider> for RuntimeActor {
@@ -252,6 +368,24 @@ impl Handler<DisconnectProvider> for RuntimeActor {
             "expected_runtime_revision": params.expected_runtime_revision,
             "expected_connection_generation": params.expected_connection_generation,
         }));
+        // In a cluster, another node may have answered this request first.
+        let shared_answer = self.shared_answer(&provider_id, &params.client_request_id);
+        Box::pin(shared_answer.into_actor(self).then(move |shared_answer, actor, _| match shared_answer {
+            Err(error) => Box::pin(actix::fut::ready(Err(error))),
+            Ok(Some(recorded)) => {
+                let replayed = judge_recorded(&provider_id, &params.client_request_id, &fingerprint, &recorded)
+                    .and_then(|answer| actor.replayed_disconnect(&provider_id, answer));
+                Box::pin(actix::fut::ready(replayed))
+            }
+            Ok(None) => actor.disconnect(params, fingerprint),
+        }))
+    }
+}
+
+impl RuntimeActor {
+    /// A `provider.disconnect` no node answered yet, in its turn.
+    fn disconnect(&self, params: ProviderDisconnectParams, fingerprint: String) -> Reply<ProviderDisconnectResult> {
+        let provider_id = params.provider_id.clone();
         self.change_store("the disconnection", move |actor| {
             if let Some(answer) = actor.replay(&provider_id, &params.client_request_id, &fingerprint)? {
                 return actor.replayed_disconnect(&provider_id, answer).map(Staged::Answer);
@@ -270,11 +404,18 @@ impl Handler<DisconnectProvider> for RuntimeActor {
             let generation = contents.generations.get(&provider_id).copied().unwrap_or(0);
             let durable_receipt =
                 DisconnectReceipt { provider_id: provider_id.clone(), generation, disconnected_at: now_rfc3339() };
-            contents.record_answer(
+            let recorded = contents.record_answer(
                 params.client_request_id.clone(),
-                fingerprint,
+                fingerprint.clone(),
                 json!({"durable_receipt": durable_receipt, "disconnected": disconnected}),
             );
+            let key = params.client_request_id.clone();
+            let replay_provider = provider_id.clone();
+            let replay: Replay<ProviderDisconnectResult> = Box::new(move |actor, recorded| {
+                let answer = judge_recorded(&replay_provider, &key, &fingerprint, recorded)?;
+                actor.replayed_disconnect(&replay_provider, answer)
+            });
+            let shared = share_step(&contents, &provider_id, &params.client_request_id, recorded, replay);
             let adopt = move |actor: &mut RuntimeActor| {
                 if disconnected {
                     tracing::info!(provider = %provider_id, generation, "provider disconnected");
@@ -289,7 +430,7 @@ impl Handler<DisconnectProvider> for RuntimeActor {
                     replayed: false,
                 }
             };
-            Ok(Staged::Save { contents, adopt: Box::new(adopt) })
+            Ok(Staged::Save { contents, adopt: Box::new(adopt), shared })
         })
     }
 }
