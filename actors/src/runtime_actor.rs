@@ -7,7 +7,7 @@
 //! the model router that runs use, and recorded under its client id so a redelivery gets the first answer.
 //!
 //! `providers.json` is saved on a blocking thread, never on this actor's thread, and its changes are applied one
-//! at a time in arrival order (`providers.rs`): meanwhile the actor keeps answering snapshot requests.
+//! at a time in arrival order (`store_lane.rs`): meanwhile the actor keeps answering snapshot requests.
 //!
 //! In a cluster the connections are shared by every node through a [`ProviderShare`] (`shared.rs`): a change is
 //! stored there before it is saved here and acknowledged, and every node applies the share's changes as its own.
@@ -15,6 +15,7 @@
 mod clients;
 mod providers;
 mod shared;
+mod store_lane;
 
 pub use shared::InstallProviderShare;
 
