@@ -111,3 +111,27 @@ async fn a_provider_connected_through_one_node_is_connected_on_every_node_and_di
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_ran_alone_offers_its_connections_when_it_joins() {
+    let nats = NatsServer::start();
+    let dirs = tempfile::tempdir().expect("temp dir");
+    let dir_a = dirs.path().join("a");
+    std::fs::create_dir_all(&dir_a).expect("data dir");
+    std::fs::write(dir_a.join("config.toml"), "[titles]\nauto = false\n").expect("config.toml");
+    let mut alone = troupe_serve(&dir_a).listen("127.0.0.1:0").spawn();
+    let (client, _) = alone.client().await;
+    connect_script(&client, dirs.path(), json!({"turns": [{"text": "from before"}]})).await;
+    alone.kill();
+
+    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let (client_b, _) = b.client().await;
+    assert!(!script_connected(&snapshot(&client_b).await), "nothing is shared yet");
+    let a = start_node(&nats.url(), "a", &dir_a);
+    let (client_a, _) = a.client().await;
+    assert!(script_connected(&snapshot(&client_a).await), "a keeps its own connection");
+    eventually_some("node b gets the connection a had alone", WAIT, || async {
+        script_connected(&snapshot(&client_b).await).then_some(())
+    })
+    .await;
+}
