@@ -164,6 +164,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             log_replica: cluster.as_ref().map(|cluster| cluster.replica.clone()),
             session_directory: cluster.as_ref().map(|cluster| cluster.directory.clone()),
             presence_share: cluster.as_ref().map(|cluster| cluster.presence.clone()),
+            provider_share: cluster.as_ref().map(|cluster| cluster.providers.clone()),
         })
         .context("starting the engine")?,
     );
@@ -237,12 +238,13 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
 }
 
 /// What a cluster node gives its engine: where session logs are replicated, the cluster's session directory, and
-/// where presence lists are shared.
+/// where presence lists and provider connections are shared.
 struct ClusterNode {
     cluster: troupe_cluster::Cluster,
     replica: Arc<dyn troupe_runtime::event_log::LogReplica>,
     directory: Arc<dyn troupe_runtime::session_directory::SessionDirectory>,
     presence: Arc<dyn troupe_runtime::presence_share::PresenceShare>,
+    providers: Arc<dyn troupe_runtime::provider_share::ProviderShare>,
 }
 
 /// Connects to the cluster's NATS when `[cluster]` or `--cluster` asks for one (on a blocking thread: the client
@@ -267,7 +269,8 @@ async fn join_cluster(config: &Config, flags: ClusterFlags) -> anyhow::Result<Op
         cluster: cluster.clone(),
         replica: Arc::new(troupe_cluster::JetStreamReplica::new(cluster.clone())),
         directory: Arc::new(troupe_cluster::NatsDirectory::start(cluster.clone())),
-        presence: Arc::new(troupe_cluster::NatsPresence::start(cluster)),
+        presence: Arc::new(troupe_cluster::NatsPresence::start(cluster.clone())),
+        providers: Arc::new(troupe_cluster::NatsProviderShare::new(cluster)),
     }))
 }
 

@@ -106,6 +106,12 @@ pub enum EngineError {
     RevisionConflict { expected: u64, found: u64 },
     #[error("`{key}` was already used for a different request about provider `{provider_id}`")]
     ProviderIdempotencyConflict { provider_id: String, key: String },
+    /// The cluster's provider connections cannot be read or written now (NATS unreachable): nothing was stored.
+    #[error(
+        "provider `{provider_id}` cannot be changed now: the cluster's shared provider connections cannot be reached \
+         ({detail}); nothing was stored, retry once NATS is back"
+    )]
+    ProviderShareUnavailable { provider_id: String, detail: String },
     #[error("internal error: {detail}")]
     Internal { detail: String },
     /// A request's text (a run's input, a steer, a goal's objective, a compaction's focus) is larger than

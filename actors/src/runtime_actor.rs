@@ -7,10 +7,17 @@
 //! the model router that runs use, and recorded under its client id so a redelivery gets the first answer.
 //!
 //! `providers.json` is saved on a blocking thread, never on this actor's thread, and its changes are applied one
-//! at a time in arrival order (`providers.rs`): meanwhile the actor keeps answering snapshot requests.
+//! at a time in arrival order (`store_lane.rs`): meanwhile the actor keeps answering snapshot requests.
+//!
+//! In a cluster the connections are shared by every node through a [`ProviderShare`] (`shared.rs`): a change is
+//! stored there before it is saved here and acknowledged, and every node applies the share's changes as its own.
 
 mod clients;
 mod providers;
+mod shared;
+mod store_lane;
+
+pub use shared::InstallProviderShare;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,7 +32,8 @@ use troupe_protocol::types::runtime::{AuthState, ProviderKind, RuntimeChangedPar
 use troupe_runtime::catalog::build_snapshot;
 use troupe_runtime::config::AgentConfig;
 use troupe_runtime::model::ModelProvider;
-use troupe_runtime::provider_store::{ProviderStore, StoredConnection};
+use troupe_runtime::provider_share::ProviderShare;
+use troupe_runtime::provider_store::{ProviderStore, RecordedAnswer, StoredConnection};
 
 use crate::error::EngineError;
 use crate::run_services::RunServices;
@@ -83,6 +91,12 @@ pub struct RuntimeActor {
     store_lane: Arc<tokio::sync::Mutex<()>>,
     agents: BTreeMap<String, AgentConfig>,
     services: Arc<RunServices>,
+    /// The cluster's shared connections; `None` on a single node.
+    share: Option<Arc<dyn ProviderShare>>,
+    /// Per provider, the share's revision this node's connection is at: an older change of the share is skipped.
+    shared_revisions: HashMap<String, u64>,
+    /// Whether this node offered the share the connections it had before it joined (done once).
+    offered: bool,
 }
 
 impl RuntimeActor {
@@ -95,6 +109,9 @@ impl RuntimeActor {
             store_lane: Arc::default(),
             agents,
             services,
+            share: None,
+            shared_revisions: HashMap::new(),
+            offered: false,
         };
         let stored: Vec<(String, StoredConnection)> =
             actor.store.contents.connections.iter().map(|(id, connection)| (id.clone(), connection.clone())).collect();
@@ -187,14 +204,12 @@ impl RuntimeActor {
         key: &str,
         fingerprint: &str,
     ) -> Result<Option<serde_json::Value>, EngineError> {
-        match self.store.contents.answers.get(key) {
-            None => Ok(None),
-            Some(recorded) if recorded.request_fingerprint == fingerprint => Ok(Some(recorded.answer.clone())),
-            Some(_) => Err(EngineError::ProviderIdempotencyConflict {
-                provider_id: provider_id.to_owned(),
-                key: key.to_owned(),
-            }),
-        }
+        self.store
+            .contents
+            .answers
+            .get(key)
+            .map(|recorded| judge_recorded(provider_id, key, fingerprint, recorded))
+            .transpose()
     }
 
     fn auth_state(&self, provider_id: &str) -> AuthState {
@@ -203,6 +218,21 @@ impl RuntimeActor {
             .iter()
             .find(|provider| provider.provider_id == provider_id)
             .map_or(AuthState::Missing, |provider| provider.auth_state.clone())
+    }
+}
+
+/// A recorded answer's JSON if it answered the same request (`fingerprint`); a conflict if `key` was used for
+/// another.
+fn judge_recorded(
+    provider_id: &str,
+    key: &str,
+    fingerprint: &str,
+    recorded: &RecordedAnswer,
+) -> Result<serde_json::Value, EngineError> {
+    if recorded.request_fingerprint == fingerprint {
+        Ok(recorded.answer.clone())
+    } else {
+        Err(EngineError::ProviderIdempotencyConflict { provider_id: provider_id.to_owned(), key: key.to_owned() })
     }
 }
 

@@ -302,6 +302,8 @@ async fn provision(jetstream: &jetstream::Context, replicas: usize) -> Result<()
         (names::NODE_BUCKET, Duration::ZERO),
         (names::PRESENCE_BUCKET, Duration::ZERO),
         (names::CONSOLE_BUCKET, console_max_age),
+        (names::PROVIDER_BUCKET, Duration::ZERO),
+        (names::PROVIDER_ANSWER_BUCKET, names::PROVIDER_ANSWER_AGE),
     ] {
         if jetstream.get_key_value(bucket).await.is_ok() {
             continue;

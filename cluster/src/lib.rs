@@ -11,7 +11,9 @@
 //! - follows a session another node hosts for its own subscribers, from JetStream (`follow.rs`);
 //! - shares who follows which session, so that presence lists are cluster-wide ([`presence`]);
 //! - shares the web console's sign-ins with every node through a key-value bucket, for the gateway's book
-//!   ([`console_share`]).
+//!   ([`console_share`]);
+//! - shares provider connections (and the answers given under client ids) with every node, in key-value buckets
+//!   that every node follows ([`providers`], [`provider_share`]).
 //!
 //! Everything here talks to NATS on the cluster's own small tokio runtime (the actix arbiters are single-threaded
 //! and the log writers are plain threads); the synchronous calls block the calling thread, never an arbiter.
@@ -36,6 +38,9 @@ pub mod log;
 pub mod nodes;
 pub mod presence;
 pub use presence::NatsPresence;
+pub mod provider_share;
+pub use provider_share::NatsProviderShare;
+pub mod providers;
 pub mod replica;
 pub use replica::JetStreamReplica;
 pub mod session_directory;

@@ -16,6 +16,13 @@ pub const PRESENCE_BUCKET: &str = "troupe_presence";
 /// The web console's sign-ins: key = `<token scope>.code.<digest>` or `<token scope>.session.<digest>`, value =
 /// the expiry (and a session's page key digest); see `console_share.rs`.
 pub const CONSOLE_BUCKET: &str = "troupe_console";
+/// Provider connections: key = provider id, value = its latest state (connection with API keys, or none).
+pub const PROVIDER_BUCKET: &str = "troupe_providers";
+/// Answers of `provider.connect`/`provider.disconnect`: key = the client id in hex, value = the recorded answer;
+/// expire with [`PROVIDER_ANSWER_AGE`].
+pub const PROVIDER_ANSWER_BUCKET: &str = "troupe_provider_answers";
+/// How long a recorded provider answer is kept: as long as a node keeps it in `providers.json`.
+pub const PROVIDER_ANSWER_AGE: std::time::Duration = troupe_runtime::provider_store::RECORDED_ANSWER_AGE;
 
 /// The subject of one session's events.
 pub fn event_subject(session_id: &str) -> String {

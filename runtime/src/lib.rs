@@ -17,6 +17,7 @@
 //! - [`compaction`]: the token estimate, the summary request and the checkpoint message of a compaction.
 //! - [`model`]: streaming model providers (OpenAI-compatible, Anthropic, offline), error policy, pricing; async.
 //! - [`provider_store`]: `providers.json`, provider connections and credentials (0600, replaced atomically).
+//! - [`provider_share`]: the port through which a cluster's nodes share provider connections (filled by `cluster/`).
 //! - [`redact`]: masking the daemon token and provider keys out of tool output (same length), whole or streamed.
 //! - [`policy`]: the permission policy: hard denies, config and agent rules, built-ins, permission modes, the
 //!   `auto_approve` classifier and operation fingerprints. Pure.
@@ -50,6 +51,7 @@ pub mod model;
 pub mod policy;
 pub mod presence_share;
 pub mod producer_book;
+pub mod provider_share;
 pub mod provider_store;
 pub mod recent;
 pub mod redact;

@@ -86,10 +86,16 @@ pub struct ProviderStoreContents {
 impl ProviderStoreContents {
     /// Records the answer to the request `key` with its fingerprint, and forgets answers older than
     /// [`RECORDED_ANSWER_AGE`] and beyond the newest [`MAX_RECORDED_ANSWERS`], so the file stays small however long
-    /// the daemon runs.
-    pub fn record_answer(&mut self, key: String, request_fingerprint: String, answer: serde_json::Value) {
+    /// the daemon runs. Returns what it recorded.
+    pub fn record_answer(
+        &mut self,
+        key: String,
+        request_fingerprint: String,
+        answer: serde_json::Value,
+    ) -> RecordedAnswer {
         let recorded_at = crate::clock::now_rfc3339();
-        self.answers.insert(key, RecordedAnswer { request_fingerprint, answer, recorded_at });
+        let recorded = RecordedAnswer { request_fingerprint, answer, recorded_at };
+        self.answers.insert(key, recorded.clone());
         let oldest_kept = crate::clock::rfc3339_ago(RECORDED_ANSWER_AGE);
         self.answers.retain(|_, recorded| recorded.recorded_at >= oldest_kept);
         if self.answers.len() > MAX_RECORDED_ANSWERS {
@@ -98,6 +104,7 @@ impl ProviderStoreContents {
             let cutoff = times[MAX_RECORDED_ANSWERS - 1].to_owned();
             self.answers.retain(|_, recorded| recorded.recorded_at >= cutoff);
         }
+        recorded
     }
 }
 

@@ -67,6 +67,9 @@ pub struct EngineConfig {
     pub session_directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
     /// Where this node's presence lists go and other nodes' come from (a cluster); `None` on a single node.
     pub presence_share: Option<Arc<dyn troupe_runtime::presence_share::PresenceShare>>,
+    /// The cluster's shared provider connections: a connection made through any node is made on every node. `None`
+    /// on a single node.
+    pub provider_share: Option<Arc<dyn troupe_runtime::provider_share::ProviderShare>>,
 }
 
 impl Engine {
@@ -108,6 +111,9 @@ impl Engine {
         let goals_data_dir = config.data_dir.clone();
         let status = status::StatusFacts::new(config.data_dir.root().display().to_string());
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
+        if let Some(share) = config.provider_share {
+            runtime.do_send(crate::runtime_actor::InstallProviderShare { share });
+        }
         let run_context = crate::run_start::EngineRunContext {
             runtime: runtime.clone(),
             services: services.clone(),

@@ -154,6 +154,9 @@ impl From<EngineError> for RpcError {
             EngineError::ProviderIdempotencyConflict { provider_id, .. } => {
                 RpcError::invalid_params_typed(ErrorCode::IdempotencyConflict, &detail, &[provider(provider_id)])
             }
+            EngineError::ProviderShareUnavailable { provider_id, .. } => {
+                RpcError::engine(ErrorCode::ClusterUnavailable, &detail, &[provider(provider_id)])
+            }
             EngineError::Internal { .. } => RpcError::internal(&detail),
             EngineError::InputTooLarge { size, limit, .. } => RpcError::invalid_params_typed(
                 ErrorCode::InputTooLarge,

@@ -1,86 +1,21 @@
-//! `provider.connect` and `provider.disconnect`: changes of `providers.json`, made durable before they are
-//! acknowledged.
-//!
-//! A change never blocks the actor's thread. Building a client (the local provider reads its script) and saving
-//! (two `fsync`s) run on blocking threads, listing a provider's models is a network call, and meanwhile the actor
-//! keeps answering snapshot requests. Changes are still applied one at a time, in arrival order, through the
-//! actor's store lane: once the changes before it are done, a change decides on the latest durable state
-//! (a redelivery finds the first answer there), its new contents are saved, and only once they are durable does
-//! the actor adopt them, install or remove the client and tell every connection. A failed save changes nothing.
+//! `provider.connect` and `provider.disconnect`: what each decides, staged as a change of the provider connections
+//! that the store lane (`store_lane.rs`) makes durable, in the cluster's share first in a cluster, before it is
+//! acknowledged. A redelivery is answered with its recorded answer: this node's, or in a cluster the one any node
+//! recorded, looked up before anything else so that it is answered as the first time whichever node it reaches.
 
 use serde_json::json;
 use troupe_protocol::types::provider::{
-    DisconnectReceipt, DurableConnection, ProviderConnectParams, ProviderConnectResult, ProviderDisconnectResult,
+    DisconnectReceipt, DurableConnection, ProviderConnectParams, ProviderConnectResult, ProviderDisconnectParams,
+    ProviderDisconnectResult,
 };
 use troupe_runtime::clock::now_rfc3339;
-use troupe_runtime::provider_store::{ProviderStoreContents, StoredConnection, request_fingerprint};
+use troupe_runtime::provider_store::{StoredConnection, request_fingerprint};
 
 use super::clients::{build_client, list_models};
+use super::store_lane::{Replay, Reply, Staged, share_step};
 use super::*;
 
-/// What a change decided on the latest durable state.
-enum Staged<R> {
-    /// Nothing to save: reply with this (a redelivery of a recorded answer).
-    Answer(R),
-    /// Save these contents; once they are durable, `adopt` applies the change to the actor and builds the reply.
-    Save { contents: ProviderStoreContents, adopt: Box<dyn FnOnce(&mut RuntimeActor) -> R> },
-}
-
-/// How a change ends after its turn in the lane.
-enum Finish<R> {
-    Reply(Result<R, EngineError>),
-    Adopt(Box<dyn FnOnce(&mut RuntimeActor) -> R>),
-}
-
-type Reply<R> = ResponseActFuture<RuntimeActor, Result<R, EngineError>>;
-
 impl RuntimeActor {
-    /// Applies one change of `providers.json` in its turn (see the module docs). `what` names the change in the
-    /// error of a failed save.
-    fn change_store<R: 'static>(
-        &self,
-        what: &'static str,
-        stage: impl FnOnce(&mut RuntimeActor) -> Result<Staged<R>, EngineError> + 'static,
-    ) -> Reply<R> {
-        let lane = self.store_lane.clone();
-        let turn = async move { lane.lock_owned().await };
-        Box::pin(turn.into_actor(self).then(move |turn, actor, _| {
-            let (save, finish) = match stage(actor) {
-                Ok(Staged::Save { contents, adopt }) => (Some(actor.store.staged(contents)), Finish::Adopt(adopt)),
-                Ok(Staged::Answer(reply)) => (None, Finish::Reply(Ok(reply))),
-                Err(error) => (None, Finish::Reply(Err(error))),
-            };
-            let saving = async move {
-                let pending = save?;
-                Some(
-                    tokio::task::spawn_blocking(move || {
-                        let saved = pending.save();
-                        (pending.contents, saved)
-                    })
-                    .await,
-                )
-            };
-            saving.into_actor(actor).map(move |saved, actor, _| {
-                // The next change takes its turn once this one is adopted (or abandoned).
-                let _turn = turn;
-                let adopt = match finish {
-                    Finish::Reply(reply) => return reply,
-                    Finish::Adopt(adopt) => adopt,
-                };
-                let failure = match saved {
-                    Some(Ok((contents, Ok(())))) => {
-                        actor.store.contents = contents;
-                        return Ok(adopt(actor));
-                    }
-                    Some(Ok((_, Err(error)))) => error.to_string(),
-                    Some(Err(join_error)) => format!("the save did not finish: {join_error}"),
-                    None => "nothing was saved".to_owned(),
-                };
-                Err(EngineError::Internal { detail: format!("{what} was not saved: {failure}") })
-            })
-        }))
-    }
-
     /// The answer to a redelivered `provider.connect`, from its recorded answer and the current snapshot.
     fn replayed_connect(&self, answer: serde_json::Value) -> Result<ProviderConnectResult, EngineError> {
         serde_json::from_value::<ProviderConnectResult>(json!({
@@ -117,6 +52,24 @@ impl RuntimeActor {
                 Err(EngineError::RevisionConflict { expected, found: self.snapshot.revision })
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The answer the cluster's share recorded under `key` (by any node); none without a share.
+    fn shared_answer(
+        &self,
+        provider_id: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<RecordedAnswer>, EngineError>> + 'static {
+        let lookup = self.share.as_ref().map(|share| share.answer(key));
+        let provider_id = provider_id.to_owned();
+        async move {
+            match lookup {
+                None => Ok(None),
+                Some(lookup) => lookup
+                    .await
+                    .map_err(|error| EngineError::ProviderShareUnavailable { provider_id, detail: error.detail }),
+            }
         }
     }
 
@@ -164,7 +117,12 @@ impl Handler<ConnectProvider> for RuntimeActor {
         // credentials now, rather than at the first run.
         let settings = (params.setup_values.clone(), params.auth_method.clone(), params.auth_values.clone());
         let id = provider_id.clone();
+        // In a cluster, another node may have answered this request first.
+        let shared_answer = self.shared_answer(&provider_id, &params.client_connect_id);
         let prepare = async move {
+            if let Some(recorded) = shared_answer.await? {
+                return Ok(Prepared::Recorded(recorded));
+            }
             let (setup_values, auth_method, auth_values) = settings;
             let built = tokio::task::spawn_blocking(move || {
                 build_client(&id, &setup_values, &auth_method, &auth_values).map_err(|detail| (id, detail))
@@ -176,18 +134,25 @@ impl Handler<ConnectProvider> for RuntimeActor {
             let client =
                 built.map_err(|(provider_id, detail)| EngineError::InvalidProviderSetup { provider_id, detail })?;
             let listed = list_models(&client).await;
-            Ok::<_, EngineError>((client, listed))
+            Ok::<_, EngineError>(Prepared::Client(client, listed))
         };
         Box::pin(prepare.into_actor(self).then(move |prepared, actor, _| {
-            let staged = prepared.and_then(|(client, listed)| {
-                let models = listed.map_err(|error| EngineError::ProviderUnreachable {
-                    provider_id: provider_id.clone(),
-                    detail: error.to_string(),
-                })?;
-                Ok((client, models))
+            let staged = prepared.and_then(|prepared| match prepared {
+                Prepared::Recorded(recorded) => {
+                    let answer = judge_recorded(&provider_id, &params.client_connect_id, &fingerprint, &recorded)?;
+                    actor.replayed_connect(answer).map(Err)
+                }
+                Prepared::Client(client, listed) => {
+                    let models = listed.map_err(|error| EngineError::ProviderUnreachable {
+                        provider_id: provider_id.clone(),
+                        detail: error.to_string(),
+                    })?;
+                    Ok(Ok((client, models)))
+                }
             });
             let (client, models) = match staged {
-                Ok(ready) => ready,
+                Ok(Ok(ready)) => ready,
+                Ok(Err(replayed)) => return Box::pin(actix::fut::ready(Ok(replayed))) as Reply<ProviderConnectResult>,
                 Err(error) => return Box::pin(actix::fut::ready(Err(error))) as Reply<ProviderConnectResult>,
             };
             actor.change_store("the provider connection", move |actor| {
@@ -218,11 +183,17 @@ impl Handler<ConnectProvider> for RuntimeActor {
                 let model_count =
                     contents.connections.get(&provider_id).map_or(0, |connection| connection.models.len());
                 contents.generations.insert(provider_id.clone(), generation);
-                contents.record_answer(
+                let recorded = contents.record_answer(
                     params.client_connect_id.clone(),
-                    fingerprint,
+                    fingerprint.clone(),
                     json!({"durable_connection": durable_connection, "effective_auth_source": params.auth_method}),
                 );
+                let key = params.client_connect_id.clone();
+                let replay_provider = provider_id.clone();
+                let replay: Replay<ProviderConnectResult> = Box::new(move |actor, recorded| {
+                    actor.replayed_connect(judge_recorded(&replay_provider, &key, &fingerprint, recorded)?)
+                });
+                let shared = share_step(&contents, &provider_id, &params.client_connect_id, recorded, replay);
                 let adopt = move |actor: &mut RuntimeActor| {
                     tracing::info!(provider = %provider_id, generation, models = model_count, "provider connected");
                     actor.install(&provider_id, client);
@@ -234,10 +205,16 @@ impl Handler<ConnectProvider> for RuntimeActor {
                         replayed: false,
                     }
                 };
-                Ok(Staged::Save { contents, adopt: Box::new(adopt) })
+                Ok(Staged::Save { contents, adopt: Box::new(adopt), shared: Box::new(shared) })
             })
         }))
     }
+}
+
+/// What a `provider.connect` has once its client is ready, or the answer another node recorded for it.
+enum Prepared {
+    Recorded(RecordedAnswer),
+    Client(ProviderClient, Result<Vec<String>, troupe_runtime::model::ModelError>),
 }
 
 impl Handler<DisconnectProvider> for RuntimeActor {
@@ -252,6 +229,24 @@ impl Handler<DisconnectProvider> for RuntimeActor {
             "expected_runtime_revision": params.expected_runtime_revision,
             "expected_connection_generation": params.expected_connection_generation,
         }));
+        // In a cluster, another node may have answered this request first.
+        let shared_answer = self.shared_answer(&provider_id, &params.client_request_id);
+        Box::pin(shared_answer.into_actor(self).then(move |shared_answer, actor, _| match shared_answer {
+            Err(error) => Box::pin(actix::fut::ready(Err(error))),
+            Ok(Some(recorded)) => {
+                let replayed = judge_recorded(&provider_id, &params.client_request_id, &fingerprint, &recorded)
+                    .and_then(|answer| actor.replayed_disconnect(&provider_id, answer));
+                Box::pin(actix::fut::ready(replayed))
+            }
+            Ok(None) => actor.disconnect(params, fingerprint),
+        }))
+    }
+}
+
+impl RuntimeActor {
+    /// A `provider.disconnect` no node answered yet, in its turn.
+    fn disconnect(&self, params: ProviderDisconnectParams, fingerprint: String) -> Reply<ProviderDisconnectResult> {
+        let provider_id = params.provider_id.clone();
         self.change_store("the disconnection", move |actor| {
             if let Some(answer) = actor.replay(&provider_id, &params.client_request_id, &fingerprint)? {
                 return actor.replayed_disconnect(&provider_id, answer).map(Staged::Answer);
@@ -270,11 +265,18 @@ impl Handler<DisconnectProvider> for RuntimeActor {
             let generation = contents.generations.get(&provider_id).copied().unwrap_or(0);
             let durable_receipt =
                 DisconnectReceipt { provider_id: provider_id.clone(), generation, disconnected_at: now_rfc3339() };
-            contents.record_answer(
+            let recorded = contents.record_answer(
                 params.client_request_id.clone(),
-                fingerprint,
+                fingerprint.clone(),
                 json!({"durable_receipt": durable_receipt, "disconnected": disconnected}),
             );
+            let key = params.client_request_id.clone();
+            let replay_provider = provider_id.clone();
+            let replay: Replay<ProviderDisconnectResult> = Box::new(move |actor, recorded| {
+                let answer = judge_recorded(&replay_provider, &key, &fingerprint, recorded)?;
+                actor.replayed_disconnect(&replay_provider, answer)
+            });
+            let shared = share_step(&contents, &provider_id, &params.client_request_id, recorded, replay);
             let adopt = move |actor: &mut RuntimeActor| {
                 if disconnected {
                     tracing::info!(provider = %provider_id, generation, "provider disconnected");
@@ -289,7 +291,7 @@ impl Handler<DisconnectProvider> for RuntimeActor {
                     replayed: false,
                 }
             };
-            Ok(Staged::Save { contents, adopt: Box::new(adopt) })
+            Ok(Staged::Save { contents, adopt: Box::new(adopt), shared: Box::new(shared) })
         })
     }
 }
