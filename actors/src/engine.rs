@@ -68,6 +68,8 @@ pub struct Engine {
     status: status::StatusFacts,
     /// Who follows which session, for `session.presence` (`engine/presence.rs`).
     presence: Addr<crate::presence_actor::PresenceActor>,
+    /// This node's name in a cluster; `None` on a single node.
+    node: Option<String>,
     /// In a cluster, where requests for sessions other nodes host are sent on to them (`engine/forward.rs`).
     forwarder: std::sync::OnceLock<std::sync::Arc<dyn troupe_protocol::server::RequestForwarder>>,
 }

@@ -113,7 +113,7 @@ impl Present {
 }
 
 /// A connection's id in presence lists: `connection-<n>`, and `connection-<n>@<node>` in a cluster.
-fn connection_label(connection_id: u64, node: Option<&str>) -> String {
+pub(crate) fn connection_label(connection_id: u64, node: Option<&str>) -> String {
     match node {
         Some(node) => format!("connection-{connection_id}@{node}"),
         None => format!("connection-{connection_id}"),

@@ -78,6 +78,13 @@ macro_rules! protocol_methods {
                 None
             }
 
+            /// The name a connection goes by where others see it (`connection-<n>`; a cluster node adds
+            /// `@<node>`): in presence lists, an approval's `answered_by`, and as the `caller` of the requests it
+            /// forwards.
+            fn connection_label(&self, connection_id: u64) -> String {
+                format!("connection-{connection_id}")
+            }
+
             $(
                 $(#[doc = $doc])*
                 fn $handler(

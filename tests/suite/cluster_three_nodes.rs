@@ -2,13 +2,15 @@
 //! nodes, first on one nats-server, then on a cluster of three nats-servers (each node attached to its own server,
 //! every session's events kept on all three). A session lives on node a; a client on node b follows it from the
 //! start; a client on node c starts a run that asks for an approval, sees the approval raised on a, and answers it.
-//! b's follower sees every event of the run, in order, none missing and none twice: exactly a's own log.
+//! b's follower sees every event of the run, in order, none missing and none twice: exactly a's own log. The
+//! approval is recorded as answered by c's client, by the name c's presence lists give it.
 
 use troupe_protocol::client::Client;
 use troupe_protocol::method;
 use troupe_protocol::types::approval::{
     ApprovalDecision, ApprovalListParams, ApprovalRecord, ApprovalRespondParams, ApprovalStatus,
 };
+use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::session::PermissionMode;
 use troupe_test_support::{NatsCluster, NatsServer};
@@ -61,7 +63,15 @@ async fn three_nodes_share_one_session(urls: [String; 3], replicas: u32) {
         decision: ApprovalDecision::ApproveOnce,
         feedback: None,
     };
-    within("approval.respond on c", client_c.call::<method::ApprovalRespond>(answer)).await.expect("answered from c");
+    let answered = within("approval.respond on c", client_c.call::<method::ApprovalRespond>(answer))
+        .await
+        .expect("answered from c");
+    // Recorded on a as answered by c's client, by the name presence lists give it: not a's forwarding connection.
+    let params = SessionIdParams { session_id: session_id.clone() };
+    let you =
+        within("session.presence on c", client_c.call::<method::SessionPresence>(params)).await.expect("presence").you;
+    assert!(you.ends_with("@c"), "{you}");
+    assert_eq!(answered.approval.answered_by.as_deref(), Some(format!("client:{you}").as_str()));
 
     let seen_on_b = whole_until(&mut followed, ends_run(&run_id)).await;
     let history = {

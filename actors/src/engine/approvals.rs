@@ -36,7 +36,12 @@ impl Engine {
         check_idempotency_key("client_response_id", &params.client_response_id)?;
         let client_response_id = params.client_response_id.clone();
         let approvals = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
-        let answered_by = format!("client:connection-{}", ctx.connection_id());
+        // A request another node forwarded was answered by its client there, not by the forwarding connection.
+        let caller = match ctx.forwarded_caller() {
+            Some(caller) => caller.to_owned(),
+            None => crate::presence_actor::connection_label(ctx.connection_id(), self.node.as_deref()),
+        };
+        let answered_by = format!("client:{caller}");
         let approval =
             approvals.send(RespondInTree { params, answered_by }).await.map_err(|_| EngineError::ShuttingDown)??;
         Ok(ApprovalRespondResult { client_response_id, approval })

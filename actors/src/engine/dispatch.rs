@@ -61,6 +61,10 @@ impl ServerProtocol for Engine {
         self.forwarder.get().cloned()
     }
 
+    fn connection_label(&self, connection_id: u64) -> String {
+        crate::presence_actor::connection_label(connection_id, self.node.as_deref())
+    }
+
     async fn handshake(&self, ctx: &ServerContext, _: HandshakeParams) -> Result<HandshakeResult, RpcError> {
         let snapshot = self
             .runtime

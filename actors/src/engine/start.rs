@@ -137,6 +137,7 @@ impl Engine {
             },
             data_dir: goals_data_dir,
         });
+        let node = config.session_directory.as_ref().map(|directory| directory.node().to_owned());
         if let Some(directory) = config.session_directory {
             supervisor.do_send(crate::session_supervisor::InstallDirectory { directory });
         }
@@ -169,6 +170,7 @@ impl Engine {
                 None => crate::presence_actor::PresenceActor::default(),
             }
             .start(),
+            node,
             forwarder: std::sync::OnceLock::new(),
         })
     }

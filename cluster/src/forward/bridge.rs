@@ -61,9 +61,9 @@ impl<S: ServerProtocol> Bridge<S> {
     /// Runs `request` and returns its whole reply frame (`{"jsonrpc":"2.0","id":..,"result"|"error":..}`, the id
     /// the bridge's own). `None` when the local connection closed before answering (the daemon is stopping).
     pub async fn call(&self, request: ForwardedRequest) -> Option<ByteString> {
-        let ForwardedRequest { method, params, client_info } = request;
+        let ForwardedRequest { method, params, client_info, caller } = request;
         let local = self.connection(client_info.as_deref());
-        local.call(&method, params.as_deref()).await
+        local.call(&method, params.as_deref(), caller.as_deref()).await
     }
 
     /// The connection for `client_info`, handshaken; opened on first use.
@@ -111,13 +111,13 @@ impl<S: ServerProtocol> Drop for Bridge<S> {
 }
 
 impl<S: ServerProtocol> Local<S> {
-    async fn call(&self, method: &str, params: Option<&RawValue>) -> Option<ByteString> {
+    async fn call(&self, method: &str, params: Option<&RawValue>, caller: Option<&str>) -> Option<ByteString> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let text = serde_json::to_string(&Request { jsonrpc: "2.0", id, method, params }).ok()?;
         let (sender, receiver) = oneshot::channel();
         self.pending.lock().insert(id, sender);
         // The frame's reply is queued when this returns; the reader hands it over.
-        self.connection.handle_text(&text).await;
+        self.connection.handle_forwarded_text(&text, caller).await;
         let reply = receiver.await.ok();
         self.pending.lock().remove(&id);
         reply

@@ -148,8 +148,18 @@ impl<S: ServerProtocol> ServerConnection<S> {
     /// [`handle_frame`](Self::handle_frame) of a text frame the caller keeps (the returned future does not borrow
     /// it: what a request needs of it is copied before this returns).
     pub fn handle_text(&self, text: &str) -> impl Future<Output = ()> + Send + 'static + use<S> {
+        self.handle_forwarded_text(text, None)
+    }
+
+    /// [`handle_text`](Self::handle_text) of a frame another node forwarded on behalf of `caller` (its name for the
+    /// client's connection, which the frame's requests see as [`ServerContext::forwarded_caller`]).
+    pub fn handle_forwarded_text(
+        &self,
+        text: &str,
+        caller: Option<&str>,
+    ) -> impl Future<Output = ()> + Send + 'static + use<S> {
         let this = self.clone();
-        let group = Arc::new(ReplyGroup::default());
+        let group = Arc::new(ReplyGroup::sent_by(caller.map(Arc::from)));
         // Validation and gating happen here, synchronously, so that a pipelined `handshake` followed by another
         // method is gated in the order the client sent them. No handler holds the frame's text.
         let work = match crate::jsonrpc::parse_frame(text) {
@@ -280,7 +290,8 @@ impl<S: ServerProtocol> ServerConnection<S> {
         let Some(node) = forward_target(&method, &refusal) else { return Err(refusal) };
         let Some(forwarder) = self.server.forwarder() else { return Err(refusal) };
         let node = node.to_owned();
-        let request = ForwardedRequest { method, params, client_info: ctx.client_info() };
+        let caller = Some(self.server.connection_label(ctx.connection_id()));
+        let request = ForwardedRequest { method, params, client_info: ctx.client_info(), caller };
         match forwarder.forward(&node, request).await {
             Ok(result) => id.map(|id| crate::jsonrpc::encode_result_for(id, &result)).transpose(),
             Err(ForwardFailure::Answered(error)) => Err(error),

@@ -26,9 +26,18 @@ pub(super) struct ReplyGroup {
     reservations: Mutex<Vec<Reservation>>,
     /// The group as one holder of the reply budget: a member of a batch never waits for bytes its siblings hold.
     holder: Arc<Holder>,
+    /// Who sent the frame, when another node forwarded it (see [`ServerContext::forwarded_caller`]).
+    pub(super) caller: Option<Arc<str>>,
 }
 
 impl ReplyGroup {
+    /// The group of a frame; `caller` names who another node forwarded it for.
+    pub(super) fn sent_by(caller: Option<Arc<str>>) -> ReplyGroup {
+        let mut group = ReplyGroup::default();
+        group.caller = caller;
+        group
+    }
+
     /// The reply frame is queued: the bytes reserved to build it go back to the budget.
     pub(super) fn reply_queued(&self) {
         let reservations = std::mem::take(&mut *self.reservations.lock());
@@ -69,6 +78,12 @@ pub struct ServerContext {
 impl ServerContext {
     pub fn connection_id(&self) -> u64 {
         self.shared.id
+    }
+
+    /// The name the forwarding node gave the connection this request came on, when another node forwarded it
+    /// (`ForwardedRequest::caller`); `None` for a client's own request.
+    pub fn forwarded_caller(&self) -> Option<&str> {
+        self.group.caller.as_deref()
     }
 
     /// A handle on this request's connection that outlives the request (see [`ConnectionHandle`]).

@@ -39,7 +39,7 @@ pub const NOT_FORWARDED: &[&str] = &[
 ];
 
 /// One request sent on to the node hosting its session: the client's method and params exactly as it sent them,
-/// and the `client_info` of the connection it came on. It is also the payload that travels between nodes.
+/// and the `client_info` and name of the connection it came on. It is also the payload that travels between nodes.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ForwardedRequest {
     pub method: String,
@@ -47,6 +47,10 @@ pub struct ForwardedRequest {
     pub params: Option<Box<RawValue>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_info: Option<Arc<ClientInfo>>,
+    /// The forwarding node's name for the connection the request came on (`connection-<n>@<node>`), which the
+    /// owner reports as who did it (an approval's `answered_by`) instead of its own forwarding connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
 }
 
 /// Why a forwarded request has no result.

@@ -46,7 +46,7 @@ impl RequestForwarder for FakeForwarder {
         node: &str,
         request: ForwardedRequest,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ForwardFailure>> {
-        let ForwardedRequest { method, params, client_info } = request;
+        let ForwardedRequest { method, params, client_info, .. } = request;
         let params = params.map(|params| params.get().to_owned());
         self.sent.lock().push((node.to_owned(), method, params, client_info.map(|info| info.name.clone())));
         let answer = match &self.answer {
