@@ -371,6 +371,7 @@ mod tests {
             skipped_events: Vec::new(),
             archived: false,
             node: None,
+            may_be_stale: false,
         }
     }
 

@@ -84,6 +84,10 @@ impl SessionDirectory for NatsDirectory {
         self.queue(&meta.session_id, Pending::Put(Box::new(meta.clone())));
     }
 
+    fn is_current(&self) -> bool {
+        self.cluster.is_connected()
+    }
+
     fn remove(&self, session_id: &str) {
         self.queue(session_id, Pending::Remove);
     }

@@ -86,6 +86,7 @@ fn meta(session_id: &str) -> SessionResult {
             skipped_events: Vec::new(),
             archived: false,
             node: None,
+            may_be_stale: false,
         },
     }
 }

@@ -115,6 +115,7 @@ mod tests {
             }],
             archived: true,
             node: None,
+            may_be_stale: false,
         }
     }
 

@@ -28,6 +28,9 @@ pub trait SessionDirectory: Send + Sync + std::fmt::Debug + 'static {
     fn publish(&self, meta: &SessionMeta);
     /// Removes a deleted session.
     fn remove(&self, session_id: &str);
+    /// Whether this node's copy of the directory follows the cluster now (NATS reachable); when not, what it
+    /// holds of other nodes' sessions may be behind.
+    fn is_current(&self) -> bool;
     /// Feeds `sink` the whole directory, then every later change, until the daemon stops.
     fn watch(&self, sink: DirectorySink);
     /// Reads one session's entry now (its metadata and the node that hosts it): for a session the watch has not

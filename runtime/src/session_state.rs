@@ -249,6 +249,7 @@ impl SessionState {
             skipped_events: self.skipped_events.clone(),
             archived: self.archived,
             node: None,
+            may_be_stale: false,
         }
     }
 }

@@ -85,7 +85,7 @@ pub(super) async fn start_run_once_hosted(client: &Client, session_id: &str, inp
 }
 
 /// Every event of the session, replayed from the start on a new subscription, until `stop` holds for one.
-async fn history_until(
+pub(super) async fn history_until(
     node: &ChildDaemon,
     session_id: &str,
     stop: impl FnMut(&StoredEvent) -> bool,

@@ -20,6 +20,7 @@ mod cli_token_source;
 mod cluster;
 mod cluster_console;
 mod cluster_follow;
+mod cluster_nats_down;
 mod cluster_presence;
 mod cluster_providers;
 mod cluster_three_nodes;

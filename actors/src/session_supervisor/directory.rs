@@ -10,6 +10,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
+use troupe_protocol::types::common::SessionMeta;
 use troupe_runtime::session_directory::{DirectoryChange, SessionDirectory};
 
 use super::SessionSupervisor;
@@ -163,8 +164,21 @@ impl SessionSupervisor {
         (*node != own_node && !self.live.contains_key(session_id)).then(|| node.clone())
     }
 
+    /// Whether what the index holds of other nodes' sessions may be behind: the directory cannot be followed now.
+    pub(super) fn directory_behind(&self) -> bool {
+        self.directory.as_ref().is_some_and(|directory| !directory.is_current())
+    }
+
+    /// `meta` as this node answers it: marked `may_be_stale` when another node hosts it and `behind`
+    /// ([`directory_behind`](Self::directory_behind)).
+    pub(super) fn served_meta(&self, meta: &SessionMeta, behind: bool) -> SessionMeta {
+        let mut meta = meta.clone();
+        meta.may_be_stale = behind && self.hosted_elsewhere(&meta.session_id).is_some();
+        meta
+    }
+
     /// Publishes a session this node hosts to the cluster's directory (nothing on a single node).
-    pub(super) fn publish_to_directory(&self, meta: &troupe_protocol::types::common::SessionMeta) {
+    pub(super) fn publish_to_directory(&self, meta: &SessionMeta) {
         if let Some(directory) = &self.directory {
             directory.publish(meta);
         }

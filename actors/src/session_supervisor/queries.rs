@@ -62,7 +62,7 @@ impl SessionSupervisor {
     }
 
     fn tree(&self, session_id: &str, visited: &mut HashSet<String>) -> Result<SessionTreeNode, EngineError> {
-        let session = self.meta(session_id)?.clone();
+        let session = self.served_meta(self.meta(session_id)?, self.directory_behind());
         visited.insert(session_id.to_owned());
         let mut children = Vec::new();
         for child in self.children.get(session_id).into_iter().flatten() {
@@ -79,7 +79,7 @@ impl Handler<IndexedMeta> for SessionSupervisor {
     type Result = Result<SessionMeta, EngineError>;
 
     fn handle(&mut self, message: IndexedMeta, _: &mut Context<Self>) -> Self::Result {
-        self.meta(&message.session_id).cloned()
+        Ok(self.served_meta(self.meta(&message.session_id)?, self.directory_behind()))
     }
 }
 
@@ -96,13 +96,14 @@ impl Handler<ListRootSessions> for SessionSupervisor {
     type Result = MessageResult<ListRootSessions>;
 
     fn handle(&mut self, message: ListRootSessions, _: &mut Context<Self>) -> Self::Result {
+        let behind = self.directory_behind();
         let mut sessions: Vec<SessionMeta> = self
             .index
             .values()
             .filter(|meta| meta.origin == SessionOrigin::Root)
             .filter(|meta| message.cwd.as_ref().is_none_or(|cwd| &meta.cwd == cwd))
             .filter(|meta| message.include_archived || !meta.archived)
-            .cloned()
+            .map(|meta| self.served_meta(meta, behind))
             .collect();
         // RFC 3339 UTC timestamps of one format sort chronologically as strings.
         sessions

@@ -7,6 +7,10 @@
 //! (`duplicate: true`, which it checks before the expected sequence); beyond it, the expected sequence refuses
 //! the repeat, and reading the subject's last message tells whether it is this writer's.
 //!
+//! An attempt is sent only while the client is connected: the client keeps what is published while it is
+//! disconnected and sends it when it reconnects, so an append refused after its deadline would otherwise still
+//! land later. Without a connection the append waits for one; refused with none sent, nothing of it can be stored.
+//!
 //! The message id names the writer as well as the batch (`<session>:<first seq>:<writer>`): a duplicate answer
 //! then means that this very writer's message is stored, never another writer's batch that starts at the same
 //! event sequence (which a retry would otherwise take for its own), nor an earlier life of a purged session.
@@ -30,6 +34,8 @@ pub const APPEND_DEADLINE: Duration = Duration::from_secs(15);
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The pause between two attempts that failed at once (no responders while a leader is elected).
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// How often an append that waits for the connection to NATS to come back looks again.
+const CONNECTION_POLL: Duration = Duration::from_millis(25);
 
 /// `message` as it goes out under the id `msg_id`, fenced on `expected` (the stream sequence of the subject's
 /// last message; 0 for none).
@@ -58,6 +64,12 @@ pub(super) async fn fenced(
     let mut last_failure = String::new();
     let mut unreachable = true;
     while Instant::now() < deadline {
+        if !cluster.is_connected() {
+            last_failure = "not connected to NATS".to_owned();
+            unreachable = true;
+            tokio::time::sleep(CONNECTION_POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
+            continue;
+        }
         attempt += 1;
         let limit = deadline.saturating_duration_since(Instant::now()).min(ATTEMPT_TIMEOUT);
         let sent = tokio::time::timeout(limit, async {
@@ -94,7 +106,13 @@ pub(super) async fn fenced(
         let pause = RETRY_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
         tokio::time::sleep(pause).await;
     }
-    let detail = format!("{attempt} attempts in {APPEND_DEADLINE:?}, the last one: {last_failure}");
+    let outcome = if attempt == 0 {
+        "none was sent, so nothing of it is stored"
+    } else {
+        "one sent before NATS went away may still be stored when it returns: a retry with the same client id answers \
+         what was stored"
+    };
+    let detail = format!("{attempt} attempts in {APPEND_DEADLINE:?} ({outcome}), the last failure: {last_failure}");
     if unreachable {
         Err(ClusterError::Unreachable { what: "append to a session's log", detail })
     } else {

@@ -113,6 +113,11 @@ pub struct SessionMeta {
     /// workspace. Omitted on a single node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// troupe extension (a cluster): `true` when this metadata of a session another node hosts comes from this
+    /// node's copy of the cluster's directory while NATS cannot be reached, so it may be behind what the hosting
+    /// node knows. Omitted when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_be_stale: bool,
 }
 
 /// `{}` in both directions: methods that take or return nothing.
