@@ -69,12 +69,14 @@ pub async fn publish(
     let meta = serde_json::to_value(meta).map_err(corrupt)?;
     let value = serde_json::to_vec(&Listing { owner: owner.to_owned(), meta })
         .map_err(|error| ClusterError::Corrupt { what: "a session's directory entry", detail: error.to_string() })?;
+    crate::kv::connected(cluster, "publish a session to the directory").await?;
     bounded("publish a session to the directory", store.put(session_id, value.into())).await
 }
 
 /// Removes `session_id` from the directory (the session was deleted). Removing an absent session does nothing.
 pub async fn remove(cluster: &Cluster, session_id: &str) -> Result<(), ClusterError> {
     let store = directory(cluster, session_id).await?;
+    crate::kv::connected(cluster, "remove a session from the directory").await?;
     bounded("remove a session from the directory", store.delete(session_id)).await
 }
 

@@ -50,6 +50,21 @@ pub(crate) fn unreachable(what: &'static str) -> ClusterError {
     ClusterError::Unreachable { what, detail: format!("no answer within {REQUEST_TIMEOUT:?}") }
 }
 
+/// Waits up to [`REQUEST_TIMEOUT`] for the client to be connected, before a write is sent: what is published while
+/// it is disconnected, the client keeps and sends when it reconnects, so a write refused meanwhile would still land
+/// later (a directory entry over a newer one, a provider change its client was told is not stored).
+pub(crate) async fn connected(cluster: &Cluster, what: &'static str) -> Result<(), ClusterError> {
+    let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+    while !cluster.is_connected() {
+        if tokio::time::Instant::now() >= deadline {
+            let detail = format!("not connected to NATS for {REQUEST_TIMEOUT:?}; nothing was sent");
+            return Err(ClusterError::Unreachable { what, detail });
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Ok(())
+}
+
 /// Awaits one NATS call for at most [`REQUEST_TIMEOUT`], naming `what` in either failure.
 pub(crate) async fn bounded<T, E: std::fmt::Display>(
     what: &'static str,

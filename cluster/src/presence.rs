@@ -105,6 +105,7 @@ async fn publish_loop(cluster: Cluster, pending: Arc<Mutex<HashMap<String, Vec<P
 async fn publish(cluster: &Cluster, session_id: &str, clients: &[PresenceClient]) -> Result<(), ClusterError> {
     let store = bucket(cluster, names::PRESENCE_BUCKET).await?;
     let key = key(session_id, cluster.node());
+    crate::kv::connected(cluster, "publish a presence list").await?;
     if clients.is_empty() {
         return bounded("remove a presence list", store.delete(&key)).await;
     }

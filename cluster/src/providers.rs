@@ -60,6 +60,7 @@ pub async fn store(
     let answers = bucket(cluster, names::PROVIDER_ANSWER_BUCKET).await?;
     let key = answer_key(client_key);
     let recorded = encode(answer, "a recorded provider answer")?;
+    crate::kv::connected(cluster, "record a provider answer").await?;
     let claimed = bounded("record a provider answer", async {
         match answers.create(&key, recorded.into()).await {
             Ok(_) => Ok(true),
@@ -79,7 +80,11 @@ pub async fn store(
         };
     }
     let value = encode(state, "a provider's shared state")?;
-    match bounded("store a provider's state", providers.put(provider_id, value.into())).await {
+    let stored = async {
+        crate::kv::connected(cluster, "store a provider's state").await?;
+        bounded("store a provider's state", providers.put(provider_id, value.into())).await
+    };
+    match stored.await {
         Ok(revision) => Ok(StoreOutcome::Stored { revision }),
         Err(error) => {
             if let Err(withdraw) = bounded("withdraw a provider answer", answers.delete(&key)).await {
@@ -95,6 +100,7 @@ pub async fn store(
 pub async fn offer(cluster: &Cluster, provider_id: &str, state: &SharedProvider) -> Result<Option<u64>, ClusterError> {
     let providers = provider_bucket(cluster, provider_id).await?;
     let value = encode(state, "a provider's shared state")?;
+    crate::kv::connected(cluster, "offer a provider's state").await?;
     bounded("offer a provider's state", async {
         match providers.create(provider_id, value.into()).await {
             Ok(revision) => Ok(Some(revision)),
