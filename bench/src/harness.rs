@@ -252,14 +252,7 @@ impl ChildDaemon {
 
     /// User + system CPU time of the whole process.
     pub fn cpu_time(&self) -> anyhow::Result<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))?;
-        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-        let rest = &stat[stat.rfind(')').context("stat")? + 2..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        Ok(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+        process_cpu_time(self.pid())
     }
 
     pub fn kill(&mut self) {
@@ -272,6 +265,18 @@ impl Drop for ChildDaemon {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// User + system CPU time of process `pid` (all its threads) so far.
+pub fn process_cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').context("stat")? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Ok(Duration::from_nanos(ticks * 1_000_000_000 / hz))
 }
 
 /// One `GET /readyz` over a fresh TCP connection; true on `200`.

@@ -114,6 +114,11 @@ impl NatsServer {
         self.client_port
     }
 
+    /// The running process's id (for a benchmark's CPU time); `None` while it is stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.child.as_mut().is_some_and(|child| matches!(child.try_wait(), Ok(None)))

@@ -4,6 +4,9 @@
 //! b. For each: one rename at a time (append to acknowledgement), pipelined renames (events/s), the time from a
 //! rename's send to its event at the other client (on node b in a cluster: through JetStream), and a one-turn
 //! `local/echo` run from `run.start` to holding `run_completed`. Target: the run within 2× of the file store's.
+//! Then, with the daemons as child processes (`cpu.rs`), the CPU time one such run costs each process.
+
+mod cpu;
 
 use std::time::Instant;
 
@@ -48,15 +51,22 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         let daemon = InProcessDaemon::start(None)?;
         measure(ctx, &daemon, &daemon).await?
     };
-    let r1 = {
+    let file_cpu = cpu::measure(ctx, cpu::Setup::FileStore).await?;
+    let (r1, r1_cpu) = {
         let nats = NatsServer::start();
         let (a, b) = (node(&nats.url(), "a", 1)?, node(&nats.url(), "b", 1)?);
-        measure(ctx, &a, &b).await?
+        let latency = measure(ctx, &a, &b).await?;
+        drop((a, b));
+        let setup = cpu::Setup::Cluster { urls: &nats.url(), replicas: 1, nats_pids: nats.pid().into_iter().collect() };
+        (latency, cpu::measure(ctx, setup).await?)
     };
-    let r3 = {
+    let (r3, r3_cpu) = {
         let nats = NatsCluster::start(3);
         let (a, b) = (node(&nats.urls(), "a", 3)?, node(&nats.urls(), "b", 3)?);
-        measure(ctx, &a, &b).await?
+        let latency = measure(ctx, &a, &b).await?;
+        drop((a, b));
+        let pids = nats.servers.iter().filter_map(NatsServer::pid).collect();
+        (latency, cpu::measure(ctx, cpu::Setup::Cluster { urls: &nats.urls(), replicas: 3, nats_pids: pids }).await?)
     };
     let (file_append, _) = median_p99(&file.append_ms);
     let (file_rate, _) = median_p99(&file.rates);
@@ -66,6 +76,11 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     for (name, samples) in [("cluster R1", &r1), ("cluster R3", &r3)] {
         rows.extend(rows_of(name, samples, Some((file_append, file_rate, file_follow, file_run))));
     }
+    let (file_cpu_ms, file_cpu_p99) = median_p99(&file_cpu.host_ms);
+    rows.push(Row::new("file store: CPU per one-turn run, the daemon", "ms", file_cpu_ms, file_cpu_p99));
+    for (name, samples) in [("cluster R1", &r1_cpu), ("cluster R3", &r3_cpu)] {
+        rows.extend(cpu_rows(name, samples, file_cpu_ms));
+    }
     Ok(Table {
         figure: "11. The cluster on NATS JetStream against the file store".into(),
         note: format!(
@@ -73,11 +88,16 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
              in flight), {} renames timed to the other client's notification (file store: a second client of the \
              same daemon; cluster: a client of node b following node a's session from JetStream), and one \
              `local/echo` run. R1: one nats-server; R3: three routed nats-servers, the stream and buckets with three \
-             replicas. Baseline: the file store's row. Target (issue 26): the run ≤ {RUN_RATIO}× the file store's.",
+             replicas. Baseline: the file store's row. Target (issue 26): the run ≤ {RUN_RATIO}× the file store's. \
+             CPU rows: child-process daemons (`troupe serve`), {} one-turn runs per round, each awaited by the \
+             host's client and by the follower's (file store: a second client of the same daemon; cluster: a \
+             client of node b); user + system time of each process over the round, divided by the runs. A node's \
+             capacity is about 1000 / (its ms per run) runs per CPU-second.",
             ctx.rounds,
             ctx.size(200, 5),
             ctx.size(2_000, 50),
             ctx.size(200, 5),
+            ctx.size(100, 3),
         ),
         rows,
     })
@@ -101,6 +121,19 @@ fn rows_of(name: &str, samples: &Samples, baseline: Option<(f64, f64, f64, f64)>
             run_row.cost(run_base).target(Target::RatioAtMost(RUN_RATIO)),
         ],
     }
+}
+
+/// A cluster's CPU rows: the hosting node's against the file store's daemon, the following node's and the NATS
+/// servers'.
+fn cpu_rows(name: &str, samples: &cpu::CpuPerRun, file_ms: f64) -> Vec<Row> {
+    let (host, host_p99) = median_p99(&samples.host_ms);
+    let (follower, follower_p99) = median_p99(&samples.follower_ms);
+    let (nats, nats_p99) = median_p99(&samples.nats_ms);
+    vec![
+        Row::new(format!("{name}: CPU per one-turn run, hosting node"), "ms", host, host_p99).cost(file_ms),
+        Row::new(format!("{name}: CPU per one-turn run, following node"), "ms", follower, follower_p99),
+        Row::new(format!("{name}: CPU per one-turn run, NATS servers"), "ms", nats, nats_p99),
+    ]
 }
 
 /// A cluster node on `urls` with `replicas`, in process.
