@@ -163,6 +163,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             titles: config.titles.clone(),
             log_replica: cluster.as_ref().map(|cluster| cluster.replica.clone()),
             session_directory: cluster.as_ref().map(|cluster| cluster.directory.clone()),
+            takeover: config.cluster.takeover,
             presence_share: cluster.as_ref().map(|cluster| cluster.presence.clone()),
             provider_share: cluster.as_ref().map(|cluster| cluster.providers.clone()),
         })

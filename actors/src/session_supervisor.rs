@@ -35,6 +35,7 @@ mod index;
 mod queries;
 mod removal;
 mod run_lookup;
+mod takeover;
 mod usage;
 mod usage_index;
 pub use crate::ports::supervisor::{
@@ -126,6 +127,8 @@ pub struct SessionSupervisor {
     directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
     /// Whether the directory's entries as of its watch's start are indexed (`directory`).
     directory_loaded: bool,
+    /// A look for dead nodes' sessions to take over is under way (`takeover`).
+    takeover_looking: bool,
 }
 
 impl SessionSupervisor {
@@ -159,6 +162,7 @@ impl SessionSupervisor {
             port: None,
             directory: None,
             directory_loaded: false,
+            takeover_looking: false,
         }
     }
 

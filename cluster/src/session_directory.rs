@@ -105,6 +105,18 @@ impl SessionDirectory for NatsDirectory {
         })
     }
 
+    fn live_nodes(&self) -> futures::future::BoxFuture<'static, Result<Vec<String>, String>> {
+        let cluster = self.cluster.clone();
+        let read = self.cluster.handle().spawn(async move { crate::nodes::live_nodes(&cluster).await });
+        Box::pin(async move {
+            match read.await {
+                Ok(Ok(nodes)) => Ok(nodes.into_iter().map(|info| info.node).collect()),
+                Ok(Err(error)) => Err(format!("the cluster's live nodes cannot be read now: {error}")),
+                Err(error) => Err(format!("the cluster's node reader failed: {error}")),
+            }
+        })
+    }
+
     fn watch(&self, sink: DirectorySink) {
         let cluster = self.cluster.clone();
         self.cluster.handle().spawn(async move {

@@ -33,6 +33,8 @@ pub trait SessionDirectory: Send + Sync + std::fmt::Debug + 'static {
     fn is_current(&self) -> bool;
     /// Feeds `sink` the whole directory, then every later change, until the daemon stops.
     fn watch(&self, sink: DirectorySink);
+    /// The nodes alive now (their heartbeats current), by name; `Err` (in words) when that cannot be read now.
+    fn live_nodes(&self) -> futures::future::BoxFuture<'static, Result<Vec<String>, String>>;
     /// Reads one session's entry now (its metadata and the node that hosts it): for a session the watch has not
     /// delivered yet. `Ok(None)` when the directory has none; `Err` (in words) when it cannot be read now.
     fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Result<Option<DirectoryEntry>, String>>;

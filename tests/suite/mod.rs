@@ -23,6 +23,7 @@ mod cluster_follow;
 mod cluster_nats_down;
 mod cluster_presence;
 mod cluster_providers;
+mod cluster_takeover;
 mod cluster_three_nodes;
 mod compaction;
 mod compaction_attacks;

@@ -65,6 +65,8 @@ pub struct EngineConfig {
     /// The cluster's session directory: every node's sessions are listed, and this node's published. `None` on a
     /// single node.
     pub session_directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
+    /// When this node takes over a dead node's sessions (`[cluster] takeover`).
+    pub takeover: troupe_runtime::config::cluster::Takeover,
     /// Where this node's presence lists go and other nodes' come from (a cluster); `None` on a single node.
     pub presence_share: Option<Arc<dyn troupe_runtime::presence_share::PresenceShare>>,
     /// The cluster's shared provider connections: a connection made through any node is made on every node. `None`
@@ -139,7 +141,7 @@ impl Engine {
         });
         let node = config.session_directory.as_ref().map(|directory| directory.node().to_owned());
         if let Some(directory) = config.session_directory {
-            supervisor.do_send(crate::session_supervisor::InstallDirectory { directory });
+            supervisor.do_send(crate::session_supervisor::InstallDirectory { directory, takeover: config.takeover });
         }
         let producers: Arc<crate::producers::ProducerRegistry> = Default::default();
         producers.set_recovery_source(services.plugins.clone());

@@ -21,6 +21,8 @@ use super::SessionSupervisor;
 #[rtype(result = "()")]
 pub struct InstallDirectory {
     pub directory: Arc<dyn SessionDirectory>,
+    /// When this node takes over a dead node's sessions (`takeover.rs`).
+    pub takeover: troupe_runtime::config::cluster::Takeover,
 }
 
 /// A change the directory's watch saw.
@@ -67,6 +69,9 @@ impl Handler<InstallDirectory> for SessionSupervisor {
             meta.node = Some(own_node.clone());
         }
         self.directory = Some(message.directory);
+        if message.takeover == troupe_runtime::config::cluster::Takeover::AtOnce {
+            self.take_over_at_once(ctx);
+        }
         let first_load = async move { tokio::time::timeout(FIRST_LOAD_WITHIN, first_load).await };
         ctx.wait(first_load.into_actor(self).map(|loaded, supervisor, _| match loaded {
             Ok(Ok(entries)) => {

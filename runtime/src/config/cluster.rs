@@ -13,6 +13,8 @@
 //! tls_cert = "/etc/troupe/nats-client.pem" # a client certificate, for servers that verify clients
 //! tls_key = "/etc/troupe/nats-client.key"
 //! lease_ttl_secs = 10           # a dead node's sessions can be taken over this long after its last heartbeat
+//! takeover = "at_once"          # take a dead node's sessions over as soon as their leases expire; the default,
+//!                               # "on_request", waits for a client's next request for each
 //! ```
 //!
 //! Secrets are never written in `config.toml` itself: a password or token is read from the environment variable
@@ -49,6 +51,19 @@ pub struct ClusterConfig {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub lease_ttl_secs: Option<u64>,
+    pub takeover: Takeover,
+}
+
+/// When a node takes over the sessions of a node that died (whose workspaces it has).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Takeover {
+    /// At a client's next request for the session (and its runs that were in flight end `run_interrupted` then).
+    #[default]
+    OnRequest,
+    /// As soon as the session's lease expires, with no request: its interrupted runs are recorded at once, and a
+    /// follower on any node sees the session go on.
+    AtOnce,
 }
 
 impl ClusterConfig {
@@ -127,6 +142,10 @@ mod tests {
         assert_eq!(parsed.replicas(), 3);
         assert!(validate(&parsed).is_ok());
         assert!(toml::from_str::<ClusterConfig>("nat = \"x\"").is_err());
+        assert_eq!(parsed.takeover, Takeover::OnRequest);
+        let eager: ClusterConfig = toml::from_str("takeover = \"at_once\"").unwrap();
+        assert_eq!(eager.takeover, Takeover::AtOnce);
+        assert!(toml::from_str::<ClusterConfig>("takeover = \"eventually\"").is_err());
         assert!(validate(&ClusterConfig { node: Some("a.b".into()), ..parsed.clone() }).is_err());
         assert!(validate(&ClusterConfig { replicas: Some(7), ..parsed.clone() }).is_err());
         assert!(validate(&ClusterConfig { lease_ttl_secs: Some(1), ..parsed.clone() }).is_err());
