@@ -35,7 +35,7 @@ pub(super) fn start_configured_node(nats_url: &str, name: &str, data_dir: &Path,
     std::fs::create_dir_all(data_dir).expect("data dir");
     let config = format!("[titles]\nauto = false\n[cluster]\n{cluster}lease_ttl_secs = {LEASE_TTL_SECS}\n");
     std::fs::write(data_dir.join("config.toml"), config).expect("config.toml");
-    troupe_serve(data_dir).listen("127.0.0.1:0").rust_log("warn").args(["--cluster", nats_url, "--node", name]).spawn()
+    troupe_serve(data_dir).listen("127.0.0.1:0").args(["--cluster", nats_url, "--node", name]).spawn()
 }
 
 /// A NATS server on loopback, a folder for the nodes' data dirs, and a project folder for sessions.
