@@ -39,14 +39,14 @@ pub(super) fn start_configured_node(nats_url: &str, name: &str, data_dir: &Path,
 }
 
 /// A NATS server on loopback, a folder for the nodes' data dirs, and a project folder for sessions.
-struct Loopback {
-    nats: NatsServer,
-    dirs: tempfile::TempDir,
-    project: std::path::PathBuf,
+pub(super) struct Loopback {
+    pub(super) nats: NatsServer,
+    pub(super) dirs: tempfile::TempDir,
+    pub(super) project: std::path::PathBuf,
 }
 
 impl Loopback {
-    fn start() -> Loopback {
+    pub(super) fn start() -> Loopback {
         let nats = NatsServer::start();
         let dirs = tempfile::tempdir().expect("temp dir");
         let project = dirs.path().join("project");
@@ -55,8 +55,13 @@ impl Loopback {
     }
 
     /// Node `name`, with its data dir in the folder.
-    fn node(&self, name: &str) -> ChildDaemon {
+    pub(super) fn node(&self, name: &str) -> ChildDaemon {
         start_node(&self.nats.url(), name, &self.dirs.path().join(name))
+    }
+
+    /// [`node`](Self::node) with more of `[cluster]` (lines of TOML).
+    pub(super) fn configured_node(&self, name: &str, cluster: &str) -> ChildDaemon {
+        start_configured_node(&self.nats.url(), name, &self.dirs.path().join(name), cluster)
     }
 }
 

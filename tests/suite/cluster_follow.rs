@@ -12,9 +12,8 @@ use troupe_protocol::client::{Client, ClientDelivery, Deliveries, ReplayReason};
 use troupe_protocol::method;
 use troupe_protocol::types::events::StoredEvent;
 use troupe_protocol::types::session::SessionListParams;
-use troupe_test_support::NatsServer;
 
-use super::cluster::{start_node, start_run_once_hosted};
+use super::cluster::{Loopback, start_run_once_hosted};
 use super::support::*;
 
 /// Waits until `client`'s node lists `session_id` as hosted by `node`.
@@ -81,14 +80,12 @@ async fn event_consumers(nats_url: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_on_another_node_follows_a_session_whole_and_goes_on_after_a_takeover() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let mut a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let cluster = Loopback::start();
+    let project = &cluster.project;
+    let mut a = cluster.node("a");
+    let b = cluster.node("b");
     let (client_a, mut deliveries_a) = a.client().await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     within("subscribe on a", client_a.subscribe(&session_id, None)).await.expect("subscribe on a");
     let first = run_in_subscribed(&client_a, &mut deliveries_a, &session_id, "local/echo", "first").await;
     let middle = first[first.len() / 2].seq;
@@ -136,20 +133,18 @@ async fn a_client_on_another_node_follows_a_session_whole_and_goes_on_after_a_ta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replacing_or_closing_a_remote_subscription_stops_its_follower() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let cluster = Loopback::start();
+    let project = &cluster.project;
+    let a = cluster.node("a");
+    let b = cluster.node("b");
     let (client_a, _) = a.client().await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     let (follower, mut followed) = b.client().await;
     listed_on(&follower, &session_id, "a").await;
 
     let cursor = within("subscribe on b", follower.subscribe(&session_id, None)).await.expect("subscribe on b");
     eventually_some("one follower's consumer", WAIT, || async {
-        (event_consumers(&nats.url()).await == 1).then_some(())
+        (event_consumers(&cluster.nats.url()).await == 1).then_some(())
     })
     .await;
     // Subscribing again on the same connection replaces the subscription: its follower stops, the new one runs.
@@ -160,7 +155,7 @@ async fn replacing_or_closing_a_remote_subscription_stops_its_follower() {
     assert_eq!(seqs(&events), (1..=events.len() as u64).collect::<Vec<_>>(), "each event once");
     assert!(events.len() as u64 > cursor);
     eventually_some("the replaced follower's consumer is gone", WAIT, || async {
-        (event_consumers(&nats.url()).await == 1).then_some(())
+        (event_consumers(&cluster.nats.url()).await == 1).then_some(())
     })
     .await;
     let quiet = events_during(&mut followed, Duration::from_millis(500)).await;
@@ -168,7 +163,7 @@ async fn replacing_or_closing_a_remote_subscription_stops_its_follower() {
 
     follower.close().await;
     eventually_some("the closed subscription's consumer is gone", WAIT, || async {
-        (event_consumers(&nats.url()).await == 0).then_some(())
+        (event_consumers(&cluster.nats.url()).await == 0).then_some(())
     })
     .await;
 }

@@ -9,9 +9,8 @@ use troupe_protocol::method;
 use troupe_protocol::types::common::{SessionIdParams, SessionMeta};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::session::SessionListParams;
-use troupe_test_support::NatsServer;
 
-use super::cluster::{history_until, start_node};
+use super::cluster::{Loopback, history_until};
 use super::cluster_follow::listed_on;
 use super::support::*;
 
@@ -25,12 +24,10 @@ async fn listed(client: &Client, session_id: &str) -> SessionMeta {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_nats_reads_say_they_may_be_stale_writes_are_refused_and_the_node_goes_on_when_it_returns() {
-    let mut nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let mut cluster = Loopback::start();
+    let project = cluster.project.clone();
+    let a = cluster.node("a");
+    let b = cluster.node("b");
     let (client_a, _) = a.client().await;
     let (client_b, _) = b.client().await;
     let on_a = create_session_in(&client_a, &project).await.session_id;
@@ -39,7 +36,7 @@ async fn without_nats_reads_say_they_may_be_stale_writes_are_refused_and_the_nod
     listed_on(&client_b, &on_a, "a").await;
     assert!(!listed(&client_b, &on_a).await.may_be_stale, "fresh while NATS is up");
 
-    nats.kill();
+    cluster.nats.kill();
     let stale = eventually_some("node b says its copy of a's session may be stale", WAIT, || async {
         let meta = listed(&client_b, &on_a).await;
         meta.may_be_stale.then_some(meta)
@@ -57,7 +54,7 @@ async fn without_nats_reads_say_they_may_be_stale_writes_are_refused_and_the_nod
     assert_eq!(error.error_code(), Some(ErrorCode::ClusterUnavailable), "{refused}");
     assert!(error.detail().is_some_and(|detail| detail.contains("none was sent")), "says it is not stored: {refused}");
 
-    nats.restart();
+    cluster.nats.restart();
     eventually_some("node b follows the directory again", WAIT, || async {
         (!listed(&client_b, &on_a).await.may_be_stale).then_some(())
     })

@@ -4,9 +4,9 @@
 //! subscriber coming or going on another node; and when a node dies, its connections leave every list.
 
 use serde_json::{Value, json};
-use troupe_test_support::{ChildDaemon, NatsServer};
+use troupe_test_support::ChildDaemon;
 
-use super::cluster::start_node;
+use super::cluster::Loopback;
 use super::cluster_follow::listed_on;
 use super::support::*;
 
@@ -84,14 +84,12 @@ async fn change_until(socket: &mut RawSocket, expected: &[&str]) -> Vec<(String,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presence_lists_every_nodes_subscribers_and_forgets_a_dead_nodes() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let mut a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let cluster = Loopback::start();
+    let project = &cluster.project;
+    let mut a = cluster.node("a");
+    let b = cluster.node("b");
     let (client_a, _) = a.client().await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     let (client_b, _) = b.client().await;
     listed_on(&client_b, &session_id, "a").await;
 

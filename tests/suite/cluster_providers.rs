@@ -13,7 +13,7 @@ use troupe_protocol::types::provider::ProviderConnectParams;
 use troupe_protocol::types::runtime::RuntimeSnapshot;
 use troupe_test_support::NatsServer;
 
-use super::cluster::start_node;
+use super::cluster::{Loopback, start_node};
 use super::support::*;
 
 async fn snapshot(client: &Client) -> RuntimeSnapshot {
@@ -31,19 +31,17 @@ fn script_connected(snapshot: &RuntimeSnapshot) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_connected_through_one_node_is_connected_on_every_node_and_disconnected_through_any() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_node(&nats.url(), "b", &dirs.path().join("b"));
+    let cluster = Loopback::start();
+    let (dirs, project) = (cluster.dirs.path(), &cluster.project);
+    let a = cluster.node("a");
+    let b = cluster.node("b");
     let (client_a, mut deliveries_a) = a.client().await;
     let (observer_a, mut observed_a) = a.client().await;
     let (client_b, _) = b.client().await;
     assert!(!script_connected(&snapshot(&client_a).await), "nothing is connected yet");
 
     // Connected through b only.
-    let script = dirs.path().join("script.json");
+    let script = dirs.join("script.json");
     std::fs::write(&script, json!({"turns": [{"text": "ran on a"}]}).to_string()).expect("script");
     let params = ProviderConnectParams {
         provider_id: "local".to_owned(),
@@ -81,8 +79,8 @@ async fn a_provider_connected_through_one_node_is_connected_on_every_node_and_di
     assert!(again.replayed, "a redelivery through another node is a replay");
     assert_eq!(again.durable_connection, first.durable_connection);
     let mut different = params.clone();
-    different.setup_values.insert("script".to_owned(), dirs.path().join("other.json").display().to_string());
-    std::fs::write(dirs.path().join("other.json"), json!({"turns": [{"text": "other"}]}).to_string()).expect("script");
+    different.setup_values.insert("script".to_owned(), dirs.join("other.json").display().to_string());
+    std::fs::write(dirs.join("other.json"), json!({"turns": [{"text": "other"}]}).to_string()).expect("script");
     let conflict = within("a conflicting reuse on a", client_a.call::<method::ProviderConnect>(different))
         .await
         .expect_err("a conflict");
@@ -92,7 +90,7 @@ async fn a_provider_connected_through_one_node_is_connected_on_every_node_and_di
     );
 
     // A session hosted on a, run through b, uses the provider on a.
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     within("subscribe", client_a.subscribe(&session_id, None)).await.expect("subscribe");
     eventually_some("node b knows the session", WAIT, || async {
         let listed = client_b.call::<method::SessionList>(Default::default()).await.expect("list");

@@ -5,25 +5,22 @@
 use serde_json::json;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::session::PermissionMode;
-use troupe_test_support::NatsServer;
 
-use super::cluster::{start_configured_node, start_node};
+use super::cluster::Loopback;
 use super::cluster_follow::listed_on;
 use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_takes_over_at_once_interrupts_a_dead_nodes_run_without_being_asked() {
-    let nats = NatsServer::start();
-    let dirs = tempfile::tempdir().expect("temp dir");
-    let project = dirs.path().join("project");
-    std::fs::create_dir_all(&project).expect("project");
-    let mut a = start_node(&nats.url(), "a", &dirs.path().join("a"));
-    let b = start_configured_node(&nats.url(), "b", &dirs.path().join("b"), "takeover = \"at_once\"\n");
+    let cluster = Loopback::start();
+    let (dirs, project) = (cluster.dirs.path(), &cluster.project);
+    let mut a = cluster.node("a");
+    let b = cluster.configured_node("b", "takeover = \"at_once\"\n");
 
     let (client_a, mut deliveries_a) = a.client().await;
     let script = json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 60"}}]}]});
-    connect_script(&client_a, dirs.path(), script).await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
+    connect_script(&client_a, dirs, script).await;
+    let session_id = create_session_in(&client_a, project).await.session_id;
     set_mode(&client_a, &session_id, PermissionMode::Yolo).await;
     within("subscribe on a", client_a.subscribe(&session_id, None)).await.expect("subscribe on a");
     let running = start_run(&client_a, &session_id, selection_of("default", "local/scripted"), "sleep").await;
