@@ -139,13 +139,14 @@ pub fn shown_resource(resource: &str, limits: ShowLimits, inline_lead: &str, ind
     text
 }
 
-/// The action's word: `read`, `write`, `execute`.
+/// The action's word: `read`, `write`, `execute`, `network`.
 pub fn action_name(action: troupe_protocol::types::approval::PermissionAction) -> &'static str {
     use troupe_protocol::types::approval::PermissionAction;
     match action {
         PermissionAction::Read => "read",
         PermissionAction::Write => "write",
         PermissionAction::Execute => "execute",
+        PermissionAction::Network => "network",
     }
 }
 

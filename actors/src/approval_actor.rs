@@ -13,7 +13,7 @@ use troupe_protocol::types::approval::{ApprovalListResult, ApprovalRecord, TreeG
 use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
 
 use crate::error::EngineError;
-pub use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, ReloadGrants, RespondInTree};
+pub use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, ReloadGrants, RespondInTree, TreeMode};
 use crate::ports::session::{
     CommitTreeGrant, GetTreeGrants, ListSessionApprovals, RespondToApproval, SessionRecipients,
 };
@@ -132,6 +132,14 @@ impl Handler<CheckTreePermission> for ApprovalActor {
         let granted =
             self.grants.iter().any(|grant| grant.action == message.action && grant.resource == message.resource);
         MessageResult((self.mode, granted))
+    }
+}
+
+impl Handler<TreeMode> for ApprovalActor {
+    type Result = MessageResult<TreeMode>;
+
+    fn handle(&mut self, _: TreeMode, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.mode)
     }
 }
 

@@ -194,10 +194,10 @@ pub struct PermissionsConfig {
 pub struct PermissionRuleConfig {
     /// `allow`, `ask` or `deny`.
     pub effect: Effect,
-    /// `read`, `write` or `execute`; every action when absent.
+    /// `read`, `write`, `execute` or `network`; every action when absent.
     #[serde(default)]
     pub action: Option<PermissionAction>,
-    /// A glob over the resource (a resolved absolute path, or the command line for `execute`).
+    /// A glob over the resource (a resolved absolute path, the command line for `execute`, the host for `network`).
     pub resource: String,
     /// A tool name such as `shell` or `write_file`; every tool when absent.
     #[serde(default)]

@@ -23,9 +23,12 @@
 //!   `auto_approve` classifier and operation fingerprints. Pure.
 //! - [`sandbox`]: the kernel's bounds on tool processes (Landlock, network namespace, process lifetime) and the
 //!   denied paths by file identity for in-process tools.
+//! - [`instructions`]: the `AGENTS.md` files of the user and of the session's repository, gathered for a run.
+//! - [`system_prompt`]: a run's system prompt: who the agent is, its tools, sandbox and mode, how to work, and the
+//!   project's instructions. Pure.
 //! - [`skills`]: `SKILL.md` discovery from the project's and the user's skills directories, and rendering.
 //! - [`stored_output`]: whole outputs of loud tool calls (`output_ref`), written durably and read back.
-//! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search), their permission
+//! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search, web fetch), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
 //!
 //! Everything here is synchronous and blocking: the actors call into it from `spawn_blocking` (or a writer thread)
@@ -45,6 +48,7 @@ pub mod error;
 pub mod event_log;
 pub mod fork;
 pub mod goal_state;
+pub mod instructions;
 pub mod meta_cache;
 pub mod metrics;
 pub mod model;
@@ -63,6 +67,7 @@ pub mod session_directory;
 pub mod session_state;
 pub mod skills;
 pub mod stored_output;
+pub mod system_prompt;
 pub mod title;
 pub mod token;
 pub mod tool_stdin;

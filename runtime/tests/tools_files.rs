@@ -31,7 +31,7 @@ async fn registry_lists_every_tool_sorted_with_object_schemas() {
     let registry = ToolRegistry::builtin();
     let specs = registry.specs();
     let names: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
-    assert_eq!(names, ["edit_file", "list_dir", "read_file", "search", "shell", "write_file"]);
+    assert_eq!(names, ["edit_file", "list_dir", "read_file", "search", "shell", "web_fetch", "write_file"]);
     for spec in &specs {
         assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
         assert_eq!(spec.parameters["additionalProperties"], false, "{}", spec.name);

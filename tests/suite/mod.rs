@@ -42,6 +42,7 @@ mod goals;
 mod growth;
 mod history;
 mod history_attacks;
+mod instructions;
 mod internal_agent_failures;
 mod limits;
 mod logs_status;
@@ -89,6 +90,7 @@ mod unix_socket;
 mod unwritable_output;
 mod usage;
 mod web_console;
+mod web_fetch;
 
 /// Finding processes by command line, shared with the runtime's sandbox tests.
 #[path = "../../runtime/tests/sandbox_support/processes.rs"]

@@ -170,7 +170,7 @@ async fn tools_list_declares_the_channels_each_tool_streams() {
         let expected = if name == "shell" { json!(["stdout", "stderr"]) } else { json!([]) };
         assert_eq!(declared, &expected, "{name}");
     }
-    assert!(names.contains(&"shell") && names.contains(&"read_file"), "{names:?}");
+    assert!(names.contains(&"shell") && names.contains(&"read_file") && names.contains(&"web_fetch"), "{names:?}");
     assert!(tools.iter().all(|tool| tool["description"].as_str().is_some_and(|text| !text.is_empty())));
     let refused = raw.call(2, "tools.list", json!({"session_id": "x"})).await;
     assert_eq!(refused["error"]["code"], -32602, "params are checked: {refused}");

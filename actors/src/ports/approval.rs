@@ -20,6 +20,7 @@ recipients! {
     /// One `Recipient` per message of this file.
     pub struct ApprovalRecipients {
         check_tree_permission: CheckTreePermission,
+        tree_mode: TreeMode,
         list_tree_approvals: ListTreeApprovals,
         respond_in_tree: RespondInTree,
         reload_grants: ReloadGrants,
@@ -98,6 +99,11 @@ pub struct CheckTreePermission {
     pub action: PermissionAction,
     pub resource: String,
 }
+
+/// The tree's permission mode now: a run states it in its system prompt (`troupe_runtime::system_prompt`).
+#[derive(Message)]
+#[rtype(result = "PermissionMode")]
+pub struct TreeMode;
 
 /// Sent after the root session was reverted: a grant on the branch the revert hid no longer applies, so the grants
 /// are read again from the root's projection (which takes them from the visible events).

@@ -19,6 +19,7 @@ mod masking;
 mod model_turn;
 mod permission;
 mod progress;
+mod prompt;
 mod tool_call;
 mod turn_end;
 
@@ -186,6 +187,7 @@ struct RunLoop {
     control: Arc<RunControl>,
     /// Position in `setup.model_chain` of the model in use; sticky for the rest of the run.
     chain_index: usize,
+    /// Who the agent is, its tools, sandbox and mode, and the project's instructions (`prompt.rs`).
     system_prompt: String,
     /// The run's model history, shared with each request in flight; appended to between requests, when no
     /// request holds it, so appending never copies it.
@@ -211,16 +213,12 @@ impl RunLoop {
         if setup.goal_tools {
             tool_specs.extend(goal_tools::specs());
         }
-        let system_prompt = format!(
-            "You are troupe, a coding agent. You work in the directory {}. Use the tools to read and change files \
-             and to run commands there; explain briefly what you did when you are done.",
-            setup.cwd.display()
-        );
         RunLoop {
             setup,
             control,
             chain_index: 0,
-            system_prompt,
+            // Built when the run starts (`prompt.rs`), once its tools are known.
+            system_prompt: String::new(),
             history,
             tool_specs: Arc::new(tool_specs),
             workspace: None,
@@ -258,6 +256,7 @@ impl RunLoop {
         if let Some(spec) = self.delegate_spec().await {
             Arc::make_mut(&mut self.tool_specs).push(spec);
         }
+        self.system_prompt = self.build_system_prompt().await;
         loop {
             let mut turn = match self.request_turn().await {
                 Ok(turn) => turn,

@@ -40,6 +40,11 @@ impl RunLoop {
                 format!("there is no tool `{}`; the tools are: {}", call.tool, known.join(", ")),
             );
         };
+        if let ToolRef::Builtin(tool) = &tool
+            && let Some(refusal) = tool.refusal(&services.sandbox)
+        {
+            return tool_result(ToolResultStatus::Denied, refusal);
+        }
         let request = match self.describe_call(call).await {
             Ok(request) => request,
             Err(refusal) => return refusal,

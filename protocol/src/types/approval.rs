@@ -26,6 +26,8 @@ pub enum PermissionAction {
     Read,
     Write,
     Execute,
+    /// A request the daemon itself sends to another machine for a tool (`web_fetch`); the resource is the host.
+    Network,
 }
 
 /// What the tool call wants to do.

@@ -144,7 +144,7 @@ pub(crate) fn transport_error(error: &reqwest::Error, stage: ErrorStage) -> Mode
     ModelError::new(kind, stage, error_chain_text(error))
 }
 
-fn error_chain_text(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain_text(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

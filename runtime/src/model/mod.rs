@@ -31,7 +31,7 @@ pub mod openai;
 pub mod pricing;
 pub mod retry;
 
-mod http;
+pub(crate) mod http;
 mod secret;
 mod sse;
 

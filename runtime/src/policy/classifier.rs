@@ -57,7 +57,8 @@ pub fn is_low_risk(
     context: &ClassifierContext<'_>,
 ) -> bool {
     match request.action {
-        PermissionAction::Write => false,
+        // Writes change things; a request to another machine may carry anything it was told to.
+        PermissionAction::Write | PermissionAction::Network => false,
         PermissionAction::Read => {
             request.inside_cwd && tool != SHELL_TOOL && resolved_path_is_safe(Path::new(&request.resource), context)
         }

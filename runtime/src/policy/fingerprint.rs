@@ -18,6 +18,7 @@ pub fn operation_fingerprint(tool: &str, request: &PermissionRequest, arguments:
         PermissionAction::Read => "read",
         PermissionAction::Write => "write",
         PermissionAction::Execute => "execute",
+        PermissionAction::Network => "network",
     };
     let mut canonical = String::new();
     canonical.push_str("{\"action\":");

@@ -53,9 +53,13 @@
 //!      only applies to a single simple command without `;`, `&&`, `||`, `|`, `&`, redirection, parentheses,
 //!      `$` or backticks, so `allow "cargo test*"` never approves `cargo test && curl ... | sh` (that one asks).
 //!      `ask` and `deny` rules apply when they match the whole line or any one of its simple commands (words
-//!      joined by single spaces after quote removal), so `deny "git push*"` also refuses `cargo fmt && git push`.
+//!      joined by single spaces after quote removal), so `deny "git push*"` also refuses `cargo fmt && git push`;
+//!    - for `network` (`web_fetch`) the resource is the URL's host, lowercase, without scheme or port
+//!      (`example.com`, `127.0.0.1`, `[::1]`), and the glob is a path glob: `*.example.com` matches every
+//!      subdomain, not `example.com` itself.
 //! 3. **Built-ins:** the goal tools (`goal_get`, `goal_update`) are allowed; reads inside the session's cwd are
-//!    allowed; reads outside the cwd ask; writes (inside or outside the cwd) ask; shell commands ask.
+//!    allowed; reads outside the cwd ask; writes (inside or outside the cwd) ask; shell commands ask; network
+//!    requests ask (and are never low risk).
 //!
 //! # What happens then: permission modes
 //!
@@ -259,9 +263,10 @@ fn built_in(tool: &str, request: &PermissionRequest) -> Evaluation {
             (PermissionAction::Read, true) => {
                 (Effect::Allow, "reads inside the session's directory are allowed".to_owned())
             }
-            (PermissionAction::Read, false) | (PermissionAction::Write, _) | (PermissionAction::Execute, _) => {
-                (Effect::Ask, format!("{} needs approval", describe(request)))
-            }
+            (PermissionAction::Read, false)
+            | (PermissionAction::Write, _)
+            | (PermissionAction::Execute, _)
+            | (PermissionAction::Network, _) => (Effect::Ask, format!("{} needs approval", describe(request))),
         }
     };
     Evaluation { effect, reason, source: RuleSource::BuiltIn }
@@ -272,6 +277,7 @@ fn action_name(action: PermissionAction) -> &'static str {
         PermissionAction::Read => "read",
         PermissionAction::Write => "write",
         PermissionAction::Execute => "execute",
+        PermissionAction::Network => "network",
     }
 }
 
@@ -281,6 +287,7 @@ fn describe(request: &PermissionRequest) -> String {
         PermissionAction::Read => "reading",
         PermissionAction::Write => "writing",
         PermissionAction::Execute => "running",
+        PermissionAction::Network => "fetching from",
     };
     let place = if request.inside_cwd { "" } else { " (outside the session's directory)" };
     // A command line can be long; the approval record carries it whole, the reason only needs to name it.

@@ -1,5 +1,5 @@
-//! The tools a model can call during a run: `shell`, `read_file`, `write_file`, `edit_file`, `list_dir` and
-//! `search`.
+//! The tools a model can call during a run: `shell`, `read_file`, `write_file`, `edit_file`, `list_dir`,
+//! `search` and `web_fetch`.
 //!
 //! The run loop drives every call in two steps, and this module is shaped around them:
 //!
@@ -33,6 +33,7 @@ mod search;
 mod session_cwd;
 mod shell;
 mod skill;
+mod web_fetch;
 mod write_file;
 
 use std::path::Path;
@@ -51,6 +52,7 @@ pub use search::SearchTool;
 pub use session_cwd::{CwdProblem, SessionCwd, check_session_cwd};
 pub use shell::ShellTool;
 pub use skill::{SkillTool, skill_resource};
+pub use web_fetch::WebFetchTool;
 pub use write_file::WriteFileTool;
 
 /// What a model is told about a tool.
@@ -88,6 +90,13 @@ pub trait Tool: Send + Sync {
     /// What executing this call would do, decided from the arguments and the session cwd without side effects.
     /// Errors are argument errors (bad JSON shape), reported to the model as an `error` tool result.
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError>;
+
+    /// Why no call of this tool can run under `sandbox`, whatever its arguments and whoever approves it (the
+    /// sandbox's network is off for `web_fetch`), or `None`. Checked before the permission, so nobody is asked to
+    /// approve a call that would be refused; `execute` checks again.
+    fn refusal(&self, _sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+        None
+    }
 
     /// Runs the call. Every outcome, including bad arguments, a path that now escapes the cwd, a failure or a
     /// cancellation, is a result for the model.

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use troupe_protocol::types::tool_output::ToolDescriptor;
 
-use super::{EditFileTool, ListDirTool, ReadFileTool, SearchTool, ShellTool, Tool, ToolDefinition, WriteFileTool};
+use super::{
+    EditFileTool, ListDirTool, ReadFileTool, SearchTool, ShellTool, Tool, ToolDefinition, WebFetchTool, WriteFileTool,
+};
 
 /// Tools by name. A `BTreeMap` keeps [`ToolRegistry::specs`] in name order, so the tool list a model receives is
 /// byte-for-byte stable across runs and prompt caches stay warm.
@@ -28,6 +30,7 @@ impl ToolRegistry {
         registry.register(Box::new(EditFileTool));
         registry.register(Box::new(ListDirTool));
         registry.register(Box::new(SearchTool));
+        registry.register(Box::new(WebFetchTool::new()));
         registry
     }
 

@@ -19,7 +19,7 @@ use troupe_runtime::policy::Policy;
 use troupe_runtime::sandbox::Sandbox;
 
 use crate::error::EngineError;
-use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, ReloadGrants, RespondInTree};
+use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, ReloadGrants, RespondInTree, TreeMode};
 use crate::ports::session::*;
 use crate::ports::{ApprovalPort, SessionPort};
 use crate::run_actor::{RunActor, RunSetup};
@@ -197,6 +197,14 @@ impl Handler<CheckTreePermission> for FakeTree {
 
     fn handle(&mut self, _: CheckTreePermission, _: &mut Context<Self>) -> Self::Result {
         MessageResult((self.mode, false))
+    }
+}
+
+impl Handler<TreeMode> for FakeTree {
+    type Result = MessageResult<TreeMode>;
+
+    fn handle(&mut self, _: TreeMode, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.mode)
     }
 }
 
