@@ -24,6 +24,8 @@
 //! - [`sandbox`]: the kernel's bounds on tool processes (Landlock, network namespace, process lifetime) and the
 //!   denied paths by file identity for in-process tools.
 //! - [`skills`]: `SKILL.md` discovery from the project's and the user's skills directories, and rendering.
+//! - [`changes`]: what file tools replaced (content-addressed blobs and a journal per session), diffs, and the
+//!   rules of undo.
 //! - [`stored_output`]: whole outputs of loud tool calls (`output_ref`), written durably and read back.
 //! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
@@ -37,6 +39,7 @@ pub mod approval_book;
 pub mod blocking;
 pub mod branch;
 pub mod catalog;
+pub mod changes;
 pub mod clock;
 pub mod compaction;
 pub mod config;

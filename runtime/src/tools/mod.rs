@@ -27,7 +27,9 @@ mod fs_access;
 mod list_dir;
 pub mod paths;
 mod read_file;
+mod recorded_write;
 mod registry;
+pub mod restore;
 mod results;
 mod search;
 mod session_cwd;
@@ -88,6 +90,19 @@ pub trait Tool: Send + Sync {
     /// What executing this call would do, decided from the arguments and the session cwd without side effects.
     /// Errors are argument errors (bad JSON shape), reported to the model as an `error` tool result.
     fn permission(&self, arguments: &serde_json::Value, cwd: &Path) -> Result<PermissionRequest, ToolError>;
+
+    /// What the call would change in a file, as a diff against its current content, for an approval to show
+    /// (`write_file`, `edit_file`); `None` for tools that change no file. Reads, never writes; refuses (`None`)
+    /// whatever `execute` would refuse to read.
+    fn preview(
+        &self,
+        arguments: &serde_json::Value,
+        cwd: &Path,
+        protected: &crate::sandbox::ProtectedPaths,
+    ) -> Option<troupe_protocol::types::changes::FileDiff> {
+        let _ = (arguments, cwd, protected);
+        None
+    }
 
     /// Runs the call. Every outcome, including bad arguments, a path that now escapes the cwd, a failure or a
     /// cancellation, is a result for the model.
