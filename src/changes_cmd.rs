@@ -221,6 +221,11 @@ fn changes_error(error: ClientError) -> anyhow::Error {
                     UndoConflictReason::NotRecorded => {
                         format!("  {}: its content before the run was not recorded", clean(&file.path))
                     }
+                    UndoConflictReason::Refused => format!(
+                        "  {}: the path cannot be used now (outside the session's folder, through a symbolic link, \
+                         or denied); the daemon's log says why",
+                        clean(&file.path)
+                    ),
                 })
                 .collect();
             let run = field("run_id").unwrap_or_default();

@@ -134,6 +134,9 @@ pub enum UndoConflictReason {
     ChangedSince,
     /// What the file held before the run was not recorded (too large, or the store was full).
     NotRecorded,
+    /// The path cannot be used now: it leads outside the session's folder or through a symbolic link, is denied
+    /// by the sandbox, or cannot be read. `force` does not override this.
+    Refused,
 }
 
 /// One refused file of an `undo_conflict` error.

@@ -51,6 +51,7 @@ fn conflicts_text(files: &[UndoConflict]) -> String {
         .map(|file| match file.reason {
             UndoConflictReason::ChangedSince => format!("{} (changed since the run)", file.path),
             UndoConflictReason::NotRecorded => format!("{} (its content before the run was not recorded)", file.path),
+            UndoConflictReason::Refused => format!("{} (the path cannot be used now)", file.path),
         })
         .collect();
     format!("nothing was undone: {}; force restores what it can", listed.join(", "))
@@ -140,7 +141,7 @@ fn checked_steps(
             }
             Err(detail) => {
                 tracing::warn!(path = %file.path, %detail, "an undo cannot check a file");
-                refused.push(UndoConflict { path: file.path.clone(), reason: UndoConflictReason::ChangedSince });
+                refused.push(UndoConflict { path: file.path.clone(), reason: UndoConflictReason::Refused });
             }
         }
     }
