@@ -108,6 +108,11 @@ pub fn render_approvals(
         text.push_str(&style.dim(&format!("{}: {} on", record.approval_id, action_name(record.operation.action))));
         text.push_str(&shown);
         text.push('\n');
+        if let Some(diff) = &record.operation.diff {
+            let diff_limits =
+                if limits == ShowLimits::WHOLE { ShowLimits::WHOLE } else { crate::diff_words::APPROVAL_DIFF };
+            text.push_str(&crate::diff_words::diff_block(diff, "  ", diff_limits, &whole, style));
+        }
         let (session, approval) = (&record.session_id, &record.approval_id);
         let mut answers = format!("  answer: `troupe approve {session} {approval}`");
         if record.constraints.allow_tree_grant {
@@ -203,6 +208,7 @@ mod tests {
                 action: PermissionAction::Execute,
                 resource: resource.into(),
                 summary: summary.into(),
+                diff: None,
             },
             operation_fingerprint: "f".into(),
             constraints: ApprovalConstraints {

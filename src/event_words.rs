@@ -200,9 +200,13 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::ApprovalRequested { approval } => {
             let operation = &approval.operation;
             let whole = format!("`troupe approvals {} --full` shows it whole", approval.session_id);
+            let diff = operation.diff.as_ref().map_or_else(String::new, |diff| {
+                let limits = crate::diff_words::APPROVAL_DIFF;
+                crate::diff_words::diff_block(diff, INDENT, limits, &whole, crate::style::Style::plain())
+            });
             format!(
-                "approval needed: {} ({})\n{INDENT}{} on{}\n{INDENT}answer: troupe approve {} {} [--tree | --reject \
-                 [--feedback TEXT] | --cancel]",
+                "approval needed: {} ({})\n{INDENT}{} on{}\n{diff}{INDENT}answer: troupe approve {} {} [--tree | \
+                 --reject [--feedback TEXT] | --cancel]",
                 visible_line(&operation.summary, 100),
                 visible_line(&operation.tool, 40),
                 action_name(operation.action),
@@ -263,6 +267,11 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::DelegateFinished { child_session_id, status, summary, .. } => {
             let first_line = summary.lines().next().unwrap_or("");
             format!("child session {child_session_id} {}: {first_line}", delegate_status(*status))
+        }
+        EventPayload::RunChangesUndone { undone_run_id, files, forced } => {
+            let files = if files.len() == 1 { "1 file".to_owned() } else { format!("{} files", files.len()) };
+            let forced = if *forced { ", forced" } else { "" };
+            format!("undid run {undone_run_id}: {files} put back as before it{forced}")
         }
         EventPayload::ApprovalCancelled { reason, .. } => format!("approval cancelled: {reason}"),
         EventPayload::TreeApprovalGrantCommitted { grant } => {

@@ -16,6 +16,7 @@
 //! - [`usage_cmd`]: `troupe usage`, token counts and estimated cost per session, agent, tree or overall.
 //! - [`tool_output_cmd`]: `troupe output`, a cut tool result's whole output (`output_ref`).
 //! - [`session_admin_cmd`]: `rm`, `archive` and `unarchive`, putting a session's tree away.
+//! - [`changes_cmd`]: `diff` and `undo`, a run's file changes shown and taken back.
 //! - [`session_ref`]: a session named by its id or a unique prefix; [`style`]: short ids, relative times,
 //!   colours on a terminal only, untrusted text cleaned before printing.
 //! - [`sandbox_explain`]: `troupe sandbox explain`, the sandbox's rules for a session in words.
@@ -23,12 +24,15 @@
 //!   [`runs_cmd`], [`approvals_cmd`], [`catalog_cmd`], [`skills_cmd`]); [`status_cmd`]: `status` and
 //!   `config check` ([`config_check_cmd`]).
 
+pub mod changes_cmd;
 pub mod cli_errors;
 pub mod client_args;
 pub mod commands;
 pub mod daemon;
 /// `<data dir>/daemon/url`: where the running daemon listens, written, read and trusted in one place.
 pub mod daemon_url;
+/// A file change's diff as the CLI prints it under an approval.
+pub mod diff_words;
 pub mod follow;
 pub mod goal_cli;
 pub mod history_cmd;

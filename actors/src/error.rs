@@ -8,7 +8,9 @@ use troupe_protocol::types::approval::ApprovalStatus;
 use troupe_protocol::types::goal::{GoalLifecycleAction, GoalStatus};
 use troupe_runtime::catalog::SelectionError;
 
+mod changes;
 mod rpc;
+pub use changes::ChangesRefusal;
 
 /// Why a plugin's `plugin/emit` was refused; nothing was written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +116,9 @@ pub enum EngineError {
     ProviderShareUnavailable { provider_id: String, detail: String },
     #[error("internal error: {detail}")]
     Internal { detail: String },
+    /// `session.undo`'s and `session.diff`'s refusals (`error/changes.rs`); nothing was changed.
+    #[error("{0}")]
+    Changes(ChangesRefusal),
     /// A request's text (a run's input, a steer, a goal's objective, a compaction's focus) is larger than
     /// `[limits] max_input_bytes`.
     #[error(

@@ -39,6 +39,8 @@ pub struct RunServices {
     pub sandbox: Arc<Sandbox>,
     /// The daemon token and connected providers' keys, masked in tool output before it is stored or sent.
     pub secrets: Secrets,
+    /// What file tools replaced, for `session.diff` and `session.undo` (`troupe_runtime::changes`).
+    pub changes: Arc<troupe_runtime::changes::ChangeStore>,
     /// The session of each active or recently ended run; each run actor registers itself here.
     pub runs: crate::run_registry::RunRegistry,
     /// The configured plugins' statuses and the tools of the ready ones (`plugin_host`).
@@ -78,6 +80,7 @@ impl RunServices {
             permissions,
             agent_rules,
             configured_agents: HashSet::new(),
+            changes: Arc::new(troupe_runtime::changes::ChangeStore::new(&data_dir, Default::default())),
             data_dir,
             sandbox,
             secrets,

@@ -68,6 +68,7 @@ mod subscribers;
 mod title;
 mod tool_output;
 mod turn_end;
+mod undo;
 mod usage;
 mod write_lane;
 
@@ -92,6 +93,7 @@ pub use steering::{RecallSteer, SteerRun};
 pub use stored_outputs::StoredOutputLimits;
 use subscribers::Subscribers;
 use tool_output::ToolOutputStreams;
+pub use undo::{BeginUndo, ChangesContext, ChangesOfSession, EndUndo, UndoRecord};
 // The messages the actors below send a session (`ports/session.rs`), named here too for the engine.
 pub use crate::ports::session::{
     AppendRunEvent, AppendTrackedRunEvent, ApprovalOutcome, CancelActiveRun, CancelPendingApprovals, CommitTreeGrant,

@@ -144,6 +144,16 @@ error_codes! {
     /// A decision the approval does not allow.
     DecisionNotAllowed = "decision_not_allowed",
 
+    // Changes (troupe extension).
+    /// `session.undo` found nothing to take back: no run of the session changed files, or its changes were undone
+    /// already.
+    NothingToUndo = "nothing_to_undo",
+    /// `session.undo` refused files changed since the run, or whose earlier content was not recorded
+    /// (`data.files` lists them); nothing was changed. `force` overrides.
+    UndoConflict = "undo_conflict",
+    /// `session.diff` or `session.undo` named a run of the session that changed no files.
+    RunChangedNoFiles = "run_changed_no_files",
+
     // Producers.
     /// No producer is registered under this name for the session.
     ProducerNotFound = "producer_not_found",

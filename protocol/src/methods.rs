@@ -8,6 +8,7 @@
 
 use crate::jsonrpc::{Method, Notification};
 use crate::types::approval::*;
+use crate::types::changes::*;
 use crate::types::common::*;
 use crate::types::daemon::*;
 use crate::types::events::*;
@@ -240,6 +241,10 @@ protocol_methods! {
     SessionArchive, session_archive, "session.archive", SessionArchiveParams => SessionResult;
     /// troupe extension: delete a root session and its whole tree, on disk and in every index.
     SessionDelete, session_delete, "session.delete", SessionIdParams => SessionDeleteResult;
+    /// troupe extension: a run's file changes as unified diffs (the session's last run that changed files by default).
+    SessionDiff, session_diff, "session.diff", SessionDiffParams => SessionDiffResult;
+    /// troupe extension: put back the files a run changed as they were before it.
+    SessionUndo, session_undo, "session.undo", SessionUndoParams => SessionUndoResult;
     /// troupe extension: what the daemon is doing now (uptime, connections, sessions, runs, approvals).
     DaemonStatus, daemon_status, "daemon.status", Empty => DaemonStatusResult;
     /// troupe extension: a one-time sign-in code for the web console (`troupe open`), short-lived and single use.

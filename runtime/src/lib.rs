@@ -27,6 +27,8 @@
 //! - [`system_prompt`]: a run's system prompt: who the agent is, its tools, sandbox and mode, how to work, and the
 //!   project's instructions. Pure.
 //! - [`skills`]: `SKILL.md` discovery from the project's and the user's skills directories, and rendering.
+//! - [`changes`]: what file tools replaced (content-addressed blobs and a journal per session), diffs, and the
+//!   rules of undo.
 //! - [`stored_output`]: whole outputs of loud tool calls (`output_ref`), written durably and read back.
 //! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search, web fetch), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
@@ -40,6 +42,7 @@ pub mod approval_book;
 pub mod blocking;
 pub mod branch;
 pub mod catalog;
+pub mod changes;
 pub mod clock;
 pub mod compaction;
 pub mod config;

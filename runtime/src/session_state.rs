@@ -69,6 +69,11 @@ pub struct SessionState {
     pub visibility: Visibility,
     /// Model usage, spent (the whole log) and visible (the branch).
     pub usage: UsageBook,
+    /// The runs whose file changes `session.undo` took back (`run_changes_undone` of the whole log: a revert does
+    /// not make them undoable again). Absent from a projection snapshot taken before undo existed, which then
+    /// covers no such event.
+    #[serde(default)]
+    pub undone_runs: std::collections::BTreeSet<String>,
 }
 
 /// Why a log cannot be projected into a session.
@@ -129,6 +134,7 @@ impl SessionState {
             producers: ProducerBook::default(),
             visibility: Visibility::default(),
             usage: UsageBook::default(),
+            undone_runs: Default::default(),
         }
     }
 
@@ -213,6 +219,9 @@ impl SessionState {
             EventPayload::SessionForked { .. } => {
                 self.origin = SessionOrigin::Root;
                 self.archived = false;
+            }
+            EventPayload::RunChangesUndone { undone_run_id, .. } => {
+                self.undone_runs.insert(undone_run_id.clone());
             }
             EventPayload::RunStarted { .. } => self.status = SessionStatus::Running,
             EventPayload::RunCompleted { .. } => self.status = SessionStatus::Completed,
@@ -404,6 +413,15 @@ mod tests {
         assert!(state.meta().archived);
         state.apply(&event(3, EventPayload::SessionArchived { archived: false }));
         assert!(!state.meta().archived);
+    }
+
+    #[test]
+    fn undone_runs_follow_the_whole_log_not_the_branch() {
+        let mut state = SessionState::created(&created()).unwrap();
+        let undone = EventPayload::RunChangesUndone { undone_run_id: "r1".into(), files: Vec::new(), forced: false };
+        state.apply(&event(2, undone));
+        state.adopt_branch(SessionState::created(&created()).unwrap());
+        assert!(state.undone_runs.contains("r1"), "a revert does not make the run undoable again");
     }
 
     #[test]

@@ -47,7 +47,7 @@ async fn write_then_read_round_trips_and_creates_parents() {
     let directory = tempfile::tempdir().unwrap();
     let written = call("write_file", json!({"path": "a/b/c.txt", "content": "one\ntwo\n"}), directory.path()).await;
     assert_ok(&written);
-    assert_eq!(written.output, "wrote 8 bytes to a/b/c.txt");
+    assert_eq!(written.output, "wrote 8 bytes to a/b/c.txt (new file, +2)");
     assert_eq!(std::fs::read_to_string(directory.path().join("a/b/c.txt")).unwrap(), "one\ntwo\n");
 
     let read = call("read_file", json!({"path": "a/b/c.txt"}), directory.path()).await;
@@ -146,7 +146,7 @@ async fn edit_replaces_exactly_once_or_explains_why_not() {
 
     let single = call("edit_file", edit("let c = 2;", "let c = 3;", false), directory.path()).await;
     assert_ok(&single);
-    assert_eq!(single.output, "replaced 1 occurrence in code.rs");
+    assert_eq!(single.output, "replaced 1 occurrence in code.rs (+1 -1)");
 
     let missing = call("edit_file", edit("let d", "let e", false), directory.path()).await;
     assert_eq!(missing.status, ToolResultStatus::Error);
@@ -163,7 +163,7 @@ async fn edit_replaces_exactly_once_or_explains_why_not() {
 
     let all = call("edit_file", edit("= 1;", "= 9;", true), directory.path()).await;
     assert_ok(&all);
-    assert_eq!(all.output, "replaced 2 occurrences in code.rs");
+    assert_eq!(all.output, "replaced 2 occurrences in code.rs (+2 -2)");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "let a = 9;\nlet b = 9;\nlet c = 3;\n");
 
     let missing_file =

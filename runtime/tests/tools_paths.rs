@@ -128,7 +128,7 @@ async fn symlinks_that_stay_inside_are_inside() {
         execute("write_file", json!({"path": "sub_alias/new.txt", "content": "n"}), ToolContext::new(&layout.cwd))
             .await;
     assert_eq!(written.status, ToolResultStatus::Ok, "{}", written.output);
-    assert_eq!(written.output, "wrote 1 bytes to sub/new.txt");
+    assert_eq!(written.output, "wrote 1 bytes to sub/new.txt (new file, +1)");
 }
 
 #[tokio::test]

@@ -410,6 +410,8 @@ pub(crate) enum Command {
     Open(troupe::open_cmd::OpenCommand),
     #[command(flatten)]
     SessionAdmin(troupe::session_admin_cmd::SessionAdminCommand),
+    #[command(flatten)]
+    Changes(troupe::changes_cmd::ChangesCommand),
     /// The interactive terminal UI (what `troupe` with no arguments starts).
     #[cfg(feature = "tui")]
     Tui {

@@ -196,6 +196,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Status(command) => command.run(),
         Command::Open(command) => command.run(),
         Command::SessionAdmin(command) => command.run(),
+        Command::Changes(command) => command.run(),
     }
 }
 

@@ -58,3 +58,23 @@ fn a_long_command_is_cut_in_the_prompt_with_where_to_read_it_whole() {
     // The keys stay on the screen under the cut command.
     assert!(screen.contains("│y once · t for the whole tree"), "{screen}");
 }
+
+#[test]
+fn a_write_s_prompt_shows_its_diff_line_by_line() {
+    let mut approval = approval_of("/w/a.txt");
+    approval["operation"]["tool"] = json!("write_file");
+    approval["operation"]["diff"] = json!({
+        "path": "/w/a.txt", "kind": "modified", "lines_added": 1, "lines_removed": 2, "bytes_before": 8,
+        "bytes_after": 6, "unified": "--- a/w/a.txt\n+++ b/w/a.txt\n@@ -1,2 +1 @@\n-one\n-two\n+three\n"
+    });
+    let mut app = open_app();
+    app.apply(&run_started(2, "do it"));
+    app.apply(&event(3, json!({"type": "approval_requested", "approval": approval})));
+    let screen = rows(&app).join("\n");
+    assert!(
+        screen.contains(
+            "│change: +1 -2\n│  --- a/w/a.txt\n│  +++ b/w/a.txt\n│  @@ -1,2 +1 @@\n│  -one\n│  -two\n│  +three"
+        ),
+        "{screen}"
+    );
+}

@@ -113,6 +113,9 @@ fn approval_prompt(app: &App, approval: &ApprovalRecord) -> Paragraph<'static> {
     ))];
     let whole = format!("`troupe approvals {} --full` shows it whole", approval.session_id);
     text.extend(command_lines(&operation.resource, &format!("{action} on "), &whole, Style::default()));
+    if let Some(diff) = &operation.diff {
+        text.extend(diff_lines(diff, &whole));
+    }
     text.push(Line::from(
         "y once · t for the whole tree · n reject (with feedback) · Esc withdraw this call · Ctrl-C cancel the run",
     ));
@@ -132,6 +135,42 @@ fn command_lines(resource: &str, lead: &str, whole_hint: &str, style: Style) -> 
     lines.extend(shown.lines.iter().map(|line| Line::from(Span::styled(format!("  │ {line}"), style))));
     if let Some(left_out) = shown.left_out {
         let notice = format!("  … {}: {whole_hint}", left_out.describe());
+        lines.push(Line::from(Span::styled(notice, Style::default().fg(Color::DarkGray))));
+    }
+    lines
+}
+
+/// How much of a write's diff the approval prompt shows.
+const SHOWN_DIFF: ShowLimits = ShowLimits { max_lines: 12, max_bytes: 2048 };
+
+/// A write's change under its approval: the counts, then the unified diff coloured by line, every control as an
+/// escape, cut at [`SHOWN_DIFF`] with where to read the rest.
+fn diff_lines(diff: &troupe_protocol::types::changes::FileDiff, whole_hint: &str) -> Vec<Line<'static>> {
+    let mut counts = format!("change: {}", troupe_runtime::changes::diff::stats(diff));
+    if let Some(note) = &diff.note {
+        counts.push_str(&format!(" ({})", visible_line(note, 120)));
+    }
+    let mut lines = vec![Line::from(counts)];
+    let Some(unified) = &diff.unified else {
+        return lines;
+    };
+    let shown = show_visibly(unified, SHOWN_DIFF);
+    lines.extend(shown.lines.iter().map(|line| {
+        let color = if line.starts_with("+++") || line.starts_with("---") {
+            Color::Reset
+        } else if line.starts_with('+') {
+            Color::Green
+        } else if line.starts_with('-') {
+            Color::Red
+        } else if line.starts_with("@@") {
+            Color::Cyan
+        } else {
+            Color::Reset
+        };
+        Line::from(Span::styled(format!("  {line}"), Style::default().fg(color)))
+    }));
+    if let Some(left_out) = shown.left_out {
+        let notice = format!("  … {} of the diff: {whole_hint}", left_out.describe());
         lines.push(Line::from(Span::styled(notice, Style::default().fg(Color::DarkGray))));
     }
     lines

@@ -141,6 +141,8 @@ async fn every_method_of_the_table_has_an_engine_handler() {
     // troupe's extensions (added apart: one more entry above exceeds `json!`'s recursion limit).
     examples["session.archive"] = json!({"session_id": "s", "archived": true});
     examples["session.delete"] = session.clone();
+    examples["session.diff"] = session.clone();
+    examples["session.undo"] = session.clone();
     examples["daemon.status"] = json!({});
     examples["console.login_code"] = json!({});
     examples["session.presence"] = session.clone();

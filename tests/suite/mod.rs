@@ -86,6 +86,7 @@ mod tool_output_named;
 mod tool_output_refs;
 mod tool_stdin_bounds;
 mod tui;
+mod undo;
 mod unix_socket;
 mod unwritable_output;
 mod usage;

@@ -164,6 +164,7 @@ fn record(session_id: &str, approval_id: &str) -> ApprovalRecord {
             action: PermissionAction::Execute,
             resource: "execute-me".into(),
             summary: "run a command".into(),
+            diff: None,
         },
         operation_fingerprint: "f".into(),
         constraints: ApprovalConstraints {

@@ -6,6 +6,7 @@ use troupe_protocol::server::{ServerContext, ServerProtocol};
 use troupe_protocol::types::approval::{
     ApprovalListParams, ApprovalListResult, ApprovalRespondParams, ApprovalRespondResult,
 };
+use troupe_protocol::types::changes::{SessionDiffParams, SessionDiffResult, SessionUndoParams, SessionUndoResult};
 use troupe_protocol::types::common::{Empty, SessionIdParams};
 use troupe_protocol::types::daemon::{ConsoleLoginCodeResult, DaemonStatusResult};
 use troupe_protocol::types::events::{EventsSubscribeParams, EventsSubscribeResult};
@@ -355,6 +356,14 @@ impl ServerProtocol for Engine {
         params: SessionIdParams,
     ) -> Result<SessionDeleteResult, RpcError> {
         self.delete_session(params).await
+    }
+
+    async fn session_diff(&self, _: &ServerContext, params: SessionDiffParams) -> Result<SessionDiffResult, RpcError> {
+        self.diff_changes(params).await
+    }
+
+    async fn session_undo(&self, _: &ServerContext, params: SessionUndoParams) -> Result<SessionUndoResult, RpcError> {
+        self.undo_changes(params).await
     }
 
     async fn daemon_status(&self, _: &ServerContext, _: Empty) -> Result<DaemonStatusResult, RpcError> {

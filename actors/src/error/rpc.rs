@@ -158,6 +158,16 @@ impl From<EngineError> for RpcError {
                 RpcError::engine(ErrorCode::ClusterUnavailable, &detail, &[provider(provider_id)])
             }
             EngineError::Internal { .. } => RpcError::internal(&detail),
+            EngineError::Changes(refusal) => {
+                let mut fields = vec![session(&refusal.session_id)];
+                if let Some(run_id) = &refusal.run_id {
+                    fields.push(("run_id", Value::String(run_id.clone())));
+                }
+                if !refusal.files.is_empty() {
+                    fields.push(("files", serde_json::to_value(&refusal.files).unwrap_or(Value::Null)));
+                }
+                RpcError::engine(refusal.code, &detail, &fields)
+            }
             EngineError::InputTooLarge { size, limit, .. } => RpcError::invalid_params_typed(
                 ErrorCode::InputTooLarge,
                 &detail,

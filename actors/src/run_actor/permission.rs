@@ -7,6 +7,7 @@
 //! risk", and a session that stops before answering cancels the call.
 
 use troupe_protocol::types::approval::{ApprovalConstraints, ApprovalOperation};
+use troupe_protocol::types::changes::FileDiff;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::session::PermissionMode;
 use troupe_runtime::model::ToolCallRequest;
@@ -14,6 +15,7 @@ use troupe_runtime::policy::{ClassifierContext, Decision, Effect, decide, is_low
 use troupe_runtime::tools::PermissionRequest;
 
 use super::{RunLoop, tool_result};
+use crate::plugin_tools::ToolRef;
 use crate::ports::approval::CheckTreePermission;
 use crate::ports::session::{ApprovalOutcome, RequestApproval};
 
@@ -33,6 +35,18 @@ impl RunLoop {
             Ok(None) => Err(tool_result(ToolResultStatus::Error, format!("there is no tool `{}`", call.tool))),
             Err(error) => Err(tool_result(ToolResultStatus::Error, format!("the tool failed internally: {error}"))),
         }
+    }
+
+    /// What a file tool's call would change, as a diff against the file now, for its approval; read on a blocking
+    /// thread. `None` for other tools, or when the file cannot be read.
+    async fn preview_change(&self, call: &ToolCallRequest) -> Option<FileDiff> {
+        let services = self.setup.services.clone();
+        let (tool, arguments, cwd) = (call.tool.clone(), call.arguments.clone(), self.setup.cwd.clone());
+        let previewed = tokio::task::spawn_blocking(move || match services.tool(&tool) {
+            Some(ToolRef::Builtin(tool)) => tool.preview(&arguments, &cwd, services.sandbox.protected()),
+            _ => None,
+        });
+        previewed.await.ok().flatten()
     }
 
     /// Decides whether the call may run: the policy's verdict, the tree's grants and mode, and when needed a
@@ -85,6 +99,7 @@ impl RunLoop {
             Decision::AskUser { reason } => reason,
         };
         tracing::debug!(run_id = %self.setup.run_id, tool = %call.tool, %reason, "asking for approval");
+        let diff = self.preview_change(call).await;
         let asked = self
             .setup
             .session
@@ -96,6 +111,7 @@ impl RunLoop {
                     action: request.action,
                     resource: request.resource.clone(),
                     summary: request.summary.clone(),
+                    diff,
                 },
                 operation_fingerprint: operation_fingerprint(&call.tool, request, &call.arguments),
                 constraints: ApprovalConstraints {

@@ -83,6 +83,12 @@ impl RunLoop {
             sandbox: services.sandbox.clone(),
             temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
             writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
+            changes: Some(troupe_runtime::changes::ChangeRecorder {
+                store: services.changes.clone(),
+                session_id: self.setup.session_id.clone(),
+                run_id: self.setup.run_id.clone(),
+                tool_call_id: call.tool_call_id.clone(),
+            }),
         };
         let started_at = std::time::Instant::now();
         let cancel = context.cancel.clone();

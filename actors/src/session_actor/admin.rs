@@ -51,6 +51,9 @@ impl SessionActor {
         if let Some(compaction) = self.jobs.compaction() {
             return Some(TreeBusyReason::Compaction { compaction_id: compaction.compaction_id.clone() });
         }
+        if let Some(undo_id) = self.jobs.undo() {
+            return Some(TreeBusyReason::Compaction { compaction_id: undo_id.to_owned() });
+        }
         let state = self.state.as_ref()?;
         if let Some(run_id) = state.runs.active_run_id() {
             return Some(TreeBusyReason::Run { run_id: run_id.to_owned() });

@@ -88,7 +88,7 @@ impl SessionActor {
         if state.creation_lost {
             return Err(EngineError::SessionDamaged { session_id });
         }
-        if let Some(active) = self.compaction_in_progress() {
+        if let Some(active) = self.jobs.busy() {
             return Err(EngineError::SessionBusy { session_id, active_run_id: active.to_owned() });
         }
         let source = self.compaction_source();

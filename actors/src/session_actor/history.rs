@@ -80,8 +80,8 @@ impl SessionActor {
     /// The state, if `through_seq` names an event of this session (and, for a revert, no run is active).
     fn history_target(&mut self, through_seq: u64, must_be_idle: bool) -> Result<&SessionState, EngineError> {
         let session_id = self.session_id.clone();
-        // A manual compaction in progress keeps the session busy as a run does (`compaction.rs`).
-        if must_be_idle && let Some(compaction_id) = self.compaction_in_progress() {
+        // A manual compaction or an undo in progress keeps the session busy as a run does.
+        if must_be_idle && let Some(compaction_id) = self.jobs.busy() {
             return Err(EngineError::SessionBusy { session_id, active_run_id: compaction_id.to_owned() });
         }
         let state = self.ready_state()?;

@@ -1,6 +1,6 @@
 //! The session's jobs that are not runs and keep it awake: the manual compaction in progress (`compaction.rs`; the
-//! session is busy while it runs) and the automatic title job in flight (`title.rs`; one at a time, cancelled when a
-//! client names the session).
+//! session is busy while it runs), the undo in progress (`undo.rs`; busy too) and the automatic title job in flight
+//! (`title.rs`; one at a time, cancelled when a client names the session).
 
 use tokio_util::sync::CancellationToken;
 
@@ -9,13 +9,32 @@ use super::compaction::ActiveCompaction;
 #[derive(Default)]
 pub(super) struct Jobs {
     compaction: Option<ActiveCompaction>,
+    /// The id of the undo in progress.
+    undo: Option<String>,
     title: Option<CancellationToken>,
 }
 
 impl Jobs {
     /// Whether a job is in flight: the session must not hibernate.
     pub(super) fn keep_awake(&self) -> bool {
-        self.compaction.is_some() || self.title.is_some()
+        self.compaction.is_some() || self.undo.is_some() || self.title.is_some()
+    }
+
+    /// The id of the job that keeps the session busy as a run would (a manual compaction or an undo), if any.
+    pub(super) fn busy(&self) -> Option<&str> {
+        self.compaction.as_ref().map(|active| active.compaction_id.as_str()).or(self.undo.as_deref())
+    }
+
+    pub(super) fn undo(&self) -> Option<&str> {
+        self.undo.as_deref()
+    }
+
+    pub(super) fn begin_undo(&mut self, undo_id: String) {
+        self.undo = Some(undo_id);
+    }
+
+    pub(super) fn end_undo(&mut self) {
+        self.undo = None;
     }
 
     /// The manual compaction in progress, if any.
@@ -98,5 +117,15 @@ mod tests {
         assert!(jobs.keep_awake(), "a cancelled title job runs until it ends");
         jobs.end_title();
         assert!(!jobs.keep_awake() && !jobs.title_running());
+    }
+
+    #[test]
+    fn an_undo_keeps_the_session_busy_and_awake_until_it_ends() {
+        let mut jobs = Jobs::default();
+        assert_eq!(jobs.busy(), None);
+        jobs.begin_undo("u-1".into());
+        assert_eq!((jobs.busy(), jobs.keep_awake()), (Some("u-1"), true));
+        jobs.end_undo();
+        assert_eq!((jobs.busy(), jobs.keep_awake()), (None, false));
     }
 }

@@ -107,7 +107,7 @@ impl SessionActor {
             // Waiting for everything accepted so far covers the original `run_started`.
             return Ok((last_accepted, recorded.run_id.clone()));
         }
-        if let Some(active) = state.runs.active_run_id().or(self.compaction_in_progress()) {
+        if let Some(active) = state.runs.active_run_id().or(self.jobs.busy()) {
             return Err(EngineError::SessionBusy { session_id, active_run_id: active.to_owned() });
         }
         if state.creation_lost {

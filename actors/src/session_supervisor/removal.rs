@@ -12,6 +12,8 @@
 //! 3. on a blocking thread, each directory is renamed to `.<id>.delete` (descendants first, the root last), the
 //!    sessions directory is fsynced, and only then are the staged directories removed. A crash leaves either the
 //!    session in place or nothing visible: the start's scan removes staged directories left behind;
+//!    Then the blobs of the change records (`troupe_runtime::changes`) that no remaining session names are removed
+//!    (a blob another session still names stays);
 //! 4. the sessions leave the index, the children lists, the live registry and the usage index (so `usage.global`
 //!    and `agent.usage` count the sessions that exist, before and after a restart alike), and the tree's permission
 //!    mode is forgotten.
@@ -107,6 +109,7 @@ impl Handler<DeleteTree> for SessionSupervisor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(error))));
         }
         let replica = self.run_context.as_ref().and_then(|context| context.services.log_replica.clone());
+        let changes = self.run_context.as_ref().map(|context| context.services.changes.clone());
         let ids = self.tree_ids(&root);
         let actors: Vec<Addr<SessionActor>> = ids.iter().map(|id| self.actor_for(id, ctx)).collect();
         let sessions_dir = self.data_dir.sessions_dir();
@@ -154,6 +157,13 @@ impl Handler<DeleteTree> for SessionSupervisor {
                     if let Some(Err(error)) = replica.as_ref().map(|replica| replica.remove(session_id)) {
                         tracing::warn!(%session_id, %error, "could not remove a deleted session's events from the cluster");
                     }
+                }
+                // The deleted sessions' journals are gone: what only they named goes too. A failure leaves blobs
+                // that the next deletion collects.
+                match changes.map(|changes| changes.collect_garbage()) {
+                    Some(Ok(removed)) if removed > 0 => tracing::info!(removed, "removed unreferenced change blobs"),
+                    Some(Err(error)) => tracing::warn!(%error, "could not collect the change blobs"),
+                    _ => {}
                 }
                 staged
             })

@@ -40,6 +40,10 @@ pub struct ApprovalOperation {
     pub resource: String,
     /// One line for a human.
     pub summary: String,
+    /// troupe extension: for `write_file` and `edit_file`, what the call would change, against the file's content
+    /// when the approval was asked. Omitted for other tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<crate::types::changes::FileDiff>,
 }
 
 /// Which answers this approval accepts.
@@ -202,6 +206,7 @@ mod tests {
                 action: PermissionAction::Execute,
                 resource: "cargo test".into(),
                 summary: "Run cargo test".into(),
+                diff: None,
             },
             operation_fingerprint: "sha256:00".into(),
             constraints: ApprovalConstraints {

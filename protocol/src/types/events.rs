@@ -408,6 +408,16 @@ pub enum EventPayload {
         status: DelegateStatus,
         summary: String,
     },
+    /// troupe extension (`session.undo`): the files run `undone_run_id` changed were put back as they were before
+    /// it (origin `user`). Follows the whole log: a revert does not make an undone run undoable again.
+    RunChangesUndone {
+        undone_run_id: String,
+        /// In path order.
+        files: Vec<crate::types::changes::UndoneFile>,
+        /// Files changed since the run were restored too (`force`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        forced: bool,
+    },
     // --- end history ---
     /// A kind this build does not model (yet); its JSON is preserved where it is stored.
     #[serde(other)]
@@ -476,6 +486,7 @@ impl EventPayload {
             EventPayload::InternalAgentFailed { .. } => "internal_agent_failed",
             EventPayload::DelegateStarted { .. } => "delegate_started",
             EventPayload::DelegateFinished { .. } => "delegate_finished",
+            EventPayload::RunChangesUndone { .. } => "run_changes_undone",
             EventPayload::Unknown => return None,
         })
     }

@@ -81,6 +81,9 @@ pub struct ToolContext {
     /// Further roots the call's processes may write in `workspace-write`: the git directory of the repository
     /// that holds the cwd when it lies outside it (a subfolder of a repository, a worktree), so that commits work.
     pub writable: Vec<PathBuf>,
+    /// Where `write_file` and `edit_file` record what they replace, before they write (`crate::changes`); `None`
+    /// records nothing.
+    pub changes: Option<crate::changes::ChangeRecorder>,
 }
 
 impl ToolContext {
@@ -96,6 +99,7 @@ impl ToolContext {
             sandbox: Arc::new(Sandbox::unconfined()),
             temp_dir: None,
             writable: Vec::new(),
+            changes: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! An edit names the text it replaces rather than line numbers, so it fails loudly instead of landing in the
 //! wrong place when the file changed since the model read it; an ambiguous match is refused unless every
-//! occurrence is meant.
+//! occurrence is meant. What the file held is recorded first (`crate::changes`), and the result carries the diff.
 
 use std::io::Read;
 use std::path::Path;
@@ -15,9 +15,11 @@ use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
 use super::file_tool::{execute_blocking, path_permission};
-use super::fs_access::{self, io_error, open_for_read, resolve_for_execute};
+use super::fs_access::{io_error, open_for_read, resolve_for_execute};
+use super::recorded_write::{Target, preview, read_limit, recorded_write};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::changes::{ChangeRecorder, Prior};
 use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "edit_file";
@@ -60,27 +62,75 @@ impl Tool for EditFileTool {
         path_permission(cwd, &arguments.path, PermissionAction::Write, |path| format!("edit {path}"))
     }
 
+    fn preview(
+        &self,
+        arguments: &serde_json::Value,
+        cwd: &Path,
+        protected: &ProtectedPaths,
+    ) -> Option<troupe_protocol::types::changes::FileDiff> {
+        let arguments: Arguments = parse_arguments(NAME, arguments).ok()?;
+        preview(cwd, &arguments.path, protected, |prior| {
+            let text = std::str::from_utf8(prior.content()?).ok()?;
+            apply(text, &arguments).ok().map(|(edited, _)| edited.into_bytes())
+        })
+    }
+
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         execute_blocking(NAME, arguments, context, Some("cancelled before editing"), |arguments: Arguments, context| {
             if let Some(refusal) = context.sandbox.file_write_refusal() {
                 return super::results::denied(refusal);
             }
-            edit(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
+            let approved = context.approved_request.as_ref();
+            edit(&context.cwd, &arguments, approved, context.changes.as_ref(), context.sandbox.protected())
         })
     }
+}
+
+/// Refuses strings that make no edit whatever the file holds, before the file is read.
+fn check_strings(arguments: &Arguments) -> Result<(), String> {
+    if arguments.old_string.is_empty() {
+        return Err("old_string is empty; use write_file to create or replace a whole file".to_owned());
+    }
+    if arguments.old_string == arguments.new_string {
+        return Err("old_string and new_string are identical; nothing to change".to_owned());
+    }
+    Ok(())
+}
+
+/// The text after the edit and how many occurrences it replaced, or why the edit cannot be made.
+fn apply(text: &str, arguments: &Arguments) -> Result<(String, usize), String> {
+    check_strings(arguments)?;
+    let matches = text.matches(arguments.old_string.as_str()).count();
+    if matches == 0 {
+        return Err(format!(
+            "old_string was not found in {}; read the file again and copy the text exactly",
+            arguments.path
+        ));
+    }
+    if matches > 1 && !arguments.replace_all {
+        return Err(format!(
+            "old_string occurs {matches} times in {}; add surrounding context to make it unique, or set \
+             replace_all to replace all {matches}",
+            arguments.path
+        ));
+    }
+    let edited = if arguments.replace_all {
+        text.replace(&arguments.old_string, &arguments.new_string)
+    } else {
+        text.replacen(&arguments.old_string, &arguments.new_string, 1)
+    };
+    Ok((edited, matches))
 }
 
 fn edit(
     cwd: &Path,
     arguments: &Arguments,
     approved: Option<&PermissionRequest>,
+    recorder: Option<&ChangeRecorder>,
     protected: &ProtectedPaths,
 ) -> PersistedToolResult {
-    if arguments.old_string.is_empty() {
-        return results::error("old_string is empty; use write_file to create or replace a whole file");
-    }
-    if arguments.old_string == arguments.new_string {
-        return results::error("old_string and new_string are identical; nothing to change");
+    if let Err(refusal) = check_strings(arguments) {
+        return results::error(refusal);
     }
     let resolved = match resolve_for_execute(cwd, &arguments.path, approved) {
         Ok(resolved) => resolved,
@@ -100,28 +150,14 @@ fn edit(
         return results::error(format!("{} is not valid UTF-8; edit_file only edits text files", arguments.path));
     };
 
-    let matches = text.matches(arguments.old_string.as_str()).count();
-    if matches == 0 {
-        return results::error(format!(
-            "old_string was not found in {}; read the file again and copy the text exactly",
-            arguments.path
-        ));
-    }
-    if matches > 1 && !arguments.replace_all {
-        return results::error(format!(
-            "old_string occurs {matches} times in {}; add surrounding context to make it unique, or set \
-             replace_all to replace all {matches}",
-            arguments.path
-        ));
-    }
-    let edited = if arguments.replace_all {
-        text.replace(&arguments.old_string, &arguments.new_string)
-    } else {
-        text.replacen(&arguments.old_string, &arguments.new_string, 1)
+    let (edited, matches) = match apply(&text, arguments) {
+        Ok(edited) => edited,
+        Err(refusal) => return results::error(refusal),
     };
-    if let Err(failure) = fs_access::write_file(&resolved, &arguments.path, edited.as_bytes(), protected) {
-        return failure;
-    }
+    let size = text.len() as u64;
+    let prior = if size > read_limit(recorder) { Prior::TooLarge { size } } else { Prior::Content(text.into_bytes()) };
     let occurrences = if matches == 1 { "1 occurrence".to_owned() } else { format!("{matches} occurrences") };
-    results::ok(format!("replaced {occurrences} in {}", resolved.display_for_model()))
+    let summary = format!("replaced {occurrences} in {}", resolved.display_for_model());
+    let target = Target { tool: NAME, resolved: &resolved, requested: &arguments.path, recorder, protected };
+    recorded_write(&target, &prior, edited.as_bytes(), summary)
 }

@@ -14,7 +14,7 @@
 //! permission mode, for approved paths too. A write checks the folder it creates in before creating anything.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
@@ -90,6 +90,94 @@ pub(crate) fn open_for_read(
         return Err(results::error(format!("{requested} is not a regular file")));
     }
     Ok(file)
+}
+
+/// What the file at `resolved` holds before a write: its content when it has at most `max` bytes, only its size
+/// when larger, or `Absent` when there is no file (nor, perhaps, its folder). Refused as any read is.
+pub(crate) fn read_prior(
+    resolved: &ResolvedPath,
+    requested: &str,
+    protected: &ProtectedPaths,
+    max: u64,
+) -> Result<crate::changes::Prior, PersistedToolResult> {
+    use crate::changes::Prior;
+    check_protected_path(protected, resolved, requested)?;
+    let anchor = anchor_for(resolved, requested)?;
+    let file = match anchor.open_file(&resolved.path, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Prior::Absent),
+        Err(error) => return Err(open_failure("open", requested, &error)),
+    };
+    check_opened(&file, requested, protected)?;
+    let metadata = file.metadata().map_err(|error| io_error("inspect", requested, &error))?;
+    if !metadata.is_file() {
+        return Err(results::error(format!("{requested} is not a regular file")));
+    }
+    if metadata.len() > max {
+        return Ok(Prior::TooLarge { size: metadata.len() });
+    }
+    let mut content = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut content).map_err(|error| io_error("read", requested, &error))?;
+    if content.len() as u64 > max {
+        return Ok(Prior::TooLarge { size: content.len() as u64 });
+    }
+    Ok(Prior::Content(content))
+}
+
+/// The digest of the file at `resolved` (`sha256:<hex>`, read in pieces), or `None` when there is no file.
+pub(crate) fn digest_file(
+    resolved: &ResolvedPath,
+    requested: &str,
+    protected: &ProtectedPaths,
+) -> Result<Option<String>, PersistedToolResult> {
+    use sha2::{Digest as _, Sha256};
+    check_protected_path(protected, resolved, requested)?;
+    let anchor = anchor_for(resolved, requested)?;
+    let mut file = match anchor.open_file(&resolved.path, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(open_failure("open", requested, &error)),
+    };
+    check_opened(&file, requested, protected)?;
+    let metadata = file.metadata().map_err(|error| io_error("inspect", requested, &error))?;
+    if !metadata.is_file() {
+        return Err(results::error(format!("{requested} is not a regular file")));
+    }
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = file.read(&mut buffer).map_err(|error| io_error("read", requested, &error))?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    let hex: String = hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect();
+    Ok(Some(format!("{}{hex}", crate::changes::DIGEST_PREFIX)))
+}
+
+/// Removes the regular file at `resolved`, by its folder's handle; a file already gone is fine.
+pub(crate) fn remove_file(
+    resolved: &ResolvedPath,
+    requested: &str,
+    protected: &ProtectedPaths,
+) -> Result<(), PersistedToolResult> {
+    check_protected_path(protected, resolved, requested)?;
+    let (Some(parent_path), Some(name)) = (resolved.path.parent(), resolved.path.file_name()) else {
+        return Err(results::error(format!("{requested} names no file")));
+    };
+    let anchor = anchor_for(resolved, requested)?;
+    let parent = match anchor.open_file(parent_path, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) {
+        Ok(parent) => parent,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(open_failure("open the directory of", requested, &error)),
+    };
+    check_opened(&parent, requested, protected)?;
+    match remove_in(&parent, name) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(io_error("remove", requested, &error)),
+    }
 }
 
 /// Opens a directory for listing.

@@ -27,7 +27,9 @@ mod fs_access;
 mod list_dir;
 pub mod paths;
 mod read_file;
+mod recorded_write;
 mod registry;
+pub mod restore;
 mod results;
 mod search;
 mod session_cwd;
@@ -95,6 +97,19 @@ pub trait Tool: Send + Sync {
     /// sandbox's network is off for `web_fetch`), or `None`. Checked before the permission, so nobody is asked to
     /// approve a call that would be refused; `execute` checks again.
     fn refusal(&self, _sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+        None
+    }
+
+    /// What the call would change in a file, as a diff against its current content, for an approval to show
+    /// (`write_file`, `edit_file`); `None` for tools that change no file. Reads, never writes; refuses (`None`)
+    /// whatever `execute` would refuse to read.
+    fn preview(
+        &self,
+        arguments: &serde_json::Value,
+        cwd: &Path,
+        protected: &crate::sandbox::ProtectedPaths,
+    ) -> Option<troupe_protocol::types::changes::FileDiff> {
+        let _ = (arguments, cwd, protected);
         None
     }
 

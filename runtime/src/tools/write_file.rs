@@ -1,4 +1,5 @@
-//! `write_file`: replaces or creates a file inside the cwd, creating its parent directories.
+//! `write_file`: replaces or creates a file inside the cwd, creating its parent directories. What the file held is
+//! recorded first (`crate::changes`), and the result carries the diff.
 
 use std::path::Path;
 
@@ -11,8 +12,10 @@ use troupe_protocol::types::run::PersistedToolResult;
 use super::error::ToolError;
 use super::file_tool::{execute_blocking, path_permission};
 use super::fs_access::{self, resolve_for_execute};
-use super::results::{self, parse_arguments};
+use super::recorded_write::{Target, preview, read_limit, recorded_write};
+use super::results::parse_arguments;
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::changes::ChangeRecorder;
 use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "write_file";
@@ -50,13 +53,24 @@ impl Tool for WriteFileTool {
         })
     }
 
+    fn preview(
+        &self,
+        arguments: &serde_json::Value,
+        cwd: &Path,
+        protected: &ProtectedPaths,
+    ) -> Option<troupe_protocol::types::changes::FileDiff> {
+        let arguments: Arguments = parse_arguments(NAME, arguments).ok()?;
+        preview(cwd, &arguments.path, protected, |_| Some(arguments.content.clone().into_bytes()))
+    }
+
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         // Cancellation is checked once, before anything changes: a write is not abandoned halfway.
         execute_blocking(NAME, arguments, context, Some("cancelled before writing"), |arguments: Arguments, context| {
             if let Some(refusal) = context.sandbox.file_write_refusal() {
                 return super::results::denied(refusal);
             }
-            write(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
+            let approved = context.approved_request.as_ref();
+            write(&context.cwd, &arguments, approved, context.changes.as_ref(), context.sandbox.protected())
         })
     }
 }
@@ -65,14 +79,18 @@ fn write(
     cwd: &Path,
     arguments: &Arguments,
     approved: Option<&PermissionRequest>,
+    recorder: Option<&ChangeRecorder>,
     protected: &ProtectedPaths,
 ) -> PersistedToolResult {
     let resolved = match resolve_for_execute(cwd, &arguments.path, approved) {
         Ok(resolved) => resolved,
         Err(refusal) => return refusal,
     };
-    match fs_access::write_file(&resolved, &arguments.path, arguments.content.as_bytes(), protected) {
-        Ok(()) => results::ok(format!("wrote {} bytes to {}", arguments.content.len(), resolved.display_for_model())),
-        Err(failure) => failure,
-    }
+    let prior = match fs_access::read_prior(&resolved, &arguments.path, protected, read_limit(recorder)) {
+        Ok(prior) => prior,
+        Err(refusal) => return refusal,
+    };
+    let target = Target { tool: NAME, resolved: &resolved, requested: &arguments.path, recorder, protected };
+    let summary = format!("wrote {} bytes to {}", arguments.content.len(), resolved.display_for_model());
+    recorded_write(&target, &prior, arguments.content.as_bytes(), summary)
 }

@@ -158,6 +158,8 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         sandbox,
         temp_dir,
         writable,
+        // What a command changes is not recorded (`crate::changes`).
+        changes: _,
     } = context;
 
     let temp_dir = match CallTempDir::new(temp_dir) {
