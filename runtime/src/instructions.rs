@@ -9,7 +9,8 @@
 //!   that holds `.git`) down to the session's cwd: `AGENTS.md`, or `CLAUDE.md` where a folder has no `AGENTS.md`.
 //!   Without a repository only the cwd's own file counts. A project's files are text anyone who could change the
 //!   project wrote, so they are read as the file tools read: never from a denied path (the data directory,
-//!   `~/.ssh`, ...), judged by the identity of the file opened, so a symlink or a hard link does not lead into one.
+//!   `~/.ssh`, ...), judged by the identity of the file opened, so a symlink or a hard link does not lead into one;
+//!   and a symlink is followed only to a file within the project (its outermost folder), never out of it.
 //!
 //! They are listed outermost first (the user's, the root's, ..., the cwd's), so that nearer, more specific files
 //! come later and win where they disagree. Together they hold at most [`MAX_INSTRUCTIONS_BYTES`]: the budget goes
@@ -68,19 +69,18 @@ pub fn gather(cwd: &Path, data_dir: &Path, protected: &ProtectedPaths) -> Projec
     if data_dir.is_absolute() {
         candidates.push((data_dir.join(INSTRUCTIONS_FILE), InstructionSource::User));
     }
-    candidates.extend(
-        project_folders(cwd)
-            .iter()
-            .filter_map(|folder| folder_file(folder))
-            .map(|path| (path, InstructionSource::Project)),
-    );
+    let folders = project_folders(cwd);
+    candidates
+        .extend(folders.iter().filter_map(|folder| folder_file(folder)).map(|path| (path, InstructionSource::Project)));
+    // The outermost folder: a project file must lie beneath it, wherever a link points.
+    let project_root = folders.first().map_or(cwd, PathBuf::as_path);
     let mut budget = MAX_INSTRUCTIONS_BYTES;
     let mut files = Vec::new();
     // Nearest first, so the cwd's own file is the last to be cut.
     for (path, source) in candidates.into_iter().rev() {
         let opened = match source {
             InstructionSource::User => open_regular(&path, Links::Refuse),
-            InstructionSource::Project => open_project_file(&path, protected),
+            InstructionSource::Project => open_project_file(&path, project_root, protected),
         };
         let file = match opened {
             Ok(file) => file,
@@ -130,13 +130,21 @@ fn folder_file(folder: &Path) -> Option<PathBuf> {
 
 /// Opens a project's instructions file as the file tools would read it: refused when its path or the file opened
 /// (by device and inode, and the folders above its real location) is or lies in a denied path. A symlink is
-/// followed (a `CLAUDE.md` linked to `AGENTS.md` is common), since the file opened is what is checked.
-fn open_project_file(path: &Path, protected: &ProtectedPaths) -> io::Result<File> {
+/// followed (a `CLAUDE.md` linked to `AGENTS.md` is common), since the file opened is what is checked, but only to
+/// a file beneath `root` (the project's outermost folder): the file tools read elsewhere only with an approval,
+/// and a link a command left in the project must not carry a file from outside it into the prompt unasked.
+fn open_project_file(path: &Path, root: &Path, protected: &ProtectedPaths) -> io::Result<File> {
     let requested = path.to_string_lossy();
     if let Some(refusal) = protected.refusal_for_path(path, &requested) {
         return Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal));
     }
     let file = open_regular(path, Links::Follow)?;
+    // Where the file opened really is (the descriptor's own link, so a link swapped meanwhile changes nothing).
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file)))?;
+    if !real.starts_with(root) {
+        let refusal = format!("{requested} leads to {}, outside the project {}", real.display(), root.display());
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal));
+    }
     match protected.refusal_for_open(&file, &requested) {
         Some(refusal) => Err(io::Error::new(io::ErrorKind::PermissionDenied, refusal)),
         None => Ok(file),
@@ -251,7 +259,12 @@ mod tests {
         let protected = ProtectedPaths::new(vec![data_dir.clone(), secret.clone()]);
         let gathered = gather(&cwd, &data_dir, &protected);
         assert!(gathered.files.is_empty(), "{gathered:?}");
-        // Unprotected, the linked file is read like any other.
+        // Unprotected, a link out of the repository is still not followed into the prompt; one that stays inside
+        // it is read like any other file.
+        assert!(gather(&cwd, &data_dir, &nothing_protected()).files.is_empty());
+        std::fs::write(repo.join("shared.md"), "private").unwrap();
+        std::fs::remove_file(repo.join("crates").join("AGENTS.md")).unwrap();
+        std::os::unix::fs::symlink(repo.join("shared.md"), repo.join("crates").join("AGENTS.md")).unwrap();
         let gathered = gather(&cwd, &data_dir, &nothing_protected());
         assert_eq!(texts(&gathered), [("private", InstructionSource::Project)]);
     }
