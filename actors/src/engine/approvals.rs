@@ -39,7 +39,7 @@ impl Engine {
         // A request another node forwarded was answered by its client there, not by the forwarding connection.
         let caller = match ctx.forwarded_caller() {
             Some(caller) => caller.to_owned(),
-            None => crate::presence_actor::connection_label(ctx.connection_id(), self.node.as_deref()),
+            None => troupe_protocol::server::ServerProtocol::connection_label(self, ctx.connection_id()),
         };
         let answered_by = format!("client:{caller}");
         let approval =

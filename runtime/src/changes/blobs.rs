@@ -23,7 +23,11 @@ pub const DIGEST_PREFIX: &str = "sha256:";
 
 /// The digest of `content`, as records name it.
 pub fn digest_of(content: &[u8]) -> String {
-    let digest = Sha256::digest(content);
+    digest_text(&Sha256::digest(content))
+}
+
+/// A SHA-256 digest computed elsewhere (of a file read in pieces), as records name it.
+pub fn digest_text(digest: &[u8]) -> String {
     let mut text = String::with_capacity(DIGEST_PREFIX.len() + 64);
     text.push_str(DIGEST_PREFIX);
     for byte in digest {

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use std::sync::{Mutex, MutexGuard};
 
-pub use blobs::{BlobRefusal, DIGEST_PREFIX, digest_of};
+pub use blobs::{BlobRefusal, DIGEST_PREFIX, digest_of, digest_text};
 pub use journal::{Before, ChangeRecord, Content};
 
 use blobs::BlobStore;

@@ -152,8 +152,18 @@ pub(crate) fn digest_file(
         }
         hasher.update(&buffer[..read]);
     }
-    let hex: String = hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect();
-    Ok(Some(format!("{}{hex}", crate::changes::DIGEST_PREFIX)))
+    Ok(Some(crate::changes::digest_text(&hasher.finalize())))
+}
+
+/// The folder `resolved` lies in and its own name; an error for a path that names no file (`/`, `..`).
+fn folder_and_name<'a>(
+    resolved: &'a ResolvedPath,
+    requested: &str,
+) -> Result<(&'a Path, &'a std::ffi::OsStr), PersistedToolResult> {
+    match (resolved.path.parent(), resolved.path.file_name()) {
+        (Some(folder), Some(name)) => Ok((folder, name)),
+        _ => Err(results::error(format!("{requested} names no file"))),
+    }
 }
 
 /// Removes the regular file at `resolved`, by its folder's handle; a file already gone is fine.
@@ -163,9 +173,7 @@ pub(crate) fn remove_file(
     protected: &ProtectedPaths,
 ) -> Result<(), PersistedToolResult> {
     check_protected_path(protected, resolved, requested)?;
-    let (Some(parent_path), Some(name)) = (resolved.path.parent(), resolved.path.file_name()) else {
-        return Err(results::error(format!("{requested} names no file")));
-    };
+    let (parent_path, name) = folder_and_name(resolved, requested)?;
     let anchor = anchor_for(resolved, requested)?;
     let parent = match anchor.open_file(parent_path, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) {
         Ok(parent) => parent,
@@ -224,9 +232,7 @@ pub(crate) fn write_file(
     protected: &ProtectedPaths,
 ) -> Result<(), PersistedToolResult> {
     check_protected_path(protected, resolved, requested)?;
-    let (Some(parent_path), Some(name)) = (resolved.path.parent(), resolved.path.file_name()) else {
-        return Err(results::error(format!("{requested} names no file")));
-    };
+    let (parent_path, name) = folder_and_name(resolved, requested)?;
     let anchor = anchor_for(resolved, requested)?;
     let parent = if resolved.inside_cwd {
         anchor.open_or_create_directories(parent_path, |folder| check_opened(folder, requested, protected)).map_err(
