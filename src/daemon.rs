@@ -162,6 +162,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             compaction: config.compaction.clone(),
             titles: config.titles.clone(),
             log_replica: cluster.as_ref().map(|cluster| cluster.replica.clone()),
+            live_output: cluster.as_ref().map(|cluster| cluster.live_output.clone()),
             session_directory: cluster.as_ref().map(|cluster| cluster.directory.clone()),
             takeover: config.cluster.takeover,
             presence_share: cluster.as_ref().map(|cluster| cluster.presence.clone()),
@@ -243,6 +244,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
 struct ClusterNode {
     cluster: troupe_cluster::Cluster,
     replica: Arc<dyn troupe_runtime::event_log::LogReplica>,
+    live_output: Arc<dyn troupe_runtime::live_output_share::LiveOutputShare>,
     directory: Arc<dyn troupe_runtime::session_directory::SessionDirectory>,
     presence: Arc<dyn troupe_runtime::presence_share::PresenceShare>,
     providers: Arc<dyn troupe_runtime::provider_share::ProviderShare>,
@@ -269,6 +271,7 @@ async fn join_cluster(config: &Config, flags: ClusterFlags) -> anyhow::Result<Op
     Ok(Some(ClusterNode {
         cluster: cluster.clone(),
         replica: Arc::new(troupe_cluster::JetStreamReplica::new(cluster.clone())),
+        live_output: Arc::new(troupe_cluster::NatsLiveOutput::start(cluster.clone())),
         directory: Arc::new(troupe_cluster::NatsDirectory::start(cluster.clone())),
         presence: Arc::new(troupe_cluster::NatsPresence::start(cluster.clone())),
         providers: Arc::new(troupe_cluster::NatsProviderShare::new(cluster)),

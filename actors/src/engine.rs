@@ -22,6 +22,7 @@ mod metrics;
 mod presence;
 mod producers;
 mod remote_follow;
+mod remote_output;
 mod runs;
 mod sessions;
 mod skills;

@@ -57,6 +57,9 @@ pub struct RunServices {
     /// Where session logs are replicated before an append is durable (the cluster's JetStream); `None` on a single
     /// node. The session actors reach it, as the metrics, through the run context they are given.
     pub log_replica: Option<Arc<dyn troupe_runtime::event_log::LogReplica>>,
+    /// Where the live output of this node's running tools goes to other nodes, and theirs comes from (a cluster);
+    /// `None` on a single node.
+    pub live_output: Option<Arc<dyn troupe_runtime::live_output_share::LiveOutputShare>>,
     /// Policies built so far, by agent.
     policies: RwLock<HashMap<String, Arc<Policy>>>,
 }
@@ -91,6 +94,7 @@ impl RunServices {
             titles: Default::default(),
             metrics: Default::default(),
             log_replica: None,
+            live_output: None,
             policies: RwLock::new(HashMap::new()),
         }
     }

@@ -243,4 +243,13 @@ impl SessionActor {
     fn log_replica(&self) -> Option<Arc<dyn troupe_runtime::event_log::LogReplica>> {
         self.producers.run_context.as_ref().and_then(|context| context.services.log_replica.clone())
     }
+
+    /// Sends `output` to the other nodes whose clients follow this session (a cluster node); nothing on one node.
+    fn share_output(&self, output: impl FnOnce() -> troupe_runtime::live_output_share::SharedOutput) {
+        if let Some(share) =
+            self.producers.run_context.as_ref().and_then(|context| context.services.live_output.as_ref())
+        {
+            share.publish(&self.session_id, output());
+        }
+    }
 }

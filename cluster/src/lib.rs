@@ -9,6 +9,7 @@
 //! - publishes every session's metadata and owner to a directory bucket that every node reads ([`directory`]);
 //! - sends a request for a session another node hosts to that node, and answers those sent to it ([`forward`]);
 //! - follows a session another node hosts for its own subscribers, from JetStream (`follow.rs`);
+//! - publishes the live output of the tools it runs, and hears other nodes' for its own followers ([`live_output`]);
 //! - shares who follows which session, so that presence lists are cluster-wide ([`presence`]);
 //! - shares the web console's sign-ins with every node through a key-value bucket, for the gateway's book
 //!   ([`console_share`]);
@@ -32,7 +33,9 @@ pub mod directory;
 mod follow;
 pub mod forward;
 mod kv;
+pub mod live_output;
 pub use forward::{NatsForwarder, serve_forwarded};
+pub use live_output::NatsLiveOutput;
 pub mod lease;
 pub mod log;
 pub mod nodes;

@@ -29,6 +29,11 @@ pub fn event_subject(session_id: &str) -> String {
     format!("troupe.events.{session_id}")
 }
 
+/// The plain (not JetStream) subject of one session's live tool output (`live_output.rs`).
+pub fn output_subject(session_id: &str) -> String {
+    format!("troupe.output.{session_id}")
+}
+
 /// The subject a node answers forwarded requests on.
 pub fn node_request_subject(node: &str) -> String {
     format!("troupe.node.{node}.rpc")

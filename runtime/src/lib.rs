@@ -52,6 +52,7 @@ pub mod event_log;
 pub mod fork;
 pub mod goal_state;
 pub mod instructions;
+pub mod live_output_share;
 pub mod meta_cache;
 pub mod metrics;
 pub mod model;

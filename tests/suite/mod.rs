@@ -21,6 +21,7 @@ mod cluster;
 mod cluster_console;
 mod cluster_follow;
 mod cluster_nats_down;
+mod cluster_output;
 mod cluster_presence;
 mod cluster_providers;
 mod cluster_takeover;

@@ -12,15 +12,24 @@
 //! time, never the history. It stops when the subscription closes (replaced, or the connection gone: checked every
 //! [`CLOSED_POLL`] and at each event) or the follow ends; a follow that fails ends the subscription with a gap, so
 //! the client subscribes again from its cursor (on this node or any other).
+//!
+//! In a cluster that shares live output, the follower also hears the hosting node's running tools from the start
+//! (before it replays anything, so nothing published meanwhile is missed) and sends them on as a local subscriber
+//! is sent them (`remote_output.rs`); both deliveries go through one lock, so output never overtakes its event.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
+use bytestring::ByteString;
 use troupe_protocol::server::{EventSink, ServerContext, encode_event_notification};
 use troupe_protocol::types::events::{EventsSubscribeParams, EventsSubscribeResult};
 use troupe_runtime::event_log::{FollowControl, LogEntry, LogReplica, ReplicaError};
+use troupe_runtime::live_output_share::{LiveOutputShare, OutputFollowGuard};
 
 use super::Engine;
+use super::remote_output::{RemoteOutput, SinkGone};
 use crate::error::EngineError;
 
 /// Bytes of stored events the follower reads and offers at a time while it catches up.
@@ -57,7 +66,17 @@ impl Engine {
         let last_seq = page.last().map_or(through, |entry| entry.seq);
         let sink = Arc::new(ctx.event_sink(&session_id));
         sink.mark_replayed_through(last_seq);
-        actix::spawn(RemoteFollower { replica, sink, session_id, after: last_seq }.run());
+        let output = Arc::new(Mutex::new(RemoteOutput::new(session_id.clone())));
+        let follower = RemoteFollower { replica, sink, session_id, after: last_seq, output };
+        let hearing = self.services.live_output.as_ref().map(|share| follower.hear_output(share.as_ref()));
+        // The events of the reply were sent before any output can be: they count for the rules of output.
+        {
+            let mut output = follower.output.lock();
+            for entry in &page {
+                let _ = output.after_event(entry, &mut |_: &ByteString| Ok(false));
+            }
+        }
+        actix::spawn(follower.run(hearing));
         Ok(EventsSubscribeResult {
             events: page.into_iter().map(|entry| entry.json).collect(),
             last_seq,
@@ -87,10 +106,24 @@ struct RemoteFollower {
     session_id: String,
     /// The last event delivered.
     after: u64,
+    /// What the subscriber is owed of the session's running tools, shared with the output deliveries.
+    output: Arc<Mutex<RemoteOutput>>,
 }
 
 impl RemoteFollower {
-    async fn run(mut self) {
+    /// Starts hearing the session's live output; it is sent on once the subscriber follows live events.
+    fn hear_output(&self, share: &dyn LiveOutputShare) -> OutputFollowGuard {
+        let (output, sink) = (self.output.clone(), self.sink.clone());
+        share.follow(
+            &self.session_id,
+            Box::new(move |chunk| {
+                let _ = output.lock().on_output(chunk, &mut transient(&sink));
+            }),
+        )
+    }
+
+    /// `_hearing` keeps the session's live output coming until the follower ends.
+    async fn run(mut self, _hearing: Option<OutputFollowGuard>) {
         match self.catch_up().await {
             Ok(()) => self.follow().await,
             Err(Stopped::SinkGone) => {}
@@ -121,6 +154,7 @@ impl RemoteFollower {
             for entry in chunk {
                 let frame = encode_event_notification(&self.session_id, &entry.json);
                 self.sink.offer_replay(entry.seq, &frame).await.map_err(|_| Stopped::SinkGone)?;
+                let _ = self.output.lock().after_event(&entry, &mut |_: &ByteString| Ok(false));
                 self.after = entry.seq;
             }
         }
@@ -129,14 +163,17 @@ impl RemoteFollower {
     /// Offers every later event as the replica stores it, until the subscription closes or the follow ends.
     async fn follow(self) {
         let (ended, mut follow_ended) = tokio::sync::oneshot::channel::<()>();
-        let (sink, session_id) = (self.sink.clone(), self.session_id.clone());
+        let (sink, session_id, output) = (self.sink.clone(), self.session_id.clone(), self.output.clone());
+        if output.lock().go_live(&mut transient(&sink)).is_err() {
+            return;
+        }
         let deliver = Box::new(move |batch: Result<Vec<LogEntry>, ReplicaError>| {
             // `ended` is dropped with the follow, which wakes the loop below; once that loop is gone, so is the reader.
             if ended.is_closed() {
                 return FollowControl::Stop;
             }
             match batch {
-                Ok(entries) => offer_live(&sink, &session_id, &entries),
+                Ok(entries) => offer_live(&sink, &session_id, &entries, &mut output.lock()),
                 Err(error) => {
                     tracing::warn!(%session_id, %error, "a remote subscription's follow ended");
                     sink.end_with_gap();
@@ -163,14 +200,20 @@ impl RemoteFollower {
 }
 
 /// Offers live events; `Stop` once the subscription refuses one (closed, or it fell behind and has its gap).
-fn offer_live(sink: &EventSink, session_id: &str, entries: &[LogEntry]) -> FollowControl {
+/// Each event's output rules are applied right after it, under the output's lock (held by the caller).
+fn offer_live(sink: &EventSink, session_id: &str, entries: &[LogEntry], output: &mut RemoteOutput) -> FollowControl {
     for entry in entries {
         let frame = encode_event_notification(session_id, &entry.json);
-        if sink.offer(entry.seq, &frame).is_err() {
+        if sink.offer(entry.seq, &frame).is_err() || output.after_event(entry, &mut transient(sink)).is_err() {
             return FollowControl::Stop;
         }
     }
     if sink.is_closed() { FollowControl::Stop } else { FollowControl::Continue }
+}
+
+/// Offers a frame of live output to the subscription, without waiting for room.
+fn transient(sink: &EventSink) -> impl FnMut(&ByteString) -> Result<bool, SinkGone> + '_ {
+    |frame| sink.offer_transient(frame).map_err(|_| SinkGone)
 }
 
 /// Why a follower stopped before following live.

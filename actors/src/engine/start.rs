@@ -62,6 +62,8 @@ pub struct EngineConfig {
     /// Where session logs are replicated before an append is durable: the cluster's JetStream, or `None` on a
     /// single node.
     pub log_replica: Option<Arc<dyn troupe_runtime::event_log::LogReplica>>,
+    /// Where running tools' live output is shared with the other nodes (a cluster), or `None` on a single node.
+    pub live_output: Option<Arc<dyn troupe_runtime::live_output_share::LiveOutputShare>>,
     /// The cluster's session directory: every node's sessions are listed, and this node's published. `None` on a
     /// single node.
     pub session_directory: Option<Arc<dyn troupe_runtime::session_directory::SessionDirectory>>,
@@ -95,6 +97,7 @@ impl Engine {
         services.compaction = config.compaction;
         services.titles = config.titles;
         services.log_replica = config.log_replica;
+        services.live_output = config.live_output;
         services.models.configure(config.models);
         let services = Arc::new(services);
         let log_writers = crate::log_writers::LogWriters::start(config.session_threads)

@@ -62,6 +62,9 @@ impl SessionActor {
         }
         if let EventPayload::ToolCallTerminated { tool_call_id, .. } = &event.payload {
             self.tool_output.finish_call(&self.session_id, tool_call_id, self.subscribers.live_mut());
+            self.share_output(|| troupe_runtime::live_output_share::SharedOutput::Ended {
+                tool_call_id: tool_call_id.clone(),
+            });
             self.stored_outputs.forget(tool_call_id);
         }
         self.write_next_batch(ctx);

@@ -19,6 +19,7 @@ use crate::ports::session::{
     AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, RunOutput, StartDelegatedRun, StartRun, TrackedEvent, Until,
 };
 use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
+use troupe_runtime::live_output_share::SharedOutput;
 
 /// The selection the session's next run is expected to use, when a request names none: its latest run's
 /// effective selection, else its creation selection.
@@ -263,6 +264,13 @@ impl Handler<RunOutput> for SessionActor {
             data: &message.data,
         };
         self.tool_output.publish(&self.session_id, chunk, self.subscribers.live_mut());
+        self.share_output(|| SharedOutput::Chunk {
+            run_id: message.run_id.clone(),
+            tool_call_id: message.tool_call_id.clone(),
+            stream: message.stream,
+            offset: message.offset,
+            data: message.data.to_vec(),
+        });
         // The run awaits this reply before its next chunk: a writer with no room slows the tool down.
         match self.stored_outputs.record(&message.tool_call_id, message.stream, &message.data) {
             Some(room) => Box::pin(room),
