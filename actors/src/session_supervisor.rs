@@ -129,6 +129,8 @@ pub struct SessionSupervisor {
     directory_loaded: bool,
     /// A look for dead nodes' sessions to take over is under way (`takeover`).
     takeover_looking: bool,
+    /// Dead nodes' sessions whose leases were read still held, with when they expire (`takeover`).
+    takeover_not_before: HashMap<String, std::time::Instant>,
 }
 
 impl SessionSupervisor {
@@ -163,6 +165,7 @@ impl SessionSupervisor {
             directory: None,
             directory_loaded: false,
             takeover_looking: false,
+            takeover_not_before: HashMap::new(),
         }
     }
 

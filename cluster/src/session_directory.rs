@@ -92,6 +92,21 @@ impl SessionDirectory for NatsDirectory {
         self.queue(session_id, Pending::Remove);
     }
 
+    fn lease_remaining(
+        &self,
+        session_id: &str,
+    ) -> futures::future::BoxFuture<'static, Result<Option<std::time::Duration>, String>> {
+        let (cluster, session_id) = (self.cluster.clone(), session_id.to_owned());
+        let read = self.cluster.handle().spawn(async move { crate::lease::holder(&cluster, &session_id).await });
+        Box::pin(async move {
+            match read.await {
+                Ok(Ok(holder)) => Ok(holder.and_then(|lease| lease.expires_in)),
+                Ok(Err(error)) => Err(format!("the session's lease cannot be read now: {error}")),
+                Err(error) => Err(format!("the cluster's lease reader failed: {error}")),
+            }
+        })
+    }
+
     fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Result<Option<DirectoryEntry>, String>> {
         let (cluster, session_id) = (self.cluster.clone(), session_id.to_owned());
         let read = self.cluster.handle().spawn(async move { directory::get(&cluster, &session_id).await });

@@ -38,6 +38,13 @@ pub trait SessionDirectory: Send + Sync + std::fmt::Debug + 'static {
     /// Reads one session's entry now (its metadata and the node that hosts it): for a session the watch has not
     /// delivered yet. `Ok(None)` when the directory has none; `Err` (in words) when it cannot be read now.
     fn lookup(&self, session_id: &str) -> futures::future::BoxFuture<'static, Result<Option<DirectoryEntry>, String>>;
+    /// How much longer `session_id`'s lease stays with the node that holds it: `Ok(None)` when it can be taken now
+    /// (nobody holds it, or it expired); `Err` (in words) when that cannot be read now. One read of the lease, far
+    /// cheaper than opening the session to find out.
+    fn lease_remaining(
+        &self,
+        session_id: &str,
+    ) -> futures::future::BoxFuture<'static, Result<Option<std::time::Duration>, String>>;
 }
 
 /// One session's entry in the directory: its metadata and the node that hosts it.

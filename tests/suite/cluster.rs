@@ -32,10 +32,18 @@ pub(super) fn start_replicated_node(nats_url: &str, name: &str, data_dir: &Path,
 
 /// [`start_node`] with more of `[cluster]` (lines of TOML).
 pub(super) fn start_configured_node(nats_url: &str, name: &str, data_dir: &Path, cluster: &str) -> ChildDaemon {
+    serve_configured_node(nats_url, name, data_dir, cluster).spawn()
+}
+
+/// The command [`start_configured_node`] runs, to be changed further before it is spawned. `cluster` may set
+/// `lease_ttl_secs` itself.
+pub(super) fn serve_configured_node(nats_url: &str, name: &str, data_dir: &Path, cluster: &str) -> ServeCommand {
     std::fs::create_dir_all(data_dir).expect("data dir");
-    let config = format!("[titles]\nauto = false\n[cluster]\n{cluster}lease_ttl_secs = {LEASE_TTL_SECS}\n");
+    let lease =
+        if cluster.contains("lease_ttl_secs") { String::new() } else { format!("lease_ttl_secs = {LEASE_TTL_SECS}\n") };
+    let config = format!("[titles]\nauto = false\n[cluster]\n{cluster}{lease}");
     std::fs::write(data_dir.join("config.toml"), config).expect("config.toml");
-    troupe_serve(data_dir).listen("127.0.0.1:0").args(["--cluster", nats_url, "--node", name]).spawn()
+    troupe_serve(data_dir).listen("127.0.0.1:0").args(["--cluster", nats_url, "--node", name])
 }
 
 /// A NATS server on loopback, a folder for the nodes' data dirs, and a project folder for sessions.

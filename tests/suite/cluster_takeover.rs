@@ -14,8 +14,20 @@ use super::support::*;
 async fn a_node_that_takes_over_at_once_interrupts_a_dead_nodes_run_without_being_asked() {
     let cluster = Loopback::start();
     let (dirs, project) = (cluster.dirs.path(), &cluster.project);
-    let mut a = cluster.node("a");
-    let b = cluster.configured_node("b", "takeover = \"at_once\"\n");
+    // The default lease (10 s) outlives a dead node's heartbeat (about 6.5 s): b knows a is dead a few seconds
+    // before a's leases can be taken.
+    let lease = "lease_ttl_secs = 10\n";
+    let mut a = cluster.configured_node("a", lease);
+    // b's log says each time it opens a session it cannot take (its lease still held by the dead node).
+    let b = super::cluster::serve_configured_node(
+        &cluster.nats.url(),
+        "b",
+        &dirs.join("b"),
+        &format!("takeover = \"at_once\"\n{lease}"),
+    )
+    .rust_log("warn,troupe_actors::session_supervisor::takeover=debug")
+    .log(DaemonLog::Lines)
+    .spawn();
 
     let (client_a, mut deliveries_a) = a.client().await;
     let script = json!({"turns": [{"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 60"}}]}]});
@@ -42,4 +54,8 @@ async fn a_node_that_takes_over_at_once_interrupts_a_dead_nodes_run_without_bein
         seen.iter().filter(|event| matches!(event.payload, EventPayload::RunInterrupted { .. })).collect();
     assert_eq!(interrupted.len(), 1, "interrupted once");
     listed_on(&follower, &session_id, "b").await;
+    // While a's lease ran out, b read it rather than open the session once a second to be refused.
+    let log = b.log_lines();
+    assert_eq!(log.iter().filter(|line| line.contains("took over a dead node's session")).count(), 1, "{log:#?}");
+    assert!(!log.iter().any(|line| line.contains("not taken over")), "opened while a's lease was held: {log:#?}");
 }

@@ -1,23 +1,30 @@
 //! `[cluster] takeover = "at_once"`: this node takes over the sessions of a node that died as soon as their leases
 //! expire, without waiting for a client's request. Every [`LOOK_EVERY`], while other nodes' sessions are indexed,
 //! it reads which nodes are alive; each session indexed as hosted by a node that is not, and whose workspace is a
-//! directory on this machine, is opened here. Opening takes the session's lease, which only one node can: the
+//! directory on this machine, is a candidate. Its lease is read first (one key-value read): one still held is left
+//! alone until it expires, so a dead node's sessions cost a read each while their leases run out, not an opening
+//! each second; one whose lease can be taken is opened here. Opening takes the lease, which only one node can: the
 //! others' openings are refused (`session_hosted_elsewhere`, now naming the winner) and they leave it. The session
 //! actor that opened it appends `run_interrupted` for runs that were in flight, once, as a takeover on request does.
-//! A session whose lease has not expired yet is refused too, and tried again at the next look.
+//! At most [`CANDIDATES_PER_LOOK`] sessions are read and opened per look, so a large dead node is taken over in
+//! steps rather than all at once.
 
+use std::collections::HashSet;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use futures::future::join_all;
 
 use super::SessionSupervisor;
 use crate::session_actor::GetMeta;
 
 /// How often this node looks for dead nodes' sessions.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
-/// How long one look waits for the live nodes before the next look tries again.
+/// How long one look waits for the live nodes, or for the leases, before the next look tries again.
 const LOOK_WITHIN: Duration = Duration::from_secs(5);
+/// Sessions whose leases one look reads (and opens, when they can be taken).
+const CANDIDATES_PER_LOOK: usize = 32;
 
 impl SessionSupervisor {
     /// Starts looking for dead nodes' sessions to take over, for as long as the supervisor runs.
@@ -34,7 +41,8 @@ impl SessionSupervisor {
         self.takeover_looking = true;
         let live_nodes = tokio::time::timeout(LOOK_WITHIN, directory.live_nodes());
         let look = live_nodes.into_actor(self).then(move |live, supervisor, _| {
-            let candidates: Vec<(String, String)> = match live {
+            let now = Instant::now();
+            let dead_nodes_sessions: Vec<(String, String)> = match live {
                 Ok(Ok(live)) => supervisor
                     .index
                     .values()
@@ -53,16 +61,39 @@ impl SessionSupervisor {
                     Vec::new()
                 }
             };
-            // Whether a workspace is here is a look at the file system: on a blocking thread.
-            let here = tokio::task::spawn_blocking(move || -> Vec<String> {
-                candidates.into_iter().filter(|(_, cwd)| Path::new(cwd).is_dir()).map(|(id, _)| id).collect()
-            });
-            async move { here.await.unwrap_or_default() }.into_actor(supervisor)
+            // A session that is no candidate any more (taken over, or its node came back) needs no reminder.
+            let still: HashSet<&str> = dead_nodes_sessions.iter().map(|(id, _)| id.as_str()).collect();
+            supervisor.takeover_not_before.retain(|id, _| still.contains(id.as_str()));
+            let due: Vec<(String, String)> = dead_nodes_sessions
+                .into_iter()
+                .filter(|(id, _)| supervisor.takeover_not_before.get(id).is_none_or(|at| *at <= now))
+                .take(CANDIDATES_PER_LOOK)
+                .collect();
+            let directory = directory.clone();
+            async move {
+                // Whether a workspace is here is a look at the file system: on a blocking thread.
+                let here = tokio::task::spawn_blocking(move || -> Vec<String> {
+                    due.into_iter().filter(|(_, cwd)| Path::new(cwd).is_dir()).map(|(id, _)| id).collect()
+                })
+                .await
+                .unwrap_or_default();
+                let leases = join_all(here.iter().map(|id| directory.lease_remaining(id)));
+                let leases = tokio::time::timeout(LOOK_WITHIN, leases).await.unwrap_or_default();
+                here.into_iter().zip(leases).collect::<Vec<_>>()
+            }
+            .into_actor(supervisor)
         });
-        ctx.spawn(look.map(|ids, supervisor, ctx| {
+        ctx.spawn(look.map(|leases, supervisor, ctx| {
             supervisor.takeover_looking = false;
-            for session_id in ids {
-                supervisor.take_over(&session_id, ctx);
+            let now = Instant::now();
+            for (session_id, lease) in leases {
+                match lease {
+                    Ok(None) => supervisor.take_over(&session_id, ctx),
+                    Ok(Some(left)) => {
+                        supervisor.takeover_not_before.insert(session_id, now + left);
+                    }
+                    Err(detail) => tracing::debug!(%session_id, %detail, "not taken over this time"),
+                }
             }
         }));
     }
