@@ -176,19 +176,6 @@ pub fn purge(cluster: &Cluster, session_id: &str) -> Result<(), ClusterError> {
     })
 }
 
-/// Copies events `1..=through` of session `source` as the first events of the new session `target` (a fork),
-/// refused like [`SessionLog::create`] when `target` already has events; returns `target`'s writer.
-pub fn copy_prefix(cluster: &Cluster, source: &str, target: &str, through: u64) -> Result<SessionLog, ClusterError> {
-    let events = LogReader::new(cluster, source).read_range(0, through, usize::MAX)?;
-    if through == 0 || events.len() as u64 != through {
-        return Err(ClusterError::JetStream {
-            what: "fork a session's log",
-            detail: format!("session {source} has {} events, not the {through} to copy", events.len()),
-        });
-    }
-    SessionLog::create_with(cluster, target, &events)
-}
-
 /// A writer id no other writer has had: the node, this process's start and a count.
 fn new_writer_id(node: &str) -> String {
     static STARTED: OnceLock<u128> = OnceLock::new();

@@ -131,21 +131,6 @@ fn creating_a_session_that_exists_is_refused_and_purging_removes_it() {
 }
 
 #[test]
-fn a_fork_copies_a_prefix_into_a_new_session() {
-    let server = NatsServer::start();
-    let cluster = connect(&server.url(), "a");
-    let mut source = SessionLog::create(&cluster, "source", &event(1)).unwrap();
-    source.append_batch(&(2..=9).map(event).collect::<Vec<_>>()).unwrap();
-    let mut fork = log::copy_prefix(&cluster, "source", "fork", 5).unwrap();
-    assert_eq!(fork.last_seq(), 5);
-    fork.append_batch(&[event_sized(6, 66)]).unwrap();
-    let forked = LogReader::new(&cluster, "fork").read_range(0, 10, usize::MAX).unwrap();
-    assert_eq!(texts(&forked[..5]), texts(&(1..=5).map(event).collect::<Vec<_>>()));
-    assert!(log::copy_prefix(&cluster, "source", "fork", 5).unwrap_err().to_string().contains("already exists"));
-    assert!(log::copy_prefix(&cluster, "source", "fork-2", 12).is_err(), "the source has only 9 events");
-}
-
-#[test]
 fn a_batch_larger_than_a_nats_message_is_split_and_reads_back_whole() {
     let server = NatsServer::start();
     let cluster = connect(&server.url(), "a");
