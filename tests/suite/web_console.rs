@@ -198,6 +198,11 @@ fn browser_transcript() {
 }
 
 #[test]
+fn browser_diffs() {
+    browser_test("diffs");
+}
+
+#[test]
 fn browser_keyboard() {
     browser_test("keyboard");
 }

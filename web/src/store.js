@@ -1,3 +1,4 @@
+import { displayDiff } from './diff.js';
 // One session's transcript and run state, and how its events change them (the "reduction"). No DOM and no I/O
 // here, so it is unit-tested with `node --test`. Views read `entries` in order; each entry has a stable `key`,
 // the `seq` of the event that made it, a `kind` (the DOM contract's data-kind) and a `version` bumped on every
@@ -32,6 +33,8 @@ export function createSession(meta) {
     turnCalls: new Map(),
     /** Approval ids by the tool call that asked them. */
     callApprovals: new Map(),
+    /** The change an approval showed (`operation.diff`), by tool call, for the call's entry. */
+    callFileDiffs: new Map(),
     /** Runs whose failed attempts have error entries already (their run-end does not repeat the details). */
     runsWithErrors: new Set(),
     /** Log lines the daemon could not load, shown as gaps where they were. */
@@ -260,6 +263,7 @@ function applyEvent(state, event) {
       const call = state.turnCalls.get(p.tool_call_id);
       const entry = callEntry(state, p.tool_call_id, seq, call?.tool ?? 'tool', call?.arguments, '', null);
       entry.result = p.result;
+      entry.resultDiff = displayDiff(p.result?.display);
       entry.ended = true;
       flushDecoders(entry);
       touch(entry);
@@ -269,6 +273,14 @@ function applyEvent(state, event) {
       const approval = p.approval;
       state.approvals.set(approval.approval_id, approval);
       state.callApprovals.set(approval.tool_call_id, approval.approval_id);
+      if (approval.operation?.diff) {
+        state.callFileDiffs.set(approval.tool_call_id, approval.operation.diff);
+        const call = state.byKey.get(`tool-${approval.tool_call_id}`);
+        if (call) {
+          call.fileDiff = approval.operation.diff;
+          touch(call);
+        }
+      }
       // The call's own entry comes with its start (or its end, when it never starts).
       addEntry(state, `approval-${approval.approval_id}`, seq, 'approval', {
         approvalId: approval.approval_id,
@@ -428,6 +440,8 @@ function callEntry(state, id, seq, tool, args, resource, action) {
       result: null,
       diff: editDiff(tool, args),
       approvalId: state.callApprovals.get(id) ?? null,
+      fileDiff: state.callFileDiffs.get(id) ?? null,
+      resultDiff: null,
       chunks: [],
       received: { stdout: 0, stderr: 0 },
       decoders: {},
@@ -438,7 +452,10 @@ function callEntry(state, id, seq, tool, args, resource, action) {
   return entry;
 }
 
-/** An edit tool's arguments as the before/after of a diff (its result says only that it replaced). */
+/**
+ * What an edit tool's arguments show before the daemon described the change: `edit_file`'s replaced fragment as a
+ * before/after; `write_file`'s content alone (the file's earlier content is not in them).
+ */
 export function editDiff(tool, args) {
   if (!args || typeof args !== 'object') return null;
   const path = args.path ?? args.file_path;
@@ -446,8 +463,9 @@ export function editDiff(tool, args) {
   if (tool === 'edit_file' && typeof args.old_string === 'string' && typeof args.new_string === 'string') {
     return { path, before: args.old_string, after: args.new_string };
   }
+  // What the file held is not in the arguments: the content alone, until an approval or the result says what changed.
   if (tool === 'write_file' && typeof args.content === 'string') {
-    return { path, before: '', after: args.content };
+    return { path, content: args.content };
   }
   return null;
 }

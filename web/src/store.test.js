@@ -126,8 +126,25 @@ test('skipped log lines become gap entries in seq order', () => {
 
 test('edit diffs from edit_file and write_file arguments', () => {
   assert.deepEqual(editDiff('edit_file', { path: 'a', old_string: 'x', new_string: 'y' }), { path: 'a', before: 'x', after: 'y' });
-  assert.deepEqual(editDiff('write_file', { path: 'a', content: 'y' }), { path: 'a', before: '', after: 'y' });
+  // What the file held is not in write_file's arguments: no before, so no made-up counts.
+  assert.deepEqual(editDiff('write_file', { path: 'a', content: 'y' }), { path: 'a', content: 'y' });
   assert.equal(editDiff('shell', { command: 'ls' }), null);
+});
+
+test("a write's entry shows the approval's diff, then the result's, counted by the daemon", () => {
+  seq = 0;
+  const state = createSession(meta());
+  const unified = '--- a/w/a.txt\n+++ b/w/a.txt\n@@ -1,2 +1 @@\n-one\n-two\n+three\n';
+  const operation = { tool: 'write_file', action: 'write', resource: '/w/a.txt', summary: 'write', diff: { path: '/w/a.txt', kind: 'modified', lines_added: 1, lines_removed: 2, bytes_before: 8, bytes_after: 6, unified } };
+  run(state, [
+    ev({ type: 'approval_requested', approval: { approval_id: 'ap1', tool_call_id: 'c1', operation } }),
+    ev({ type: 'tool_call_started', tool_call_id: 'c1', tool: 'write_file', arguments: { path: 'a.txt', content: 'three\n' }, action: 'write', resource: '/w/a.txt' }),
+  ]);
+  const entry = state.byKey.get('tool-c1');
+  assert.equal(entry.fileDiff.lines_removed, 2);
+  assert.deepEqual(entry.diff, { path: 'a.txt', content: 'three\n' });
+  run(state, [ev({ type: 'tool_call_terminated', tool_call_id: 'c1', result: { status: 'success', output: 'wrote 6 bytes to a.txt (-2 +1)', display: `wrote 6 bytes to a.txt (-2 +1)\n${unified}` } })]);
+  assert.deepEqual([entry.resultDiff.lines_added, entry.resultDiff.lines_removed], [1, 2]);
 });
 
 test('a run on a sticky fallback names the model it was asked for on its header; a fallback is an entry of its own', () => {

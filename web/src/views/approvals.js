@@ -4,6 +4,7 @@
 // What a card shows is what runs: the summary and the aria-label are one line with controls shown and further lines
 // marked (visibleLine), and the resource (the whole command) is shown line by line with every control and invisible
 // character as an escape (showVisibly), cut at APPROVAL_LIMITS with a "Show whole command" toggle.
+import { renderFileDiff } from '../diff.js';
 import { fill, h, shortId } from '../dom.js';
 import { APPROVAL_LIMITS, WHOLE, describeLeftOut, showVisibly, visibleLine } from '../shown.js';
 
@@ -17,6 +18,14 @@ const RISK = {
   network: 'Reaches the network.',
   delete: 'Deletes files.',
 };
+
+/** What a tree grant of `op` allows: the one resource the approval names, in words for its action. */
+export function grantScope(op) {
+  if (op.action === 'execute') return op.tool === 'shell' || !op.tool ? 'this command' : 'this call';
+  if (op.action === 'network') return 'this host';
+  if (op.action === 'read' || op.action === 'write' || op.action === 'delete') return 'this file';
+  return 'this operation';
+}
 
 /**
  * The resource as a `pre` of its shown lines; when the limits cut it, a line saying how much is left and a button
@@ -129,13 +138,14 @@ export function createApprovals(actions) {
         record.session_id !== sessionId ? [h('dt', null, 'Session'), h('dd', null, `delegated ${shortId(record.session_id)}`)] : null,
         c.expires_at ? [h('dt', null, 'Expires'), h('dd', null, new Date(c.expires_at).toLocaleString())] : null,
       ),
+      op.diff ? renderFileDiff(op.diff) : null,
       h(
         'div',
         { class: 'approval-actions' },
         button('approve-once', 'Approve once', 'approve_once', c.allow_once !== false, 'primary'),
         // A tree grant allows this one operation (this command, this file) from then on in every session of the
         // tree, not every command: the button says so where it is read.
-        button('approve-tree', ['Allow for the tree', h('small', { class: 'button-hint' }, 'this command, in every session of this tree')], 'approve_tree', c.allow_tree_grant !== false, 'tree-grant'),
+        button('approve-tree', ['Allow for the tree', h('small', { class: 'button-hint' }, `${grantScope(op)}, in every session of this tree`)], 'approve_tree', c.allow_tree_grant !== false, 'tree-grant'),
         h('span', { class: 'reject-group' }, h('label', { for: feedbackId, class: 'visually-hidden' }, 'Feedback with the rejection'), feedback, button('reject', 'Reject', 'reject', true, 'danger')),
       ),
       status,

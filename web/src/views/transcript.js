@@ -2,7 +2,7 @@
 // re-renders only its own entry, and a tool's output is appended to rather than redrawn (a long command's output
 // stays cheap, and the stdin field keeps its focus and text while output arrives).
 import { ansiConverter } from '../ansi.js';
-import { renderDiff } from '../diff.js';
+import { renderContent, renderDiff, renderFileDiff } from '../diff.js';
 import { clock, fill, h, shortId } from '../dom.js';
 import { renderMarkdown } from '../markdown.js';
 import { failureAdvice } from '../selection.js';
@@ -243,6 +243,14 @@ function argumentsBlock(entry) {
   return text.length > 400 ? h('details', { class: 'args' }, h('summary', null, 'Arguments'), h('pre', null, text)) : h('pre', { class: 'args' }, text);
 }
 
+/** A change as one of the three shapes a tool entry holds (see `toolView`). */
+function changeView(diff) {
+  if (!diff) return null;
+  if (typeof diff.unified === 'string' || typeof diff.lines_added === 'number') return renderFileDiff(diff);
+  if (typeof diff.content === 'string') return renderContent(diff);
+  return renderDiff(diff);
+}
+
 function toolStatus(entry, live) {
   if (entry.result) return [entry.result.status, entry.result.status];
   if (live || (entry.started && !entry.ended)) return ['running', 'running'];
@@ -354,9 +362,12 @@ function toolView(entry, actions) {
       argsFor = current.arguments;
       fill(argsSlot, argumentsBlock(current));
     }
-    if (diffFor !== current.diff) {
-      diffFor = current.diff;
-      fill(diffSlot, current.diff ? renderDiff(current.diff) : null);
+    // The daemon's word on what changed comes first: the result's diff, then the one its approval showed; the
+    // arguments alone cannot say what a write replaces.
+    const shownDiff = current.resultDiff ?? current.fileDiff ?? current.diff;
+    if (diffFor !== shownDiff) {
+      diffFor = shownDiff;
+      fill(diffSlot, changeView(shownDiff));
     }
     appendOutput(current);
     // Only a command reads stdin (a delegation or a file edit does not).
@@ -370,7 +381,8 @@ function toolView(entry, actions) {
     }
     const result = current.result;
     if (result) {
-      let text = result.display ?? result.output ?? '';
+      // A diff the display holds is drawn above as a diff; the words before it stay.
+      let text = current.resultDiff ? result.output ?? '' : result.display ?? result.output ?? '';
       const clipped = text.length > RESULT_PREVIEW_CHARS;
       if (clipped) text = `${text.slice(0, RESULT_PREVIEW_CHARS)}\n…`;
       // The result repeats what streamed above: folded away, whatever the status (a cancelled or failed command's
