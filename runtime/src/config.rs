@@ -218,11 +218,20 @@ pub struct ToolSettings {
     /// When a call's output is longer than `max_output_bytes`, the whole of it is stored for `tool_output.read`
     /// (the result's `output_ref`): at most this many bytes of each stream.
     pub max_stored_output_bytes: u64,
+    /// `web_fetch` may reach addresses of this machine and its local network (loopback, private, link-local): a
+    /// docs server on localhost or the LAN. Off by default: the daemon fetches from where it runs, and a page of the
+    /// model's choosing must not reach its port, other local services or a cloud's metadata endpoint.
+    pub web_fetch_local: bool,
 }
 
 impl Default for ToolSettings {
     fn default() -> Self {
-        ToolSettings { shell_timeout_secs: 120, max_output_bytes: 64 * 1024, max_stored_output_bytes: 8 * 1024 * 1024 }
+        ToolSettings {
+            shell_timeout_secs: 120,
+            max_output_bytes: 64 * 1024,
+            max_stored_output_bytes: 8 * 1024 * 1024,
+            web_fetch_local: false,
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! `web_fetch` through the real daemon: a page served on loopback by a real HTTP server reaches the model's next
 //! request as Markdown; the call is a `network` permission on the host, so it asks in `ask` mode and does not under
-//! an allow rule for that host; and the sandbox's `network = false` refuses it without asking.
+//! an allow rule for that host; the sandbox's `network = false` refuses it without asking; and an address of this
+//! machine or its network (written in the URL, or what a name resolves to) is refused even in `yolo` unless
+//! `[tools] web_fetch_local` allows it.
 
 use serde_json::json;
 use troupe_protocol::client::{Client, Deliveries};
@@ -65,12 +67,19 @@ fn tool_message_sent(vendor: &FakeServer) -> String {
     tool["content"].as_str().expect("text").to_owned()
 }
 
+/// The page server is on loopback: these daemons let `web_fetch` reach it.
+fn local_fetches() -> DaemonSetup {
+    DaemonSetup { config_toml: Some("[tools]\nweb_fetch_local = true\n".into()), ..DaemonSetup::default() }
+}
+
 #[tokio::test]
 async fn an_allow_rule_for_the_host_fetches_without_asking_and_the_page_reaches_the_model_as_markdown() {
     let (site, vendor, url) = servers(1).await;
     let daemon = TestDaemon::start_with(DaemonSetup {
         config_toml: Some(
-            "[permissions]\nrules = [{ effect = \"allow\", action = \"network\", resource = \"127.0.0.1\" }]\n".into(),
+            "[tools]\nweb_fetch_local = true\n[permissions]\nrules = [{ effect = \"allow\", action = \"network\", \
+             resource = \"127.0.0.1\" }]\n"
+                .into(),
         ),
         ..DaemonSetup::default()
     });
@@ -102,7 +111,7 @@ async fn an_allow_rule_for_the_host_fetches_without_asking_and_the_page_reaches_
 #[tokio::test]
 async fn in_ask_mode_a_fetch_waits_for_approval_of_its_host_then_runs() {
     let (site, vendor, url) = servers(1).await;
-    let daemon = TestDaemon::start();
+    let daemon = TestDaemon::start_with(local_fetches());
     let (client, mut deliveries, session_id) = session(&daemon, &vendor, PermissionMode::Ask).await;
     start_run(&client, &session_id, selection_of("default", "openai/coder"), "read the notes").await;
     let events =
@@ -153,4 +162,31 @@ async fn with_the_sandbox_s_network_off_a_fetch_is_refused_without_asking_or_con
     assert!(site.requests().is_empty(), "nothing was fetched");
     let prompt = vendor.bodies_to("/chat/completions")[0]["messages"][0]["content"].as_str().unwrap().to_owned();
     assert!(prompt.contains("Network: off"), "{prompt}");
+}
+
+#[tokio::test]
+async fn a_local_address_is_refused_even_in_yolo_whether_written_or_resolved() {
+    let site = FakeServer::start(vec![FakeResponse::status(200, &[("Content-Type", "text/plain")], "secret")]).await;
+    let written = format!("{}/latest/meta-data", site.base_url);
+    let resolved = written.replace("127.0.0.1", "localhost");
+    assert_ne!(written, resolved, "{written}");
+    let vendor = FakeServer::start(vec![
+        models_list(&["coder"]),
+        openai_tool_call("web_fetch", json!({"url": written})),
+        openai_tool_call("web_fetch", json!({"url": resolved})),
+        openai_text("done"),
+    ])
+    .await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries, session_id) = session(&daemon, &vendor, PermissionMode::Yolo).await;
+    start_run(&client, &session_id, selection_of("default", "openai/coder"), "fetch it").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    let results = results(&events);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0].0, ToolResultStatus::Denied, "{}", results[0].1);
+    for (_, output) in &results {
+        assert!(output.contains("web_fetch_local = true"), "says how to allow it: {output}");
+        assert!(output.contains("127.0.0.1") || output.contains("::1"), "names the address: {output}");
+    }
+    assert!(site.requests().is_empty(), "nothing reached the local server");
 }

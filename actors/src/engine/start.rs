@@ -92,6 +92,7 @@ impl Engine {
             RunServices::new(config.sandbox.clone(), config.secrets.clone(), config.permissions.clone(), agent_rules);
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
+        services.tool_limits.web_fetch_local = config.tools.web_fetch_local;
         services.configured_agents = config.agents.keys().cloned().collect();
         services.delegation = config.delegation;
         services.compaction = config.compaction;

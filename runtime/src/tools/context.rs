@@ -23,6 +23,8 @@ pub struct ToolLimits {
     pub max_read_bytes: usize,
     /// How many matching lines `search` returns.
     pub max_search_results: usize,
+    /// `web_fetch` may reach loopback, private and link-local addresses (`[tools] web_fetch_local`).
+    pub web_fetch_local: bool,
 }
 
 impl Default for ToolLimits {
@@ -34,6 +36,7 @@ impl Default for ToolLimits {
             max_output_bytes: TOOL_OUTPUT_RETAINED_BYTES,
             max_read_bytes: 256 * 1024,
             max_search_results: 200,
+            web_fetch_local: false,
         }
     }
 }

@@ -6,8 +6,10 @@
 //! call is refused before anyone is asked ([`Tool::refusal`]) and again at execution. Redirects are followed on
 //! the allowed host only (`fetch.rs`); HTML becomes Markdown and other text passes through (`page.rs`). The whole
 //! call is bounded: [`fetch::FETCH_TIMEOUT`], [`fetch::MAX_BODY_BYTES`] read, and the text returned capped like
-//! `read_file`'s (`[tools]` limits), lower with `max_bytes`.
+//! `read_file`'s (`[tools]` limits), lower with `max_bytes`. Local addresses (loopback, private, link-local) are
+//! refused unless `[tools] web_fetch_local` allows them (`address.rs`).
 
+mod address;
 mod fetch;
 mod page;
 
@@ -40,10 +42,12 @@ struct Arguments {
     max_bytes: Option<usize>,
 }
 
-/// The tool, with its HTTP client made at the first call.
+/// The tool, with its HTTP clients made at their first call: one that reaches public addresses only, and one that
+/// reaches local ones too (`[tools] web_fetch_local`).
 #[derive(Default)]
 pub struct WebFetchTool {
-    client: OnceLock<Result<reqwest::Client, String>>,
+    public_client: OnceLock<Result<reqwest::Client, String>>,
+    local_client: OnceLock<Result<reqwest::Client, String>>,
 }
 
 impl WebFetchTool {
@@ -90,7 +94,9 @@ impl Tool for WebFetchTool {
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        let client = self.client.get_or_init(fetch::client).clone();
+        let local = context.limits.web_fetch_local;
+        let client = if local { &self.local_client } else { &self.public_client };
+        let client = client.get_or_init(|| fetch::client(local)).clone();
         async move {
             if context.cancel.is_cancelled() {
                 return results::cancelled("cancelled before fetching");
@@ -110,6 +116,11 @@ impl Tool for WebFetchTool {
                 && (approved.action != PermissionAction::Network || approved.resource != host)
             {
                 return results::denied(format!("refused: {url} is not on the host that was allowed"));
+            }
+            // A name is judged as it resolves (the client's resolver); an address written in the URL, here.
+            let literal = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().ok();
+            if let Some(address) = literal.filter(|address| !local && address::is_local(*address)) {
+                return results::denied(address::refusal(&host, address));
             }
             let client = match client {
                 Ok(client) => client,

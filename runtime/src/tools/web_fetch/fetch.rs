@@ -46,9 +46,12 @@ pub enum FetchError {
     Transport { url: Url, reason: String },
 }
 
-/// Builds the client of `web_fetch`: no automatic redirects, a connect timeout, and a user agent that says who asks.
-pub fn client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+/// Builds the client of `web_fetch`: no automatic redirects, a connect timeout, and a user agent that says who asks;
+/// a resolver that refuses local addresses unless `local` (`address.rs`).
+pub fn client(local: bool) -> Result<reqwest::Client, String> {
+    let builder = reqwest::Client::builder();
+    let builder = if local { builder } else { builder.dns_resolver(std::sync::Arc::new(super::address::PublicOnly)) };
+    builder
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
         .user_agent(concat!("troupe/", env!("CARGO_PKG_VERSION"), " (web_fetch)"))
