@@ -56,6 +56,19 @@ test('an approval answered in one browser disappears from the other', async () =
     await screenshot(one.page, 'approval-card');
     await screenshot(two.page, 'approval-card-phone');
     assert.equal(await overflowsHorizontally(two.page), false, 'the phone-width page does not scroll sideways');
+    // On the phone the header (top bar and session header) leaves the transcript most of the screen: the
+    // session's details fold behind a button that shows them.
+    const headerBottom = () => two.page.locator('.session-header').evaluate((el) => el.getBoundingClientRect().bottom);
+    const folded = await headerBottom();
+    assert.ok(folded <= 844 * 0.22, `the phone's header ends at ${folded}px of 844`);
+    assert.equal(await two.page.getByTestId('mode-select').isVisible(), false, 'the mode folds on a phone');
+    await two.page.getByTestId('header-more').click();
+    assert.equal(await two.page.getByTestId('mode-select').isVisible(), true, 'Details shows the mode');
+    assert.equal(await two.page.getByTestId('header-more').getAttribute('aria-expanded'), 'true');
+    await screenshot(two.page, 'phone-header-details');
+    await two.page.getByTestId('header-more').click();
+    assert.equal(await one.page.getByTestId('header-more').isVisible(), false, 'a wide screen shows its details always');
+    assert.equal(await one.page.getByTestId('mode-select').isVisible(), true);
     assert.deepEqual(await lowContrastText(one.page), [], 'the approval card meets WCAG AA contrast');
 
     await cards(one.page).first().getByTestId('approve-once').click();

@@ -19,7 +19,10 @@ export function createHeader(actions) {
   const renameButton = h('button', { type: 'button', class: 'secondary small', 'data-testid': 'rename-button' }, 'Rename');
   const renameInput = h('input', { type: 'text', id: 'rename-input', 'data-testid': 'rename-input', maxlength: '512', autocomplete: 'off' });
   const renameForm = h('form', { class: 'rename', hidden: true }, h('label', { for: 'rename-input', class: 'visually-hidden' }, 'New title'), renameInput, h('button', { type: 'submit', class: 'small' }, 'Save'), h('button', { type: 'button', class: 'secondary small', onclick: () => closeRename() }, 'Cancel'));
-  const titleRow = h('div', { class: 'title-row' }, title, renameButton, renameForm);
+  // On a phone the session's details (its facts in full, the permission mode, who is here) fold behind this
+  // button, so the transcript keeps most of the screen; wider screens show them always and never show it.
+  const moreButton = h('button', { type: 'button', class: 'secondary small header-more', 'data-testid': 'header-more', 'aria-expanded': 'false', 'aria-controls': 'session-details' }, 'Details');
+  const titleRow = h('div', { class: 'title-row' }, title, renameButton, renameForm, moreButton);
   const facts = h('p', { class: 'session-facts dim' });
   const modeSelect = h('select', { id: 'mode-select', 'data-testid': 'mode-select' }, MODES.map(([value, label]) => h('option', { value }, label)));
   const modeStatus = h('span', { class: 'form-status', role: 'status', 'aria-live': 'polite' });
@@ -27,7 +30,13 @@ export function createHeader(actions) {
   const presenceList = h('ul', { class: 'presence', 'data-testid': 'presence', 'aria-label': 'Attached clients' });
   const presenceBox = h('div', { class: 'presence-box', hidden: true }, h('span', { class: 'dim' }, 'Here: '), presenceList);
   const goalBox = h('div', { class: 'goal', hidden: true });
-  const el = h('section', { class: 'session-header', 'aria-label': 'Session' }, titleRow, facts, h('div', { class: 'header-row' }, modeBox, presenceBox), goalBox);
+  const details = h('div', { class: 'header-row', id: 'session-details' }, modeBox, presenceBox);
+  const el = h('section', { class: 'session-header', 'aria-label': 'Session' }, titleRow, facts, details, goalBox);
+  moreButton.addEventListener('click', () => {
+    const expanded = el.classList.toggle('expanded');
+    moreButton.setAttribute('aria-expanded', String(expanded));
+    moreButton.textContent = expanded ? 'Less' : 'Details';
+  });
   let current = null;
 
   function openRename() {
