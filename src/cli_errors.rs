@@ -61,7 +61,9 @@ pub fn explained(error: ClientError) -> anyhow::Error {
         Some(ErrorCode::InvalidCwd) => "give an existing directory with --cwd",
         Some(ErrorCode::InvalidTitle) => "give a title of printable text, or use --clear or --reset",
         Some(ErrorCode::InvalidInput) => "give the text to send as the last argument, in quotes",
-        Some(ErrorCode::ProviderNotFound) => "the providers are openai, anthropic and local",
+        // The daemon's words list the providers already.
+        Some(ErrorCode::ProviderNotFound) => "`troupe connect --help` shows what each provider needs",
+        Some(ErrorCode::ProviderUnreachable) => unreachable_provider_hint(rpc.data.as_ref()),
         Some(ErrorCode::InvalidProviderSetup) => {
             "check --base-url, --api-key-env (the name of a variable holding the key) or --script"
         }
@@ -86,6 +88,27 @@ pub fn explained(error: ClientError) -> anyhow::Error {
         _ => return anyhow!(said),
     };
     anyhow!("{said}\n  hint: {hint}")
+}
+
+/// What to fix when `troupe connect` could not list a provider's models, by why (`data.model_error_kind`).
+fn unreachable_provider_hint(data: Option<&serde_json::Value>) -> &'static str {
+    let kind = data.and_then(|data| data.get("model_error_kind")).and_then(|kind| kind.as_str()).unwrap_or_default();
+    match kind {
+        "auth" => {
+            "the server refused the API key: put a valid key in the environment variable you name with \
+             --api-key-env (e.g. `OPENAI_API_KEY=… troupe connect openai --api-key-env OPENAI_API_KEY`)"
+        }
+        "permission_denied" => "the key may not list the models: use a key of a project allowed to, with --api-key-env",
+        "transport" | "timeout" => {
+            "nothing answered at the provider's address: start its server, or fix --base-url (e.g. \
+             --base-url http://127.0.0.1:11434/v1 for Ollama); the daemon itself must be able to reach it"
+        }
+        "model_not_found" | "invalid_response" => {
+            "no model list at that address: --base-url is the API's root, ending in /v1 for an OpenAI-compatible \
+             server (e.g. http://127.0.0.1:11434/v1)"
+        }
+        _ => "check --base-url and --api-key-env; the daemon's log says more",
+    }
 }
 
 /// What a failed call says, in CLI words: the daemon's detail (not the JSON-RPC class and code around it) for an

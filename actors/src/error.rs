@@ -103,7 +103,7 @@ pub enum EngineError {
     #[error("invalid settings for provider `{provider_id}`: {detail}")]
     InvalidProviderSetup { provider_id: String, detail: String },
     #[error("provider `{provider_id}` could not be reached with these settings: {detail}")]
-    ProviderUnreachable { provider_id: String, detail: String },
+    ProviderUnreachable { provider_id: String, kind: troupe_runtime::model::ModelErrorKind, detail: String },
     #[error("the revision moved on: expected {expected}, found {found}; fetch the runtime snapshot and retry")]
     RevisionConflict { expected: u64, found: u64 },
     #[error("`{key}` was already used for a different request about provider `{provider_id}`")]
