@@ -124,7 +124,7 @@ pub fn said(error: &ClientError) -> String {
 /// terminal controls (an error may quote a vendor's body).
 pub fn speak_cli(said: &str) -> String {
     // Longer phrases first: a shorter one may be part of a longer one.
-    const PHRASES: [(&str, &str); 20] = [
+    const PHRASES: [(&str, &str); 21] = [
         ("connect it with provider.connect", "connect it with `troupe connect PROVIDER` (see `troupe connect --help`)"),
         ("connect the `local` provider with setup_values.script set", "run `troupe connect local --script FILE`"),
         ("needs setup_values.script", "needs --script FILE"),
@@ -139,6 +139,7 @@ pub fn speak_cli(said: &str) -> String {
         ("set one with session.goal.set", "set one with `troupe goal set SESSION OBJECTIVE`"),
         ("read it again (session.goal.get)", "read it again (`troupe goal show SESSION`)"),
         ("events.subscribe shows their seqs", "`troupe watch SESSION` shows their numbers (#N)"),
+        ("its events are 1 to ", "its events are #1 to #"),
         ("the result of `events.subscribe`", "the daemon's answer to watching the session"),
         ("fork from a seq at or after the first run_started", "fork from the #N of a \"user:\" line or later"),
         ("through_seq ", "#"),
@@ -206,11 +207,11 @@ mod tests {
         assert!(!speak_cli("not connected; connect it with provider.connect").contains("provider.connect"));
         assert_eq!(speak_cli("title empty; use `clear` to remove"), "title empty; use --clear to remove");
         let range = speak_cli(
-            "through_seq 99 is not an event of session `s`: its events are 1..=8; events.subscribe shows their seqs",
+            "through_seq 99 is not an event of session `s`: its events are 1 to 8; events.subscribe shows their seqs",
         );
         assert_eq!(
             range,
-            "#99 is not an event of session `s`: its events are 1..=8; `troupe watch SESSION` shows their numbers (#N)"
+            "#99 is not an event of session `s`: its events are #1 to #8; `troupe watch SESSION` shows their numbers (#N)"
         );
         let busy = speak_cli("s has an active run, `r`; cancel it (run.cancel) or let it end, then delete again");
         assert!(busy.contains("`troupe cancel RUN_ID`") && !busy.contains("run.cancel"), "{busy}");

@@ -33,6 +33,8 @@ pub struct Printer {
     open: Option<(String, OpenLine)>,
     /// Followed child sessions by id.
     children: HashMap<String, Child>,
+    /// The tool of each call seen asked for, by call id: a call's end names its tool, which its event does not.
+    tools: HashMap<String, String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -85,6 +87,22 @@ impl Printer {
         self.children.values().any(|child| !child.ended)
     }
 
+    /// Remembers the tools of the calls a model turn asked for (a rejected call never starts) and of started
+    /// calls (a history read from the middle may begin after the turn).
+    fn note_tools(&mut self, payload: &EventPayload) {
+        match payload {
+            EventPayload::ModelTurnCommitted { tool_calls, .. } => {
+                for call in tool_calls {
+                    self.tools.insert(call.tool_call_id.clone(), call.tool.clone());
+                }
+            }
+            EventPayload::ToolCallStarted { tool_call_id, tool, .. } => {
+                self.tools.insert(tool_call_id.clone(), tool.clone());
+            }
+            _ => {}
+        }
+    }
+
     fn margin(&self, session_id: &str) -> &str {
         self.children.get(session_id).map_or("", |child| child.margin.as_str())
     }
@@ -133,7 +151,12 @@ impl Printer {
         {
             child.ended = true;
         }
-        if let Some(what) = describe_event(event) {
+        self.note_tools(&event.payload);
+        let tool = match &event.payload {
+            EventPayload::ToolCallTerminated { tool_call_id, .. } => self.tools.remove(tool_call_id),
+            _ => None,
+        };
+        if let Some(what) = crate::event_words::describe_event_named(event, tool.as_deref()) {
             let what = self.paint(&event.payload, indent_lines(&clean(&what), &margin));
             checked(writeln!(out, "{margin}{}  {what}", self.prefix(event)));
         }

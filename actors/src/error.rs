@@ -90,7 +90,7 @@ pub enum EngineError {
     ShuttingDown,
     /// `session.revert`/`session.fork` with a `through_seq` that is not an event of the session.
     #[error(
-        "through_seq {through_seq} is not an event of session `{session_id}`: its events are 1..={last_seq}; events.subscribe shows their seqs"
+        "through_seq {through_seq} is not an event of session `{session_id}`: its events are 1 to {last_seq}; events.subscribe shows their seqs"
     )]
     SeqOutOfRange { session_id: String, through_seq: u64, last_seq: u64 },
     /// `session.fork` of a prefix without a user message.

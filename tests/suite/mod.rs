@@ -18,6 +18,7 @@ mod cli_selection_refusals;
 mod cli_status;
 mod cli_support;
 mod cli_token_source;
+mod cli_words;
 mod cluster;
 mod cluster_console;
 mod cluster_follow;
