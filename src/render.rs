@@ -166,11 +166,15 @@ impl Printer {
     /// Prints a live `events.tool_output_delta` or `events.tool_output_snapshot` notification's bytes.
     pub fn tool_output(&mut self, params: &Value) {
         if self.json {
-            let mut value = serde_json::json!({"kind": "tool_output"});
-            if let (Some(object), Some(params)) = (value.as_object_mut(), params.as_object()) {
+            // Shaped as an event's line (`.payload.type`), with the notification's fields in the payload.
+            let mut payload = serde_json::json!({"type": "tool_output"});
+            if let (Some(object), Some(params)) = (payload.as_object_mut(), params.as_object()) {
                 object.extend(params.clone());
             }
-            json_line(&value);
+            let ids = |name: &str| params.get(name).cloned().unwrap_or(Value::Null);
+            json_line(
+                &serde_json::json!({"session_id": ids("session_id"), "run_id": ids("run_id"), "payload": payload}),
+            );
             return;
         }
         let Some(data) = params.get("data").and_then(Value::as_str) else {
@@ -199,7 +203,7 @@ impl Printer {
     /// Live output was skipped (this terminal fell behind, or the daemon dropped bytes for it).
     pub fn output_gap(&mut self) {
         if self.json {
-            json_line(&serde_json::json!({"kind": "tool_output_gap"}));
+            json_line(&serde_json::json!({"payload": {"type": "tool_output_gap"}}));
             return;
         }
         let mut out = std::io::stdout().lock();

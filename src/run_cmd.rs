@@ -324,7 +324,8 @@ async fn stop_at_approval<C: ClientProtocol>(
     Ok(RunEnd::NeedsApproval)
 }
 
-/// Prints a JSON summary line of the end of an `exec --json`.
+/// Prints the last line of an `exec --json`: shaped as the event lines before it, so one filter reads them all
+/// (`jq -r .payload.type` ends with `exec_end`): `{"payload": {"type": "exec_end", "status": …, "exit_code": …}}`.
 pub fn print_json_end(end: &RunEnd) {
     let status = match end {
         RunEnd::Completed => "completed",
@@ -332,7 +333,8 @@ pub fn print_json_end(end: &RunEnd) {
         RunEnd::Cancelled => "cancelled",
         RunEnd::NeedsApproval => "needs_approval",
     };
-    json_line(&serde_json::json!({"kind": "exec_end", "status": status, "exit_code": end.exit_code()}));
+    let payload = serde_json::json!({"type": "exec_end", "status": status, "exit_code": end.exit_code()});
+    json_line(&serde_json::json!({ "payload": payload }));
 }
 
 /// The run's input: the argument, else standard input when it is not a terminal (`echo hi | troupe run`).

@@ -36,8 +36,10 @@ anything is created.
 Exit codes: 0 completed, 1 failed, 130 cancelled.";
 
 /// Printed after `troupe exec --help`.
-const EXEC_HELP: &str = "Prints only the final answer on stdout (with --json: one JSON object per event, then the
-outcome). The model is chosen as for `troupe run`.
+const EXEC_HELP: &str = "Prints only the final answer on stdout. With --json: one JSON object per event (its kind
+in .payload.type), then the outcome in the same shape:
+  {\"payload\": {\"type\": \"exec_end\", \"status\": \"completed\", \"exit_code\": 0}}
+(status: completed, failed, cancelled or needs_approval). The model is chosen as for `troupe run`.
 
 Exit codes:
   0    the run completed
@@ -140,7 +142,8 @@ pub(crate) enum Command {
         /// Start at the model asked for, not at the fallback an earlier run of the agent moved this session to.
         #[arg(long)]
         reset_fallback: bool,
-        /// One JSON object per event instead of words.
+        /// One JSON object per event instead of words (its kind in .payload.type; live tool output is
+        /// `tool_output`, with its base64 `data`).
         #[arg(long)]
         json: bool,
         /// What to ask (default: standard input, when it is not a terminal).
@@ -164,7 +167,7 @@ pub(crate) enum Command {
         /// Print the run's events on stderr as it goes.
         #[arg(long)]
         verbose: bool,
-        /// One JSON object per event on stdout, then one with the outcome.
+        /// One JSON object per event on stdout, then one with the outcome (`.payload.type` is `exec_end`).
         #[arg(long)]
         json: bool,
         /// The task (default: standard input, when it is not a terminal).
@@ -398,7 +401,8 @@ pub(crate) enum Command {
         /// Print from event #N on (the #N that watch prints) instead of from the first event.
         #[arg(long, value_name = "N")]
         from: Option<u64>,
-        /// One JSON object per event instead of words.
+        /// One JSON object per event instead of words (its kind in .payload.type; live tool output is
+        /// `tool_output`, with its base64 `data`).
         #[arg(long)]
         json: bool,
     },

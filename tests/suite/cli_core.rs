@@ -252,7 +252,10 @@ async fn exec_prints_the_answer_alone_and_its_exit_code_says_how_the_run_ended()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
         .collect();
     assert!(lines.iter().any(|event| event["payload"]["input"] == "from a pipe"), "{lines:?}");
-    assert_eq!(lines.last().map(|end| end["status"].clone()), Some(json!("completed")));
+    // Every line, the outcome too, names its kind in `.payload.type`.
+    assert!(lines.iter().all(|line| line["payload"]["type"].is_string()), "{lines:?}");
+    let end = lines.last().expect("an outcome");
+    assert_eq!(end["payload"], json!({"type": "exec_end", "status": "completed", "exit_code": 0}), "{lines:?}");
 
     // An approval nobody can answer: the run is cancelled, the approval named, exit code 2.
     connect_script(
