@@ -54,6 +54,7 @@ pub mod usage_cmd;
 pub mod connection;
 pub mod event_words;
 pub mod output;
+pub mod quiet_tools;
 pub mod run_cmd;
 pub mod run_control;
 pub mod selection;

@@ -35,6 +35,8 @@ pub struct Printer {
     children: HashMap<String, Child>,
     /// The tool of each call seen asked for, by call id: a call's end names its tool, which its event does not.
     tools: HashMap<String, String>,
+    /// Running calls, to say when one has gone quiet (it may wait for input).
+    quiet: crate::quiet_tools::QuietTools,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -115,6 +117,8 @@ impl Printer {
             }
             return;
         }
+        // Replayed history counts too: a call started in it and not ended runs still.
+        self.quiet.event(event, std::time::Instant::now());
         let mut out = std::io::stdout().lock();
         let margin = self.margin(&event.session_id).to_owned();
         let streamed = match &event.payload {
@@ -177,6 +181,9 @@ impl Printer {
             );
             return;
         }
+        if let Some(tool_call_id) = params.get("tool_call_id").and_then(Value::as_str) {
+            self.quiet.heard(tool_call_id, std::time::Instant::now());
+        }
         let Some(data) = params.get("data").and_then(Value::as_str) else {
             return;
         };
@@ -196,6 +203,26 @@ impl Printer {
             }
             checked(write!(out, "{piece}"));
             self.open = (!piece.ends_with('\n')).then(|| (session_id.clone(), OpenLine::Output));
+        }
+        checked(out.flush());
+    }
+
+    /// When a running call goes quiet next ([`Printer::say_quiet`] then has a line to print); never in JSON.
+    pub fn quiet_due(&self) -> Option<std::time::Instant> {
+        if self.json { None } else { self.quiet.next_due() }
+    }
+
+    /// Says of each call quiet now that it still runs and how to send it input.
+    pub fn say_quiet(&mut self) {
+        let said = self.quiet.due(std::time::Instant::now());
+        if said.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        self.end_line(&mut out);
+        for (session_id, line) in said {
+            let margin = self.margin(&session_id).to_owned();
+            checked(writeln!(out, "{margin}{}", self.dim(&format!("        … {}", clean(&line)))));
         }
         checked(out.flush());
     }

@@ -182,6 +182,11 @@ async fn follow_run<C: ClientProtocol>(
     loop {
         let delivery = tokio::select! {
             delivery = deliveries.next() => delivery,
+            () = crate::quiet_tools::until(printer.quiet_due()) => {
+                spinner.erase_frame();
+                printer.say_quiet();
+                continue;
+            }
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 let cancelled =

@@ -13,6 +13,7 @@ mod cli_history;
 mod cli_inspect;
 mod cli_next_step;
 mod cli_polish;
+mod cli_quiet_tool;
 mod cli_run_control;
 mod cli_selection_refusals;
 mod cli_status;
