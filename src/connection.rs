@@ -30,6 +30,21 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// Where the environment says the daemon is (`TROUPE_URL`, `TROUPE_TOKEN`, `TROUPE_TOKEN_FILE`, `TROUPE_HOME`,
+    /// `TROUPE_CA_CERT`), as a client command without flags reaches it: for the shell's completion, which is
+    /// not given the flags of the line being typed.
+    pub fn from_environment() -> Connection {
+        let text = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let path = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+        Connection {
+            url: text("TROUPE_URL"),
+            token: text("TROUPE_TOKEN"),
+            token_file: path("TROUPE_TOKEN_FILE"),
+            data_dir: path("TROUPE_HOME"),
+            ca_cert: path("TROUPE_CA_CERT"),
+        }
+    }
+
     /// The daemon's URL: the one given, else the one the data dir's running daemon recorded (it may have been
     /// started with `--listen`), else `ws://<listen>/ws` from the data dir's `config.toml` (a wildcard address
     /// reached on loopback; `unix:/path` for a unix socket), else [`DEFAULT_URL`].

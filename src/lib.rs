@@ -28,6 +28,7 @@ pub mod changes_cmd;
 pub mod cli_errors;
 pub mod client_args;
 pub mod commands;
+pub mod completion;
 pub mod daemon;
 /// `<data dir>/daemon/url`: where the running daemon listens, written, read and trusted in one place.
 pub mod daemon_url;

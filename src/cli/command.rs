@@ -77,6 +77,7 @@ pub(crate) enum Command {
     },
     /// Print the bearer token of a data dir (the one `troupe serve` wrote there).
     Token {
+        /// The data directory whose token to print (default: $TROUPE_HOME, else ~/.troupe).
         #[arg(long, env = "TROUPE_HOME")]
         data_dir: Option<PathBuf>,
         /// Create the data dir and its token when it has none (otherwise a data dir no daemon used is refused).
@@ -109,6 +110,7 @@ pub(crate) enum Command {
         cwd: Option<String>,
         #[command(flatten)]
         selection: SelectionFlags,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -127,6 +129,7 @@ pub(crate) enum Command {
         /// Return to the automatic title.
         #[arg(long, conflicts_with_all = ["title", "clear"])]
         reset: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -182,8 +185,10 @@ pub(crate) enum Command {
         /// Start at the model asked for, not at the fallback an earlier run of the agent moved this session to.
         #[arg(long)]
         reset_fallback: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
+        /// What to run in the session (without it: watch the session).
         text: Option<String>,
     },
     /// Queue input for a running run; it enters at the next boundary.
@@ -193,6 +198,7 @@ pub(crate) enum Command {
         /// The active run of this session (id or unique prefix) instead of a RUN_ID.
         #[arg(long)]
         session: Option<String>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
         /// RUN_ID TEXT, or with --session just TEXT.
@@ -205,6 +211,7 @@ pub(crate) enum Command {
         client: ClientArgs,
         #[command(flatten)]
         run: RunArg,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -214,6 +221,7 @@ pub(crate) enum Command {
         client: ClientArgs,
         #[command(flatten)]
         run: RunArg,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -233,6 +241,7 @@ pub(crate) enum Command {
         /// Send TEXT without the trailing newline.
         #[arg(long)]
         no_newline: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
         /// RUN_ID [TOOL_CALL_ID [TEXT]] (without TOOL_CALL_ID: the run's one running command), or with --session
@@ -245,10 +254,12 @@ pub(crate) enum Command {
     Mode {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session: String,
         /// The new mode; without it, the tree's current mode is printed.
         #[arg(value_parser = parse_mode)]
         mode: Option<PermissionMode>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -256,6 +267,7 @@ pub(crate) enum Command {
     Connect {
         #[command(flatten)]
         client: ClientArgs,
+        /// The provider: openai, anthropic or local (`troupe providers` lists them).
         provider: String,
         /// The server's base URL, e.g. http://localhost:11434/v1 for Ollama.
         #[arg(long)]
@@ -269,6 +281,7 @@ pub(crate) enum Command {
         /// Allow a plain http:// base URL off loopback (e.g. Ollama on another machine of your LAN).
         #[arg(long)]
         allow_insecure_http: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -276,7 +289,9 @@ pub(crate) enum Command {
     Disconnect {
         #[command(flatten)]
         client: ClientArgs,
+        /// The provider: openai, anthropic or local (`troupe providers` lists them).
         provider: String,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -284,19 +299,23 @@ pub(crate) enum Command {
     Approve {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session: String,
         /// The approval (default: the only pending one of the session).
         approval_id: Option<String>,
         /// Approve this operation for the whole session tree from now on.
         #[arg(long, conflicts_with_all = ["reject", "cancel"])]
         tree: bool,
+        /// Refuse the operation; the model sees the refusal (and --feedback).
         #[arg(long, conflicts_with = "cancel")]
         reject: bool,
         /// Why, for the model (with --reject).
         #[arg(long, requires = "reject")]
         feedback: Option<String>,
+        /// Withdraw the approval without an answer (the call is cancelled, the run goes on).
         #[arg(long)]
         cancel: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -314,6 +333,7 @@ pub(crate) enum Command {
     Revert {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// The last event to keep (the #N that `troupe watch` prints).
         seq: u64,
@@ -325,9 +345,11 @@ pub(crate) enum Command {
     Fork {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// The last event to copy (the #N that `troupe watch` prints).
         seq: u64,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -335,10 +357,12 @@ pub(crate) enum Command {
     Compact {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// What the summary should keep in particular.
         #[arg(long)]
         focus: Option<String>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -346,7 +370,9 @@ pub(crate) enum Command {
     Tree {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -368,7 +394,10 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Print a shell completion script: `troupe completions bash > ~/.local/share/bash-completion/completions/troupe`.
+    /// At each Tab it asks `troupe`, which completes session ids, modes, agents and models from the daemon that
+    /// TROUPE_URL/TROUPE_TOKEN/TROUPE_HOME name (nothing when it cannot be reached within 2 seconds).
     Completions {
+        /// The shell the script is for.
         #[arg(value_enum)]
         shell: CompletionShell,
     },
@@ -443,6 +472,7 @@ pub(crate) struct RunArg {
     /// The active run of this session instead of a RUN_ID.
     #[arg(long)]
     pub(crate) session: Option<String>,
+    /// The run: the id `troupe run` printed ("run … started"), or that `troupe runs SESSION` lists.
     pub(crate) run_id: Option<String>,
 }
 
@@ -452,6 +482,7 @@ pub(crate) enum SandboxCommand {
     Explain {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// Print JSON instead of sentences.
         #[arg(long)]
@@ -468,11 +499,12 @@ pub(crate) enum CompletionShell {
 }
 
 impl CompletionShell {
-    pub(crate) fn generator(self) -> clap_complete::Shell {
+    /// How the shell's script asks `troupe` for completions.
+    pub(crate) fn completer(self) -> &'static dyn clap_complete::env::EnvCompleter {
         match self {
-            CompletionShell::Bash => clap_complete::Shell::Bash,
-            CompletionShell::Zsh => clap_complete::Shell::Zsh,
-            CompletionShell::Fish => clap_complete::Shell::Fish,
+            CompletionShell::Bash => &clap_complete::env::Bash,
+            CompletionShell::Zsh => &clap_complete::env::Zsh,
+            CompletionShell::Fish => &clap_complete::env::Fish,
         }
     }
 }
@@ -488,6 +520,27 @@ mod tests {
     use clap::Parser;
 
     use super::Cli;
+
+    /// Every argument of every command, with the command's path, that `--help` shows without a description.
+    fn undescribed(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if !arg.is_hide_set() && !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                found.push(format!("{path} {}", arg.get_id()));
+            }
+        }
+        for sub in command.get_subcommands() {
+            undescribed(sub, &format!("{path} {}", sub.get_name()), found);
+        }
+    }
+
+    #[test]
+    fn every_argument_is_described_in_help() {
+        let command = <Cli as clap::CommandFactory>::command();
+        let mut found = Vec::new();
+        undescribed(&command, "troupe", &mut found);
+        assert!(found.is_empty(), "arguments without a description in --help:\n{}", found.join("\n"));
+    }
 
     #[test]
     fn a_token_that_starts_with_a_hyphen_is_a_value_before_or_after_the_subcommand() {
