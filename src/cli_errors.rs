@@ -61,7 +61,9 @@ pub fn explained(error: ClientError) -> anyhow::Error {
         Some(ErrorCode::InvalidCwd) => "give an existing directory with --cwd",
         Some(ErrorCode::InvalidTitle) => "give a title of printable text, or use --clear or --reset",
         Some(ErrorCode::InvalidInput) => "give the text to send as the last argument, in quotes",
-        Some(ErrorCode::ProviderNotFound) => "the providers are openai, anthropic and local",
+        // The daemon's words list the providers already.
+        Some(ErrorCode::ProviderNotFound) => "`troupe connect --help` shows what each provider needs",
+        Some(ErrorCode::ProviderUnreachable) => unreachable_provider_hint(rpc.data.as_ref()),
         Some(ErrorCode::InvalidProviderSetup) => {
             "check --base-url, --api-key-env (the name of a variable holding the key) or --script"
         }
@@ -88,6 +90,27 @@ pub fn explained(error: ClientError) -> anyhow::Error {
     anyhow!("{said}\n  hint: {hint}")
 }
 
+/// What to fix when `troupe connect` could not list a provider's models, by why (`data.model_error_kind`).
+fn unreachable_provider_hint(data: Option<&serde_json::Value>) -> &'static str {
+    let kind = data.and_then(|data| data.get("model_error_kind")).and_then(|kind| kind.as_str()).unwrap_or_default();
+    match kind {
+        "auth" => {
+            "the server refused the API key: put a valid key in the environment variable you name with \
+             --api-key-env (e.g. `OPENAI_API_KEY=… troupe connect openai --api-key-env OPENAI_API_KEY`)"
+        }
+        "permission_denied" => "the key may not list the models: use a key of a project allowed to, with --api-key-env",
+        "transport" | "timeout" => {
+            "nothing answered at the provider's address: start its server, or fix --base-url (e.g. \
+             --base-url http://127.0.0.1:11434/v1 for Ollama); the daemon itself must be able to reach it"
+        }
+        "model_not_found" | "invalid_response" => {
+            "no model list at that address: --base-url is the API's root, ending in /v1 for an OpenAI-compatible \
+             server (e.g. http://127.0.0.1:11434/v1)"
+        }
+        _ => "check --base-url and --api-key-env; the daemon's log says more",
+    }
+}
+
 /// What a failed call says, in CLI words: the daemon's detail (not the JSON-RPC class and code around it) for an
 /// error it answered, else the client's own words.
 pub fn said(error: &ClientError) -> String {
@@ -101,7 +124,7 @@ pub fn said(error: &ClientError) -> String {
 /// terminal controls (an error may quote a vendor's body).
 pub fn speak_cli(said: &str) -> String {
     // Longer phrases first: a shorter one may be part of a longer one.
-    const PHRASES: [(&str, &str); 20] = [
+    const PHRASES: [(&str, &str); 21] = [
         ("connect it with provider.connect", "connect it with `troupe connect PROVIDER` (see `troupe connect --help`)"),
         ("connect the `local` provider with setup_values.script set", "run `troupe connect local --script FILE`"),
         ("needs setup_values.script", "needs --script FILE"),
@@ -116,6 +139,7 @@ pub fn speak_cli(said: &str) -> String {
         ("set one with session.goal.set", "set one with `troupe goal set SESSION OBJECTIVE`"),
         ("read it again (session.goal.get)", "read it again (`troupe goal show SESSION`)"),
         ("events.subscribe shows their seqs", "`troupe watch SESSION` shows their numbers (#N)"),
+        ("its events are 1 to ", "its events are #1 to #"),
         ("the result of `events.subscribe`", "the daemon's answer to watching the session"),
         ("fork from a seq at or after the first run_started", "fork from the #N of a \"user:\" line or later"),
         ("through_seq ", "#"),
@@ -183,11 +207,11 @@ mod tests {
         assert!(!speak_cli("not connected; connect it with provider.connect").contains("provider.connect"));
         assert_eq!(speak_cli("title empty; use `clear` to remove"), "title empty; use --clear to remove");
         let range = speak_cli(
-            "through_seq 99 is not an event of session `s`: its events are 1..=8; events.subscribe shows their seqs",
+            "through_seq 99 is not an event of session `s`: its events are 1 to 8; events.subscribe shows their seqs",
         );
         assert_eq!(
             range,
-            "#99 is not an event of session `s`: its events are 1..=8; `troupe watch SESSION` shows their numbers (#N)"
+            "#99 is not an event of session `s`: its events are #1 to #8; `troupe watch SESSION` shows their numbers (#N)"
         );
         let busy = speak_cli("s has an active run, `r`; cancel it (run.cancel) or let it end, then delete again");
         assert!(busy.contains("`troupe cancel RUN_ID`") && !busy.contains("run.cancel"), "{busy}");

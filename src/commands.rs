@@ -233,9 +233,15 @@ pub async fn connect(connection: &Connection, request: ConnectRequest, out: Outp
         "models": models,
     });
     emit(out, &json, || {
-        let mut text = format!("connected {provider} (generation {})", result.durable_connection.generation);
-        if !models.is_empty() {
-            text.push_str(&format!("\nmodels: {}", clean(&models.join(", "))));
+        // The generation counts connections of the provider: past the first, this one replaced earlier settings.
+        let again = if result.durable_connection.generation > 1 { " (its earlier settings replaced)" } else { "" };
+        let mut text = format!("connected {provider}{again}");
+        if let Some(first) = models.first() {
+            text.push_str(&format!(
+                "\nmodels: {}\nuse one with `troupe run --model {} TEXT`",
+                clean(&models.join(", ")),
+                clean(first)
+            ));
         }
         text
     })

@@ -30,6 +30,21 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// Where the environment says the daemon is (`TROUPE_URL`, `TROUPE_TOKEN`, `TROUPE_TOKEN_FILE`, `TROUPE_HOME`,
+    /// `TROUPE_CA_CERT`), as a client command without flags reaches it: for the shell's completion, which is
+    /// not given the flags of the line being typed.
+    pub fn from_environment() -> Connection {
+        let text = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let path = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+        Connection {
+            url: text("TROUPE_URL"),
+            token: text("TROUPE_TOKEN"),
+            token_file: path("TROUPE_TOKEN_FILE"),
+            data_dir: path("TROUPE_HOME"),
+            ca_cert: path("TROUPE_CA_CERT"),
+        }
+    }
+
     /// The daemon's URL: the one given, else the one the data dir's running daemon recorded (it may have been
     /// started with `--listen`), else `ws://<listen>/ws` from the data dir's `config.toml` (a wildcard address
     /// reached on loopback; `unix:/path` for a unix socket), else [`DEFAULT_URL`].
@@ -159,6 +174,14 @@ impl Connection {
                 rest.trim_end_matches('/')
             );
         }
+        if !url.contains("://") && !url.starts_with("unix:") {
+            // `host:port` alone: the scheme and the path are part of the address.
+            let host = url.trim_end_matches('/');
+            anyhow::bail!(
+                "{url} is not a daemon URL: it needs a scheme and the WebSocket's path\n  hint: use --url (TROUPE_URL) \
+                 ws://{host}/ws (wss:// through a TLS proxy, unix:/PATH for a unix socket)"
+            );
+        }
         let (token, token_file) = self.token()?;
         Client::connect_websocket(&url, &token, options).await.map_err(|error| {
             let failure = match &error {
@@ -214,7 +237,15 @@ impl Connection {
             Some(OpenFailure::Unreachable) => {
                 (FailureKind::NoDaemon, format!("no daemon at {url} ({said})\n  hint: {}", self.no_daemon_hint()))
             }
-            None => (FailureKind::Other, format!("cannot connect to the daemon at {url}: {said}")),
+            None => {
+                let mut message = format!("cannot connect to the daemon at {url}: {said}");
+                if let Some(suggested) = websocket_path_hint(url) {
+                    message.push_str(&format!(
+                        "\n  hint: the daemon's WebSocket is at the path /ws: use --url (TROUPE_URL) {suggested}"
+                    ));
+                }
+                (FailureKind::Other, message)
+            }
         };
         ConnectFailure { kind, message }
     }
@@ -295,6 +326,24 @@ fn is_on_this_machine(url: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// For a `ws://`/`wss://` URL whose path is not the daemon's `/ws` (`ws://host:port/`, `ws://host:port`), the
+/// same URL with `/ws` as its path; `None` when the path is already `/ws` or the URL is not a WebSocket one.
+fn websocket_path_hint(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !matches!(scheme.to_ascii_lowercase().as_str(), "ws" | "wss") {
+        return None;
+    }
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(authority, path)| (authority, path));
+    let path = path.trim_end_matches('/');
+    if path == "ws" || path.ends_with("/ws") {
+        return None;
+    }
+    // A proxy's prefix (`wss://host/agent/`) is kept: the daemon is at `/agent/ws` behind it.
+    let prefix = if path.is_empty() { String::new() } else { format!("/{path}") };
+    Some(format!("{scheme}://{authority}{prefix}/ws"))
+}
+
 /// Levenshtein distance, by characters: how many edits turn `a` into `b`.
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
@@ -357,6 +406,17 @@ mod tests {
         let message = failure.to_string();
         assert!(message.contains("no permission") && message.contains("usermod -aG"), "{message}");
         assert!(!message.contains("troupe serve"), "{message}");
+    }
+
+    #[test]
+    fn a_url_without_the_websocket_path_is_given_one() {
+        use super::websocket_path_hint;
+        assert_eq!(websocket_path_hint("ws://127.0.0.1:7419/").as_deref(), Some("ws://127.0.0.1:7419/ws"));
+        assert_eq!(websocket_path_hint("ws://127.0.0.1:7419").as_deref(), Some("ws://127.0.0.1:7419/ws"));
+        assert_eq!(websocket_path_hint("wss://host/agent/").as_deref(), Some("wss://host/agent/ws"));
+        assert_eq!(websocket_path_hint("ws://127.0.0.1:7419/ws"), None);
+        assert_eq!(websocket_path_hint("wss://host/agent/ws/"), None);
+        assert_eq!(websocket_path_hint("unix:/run/troupe.sock"), None);
     }
 
     #[test]

@@ -559,11 +559,7 @@ impl DataDirLock {
             std::thread::sleep(Duration::from_millis(20));
         };
         if locked != 0 {
-            bail!(
-                "another troupe daemon is already using the data directory {} (lock held on {})",
-                data_dir.root().display(),
-                path.display()
-            );
+            bail!(already_running(data_dir, &path));
         }
         // The pid, written now, right before the config is read: the file's mtime (to the nanosecond, unlike a
         // process start from /proc) is what `troupe status` compares config.toml's mtime with.
@@ -577,6 +573,24 @@ impl DataDirLock {
         }
         Ok(DataDirLock { _file: file })
     }
+}
+
+/// What a second daemon on a data dir says: which daemon holds it, where that one listens, and the ways on.
+fn already_running(data_dir: &DataDir, lock: &std::path::Path) -> String {
+    let pid = std::fs::read_to_string(lock).ok().and_then(|text| text.trim().parse::<u32>().ok());
+    let url = std::fs::read_to_string(data_dir.url_path()).ok().map(|url| url.trim().to_owned());
+    let holder = match (pid, url.filter(|url| !url.is_empty())) {
+        (Some(pid), Some(url)) => format!(" (pid {pid}, listening on {url})"),
+        (Some(pid), None) => format!(" (pid {pid})"),
+        (None, _) => format!(" (lock held on {})", lock.display()),
+    };
+    let stop = pid.map_or_else(|| "stop it".to_owned(), |pid| format!("stop it (`kill {pid}`)"));
+    format!(
+        "another troupe daemon is already using the data directory {}{holder}\n  hint: use that one (`troupe status \
+         --data-dir {}` shows it), {stop} and start again, or give this one another data dir with --data-dir DIR",
+        data_dir.root().display(),
+        data_dir.root().display()
+    )
 }
 
 /// The daemon on its own thread with its own actix System, for tests, benchmarks and programs that embed it.

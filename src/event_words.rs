@@ -2,12 +2,13 @@
 //! functions of the event, so every command says the same thing about it.
 
 use troupe_protocol::diagnostic::{ShowLimits, visible_line};
+use troupe_protocol::types::approval::ApprovalDecision;
 use troupe_protocol::types::events::{
     CompactionOutcome, CompactionTrigger, DelegateStatus, EventPayload, InternalAgent, StoredEvent, TitleChangeKind,
 };
 use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
-use troupe_protocol::types::run::ToolResultStatus;
+use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 
 use crate::approvals_cmd::{action_name, shown_resource};
 
@@ -17,6 +18,12 @@ const INDENT: &str = "        ";
 /// One line for a stored event: [`describe`], with the author of a run's input named by the event's origin (a
 /// goal's or a producer's automatic run is not the user's).
 pub fn describe_event(event: &StoredEvent) -> Option<String> {
+    describe_event_named(event, None)
+}
+
+/// [`describe_event`], with the tool of a `tool_call_terminated` named (`tool`: the caller saw the call start;
+/// the event itself carries only the call's id).
+pub fn describe_event_named(event: &StoredEvent, tool: Option<&str>) -> Option<String> {
     if let EventPayload::RunStarted { input, model_chain, selection, .. } = &event.payload {
         let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
         let origin = event.origin_of();
@@ -39,9 +46,17 @@ pub fn describe_event(event: &StoredEvent) -> Option<String> {
         && troupe_protocol::types::tool_output::is_output_ref(output_ref)
     {
         let hint = crate::tool_output_cmd::whole_output_hint(&event.session_id, output_ref);
-        return describe(&event.payload).map(|line| format!("{line}\n{INDENT}{hint}"));
+        return describe_named(&event.payload, tool).map(|line| format!("{line}\n{INDENT}{hint}"));
     }
-    describe(&event.payload)
+    describe_named(&event.payload, tool)
+}
+
+/// [`describe`], with the tool of a `tool_call_terminated` named when known.
+fn describe_named(payload: &EventPayload, tool: Option<&str>) -> Option<String> {
+    match payload {
+        EventPayload::ToolCallTerminated { tool_call_id, result } => Some(tool_ended(tool, tool_call_id, result)),
+        _ => describe(payload),
+    }
 }
 
 /// What a `run_started` says when the run does not start on the model it was asked for: the session's runs of
@@ -126,10 +141,62 @@ fn delegate_status(status: DelegateStatus) -> &'static str {
     }
 }
 
+/// How a tool call ended, named by its tool when the caller knows it (a `tool_call_terminated` carries only the
+/// call's id): `shell (call-1-1) ended: ok: exit code 0`.
+pub fn tool_ended(tool: Option<&str>, tool_call_id: &str, result: &PersistedToolResult) -> String {
+    let status = match result.status {
+        ToolResultStatus::Ok => "ok",
+        ToolResultStatus::Error => "error",
+        ToolResultStatus::Denied => "denied",
+        ToolResultStatus::Cancelled => "cancelled",
+    };
+    let first_line = result.output.lines().next().unwrap_or("");
+    let call = match tool {
+        Some(tool) => format!("{} ({tool_call_id})", visible_line(tool, 40)),
+        None => format!("a tool call ({tool_call_id})"),
+    };
+    format!("{call} ended: {status}: {first_line}")
+}
+
+/// What an approval asks, once: its summary (`run ls -la`, `write 3 bytes to /p/a.txt`) and its tool, the
+/// resource shown whole (every line, every control seen) where the summary quotes it, instead of the summary and
+/// then the resource again; a summary that does not quote its resource is followed by `ACTION on RESOURCE`.
+fn approval_what(operation: &troupe_protocol::types::approval::ApprovalOperation, whole: &str) -> String {
+    let tool = visible_line(&operation.tool, 40);
+    let resource = &operation.resource;
+    if let Some((before, after)) = quoting(&operation.summary, resource) {
+        let shown = shown_resource(resource, ShowLimits::APPROVAL, " ", INDENT, whole);
+        let before = visible_line(before.trim_end(), 60);
+        let after = if after.is_empty() { String::new() } else { visible_line(after, 60) };
+        return format!("{tool}: {before}{shown}{after}");
+    }
+    format!(
+        "{} ({tool})\n{INDENT}{} on{}",
+        visible_line(&operation.summary, 100),
+        action_name(operation.action),
+        shown_resource(resource, ShowLimits::APPROVAL, " ", INDENT, whole)
+    )
+}
+
+/// Where `summary` quotes `resource`: the words before it and after it. A summary may quote only the resource's
+/// beginning, cut with `…` (a long command's `run ls -la …`): then nothing follows it.
+fn quoting<'a>(summary: &'a str, resource: &str) -> Option<(&'a str, &'a str)> {
+    if resource.is_empty() {
+        return None;
+    }
+    if let Some(found) = summary.split_once(resource) {
+        return Some(found);
+    }
+    let cut = summary.strip_suffix('…')?;
+    let start = cut.char_indices().map(|(at, _)| at).find(|&at| resource.starts_with(&cut[at..]))?;
+    Some((&cut[..start], ""))
+}
+
 /// One line for an event, or `None` for events that are not worth a line of their own.
 pub fn describe(payload: &EventPayload) -> Option<String> {
     Some(match payload {
         EventPayload::SessionCreated { cwd, selection, .. } => {
+            let cwd = crate::commands::home_shortened(cwd);
             format!("session created in {cwd} ({} with {})", selection.agent, selection.model.model)
         }
         EventPayload::SessionTitleCommitted { title, change, .. } => match (change, title) {
@@ -185,14 +252,7 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
             format!("stdin: {bytes} bytes{}", if *eof { ", then end of input" } else { "" })
         }
         EventPayload::ToolCallTerminated { tool_call_id, result } => {
-            let status = match result.status {
-                ToolResultStatus::Ok => "ok",
-                ToolResultStatus::Error => "error",
-                ToolResultStatus::Denied => "denied",
-                ToolResultStatus::Cancelled => "cancelled",
-            };
-            let first_line = result.output.lines().next().unwrap_or("");
-            format!("tool {tool_call_id} ended: {status}: {first_line}")
+            return Some(tool_ended(None, tool_call_id, result));
         }
         EventPayload::ToolOutputElided { elided_bytes, .. } => {
             format!("({elided_bytes} bytes of output not recorded)")
@@ -205,22 +265,26 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
                 crate::diff_words::diff_block(diff, INDENT, limits, &whole, crate::style::Style::plain())
             });
             format!(
-                "approval needed: {} ({})\n{INDENT}{} on{}\n{diff}{INDENT}answer: troupe approve {} {} [--tree | \
-                 --reject [--feedback TEXT] | --cancel]",
-                visible_line(&operation.summary, 100),
-                visible_line(&operation.tool, 40),
-                action_name(operation.action),
-                shown_resource(&operation.resource, ShowLimits::APPROVAL, " ", INDENT, &whole),
+                "approval needed: {}\n{diff}{INDENT}answer: troupe approve {} {} [--tree | --reject [--feedback \
+                 TEXT] | --cancel]",
+                approval_what(operation, &whole),
                 approval.session_id,
                 approval.approval_id
             )
         }
         EventPayload::ApprovalUserDecisionRecorded { decision, answered_by, feedback, .. } => {
-            let decision =
-                serde_json::to_value(decision).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            let decision = match decision {
+                ApprovalDecision::ApproveOnce => "approved once",
+                ApprovalDecision::ApproveTree => "approved for the whole session tree",
+                ApprovalDecision::Reject => "rejected",
+                ApprovalDecision::Cancel => "withdrawn",
+            };
+            // `client:<connection>` is a person at some client: the connection's id means nothing to a reader.
+            // Anything else (an engine component) is named.
+            let by = if answered_by.starts_with("client:") { String::new() } else { format!(" by {answered_by}") };
             match feedback {
-                Some(feedback) => format!("approval answered by {answered_by}: {decision} ({feedback})"),
-                None => format!("approval answered by {answered_by}: {decision}"),
+                Some(feedback) => format!("approval {decision}{by}: {feedback}"),
+                None => format!("approval {decision}{by}"),
             }
         }
         EventPayload::ApprovalFinalized { .. } => return None,
@@ -444,16 +508,11 @@ mod tests {
         let said = describe(&EventPayload::ApprovalRequested { approval }).unwrap();
         let lines: Vec<&str> = said.lines().collect();
         assert_eq!(
-            lines[..4],
-            [
-                "approval needed: run ls⟨CR⟩ [+1 line] (shell)",
-                "        execute on:",
-                "        │ ls⟨CR⟩",
-                "        │ rm -rf ~ #⟨U+202E⟩⟨ESC⟩[2J",
-            ],
+            lines[..3],
+            ["approval needed: shell: run:", "        │ ls⟨CR⟩", "        │ rm -rf ~ #⟨U+202E⟩⟨ESC⟩[2J",],
             "{said}"
         );
-        assert!(lines[4].starts_with("        answer: troupe approve s1 ap1"), "{said}");
+        assert!(lines[3].starts_with("        answer: troupe approve s1 ap1"), "{said}");
 
         // The call's start shows the command the same way; a one-line command stays on its line.
         let started = |resource: &str| {
@@ -468,5 +527,53 @@ mod tests {
         };
         assert_eq!(started(command), "tool shell (t1):\n        │ ls⟨CR⟩\n        │ rm -rf ~ #⟨U+202E⟩⟨ESC⟩[2J");
         assert_eq!(started("ls -la"), "tool shell (t1): ls -la");
+    }
+
+    fn approval(tool: &str, action: &str, resource: &str, summary: &str) -> EventPayload {
+        let approval = serde_json::from_value(serde_json::json!({
+            "session_id": "s1", "run_id": "r", "tool_call_id": "t1", "approval_id": "ap1", "revision": 1,
+            "status": "pending",
+            "operation": {"tool": tool, "action": action, "resource": resource, "summary": summary},
+            "operation_fingerprint": "f", "decision": null, "feedback": null, "answered_by": null,
+            "constraints": {"allow_once": true, "allow_tree_grant": true, "cancellable": true, "expires_at": null},
+            "created_at": "2026-01-01T00:00:00Z", "decided_at": null
+        }))
+        .unwrap();
+        EventPayload::ApprovalRequested { approval }
+    }
+
+    #[test]
+    fn an_approval_says_its_command_once_and_its_answer_in_words() {
+        let said = describe(&approval("shell", "execute", "ls -la", "run ls -la")).unwrap();
+        assert_eq!(said.lines().next(), Some("approval needed: shell: run ls -la"), "{said}");
+        assert_eq!(said.matches("ls -la").count(), 1, "{said}");
+        let said = describe(&approval("write_file", "write", "/p/a.txt", "write 3 bytes to /p/a.txt")).unwrap();
+        assert_eq!(said.lines().next(), Some("approval needed: write_file: write 3 bytes to /p/a.txt"), "{said}");
+        // A summary quoting only the beginning of a long command: the command once, whole.
+        let said = describe(&approval("shell", "execute", "echo one\necho two", "run echo one…")).unwrap();
+        assert!(said.starts_with("approval needed: shell: run:\n        │ echo one\n        │ echo two\n"), "{said}");
+        // A summary that does not quote its resource keeps the resource's own line.
+        let said = describe(&approval("fetch", "network", "example.com", "fetch a page")).unwrap();
+        assert!(said.starts_with("approval needed: fetch a page (fetch)\n        network on example.com"), "{said}");
+
+        let answered = |decision: &str, by: &str, feedback: Option<&str>| {
+            let payload = serde_json::from_value(serde_json::json!({
+                "type": "approval_user_decision_recorded", "approval_id": "ap1", "revision": 2,
+                "decision": decision, "answered_by": by, "feedback": feedback, "client_response_id": "r"
+            }))
+            .unwrap();
+            describe(&payload).unwrap()
+        };
+        assert_eq!(answered("approve_once", "client:connection-14", None), "approval approved once");
+        assert_eq!(answered("reject", "client:connection-3", Some("not now")), "approval rejected: not now");
+        assert_eq!(answered("approve_tree", "user", None), "approval approved for the whole session tree by user");
+    }
+
+    #[test]
+    fn a_tool_calls_end_is_named_by_its_tool_when_known() {
+        let result: PersistedToolResult =
+            serde_json::from_value(serde_json::json!({"status": "ok", "output": "exit code 0\nmore"})).unwrap();
+        assert_eq!(tool_ended(Some("shell"), "call-1-1", &result), "shell (call-1-1) ended: ok: exit code 0");
+        assert_eq!(tool_ended(None, "call-1-1", &result), "a tool call (call-1-1) ended: ok: exit code 0");
     }
 }

@@ -56,6 +56,10 @@ pub async fn watch(connection: &Connection, session: String, from: Option<u64>, 
     loop {
         let delivery = tokio::select! {
             delivery = deliveries.next() => delivery,
+            () = crate::quiet_tools::until(printer.quiet_due()) => {
+                printer.say_quiet();
+                continue;
+            }
             _ = tokio::signal::ctrl_c() => break,
         };
         let Some(delivery) = delivery else {

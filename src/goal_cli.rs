@@ -167,7 +167,9 @@ pub enum GoalCommand {
     Set {
         #[command(flatten)]
         client: ClientArgs,
+        /// The root session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
+        /// What the goal is to achieve, in words the model reads.
         objective: String,
         /// The agent of the goal's runs; its first model unless --model is given.
         #[arg(long)]
@@ -183,7 +185,9 @@ pub enum GoalCommand {
     Show {
         #[command(flatten)]
         client: ClientArgs,
+        /// The root session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -191,6 +195,7 @@ pub enum GoalCommand {
     Pause {
         #[command(flatten)]
         client: ClientArgs,
+        /// The root session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// Refuse if the goal is no longer at this revision.
         #[arg(long)]
@@ -203,7 +208,9 @@ pub enum GoalCommand {
     Resume {
         #[command(flatten)]
         client: ClientArgs,
+        /// The root session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
+        /// Refuse if the goal is no longer at this revision (the one `troupe goal show` printed).
         #[arg(long)]
         revision: Option<u64>,
         #[command(flatten)]
@@ -216,7 +223,9 @@ pub enum GoalCommand {
     Cancel {
         #[command(flatten)]
         client: ClientArgs,
+        /// The root session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
+        /// Refuse if the goal is no longer at this revision (the one `troupe goal show` printed).
         #[arg(long)]
         revision: Option<u64>,
         /// Print the goal as JSON.

@@ -28,6 +28,7 @@ pub enum InspectCommand {
         client: ClientArgs,
         /// Only this session's tree (default: every root session with an active run).
         session_id: Option<String>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
         /// Print each operation whole, however long (by default a long command is cut after 24 lines or 2 KiB,
@@ -39,6 +40,7 @@ pub enum InspectCommand {
     Models {
         #[command(flatten)]
         client: ClientArgs,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -46,6 +48,7 @@ pub enum InspectCommand {
     Agents {
         #[command(flatten)]
         client: ClientArgs,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -53,6 +56,7 @@ pub enum InspectCommand {
     Providers {
         #[command(flatten)]
         client: ClientArgs,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -62,6 +66,7 @@ pub enum InspectCommand {
         client: ClientArgs,
         /// The session: its id or a unique prefix of it.
         session_id: String,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },

@@ -28,6 +28,7 @@ pub mod changes_cmd;
 pub mod cli_errors;
 pub mod client_args;
 pub mod commands;
+pub mod completion;
 pub mod daemon;
 /// `<data dir>/daemon/url`: where the running daemon listens, written, read and trusted in one place.
 pub mod daemon_url;
@@ -54,6 +55,7 @@ pub mod usage_cmd;
 pub mod connection;
 pub mod event_words;
 pub mod output;
+pub mod quiet_tools;
 pub mod run_cmd;
 pub mod run_control;
 pub mod selection;

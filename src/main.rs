@@ -11,6 +11,11 @@ use cli::command::{Cli, Command};
 use cli::dispatch::{dispatch, report};
 
 fn main() -> ExitCode {
+    // `COMPLETE=SHELL troupe -- …`: the shell asks for completions (see `troupe completions`); answered and exited.
+    clap_complete::CompleteEnv::with_factory(|| {
+        troupe::completion::with_completers(<Cli as clap::CommandFactory>::command())
+    })
+    .complete();
     let cli = Cli::parse();
     let command = match cli.command {
         Some(command) => command,

@@ -33,6 +33,10 @@ pub struct Printer {
     open: Option<(String, OpenLine)>,
     /// Followed child sessions by id.
     children: HashMap<String, Child>,
+    /// The tool of each call seen asked for, by call id: a call's end names its tool, which its event does not.
+    tools: HashMap<String, String>,
+    /// Running calls, to say when one has gone quiet (it may wait for input).
+    quiet: crate::quiet_tools::QuietTools,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -85,6 +89,22 @@ impl Printer {
         self.children.values().any(|child| !child.ended)
     }
 
+    /// Remembers the tools of the calls a model turn asked for (a rejected call never starts) and of started
+    /// calls (a history read from the middle may begin after the turn).
+    fn note_tools(&mut self, payload: &EventPayload) {
+        match payload {
+            EventPayload::ModelTurnCommitted { tool_calls, .. } => {
+                for call in tool_calls {
+                    self.tools.insert(call.tool_call_id.clone(), call.tool.clone());
+                }
+            }
+            EventPayload::ToolCallStarted { tool_call_id, tool, .. } => {
+                self.tools.insert(tool_call_id.clone(), tool.clone());
+            }
+            _ => {}
+        }
+    }
+
     fn margin(&self, session_id: &str) -> &str {
         self.children.get(session_id).map_or("", |child| child.margin.as_str())
     }
@@ -97,6 +117,8 @@ impl Printer {
             }
             return;
         }
+        // Replayed history counts too: a call started in it and not ended runs still.
+        self.quiet.event(event, std::time::Instant::now());
         let mut out = std::io::stdout().lock();
         let margin = self.margin(&event.session_id).to_owned();
         let streamed = match &event.payload {
@@ -133,7 +155,12 @@ impl Printer {
         {
             child.ended = true;
         }
-        if let Some(what) = describe_event(event) {
+        self.note_tools(&event.payload);
+        let tool = match &event.payload {
+            EventPayload::ToolCallTerminated { tool_call_id, .. } => self.tools.remove(tool_call_id),
+            _ => None,
+        };
+        if let Some(what) = crate::event_words::describe_event_named(event, tool.as_deref()) {
             let what = self.paint(&event.payload, indent_lines(&clean(&what), &margin));
             checked(writeln!(out, "{margin}{}  {what}", self.prefix(event)));
         }
@@ -143,12 +170,19 @@ impl Printer {
     /// Prints a live `events.tool_output_delta` or `events.tool_output_snapshot` notification's bytes.
     pub fn tool_output(&mut self, params: &Value) {
         if self.json {
-            let mut value = serde_json::json!({"kind": "tool_output"});
-            if let (Some(object), Some(params)) = (value.as_object_mut(), params.as_object()) {
+            // Shaped as an event's line (`.payload.type`), with the notification's fields in the payload.
+            let mut payload = serde_json::json!({"type": "tool_output"});
+            if let (Some(object), Some(params)) = (payload.as_object_mut(), params.as_object()) {
                 object.extend(params.clone());
             }
-            json_line(&value);
+            let ids = |name: &str| params.get(name).cloned().unwrap_or(Value::Null);
+            json_line(
+                &serde_json::json!({"session_id": ids("session_id"), "run_id": ids("run_id"), "payload": payload}),
+            );
             return;
+        }
+        if let Some(tool_call_id) = params.get("tool_call_id").and_then(Value::as_str) {
+            self.quiet.heard(tool_call_id, std::time::Instant::now());
         }
         let Some(data) = params.get("data").and_then(Value::as_str) else {
             return;
@@ -173,10 +207,30 @@ impl Printer {
         checked(out.flush());
     }
 
+    /// When a running call goes quiet next ([`Printer::say_quiet`] then has a line to print); never in JSON.
+    pub fn quiet_due(&self) -> Option<std::time::Instant> {
+        if self.json { None } else { self.quiet.next_due() }
+    }
+
+    /// Says of each call quiet now that it still runs and how to send it input.
+    pub fn say_quiet(&mut self) {
+        let said = self.quiet.due(std::time::Instant::now());
+        if said.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        self.end_line(&mut out);
+        for (session_id, line) in said {
+            let margin = self.margin(&session_id).to_owned();
+            checked(writeln!(out, "{margin}{}", self.dim(&format!("        … {}", clean(&line)))));
+        }
+        checked(out.flush());
+    }
+
     /// Live output was skipped (this terminal fell behind, or the daemon dropped bytes for it).
     pub fn output_gap(&mut self) {
         if self.json {
-            json_line(&serde_json::json!({"kind": "tool_output_gap"}));
+            json_line(&serde_json::json!({"payload": {"type": "tool_output_gap"}}));
             return;
         }
         let mut out = std::io::stdout().lock();

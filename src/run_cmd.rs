@@ -182,6 +182,11 @@ async fn follow_run<C: ClientProtocol>(
     loop {
         let delivery = tokio::select! {
             delivery = deliveries.next() => delivery,
+            () = crate::quiet_tools::until(printer.quiet_due()) => {
+                spinner.erase_frame();
+                printer.say_quiet();
+                continue;
+            }
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 let cancelled =
@@ -324,7 +329,8 @@ async fn stop_at_approval<C: ClientProtocol>(
     Ok(RunEnd::NeedsApproval)
 }
 
-/// Prints a JSON summary line of the end of an `exec --json`.
+/// Prints the last line of an `exec --json`: shaped as the event lines before it, so one filter reads them all
+/// (`jq -r .payload.type` ends with `exec_end`): `{"payload": {"type": "exec_end", "status": …, "exit_code": …}}`.
 pub fn print_json_end(end: &RunEnd) {
     let status = match end {
         RunEnd::Completed => "completed",
@@ -332,7 +338,8 @@ pub fn print_json_end(end: &RunEnd) {
         RunEnd::Cancelled => "cancelled",
         RunEnd::NeedsApproval => "needs_approval",
     };
-    json_line(&serde_json::json!({"kind": "exec_end", "status": status, "exit_code": end.exit_code()}));
+    let payload = serde_json::json!({"type": "exec_end", "status": status, "exit_code": end.exit_code()});
+    json_line(&serde_json::json!({ "payload": payload }));
 }
 
 /// The run's input: the argument, else standard input when it is not a terminal (`echo hi | troupe run`).

@@ -29,6 +29,7 @@ pub enum StatusCommand {
     Status {
         #[command(flatten)]
         client: ClientArgs,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -47,6 +48,7 @@ pub enum ConfigCommand {
         /// The data directory (default: $TROUPE_HOME, else ~/.troupe).
         #[arg(long, env = "TROUPE_HOME")]
         data_dir: Option<PathBuf>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },

@@ -90,7 +90,7 @@ pub enum EngineError {
     ShuttingDown,
     /// `session.revert`/`session.fork` with a `through_seq` that is not an event of the session.
     #[error(
-        "through_seq {through_seq} is not an event of session `{session_id}`: its events are 1..={last_seq}; events.subscribe shows their seqs"
+        "through_seq {through_seq} is not an event of session `{session_id}`: its events are 1 to {last_seq}; events.subscribe shows their seqs"
     )]
     SeqOutOfRange { session_id: String, through_seq: u64, last_seq: u64 },
     /// `session.fork` of a prefix without a user message.
@@ -103,7 +103,7 @@ pub enum EngineError {
     #[error("invalid settings for provider `{provider_id}`: {detail}")]
     InvalidProviderSetup { provider_id: String, detail: String },
     #[error("provider `{provider_id}` could not be reached with these settings: {detail}")]
-    ProviderUnreachable { provider_id: String, detail: String },
+    ProviderUnreachable { provider_id: String, kind: troupe_runtime::model::ModelErrorKind, detail: String },
     #[error("the revision moved on: expected {expected}, found {found}; fetch the runtime snapshot and retry")]
     RevisionConflict { expected: u64, found: u64 },
     #[error("`{key}` was already used for a different request about provider `{provider_id}`")]

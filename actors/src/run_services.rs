@@ -239,6 +239,10 @@ impl ModelRouter {
     /// The estimated cost of a turn, when the model's prices are known.
     pub fn estimate_cost_usd(&self, model: &str, usage: &TokenUsage) -> Option<f64> {
         let configured = self.configured.read().get(model).and_then(|config| config.pricing.as_ref().map(Into::into));
+        // The `local` provider's models (echo, a script) run inside the daemon: they cost nothing, not "unknown".
+        if configured.is_none() && model.split_once('/').is_some_and(|(provider, _)| provider == "local") {
+            return Some(0.0);
+        }
         let pricing = configured.or_else(|| self.pricing.read().get(model).cloned()).or_else(|| {
             let model_id = model.split_once('/').map_or(model, |(_, id)| id);
             troupe_runtime::model::pricing::builtin_pricing(model_id)

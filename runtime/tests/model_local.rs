@@ -104,11 +104,11 @@ async fn scripted_turns_are_chosen_by_the_number_of_assistant_messages() {
         calls,
         vec![
             ToolCallRequest {
-                tool_call_id: "call-0-0".into(),
+                tool_call_id: "call-1-1".into(),
                 tool: "shell".into(),
                 arguments: json!({"command": "ls"}),
             },
-            ToolCallRequest { tool_call_id: "call-0-1".into(), tool: "pwd".into(), arguments: json!({}) },
+            ToolCallRequest { tool_call_id: "call-1-2".into(), tool: "pwd".into(), arguments: json!({}) },
         ]
     );
     assert_eq!(first.last(), Some(&Ok(StreamEvent::Finished { stop_reason: Some("tool_calls".into()) })));
@@ -121,7 +121,7 @@ async fn scripted_turns_are_chosen_by_the_number_of_assistant_messages() {
         user("go"),
         ChatMessage::Assistant { text: "Listing files.".into(), tool_calls: calls },
         ChatMessage::ToolResult {
-            tool_call_id: "call-0-0".into(),
+            tool_call_id: "call-1-1".into(),
             tool: "shell".into(),
             content: "a.txt".into(),
             is_error: false,

@@ -36,8 +36,10 @@ anything is created.
 Exit codes: 0 completed, 1 failed, 130 cancelled.";
 
 /// Printed after `troupe exec --help`.
-const EXEC_HELP: &str = "Prints only the final answer on stdout (with --json: one JSON object per event, then the
-outcome). The model is chosen as for `troupe run`.
+const EXEC_HELP: &str = "Prints only the final answer on stdout. With --json: one JSON object per event (its kind
+in .payload.type), then the outcome in the same shape:
+  {\"payload\": {\"type\": \"exec_end\", \"status\": \"completed\", \"exit_code\": 0}}
+(status: completed, failed, cancelled or needs_approval). The model is chosen as for `troupe run`.
 
 Exit codes:
   0    the run completed
@@ -75,6 +77,7 @@ pub(crate) enum Command {
     },
     /// Print the bearer token of a data dir (the one `troupe serve` wrote there).
     Token {
+        /// The data directory whose token to print (default: $TROUPE_HOME, else ~/.troupe).
         #[arg(long, env = "TROUPE_HOME")]
         data_dir: Option<PathBuf>,
         /// Create the data dir and its token when it has none (otherwise a data dir no daemon used is refused).
@@ -107,6 +110,7 @@ pub(crate) enum Command {
         cwd: Option<String>,
         #[command(flatten)]
         selection: SelectionFlags,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -125,6 +129,7 @@ pub(crate) enum Command {
         /// Return to the automatic title.
         #[arg(long, conflicts_with_all = ["title", "clear"])]
         reset: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -140,7 +145,8 @@ pub(crate) enum Command {
         /// Start at the model asked for, not at the fallback an earlier run of the agent moved this session to.
         #[arg(long)]
         reset_fallback: bool,
-        /// One JSON object per event instead of words.
+        /// One JSON object per event instead of words (its kind in .payload.type; live tool output is
+        /// `tool_output`, with its base64 `data`).
         #[arg(long)]
         json: bool,
         /// What to ask (default: standard input, when it is not a terminal).
@@ -164,7 +170,7 @@ pub(crate) enum Command {
         /// Print the run's events on stderr as it goes.
         #[arg(long)]
         verbose: bool,
-        /// One JSON object per event on stdout, then one with the outcome.
+        /// One JSON object per event on stdout, then one with the outcome (`.payload.type` is `exec_end`).
         #[arg(long)]
         json: bool,
         /// The task (default: standard input, when it is not a terminal).
@@ -179,8 +185,10 @@ pub(crate) enum Command {
         /// Start at the model asked for, not at the fallback an earlier run of the agent moved this session to.
         #[arg(long)]
         reset_fallback: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
+        /// What to run in the session (without it: watch the session).
         text: Option<String>,
     },
     /// Queue input for a running run; it enters at the next boundary.
@@ -190,6 +198,7 @@ pub(crate) enum Command {
         /// The active run of this session (id or unique prefix) instead of a RUN_ID.
         #[arg(long)]
         session: Option<String>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
         /// RUN_ID TEXT, or with --session just TEXT.
@@ -202,6 +211,7 @@ pub(crate) enum Command {
         client: ClientArgs,
         #[command(flatten)]
         run: RunArg,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -211,6 +221,7 @@ pub(crate) enum Command {
         client: ClientArgs,
         #[command(flatten)]
         run: RunArg,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -230,6 +241,7 @@ pub(crate) enum Command {
         /// Send TEXT without the trailing newline.
         #[arg(long)]
         no_newline: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
         /// RUN_ID [TOOL_CALL_ID [TEXT]] (without TOOL_CALL_ID: the run's one running command), or with --session
@@ -242,10 +254,12 @@ pub(crate) enum Command {
     Mode {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session: String,
         /// The new mode; without it, the tree's current mode is printed.
         #[arg(value_parser = parse_mode)]
         mode: Option<PermissionMode>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -253,6 +267,7 @@ pub(crate) enum Command {
     Connect {
         #[command(flatten)]
         client: ClientArgs,
+        /// The provider: openai, anthropic or local (`troupe providers` lists them).
         provider: String,
         /// The server's base URL, e.g. http://localhost:11434/v1 for Ollama.
         #[arg(long)]
@@ -266,6 +281,7 @@ pub(crate) enum Command {
         /// Allow a plain http:// base URL off loopback (e.g. Ollama on another machine of your LAN).
         #[arg(long)]
         allow_insecure_http: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -273,7 +289,9 @@ pub(crate) enum Command {
     Disconnect {
         #[command(flatten)]
         client: ClientArgs,
+        /// The provider: openai, anthropic or local (`troupe providers` lists them).
         provider: String,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -281,19 +299,23 @@ pub(crate) enum Command {
     Approve {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session: String,
         /// The approval (default: the only pending one of the session).
         approval_id: Option<String>,
         /// Approve this operation for the whole session tree from now on.
         #[arg(long, conflicts_with_all = ["reject", "cancel"])]
         tree: bool,
+        /// Refuse the operation; the model sees the refusal (and --feedback).
         #[arg(long, conflicts_with = "cancel")]
         reject: bool,
         /// Why, for the model (with --reject).
         #[arg(long, requires = "reject")]
         feedback: Option<String>,
+        /// Withdraw the approval without an answer (the call is cancelled, the run goes on).
         #[arg(long)]
         cancel: bool,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -311,6 +333,7 @@ pub(crate) enum Command {
     Revert {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// The last event to keep (the #N that `troupe watch` prints).
         seq: u64,
@@ -322,9 +345,11 @@ pub(crate) enum Command {
     Fork {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// The last event to copy (the #N that `troupe watch` prints).
         seq: u64,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -332,10 +357,12 @@ pub(crate) enum Command {
     Compact {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// What the summary should keep in particular.
         #[arg(long)]
         focus: Option<String>,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -343,7 +370,9 @@ pub(crate) enum Command {
     Tree {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
+        /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
     },
@@ -365,7 +394,10 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Print a shell completion script: `troupe completions bash > ~/.local/share/bash-completion/completions/troupe`.
+    /// At each Tab it asks `troupe`, which completes session ids, modes, agents and models from the daemon that
+    /// TROUPE_URL/TROUPE_TOKEN/TROUPE_HOME name (nothing when it cannot be reached within 2 seconds).
     Completions {
+        /// The shell the script is for.
         #[arg(value_enum)]
         shell: CompletionShell,
     },
@@ -398,7 +430,8 @@ pub(crate) enum Command {
         /// Print from event #N on (the #N that watch prints) instead of from the first event.
         #[arg(long, value_name = "N")]
         from: Option<u64>,
-        /// One JSON object per event instead of words.
+        /// One JSON object per event instead of words (its kind in .payload.type; live tool output is
+        /// `tool_output`, with its base64 `data`).
         #[arg(long)]
         json: bool,
     },
@@ -439,6 +472,7 @@ pub(crate) struct RunArg {
     /// The active run of this session instead of a RUN_ID.
     #[arg(long)]
     pub(crate) session: Option<String>,
+    /// The run: the id `troupe run` printed ("run … started"), or that `troupe runs SESSION` lists.
     pub(crate) run_id: Option<String>,
 }
 
@@ -448,6 +482,7 @@ pub(crate) enum SandboxCommand {
     Explain {
         #[command(flatten)]
         client: ClientArgs,
+        /// The session: its id or a unique prefix (`troupe sessions` lists them).
         session_id: String,
         /// Print JSON instead of sentences.
         #[arg(long)]
@@ -464,11 +499,12 @@ pub(crate) enum CompletionShell {
 }
 
 impl CompletionShell {
-    pub(crate) fn generator(self) -> clap_complete::Shell {
+    /// How the shell's script asks `troupe` for completions.
+    pub(crate) fn completer(self) -> &'static dyn clap_complete::env::EnvCompleter {
         match self {
-            CompletionShell::Bash => clap_complete::Shell::Bash,
-            CompletionShell::Zsh => clap_complete::Shell::Zsh,
-            CompletionShell::Fish => clap_complete::Shell::Fish,
+            CompletionShell::Bash => &clap_complete::env::Bash,
+            CompletionShell::Zsh => &clap_complete::env::Zsh,
+            CompletionShell::Fish => &clap_complete::env::Fish,
         }
     }
 }
@@ -484,6 +520,27 @@ mod tests {
     use clap::Parser;
 
     use super::Cli;
+
+    /// Every argument of every command, with the command's path, that `--help` shows without a description.
+    fn undescribed(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if !arg.is_hide_set() && !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                found.push(format!("{path} {}", arg.get_id()));
+            }
+        }
+        for sub in command.get_subcommands() {
+            undescribed(sub, &format!("{path} {}", sub.get_name()), found);
+        }
+    }
+
+    #[test]
+    fn every_argument_is_described_in_help() {
+        let command = <Cli as clap::CommandFactory>::command();
+        let mut found = Vec::new();
+        undescribed(&command, "troupe", &mut found);
+        assert!(found.is_empty(), "arguments without a description in --help:\n{}", found.join("\n"));
+    }
 
     #[test]
     fn a_token_that_starts_with_a_hyphen_is_a_value_before_or_after_the_subcommand() {

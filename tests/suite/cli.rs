@@ -159,7 +159,10 @@ fn a_prompt_shown_by_watch_is_answered_with_troupe_approve_and_the_run_finishes(
         r#"{"turns": [{"tool_calls": [{"tool": "write_file", "arguments": {"path": "approved.txt", "content": "yes"}}]}, {"text": "written"}]}"#,
     )
     .unwrap();
-    run(&["connect", "local", "--script", script.to_str().unwrap()], &daemon);
+    let connected = run(&["connect", "local", "--script", script.to_str().unwrap()], &daemon);
+    // Words, not the store's generation counter; and what to do with the models.
+    assert!(connected.starts_with("connected local\n") && !connected.contains("generation"), "{connected}");
+    assert!(connected.contains("troupe run --model local/echo"), "{connected}");
     let session_id = run(&["create", "--cwd", project.path().to_str().unwrap()], &daemon).trim().to_owned();
     run(&["mode", &session_id, "ask"], &daemon);
 
@@ -167,19 +170,26 @@ fn a_prompt_shown_by_watch_is_answered_with_troupe_approve_and_the_run_finishes(
     let mut running =
         spawn_client(&["run", "--session", &session_id, "--model", "local/scripted", "write the file"], &daemon);
     let mut seen = Vec::new();
+    // Each needle's line, and the lines before it.
     let mut wait_for = |needle: &str| loop {
         let line = lines.recv_timeout(WAIT).unwrap_or_else(|_| panic!("no line containing {needle:?}; saw {seen:?}"));
         seen.push(line.clone());
         if line.contains(needle) {
-            return;
+            return seen.clone();
         }
     };
-    wait_for("approval needed");
-    wait_for("troupe approve");
+    wait_for("approval needed: write_file: write 3 bytes to ");
+    // The path is said once (in the summary), not again as `write on PATH`.
+    let asked = wait_for("troupe approve");
+    assert!(!asked.iter().any(|line| line.contains("write on")), "{asked:?}");
     assert!(!project.path().join("approved.txt").exists(), "nothing is written before the answer");
 
     run(&["approve", &session_id], &daemon);
-    wait_for("approval answered");
+    // The answer in words (not `client:connection-N: approve_once`); the call's end named by its tool, with the
+    // call's id counted from 1 as the turns are.
+    let answered = wait_for("approval approved once");
+    assert!(!answered.last().is_some_and(|line| line.contains("client:")), "{answered:?}");
+    wait_for("write_file (call-1-1) ended: ok");
     wait_for("run completed");
     let status = exit_status_within(&mut running, "`troupe run` to finish", WAIT);
     assert!(status.success());

@@ -252,7 +252,10 @@ async fn exec_prints_the_answer_alone_and_its_exit_code_says_how_the_run_ended()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
         .collect();
     assert!(lines.iter().any(|event| event["payload"]["input"] == "from a pipe"), "{lines:?}");
-    assert_eq!(lines.last().map(|end| end["status"].clone()), Some(json!("completed")));
+    // Every line, the outcome too, names its kind in `.payload.type`.
+    assert!(lines.iter().all(|line| line["payload"]["type"].is_string()), "{lines:?}");
+    let end = lines.last().expect("an outcome");
+    assert_eq!(end["payload"], json!({"type": "exec_end", "status": "completed", "exit_code": 0}), "{lines:?}");
 
     // An approval nobody can answer: the run is cancelled, the approval named, exit code 2.
     connect_script(
@@ -324,12 +327,36 @@ async fn a_closed_pipe_ends_sessions_and_watch_quietly() {
 #[tokio::test]
 async fn completions_and_the_man_page_come_from_the_command_line_itself() {
     let daemon = TestDaemon::start();
+    // The scripts call `troupe` back at each Tab (`COMPLETE=SHELL troupe -- …`).
     let bash = troupe(&daemon, &["completions", "bash"]).await.ok();
-    assert!(bash.contains("_troupe()") && bash.contains("continue") && bash.contains("--no-newline"), "{bash}");
+    assert!(bash.contains("_clap_complete_troupe") && bash.contains("COMPLETE=\"bash\""), "{bash}");
     let zsh = troupe(&daemon, &["completions", "zsh"]).await.ok();
     assert!(zsh.starts_with("#compdef troupe"), "{zsh}");
     let fish = troupe(&daemon, &["completions", "fish"]).await.ok();
-    assert!(fish.contains("complete -c troupe"), "{fish}");
+    assert!(fish.contains("complete") && fish.contains("COMPLETE=fish"), "{fish}");
+
+    // What a Tab offers (fish's format: one `value<TAB>help` a line): commands and flags, and what only the daemon
+    // knows: session ids as their short prefix with the title, the modes, the agents and the models.
+    let complete = |line: &'static [&'static str]| {
+        let mut command = troupe_command(&daemon, &[&["--", "troupe"][..], line].concat());
+        command.env("COMPLETE", "fish");
+        finish(command, WAIT)
+    };
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await.session_id;
+    let mut command = troupe_command(&daemon, &["--", "troupe", "watch", &session[..4]]);
+    command.env("COMPLETE", "fish");
+    let offered = finish(command, WAIT).await.ok();
+    assert!(offered.starts_with(&format!("{}\t(untitled) (idle)", &session[..8])), "{offered}");
+    let offered = complete(&["wat"]).await.ok();
+    assert!(offered.starts_with("watch\t"), "{offered}");
+    let offered = complete(&["exec", "--mode", "auto"]).await.ok();
+    let modes: Vec<&str> = offered.lines().filter_map(|line| line.split('\t').next()).collect();
+    assert_eq!(modes, ["auto_approve", "auto_approve_n", "auto_approve_y"], "{offered}");
+    let offered = complete(&["run", "--agent", "d"]).await.ok();
+    assert!(offered.starts_with("default\t"), "{offered}");
+    let offered = complete(&["run", "--model", "local/e"]).await.ok();
+    assert!(offered.starts_with("local/echo\t"), "{offered}");
     let man = troupe(&daemon, &["man"]).await.ok();
     assert!(man.contains(".TH troupe 1") && man.contains("exec"), "{man}");
     let unknown = troupe(&daemon, &["completions", "tcsh"]).await;

@@ -166,7 +166,8 @@ async fn disconnect_from_the_cli_removes_the_provider_from_the_runtime_snapshot(
     assert_eq!(printed.trim(), "it was not connected");
     // A provider that does not exist: named, with the ones that do.
     let said = troupe(&daemon, &["disconnect", "nosuch"]).await.refused();
-    assert!(said.contains("nosuch") && said.contains("openai, anthropic and local"), "{said}");
+    assert!(said.contains("nosuch") && said.contains("local, openai and anthropic"), "{said}");
+    assert_eq!(said.matches("anthropic").count(), 1, "the providers are listed once: {said}");
     // A key is never taken from the command line: a missing variable is named.
     let said = troupe(&daemon, &["connect", "openai", "--base-url", &base_url, "--api-key-env", "NO_SUCH_VAR"])
         .await

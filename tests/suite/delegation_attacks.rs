@@ -285,13 +285,13 @@ async fn concurrent_results_follow_the_call_order_and_a_huge_answer_is_cut_with_
             _ => None,
         })
         .collect();
-    assert_eq!(terminated, ["call-0-0", "call-0-1"], "{:?}", kinds(&events));
+    assert_eq!(terminated, ["call-1-1", "call-1-2"], "{:?}", kinds(&events));
     let results = tool_results(&events);
     assert_eq!(results[1].output, "small");
     assert!(results[0].output.len() < 17 * 1024, "{}", results[0].output.len());
     assert!(results[0].output.contains("[truncated: the first"), "{}", &results[0].output[16 * 1024 - 100..]);
     let summary = events.iter().find_map(|event| match &event.payload {
-        EventPayload::DelegateFinished { summary, tool_call_id, .. } if tool_call_id == "call-0-0" => Some(summary),
+        EventPayload::DelegateFinished { summary, tool_call_id, .. } if tool_call_id == "call-1-1" => Some(summary),
         _ => None,
     });
     assert_eq!(summary, Some(&results[0].output), "the event carries the same bounded summary");

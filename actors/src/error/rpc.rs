@@ -143,9 +143,11 @@ impl From<EngineError> for RpcError {
             EngineError::InvalidProviderSetup { provider_id, .. } => {
                 RpcError::invalid_params_typed(ErrorCode::InvalidProviderSetup, &detail, &[provider(provider_id)])
             }
-            EngineError::ProviderUnreachable { provider_id, .. } => {
-                RpcError::engine(ErrorCode::ProviderUnreachable, &detail, &[provider(provider_id)])
-            }
+            EngineError::ProviderUnreachable { provider_id, kind, .. } => RpcError::engine(
+                ErrorCode::ProviderUnreachable,
+                &detail,
+                &[provider(provider_id), ("model_error_kind", Value::String(kind.as_str().to_owned()))],
+            ),
             EngineError::RevisionConflict { expected, found } => RpcError::engine(
                 ErrorCode::RevisionConflict,
                 &detail,

@@ -145,6 +145,7 @@ impl Handler<ConnectProvider> for RuntimeActor {
                 Prepared::Client(client, listed) => {
                     let models = listed.map_err(|error| EngineError::ProviderUnreachable {
                         provider_id: provider_id.clone(),
+                        kind: error.kind,
                         detail: error.to_string(),
                     })?;
                     Ok(Ok((client, models)))

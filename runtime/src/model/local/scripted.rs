@@ -295,7 +295,8 @@ impl ModelProvider for ScriptedModel {
             }
             for (position, call) in turn.tool_calls.iter().enumerate() {
                 events.push(Ok(StreamEvent::ToolCall(ToolCallRequest {
-                    tool_call_id: format!("call-{turn_index}-{position}"),
+                    // Counted from 1, as the script's turns are (README: "Turn *n* (counting from 1)").
+                    tool_call_id: format!("call-{}-{}", turn_index + 1, position + 1),
                     tool: call.tool.clone(),
                     arguments: call.arguments.clone(),
                 })));
