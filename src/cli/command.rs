@@ -143,6 +143,9 @@ pub(crate) enum Command {
         /// One JSON object per event instead of words.
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to the prompt; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
         /// What to ask (default: standard input, when it is not a terminal).
         input: Option<String>,
     },
@@ -167,6 +170,9 @@ pub(crate) enum Command {
         /// One JSON object per event on stdout, then one with the outcome.
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to the prompt; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
         /// The task (default: standard input, when it is not a terminal).
         input: Option<String>,
     },
@@ -181,6 +187,9 @@ pub(crate) enum Command {
         reset_fallback: bool,
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to TEXT; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE", requires = "text")]
+        attach: Vec<std::path::PathBuf>,
         text: Option<String>,
     },
     /// Queue input for a running run; it enters at the next boundary.
@@ -192,6 +201,9 @@ pub(crate) enum Command {
         session: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to the input; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
         /// RUN_ID TEXT, or with --session just TEXT.
         #[arg(required = true, num_args = 1..=2, value_names = ["RUN_ID", "TEXT"])]
         args: Vec<String>,
