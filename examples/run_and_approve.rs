@@ -151,6 +151,7 @@ async fn run_session(watcher: &Client, deliveries: &mut Deliveries, approver: &C
             selection,
             input: "Say hello with a shell command.".to_owned(),
             reset_fallback: false,
+            attachments: Vec::new(),
         })
         .await
         .context("run.start")?

@@ -211,12 +211,16 @@ pub fn describe(payload: &EventPayload) -> Option<String> {
         EventPayload::SessionForked { source_session_id, through_seq } => {
             format!("forked from {source_session_id} at #{through_seq}; the events above are its copy")
         }
-        EventPayload::UserInputAdmitted { input, .. } => format!("steer queued: {input}"),
-        EventPayload::UserInputSubmitted { input, .. } => format!("user: {input}"),
+        EventPayload::UserInputAdmitted { input, attachments, .. } => {
+            format!("steer queued: {input}{}", attached(attachments))
+        }
+        EventPayload::UserInputSubmitted { input, attachments, .. } => {
+            format!("user: {input}{}", attached(attachments))
+        }
         EventPayload::UserInputRecalled { input, .. } => format!("steer recalled: {input}"),
-        EventPayload::RunStarted { input, model_chain, selection, .. } => {
+        EventPayload::RunStarted { input, model_chain, selection, attachments, .. } => {
             let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
-            format!("run started on {model}{}\n        user: {input}", sticky_note(payload))
+            format!("run started on {model}{}\n        user: {input}{}", sticky_note(payload), attached(attachments))
         }
         EventPayload::RunCompleted { .. } => "run completed".to_owned(),
         EventPayload::RunFailed { error, .. } => format!("run failed: {}", crate::cli_errors::speak_cli(error)),
@@ -378,6 +382,26 @@ fn describe_owner(owner: &ProducerOwner) -> String {
     }
 }
 
+/// ` [attached: shot.png (image/png, 12 KB), spec.pdf (application/pdf, 2 MB)]`, or nothing.
+fn attached(files: &[troupe_protocol::types::attachment::AttachedFile]) -> String {
+    if files.is_empty() {
+        return String::new();
+    }
+    let listed: Vec<String> = files
+        .iter()
+        .map(|file| format!("{} ({}, {})", crate::style::clean(&file.name), file.mime_type, size_words(file.size)))
+        .collect();
+    format!(" [attached: {}]", listed.join(", "))
+}
+
+fn size_words(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} bytes"),
+        1024..1_048_576 => format!("{} KB", bytes.div_ceil(1024)),
+        _ => format!("{:.1} MB", bytes as f64 / 1_048_576.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use troupe_protocol::types::common::{ModelSelection, RunSelection};
@@ -404,6 +428,7 @@ mod tests {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         }
     }
@@ -575,5 +600,20 @@ mod tests {
             serde_json::from_value(serde_json::json!({"status": "ok", "output": "exit code 0\nmore"})).unwrap();
         assert_eq!(tool_ended(Some("shell"), "call-1-1", &result), "shell (call-1-1) ended: ok: exit code 0");
         assert_eq!(tool_ended(None, "call-1-1", &result), "a tool call (call-1-1) ended: ok: exit code 0");
+    }
+
+    #[test]
+    fn attached_files_are_listed_with_their_type_and_size() {
+        let file = |name: &str, mime_type: &str, size: u64| troupe_protocol::types::attachment::AttachedFile {
+            path: "artifacts/x".into(),
+            mime_type: mime_type.into(),
+            name: name.into(),
+            size,
+        };
+        assert_eq!(attached(&[]), "");
+        assert_eq!(
+            attached(&[file("shot.png", "image/png", 12_000), file("s\u{1b}[31m.pdf", "application/pdf", 3 << 20)]),
+            " [attached: shot.png (image/png, 12 KB), s.pdf (application/pdf, 3.0 MB)]"
+        );
     }
 }

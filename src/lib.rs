@@ -24,6 +24,8 @@
 //!   [`runs_cmd`], [`approvals_cmd`], [`catalog_cmd`], [`skills_cmd`]); [`status_cmd`]: `status` and
 //!   `config check` ([`config_check_cmd`]).
 
+/// `--attach FILE`: images and PDFs read and checked for `run.start` and `run.steer`.
+pub mod attach_files;
 pub mod changes_cmd;
 pub mod cli_errors;
 pub mod client_args;

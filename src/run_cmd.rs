@@ -8,6 +8,7 @@
 use anyhow::anyhow;
 use troupe_protocol::client::{ClientDelivery, ClientOptions, ClientProtocol, DeliveryStream};
 use troupe_protocol::types::approval::ApprovalRecord;
+use troupe_protocol::types::attachment::InputAttachment;
 use troupe_protocol::types::common::SessionIdParams;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams};
@@ -69,6 +70,8 @@ pub struct RunRequest {
     /// A permission mode for a new session's tree (`exec --mode`).
     pub mode: Option<PermissionMode>,
     pub input: String,
+    /// `--attach`: the files read and checked (`crate::attach_files`).
+    pub attachments: Vec<InputAttachment>,
     pub shown: Shown,
 }
 
@@ -105,6 +108,7 @@ pub async fn run(connection: &Connection, request: RunRequest) -> anyhow::Result
         selection,
         input: request.input.clone(),
         reset_fallback: request.reset_fallback,
+        attachments: request.attachments.clone(),
     };
     let run_id = match client.run_start(params).await {
         Ok(started) => started.run_id,

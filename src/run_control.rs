@@ -56,12 +56,19 @@ async fn locate<C: ClientProtocol>(
 }
 
 /// `troupe steer`: queues input for a running run. Exits 1 when the run did not accept it.
-pub async fn steer(connection: &Connection, target: RunTarget, input: String, out: Output) -> anyhow::Result<()> {
+pub async fn steer(
+    connection: &Connection,
+    target: RunTarget,
+    input: String,
+    attachments: Vec<troupe_protocol::types::attachment::InputAttachment>,
+    out: Output,
+) -> anyhow::Result<()> {
     require_text(&input, "the steering text", "`troupe steer RUN_ID \"also update the docs\"`")?;
     let mut connected = connection.open(ClientOptions::default()).await?;
     let (run_id, _) = locate(&mut connected, &target).await?;
     let client = &connected.client;
-    let result = client.run_steer(RunSteerParams { run_id: run_id.clone(), input }).await.map_err(explained)?;
+    let result =
+        client.run_steer(RunSteerParams { run_id: run_id.clone(), input, attachments }).await.map_err(explained)?;
     client.close().await;
     if !result.accepted {
         anyhow::bail!(

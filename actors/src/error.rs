@@ -9,8 +9,10 @@ use troupe_protocol::types::goal::{GoalLifecycleAction, GoalStatus};
 use troupe_runtime::catalog::SelectionError;
 
 mod changes;
+mod idempotency;
 mod rpc;
 pub use changes::ChangesRefusal;
+pub use idempotency::check_idempotency_key;
 
 /// Why a plugin's `plugin/emit` was refused; nothing was written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -126,6 +128,9 @@ pub enum EngineError {
          config.toml): put large material in a file in the session's directory and refer to it"
     )]
     InputTooLarge { what: &'static str, size: usize, limit: usize },
+    /// A run's or a steer's attachments that are too many, too large, or not what they say they are.
+    #[error("{0}")]
+    InvalidAttachment(troupe_runtime::input_files::AttachmentError),
     /// A run's input or a steering input that is empty or only whitespace.
     #[error("{what} is empty")]
     EmptyInput { what: &'static str },
@@ -370,31 +375,4 @@ pub enum ApprovalErrorKind {
     FingerprintMismatch,
     DecisionNotAllowed,
     IdempotencyConflict,
-}
-
-/// Checks a client idempotency key: 1..=256 bytes, no control characters.
-pub fn check_idempotency_key(field: &'static str, key: &str) -> Result<(), EngineError> {
-    let reason = if key.is_empty() {
-        "it is empty".to_owned()
-    } else if key.len() > 256 {
-        format!("it is {} bytes long; at most 256 are allowed", key.len())
-    } else if key.chars().any(char::is_control) {
-        "it contains control characters".to_owned()
-    } else {
-        return Ok(());
-    };
-    Err(EngineError::InvalidIdempotencyKey { field, reason })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idempotency_keys_are_bounded() {
-        assert!(check_idempotency_key("client_rename_id", "r-1").is_ok());
-        assert!(check_idempotency_key("client_rename_id", "").is_err());
-        assert!(check_idempotency_key("client_rename_id", &"x".repeat(257)).is_err());
-        assert!(check_idempotency_key("client_rename_id", "a\nb").is_err());
-    }
 }

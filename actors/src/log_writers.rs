@@ -195,7 +195,11 @@ mod tests {
                 },
             }
         } else {
-            EventPayload::UserInputAdmitted { input_id: format!("input-{seq}"), input: "hello".to_owned() }
+            EventPayload::UserInputAdmitted {
+                input_id: format!("input-{seq}"),
+                input: "hello".to_owned(),
+                attachments: Vec::new(),
+            }
         };
         let event = StoredEvent {
             session_id: SESSION_ID.to_owned(),

@@ -176,6 +176,12 @@ impl ModelRouter {
         self.configured.read().clone()
     }
 
+    /// Whether `model` is sent attached images and PDFs as files (`[models."<model>"] attachments`, on unless set
+    /// to false); a model that is not gets a text note for each instead (`local/*` models always do).
+    pub fn takes_files(&self, model: &str) -> bool {
+        self.configured.read().get(model).and_then(|config| config.attachments).unwrap_or(true)
+    }
+
     /// The context window of `model`, when known: configured (`[models."<model>"] context_window`), else from
     /// the built-in table of well-known models.
     pub fn context_window(&self, model: &str) -> Option<u64> {

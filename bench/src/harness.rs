@@ -540,6 +540,7 @@ pub async fn start_echo_run(client: &Client, session_id: &str, input: &str) -> a
         selection: selection("local/echo"),
         input: input.to_owned(),
         reset_fallback: false,
+        attachments: Vec::new(),
     };
     Ok(within("run.start", client.call::<method::RunStart>(params)).await??.run_id)
 }
@@ -663,6 +664,7 @@ pub fn write_text_delta_log(data_dir: &Path, session_id: &str, count: u64, text_
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
             last if last == count => EventPayload::RunCompleted { final_text: Some("done".to_owned()) },
             _ => {

@@ -81,6 +81,9 @@ error_codes! {
     InputTooLarge = "input_too_large",
     /// Input that is empty or otherwise unusable.
     InvalidInput = "invalid_input",
+    /// An attached file that is not an accepted type, not what its `mime_type` says, or past the bounds on
+    /// attachments (`data.index` names it; `data.limit` gives a passed bound).
+    InvalidAttachment = "invalid_attachment",
     /// No tool call of the session has this id (or its output is no longer kept).
     ToolCallNotFound = "tool_call_not_found",
 

@@ -62,7 +62,11 @@ fn event(session_id: &str, seq: u64) -> StoredEvent {
         seq,
         timestamp: "2026-01-01T00:00:00Z".to_owned(),
         origin: Some("user".to_owned()),
-        payload: EventPayload::UserInputAdmitted { input_id: format!("input-{seq}"), input: format!("message {seq}") },
+        payload: EventPayload::UserInputAdmitted {
+            input_id: format!("input-{seq}"),
+            input: format!("message {seq}"),
+            attachments: Vec::new(),
+        },
     }
 }
 

@@ -309,6 +309,7 @@ mod tests {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         )
     }

@@ -23,6 +23,7 @@
 //!   `auto_approve` classifier and operation fingerprints. Pure.
 //! - [`sandbox`]: the kernel's bounds on tool processes (Landlock, network namespace, process lifetime) and the
 //!   denied paths by file identity for in-process tools.
+//! - [`input_files`]: the images and PDFs a client attaches to an input, checked and stored as artifacts.
 //! - [`instructions`]: the `AGENTS.md` files of the user and of the session's repository, gathered for a run.
 //! - [`system_prompt`]: a run's system prompt: who the agent is, its tools, sandbox and mode, how to work, and the
 //!   project's instructions. Pure.
@@ -51,6 +52,7 @@ pub mod error;
 pub mod event_log;
 pub mod fork;
 pub mod goal_state;
+pub mod input_files;
 pub mod instructions;
 pub mod live_output_share;
 pub mod meta_cache;

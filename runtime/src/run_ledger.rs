@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use troupe_protocol::types::attachment::AttachedFile;
 use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 
@@ -23,6 +24,9 @@ use crate::recent::RecentRecords;
 pub struct PendingInput {
     pub input_id: String,
     pub input: String,
+    /// The files it attached (absent in snapshots written before attachments).
+    #[serde(default)]
+    pub attachments: Vec<AttachedFile>,
 }
 
 /// The run that has started and not yet reached a terminal event.
@@ -54,6 +58,9 @@ pub struct RecordedRun {
     pub sticky_before: Option<StickyFallback>,
     /// The model the client requested, as `run_started` recorded it.
     pub requested_model: Option<ModelSelection>,
+    /// The files the input attached: a redelivery attaches the same (absent in older snapshots).
+    #[serde(default)]
+    pub attachments: Vec<AttachedFile>,
 }
 
 /// Which requests share a sticky fallback: the same agent and preset, whatever model they request.
@@ -187,11 +194,12 @@ impl RunLedger {
         recorded: &RecordedRun,
         selection: &RunSelection,
         input: &str,
+        attachments: &[AttachedFile],
         reset_fallback: bool,
         agent_chain: &[ModelSelection],
         requested_index: Option<usize>,
     ) -> bool {
-        if recorded.input != input || recorded.reset_fallback != reset_fallback {
+        if recorded.input != input || recorded.attachments != attachments || recorded.reset_fallback != reset_fallback {
             return false;
         }
         if let Some(requested_model) = &recorded.requested_model {
@@ -229,6 +237,7 @@ impl RunLedger {
                 reset_fallback,
                 fallback_index,
                 requested_model,
+                attachments,
                 ..
             } => {
                 let Some(run_id) = run_id else { return };
@@ -241,6 +250,7 @@ impl RunLedger {
                         reset_fallback: *reset_fallback,
                         sticky_before: self.sticky_fallback(&FallbackScope::of(selection)).cloned(),
                         requested_model: requested_model.clone(),
+                        attachments: attachments.clone(),
                     },
                 );
                 self.latest_selection = Some(selection.clone());
@@ -255,9 +265,14 @@ impl RunLedger {
                     open_delegates: Vec::new(),
                 });
             }
-            EventPayload::UserInputAdmitted { input_id, input } => {
+            EventPayload::UserInputAdmitted { input_id, input, attachments } => {
                 if let Some(active) = self.active_for(run_id) {
-                    active.pending.push_back(PendingInput { input_id: input_id.clone(), input: input.clone() });
+                    let attachments = attachments.clone();
+                    active.pending.push_back(PendingInput {
+                        input_id: input_id.clone(),
+                        input: input.clone(),
+                        attachments,
+                    });
                 }
             }
             EventPayload::UserInputSubmitted { input_id, .. } | EventPayload::UserInputRecalled { input_id, .. } => {
@@ -357,12 +372,17 @@ mod tests {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         )
     }
 
     fn admitted(run_id: &str, id: &str) -> StoredEvent {
-        event(2, Some(run_id), EventPayload::UserInputAdmitted { input_id: id.into(), input: id.into() })
+        event(
+            2,
+            Some(run_id),
+            EventPayload::UserInputAdmitted { input_id: id.into(), input: id.into(), attachments: Vec::new() },
+        )
     }
 
     #[test]
@@ -401,12 +421,12 @@ mod tests {
         ledger.apply(&event(
             3,
             Some("r1"),
-            EventPayload::UserInputRecalled { input_id: "c".into(), input: "c".into() },
+            EventPayload::UserInputRecalled { input_id: "c".into(), input: "c".into(), attachments: Vec::new() },
         ));
         ledger.apply(&event(
             4,
             Some("r1"),
-            EventPayload::UserInputSubmitted { input_id: "a".into(), input: "a".into() },
+            EventPayload::UserInputSubmitted { input_id: "a".into(), input: "a".into(), attachments: Vec::new() },
         ));
         let pending: Vec<_> = ledger.active.as_ref().unwrap().pending.iter().map(|p| p.input_id.clone()).collect();
         assert_eq!(pending, ["b"]);
@@ -437,6 +457,7 @@ mod tests {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         )
     }
@@ -541,9 +562,12 @@ mod tests {
         // r1 was planned with no stickiness, r2 with it; both recognize their original request.
         for run in ["r1", "r2"] {
             let recorded = ledger.recorded(&format!("c-{run}")).unwrap();
-            assert!(RunLedger::is_redelivery(recorded, &selection("openai/a"), "hi", false, &chain, Some(0)), "{run}");
-            assert!(!RunLedger::is_redelivery(recorded, &selection("openai/a"), "other", false, &chain, Some(0)));
-            assert!(!RunLedger::is_redelivery(recorded, &selection("anthropic/c"), "hi", false, &chain, None));
+            assert!(
+                RunLedger::is_redelivery(recorded, &selection("openai/a"), "hi", &[], false, &chain, Some(0)),
+                "{run}"
+            );
+            assert!(!RunLedger::is_redelivery(recorded, &selection("openai/a"), "other", &[], false, &chain, Some(0)));
+            assert!(!RunLedger::is_redelivery(recorded, &selection("anthropic/c"), "hi", &[], false, &chain, None));
         }
         assert_eq!(ledger.recorded("c-r2").unwrap().selection.model.model, "anthropic/b");
         assert_eq!(ledger.latest_selection().map(|s| s.model.model.as_str()), Some("anthropic/b"));

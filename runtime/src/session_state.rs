@@ -478,6 +478,7 @@ mod tests {
                     reset_fallback: false,
                     skill: None,
                     requested_model: None,
+                    attachments: Vec::new(),
                 },
             ),
             event(4, EventPayload::RunCancelled { reason: None }),
@@ -535,6 +536,7 @@ mod tests {
                     reset_fallback: false,
                     skill: None,
                     requested_model: None,
+                    attachments: Vec::new(),
                 },
             )
         };

@@ -26,6 +26,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use troupe_protocol::types::attachment::AttachedFile;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{MessagePart, MessageRole, PersistedToolResult, ToolResultStatus};
 
@@ -201,12 +202,14 @@ impl Transcript {
 
     pub fn apply(&mut self, event: &StoredEvent) {
         match &event.payload {
-            EventPayload::RunStarted { input, skill, .. } => {
+            EventPayload::RunStarted { input, skill, attachments, .. } => {
                 // A skill invocation reaches the model as the skill's rendered text.
                 let text = skill.as_ref().map_or(input, |skill| &skill.rendered);
-                self.push_user(event.seq, text);
+                self.push_user(event.seq, text, attachments);
             }
-            EventPayload::UserInputSubmitted { input, .. } => self.push_user(event.seq, input),
+            EventPayload::UserInputSubmitted { input, attachments, .. } => {
+                self.push_user(event.seq, input, attachments)
+            }
             EventPayload::ModelTurnCommitted { text, tool_calls, .. } => {
                 let assistant = ChatMessage::Assistant {
                     text: text.clone(),
@@ -268,8 +271,8 @@ impl Transcript {
         }
     }
 
-    fn push_user(&mut self, seq: u64, text: &str) {
-        let message = ChatMessage::User { parts: vec![UserPart::Text(text.to_owned())] };
+    fn push_user(&mut self, seq: u64, text: &str, attachments: &[AttachedFile]) {
+        let message = user_message(text, attachments);
         self.entries.push(Placed { seq, entry: Entry::Message(message) });
     }
 
@@ -299,6 +302,20 @@ impl Transcript {
             None => turn.units.push((tool_call_id.to_owned(), unit)),
         }
     }
+}
+
+/// A user's input as a history message: its text, then each file it attached as a file part (read by the run when
+/// it builds its request, like a tool's attachments).
+pub fn user_message(text: &str, attachments: &[AttachedFile]) -> ChatMessage {
+    let mut parts = Vec::with_capacity(1 + attachments.len());
+    parts.push(UserPart::Text(text.to_owned()));
+    parts.extend(attachments.iter().map(|file| UserPart::File {
+        path: file.path.clone(),
+        mime_type: file.mime_type.clone(),
+        name: Some(file.name.clone()),
+        content: FileContent::NotLoaded,
+    }));
+    ChatMessage::User { parts }
 }
 
 /// A tool result and the messages it emitted, in history form. Messages that break the reference's bounds are

@@ -149,6 +149,9 @@ pub(crate) enum Command {
         /// `tool_output`, with its base64 `data`).
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to the prompt; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
         /// What to ask (default: standard input, when it is not a terminal).
         input: Option<String>,
     },
@@ -173,6 +176,9 @@ pub(crate) enum Command {
         /// One JSON object per event on stdout, then one with the outcome (`.payload.type` is `exec_end`).
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to the prompt; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
         /// The task (default: standard input, when it is not a terminal).
         input: Option<String>,
     },
@@ -188,6 +194,9 @@ pub(crate) enum Command {
         /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to TEXT; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE", requires = "text")]
+        attach: Vec<std::path::PathBuf>,
         /// What to run in the session (without it: watch the session).
         text: Option<String>,
     },
@@ -201,6 +210,9 @@ pub(crate) enum Command {
         /// Print JSON instead of words.
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF, WebP) or a PDF to the input; repeat for more (at most 8, 10 MiB in all).
+        #[arg(long = "attach", value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
         /// RUN_ID TEXT, or with --session just TEXT.
         #[arg(required = true, num_args = 1..=2, value_names = ["RUN_ID", "TEXT"])]
         args: Vec<String>,

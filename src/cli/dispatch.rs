@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::CommandFactory as _;
+use troupe::attach_files::read_attachments;
 use troupe::cli_errors::UsageError;
 use troupe::commands::{self, ConnectRequest, block_on};
 use troupe::follow;
@@ -60,7 +61,8 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             block_on(commands::rename(&client.connection(), session, change, Output::from_flag(json))).map(done)
         }
-        Command::Run { client, place, selection, reset_fallback, json, input } => {
+        Command::Run { client, place, selection, reset_fallback, json, attach, input } => {
+            let attachments = read_attachments(&attach)?;
             let request = RunRequest {
                 session: place.session,
                 cwd: place.cwd,
@@ -68,11 +70,13 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
                 reset_fallback,
                 mode: None,
                 input: run_cmd::input_or_stdin(input, "troupe run \"make the tests pass\"")?,
+                attachments,
                 shown: Shown::Follow(Output::from_flag(json)),
             };
             block_on(run_cmd::run(&client.connection(), request)).map(|end| end.exit_code())
         }
-        Command::Exec { client, place, selection, reset_fallback, mode, verbose, json, input } => {
+        Command::Exec { client, place, selection, reset_fallback, mode, verbose, json, attach, input } => {
+            let attachments = read_attachments(&attach)?;
             let request = RunRequest {
                 session: place.session,
                 cwd: place.cwd,
@@ -80,6 +84,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
                 reset_fallback,
                 mode,
                 input: run_cmd::input_or_stdin(input, "troupe exec \"summarize README.md\"")?,
+                attachments,
                 shown: Shown::Exec { verbose, json },
             };
             let end = block_on(run_cmd::run(&client.connection(), request))?;
@@ -88,7 +93,8 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
             }
             Ok(end.exit_code())
         }
-        Command::Continue { client, selection, reset_fallback, json, text } => {
+        Command::Continue { client, selection, reset_fallback, json, attach, text } => {
+            let attachments = read_attachments(&attach)?;
             let connection = client.connection();
             let session = block_on(run_cmd::latest_here(&connection))?;
             let out = Output::from_flag(json);
@@ -101,6 +107,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
                         reset_fallback,
                         mode: None,
                         input,
+                        attachments,
                         shown: Shown::Follow(out),
                     };
                     block_on(run_cmd::run(&connection, request)).map(|end| end.exit_code())
@@ -108,10 +115,12 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
                 None => block_on(follow::watch(&connection, session, None, out)).map(done),
             }
         }
-        Command::Steer { client, session, json, mut args } => {
+        Command::Steer { client, session, json, attach, mut args } => {
             let text = args.pop().unwrap_or_default();
             let target = RunTarget::from_args(args.pop(), session)?;
-            block_on(run_control::steer(&client.connection(), target, text, Output::from_flag(json))).map(done)
+            let attachments = read_attachments(&attach)?;
+            block_on(run_control::steer(&client.connection(), target, text, attachments, Output::from_flag(json)))
+                .map(done)
         }
         Command::Recall { client, run, json } => {
             let target = RunTarget::from_args(run.run_id, run.session)?;

@@ -86,7 +86,8 @@ pub async fn perform<C: ClientProtocol>(
         }
         Action::Submit(input) => match app.active_run.clone() {
             Some(run_id) => {
-                let accepted = client.run_steer(RunSteerParams { run_id, input }).await?.accepted;
+                let accepted =
+                    client.run_steer(RunSteerParams { run_id, input, attachments: Vec::new() }).await?.accepted;
                 app.notice = Some(if accepted { "steer queued" } else { "the run did not take the steer" }.to_owned());
             }
             None => {
@@ -98,6 +99,7 @@ pub async fn perform<C: ClientProtocol>(
                     selection,
                     input,
                     reset_fallback: false,
+                    attachments: Vec::new(),
                 };
                 let run_id = client.run_start(params).await?.run_id;
                 app.active_run.get_or_insert(run_id);

@@ -75,6 +75,7 @@ async fn a_session_cannot_lead_another_sessions_tools_out_through_a_swapped_fold
             selection: selection_of("default", "local/scripted"),
             input: "plant".to_owned(),
             reset_fallback: false,
+            attachments: Vec::new(),
         }),
     )
     .await;

@@ -82,6 +82,7 @@ pub(super) async fn start_run_once_hosted(client: &Client, session_id: &str, inp
         selection: echo_selection(),
         input: input.to_owned(),
         reset_fallback: false,
+        attachments: Vec::new(),
     };
     eventually_some("run.start once the session is hosted here", Duration::from_secs(30), || async {
         match client.call::<method::RunStart>(params.clone()).await {
@@ -238,6 +239,7 @@ async fn a_session_whose_workspace_is_not_on_this_machine_waits_for_its_node() {
         selection: echo_selection(),
         input: "here?".to_owned(),
         reset_fallback: false,
+        attachments: Vec::new(),
     };
     let refused = within("run.start", client_b.call::<method::RunStart>(params)).await.expect_err("refused");
     let ClientError::Rpc(error) = &refused else { panic!("{refused}") };

@@ -271,6 +271,7 @@ async fn a_busy_session_is_not_compacted_and_a_compaction_keeps_runs_out_until_c
                 selection: selection_of("default", MODEL),
                 input: "question three".into(),
                 reset_fallback: false,
+                attachments: Vec::new(),
             }),
         )
         .await

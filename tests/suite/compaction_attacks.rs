@@ -227,6 +227,7 @@ async fn a_focus_over_the_input_limit_is_refused_like_any_input() {
         selection: echo_selection(),
         input: too_long.clone(),
         reset_fallback: false,
+        attachments: Vec::new(),
     });
     let refused = within("run.start", run).await.expect_err("an input over the limit");
     let code = |error: &troupe_protocol::client::ClientError| match error {
@@ -363,6 +364,7 @@ mod tool_history {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         )
     }

@@ -33,6 +33,7 @@ async fn try_start(
             selection: echo_selection(),
             input: input.into(),
             reset_fallback: false,
+            attachments: Vec::new(),
         }),
     )
     .await

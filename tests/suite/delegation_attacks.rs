@@ -198,7 +198,11 @@ async fn a_client_steers_a_child_run_and_the_steer_reaches_the_childs_next_turn(
         .session_id
         .clone();
     let child_run = first_run_id(&tree.daemon, &child).await;
-    let params = troupe_protocol::types::run::RunSteerParams { run_id: child_run, input: "also say hi".into() };
+    let params = troupe_protocol::types::run::RunSteerParams {
+        run_id: child_run,
+        input: "also say hi".into(),
+        attachments: Vec::new(),
+    };
     let steered = within("run.steer", tree.client.call::<method::RunSteer>(params)).await;
     assert!(steered.expect("run.steer of a child's run").accepted);
     let events = events_until(&mut tree.deliveries, is_terminal).await;

@@ -26,6 +26,7 @@ async fn run(
             selection: selection_of("chain", "openai/first"),
             input: format!("run {client_run_id}"),
             reset_fallback,
+            attachments: Vec::new(),
         }),
     )
     .await
@@ -99,6 +100,7 @@ async fn a_committed_fallback_sticks_for_the_next_run_and_reset_fallback_returns
             selection: selection_of("chain", "openai/first"),
             input: "run r2".into(),
             reset_fallback: false,
+            attachments: Vec::new(),
         }),
     )
     .await

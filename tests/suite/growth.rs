@@ -75,7 +75,9 @@ async fn two_hundred_runs_leave_no_active_run_a_bounded_memory_of_ended_ones_and
         let cancelled =
             within("cancel", client.call::<method::RunCancel>(RunIdParams { run_id: run_id.clone() })).await;
         assert!(!cancelled.expect("an ended run's cancel").cancelled);
-        let steered = client.call::<method::RunSteer>(RunSteerParams { run_id, input: "late".into() }).await;
+        let steered = client
+            .call::<method::RunSteer>(RunSteerParams { run_id, input: "late".into(), attachments: Vec::new() })
+            .await;
         assert_eq!(typed_code(steered).as_deref(), Some("run_not_active"));
     }
     let sizes = daemon.engine().sizes().await.expect("sizes");

@@ -175,6 +175,7 @@ async fn start_chain_run(
             selection: selection_of("chain", "openai/first"),
             input: format!("run {client_run_id}"),
             reset_fallback,
+            attachments: Vec::new(),
         }),
     )
     .await

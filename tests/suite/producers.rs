@@ -216,7 +216,7 @@ async fn a_queue_message_waits_for_the_run_to_end_and_a_steer_message_enters_it(
     let tool_done = position(first, |e| matches!(e.payload, EventPayload::ToolCallTerminated { .. }));
     let claim = position(first, |e| claimed(e, &run_id, &steered.message_id));
     let submitted = position(first, |e| {
-        matches!(&e.payload, EventPayload::UserInputSubmitted { input_id, input }
+        matches!(&e.payload, EventPayload::UserInputSubmitted { input_id, input, .. }
             if *input_id == steered.message_id && input == "steer note")
     });
     let turn = first.iter().rposition(|e| matches!(e.payload, EventPayload::ModelTurnCommitted { .. })).unwrap();
@@ -346,6 +346,7 @@ async fn claims_left_by_a_crash_are_released_and_delivered_once() {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         ),
         stored(

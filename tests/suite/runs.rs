@@ -434,6 +434,7 @@ async fn run_start_is_idempotent_and_a_busy_session_refuses_a_second_run() {
             selection: selection_of("default", "local/scripted"),
             input: input.into(),
             reset_fallback: false,
+            attachments: Vec::new(),
         })
     };
     let first = start("c1", "work").await.unwrap().run_id;

@@ -170,6 +170,7 @@ impl Worker {
                 selection: selection_of("default", "local/scripted"),
                 input: "go".into(),
                 reset_fallback: false,
+                attachments: Vec::new(),
             })
             .await;
         let reply = match reply {

@@ -44,6 +44,7 @@ async fn start(client: &Client, session_id: &str, agent: &str, input: &str) -> R
             selection: selection_of(agent, "local/echo"),
             input: input.into(),
             reset_fallback: false,
+            attachments: Vec::new(),
         }),
     )
     .await

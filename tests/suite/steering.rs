@@ -15,7 +15,11 @@ use super::support::*;
 async fn steer(client: &troupe_protocol::client::Client, run_id: &str, input: &str) {
     let reply = within(
         "run.steer",
-        client.call::<method::RunSteer>(RunSteerParams { run_id: run_id.into(), input: input.into() }),
+        client.call::<method::RunSteer>(RunSteerParams {
+            run_id: run_id.into(),
+            input: input.into(),
+            attachments: Vec::new(),
+        }),
     )
     .await
     .unwrap();
@@ -96,7 +100,13 @@ async fn steers_are_promoted_fifo_at_the_next_boundary_and_recall_takes_the_newe
     assert!(terminated.unwrap().contains("got ping"));
     assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }));
     // The run is over: steering it now is refused with a clear error.
-    let late = client.call::<method::RunSteer>(RunSteerParams { run_id: run_id.clone(), input: "late".into() }).await;
+    let late = client
+        .call::<method::RunSteer>(RunSteerParams {
+            run_id: run_id.clone(),
+            input: "late".into(),
+            attachments: Vec::new(),
+        })
+        .await;
     assert!(
         matches!(late, Err(troupe_protocol::client::ClientError::Rpc(e)) if e.typed_code() == Some("run_not_active"))
     );

@@ -411,6 +411,7 @@ pub async fn start_run(client: &Client, session_id: &str, selection: RunSelectio
             selection,
             input: input.to_owned(),
             reset_fallback: false,
+            attachments: Vec::new(),
         }),
     )
     .await

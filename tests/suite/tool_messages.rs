@@ -91,6 +91,7 @@ fn earlier_session_log() -> Vec<String> {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         ),
         committed(3, "", calls),

@@ -87,7 +87,7 @@ unexpected_messages!(FakeSession {
     AppendRunEvent => Result<u64, EngineError>,
     AppendTrackedRunEvent => Result<TrackedEvent, EngineError>,
     RunOutput => (),
-    PromotePendingInputs => Result<Vec<String>, EngineError>,
+    PromotePendingInputs => Result<Vec<crate::ports::session::PromotedInput>, EngineError>,
     EndToolFreeTurn => Result<TurnEnd, EngineError>,
     RequestApproval => Result<(String, tokio::sync::oneshot::Receiver<ApprovalOutcome>), EngineError>,
     CancelPendingApprovals => Result<(), EngineError>,

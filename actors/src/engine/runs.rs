@@ -1,12 +1,16 @@
-//! The run methods that are more than one message: `run.start`, `run.steer` and `run.tool_stdin`.
+//! The run methods that are more than one message: `run.start`, `run.steer` and `run.tool_stdin`. The files a
+//! start or a steer attaches are checked first and stored (`troupe_runtime::input_files`) before the session is
+//! asked, so the event naming them never names a file that is not on disk.
 
 use std::path::Path;
 
 use troupe_protocol::RpcError;
+use troupe_protocol::types::attachment::AttachedFile;
 use troupe_protocol::types::run::{
     RunStartParams, RunStartResult, RunSteerParams, RunSteerResult, RunToolStdinParams, RunToolStdinResult,
 };
 use troupe_runtime::catalog::validate_selection;
+use troupe_runtime::input_files::{CheckedAttachment, check_attachments, store_attachments};
 use troupe_runtime::tools::{CwdProblem, check_session_cwd};
 
 use super::Engine;
@@ -26,15 +30,19 @@ impl Engine {
             return Err(EngineError::EmptyInput { what: "the run's input" }.into());
         }
         self.check_input_size("the run's input", &params.input)?;
+        let checked = check_attachments(&params.attachments).map_err(EngineError::InvalidAttachment)?;
         let snapshot = self.runtime.send(GetSnapshot).await.map_err(|_| RpcError::from(EngineError::ShuttingDown))?;
         validate_selection(&snapshot, &params.selection).map_err(EngineError::InvalidSelection)?;
         let approvals = self.supervisor_ask(ApprovalsFor { session_id: params.session_id.clone() }).await??;
         self.check_session_cwd(&params.session_id).await?;
         let prepared = PreparedRun::new(&self.services, &snapshot, params.selection.clone(), approvals)?;
         let skill = self.skill_invocation(&params.session_id, &params.selection, &params.input).await?;
+        // Durable before the event that names them is appended, so no event names a file a crash could lose.
+        let attachments = self.store_attachments(checked).await?;
         let request = RunRequest {
             client_run_id: params.client_run_id.clone(),
             input: literal_input(&params.input),
+            attachments,
             reset_fallback: params.reset_fallback,
             skill,
         };
@@ -64,15 +72,33 @@ impl Engine {
         }
     }
 
+    /// Writes checked attachments as artifacts of the data directory, durably, on a blocking thread.
+    async fn store_attachments(&self, checked: Vec<CheckedAttachment>) -> Result<Vec<AttachedFile>, EngineError> {
+        if checked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let data_dir = self.services.data_dir.clone();
+        tokio::task::spawn_blocking(move || store_attachments(&data_dir, checked))
+            .await
+            .map_err(|error| EngineError::Internal { detail: format!("storing the attachments failed: {error}") })?
+            .map_err(|error| EngineError::Internal { detail: format!("the attachments could not be stored: {error}") })
+    }
+
     /// `run.steer`: input for the run's next turn.
     pub(super) async fn steer_run(&self, params: RunSteerParams) -> Result<RunSteerResult, RpcError> {
         if params.input.trim().is_empty() {
             return Err(EngineError::EmptyInput { what: "the steering input" }.into());
         }
         self.check_input_size("the steering input", &params.input)?;
+        let checked = check_attachments(&params.attachments).map_err(EngineError::InvalidAttachment)?;
         let session_id = self.session_of_run(&params.run_id).await?;
+        let attachments = self.store_attachments(checked).await?;
         let accepted = self
-            .ask_session(&session_id, || SteerRun { run_id: params.run_id.clone(), input: params.input.clone() })
+            .ask_session(&session_id, || SteerRun {
+                run_id: params.run_id.clone(),
+                input: params.input.clone(),
+                attachments: attachments.clone(),
+            })
             .await?;
         Ok(RunSteerResult { accepted })
     }

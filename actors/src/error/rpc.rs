@@ -175,6 +175,16 @@ impl From<EngineError> for RpcError {
                 &detail,
                 &[("size", Value::from(*size)), ("limit", Value::from(*limit))],
             ),
+            EngineError::InvalidAttachment(error) => {
+                let mut fields = Vec::new();
+                if let Some(index) = error.index() {
+                    fields.push(("index", Value::from(index)));
+                }
+                if let Some(limit) = error.limit() {
+                    fields.push(("limit", Value::from(limit)));
+                }
+                RpcError::invalid_params_typed(ErrorCode::InvalidAttachment, &detail, &fields)
+            }
             EngineError::EmptyInput { .. } => RpcError::invalid_params_typed(ErrorCode::InvalidInput, &detail, &[]),
             EngineError::EmptyObjective => RpcError::invalid_params_typed(ErrorCode::InvalidObjective, &detail, &[]),
             EngineError::ConsoleLoginCodeNeedsToken => {

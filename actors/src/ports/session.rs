@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 use troupe_protocol::types::approval::{
     ApprovalConstraints, ApprovalDecision, ApprovalOperation, ApprovalRecord, TreeGrant,
 };
+use troupe_protocol::types::attachment::AttachedFile;
 use troupe_protocol::types::common::{ModelSelection, RunSelection};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::goal::{GoalItem, GoalState};
@@ -71,6 +72,8 @@ pub struct RunRequest {
     /// engine starts.
     pub client_run_id: String,
     pub input: String,
+    /// The files the input attached, already stored as artifacts.
+    pub attachments: Vec<AttachedFile>,
     /// `run.start`'s `reset_fallback`: the requested model even where this session stuck to a fallback.
     pub reset_fallback: bool,
     /// The skill the input invoked, when it names one.
@@ -84,6 +87,7 @@ impl RunRequest {
         RunRequest {
             client_run_id: format!("{kind}:{}", troupe_runtime::clock::new_id()),
             input,
+            attachments: Vec::new(),
             reset_fallback: false,
             skill: None,
         }
@@ -166,10 +170,24 @@ pub struct RunOutput {
     pub data: Bytes,
 }
 
+/// An input submitted at a boundary: its text and the files it attached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromotedInput {
+    pub text: String,
+    pub attachments: Vec<AttachedFile>,
+}
+
+impl PromotedInput {
+    /// An input of text alone (a producer message's body).
+    pub fn text(text: String) -> Self {
+        PromotedInput { text, attachments: Vec::new() }
+    }
+}
+
 /// Sent by the run at a boundary: every pending input becomes `user_input_submitted`, oldest first. Replies
-/// with their texts once durable.
+/// with them once durable.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<String>, EngineError>")]
+#[rtype(result = "Result<Vec<PromotedInput>, EngineError>")]
 pub struct PromotePendingInputs {
     pub run_id: String,
 }
@@ -193,7 +211,7 @@ pub enum TurnEnd {
     Completed,
     /// Steering inputs (or producer messages in `steer` mode) were pending: they are now submitted, in this
     /// order, and the run goes on with them.
-    Continue(Vec<String>),
+    Continue(Vec<PromotedInput>),
 }
 
 /// How a pending approval ended, as the waiting run learns it.

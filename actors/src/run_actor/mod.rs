@@ -33,7 +33,7 @@ use troupe_protocol::types::common::{ModelErrorSummary, ModelSelection, RunSelec
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::origin::Origin;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
-use troupe_runtime::model::{ChatMessage, ToolCallRequest, ToolSpec, UserPart};
+use troupe_runtime::model::{ChatMessage, ToolCallRequest, ToolSpec};
 use troupe_runtime::policy::Policy;
 use troupe_runtime::tool_stdin::{StdinRefused, StdinSender};
 use troupe_runtime::tools::StdinInput;
@@ -44,7 +44,7 @@ use model_turn::TurnError;
 use turn_end::TurnOutcome;
 
 use crate::error::EngineError;
-use crate::ports::session::{AppendRunEvent, PromotePendingInputs, Until};
+use crate::ports::session::{AppendRunEvent, PromotePendingInputs, PromotedInput, Until};
 use crate::ports::{ApprovalPort, SessionPort};
 use crate::run_services::RunServices;
 use crate::run_workspace::RunWorkspace;
@@ -324,9 +324,10 @@ impl RunLoop {
     }
 
     /// The inputs submitted at a boundary enter the history as user messages, in order.
-    fn admit_inputs(&mut self, promoted: Vec<String>) {
-        Arc::make_mut(&mut self.history)
-            .extend(promoted.into_iter().map(|input| ChatMessage::User { parts: vec![UserPart::Text(input)] }));
+    fn admit_inputs(&mut self, promoted: Vec<PromotedInput>) {
+        Arc::make_mut(&mut self.history).extend(
+            promoted.iter().map(|input| troupe_runtime::transcript::user_message(&input.text, &input.attachments)),
+        );
     }
 }
 

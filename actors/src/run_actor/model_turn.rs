@@ -138,11 +138,16 @@ impl RunLoop {
     pub(super) async fn stream_attempt(&self, attempt_id: &str, model: &ModelSelection) -> Result<Turn, AttemptError> {
         let (provider, model_id) =
             self.setup.services.models.resolve(&model.model).map_err(|error| AttemptError::model(error, false))?;
+        let messages = if self.setup.services.models.takes_files(&model.model) {
+            self.history.clone()
+        } else {
+            troupe_runtime::model::attachments::without_files(&self.history, &model.model)
+        };
         let request = ModelRequest {
             model_id,
             variant: model.variant.clone(),
             system: Some(self.system_prompt.clone()),
-            messages: self.history.clone(),
+            messages,
             tools: self.tool_specs.clone(),
             max_output_tokens: None,
         };

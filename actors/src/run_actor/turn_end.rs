@@ -6,14 +6,14 @@
 use troupe_protocol::types::events::EventPayload;
 
 use super::{RunLoop, RunOutcome};
-use crate::ports::session::{EndToolFreeTurn, TurnEnd};
+use crate::ports::session::{EndToolFreeTurn, PromotedInput, TurnEnd};
 
 /// What the loop does after a tool-free turn.
 pub(super) enum TurnOutcome {
     /// The run is over (completed, cancelled, or its session is gone).
     Ended(RunOutcome),
     /// These inputs were submitted at the boundary: the run requests another turn with them.
-    Continue(Vec<String>),
+    Continue(Vec<PromotedInput>),
 }
 
 impl RunLoop {

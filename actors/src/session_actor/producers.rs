@@ -203,7 +203,8 @@ impl SessionActor {
         )?;
         let mut bodies = Vec::with_capacity(steer.len());
         for (message_id, body) in steer {
-            let payload = EventPayload::UserInputSubmitted { input_id: message_id, input: body.clone() };
+            let payload =
+                EventPayload::UserInputSubmitted { input_id: message_id, input: body.clone(), attachments: Vec::new() };
             seq = self.append(ctx, Some(run_id.to_owned()), origin.clone(), payload)?;
             bodies.push(body);
         }

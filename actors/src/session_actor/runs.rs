@@ -97,6 +97,7 @@ impl SessionActor {
                 recorded,
                 &prepared.selection,
                 &request.input,
+                &request.attachments,
                 request.reset_fallback,
                 &prepared.agent_chain,
                 prepared.requested_index,
@@ -133,6 +134,7 @@ impl SessionActor {
             reset_fallback: request.reset_fallback,
             skill: request.skill,
             requested_model: Some(prepared.selection.model.clone()),
+            attachments: request.attachments,
         };
         // Offered the goal tools when the root session has a goal now: frozen for the run's life.
         let goal_tools = state.origin == SessionOrigin::Root && state.goals.current().is_some();

@@ -3,13 +3,14 @@
 //! next boundary (`user_input_submitted`, with the producer messages waiting in `steer` mode).
 
 use actix::prelude::*;
+use troupe_protocol::types::attachment::AttachedFile;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::origin::Origin;
 use troupe_runtime::clock::new_id;
 
 use super::SessionActor;
 use crate::error::EngineError;
-use crate::ports::session::PromotePendingInputs;
+use crate::ports::session::{PromotePendingInputs, PromotedInput};
 
 /// Admits a steering input for the active run (`user_input_admitted`).
 #[derive(Message)]
@@ -17,6 +18,8 @@ use crate::ports::session::PromotePendingInputs;
 pub struct SteerRun {
     pub run_id: String,
     pub input: String,
+    /// The files it attached, already stored as artifacts.
+    pub attachments: Vec<AttachedFile>,
 }
 
 /// Takes back the newest pending steering input (`user_input_recalled`), if any.
@@ -32,7 +35,11 @@ impl Handler<SteerRun> for SessionActor {
     fn handle(&mut self, message: SteerRun, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = (|| {
             self.require_active_run(&message.run_id)?;
-            let payload = EventPayload::UserInputAdmitted { input_id: new_id(), input: message.input };
+            let payload = EventPayload::UserInputAdmitted {
+                input_id: new_id(),
+                input: message.input,
+                attachments: message.attachments,
+            };
             let seq = self.append(ctx, Some(message.run_id), Some(Origin::User), payload)?;
             Ok((seq, true))
         })();
@@ -53,7 +60,11 @@ impl Handler<RecallSteer> for SessionActor {
             let Some(newest) = active.pending.back().cloned() else {
                 return Ok((0, None));
             };
-            let payload = EventPayload::UserInputRecalled { input_id: newest.input_id, input: newest.input.clone() };
+            let payload = EventPayload::UserInputRecalled {
+                input_id: newest.input_id,
+                input: newest.input.clone(),
+                attachments: newest.attachments.clone(),
+            };
             let seq = self.append(ctx, Some(message.run_id), Some(Origin::User), payload)?;
             Ok((seq, Some(newest.input)))
         })();
@@ -62,7 +73,7 @@ impl Handler<RecallSteer> for SessionActor {
 }
 
 impl Handler<PromotePendingInputs> for SessionActor {
-    type Result = ResponseFuture<Result<Vec<String>, EngineError>>;
+    type Result = ResponseFuture<Result<Vec<PromotedInput>, EngineError>>;
 
     fn handle(&mut self, message: PromotePendingInputs, ctx: &mut Context<Self>) -> Self::Result {
         let accepted = self.promote_pending(ctx, &message.run_id);
@@ -78,7 +89,7 @@ impl SessionActor {
         &mut self,
         ctx: &mut Context<Self>,
         run_id: &str,
-    ) -> Result<(u64, Vec<String>), EngineError> {
+    ) -> Result<(u64, Vec<PromotedInput>), EngineError> {
         let state = self.ready_state()?;
         let Some(active) = state.runs.active.as_ref().filter(|active| active.run_id == run_id) else {
             return Err(self.run_not_active(run_id));
@@ -87,14 +98,18 @@ impl SessionActor {
         let mut last_seq = 0;
         let mut promoted = Vec::with_capacity(pending.len());
         for input in pending {
-            let payload = EventPayload::UserInputSubmitted { input_id: input.input_id, input: input.input.clone() };
+            let payload = EventPayload::UserInputSubmitted {
+                input_id: input.input_id,
+                input: input.input.clone(),
+                attachments: input.attachments.clone(),
+            };
             last_seq = self.append(ctx, Some(run_id.to_owned()), Some(Origin::User), payload)?;
-            promoted.push(input.input);
+            promoted.push(PromotedInput { text: input.input, attachments: input.attachments });
         }
         // Producer messages in `steer` mode enter at the same boundary, after the user's.
         if let Some((seq, bodies)) = self.claim_steer_messages(ctx, run_id)? {
             last_seq = seq;
-            promoted.extend(bodies);
+            promoted.extend(bodies.into_iter().map(PromotedInput::text));
         }
         Ok((last_seq, promoted))
     }

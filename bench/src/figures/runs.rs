@@ -45,6 +45,7 @@ async fn start_run(client: &Client, session_id: &str) -> anyhow::Result<()> {
         selection: selection("local/scripted"),
         input: "read small.txt again and again".to_owned(),
         reset_fallback: false,
+        attachments: Vec::new(),
     };
     within("run.start", client.call::<method::RunStart>(params)).await??;
     Ok(())

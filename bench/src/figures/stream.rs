@@ -86,6 +86,7 @@ async fn one_run(
         selection: selection(&format!("openai/{MODEL}")),
         input: "stream a reply".to_owned(),
         reset_fallback: false,
+        attachments: Vec::new(),
     };
     let (reply, held) = futures::join!(
         within("run.start", client.call::<method::RunStart>(params)),

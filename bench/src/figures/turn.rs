@@ -85,6 +85,7 @@ async fn one_run(
         selection: selection("local/scripted"),
         input: "answer in text".to_owned(),
         reset_fallback: false,
+        attachments: Vec::new(),
     };
     let started = Instant::now();
     // The reply and the events race: read the events while the call waits for its reply.

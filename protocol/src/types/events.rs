@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
+use crate::types::attachment::AttachedFile;
 use crate::types::common::{ModelErrorSummary, ModelSelection, RunSelection, SessionOrigin};
 use crate::types::goal::{GoalItem, GoalStatus};
 use crate::types::producers::{ProducerMessageMode, ProducerOwner};
@@ -105,14 +106,23 @@ pub enum EventPayload {
     UserInputAdmitted {
         input_id: String,
         input: String,
+        /// troupe extension: the files the input attached; omitted when none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<AttachedFile>,
     },
     UserInputSubmitted {
         input_id: String,
         input: String,
+        /// troupe extension: the files the input attached; omitted when none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<AttachedFile>,
     },
     UserInputRecalled {
         input_id: String,
         input: String,
+        /// troupe extension: the files the input attached; omitted when none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<AttachedFile>,
     },
     RunStarted {
         client_run_id: String,
@@ -134,6 +144,9 @@ pub enum EventPayload {
         /// replanning it against the session's state (absent in logs written before it was recorded).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         requested_model: Option<ModelSelection>,
+        /// troupe extension: the files the input attached; omitted when none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<AttachedFile>,
     },
     RunCompleted {
         #[serde(default)]

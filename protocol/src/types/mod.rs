@@ -2,6 +2,7 @@
 //! results and notifications accept them, so a newer server's additive fields do not break an older client.
 
 pub mod approval;
+pub mod attachment;
 pub mod changes;
 pub mod common;
 pub mod daemon;

@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::types::attachment::InputAttachment;
 use crate::types::common::RunSelection;
 
 /// `run.start` params. Idempotent by `client_run_id`: the same key with the same content returns the same
@@ -21,6 +22,10 @@ pub struct RunStartParams {
     /// the session's latest successful fallback.
     #[serde(default)]
     pub reset_fallback: bool,
+    /// troupe extension: images and PDFs attached to the input (at most 8, 10 MiB together). Part of the
+    /// idempotent content: the same key with other attachments is `idempotency_conflict`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<InputAttachment>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -34,6 +39,9 @@ pub struct RunStartResult {
 pub struct RunSteerParams {
     pub run_id: String,
     pub input: String,
+    /// troupe extension: images and PDFs attached to the input, as `run.start`'s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<InputAttachment>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -1,6 +1,6 @@
 //! `[models."<provider>/<model id>"]`: what the daemon should know of a model that its catalog does not say: its
 //! context window (which drives automatic compaction) and its prices (which stamp each request's estimated cost,
-//! overriding the built-in table). `local/*` models may be listed too, so offline tests can exercise compaction.
+//! overriding the built-in table), and whether it takes images and PDFs. `local/*` models may be listed too, so offline tests can exercise compaction.
 //!
 //! `[compaction]`: whether a run compacts by itself when its next request would not fit, and the answer reserve.
 
@@ -17,6 +17,11 @@ pub struct ModelConfig {
     pub context_window: Option<u64>,
     /// Prices in USD per million tokens; they replace the built-in table's for this model.
     pub pricing: Option<PricingConfig>,
+    /// Whether the model is sent the images and PDFs a user attaches (and tools emit). Unset means yes for the
+    /// `openai` and `anthropic` providers; `false` sends each as a text note that names it and says it was not
+    /// attached, for a text-only model behind an OpenAI-compatible server (which would refuse the request).
+    /// `local/*` models always get the note.
+    pub attachments: Option<bool>,
 }
 
 /// `pricing = { input_per_million_usd, output_per_million_usd, cache_read_per_million_usd?, ... }`.

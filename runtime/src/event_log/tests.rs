@@ -45,7 +45,11 @@ fn input_event(seq: u64, input: &str) -> EventJson {
         seq,
         timestamp: "2026-01-01T00:00:01.000Z".to_owned(),
         origin: Some("user".to_owned()),
-        payload: EventPayload::UserInputAdmitted { input_id: format!("input-{seq}"), input: input.to_owned() },
+        payload: EventPayload::UserInputAdmitted {
+            input_id: format!("input-{seq}"),
+            input: input.to_owned(),
+            attachments: Vec::new(),
+        },
     })
     .unwrap()
 }

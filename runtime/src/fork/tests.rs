@@ -70,6 +70,7 @@ fn source_events() -> (Vec<EventJson>, u64) {
                 reset_fallback: false,
                 skill: None,
                 requested_model: None,
+                attachments: Vec::new(),
             },
         ),
         event(

@@ -111,6 +111,33 @@ pub fn load_attachments(messages: &mut [ChatMessage], data_dir: &Path) {
     }
 }
 
+/// The history as sent to a model that does not take files (`[models."<model>"] attachments = false`): every image
+/// and PDF part becomes a text note saying it was not attached, so the vendor never meets a part it refuses. A
+/// borrowed copy is made only when some part changes.
+pub fn without_files(messages: &Arc<Vec<ChatMessage>>, model: &str) -> Arc<Vec<ChatMessage>> {
+    let sendable = |part: &UserPart| {
+        matches!(part, UserPart::File { mime_type, .. }
+            if matches!(AttachmentKind::of(mime_type), AttachmentKind::Image | AttachmentKind::Pdf))
+    };
+    let any =
+        messages.iter().any(|message| matches!(message, ChatMessage::User { parts } if parts.iter().any(sendable)));
+    if !any {
+        return messages.clone();
+    }
+    let mut copy = messages.as_ref().clone();
+    for message in &mut copy {
+        let ChatMessage::User { parts } = message else { continue };
+        for part in parts.iter_mut().filter(|part| sendable(part)) {
+            if let UserPart::File { content, .. } = part {
+                *content = FileContent::Unavailable(format!(
+                    "{model} is not sent images or PDFs (`attachments = false` in its [models] entry of config.toml)"
+                ));
+            }
+        }
+    }
+    Arc::new(copy)
+}
+
 /// Reads one artifact without following a symlink, refusing anything but a regular file of bounded size.
 fn read_artifact(file: &Path) -> Result<Vec<u8>, String> {
     let opened = crate::regular_file::open_regular(file, crate::regular_file::Links::Refuse).map_err(|error| {
@@ -213,5 +240,34 @@ mod tests {
         assert_eq!(texts[0], "[file: artifacts/notes.txt (text/plain)]\nhello");
         assert!(texts[1].contains("not attached: the artifact cannot be opened"), "{}", texts[1]);
         assert!(texts[2].contains("not attached"), "{}", texts[2]);
+    }
+
+    #[test]
+    fn a_model_without_files_gets_a_note_for_each_image_and_pdf_and_the_rest_unchanged() {
+        let part = |path: &str, mime_type: &str| UserPart::File {
+            path: path.into(),
+            mime_type: mime_type.into(),
+            name: Some("shown".into()),
+            content: FileContent::Loaded(Arc::from(&b"bytes"[..])),
+        };
+        let text_only = Arc::new(vec![ChatMessage::User { parts: vec![UserPart::Text("hi".into())] }]);
+        assert!(Arc::ptr_eq(&without_files(&text_only, "openai/m"), &text_only));
+        let messages = Arc::new(vec![ChatMessage::User {
+            parts: vec![
+                part("artifacts/a.png", "image/png"),
+                part("artifacts/b.pdf", "application/pdf"),
+                part("artifacts/n", "text/plain"),
+            ],
+        }]);
+        let sent = without_files(&messages, "openai/m");
+        let ChatMessage::User { parts } = &sent[0] else { unreachable!() };
+        let texts: Vec<String> = parts.iter().map(UserPart::as_prompt_text).collect();
+        assert_eq!(
+            texts[0],
+            "[file: artifacts/a.png \"shown\" (image/png); not attached: openai/m is not sent images or PDFs \
+             (`attachments = false` in its [models] entry of config.toml)]"
+        );
+        assert!(texts[1].contains("not attached: openai/m is not sent"), "{}", texts[1]);
+        assert_eq!(texts[2], "[file: artifacts/n \"shown\" (text/plain)]\nbytes");
     }
 }

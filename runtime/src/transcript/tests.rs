@@ -136,7 +136,10 @@ fn all_results_of_a_turn_come_before_the_messages_its_tools_emitted() {
     ));
     transcript.apply(&terminated(4, "c2", "r2", vec![]));
     transcript.apply(&terminated(5, "c3", "r3", vec![message(MessageRole::System, "m3")]));
-    transcript.apply(&event(6, EventPayload::UserInputSubmitted { input_id: "i".into(), input: "steer".into() }));
+    transcript.apply(&event(
+        6,
+        EventPayload::UserInputSubmitted { input_id: "i".into(), input: "steer".into(), attachments: Vec::new() },
+    ));
     assert_eq!(
         shape(&transcript),
         [
@@ -231,6 +234,7 @@ fn a_skill_invocation_reaches_the_model_as_its_rendered_text() {
                 rendered: "Review a.rs.".into(),
             }),
             requested_model: None,
+            attachments: Vec::new(),
         },
     ));
     assert_eq!(texts(&transcript.messages()[0]), ["Review a.rs."]);
@@ -251,7 +255,10 @@ fn checkpoint(seq: u64, through_seq: u64, summary: &str, counts: CompactionCount
 }
 
 fn user_input(seq: u64, text: &str) -> StoredEvent {
-    event(seq, EventPayload::UserInputSubmitted { input_id: format!("i{seq}"), input: text.into() })
+    event(
+        seq,
+        EventPayload::UserInputSubmitted { input_id: format!("i{seq}"), input: text.into(), attachments: Vec::new() },
+    )
 }
 
 #[test]
@@ -359,4 +366,47 @@ fn the_elision_marker_counts_the_emitted_messages_lost_with_the_result() {
         elided_result(4),
         "[tool result elided: left out, with the 4 messages the tool emitted, to fit the request]"
     );
+}
+
+#[test]
+fn a_users_attachments_follow_the_text_of_their_input_and_of_a_submitted_steer() {
+    use troupe_protocol::types::common::{ModelSelection, RunSelection};
+    let file = |name: &str| AttachedFile {
+        path: format!("artifacts/{name}"),
+        mime_type: "image/png".into(),
+        name: name.into(),
+        size: 1,
+    };
+    let mut transcript = Transcript::default();
+    transcript.apply(&event(
+        2,
+        EventPayload::RunStarted {
+            client_run_id: "c".into(),
+            selection: RunSelection {
+                agent: "default".into(),
+                model: ModelSelection { model: "local/echo".into(), variant: None },
+                preset: None,
+            },
+            input: "look".into(),
+            fallback_index: 0,
+            model_chain: Vec::new(),
+            reset_fallback: false,
+            skill: None,
+            requested_model: None,
+            attachments: vec![file("a.png"), file("b.png")],
+        },
+    ));
+    transcript.apply(&event(
+        3,
+        EventPayload::UserInputSubmitted {
+            input_id: "i".into(),
+            input: "and".into(),
+            attachments: vec![file("c.png")],
+        },
+    ));
+    let messages = transcript.messages();
+    assert_eq!(texts(&messages[0]), ["look", "file:artifacts/a.png", "file:artifacts/b.png"]);
+    assert_eq!(texts(&messages[1]), ["and", "file:artifacts/c.png"]);
+    assert!(matches!(&messages[0], ChatMessage::User { parts }
+        if matches!(&parts[1], UserPart::File { name: Some(name), content: FileContent::NotLoaded, .. } if name == "a.png")));
 }

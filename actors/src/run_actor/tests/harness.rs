@@ -104,7 +104,9 @@ impl Handler<EndToolFreeTurn> for FakeSession {
         }
         self.record(Seen::ToolFreeTurn { final_text: message.final_text.clone() });
         match self.script.steering.pop_front() {
-            Some(inputs) if !inputs.is_empty() => Ok(TurnEnd::Continue(inputs)),
+            Some(inputs) if !inputs.is_empty() => {
+                Ok(TurnEnd::Continue(inputs.into_iter().map(crate::ports::session::PromotedInput::text).collect()))
+            }
             _ => {
                 // As the session does: the run's end is appended with the turn.
                 self.record(Seen::Event(EventPayload::RunCompleted { final_text: Some(message.final_text) }));
@@ -127,7 +129,7 @@ impl Handler<RequestApproval> for FakeSession {
 }
 
 impl Handler<PromotePendingInputs> for FakeSession {
-    type Result = Result<Vec<String>, EngineError>;
+    type Result = Result<Vec<crate::ports::session::PromotedInput>, EngineError>;
 
     fn handle(&mut self, _: PromotePendingInputs, _: &mut Context<Self>) -> Self::Result {
         self.record(Seen::PromotePending);

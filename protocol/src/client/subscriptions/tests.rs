@@ -16,7 +16,11 @@ fn event(seq: u64) -> StoredEvent {
         seq,
         timestamp: "2026-01-01T00:00:00Z".to_owned(),
         origin: Some("user".to_owned()),
-        payload: EventPayload::UserInputAdmitted { input_id: format!("input-{seq}"), input: format!("m {seq}") },
+        payload: EventPayload::UserInputAdmitted {
+            input_id: format!("input-{seq}"),
+            input: format!("m {seq}"),
+            attachments: Vec::new(),
+        },
     }
 }
 

@@ -65,7 +65,14 @@ fn ordinary(seq: u64) -> EventJson {
         };
         event(seq, payload)
     } else {
-        event(seq, EventPayload::UserInputAdmitted { input_id: format!("input-{seq}"), input: format!("say {seq}") })
+        event(
+            seq,
+            EventPayload::UserInputAdmitted {
+                input_id: format!("input-{seq}"),
+                input: format!("say {seq}"),
+                attachments: Vec::new(),
+            },
+        )
     }
 }
 
@@ -219,7 +226,14 @@ fn a_truncated_or_rewritten_log_is_scanned_whole() {
 
     // Cut and regrown past the covered length with other lines: the line at the covered end is another.
     for seq in 61..=130 {
-        let other = event(seq, EventPayload::UserInputAdmitted { input_id: format!("other-{seq}"), input: "x".into() });
+        let other = event(
+            seq,
+            EventPayload::UserInputAdmitted {
+                input_id: format!("other-{seq}"),
+                input: "x".into(),
+                attachments: Vec::new(),
+            },
+        );
         append_raw(&session_dir, format!("{}\n", other.as_str()).as_bytes());
     }
     assert!(std::fs::metadata(log_path(&session_dir)).unwrap().len() > covered);
