@@ -238,6 +238,7 @@ mod tests {
             ],
             agents: Vec::new(),
             sandbox: None,
+            mcp_servers: Vec::new(),
         };
         let text = render_models(&snapshot, Style::plain());
         assert!(text.contains("local/echo  local     yes                 -        Echo\n"), "{text}");

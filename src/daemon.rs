@@ -156,6 +156,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
             sandbox,
             secrets,
             plugins: config.plugins.clone(),
+            mcp_servers: config.mcp_servers.clone(),
             goals: config.goals.clone(),
             delegation: config.delegation,
             models: config.models.clone(),

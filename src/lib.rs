@@ -69,6 +69,7 @@ pub mod approvals_cmd;
 pub mod catalog_cmd;
 pub mod config_check_cmd;
 pub mod inspect_cmd;
+pub mod mcp_cmd;
 pub mod open_cmd;
 pub mod runs_cmd;
 pub mod skills_cmd;

@@ -117,6 +117,7 @@ async fn status(args: &ClientArgs, json: bool) -> anyhow::Result<bool> {
                 value["sessions"] = serde_json::json!(reached.sessions);
                 value["active_runs"] = serde_json::json!(reached.running);
                 value["sandbox"] = serde_json::to_value(&reached.snapshot.sandbox)?;
+                value["mcp_servers"] = serde_json::to_value(&reached.snapshot.mcp_servers)?;
                 if let Some(daemon) = &reached.daemon {
                     value["daemon"] = serde_json::to_value(daemon)?;
                 }
@@ -235,6 +236,7 @@ fn describe_reached(reached: &Reached, local: bool) -> String {
         }
         None => text.push_str("sandbox   not reported by this daemon\n"),
     }
+    text.extend(crate::mcp_cmd::status_line(&reached.snapshot.mcp_servers, Style::stdout()));
     text
 }
 

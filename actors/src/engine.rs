@@ -81,6 +81,7 @@ impl Engine {
     pub async fn shutdown(&self) {
         // Plugins first: what they emit while stopping is still written.
         self.plugins.shutdown().await;
+        self.services.mcp.shutdown().await;
         let _ = self.supervisor.send(DrainAll).await;
         for arbiter in &self.session_arbiters {
             arbiter.stop();

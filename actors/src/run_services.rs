@@ -45,6 +45,8 @@ pub struct RunServices {
     pub runs: crate::run_registry::RunRegistry,
     /// The configured plugins' statuses and the tools of the ready ones (`plugin_host`).
     pub plugins: Arc<crate::plugin_tools::PluginDirectory>,
+    /// The `[mcp_servers]`: their statuses and the ready ones' tools (`troupe_runtime::mcp`).
+    pub mcp: Arc<troupe_runtime::mcp::McpServers>,
     /// `[delegation]`: how deep trees grow and how many children a run has at once (`run_actor/delegate.rs`).
     pub delegation: troupe_runtime::config::DelegationConfig,
     /// `[compaction]`: whether runs compact by themselves, and the answer reserve (`run_actor/compaction.rs`).
@@ -89,6 +91,7 @@ impl RunServices {
             secrets,
             runs: Default::default(),
             plugins: Default::default(),
+            mcp: Default::default(),
             delegation: Default::default(),
             compaction: Default::default(),
             titles: Default::default(),
@@ -99,31 +102,36 @@ impl RunServices {
         }
     }
 
-    /// The tool a run calls `name`: a built-in one, or a ready plugin's (`plugin__<plugin>__<tool>`).
+    /// The tool a run calls `name`: a built-in one, a ready plugin's (`plugin__<plugin>__<tool>`) or a ready MCP
+    /// server's (`mcp__<server>__<tool>`).
     pub fn tool(&self, name: &str) -> Option<crate::plugin_tools::ToolRef<'_>> {
-        match self.tools.get(name) {
-            Some(tool) => Some(crate::plugin_tools::ToolRef::Builtin(tool)),
-            None => self.plugins.tool(name).map(crate::plugin_tools::ToolRef::Plugin),
+        if let Some(tool) = self.tools.get(name) {
+            return Some(crate::plugin_tools::ToolRef::Builtin(tool));
         }
+        if let Some(tool) = self.plugins.tool(name) {
+            return Some(crate::plugin_tools::ToolRef::Plugin(tool));
+        }
+        self.mcp.tool(name).map(crate::plugin_tools::ToolRef::Mcp)
     }
 
-    /// What a run offers the model: the built-in tools, then the ready plugins' tools, each in name order.
+    /// What a run offers the model: the built-in tools, then the ready plugins' tools, then the ready MCP servers',
+    /// each in name order.
     pub fn tool_definitions(&self) -> Vec<troupe_runtime::tools::ToolDefinition> {
         let mut definitions = self.tools.specs();
         definitions.extend(self.plugins.tool_definitions());
+        definitions.extend(self.mcp.tool_definitions());
         definitions
     }
 
-    /// The tools as `tools.list` describes them: built-in, then the ready plugins' (which stream no output: a
-    /// plugin's output arrives with its result), each in name order.
+    /// The tools as `tools.list` describes them: built-in, then the ready plugins' and MCP servers' (which stream no
+    /// output: theirs arrives with the result), each in name order.
     pub fn tool_descriptors(&self) -> Vec<troupe_protocol::types::tool_output::ToolDescriptor> {
         let mut descriptors = self.tools.descriptors();
-        descriptors.extend(self.plugins.tool_definitions().into_iter().map(|definition| {
-            troupe_protocol::types::tool_output::ToolDescriptor {
-                name: definition.name,
-                description: definition.description,
-                output_channels: Vec::new(),
-            }
+        let extra = self.plugins.tool_definitions().into_iter().chain(self.mcp.tool_definitions());
+        descriptors.extend(extra.map(|definition| troupe_protocol::types::tool_output::ToolDescriptor {
+            name: definition.name,
+            description: definition.description,
+            output_channels: Vec::new(),
         }));
         descriptors
     }

@@ -97,11 +97,14 @@ pub struct RuntimeActor {
     shared_revisions: HashMap<String, u64>,
     /// Whether this node offered the share the connections it had before it joined (done once).
     offered: bool,
+    /// The MCP servers' changes since the first snapshot, followed from the actor's start.
+    mcp_changes: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl RuntimeActor {
     /// Installs every stored connection (without network calls) and builds the first snapshot.
     pub fn new(store: ProviderStore, agents: BTreeMap<String, AgentConfig>, services: Arc<RunServices>) -> Self {
+        let mcp_changes = Some(services.mcp.subscribe());
         let mut actor = RuntimeActor {
             snapshot: build_snapshot(1, &BTreeMap::new(), &agents),
             notifiers: HashMap::new(),
@@ -112,6 +115,8 @@ impl RuntimeActor {
             share: None,
             shared_revisions: HashMap::new(),
             offered: false,
+            // Taken before the first snapshot is built, so that no change after it goes unpublished.
+            mcp_changes,
         };
         let stored: Vec<(String, StoredConnection)> =
             actor.store.contents.connections.iter().map(|(id, connection)| (id.clone(), connection.clone())).collect();
@@ -161,7 +166,20 @@ impl RuntimeActor {
         let mut snapshot = build_snapshot(revision, &self.store.contents.connections, &self.agents);
         troupe_runtime::catalog::apply_model_config(&mut snapshot, &self.services.models.configured());
         snapshot.sandbox = Some(self.services.sandbox.status());
+        snapshot.mcp_servers = self.services.mcp.statuses();
         snapshot
+    }
+
+    /// Publishes `runtime.changed` (reason `mcp_servers_changed`) whenever an MCP server's status changes, for as
+    /// long as the servers run.
+    fn follow_mcp_servers(&self, mut changes: tokio::sync::watch::Receiver<u64>, ctx: &mut Context<Self>) {
+        let changed = async move { changes.changed().await.ok().map(|()| changes) };
+        ctx.spawn(changed.into_actor(self).map(|changes, actor, ctx| {
+            if let Some(changes) = changes {
+                actor.publish_change("mcp_servers_changed");
+                actor.follow_mcp_servers(changes, ctx);
+            }
+        }));
     }
 
     fn install(&self, provider_id: &str, client: ProviderClient) {
@@ -238,6 +256,12 @@ fn judge_recorded(
 
 impl Actor for RuntimeActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(changes) = self.mcp_changes.take() {
+            self.follow_mcp_servers(changes, ctx);
+        }
+    }
 }
 
 impl Handler<GetSnapshot> for RuntimeActor {

@@ -104,6 +104,8 @@ fn startup_snapshot() -> RuntimeChangedParams {
             models: Vec::new(),
             agents: Vec::new(),
             sandbox: None,
+            mcp_servers: Vec::new(),
+            mcp_servers: Vec::new(),
         },
         reasons: vec!["startup".to_owned()],
     }

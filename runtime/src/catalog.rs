@@ -140,6 +140,7 @@ fn builtin_parts(revision: u64) -> RuntimeSnapshot {
             models: vec![ModelSelection { model: LOCAL_ECHO.to_owned(), variant: None }],
         }],
         sandbox: None,
+        mcp_servers: Vec::new(),
     }
 }
 

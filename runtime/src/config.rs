@@ -95,6 +95,8 @@ pub struct Config {
     pub titles: TitlesConfig,
     /// Plugin subprocesses by name; see [`plugins`].
     pub plugins: std::collections::BTreeMap<String, PluginConfig>,
+    /// MCP servers by name, whose tools runs offer the model; see [`mcp`].
+    pub mcp_servers: std::collections::BTreeMap<String, McpServerConfig>,
     /// The web console at `/`; see [`ConsoleConfig`].
     pub console: ConsoleConfig,
     /// A cluster on NATS JetStream; see [`ClusterConfig`]. Absent: a single node on its file store.
@@ -106,6 +108,9 @@ pub use listen::{Listen, UNIX_PREFIX};
 
 mod plugins;
 pub use plugins::{MAX_PLUGIN_NAME_CHARS, PluginConfig, validate_plugin_name};
+
+pub mod mcp;
+pub use mcp::{McpServerConfig, validate_mcp_server_name};
 
 mod goals;
 pub use goals::GoalsConfig;
@@ -254,6 +259,7 @@ impl Default for Config {
             compaction: CompactionConfig::default(),
             titles: TitlesConfig::default(),
             plugins: std::collections::BTreeMap::new(),
+            mcp_servers: std::collections::BTreeMap::new(),
             console: ConsoleConfig::default(),
             cluster: ClusterConfig::default(),
         }
@@ -458,6 +464,7 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
     ] {
         problems.extend(section.err());
     }
+    problems.extend(mcp::validate(&config.mcp_servers));
     for (index, origin) in config.allowed_origins.iter_mut().enumerate() {
         match normalize_origin(origin) {
             Ok(normalized) => *origin = normalized,

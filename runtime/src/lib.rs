@@ -31,6 +31,8 @@
 //! - [`changes`]: what file tools replaced (content-addressed blobs and a journal per session), diffs, and the
 //!   rules of undo.
 //! - [`stored_output`]: whole outputs of loud tool calls (`output_ref`), written durably and read back.
+//! - [`mcp`]: MCP servers as tools: each `[mcp_servers]` server supervised (stdio ones sandboxed like tool processes),
+//!   its tools offered as `mcp__<server>__<tool>` and called through the `rmcp` SDK.
 //! - [`tools`]: the tools a model calls in a run (shell, file read/write/edit/list, search, web fetch), their permission
 //!   requests and path confinement to the session's cwd. Unlike the rest, these are async and run processes.
 //!
@@ -55,6 +57,7 @@ pub mod goal_state;
 pub mod input_files;
 pub mod instructions;
 pub mod live_output_share;
+pub mod mcp;
 pub mod meta_cache;
 pub mod metrics;
 pub mod model;

@@ -457,6 +457,8 @@ pub(crate) enum Command {
     SessionAdmin(troupe::session_admin_cmd::SessionAdminCommand),
     #[command(flatten)]
     Changes(troupe::changes_cmd::ChangesCommand),
+    #[command(flatten)]
+    Mcp(troupe::mcp_cmd::McpCommand),
     /// The interactive terminal UI (what `troupe` with no arguments starts).
     #[cfg(feature = "tui")]
     Tui {

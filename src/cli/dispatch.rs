@@ -208,6 +208,7 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Open(command) => command.run(),
         Command::SessionAdmin(command) => command.run(),
         Command::Changes(command) => command.run(),
+        Command::Mcp(command) => command.run(),
     }
 }
 

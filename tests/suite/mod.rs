@@ -51,6 +51,7 @@ mod instructions;
 mod internal_agent_failures;
 mod limits;
 mod logs_status;
+mod mcp;
 mod metrics;
 mod metrics_support;
 mod model_switches;

@@ -49,6 +49,8 @@ pub struct EngineConfig {
     pub secrets: Secrets,
     /// `[plugins.<name>]`: the plugin subprocesses started with the engine (`plugin_host`).
     pub plugins: BTreeMap<String, troupe_runtime::config::PluginConfig>,
+    /// `[mcp_servers.<name>]`: the MCP servers whose tools runs offer (`troupe_runtime::mcp`).
+    pub mcp_servers: BTreeMap<String, troupe_runtime::config::McpServerConfig>,
     /// `[goals]`: the bound on automatic runs without checklist progress.
     pub goals: troupe_runtime::config::GoalsConfig,
     /// `[delegation]`: the `delegate` tool's depth and concurrency bounds.
@@ -100,6 +102,8 @@ impl Engine {
         services.log_replica = config.log_replica;
         services.live_output = config.live_output;
         services.models.configure(config.models);
+        // On this thread, which lives as long as the engine: the servers' processes die when it ends.
+        services.mcp = troupe_runtime::mcp::McpServers::start(&config.mcp_servers, config.sandbox.clone());
         let services = Arc::new(services);
         let log_writers = crate::log_writers::LogWriters::start(config.session_threads)
             .map_err(|error| EngineError::Internal { detail: format!("starting the log writer threads: {error}") })?;

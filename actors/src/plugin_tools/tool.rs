@@ -139,10 +139,11 @@ pub fn into_result(result: PluginToolCallResult) -> PersistedToolResult {
     }
 }
 
-/// A tool a run can call: a built-in one, or a plugin's.
+/// A tool a run can call: a built-in one, a plugin's, or an MCP server's.
 pub enum ToolRef<'a> {
     Builtin(&'a dyn Tool),
     Plugin(Arc<PluginTool>),
+    Mcp(Arc<troupe_runtime::mcp::McpTool>),
 }
 
 impl ToolRef<'_> {
@@ -150,6 +151,7 @@ impl ToolRef<'_> {
         match self {
             ToolRef::Builtin(tool) => tool.permission(arguments, cwd),
             ToolRef::Plugin(tool) => tool.permission(arguments),
+            ToolRef::Mcp(tool) => tool.permission(arguments, cwd),
         }
     }
 }

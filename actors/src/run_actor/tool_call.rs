@@ -96,6 +96,7 @@ impl RunLoop {
         let mut masks = OutputMasks::new(&services.secrets);
         let execution: futures::future::BoxFuture<'_, PersistedToolResult> = match &tool {
             ToolRef::Builtin(tool) => tool.execute(call.arguments.clone(), context),
+            ToolRef::Mcp(tool) => troupe_runtime::tools::Tool::execute(tool.as_ref(), call.arguments.clone(), context),
             ToolRef::Plugin(tool) => {
                 let identity = CallIdentity {
                     session_id: &self.setup.session_id,

@@ -8,6 +8,7 @@ pub mod common;
 pub mod daemon;
 pub mod events;
 pub mod goal;
+pub mod mcp;
 pub mod origin;
 pub mod plugin;
 pub mod presence;

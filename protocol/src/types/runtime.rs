@@ -192,6 +192,9 @@ pub struct RuntimeSnapshot {
     /// How tool processes are confined (a troupe addition; absent from daemons that do not sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxStatus>,
+    /// The MCP servers of `config.toml` and where each stands (a troupe addition; omitted when none is configured).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<super::mcp::McpServerStatus>,
 }
 
 /// `[sandbox] mode` of `config.toml`.

@@ -30,7 +30,7 @@ mod read_file;
 mod recorded_write;
 mod registry;
 pub mod restore;
-mod results;
+pub(crate) mod results;
 mod search;
 mod session_cwd;
 mod shell;

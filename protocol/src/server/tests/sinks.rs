@@ -90,7 +90,14 @@ async fn a_client_that_does_not_read_holds_only_the_newest_connection_notice() {
     let notifier = ctx.connection_notifier();
     let snapshot = |revision| RuntimeChangedParams {
         previous_revision: Some(revision - 1),
-        snapshot: RuntimeSnapshot { revision, providers: vec![], models: vec![], agents: vec![], sandbox: None },
+        snapshot: RuntimeSnapshot {
+            revision,
+            providers: vec![],
+            models: vec![],
+            agents: vec![],
+            sandbox: None,
+            mcp_servers: vec![],
+        },
         reasons: vec!["provider_connected".to_owned()],
     };
     // Before the gate opens only the newest notice is held.
