@@ -105,7 +105,6 @@ fn startup_snapshot() -> RuntimeChangedParams {
             agents: Vec::new(),
             sandbox: None,
             mcp_servers: Vec::new(),
-            mcp_servers: Vec::new(),
         },
         reasons: vec!["startup".to_owned()],
     }
