@@ -11,6 +11,7 @@ mod cli_connection;
 mod cli_core;
 mod cli_history;
 mod cli_inspect;
+mod cli_newcomer;
 mod cli_next_step;
 mod cli_polish;
 mod cli_quiet_tool;
