@@ -270,6 +270,9 @@ async fn exec_prints_the_answer_alone_and_its_exit_code_says_how_the_run_ended()
         stopped.stderr.contains("needs approval") && stopped.stderr.contains("--mode auto_approve_y"),
         "{stopped:?}"
     );
+    // What it asked, said once (not `run touch made-by-exec (shell)` and then `execute on touch made-by-exec`).
+    assert!(stopped.stderr.contains("it asked: shell: run touch made-by-exec\n"), "{stopped:?}");
+    assert_eq!(stopped.stderr.matches("touch made-by-exec").count(), 1, "{stopped:?}");
     assert!(!daemon.project_path().join("made-by-exec").exists());
     let listed = troupe(&daemon, &["sessions", "--json"]).await.ok();
     let sessions: Vec<Value> = serde_json::from_str(&listed).expect("JSON");
