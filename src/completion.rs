@@ -1,6 +1,6 @@
 //! Shell completion that knows the daemon: session ids (the short prefixes `troupe sessions` prints, with their
 //! titles), permission modes, agents and models, besides the commands and flags. The shell's script calls `troupe`
-//! back at each Tab (clap_complete's dynamic completion, `COMPLETE=bash troupe -- troupe watch 01a`); values that
+//! back at each Tab (clap_complete's dynamic completion, `TROUPE_COMPLETE=bash troupe -- troupe watch 01a`); values that
 //! live in the daemon are asked of it, reached as every client command reaches it from the environment
 //! (`TROUPE_URL`, `TROUPE_TOKEN`, `TROUPE_TOKEN_FILE`, `TROUPE_HOME`). A daemon that cannot be reached within
 //! [`ASK_WITHIN`] completes nothing: a Tab never hangs or prints an error into the command line.
@@ -15,6 +15,9 @@ use troupe_protocol::types::session::SessionListParams;
 
 use crate::commands::Connection;
 use crate::style::{clean, id_prefix, unique_prefix_len};
+
+/// The environment variable through which the shell's script asks for completions (`TROUPE_COMPLETE=bash`).
+pub const VARIABLE: &str = "TROUPE_COMPLETE";
 
 /// How long a Tab may wait for the daemon.
 const ASK_WITHIN: Duration = Duration::from_secs(2);

@@ -161,7 +161,7 @@ pub fn tool_ended(tool: Option<&str>, tool_call_id: &str, result: &PersistedTool
 /// What an approval asks, once: its summary (`run ls -la`, `write 3 bytes to /p/a.txt`) and its tool, the
 /// resource shown whole (every line, every control seen) where the summary quotes it, instead of the summary and
 /// then the resource again; a summary that does not quote its resource is followed by `ACTION on RESOURCE`.
-fn approval_what(operation: &troupe_protocol::types::approval::ApprovalOperation, whole: &str) -> String {
+pub fn approval_what(operation: &troupe_protocol::types::approval::ApprovalOperation, whole: &str) -> String {
     let tool = visible_line(&operation.tool, 40);
     let resource = &operation.resource;
     if let Some((before, after)) = quoting(&operation.summary, resource) {

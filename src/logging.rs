@@ -21,7 +21,8 @@ use troupe_runtime::provider_store::{PROVIDERS_FILE_NAME, ProviderStore};
 /// The kind of process, which decides the default level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcessKind {
-    /// `troupe serve`: `info` by default.
+    /// `troupe serve`: `info` by default, but actix's own start-up lines (workers, "Actix runtime found", the
+    /// service it starts) at `warn`: they said nothing a person acts on and buried the daemon's banner.
     Daemon,
     /// Every other command: `warn` by default.
     Client,
@@ -31,7 +32,7 @@ impl ProcessKind {
     /// The filter used when `RUST_LOG` is not set.
     pub fn default_filter(self) -> &'static str {
         match self {
-            ProcessKind::Daemon => "info",
+            ProcessKind::Daemon => "info,actix_server=warn,actix_web=warn",
             ProcessKind::Client => "warn",
         }
     }
@@ -128,7 +129,7 @@ mod tests {
 
     #[test]
     fn the_daemon_logs_info_and_clients_warn_by_default() {
-        assert_eq!(ProcessKind::Daemon.default_filter(), "info");
+        assert!(ProcessKind::Daemon.default_filter().starts_with("info,"));
         assert_eq!(ProcessKind::Client.default_filter(), "warn");
     }
 }

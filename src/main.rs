@@ -11,10 +11,12 @@ use cli::command::{Cli, Command};
 use cli::dispatch::{dispatch, report};
 
 fn main() -> ExitCode {
-    // `COMPLETE=SHELL troupe -- …`: the shell asks for completions (see `troupe completions`); answered and exited.
+    // `TROUPE_COMPLETE=SHELL troupe -- …`: the shell asks for completions (see `troupe completions`); answered and
+    // exited. A variable of troupe's own, so that an unrelated `COMPLETE` in someone's environment changes nothing.
     clap_complete::CompleteEnv::with_factory(|| {
         troupe::completion::with_completers(<Cli as clap::CommandFactory>::command())
     })
+    .var(troupe::completion::VARIABLE)
     .complete();
     let cli = Cli::parse();
     let command = match cli.command {

@@ -312,23 +312,13 @@ async fn stop_at_approval<C: ClientProtocol>(
         }
     };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), settle).await;
-    let operation = &approval.operation;
-    // What was refused, every line and control of it seen (a `\r` must not make it read as something else).
+    // What was refused, once, every line and control of it seen (a `\r` must not make it read as something else).
     let whole = format!("`troupe watch {} --json` has it whole", approval.session_id);
-    let resource = crate::approvals_cmd::shown_resource(
-        &operation.resource,
-        troupe_protocol::diagnostic::ShowLimits::APPROVAL,
-        " ",
-        "  ",
-        &whole,
-    );
     eprintln!(
-        "error: the run needs approval for {} ({}), and exec cannot ask; the run was cancelled\n  it asked to {} \
-         on{resource}\n  hint: allow such operations with `troupe exec --mode auto_approve_y …` (or set the mode of a \
-         session's tree with `troupe mode SESSION MODE`), or use `troupe run` and answer with `troupe approve`",
-        troupe_protocol::diagnostic::visible_line(&operation.summary, 100),
-        troupe_protocol::diagnostic::visible_line(&operation.tool, 40),
-        crate::approvals_cmd::action_name(operation.action),
+        "error: the run needs approval, and exec cannot ask; the run was cancelled\n  it asked: {}\n  hint: allow such \
+         operations with `troupe exec --mode auto_approve_y …` (or set the mode of a session's tree with `troupe mode \
+         SESSION MODE`), or use `troupe run` and answer with `troupe approve`",
+        crate::event_words::approval_what(&approval.operation, &whole),
     );
     Ok(RunEnd::NeedsApproval)
 }

@@ -196,10 +196,16 @@ pub(crate) fn dispatch(command: Command) -> anyhow::Result<u8> {
         #[cfg(feature = "tui")]
         Command::Tui { client, session } => block_on(troupe::tui::run(client.connection(), session)).map(done),
         Command::Completions { shell } => {
-            // The script calls `troupe` back at each Tab (`COMPLETE=SHELL troupe -- …`, answered in `main`), so
+            // The script calls `troupe` back at each Tab (`TROUPE_COMPLETE=SHELL troupe -- …`, answered in `main`), so
             // it completes what only the daemon knows: session ids, agents, models.
             let mut buffer = Vec::new();
-            shell.completer().write_registration("COMPLETE", "troupe", "troupe", "troupe", &mut buffer)?;
+            shell.completer().write_registration(
+                troupe::completion::VARIABLE,
+                "troupe",
+                "troupe",
+                "troupe",
+                &mut buffer,
+            )?;
             print_all(&buffer)
         }
         Command::Man { dir, command } => troupe::man_cmd::man(Cli::command(), dir.as_deref(), &command).map(done),

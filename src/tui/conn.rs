@@ -4,7 +4,7 @@
 
 use troupe_protocol::client::ClientProtocol;
 use troupe_protocol::types::approval::{ApprovalFeedback, ApprovalRespondParams};
-use troupe_protocol::types::common::{Empty, RunSelection, SessionIdParams};
+use troupe_protocol::types::common::{Empty, ModelSelection, RunSelection, SessionIdParams};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams, RunSteerParams, RunToolStdinParams};
 use troupe_protocol::types::runtime::RuntimeSnapshot;
@@ -37,6 +37,7 @@ pub async fn refresh<C: ClientProtocol>(client: &C, app: &mut App) -> anyhow::Re
             title: root.title,
             status: root.status,
             last_activity_at: root.last_activity_at,
+            cwd: Some(root.cwd),
             depth: 0,
         });
         rows.extend(children.into_iter().map(|child| PickerRow {
@@ -45,6 +46,7 @@ pub async fn refresh<C: ClientProtocol>(client: &C, app: &mut App) -> anyhow::Re
             status: child.status,
             // `session.children` does not say when a child was last active.
             last_activity_at: String::new(),
+            cwd: None,
             depth: 1,
         }));
     }
@@ -74,8 +76,14 @@ pub async fn perform<C: ClientProtocol>(
         Action::Refresh => refresh(client, app).await?,
         Action::Open(session_id) => open(client, app, followed, session_id).await?,
         Action::CreateSession => {
-            let selection =
-                crate::selection::resolve(client, &SelectionFlags::default(), &SessionSelections::default()).await?;
+            // On the model picked (m on the picker, Ctrl-P in a session), else the default agent's first model.
+            let flags = match &app.picked {
+                Some(picked) => {
+                    SelectionFlags { agent: Some(picked.agent.clone()), model: Some(picked.model.model.clone()) }
+                }
+                None => SelectionFlags::default(),
+            };
+            let selection = crate::selection::resolve(client, &flags, &SessionSelections::default()).await?;
             let cwd = std::env::current_dir()?.to_string_lossy().into_owned();
             let created = client.session_create(SessionCreateParams { selection, cwd: Some(cwd) }).await?.session;
             open(client, app, followed, created.session_id).await?;
@@ -88,7 +96,7 @@ pub async fn perform<C: ClientProtocol>(
             Some(run_id) => {
                 let accepted =
                     client.run_steer(RunSteerParams { run_id, input, attachments: Vec::new() }).await?.accepted;
-                app.notice = Some(if accepted { "steer queued" } else { "the run did not take the steer" }.to_owned());
+                app.notice_for_run(if accepted { "steer queued" } else { "the run did not take the steer" });
             }
             None => {
                 let Some(session) = app.session.clone() else { return Ok(()) };
@@ -189,22 +197,34 @@ pub async fn read_mode<C: ClientProtocol>(client: &C, app: &mut App) -> anyhow::
 }
 
 /// Every agent with each of its models, in the snapshot's order; a model that cannot run now carries why (the
-/// first line of the refusal `troupe run --model` would print).
+/// first line of the refusal `troupe run --model` would print). Then, as the console's model menu lists them,
+/// every other model that can run now (its provider connected), with the `default` agent (else the first).
 pub fn choices(snapshot: &RuntimeSnapshot) -> Vec<Choice> {
     let known = SessionSelections::default();
+    let in_chains: std::collections::HashSet<&str> =
+        snapshot.agents.iter().flat_map(|agent| agent.models.iter().map(|model| model.model.as_str())).collect();
+    let host = snapshot
+        .agents
+        .iter()
+        .find(|agent| agent.agent == troupe_runtime::catalog::DEFAULT_AGENT)
+        .or(snapshot.agents.first());
+    let others = snapshot
+        .models
+        .iter()
+        .filter(|model| !in_chains.contains(model.model.as_str()))
+        .filter(|model| crate::selection::usable(snapshot, model) == crate::selection::Usable::Yes)
+        .filter_map(|model| Some((host?, ModelSelection { model: model.model.clone(), variant: None })));
     snapshot
         .agents
         .iter()
-        .flat_map(|agent| agent.models.iter().map(move |model| (agent, model)))
+        .flat_map(|agent| agent.models.iter().map(move |model| (agent, model.clone())))
+        .chain(others)
         .map(|(agent, model)| {
             let flags = SelectionFlags { agent: Some(agent.agent.clone()), model: Some(model.model.clone()) };
             let unusable = crate::selection::decide(snapshot, &flags, &known)
                 .err()
                 .map(|error| error.to_string().lines().next().unwrap_or_default().to_owned());
-            Choice {
-                selection: RunSelection { agent: agent.agent.clone(), model: model.clone(), preset: None },
-                unusable,
-            }
+            Choice { selection: RunSelection { agent: agent.agent.clone(), model, preset: None }, unusable }
         })
         .collect()
 }

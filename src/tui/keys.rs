@@ -34,8 +34,8 @@ pub fn handle_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     }
     app.quit_armed = false;
     match app.screen {
+        _ if app.choosing.is_some() => choice_key(app, key),
         Screen::Picker => picker_key(app, key),
-        Screen::Session if app.choosing.is_some() => choice_key(app, key),
         Screen::Session if app.pending_approval().is_some() && app.input_mode != InputMode::Feedback => {
             approval_key(app, key)
         }
@@ -46,7 +46,7 @@ pub fn handle_key(app: &mut App, key: KeyEvent) -> Option<Action> {
 fn ctrl_c(app: &mut App) -> Option<Action> {
     if app.screen == Screen::Session && app.active_run.is_some() && !app.quit_armed {
         app.quit_armed = true;
-        app.notice = Some("cancelling; Ctrl-C again quits".to_owned());
+        app.notice_for_run("cancelling; Ctrl-C again quits");
         return Some(Action::Cancel);
     }
     if app.quit_armed {
@@ -66,6 +66,8 @@ fn picker_key(app: &mut App, key: KeyEvent) -> Option<Action> {
         }
         KeyCode::Enter => return app.rows.get(app.selected).map(|row| Action::Open(row.session_id.clone())),
         KeyCode::Char('n') => return Some(Action::CreateSession),
+        // The agent and model new sessions start on.
+        KeyCode::Char('m') => return Some(Action::LoadChoices),
         KeyCode::Char('r') => return Some(Action::Refresh),
         KeyCode::Char('q') | KeyCode::Esc => app.quit = true,
         _ => {}
@@ -148,6 +150,7 @@ fn session_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         }
         KeyCode::Char('o') if ctrl => return Some(Action::CycleMode),
         KeyCode::Char('p') if ctrl => return Some(Action::LoadChoices),
+        KeyCode::Char('t') if ctrl => app.show_reasoning = !app.show_reasoning,
         KeyCode::Backspace => {
             app.input.pop();
         }

@@ -7,11 +7,13 @@
 //! watch` does.
 //!
 //! - [`state`]: the state and the reduction of events into it; [`keys`]: keys into actions;
-//! - [`view`]: drawing; [`ansi`]: tool output's colours into styles; [`conn`]: the calls to the daemon.
+//! - [`view`]: drawing; [`ansi`]: tool output's colours into styles; [`markdown`]: the model's text into styles;
+//!   [`conn`]: the calls to the daemon.
 
 pub mod ansi;
 pub mod conn;
 pub mod keys;
+pub mod markdown;
 pub mod state;
 pub mod view;
 

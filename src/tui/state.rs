@@ -37,6 +37,8 @@ pub struct PickerRow {
     pub title: Option<String>,
     pub status: SessionStatus,
     pub last_activity_at: String,
+    /// The session's working directory; `None` for a child, which works in its root's.
+    pub cwd: Option<String>,
     /// 0 for a root session, 1 for its children, …
     pub depth: usize,
 }
@@ -51,6 +53,11 @@ pub enum Entry {
     Recalled(String),
     /// The model's text; streaming deltas append to the last one of its attempt.
     Assistant {
+        attempt_id: String,
+        text: String,
+    },
+    /// The model's reasoning, before its text: folded to one line unless [`App::show_reasoning`].
+    Reasoning {
         attempt_id: String,
         text: String,
     },
@@ -138,7 +145,11 @@ pub struct App {
     pub input_mode: InputMode,
     /// Lines scrolled up from the bottom of the transcript.
     pub scroll: u16,
+    /// The model's reasoning unfolded (Ctrl-T), as the console's "thinking" details open.
+    pub show_reasoning: bool,
     pub notice: Option<String>,
+    /// The notice is about the active run ("steer queued", "cancelling"): it goes when the run ends.
+    pub run_notice: bool,
     /// A first Ctrl-C with nothing to cancel arms quitting; a second one quits.
     pub quit_armed: bool,
     pub quit: bool,
@@ -168,7 +179,9 @@ impl App {
             input: String::new(),
             input_mode: InputMode::Prompt,
             scroll: 0,
+            show_reasoning: false,
             notice: None,
+            run_notice: false,
             quit_armed: false,
             quit: false,
         }
@@ -264,9 +277,20 @@ impl App {
                 Some(Entry::Assistant { attempt_id: last, text: shown }) if last == attempt_id => shown.push_str(text),
                 _ => self.entries.push(Entry::Assistant { attempt_id: attempt_id.clone(), text: text.clone() }),
             },
-            EventPayload::ModelTurnCommitted { attempt_id, text, tool_calls, .. } => {
+            EventPayload::ReasoningDelta { attempt_id, text } => match self.entries.last_mut() {
+                Some(Entry::Reasoning { attempt_id: last, text: shown }) if last == attempt_id => shown.push_str(text),
+                _ => self.entries.push(Entry::Reasoning { attempt_id: attempt_id.clone(), text: text.clone() }),
+            },
+            EventPayload::ModelTurnCommitted { attempt_id, text, tool_calls, reasoning, .. } => {
                 self.turn_calls =
                     tool_calls.iter().map(|call| (call.tool_call_id.clone(), clean(&call.tool))).collect();
+                let reasoned = self
+                    .entries
+                    .iter()
+                    .any(|entry| matches!(entry, Entry::Reasoning { attempt_id: shown, .. } if shown == attempt_id));
+                if let Some(reasoning) = reasoning.as_ref().filter(|reasoning| !reasoning.is_empty() && !reasoned) {
+                    self.entries.push(Entry::Reasoning { attempt_id: attempt_id.clone(), text: reasoning.clone() });
+                }
                 if text.is_empty() {
                     return;
                 }
@@ -328,9 +352,21 @@ impl App {
         }
     }
 
+    /// Shows `text` until the active run ends.
+    pub fn notice_for_run(&mut self, text: &str) {
+        self.notice = Some(text.to_owned());
+        self.run_notice = true;
+    }
+
     fn run_ended(&mut self, words: String) {
         self.active_run = None;
         self.running_tools.clear();
+        // What was said about the run (a steer queued, a cancel asked) is over with it. A Ctrl-C that cancelled
+        // it still arms quitting (until the next key), and the notice now says only that.
+        if self.run_notice {
+            self.notice = self.quit_armed.then(|| "Ctrl-C again quits".to_owned());
+            self.run_notice = false;
+        }
         self.entries.push(Entry::RunBoundary(words));
     }
 

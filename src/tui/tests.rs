@@ -77,6 +77,7 @@ fn the_picker_lists_roots_with_their_children() {
             title: Some("fix the tests".to_owned()),
             status: SessionStatus::Running,
             last_activity_at: "2026-01-01T00:00:00Z".to_owned(),
+            cwd: Some("/srv/projects/app".to_owned()),
             depth: 0,
         },
         PickerRow {
@@ -84,13 +85,32 @@ fn the_picker_lists_roots_with_their_children() {
             title: Some("(explorer)".to_owned()),
             status: SessionStatus::Idle,
             last_activity_at: "2026-01-01T00:00:00Z".to_owned(),
+            cwd: None,
             depth: 1,
+        },
+        PickerRow {
+            session_id: "0198cccc-0000".to_owned(),
+            title: Some("port the parser".to_owned()),
+            status: SessionStatus::Interrupted,
+            last_activity_at: "2026-01-01T00:00:00Z".to_owned(),
+            cwd: Some("/srv/projects/a-much-longer-project-name/with/a/deep/path".to_owned()),
+            depth: 0,
         },
     ];
     let (text, _) = draw(&app);
-    assert!(text.contains("0198aaaa  running"), "{text}");
+    assert!(text.contains("0198aaaa    running"), "{text}");
     assert!(text.contains("fix the tests"), "{text}");
     assert!(text.contains("└ 0198bbbb  idle"), "{text}");
+    // Every column starts at the same place, "interrupted" included, and the directory has one of its own (a long
+    // one cut from the left).
+    let column_of = |needle: &str| {
+        let line = text.lines().find(|line| line.contains(needle)).unwrap_or_else(|| panic!("{needle}: {text}"));
+        let chars = |at: usize| line[..at].chars().count();
+        chars(line.find(needle).expect("found")) - chars(line.find("0198").expect("an id"))
+    };
+    assert_eq!(column_of("fix the tests"), column_of("port the parser"), "{text}");
+    assert_eq!(column_of("/srv/projects/app"), column_of("…"), "{text}");
+    assert!(text.contains("/with/a/deep/path") && !text.contains("/srv/projects/a-much"), "{text}");
     assert!(text.contains("(explorer)"), "{text}");
     assert!(text.contains("ws://daemon/ws connected"), "{text}");
 }
@@ -119,7 +139,7 @@ fn streaming_text_appends_to_the_answer_and_the_status_line_counts_tokens() {
     app.apply(&event(6, json!({"type": "run_completed", "final_text": "Hello, world"})));
     let (text, _) = draw(&app);
     assert!(text.contains("── run completed ──"), "{text}");
-    assert!(text.contains(" idle "), "{text}");
+    assert!(text.contains("idle · mode"), "{text}");
 }
 
 #[test]
@@ -454,12 +474,13 @@ fn the_picker_prints_ids_as_long_as_it_takes_to_tell_them_apart() {
         title: None,
         status: SessionStatus::Idle,
         last_activity_at: "2026-01-01T00:00:00Z".to_owned(),
+        cwd: None,
         depth,
     };
     // A root and its child created within the same minute share their first 10 characters.
     app.rows = vec![row("0198aaaa-bb11-7000-8000-000000000001", 0), row("0198aaaa-bb22-7000-8000-000000000002", 1)];
     let (text, _) = draw(&app);
-    assert!(text.contains("0198aaaa-bb1  idle"), "{text}");
+    assert!(text.contains("0198aaaa-bb1    idle"), "{text}");
     assert!(text.contains("└ 0198aaaa-bb2  idle"), "{text}");
 }
 
@@ -530,4 +551,78 @@ fn a_fallback_and_a_start_on_a_sticky_fallback_are_shown() {
     let (text, _) = draw(&app);
     assert!(text.contains("note: openai/gpt-4o was asked for: the run starts on local/echo"), "{text}");
     assert!(text.contains("note: falling back from local/echo to local/scripted"), "{text}");
+}
+
+#[test]
+fn run_notices_end_with_their_run() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut app = open_app();
+    app.apply(&run_started(2, "first"));
+    app.notice_for_run("steer queued");
+    assert!(draw(&app).0.contains("steer queued"));
+    app.apply(&event(3, json!({"type": "run_completed"})));
+    assert!(!draw(&app).0.contains("steer queued"), "{}", draw(&app).0);
+    // Ctrl-C cancels; once the run has ended, the next run's Ctrl-C cancels it too instead of quitting.
+    app.apply(&run_started(4, "second"));
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert_eq!(super::keys::handle_key(&mut app, ctrl_c), Some(super::keys::Action::Cancel));
+    assert!(draw(&app).0.contains("cancelling"));
+    app.apply(&event(5, json!({"type": "run_cancelled"})));
+    assert!(!draw(&app).0.contains("cancelling"), "{}", draw(&app).0);
+    assert!(draw(&app).0.contains("Ctrl-C again quits"), "{}", draw(&app).0);
+    // The next prompt typed disarms it; the next run's Ctrl-C cancels that run.
+    assert_eq!(super::keys::handle_key(&mut app, KeyEvent::from(KeyCode::Char('x'))), None);
+    app.apply(&run_started(6, "third"));
+    assert_eq!(super::keys::handle_key(&mut app, ctrl_c), Some(super::keys::Action::Cancel));
+    assert!(!app.quit);
+}
+
+#[test]
+fn a_narrow_status_line_keeps_the_run_and_the_mode_and_cuts_the_title() {
+    use troupe_protocol::types::session::PermissionMode;
+    let mut app = open_app();
+    app.url = "wss://troupe.example.com/agent/ws".to_owned();
+    app.mode = Some(PermissionMode::Ask);
+    if let Some(session) = app.session.as_mut() {
+        session.title = Some("a rather long title for the work of the day".to_owned());
+    }
+    app.apply(&run_started(2, "go"));
+    for width in [60, 120] {
+        let line = view::status_line_within(&app, width);
+        assert!(line.chars().count() <= width, "{width}: {line}");
+        assert!(line.contains("running") && line.contains("mode ask") && line.contains("coder/"), "{width}: {line}");
+    }
+    assert!(view::status_line_within(&app, 120).contains("0198aaaa a rather long"), "the title is cut, not dropped");
+    assert!(view::status_line_within(&app, 200).contains("wss://troupe.example.com/agent/ws connected"));
+}
+
+#[test]
+fn the_answer_is_rendered_markdown_and_the_reasoning_folds() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut app = open_app();
+    app.apply(&run_started(2, "explain"));
+    app.apply(&event(3, json!({"type": "reasoning_delta", "attempt_id": "a1", "text": "first I look\nthen I answer"})));
+    app.apply(&event(4, json!({"type": "text_delta", "attempt_id": "a1", "text": "## Result\n\nIt is **done**."})));
+    let (text, _) = draw(&app);
+    assert!(text.contains("▸ thinking (2 lines) · Ctrl-T shows"), "{text}");
+    assert!(!text.contains("first I look"), "{text}");
+    assert!(text.contains("Result") && !text.contains("## Result"), "{text}");
+    assert!(text.contains("It is done.") && !text.contains("**"), "{text}");
+    let ctrl_t = KeyEvent::new(KeyCode::Char('t'), KeyModifiers::CONTROL);
+    assert_eq!(super::keys::handle_key(&mut app, ctrl_t), None);
+    let (text, _) = draw(&app);
+    assert!(text.contains("▾ thinking") && text.contains("first I look"), "{text}");
+}
+
+#[test]
+fn the_model_picker_offers_every_model_that_can_run() {
+    let mut snapshot = troupe_runtime::catalog::builtin_snapshot(1);
+    // The default agent's chain has local/echo; local/scripted can run once a script is connected.
+    let local = snapshot.providers.iter_mut().find(|provider| provider.provider_id == "local").expect("local");
+    local.generation = 1;
+    let choices = super::conn::choices(&snapshot);
+    let models: Vec<(&str, &str)> =
+        choices.iter().map(|choice| (choice.selection.agent.as_str(), choice.selection.model.model.as_str())).collect();
+    assert!(models.contains(&("default", "local/scripted")), "{models:?}");
+    assert!(choices.iter().all(|choice| choice.unusable.is_none()), "{choices:?}");
 }

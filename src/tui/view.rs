@@ -22,7 +22,8 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Screen::Session => session(frame, app, main),
     }
     frame.render_widget(
-        Paragraph::new(status_line(app)).style(Style::default().add_modifier(Modifier::REVERSED)),
+        Paragraph::new(status_line_within(app, usize::from(status.width)))
+            .style(Style::default().add_modifier(Modifier::REVERSED)),
         status,
     );
 }
@@ -31,22 +32,36 @@ fn picker(frame: &mut Frame, app: &App, area: Rect) {
     // Long enough to tell every listed session apart (a tree's sessions share their first 8 characters), as
     // `troupe sessions` prints them, so what is shown can be typed as `troupe tui PREFIX`.
     let id_len = unique_prefix_len(app.rows.iter().map(|row| row.session_id.as_str()));
-    let items: Vec<ListItem> = app
+    // Columns as wide as their widest cell (the longest status is "interrupted"), the directory's at most
+    // [`DIRECTORY_COLUMN`] characters, cut from the left (the end of a path tells projects apart).
+    let dirs: Vec<String> = app
         .rows
         .iter()
         .map(|row| {
+            row.cwd.as_deref().map(|cwd| left_cut(&crate::commands::home_shortened(&clean(cwd)), DIRECTORY_COLUMN))
+        })
+        .map(Option::unwrap_or_default)
+        .collect();
+    let dir_width = dirs.iter().map(|dir| dir.chars().count()).max().unwrap_or(0);
+    let times: Vec<String> = app.rows.iter().map(|row| relative_time(&row.last_activity_at)).collect();
+    let time_width = times.iter().map(|time| time.chars().count()).max().unwrap_or(0);
+    let id_width = app.rows.iter().map(|row| 2 * row.depth + id_len.min(row.session_id.len())).max().unwrap_or(0);
+    let items: Vec<ListItem> = app
+        .rows
+        .iter()
+        .zip(dirs.iter().zip(&times))
+        .map(|(row, (dir, time))| {
             let title = row.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
-            let indent = "  ".repeat(row.depth);
-            let marker = if row.depth > 0 { "└ " } else { "" };
+            let indent = if row.depth > 0 { format!("{}└ ", "  ".repeat(row.depth - 1)) } else { String::new() };
+            let id = format!("{indent}{}", id_prefix(&row.session_id, id_len));
             ListItem::new(format!(
-                "{indent}{marker}{}  {:<9} {:<14} {title}",
-                id_prefix(&row.session_id, id_len),
-                format!("{:?}", row.status).to_lowercase(),
-                relative_time(&row.last_activity_at),
+                "{id:<id_width$}  {:<11}  {time:<time_width$}  {dir:<dir_width$}  {title}",
+                crate::commands::status_name(row.status),
             ))
         })
         .collect();
-    let block = Block::default().borders(Borders::ALL).title(" sessions · Enter open · n new · r refresh · q quit ");
+    let block =
+        Block::default().borders(Borders::ALL).title(" sessions · Enter open · n new · m model · r refresh · q quit ");
     let list = List::new(items).block(block).highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     let mut state = ListState::default().with_selected((!app.rows.is_empty()).then_some(app.selected));
     frame.render_stateful_widget(list, area, &mut state);
@@ -54,6 +69,22 @@ fn picker(frame: &mut Frame, app: &App, area: Rect) {
         let inner = area.inner(ratatui::layout::Margin { horizontal: 2, vertical: 1 });
         frame.render_widget(Paragraph::new("no sessions yet: press n to create one in this directory"), inner);
     }
+    if let Some(chosen) = app.choosing {
+        choices(frame, app, chosen, area, " agent · model for new sessions (Enter picks) ");
+    }
+}
+
+/// The widest directory the picker shows.
+const DIRECTORY_COLUMN: usize = 30;
+
+/// `text` cut to its last `width` characters, with `…` in front when cut.
+fn left_cut(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().skip(count - (width - 1)).collect();
+    format!("…{kept}")
 }
 
 fn session(frame: &mut Frame, app: &App, area: Rect) {
@@ -77,7 +108,7 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
         InputMode::Prompt if app.active_run.is_some() => {
             " steer (Enter) · Ctrl-R recall · Ctrl-D stdin · Ctrl-C cancel the run · Esc sessions "
         }
-        InputMode::Prompt => " prompt (Enter runs) · Ctrl-O mode · Ctrl-P model · Esc sessions ",
+        InputMode::Prompt => " prompt (Enter runs) · Ctrl-O mode · Ctrl-P model · Ctrl-T thinking · Esc sessions ",
         InputMode::Stdin => " stdin for the running command (Enter sends a line, Esc leaves) ",
         InputMode::Feedback => " why reject? (Enter sends, Esc back to the question) ",
     };
@@ -88,7 +119,7 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
     let input = Paragraph::new(format!("> {}", app.input)).block(block);
     frame.render_widget(input, input_area);
     if let Some(chosen) = app.choosing {
-        choices(frame, app, chosen, transcript_area);
+        choices(frame, app, chosen, transcript_area, " agent · model for the next run (Enter picks) ");
     }
 }
 
@@ -176,7 +207,7 @@ fn diff_lines(diff: &troupe_protocol::types::changes::FileDiff, whole_hint: &str
     lines
 }
 
-fn choices(frame: &mut Frame, app: &App, chosen: usize, area: Rect) {
+fn choices(frame: &mut Frame, app: &App, chosen: usize, area: Rect, title: &str) {
     let items: Vec<ListItem> = app
         .choices
         .iter()
@@ -192,7 +223,7 @@ fn choices(frame: &mut Frame, app: &App, chosen: usize, area: Rect) {
     let height = (items.len() as u16 + 2).min(area.height);
     let popup = Rect { x: area.x + 2, y: area.y + 1, width: area.width.saturating_sub(4), height };
     frame.render_widget(Clear, popup);
-    let block = Block::default().borders(Borders::ALL).title(" agent · model for the next run (Enter picks) ");
+    let block = Block::default().borders(Borders::ALL).title(title.to_owned());
     let list = List::new(items).block(block).highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     frame.render_stateful_widget(list, popup, &mut ListState::default().with_selected(Some(chosen)));
 }
@@ -218,7 +249,23 @@ fn transcript_lines(app: &App) -> Vec<Line<'static>> {
                     ]));
                 }
             }
-            Entry::Assistant { text, .. } => lines.extend(clean(text).lines().map(|line| Line::from(line.to_owned()))),
+            Entry::Assistant { text, .. } => lines.extend(super::markdown::lines(text)),
+            Entry::Reasoning { text, .. } => {
+                let count = text.trim().lines().count();
+                let (marker, hint) = if app.show_reasoning { ("▾", "Ctrl-T folds") } else { ("▸", "Ctrl-T shows") };
+                let head = format!("{marker} thinking ({count} line{}) · {hint}", if count == 1 { "" } else { "s" });
+                lines.push(Line::from(Span::styled(head, dim.add_modifier(Modifier::ITALIC))));
+                if app.show_reasoning {
+                    lines.extend(super::markdown::lines(text).into_iter().map(|line| {
+                        let mut spans = vec![Span::styled("  ", dim)];
+                        spans.extend(line.spans.into_iter().map(|span| {
+                            let style = span.style.patch(dim).add_modifier(Modifier::ITALIC);
+                            Span::styled(span.content, style)
+                        }));
+                        Line::from(spans)
+                    }));
+                }
+            }
             Entry::Tool { tool, resource, approval, started, output, result, .. } => {
                 let whole = "`troupe watch --json` has it whole";
                 lines.extend(command_lines(
@@ -297,31 +344,85 @@ fn end_line(end: &ToolEnd) -> Line<'static> {
     Line::from(Span::styled(text, Style::default().fg(color)))
 }
 
-/// daemon · connection · session · run · mode · agent/model · tokens (and the latest notice).
+/// The status line whole: run · mode · agent/model · session · tokens · daemon (and, on the picker, the latest
+/// notice). See [`status_line_within`] for a terminal narrower than it.
 pub fn status_line(app: &App) -> String {
-    let mut parts = vec![format!("{} {}", app.url, if app.connected { "connected" } else { "reconnecting…" })];
+    status_parts(app).iter().map(|(_, part)| part.as_str()).collect::<Vec<_>>().join(" · ")
+}
+
+/// The status line in `width` columns: the parts that matter most while working (whether the daemon is there, the
+/// run's state, the mode, the model) come first and stay; the ones after them are left out, whole, when they do
+/// not fit, and a session title is cut (with `…`) rather than dropped. Never cut in the middle of a word the way a
+/// too-long line is.
+pub fn status_line_within(app: &App, width: usize) -> String {
+    let mut shown = String::new();
+    for (kind, part) in status_parts(app) {
+        let separator = if shown.is_empty() { "" } else { " · " };
+        let room = width.saturating_sub(shown.chars().count() + separator.chars().count());
+        let length = part.chars().count();
+        if length <= room {
+            shown.push_str(separator);
+            shown.push_str(&part);
+        } else if kind == Part::Session && room > 12 {
+            let cut: String = part.chars().take(room - 1).collect();
+            shown.push_str(separator);
+            shown.push_str(&cut);
+            shown.push('…');
+        }
+    }
+    shown
+}
+
+/// What a part of the status line says, for [`status_line_within`]'s choice of what to cut.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Daemon,
+    Run,
+    Mode,
+    Selection,
+    Session,
+    Tokens,
+    Notice,
+}
+
+/// The parts of the status line, most needed first.
+fn status_parts(app: &App) -> Vec<(Part, String)> {
+    let mut parts = Vec::new();
+    // A daemon away is the first thing to know; one that is there is said last.
+    if !app.connected {
+        parts.push((Part::Daemon, format!("{} reconnecting…", app.url)));
+    }
     if let Some(session) = &app.session {
-        let title = session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
-        parts.push(format!("{} {title}", short_id(&session.session_id)));
-        parts.push(match &app.active_run {
-            Some(run) if app.pending_approval().is_some() => format!("{} awaiting approval", short_id(run)),
-            Some(run) => format!("{} running", short_id(run)),
-            None => "idle".to_owned(),
-        });
+        parts.push((
+            Part::Run,
+            match &app.active_run {
+                Some(run) if app.pending_approval().is_some() => format!("{} awaiting approval", short_id(run)),
+                Some(run) => format!("{} running", short_id(run)),
+                None => "idle".to_owned(),
+            },
+        ));
         // The tree's mode as the daemon reports it (`session.tree`); unknown until it has (or from a daemon that
         // does not).
-        parts.push(format!("mode {}", app.mode.map(mode_name).unwrap_or("unknown")));
+        parts.push((Part::Mode, format!("mode {}", app.mode.map(mode_name).unwrap_or("unknown"))));
         // Picked, else the session's last, else its creation selection. (The agent's chain is applied by
         // `selection::decide` when the run starts.)
         let selection = app.picked.as_ref().or(app.last_selection.as_ref()).unwrap_or(&session.creation_selection);
-        parts.push(clean(&format!("{}/{}", selection.agent, selection.model.model)));
-        parts.push(format!("{}↑{}↓", app.tokens.0, app.tokens.1));
+        parts.push((Part::Selection, clean(&format!("{}/{}", selection.agent, selection.model.model))));
+        let title = session.title.as_deref().map(clean).unwrap_or_else(|| "(untitled)".to_owned());
+        parts.push((Part::Session, format!("{} {title}", short_id(&session.session_id))));
+        parts.push((Part::Tokens, format!("{}↑{}↓", app.tokens.0, app.tokens.1)));
+    } else if let Some(picked) = &app.picked {
+        // On the picker: what a new session (n) starts on.
+        parts.push((Part::Selection, clean(&format!("new sessions: {}/{}", picked.agent, picked.model.model))));
     }
     // On the session screen the notice sits under the input line.
     if let Some(notice) = app.notice.as_ref().filter(|_| app.screen == Screen::Picker) {
-        parts.push(notice.clone());
+        parts.push((Part::Notice, notice.clone()));
     }
-    parts.join(" · ")
+    if app.connected {
+        parts.push((Part::Daemon, format!("{} connected", app.url)));
+    }
+    parts
 }
 
 pub fn mode_name(mode: troupe_protocol::types::session::PermissionMode) -> &'static str {

@@ -270,6 +270,9 @@ async fn exec_prints_the_answer_alone_and_its_exit_code_says_how_the_run_ended()
         stopped.stderr.contains("needs approval") && stopped.stderr.contains("--mode auto_approve_y"),
         "{stopped:?}"
     );
+    // What it asked, said once (not `run touch made-by-exec (shell)` and then `execute on touch made-by-exec`).
+    assert!(stopped.stderr.contains("it asked: shell: run touch made-by-exec\n"), "{stopped:?}");
+    assert_eq!(stopped.stderr.matches("touch made-by-exec").count(), 1, "{stopped:?}");
     assert!(!daemon.project_path().join("made-by-exec").exists());
     let listed = troupe(&daemon, &["sessions", "--json"]).await.ok();
     let sessions: Vec<Value> = serde_json::from_str(&listed).expect("JSON");
@@ -327,25 +330,25 @@ async fn a_closed_pipe_ends_sessions_and_watch_quietly() {
 #[tokio::test]
 async fn completions_and_the_man_page_come_from_the_command_line_itself() {
     let daemon = TestDaemon::start();
-    // The scripts call `troupe` back at each Tab (`COMPLETE=SHELL troupe -- …`).
+    // The scripts call `troupe` back at each Tab (`TROUPE_COMPLETE=SHELL troupe -- …`).
     let bash = troupe(&daemon, &["completions", "bash"]).await.ok();
-    assert!(bash.contains("_clap_complete_troupe") && bash.contains("COMPLETE=\"bash\""), "{bash}");
+    assert!(bash.contains("_clap_complete_troupe") && bash.contains("TROUPE_COMPLETE=\"bash\""), "{bash}");
     let zsh = troupe(&daemon, &["completions", "zsh"]).await.ok();
     assert!(zsh.starts_with("#compdef troupe"), "{zsh}");
     let fish = troupe(&daemon, &["completions", "fish"]).await.ok();
-    assert!(fish.contains("complete") && fish.contains("COMPLETE=fish"), "{fish}");
+    assert!(fish.contains("complete") && fish.contains("TROUPE_COMPLETE=fish"), "{fish}");
 
     // What a Tab offers (fish's format: one `value<TAB>help` a line): commands and flags, and what only the daemon
     // knows: session ids as their short prefix with the title, the modes, the agents and the models.
     let complete = |line: &'static [&'static str]| {
         let mut command = troupe_command(&daemon, &[&["--", "troupe"][..], line].concat());
-        command.env("COMPLETE", "fish");
+        command.env("TROUPE_COMPLETE", "fish");
         finish(command, WAIT)
     };
     let (client, _deliveries) = daemon.client().await;
     let session = daemon.create_session(&client).await.session_id;
     let mut command = troupe_command(&daemon, &["--", "troupe", "watch", &session[..4]]);
-    command.env("COMPLETE", "fish");
+    command.env("TROUPE_COMPLETE", "fish");
     let offered = finish(command, WAIT).await.ok();
     assert!(offered.starts_with(&format!("{}\t(untitled) (idle)", &session[..8])), "{offered}");
     let offered = complete(&["wat"]).await.ok();

@@ -105,7 +105,7 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.keys(&["Escape"]);
     tmux.wait_for("⊘ approval withdrawn").await;
     tmux.wait_for("left them alone").await;
-    let screen = tmux.wait_for(" idle ").await;
+    let screen = tmux.wait_for("idle · mode").await;
     assert!(!screen.contains("run cancelled"), "Esc withdrew the call, not the run: {screen}");
     assert!(!screen.contains("│ withdrawn"), "the withdrawn call never ran: {screen}");
 
@@ -118,9 +118,10 @@ async fn pick_run_approve_steer_and_cancel_in_a_real_terminal() {
     tmux.wait_for("steer queued").await;
     tmux.wait_for("you> also look at the docs").await;
     tmux.keys(&["C-c"]);
-    tmux.wait_for("cancelling; Ctrl-C again quits").await;
+    // "cancelling" lasts as long as the run does: once it is cancelled, what is left to say is the second Ctrl-C.
     let screen = tmux.wait_for("── run cancelled ──").await;
-    assert!(screen.contains(" idle "), "{screen}");
+    tmux.wait_for("Ctrl-C again quits").await;
+    assert!(screen.contains("idle · mode"), "{screen}");
     // The second Ctrl-C quits: the pane's command ends and tmux closes the session.
     tmux.keys(&["C-c"]);
     let quit = holds_within(SCREEN_WAIT, || !tmux.tmux(&["has-session", "-t", "tui"]).status.success()).await;
@@ -158,7 +159,7 @@ async fn a_daemon_restart_is_survived_and_the_session_resumes_from_its_cursor() 
     daemon.terminate();
     tmux.wait_for("reconnecting…").await;
     let _daemon = spawn_daemon(data_dir.path(), &format!("127.0.0.1:{port}"));
-    tmux.wait_for(" connected · ").await;
+    tmux.wait_for("/ws connected").await;
     // The mode is runtime-only: the new daemon starts the tree in the default, and the status line says so.
     tmux.wait_for("mode auto_approve · ").await;
     tmux.keys(&["-l", "second words"]);
