@@ -84,6 +84,8 @@ error_codes! {
     /// An attached file that is not an accepted type, not what its `mime_type` says, or past the bounds on
     /// attachments (`data.index` names it; `data.limit` gives a passed bound).
     InvalidAttachment = "invalid_attachment",
+    /// No stored attachment has this path (never stored, or removed from the data directory).
+    AttachmentNotFound = "attachment_not_found",
     /// No tool call of the session has this id (or its output is no longer kept).
     ToolCallNotFound = "tool_call_not_found",
 

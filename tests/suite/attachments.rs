@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use troupe_protocol::client::{Client, ClientError, Deliveries};
 use troupe_protocol::method;
-use troupe_protocol::types::attachment::InputAttachment;
+use troupe_protocol::types::attachment::{InputAttachment, SessionAttachmentParams};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::RunStartParams;
 use troupe_test_support::FakeServer;
@@ -115,6 +115,23 @@ async fn an_image_and_a_pdf_attached_with_the_cli_reach_the_openai_request_as_im
         let stored = std::fs::read(daemon.data_path().join(&file.path)).unwrap();
         assert_eq!(stored.len() as u64, file.size);
     }
+
+    // A client reads them back to show them.
+    let read = |path: &str| {
+        let params = SessionAttachmentParams { session_id: session_id.clone(), path: path.into() };
+        let watcher = watcher.clone();
+        async move { within("session.attachment", watcher.call::<method::SessionAttachment>(params)).await }
+    };
+    let image = read(&attachments[0].path).await.unwrap();
+    assert_eq!((image.mime_type.as_str(), image.size), ("image/png", PNG.len() as u64));
+    assert_eq!(STANDARD.decode(&image.data).unwrap(), PNG);
+    let (code, typed, _) = rpc_code(&read("artifacts/../config.toml").await.unwrap_err());
+    assert_eq!((code, typed.as_deref()), (-32602, Some("invalid_attachment")));
+    let (code, typed, data) = rpc_code(&read("artifacts/nothing.png").await.unwrap_err());
+    assert_eq!(
+        (code, typed.as_deref(), &data["path"]),
+        (-32000, Some("attachment_not_found"), &json!("artifacts/nothing.png"))
+    );
 }
 
 #[tokio::test]

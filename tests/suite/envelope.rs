@@ -143,6 +143,7 @@ async fn every_method_of_the_table_has_an_engine_handler() {
     examples["session.delete"] = session.clone();
     examples["session.diff"] = session.clone();
     examples["session.undo"] = session.clone();
+    examples["session.attachment"] = json!({"session_id": "s", "path": "artifacts/a.png"});
     examples["daemon.status"] = json!({});
     examples["console.login_code"] = json!({});
     examples["session.presence"] = session.clone();

@@ -6,6 +6,9 @@ use troupe_protocol::server::{ServerContext, ServerProtocol};
 use troupe_protocol::types::approval::{
     ApprovalListParams, ApprovalListResult, ApprovalRespondParams, ApprovalRespondResult,
 };
+use troupe_protocol::types::attachment::{
+    SessionAttachmentParams as AttachmentParams, SessionAttachmentResult as AttachmentResult,
+};
 use troupe_protocol::types::changes::{SessionDiffParams, SessionDiffResult, SessionUndoParams, SessionUndoResult};
 use troupe_protocol::types::common::{Empty, SessionIdParams};
 use troupe_protocol::types::daemon::{ConsoleLoginCodeResult, DaemonStatusResult};
@@ -356,6 +359,14 @@ impl ServerProtocol for Engine {
         params: SessionIdParams,
     ) -> Result<SessionDeleteResult, RpcError> {
         self.delete_session(params).await
+    }
+
+    async fn session_attachment(
+        &self,
+        _: &ServerContext,
+        params: AttachmentParams,
+    ) -> Result<AttachmentResult, RpcError> {
+        self.read_attachment(params).await
     }
 
     async fn session_diff(&self, _: &ServerContext, params: SessionDiffParams) -> Result<SessionDiffResult, RpcError> {

@@ -46,6 +46,26 @@ pub struct AttachedFile {
     pub size: u64,
 }
 
+/// `session.attachment` params: a file a session's input attached, by the `path` its event names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionAttachmentParams {
+    pub session_id: String,
+    /// `artifacts/<name>`, as an `attachments` entry (or a tool's file part) names it.
+    pub path: String,
+}
+
+/// `session.attachment` result: the stored file's bytes, for a client to show (an image's thumbnail).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionAttachmentResult {
+    pub path: String,
+    /// What the bytes are (by their signature); `application/octet-stream` when none of the attachable types.
+    pub mime_type: String,
+    pub size: u64,
+    /// The bytes, base64.
+    pub data: String,
+}
+
 /// The kinds of file an input may attach, known by their first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AttachmentType {
