@@ -465,7 +465,12 @@ function build() {
   });
   const header = createHeader({ rename, setMode, openParent: openSession });
   const approvals = createApprovals({ respond, focusPrompt: () => views.composer.focus() });
-  const transcript = createTranscript({ stdin: sendStdin, open: openSession, who: (answeredBy) => answeredByWords(answeredBy, app.myConnections, app.clientNames) });
+  const transcript = createTranscript({
+    stdin: sendStdin,
+    open: openSession,
+    who: (answeredBy) => answeredByWords(answeredBy, app.myConnections, app.clientNames),
+    attachment: (path) => conn.call('session.attachment', { session_id: app.state?.sessionId, path }),
+  });
   const composer = createComposer({ send: sendPrompt, recall: recallSteer, cancel: cancelRun });
   const pickers = createPickers({ pick });
   const noticeEl = h('p', { class: 'notice', role: 'alert', hidden: true });
