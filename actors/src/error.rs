@@ -133,6 +133,8 @@ pub enum EngineError {
     InvalidAttachment(troupe_runtime::input_files::AttachmentError),
     #[error("{0}")]
     ReadAttachment(troupe_runtime::input_files::ReadAttachmentError),
+    #[error("{reason}")]
+    CwdPathUnusable { session_id: String, path: String, reason: String },
     /// A run's input or a steering input that is empty or only whitespace.
     #[error("{what} is empty")]
     EmptyInput { what: &'static str },

@@ -251,3 +251,46 @@ async fn a_model_configured_without_attachments_gets_a_note_and_a_restarted_daem
     let first_user = &body["messages"][1];
     assert_eq!(first_user["content"][1]["image_url"]["url"], format!("data:image/png;base64,{}", STANDARD.encode(PNG)));
 }
+
+#[tokio::test]
+async fn the_session_folder_is_listed_for_completion_and_its_images_read_to_attach_but_nothing_outside() {
+    use troupe_protocol::types::attachment::{FileEntryKind, SessionFileParams, SessionFilesParams};
+    let daemon = TestDaemon::start();
+    let (client, _) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    let project = daemon.project_path();
+    std::fs::create_dir_all(project.join("docs")).unwrap();
+    std::fs::write(project.join("docs/shot.png"), PNG).unwrap();
+    std::fs::write(project.join("notes.txt"), "text").unwrap();
+    let files = |dir: &str| {
+        let params = SessionFilesParams { session_id: session.session_id.clone(), dir: dir.into() };
+        let client = client.clone();
+        async move { within("session.files", client.call::<method::SessionFiles>(params)).await }
+    };
+    let file = |path: &str| {
+        let params = SessionFileParams { session_id: session.session_id.clone(), path: path.into() };
+        let client = client.clone();
+        async move { within("session.file", client.call::<method::SessionFile>(params)).await }
+    };
+    let top = files("").await.unwrap();
+    let names: Vec<(&str, FileEntryKind)> = top.entries.iter().map(|entry| (entry.name.as_str(), entry.kind)).collect();
+    assert_eq!(names, [("docs", FileEntryKind::Dir), ("notes.txt", FileEntryKind::File)]);
+    assert!(!top.truncated);
+    assert_eq!(files("docs").await.unwrap().entries[0].name, "shot.png");
+
+    let read = file("docs/shot.png").await.unwrap();
+    assert_eq!((read.attachment.name.as_str(), read.attachment.mime_type.as_str()), ("shot.png", "image/png"));
+    assert_eq!(STANDARD.decode(&read.attachment.data).unwrap(), PNG);
+
+    let (code, typed, data) = rpc_code(&file("notes.txt").await.unwrap_err());
+    assert_eq!((code, typed.as_deref()), (-32602, Some("invalid_attachment")));
+    assert!(data["detail"].as_str().unwrap().contains("the accepted types are image/png"), "{data}");
+    for outside in ["../", "/etc"] {
+        let (code, typed, data) = rpc_code(&files(outside).await.unwrap_err());
+        assert_eq!((code, typed.as_deref()), (-32000, Some("cwd_path_unusable")), "{outside}: {data}");
+    }
+    let (_, typed, _) = rpc_code(&file("../x.png").await.unwrap_err());
+    assert_eq!(typed.as_deref(), Some("cwd_path_unusable"));
+    let (_, typed, _) = rpc_code(&file("missing.png").await.unwrap_err());
+    assert_eq!(typed.as_deref(), Some("cwd_path_unusable"));
+}

@@ -198,6 +198,11 @@ impl From<EngineError> for RpcError {
                     ),
                 }
             }
+            EngineError::CwdPathUnusable { session_id, path, .. } => RpcError::engine(
+                ErrorCode::CwdPathUnusable,
+                &detail,
+                &[session(session_id), ("path", Value::String(path.clone()))],
+            ),
             EngineError::EmptyInput { .. } => RpcError::invalid_params_typed(ErrorCode::InvalidInput, &detail, &[]),
             EngineError::EmptyObjective => RpcError::invalid_params_typed(ErrorCode::InvalidObjective, &detail, &[]),
             EngineError::ConsoleLoginCodeNeedsToken => {

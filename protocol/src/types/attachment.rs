@@ -66,6 +66,58 @@ pub struct SessionAttachmentResult {
     pub data: String,
 }
 
+/// `session.files` params: a folder of the session's cwd, for completing `@path` in a composer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFilesParams {
+    pub session_id: String,
+    /// Relative to the session's cwd; omitted or empty for the cwd itself.
+    #[serde(default)]
+    pub dir: String,
+}
+
+/// What a folder entry is: its own type (a symbolic link is not followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FileEntryKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FileEntry {
+    pub name: String,
+    pub kind: FileEntryKind,
+}
+
+/// `session.files` result: the folder's entries sorted by name, at most 1,000.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionFilesResult {
+    pub dir: String,
+    pub entries: Vec<FileEntry>,
+    /// True when the folder has more entries than were listed.
+    pub truncated: bool,
+}
+
+/// `session.file` params: an image or a PDF of the session's cwd, read to attach it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFileParams {
+    pub session_id: String,
+    /// Relative to the session's cwd.
+    pub path: String,
+}
+
+/// `session.file` result: the file as an attachment (`name` is its file name), ready for `run.start`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionFileResult {
+    pub path: String,
+    pub size: u64,
+    pub attachment: InputAttachment,
+}
+
 /// The kinds of file an input may attach, known by their first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AttachmentType {
