@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { cspViolations, entry, openScriptedSession, screenshot, send, waitForEntry, waitForRunEnd, waitUntil, withConsole } from './harness.mjs';
 
@@ -73,6 +73,40 @@ test('attach, paste and drop images and PDFs; the transcript shows them', async 
     const started = log.trim().split('\n').map((line) => JSON.parse(line)).find((event) => event.payload?.type === 'run_started');
     assert.deepEqual(started.payload.attachments.map((file) => [file.name, file.mime_type, file.size]), [['screen.png', 'image/png', PNG.length], ['spec.pdf', 'application/pdf', PDF.length]]);
     assert.deepEqual(readFileSync(path.join(daemon.dataDir, started.payload.attachments[0].path)), PNG);
+    assert.deepEqual(cspViolations(page), []);
+  });
+});
+
+test('@path completes in the session folder: a folder continues, an image is attached, a text file is inserted', async () => {
+  await withConsole({ name: 'attachments-path', script: SCRIPT }, async ({ daemon, open }) => {
+    mkdirSync(path.join(daemon.project, 'docs'));
+    writeFileSync(path.join(daemon.project, 'docs', 'arch.png'), PNG);
+    writeFileSync(path.join(daemon.project, 'notes.txt'), 'plain');
+    const sessionId = await daemon.createSession();
+    const { page } = await openScriptedSession(daemon, open, sessionId);
+    const prompt = page.getByTestId('prompt-input');
+    const offers = () => page.getByTestId('path-offer').allTextContents();
+
+    await prompt.click();
+    await prompt.pressSequentially('explain @do');
+    await waitUntil('the folder offered', async () => (await offers()).join() === 'docs/');
+    await screenshot(page, 'path-completion');
+    await prompt.press('Tab');
+    await waitUntil('the folder entered and its files offered', async () => (await prompt.inputValue()) === 'explain @docs/' && (await offers()).join() === 'arch.png');
+    await prompt.press('Enter');
+    await waitUntil('the image attached as a chip', async () => (await chipNames(page)).join() === 'arch.png');
+    assert.equal(await prompt.inputValue(), 'explain ', 'the @word goes once the file is attached');
+
+    await prompt.pressSequentially('and @no');
+    await waitUntil('the text file offered', async () => (await offers()).join() === 'notes.txt');
+    await page.getByTestId('path-offer').first().click();
+    await waitUntil('its path inserted as text', async () => (await prompt.inputValue()) === 'explain and notes.txt');
+    assert.equal(await page.getByTestId('path-completions').isHidden(), true);
+
+    await page.getByTestId('send').click();
+    await waitForEntry(page, 'assistant', 'I looked at your files.');
+    const user = entry(page, 'user', 'explain and notes.txt').first();
+    await waitUntil('the attached image shown', () => user.getByTestId('attached-thumb').evaluate((img) => img.complete && img.naturalWidth === 1));
     assert.deepEqual(cspViolations(page), []);
   });
 });

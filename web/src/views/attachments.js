@@ -83,10 +83,20 @@ export function createPendingAttachments(onError) {
     draw();
   }
 
+  /** An attachment the daemon read (`session.file`): `{name, mime_type, data}`. */
+  function addEncoded(attachment) {
+    const size = Math.floor((attachment.data.length * 3) / 4) - (attachment.data.match(/=*$/)[0].length);
+    const problem = refusal(pending, attachment.mime_type, size);
+    if (problem) return onError(`${attachment.name}: ${problem}`);
+    pending.push({ name: attachment.name, type: attachment.mime_type, size, data: attachment.data });
+    draw();
+  }
+
   draw();
   return {
     el,
     add,
+    addEncoded,
     count: () => pending.length,
     take: () => pending.map((file) => ({ name: file.name, mime_type: file.type, data: file.data })),
     clear: () => {

@@ -3,12 +3,22 @@
 // attached with the attach button, by pasting, or by dropping them on the composer (`attachments.js`).
 import { h } from '../dom.js';
 import { ACCEPTED_TYPES, createPendingAttachments } from './attachments.js';
+import { createPathCompletion } from './path_complete.js';
 
-/** `actions`: `send(text, attachments)` → Promise, `recall()` → Promise<text|null>, `cancel()` → Promise. */
+/**
+ * `actions`: `send(text, attachments)` → Promise, `recall()` → Promise<text|null>, `cancel()` → Promise,
+ * `listFiles(dir)` and `readFile(path)` (the session folder, for `@path`).
+ */
 export function createComposer(actions) {
-  const prompt = h('textarea', { id: 'prompt-input', 'data-testid': 'prompt-input', rows: '3', placeholder: 'Ask, or steer the running agent…  (Ctrl+Enter sends; paste or drop images and PDFs)', spellcheck: 'true' });
+  const prompt = h('textarea', { id: 'prompt-input', 'data-testid': 'prompt-input', rows: '3', placeholder: 'Ask, or steer the running agent…  (Ctrl+Enter sends; @ completes a path; paste or drop images and PDFs)', spellcheck: 'true' });
   const files = createPendingAttachments((text) => showError(text));
   const picker = h('input', { type: 'file', multiple: true, accept: ACCEPTED_TYPES.join(','), class: 'visually-hidden', 'data-testid': 'attach-input', tabindex: '-1', 'aria-hidden': 'true' });
+  const completion = createPathCompletion(prompt, {
+    listFiles: actions.listFiles,
+    readFile: actions.readFile,
+    attach: (attachment) => files.addEncoded(attachment),
+    onError: (text) => showError(text),
+  });
   const attach = h('button', { type: 'button', class: 'secondary', 'data-testid': 'attach', title: 'Attach images or PDFs' }, 'Attach');
   const send = h('button', { type: 'submit', class: 'primary', 'data-testid': 'send' }, 'Send');
   const recall = h('button', { type: 'button', class: 'secondary', 'data-testid': 'recall', disabled: true, title: 'Take back the newest queued steer' }, 'Recall');
@@ -19,6 +29,7 @@ export function createComposer(actions) {
     { class: 'composer', 'aria-label': 'Prompt' },
     h('label', { for: 'prompt-input', class: 'visually-hidden' }, 'Prompt'),
     files.el,
+    completion.el,
     prompt,
     picker,
     h('div', { class: 'composer-actions' }, status, attach, recall, cancel, send),
