@@ -10,6 +10,7 @@
 //! - [`view`]: drawing; [`ansi`]: tool output's colours into styles; [`conn`]: the calls to the daemon.
 
 pub mod ansi;
+pub mod at_path;
 pub mod conn;
 pub mod keys;
 pub mod state;
