@@ -294,3 +294,55 @@ async fn the_session_folder_is_listed_for_completion_and_its_images_read_to_atta
     let (_, typed, _) = rpc_code(&file("missing.png").await.unwrap_err());
     assert_eq!(typed.as_deref(), Some("cwd_path_unusable"));
 }
+
+#[tokio::test]
+async fn a_steer_attaches_an_image_that_reaches_the_next_request_after_the_boundary() {
+    use troupe_protocol::types::run::RunSteerParams;
+    use troupe_protocol::types::session::PermissionMode;
+    use troupe_test_support::replies::openai_tool_call;
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-test"]),
+        openai_tool_call("shell", json!({"command": "while [ ! -e release ]; do sleep 0.05; done"})),
+        openai_text("seen it"),
+    ])
+    .await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("k")).await.unwrap();
+    let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let run_id =
+        within("run.start", client.call::<method::RunStart>(start_params(&session.session_id, "c1", Vec::new())))
+            .await
+            .unwrap()
+            .run_id;
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ToolCallStarted { .. })).await;
+    let steer = RunSteerParams {
+        run_id: run_id.clone(),
+        input: "and this one".into(),
+        attachments: vec![attachment("later.png", "image/png", PNG)],
+    };
+    assert!(within("run.steer", client.call::<method::RunSteer>(steer)).await.unwrap().accepted);
+    let admitted =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::UserInputAdmitted { .. })).await;
+    let EventPayload::UserInputAdmitted { attachments, .. } = &admitted.last().unwrap().payload else { unreachable!() };
+    assert_eq!(attachments[0].name, "later.png");
+    std::fs::write(daemon.project_path().join("release"), "").unwrap();
+    let events =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{events:?}");
+    let submitted = events.iter().find_map(|event| match &event.payload {
+        EventPayload::UserInputSubmitted { attachments, .. } => Some(attachments.clone()),
+        _ => None,
+    });
+    assert_eq!(submitted.unwrap()[0].name, "later.png");
+    let content = &last_user_contents(&vendor)[1];
+    assert_eq!(
+        *content,
+        json!([
+            {"type": "text", "text": "and this one"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", STANDARD.encode(PNG))}},
+        ])
+    );
+}
