@@ -383,7 +383,7 @@ fn describe_owner(owner: &ProducerOwner) -> String {
 }
 
 /// ` [attached: shot.png (image/png, 12 KB), spec.pdf (application/pdf, 2 MB)]`, or nothing.
-fn attached(files: &[troupe_protocol::types::attachment::AttachedFile]) -> String {
+pub fn attached(files: &[troupe_protocol::types::attachment::AttachedFile]) -> String {
     if files.is_empty() {
         return String::new();
     }

@@ -12,6 +12,7 @@
 
 mod admin;
 mod approvals;
+mod attachments;
 mod changes;
 mod compaction;
 mod dispatch;

@@ -131,6 +131,10 @@ pub enum EngineError {
     /// A run's or a steer's attachments that are too many, too large, or not what they say they are.
     #[error("{0}")]
     InvalidAttachment(troupe_runtime::input_files::AttachmentError),
+    #[error("{0}")]
+    ReadAttachment(troupe_runtime::input_files::ReadAttachmentError),
+    #[error("{reason}")]
+    CwdPathUnusable { session_id: String, path: String, reason: String },
     /// A run's input or a steering input that is empty or only whitespace.
     #[error("{what} is empty")]
     EmptyInput { what: &'static str },

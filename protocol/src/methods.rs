@@ -8,6 +8,7 @@
 
 use crate::jsonrpc::{Method, Notification};
 use crate::types::approval::*;
+use crate::types::attachment::*;
 use crate::types::changes::*;
 use crate::types::common::*;
 use crate::types::daemon::*;
@@ -245,6 +246,12 @@ protocol_methods! {
     SessionDiff, session_diff, "session.diff", SessionDiffParams => SessionDiffResult;
     /// troupe extension: put back the files a run changed as they were before it.
     SessionUndo, session_undo, "session.undo", SessionUndoParams => SessionUndoResult;
+    /// troupe extension: the bytes of a file an input attached (`attachments[].path`), to show it.
+    SessionAttachment, session_attachment, "session.attachment", SessionAttachmentParams => SessionAttachmentResult;
+    /// troupe extension: a folder of the session's cwd, for completing `@path`.
+    SessionFiles, session_files, "session.files", SessionFilesParams => SessionFilesResult;
+    /// troupe extension: an image or a PDF of the session's cwd, read to attach it.
+    SessionFile, session_file, "session.file", SessionFileParams => SessionFileResult;
     /// troupe extension: what the daemon is doing now (uptime, connections, sessions, runs, approvals).
     DaemonStatus, daemon_status, "daemon.status", Empty => DaemonStatusResult;
     /// troupe extension: a one-time sign-in code for the web console (`troupe open`), short-lived and single use.

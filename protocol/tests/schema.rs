@@ -95,12 +95,15 @@ const REFERENCE_METHODS: [&str; 32] = [
 
 /// Methods troupe offers beyond the reference's table (documented in `docs/protocol.md`). The `tool_output.*`
 /// methods and `tools.list` are troupe's shape of protocol 18's features, which the reference names without a method table.
-const EXTENSION_METHODS: [&str; 13] = [
+const EXTENSION_METHODS: [&str; 16] = [
     "session.tree_usage",
     "session.archive",
     "session.delete",
     "session.diff",
     "session.undo",
+    "session.attachment",
+    "session.files",
+    "session.file",
     "daemon.status",
     "console.login_code",
     "session.presence",

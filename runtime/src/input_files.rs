@@ -158,6 +158,25 @@ pub fn store_attachments(
     Ok(stored)
 }
 
+/// Why a stored attachment cannot be read back.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadAttachmentError {
+    #[error("`{path}` is not an attachment's path: {reason}")]
+    BadPath { path: String, reason: troupe_protocol::types::run::FileReferenceError },
+    #[error("no stored attachment `{path}`: {reason}")]
+    NotFound { path: String, reason: String },
+}
+
+/// The bytes of a stored artifact (`artifacts/<name>`), read without following a symlink and bounded as a run
+/// reads them. Blocking: call it on a blocking thread.
+pub fn read_stored_attachment(data_dir: &Path, path: &str) -> Result<Vec<u8>, ReadAttachmentError> {
+    crate::blocking::assert_may_block();
+    let name = troupe_protocol::types::run::artifact_name(path)
+        .map_err(|reason| ReadAttachmentError::BadPath { path: path.to_owned(), reason })?;
+    crate::model::attachments::read_artifact(&data_dir.join(ARTIFACTS_DIR).join(name))
+        .map_err(|reason| ReadAttachmentError::NotFound { path: path.to_owned(), reason })
+}
+
 /// Creates the artifacts directory (private) when it is missing, its creation made durable.
 fn ensure_dir(dir: &Path) -> Result<(), RuntimeError> {
     use std::os::unix::fs::DirBuilderExt;
@@ -225,5 +244,14 @@ mod tests {
         assert_eq!(store_attachments(data_dir.path(), checked).unwrap(), stored);
         assert_eq!(std::fs::read_dir(data_dir.path().join(ARTIFACTS_DIR)).unwrap().count(), 1);
         crate::model::attachments::check_artifact(data_dir.path(), &stored[0].path).unwrap();
+        assert_eq!(read_stored_attachment(data_dir.path(), &stored[0].path).unwrap(), PNG);
+        assert!(matches!(
+            read_stored_attachment(data_dir.path(), "artifacts/../config.toml"),
+            Err(ReadAttachmentError::BadPath { .. })
+        ));
+        assert!(matches!(
+            read_stored_attachment(data_dir.path(), "artifacts/missing.png"),
+            Err(ReadAttachmentError::NotFound { .. })
+        ));
     }
 }

@@ -4,6 +4,7 @@
 
 use troupe_protocol::client::ClientProtocol;
 use troupe_protocol::types::approval::{ApprovalFeedback, ApprovalRespondParams};
+use troupe_protocol::types::attachment::InputAttachment;
 use troupe_protocol::types::common::{Empty, ModelSelection, RunSelection, SessionIdParams};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::{RunIdParams, RunStartParams, RunSteerParams, RunToolStdinParams};
@@ -65,6 +66,36 @@ pub async fn follow_child<C: ClientProtocol>(client: &C, followed: &mut Vec<Stri
     }
 }
 
+/// Starts a run with `input` when the session is idle, else steers the active one.
+async fn submit<C: ClientProtocol>(
+    client: &C,
+    app: &mut App,
+    input: String,
+    attachments: Vec<InputAttachment>,
+) -> anyhow::Result<()> {
+    match app.active_run.clone() {
+        Some(run_id) => {
+            let accepted = client.run_steer(RunSteerParams { run_id, input, attachments }).await?.accepted;
+            app.notice_for_run(if accepted { "steer queued" } else { "the run did not take the steer" });
+        }
+        None => {
+            let Some(session) = app.session.clone() else { return Ok(()) };
+            let selection = selection_for_run(client, app).await?;
+            let params = RunStartParams {
+                session_id: session.session_id,
+                client_run_id: new_id(),
+                selection,
+                input,
+                reset_fallback: false,
+                attachments,
+            };
+            let run_id = client.run_start(params).await?.run_id;
+            app.active_run.get_or_insert(run_id);
+        }
+    }
+    Ok(())
+}
+
 /// Carries out one action; a failure becomes the status line's notice.
 pub async fn perform<C: ClientProtocol>(
     client: &C,
@@ -92,27 +123,18 @@ pub async fn perform<C: ClientProtocol>(
             app.screen = super::state::Screen::Picker;
             refresh(client, app).await?;
         }
-        Action::Submit(input) => match app.active_run.clone() {
-            Some(run_id) => {
-                let accepted =
-                    client.run_steer(RunSteerParams { run_id, input, attachments: Vec::new() }).await?.accepted;
-                app.notice_for_run(if accepted { "steer queued" } else { "the run did not take the steer" });
-            }
-            None => {
-                let Some(session) = app.session.clone() else { return Ok(()) };
-                let selection = selection_for_run(client, app).await?;
-                let params = RunStartParams {
-                    session_id: session.session_id,
-                    client_run_id: new_id(),
-                    selection,
-                    input,
-                    reset_fallback: false,
-                    attachments: Vec::new(),
-                };
-                let run_id = client.run_start(params).await?.run_id;
-                app.active_run.get_or_insert(run_id);
-            }
-        },
+        Action::CompletePath => {
+            let Some(session) = app.session.clone() else { return Ok(()) };
+            let mut line = std::mem::take(&mut app.input);
+            let completed = super::at_path::complete(client, &session.session_id, &mut line).await;
+            app.input = line;
+            app.notice = completed?;
+        }
+        Action::Submit(line) => {
+            let Some(session) = app.session.clone() else { return Ok(()) };
+            let (input, attachments) = super::at_path::take_attachments(client, &session.session_id, &line).await?;
+            submit(client, app, input, attachments).await?;
+        }
         Action::RecallSteer => {
             let Some(run_id) = app.active_run.clone() else { return Ok(()) };
             match client.run_recall_steer(RunIdParams { run_id }).await?.recalled {

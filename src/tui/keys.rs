@@ -24,6 +24,8 @@ pub enum Action {
     CycleMode,
     LoadChoices,
     BackToPicker,
+    /// Tab on a line ending with `@word`: complete it from the session's folder.
+    CompletePath,
 }
 
 /// Handles one key; returns what to send to the daemon, if anything.
@@ -151,6 +153,7 @@ fn session_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Char('o') if ctrl => return Some(Action::CycleMode),
         KeyCode::Char('p') if ctrl => return Some(Action::LoadChoices),
         KeyCode::Char('t') if ctrl => app.show_reasoning = !app.show_reasoning,
+        KeyCode::Tab if app.input_mode == InputMode::Prompt => return Some(Action::CompletePath),
         KeyCode::Backspace => {
             app.input.pop();
         }

@@ -11,6 +11,7 @@
 //!   [`conn`]: the calls to the daemon.
 
 pub mod ansi;
+pub mod at_path;
 pub mod conn;
 pub mod keys;
 pub mod markdown;

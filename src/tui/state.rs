@@ -253,7 +253,7 @@ impl App {
                     session.title = title.clone();
                 }
             }
-            EventPayload::RunStarted { input, selection, .. } => {
+            EventPayload::RunStarted { input, selection, attachments, .. } => {
                 self.active_run = event.run_id.clone();
                 // What was asked for: a sticky fallback is noted below, never taken as the session's model.
                 self.last_selection = payload.requested_selection();
@@ -262,9 +262,11 @@ impl App {
                 if let Some(sticky) = crate::event_words::sticky_start(payload) {
                     self.entries.push(Entry::ModelSwitch(clean(&sticky)));
                 }
-                self.entries.push(Entry::User(clean(input)));
+                self.entries.push(Entry::User(clean(&format!("{input}{}", crate::event_words::attached(attachments)))));
             }
-            EventPayload::UserInputAdmitted { input, .. } => self.entries.push(Entry::User(clean(input))),
+            EventPayload::UserInputAdmitted { input, attachments, .. } => {
+                self.entries.push(Entry::User(clean(&format!("{input}{}", crate::event_words::attached(attachments)))))
+            }
             EventPayload::UserInputRecalled { input, .. } => {
                 let text = clean(input);
                 if let Some(entry) =

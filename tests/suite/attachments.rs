@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use troupe_protocol::client::{Client, ClientError, Deliveries};
 use troupe_protocol::method;
-use troupe_protocol::types::attachment::InputAttachment;
+use troupe_protocol::types::attachment::{InputAttachment, SessionAttachmentParams};
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::RunStartParams;
 use troupe_test_support::FakeServer;
@@ -115,6 +115,23 @@ async fn an_image_and_a_pdf_attached_with_the_cli_reach_the_openai_request_as_im
         let stored = std::fs::read(daemon.data_path().join(&file.path)).unwrap();
         assert_eq!(stored.len() as u64, file.size);
     }
+
+    // A client reads them back to show them.
+    let read = |path: &str| {
+        let params = SessionAttachmentParams { session_id: session_id.clone(), path: path.into() };
+        let watcher = watcher.clone();
+        async move { within("session.attachment", watcher.call::<method::SessionAttachment>(params)).await }
+    };
+    let image = read(&attachments[0].path).await.unwrap();
+    assert_eq!((image.mime_type.as_str(), image.size), ("image/png", PNG.len() as u64));
+    assert_eq!(STANDARD.decode(&image.data).unwrap(), PNG);
+    let (code, typed, _) = rpc_code(&read("artifacts/../config.toml").await.unwrap_err());
+    assert_eq!((code, typed.as_deref()), (-32602, Some("invalid_attachment")));
+    let (code, typed, data) = rpc_code(&read("artifacts/nothing.png").await.unwrap_err());
+    assert_eq!(
+        (code, typed.as_deref(), &data["path"]),
+        (-32000, Some("attachment_not_found"), &json!("artifacts/nothing.png"))
+    );
 }
 
 #[tokio::test]
@@ -233,4 +250,99 @@ async fn a_model_configured_without_attachments_gets_a_note_and_a_restarted_daem
     .await;
     let first_user = &body["messages"][1];
     assert_eq!(first_user["content"][1]["image_url"]["url"], format!("data:image/png;base64,{}", STANDARD.encode(PNG)));
+}
+
+#[tokio::test]
+async fn the_session_folder_is_listed_for_completion_and_its_images_read_to_attach_but_nothing_outside() {
+    use troupe_protocol::types::attachment::{FileEntryKind, SessionFileParams, SessionFilesParams};
+    let daemon = TestDaemon::start();
+    let (client, _) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    let project = daemon.project_path();
+    std::fs::create_dir_all(project.join("docs")).unwrap();
+    std::fs::write(project.join("docs/shot.png"), PNG).unwrap();
+    std::fs::write(project.join("notes.txt"), "text").unwrap();
+    let files = |dir: &str| {
+        let params = SessionFilesParams { session_id: session.session_id.clone(), dir: dir.into() };
+        let client = client.clone();
+        async move { within("session.files", client.call::<method::SessionFiles>(params)).await }
+    };
+    let file = |path: &str| {
+        let params = SessionFileParams { session_id: session.session_id.clone(), path: path.into() };
+        let client = client.clone();
+        async move { within("session.file", client.call::<method::SessionFile>(params)).await }
+    };
+    let top = files("").await.unwrap();
+    let names: Vec<(&str, FileEntryKind)> = top.entries.iter().map(|entry| (entry.name.as_str(), entry.kind)).collect();
+    assert_eq!(names, [("docs", FileEntryKind::Dir), ("notes.txt", FileEntryKind::File)]);
+    assert!(!top.truncated);
+    assert_eq!(files("docs").await.unwrap().entries[0].name, "shot.png");
+
+    let read = file("docs/shot.png").await.unwrap();
+    assert_eq!((read.attachment.name.as_str(), read.attachment.mime_type.as_str()), ("shot.png", "image/png"));
+    assert_eq!(STANDARD.decode(&read.attachment.data).unwrap(), PNG);
+
+    let (code, typed, data) = rpc_code(&file("notes.txt").await.unwrap_err());
+    assert_eq!((code, typed.as_deref()), (-32602, Some("invalid_attachment")));
+    assert!(data["detail"].as_str().unwrap().contains("the accepted types are image/png"), "{data}");
+    for outside in ["../", "/etc"] {
+        let (code, typed, data) = rpc_code(&files(outside).await.unwrap_err());
+        assert_eq!((code, typed.as_deref()), (-32000, Some("cwd_path_unusable")), "{outside}: {data}");
+    }
+    let (_, typed, _) = rpc_code(&file("../x.png").await.unwrap_err());
+    assert_eq!(typed.as_deref(), Some("cwd_path_unusable"));
+    let (_, typed, _) = rpc_code(&file("missing.png").await.unwrap_err());
+    assert_eq!(typed.as_deref(), Some("cwd_path_unusable"));
+}
+
+#[tokio::test]
+async fn a_steer_attaches_an_image_that_reaches_the_next_request_after_the_boundary() {
+    use troupe_protocol::types::run::RunSteerParams;
+    use troupe_protocol::types::session::PermissionMode;
+    use troupe_test_support::replies::openai_tool_call;
+    let vendor = FakeServer::start(vec![
+        models_list(&["gpt-test"]),
+        openai_tool_call("shell", json!({"command": "while [ ! -e release ]; do sleep 0.05; done"})),
+        openai_text("seen it"),
+    ])
+    .await;
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("k")).await.unwrap();
+    let session = daemon.create_session(&client).await;
+    set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
+    client.subscribe(&session.session_id, None).await.unwrap();
+    let run_id =
+        within("run.start", client.call::<method::RunStart>(start_params(&session.session_id, "c1", Vec::new())))
+            .await
+            .unwrap()
+            .run_id;
+    events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ToolCallStarted { .. })).await;
+    let steer = RunSteerParams {
+        run_id: run_id.clone(),
+        input: "and this one".into(),
+        attachments: vec![attachment("later.png", "image/png", PNG)],
+    };
+    assert!(within("run.steer", client.call::<method::RunSteer>(steer)).await.unwrap().accepted);
+    let admitted =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::UserInputAdmitted { .. })).await;
+    let EventPayload::UserInputAdmitted { attachments, .. } = &admitted.last().unwrap().payload else { unreachable!() };
+    assert_eq!(attachments[0].name, "later.png");
+    std::fs::write(daemon.project_path().join("release"), "").unwrap();
+    let events =
+        events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event)).await;
+    assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{events:?}");
+    let submitted = events.iter().find_map(|event| match &event.payload {
+        EventPayload::UserInputSubmitted { attachments, .. } => Some(attachments.clone()),
+        _ => None,
+    });
+    assert_eq!(submitted.unwrap()[0].name, "later.png");
+    let content = &last_user_contents(&vendor)[1];
+    assert_eq!(
+        *content,
+        json!([
+            {"type": "text", "text": "and this one"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", STANDARD.encode(PNG))}},
+        ])
+    );
 }

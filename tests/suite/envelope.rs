@@ -143,6 +143,9 @@ async fn every_method_of_the_table_has_an_engine_handler() {
     examples["session.delete"] = session.clone();
     examples["session.diff"] = session.clone();
     examples["session.undo"] = session.clone();
+    examples["session.attachment"] = json!({"session_id": "s", "path": "artifacts/a.png"});
+    examples["session.files"] = json!({"session_id": "s", "dir": "src"});
+    examples["session.file"] = json!({"session_id": "s", "path": "a.png"});
     examples["daemon.status"] = json!({});
     examples["console.login_code"] = json!({});
     examples["session.presence"] = session.clone();

@@ -93,6 +93,7 @@ mod tool_output_named;
 mod tool_output_refs;
 mod tool_stdin_bounds;
 mod tui;
+mod tui_attach;
 mod tui_daily;
 mod undo;
 mod unix_socket;

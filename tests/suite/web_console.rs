@@ -173,6 +173,11 @@ fn browser_steer_recall() {
 }
 
 #[test]
+fn browser_attachments() {
+    browser_test("attachments");
+}
+
+#[test]
 fn browser_cancel() {
     browser_test("cancel");
 }

@@ -36,13 +36,15 @@ export function createActs(ctx) {
     }
   }
 
-  async function sendPrompt(text) {
+  /** `attachments`: `[{name, mime_type, data}]`, sent only when there are some (the reference's shape otherwise). */
+  async function sendPrompt(text, attachments = []) {
+    const files = attachments.length ? { attachments } : {};
     const state = app.state;
     if (!state) throw new Error('Open a session first.');
     const runId = activeRunId(state);
     if (runId) {
       try {
-        const result = await ctx.conn.call('run.steer', { run_id: runId, input: text });
+        const result = await ctx.conn.call('run.steer', { run_id: runId, input: text, ...files });
         if (result.accepted === false) throw new Error('The run did not take the steer.');
         return;
       } catch (error) {
@@ -54,7 +56,7 @@ export function createActs(ctx) {
     // The daemon starts a run on any model and fails it at its first request: say what to do before that.
     const advice = refusalAdvice(selection.model.model, app.snapshot);
     if (advice) throw new Error(advice);
-    await withModelAdvice(selection, () => ctx.conn.call('run.start', { session_id: state.sessionId, client_run_id: newKey('web'), selection, input: text }));
+    await withModelAdvice(selection, () => ctx.conn.call('run.start', { session_id: state.sessionId, client_run_id: newKey('web'), selection, input: text, ...files }));
   }
 
   async function recallSteer() {

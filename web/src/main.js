@@ -465,8 +465,19 @@ function build() {
   });
   const header = createHeader({ rename, setMode, openParent: openSession });
   const approvals = createApprovals({ respond, focusPrompt: () => views.composer.focus() });
-  const transcript = createTranscript({ stdin: sendStdin, open: openSession, who: (answeredBy) => answeredByWords(answeredBy, app.myConnections, app.clientNames) });
-  const composer = createComposer({ send: sendPrompt, recall: recallSteer, cancel: cancelRun });
+  const transcript = createTranscript({
+    stdin: sendStdin,
+    open: openSession,
+    who: (answeredBy) => answeredByWords(answeredBy, app.myConnections, app.clientNames),
+    attachment: (path) => conn.call('session.attachment', { session_id: app.state?.sessionId, path }),
+  });
+  const composer = createComposer({
+    send: sendPrompt,
+    recall: recallSteer,
+    cancel: cancelRun,
+    listFiles: (dir) => conn.call('session.files', { session_id: app.state?.sessionId, dir }),
+    readFile: (path) => conn.call('session.file', { session_id: app.state?.sessionId, path }),
+  });
   const pickers = createPickers({ pick });
   const noticeEl = h('p', { class: 'notice', role: 'alert', hidden: true });
   const welcome = h('div', { class: 'welcome' }, h('h1', null, 'troupe'), h('p', null, 'Pick a session on the left, or start a new one.'));

@@ -115,12 +115,12 @@ function applyEvent(state, event) {
       state.runningTools = [];
       state.pendingSteers = [];
       // One entry per event (data-seq is unique): the input here, the run's header at its first model attempt.
-      addEntry(state, `user-${seq}`, seq, 'user', { text: p.input ?? '', timestamp: event.timestamp, origin: event.origin ?? null });
+      addEntry(state, `user-${seq}`, seq, 'user', { text: p.input ?? '', attachments: p.attachments ?? [], timestamp: event.timestamp, origin: event.origin ?? null });
       break;
     }
     case 'user_input_admitted':
       state.pendingSteers.push(p.input_id);
-      addEntry(state, `steer-${p.input_id}`, seq, 'steer', { inputId: p.input_id, text: p.input, state: 'admitted' });
+      addEntry(state, `steer-${p.input_id}`, seq, 'steer', { inputId: p.input_id, text: p.input, attachments: p.attachments ?? [], state: 'admitted' });
       break;
     case 'user_input_submitted':
     case 'user_input_recalled': {
@@ -132,7 +132,7 @@ function applyEvent(state, event) {
         touch(entry);
       } else {
         // Input that was never admitted as a steer (a producer's message) enters as it is submitted.
-        addEntry(state, `steer-${p.input_id}`, seq, 'steer', { inputId: p.input_id, text: p.input, state: next });
+        addEntry(state, `steer-${p.input_id}`, seq, 'steer', { inputId: p.input_id, text: p.input, attachments: p.attachments ?? [], state: next });
       }
       break;
     }

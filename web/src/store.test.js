@@ -166,3 +166,17 @@ test('a run on a sticky fallback names the model it was asked for on its header;
   applyEvents(plain, [ev({ type: 'run_started', client_run_id: 'd', selection: { agent: 'chain', model: { model: 'local/echo', variant: null } }, requested_model: { model: 'local/echo', variant: null }, input: 'x', fallback_index: 0 })]);
   assert.equal(plain.activeRun.stickyFrom, null);
 });
+
+test('an input and a steer keep the files they attached', () => {
+  const state = createSession(meta());
+  const file = { path: 'artifacts/ab.png', mime_type: 'image/png', name: 'a.png', size: 3 };
+  applyEvents(state, [
+    ev({ type: 'run_started', selection: {}, input: 'look', fallback_index: 0, attachments: [file] }),
+    ev({ type: 'user_input_admitted', input_id: 'i1', input: 'and this', attachments: [file] }),
+    ev({ type: 'user_input_submitted', input_id: 'i2', input: 'plain' }),
+  ]);
+  const [user, steer, plain] = state.entries;
+  assert.deepEqual(user.attachments, [file]);
+  assert.deepEqual(steer.attachments, [file]);
+  assert.deepEqual(plain.attachments, []);
+});

@@ -1,10 +1,14 @@
-//! The protocol's methods, each handed to the engine's handler for it (`engine/<concern>.rs`) or, when it is a
-//! single message to one actor, sent here. Which actor owns what: `engine.rs`.
+//! The protocol's methods, each handed to its handler (`engine/<concern>.rs`) or sent here as one actor message.
 
 use troupe_protocol::notification::RuntimeChanged;
 use troupe_protocol::server::{ServerContext, ServerProtocol};
 use troupe_protocol::types::approval::{
     ApprovalListParams, ApprovalListResult, ApprovalRespondParams, ApprovalRespondResult,
+};
+use troupe_protocol::types::attachment::{
+    SessionAttachmentParams as AttachmentParams, SessionAttachmentResult as AttachmentResult,
+    SessionFileParams as FileParams, SessionFileResult as FileResult, SessionFilesParams as FilesParams,
+    SessionFilesResult as FilesResult,
 };
 use troupe_protocol::types::changes::{SessionDiffParams, SessionDiffResult, SessionUndoParams, SessionUndoResult};
 use troupe_protocol::types::common::{Empty, SessionIdParams};
@@ -356,6 +360,18 @@ impl ServerProtocol for Engine {
         params: SessionIdParams,
     ) -> Result<SessionDeleteResult, RpcError> {
         self.delete_session(params).await
+    }
+
+    async fn session_attachment(&self, _: &ServerContext, p: AttachmentParams) -> Result<AttachmentResult, RpcError> {
+        self.read_attachment(p).await
+    }
+
+    async fn session_files(&self, _: &ServerContext, p: FilesParams) -> Result<FilesResult, RpcError> {
+        self.list_cwd_files(p).await
+    }
+
+    async fn session_file(&self, _: &ServerContext, p: FileParams) -> Result<FileResult, RpcError> {
+        self.read_cwd_file(p).await
     }
 
     async fn session_diff(&self, _: &ServerContext, params: SessionDiffParams) -> Result<SessionDiffResult, RpcError> {

@@ -185,6 +185,26 @@ impl From<EngineError> for RpcError {
                 }
                 RpcError::invalid_params_typed(ErrorCode::InvalidAttachment, &detail, &fields)
             }
+            EngineError::ReadAttachment(error) => {
+                use troupe_runtime::input_files::ReadAttachmentError;
+                match error {
+                    ReadAttachmentError::BadPath { path, .. } => RpcError::invalid_params_typed(
+                        ErrorCode::InvalidAttachment,
+                        &detail,
+                        &[("path", Value::String(path.clone()))],
+                    ),
+                    ReadAttachmentError::NotFound { path, .. } => RpcError::engine(
+                        ErrorCode::AttachmentNotFound,
+                        &detail,
+                        &[("path", Value::String(path.clone()))],
+                    ),
+                }
+            }
+            EngineError::CwdPathUnusable { session_id, path, .. } => RpcError::engine(
+                ErrorCode::CwdPathUnusable,
+                &detail,
+                &[session(session_id), ("path", Value::String(path.clone()))],
+            ),
             EngineError::EmptyInput { .. } => RpcError::invalid_params_typed(ErrorCode::InvalidInput, &detail, &[]),
             EngineError::EmptyObjective => RpcError::invalid_params_typed(ErrorCode::InvalidObjective, &detail, &[]),
             EngineError::ConsoleLoginCodeNeedsToken => {

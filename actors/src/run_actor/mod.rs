@@ -268,7 +268,7 @@ impl RunLoop {
                 match self.end_tool_free_turn(events, turn.text).await {
                     TurnOutcome::Ended(outcome) => return outcome,
                     TurnOutcome::Continue(promoted) => {
-                        self.admit_inputs(promoted);
+                        self.admit_inputs(promoted).await;
                         continue;
                     }
                 }
@@ -319,15 +319,19 @@ impl RunLoop {
                     Ok(Ok(promoted)) => promoted,
                     _ => return RunOutcome::SessionLost,
                 };
-            self.admit_inputs(promoted);
+            self.admit_inputs(promoted).await;
         }
     }
 
-    /// The inputs submitted at a boundary enter the history as user messages, in order.
-    fn admit_inputs(&mut self, promoted: Vec<PromotedInput>) {
-        Arc::make_mut(&mut self.history).extend(
-            promoted.iter().map(|input| troupe_runtime::transcript::user_message(&input.text, &input.attachments)),
-        );
+    /// The inputs submitted at a boundary enter the history as user messages, in order, the files they attached
+    /// read so the next request carries them.
+    async fn admit_inputs(&mut self, promoted: Vec<PromotedInput>) {
+        let messages = promoted
+            .iter()
+            .map(|input| troupe_runtime::transcript::user_message(&input.text, &input.attachments))
+            .collect();
+        let messages = self.with_attachments(messages).await;
+        Arc::make_mut(&mut self.history).extend(messages);
     }
 }
 

@@ -46,6 +46,78 @@ pub struct AttachedFile {
     pub size: u64,
 }
 
+/// `session.attachment` params: a file a session's input attached, by the `path` its event names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionAttachmentParams {
+    pub session_id: String,
+    /// `artifacts/<name>`, as an `attachments` entry (or a tool's file part) names it.
+    pub path: String,
+}
+
+/// `session.attachment` result: the stored file's bytes, for a client to show (an image's thumbnail).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionAttachmentResult {
+    pub path: String,
+    /// What the bytes are (by their signature); `application/octet-stream` when none of the attachable types.
+    pub mime_type: String,
+    pub size: u64,
+    /// The bytes, base64.
+    pub data: String,
+}
+
+/// `session.files` params: a folder of the session's cwd, for completing `@path` in a composer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFilesParams {
+    pub session_id: String,
+    /// Relative to the session's cwd; omitted or empty for the cwd itself.
+    #[serde(default)]
+    pub dir: String,
+}
+
+/// What a folder entry is: its own type (a symbolic link is not followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FileEntryKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FileEntry {
+    pub name: String,
+    pub kind: FileEntryKind,
+}
+
+/// `session.files` result: the folder's entries sorted by name, at most 1,000.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionFilesResult {
+    pub dir: String,
+    pub entries: Vec<FileEntry>,
+    /// True when the folder has more entries than were listed.
+    pub truncated: bool,
+}
+
+/// `session.file` params: an image or a PDF of the session's cwd, read to attach it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFileParams {
+    pub session_id: String,
+    /// Relative to the session's cwd.
+    pub path: String,
+}
+
+/// `session.file` result: the file as an attachment (`name` is its file name), ready for `run.start`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionFileResult {
+    pub path: String,
+    pub size: u64,
+    pub attachment: InputAttachment,
+}
+
 /// The kinds of file an input may attach, known by their first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AttachmentType {

@@ -139,7 +139,7 @@ pub fn without_files(messages: &Arc<Vec<ChatMessage>>, model: &str) -> Arc<Vec<C
 }
 
 /// Reads one artifact without following a symlink, refusing anything but a regular file of bounded size.
-fn read_artifact(file: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read_artifact(file: &Path) -> Result<Vec<u8>, String> {
     let opened = crate::regular_file::open_regular(file, crate::regular_file::Links::Refuse).map_err(|error| {
         match error.kind() {
             std::io::ErrorKind::InvalidInput => "the artifact is not a regular file".to_owned(),

@@ -19,6 +19,7 @@
 //! work runs on tokio's blocking pool so that a large search never stalls an actor thread.
 
 mod context;
+pub mod cwd_files;
 mod dir_handle;
 mod edit_file;
 mod error;

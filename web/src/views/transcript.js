@@ -7,10 +7,14 @@ import { clock, fill, h, shortId } from '../dom.js';
 import { renderMarkdown } from '../markdown.js';
 import { failureAdvice } from '../selection.js';
 import { visibleBlock, visibleLine } from '../shown.js';
+import { attachedFiles } from './attachments.js';
 
 const RESULT_PREVIEW_CHARS = 20_000;
 
-/** `actions`: `stdin(toolCallId, data, eof)` → Promise, `open(sessionId)`, `who(answeredBy)` → words. */
+/**
+ * `actions`: `stdin(toolCallId, data, eof)` → Promise, `open(sessionId)`, `who(answeredBy)` → words,
+ * `attachment(path)` → Promise<{mime_type, data}> (an attached file's bytes).
+ */
 export function createTranscript(actions) {
   const root = h('div', { class: 'transcript', 'data-testid': 'transcript', role: 'log', 'aria-label': 'Transcript', 'aria-live': 'off', tabindex: '0' });
   const empty = h('p', { class: 'transcript-empty' }, 'No events yet. Write a prompt below to start a run.');
@@ -157,7 +161,7 @@ const STEER_WORDS = { admitted: 'queued', submitted: 'submitted', recalled: 'rec
 function simpleBody(entry, actions) {
   switch (entry.kind) {
     case 'user':
-      return [meta(h('span', { class: 'who' }, 'You'), originLabel(entry.origin) && h('span', { class: 'badge' }, originLabel(entry.origin)), h('time', null, clock(entry.timestamp))), h('div', { class: 'user-text' }, entry.text)];
+      return [meta(h('span', { class: 'who' }, 'You'), originLabel(entry.origin) && h('span', { class: 'badge' }, originLabel(entry.origin)), h('time', null, clock(entry.timestamp))), h('div', { class: 'user-text' }, entry.text), attachedFiles(entry.attachments, actions.attachment)];
     case 'run-start':
       return [
         h('span', { class: 'marker', 'aria-hidden': 'true' }, '◆'),
@@ -184,6 +188,7 @@ function simpleBody(entry, actions) {
       return [
         meta(h('span', { class: 'who' }, 'Steer'), h('span', { class: `badge steer-${entry.state}` }, STEER_WORDS[entry.state] ?? entry.state)),
         h('div', { class: 'user-text' }, entry.text),
+        attachedFiles(entry.attachments, actions.attachment),
       ];
     case 'run-end':
       return [
