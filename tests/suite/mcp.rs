@@ -1,9 +1,10 @@
 //! MCP servers as tools, through the real daemon: a stdio MCP server written in Python (standard library only,
-//! `mcp/server.py`) is started from `[mcp_servers]`, its tools are offered to a scripted model as
+//! `examples/mcp/probe_server.py`) is started from `[mcp_servers]`, its tools are offered to a scripted model as
 //! `mcp__probe__<tool>` with their schemas, and a call is a permission check on `execute` `mcp:probe/<tool>`: it asks
 //! in `ask` mode (the arguments shown) and does not under an allow rule. Its text, image and resource link reach
 //! the model's next request; a server killed mid-call gives the model a tool error and the run still ends (and the
-//! server is started again); a call that outlives `tool_timeout_sec` is an error; a server that cannot start shows
+//! server is started again); a call that outlives `tool_timeout_sec` is an error (and withdrawn with
+//! `notifications/cancelled`); a stdio server runs in the tools' sandbox; a server that cannot start shows
 //! as failed in `runtime.snapshot.get`, `troupe status` and `troupe mcp list`, and the daemon serves on.
 
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use super::cli_support::troupe;
 use super::plugins::python3;
 use super::support::*;
 
-const SERVER: &str = include_str!("mcp/server.py");
+const SERVER: &str = include_str!("../../examples/mcp/probe_server.py");
 
 /// The server script, written into a folder of its own (outside the data dir, which the sandbox denies).
 fn server_script() -> (tempfile::TempDir, PathBuf) {
@@ -165,7 +166,8 @@ async fn under_an_allow_rule_the_tool_runs_without_asking_and_its_text_image_and
             ("echo", "mcp__probe__echo"),
             ("hang", "mcp__probe__hang"),
             ("fail", "mcp__probe__fail"),
-            ("read", "mcp__probe__read")
+            ("read", "mcp__probe__read"),
+            ("grow", "mcp__probe__grow")
         ]
     );
 
@@ -269,7 +271,7 @@ async fn a_server_killed_mid_call_gives_the_model_a_tool_error_the_run_ends_and_
 
     // Started again, with a new process.
     let back = wait_for_server(&client, "probe", McpServerState::Ready, 1).await;
-    assert_eq!(back.tools.len(), 4);
+    assert_eq!(back.tools.len(), 5);
     let pids_after = super::processes::processes_with(script.to_str().unwrap());
     assert!(pids_after.len() == 1 && pids_after != pids, "{pids:?} then {pids_after:?}");
 }
@@ -284,7 +286,15 @@ async fn a_call_past_the_tool_timeout_and_an_is_error_result_are_tool_errors_the
         openai_text("both failed"),
     ])
     .await;
-    let config = probe_section(&script, "tool_timeout_sec = 0.5");
+    // Its cwd is a folder of the test's, which it may write (workspace-write), to note the notifications it gets.
+    let notes_dir = tempfile::tempdir().unwrap();
+    let notes = notes_dir.path().join("notes.log");
+    let extra = format!(
+        "tool_timeout_sec = 0.5\ncwd = {}\nenv = {{ MCP_PROBE_NOTES = {} }}",
+        toml_string(notes_dir.path().to_str().unwrap()),
+        toml_string(notes.to_str().unwrap())
+    );
+    let config = probe_section(&script, &extra);
     let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..DaemonSetup::default() });
     let (client, mut deliveries, session_id) = session(&daemon, &vendor, PermissionMode::Yolo).await;
     wait_for_server(&client, "probe", McpServerState::Ready, 0).await;
@@ -307,6 +317,9 @@ async fn a_call_past_the_tool_timeout_and_an_is_error_result_are_tool_errors_the
     let bodies = vendor.bodies_to("/chat/completions");
     assert_eq!(bodies.len(), 3);
     assert_eq!(tool_message(bodies[2]["messages"].as_array().unwrap()), "the probe failed on purpose");
+    // The call troupe stopped waiting for was withdrawn.
+    let noted = std::fs::read_to_string(&notes).unwrap();
+    assert!(noted.lines().any(|line| line.starts_with("notifications/cancelled ")), "{noted}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,7 +391,7 @@ async fn a_server_that_cannot_start_is_reported_failed_and_the_daemon_serves_on(
     // The CLI says so too.
     let status = troupe(&daemon, &["status"]).await.ok();
     assert!(
-        status.contains("mcp       broken failed; off disabled; probe ready, 4 tool(s) (`troupe mcp list` for more)"),
+        status.contains("mcp       broken failed; off disabled; probe ready, 5 tool(s) (`troupe mcp list` for more)"),
         "{status}"
     );
     let listed = troupe(&daemon, &["mcp", "list"]).await.ok();
@@ -386,7 +399,7 @@ async fn a_server_that_cannot_start_is_reported_failed_and_the_daemon_serves_on(
     assert!(listed.contains(": could not start `/nonexistent/troupe-mcp-server`"), "{listed}");
     assert!(listed.contains("off (stdio): disabled\n"), "{listed}");
     assert!(
-        listed.contains("probe (stdio): ready, 4 tool(s)\n  mcp__probe__echo  echo\n  mcp__probe__hang  hang\n"),
+        listed.contains("probe (stdio): ready, 5 tool(s)\n  mcp__probe__echo  echo\n  mcp__probe__hang  hang\n"),
         "{listed}"
     );
     let json: Value = serde_json::from_str(&troupe(&daemon, &["mcp", "list", "--json"]).await.ok()).unwrap();
@@ -417,4 +430,31 @@ async fn a_server_logs_its_stderr_in_the_daemon_s_log_and_dies_with_a_daemon_kil
         super::processes::processes_with(&marker).is_empty()
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_says_its_tools_changed_has_them_listed_again() {
+    let (_dir, script) = server_script();
+    let vendor = FakeServer::start(vec![
+        models_list(&["coder"]),
+        openai_tool_call("mcp__probe__grow", json!({})),
+        openai_text("grown"),
+    ])
+    .await;
+    let daemon =
+        TestDaemon::start_with(DaemonSetup { config_toml: Some(probe_section(&script, "")), ..DaemonSetup::default() });
+    let (client, mut deliveries, session_id) = session(&daemon, &vendor, PermissionMode::Yolo).await;
+    let before = wait_for_server(&client, "probe", McpServerState::Ready, 0).await;
+    assert!(!before.tools.iter().any(|tool| tool.name == "extra"));
+    start_run(&client, &session_id, selection_of("default", "openai/coder"), "grow").await;
+    events_until(&mut deliveries, is_terminal).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let probe = servers(&client).await.into_iter().find(|server| server.name == "probe").unwrap();
+        if probe.tools.iter().any(|tool| tool.called_as == "mcp__probe__extra") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the new tool was never listed: {probe:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -53,6 +53,7 @@ mod internal_agent_failures;
 mod limits;
 mod logs_status;
 mod mcp;
+mod mcp_http;
 mod metrics;
 mod metrics_support;
 mod model_switches;

@@ -196,6 +196,15 @@ pub(super) fn validate(servers: &BTreeMap<String, McpServerConfig>) -> Vec<Strin
                 problems.push(format!("{key}: `{}` is not an HTTP header name", clean_name(header)));
             }
         }
+        let reserved = ["accept", "mcp-session-id", "mcp-protocol-version", "last-event-id", "content-type"];
+        for header in server.http_headers.keys().chain(server.env_http_headers.keys()) {
+            if reserved.contains(&header.to_ascii_lowercase().as_str()) {
+                problems.push(format!("{key}: the header `{header}` is set by the MCP transport itself"));
+            }
+            if header.eq_ignore_ascii_case("authorization") && server.bearer_token_env_var.is_some() {
+                problems.push(format!("{key}: give `Authorization` or bearer_token_env_var, not both"));
+            }
+        }
         if server.http_headers.values().any(|value| value.bytes().any(|b| b < b' ' && b != b'\t' || b == 0x7f)) {
             problems.push(format!("{key}.http_headers has a value with a control character"));
         }
@@ -273,6 +282,9 @@ mod tests {
         let error =
             parse("[mcp_servers.a]\nurl = \"http://h\"\nhttp_headers = { \"Bad Header\" = \"v\" }\n").unwrap_err();
         assert!(error.contains("not an HTTP header name"), "{error}");
+        let error =
+            parse("[mcp_servers.a]\nurl = \"http://h\"\nhttp_headers = { \"Mcp-Session-Id\" = \"v\" }\n").unwrap_err();
+        assert!(error.contains("set by the MCP transport itself"), "{error}");
         let error = parse("[mcp_servers.a__b]\ncommand = \"x\"\n").unwrap_err();
         assert!(error.contains("mcp_servers.a__b"), "{error}");
         assert!(parse("[mcp_servers.a]\ncommand = \"x\"\ncolour = 1\n").unwrap_err().contains("colour"));

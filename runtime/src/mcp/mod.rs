@@ -2,7 +2,8 @@
 //! configures (`crate::config::mcp`), and offers their tools to the model as `mcp__<server>__<tool>`.
 //!
 //! - `supervisor`: one task per enabled server: start, handshake, tools, restarts with backoff;
-//! - `stdio`: a stdio server's process, sandboxed like a tool process, its stderr in the daemon's log;
+//! - `stdio`: a stdio server's process, sandboxed like a tool process, its stderr in the daemon's log; `http`: a
+//!   streamable-HTTP server's connection, its headers from the config and the daemon's variables;
 //! - `tool`: a server's tool as a [`crate::tools::Tool`]: `execute` on `mcp:<server>/<tool>`, called within the
 //!   server's tool timeout; `results`: a `tools/call` result as the tool result (text, images as artifacts,
 //!   resource links); `names`: model names and permission resources.
@@ -11,6 +12,7 @@
 //! `mcp_servers`) and the tools of the ready ones, with a change counter the runtime actor follows to publish
 //! `runtime.changed`.
 
+mod http;
 mod names;
 mod results;
 mod stdio;

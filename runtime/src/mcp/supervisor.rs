@@ -68,7 +68,8 @@ pub(super) async fn supervise(
     stop: CancellationToken,
 ) {
     let mut backoff = FIRST_BACKOFF;
-    loop {
+    // Each turn is a start; `restarts` counts those before it but the first, as the status shows them.
+    for restarts in 0u32.. {
         let started = tokio::select! {
             started = tokio::time::timeout(config.startup_timeout(), start(&name, &config, &sandbox)) => started,
             () = stop.cancelled() => return,
@@ -76,7 +77,7 @@ pub(super) async fn supervise(
         let connected = match started {
             Ok(Ok(connected)) => connected,
             Ok(Err(reason)) => {
-                fail(&servers, &name, reason);
+                fail(&servers, &name, reason, restarts);
                 if !wait(&stop, &mut backoff).await {
                     return;
                 }
@@ -90,6 +91,7 @@ pub(super) async fn supervise(
                     format!(
                         "it did not start, answer `initialize` and list its tools within {seconds} s (startup_timeout_sec)"
                     ),
+                    restarts,
                 );
                 if !wait(&stop, &mut backoff).await {
                     return;
@@ -98,7 +100,7 @@ pub(super) async fn supervise(
             }
         };
         let ready_at = Instant::now();
-        let ending = serve(&servers, &name, &config, connected, &stop).await;
+        let ending = serve(&servers, &name, &config, connected, &stop, restarts).await;
         servers.set_tools(&name, None);
         let Some(reason) = ending else {
             return;
@@ -107,7 +109,6 @@ pub(super) async fn supervise(
         servers.update(&name, |status| {
             status.state = McpServerState::Restarting;
             status.reason = Some(super::bounded(&reason));
-            status.restarts += 1;
         });
         if ready_at.elapsed() >= HEALTHY_AFTER {
             backoff = FIRST_BACKOFF;
@@ -119,14 +120,12 @@ pub(super) async fn supervise(
 }
 
 /// Marks the server failed, with why, and logs it.
-fn fail(servers: &McpServers, name: &str, reason: String) {
+fn fail(servers: &McpServers, name: &str, reason: String, restarts: u32) {
     tracing::warn!(mcp_server = %name, %reason, "an MCP server could not be started; it is tried again later");
     servers.update(name, |status| {
-        if status.state == McpServerState::Restarting || status.state == McpServerState::Failed {
-            status.restarts += 1;
-        }
         status.state = McpServerState::Failed;
         status.reason = Some(super::bounded(&reason));
+        status.restarts = restarts;
     });
 }
 
@@ -145,15 +144,26 @@ async fn start(name: &str, config: &McpServerConfig, sandbox: &Arc<Sandbox>) -> 
     let tools_changed = Arc::new(Notify::new());
     let client = ClientSide { tools_changed: tools_changed.clone() };
     if config.is_http() {
-        return Err("streamable HTTP servers are not supported by this build yet".into());
+        let service = super::http::connect(client, config).await?;
+        return Ok(Connected { service, process: None, tools_changed });
     }
     let stdio::Started { process, stdout, stdin } = stdio::spawn(name, config, sandbox).await?;
     match client.serve((stdout, stdin)).await {
         Ok(service) => Ok(Connected { service, process: Some(process), tools_changed }),
         Err(error) => {
             process.kill().await;
-            Err(format!("the MCP handshake failed: {error}"))
+            Err(format!("the MCP handshake failed: {}", handshake_failure(&error)))
         }
+    }
+}
+
+/// Why a handshake failed, in words: a transport's error without the transport's Rust type name.
+pub(super) fn handshake_failure(error: &rmcp::service::ClientInitializeError) -> String {
+    match error {
+        rmcp::service::ClientInitializeError::TransportError { error, context } => {
+            format!("{} ({context})", error.error)
+        }
+        other => other.to_string(),
     }
 }
 
@@ -164,6 +174,7 @@ async fn serve(
     config: &McpServerConfig,
     connected: Connected,
     stop: &CancellationToken,
+    restarts: u32,
 ) -> Option<String> {
     let Connected { service, mut process, tools_changed } = connected;
     let peer = service.peer().clone();
@@ -184,6 +195,7 @@ async fn serve(
     servers.update(name, |status| {
         status.state = McpServerState::Ready;
         status.reason = None;
+        status.restarts = restarts;
     });
     let closed = service.cancellation_token();
     let mut waiting = Box::pin(service.waiting());
@@ -208,7 +220,6 @@ async fn serve(
                     Ok(tools) => servers.set_tools(name, Some(tools)),
                     Err(reason) => tracing::warn!(mcp_server = %name, %reason, "listing the changed tools of an MCP server failed"),
                 }
-                servers.changed();
             }
             () = stop.cancelled() => break None,
         }

@@ -1,11 +1,17 @@
-"""A small MCP server for troupe's tests, on the standard library alone: JSON-RPC 2.0 over stdio, one message a
-line, as the MCP stdio transport specifies.
+"""A small MCP server, on the Python standard library alone: JSON-RPC 2.0 over stdio, one message a line, as the MCP
+stdio transport specifies. troupe's tests use it (tests/suite/mcp.rs), and it is a way to try MCP servers as tools
+without installing one (README, "Daily use"):
+
+    [mcp_servers.probe]
+    command = "python3"
+    args = ["/path/to/troupe/examples/mcp/probe_server.py"]
 
 Tools:
 - echo {text}: the text back, a 1x1 PNG, and a resource link;
 - hang {}: never answers (for timeouts and a server killed mid-call);
 - fail {}: a result with isError: true;
-- read {path}: the file's text, or the error reading it (isError), and the server's TMPDIR.
+- read {path}: the file's text, or the error reading it (isError), and the server's TMPDIR;
+- grow {}: adds a tool `extra` and says so (notifications/tools/list_changed).
 """
 
 import json
@@ -28,7 +34,9 @@ TOOLS = [
     {"name": "hang", "description": "Never answers.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "fail", "description": "Always fails.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "read", "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+    {"name": "grow", "description": "Adds a tool.", "inputSchema": {"type": "object", "properties": {}}},
 ]
+EXTRA = {"name": "extra", "description": "Added by grow.", "inputSchema": {"type": "object", "properties": {}}}
 
 
 def send(message):
@@ -62,6 +70,13 @@ def answer(request):
             }
         if name == "hang":
             return None
+        if name == "grow":
+            if EXTRA not in TOOLS:
+                TOOLS.append(EXTRA)
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            return {"content": [{"type": "text", "text": "grown"}]}
+        if name == "extra":
+            return {"content": [{"type": "text", "text": "extra"}]}
         if name == "fail":
             return {"content": [{"type": "text", "text": "the probe failed on purpose"}], "isError": True}
         if name == "read":
@@ -76,6 +91,15 @@ def answer(request):
     raise LookupError(method)
 
 
+def note(request):
+    """Appends a notification's method (and a cancelled request's id) to $MCP_PROBE_NOTES, when it is set."""
+    path = os.environ.get("MCP_PROBE_NOTES")
+    if path:
+        with open(path, "a") as notes:
+            params = request.get("params") or {}
+            notes.write("%s %s\n" % (request.get("method"), params.get("requestId", "")))
+
+
 def main():
     print("probe MCP server started", file=sys.stderr, flush=True)
     for line in sys.stdin:
@@ -84,7 +108,8 @@ def main():
             continue
         request = json.loads(line)
         if "id" not in request:
-            continue  # a notification
+            note(request)
+            continue
         try:
             result = answer(request)
         except (KeyError, LookupError) as error:
