@@ -12,7 +12,7 @@ import { createPathCompletion } from './path_complete.js';
 export function createComposer(actions) {
   const prompt = h('textarea', { id: 'prompt-input', 'data-testid': 'prompt-input', rows: '3', placeholder: 'Ask, or steer the running agent…  (Ctrl+Enter sends; @ completes a path; paste or drop images and PDFs)', spellcheck: 'true' });
   const files = createPendingAttachments((text) => showError(text));
-  const picker = h('input', { type: 'file', multiple: true, accept: ACCEPTED_TYPES.join(','), class: 'visually-hidden', 'data-testid': 'attach-input', tabindex: '-1', 'aria-hidden': 'true' });
+  const picker = h('input', { type: 'file', multiple: true, accept: ACCEPTED_TYPES.join(','), class: 'visually-hidden', 'data-testid': 'attach-input', tabindex: '-1', 'aria-hidden': 'true', 'aria-label': 'Files to attach' });
   const completion = createPathCompletion(prompt, {
     listFiles: actions.listFiles,
     readFile: actions.readFile,
