@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use troupe_protocol::client::{Client, ClientProtocol, Deliveries};
-use troupe_protocol::types::approval::{ApprovalDecision, PermissionAction};
+use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::mcp::{McpServerState, McpServerStatus};
 use troupe_protocol::types::run::ToolResultStatus;
@@ -219,18 +219,7 @@ async fn in_ask_mode_a_call_waits_for_an_approval_that_shows_its_arguments_then_
     assert_eq!(operation.summary, "call the tool echo of the MCP server probe with {\"text\":\"hi\"}");
     assert!(started(&events).is_empty(), "nothing runs before the answer");
 
-    let params = troupe_protocol::types::approval::ApprovalRespondParams {
-        session_id: approval.session_id.clone(),
-        approval_id: approval.approval_id.clone(),
-        request_revision: approval.revision,
-        operation_fingerprint: approval.operation_fingerprint.clone(),
-        client_response_id: "answer-1".into(),
-        decision: ApprovalDecision::ApproveOnce,
-        feedback: None,
-    };
-    within("approval.respond", client.call::<troupe_protocol::method::ApprovalRespond>(params))
-        .await
-        .expect("approved");
+    approve_once(&client, &approval).await;
     let events = events_until(&mut deliveries, is_terminal).await;
     assert!(matches!(events.last().unwrap().payload, EventPayload::RunCompleted { .. }), "{events:#?}");
     assert_echo_reached_the_model(&events, &vendor);

@@ -591,3 +591,17 @@ pub async fn scripted_daemon(script: Value) -> (TestDaemon, Client, Deliveries) 
     connect_script(&client, daemon.data_path(), script).await;
     (daemon, client, deliveries)
 }
+
+/// Answers `approval` with `approve_once` as `client` (client response id `answer-1`), failing the test if refused.
+pub async fn approve_once(client: &Client, approval: &troupe_protocol::types::approval::ApprovalRecord) {
+    let params = troupe_protocol::types::approval::ApprovalRespondParams {
+        session_id: approval.session_id.clone(),
+        approval_id: approval.approval_id.clone(),
+        request_revision: approval.revision,
+        operation_fingerprint: approval.operation_fingerprint.clone(),
+        client_response_id: "answer-1".into(),
+        decision: troupe_protocol::types::approval::ApprovalDecision::ApproveOnce,
+        feedback: None,
+    };
+    within("approval.respond", client.call::<method::ApprovalRespond>(params)).await.expect("approved");
+}

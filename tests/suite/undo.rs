@@ -10,7 +10,6 @@ use std::path::Path;
 use serde_json::{Value, json};
 use troupe_protocol::client::{Client, ClientError, Deliveries};
 use troupe_protocol::method;
-use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRespondParams};
 use troupe_protocol::types::changes::{FileChangeKind, SessionUndoParams};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::session::PermissionMode;
@@ -93,16 +92,7 @@ async fn a_writes_approval_carries_its_diff_and_undo_puts_every_file_back_byte_f
     let listed = troupe(&daemon, &["approvals", &session_id]).await.ok();
     assert!(listed.contains("change: +1 -2") && listed.contains("  -two\n"), "{listed}");
     set_mode(&client, &session_id, PermissionMode::Yolo).await;
-    let answer = ApprovalRespondParams {
-        session_id: approval.session_id.clone(),
-        approval_id: approval.approval_id.clone(),
-        request_revision: approval.revision,
-        operation_fingerprint: approval.operation_fingerprint.clone(),
-        client_response_id: "answer-1".into(),
-        decision: ApprovalDecision::ApproveOnce,
-        feedback: None,
-    };
-    within("approval.respond", client.call::<method::ApprovalRespond>(answer)).await.expect("approve");
+    approve_once(&client, approval).await;
     let events = events_until(&mut deliveries, |event| event.run_id.as_deref() == Some(&run_id) && is_terminal(event));
     let results = tool_results(&events.await);
     assert_eq!(results.len(), 4, "{results:#?}");

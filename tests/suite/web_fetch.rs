@@ -6,7 +6,7 @@
 
 use serde_json::json;
 use troupe_protocol::client::{Client, Deliveries};
-use troupe_protocol::types::approval::{ApprovalDecision, PermissionAction};
+use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::session::PermissionMode;
@@ -124,18 +124,7 @@ async fn in_ask_mode_a_fetch_waits_for_approval_of_its_host_then_runs() {
     assert_eq!(approval.operation.summary, format!("fetch {url}"));
     assert!(site.requests().is_empty(), "nothing is fetched before the answer");
 
-    let params = troupe_protocol::types::approval::ApprovalRespondParams {
-        session_id: approval.session_id.clone(),
-        approval_id: approval.approval_id.clone(),
-        request_revision: approval.revision,
-        operation_fingerprint: approval.operation_fingerprint.clone(),
-        client_response_id: "answer-1".into(),
-        decision: ApprovalDecision::ApproveOnce,
-        feedback: None,
-    };
-    within("approval.respond", client.call::<troupe_protocol::method::ApprovalRespond>(params))
-        .await
-        .expect("approved");
+    approve_once(&client, &approval).await;
     let events = events_until(&mut deliveries, is_terminal).await;
     let results = results(&events);
     assert_eq!(results.len(), 1, "{results:?}");
