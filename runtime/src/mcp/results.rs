@@ -171,13 +171,10 @@ fn cut(text: &mut String, max: usize) {
 fn store_artifact(data_dir: &Path, bytes: &[u8], mime_type: &str) -> std::io::Result<String> {
     let directory = data_dir.join(ARTIFACTS_DIR);
     std::fs::DirBuilder::new().recursive(true).mode(crate::data_dir::PRIVATE_DIR_MODE).create(&directory)?;
-    let extension = match mime_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase().as_str() {
-        "image/png" => "png",
-        "image/jpeg" => "jpg",
-        "image/gif" => "gif",
-        "image/webp" => "webp",
-        _ => "bin",
-    };
+    // The extensions attachments use (`AttachmentType`); what the server calls anything else is kept as `bin`.
+    let extension = troupe_protocol::types::attachment::AttachmentType::of_mime(mime_type)
+        .filter(|kind| kind.mime_type().starts_with("image/"))
+        .map_or("bin", |kind| kind.extension());
     let name = format!("mcp-{}.{extension}", uuid::Uuid::now_v7().simple());
     let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(directory.join(&name))?;
     file.write_all(bytes)?;
