@@ -73,7 +73,7 @@ impl Engine {
         {
             let mut output = follower.output.lock();
             for entry in &page {
-                let _ = output.after_event(entry, &mut |_: &ByteString| Ok(false));
+                output.note_replayed(entry);
             }
         }
         actix::spawn(follower.run(hearing));
@@ -154,7 +154,7 @@ impl RemoteFollower {
             for entry in chunk {
                 let frame = encode_event_notification(&self.session_id, &entry.json);
                 self.sink.offer_replay(entry.seq, &frame).await.map_err(|_| Stopped::SinkGone)?;
-                let _ = self.output.lock().after_event(&entry, &mut |_: &ByteString| Ok(false));
+                self.output.lock().note_replayed(&entry);
                 self.after = entry.seq;
             }
         }

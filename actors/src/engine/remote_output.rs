@@ -91,6 +91,13 @@ impl RemoteOutput {
         Ok(())
     }
 
+    /// The subscriber was sent `entry` while it is still sent stored events: it counts for the rules, and nothing
+    /// is sent yet (output waits for [`go_live`](Self::go_live)).
+    pub(super) fn note_replayed(&mut self, entry: &LogEntry) {
+        debug_assert!(!self.live, "a replayed event after the subscription turned live");
+        let _ = self.after_event(entry, &mut |_: &ByteString| Ok(false));
+    }
+
     /// The subscriber was sent every stored event: from now on it gets output, starting with the snapshots of the
     /// calls running.
     pub(super) fn go_live(&mut self, offer: &mut Offer<'_>) -> Result<(), SinkGone> {
