@@ -11,7 +11,8 @@ use anyhow::anyhow;
 use troupe_protocol::client::{ClientError, ClientOptions, ClientProtocol};
 use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::types::changes::{
-    FileDiff, SessionDiffParams, SessionDiffResult, SessionUndoParams, UndoAction, UndoConflict, UndoConflictReason,
+    FileDiff, SessionDiffParams, SessionDiffResult, SessionUndoParams, ShellChanges, UndoAction, UndoConflict,
+    UndoConflictReason,
 };
 
 use crate::cli_errors::explained;
@@ -24,8 +25,9 @@ use crate::style::{Style, clean};
 /// The commands that show and take back a run's file changes.
 #[derive(clap::Subcommand, Debug)]
 pub enum ChangesCommand {
-    /// Print the files a run changed with write_file or edit_file as a unified diff (from before the run to after
-    /// it). Files a shell command changed are not recorded and not shown.
+    /// Print the files a run changed as a unified diff, from before the run to after it: those write_file and
+    /// edit_file wrote, then, in a git repository, what its shell commands changed (the work tree before its first
+    /// command against after its last).
     Diff {
         #[command(flatten)]
         client: ClientArgs,
@@ -39,7 +41,8 @@ pub enum ChangesCommand {
         json: bool,
     },
     /// Put back the files a run changed with write_file or edit_file as they were before it: files it created are
-    /// removed. Refuses, listing them, files changed since the run unless --force. Not while a run is active.
+    /// removed. Refuses, listing them, files changed since the run unless --force. Not while a run is active. What
+    /// shell commands changed is shown by `troupe diff`, not taken back.
     Undo {
         #[command(flatten)]
         client: ClientArgs,
@@ -119,15 +122,43 @@ async fn diff(connection: &Connection, given: &str, run: Option<&str>, json: boo
 
 fn print_diff(result: &SessionDiffResult) {
     let Some(run_id) = &result.run_id else {
-        eprintln!("no run of session {} changed files with write_file or edit_file", result.session_id);
+        eprintln!("no run of session {} changed files", result.session_id);
         return;
     };
-    let undone = if result.undone { ", undone since" } else { "" };
-    eprintln!("run {run_id}: {} changed{undone}", files_word(result.files.len()));
     let terminal = std::io::stdout().is_terminal();
     let style = Style::stdout();
+    if !result.files.is_empty() || result.shell.is_none() {
+        let undone = if result.undone { ", undone since" } else { "" };
+        eprintln!("run {run_id}: {} changed by write_file and edit_file{undone}", files_word(result.files.len()));
+    }
     for file in &result.files {
         print_file(file, terminal, style);
+    }
+    if let Some(shell) = &result.shell {
+        print_shell(run_id, shell, terminal, style);
+    }
+}
+
+/// What the run's shell commands changed in the repository.
+fn print_shell(run_id: &str, shell: &ShellChanges, terminal: bool, style: Style) {
+    let count = shell.files.len() + usize::try_from(shell.more_files).unwrap_or(usize::MAX);
+    eprintln!(
+        "run {run_id}: {} changed in the git repository {} while its shell commands ran (not undone by `troupe undo`)",
+        files_word(count),
+        clean(&shell.repository)
+    );
+    if let Some(note) = &shell.note {
+        eprintln!("  {}", clean(note));
+    }
+    for file in &shell.files {
+        print_file(file, terminal, style);
+    }
+    if shell.more_files > 0 {
+        eprintln!("  … and {} more files, not shown", shell.more_files);
+    }
+    if !shell.left_out.is_empty() {
+        let listed: Vec<String> = shell.left_out.iter().map(|path| clean(path)).collect();
+        eprintln!("  left out (new or changed files over 1 MiB are not compared): {}", listed.join(", "));
     }
 }
 

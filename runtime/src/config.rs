@@ -227,6 +227,9 @@ pub struct ToolSettings {
     /// docs server on localhost or the LAN. Off by default: the daemon fetches from where it runs, and a page of the
     /// model's choosing must not reach its port, other local services or a cloud's metadata endpoint.
     pub web_fetch_local: bool,
+    /// In a git repository, snapshot the work tree around shell commands so `troupe diff` shows what they changed
+    /// (a few `git` processes per command; turn off for a very large work tree).
+    pub shell_snapshots: bool,
 }
 
 impl Default for ToolSettings {
@@ -236,6 +239,7 @@ impl Default for ToolSettings {
             max_output_bytes: 64 * 1024,
             max_stored_output_bytes: 8 * 1024 * 1024,
             web_fetch_local: false,
+            shell_snapshots: true,
         }
     }
 }

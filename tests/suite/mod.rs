@@ -77,6 +77,7 @@ mod sandbox_modes;
 mod session_admin;
 mod session_faults;
 mod sessions;
+mod shell_changes;
 mod sigkill_trials;
 mod skill_agents;
 mod skills;

@@ -136,7 +136,7 @@ async fn a_writes_approval_carries_its_diff_and_undo_puts_every_file_back_byte_f
     let again = troupe(&daemon, &["undo", &session_id]).await.refused();
     assert!(again.contains("there is nothing to undo"), "{again}");
     let diffed = troupe(&daemon, &["diff", &session_id]).await;
-    assert!(diffed.stderr.contains("4 files changed, undone since"), "{diffed:?}");
+    assert!(diffed.stderr.contains("4 files changed by write_file and edit_file, undone since"), "{diffed:?}");
 }
 
 #[tokio::test]

@@ -21,8 +21,9 @@ impl Engine {
         let SessionDiffParams { session_id, run_id } = params;
         let context = self.ask_session(&session_id, || ChangesOfSession).await?;
         let store = self.services.changes.clone();
+        let sandbox = self.services.sandbox.clone();
         let diffed = tokio::task::spawn_blocking(move || {
-            diff_run(&store, &session_id, &context.undone_runs, run_id.as_deref())
+            diff_run(&store, &session_id, &context.undone_runs, run_id.as_deref(), sandbox.protected())
                 .map_err(|error| engine_error(&session_id, error))
         })
         .await
@@ -79,7 +80,9 @@ fn engine_error(session_id: &str, error: UndoError) -> EngineError {
     let detail = error.to_string();
     let (code, run_id, files) = match error {
         UndoError::NothingToUndo { run_id } => (ErrorCode::NothingToUndo, run_id, Vec::new()),
-        UndoError::RunChangedNoFiles { run_id } => (ErrorCode::RunChangedNoFiles, Some(run_id), Vec::new()),
+        UndoError::RunChangedNoFiles { run_id } | UndoError::OnlyShellChanges { run_id } => {
+            (ErrorCode::RunChangedNoFiles, Some(run_id), Vec::new())
+        }
         UndoError::Conflicts { run_id, files } => (ErrorCode::UndoConflict, Some(run_id), files),
         UndoError::Records(_) => return EngineError::Storage { session_id, detail },
         UndoError::Restore { .. } => return EngineError::Internal { detail },

@@ -95,6 +95,7 @@ impl Engine {
         services.tool_limits.shell_timeout = Duration::from_secs(config.tools.shell_timeout_secs);
         services.tool_limits.max_output_bytes = config.tools.max_output_bytes;
         services.tool_limits.web_fetch_local = config.tools.web_fetch_local;
+        services.tool_limits.shell_snapshots = config.tools.shell_snapshots;
         services.configured_agents = config.agents.keys().cloned().collect();
         services.delegation = config.delegation;
         services.compaction = config.compaction;

@@ -65,6 +65,33 @@ pub struct ChangedRun {
     pub files: u64,
     /// Its changes were taken back by `session.undo`.
     pub undone: bool,
+    /// Shell commands of the run changed its git repository's work tree (`SessionDiffResult.shell`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shell: bool,
+}
+
+/// What a run's shell commands changed, in the git repository that holds the session's folder: the work tree
+/// before the run's first command against after its last, as `git diff` would show it. Not taken back by
+/// `session.undo`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ShellChanges {
+    /// The repository's top folder.
+    pub repository: String,
+    /// In path order (absolute paths), at most 300.
+    pub files: Vec<FileDiff>,
+    /// Files beyond `files` that changed too.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_files: u64,
+    /// Paths (relative to `repository`) left out of the snapshots: new or changed files over 1 MiB.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+    /// Why there is no diff (its snapshots are gone), for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// `session.diff` result: one run's changes, each file from before the run to after it.
@@ -75,8 +102,12 @@ pub struct SessionDiffResult {
     pub run_id: Option<String>,
     /// The run's changes were taken back by `session.undo`.
     pub undone: bool,
-    /// In path order.
+    /// What the run's file tools changed, in path order.
     pub files: Vec<FileDiff>,
+    /// What the run's shell commands changed in the session's git repository; absent outside git, or when they
+    /// changed nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<ShellChanges>,
     /// Every run of the session that changed files, oldest first.
     pub runs: Vec<ChangedRun>,
 }

@@ -75,8 +75,13 @@ impl Before {
 
 /// Appends `record` to the journal in `session_dir` and makes it durable.
 pub(super) fn append(session_dir: &Path, record: &ChangeRecord) -> io::Result<()> {
+    append_to(session_dir, JOURNAL_FILE, record)
+}
+
+/// Appends `record` as one line of the journal `name` in `session_dir` and makes it durable.
+pub(super) fn append_to(session_dir: &Path, name: &str, record: &impl Serialize) -> io::Result<()> {
     crate::blocking::assert_may_block();
-    let path = session_dir.join(JOURNAL_FILE);
+    let path = session_dir.join(name);
     let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
     line.push(b'\n');
     let (mut file, created) = match OpenOptions::new().append(true).read(true).create_new(true).mode(0o600).open(&path)
@@ -112,8 +117,13 @@ fn ends_torn(file: &mut std::fs::File) -> io::Result<bool> {
 
 /// Every readable record of the journal in `session_dir`, in order; none when there is no journal.
 pub fn read(session_dir: &Path) -> io::Result<Vec<ChangeRecord>> {
+    read_from(session_dir, JOURNAL_FILE)
+}
+
+/// Every readable record of the journal `name` in `session_dir`, in order; none when there is no such journal.
+pub(super) fn read_from<T: serde::de::DeserializeOwned>(session_dir: &Path, name: &str) -> io::Result<Vec<T>> {
     crate::blocking::assert_may_block();
-    let path = session_dir.join(JOURNAL_FILE);
+    let path = session_dir.join(name);
     let file = match crate::regular_file::open_regular(&path, crate::regular_file::Links::Refuse) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -125,7 +135,7 @@ pub fn read(session_dir: &Path) -> io::Result<Vec<ChangeRecord>> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<ChangeRecord>(&line) {
+        match serde_json::from_slice::<T>(&line) {
             Ok(record) => records.push(record),
             Err(error) => tracing::warn!(
                 path = %path.display(),

@@ -10,16 +10,19 @@
 //! ([`ChangeStore::collect_garbage`], after `session.delete`).
 //!
 //! Recording is bounded: a content over [`ChangeLimits::max_blob_bytes`] or past the store's budget is not stored,
-//! and the write goes ahead with a note saying it cannot be undone. Only the file tools record: what a shell
-//! command changes is not.
+//! and the write goes ahead with a note saying it cannot be undone. What shell commands change is not recorded file
+//! by file: in a git repository, the work tree is snapshotted around them ([`shell`], [`git_snapshot`]) so that a
+//! run's commands' changes can be shown, not undone.
 //!
 //! One lock serializes recording and collecting, so a blob is never removed between being stored and being named
 //! in a journal.
 
 mod blobs;
 pub mod diff;
+pub mod git_snapshot;
 pub mod journal;
 pub mod plan;
+pub mod shell;
 pub mod undo;
 
 use std::collections::HashSet;
@@ -54,6 +57,8 @@ pub struct ChangeStore {
     sessions_dir: PathBuf,
     limits: ChangeLimits,
     blobs: Mutex<BlobStore>,
+    /// The shell snapshots' shadow git dirs (`<data_dir>/shell-snapshots`).
+    shadows: git_snapshot::ShadowRepos,
 }
 
 /// What a file held before a write, as the tool read it.
@@ -96,6 +101,7 @@ impl ChangeStore {
             sessions_dir: data_dir.join("sessions"),
             limits,
             blobs: Mutex::new(BlobStore::new(data_dir.join("blobs"), limits.max_blob_bytes, limits.budget_bytes)),
+            shadows: git_snapshot::ShadowRepos::new(data_dir.join("shell-snapshots")),
         }
     }
 
@@ -161,8 +167,8 @@ impl ChangeStore {
         self.lock().get(digest)
     }
 
-    /// Removes the blobs no session's journal names any more; how many went. Blocking I/O: it reads every
-    /// journal, under the store's lock.
+    /// Removes the blobs no session's journal names any more, and the shell snapshots' shadows no session's
+    /// snapshot journal names; how many blobs went. Blocking I/O: it reads every journal, under the store's lock.
     pub fn collect_garbage(&self) -> io::Result<usize> {
         crate::blocking::assert_may_block();
         let mut blobs = self.lock();
@@ -172,13 +178,20 @@ impl ChangeStore {
             Err(error) if error.kind() == io::ErrorKind::NotFound => return blobs.retain(&referenced),
             Err(error) => return Err(error),
         };
+        let mut session_dirs = Vec::new();
         for entry in sessions.flatten() {
             let name = entry.file_name();
             // A deletion's staging folder (`.<id>.delete`) is on its way out.
             if name.to_string_lossy().starts_with('.') || !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
                 continue;
             }
-            for record in journal::read(&entry.path())? {
+            session_dirs.push(entry.path());
+        }
+        if let Err(error) = self.collect_shadows(&session_dirs) {
+            tracing::warn!(%error, "could not collect the shell snapshots no session names");
+        }
+        for session_dir in &session_dirs {
+            for record in journal::read(session_dir)? {
                 if let Before::Content(Content { digest: Some(digest), .. }) = record.before {
                     referenced.insert(digest);
                 }
@@ -241,3 +254,6 @@ impl std::fmt::Debug for ChangeRecorder {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod shell_tests;

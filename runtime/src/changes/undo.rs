@@ -27,6 +27,11 @@ pub enum UndoError {
     NothingToUndo { run_id: Option<String> },
     #[error("run `{run_id}` changed no files of this session with write_file or edit_file")]
     RunChangedNoFiles { run_id: String },
+    #[error(
+        "run `{run_id}` changed files only with shell commands, which undo cannot take back; \
+         `troupe diff --run {run_id}` shows what they changed"
+    )]
+    OnlyShellChanges { run_id: String },
     #[error("{}", conflicts_text(.files))]
     Conflicts { run_id: String, files: Vec<UndoConflict> },
     #[error("the change records could not be read: {0}")]
@@ -86,7 +91,16 @@ pub fn undo_run(
     let run = match run_id {
         Some(run_id) => {
             let run = runs.into_iter().find(|run| run.run_id == run_id);
-            let run = run.ok_or_else(|| UndoError::RunChangedNoFiles { run_id: run_id.to_owned() })?;
+            let Some(run) = run else {
+                let shell = store.shell_records(session_id).map_err(UndoError::Records)?;
+                let run_id = run_id.to_owned();
+                let by_shell = super::shell::shell_runs(&shell).iter().any(|run| run.run_id == run_id);
+                return Err(if by_shell {
+                    UndoError::OnlyShellChanges { run_id }
+                } else {
+                    UndoError::RunChangedNoFiles { run_id }
+                });
+            };
             if undone_runs.contains(run_id) {
                 return Err(UndoError::NothingToUndo { run_id: Some(run_id.to_owned()) });
             }
@@ -177,38 +191,87 @@ fn checked_steps(
     Ok(with_content)
 }
 
-/// `session.diff`: `run_id`'s changes (or the last run's), each file from before the run to after it.
+/// `session.diff`: `run_id`'s changes (or the last run's), each file from before the run to after it; and what its
+/// shell commands changed in the session's git repository.
 pub fn diff_run(
     store: &ChangeStore,
     session_id: &str,
     undone_runs: &BTreeSet<String>,
     run_id: Option<&str>,
+    protected: &crate::sandbox::ProtectedPaths,
 ) -> Result<SessionDiffResult, UndoError> {
     crate::blocking::assert_may_block();
-    let runs = plan::runs_of(&store.records(session_id).map_err(UndoError::Records)?);
-    let listed = runs
+    let records = store.records(session_id).map_err(UndoError::Records)?;
+    let runs = plan::runs_of(&records);
+    let shell_runs = super::shell::shell_runs(&store.shell_records(session_id).map_err(UndoError::Records)?);
+    // Every run that changed files, ordered by when it first did.
+    let mut listed: Vec<(String, ChangedRun)> = runs
         .iter()
-        .map(|run| ChangedRun {
-            run_id: run.run_id.clone(),
-            files: run.files.len() as u64,
-            undone: undone_runs.contains(&run.run_id),
+        .map(|run| {
+            let first_at = records.iter().find(|record| record.run_id == run.run_id).map(|record| &record.recorded_at);
+            let changed = ChangedRun {
+                run_id: run.run_id.clone(),
+                files: run.files.len() as u64,
+                undone: undone_runs.contains(&run.run_id),
+                shell: false,
+            };
+            (first_at.cloned().unwrap_or_default(), changed)
         })
         .collect();
+    for shell_run in &shell_runs {
+        match listed.iter_mut().find(|(_, run)| run.run_id == shell_run.run_id) {
+            Some((first_at, run)) => {
+                run.shell = true;
+                if shell_run.first_at < *first_at {
+                    first_at.clone_from(&shell_run.first_at);
+                }
+            }
+            None => listed.push((
+                shell_run.first_at.clone(),
+                ChangedRun {
+                    run_id: shell_run.run_id.clone(),
+                    files: 0,
+                    undone: undone_runs.contains(&shell_run.run_id),
+                    shell: true,
+                },
+            )),
+        }
+    }
+    listed.sort_by(|(one, _), (other, _)| one.cmp(other));
+    let listed: Vec<ChangedRun> = listed.into_iter().map(|(_, run)| run).collect();
     let chosen = match run_id {
-        Some(run_id) => Some(
-            runs.iter()
-                .find(|run| run.run_id == run_id)
-                .ok_or_else(|| UndoError::RunChangedNoFiles { run_id: run_id.to_owned() })?,
-        ),
-        None => runs.last(),
+        Some(run_id) => listed
+            .iter()
+            .find(|run| run.run_id == run_id)
+            .ok_or_else(|| UndoError::RunChangedNoFiles { run_id: run_id.to_owned() })?
+            .run_id
+            .clone(),
+        None => match listed.last() {
+            Some(run) => run.run_id.clone(),
+            None => {
+                return Ok(SessionDiffResult {
+                    session_id: session_id.to_owned(),
+                    run_id: None,
+                    undone: false,
+                    files: Vec::new(),
+                    shell: None,
+                    runs: listed,
+                });
+            }
+        },
     };
+    let files = runs
+        .iter()
+        .find(|run| run.run_id == chosen)
+        .map(|run| run.files.iter().map(|file| file_change_diff(store, file)).collect())
+        .unwrap_or_default();
+    let shell = shell_runs.iter().find(|run| run.run_id == chosen).map(|run| store.shell_changes(run, protected));
     Ok(SessionDiffResult {
         session_id: session_id.to_owned(),
-        run_id: chosen.map(|run| run.run_id.clone()),
-        undone: chosen.is_some_and(|run| undone_runs.contains(&run.run_id)),
-        files: chosen
-            .map(|run| run.files.iter().map(|file| file_change_diff(store, file)).collect())
-            .unwrap_or_default(),
+        undone: undone_runs.contains(&chosen),
+        run_id: Some(chosen),
+        files,
+        shell,
         runs: listed,
     })
 }

@@ -25,6 +25,8 @@ pub struct ToolLimits {
     pub max_search_results: usize,
     /// `web_fetch` may reach loopback, private and link-local addresses (`[tools] web_fetch_local`).
     pub web_fetch_local: bool,
+    /// `shell` snapshots the git work tree around each command for `session.diff` (`[tools] shell_snapshots`).
+    pub shell_snapshots: bool,
 }
 
 impl Default for ToolLimits {
@@ -37,6 +39,7 @@ impl Default for ToolLimits {
             max_read_bytes: 256 * 1024,
             max_search_results: 200,
             web_fetch_local: false,
+            shell_snapshots: true,
         }
     }
 }

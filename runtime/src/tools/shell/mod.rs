@@ -38,6 +38,7 @@ use super::context::StdinInput;
 use super::error::ToolError;
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use crate::changes::shell::SnapshotPhase;
 use crate::sandbox::PreparedSandbox;
 use crate::tool_stdin::StdinReceiver;
 
@@ -158,8 +159,8 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         sandbox,
         temp_dir,
         writable,
-        // What a command changes is not recorded (`crate::changes`).
-        changes: _,
+        // What a command changes is snapshotted in a git work tree (`crate::changes::shell`).
+        changes,
     } = context;
 
     let temp_dir = match CallTempDir::new(temp_dir) {
@@ -178,6 +179,11 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
                 return results::denied(format!("refused by the sandbox, the command did not run: {reason}"));
             }
         };
+
+    let changes = changes.filter(|_| limits.shell_snapshots);
+    if let Some(changes) = &changes {
+        changes.snapshot_shell(&cwd, &sandbox, SnapshotPhase::Before).await;
+    }
 
     let mut shell = Command::new("/bin/sh");
     shell
@@ -267,6 +273,9 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
     drop(stdin_forwarding);
     let drained = pumps_done || tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_ok();
     drop(pumps);
+    if let Some(changes) = &changes {
+        changes.snapshot_shell(&cwd, &sandbox, SnapshotPhase::After).await;
+    }
 
     let (status, mut text) = match ending {
         Ending::Exited(Ok(status)) => describe_exit(status),
