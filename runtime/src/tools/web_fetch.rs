@@ -46,8 +46,8 @@ struct Arguments {
 /// reaches local ones too (`[tools] web_fetch_local`).
 #[derive(Default)]
 pub struct WebFetchTool {
-    public_client: OnceLock<Result<reqwest::Client, String>>,
-    local_client: OnceLock<Result<reqwest::Client, String>>,
+    public_client: OnceLock<Result<fetch::FetchClient, String>>,
+    local_client: OnceLock<Result<fetch::FetchClient, String>>,
 }
 
 impl WebFetchTool {
@@ -136,6 +136,7 @@ impl Tool for WebFetchTool {
                     "fetching {url} took longer than {} s and was stopped",
                     fetch::FETCH_TIMEOUT.as_secs()
                 )),
+                Ok(Err(fetch::FetchError::Refused(refusal))) => results::denied(refusal),
                 Ok(Err(error)) => results::error(error.to_string()),
                 // Converting a large page is CPU work: off the run's thread.
                 Ok(Ok(fetched)) => run_blocking(move || rendered(fetched, limit)).await,

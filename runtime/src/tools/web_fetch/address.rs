@@ -52,6 +52,24 @@ pub fn refusal(host: &str, address: IpAddr) -> String {
     )
 }
 
+/// Judges `host` (a URL's: a name, an IPv4 address, or an IPv6 address in brackets) by every address it resolves to
+/// now: the refusal of the first local one. For requests a proxy makes, whose names the client does not resolve.
+pub async fn judge_host(host: &str) -> Result<(), String> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(address) = bare.parse::<IpAddr>() {
+        return if is_local(address) { Err(refusal(host, address)) } else { Ok(()) };
+    }
+    let resolved = tokio::net::lookup_host((bare, 0))
+        .await
+        .map_err(|error| format!("refused: {host} could not be resolved to judge its address ({error})"))?;
+    for address in resolved {
+        if is_local(address.ip()) {
+            return Err(refusal(host, address.ip()));
+        }
+    }
+    Ok(())
+}
+
 /// The client's resolver: the system's, with every local address of a name refused (see the module doc).
 pub struct PublicOnly;
 
