@@ -123,10 +123,8 @@ pub fn check_attachments(attachments: &[InputAttachment]) -> Result<Vec<CheckedA
         if total > MAX_INPUT_ATTACHMENT_BYTES {
             return Err(AttachmentError::TooLarge { bytes: total });
         }
-        let digest = Sha256::digest(&bytes);
-        let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
         let file = AttachedFile {
-            path: format!("{ARTIFACTS_DIR}/{hex}.{}", declared.extension()),
+            path: artifact_path(&bytes, declared.extension()),
             mime_type: declared.mime_type().to_owned(),
             name,
             size: bytes.len() as u64,
@@ -156,6 +154,23 @@ pub fn store_attachments(
         stored.push(attachment.file);
     }
     Ok(stored)
+}
+
+/// The content-addressed path of an artifact holding `bytes`: `artifacts/<sha-256>.<extension>`.
+pub fn artifact_path(bytes: &[u8], extension: &str) -> String {
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{ARTIFACTS_DIR}/{hex}.{extension}")
+}
+
+/// Writes `bytes` as the artifact at their content-addressed path ([`artifact_path`]) durably, as attachments are
+/// written, and returns that path: a tool's output (an MCP server's image) is stored like a client's input. Blocking.
+pub fn store_artifact(data_dir: &Path, bytes: &[u8], extension: &str) -> Result<String, RuntimeError> {
+    crate::blocking::assert_may_block();
+    ensure_dir(&data_dir.join(ARTIFACTS_DIR))?;
+    let path = artifact_path(bytes, extension);
+    replace_file(&data_dir.join(&path), bytes, Durability::Durable)?;
+    Ok(path)
 }
 
 /// Why a stored attachment cannot be read back.

@@ -125,7 +125,7 @@ fn assert_echo_reached_the_model(events: &[StoredEvent], vendor: &FakeServer) {
     assert_eq!(result.status, ToolResultStatus::Ok, "{}", result.output);
     let lines: Vec<&str> = result.output.lines().collect();
     assert_eq!(lines[0], "echo: hi");
-    assert!(lines[1].starts_with("[image 1: image/png, 70 bytes, attached as artifacts/mcp-"), "{lines:?}");
+    assert!(lines[1].starts_with("[image 1: image/png, 70 bytes, attached as artifacts/"), "{lines:?}");
     assert_eq!(lines.len(), 3, "{lines:?}");
     assert_eq!(lines[2], "resource link: notes <file:///srv/notes.md> (text/markdown)");
     assert_eq!(result.additional_messages.len(), 1);

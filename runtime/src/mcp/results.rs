@@ -3,16 +3,14 @@
 //! resource link or an embedded resource as a text line (an embedded text resource with its text), and
 //! `isError: true` as an `error` result the model reads.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use troupe_protocol::types::run::{
-    ARTIFACTS_DIR, MAX_MESSAGE_FILES, MAX_RESULT_FILES, MessagePart, MessageRole, PersistedToolResult,
-    ToolEmittedMessage, ToolResultStatus,
+    MAX_MESSAGE_FILES, MAX_RESULT_FILES, MessagePart, MessageRole, PersistedToolResult, ToolEmittedMessage,
+    ToolResultStatus,
 };
 
 use crate::model::attachments::{AttachmentKind, MAX_ATTACHMENT_BYTES};
@@ -166,20 +164,14 @@ fn cut(text: &mut String, max: usize) {
     text.push_str(&format!("\n[cut: the tool returned {total} bytes of text; the first {end} are shown]"));
 }
 
-/// Writes an image as a new artifact (`artifacts/mcp-<uuid>.<extension>`, mode 0600) and returns the path a file
-/// part names it by.
-fn store_artifact(data_dir: &Path, bytes: &[u8], mime_type: &str) -> std::io::Result<String> {
-    let directory = data_dir.join(ARTIFACTS_DIR);
-    std::fs::DirBuilder::new().recursive(true).mode(crate::data_dir::PRIVATE_DIR_MODE).create(&directory)?;
+/// Writes an image as an artifact, content-addressed and durable like an attached file
+/// (`crate::input_files::store_artifact`), and returns the path a file part names it by.
+fn store_artifact(data_dir: &Path, bytes: &[u8], mime_type: &str) -> Result<String, crate::error::RuntimeError> {
     // The extensions attachments use (`AttachmentType`); what the server calls anything else is kept as `bin`.
     let extension = troupe_protocol::types::attachment::AttachmentType::of_mime(mime_type)
         .filter(|kind| kind.mime_type().starts_with("image/"))
         .map_or("bin", |kind| kind.extension());
-    let name = format!("mcp-{}.{extension}", uuid::Uuid::now_v7().simple());
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(directory.join(&name))?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    Ok(format!("{ARTIFACTS_DIR}/{name}"))
+    crate::input_files::store_artifact(data_dir, bytes, extension)
 }
 
 #[cfg(test)]
@@ -207,7 +199,7 @@ mod tests {
         assert_eq!(converted.status, ToolResultStatus::Ok);
         let lines: Vec<&str> = converted.output.lines().collect();
         assert_eq!(lines[0], "hello");
-        assert!(lines[1].starts_with("[image 1: image/png, 9 bytes, attached as artifacts/mcp-"), "{lines:?}");
+        assert!(lines[1].starts_with("[image 1: image/png, 9 bytes, attached as artifacts/"), "{lines:?}");
         assert_eq!(lines[2], "resource link: report <file:///tmp/report.md>: the weekly report");
         let [message] = converted.additional_messages.as_slice() else { panic!("one message") };
         let MessagePart::File { path, mime_type, .. } = &message.parts[1] else { panic!("a file part") };
