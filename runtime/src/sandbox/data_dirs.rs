@@ -63,14 +63,36 @@ const SECRET_LABEL_PREFIX: &str = "troupe data dir ";
 /// Whether `dir` is a troupe data directory, by its layout: the marker, or what older daemons left. Links are not
 /// followed (a symlink named `daemon` makes nothing a data dir). A few `lstat` calls.
 pub fn is_data_dir(dir: &Path) -> bool {
+    matches!(data_dir_layout(dir), Layout::DataDir)
+}
+
+/// What [`data_dir_layout`] found in a folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    DataDir,
+    /// Not a data dir. `by_own_entries`: judged by the folder's own entries alone (no `daemon` folder in it), so
+    /// that it can only become one by a change of its entries, which changes its mtime.
+    Other {
+        by_own_entries: bool,
+    },
+}
+
+/// Whether `dir` is a troupe data directory, as [`is_data_dir`] says, and whether a folder that is not one can
+/// become one without its mtime changing (a `token` written into a `daemon` folder it already has).
+pub(crate) fn data_dir_layout(dir: &Path) -> Layout {
     let is_file = |path: PathBuf| std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_file());
     let is_dir = |path: PathBuf| std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_dir());
     if is_file(dir.join(MARKER)) {
-        return true;
+        return Layout::DataDir;
     }
     // Older daemons: the token and the lock are written at every start; the providers file lives beside the logs.
-    (is_dir(dir.join("daemon")) && (is_file(dir.join("daemon/token")) || is_file(dir.join("daemon/lock"))))
+    let daemon_folder = is_dir(dir.join("daemon"));
+    if (daemon_folder && (is_file(dir.join("daemon/token")) || is_file(dir.join("daemon/lock"))))
         || (is_file(dir.join(crate::provider_store::PROVIDERS_FILE_NAME)) && is_dir(dir.join("sessions")))
+    {
+        return Layout::DataDir;
+    }
+    Layout::Other { by_own_entries: !daemon_folder }
 }
 
 /// The data dir that `location` (absolute, real) is or lies in, nearest first, by layout. `/` is never one.

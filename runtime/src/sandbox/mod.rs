@@ -25,6 +25,7 @@
 
 #[cfg(target_os = "linux")]
 mod child;
+mod clear_folders;
 pub mod data_dirs;
 pub mod environment;
 mod landlock;

@@ -14,6 +14,11 @@
 //! ctime (which `link(2)` and `rename(2)` update) is not safely older than the last build, so a link made after a
 //! build, or a file the daemon created since (a `providers.json` replaced atomically), is never missed.
 //!
+//! The walk up from a file stops at the first folder remembered as clear ([`super::clear_folders`]: unchanged
+//! identity and mtime, the folders above it checked less than a second ago), so a file in a folder seen lately
+//! costs one `stat` there; the identities of the denied paths themselves are looked at again at most every
+//! [`RECHECK_AFTER`], a denied path made since then being refused by its path meanwhile.
+//!
 //! Every check here does blocking I/O (a few `stat` calls, sometimes a walk of the denied paths): call it from
 //! a blocking thread, as the file tools do.
 
@@ -23,9 +28,10 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use super::data_dirs::{holding_data_dir, is_data_dir};
+use super::clear_folders::{CheckedFolder, ClearFolders, RECHECK_AFTER};
+use super::data_dirs::{Layout, data_dir_layout};
 
 /// How much older than the last index build a file's ctime must be for the build to be trusted for it. File
 /// system timestamps come from a coarse clock, so a change just before a build may carry a slightly later time.
@@ -64,12 +70,29 @@ struct LinkIndex {
     built_at: Option<SystemTime>,
 }
 
+/// The identity of each denied path when it was last looked at.
+#[derive(Debug)]
+struct Roots {
+    identities: Vec<Option<Identity>>,
+    taken: Instant,
+}
+
+/// Why a location is refused.
+enum LocationRefusal {
+    /// It is, or lies beneath, the denied path at this position.
+    Denied(usize),
+    /// It lies in another troupe data dir, found by its layout.
+    OtherDataDir(PathBuf),
+}
+
 /// The denied paths, with the device and inode of each that exists.
 #[derive(Debug)]
 pub struct ProtectedPaths {
     paths: Vec<PathBuf>,
     entries: Vec<Entry>,
     index: Mutex<LinkIndex>,
+    roots: Mutex<Option<Roots>>,
+    clear: ClearFolders,
 }
 
 impl ProtectedPaths {
@@ -86,7 +109,13 @@ impl ProtectedPaths {
                 Entry { path, data_dir: position == 0, identity }
             })
             .collect();
-        ProtectedPaths { paths, entries, index: Mutex::new(LinkIndex::default()) }
+        ProtectedPaths {
+            paths,
+            entries,
+            index: Mutex::new(LinkIndex::default()),
+            roots: Mutex::new(None),
+            clear: ClearFolders::default(),
+        }
     }
 
     /// The denied paths as given, the data directory first.
@@ -107,22 +136,30 @@ impl ProtectedPaths {
         if self.is_empty() {
             return None;
         }
+        self.judge_open(file, file.metadata().ok().as_ref(), requested)
+    }
+
+    /// [`ProtectedPaths::refusal_for_open`] of a file whose `metadata` the caller has read already.
+    pub fn refusal_for_opened(&self, file: &File, metadata: &Metadata, requested: &str) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        self.judge_open(file, Some(metadata), requested)
+    }
+
+    fn judge_open(&self, file: &File, metadata: Option<&Metadata>, requested: &str) -> Option<String> {
         let roots = self.current_roots();
-        let metadata = file.metadata().ok();
-        if let Some(metadata) = &metadata
+        if let Some(metadata) = metadata
             && let Some(position) = self.root_matching(&roots, Identity::of(metadata))
         {
             return Some(self.refusal(position, requested, false));
         }
-        if let Some(Ok(location)) = descriptor_path(file) {
-            if let Some(position) = self.location_refusal(&roots, &location) {
-                return Some(self.refusal(position, requested, false));
-            }
-            if let Some(data_dir) = holding_data_dir(&location) {
-                return Some(other_data_dir_refusal(&data_dir, requested));
-            }
+        if let Some(Ok(location)) = descriptor_path(file)
+            && let Some(refusal) = self.location_refusal(&roots, &location, metadata)
+        {
+            return Some(self.location_refusal_text(refusal, requested));
         }
-        let position = self.linked_entry(metadata.as_ref()?)?;
+        let position = self.linked_entry(metadata?)?;
         Some(self.refusal(position, requested, true))
     }
 
@@ -134,13 +171,13 @@ impl ProtectedPaths {
             return None;
         }
         let roots = self.current_roots();
-        if let Some(position) = self.location_refusal(&roots, path) {
-            return Some(self.refusal(position, requested, false));
+        let own = std::fs::symlink_metadata(path).ok();
+        // The walk follows a final symlink, as a `stat` of the path would; the resolved paths hold none.
+        let own_for_walk = own.as_ref().filter(|metadata| !metadata.file_type().is_symlink());
+        if let Some(refusal) = self.location_refusal(&roots, path, own_for_walk) {
+            return Some(self.location_refusal_text(refusal, requested));
         }
-        if let Some(data_dir) = holding_data_dir(path) {
-            return Some(other_data_dir_refusal(&data_dir, requested));
-        }
-        let metadata = std::fs::symlink_metadata(path).ok()?;
+        let metadata = own?;
         if let Some(position) = self.root_matching(&roots, Identity::of(&metadata)) {
             return Some(self.refusal(position, requested, false));
         }
@@ -149,25 +186,39 @@ impl ProtectedPaths {
     }
 
     /// Whether a walker's entry at `path` (with its own `metadata`, links not followed) is a denied path, lies
-    /// beneath one by path, is a troupe data directory (by its layout), or is already known to be another name for
-    /// something beneath one. Cheap: it never builds the link index, so a walker must still check each file it
-    /// opens with [`ProtectedPaths::refusal_for_open`].
+    /// beneath one by path, is a troupe data directory (by its layout; a folder remembered as clear and unchanged
+    /// is not looked at again), or is already known to be another name for something beneath one. Cheap: it never
+    /// builds the link index, so a walker must still check each file it opens with
+    /// [`ProtectedPaths::refusal_for_open`].
     pub fn is_protected_entry(&self, path: &Path, metadata: &Metadata) -> bool {
         if self.is_empty() {
             return false;
         }
         let identity = Identity::of(metadata);
         self.entries.iter().any(|entry| path.starts_with(&entry.path) || entry.identity == Some(identity))
-            || (metadata.is_dir() && is_data_dir(path))
+            || (metadata.is_dir()
+                && self.clear.clear_since(path, metadata).is_none()
+                && data_dir_layout(path) == Layout::DataDir)
             || self.lock_index().identities.contains_key(&identity)
     }
 
-    /// The identity of each entry now: it may have been created (or replaced) since construction.
+    /// The identity of each entry: it may have been created (or replaced) since construction, so it is looked at
+    /// again when the last look is older than [`RECHECK_AFTER`].
     fn current_roots(&self) -> Vec<Option<Identity>> {
-        self.entries
+        let mut roots = self.roots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(roots) = roots.as_ref()
+            && roots.taken.elapsed() < RECHECK_AFTER
+        {
+            return roots.identities.clone();
+        }
+        let taken = Instant::now();
+        let identities: Vec<Option<Identity>> = self
+            .entries
             .iter()
             .map(|entry| std::fs::metadata(&entry.path).ok().map(|metadata| Identity::of(&metadata)))
-            .collect()
+            .collect();
+        *roots = Some(Roots { identities: identities.clone(), taken });
+        identities
     }
 
     /// The entry whose identity, at construction or now, is `identity`.
@@ -178,12 +229,20 @@ impl ProtectedPaths {
             .position(|(entry, now)| entry.identity == Some(identity) || *now == Some(identity))
     }
 
-    /// The entry that the real, absolute `location` lies at or beneath: by path prefix, or because it or a folder
-    /// above it has the identity of an entry or of a folder indexed beneath one (a bind mount). The index is built
-    /// here if it never was, and not rebuilt: folders beneath a denied path cannot be linked, only mounted.
-    fn location_refusal(&self, roots: &[Option<Identity>], location: &Path) -> Option<usize> {
+    /// Why the real, absolute `location` (`own`: its metadata, when already known) is refused: it lies at or
+    /// beneath an entry by path prefix, or it or a folder above it has the identity of an entry or of a folder
+    /// indexed beneath one (a bind mount), or is a troupe data dir by its layout. The walk up stops at the first
+    /// folder remembered as clear ([`super::clear_folders`]), and remembers the folders it found clear. The index
+    /// is built here if it never was, and not rebuilt: folders beneath a denied path cannot be linked, only
+    /// mounted.
+    fn location_refusal(
+        &self,
+        roots: &[Option<Identity>],
+        location: &Path,
+        own: Option<&Metadata>,
+    ) -> Option<LocationRefusal> {
         if let Some(position) = self.entries.iter().position(|entry| location.starts_with(&entry.path)) {
-            return Some(position);
+            return Some(LocationRefusal::Denied(position));
         }
         {
             let mut index = self.lock_index();
@@ -191,19 +250,57 @@ impl ProtectedPaths {
                 *index = self.build_index();
             }
         }
-        for ancestor in location.ancestors() {
-            let Ok(metadata) = std::fs::metadata(ancestor) else { continue };
-            let identity = Identity::of(&metadata);
-            if let Some(position) = self.root_matching(roots, identity) {
-                return Some(position);
-            }
+        let (started, started_at) = (Instant::now(), SystemTime::now());
+        let mut above_since = started;
+        let mut checked = Vec::new();
+        for (depth, ancestor) in location.ancestors().enumerate() {
+            let looked_up;
+            let metadata = match own {
+                Some(own) if depth == 0 => own,
+                _ => match std::fs::metadata(ancestor) {
+                    Ok(metadata) => {
+                        looked_up = metadata;
+                        &looked_up
+                    }
+                    Err(_) => continue,
+                },
+            };
             if metadata.is_dir()
-                && let Some(&position) = self.lock_index().identities.get(&identity)
+                && let Some(since) = self.clear.clear_since(ancestor, metadata)
             {
-                return Some(position);
+                above_since = since;
+                break;
+            }
+            let identity = Identity::of(metadata);
+            if let Some(position) = self.root_matching(roots, identity) {
+                return Some(LocationRefusal::Denied(position));
+            }
+            if !metadata.is_dir() {
+                continue;
+            }
+            if let Some(&position) = self.lock_index().identities.get(&identity) {
+                return Some(LocationRefusal::Denied(position));
+            }
+            // `/` is never a data dir.
+            if ancestor.parent().is_none() {
+                continue;
+            }
+            match data_dir_layout(ancestor) {
+                Layout::DataDir => return Some(LocationRefusal::OtherDataDir(ancestor.to_path_buf())),
+                Layout::Other { by_own_entries: true } => checked.push(CheckedFolder::new(ancestor, metadata)),
+                Layout::Other { by_own_entries: false } => {}
             }
         }
+        self.clear.remember(checked, above_since, started_at);
         None
+    }
+
+    /// The refusal of a location, for the model.
+    fn location_refusal_text(&self, refusal: LocationRefusal, requested: &str) -> String {
+        match refusal {
+            LocationRefusal::Denied(position) => self.refusal(position, requested, false),
+            LocationRefusal::OtherDataDir(data_dir) => other_data_dir_refusal(&data_dir, requested),
+        }
     }
 
     /// The entry beneath which a regular file with several names has another one, building the index again when
@@ -342,6 +439,36 @@ mod tests {
         let other = std::fs::symlink_metadata(&base).unwrap();
         assert!(!protected.is_protected_entry(&base, &other));
         assert!(protected.is_protected_entry(&data_dir.join("f"), &other));
+    }
+
+    #[test]
+    fn a_folder_remembered_as_clear_is_judged_again_at_once_when_it_becomes_a_data_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let protected = ProtectedPaths::new(vec![base.join("own")]);
+        let project = base.join("project");
+        std::fs::create_dir_all(project.join("sub")).unwrap();
+        std::fs::write(project.join("notes.txt"), "n").unwrap();
+        std::fs::write(project.join("sub/more.txt"), "m").unwrap();
+        // Old enough for an unchanged mtime to be trusted.
+        let long_ago = SystemTime::now() - Duration::from_secs(10);
+        for folder in [&base, &project, &project.join("sub")] {
+            File::open(folder).unwrap().set_modified(long_ago).unwrap();
+        }
+        let notes = File::open(project.join("notes.txt")).unwrap();
+        let more = File::open(project.join("sub/more.txt")).unwrap();
+        // Twice: the second check stops at the folders remembered by the first.
+        for _ in 0..2 {
+            assert_eq!(protected.refusal_for_open(&notes, "notes.txt"), None);
+            assert_eq!(protected.refusal_for_open(&more, "sub/more.txt"), None);
+        }
+        assert!(protected.clear.clear_since(&project, &std::fs::metadata(&project).unwrap()).is_some());
+
+        // The folder becomes another daemon's data dir: its files are refused at once, remembered or not.
+        std::fs::write(project.join(super::super::data_dirs::MARKER), "").unwrap();
+        let refusal = protected.refusal_for_open(&notes, "notes.txt").unwrap();
+        assert!(refusal.contains(&format!("a troupe data directory ({})", project.display())), "{refusal}");
+        assert!(protected.refusal_for_path(&project.join("notes.txt"), "notes.txt").is_some());
     }
 
     #[test]

@@ -28,6 +28,19 @@ use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, ResolveFlags};
 /// How often an `openat2` that reports a concurrent rename or mount (`EAGAIN`) is tried again before giving up.
 const EAGAIN_RETRIES: usize = 8;
 
+/// `/`, opened once for the whole process as an `O_PATH` descriptor: every anchor is opened beneath it, so a call
+/// does not open and close the root again. The root of the daemon's mount namespace never changes (the daemon
+/// neither `chroot`s nor `pivot_root`s).
+fn root() -> io::Result<BorrowedFd<'static>> {
+    static ROOT: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(root) = ROOT.get() {
+        return Ok(root.as_fd());
+    }
+    let opened = rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    // Two threads may open it at once; the loser's descriptor is dropped.
+    Ok(ROOT.get_or_init(|| opened).as_fd())
+}
+
 /// How a path beneath an anchor is walked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Walk {
@@ -74,13 +87,19 @@ impl Anchor {
     }
 
     fn open_with(path: &Path, walk: Walk) -> io::Result<Anchor> {
-        let root = rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let root = Anchor { handle: root, path: PathBuf::from("/"), walk };
-        if path == Path::new("/") {
-            return Ok(root);
-        }
-        let handle = root.open_beneath(path, OFlags::PATH | OFlags::DIRECTORY, Mode::empty())?;
+        let root = root()?;
+        let handle = match path.strip_prefix("/") {
+            Ok(relative) if relative.as_os_str().is_empty() => root.try_clone_to_owned()?,
+            Ok(relative) => open_relative(root, relative, OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), walk)?,
+            Err(_) => return Err(io::Error::from_raw_os_error(libc::EXDEV)),
+        };
         Ok(Anchor { handle, path: path.to_path_buf(), walk })
+    }
+
+    /// The same handle, known by `path`: another absolute, symlink-free path of the very folder it was opened at
+    /// (its canonical one, for a cwd recorded with a `..` in it).
+    pub(crate) fn known_as(self, path: PathBuf) -> Anchor {
+        Anchor { path, ..self }
     }
 
     /// The absolute, symlink-free path the anchor was opened at.

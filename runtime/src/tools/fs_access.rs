@@ -16,14 +16,17 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use rustix::fs::{Mode, OFlags};
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::PermissionRequest;
 use super::dir_handle::{Anchor, CreateError, create_new_file, open_in, remove_in};
-use super::paths::{ResolvedPath, resolve_path};
+use super::error::ToolError;
+use super::paths::{ResolvedPath, resolve_path, verified_cwd};
 use super::results;
+use super::session_cwd::CwdProblem;
 use crate::sandbox::ProtectedPaths;
 
 /// Resolves `requested` again for execution: an unusable path is an `error` result, and one outside the cwd is
@@ -65,9 +68,17 @@ pub(crate) fn check_protected_path(
 
 /// The handle `resolved` is opened beneath: the cwd for a path inside it; the root for an approved path outside
 /// it, which then must be reached without any symlink, exactly as it was approved.
-pub(crate) fn anchor_for(resolved: &ResolvedPath, requested: &str) -> Result<Anchor, PersistedToolResult> {
-    let base = if resolved.inside_cwd { resolved.cwd.as_path() } else { Path::new("/") };
-    Anchor::open(base).map_err(|error| open_failure("open", requested, &error))
+///
+/// The cwd's handle is the one kept for it ([`super::cwd_handle`]), checked again to be where its path says.
+pub(crate) fn anchor_for(resolved: &ResolvedPath, requested: &str) -> Result<Arc<Anchor>, PersistedToolResult> {
+    if resolved.inside_cwd {
+        return verified_cwd(&resolved.cwd).map_err(|error| match error {
+            // Replaced since the path was resolved a moment ago: as a symlink met while opening is.
+            ToolError::CwdUnusable(CwdProblem::Replaced { .. }) => results::denied(format!("refused: {error}")),
+            error => error.into_result(),
+        });
+    }
+    Anchor::open(Path::new("/")).map(Arc::new).map_err(|error| open_failure("open", requested, &error))
 }
 
 /// Opens a regular file for reading.
@@ -81,8 +92,8 @@ pub(crate) fn open_for_read(
     let file = anchor
         .open_file(&resolved.path, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty())
         .map_err(|error| open_failure("open", requested, &error))?;
-    check_opened(&file, requested, protected)?;
     let metadata = file.metadata().map_err(|error| io_error("inspect", requested, &error))?;
+    check_opened_file(&file, &metadata, requested, protected)?;
     if metadata.is_dir() {
         return Err(results::error(format!("{requested} is a directory; use list_dir to see its entries")));
     }
@@ -108,8 +119,8 @@ pub(crate) fn read_prior(
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Prior::Absent),
         Err(error) => return Err(open_failure("open", requested, &error)),
     };
-    check_opened(&file, requested, protected)?;
     let metadata = file.metadata().map_err(|error| io_error("inspect", requested, &error))?;
+    check_opened_file(&file, &metadata, requested, protected)?;
     if !metadata.is_file() {
         return Err(results::error(format!("{requested} is not a regular file")));
     }
@@ -138,8 +149,8 @@ pub(crate) fn digest_file(
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(open_failure("open", requested, &error)),
     };
-    check_opened(&file, requested, protected)?;
     let metadata = file.metadata().map_err(|error| io_error("inspect", requested, &error))?;
+    check_opened_file(&file, &metadata, requested, protected)?;
     if !metadata.is_file() {
         return Err(results::error(format!("{requested} is not a regular file")));
     }
@@ -212,7 +223,7 @@ pub(crate) fn open_search_root(
     resolved: &ResolvedPath,
     requested: &str,
     protected: &ProtectedPaths,
-) -> Result<Anchor, PersistedToolResult> {
+) -> Result<Arc<Anchor>, PersistedToolResult> {
     check_protected_path(protected, resolved, requested)?;
     let anchor = anchor_for(resolved, requested)?;
     let root = anchor
@@ -258,14 +269,20 @@ pub(crate) fn write_file(
         }
         Err(error) => return Err(open_failure("create", requested, &error)),
     };
-    if let Err(refusal) = check_opened(&file, requested, protected) {
-        if created {
-            // The entry this call made, in the folder it made it in: not whatever the path names by now.
-            let _ = remove_in(&parent, name);
+    let checked = file
+        .metadata()
+        .map_err(|error| io_error("inspect", requested, &error))
+        .and_then(|metadata| check_opened_file(&file, &metadata, requested, protected).map(|()| metadata));
+    let metadata = match checked {
+        Ok(metadata) => metadata,
+        Err(refusal) => {
+            if created {
+                // The entry this call made, in the folder it made it in: not whatever the path names by now.
+                let _ = remove_in(&parent, name);
+            }
+            return Err(refusal);
         }
-        return Err(refusal);
-    }
-    let metadata = file.metadata().map_err(|error| io_error("inspect", requested, &error))?;
+    };
     if !metadata.is_file() {
         return Err(results::error(format!("{requested} is not a regular file")));
     }
@@ -283,14 +300,32 @@ fn check_opened(file: &File, requested: &str, protected: &ProtectedPaths) -> Res
     }
 }
 
+/// [`check_opened`] of a file whose metadata was read already.
+fn check_opened_file(
+    file: &File,
+    metadata: &std::fs::Metadata,
+    requested: &str,
+    protected: &ProtectedPaths,
+) -> Result<(), PersistedToolResult> {
+    match protected.refusal_for_opened(file, metadata, requested) {
+        Some(refusal) => Err(results::denied(refusal)),
+        None => Ok(()),
+    }
+}
+
 /// Opens a file a walker found beneath `anchor` for reading, as every other open is made, and checks it against
 /// the denied paths; `None` when it cannot be opened (it moved, or a folder above it became a symlink) or is
-/// refused.
-pub(crate) fn open_walked_file(anchor: &Anchor, path: &Path, protected: &ProtectedPaths) -> Option<File> {
+/// refused. The file comes with its metadata.
+pub(crate) fn open_walked_file(
+    anchor: &Anchor,
+    path: &Path,
+    protected: &ProtectedPaths,
+) -> Option<(File, std::fs::Metadata)> {
     let file = anchor.open_file(path, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()).ok()?;
-    match protected.refusal_for_open(&file, &path.to_string_lossy()) {
+    let metadata = file.metadata().ok()?;
+    match protected.refusal_for_opened(&file, &metadata, &path.to_string_lossy()) {
         Some(_) => None,
-        None => Some(file),
+        None => Some((file, metadata)),
     }
 }
 

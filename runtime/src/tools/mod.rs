@@ -20,6 +20,7 @@
 
 mod context;
 pub mod cwd_files;
+mod cwd_handle;
 mod dir_handle;
 mod edit_file;
 mod error;

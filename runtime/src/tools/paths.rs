@@ -22,6 +22,10 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use std::sync::Arc;
+
+use super::cwd_handle::CwdHandleError;
+use super::dir_handle::Anchor;
 use super::error::ToolError;
 
 /// How many symlinks one resolution may follow, as Linux's `MAXSYMLINKS`: more means a loop.
@@ -55,9 +59,15 @@ impl ResolvedPath {
 /// created and is refused ([`super::session_cwd`]) rather than followed. The file tools then open beneath the
 /// cwd with no symlink allowed, so a swap after this check is refused by the kernel.
 pub fn canonical_cwd(cwd: &Path) -> Result<PathBuf, ToolError> {
-    crate::blocking::assert_may_block();
-    super::session_cwd::check_session_cwd(cwd)?;
-    cwd.canonicalize().map_err(|source| ToolError::Cwd { path: cwd.to_path_buf(), source })
+    verified_cwd(cwd).map(|anchor| anchor.path().to_path_buf())
+}
+
+/// The cwd's verified handle ([`super::cwd_handle`]), its path canonical.
+pub(crate) fn verified_cwd(cwd: &Path) -> Result<Arc<Anchor>, ToolError> {
+    super::cwd_handle::verified_cwd(cwd).map_err(|error| match error {
+        CwdHandleError::Problem(problem) => ToolError::CwdUnusable(problem),
+        CwdHandleError::Canonical { source } => ToolError::Cwd { path: cwd.to_path_buf(), source },
+    })
 }
 
 /// Resolves `requested` (relative to `cwd`, or absolute) and says whether it stays inside `cwd`.
@@ -70,17 +80,19 @@ pub fn resolve_path(cwd: &Path, requested: &str) -> Result<ResolvedPath, ToolErr
         return Err(ToolError::InvalidPath { path: requested.to_owned(), reason: "the path contains a NUL byte" });
     }
     let cwd = canonical_cwd(cwd)?;
-    let joined = cwd.join(requested);
-    let path = resolve_physical(&joined).map_err(|source| ToolError::Resolve { path: joined.clone(), source })?;
+    let path = resolve_physical(&cwd, Path::new(requested))
+        .map_err(|source| ToolError::Resolve { path: cwd.join(requested), source })?;
     let inside_cwd = path.starts_with(&cwd);
     Ok(ResolvedPath { path, cwd, inside_cwd })
 }
 
-/// Walks an absolute path component by component, following symlinks, as described in the module docs.
-fn resolve_physical(absolute: &Path) -> io::Result<PathBuf> {
+/// Walks `requested` (relative to `cwd`, or absolute) component by component, following symlinks, as described in
+/// the module docs. `cwd` is the verified cwd's canonical path: every component of it is a real folder, so the
+/// walk starts there rather than at `/` (an absolute `requested` starts again at `/`).
+fn resolve_physical(cwd: &Path, requested: &Path) -> io::Result<PathBuf> {
     let mut pending: VecDeque<OsString> = VecDeque::new();
-    push_components_front(&mut pending, absolute);
-    let mut resolved = PathBuf::from("/");
+    push_components_front(&mut pending, requested);
+    let mut resolved = cwd.to_path_buf();
     // Whether `resolved` exists. Once a component is missing, nothing below it can be a symlink, so the rest is
     // appended without looking; a `..` back up to an existing directory makes lookups resume.
     let mut exists = true;

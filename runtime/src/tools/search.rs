@@ -258,8 +258,8 @@ fn is_protected(protected: &ProtectedPaths, entry: &ignore::DirEntry) -> bool {
 
 /// A file's text, or `None` when it is binary, too large, unreadable or refused by the sandbox.
 fn read_text(anchor: &Anchor, path: &Path, protected: &ProtectedPaths) -> Option<String> {
-    let file = open_walked_file(anchor, path, protected)?;
-    if file.metadata().ok()?.len() > MAX_FILE_BYTES {
+    let (file, metadata) = open_walked_file(anchor, path, protected)?;
+    if metadata.len() > MAX_FILE_BYTES {
         return None;
     }
     let mut bytes = Vec::new();

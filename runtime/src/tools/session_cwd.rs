@@ -72,6 +72,11 @@ impl SessionCwd {
         self.anchor.path()
     }
 
+    /// The verified handle itself, for the file tools' cache of cwd handles ([`super::cwd_handle`]).
+    pub(crate) fn into_anchor(self) -> Anchor {
+        self.anchor
+    }
+
     /// The `O_PATH` descriptor of the folder, for `fchdir` in a child.
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         self.anchor.as_fd()
