@@ -1,11 +1,10 @@
-//! What the figures share: the real daemon (in-process and as a child process), raw WebSockets, the baseline
-//! echo server, and protocol helpers. Everything listens on and talks to 127.0.0.1 only.
+//! What the figures share: the real daemon (in-process and as a child process), raw WebSockets and protocol
+//! helpers (the baseline echo server is `echo.rs`). Everything listens on and talks to 127.0.0.1 only.
 
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail, ensure};
@@ -354,112 +353,6 @@ pub fn reply_id(text: &str) -> Option<u64> {
     let digits: &str = &text[start..];
     let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
     digits[..end].parse().ok()
-}
-
-/// The baseline: a bare actix-web + actix-ws server that answers each text frame with a canned reply of the
-/// same size as the daemon's, with the request's id spliced in (ids are fixed-width, so sizes match).
-pub struct EchoServer {
-    pub addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EchoServer {
-    /// `canned` is a reply frame whose id is `id`; replies carry the request's id in its place.
-    pub fn start(canned: &str, id: u64, workers: usize) -> anyhow::Result<EchoServer> {
-        let id_text = format!("\"id\":{id}");
-        let at = canned.find(&id_text).context("the canned reply carries its id")?;
-        let prefix: Arc<str> = Arc::from(&canned[..at + 5]);
-        let suffix: Arc<str> = Arc::from(&canned[at + id_text.len()..]);
-        let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
-        let (stop_sender, stop_receiver) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new().name("echo".into()).spawn(move || {
-            actix_web::rt::System::new().block_on(async move {
-                let started = echo_server(prefix, suffix, workers);
-                match started {
-                    Ok((addr, server)) => {
-                        let handle = server.handle();
-                        actix_web::rt::spawn(server);
-                        let _ = ready_sender.send(Ok(addr));
-                        let _ = stop_receiver.await;
-                        handle.stop(false).await;
-                    }
-                    Err(error) => {
-                        let _ = ready_sender.send(Err(error.to_string()));
-                    }
-                }
-            });
-        })?;
-        let addr =
-            ready_receiver.recv_timeout(WAIT).context("echo server start")?.map_err(|error| anyhow!("{error}"))?;
-        Ok(EchoServer { addr, stop: Some(stop_sender), thread: Some(thread) })
-    }
-
-    pub fn url(&self) -> String {
-        format!("ws://{}/ws", self.addr)
-    }
-}
-
-impl Drop for EchoServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn echo_server(
-    prefix: Arc<str>,
-    suffix: Arc<str>,
-    workers: usize,
-) -> std::io::Result<(SocketAddr, actix_web::dev::Server)> {
-    use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-
-    async fn ws(
-        request: HttpRequest,
-        body: web::Payload,
-        canned: web::Data<(Arc<str>, Arc<str>)>,
-    ) -> Result<HttpResponse, actix_web::Error> {
-        let (response, mut session, inbound) = actix_ws::handle(&request, body)?;
-        let mut inbound = inbound.max_frame_size(16 * 1024 * 1024).aggregate_continuations();
-        let canned = canned.into_inner();
-        actix_web::rt::spawn(async move {
-            while let Some(Ok(message)) = inbound.next().await {
-                match message {
-                    actix_ws::AggregatedMessage::Text(text) => {
-                        let id = reply_id(&text).unwrap_or(0);
-                        let mut reply = String::with_capacity(canned.0.len() + canned.1.len() + 20);
-                        reply.push_str(&canned.0);
-                        reply.push_str(&id.to_string());
-                        reply.push_str(&canned.1);
-                        if session.text(reply).await.is_err() {
-                            return;
-                        }
-                    }
-                    actix_ws::AggregatedMessage::Ping(bytes) if session.pong(&bytes).await.is_err() => return,
-                    actix_ws::AggregatedMessage::Close(_) => return,
-                    _ => {}
-                }
-            }
-        });
-        Ok(response)
-    }
-
-    let data = web::Data::new((prefix, suffix));
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).route("/ws", web::get().to(ws)))
-        .on_connect(|connection, _| {
-            if let Some(stream) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
-                let _ = stream.set_nodelay(true);
-            }
-        })
-        .disable_signals()
-        .workers(workers)
-        .bind("127.0.0.1:0")?;
-    let addr = server.addrs()[0];
-    Ok((addr, server.run()))
 }
 
 /// A fresh session subscribed from its start, with the subscribe's replay (its creation) read, so a timed part

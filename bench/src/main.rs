@@ -3,11 +3,12 @@
 //!
 //! ```sh
 //! cargo run --release -p troupe-bench                     # every figure
-//! cargo run --release -p troupe-bench -- --only rtt       # one figure: rtt, pipeline, fanout, durable, load,
-//!                                                         #   scale, runs, history, turn, stream, cluster
+//! cargo run --release -p troupe-bench -- --only rtt       # one figure: rtt, pipeline, first, fanout, durable,
+//!                                                         #   load, scale, runs, history, turn, stream, cluster
 //! cargo run -p troupe-bench -- --smoke                    # small sizes, correctness only (the test suite runs this)
 //! ```
 
+mod echo;
 mod figures;
 mod harness;
 mod report;
@@ -26,8 +27,8 @@ struct Args {
     /// A few iterations at small sizes: checks correctness only (targets are not judged).
     #[arg(long)]
     smoke: bool,
-    /// Run only these figures (repeatable or comma-separated): rtt, pipeline, fanout, durable, load, scale, runs,
-    /// history, turn, stream, cluster.
+    /// Run only these figures (repeatable or comma-separated): rtt, pipeline, first, fanout, durable, load, scale,
+    /// runs, history, turn, stream, cluster.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Rounds per figure (default 5; 2 with --smoke).
@@ -55,8 +56,8 @@ enum Sub {
     },
 }
 
-pub const FIGURES: [&str; 11] =
-    ["rtt", "pipeline", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream", "cluster"];
+pub const FIGURES: [&str; 12] =
+    ["rtt", "pipeline", "first", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream", "cluster"];
 
 /// What every figure gets.
 pub struct Ctx {

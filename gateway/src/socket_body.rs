@@ -2,8 +2,9 @@
 //! room, and that takes the protocol session's frames straight from the outbound queue into WebSocket frames.
 //!
 //! There is no task and no channel between the queue and the socket: one poll takes up to [`WRITE_BATCH_FRAMES`]
-//! frames (one lock of the queue) and frames them into one buffer, which the dispatcher writes with its next
-//! `sendto`. A socket that does not drain is not polled, so the queue fills and a slow subscriber gets its gap,
+//! frames (one lock of the queue) and frames them into one buffer, which the dispatcher copies into its write
+//! buffer and writes with its next `sendto`; a long frame's payload skips the body's buffer (it is handed over as
+//! its own chunk, the engine's shared bytes, after a chunk ending in its header), so it is copied once, not twice. A socket that does not drain is not polled, so the queue fills and a slow subscriber gets its gap,
 //! as before. Control frames (our pings, pongs to the client's pings, the close frame) come from the
 //! [`SocketWriter`] the connection's actor holds; they go out before the next data frame, never inside a
 //! fragmented message's frames of another kind than RFC 6455 allows (control frames may come between fragments).
@@ -31,6 +32,12 @@ const WRITE_BATCH_FRAMES: usize = 32;
 /// A poll stops taking frames once its buffer holds this many bytes (the dispatcher asks again while its own
 /// write buffer has room), so what is held outside the queue's bounds stays near this plus one fragment.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
+/// A text frame at least this long is handed to the dispatcher as its own chunk, the engine's bytes as they are
+/// (an `events.subscription` frame is one allocation shared by every subscriber), after a chunk ending in its
+/// header, instead of being copied into the body's buffer first: the dispatcher copies every chunk into its write
+/// buffer anyway, so that is one copy per frame less. Shorter frames are cheaper copied than polled apart.
+const SHARED_PAYLOAD_BYTES: usize = 256;
 
 /// Bytes of one WebSocket frame of a fragmented message. A larger protocol message goes out as several frames
 /// (RFC 6455 §5.4; clients see one message), one per poll at most, so it is never copied whole into a buffer.
@@ -99,6 +106,12 @@ pub(crate) struct SocketBody {
     outbound: OutboundStream,
     codec: Codec,
     buf: BytesMut,
+    /// Chunks ready for the dispatcher, in order: cut from `buf`, and long frames' payloads (see
+    /// [`SHARED_PAYLOAD_BYTES`]); nothing new is framed until they are all out, so a control frame never lands
+    /// between a header and its payload.
+    ready: VecDeque<Bytes>,
+    /// Bytes in `ready`.
+    ready_bytes: usize,
     /// Frames taken from the queue and not yet framed.
     taken: VecDeque<ByteString>,
     batch: Vec<ByteString>,
@@ -122,6 +135,8 @@ pub(crate) fn socket(
         outbound,
         codec: Codec::new(),
         buf: BytesMut::new(),
+        ready: VecDeque::new(),
+        ready_bytes: 0,
         taken: VecDeque::new(),
         batch: Vec::with_capacity(WRITE_BATCH_FRAMES),
         fragmenting: None,
@@ -153,9 +168,38 @@ impl SocketBody {
         Ok(())
     }
 
+    /// Frames a whole text message. A long one's payload becomes its own chunk, uncopied.
+    fn encode_text(&mut self, frame: ByteString) -> Result<(), actix_http::ws::ProtocolError> {
+        if frame.len() < SHARED_PAYLOAD_BYTES {
+            return self.encode(Message::Text(frame));
+        }
+        // The header as the codec writes it (RFC 6455 §5.2: FIN, opcode 1, no mask from a server), then the
+        // payload itself.
+        let len = frame.len();
+        if len <= usize::from(u16::MAX) {
+            self.buf.extend_from_slice(&[0x81, 126]);
+            self.buf.extend_from_slice(&(len as u16).to_be_bytes());
+        } else {
+            self.buf.extend_from_slice(&[0x81, 127]);
+            self.buf.extend_from_slice(&(len as u64).to_be_bytes());
+        }
+        self.cut_buffer();
+        self.ready_bytes += len;
+        self.ready.push_back(frame.into_bytes());
+        Ok(())
+    }
+
+    /// Moves what the buffer holds to the ready chunks.
+    fn cut_buffer(&mut self) {
+        if !self.buf.is_empty() {
+            self.ready_bytes += self.buf.len();
+            self.ready.push_back(self.buf.split().freeze());
+        }
+    }
+
     /// Frames data until the buffer is full enough or nothing is ready; `false` once the outbound queue closed.
     fn encode_data(&mut self, cx: &mut Context<'_>) -> Result<bool, actix_http::ws::ProtocolError> {
-        while self.buf.len() < WRITE_BATCH_BYTES {
+        while self.buf.len() + self.ready_bytes < WRITE_BATCH_BYTES {
             if let Some((bytes, sent)) = self.fragmenting.take() {
                 let end = (sent + FRAGMENT_BYTES).min(bytes.len());
                 let part = bytes.slice(sent..end);
@@ -170,7 +214,7 @@ impl SocketBody {
             }
             if let Some(frame) = self.taken.pop_front() {
                 if frame.len() <= FRAGMENT_BYTES {
-                    self.encode(Message::Text(frame))?;
+                    self.encode_text(frame)?;
                     self.frames_out.set(self.frames_out.get() + 1);
                 } else {
                     let bytes = frame.into_bytes();
@@ -189,11 +233,22 @@ impl SocketBody {
     }
 }
 
+impl SocketBody {
+    fn next_ready(&mut self) -> Option<Bytes> {
+        let chunk = self.ready.pop_front()?;
+        self.ready_bytes -= chunk.len();
+        Some(chunk)
+    }
+}
+
 impl Stream for SocketBody {
     type Item = Result<Bytes, actix_http::ws::ProtocolError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        if let Some(chunk) = this.next_ready() {
+            return Poll::Ready(Some(Ok(chunk)));
+        }
         if this.finished {
             return Poll::Ready(None);
         }
@@ -213,8 +268,9 @@ impl Stream for SocketBody {
                 Err(error) => return Poll::Ready(Some(Err(error))),
             }
         }
-        if !this.buf.is_empty() {
-            return Poll::Ready(Some(Ok(this.buf.split().freeze())));
+        this.cut_buffer();
+        if let Some(chunk) = this.next_ready() {
+            return Poll::Ready(Some(Ok(chunk)));
         }
         if this.finished { Poll::Ready(None) } else { Poll::Pending }
     }
@@ -321,6 +377,29 @@ mod tests {
         assert!(whole.contains(&format!(r#""id":"{long_id}""#)));
         assert!(text(&frames[3]).contains(r#""id":"c""#));
         assert_eq!(harness.frames_out.get(), 3, "messages, not frames, are counted");
+    }
+
+    #[tokio::test]
+    async fn a_long_frame_goes_out_as_its_own_chunk_between_whole_frames_and_a_ping_never_splits_it() {
+        let mut harness = harness();
+        let long_id = "y".repeat(SHARED_PAYLOAD_BYTES);
+        for id in ["a", &long_id, "c"] {
+            harness.queue_reply(id).await;
+        }
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        // The first chunk ends with the long frame's header; the payload comes next, as the engine encoded it.
+        let Poll::Ready(Some(Ok(first))) = harness.body.poll_next_unpin(&mut cx) else { panic!("a chunk") };
+        harness.received.extend_from_slice(&first);
+        // A ping queued now waits until the long frame is whole.
+        harness.writer.ping();
+        let (frames, _) = harness.drain();
+        assert_eq!(frames.len(), 4, "{frames:?}");
+        assert!(text(&frames[0]).contains(r#""id":"a""#));
+        assert!(text(&frames[1]).contains(&format!(r#""id":"{long_id}""#)));
+        assert!(text(&frames[2]).contains(r#""id":"c""#), "{frames:?}");
+        assert!(matches!(&frames[3], Frame::Ping(_)), "{frames:?}");
+        assert_eq!(harness.frames_out.get(), 3);
     }
 
     #[tokio::test]

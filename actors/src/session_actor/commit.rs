@@ -5,6 +5,7 @@
 //! failed write poisons the lane and stops the actor.
 
 use actix::prelude::*;
+use bytestring::ByteString;
 use troupe_protocol::server::encode_event_notification;
 use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
 use troupe_protocol::types::origin::Origin;
@@ -129,11 +130,15 @@ impl SessionActor {
         // Before the events reach anyone: a client that holds an event, or was told its write is durable, reads
         // it back with `session.get`.
         self.report_meta();
+        if self.subscribers.has_live() {
+            // Each frame encoded once for every subscriber; each subscriber gets the batch's frames at once.
+            let frames: Vec<(u64, ByteString)> = batch
+                .iter()
+                .map(|event| (event.seq, encode_event_notification(&self.session_id, &event.json)))
+                .collect();
+            self.subscribers.offer_committed(&frames);
+        }
         for event in batch {
-            if self.subscribers.has_live() {
-                let frame = encode_event_notification(&self.session_id, &event.json);
-                self.subscribers.offer_committed(event.seq, &frame);
-            }
             self.tail.push(event);
         }
         self.report_goal();

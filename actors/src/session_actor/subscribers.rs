@@ -15,6 +15,10 @@ use troupe_protocol::types::tool_output::OutputStream;
 pub(crate) trait Sink {
     /// Offers the frame of the committed event `seq`; an error means the subscription is over.
     fn offer(&self, seq: u64, frame: &ByteString) -> Result<(), SinkError>;
+    /// Offers the frames of several committed events in `seq` order, as `offer` of each in turn would.
+    fn offer_all(&self, events: &[(u64, ByteString)]) -> Result<(), SinkError> {
+        events.iter().try_for_each(|(seq, frame)| self.offer(*seq, frame))
+    }
     /// Offers a frame that is not a stored event; `Ok(false)` when it was dropped for lack of room.
     fn offer_transient(&self, frame: &ByteString) -> Result<bool, SinkError>;
     /// Ends the subscription with its one `gap` notice.
@@ -26,6 +30,10 @@ pub(crate) trait Sink {
 impl Sink for EventSink {
     fn offer(&self, seq: u64, frame: &ByteString) -> Result<(), SinkError> {
         EventSink::offer(self, seq, frame)
+    }
+
+    fn offer_all(&self, events: &[(u64, ByteString)]) -> Result<(), SinkError> {
+        EventSink::offer_all(self, events)
     }
 
     fn offer_transient(&self, frame: &ByteString) -> Result<bool, SinkError> {
@@ -89,9 +97,10 @@ impl<S: Sink> Subscribers<S> {
         self.live.push(Subscriber::new(sink));
     }
 
-    /// Offers the committed event `seq` to every live subscriber; drops those that refuse it (gone or behind).
-    pub(crate) fn offer_committed(&mut self, seq: u64, frame: &ByteString) {
-        self.live.retain(|subscriber| subscriber.sink.offer(seq, frame).is_ok());
+    /// Offers the committed events (`seq` and frame, in order) to every live subscriber, each subscriber's all at
+    /// once; drops those that refuse one (gone or behind).
+    pub(crate) fn offer_committed(&mut self, events: &[(u64, ByteString)]) {
+        self.live.retain(|subscriber| subscriber.sink.offer_all(events).is_ok());
     }
 
     /// Offers a frame that is not a stored event to every live subscriber; drops those that are gone. One whose
@@ -203,9 +212,8 @@ mod tests {
         let small = FakeSink::with_room(1);
         subscribers.go_live(roomy.clone());
         subscribers.go_live(small.clone());
-        subscribers.offer_committed(1, &frame());
-        subscribers.offer_committed(2, &frame());
-        subscribers.offer_committed(3, &frame());
+        subscribers.offer_committed(&[(1, frame()), (2, frame())]);
+        subscribers.offer_committed(&[(3, frame())]);
         assert_eq!(*roomy.offered.lock(), [1, 2, 3]);
         assert_eq!(*small.offered.lock(), [1], "dropped at the event it had no room for, then offered nothing");
         assert_eq!(subscribers.live_mut().len(), 1);

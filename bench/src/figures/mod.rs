@@ -5,6 +5,7 @@ mod cluster;
 mod cold_load;
 mod durable;
 mod fanout;
+mod first;
 mod history;
 mod pipeline;
 mod rtt;
@@ -20,6 +21,7 @@ pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
     match figure {
         "rtt" => rtt::run(ctx).await,
         "pipeline" => pipeline::run(ctx).await,
+        "first" => first::run(ctx).await,
         "fanout" => fanout::run(ctx).await,
         "durable" => durable::run(ctx).await,
         "load" => cold_load::run(ctx).await,

@@ -11,7 +11,8 @@ use tokio_tungstenite::tungstenite::Message;
 use super::rtt::echo_workers;
 use super::{ID_BASE, session_get_frame};
 use crate::Ctx;
-use crate::harness::{EchoServer, InProcessDaemon, RawWs, create_session, is_reply, ms, reply_id};
+use crate::echo::EchoServer;
+use crate::harness::{InProcessDaemon, RawWs, create_session, is_reply, ms, reply_id};
 use crate::report::{Row, Table, Target, median_p99, slowest};
 
 /// Issue 15: the daemon's pipelined rate at least 0.6× the echo's, i.e. ratio (echo rate / daemon rate) ≤ 1/0.6 (1.667,
@@ -31,25 +32,33 @@ async fn drive(
     let started = Instant::now();
     let tasks = sockets.into_iter().zip(session_ids).map(|(socket, session_id)| {
         let session_id = session_id.clone();
-        tokio::spawn(async move { one_connection(socket, &session_id, per_connection).await })
+        tokio::spawn(async move { one_connection(socket, &session_id, per_connection, WINDOW).await })
     });
     let mut latencies = Vec::new();
     for outcome in futures::future::join_all(tasks).await {
-        latencies.extend(outcome??);
+        latencies.extend(outcome??.1);
     }
     Ok((started.elapsed(), latencies))
 }
 
-async fn one_connection(socket: RawWs, session_id: &str, total: usize) -> anyhow::Result<Vec<f64>> {
+/// `total` `session.get`s of `session_id` on `socket`, `window` in flight: the time from the first send to the
+/// last reply, and each request's latency in ms, in the order the replies came.
+pub(super) async fn one_connection(
+    socket: RawWs,
+    session_id: &str,
+    total: usize,
+    window: usize,
+) -> anyhow::Result<(Duration, Vec<f64>)> {
     let (mut sink, mut stream) = socket.stream.split();
     let frames: Vec<String> = (0..total).map(|index| session_get_frame(ID_BASE + index as u64, session_id)).collect();
+    let started = Instant::now();
     let mut sent_at = vec![Instant::now(); total];
     let mut latencies = Vec::with_capacity(total);
     let (mut sent, mut answered) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(120);
     while answered < total {
         let mut fed = false;
-        while sent < total && sent - answered < WINDOW {
+        while sent < total && sent - answered < window {
             sink.feed(Message::text(frames[sent].clone())).await?;
             sent_at[sent] = Instant::now();
             sent += 1;
@@ -77,8 +86,9 @@ async fn one_connection(socket: RawWs, session_id: &str, total: usize) -> anyhow
         latencies.push(ms(sent_at[index].elapsed()));
         answered += 1;
     }
+    let elapsed = started.elapsed();
     let _ = sink.close().await;
-    Ok(latencies)
+    Ok((elapsed, latencies))
 }
 
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {

@@ -9,7 +9,8 @@ use troupe_protocol::types::common::SessionIdParams;
 
 use super::{ID_BASE, session_get_frame};
 use crate::Ctx;
-use crate::harness::{EchoServer, InProcessDaemon, RawWs, create_session, ms, within};
+use crate::echo::EchoServer;
+use crate::harness::{InProcessDaemon, RawWs, create_session, ms, within};
 use crate::report::{Row, Table, Target, median_p99};
 
 pub fn echo_workers() -> usize {

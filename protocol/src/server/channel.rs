@@ -147,6 +147,35 @@ impl GatedChannel {
         }
     }
 
+    /// Offers live events in `seq` order, as [`offer`](Self::offer) of each in turn would, but queued under one lock
+    /// of the connection's queue with one wake-up of its writer (a durable batch's events reach each subscriber
+    /// together). Never waits.
+    pub(super) fn offer_all(&self, events: &[(u64, ByteString)]) -> Result<(), SinkError> {
+        if self.is_closed() {
+            return Err(SinkError::Closed);
+        }
+        if !self.open.load(Ordering::Acquire) {
+            // Still gated (its subscribe reply is not queued yet): held one by one, and the gate may open midway.
+            return events.iter().try_for_each(|(seq, frame)| self.offer(*seq, frame));
+        }
+        let (queued, outcome) = self.shared.queue.try_push_all(events);
+        if let Some((seq, _)) = queued.checked_sub(1).and_then(|last| events.get(last))
+            && *seq > 0
+        {
+            self.mark_delivered(*seq);
+        }
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(Refused::Full) if self.session_id.is_some() => Err(self.fall_behind()),
+            // Not a subscription: the connection-wide path, one notice at a time, as `offer` would.
+            Err(Refused::Full) => events[queued..].iter().try_for_each(|(seq, frame)| self.enqueue(*seq, frame)),
+            Err(Refused::Closed) => {
+                self.mark_closed();
+                Err(SinkError::Closed)
+            }
+        }
+    }
+
     /// Holds `frame` while the channel waits for its reply. `None` when the channel is open (the caller sends
     /// the frame itself); otherwise whether there was room to hold it.
     fn hold_while_gated(&self, kind: Held, frame: &ByteString) -> Option<bool> {

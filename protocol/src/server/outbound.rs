@@ -112,6 +112,33 @@ impl OutboundQueue {
         Ok(())
     }
 
+    /// Queues the frames of `events` in order under one lock, as long as each fits as [`try_push`](Self::try_push)
+    /// would take it, with one wake-up of the writer: how many were queued, and why the rest were not.
+    pub(super) fn try_push_all(&self, events: &[(u64, ByteString)]) -> (usize, Result<(), Refused>) {
+        let mut state = self.state.lock();
+        if state.closed {
+            return (0, Err(Refused::Closed));
+        }
+        let mut outcome = Ok(());
+        let mut queued = 0;
+        for (_, frame) in events {
+            let fits = state.frames.is_empty()
+                || (state.frames.len() < self.max_frames && state.bytes.saturating_add(frame.len()) <= self.max_bytes);
+            if !fits {
+                outcome = Err(Refused::Full);
+                break;
+            }
+            state.bytes += frame.len();
+            state.frames.push_back(frame.clone());
+            queued += 1;
+        }
+        drop(state);
+        if queued > 0 {
+            self.readable.wake();
+        }
+        (queued, outcome)
+    }
+
     /// Queues `frame`, waiting for room as long as it takes. Cancel-safe: a dropped call queued nothing.
     pub(super) async fn push(&self, frame: ByteString) -> Result<(), Refused> {
         // Most pushes find room: try before registering for a wake-up (registering locks the `Notify`'s list).

@@ -65,6 +65,13 @@ impl EventSink {
         self.channel.offer(seq, frame)
     }
 
+    /// Offers the frames of several live events, in `seq` order: what [`offer`](Self::offer) of each in turn does
+    /// (the first that does not fit ends the subscription with its gap, and nothing after it is queued), with one
+    /// lock of the connection's queue and one wake-up of its writer for all of them.
+    pub fn offer_all(&self, events: &[(u64, ByteString)]) -> Result<(), SinkError> {
+        self.channel.offer_all(events)
+    }
+
     /// Offers a stored event pushed after the subscribe reply (a replay). Waits until the reply is queued, then
     /// for room in the queue (frames and bytes), queues the frame and records `seq` as delivered. A subscriber
     /// that leaves no room for [`ServerLimits::replay_stall`](super::ServerLimits::replay_stall) is too slow: it

@@ -37,6 +37,38 @@ fn a_live_event_that_does_not_fit_the_bytes_gets_a_gap_naming_the_last_delivered
 }
 
 #[tokio::test]
+async fn a_batch_of_live_events_queues_what_fits_in_order_then_ends_with_a_gap_after_the_last_queued() {
+    let (connection, mut outbound, ctx) = connection(limits(3, 1 << 20));
+    let sink = ctx.event_sink("s");
+    sink.mark_replayed_through(7);
+    sink.channel.open();
+    let events: Vec<(u64, ByteString)> = (8..=12).map(|seq| (seq, ByteString::from(format!("event {seq}")))).collect();
+    sink.offer_all(&events[..2]).unwrap();
+    assert_eq!(connection.shared.queue.usage().0, 2, "both queued, under one lock");
+    // One slot left: the next batch's first event fits, its second does not.
+    assert_eq!(sink.offer_all(&events[2..]), Err(SinkError::Lagging));
+    assert_eq!(sink.offer_all(&events[4..]), Err(SinkError::Closed), "only one gap");
+    let mut frames = Vec::new();
+    for _ in 0..4 {
+        frames.push(outbound.next().await.unwrap().to_string());
+    }
+    assert_eq!(frames[..3], ["event 8", "event 9", "event 10"]);
+    assert!(frames[3].contains(r#""last_delivered_seq":10"#), "{frames:?}");
+}
+
+#[test]
+fn a_batch_offered_while_gated_is_held_and_queued_when_the_gate_opens() {
+    let (connection, _outbound, ctx) = connection(limits(8, 1 << 20));
+    let sink = ctx.event_sink("s");
+    let events: Vec<(u64, ByteString)> = (1..=3).map(|seq| (seq, ByteString::from(format!("event {seq}")))).collect();
+    sink.offer_all(&events).unwrap();
+    assert_eq!(sink.channel.held_len(), 3);
+    assert_eq!(connection.shared.queue.usage().0, 0, "nothing before the subscribe reply");
+    sink.channel.open();
+    assert_eq!(connection.shared.queue.usage().0, 3);
+}
+
+#[tokio::test]
 async fn gaps_waiting_on_the_side_list_stay_one_per_session() {
     let (connection, mut outbound, ctx) = connection(limits(1, 1 << 20));
     connection.shared.queue.try_push(&ByteString::from("reply")).unwrap();
