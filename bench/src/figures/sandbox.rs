@@ -68,9 +68,9 @@ impl Drop for Place {
     }
 }
 
-fn shell() -> &'static dyn Tool {
+fn shell() -> anyhow::Result<&'static dyn Tool> {
     static REGISTRY: std::sync::OnceLock<ToolRegistry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(ToolRegistry::builtin).get("shell").expect("shell is a built-in tool")
+    REGISTRY.get_or_init(ToolRegistry::builtin).get("shell").context("no built-in shell tool")
 }
 
 /// Runs `command` once through `runner` and returns the spawn-to-exit time, checking that it succeeded and (for
@@ -111,7 +111,7 @@ async fn once(runner: Runner, place: &Place, command: &str, expect: Option<&str>
             context.temp_dir = Some(place.temp_dir.clone());
             let started = Instant::now();
             let result =
-                tokio::time::timeout(Duration::from_secs(60), shell().execute(json!({"command": command}), context))
+                tokio::time::timeout(Duration::from_secs(60), shell()?.execute(json!({"command": command}), context))
                     .await
                     .context("the shell call did not end within 60 s")?;
             let elapsed = started.elapsed();
