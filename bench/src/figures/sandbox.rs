@@ -229,6 +229,11 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         SandboxConfig { deny_read: vec![large.join(DENIED_FILE).display().to_string()], ..default.clone() };
     let large_place = Place::new(&home, &data_dir, large.clone(), &denied_config)?;
     let bwrap = bwrap_available();
+    let rules = |place: &Place| -> anyhow::Result<usize> {
+        let prepared = tokio::task::block_in_place(|| place.sandbox.prepare(&place.cwd, &place.temp_dir, &[]));
+        Ok(prepared.map_err(anyhow::Error::msg)?.map_or(0, |prepared| prepared.rules().count()))
+    };
+    let (default_rules, large_rules) = (rules(&place)?, rules(&large_place)?);
 
     let mut rows = Vec::new();
     let mut bare_true = f64::NAN;
@@ -317,7 +322,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
              equivalent policy (`--unshare-pid --ro-bind / / --dev /dev --proc /proc`, the cwd and temp dir bound \
              writable, the denied paths covered). Targets (issue 28): troupe ≤ bwrap (ratio ≤ {BWRAP_RATIO}), and troupe \
              − bare ≤ {OVER_BARE_MS} ms (that row's median is the difference of the medians). Last rows: a cwd holding a \
-             folder with a denied file (`deny_read`) and {siblings} other entries.",
+             folder with a denied file (`deny_read`) and {siblings} other entries. The plans have {default_rules} and \
+             {large_rules} rules (a folder holding a denied path gets a rule per entry: here `/`, the bench's temp \
+             dir and the home).",
             ctx.rounds
         ),
         rows,

@@ -26,6 +26,11 @@
 //! compared by device and inode at each call, and the ruleset is built again when one differs. A child adds one
 //! rule to the ruleset for the `/proc` it mounts (a new inode each time, in its own mount namespace, which no other
 //! command can reach), so a kept ruleset is built again after [`MAX_RULESET_USES`] commands.
+//!
+//! One check of a fresh build is not repeated on reuse: an entry file that gets a second name after the ruleset was
+//! built (a hard link made in another folder, which changes no listed folder) keeps its rule, where a fresh build
+//! would skip it. The rule only ever reaches that file's own contents, which the entry's name reached before; the
+//! check exists for the other direction, a denied file linked into a listed folder, which changes that folder.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
