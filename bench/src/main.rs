@@ -4,7 +4,8 @@
 //! ```sh
 //! cargo run --release -p troupe-bench                     # every figure
 //! cargo run --release -p troupe-bench -- --only rtt       # one figure: rtt, pipeline, first, fanout, durable,
-//!                                                         #   load, scale, runs, history, turn, stream, cluster
+//!                                                         #   load, scale, runs, history, turn, stream, cluster,
+//!                                                         #   sandbox
 //! cargo run -p troupe-bench -- --smoke                    # small sizes, correctness only (the test suite runs this)
 //! ```
 
@@ -28,7 +29,7 @@ struct Args {
     #[arg(long)]
     smoke: bool,
     /// Run only these figures (repeatable or comma-separated): rtt, pipeline, first, fanout, durable, load, scale,
-    /// runs, history, turn, stream, cluster.
+    /// runs, history, turn, stream, cluster, sandbox.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Rounds per figure (default 5; 2 with --smoke).
@@ -56,8 +57,10 @@ enum Sub {
     },
 }
 
-pub const FIGURES: [&str; 12] =
-    ["rtt", "pipeline", "first", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream", "cluster"];
+pub const FIGURES: [&str; 13] = [
+    "rtt", "pipeline", "first", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream", "cluster",
+    "sandbox",
+];
 
 /// What every figure gets.
 pub struct Ctx {

@@ -371,7 +371,7 @@ fn the_plan_carves_around_the_data_directory() {
         for _ in 0..ROUNDS {
             drop(sandbox.prepare(&cwd, temp.path(), &[]).unwrap());
         }
-        let rules = sandbox.prepare(&cwd, temp.path(), &[]).unwrap().map_or(0, |prepared| prepared.plan().rules.len());
+        let rules = sandbox.prepare(&cwd, temp.path(), &[]).unwrap().map_or(0, |prepared| prepared.rules().count());
         println!("prepare(): {:?} per call, {rules} rules", started.elapsed() / ROUNDS);
     }
 }

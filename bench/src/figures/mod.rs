@@ -10,6 +10,7 @@ mod history;
 mod pipeline;
 mod rtt;
 mod runs;
+mod sandbox;
 mod scale;
 mod stream;
 mod turn;
@@ -31,6 +32,7 @@ pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
         "turn" => turn::run(ctx).await,
         "stream" => stream::run(ctx).await,
         "cluster" => cluster::run(ctx).await,
+        "sandbox" => sandbox::run(ctx).await,
         other => anyhow::bail!("unknown figure {other}"),
     }
 }

@@ -20,6 +20,7 @@
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 /// The capabilities a tool process that runs as root keeps in its bounding set (so after exec): what a root
 /// program ordinarily needs for files and processes of its own (as a container runtime would keep), and none that
@@ -63,8 +64,8 @@ pub(super) struct ChildSetup {
     as_root: bool,
     /// The seccomp filter refusing Unix sockets (and io_uring), where Landlock cannot govern them.
     refuse_unix_sockets: bool,
-    /// The Landlock ruleset; `None` only when the mode is `off`.
-    ruleset: Option<OwnedFd>,
+    /// The Landlock ruleset (shared by the commands of a run: see `plan_cache`); `None` only when the mode is `off`.
+    ruleset: Option<Arc<OwnedFd>>,
     /// What the ruleset grants beneath the command's own `/proc`, added once it is mounted (0: nothing).
     proc_access: u64,
 }
@@ -84,7 +85,7 @@ pub(super) struct Isolation {
 
 impl ChildSetup {
     /// The setup of a confined child. Call it in the parent, right before spawning.
-    pub(super) fn confined(ruleset: OwnedFd, isolation: Isolation) -> ChildSetup {
+    pub(super) fn confined(ruleset: Arc<OwnedFd>, isolation: Isolation) -> ChildSetup {
         // SAFETY: geteuid cannot fail and touches no memory of ours.
         let euid = unsafe { libc::geteuid() };
         let mut namespaces = 0;
@@ -365,8 +366,11 @@ fn drop_capabilities() -> io::Result<()> {
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability as libc::c_ulong, 0, 0, 0) } != 0 {
             let error = io::Error::last_os_error();
-            if !matches!(error.raw_os_error(), Some(libc::EINVAL | libc::EPERM)) {
-                return Err(error);
+            match error.raw_os_error() {
+                // Capabilities are numbered without gaps: past the kernel's last one there is nothing to drop.
+                Some(libc::EINVAL) => break,
+                Some(libc::EPERM) => {}
+                _ => return Err(error),
             }
         }
     }

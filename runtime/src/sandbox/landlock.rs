@@ -7,25 +7,41 @@
 //! Creating device nodes is never granted. Below ABI 9 Landlock does not govern Unix socket files, so a seccomp
 //! filter refuses creating Unix sockets instead ([`super::seccomp`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio::process::Command;
 
-use super::plan::{Grant, SandboxPlan};
+use super::plan::{PlannedRule, SandboxPlan};
+use super::plan_cache::Planned;
 use super::{Sandbox, Support};
 
 /// The rules of one tool process, prepared before fork; installed into a `Command` between fork and exec.
 #[derive(Debug)]
 pub struct PreparedSandbox {
-    plan: SandboxPlan,
+    /// The rules every command in this cwd gets (cached, see [`super::plan_cache`]).
+    base: Arc<Planned>,
+    /// The rules of this call's temp dir, and the temp dir when a denied path holds it.
+    temp_rules: Vec<PlannedRule>,
+    temp_dropped: Vec<PathBuf>,
     #[cfg(target_os = "linux")]
     setup: super::child::ChildSetup,
 }
 
 impl PreparedSandbox {
-    /// The rules this process gets, as paths and grants (for logs and `troupe sandbox explain`).
-    pub fn plan(&self) -> &SandboxPlan {
-        &self.plan
+    /// The rules this process gets, as paths and grants (for logs and tests).
+    pub fn rules(&self) -> impl Iterator<Item = &PlannedRule> {
+        self.base.plan.rules.iter().chain(&self.temp_rules)
+    }
+
+    /// The writable roots dropped because a denied path holds them.
+    pub fn dropped_writable(&self) -> impl Iterator<Item = &PathBuf> {
+        self.base.plan.dropped_writable.iter().chain(&self.temp_dropped)
+    }
+
+    /// The part of the plan every command of this cwd shares: the very same plan while the cache reuses it.
+    pub fn base_plan(&self) -> &SandboxPlan {
+        &self.base.plan
     }
 
     /// Makes `command`'s child, between fork and exec: die with SIGKILL when the spawning thread ends (then check
@@ -129,9 +145,21 @@ pub(super) fn prepare(
     let Support::Landlock { abi } = sandbox.support() else {
         return Err("Landlock is not available on this system".to_owned());
     };
-    let plan = super::plan::plan(sandbox, cwd, temp_dir, extra_writable);
-    let ruleset = ruleset::build(*abi, &plan, &plan.denied)
-        .map_err(|error| format!("the sandbox rules could not be built: {error}"))?;
+    let base = sandbox.base_plan(cwd, extra_writable);
+    let (temp_rules, temp_dropped) = super::plan::temp_dir_rules(sandbox, &base.plan, temp_dir);
+    let rules = base.plan.rules.iter().chain(&temp_rules);
+    let ruleset = match base.ruleset(temp_dir) {
+        Some(ruleset) => ruleset,
+        None => {
+            // Rules beneath a listed folder are covered by its stamp; the others are compared at each reuse.
+            let is_root = |rule: &PlannedRule| !base.is_listed_entry(rule);
+            let (ruleset, roots) = ruleset::build(*abi, rules.clone(), &base.plan.denied, is_root)
+                .map_err(|error| format!("the sandbox rules could not be built: {error}"))?;
+            let ruleset = Arc::new(ruleset);
+            base.keep_ruleset(temp_dir, Arc::clone(&ruleset), roots);
+            ruleset
+        }
+    };
     let isolation = super::child::Isolation {
         network: sandbox.network(),
         pid_namespace: sandbox.pid_namespace(),
@@ -139,16 +167,12 @@ pub(super) fn prepare(
         // The command's own /proc, mounted in the child after this ruleset is built, is an inode no rule names
         // (Landlock matches inodes and skips mount points on the way up): the child grants it the read access the
         // plan grants the daemon's /proc, and nothing when the plan grants none.
-        proc_access: if plan.rules.iter().any(|rule| rule.path == Path::new("/proc") && rule.grant == Grant::Read) {
-            ruleset::read_access(*abi)
-        } else {
-            0
-        },
+        proc_access: if base.grants_proc_read() { ruleset::read_access(*abi) } else { 0 },
         // From ABI 9 the ruleset governs connecting to Unix sockets; before, only seccomp can refuse them.
         refuse_unix_sockets: *abi < 9,
     };
     let setup = super::child::ChildSetup::confined(ruleset, isolation);
-    Ok(PreparedSandbox { plan, setup })
+    Ok(PreparedSandbox { base, temp_rules, temp_dropped, setup })
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -173,11 +197,18 @@ mod ruleset {
         RulesetCreatedAttr, Scope,
     };
 
-    use super::super::plan::{Grant, PlannedRule, SandboxPlan, is_within_any};
+    use super::super::plan::{Grant, PlannedRule, is_within_any};
+    use super::super::plan_cache::Identity;
 
     /// Creates the ruleset (handling every filesystem right of `abi`, and signal scoping from ABI 6) and adds one
     /// rule per planned path that still is what was planned. Returns its descriptor (close-on-exec).
-    pub(super) fn build(abi: u32, plan: &SandboxPlan, denied: &[PathBuf]) -> Result<OwnedFd, String> {
+    /// With it, the identity of what each rule that `is_root` names was (`None`: nothing, or skipped).
+    pub(super) fn build<'a>(
+        abi: u32,
+        rules: impl Iterator<Item = &'a PlannedRule>,
+        denied: &[PathBuf],
+        is_root: impl Fn(&PlannedRule) -> bool,
+    ) -> Result<(OwnedFd, Vec<(PathBuf, Identity)>), String> {
         let abi = ABI::from(i32::try_from(abi).unwrap_or(i32::MAX));
         let rights = Rights::of(abi);
         let mut ruleset = Ruleset::default()
@@ -189,8 +220,13 @@ mod ruleset {
             ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket).map_err(|error| error.to_string())?;
         }
         let mut created = ruleset.create().map_err(|error| error.to_string())?;
-        for rule in &plan.rules {
-            let Some((fd, is_dir)) = open_as_planned(rule, denied) else {
+        let mut roots = Vec::new();
+        for rule in rules {
+            let opened = open_as_planned(rule, denied);
+            if is_root(rule) {
+                roots.push((rule.path.clone(), opened.as_ref().map(|(_, identity, _)| *identity)));
+            }
+            let Some((fd, _, is_dir)) = opened else {
                 continue;
             };
             let mut access = rights.of_grant(rule.grant);
@@ -205,7 +241,8 @@ mod ruleset {
             }
             created = created.add_rule(PathBeneath::new(fd, access)).map_err(|error| error.to_string())?;
         }
-        Option::<OwnedFd>::from(created).ok_or_else(|| "the kernel gave no ruleset".to_owned())
+        let ruleset = Option::<OwnedFd>::from(created).ok_or_else(|| "the kernel gave no ruleset".to_owned())?;
+        Ok((ruleset, roots))
     }
 
     /// The bits of [`Grant::Read`] for `abi`, for a rule the child adds itself (on its own `/proc`).
@@ -250,7 +287,7 @@ mod ruleset {
     /// the way was swapped), or a file with several links: such a rule is skipped, which only ever takes access
     /// away. A read or write grant whose path holds or lies in a denied path is skipped too, whatever the plan
     /// said.
-    fn open_as_planned(rule: &PlannedRule, denied: &[PathBuf]) -> Option<(OwnedFd, bool)> {
+    fn open_as_planned(rule: &PlannedRule, denied: &[PathBuf]) -> Option<(OwnedFd, (u64, u64), bool)> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -276,6 +313,6 @@ mod ruleset {
         if broad && (is_within_any(&resolved, denied) || denied.iter().any(|path| path.starts_with(&resolved))) {
             return None;
         }
-        Some((OwnedFd::from(file), kind.is_dir()))
+        Some((OwnedFd::from(file), (metadata.dev(), metadata.ino()), kind.is_dir()))
     }
 }

@@ -30,6 +30,7 @@ pub mod data_dirs;
 pub mod environment;
 mod landlock;
 pub mod plan;
+mod plan_cache;
 pub mod process_groups;
 pub mod protected;
 pub mod repository;
@@ -38,6 +39,7 @@ mod seccomp;
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use troupe_protocol::types::runtime::{SandboxEnforcement, SandboxStatus};
 
@@ -92,6 +94,8 @@ pub struct Sandbox {
     /// Where runs make their temp dirs: `<system temp>/troupe-<uid>-<hash of the data dir>`, one per data dir, so
     /// that a daemon cleans up after a predecessor that died.
     temp_root: Option<PathBuf>,
+    /// The plans of recent cwds, reused while still true.
+    plans: plan_cache::PlanCache,
 }
 
 impl Sandbox {
@@ -157,6 +161,7 @@ impl Sandbox {
             data_dirs: Some(data_dirs),
             groups: Some(groups),
             temp_root: Some(temp_root),
+            plans: plan_cache::PlanCache::default(),
         }
     }
 
@@ -178,6 +183,7 @@ impl Sandbox {
             data_dirs: None,
             groups: None,
             temp_root: None,
+            plans: plan_cache::PlanCache::default(),
         }
     }
 
@@ -396,6 +402,24 @@ impl Sandbox {
         }
         let git_dirs = repository::writable_git_dirs(extra_writable, self.enclosing_git_dir, self.home.as_deref());
         landlock::prepare(self, cwd, temp_dir, &git_dirs).map(Some)
+    }
+}
+
+impl Sandbox {
+    /// The rules of a command started in `cwd` other than those of its temp dir: the plan made for an earlier
+    /// command of this cwd while it is still true ([`plan_cache`]), else a new one, kept when it can be. The denied
+    /// paths around `cwd` are looked up again every time (other data dirs come and go). Blocking I/O.
+    fn base_plan(&self, cwd: &Path, extra_writable: &[PathBuf]) -> Arc<plan_cache::Planned> {
+        let denied = self.denied_around(cwd);
+        if let Some(planned) = self.plans.get(cwd, extra_writable, &denied) {
+            return planned;
+        }
+        let identities = plan_cache::identities(&denied);
+        let mut listed = Vec::new();
+        let plan = plan::base_plan(self, cwd, denied, extra_writable, &mut listed);
+        let planned = Arc::new(plan_cache::Planned::new(plan, &listed, identities));
+        self.plans.insert(cwd, extra_writable, Arc::clone(&planned), &listed);
+        planned
     }
 }
 

@@ -70,21 +70,14 @@ pub struct SandboxPlan {
     pub denied: Vec<PathBuf>,
 }
 
-/// The roots a mode lets tool processes write, canonical where they exist, and those dropped because they lie in
-/// a denied path (the deny wins).
-fn write_roots(
-    sandbox: &Sandbox,
-    denied: &[PathBuf],
-    cwd: &Path,
-    temp_dir: &Path,
-    extra: &[PathBuf],
-) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+/// The roots a mode lets tool processes write besides the run's temp dir (see [`temp_dir_rules`]), canonical where
+/// they exist, and those dropped because they lie in a denied path (the deny wins).
+fn write_roots(sandbox: &Sandbox, denied: &[PathBuf], cwd: &Path, extra: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let candidates: Vec<PathBuf> = match sandbox.mode() {
         // The cwd as recorded (canonical when the session was made), not resolved again: a cwd replaced by a
         // symlink since would otherwise grant the folder it leads to. The ruleset opens every rule's path and
         // skips one that no longer resolves to itself, so such a cwd gets no rule at all.
-        SandboxMode::WorkspaceWrite => [cwd.to_path_buf(), canonical(temp_dir), PathBuf::from(SHARED_MEMORY)]
+        SandboxMode::WorkspaceWrite => [cwd.to_path_buf(), PathBuf::from(SHARED_MEMORY)]
             .into_iter()
             .chain(sandbox.writable().iter().cloned())
             // A further root (a repository's git dir) never holds a denied path: not `/`, not a home folder.
@@ -95,8 +88,7 @@ fn write_roots(
                     .filter(|path| !denied.iter().any(|denied| denied.starts_with(path))),
             )
             .collect(),
-        SandboxMode::ReadOnly => vec![canonical(temp_dir)],
-        SandboxMode::Off => Vec::new(),
+        SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),
     };
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
@@ -110,6 +102,10 @@ fn write_roots(
     (kept, dropped)
 }
 
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// The rules of a process started in `cwd` with `temp_dir`. Lists the folders that hold denied paths (blocking
 /// I/O). An entry that cannot be listed or is a symlink gets no rule: less access, never more. The denied paths are
 /// the sandbox's and every other troupe data dir the command could reach ([`Sandbox::denied_around`]).
@@ -118,27 +114,101 @@ fn write_roots(
 /// directory of the repository that holds the cwd, when it lies outside it.
 pub fn plan(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra_writable: &[PathBuf]) -> SandboxPlan {
     let denied = sandbox.denied_around(cwd);
+    let mut plan = base_plan(sandbox, cwd, denied, extra_writable, &mut Vec::new());
+    let (rules, dropped) = temp_dir_rules(sandbox, &plan, temp_dir);
+    plan.rules.extend(rules);
+    plan.dropped_writable.extend(dropped);
+    plan
+}
+
+/// A folder whose entries a plan lists, as it was right before they were listed: what the plan cache compares to
+/// know whether the entries can have changed since (see [`super::plan_cache`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Listed {
+    pub path: PathBuf,
+    /// The folder's identity and times, `None` when it could not be read.
+    pub stamp: Option<DirStamp>,
+    /// The system clock right before `stamp` was read.
+    pub read_at: std::time::SystemTime,
+}
+
+/// What changes when a folder's entries change: a new, removed or renamed entry changes its mtime and ctime; a
+/// folder put in its place has another device or inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct DirStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+impl DirStamp {
+    /// The folder at `path`, following a final symlink as listing it does.
+    pub(super) fn of(path: &Path) -> Option<DirStamp> {
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(DirStamp {
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+            mtime: (metadata.mtime(), metadata.mtime_nsec()),
+            ctime: (metadata.ctime(), metadata.ctime_nsec()),
+        })
+    }
+}
+
+/// The rules that do not depend on the run's temp dir, carved around `denied`; every folder whose entries were
+/// listed is added to `listed` (stamped before it was listed).
+pub(super) fn base_plan(
+    sandbox: &Sandbox,
+    cwd: &Path,
+    denied: Vec<PathBuf>,
+    extra_writable: &[PathBuf],
+    listed: &mut Vec<Listed>,
+) -> SandboxPlan {
     let mut rules = vec![PlannedRule { path: PathBuf::from("/"), grant: Grant::ListNames }];
     let mut unreadable = denied.clone();
     unreadable.push(PathBuf::from(DEVICES));
-    carve(Path::new("/"), Grant::Read, &unreadable, &mut rules);
+    carve(Path::new("/"), Grant::Read, &unreadable, &mut rules, listed);
     for device in READABLE_DEVICES {
         rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Read });
     }
-    carve(Path::new(SHARED_MEMORY), Grant::Read, &denied, &mut rules);
+    carve(Path::new(SHARED_MEMORY), Grant::Read, &denied, &mut rules, listed);
     for device in WRITABLE_DEVICES {
         rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Device });
     }
-    let (roots, dropped_writable) = write_roots(sandbox, &denied, cwd, temp_dir, extra_writable);
+    let (roots, dropped_writable) = write_roots(sandbox, &denied, cwd, extra_writable);
     for root in roots {
-        carve(&root, Grant::Write, &denied, &mut rules);
+        carve(&root, Grant::Write, &denied, &mut rules, listed);
     }
     SandboxPlan { rules, dropped_writable, denied }
 }
 
+/// The rules the run's temp dir adds to `base` (a write root in every mode but `off`), and the temp dir itself
+/// when it lies in a denied path and is dropped. Made for each call (runs have temp dirs of their own), so a
+/// folder listed here is never cached.
+pub(super) fn temp_dir_rules(
+    sandbox: &Sandbox,
+    base: &SandboxPlan,
+    temp_dir: &Path,
+) -> (Vec<PlannedRule>, Vec<PathBuf>) {
+    let mut rules = Vec::new();
+    if sandbox.mode() == SandboxMode::Off {
+        return (rules, Vec::new());
+    }
+    let root = canonical(temp_dir);
+    if is_within_any(&root, &base.denied) {
+        return (rules, vec![root]);
+    }
+    // Already granted as a root (a temp dir that is the cwd): the same rules again would add nothing.
+    if base.rules.iter().any(|rule| rule.grant == Grant::Write && rule.path == root) {
+        return (rules, Vec::new());
+    }
+    carve(&root, Grant::Write, &base.denied, &mut rules, &mut Vec::new());
+    (rules, Vec::new())
+}
+
 /// Grants `grant` beneath `root`, except beneath the `excluded` paths: a root inside an excluded path gets
-/// nothing, a root holding one is split into its entries.
-fn carve(root: &Path, grant: Grant, excluded: &[PathBuf], rules: &mut Vec<PlannedRule>) {
+/// nothing, a root holding one is split into its entries (and recorded in `listed`, stamped first).
+fn carve(root: &Path, grant: Grant, excluded: &[PathBuf], rules: &mut Vec<PlannedRule>, listed: &mut Vec<Listed>) {
     if is_within_any(root, excluded) {
         return;
     }
@@ -146,21 +216,29 @@ fn carve(root: &Path, grant: Grant, excluded: &[PathBuf], rules: &mut Vec<Planne
         rules.push(PlannedRule { path: root.to_path_buf(), grant });
         return;
     }
+    // Stamped before the listing: an entry made after the stamp changes the folder's times, so a plan reused
+    // while the stamp holds never misses one (the cache also refuses stamps too close to the clock).
+    let read_at = std::time::SystemTime::now();
+    listed.push(Listed { path: root.to_path_buf(), stamp: DirStamp::of(root), read_at });
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
     for entry in entries.flatten() {
+        let kind = entry.file_type();
         // A symlink's target, when it may be granted, is reached on its own path; following the link could lead
         // into a denied path or out of a writable root.
-        if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+        if kind.as_ref().is_ok_and(|kind| kind.is_symlink()) {
             continue;
         }
         // Landlock attaches a rule to the inode, not the name: a rule on a hard link to a denied file (the token,
-        // linked into the cwd) would open that file under every name. Such entries get no rule.
-        if entry.metadata().is_ok_and(|metadata| !metadata.is_dir() && metadata.nlink() > 1) {
+        // linked into the cwd) would open that file under every name. Such entries get no rule. (A folder cannot
+        // have other names, so its link count needs no `stat`.)
+        if !kind.is_ok_and(|kind| kind.is_dir())
+            && entry.metadata().is_ok_and(|metadata| !metadata.is_dir() && metadata.nlink() > 1)
+        {
             continue;
         }
-        carve(&root.join(entry.file_name()), grant, excluded, rules);
+        carve(&root.join(entry.file_name()), grant, excluded, rules, listed);
     }
 }
 

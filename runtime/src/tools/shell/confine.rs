@@ -100,7 +100,7 @@ pub(super) async fn prepare(
         let prepared = sandbox.prepare(session_cwd.path(), &temp_dir, &extra_writable).map_err(NotStarted::Sandbox)?;
         if let Some(prepared) = &prepared {
             tracing::debug!(
-                rules = prepared.plan().rules.len(),
+                rules = prepared.rules().count(),
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "prepared the sandbox of a shell command"
             );

@@ -231,7 +231,13 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         return results::error(format!("process id {pid} does not fit a pid_t"));
     };
     let mut group = ProcessGroup::new(pgid);
-    let record = confine::record_group(&sandbox, pgid).await;
+    // Recorded while the command runs rather than before: the two fsyncs of the record would otherwise come on top
+    // of every command's time. The leader is reaped only once the record is written, so that its start time (read
+    // from `/proc`) is still there to record.
+    let recording = confine::record_group(&sandbox, pgid);
+    tokio::pin!(recording);
+    let mut record = None;
+    let mut recorded = false;
 
     let limit = limits.max_output_bytes;
     let mut stdout_capture = CapturedOutput::new(limit);
@@ -248,7 +254,11 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
 
     let ending = loop {
         tokio::select! {
-            status = child.wait() => break Ending::Exited(status),
+            written = &mut recording, if !recorded => {
+                record = written;
+                recorded = true;
+            }
+            status = child.wait(), if recorded => break Ending::Exited(status),
             () = &mut deadline => break Ending::TimedOut,
             () = cancel.cancelled() => break Ending::Cancelled,
             _ = &mut pumps, if !pumps_done => pumps_done = true,
@@ -256,6 +266,9 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         }
     };
 
+    if !recorded {
+        record = recording.await;
+    }
     // Kill the group in every case: after a timeout or cancellation to stop the command, after an exit to stop
     // what it left in the background.
     let kill_error = group.kill().err();
