@@ -19,8 +19,12 @@ use crate::harness::{
 };
 use crate::report::{Row, Table, Target, median_p99, slowest};
 
-/// Issue 15's budget for one tool turn's wall time on this machine, in ms (the design anchor was 2 ms).
-const TURN_WALL_MS: f64 = 1.0;
+/// Issue 28's budget for one tool turn's wall time on this machine, in ms (issue 15's was 1 ms, the design anchor
+/// 2 ms).
+const TURN_WALL_MS: f64 = 0.5;
+
+/// Issue 28's budget for the daemon's CPU per tool turn, in ms (issue 15's was 1 ms).
+const TURN_CPU_MS: f64 = 0.4;
 
 fn script(turns: usize) -> serde_json::Value {
     let mut list: Vec<serde_json::Value> = (1..turns)
@@ -173,8 +177,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
              (/proc/<pid>/stat, 10 ms ticks) over the run / turns. Baseline per turn: two sequential raw \
              `write` + `fdatasync` of a 400-byte line in the same directory ({fsync_median:.3} ms each), since a \
              turn makes the model turn and then the tool result durable. Concurrent: {concurrent} sessions × one \
-             {concurrent_turns}-turn run, all started at once, {} rounds. Targets: issue 15's budget of \
-             {TURN_WALL_MS} ms wall per turn (the design anchor was 2 ms), and 1 ms of engine CPU per turn.",
+             {concurrent_turns}-turn run, all started at once, {} rounds. Targets: issue 28's budget of \
+             {TURN_WALL_MS} ms wall per turn and {TURN_CPU_MS} ms of engine CPU per turn (issue 15's were 1 ms \
+             and 1 ms; the design anchor 2 ms wall).",
             ctx.program.describe(),
             ctx.rounds,
             ctx.rounds.min(3)
@@ -185,7 +190,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
                 .target(Target::MedianAtMost(TURN_WALL_MS)),
             Row::new("turn interval (tool result → next tool result)", "ms", interval, interval_p99)
                 .cost(durable_floor),
-            Row::new("engine CPU per turn", "ms", cpu, cpu_p99).target(Target::MedianAtMost(1.0)),
+            Row::new("engine CPU per turn", "ms", cpu, cpu_p99).target(Target::MedianAtMost(TURN_CPU_MS)),
             Row::new(format!("{concurrent} concurrent runs: run.start → run_completed"), "ms", duration, duration_p99),
             Row::new(format!("{concurrent} concurrent runs: aggregate turns"), "turns/s", rate, worst_rate),
             Row::new(format!("{concurrent} concurrent runs: engine CPU per turn"), "ms", ccpu, ccpu_p99),
