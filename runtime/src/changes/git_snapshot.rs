@@ -147,6 +147,14 @@ fn locate(cwd: &Path, home: &Path) -> Option<Repository> {
     let text = String::from_utf8(output(command, None).ok()?).ok()?;
     let mut lines = text.lines().map(PathBuf::from);
     let (toplevel, git_dir, common_dir) = (lines.next()?, lines.next()?, lines.next()?);
+    // A work tree that does not hold the cwd is not the session's repository: a `.git` file or config a command
+    // wrote (`core.worktree`) could name any folder, and the snapshot would then read a tree the session's denied
+    // paths were not looked up around.
+    let real_cwd = cwd.canonicalize().ok()?;
+    if !real_cwd.starts_with(&toplevel) {
+        tracing::warn!(cwd = %cwd.display(), toplevel = %toplevel.display(), "a repository whose work tree does not hold the session's folder is not snapshotted");
+        return None;
+    }
     Some(Repository { toplevel, git_dir, common_dir })
 }
 

@@ -147,3 +147,23 @@ fn outside_a_repository_nothing_is_recorded() {
     snapshot(&store, work.path(), "r1", "c1", &[], SnapshotPhase::Before);
     assert!(store.shell_records("s1").unwrap().is_empty());
 }
+
+#[test]
+fn a_repository_whose_work_tree_is_elsewhere_is_not_snapshotted() {
+    // A command can write a `.git` of its own whose config names any folder as its work tree: the snapshot would
+    // read that folder, whose denied paths were never looked up.
+    let data = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let base = work.path().canonicalize().unwrap();
+    let (cwd, elsewhere) = (base.join("project"), base.join("elsewhere"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("private.txt"), "not the session's").unwrap();
+    git(&cwd, &["init", "-q"]);
+    git(&cwd, &["config", "core.worktree", elsewhere.to_str().unwrap()]);
+    std::fs::create_dir_all(data.path().join("sessions/s1")).unwrap();
+    let store = ChangeStore::new(data.path(), ChangeLimits::default());
+    snapshot(&store, &cwd, "r1", "c1", &[], SnapshotPhase::Before);
+    assert!(store.shell_records("s1").unwrap().is_empty());
+    assert!(!data.path().join("shell-snapshots").exists(), "nothing of the other folder was read");
+}
