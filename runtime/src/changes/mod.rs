@@ -57,6 +57,9 @@ pub struct ChangeStore {
     sessions_dir: PathBuf,
     limits: ChangeLimits,
     blobs: Mutex<BlobStore>,
+    /// Each session's run whose first shell snapshot is taken (`shell`), so later commands of the run do not read
+    /// the journal to learn it.
+    shell_runs_begun: Mutex<std::collections::HashMap<String, String>>,
     /// The shell snapshots' shadow git dirs (`<data_dir>/shell-snapshots`).
     shadows: git_snapshot::ShadowRepos,
 }
@@ -101,6 +104,7 @@ impl ChangeStore {
             sessions_dir: data_dir.join("sessions"),
             limits,
             blobs: Mutex::new(BlobStore::new(data_dir.join("blobs"), limits.max_blob_bytes, limits.budget_bytes)),
+            shell_runs_begun: Mutex::default(),
             shadows: git_snapshot::ShadowRepos::new(data_dir.join("shell-snapshots")),
         }
     }

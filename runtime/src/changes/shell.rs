@@ -107,11 +107,8 @@ impl ChangeStore {
     pub fn snapshot_shell(&self, call: &ShellCall<'_>, phase: SnapshotPhase) -> Result<(), String> {
         crate::blocking::assert_may_block();
         let session_dir = self.session_dir(call.session_id);
-        if phase == SnapshotPhase::Before {
-            let records = self.shell_records(call.session_id).map_err(|error| error.to_string())?;
-            if records.iter().any(|record| record.run_id == call.run_id) {
-                return Ok(());
-            }
+        if phase == SnapshotPhase::Before && self.run_has_before(call)? {
+            return Ok(());
         }
         let Some(repository) = self.shadows.repository_of(call.cwd) else {
             return Ok(());
@@ -127,7 +124,30 @@ impl ChangeStore {
             left_out: snapshot.left_out,
             recorded_at: crate::clock::now_rfc3339(),
         };
-        journal::append_to(&session_dir, SHELL_JOURNAL_FILE, &record).map_err(|error| error.to_string())
+        journal::append_to(&session_dir, SHELL_JOURNAL_FILE, &record).map_err(|error| error.to_string())?;
+        self.remember_begun(call);
+        Ok(())
+    }
+
+    /// Whether `call`'s run has its `Before` snapshot already: remembered per session (a session runs one run at a
+    /// time), else looked up in the journal once, after a restart.
+    fn run_has_before(&self, call: &ShellCall<'_>) -> Result<bool, String> {
+        let begun = self.shell_runs_begun.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if begun.get(call.session_id).is_some_and(|run| run == call.run_id) {
+            return Ok(true);
+        }
+        drop(begun);
+        let records = self.shell_records(call.session_id).map_err(|error| error.to_string())?;
+        let found = records.iter().any(|record| record.run_id == call.run_id);
+        if found {
+            self.remember_begun(call);
+        }
+        Ok(found)
+    }
+
+    fn remember_begun(&self, call: &ShellCall<'_>) {
+        let mut begun = self.shell_runs_begun.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        begun.insert(call.session_id.to_owned(), call.run_id.to_owned());
     }
 
     /// The session's snapshot records, in order. Blocking I/O.
