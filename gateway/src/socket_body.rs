@@ -231,9 +231,8 @@ impl SocketBody {
         }
         Ok(true)
     }
-}
 
-impl SocketBody {
+    /// The next chunk ready for the dispatcher.
     fn next_ready(&mut self) -> Option<Bytes> {
         let chunk = self.ready.pop_front()?;
         self.ready_bytes -= chunk.len();
