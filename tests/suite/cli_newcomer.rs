@@ -13,8 +13,12 @@ use super::support::*;
 fn the_serve_banner_is_not_buried_under_actix_lines() {
     let data_dir = tempfile::tempdir().expect("data dir");
     let daemon = troupe_serve(data_dir.path()).listen("127.0.0.1:0").default_log_level().log(DaemonLog::Lines).spawn();
+    // The log is read from the daemon's stderr by a thread of the test: the banner may arrive a moment after the
+    // daemon said where it listens (on its stdout).
+    let banner =
+        holds_within_blocking(WAIT, || daemon.log_lines().iter().any(|line| line.contains("troupe is listening")));
     let lines = daemon.log_lines();
-    assert!(lines.iter().any(|line| line.contains("troupe is listening")), "{lines:#?}");
+    assert!(banner, "no banner: {lines:#?}");
     assert!(!lines.iter().any(|line| line.contains("actix")), "actix's start-up lines at info: {lines:#?}");
 }
 
