@@ -4,11 +4,20 @@
 //!
 //! `kv::Store::keys` followed by a `get` per key costs a round trip per key; a bucket with thousands of sessions is
 //! read here instead through one ordered push consumer with `DeliverPolicy::LastPerSubject`, which streams every
-//! key's latest message (delete markers included, so that a follower learns of removals) and says up front how
-//! many there are, so a reader knows when it has seen them all, even in an empty bucket.
+//! key's latest message (delete markers included, so that a follower learns of removals).
+//!
+//! When a reader has seen the bucket's contents is not left to the server's pending count: nats-server 2.9 (Debian's)
+//! can deliver a key rewritten while the consumer starts twice and count it as pending for good, and can end its
+//! first pass without a key it counted. A reader waiting for zero never ended while the bucket was being written
+//! (each write reset its per-message timeout), and one that trusted it missed keys. So the keys the bucket holds
+//! are listed first (the stream's subjects, with its last sequence); the contents are seen once each was
+//! delivered, and those the server skipped (it counts nothing pending, or delivers a message newer than the list)
+//! are read one by one. Repeats delivered before then are dropped.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use async_nats::jetstream;
 use async_nats::jetstream::consumer::{DeliverPolicy, ReplayPolicy, push};
 use async_nats::jetstream::kv;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
@@ -102,26 +111,77 @@ pub(crate) async fn entry(store: &kv::Store, key: &str) -> Result<Option<Record>
     }))
 }
 
-/// The latest message of every key in `store`, removed keys included; `ttl`-style judgements are the caller's.
+/// How long reading a whole bucket may take, however steadily its messages come.
+const SCAN_WITHIN: Duration = Duration::from_secs(30);
+
+/// The latest message of every key in `store`, removed keys included, in the order the server stored them (a key
+/// rewritten during the read comes once, with its newest record); `ttl`-style judgements are the caller's.
 pub(crate) async fn scan(cluster: &Cluster, store: &kv::Store) -> Result<Vec<Record>, ClusterError> {
-    let (pending, mut messages) = follow(cluster, store).await?;
-    let mut records = Vec::with_capacity(usize::try_from(pending).unwrap_or(0));
-    let mut left = pending;
-    while left > 0 {
-        let record = match tokio::time::timeout(REQUEST_TIMEOUT, messages.next()).await {
-            Ok(Some(record)) => record?,
-            Ok(None) => {
-                return Err(ClusterError::JetStream { what: "read a bucket", detail: "the consumer ended".to_owned() });
-            }
-            Err(_) => return Err(unreachable("read a bucket")),
-        };
-        left = record.1;
-        records.push(record.0);
+    let read = async {
+        let (pending, mut messages) = follow(cluster, store).await?;
+        let mut records = Vec::with_capacity(usize::try_from(pending).unwrap_or(0));
+        let mut left = pending;
+        while left > 0 {
+            let record = match tokio::time::timeout(REQUEST_TIMEOUT, messages.next()).await {
+                Ok(Some(record)) => record?,
+                Ok(None) => {
+                    let detail = "the consumer ended".to_owned();
+                    return Err(ClusterError::JetStream { what: "read a bucket", detail });
+                }
+                Err(_) => return Err(unreachable("read a bucket")),
+            };
+            left = record.1;
+            records.push(record.0);
+        }
+        Ok(newest_of_each_key(records))
+    };
+    match tokio::time::timeout(SCAN_WITHIN, read).await {
+        Ok(read) => read,
+        Err(_) => Err(ClusterError::Unreachable {
+            what: "read a bucket",
+            detail: format!("its contents were not all read within {SCAN_WITHIN:?}"),
+        }),
     }
-    Ok(records)
 }
 
-/// A stream of a bucket's records and, with each, how many more of the bucket's current contents follow it.
+/// `records` with one record per key, its newest, ordered by revision.
+fn newest_of_each_key(records: Vec<Record>) -> Vec<Record> {
+    let mut newest: HashMap<String, Record> = HashMap::with_capacity(records.len());
+    for record in records {
+        match newest.get(&record.key) {
+            Some(kept) if kept.revision >= record.revision => {}
+            _ => {
+                newest.insert(record.key.clone(), record);
+            }
+        }
+    }
+    let mut records: Vec<Record> = newest.into_values().collect();
+    records.sort_by_key(|record| record.revision);
+    records
+}
+
+/// The subjects of `store`'s stream that `filter` matches and that hold a message now (the keys a reader of the
+/// bucket's current contents waits for), and the stream's last sequence.
+async fn subjects_now(store: &kv::Store, filter: &str) -> Result<(HashSet<String>, u64), ClusterError> {
+    let mut listing = bounded("list a bucket's keys", store.stream.info_with_subjects(filter)).await?;
+    let last_sequence = listing.info.state.last_sequence;
+    let mut subjects = HashSet::new();
+    loop {
+        match tokio::time::timeout(REQUEST_TIMEOUT, listing.next()).await {
+            Ok(Some(Ok((subject, _count)))) => {
+                subjects.insert(subject);
+            }
+            Ok(Some(Err(error))) => {
+                return Err(ClusterError::JetStream { what: "list a bucket's keys", detail: error.to_string() });
+            }
+            Ok(None) => return Ok((subjects, last_sequence)),
+            Err(_) => return Err(unreachable("list a bucket's keys")),
+        }
+    }
+}
+
+/// A stream of a bucket's records and, with each, how many more of the bucket's current contents follow it (0 from
+/// the record with which the reader has seen them all, and with every record after it).
 pub(crate) type Follow = futures::stream::BoxStream<'static, Result<(Record, u64), ClusterError>>;
 
 /// Every key's latest record, then every change as it happens. Also returns how many records the current contents
@@ -136,40 +196,134 @@ pub(crate) async fn follow_keys(
     store: &kv::Store,
     keys: &str,
 ) -> Result<(u64, Follow), ClusterError> {
+    let filter_subject = format!("{}{keys}", store.prefix);
+    // Listed before the reader starts: each of these keys' latest record, or a newer one, is delivered (or, where
+    // the server skips one, read by itself).
+    let (unseen, last_sequence) = subjects_now(store, &filter_subject).await?;
     let config = push::OrderedConfig {
         deliver_subject: cluster.client().new_inbox(),
         description: Some("troupe bucket reader".to_owned()),
-        filter_subject: format!("{}{keys}", store.prefix),
+        filter_subject,
         replay_policy: ReplayPolicy::Instant,
         deliver_policy: DeliverPolicy::LastPerSubject,
         ..Default::default()
     };
     let consumer = bounded("create a bucket reader", store.stream.create_consumer(config)).await?;
-    let pending = consumer.cached_info().num_pending;
+    let nothing_pending = consumer.cached_info().num_pending == 0;
     let messages = bounded("subscribe a bucket reader", consumer.messages()).await?;
-    let prefix = store.prefix.clone();
-    let records = messages.map(move |message| {
-        let message =
-            message.map_err(|error| ClusterError::JetStream { what: "read a bucket", detail: error.to_string() })?;
-        let info = message.info().map_err(|error| ClusterError::Corrupt {
-            what: "a bucket message's metadata",
-            detail: error.to_string(),
-        })?;
-        let removed = message
-            .headers
-            .as_ref()
-            .and_then(|headers| headers.get(OPERATION_HEADER))
-            .is_some_and(|operation| matches!(operation.as_str(), "DEL" | "PURGE"));
-        let record = Record {
-            key: message.subject.as_str().strip_prefix(prefix.as_str()).unwrap_or(message.subject.as_str()).to_owned(),
-            value: message.payload.clone(),
-            revision: info.stream_sequence,
-            stored_unix_ms: unix_ms_of_nanos(info.published.unix_timestamp_nanos()),
-            removed,
-        };
-        Ok((record, info.pending))
+    let mut reader = BucketReader {
+        store: store.clone(),
+        messages: messages.boxed(),
+        unseen,
+        last_sequence,
+        newest: HashMap::new(),
+        filled: VecDeque::new(),
+    };
+    if nothing_pending {
+        reader.unseen.clear();
+    }
+    let pending = reader.left();
+    let records = futures::stream::unfold(reader, |mut reader| async move {
+        let next = reader.next().await?;
+        Some((next, reader))
     });
     Ok((pending, records.boxed()))
+}
+
+type OrderedMessages = futures::stream::BoxStream<'static, Result<jetstream::Message, push::OrderedError>>;
+
+/// The state of a [`follow_keys`] stream: what of the bucket's contents at its start has not been seen yet.
+struct BucketReader {
+    store: kv::Store,
+    messages: OrderedMessages,
+    /// Subjects listed at the start and not delivered yet.
+    unseen: HashSet<String>,
+    /// The stream's last sequence when they were listed: a message past it is not of the first pass.
+    last_sequence: u64,
+    /// Until the contents are seen: the newest revision delivered of each subject, to drop what the server delivers
+    /// twice or older than it delivered already.
+    newest: HashMap<String, u64>,
+    /// Records of unseen keys read by themselves after the server said nothing more was pending.
+    filled: VecDeque<Record>,
+}
+
+impl BucketReader {
+    /// How many records of the contents at the start are still to come.
+    fn left(&self) -> u64 {
+        u64::try_from(self.unseen.len() + self.filled.len()).unwrap_or(u64::MAX)
+    }
+
+    async fn next(&mut self) -> Option<Result<(Record, u64), ClusterError>> {
+        loop {
+            if let Some(record) = self.filled.pop_front() {
+                return Some(Ok((record, self.left())));
+            }
+            let message = match self.messages.next().await? {
+                Ok(message) => message,
+                Err(error) => {
+                    return Some(Err(ClusterError::JetStream { what: "read a bucket", detail: error.to_string() }));
+                }
+            };
+            let (record, pending) = match record_of(&self.store.prefix, &message) {
+                Ok(read) => read,
+                Err(error) => return Some(Err(error)),
+            };
+            let subject = message.subject.as_str();
+            let repeated = self.newest.get(subject).is_some_and(|&newest| newest >= record.revision);
+            if !repeated && !self.unseen.is_empty() {
+                self.unseen.remove(subject);
+                self.newest.insert(subject.to_owned(), record.revision);
+            }
+            if (pending == 0 || record.revision > self.last_sequence) && !self.unseen.is_empty() {
+                // nats-server 2.9 may end its first pass without some keys it counted (see the module's
+                // documentation): they are read one by one.
+                if let Err(error) = self.fill().await {
+                    return Some(Err(error));
+                }
+            }
+            if self.unseen.is_empty() && self.filled.is_empty() {
+                self.newest = HashMap::new();
+            }
+            if repeated {
+                continue;
+            }
+            return Some(Ok((record, self.left())));
+        }
+    }
+
+    /// Reads each unseen key's latest record by itself (a key removed since is not waited for).
+    async fn fill(&mut self) -> Result<(), ClusterError> {
+        let mut subjects: Vec<String> = self.unseen.drain().collect();
+        subjects.sort();
+        for subject in subjects {
+            let key = subject.strip_prefix(self.store.prefix.as_str()).unwrap_or(&subject);
+            if let Some(record) = entry(&self.store, key).await? {
+                self.filled.push_back(record);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A bucket message as a [`Record`], with how many messages the server counts as pending after it.
+fn record_of(prefix: &str, message: &jetstream::Message) -> Result<(Record, u64), ClusterError> {
+    let info = message
+        .info()
+        .map_err(|error| ClusterError::Corrupt { what: "a bucket message's metadata", detail: error.to_string() })?;
+    let removed = message
+        .headers
+        .as_ref()
+        .and_then(|headers| headers.get(OPERATION_HEADER))
+        .is_some_and(|operation| matches!(operation.as_str(), "DEL" | "PURGE"));
+    let subject = message.subject.as_str();
+    let record = Record {
+        key: subject.strip_prefix(prefix).unwrap_or(subject).to_owned(),
+        value: message.payload.clone(),
+        revision: info.stream_sequence,
+        stored_unix_ms: unix_ms_of_nanos(info.published.unix_timestamp_nanos()),
+        removed,
+    };
+    Ok((record, info.pending))
 }
 
 /// The local wall clock, in milliseconds since the Unix epoch.

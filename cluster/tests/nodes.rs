@@ -64,3 +64,24 @@ fn a_node_whose_heartbeats_stopped_goes_stale() {
         assert!(within("the live nodes", nodes::live_nodes(&a)).await.expect("live nodes").is_empty());
     });
 }
+
+/// nats-server 2.9 can count a key rewritten while a `LastPerSubject` reader starts as still pending after its
+/// newest value was delivered: a scan that waited for the count to reach zero never ended while another node kept
+/// heartbeating (each heartbeat reset its per-message timeout), and every node's liveness stopped being judged.
+#[test]
+fn the_live_nodes_are_read_to_the_end_while_the_nodes_heartbeat_fast() {
+    let server = NatsServer::start();
+    let (a, b, c) = (node(&server.url(), "a"), node(&server.url(), "b"), node(&server.url(), "c"));
+    a.block_on(async {
+        let interval = Duration::from_millis(2);
+        let _a = within("a registers", nodes::register_every(&a, "1.2.3", interval)).await.expect("register");
+        let _b = within("b registers", nodes::register_every(&b, "1.2.3", interval)).await.expect("register");
+        for round in 0..200 {
+            let live = tokio::time::timeout(Duration::from_secs(8), nodes::live_nodes(&c))
+                .await
+                .unwrap_or_else(|_| panic!("reading the live nodes did not end (round {round})"))
+                .expect("live nodes");
+            assert_eq!(names_of(&live), vec!["a", "b"], "round {round}");
+        }
+    });
+}
