@@ -8,20 +8,30 @@
 //! bounded queue to a task on the cluster's runtime, so the session actor never waits for NATS; a full queue, or a
 //! node cut off from NATS, drops the chunk rather than keep it for later (output sent late would arrive after the
 //! call it belongs to has ended).
+//!
+//! A follow says when it is in place (after a round trip to its server, which handles a connection's messages in
+//! order), so that a subscription is answered only once what is printed after its reply reaches it. On a NATS
+//! cluster the publisher's server may learn of the interest a moment later: what it printed meanwhile is missed
+//! like output printed before the subscription.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use troupe_protocol::types::tool_output::OutputStream;
-use troupe_runtime::live_output_share::{LiveOutputShare, OutputDeliver, OutputFollowGuard, SharedOutput};
+use troupe_runtime::live_output_share::{LiveOutputShare, OutputDeliver, OutputFollow, SharedOutput};
 
-use crate::connection::Cluster;
+use crate::connection::{Cluster, REQUEST_TIMEOUT};
 use crate::names;
 
 /// Messages waiting to be published; past this, chunks are dropped (the followers see the hole).
 const PUBLISH_QUEUE: usize = 1024;
+
+/// A request any JetStream-enabled server answers (its account's information): the round trip that tells a new
+/// subscription is in place.
+const ROUND_TRIP_SUBJECT: &str = "$JS.API.INFO";
 
 /// This node's side of the cluster's live output.
 #[derive(Debug)]
@@ -59,11 +69,12 @@ impl LiveOutputShare for NatsLiveOutput {
         let _ = self.queue.try_send((names::output_subject(session_id), payload));
     }
 
-    fn follow(&self, session_id: &str, mut deliver: OutputDeliver) -> OutputFollowGuard {
+    fn follow(&self, session_id: &str, mut deliver: OutputDeliver) -> OutputFollow {
         let (stop, mut stopped) = oneshot::channel::<()>();
-        let guard: OutputFollowGuard = Box::new(stop);
+        let (ready, readied) = oneshot::channel::<()>();
+        let follow = OutputFollow { guard: Box::new(stop), ready: readied };
         if !names::is_subject_token(session_id) {
-            return guard;
+            return follow;
         }
         let (client, subject, session_id) =
             (self.cluster.client().clone(), names::output_subject(session_id), session_id.to_owned());
@@ -76,6 +87,14 @@ impl LiveOutputShare for NatsLiveOutput {
                     return;
                 }
             };
+            // NATS does not acknowledge a subscription, but a server handles a connection's messages in order: once
+            // a request sent after it is answered, the server delivers what is published from then on.
+            let answered =
+                tokio::time::timeout(REQUEST_TIMEOUT, client.request(ROUND_TRIP_SUBJECT, Bytes::new())).await;
+            if !matches!(answered, Ok(Ok(_))) {
+                tracing::debug!(%session_id, "no round trip after following a session's live output");
+            }
+            let _ = ready.send(());
             loop {
                 tokio::select! {
                     _ = &mut stopped => break,
@@ -93,7 +112,7 @@ impl LiveOutputShare for NatsLiveOutput {
             }
             let _ = messages.unsubscribe().await;
         });
-        guard
+        follow
     }
 }
 

@@ -25,11 +25,20 @@ pub type OutputDeliver = Box<dyn FnMut(SharedOutput) + Send>;
 /// A running follow of a session's live output; dropping it stops the follow.
 pub type OutputFollowGuard = Box<dyn Send>;
 
+/// A follow of a session's live output, as [`LiveOutputShare::follow`] starts it.
+pub struct OutputFollow {
+    /// Keeps the follow running; dropping it stops the follow.
+    pub guard: OutputFollowGuard,
+    /// Ends once the follow hears what is published from then on (its subscription is in place where it is read),
+    /// or once it cannot (the sender dropped): a subscriber told it follows before then could miss output.
+    pub ready: tokio::sync::oneshot::Receiver<()>,
+}
+
 /// Live output as the engine shares it.
 pub trait LiveOutputShare: Send + Sync + std::fmt::Debug + 'static {
     /// Sends one message of `session_id`'s output to the nodes that follow it. Never blocks; may drop.
     fn publish(&self, session_id: &str, output: SharedOutput);
     /// Delivers every later message of `session_id`'s output, in the order the hosting node published it, until
     /// the guard is dropped. Messages may be missing (see the module doc), never reordered.
-    fn follow(&self, session_id: &str, deliver: OutputDeliver) -> OutputFollowGuard;
+    fn follow(&self, session_id: &str, deliver: OutputDeliver) -> OutputFollow;
 }

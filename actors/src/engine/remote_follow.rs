@@ -26,7 +26,7 @@ use bytestring::ByteString;
 use troupe_protocol::server::{EventSink, ServerContext, encode_event_notification};
 use troupe_protocol::types::events::{EventsSubscribeParams, EventsSubscribeResult};
 use troupe_runtime::event_log::{FollowControl, LogEntry, LogReplica, ReplicaError};
-use troupe_runtime::live_output_share::{LiveOutputShare, OutputFollowGuard};
+use troupe_runtime::live_output_share::{LiveOutputShare, OutputFollow, OutputFollowGuard};
 
 use super::Engine;
 use super::remote_output::{RemoteOutput, SinkGone};
@@ -36,6 +36,8 @@ use crate::error::EngineError;
 const REPLAY_CHUNK_BYTES: usize = 256 * 1024;
 /// How often a follower with nothing to deliver looks whether its subscription closed.
 const CLOSED_POLL: Duration = Duration::from_millis(500);
+/// How long a remote subscription's reply waits for its live output's follow to be in place.
+const OUTPUT_READY_WITHIN: Duration = Duration::from_secs(2);
 
 impl Engine {
     /// Subscribes `ctx` to `params.session_id`, which another node hosts, from the cluster's replica of its log.
@@ -68,7 +70,15 @@ impl Engine {
         sink.mark_replayed_through(last_seq);
         let output = Arc::new(Mutex::new(RemoteOutput::new(session_id.clone())));
         let follower = RemoteFollower { replica, sink, session_id, after: last_seq, output };
-        let hearing = self.services.live_output.as_ref().map(|share| follower.hear_output(share.as_ref()));
+        let hearing = match self.services.live_output.as_ref().map(|share| follower.hear_output(share.as_ref())) {
+            Some(OutputFollow { guard, ready }) => {
+                // Output printed after the reply must reach this subscriber: its follow is in place first (a
+                // follow that cannot be is not waited for; its holes are told as gaps).
+                let _ = tokio::time::timeout(OUTPUT_READY_WITHIN, ready).await;
+                Some(guard)
+            }
+            None => None,
+        };
         // The events of the reply were sent before any output can be: they count for the rules of output.
         {
             let mut output = follower.output.lock();
@@ -112,7 +122,7 @@ struct RemoteFollower {
 
 impl RemoteFollower {
     /// Starts hearing the session's live output; it is sent on once the subscriber follows live events.
-    fn hear_output(&self, share: &dyn LiveOutputShare) -> OutputFollowGuard {
+    fn hear_output(&self, share: &dyn LiveOutputShare) -> OutputFollow {
         let (output, sink) = (self.output.clone(), self.sink.clone());
         share.follow(
             &self.session_id,
