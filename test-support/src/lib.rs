@@ -18,11 +18,13 @@
 
 pub mod child_daemon;
 pub mod fake_vendor;
+pub mod git;
 pub mod nats;
 pub mod replies;
 pub mod wait;
 
 pub use child_daemon::{ChildDaemon, DaemonLog, ServeCommand, exit_status_within, token_of};
 pub use fake_vendor::{FakeResponse, FakeServer, RecordedRequest};
+pub use git::git;
 pub use nats::{NatsCluster, NatsServer};
 pub use wait::{WAIT, eventually, eventually_blocking, eventually_some, holds_within, holds_within_blocking, within};

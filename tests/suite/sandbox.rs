@@ -278,18 +278,6 @@ async fn a_command_left_running_by_a_sigkilled_daemon_is_killed_at_restart_and_i
     assert_eq!(left, 0, "the killed run's temp dir in {} is removed at restart", temp_root.display());
 }
 
-/// `git ARGUMENTS` in `dir` with a fixed identity and branch name; fails the test unless it succeeds.
-pub(super) fn git(dir: &std::path::Path, arguments: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
-        .args(arguments)
-        .current_dir(dir)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {arguments:?}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_classifier_runs_only_what_stays_read_only_and_inside_and_hard_denies_see_through_syntax() {
     // The session works in `sub/` of a git repository whose root holds a file outside the session's directory.

@@ -10,7 +10,6 @@ use troupe_protocol::types::common::Empty;
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::runtime::EnclosingGitDir;
 
-use super::sandbox::git;
 use super::support::*;
 
 /// A daemon whose `config.toml` sets `[sandbox] mode`, with the automatic titles off as `TestDaemon` has them.

@@ -3,9 +3,6 @@
 //! and the real binary, with the user's repository (its index, its objects) untouched, ignored files and the
 //! sandbox's denied files left out, and `troupe undo` saying that it cannot take them back.
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::{Value, json};
 use troupe_protocol::client::ClientError;
 use troupe_protocol::method;
@@ -15,17 +12,6 @@ use troupe_protocol::types::session::PermissionMode;
 
 use super::cli_support::troupe;
 use super::support::*;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let done = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(done.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&done.stderr));
-    String::from_utf8(done.stdout).expect("utf-8")
-}
 
 fn shell(command: &str) -> Value {
     json!({"tool": "shell", "arguments": {"command": command}})

@@ -24,7 +24,7 @@ use troupe_protocol::types::session::{SessionCreateParams, SessionRenameParams, 
 use troupe_runtime::data_dir::DataDir;
 
 pub use troupe_test_support::{
-    ChildDaemon, DaemonLog, ServeCommand, WAIT, eventually_some, exit_status_within, holds_within,
+    ChildDaemon, DaemonLog, ServeCommand, WAIT, eventually_some, exit_status_within, git, holds_within,
     holds_within_blocking, token_of, within,
 };
 

@@ -1,22 +1,11 @@
 use std::path::Path;
-use std::process::Command;
 
 use troupe_protocol::types::changes::FileChangeKind;
 
 use super::shell::{SHELL_JOURNAL_FILE, ShellCall, SnapshotPhase, shell_runs};
 use super::{ChangeLimits, ChangeStore};
 use crate::sandbox::ProtectedPaths;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let done = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(done.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&done.stderr));
-    String::from_utf8(done.stdout).unwrap()
-}
+use troupe_test_support::git;
 
 /// A repository with one commit of `a.txt`, its work tree in `dir`.
 fn repository(dir: &Path) {

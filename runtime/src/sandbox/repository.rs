@@ -113,21 +113,9 @@ fn read_link_file(path: &Path, prefix: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
+    use troupe_test_support::git;
 
     use super::*;
-
-    fn git(dir: &Path, arguments: &[&str]) {
-        let status = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(arguments)
-            .current_dir(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {arguments:?}");
-    }
 
     #[test]
     fn a_subfolder_gets_the_enclosing_git_dir_and_the_root_gets_nothing_extra() {
