@@ -466,8 +466,10 @@ fn start_sandbox(config: &Config, data_dir: &DataDir) -> Sandbox {
             );
         }
     }
-    if let Err(error) = sandbox.clear_temp_root() {
-        tracing::warn!(%error, "could not clear the temp dirs of runs a previous daemon left");
+    match sandbox.clear_temp_root() {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(removed, "removed the run temp folders of data directories that are gone"),
+        Err(error) => tracing::warn!(%error, "could not clear the temp dirs of runs a previous daemon left"),
     }
     if let Some(groups) = sandbox.groups() {
         for leftover in groups.kill_leftovers() {

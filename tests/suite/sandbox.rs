@@ -273,8 +273,11 @@ async fn a_command_left_running_by_a_sigkilled_daemon_is_killed_at_restart_and_i
     assert!(kinds(&events).contains(&"run_interrupted"));
     let records = std::fs::read_dir(data_dir.path().join("daemon/process-groups")).map_or(0, |dir| dir.count());
     assert_eq!(records, 0, "the records of killed groups are removed");
-    let temp_root = troupe_runtime::sandbox::temp_root_of(&data_dir.path().canonicalize().unwrap());
-    let left = std::fs::read_dir(&temp_root).map_or(0, |dir| dir.count());
+    use troupe_runtime::sandbox::temp_roots;
+    let temp_root = temp_roots::temp_root_of(&data_dir.path().canonicalize().unwrap());
+    let left = std::fs::read_dir(&temp_root).map_or(0, |dir| {
+        dir.filter(|entry| entry.as_ref().is_ok_and(|entry| entry.file_name() != temp_roots::OWNER_NOTE)).count()
+    });
     assert_eq!(left, 0, "the killed run's temp dir in {} is removed at restart", temp_root.display());
 }
 

@@ -36,8 +36,8 @@ pub mod protected;
 pub mod repository;
 #[cfg(target_os = "linux")]
 mod seccomp;
+pub mod temp_roots;
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -50,6 +50,7 @@ pub use self::data_dirs::DataDirFinder;
 pub use self::landlock::PreparedSandbox;
 pub use self::process_groups::ProcessGroups;
 pub use self::protected::ProtectedPaths;
+pub use self::temp_roots::temp_root_of;
 
 /// Paths under the daemon user's home that tool processes never read, whatever the configuration adds: keys and
 /// cloud credentials, and the default data directory of troupe (another daemon's token, when this one uses
@@ -291,42 +292,23 @@ impl Sandbox {
     }
 
     /// The folder of the runs' temp dirs, when this sandbox belongs to a daemon: created (0700) if missing, and
-    /// refused unless it is a real directory of this user that only this user can enter (the system temp dir is
-    /// shared, and another user could have planted a symlink or a folder of theirs). Blocking I/O.
+    /// refused unless it is a private folder of this user ([`temp_roots::ensure`]). Blocking I/O.
     pub fn temp_root(&self) -> std::io::Result<PathBuf> {
-        let root = self.temp_root.clone().ok_or_else(|| std::io::Error::other("no temp root"))?;
-        match std::fs::DirBuilder::new().mode(0o700).create(&root) {
-            Ok(()) => return Ok(root),
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(error) => return Err(error),
-        }
-        let metadata = std::fs::symlink_metadata(&root)?;
-        // SAFETY: geteuid cannot fail and touches no memory of ours.
-        let uid = unsafe { libc::geteuid() };
-        if !metadata.is_dir() || metadata.uid() != uid || metadata.mode() & 0o077 != 0 {
-            return Err(std::io::Error::other(format!("{} is not a private folder of this user", root.display())));
-        }
-        Ok(root)
+        let root = self.temp_root.as_deref().ok_or_else(|| std::io::Error::other("no temp root"))?;
+        temp_roots::ensure(root)
     }
 
-    /// Removes the runs' temp dirs a previous daemon of this data directory left (it died before its runs ended).
-    /// Called once at start, while the data directory's lock is held, so no live run uses them.
-    pub fn clear_temp_root(&self) -> std::io::Result<()> {
-        match self.temp_root.as_deref().map(std::fs::symlink_metadata) {
-            None => return Ok(()),
-            Some(Err(error)) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Some(_) => {}
-        }
-        let root = self.temp_root()?;
-        for entry in std::fs::read_dir(&root)? {
-            let path = entry?.path();
-            match std::fs::symlink_metadata(&path) {
-                Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path)?,
-                Ok(_) => std::fs::remove_file(&path)?,
-                Err(_) => {}
-            }
-        }
-        Ok(())
+    /// Removes the runs' temp dirs a previous daemon of this data directory left (it died before its runs ended),
+    /// notes the data directory in the folder, and removes the folders of data directories that are gone
+    /// ([`temp_roots`]). Called once at start, while the data directory's lock is held, so no live run uses them.
+    /// Returns how many such folders were removed.
+    pub fn clear_temp_root(&self) -> std::io::Result<usize> {
+        let Some(root) = self.temp_root.as_deref() else {
+            return Ok(0);
+        };
+        temp_roots::clear(root, &self.data_dir)?;
+        let system_temp = root.parent().unwrap_or(Path::new("/"));
+        Ok(temp_roots::prune_orphans(system_temp, root))
     }
 
     /// Where live process groups are recorded, when this sandbox belongs to a daemon.
@@ -421,16 +403,4 @@ impl Sandbox {
         self.plans.insert(cwd, extra_writable, Arc::clone(&planned), &listed);
         planned
     }
-}
-
-/// `<system temp>/troupe-<uid>-<first 16 hex digits of the SHA-256 of the data directory's path>`: where the runs of
-/// the daemon of `data_dir` (canonical) make their temp dirs.
-pub fn temp_root_of(data_dir: &Path) -> PathBuf {
-    use sha2::{Digest, Sha256};
-    use std::os::unix::ffi::OsStrExt;
-    let digest = Sha256::digest(data_dir.as_os_str().as_bytes());
-    let hash: String = digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect();
-    // SAFETY: geteuid cannot fail and touches no memory of ours.
-    let uid = unsafe { libc::geteuid() };
-    std::env::temp_dir().join(format!("troupe-{uid}-{hash}"))
 }

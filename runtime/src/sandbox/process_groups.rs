@@ -4,7 +4,7 @@
 //! Each shell call leads its own process group, and its leader has `PR_SET_PDEATHSIG`, so the leader dies with
 //! the daemon. Its children (a pipeline, `grep -R` under `sh -c`, background jobs) do not: the death signal is not
 //! inherited. So right after spawning, the call records the group in `<data_dir>/daemon/process-groups/<pgid>`
-//! (written, fsynced, renamed into place) and removes the record once the group is killed and reaped. At start,
+//! (written, then renamed into place) and removes the record once the group is killed and reaped. At start,
 //! before any session is loaded, [`ProcessGroups::kill_leftovers`] kills every recorded group that is still the
 //! one recorded, then removes the records.
 //!
@@ -15,6 +15,11 @@
 //! process of that pid).
 //!
 //! The data directory is denied to tool processes, so a tool cannot forge or remove a record.
+//!
+//! Records are not fsynced. What they guard against is the daemon dying while the machine runs on, and then the
+//! kernel's page cache still holds every record written (a new daemon reads it like any file); the only loss an
+//! fsync would prevent is the machine's own crash, which ends the groups too (and changes the boot id). Two
+//! fsyncs on every shell call cost milliseconds on a rotating disk (figure 13 of docs/performance.md).
 
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
@@ -65,7 +70,7 @@ impl ProcessGroups {
     }
 
     /// Records that process group `pgid` (led by the process of the same id, just started) is live. Blocking:
-    /// writes and fsyncs a small file and its directory.
+    /// writes a small file and renames it into place (never half a record), without fsync (see the module doc).
     pub fn record(&self, pgid: i32) -> io::Result<GroupRecord> {
         let data = GroupRecordData { pgid, boot_id: boot_id()?, leader_start: start_time(pgid)? };
         if !self.dir.is_dir() {
@@ -76,9 +81,8 @@ impl ProcessGroups {
         let text = serde_json::to_vec(&data).map_err(io::Error::other)?;
         let mut file = std::fs::File::create(&staging)?;
         file.write_all(&text)?;
-        file.sync_data()?;
+        drop(file);
         std::fs::rename(&staging, &path)?;
-        std::fs::File::open(&self.dir)?.sync_all()?;
         Ok(GroupRecord { path: Some(path) })
     }
 
@@ -114,8 +118,8 @@ impl ProcessGroups {
 impl Drop for GroupRecord {
     fn drop(&mut self) {
         if let Some(path) = self.path.take() {
-            // Not fsynced: a record that comes back after a crash names a group that is gone, which the next
-            // start recognises and only removes.
+            // A record that comes back after a crash names a group that is gone, which the next start recognises
+            // and only removes.
             let _ = std::fs::remove_file(path);
         }
     }
