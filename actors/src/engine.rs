@@ -53,6 +53,8 @@ pub struct Engine {
     runtime: Addr<RuntimeActor>,
     supervisor: Addr<SessionSupervisor>,
     live: LiveSessions,
+    /// The supervisor's index, read by `session.get` of a hibernated session without a message (`index_view.rs`).
+    index_view: crate::index_view::IndexView,
     default_cwd: PathBuf,
     max_input_bytes: usize,
     /// Bytes of events in one `events.subscribe` reply.

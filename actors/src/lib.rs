@@ -20,6 +20,7 @@ pub mod compaction;
 pub mod engine;
 pub mod error;
 pub mod goal_actor;
+pub mod index_view;
 mod log_writers;
 pub mod plugin_host;
 pub mod plugin_tools;

@@ -21,14 +21,30 @@ use troupe_protocol::types::session::SessionResult;
 pub struct PublishedMeta(Arc<RwLock<Option<Arc<Published>>>>);
 
 /// One publication: the metadata, and its `session.get` result once a reader encoded it.
-struct Published {
+pub(crate) struct Published {
     meta: SessionMeta,
     result: OnceLock<Encoded<SessionResult>>,
 }
 
+impl Published {
+    pub(crate) fn new(meta: SessionMeta) -> Arc<Published> {
+        Arc::new(Published { meta, result: OnceLock::new() })
+    }
+
+    /// `session.get`'s result for this publication, encoded by its first reader.
+    pub(crate) fn result(&self) -> Result<Encoded<SessionResult>, serde_json::Error> {
+        if let Some(result) = self.result.get() {
+            return Ok(result.clone());
+        }
+        let encoded = Encoded::new(&SessionResult { session: self.meta.clone() })?;
+        // Two readers may race to encode the same publication: both encodings are equal, one is kept.
+        Ok(self.result.get_or_init(|| encoded).clone())
+    }
+}
+
 impl PublishedMeta {
     pub fn publish(&self, meta: SessionMeta) {
-        let published = Arc::new(Published { meta, result: OnceLock::new() });
+        let published = Published::new(meta);
         // The older publication is dropped outside the lock.
         let _older = self.0.write().replace(published);
     }
@@ -37,15 +53,7 @@ impl PublishedMeta {
     /// loaded.
     pub fn result(&self) -> Option<Result<Encoded<SessionResult>, serde_json::Error>> {
         let published = self.0.read().clone()?;
-        if let Some(result) = published.result.get() {
-            return Some(Ok(result.clone()));
-        }
-        let encoded = match Encoded::new(&SessionResult { session: published.meta.clone() }) {
-            Ok(encoded) => encoded,
-            Err(error) => return Some(Err(error)),
-        };
-        // Two readers may race to encode the same publication: both encodings are equal, one is kept.
-        Some(Ok(published.result.get_or_init(|| encoded).clone()))
+        Some(published.result())
     }
 }
 

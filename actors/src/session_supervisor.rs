@@ -67,6 +67,12 @@ pub struct LiveSession {
 /// The registry of live session actors: written only by the supervisor, read by the engine.
 pub type LiveSessions = Arc<DashMap<String, LiveSession>>;
 
+/// What the supervisor writes and the engine reads without a message: the live actors and the index's view.
+pub struct EngineReads {
+    pub live: LiveSessions,
+    pub index: crate::index_view::IndexView,
+}
+
 /// The session's live actor, starting it (loading its log) when it is not live. For the router, above
 /// the session actors; the actors below get its port (`OpenSession`).
 #[derive(Message)]
@@ -111,6 +117,8 @@ pub struct SessionSupervisor {
     /// Every session's spent usage (`usage_index`), for the usage rollups.
     usage: usage_index::UsageIndex,
     live: LiveSessions,
+    /// What the engine reads of `index` without a message (`index_view.rs`): set wherever `index` changes.
+    view: crate::index_view::IndexView,
     /// The approval actors of the trees in use, and the trees' modes.
     approvals: ApprovalTrees,
     next_incarnation: u64,
@@ -141,7 +149,7 @@ impl SessionSupervisor {
         data_dir: DataDir,
         sessions: SessionLimits,
         arbiters: Vec<ArbiterHandle>,
-        live: LiveSessions,
+        reads: EngineReads,
         runs: RunRegistry,
         run_context: Option<crate::run_start::EngineRunContext>,
         default_mode: troupe_protocol::types::session::PermissionMode,
@@ -156,7 +164,8 @@ impl SessionSupervisor {
             children: HashMap::new(),
             creating_children: HashMap::new(),
             usage: usage_index::UsageIndex::default(),
-            live,
+            live: reads.live,
+            view: reads.index,
             approvals: ApprovalTrees::new(sessions.hibernate_after, runs, default_mode),
             next_incarnation: 1,
             run_lookups: Default::default(),

@@ -239,6 +239,15 @@ async fn idle_sessions_hibernate_and_come_back_with_their_history() {
     .await;
     assert!(matches!(kinds[0], EventPayload::SessionCreated { .. }));
     assert!(matches!(&kinds[2], EventPayload::SessionTitleCommitted { title: Some(t), .. } if t == "after"));
+
+    // Hibernated again, it is read from the index as it was last written, not as it was first indexed.
+    drop(deliveries);
+    drop(_client2);
+    eventually("the session hibernates again", || !daemon.engine().is_live(&session.session_id)).await;
+    let meta =
+        client.call::<method::SessionGet>(SessionIdParams { session_id: session.session_id.clone() }).await.unwrap();
+    assert_eq!((meta.session.title.as_deref(), meta.session.title_updated_seq), (Some("after"), Some(3)));
+    assert!(!daemon.engine().is_live(&session.session_id));
 }
 
 /// `session.get` answers a live session from the metadata it published at its newest durable batch, without asking

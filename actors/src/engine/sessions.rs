@@ -47,7 +47,8 @@ impl Engine {
     /// `session.get`, without loading a hibernated session.
     pub(super) async fn get_session(&self, params: SessionIdParams) -> Result<Encoded<SessionResult>, RpcError> {
         // A live session answers from what it published at its newest durable batch (`published_meta`, encoded
-        // once per publication), or from its actor while it loads; a hibernated one from the index, without loading.
+        // once per publication), or from its actor while it loads; a hibernated one from the index, without loading:
+        // the engine's view of it (`index_view`), else the supervisor.
         let live = self.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.result()));
         let session = match live {
             Some((_, Some(published))) => return published.map_err(encoding_failed),
@@ -59,7 +60,12 @@ impl Engine {
         };
         let session = match session {
             Some(session) => session,
-            None => self.supervisor_ask(IndexedMeta { session_id: params.session_id }).await??,
+            None => {
+                if let Some(indexed) = self.index_view.result(&params.session_id) {
+                    return indexed.map_err(encoding_failed);
+                }
+                self.supervisor_ask(IndexedMeta { session_id: params.session_id }).await??
+            }
         };
         Encoded::new(&SessionResult { session }).map_err(encoding_failed)
     }

@@ -119,6 +119,7 @@ impl Engine {
         }
         let handles = session_arbiters.iter().map(Arbiter::handle).collect();
         let live: LiveSessions = Arc::new(DashMap::new());
+        let index_view = crate::index_view::IndexView::new(config.session_directory.is_none());
         let goals_data_dir = config.data_dir.clone();
         let status = status::StatusFacts::new(config.data_dir.root().display().to_string());
         let runtime = RuntimeActor::new(store, config.agents, services.clone()).start();
@@ -134,7 +135,7 @@ impl Engine {
             config.data_dir,
             config.sessions,
             handles,
-            live.clone(),
+            crate::session_supervisor::EngineReads { live: live.clone(), index: index_view.clone() },
             services.runs.clone(),
             Some(run_context),
             config.permissions.default_mode,
@@ -168,6 +169,7 @@ impl Engine {
             runtime,
             supervisor,
             live,
+            index_view,
             default_cwd: config.default_cwd,
             max_input_bytes: config.max_input_bytes,
             replay_page_bytes: config.sessions.replay_page_bytes,

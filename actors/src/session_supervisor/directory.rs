@@ -69,6 +69,8 @@ impl Handler<InstallDirectory> for SessionSupervisor {
             meta.node = Some(own_node.clone());
         }
         self.directory = Some(message.directory);
+        // Answers about other nodes' sessions depend on the directory's state: only this actor gives them.
+        self.view.turn_off();
         if message.takeover == troupe_runtime::config::cluster::Takeover::AtOnce {
             self.take_over_at_once(ctx);
         }

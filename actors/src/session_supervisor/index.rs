@@ -165,6 +165,7 @@ impl SessionSupervisor {
         {
             self.children.entry(parent.to_owned()).or_default().push(meta.session_id.clone());
         }
+        self.view.set(&meta);
         self.index.insert(meta.session_id.clone(), meta);
     }
 }

@@ -73,6 +73,7 @@ impl SessionSupervisor {
         {
             siblings.retain(|sibling| sibling != session_id);
         }
+        self.view.remove(session_id);
         self.children.remove(session_id);
         self.usage.set(session_id, UsageSummary::default());
         self.live.remove(session_id);
