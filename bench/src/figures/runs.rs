@@ -174,8 +174,8 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         figure: format!("7. Run overhead: {turns}-turn tool-calling run, `local/scripted`, zero model latency"),
         note: format!(
             "Child daemon ({}); a fresh session per round, {} rounds; CPU = the daemon process's user+system time \
-             (/proc/<pid>/stat, 10 ms ticks) over the run / turns. Baseline per turn: two sequential raw \
-             `write` + `fdatasync` of a 400-byte line in the same directory ({fsync_median:.3} ms each), since a \
+             (its CPU clock, `clock_getcpuclockid`, in ns) over the run / turns. Baseline per turn: two sequential \
+             raw `write` + `fdatasync` of a 400-byte line in the same directory ({fsync_median:.3} ms each), since a \
              turn makes the model turn and then the tool result durable. Concurrent: {concurrent} sessions × one \
              {concurrent_turns}-turn run, all started at once, {} rounds. Targets: issue 28's budget of \
              {TURN_WALL_MS} ms wall per turn and {TURN_CPU_MS} ms of engine CPU per turn (issue 15's were 1 ms \
