@@ -129,7 +129,7 @@ fn print_diff(result: &SessionDiffResult) {
     let style = Style::stdout();
     if !result.files.is_empty() || result.shell.is_none() {
         let undone = if result.undone { ", undone since" } else { "" };
-        eprintln!("run {run_id}: {} changed by write_file and edit_file{undone}", files_word(result.files.len()));
+        eprintln!("run {run_id}: {} changed by its file tools{undone}", files_word(result.files.len()));
     }
     for file in &result.files {
         print_file(file, terminal, style);
@@ -137,6 +137,31 @@ fn print_diff(result: &SessionDiffResult) {
     if let Some(shell) = &result.shell {
         print_shell(run_id, shell, terminal, style);
     }
+    if result.runs.len() > 1 {
+        eprintln!("{}", runs_list(&result.session_id, run_id, &result.runs));
+    }
+}
+
+/// The session's runs that changed files, oldest first, the one shown marked: how to pick another with `--run`.
+fn runs_list(session_id: &str, shown: &str, runs: &[troupe_protocol::types::changes::ChangedRun]) -> String {
+    let mut text = format!(
+        "runs of session {session_id} that changed files, oldest first (`troupe diff {session_id} --run RUN` shows one):"
+    );
+    for run in runs {
+        let mut what = Vec::new();
+        if run.files > 0 {
+            what.push(format!("{} by file tools", files_word(usize::try_from(run.files).unwrap_or(usize::MAX))));
+        }
+        if run.shell {
+            what.push("shell commands changed the repository".to_owned());
+        }
+        if run.undone {
+            what.push("undone".to_owned());
+        }
+        let marker = if run.run_id == shown { "*" } else { " " };
+        text.push_str(&format!("\n {marker} {}  {}", run.run_id, what.join(", ")));
+    }
+    text
 }
 
 /// What the run's shell commands changed in the repository.
@@ -268,9 +293,11 @@ fn changes_error(error: ClientError) -> anyhow::Error {
                 listed.join("\n")
             )
         }
-        Some(ErrorCode::NothingToUndo) => {
-            anyhow!("{}\n  hint: `troupe diff {session}` lists the session's runs that changed files", said(rpc))
-        }
+        Some(ErrorCode::NothingToUndo) => anyhow!(
+            "{}\n  hint: `troupe diff {session}` lists the session's runs that changed files; what shell commands \
+             changed is shown there but is not taken back by undo (use git in the repository)",
+            said(rpc)
+        ),
         Some(ErrorCode::RunChangedNoFiles) => {
             anyhow!("{}\n  hint: `troupe diff {session}` lists the session's runs that changed files", said(rpc))
         }

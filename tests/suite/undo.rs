@@ -136,7 +136,7 @@ async fn a_writes_approval_carries_its_diff_and_undo_puts_every_file_back_byte_f
     let again = troupe(&daemon, &["undo", &session_id]).await.refused();
     assert!(again.contains("there is nothing to undo"), "{again}");
     let diffed = troupe(&daemon, &["diff", &session_id]).await;
-    assert!(diffed.stderr.contains("4 files changed by write_file and edit_file, undone since"), "{diffed:?}");
+    assert!(diffed.stderr.contains("4 files changed by its file tools, undone since"), "{diffed:?}");
 }
 
 #[tokio::test]
@@ -178,4 +178,33 @@ async fn a_file_changed_since_the_run_refuses_the_undo_unless_forced_and_no_undo
         panic!("the undo is refused")
     };
     assert_eq!(error.typed_code(), Some("session_busy"));
+}
+
+#[tokio::test]
+async fn troupe_diff_lists_the_sessions_runs_that_changed_files_and_names_them_as_git_diff_does() {
+    let project = tempfile::tempdir().expect("project");
+    let cwd = project.path().canonicalize().expect("cwd");
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    // Turn n answers a history with n assistant messages: the second run plays the third and fourth turns.
+    let turns = json!({"turns": [
+        {"tool_calls": [write("first.txt", "one\n")]}, {"text": "done"},
+        {"tool_calls": [write("src/second.txt", "two\n")]}, {"text": "done"},
+    ]});
+    connect_script(&client, daemon.data_path(), turns).await;
+    let session_id = create_session_in(&client, &cwd).await.session_id;
+    set_mode(&client, &session_id, PermissionMode::Yolo).await;
+    within("subscribe", client.subscribe(&session_id, None)).await.expect("subscribe");
+    let (first, _) = run_to_end(&client, &mut deliveries, &session_id).await;
+    let (second, _) = run_to_end(&client, &mut deliveries, &session_id).await;
+    troupe(&daemon, &["undo", &session_id]).await.ok();
+
+    let printed = troupe(&daemon, &["diff", &session_id, "--run", &first]).await;
+    assert!(printed.succeeded(), "{printed:?}");
+    // Relative to the session's folder, so `git apply` there takes it.
+    assert!(printed.stdout.starts_with("--- /dev/null\n+++ b/first.txt\n"), "{printed:?}");
+    let listed = printed.stderr;
+    assert!(listed.contains(&format!("troupe diff {session_id} --run RUN")), "{listed}");
+    assert!(listed.contains(&format!("* {first}  1 file by file tools\n")), "{listed}");
+    assert!(listed.contains(&format!("  {second}  1 file by file tools, undone")), "{listed}");
 }

@@ -23,7 +23,7 @@ impl Engine {
         let store = self.services.changes.clone();
         let sandbox = self.services.sandbox.clone();
         let diffed = tokio::task::spawn_blocking(move || {
-            diff_run(&store, &session_id, &context.undone_runs, run_id.as_deref(), sandbox.protected())
+            diff_run(&store, &session_id, &context.cwd, &context.undone_runs, run_id.as_deref(), sandbox.protected())
                 .map_err(|error| engine_error(&session_id, error))
         })
         .await

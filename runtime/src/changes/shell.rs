@@ -156,7 +156,12 @@ impl ChangeStore {
     }
 
     /// What `run` changed in its repository, as file diffs. Blocking.
-    pub fn shell_changes(&self, run: &ShellRun, protected: &crate::sandbox::ProtectedPaths) -> ShellChanges {
+    pub fn shell_changes(
+        &self,
+        run: &ShellRun,
+        cwd: &Path,
+        protected: &crate::sandbox::ProtectedPaths,
+    ) -> ShellChanges {
         let toplevel = PathBuf::from(&run.repository);
         let mut changes = ShellChanges {
             repository: run.repository.clone(),
@@ -169,7 +174,7 @@ impl ChangeStore {
         match self.shadows.diff(&run.shadow, &toplevel, &run.before, &run.after, max) {
             Ok((files, more)) => {
                 changes.more_files = more as u64;
-                changes.files = files.into_iter().map(|file| shown(&toplevel, file, protected)).collect();
+                changes.files = files.into_iter().map(|file| shown(&toplevel, cwd, file, protected)).collect();
             }
             Err(error) => changes.note = Some(format!("no diff: {error}")),
         }
@@ -189,7 +194,12 @@ impl ChangeStore {
 }
 
 /// One changed file as a diff, unless the sandbox denies its path now.
-fn shown(toplevel: &Path, change: git_snapshot::TreeChange, protected: &crate::sandbox::ProtectedPaths) -> FileDiff {
+fn shown(
+    toplevel: &Path,
+    cwd: &Path,
+    change: git_snapshot::TreeChange,
+    protected: &crate::sandbox::ProtectedPaths,
+) -> FileDiff {
     let path = toplevel.join(&change.path);
     let text = path.to_string_lossy().into_owned();
     let kind = match (&change.before, &change.after) {
@@ -214,7 +224,7 @@ fn shown(toplevel: &Path, change: git_snapshot::TreeChange, protected: &crate::s
                 Some(Side::Content(content)) => Some(content.clone()),
                 _ => None,
             };
-            file_diff(&text, content(before).as_deref(), content(after).as_deref())
+            file_diff(&text, Some(cwd), content(before).as_deref(), content(after).as_deref())
         }
     }
 }

@@ -73,7 +73,7 @@ fn a_runs_shell_changes_are_the_work_tree_before_its_first_command_against_after
     assert_eq!(records.len(), 3, "{records:?}");
     let runs = shell_runs(&records);
     assert_eq!(runs.len(), 1);
-    let changes = store.shell_changes(&runs[0], &ProtectedPaths::new(Vec::new()));
+    let changes = store.shell_changes(&runs[0], &repo, &ProtectedPaths::new(Vec::new()));
     assert_eq!(changes.repository, repo.to_string_lossy());
     let files: Vec<(String, FileChangeKind, u64, u64)> =
         changes.files.iter().map(|file| (file.path.clone(), file.kind, file.lines_added, file.lines_removed)).collect();
@@ -82,7 +82,8 @@ fn a_runs_shell_changes_are_the_work_tree_before_its_first_command_against_after
         files,
         vec![(path("a.txt"), FileChangeKind::Modified, 0, 1), (path("src/lib.rs"), FileChangeKind::Created, 1, 0)]
     );
-    assert!(changes.files[0].unified.as_deref().unwrap().contains("-two\n"), "{:?}", changes.files[0]);
+    let unified = changes.files[0].unified.as_deref().unwrap();
+    assert!(unified.contains("-two\n") && unified.starts_with("--- a/a.txt\n+++ b/a.txt\n"), "{unified}");
     assert_eq!(changes.left_out, vec!["big.bin".to_owned()]);
 
     // The user's repository is as it was: its index, its objects.
@@ -122,7 +123,7 @@ fn nothing_a_repository_configures_runs_while_it_is_snapshotted() {
     std::fs::write(repo.join("a.txt"), "changed\n").unwrap();
     snapshot(&store, &repo, "r1", "c1", &[], SnapshotPhase::After);
     let runs = shell_runs(&store.shell_records("s1").unwrap());
-    let changes = store.shell_changes(&runs[0], &ProtectedPaths::new(Vec::new()));
+    let changes = store.shell_changes(&runs[0], &repo, &ProtectedPaths::new(Vec::new()));
     assert!(changes.files.iter().any(|file| file.path.ends_with("/a.txt")), "{changes:?}");
     assert!(!marker.exists(), "a program the repository's config names ran");
 }

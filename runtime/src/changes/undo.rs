@@ -196,6 +196,7 @@ fn checked_steps(
 pub fn diff_run(
     store: &ChangeStore,
     session_id: &str,
+    cwd: &Path,
     undone_runs: &BTreeSet<String>,
     run_id: Option<&str>,
     protected: &crate::sandbox::ProtectedPaths,
@@ -263,9 +264,9 @@ pub fn diff_run(
     let files = runs
         .iter()
         .find(|run| run.run_id == chosen)
-        .map(|run| run.files.iter().map(|file| file_change_diff(store, file)).collect())
+        .map(|run| run.files.iter().map(|file| file_change_diff(store, cwd, file)).collect())
         .unwrap_or_default();
-    let shell = shell_runs.iter().find(|run| run.run_id == chosen).map(|run| store.shell_changes(run, protected));
+    let shell = shell_runs.iter().find(|run| run.run_id == chosen).map(|run| store.shell_changes(run, cwd, protected));
     Ok(SessionDiffResult {
         session_id: session_id.to_owned(),
         undone: undone_runs.contains(&chosen),
@@ -277,7 +278,7 @@ pub fn diff_run(
 }
 
 /// One file's change from its recorded contents; counts unknown when a side was not stored.
-fn file_change_diff(store: &ChangeStore, file: &FileChange) -> FileDiff {
+fn file_change_diff(store: &ChangeStore, cwd: &Path, file: &FileChange) -> FileDiff {
     let side = |content: &Content| -> Result<Vec<u8>, String> {
         match (&content.digest, &content.not_stored) {
             (Some(digest), None) => store.blob(digest).map_err(|error| format!("it cannot be read back ({error})")),
@@ -291,7 +292,7 @@ fn file_change_diff(store: &ChangeStore, file: &FileChange) -> FileDiff {
     };
     let after = side(&file.after);
     match (before, after) {
-        (Ok(before), Ok(after)) => file_diff(&file.path, before.as_deref(), Some(&after)),
+        (Ok(before), Ok(after)) => file_diff(&file.path, Some(cwd), before.as_deref(), Some(&after)),
         (before, after) => {
             let kind =
                 if matches!(file.before, Before::Absent) { FileChangeKind::Created } else { FileChangeKind::Modified };

@@ -76,7 +76,7 @@ pub(crate) fn change_diff(resolved: &ResolvedPath, prior: &Prior, after: &[u8]) 
             after.len() as u64,
             format!("the file holds {size} bytes, too many to compare"),
         ),
-        Prior::Absent | Prior::Content(_) => file_diff(&path, prior.content(), Some(after)),
+        Prior::Absent | Prior::Content(_) => file_diff(&path, Some(&resolved.cwd), prior.content(), Some(after)),
     };
     if !resolved.inside_cwd && diff.unified.is_some() {
         diff.unified = None;
