@@ -13,7 +13,8 @@ const CONNECTION: &str = "Connection (every client command)";
 #[derive(clap::Args, Clone, Debug)]
 pub struct ClientArgs {
     /// The daemon's URL: ws://HOST:PORT/ws, wss:// through a TLS proxy, or unix:/PATH for a daemon listening on a
-    /// unix socket [default: the data dir's configured `listen`, else ws://127.0.0.1:7419/ws].
+    /// unix socket [default: the daemon running on the data dir (its `daemon/url`), else the data dir's configured
+    /// `listen`, else ws://127.0.0.1:7419/ws].
     #[arg(long, env = "TROUPE_URL", global = true, help_heading = CONNECTION)]
     pub url: Option<String>,
     /// The bearer token; by default read from the data directory. Prefer TROUPE_TOKEN or --token-file: a value

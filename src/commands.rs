@@ -206,6 +206,8 @@ pub async fn connect(connection: &Connection, request: ConnectRequest, out: Outp
         Some(key) => ("api_key".to_owned(), std::collections::BTreeMap::from([("api_key".to_owned(), key)])),
         None => ("none".to_owned(), std::collections::BTreeMap::new()),
     };
+    // The model a newcomer wants next: with a script, the one that plays it.
+    let scripted = setup_values.contains_key("script");
     let Connected { client, .. } = connection.open(ClientOptions::default()).await?;
     let result = client
         .provider_connect(ProviderConnectParams {
@@ -236,11 +238,12 @@ pub async fn connect(connection: &Connection, request: ConnectRequest, out: Outp
         // The generation counts connections of the provider: past the first, this one replaced earlier settings.
         let again = if result.durable_connection.generation > 1 { " (its earlier settings replaced)" } else { "" };
         let mut text = format!("connected {provider}{again}");
-        if let Some(first) = models.first() {
+        let suggested = models.iter().find(|model| scripted && model.ends_with("/scripted")).or(models.first());
+        if let Some(suggested) = suggested {
             text.push_str(&format!(
                 "\nmodels: {}\nuse one with `troupe run --model {} TEXT`",
                 clean(&models.join(", ")),
-                clean(first)
+                clean(suggested)
             ));
         }
         text

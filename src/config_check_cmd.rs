@@ -121,6 +121,22 @@ fn changed_at(metadata: &std::fs::Metadata) -> SystemTime {
     }
 }
 
+/// How the daemon `pid` was started, as a command to start it the same way again (`troupe serve --listen …`): its
+/// arguments from `/proc/<pid>/cmdline`, after `troupe`. `None` when they cannot be read or it is not `serve`.
+fn started_as(pid: u32) -> Option<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let arguments: Vec<String> =
+        cmdline.split(|byte| *byte == 0).skip(1).filter(|argument| !argument.is_empty()).map(quoted).collect();
+    arguments.iter().any(|argument| argument == "serve").then(|| format!("troupe {}", arguments.join(" ")))
+}
+
+/// One argument as a shell reads it back: bare when it holds only safe characters, else in single quotes.
+fn quoted(argument: &[u8]) -> String {
+    let text = String::from_utf8_lossy(argument);
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
+    if text.chars().all(safe) { text.into_owned() } else { format!("'{}'", text.replace('\'', "'\\''")) }
+}
+
 /// Whether the running daemon has the config file's current contents, in one sentence, and whether a restart is
 /// due (`None`: cannot tell).
 pub fn restart_note(data_dir: &DataDir) -> (String, Option<bool>) {
@@ -133,13 +149,14 @@ pub fn restart_note(data_dir: &DataDir) -> (String, Option<bool>) {
         (LocalDaemon::Running(daemon), Some(modified))
             if modified > daemon.started + if daemon.precise { Duration::ZERO } else { START_RESOLUTION } =>
         {
+            let again = started_as(daemon.pid)
+                .unwrap_or_else(|| format!("troupe serve --data-dir {}", data_dir.root().display()));
             (
                 format!(
-                    "{} changed after the running daemon (pid {}) started: restart it (stop it, then `troupe serve \
-                 --data-dir {}`) to apply the change",
+                    "{} changed after the running daemon (pid {}) started: restart it (stop it, then `{again}`) to \
+                     apply the change",
                     config.display(),
                     daemon.pid,
-                    data_dir.root().display()
                 ),
                 Some(true),
             )
@@ -217,6 +234,16 @@ pub fn render_problems(problems: &[ConfigProblem], style: Style) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_are_quoted_as_a_shell_reads_them_back() {
+        assert_eq!(quoted(b"--listen"), "--listen");
+        assert_eq!(quoted(b"127.0.0.1:47419"), "127.0.0.1:47419");
+        assert_eq!(quoted(b"/home/me/my data"), "'/home/me/my data'");
+        assert_eq!(quoted(b"it's"), "'it'\\''s'");
+        // This test's own process is not a daemon: nothing to start again.
+        assert_eq!(started_as(std::process::id()), None);
+    }
 
     #[test]
     fn a_syntax_error_names_the_file_line_and_column() {

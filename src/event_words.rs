@@ -24,7 +24,7 @@ pub fn describe_event(event: &StoredEvent) -> Option<String> {
 /// [`describe_event`], with the tool of a `tool_call_terminated` named (`tool`: the caller saw the call start;
 /// the event itself carries only the call's id).
 pub fn describe_event_named(event: &StoredEvent, tool: Option<&str>) -> Option<String> {
-    if let EventPayload::RunStarted { input, model_chain, selection, .. } = &event.payload {
+    if let EventPayload::RunStarted { input, model_chain, selection, attachments, .. } = &event.payload {
         let model = model_chain.first().map_or(&selection.model.model, |model| &model.model);
         let origin = event.origin_of();
         let author = match &origin {
@@ -36,7 +36,11 @@ pub fn describe_event_named(event: &StoredEvent, tool: Option<&str>) -> Option<S
         };
         let run_id = event.run_id.as_deref().unwrap_or("?");
         let note = sticky_note(&event.payload);
-        return Some(format!("run {run_id} started ({}, {model}){note}\n        {author}: {input}", selection.agent));
+        let files = attached(attachments);
+        return Some(format!(
+            "run {run_id} started ({}, {model}){note}\n        {author}: {input}{files}",
+            selection.agent
+        ));
     }
     if let EventPayload::SessionReverted { through_seq } = &event.payload {
         return Some(reverted(*through_seq, event.seq));
@@ -150,12 +154,24 @@ pub fn tool_ended(tool: Option<&str>, tool_call_id: &str, result: &PersistedTool
         ToolResultStatus::Denied => "denied",
         ToolResultStatus::Cancelled => "cancelled",
     };
-    let first_line = result.output.lines().next().unwrap_or("");
+    let mut lines = result.output.lines().map(str::trim_end).filter(|line| !line.is_empty());
+    let first_line = lines.next().unwrap_or("");
+    // What went wrong is often said last (a traceback's error, a command's last stderr line): a failure shows both
+    // ends of its output.
+    let last_line = match result.status {
+        ToolResultStatus::Ok => None,
+        _ => lines.next_back().filter(|last| *last != first_line),
+    };
     let call = match tool {
         Some(tool) => format!("{} ({tool_call_id})", visible_line(tool, 40)),
         None => format!("a tool call ({tool_call_id})"),
     };
-    format!("{call} ended: {status}: {first_line}")
+    match last_line {
+        Some(last) => {
+            format!("{call} ended: {status}: {} … {}", visible_line(first_line, 120), visible_line(last, 160))
+        }
+        None => format!("{call} ended: {status}: {}", visible_line(first_line, 200)),
+    }
 }
 
 /// What an approval asks, once: its summary (`run ls -la`, `write 3 bytes to /p/a.txt`) and its tool, the
@@ -184,11 +200,17 @@ fn quoting<'a>(summary: &'a str, resource: &str) -> Option<(&'a str, &'a str)> {
     if resource.is_empty() {
         return None;
     }
-    if let Some(found) = summary.split_once(resource) {
-        return Some(found);
+    // Quoted as a word of its own: a resource inside a longer word (`docs.rs` in `fetch https://docs.rs/serde`)
+    // is not what the summary shows, and splitting there would print `https:// docs.rs/serde`.
+    let starts_word = |at: usize| summary[..at].chars().next_back().is_none_or(char::is_whitespace);
+    if let Some((at, _)) = summary.match_indices(resource).find(|&(at, _)| starts_word(at)) {
+        return Some((&summary[..at], &summary[at + resource.len()..]));
     }
     let cut = summary.strip_suffix('…')?;
-    let start = cut.char_indices().map(|(at, _)| at).find(|&at| resource.starts_with(&cut[at..]))?;
+    let start = cut
+        .char_indices()
+        .map(|(at, _)| at)
+        .find(|&at| starts_word(at) && !cut[at..].is_empty() && resource.starts_with(&cut[at..]))?;
     Some((&cut[..start], ""))
 }
 
@@ -442,6 +464,59 @@ mod tests {
         assert_eq!(line(Some("engine:goal")), format!("{started}\n        goal: do it"));
         assert_eq!(line(Some("engine:producer")), format!("{started}\n        producer messages: do it"));
         assert_eq!(line(Some("engine:delegate")), format!("{started}\n        task from the parent: do it"));
+    }
+
+    #[test]
+    fn a_failed_tool_shows_both_ends_of_its_output() {
+        let result = |status, output: &str| PersistedToolResult {
+            status,
+            output: output.into(),
+            display: None,
+            output_ref: None,
+            additional_messages: Vec::new(),
+        };
+        let failed =
+            result(ToolResultStatus::Error, "TMPDIR=/tmp/x\nTraceback\n\nPermissionError: Permission denied\n");
+        assert_eq!(
+            tool_ended(Some("mcp__docs__read"), "call-0-0", &failed),
+            "mcp__docs__read (call-0-0) ended: error: TMPDIR=/tmp/x … PermissionError: Permission denied"
+        );
+        let ok = result(ToolResultStatus::Ok, "wrote 3 bytes\n--- a/x\n");
+        assert_eq!(tool_ended(Some("write_file"), "call-0-1", &ok), "write_file (call-0-1) ended: ok: wrote 3 bytes");
+        let one = result(ToolResultStatus::Error, "exit code 1\n");
+        assert_eq!(tool_ended(None, "c", &one), "a tool call (c) ended: error: exit code 1");
+    }
+
+    #[test]
+    fn a_run_lists_the_files_attached_to_its_input() {
+        let mut event = run_started(Some("user"));
+        let EventPayload::RunStarted { attachments, .. } = &mut event.payload else { unreachable!() };
+        attachments.push(troupe_protocol::types::attachment::AttachedFile {
+            path: "artifacts/x.png".into(),
+            mime_type: "image/png".into(),
+            name: "screen.png".into(),
+            size: 70,
+        });
+        let line = describe_event(&event).unwrap();
+        assert!(line.ends_with("user: do it [attached: screen.png (image/png, 70 bytes)]"), "{line}");
+    }
+
+    #[test]
+    fn an_approval_quotes_its_resource_only_where_the_summary_shows_it_as_a_word() {
+        use troupe_protocol::types::approval::{ApprovalOperation, PermissionAction};
+        let operation = |tool: &str, action, resource: &str, summary: &str| ApprovalOperation {
+            tool: tool.into(),
+            action,
+            resource: resource.into(),
+            summary: summary.into(),
+            diff: None,
+        };
+        let fetch = operation("web_fetch", PermissionAction::Network, "docs.rs", "fetch https://docs.rs/serde");
+        let shown = approval_what(&fetch, "");
+        assert!(shown.starts_with("fetch https://docs.rs/serde (web_fetch)"), "{shown}");
+        assert!(!shown.contains("https:// "), "{shown}");
+        let shell = operation("shell", PermissionAction::Execute, "ls -la", "run ls -la");
+        assert_eq!(approval_what(&shell, ""), "shell: run ls -la");
     }
 
     #[test]

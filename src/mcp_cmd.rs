@@ -46,6 +46,13 @@ impl McpCommand {
                 return pretty_json(&serde_json::json!({ "mcp_servers": snapshot.mcp_servers }));
             }
             text(&render_servers(&snapshot.mcp_servers, Style::stdout()));
+            // Servers added to config.toml after the daemon started are not running yet: say why they are missing.
+            if connection.targets_local_data_dir()
+                && let Ok(data_dir) = troupe_runtime::data_dir::DataDir::resolve(client.data_dir.clone())
+                && let (note, Some(true)) = crate::config_check_cmd::restart_note(&data_dir)
+            {
+                text(&format!("{note}\n"));
+            }
             Ok(())
         })?;
         Ok(0)

@@ -115,7 +115,14 @@ pub fn table(title: &str, rollup: &UsageRollup) -> String {
         cells
     };
     rows.extend(rollup.by_model.iter().map(|(model, figures)| row(model, figures)));
-    rows.push(row("total", &rollup.totals));
+    let mut total = row("total", &rollup.totals);
+    // The daemon's total sums the costs it knows; a row whose cost is unknown makes the total a lower bound.
+    if rollup.by_model.values().any(|figures| figures.estimated_cost_usd.is_none())
+        && let (Some(last), Some(known)) = (total.last_mut(), rollup.totals.estimated_cost_usd)
+    {
+        *last = format!("{} + unknown", cost(Some(known)));
+    }
+    rows.push(total);
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|column| rows.iter().map(|row| row[column].chars().count()).max().unwrap_or(0))
         .collect();
@@ -179,7 +186,7 @@ mod tests {
         assert!(lines[2].contains("local/echo") && lines[2].ends_with("unknown") && lines[2].contains(" - "), "{text}");
         assert!(lines[3].contains("openai/gpt-4o-mini") && lines[3].contains("12,000"), "{text}");
         assert!(lines[3].contains("25.0%") && lines[3].ends_with("$0.0018"), "{text}");
-        assert!(lines[4].trim_start().starts_with("total") && lines[4].ends_with("$0.0018"), "{text}");
+        assert!(lines[4].trim_start().starts_with("total") && lines[4].ends_with("$0.0018 + unknown"), "{text}");
         assert_eq!(lines.len(), 5);
         // The columns line up.
         let cost_column = |line: &str| line.len();

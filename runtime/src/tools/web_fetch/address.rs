@@ -46,9 +46,12 @@ fn is_local_v6(address: Ipv6Addr) -> bool {
 
 /// Words for a refused address, naming the setting that allows it.
 pub fn refusal(host: &str, address: IpAddr) -> String {
+    // A host written as the address itself is not said twice (`127.0.0.1 is 127.0.0.1`).
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let what = if bare.parse::<IpAddr>() == Ok(address) { address.to_string() } else { format!("{host} is {address}") };
     format!(
-        "refused: {host} is {address}, an address of this machine or its local network; web_fetch reaches only \
-         public addresses unless `[tools] web_fetch_local = true` is set in troupe's config.toml"
+        "refused: {what}, an address of this machine or its local network; web_fetch reaches only public addresses \
+         unless `[tools] web_fetch_local = true` is set in troupe's config.toml"
     )
 }
 
