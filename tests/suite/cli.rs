@@ -162,7 +162,8 @@ fn a_prompt_shown_by_watch_is_answered_with_troupe_approve_and_the_run_finishes(
     let connected = run(&["connect", "local", "--script", script.to_str().unwrap()], &daemon);
     // Words, not the store's generation counter; and what to do with the models.
     assert!(connected.starts_with("connected local\n") && !connected.contains("generation"), "{connected}");
-    assert!(connected.contains("troupe run --model local/echo"), "{connected}");
+    // With a script, the model that plays it.
+    assert!(connected.contains("troupe run --model local/scripted"), "{connected}");
     let session_id = run(&["create", "--cwd", project.path().to_str().unwrap()], &daemon).trim().to_owned();
     run(&["mode", &session_id, "ask"], &daemon);
 
