@@ -123,7 +123,9 @@ impl SessionSupervisor {
         ctx.spawn(sweep.into_actor(self).map(|swept, supervisor, ctx| {
             supervisor.artifacts.running = false;
             match swept {
-                Ok(Ok(Collected { removed: 0, .. })) => {}
+                Ok(Ok(Collected { removed: 0, kept_young, .. })) => {
+                    tracing::debug!(kept_young, "no artifact to collect")
+                }
                 Ok(Ok(Collected { removed, removed_bytes, kept_young })) => {
                     tracing::info!(removed, removed_bytes, kept_young, "removed artifacts no session names")
                 }
