@@ -151,6 +151,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
                 },
             },
             session_threads,
+            artifact_grace: Duration::from_secs(config.limits.artifact_grace_secs),
             default_cwd,
             max_input_bytes: config.limits.input_bytes(),
             sandbox,

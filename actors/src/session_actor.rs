@@ -48,6 +48,7 @@ use crate::run_actor::RunActor;
 
 mod admin;
 mod approvals;
+mod artifacts;
 mod commit;
 mod compaction;
 mod goals;
@@ -74,6 +75,7 @@ mod write_lane;
 
 pub use admin::{Retire, Seal, SetArchived, Unseal};
 pub use approvals::{ApprovalErrorKind, CountPendingApprovals};
+pub use artifacts::NamesArtifact;
 pub use compaction::{ActiveCompaction, BeginCompaction, ManualStart, RecordCompaction};
 pub use goals::{ChangeGoalLifecycle, GoalErrorKind, GoalRunTarget, SetGoal};
 pub use history::{PrepareFork, Revert};
@@ -172,6 +174,9 @@ pub struct SessionActor {
     snapshots: SnapshotBooks,
     /// Where the metadata is published for `session.get` (`published_meta`).
     published: crate::published_meta::PublishedMeta,
+    /// How many artifacts the supervisor was last told the session names (`artifacts`); `None` before the first
+    /// report.
+    artifacts_reported: Option<usize>,
 }
 
 impl SessionActor {
@@ -208,6 +213,7 @@ impl SessionActor {
             jobs: Jobs::default(),
             snapshots: SnapshotBooks::default(),
             published: Default::default(),
+            artifacts_reported: None,
         }
     }
 

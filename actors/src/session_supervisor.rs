@@ -2,7 +2,8 @@
 //!
 //! It keeps an index of all sessions' metadata (built at start from the `meta.json` caches, or from the logs
 //! where a cache is missing or stale, then kept current by the session actors), so listing and tree queries
-//! never load logs; next to it, every session's spent usage (`usage_index`), so the usage rollups do not either.
+//! never load logs; next to it, every session's spent usage (`usage_index`), so the usage rollups do not either, and
+//! every session's named artifacts (`artifacts`), so the files no session names can be collected.
 //! It is the only place that starts session actors, which is what guarantees one writer per
 //! log: a session is started at most once at a time, and a crashed or hibernated actor is replaced only after
 //! its mailbox is gone. The engine reads the live registry directly (a shared map only this actor writes) and
@@ -27,6 +28,7 @@ use crate::error::EngineError;
 use crate::run_registry::RunRegistry;
 use crate::session_actor::{Drain, Opening, SessionActor, SessionLimits};
 
+mod artifacts;
 mod children;
 mod creation;
 mod directory;
@@ -39,10 +41,11 @@ mod takeover;
 mod usage;
 mod usage_index;
 pub use crate::ports::supervisor::{
-    ApprovalsFor, ChildRefused, CreateChildSession, GetTree, GoalReport, OpenSession, SessionGone, SessionMetaChanged,
-    SessionStopped, SessionUsageChanged,
+    ApprovalsFor, ChildRefused, CreateChildSession, GetTree, GoalReport, OpenSession, SessionArtifactsChanged,
+    SessionGone, SessionMetaChanged, SessionStopped, SessionUsageChanged,
 };
 use crate::ports::{ApprovalLease, SessionPort, SupervisorPort};
+pub use artifacts::InstallArtifactCollection;
 pub use creation::{CreateSession, ForkSession};
 pub use directory::InstallDirectory;
 pub use goals::InstallGoals;
@@ -116,6 +119,8 @@ pub struct SessionSupervisor {
     creating_children: HashMap<String, std::collections::HashSet<String>>,
     /// Every session's spent usage (`usage_index`), for the usage rollups.
     usage: usage_index::UsageIndex,
+    /// Every session's named artifacts, and their collection (`artifacts`).
+    artifacts: artifacts::ArtifactIndex,
     live: LiveSessions,
     /// What the engine reads of `index` without a message (`index_view.rs`): set wherever `index` changes.
     view: crate::index_view::IndexView,
@@ -164,6 +169,7 @@ impl SessionSupervisor {
             children: HashMap::new(),
             creating_children: HashMap::new(),
             usage: usage_index::UsageIndex::default(),
+            artifacts: Default::default(),
             live: reads.live,
             view: reads.index,
             approvals: ApprovalTrees::new(sessions.hibernate_after, runs, default_mode),

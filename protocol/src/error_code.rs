@@ -84,7 +84,8 @@ error_codes! {
     /// An attached file that is not an accepted type, not what its `mime_type` says, or past the bounds on
     /// attachments (`data.index` names it; `data.limit` gives a passed bound).
     InvalidAttachment = "invalid_attachment",
-    /// No stored attachment has this path (never stored, or removed from the data directory).
+    /// The session's log names no stored attachment at this path (never stored, named only by other sessions, or
+    /// removed from the data directory).
     AttachmentNotFound = "attachment_not_found",
     /// A `session.files` or `session.file` path that is outside the session's folder, denied, missing, or not a
     /// folder (or a file) as asked.

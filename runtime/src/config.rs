@@ -21,6 +21,7 @@
 //! hibernate_after_secs = 60
 //! max_input_bytes = 1048576
 //! ping_interval_secs = 15
+//! artifact_grace_secs = 3600
 //! [permissions]
 //! default_mode = "auto_approve"   # the mode every tree starts in, and returns to at a restart (or "ask", ...)
 //! rules = [
@@ -305,6 +306,9 @@ pub struct Limits {
     /// answered for three intervals is closed. A reverse proxy's read timeout must be longer than this interval
     /// (deploy/nginx/troupe.conf). Tests set it short to prove that an idle connection survives a proxy.
     pub ping_interval_secs: u64,
+    /// Seconds an artifact (`<data_dir>/artifacts/`) that no session names is kept after it was written, before
+    /// it is collected: a file is stored before the event naming it is appended. Tests set it to 0.
+    pub artifact_grace_secs: u64,
 }
 
 impl Limits {
@@ -333,6 +337,7 @@ impl Default for Limits {
             hibernate_after_secs: 60,
             max_input_bytes: None,
             ping_interval_secs: 15,
+            artifact_grace_secs: 3600,
         }
     }
 }
@@ -589,6 +594,7 @@ replay_stall_secs = 2
 replay_page_bytes = 32768
 session_tail_bytes = 0
 hibernate_after_secs = 5
+artifact_grace_secs = 0
 "#,
         )
         .unwrap();
@@ -612,7 +618,8 @@ hibernate_after_secs = 5
                 session_tail_bytes: 0,
                 hibernate_after_secs: 5,
                 max_input_bytes: None,
-                ping_interval_secs: 15
+                ping_interval_secs: 15,
+                artifact_grace_secs: 0,
             }
         );
     }

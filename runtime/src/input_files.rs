@@ -149,7 +149,9 @@ pub fn store_attachments(
     let mut stored = Vec::with_capacity(attachments.len());
     for attachment in attachments {
         // The name is the content's digest: writing it again, for a redelivery or another session, writes the
-        // same bytes, so the file is replaced whole rather than trusted as found.
+        // same bytes, so the file is replaced whole rather than trusted as found. The new file is also young, which
+        // keeps an old unnamed one that is reused from being collected before its event is appended
+        // (`artifact_collection`).
         replace_file(&data_dir.join(&attachment.file.path), &attachment.bytes, Durability::Durable)?;
         stored.push(attachment.file);
     }
@@ -164,7 +166,8 @@ pub fn artifact_path(bytes: &[u8], extension: &str) -> String {
 }
 
 /// Writes `bytes` as the artifact at their content-addressed path ([`artifact_path`]) durably, as attachments are
-/// written, and returns that path: a tool's output (an MCP server's image) is stored like a client's input. Blocking.
+/// written (a new file even when the same bytes are there, so it is young for [`crate::artifact_collection`]), and
+/// returns that path: a tool's output (an MCP server's image) is stored like a client's input. Blocking.
 pub fn store_artifact(data_dir: &Path, bytes: &[u8], extension: &str) -> Result<String, RuntimeError> {
     crate::blocking::assert_may_block();
     ensure_dir(&data_dir.join(ARTIFACTS_DIR))?;
@@ -180,6 +183,15 @@ pub enum ReadAttachmentError {
     BadPath { path: String, reason: troupe_protocol::types::run::FileReferenceError },
     #[error("no stored attachment `{path}`: {reason}")]
     NotFound { path: String, reason: String },
+}
+
+impl ReadAttachmentError {
+    /// The refusal of a path the asking session's log does not name: word for word what a missing file gets, so
+    /// that a client learns nothing of the files other sessions attached (not even that they exist).
+    pub fn not_named(path: &str) -> ReadAttachmentError {
+        let missing = std::io::Error::from_raw_os_error(libc::ENOENT);
+        ReadAttachmentError::NotFound { path: path.to_owned(), reason: crate::model::attachments::unopenable(&missing) }
+    }
 }
 
 /// The bytes of a stored artifact (`artifacts/<name>`), read without following a symlink and bounded as a run
@@ -264,9 +276,7 @@ mod tests {
             read_stored_attachment(data_dir.path(), "artifacts/../config.toml"),
             Err(ReadAttachmentError::BadPath { .. })
         ));
-        assert!(matches!(
-            read_stored_attachment(data_dir.path(), "artifacts/missing.png"),
-            Err(ReadAttachmentError::NotFound { .. })
-        ));
+        let missing = read_stored_attachment(data_dir.path(), "artifacts/missing.png").unwrap_err();
+        assert_eq!(missing, ReadAttachmentError::not_named("artifacts/missing.png"), "the same words either way");
     }
 }

@@ -24,6 +24,7 @@
 //! - [`sandbox`]: the kernel's bounds on tool processes (Landlock, network namespace, process lifetime) and the
 //!   denied paths by file identity for in-process tools.
 //! - [`input_files`]: the images and PDFs a client attaches to an input, checked and stored as artifacts.
+//! - [`artifact_names`]: the artifacts a session's log names; [`artifact_collection`]: removing those none names.
 //! - [`instructions`]: the `AGENTS.md` files of the user and of the session's repository, gathered for a run.
 //! - [`system_prompt`]: a run's system prompt: who the agent is, its tools, sandbox and mode, how to work, and the
 //!   project's instructions. Pure.
@@ -42,6 +43,8 @@
 //! errors but never file contents or secrets.
 
 pub mod approval_book;
+pub mod artifact_collection;
+pub mod artifact_names;
 pub mod blocking;
 pub mod branch;
 pub mod catalog;

@@ -1,5 +1,5 @@
-//! `meta.json`: a cache of a session's metadata and spent usage, so that listing 10,000 sessions or answering
-//! `usage.global` does not read 10,000 logs.
+//! `meta.json`: a cache of a session's metadata, spent usage and named artifacts, so that listing 10,000 sessions,
+//! answering `usage.global` or collecting unnamed artifacts does not read 10,000 logs.
 //!
 //! The log is the truth; this file is only a shortcut. It records the log's length when it was written, and a
 //! reader trusts it only while `events.jsonl` still has exactly that length: any append since makes the cache
@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use troupe_protocol::types::common::SessionMeta;
 
+use crate::artifact_names::NamedArtifacts;
 use crate::data_dir::{Durability, replace_file};
 use crate::error::RuntimeError;
 use crate::event_log::log_path;
@@ -21,8 +22,8 @@ use crate::usage_book::UsageSummary;
 pub const META_FILE_NAME: &str = "meta.json";
 
 /// Bumped whenever the stored shape changes, so an old cache is ignored instead of misread.
-/// 2: the session's spent usage (`usage`) was added.
-const META_FORMAT: u32 = 2;
+/// 2: the session's spent usage (`usage`) was added. 3: the artifacts its log names (`artifacts`).
+const META_FORMAT: u32 = 3;
 
 /// What `meta.json` holds.
 #[derive(Serialize, Deserialize)]
@@ -34,6 +35,8 @@ struct CachedMeta {
     meta: SessionMeta,
     /// Everything the log's `model_usage_recorded` events spent, per (agent, model).
     usage: UsageSummary,
+    /// Every artifact the log names (`artifact_names`).
+    artifacts: NamedArtifacts,
 }
 
 /// A cache that was read: what it says and the log length it describes.
@@ -41,16 +44,20 @@ struct CachedMeta {
 pub struct Cached {
     pub meta: SessionMeta,
     pub usage: UsageSummary,
+    pub artifacts: NamedArtifacts,
     pub log_len_bytes: u64,
 }
 
-/// Writes the cache for `meta` and `usage`, which describe the log when it was `log_len_bytes` long.
-pub fn write(
-    session_dir: &Path,
-    meta: &SessionMeta,
-    usage: &UsageSummary,
-    log_len_bytes: u64,
-) -> Result<(), RuntimeError> {
+/// What a session's cache records, borrowed from its projection.
+#[derive(Clone, Copy)]
+pub struct Described<'a> {
+    pub meta: &'a SessionMeta,
+    pub usage: &'a UsageSummary,
+    pub artifacts: &'a NamedArtifacts,
+}
+
+/// Writes the cache for what `described` says of the log when it was `log_len_bytes` long.
+pub fn write(session_dir: &Path, described: Described<'_>, log_len_bytes: u64) -> Result<(), RuntimeError> {
     crate::blocking::assert_may_block();
     #[derive(Serialize)]
     struct CachedMetaRef<'a> {
@@ -58,14 +65,16 @@ pub fn write(
         log_len_bytes: u64,
         meta: &'a SessionMeta,
         usage: &'a UsageSummary,
+        artifacts: &'a NamedArtifacts,
     }
+    let Described { meta, usage, artifacts } = described;
     let path = session_dir.join(META_FILE_NAME);
-    let json = serde_json::to_vec(&CachedMetaRef { format: META_FORMAT, log_len_bytes, meta, usage })
+    let json = serde_json::to_vec(&CachedMetaRef { format: META_FORMAT, log_len_bytes, meta, usage, artifacts })
         .map_err(|error| RuntimeError::io("encode", &path, error.into()))?;
     replace_file(&path, &json, Durability::Cache)
 }
 
-/// Reads the cache: the metadata, usage and the log length they describe. `None` when it is missing, unreadable
+/// Reads the cache: the metadata, usage, named artifacts and the log length they describe. `None` when it is missing, unreadable
 /// or of another format; the caller then rebuilds from the log.
 pub fn read(session_dir: &Path) -> Option<Cached> {
     crate::blocking::assert_may_block();
@@ -74,6 +83,7 @@ pub fn read(session_dir: &Path) -> Option<Cached> {
     (cached.format == META_FORMAT).then_some(Cached {
         meta: cached.meta,
         usage: cached.usage,
+        artifacts: cached.artifacts,
         log_len_bytes: cached.log_len_bytes,
     })
 }
@@ -143,31 +153,47 @@ mod tests {
         book.summary().clone()
     }
 
+    fn sample_artifacts() -> NamedArtifacts {
+        serde_json::from_value(serde_json::json!(["artifacts/a.png", "artifacts/b.pdf"])).unwrap()
+    }
+
+    fn described<'a>(meta: &'a SessionMeta, usage: &'a UsageSummary, artifacts: &'a NamedArtifacts) -> Described<'a> {
+        Described { meta, usage, artifacts }
+    }
+
     #[test]
     fn round_trips_and_is_private() {
         let temp = tempfile::tempdir().unwrap();
-        write(temp.path(), &sample_meta(), &sample_usage(), 1234).unwrap();
-        assert_eq!(read(temp.path()), Some(Cached { meta: sample_meta(), usage: sample_usage(), log_len_bytes: 1234 }));
+        let (meta, usage, artifacts) = (sample_meta(), sample_usage(), sample_artifacts());
+        write(temp.path(), described(&meta, &usage, &artifacts), 1234).unwrap();
+        assert_eq!(read(temp.path()), Some(Cached { meta, usage, artifacts, log_len_bytes: 1234 }));
         let mode = std::fs::metadata(temp.path().join(META_FILE_NAME)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         // Rewriting replaces it and leaves no temporary file.
-        write(temp.path(), &sample_meta(), &UsageSummary::default(), 99).unwrap();
+        let (meta, none) = (sample_meta(), NamedArtifacts::default());
+        write(temp.path(), described(&meta, &UsageSummary::default(), &none), 99).unwrap();
         assert_eq!(read(temp.path()).map(|cached| cached.log_len_bytes), Some(99));
         assert_eq!(std::fs::read_dir(temp.path()).unwrap().count(), 1);
     }
 
     #[test]
-    fn a_missing_or_damaged_cache_reads_as_none() {
+    fn a_missing_damaged_or_older_cache_reads_as_none() {
         let temp = tempfile::tempdir().unwrap();
         assert_eq!(read(temp.path()), None);
         std::fs::write(temp.path().join(META_FILE_NAME), b"{\"format\": 1, \"log_len").unwrap();
         assert_eq!(read(temp.path()), None);
         std::fs::write(temp.path().join(META_FILE_NAME), b"{\"format\": 0, \"log_len_bytes\": 1}").unwrap();
         assert_eq!(read(temp.path()), None);
-        // A cache of format 1 (before usage was kept) is ignored, so the log is read for the usage.
-        write(temp.path(), &sample_meta(), &UsageSummary::default(), 5).unwrap();
+        // A cache of format 2 (before the named artifacts were kept) is ignored, so the log is read for them; so is
+        // one of format 1 (before usage).
+        let (meta, artifacts) = (sample_meta(), sample_artifacts());
+        write(temp.path(), described(&meta, &UsageSummary::default(), &artifacts), 5).unwrap();
         let mut old: serde_json::Value =
             serde_json::from_slice(&std::fs::read(temp.path().join(META_FILE_NAME)).unwrap()).unwrap();
+        old["format"] = 2.into();
+        old.as_object_mut().unwrap().remove("artifacts");
+        std::fs::write(temp.path().join(META_FILE_NAME), serde_json::to_vec(&old).unwrap()).unwrap();
+        assert_eq!(read(temp.path()), None);
         old["format"] = 1.into();
         old.as_object_mut().unwrap().remove("usage");
         std::fs::write(temp.path().join(META_FILE_NAME), serde_json::to_vec(&old).unwrap()).unwrap();

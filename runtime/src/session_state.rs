@@ -10,6 +10,7 @@ use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind}
 use troupe_protocol::types::session::TitleChange;
 
 use crate::approval_book::ApprovalBook;
+use crate::artifact_names::NamedArtifacts;
 use crate::branch::Visibility;
 use crate::goal_state::GoalBook;
 use crate::producer_book::ProducerBook;
@@ -74,6 +75,8 @@ pub struct SessionState {
     /// covers no such event.
     #[serde(default)]
     pub undone_runs: std::collections::BTreeSet<String>,
+    /// The artifacts the whole log names (`artifact_names`): a revert does not un-name them.
+    pub artifacts: NamedArtifacts,
 }
 
 /// Why a log cannot be projected into a session.
@@ -135,6 +138,7 @@ impl SessionState {
             visibility: Visibility::default(),
             usage: UsageBook::default(),
             undone_runs: Default::default(),
+            artifacts: NamedArtifacts::default(),
         }
     }
 
@@ -185,6 +189,7 @@ impl SessionState {
         self.goals.apply(event);
         self.producers.apply(event);
         self.usage.apply(event);
+        self.artifacts.apply(event);
         self.last_event_seq = event.seq;
         if let EventPayload::SessionArchived { archived } = &event.payload {
             // Filing a session away is not activity: the list's order stays as it was.
@@ -422,6 +427,23 @@ mod tests {
         state.apply(&event(2, undone));
         state.adopt_branch(SessionState::created(&created()).unwrap());
         assert!(state.undone_runs.contains("r1"), "a revert does not make the run undoable again");
+    }
+
+    #[test]
+    fn named_artifacts_follow_the_whole_log_not_the_branch() {
+        let mut state = SessionState::created(&created()).unwrap();
+        let file = troupe_protocol::types::attachment::AttachedFile {
+            path: "artifacts/a.png".into(),
+            mime_type: "image/png".into(),
+            name: "a.png".into(),
+            size: 3,
+        };
+        let steered =
+            EventPayload::UserInputAdmitted { input_id: "i".into(), input: "x".into(), attachments: vec![file] };
+        state.apply(&event(2, steered));
+        state.apply(&event(3, EventPayload::SessionReverted { through_seq: 1 }));
+        state.adopt_branch(SessionState::created(&created()).unwrap());
+        assert!(state.artifacts.contains("artifacts/a.png"), "a reverted input's file is still named by the log");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Test areas, one file each, sharing `support`.
 
 mod approvals;
+mod artifacts;
 mod attachments;
 mod auth;
 mod big_history;

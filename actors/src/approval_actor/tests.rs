@@ -132,6 +132,7 @@ unexpected_messages!(FakeSupervisor {
     SessionMetaChanged => (),
     SessionStopped => (),
     SessionUsageChanged => (),
+    SessionArtifactsChanged => (),
     GoalReport => (),
     ApprovalsFor => Result<crate::ports::ApprovalLease, EngineError>,
     CreateChildSession => Result<troupe_protocol::types::common::SessionMeta, ChildRefused>,

@@ -1,5 +1,8 @@
 //! troupe's extensions for attaching files: `session.attachment`, the bytes of a file an input attached, so a
-//! client can show it (the web console's thumbnails), read from the data directory's artifacts; and `session.files`
+//! client can show it (the web console's thumbnails), read from the data directory's artifacts, and only a file
+//! the session's own log names (its session actor answers that: `troupe_runtime::artifact_names`); a path the log
+//! does not name gets the very answer a missing file gets, so a client learns nothing of other sessions' files.
+//! And `session.files`
 //! and `session.file`, a folder of the session's cwd and an image or PDF in it, for completing `@path` in a
 //! composer and attaching the file chosen, under the file tools' rules (`troupe_runtime::tools::cwd_files`). All
 //! read on a blocking thread.
@@ -13,11 +16,12 @@ use troupe_protocol::types::attachment::{
     AttachmentType, FileEntry, FileEntryKind, InputAttachment, MAX_INPUT_ATTACHMENT_BYTES, SessionAttachmentParams,
     SessionAttachmentResult, SessionFileParams, SessionFileResult, SessionFilesParams, SessionFilesResult,
 };
-use troupe_runtime::input_files::read_stored_attachment;
+use troupe_runtime::input_files::{ReadAttachmentError, read_stored_attachment};
 use troupe_runtime::tools::cwd_files::{CwdEntryKind, list_cwd_dir, read_cwd_file};
 
 use super::Engine;
 use crate::error::EngineError;
+use crate::session_actor::NamesArtifact;
 use crate::session_supervisor::IndexedMeta;
 
 impl Engine {
@@ -26,8 +30,16 @@ impl Engine {
         params: SessionAttachmentParams,
     ) -> Result<SessionAttachmentResult, RpcError> {
         let SessionAttachmentParams { session_id, path } = params;
-        // An unknown session is `session_not_found`, as for every session method.
-        self.supervisor_ask(IndexedMeta { session_id }).await??;
+        // An unknown session is `session_not_found`, as for every session method; then a path that is no artifact's
+        // is refused as such, before anything is asked of the session.
+        self.supervisor_ask(IndexedMeta { session_id: session_id.clone() }).await??;
+        if let Err(reason) = troupe_protocol::types::run::artifact_name(&path) {
+            return Err(EngineError::ReadAttachment(ReadAttachmentError::BadPath { path, reason }).into());
+        }
+        let wanted = path.clone();
+        if !self.router().ask(&session_id, || NamesArtifact { path: wanted.clone() }).await? {
+            return Err(EngineError::ReadAttachment(ReadAttachmentError::not_named(&path)).into());
+        }
         let data_dir = self.services.data_dir.clone();
         let wanted = path.clone();
         let bytes = tokio::task::spawn_blocking(move || read_stored_attachment(&data_dir, &wanted))

@@ -38,6 +38,9 @@ pub struct EngineConfig {
     pub sessions: SessionLimits,
     /// Threads that run session actors.
     pub session_threads: usize,
+    /// How old an artifact no session names must be before it is removed (`[limits] artifact_grace_secs`); on a
+    /// single node only (`session_supervisor/artifacts.rs`).
+    pub artifact_grace: Duration,
     /// The cwd of sessions created without one.
     pub default_cwd: PathBuf,
     /// The largest input of `run.start` and `run.steer`, in bytes.
@@ -150,8 +153,14 @@ impl Engine {
             data_dir: goals_data_dir,
         });
         let node = config.session_directory.as_ref().map(|directory| directory.node().to_owned());
-        if let Some(directory) = config.session_directory {
-            supervisor.do_send(crate::session_supervisor::InstallDirectory { directory, takeover: config.takeover });
+        match config.session_directory {
+            Some(directory) => {
+                supervisor.do_send(crate::session_supervisor::InstallDirectory { directory, takeover: config.takeover })
+            }
+            // Artifacts are collected on a single node only: a cluster node's files are its own, while its
+            // sessions may move to another node.
+            None => supervisor
+                .do_send(crate::session_supervisor::InstallArtifactCollection { grace: config.artifact_grace }),
         }
         let producers: Arc<crate::producers::ProducerRegistry> = Default::default();
         producers.set_recovery_source(services.plugins.clone());

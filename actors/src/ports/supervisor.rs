@@ -20,6 +20,7 @@ recipients! {
         session_meta_changed: SessionMetaChanged,
         session_stopped: SessionStopped,
         session_usage_changed: SessionUsageChanged,
+        session_artifacts_changed: SessionArtifactsChanged,
         goal_report: GoalReport,
         get_tree: GetTree,
         approvals_for: ApprovalsFor,
@@ -66,6 +67,15 @@ pub struct SessionStopped {
 pub struct SessionUsageChanged {
     pub session_id: String,
     pub summary: UsageSummary,
+}
+
+/// Sent by a session actor when it started and whenever its log came to name another artifact: every artifact the
+/// log names now (`troupe_runtime::artifact_names`), for collecting the ones no session names.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SessionArtifactsChanged {
+    pub session_id: String,
+    pub artifacts: std::sync::Arc<troupe_runtime::artifact_names::NamedArtifacts>,
 }
 
 /// Sent by a session actor to the supervisor when its goal's state or its idleness changed.

@@ -144,6 +144,7 @@ impl SessionActor {
         self.report_goal();
         self.lane.release_waiters();
         self.report_usage(first, last);
+        self.report_artifacts();
     }
 
     /// A write failed: nothing more may be written by this actor. Everything pending fails and the actor stops,

@@ -77,6 +77,7 @@ impl SessionActor {
         // asks this actor, which answers after them. The state as loaded is not what the session is any more.
         if !self.lane.has_queued() && self.lane.store().is_some() {
             self.report_meta();
+            self.report_artifacts();
         }
     }
 
@@ -129,9 +130,11 @@ impl SessionActor {
     pub(super) fn meta_cache_job(&self) -> Option<impl FnOnce() + Send + use<>> {
         let (Some(state), Some(store)) = (&self.state, self.lane.store()) else { return None };
         let (session_dir, meta, len) = (self.session_dir.clone(), state.meta(), store.len_bytes());
-        let (session_id, usage) = (self.session_id.clone(), state.usage.summary().clone());
+        let (session_id, usage, artifacts) =
+            (self.session_id.clone(), state.usage.summary().clone(), state.artifacts.clone());
         Some(move || {
-            if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, len) {
+            let described = meta_cache::Described { meta: &meta, usage: &usage, artifacts: &artifacts };
+            if let Err(error) = meta_cache::write(&session_dir, described, len) {
                 tracing::warn!(%session_id, %error, "could not write the metadata cache");
             }
         })

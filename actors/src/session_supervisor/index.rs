@@ -1,11 +1,13 @@
 //! The supervisor's index of every session on disk: built at start from a scan of the sessions directory (the
 //! `meta.json` caches, or the logs where a cache is missing or stale; a scan that fails is retried), then kept
-//! current by the session actors' reports (`SessionMetaChanged`).
+//! current by the session actors' reports (`SessionMetaChanged`). The scan also gives each session's spent usage
+//! (`usage_index`) and named artifacts (`artifacts`).
 
 use std::time::Duration;
 
 use actix::prelude::*;
 use troupe_protocol::types::common::SessionMeta;
+use troupe_runtime::artifact_names::NamedArtifacts;
 use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::event_log::{self, EventStore};
 use troupe_runtime::fork::FORK_DIR_SUFFIX;
@@ -17,15 +19,23 @@ use super::{SessionSupervisor, removal};
 use crate::ports::supervisor::SessionMetaChanged;
 use crate::session_actor::Opening;
 
+/// What the scan found of one session.
+pub(super) struct ScannedSession {
+    pub(super) meta: SessionMeta,
+    pub(super) usage: UsageSummary,
+    /// The artifacts its log names; `None` when the log could not be read.
+    pub(super) artifacts: Option<NamedArtifacts>,
+}
+
 /// The first wait before the sessions directory is read again after it could not be read at start; doubled at each
 /// failure up to [`RESCAN_MAX_DELAY`].
 pub(super) const RESCAN_FIRST_DELAY: Duration = Duration::from_millis(250);
 const RESCAN_MAX_DELAY: Duration = Duration::from_secs(10);
 
-/// Reads every session's metadata and spent usage: the cache when it matches the log's length, else the log
+/// Reads every session's metadata, spent usage and named artifacts: the cache when it matches the log's length, else the log
 /// itself (and then refreshes the cache). Sessions whose log cannot be projected are logged and left out. An error
 /// when the sessions directory exists but cannot be read (its permissions, an I/O error): then nothing is known yet.
-pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<(SessionMeta, UsageSummary)>> {
+pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<ScannedSession>> {
     let entries = match std::fs::read_dir(data_dir.sessions_dir()) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -58,7 +68,7 @@ pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<(SessionM
             && Some(cached.log_len_bytes) == log_len
             && cached.meta.session_id == session_id
         {
-            sessions.push((cached.meta, cached.usage));
+            sessions.push(ScannedSession { meta: cached.meta, usage: cached.usage, artifacts: Some(cached.artifacts) });
             continue;
         }
         // Streamed: the projection is built line by line, no event is kept.
@@ -71,10 +81,11 @@ pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<(SessionM
                     tracing::warn!(%session_id, %error, "could not read a reverted session's visible events");
                 }
                 let (meta, usage) = (state.meta(), state.usage.summary().clone());
-                if let Err(error) = meta_cache::write(&session_dir, &meta, &usage, opened.store.len_bytes()) {
+                let described = meta_cache::Described { meta: &meta, usage: &usage, artifacts: &state.artifacts };
+                if let Err(error) = meta_cache::write(&session_dir, described, opened.store.len_bytes()) {
                     tracing::warn!(%session_id, %error, "could not write the metadata cache");
                 }
-                sessions.push((meta, usage));
+                sessions.push(ScannedSession { meta, usage, artifacts: Some(state.artifacts) });
             }
             Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => {
                 tracing::warn!(%session_id, "skipping a session directory without an event log")
@@ -91,7 +102,7 @@ pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<(SessionM
                     reason: format!("the log could not be opened: {error}"),
                 }];
                 let meta = SessionState::projector().finish(&session_id, skipped, &fallback_time).meta();
-                sessions.push((meta, UsageSummary::default()));
+                sessions.push(ScannedSession { meta, usage: UsageSummary::default(), artifacts: None });
             }
         }
     }
@@ -104,19 +115,25 @@ impl SessionSupervisor {
     /// unknown (unlisted, `session_not_found`) until the next restart, although the directory became readable.
     pub(super) fn index_scanned(
         &mut self,
-        scanned: Result<std::io::Result<Vec<(SessionMeta, UsageSummary)>>, tokio::task::JoinError>,
+        scanned: Result<std::io::Result<Vec<ScannedSession>>, tokio::task::JoinError>,
         ctx: &mut Context<Self>,
         retry_in: Duration,
     ) {
         let error = match scanned {
             Ok(Ok(sessions)) => {
-                for (meta, usage) in sessions {
+                for ScannedSession { meta, usage, artifacts } in sessions {
                     // A session created or changed since the scan began is known better already.
                     if !self.index.contains_key(&meta.session_id) {
                         self.usage.set(&meta.session_id, usage);
+                        if let Some(artifacts) = artifacts {
+                            self.artifacts.set(&meta.session_id, std::sync::Arc::new(artifacts));
+                        }
                         self.index_meta(meta);
                     }
                 }
+                // Every session's artifacts are known: collecting them may start (once installed).
+                self.artifacts.mark_scanned();
+                self.schedule_artifact_collection(Duration::ZERO, ctx);
                 return;
             }
             Ok(Err(error)) => error.to_string(),

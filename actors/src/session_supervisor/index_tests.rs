@@ -28,16 +28,18 @@ fn the_scan_lists_sessions_from_their_logs_and_caches_them_and_clears_leftovers(
     std::fs::create_dir_all(data_dir.session_dir("no-log")).unwrap();
 
     let scanned = scan_sessions(&data_dir).unwrap();
-    let ids: Vec<&str> = scanned.iter().map(|(meta, _)| meta.session_id.as_str()).collect();
+    let ids: Vec<&str> = scanned.iter().map(|session| session.meta.session_id.as_str()).collect();
     assert_eq!(ids, ["s1"], "a folder without a log is no session");
     assert!(!leftover_fork.exists(), "a fork the daemon never finished is removed");
     let cached = meta_cache::read(&data_dir.session_dir("s1")).expect("the scan writes the metadata cache");
-    assert_eq!(cached.meta, scanned[0].0);
+    assert_eq!(cached.meta, scanned[0].meta);
+    assert_eq!(scanned[0].artifacts, Some(cached.artifacts.clone()), "known: it names none");
 
     // A cache that no longer matches the log's length is not believed.
     let stale = troupe_protocol::types::common::SessionMeta { title: Some("stale".into()), ..cached.meta.clone() };
-    meta_cache::write(&data_dir.session_dir("s1"), &stale, &cached.usage, cached.log_len_bytes + 1).unwrap();
-    assert_eq!(scan_sessions(&data_dir).unwrap()[0].0.title, None);
+    let described = meta_cache::Described { meta: &stale, usage: &cached.usage, artifacts: &cached.artifacts };
+    meta_cache::write(&data_dir.session_dir("s1"), described, cached.log_len_bytes + 1).unwrap();
+    assert_eq!(scan_sessions(&data_dir).unwrap()[0].meta.title, None);
 }
 
 #[test]
@@ -52,6 +54,7 @@ fn a_session_whose_log_cannot_be_opened_stays_listed_with_its_damage() {
 
     let scanned = scan_sessions(&data_dir).unwrap();
     assert_eq!(scanned.len(), 1, "still listed, so requests reach it and say what is wrong");
-    let skipped = &scanned[0].0.skipped_events;
+    let skipped = &scanned[0].meta.skipped_events;
     assert!(skipped.iter().any(|skipped| skipped.reason.contains("could not be opened")), "{skipped:?}");
+    assert_eq!(scanned[0].artifacts, None, "what it names is unknown, so no artifact may be collected");
 }

@@ -14,9 +14,10 @@
 //!    session in place or nothing visible: the start's scan removes staged directories left behind;
 //!    Then the blobs of the change records (`troupe_runtime::changes`) that no remaining session names are removed
 //!    (a blob another session still names stays);
-//! 4. the sessions leave the index, the children lists, the live registry and the usage index (so `usage.global`
-//!    and `agent.usage` count the sessions that exist, before and after a restart alike), and the tree's permission
-//!    mode is forgotten.
+//! 4. the sessions leave the index, the children lists, the live registry, the usage index (so `usage.global`
+//!    and `agent.usage` count the sessions that exist, before and after a restart alike) and the artifact index,
+//!    and the tree's permission mode is forgotten; a collection of the artifacts no session names follows soon
+//!    (`artifacts`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -76,6 +77,7 @@ impl SessionSupervisor {
         self.view.remove(session_id);
         self.children.remove(session_id);
         self.usage.set(session_id, UsageSummary::default());
+        self.artifacts.forget(session_id);
         self.live.remove(session_id);
     }
 
@@ -171,10 +173,13 @@ impl Handler<DeleteTree> for SessionSupervisor {
             .await
                 .map_err(|error| EngineError::Internal { detail: format!("the deletion thread failed: {error}") })
         };
-        AtomicResponse::new(Box::pin(sealed.into_actor(self).map(move |outcome, supervisor, _| {
+        AtomicResponse::new(Box::pin(sealed.into_actor(self).map(move |outcome, supervisor, ctx| {
             let staged = outcome?;
             for session_id in &staged.removed {
                 supervisor.forget_deleted(session_id);
+            }
+            if !staged.removed.is_empty() {
+                supervisor.collect_after_deletion(ctx);
             }
             if let Some(detail) = staged.error {
                 tracing::warn!(session_id = %root, %detail, "a deletion stopped part way");

@@ -45,8 +45,8 @@ use crate::session_state::SessionState;
 pub const SNAPSHOT_FILE_NAME: &str = "projection.snap";
 
 /// Bumped whenever the stored shape changes (of the header, the scan point or any part of the state): a snapshot of
-/// another version is ignored and rebuilt, never misread.
-const SNAPSHOT_FORMAT: u32 = 1;
+/// another version is ignored and rebuilt, never misread. 2: the state's named artifacts (`artifacts`).
+const SNAPSHOT_FORMAT: u32 = 2;
 
 /// A live session takes a snapshot each time its log has grown by this much since the last one. Scanning this
 /// much log costs a few tens of milliseconds; taking a snapshot costs a clone of the state on the actor.

@@ -143,7 +143,7 @@ pub(crate) fn read_artifact(file: &Path) -> Result<Vec<u8>, String> {
     let opened = crate::regular_file::open_regular(file, crate::regular_file::Links::Refuse).map_err(|error| {
         match error.kind() {
             std::io::ErrorKind::InvalidInput => "the artifact is not a regular file".to_owned(),
-            _ => format!("the artifact cannot be opened ({error})"),
+            _ => unopenable(&error),
         }
     })?;
     let metadata = opened.metadata().map_err(|error| format!("the artifact cannot be read ({error})"))?;
@@ -160,6 +160,11 @@ pub(crate) fn read_artifact(file: &Path) -> Result<Vec<u8>, String> {
         return Err(format!("the artifact grew past {MAX_ATTACHMENT_BYTES} bytes while it was read"));
     }
     Ok(bytes)
+}
+
+/// Why an artifact could not be opened, in the words [`read_artifact`] uses.
+pub(crate) fn unopenable(error: &std::io::Error) -> String {
+    format!("the artifact cannot be opened ({error})")
 }
 
 /// `data:<mime>;base64,<bytes>`, the form OpenAI takes inline images and files in.
