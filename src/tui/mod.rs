@@ -7,14 +7,15 @@
 //! watch` does.
 //!
 //! - [`state`]: the state and the reduction of events into it; [`keys`]: keys into actions;
-//! - [`view`]: drawing; [`ansi`]: tool output's colours into styles; [`markdown`]: the model's text into styles;
-//!   [`conn`]: the calls to the daemon.
+//! - [`view`]: drawing; [`servers`]: the MCP servers overlay; [`ansi`]: tool output's colours into styles;
+//!   [`markdown`]: the model's text into styles; [`conn`]: the calls to the daemon.
 
 pub mod ansi;
 pub mod at_path;
 pub mod conn;
 pub mod keys;
 pub mod markdown;
+pub mod servers;
 pub mod state;
 pub mod view;
 
@@ -51,6 +52,10 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
     };
     let Connected { client, mut deliveries } = connection.open(options).await?;
     let mut app = App::new(connection.url());
+    // The MCP servers, for the status line's word when one does not work (`runtime.changed` keeps them current).
+    if let Ok(result) = client.runtime_snapshot_get(Default::default()).await {
+        app.mcp_servers = Some(result.snapshot.mcp_servers);
+    }
     let mut followed = Vec::new();
     match session {
         Some(given) => {
@@ -157,6 +162,7 @@ async fn deliver<C: ClientProtocol>(client: &C, app: &mut App, followed: &mut Ve
             // A restarted daemon starts every tree in the default mode.
             let _ = conn::read_mode(client, app).await;
         }
+        ClientDelivery::RuntimeChanged(changed) => app.mcp_servers = Some(changed.snapshot.mcp_servers),
         ClientDelivery::RecoveryFailed { detail, .. } => {
             app.notice = Some(format!("could not resume the session: {}", crate::style::clean(&detail)));
         }

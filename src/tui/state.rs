@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord};
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionStatus};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::mcp::McpServerStatus;
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::session::PermissionMode;
 use troupe_protocol::types::tool_output::OutputStream;
@@ -150,6 +151,11 @@ pub struct App {
     pub notice: Option<String>,
     /// The notice is about the active run ("steer queued", "cancelling"): it goes when the run ends.
     pub run_notice: bool,
+    /// The daemon's MCP servers (the runtime snapshot's `mcp_servers`, kept current by `runtime.changed`); `None`
+    /// until it has said.
+    pub mcp_servers: Option<Vec<McpServerStatus>>,
+    /// The MCP servers overlay is up (`s` on the picker, Ctrl-S in a session), scrolled this many lines down.
+    pub servers_shown: Option<u16>,
     /// A first Ctrl-C with nothing to cancel arms quitting; a second one quits.
     pub quit_armed: bool,
     pub quit: bool,
@@ -182,6 +188,8 @@ impl App {
             show_reasoning: false,
             notice: None,
             run_notice: false,
+            mcp_servers: None,
+            servers_shown: None,
             quit_armed: false,
             quit: false,
         }
