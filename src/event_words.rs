@@ -10,7 +10,7 @@ use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 
-use crate::approvals_cmd::{action_name, shown_resource};
+use crate::approvals_cmd::{action_name, quoting, shown_resource};
 
 /// How far the lines under an event's first line are indented.
 const INDENT: &str = "        ";
@@ -176,20 +176,6 @@ pub fn approval_what(operation: &troupe_protocol::types::approval::ApprovalOpera
         action_name(operation.action),
         shown_resource(resource, ShowLimits::APPROVAL, " ", INDENT, whole)
     )
-}
-
-/// Where `summary` quotes `resource`: the words before it and after it. A summary may quote only the resource's
-/// beginning, cut with `…` (a long command's `run ls -la …`): then nothing follows it.
-fn quoting<'a>(summary: &'a str, resource: &str) -> Option<(&'a str, &'a str)> {
-    if resource.is_empty() {
-        return None;
-    }
-    if let Some(found) = summary.split_once(resource) {
-        return Some(found);
-    }
-    let cut = summary.strip_suffix('…')?;
-    let start = cut.char_indices().map(|(at, _)| at).find(|&at| resource.starts_with(&cut[at..]))?;
-    Some((&cut[..start], ""))
 }
 
 /// One line for an event, or `None` for events that are not worth a line of their own.
