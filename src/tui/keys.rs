@@ -30,13 +30,19 @@ pub enum Action {
     ShowServers,
 }
 
+/// The notice of a first Ctrl-C that arms quitting.
+pub const QUIT_ARMED: &str = "Ctrl-C again quits";
+
 /// Handles one key; returns what to send to the daemon, if anything.
 pub fn handle_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     if ctrl && key.code == KeyCode::Char('c') {
         return ctrl_c(app);
     }
-    app.quit_armed = false;
+    if std::mem::take(&mut app.quit_armed) && app.notice.as_deref() == Some(QUIT_ARMED) {
+        // Any other key disarms it: the notice would no longer be true.
+        app.notice = None;
+    }
     match app.screen {
         _ if app.servers_shown.is_some() => servers_key(app, key, ctrl),
         _ if app.choosing.is_some() => choice_key(app, key),
@@ -58,7 +64,7 @@ fn ctrl_c(app: &mut App) -> Option<Action> {
         app.quit = true;
     } else {
         app.quit_armed = true;
-        app.notice = Some("Ctrl-C again quits".to_owned());
+        app.notice = Some(QUIT_ARMED.to_owned());
     }
     None
 }

@@ -79,8 +79,11 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = async {
         while !app.quit {
+            // A notice goes after a while: the loop wakes up then to draw the screen without it.
+            let notice_goes = app.expire_notice(std::time::Instant::now()).map(tokio::time::Instant::from_std);
             terminal.draw(|frame| view::draw(frame, &app))?;
             tokio::select! {
+                () = tokio::time::sleep_until(notice_goes.unwrap_or_else(tokio::time::Instant::now)), if notice_goes.is_some() => {}
                 delivery = deliveries.next() => {
                     let Some(delivery) = delivery else { anyhow::bail!("the connection to the daemon ended") };
                     deliver(&client, &mut app, &mut followed, delivery).await;
