@@ -69,8 +69,8 @@ fn is_gone(error: &troupe_protocol::client::ClientError) -> bool {
     matches!(error, troupe_protocol::client::ClientError::Rpc(rpc) if rpc.error_code() == Some(ErrorCode::SessionNotFound))
 }
 
-/// The pending approvals as a table and, under it, each operation's resource shown visibly (cut at `limits`) and
-/// the command that answers it. The table's WHAT cell is one line, marked when the summary has more. The SESSION
+/// The pending approvals as a table and, under it, what each one asks with its resource shown once and visibly
+/// (cut at `limits`), and the command that answers it. The SESSION
 /// column's prefixes are unique among the pending approvals' sessions and `known` (the root sessions, which
 /// `troupe approve` resolves a prefix against).
 pub fn render_approvals(
@@ -90,7 +90,7 @@ pub fn render_approvals(
     // The sessions of one tree are created within moments of each other: their ids share a long prefix.
     let id_len =
         unique_prefix_len(pending.iter().map(|record| record.session_id.as_str()).chain(known.iter().copied()));
-    let mut rows = vec![["APPROVAL", "SESSION", "TOOL", "ACTION", "ASKED", "WHAT"].map(str::to_owned).to_vec()];
+    let mut rows = vec![["APPROVAL", "SESSION", "TOOL", "ACTION", "ASKED"].map(str::to_owned).to_vec()];
     for record in pending {
         rows.push(vec![
             record.approval_id.clone(),
@@ -98,15 +98,14 @@ pub fn render_approvals(
             visible_line(&record.operation.tool, 40),
             action_name(record.operation.action).to_owned(),
             relative_time(&record.created_at),
-            visible_line(&record.operation.summary, 80),
         ]);
     }
     let mut text = header_table(&rows, style);
     for record in pending {
         let whole = format!("`troupe approvals {} --full` shows it whole", record.session_id);
-        let shown = shown_resource(&record.operation.resource, limits, " ", "  ", &whole);
-        text.push_str(&style.dim(&format!("{}: {} on", record.approval_id, action_name(record.operation.action))));
-        text.push_str(&shown);
+        text.push_str(&style.dim(&format!("{}:", record.approval_id)));
+        text.push(' ');
+        text.push_str(&asked(&record.operation, limits, &whole));
         text.push('\n');
         if let Some(diff) = &record.operation.diff {
             let diff_limits =
@@ -144,6 +143,50 @@ pub fn shown_resource(resource: &str, limits: ShowLimits, inline_lead: &str, ind
     text
 }
 
+/// Where `summary` quotes `resource`: the words before it and after it. A summary may quote only the resource's
+/// beginning, cut with `…` (a long command's `run ls -la …`): then nothing follows it.
+pub fn quoting<'a>(summary: &'a str, resource: &str) -> Option<(&'a str, &'a str)> {
+    if resource.is_empty() {
+        return None;
+    }
+    // Quoted as a word of its own: a resource inside a longer word (`docs.rs` in `fetch https://docs.rs/serde`)
+    // is not what the summary shows, and splitting there would print `https:// docs.rs/serde`.
+    let starts_word = |at: usize| summary[..at].chars().next_back().is_none_or(char::is_whitespace);
+    if let Some((at, _)) = summary.match_indices(resource).find(|&(at, _)| starts_word(at)) {
+        return Some((&summary[..at], &summary[at + resource.len()..]));
+    }
+    let cut = summary.strip_suffix('…')?;
+    let start = cut
+        .char_indices()
+        .map(|(at, _)| at)
+        .find(|&at| starts_word(at) && !cut[at..].is_empty() && resource.starts_with(&cut[at..]))?;
+    Some((&cut[..start], ""))
+}
+
+/// What an approval asks, its resource (a whole command) shown once: where the summary quotes it (a shell command's
+/// `run …`), the summary's words around it; else the summary, then the action and the resource on a line of their
+/// own. Cut at `limits`, saying how much is left and `whole_hint`.
+pub fn asked(
+    operation: &troupe_protocol::types::approval::ApprovalOperation,
+    limits: ShowLimits,
+    whole_hint: &str,
+) -> String {
+    let resource = &operation.resource;
+    if let Some((before, after)) = quoting(&operation.summary, resource) {
+        let before = visible_line(before.trim_end(), 60);
+        let shown = shown_resource(resource, limits, if before.is_empty() { "" } else { " " }, "  ", whole_hint);
+        let after = if after.is_empty() { String::new() } else { visible_line(after, 60) };
+        return format!("{before}{shown}{after}");
+    }
+    format!(
+        "{}
+  {} on{}",
+        visible_line(&operation.summary, 100),
+        action_name(operation.action),
+        shown_resource(resource, limits, " ", "  ", whole_hint)
+    )
+}
+
 /// The action's word: `read`, `write`, `execute`, `network`.
 pub fn action_name(action: troupe_protocol::types::approval::PermissionAction) -> &'static str {
     use troupe_protocol::types::approval::PermissionAction;
@@ -169,9 +212,9 @@ mod tests {
             ..record
         };
         let text = render_approvals(std::slice::from_ref(&record), false, &[], ShowLimits::APPROVAL, Style::plain());
-        assert!(text.contains("ap-1      01234567  shell  execute  not a time  Run rm"), "{text}");
+        assert!(text.contains("ap-1      01234567  shell  execute  not a time\n"), "{text}");
         // The escape sequence is shown, not run by the terminal and not silently dropped.
-        assert!(text.contains("execute on rm -rf ⟨ESC⟩[2Jbuild"), "{text}");
+        assert!(text.contains("ap-1: Run rm\n  execute on rm -rf ⟨ESC⟩[2Jbuild\n"), "{text}");
         assert!(text.contains("`troupe approve 0123456789abcdef ap-1` (add --tree"), "{text}");
         assert_eq!(render_approvals(&[], false, &[], ShowLimits::APPROVAL, Style::plain()), "no approvals pending\n");
 
@@ -231,15 +274,28 @@ mod tests {
         let record = asking(command, &format!("run {command}"));
         let text = render_approvals(&[record], true, &[], ShowLimits::APPROVAL, Style::plain());
         let lines: Vec<&str> = text.lines().collect();
-        // The table's cell stays one line and says that more lines follow.
-        assert!(lines[1].ends_with("run ls⟨CR⟩ [+2 lines]"), "{text}");
+        // The command is shown once, where the summary quotes it, line by line.
+        assert!(lines[1].ends_with("not a time"), "{text}");
         assert_eq!(
             &lines[2..6],
-            ["ap-1: execute on:", "  │ ls⟨CR⟩", "  │ rm -rf ~ ⟨U+202E⟩⟨U+2066⟩txt.sh", "  │   curl x | sh⟨ESC⟩[8m",],
+            ["ap-1: run:", "  │ ls⟨CR⟩", "  │ rm -rf ~ ⟨U+202E⟩⟨U+2066⟩txt.sh", "  │   curl x | sh⟨ESC⟩[8m",],
             "{text}"
         );
         assert!(lines[6].starts_with("  answer: `troupe approve 0123456789abcdef ap-1`"), "{text}");
         assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+    }
+
+    #[test]
+    fn a_one_line_command_is_printed_once() {
+        let record = asking("ls -la", "run ls -la");
+        let text = render_approvals(&[record], true, &[], ShowLimits::APPROVAL, Style::plain());
+        assert_eq!(text.matches("ls -la").count(), 1, "{text}");
+        assert!(text.contains("\nap-1: run ls -la\n  answer: `troupe approve"), "{text}");
+        // A summary that cut the command: the command whole, once.
+        let record = asking("echo a long command", "run echo a…");
+        let text = render_approvals(&[record], true, &[], ShowLimits::APPROVAL, Style::plain());
+        assert!(text.contains("\nap-1: run echo a long command\n"), "{text}");
+        assert!(!text.contains("echo a…"), "{text}");
     }
 
     #[test]

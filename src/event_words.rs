@@ -10,7 +10,7 @@ use troupe_protocol::types::origin::{EngineOrigin, Origin};
 use troupe_protocol::types::producers::{ProducerMessageMode, ProducerOwner};
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 
-use crate::approvals_cmd::{action_name, shown_resource};
+use crate::approvals_cmd::{action_name, quoting, shown_resource};
 
 /// How far the lines under an event's first line are indented.
 const INDENT: &str = "        ";
@@ -192,26 +192,6 @@ pub fn approval_what(operation: &troupe_protocol::types::approval::ApprovalOpera
         action_name(operation.action),
         shown_resource(resource, ShowLimits::APPROVAL, " ", INDENT, whole)
     )
-}
-
-/// Where `summary` quotes `resource`: the words before it and after it. A summary may quote only the resource's
-/// beginning, cut with `…` (a long command's `run ls -la …`): then nothing follows it.
-fn quoting<'a>(summary: &'a str, resource: &str) -> Option<(&'a str, &'a str)> {
-    if resource.is_empty() {
-        return None;
-    }
-    // Quoted as a word of its own: a resource inside a longer word (`docs.rs` in `fetch https://docs.rs/serde`)
-    // is not what the summary shows, and splitting there would print `https:// docs.rs/serde`.
-    let starts_word = |at: usize| summary[..at].chars().next_back().is_none_or(char::is_whitespace);
-    if let Some((at, _)) = summary.match_indices(resource).find(|&(at, _)| starts_word(at)) {
-        return Some((&summary[..at], &summary[at + resource.len()..]));
-    }
-    let cut = summary.strip_suffix('…')?;
-    let start = cut
-        .char_indices()
-        .map(|(at, _)| at)
-        .find(|&at| starts_word(at) && !cut[at..].is_empty() && resource.starts_with(&cut[at..]))?;
-    Some((&cut[..start], ""))
 }
 
 /// One line for an event, or `None` for events that are not worth a line of their own.

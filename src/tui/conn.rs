@@ -176,6 +176,11 @@ pub async fn perform<C: ClientProtocol>(
             // the next `read_mode` shows).
             app.mode = Some(mode);
         }
+        Action::ShowServers => {
+            let snapshot = client.runtime_snapshot_get(Empty {}).await?.snapshot;
+            app.mcp_servers = Some(snapshot.mcp_servers);
+            app.servers_shown = Some(0);
+        }
         Action::LoadChoices => {
             let snapshot = client.runtime_snapshot_get(Empty {}).await?.snapshot;
             app.choices = choices(&snapshot);

@@ -26,7 +26,12 @@ pub enum Action {
     BackToPicker,
     /// Tab on a line ending with `@word`: complete it from the session's folder.
     CompletePath,
+    /// Read the runtime snapshot's MCP servers and show them (the overlay).
+    ShowServers,
 }
+
+/// The notice of a first Ctrl-C that arms quitting.
+pub const QUIT_ARMED: &str = "Ctrl-C again quits";
 
 /// Handles one key; returns what to send to the daemon, if anything.
 pub fn handle_key(app: &mut App, key: KeyEvent) -> Option<Action> {
@@ -34,8 +39,12 @@ pub fn handle_key(app: &mut App, key: KeyEvent) -> Option<Action> {
     if ctrl && key.code == KeyCode::Char('c') {
         return ctrl_c(app);
     }
-    app.quit_armed = false;
+    if std::mem::take(&mut app.quit_armed) && app.notice.as_deref() == Some(QUIT_ARMED) {
+        // Any other key disarms it: the notice would no longer be true.
+        app.notice = None;
+    }
     match app.screen {
+        _ if app.servers_shown.is_some() => servers_key(app, key, ctrl),
         _ if app.choosing.is_some() => choice_key(app, key),
         Screen::Picker => picker_key(app, key),
         Screen::Session if app.pending_approval().is_some() && app.input_mode != InputMode::Feedback => {
@@ -55,7 +64,7 @@ fn ctrl_c(app: &mut App) -> Option<Action> {
         app.quit = true;
     } else {
         app.quit_armed = true;
-        app.notice = Some("Ctrl-C again quits".to_owned());
+        app.notice = Some(QUIT_ARMED.to_owned());
     }
     None
 }
@@ -71,7 +80,23 @@ fn picker_key(app: &mut App, key: KeyEvent) -> Option<Action> {
         // The agent and model new sessions start on.
         KeyCode::Char('m') => return Some(Action::LoadChoices),
         KeyCode::Char('r') => return Some(Action::Refresh),
+        KeyCode::Char('s') => return Some(Action::ShowServers),
         KeyCode::Char('q') | KeyCode::Esc => app.quit = true,
+        _ => {}
+    }
+    None
+}
+
+/// The MCP servers overlay: arrows and page keys scroll it, Esc (or the key that opened it) closes it.
+fn servers_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Option<Action> {
+    let scrolled = app.servers_shown.unwrap_or(0);
+    match key.code {
+        KeyCode::Esc | KeyCode::Char('q') => app.servers_shown = None,
+        KeyCode::Char('s') if ctrl || app.screen == Screen::Picker => app.servers_shown = None,
+        KeyCode::Up | KeyCode::Char('k') => app.servers_shown = Some(scrolled.saturating_sub(1)),
+        KeyCode::Down | KeyCode::Char('j') => app.servers_shown = Some(scrolled.saturating_add(1)),
+        KeyCode::PageUp => app.servers_shown = Some(scrolled.saturating_sub(10)),
+        KeyCode::PageDown => app.servers_shown = Some(scrolled.saturating_add(10)),
         _ => {}
     }
     None
@@ -153,6 +178,7 @@ fn session_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Char('o') if ctrl => return Some(Action::CycleMode),
         KeyCode::Char('p') if ctrl => return Some(Action::LoadChoices),
         KeyCode::Char('t') if ctrl => app.show_reasoning = !app.show_reasoning,
+        KeyCode::Char('s') if ctrl => return Some(Action::ShowServers),
         KeyCode::Tab if app.input_mode == InputMode::Prompt => return Some(Action::CompletePath),
         KeyCode::Backspace => {
             app.input.pop();

@@ -7,14 +7,15 @@
 //! watch` does.
 //!
 //! - [`state`]: the state and the reduction of events into it; [`keys`]: keys into actions;
-//! - [`view`]: drawing; [`ansi`]: tool output's colours into styles; [`markdown`]: the model's text into styles;
-//!   [`conn`]: the calls to the daemon.
+//! - [`view`]: drawing; [`servers`]: the MCP servers overlay; [`ansi`]: tool output's colours into styles;
+//!   [`markdown`]: the model's text into styles; [`conn`]: the calls to the daemon.
 
 pub mod ansi;
 pub mod at_path;
 pub mod conn;
 pub mod keys;
 pub mod markdown;
+pub mod servers;
 pub mod state;
 pub mod view;
 
@@ -51,6 +52,10 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
     };
     let Connected { client, mut deliveries } = connection.open(options).await?;
     let mut app = App::new(connection.url());
+    // The MCP servers, for the status line's word when one does not work (`runtime.changed` keeps them current).
+    if let Ok(result) = client.runtime_snapshot_get(Default::default()).await {
+        app.mcp_servers = Some(result.snapshot.mcp_servers);
+    }
     let mut followed = Vec::new();
     match session {
         Some(given) => {
@@ -74,8 +79,11 @@ pub async fn run(connection: Connection, session: Option<String>) -> anyhow::Res
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = async {
         while !app.quit {
+            // A notice goes after a while: the loop wakes up then to draw the screen without it.
+            let notice_goes = app.expire_notice(std::time::Instant::now()).map(tokio::time::Instant::from_std);
             terminal.draw(|frame| view::draw(frame, &app))?;
             tokio::select! {
+                () = tokio::time::sleep_until(notice_goes.unwrap_or_else(tokio::time::Instant::now)), if notice_goes.is_some() => {}
                 delivery = deliveries.next() => {
                     let Some(delivery) = delivery else { anyhow::bail!("the connection to the daemon ended") };
                     deliver(&client, &mut app, &mut followed, delivery).await;
@@ -157,6 +165,7 @@ async fn deliver<C: ClientProtocol>(client: &C, app: &mut App, followed: &mut Ve
             // A restarted daemon starts every tree in the default mode.
             let _ = conn::read_mode(client, app).await;
         }
+        ClientDelivery::RuntimeChanged(changed) => app.mcp_servers = Some(changed.snapshot.mcp_servers),
         ClientDelivery::RecoveryFailed { detail, .. } => {
             app.notice = Some(format!("could not resume the session: {}", crate::style::clean(&detail)));
         }

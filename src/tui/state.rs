@@ -2,15 +2,21 @@
 //! reduction are tested without a daemon.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use troupe_protocol::types::approval::{ApprovalDecision, ApprovalRecord};
 use troupe_protocol::types::common::{RunSelection, SessionMeta, SessionStatus};
 use troupe_protocol::types::events::{EventPayload, StoredEvent};
+use troupe_protocol::types::mcp::McpServerStatus;
 use troupe_protocol::types::run::ToolResultStatus;
 use troupe_protocol::types::session::PermissionMode;
 use troupe_protocol::types::tool_output::OutputStream;
 
 use crate::style::clean;
+
+/// How long a notice stays on screen (one about the active run stays until the run ends, "Ctrl-C again quits"
+/// until the next key): long enough to read, short enough that an old one is not taken for news.
+pub const NOTICE_LIFETIME: Duration = Duration::from_secs(8);
 
 /// Which screen is up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +156,14 @@ pub struct App {
     pub notice: Option<String>,
     /// The notice is about the active run ("steer queued", "cancelling"): it goes when the run ends.
     pub run_notice: bool,
+    /// The notice as first seen by [`App::expire_notice`], and when: any other notice goes after
+    /// [`NOTICE_LIFETIME`], or when the next run starts.
+    notice_seen: Option<(String, Instant)>,
+    /// The daemon's MCP servers (the runtime snapshot's `mcp_servers`, kept current by `runtime.changed`); `None`
+    /// until it has said.
+    pub mcp_servers: Option<Vec<McpServerStatus>>,
+    /// The MCP servers overlay is up (`s` on the picker, Ctrl-S in a session), scrolled this many lines down.
+    pub servers_shown: Option<u16>,
     /// A first Ctrl-C with nothing to cancel arms quitting; a second one quits.
     pub quit_armed: bool,
     pub quit: bool,
@@ -182,6 +196,9 @@ impl App {
             show_reasoning: false,
             notice: None,
             run_notice: false,
+            notice_seen: None,
+            mcp_servers: None,
+            servers_shown: None,
             quit_armed: false,
             quit: false,
         }
@@ -255,6 +272,10 @@ impl App {
             }
             EventPayload::RunStarted { input, selection, attachments, .. } => {
                 self.active_run = event.run_id.clone();
+                // What was said before the run (a completion's list, an error) is not about it.
+                if !self.run_notice && !self.quit_armed {
+                    self.notice = None;
+                }
                 // What was asked for: a sticky fallback is noted below, never taken as the session's model.
                 self.last_selection = payload.requested_selection();
                 let words = format!("run started · {} · {}", selection.agent, selection.model.model);
@@ -354,6 +375,30 @@ impl App {
         }
     }
 
+    /// Drops the notice once it has been on screen for [`NOTICE_LIFETIME`] (a notice about the active run, or one
+    /// saying a second Ctrl-C quits while it does, stays); returns when the one on screen goes, for the loop to
+    /// draw the screen again then. `now` is when the notice is taken as shown, the first time this sees it.
+    pub fn expire_notice(&mut self, now: Instant) -> Option<Instant> {
+        let Some(text) = self.notice.as_ref().filter(|_| !self.run_notice && !self.quit_armed) else {
+            self.notice_seen = None;
+            return None;
+        };
+        let since = match &self.notice_seen {
+            Some((seen, since)) if seen == text => *since,
+            _ => {
+                self.notice_seen = Some((text.clone(), now));
+                now
+            }
+        };
+        let until = since + NOTICE_LIFETIME;
+        if now < until {
+            return Some(until);
+        }
+        self.notice = None;
+        self.notice_seen = None;
+        None
+    }
+
     /// Shows `text` until the active run ends.
     pub fn notice_for_run(&mut self, text: &str) {
         self.notice = Some(text.to_owned());
@@ -366,7 +411,7 @@ impl App {
         // What was said about the run (a steer queued, a cancel asked) is over with it. A Ctrl-C that cancelled
         // it still arms quitting (until the next key), and the notice now says only that.
         if self.run_notice {
-            self.notice = self.quit_armed.then(|| "Ctrl-C again quits".to_owned());
+            self.notice = self.quit_armed.then(|| super::keys::QUIT_ARMED.to_owned());
             self.run_notice = false;
         }
         self.entries.push(Entry::RunBoundary(words));

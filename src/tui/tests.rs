@@ -570,11 +570,38 @@ fn run_notices_end_with_their_run() {
     app.apply(&event(5, json!({"type": "run_cancelled"})));
     assert!(!draw(&app).0.contains("cancelling"), "{}", draw(&app).0);
     assert!(draw(&app).0.contains("Ctrl-C again quits"), "{}", draw(&app).0);
-    // The next prompt typed disarms it; the next run's Ctrl-C cancels that run.
+    // The next prompt typed disarms it (and its notice goes); the next run's Ctrl-C cancels that run.
     assert_eq!(super::keys::handle_key(&mut app, KeyEvent::from(KeyCode::Char('x'))), None);
+    assert!(!draw(&app).0.contains("Ctrl-C again quits"), "{}", draw(&app).0);
     app.apply(&run_started(6, "third"));
     assert_eq!(super::keys::handle_key(&mut app, ctrl_c), Some(super::keys::Action::Cancel));
     assert!(!app.quit);
+}
+
+#[test]
+fn other_notices_go_after_a_while_or_when_the_next_run_starts() {
+    use super::state::NOTICE_LIFETIME;
+    use std::time::{Duration, Instant};
+    let mut app = open_app();
+    let start = Instant::now();
+    app.notice = Some("no command is running".to_owned());
+    assert_eq!(app.expire_notice(start), Some(start + NOTICE_LIFETIME));
+    // Seen again later: still the same deadline, then gone.
+    assert_eq!(app.expire_notice(start + Duration::from_secs(3)), Some(start + NOTICE_LIFETIME));
+    assert!(draw(&app).0.contains("no command is running"));
+    assert_eq!(app.expire_notice(start + NOTICE_LIFETIME), None);
+    assert_eq!(app.notice, None);
+    // A new notice starts its own time.
+    app.notice = Some("another".to_owned());
+    let later = start + Duration::from_secs(20);
+    assert_eq!(app.expire_notice(later), Some(later + NOTICE_LIFETIME));
+    // The next run's start takes it away.
+    app.apply(&run_started(2, "go"));
+    assert_eq!(app.notice, None);
+    // A run's label stays however long the run lasts.
+    app.notice_for_run("steer queued");
+    assert_eq!(app.expire_notice(later + Duration::from_secs(600)), None);
+    assert_eq!(app.notice.as_deref(), Some("steer queued"));
 }
 
 #[test]

@@ -21,6 +21,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Screen::Picker => picker(frame, app, main),
         Screen::Session => session(frame, app, main),
     }
+    if let Some(scrolled) = app.servers_shown {
+        super::servers::draw(frame, app, main, scrolled);
+    }
     frame.render_widget(
         Paragraph::new(status_line_within(app, usize::from(status.width)))
             .style(Style::default().add_modifier(Modifier::REVERSED)),
@@ -60,8 +63,9 @@ fn picker(frame: &mut Frame, app: &App, area: Rect) {
             ))
         })
         .collect();
-    let block =
-        Block::default().borders(Borders::ALL).title(" sessions · Enter open · n new · m model · r refresh · q quit ");
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(" sessions · Enter open · n new · m model · s MCP servers · r refresh · q quit ");
     let list = List::new(items).block(block).highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     let mut state = ListState::default().with_selected((!app.rows.is_empty()).then_some(app.selected));
     frame.render_stateful_widget(list, area, &mut state);
@@ -108,7 +112,9 @@ fn session(frame: &mut Frame, app: &App, area: Rect) {
         InputMode::Prompt if app.active_run.is_some() => {
             " steer (Enter) · Ctrl-R recall · Ctrl-D stdin · Ctrl-C cancel the run · Esc sessions "
         }
-        InputMode::Prompt => " prompt (Enter runs) · Ctrl-O mode · Ctrl-P model · Ctrl-T thinking · Esc sessions ",
+        InputMode::Prompt => {
+            " prompt (Enter runs) · Ctrl-O mode · Ctrl-P model · Ctrl-T thinking · Ctrl-S MCP servers · Esc sessions "
+        }
         InputMode::Stdin => " stdin for the running command (Enter sends a line, Esc leaves) ",
         InputMode::Feedback => " why reject? (Enter sends, Esc back to the question) ",
     };
@@ -382,6 +388,7 @@ enum Part {
     Selection,
     Session,
     Tokens,
+    Mcp,
     Notice,
 }
 
@@ -414,6 +421,9 @@ fn status_parts(app: &App) -> Vec<(Part, String)> {
     } else if let Some(picked) = &app.picked {
         // On the picker: what a new session (n) starts on.
         parts.push((Part::Selection, clean(&format!("new sessions: {}/{}", picked.agent, picked.model.model))));
+    }
+    if let Some(part) = super::servers::status_part(app) {
+        parts.push((Part::Mcp, part));
     }
     // On the session screen the notice sits under the input line.
     if let Some(notice) = app.notice.as_ref().filter(|_| app.screen == Screen::Picker) {

@@ -27,7 +27,7 @@ use super::support::*;
 const SERVER: &str = include_str!("../../examples/mcp/probe_server.py");
 
 /// The server script, written into a folder of its own (outside the data dir, which the sandbox denies).
-fn server_script() -> (tempfile::TempDir, PathBuf) {
+pub(super) fn server_script() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probe_mcp_server.py");
     std::fs::write(&path, SERVER).unwrap();
@@ -39,7 +39,7 @@ fn toml_string(value: &str) -> String {
 }
 
 /// `[mcp_servers.probe]` running the script, with `extra` settings.
-fn probe_section(script: &Path, extra: &str) -> String {
+pub(super) fn probe_section(script: &Path, extra: &str) -> String {
     format!(
         "[mcp_servers.probe]\ncommand = {}\nargs = [{}]\n{extra}\n",
         toml_string(python3().to_str().unwrap()),

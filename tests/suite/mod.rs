@@ -98,6 +98,7 @@ mod tool_stdin_bounds;
 mod tui;
 mod tui_attach;
 mod tui_daily;
+mod tui_mcp;
 mod undo;
 mod unix_socket;
 mod unwritable_output;

@@ -1,7 +1,8 @@
 //! The TUI for a working day, under a real terminal (tmux): the session picker has a directory column; `m` picks
 //! the model of new sessions among every model that can run (not only the agents' chains), and `n` starts a
 //! session on it; the answer's markdown is rendered and its reasoning folded (Ctrl-T unfolds it); "steer queued"
-//! and "cancelling" end with their run; a 60-column terminal still shows the run's state and the mode.
+//! and "cancelling" end with their run, other notices after a few seconds; a 60-column terminal still shows the
+//! run's state and the mode.
 
 use serde_json::json;
 
@@ -88,3 +89,30 @@ async fn pick_a_model_for_a_new_session_read_markdown_and_thinking_and_keep_run_
 
 /// How long a label may take to go once its run has ended.
 const SCREEN_WAIT_SHORT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A notice that is not about a run goes by itself: a line sent to the stdin of a command that is not running says
+/// so, and the words are gone a few seconds later without another key.
+#[tokio::test]
+async fn a_notice_goes_by_itself() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    let session_id = daemon.create_session(&client).await.session_id;
+    let command = format!(
+        "cd {} && {} tui {session_id} --url {} --token {}",
+        daemon.project_path().display(),
+        env!("CARGO_BIN_EXE_troupe"),
+        daemon.url(),
+        daemon.token
+    );
+    let tmux = Tmux::start("tui-notice", &command);
+    tmux.wait_for("prompt (Enter runs)").await;
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("stdin for the running command").await;
+    tmux.keys(&["-l", "hello"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("no command is running").await;
+    // NOTICE_LIFETIME (8 s), and a margin for a slow machine.
+    let gone =
+        holds_within(std::time::Duration::from_secs(20), || !tmux.screen().contains("no command is running")).await;
+    assert!(gone, "the notice stayed: {}", tmux.screen());
+}

@@ -213,6 +213,16 @@ fn browser_keyboard() {
 }
 
 #[test]
+fn browser_changes() {
+    browser_test("changes");
+}
+
+#[test]
+fn browser_mcp() {
+    browser_test("mcp");
+}
+
+#[test]
 fn browser_behind_nginx() {
     use super::proxy_support::{Proxy, TestCa};
     let dir = tempfile::tempdir().expect("temp dir");

@@ -9,15 +9,19 @@ import { applyEvents, applyOutputNotice, canRecall, createSession } from './stor
 import { answeredByWords } from './who.js';
 import { createApprovals } from './views/approvals.js';
 import { createBanner } from './views/banner.js';
+import { createChanges } from './views/changes.js';
 import { createComposer } from './views/composer.js';
 import { createPickers } from './views/pickers.js';
 import { createHeader } from './views/header.js';
 import { createSessionList } from './views/sessions.js';
 import { createTranscript } from './views/transcript.js';
+import { createTools } from './views/tools.js';
 
 const VERSION = '0.1.0';
 const LIST_REFRESH_MS = 5_000;
 const APPROVALS_REFRESH_MS = 3_000;
+/** Events after which the Changes view reads the session's changes again. */
+const CHANGING_EVENTS = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_interrupted', 'run_changes_undone']);
 
 const app = {
   status: 'connecting',
@@ -83,9 +87,12 @@ function render() {
   // A run that waits for an approval is not running: say so in the header and on the open session's rows.
   const awaiting = app.approvals.size > 0;
   views.sessions.render({ sessions: app.sessions, filter: app.filter, selectedId: app.selectedId, tree: app.tree, loaded: app.sessionsLoaded, awaiting: awaiting ? [app.selectedId, app.rootId] : [] });
-  views.header.render({ state, meta: app.meta, mode: app.mode, awaiting, presence: app.presenceSupported ? app.presence : null, goal: app.goal, selection: defaultSelection(app.meta, state), picked: app.selectedId ? app.picks.get(app.selectedId) ?? null : null });
+  const changesOpen = views.changes.isOpen();
+  views.header.render({ state, meta: app.meta, mode: app.mode, awaiting, presence: app.presenceSupported ? app.presence : null, goal: app.goal, selection: defaultSelection(app.meta, state), picked: app.selectedId ? app.picks.get(app.selectedId) ?? null : null, changesOpen });
   views.approvals.render(pendingApprovals(), app.selectedId);
   views.transcript.render(state, app.whoVersion);
+  views.transcript.el.hidden = changesOpen;
+  views.tools.render(app.snapshot?.mcp_servers);
   views.composer.render({
     open: Boolean(state) && app.status === 'online',
     active: Boolean(state?.activeRun),
@@ -249,6 +256,7 @@ async function openSession(sessionId) {
   }
   const token = ++app.openToken;
   views.sessions.clearCreateError();
+  views.changes.hide();
   app.selectedId = sessionId;
   app.sidebarOpen = false;
   app.state = null;
@@ -288,6 +296,7 @@ async function openSession(sessionId) {
 }
 
 function closeSession() {
+  views.changes.hide();
   app.follow?.stop();
   app.follow = null;
   app.selectedId = null;
@@ -317,6 +326,8 @@ function follow(sessionId) {
         refreshGoal();
       }
       if (state.title !== app.meta?.title) updateListedTitle(sessionId, state.title);
+      // A run that ended may have changed files, and an undo (from any client) put some back.
+      if (events.some((e) => CHANGING_EVENTS.has(e.payload?.type))) views.changes.changed();
       if (events.some((e) => e.payload?.type?.startsWith('run_'))) {
         // The list shows the run's state at once; the daemon's index catches up a moment later.
         const status = state.activeRun ? 'running' : state.lastRunStatus;
@@ -463,7 +474,9 @@ function build() {
       scheduleRender();
     },
   });
-  const header = createHeader({ rename, setMode, openParent: openSession });
+  const header = createHeader({ rename, setMode, openParent: openSession, toggleChanges });
+  const changes = createChanges({ call: (method, params) => conn.call(method, params), close: () => showTranscript() });
+  const tools = createTools();
   const approvals = createApprovals({ respond, focusPrompt: () => views.composer.focus() });
   const transcript = createTranscript({
     stdin: sendStdin,
@@ -481,14 +494,15 @@ function build() {
   const pickers = createPickers({ pick });
   const noticeEl = h('p', { class: 'notice', role: 'alert', hidden: true });
   const welcome = h('div', { class: 'welcome' }, h('h1', null, 'troupe'), h('p', null, 'Pick a session on the left, or start a new one.'));
-  const main = h('main', { class: 'main', id: 'main' }, header.el, approvals.el, transcript.el, composer.el);
+  const main = h('main', { class: 'main', id: 'main' }, header.el, approvals.el, transcript.el, changes.el, composer.el);
   sidebar.appendChild(sessions.el);
   rootEl = h(
     'div',
     { class: 'app', 'data-testid': 'app' },
-    h('header', { class: 'topbar' }, sidebarToggle, h('span', { class: 'brand' }, 'troupe'), pickers.el, h('span', { class: 'spacer' }), signOut),
+    h('header', { class: 'topbar' }, sidebarToggle, h('span', { class: 'brand' }, 'troupe'), pickers.el, h('span', { class: 'spacer' }), tools.button, signOut),
     banner.el,
     noticeEl,
+    tools.el,
     h('div', { class: 'layout' }, sidebar, h('div', { class: 'content' }, welcome, main)),
   );
   rootEl.addEventListener('keydown', (event) => {
@@ -499,7 +513,22 @@ function build() {
     }
   });
   fill(document.getElementById('root'), rootEl);
-  views = { banner, sessions, header, approvals, transcript, composer, pickers, notice: noticeEl, sidebarToggle, main, welcome };
+  views = { banner, sessions, header, approvals, transcript, changes, tools, composer, pickers, notice: noticeEl, sidebarToggle, main, welcome };
+}
+
+/** The Changes view in place of the transcript (the header's "Changes"), or back. */
+function toggleChanges() {
+  if (views.changes.isOpen()) showTranscript();
+  else if (app.selectedId) {
+    views.changes.open(app.selectedId);
+    scheduleRender();
+  }
+}
+
+function showTranscript() {
+  views.changes.hide();
+  render();
+  views.header.focusChanges();
 }
 
 function sessionFromHash() {

@@ -13,7 +13,7 @@ export const MODES = [
   ['yolo', 'yolo (approve all asks)'],
 ];
 
-/** `actions`: `rename(title)` → Promise, `setMode(mode)` → Promise, `openParent(id)`. */
+/** `actions`: `rename(title)` → Promise, `setMode(mode)` → Promise, `openParent(id)`, `toggleChanges()`. */
 export function createHeader(actions) {
   const title = h('h1', { class: 'session-title', 'data-testid': 'session-title', tabindex: '-1' });
   const renameButton = h('button', { type: 'button', class: 'secondary small', 'data-testid': 'rename-button' }, 'Rename');
@@ -22,7 +22,9 @@ export function createHeader(actions) {
   // On a phone the session's details (its facts in full, the permission mode, who is here) fold behind this
   // button, so the transcript keeps most of the screen; wider screens show them always and never show it.
   const moreButton = h('button', { type: 'button', class: 'secondary small header-more', 'data-testid': 'header-more', 'aria-expanded': 'false', 'aria-controls': 'session-details' }, 'Details');
-  const titleRow = h('div', { class: 'title-row' }, title, renameButton, renameForm, moreButton);
+  // The session's file changes (views/changes.js) in place of the transcript, and back.
+  const changesButton = h('button', { type: 'button', class: 'secondary small', 'data-testid': 'changes-toggle', 'aria-pressed': 'false', 'aria-controls': 'changes-view', onclick: () => actions.toggleChanges() }, 'Changes');
+  const titleRow = h('div', { class: 'title-row' }, title, renameButton, renameForm, changesButton, moreButton);
   const facts = h('p', { class: 'session-facts dim' });
   const modeSelect = h('select', { id: 'mode-select', 'data-testid': 'mode-select' }, MODES.map(([value, label]) => h('option', { value }, label)));
   const modeStatus = h('span', { class: 'form-status', role: 'status', 'aria-live': 'polite' });
@@ -88,7 +90,8 @@ export function createHeader(actions) {
 
   /**
    * `view`: {state (store), meta, mode, awaiting (the open tree has a pending approval), presence (null: not offered), goal, selection (the session's own agent and
-   * model: its last run's, else its creation selection), picked (the user's pick for this session, or null)}.
+   * model: its last run's, else its creation selection), picked (the user's pick for this session, or null),
+   * changesOpen (the Changes view is shown)}.
    */
   let shownKey = null;
 
@@ -96,6 +99,7 @@ export function createHeader(actions) {
     current = { title: view.state?.title ?? view.meta?.title ?? null };
     el.hidden = !view.meta;
     if (!view.meta) return;
+    changesButton.setAttribute('aria-pressed', String(Boolean(view.changesOpen)));
     const key = JSON.stringify([view.meta, current.title, Boolean(view.state?.activeRun), view.state?.lastRunStatus, view.state?.usage, view.mode, view.presence, view.goal, view.selection, view.picked, view.awaiting]);
     if (key === shownKey) return;
     shownKey = key;
@@ -141,5 +145,5 @@ export function createHeader(actions) {
     }
   }
 
-  return { el, render, focusTitle: () => title.focus() };
+  return { el, render, focusTitle: () => title.focus(), focusChanges: () => changesButton.focus() };
 }
