@@ -1,6 +1,7 @@
 // The session list (root sessions, most recent first, filtered by cwd) with the open tree's delegated children
 // nested under their parent, and the "new session" form.
 import { age, fill, h, shortId } from '../dom.js';
+import { shortDir } from '../paths.js';
 
 /** How often the rows' "… ago" times are brought up to date. */
 const AGE_TICK_MS = 5_000;
@@ -78,7 +79,7 @@ export function createSessionList(actions) {
         onclick: () => actions.open(meta.session_id),
       },
       h('span', { class: 'row-title' }, depth > 0 ? h('span', { class: 'dim', 'aria-hidden': 'true' }, '↳ ') : null, title),
-      h('span', { class: 'row-meta' }, h('span', { class: `dot status-${status.replace(' ', '-')}`, 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden' }, 'status '), status, ' · ', h('span', { class: 'row-age', 'data-time': meta.last_activity_at }, age(meta.last_activity_at)), depth === 0 ? ` · ${meta.cwd}` : ` · ${meta.creation_selection?.agent ?? ''} ${shortId(meta.session_id)}`),
+      h('span', { class: 'row-meta' }, h('span', { class: `dot status-${status.replace(' ', '-')}`, 'aria-hidden': 'true' }), h('span', { class: 'visually-hidden' }, 'status '), status, ' · ', h('span', { class: 'row-age', 'data-time': meta.last_activity_at }, age(meta.last_activity_at)), depth === 0 ? [' · ', h('span', { class: 'row-dir', title: meta.cwd }, shortDir(meta.cwd))] : ` · ${meta.creation_selection?.agent ?? ''} ${shortId(meta.session_id)}`),
     );
   }
 
