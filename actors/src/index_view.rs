@@ -68,30 +68,7 @@ impl IndexView {
 mod tests {
     use super::*;
 
-    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin, SessionStatus};
-
-    fn meta(session_id: &str, title: &str) -> SessionMeta {
-        SessionMeta {
-            session_id: session_id.to_owned(),
-            origin: SessionOrigin::Root,
-            cwd: "/work".to_owned(),
-            title: Some(title.to_owned()),
-            title_updated_seq: Some(2),
-            creation_selection: RunSelection {
-                agent: "default".to_owned(),
-                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
-                preset: None,
-            },
-            status: SessionStatus::Idle,
-            last_event_seq: 2,
-            created_at: "2026-01-01T00:00:00.000Z".to_owned(),
-            last_activity_at: "2026-01-01T00:01:00.000Z".to_owned(),
-            skipped_events: Vec::new(),
-            archived: false,
-            node: None,
-            may_be_stale: false,
-        }
-    }
+    use crate::published_meta::sample_meta as meta;
 
     fn title(view: &IndexView, session_id: &str) -> Option<String> {
         let encoded = view.result(session_id)?.unwrap();

@@ -57,33 +57,38 @@ impl PublishedMeta {
     }
 }
 
+/// A session's metadata with `title`, for tests of what serves it.
+#[cfg(test)]
+pub(crate) fn sample_meta(session_id: &str, title: &str) -> SessionMeta {
+    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin, SessionStatus};
+    SessionMeta {
+        session_id: session_id.to_owned(),
+        origin: SessionOrigin::Root,
+        cwd: "/work".to_owned(),
+        title: Some(title.to_owned()),
+        title_updated_seq: Some(2),
+        creation_selection: RunSelection {
+            agent: "default".to_owned(),
+            model: ModelSelection { model: "local/echo".to_owned(), variant: None },
+            preset: None,
+        },
+        status: SessionStatus::Idle,
+        last_event_seq: 2,
+        created_at: "2026-01-01T00:00:00.000Z".to_owned(),
+        last_activity_at: "2026-01-01T00:01:00.000Z".to_owned(),
+        skipped_events: Vec::new(),
+        archived: false,
+        node: None,
+        may_be_stale: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin, SessionStatus};
-
     fn meta(title: &str) -> SessionMeta {
-        SessionMeta {
-            session_id: "s".to_owned(),
-            origin: SessionOrigin::Root,
-            cwd: "/work".to_owned(),
-            title: Some(title.to_owned()),
-            title_updated_seq: Some(2),
-            creation_selection: RunSelection {
-                agent: "default".to_owned(),
-                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
-                preset: None,
-            },
-            status: SessionStatus::Idle,
-            last_event_seq: 2,
-            created_at: "2026-01-01T00:00:00.000Z".to_owned(),
-            last_activity_at: "2026-01-01T00:01:00.000Z".to_owned(),
-            skipped_events: Vec::new(),
-            archived: false,
-            node: None,
-            may_be_stale: false,
-        }
+        sample_meta("s", title)
     }
 
     #[test]

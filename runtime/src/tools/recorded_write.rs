@@ -76,7 +76,9 @@ pub(crate) fn change_diff(resolved: &ResolvedPath, prior: &Prior, after: &[u8]) 
             after.len() as u64,
             format!("the file holds {size} bytes, too many to compare"),
         ),
-        Prior::Absent | Prior::Content(_) => file_diff(&path, Some(&resolved.cwd), prior.content(), Some(after)),
+        // Named by the absolute path: an approval or a transcript shows the file by its header, and a path relative to
+        // the cwd could not be told from an absolute one written git's way. `session.diff` names it relative.
+        Prior::Absent | Prior::Content(_) => file_diff(&path, None, prior.content(), Some(after)),
     };
     if !resolved.inside_cwd && diff.unified.is_some() {
         diff.unified = None;
