@@ -54,7 +54,35 @@ pub async fn resolve(
     session: &SessionSelections,
 ) -> anyhow::Result<RunSelection> {
     let snapshot = client.runtime_snapshot_get(Empty {}).await.map_err(explained)?.snapshot;
-    decide(&snapshot, flags, session)
+    let selection = decide(&snapshot, flags, session)?;
+    if let Some(note) = flags.model.as_deref().and_then(|model| unlisted_note(&snapshot, model)) {
+        eprintln!("{note}");
+    }
+    Ok(selection)
+}
+
+/// A note for a model a connected remote provider's catalog does not list: the run starts (the vendor may serve
+/// models the catalog does not know), but a typo would only show when the vendor refuses it mid-run.
+pub fn unlisted_note(snapshot: &RuntimeSnapshot, model: &str) -> Option<String> {
+    let (provider_id, _) = model.split_once('/')?;
+    let provider = snapshot.providers.iter().find(|provider| provider.provider_id == provider_id)?;
+    if provider.kind == ProviderKind::Local || snapshot.models.iter().any(|info| info.model == model) {
+        return None;
+    }
+    let listed: Vec<&str> = snapshot
+        .models
+        .iter()
+        .filter(|info| info.provider_id == provider_id)
+        .map(|info| info.model.as_str())
+        .take(8)
+        .collect();
+    let known = if listed.is_empty() { String::new() } else { format!(" (it lists {})", listed.join(", ")) };
+    Some(format!(
+        "note: {} is not in {provider_id}'s catalog{}; the provider is asked for it as written (`troupe models` \
+         lists the known ones)",
+        crate::style::clean(model),
+        crate::style::clean(&known)
+    ))
 }
 
 /// The precedence, without I/O.
@@ -188,6 +216,22 @@ fn check_model(snapshot: &RuntimeSnapshot, model: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_a_remote_catalog_does_not_list_gets_a_note_and_a_listed_or_local_one_none() {
+        let mut snapshot = snapshot();
+        let openai = snapshot.providers.iter_mut().find(|provider| provider.provider_id == "openai").unwrap();
+        openai.connected = true;
+        let mut gpt = snapshot.models.iter().find(|info| info.provider_id == "local").unwrap().clone();
+        (gpt.provider_id, gpt.model) = ("openai".to_owned(), "openai/gpt-4o".to_owned());
+        snapshot.models.push(gpt);
+        let listed = "openai/gpt-4o".to_owned();
+        assert_eq!(unlisted_note(&snapshot, &listed), None);
+        assert_eq!(unlisted_note(&snapshot, "local/echo"), None);
+        let note = unlisted_note(&snapshot, "openai/gtp-4o").expect("a note");
+        assert!(note.starts_with("note: openai/gtp-4o is not in openai's catalog (it lists "), "{note}");
+        assert!(note.contains(&listed), "{note}");
+    }
     use troupe_protocol::types::runtime::{AgentInfo, AgentMode};
 
     /// The built-in catalog with a `local` script connected (generation 1), so `local/scripted` can run.
