@@ -521,7 +521,8 @@ function toggleChanges() {
   if (views.changes.isOpen()) showTranscript();
   else if (app.selectedId) {
     views.changes.open(app.selectedId);
-    scheduleRender();
+    // At once, not at the next frame: the button says "pressed" as the view appears (a screen reader reads both).
+    render();
   }
 }
 
