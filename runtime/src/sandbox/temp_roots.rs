@@ -6,8 +6,9 @@
 //! beside the runs' dirs a note naming its data directory. A data directory deleted while its folder remained (a
 //! test's temporary data dir, a `--data-dir` tried once) would leave that folder in the system temp dir for good,
 //! and a temp dir crowded with them makes every listing of it slower; so each start also removes the folders of
-//! this user whose note names a data directory that is no longer one, and empty folders without a note (made by
-//! older daemons) that nothing touched for [`UNNOTED_MIN_AGE`].
+//! this user whose note names a data directory that is no longer one, and folders without a note (made by older
+//! daemons): empty ones that nothing touched for [`UNNOTED_MIN_AGE`], and those holding only runs' temp dirs that
+//! nothing touched for [`UNNOTED_LEFTOVERS_MIN_AGE`].
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -108,40 +109,76 @@ pub fn prune_orphans(system_temp: &Path, own: &Path) -> usize {
             Ok(metadata) if is_private_folder(&metadata) => {}
             _ => continue,
         }
-        if is_orphan(&path, system_temp) && remove_orphan(&path) {
+        if remove_orphan(&path, judge(&path, system_temp)) {
             removed += 1;
         }
     }
     removed
 }
 
-/// Whether the temp root `root` belongs to no data directory any more: its note names a path that is not a data
-/// directory (or one whose temp root is another folder), or it has no note, is empty and is old.
-fn is_orphan(root: &Path, system_temp: &Path) -> bool {
+/// What a temp root of this user is, judged for removal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Judged {
+    /// In use, or its daemon's data dir is still there: kept.
+    Kept,
+    /// Its note names a data dir that is gone (or a folder that is not its own): removed whole.
+    Noted,
+    /// No note, empty and old: removed with `rmdir` (never what a daemon made meanwhile).
+    EmptyUnnoted,
+    /// No note, and nothing in it but runs' and MCP servers' temp dirs that nothing touched for
+    /// [`UNNOTED_LEFTOVERS_MIN_AGE`]: what an older daemon killed mid-run left. Removed whole.
+    UnnotedLeftovers,
+}
+
+/// How long an older daemon's leftover run dirs stay untouched before another daemon removes them: longer than
+/// any run (a live older daemon's run dir changes whenever its commands make or remove a file in it).
+pub const UNNOTED_LEFTOVERS_MIN_AGE: Duration = Duration::from_secs(24 * 3600);
+
+fn older_than(path: &Path, age: Duration) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|metadata| metadata.modified())
+        .is_ok_and(|modified| SystemTime::now().duration_since(modified).is_ok_and(|elapsed| elapsed >= age))
+}
+
+/// Judges the temp root `root` (see [`Judged`]).
+fn judge(root: &Path, system_temp: &Path) -> Judged {
     use std::io::Read;
     use std::os::unix::ffi::OsStrExt;
     let note = root.join(OWNER_NOTE);
     let Ok(file) = std::fs::File::open(&note) else {
-        let old = std::fs::symlink_metadata(root)
-            .and_then(|metadata| metadata.modified())
-            .is_ok_and(|modified| SystemTime::now().duration_since(modified).is_ok_and(|age| age >= UNNOTED_MIN_AGE));
-        return old && std::fs::read_dir(root).is_ok_and(|mut entries| entries.next().is_none());
+        let Ok(entries) = std::fs::read_dir(root) else { return Judged::Kept };
+        let entries: Vec<std::fs::DirEntry> = entries.flatten().collect();
+        if entries.is_empty() {
+            return if older_than(root, UNNOTED_MIN_AGE) { Judged::EmptyUnnoted } else { Judged::Kept };
+        }
+        let leftover = |entry: &std::fs::DirEntry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            (name.starts_with("run-") || name.starts_with("mcp-"))
+                && entry.file_type().is_ok_and(|kind| kind.is_dir())
+                && older_than(&entry.path(), UNNOTED_LEFTOVERS_MIN_AGE)
+        };
+        return if entries.iter().all(leftover) { Judged::UnnotedLeftovers } else { Judged::Kept };
     };
     let mut bytes = Vec::new();
     if file.take(MAX_NOTE_BYTES).read_to_end(&mut bytes).is_err() {
-        return false;
+        return Judged::Kept;
     }
     let data_dir = Path::new(std::ffi::OsStr::from_bytes(&bytes));
     // A note naming a live data dir whose folder this is: in use, or reused at that daemon's next start.
-    !(data_dir.is_absolute() && is_data_dir(data_dir) && temp_root_in(system_temp, data_dir) == root)
+    if data_dir.is_absolute() && is_data_dir(data_dir) && temp_root_in(system_temp, data_dir) == root {
+        Judged::Kept
+    } else {
+        Judged::Noted
+    }
 }
 
-/// Removes an orphaned temp root: an empty one with `rmdir` only (never what a daemon made meanwhile), a noted one
-/// whole (its runs' leftovers included).
-fn remove_orphan(root: &Path) -> bool {
-    match std::fs::symlink_metadata(root.join(OWNER_NOTE)) {
-        Ok(_) => std::fs::remove_dir_all(root).is_ok(),
-        Err(_) => std::fs::remove_dir(root).is_ok(),
+/// Removes an orphaned temp root as [`judge`] said; whether it is gone.
+fn remove_orphan(root: &Path, judged: Judged) -> bool {
+    match judged {
+        Judged::Kept => false,
+        Judged::EmptyUnnoted => std::fs::remove_dir(root).is_ok(),
+        Judged::Noted | Judged::UnnotedLeftovers => std::fs::remove_dir_all(root).is_ok(),
     }
 }
 
@@ -210,6 +247,18 @@ mod tests {
         assert_eq!(prune_orphans(system_temp.path(), Path::new("/nowhere")), 1);
         assert!(!empty_old.exists());
         assert!(empty_new.exists() && full_old.exists() && shared.exists() && not_ours.exists());
+
+        // An older daemon killed mid-run: only run dirs left, untouched for a day, go; a recent one stays.
+        let leftovers = root("00000000000000ff");
+        let recent = root("0000000000000100");
+        for (folder, age) in [(&leftovers, UNNOTED_LEFTOVERS_MIN_AGE), (&recent, Duration::from_secs(60))] {
+            std::fs::DirBuilder::new().mode(0o700).create(folder).unwrap();
+            let run = folder.join("run-1");
+            std::fs::DirBuilder::new().mode(0o700).create(&run).unwrap();
+            std::fs::File::open(&run).unwrap().set_modified(SystemTime::now() - age - Duration::from_secs(60)).unwrap();
+        }
+        assert_eq!(prune_orphans(system_temp.path(), Path::new("/nowhere")), 1);
+        assert!(!leftovers.exists() && recent.exists());
     }
 
     #[test]
