@@ -125,9 +125,29 @@ fn changed_at(metadata: &std::fs::Metadata) -> SystemTime {
 /// arguments from `/proc/<pid>/cmdline`, after `troupe`. `None` when they cannot be read or it is not `serve`.
 fn started_as(pid: u32) -> Option<String> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let arguments: Vec<String> =
-        cmdline.split(|byte| *byte == 0).skip(1).filter(|argument| !argument.is_empty()).map(quoted).collect();
+    let arguments: Vec<String> = cmdline
+        .split(|byte| *byte == 0)
+        .skip(1)
+        .filter(|argument| !argument.is_empty())
+        .map(|argument| quoted(without_credentials(&String::from_utf8_lossy(argument)).as_bytes()))
+        .collect();
     arguments.iter().any(|argument| argument == "serve").then(|| format!("troupe {}", arguments.join(" ")))
+}
+
+/// `argument` with the credentials of every URL in it hidden (`--cluster nats://user:secret@host:4222` →
+/// `nats://…@host:4222`): the hint is printed, and `troupe status --json` may be pasted anywhere.
+fn without_credentials(argument: &str) -> String {
+    argument
+        .split(',')
+        .map(|part| match part.split_once("://") {
+            Some((scheme, rest)) => match rest.split('/').next().and_then(|authority| authority.rsplit_once('@')) {
+                Some((_, host)) => format!("{scheme}://…@{host}{}", &rest[rest.find('/').unwrap_or(rest.len())..]),
+                None => part.to_owned(),
+            },
+            None => part.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// One argument as a shell reads it back: bare when it holds only safe characters, else in single quotes.
@@ -241,6 +261,11 @@ mod tests {
         assert_eq!(quoted(b"127.0.0.1:47419"), "127.0.0.1:47419");
         assert_eq!(quoted(b"/home/me/my data"), "'/home/me/my data'");
         assert_eq!(quoted(b"it's"), "'it'\\''s'");
+        assert_eq!(
+            without_credentials("--cluster=nats://u:secret@a:4222,nats://b:4222/x,tls://t0k@c"),
+            "--cluster=nats://…@a:4222,nats://b:4222/x,tls://…@c"
+        );
+        assert_eq!(without_credentials("/home/me/data"), "/home/me/data");
         // This test's own process is not a daemon: nothing to start again.
         assert_eq!(started_as(std::process::id()), None);
     }
