@@ -60,6 +60,17 @@ impl Drop for Tmux {
     }
 }
 
+/// The shell command that runs `troupe tui ARGS` against `daemon` in its project directory, for [`Tmux::start`].
+pub fn tui_command(daemon: &TestDaemon, args: &str) -> String {
+    format!(
+        "cd {} && {} tui {args} --url {} --token {}",
+        daemon.project_path().display(),
+        env!("CARGO_BIN_EXE_troupe"),
+        daemon.url(),
+        daemon.token
+    )
+}
+
 /// `troupe ARGS` against `daemon`, in the daemon's project directory, with stdout and stderr on `script(1)`'s
 /// pseudo-terminal (so both are captured as one stream, in `stdout`), colours allowed.
 pub async fn troupe_on_a_terminal(daemon: &TestDaemon, args: &str) -> CliOutput {

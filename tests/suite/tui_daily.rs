@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use super::support::*;
-use super::terminal_support::Tmux;
+use super::terminal_support::{Tmux, tui_command};
 
 #[tokio::test]
 async fn pick_a_model_for_a_new_session_read_markdown_and_thinking_and_keep_run_labels_to_their_run() {
@@ -27,13 +27,7 @@ async fn pick_a_model_for_a_new_session_read_markdown_and_thinking_and_keep_run_
     create_session_in(&client, elsewhere.path()).await;
     let elsewhere_name = elsewhere.path().file_name().expect("a name").to_string_lossy().into_owned();
 
-    let command = format!(
-        "cd {} && {} tui --url {} --token {}",
-        daemon.project_path().display(),
-        env!("CARGO_BIN_EXE_troupe"),
-        daemon.url(),
-        daemon.token
-    );
+    let command = tui_command(&daemon, "");
     let tmux = Tmux::start("tui-daily", &command);
     let screen = tmux.wait_for("n new · m model").await;
     assert!(screen.contains(&elsewhere_name), "the directory column: {screen}");
@@ -97,13 +91,7 @@ async fn a_notice_goes_by_itself() {
     let daemon = TestDaemon::start();
     let (client, _deliveries) = daemon.client().await;
     let session_id = daemon.create_session(&client).await.session_id;
-    let command = format!(
-        "cd {} && {} tui {session_id} --url {} --token {}",
-        daemon.project_path().display(),
-        env!("CARGO_BIN_EXE_troupe"),
-        daemon.url(),
-        daemon.token
-    );
+    let command = tui_command(&daemon, &session_id);
     let tmux = Tmux::start("tui-notice", &command);
     tmux.wait_for("prompt (Enter runs)").await;
     tmux.keys(&["C-d"]);

@@ -4,7 +4,7 @@
 
 use super::mcp::{probe_section, server_script};
 use super::support::*;
-use super::terminal_support::{SCREEN_WAIT, Tmux};
+use super::terminal_support::{SCREEN_WAIT, Tmux, tui_command};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_servers_overlay_shows_each_server_its_state_the_reason_it_failed_and_its_tools() {
@@ -12,13 +12,7 @@ async fn the_servers_overlay_shows_each_server_its_state_the_reason_it_failed_an
     let config =
         format!("{}[mcp_servers.broken]\ncommand = \"/nonexistent/troupe-mcp-server\"\n", probe_section(&script, ""));
     let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..DaemonSetup::default() });
-    let command = format!(
-        "cd {} && {} tui --url {} --token {}",
-        daemon.project_path().display(),
-        env!("CARGO_BIN_EXE_troupe"),
-        daemon.url(),
-        daemon.token
-    );
+    let command = tui_command(&daemon, "");
     let tmux = Tmux::start("tui-mcp", &command);
     tmux.wait_for("s MCP servers").await;
     // The status line says so without asking (`runtime.changed` brings the failure).
