@@ -10,20 +10,19 @@
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
 
 use crate::config::{McpServerConfig, SandboxMode};
 use crate::sandbox::process_groups::GroupRecord;
-use crate::sandbox::{PreparedSandbox, Sandbox};
+use crate::sandbox::{PreparedSandbox, Sandbox, ToolCommand, ToolProcess};
 
 /// A started server process. Dropping it kills its whole process group.
 pub(super) struct ServerProcess {
-    pub child: Child,
+    pub child: ToolProcess,
     pgid: libc::pid_t,
     /// The durable record of the group, removed once the group is known gone.
     record: Option<GroupRecord>,
@@ -64,8 +63,8 @@ impl Drop for ServerProcess {
 /// The process and its protocol pipes.
 pub(super) struct Started {
     pub process: ServerProcess,
-    pub stdout: ChildStdout,
-    pub stdin: ChildStdin,
+    pub stdout: pipe::Receiver,
+    pub stdin: pipe::Sender,
 }
 
 /// Starts the server `name`. Must be called from a thread that lives as long as the daemon (the engine's), since
@@ -81,40 +80,29 @@ pub(super) async fn spawn(name: &str, config: &McpServerConfig, sandbox: &Arc<Sa
             .await
             .map_err(|error| format!("preparing the server's sandbox failed: {error}"))??
     };
-    let mut command = Command::new(&program);
+    let mut command = ToolCommand::new(&program);
     command
         .args(&config.args)
-        .env_clear()
         .envs(sandbox.tool_environment())
         .env("TMPDIR", &temp_dir)
         .env("TMP", &temp_dir)
         .env("TEMP", &temp_dir)
         .envs(config.env_vars.iter().filter_map(|variable| Some((variable, std::env::var_os(variable)?))))
         .envs(&config.env)
-        .current_dir(&cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .cwd(&cwd)
+        .piped_stdin(true);
     let confined = prepared.is_some();
-    match prepared {
-        Some(prepared) => prepared.install(&mut command),
-        None => PreparedSandbox::install_death_signal(&mut command),
-    }
-    let mut child = command.spawn().map_err(|error| {
+    let mut child = command.spawn(prepared).map_err(|error| {
         let inside = if confined { " inside the sandbox" } else { "" };
         format!("could not start `{program}` in {}{inside}: {error}", cwd.display())
     })?;
-    let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) =
-        (child.id(), child.stdin.take(), child.stdout.take(), child.stderr.take())
+    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         let _ = child.start_kill();
         return Err("the server started without its pipes".into());
     };
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        let _ = child.start_kill();
-        return Err(format!("process id {pid} does not fit a pid_t"));
-    };
+    // The server leads its session and so its process group.
+    let pgid = child.id();
     let record = record_group(sandbox, name, pgid).await;
     tokio::spawn(log_stderr(name.to_owned(), stderr));
     Ok(Started { process: ServerProcess { child, pgid, record, killed: false }, stdout, stdin })

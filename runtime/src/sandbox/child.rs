@@ -1,10 +1,10 @@
-//! What a tool process does to itself between fork and exec: leave the daemon's session (and so its controlling
-//! terminal), die with the daemon, enter namespaces of its own (a PID namespace, so that nothing it starts can
-//! outlive it; a network namespace when the network is off), drop the capabilities that would reach around the
-//! sandbox (as root), refuse Unix sockets where Landlock cannot govern them (seccomp), and enter its Landlock
-//! domain. With a PID namespace, the process forks once more: the child becomes the namespace's init and execs
-//! the command; the parent only waits for it and exits the way it did, so that everything in the namespace dies
-//! when the command ends or when either process is killed.
+//! What a tool process does to itself between clone and exec: leave the daemon's session (and so its controlling
+//! terminal), die with the daemon, set up the namespaces it was cloned into (a PID namespace whose init it is, so
+//! that nothing it starts can outlive it; a network namespace when the network is off, with loopback up), drop the
+//! capabilities that would reach around the sandbox (as root), refuse Unix sockets where Landlock cannot govern
+//! them (seccomp), and enter its Landlock domain. [`super::spawn`] clones the child straight into its namespaces,
+//! so the command itself is the PID namespace's init: when it ends, the kernel kills everything left in the
+//! namespace, and no second process (a copy of the daemon's memory) waits beside it.
 //!
 //! With a PID namespace comes, where the system allows it, a mount namespace of its own with a fresh procfs on
 //! `/proc` (as bubblewrap does): the command's `/proc` then lists only the processes of its namespace, so the
@@ -13,9 +13,11 @@
 //! host. Mounting needs no more than the namespaces themselves: root has the right, anyone else gets it in the user
 //! namespace entered with them.
 //!
-//! Everything here runs in the forked child of a multi-threaded daemon, where only async-signal-safe calls are
-//! allowed: raw syscalls on data prepared before the fork, no allocation, no locks. Every failure is returned as
-//! the `errno` it came with, which makes the spawn fail: a command never runs with less confinement than asked.
+//! Everything here runs in a child that shares the daemon's memory (`CLONE_VM`, the daemon's thread suspended until
+//! exec) or, for unconfined processes started through `std`, in the forked child of a multi-threaded daemon: only
+//! async-signal-safe calls are allowed, raw syscalls on data prepared before, no allocation, no locks, no write to
+//! memory the daemon reads but the error word of [`super::spawn`]. Every failure is returned as the `errno` it
+//! came with, which makes the spawn fail: a command never runs with less confinement than asked.
 
 use std::ffi::CStr;
 use std::io;
@@ -53,10 +55,11 @@ struct IdMaps {
 /// Everything the child needs, prepared in the parent.
 #[derive(Debug)]
 pub(super) struct ChildSetup {
-    /// The daemon's pid: a child whose parent is already another process must not run.
+    /// The daemon's pid: a child whose parent is already another process must not run (outside a PID namespace;
+    /// inside one, the daemon's pidfd tells).
     parent_pid: libc::pid_t,
-    /// Namespaces to enter (`CLONE_NEWPID`, `CLONE_NEWNS`, `CLONE_NEWNET`), 0 for none. `CLONE_NEWNS` comes only
-    /// with `CLONE_NEWPID`: the namespace's init mounts its own `/proc`.
+    /// Namespaces the child is cloned into (`CLONE_NEWPID`, `CLONE_NEWNS`, `CLONE_NEWNET`), 0 for none.
+    /// `CLONE_NEWNS` comes only with `CLONE_NEWPID`: the namespace's init mounts its own `/proc`.
     namespaces: libc::c_int,
     /// The id maps of a user namespace, for when the namespaces need one (the daemon is not root).
     id_maps: IdMaps,
@@ -98,6 +101,7 @@ impl ChildSetup {
                 namespaces |= libc::CLONE_NEWNS;
             }
         }
+        open_daemon_pidfd();
         ChildSetup {
             namespaces,
             as_root: euid == 0,
@@ -130,29 +134,44 @@ impl ChildSetup {
     /// to learn at start whether this system allows it.
     pub(super) fn isolation_probe(private_proc: bool) -> ChildSetup {
         let namespaces = libc::CLONE_NEWPID | if private_proc { libc::CLONE_NEWNS } else { 0 };
+        open_daemon_pidfd();
         ChildSetup { namespaces, ..ChildSetup::unconfined() }
     }
 
-    /// Runs in the child between fork and exec. Async-signal-safe: raw syscalls on prepared data only.
-    pub(super) fn apply(&self) -> io::Result<()> {
+    /// The namespaces the child is cloned into (`CLONE_NEWPID`, `CLONE_NEWNS`, `CLONE_NEWNET`), 0 for none.
+    pub(super) fn namespaces(&self) -> libc::c_int {
+        self.namespaces
+    }
+
+    /// Runs in the child between clone and exec ([`super::spawn`]), or between fork and exec for a setup without
+    /// namespaces (a `pre_exec` hook: [`super::PreparedSandbox::install_death_signal`]). `entered` says how the
+    /// namespaces were entered. Async-signal-safe: raw syscalls on prepared data only.
+    pub(super) fn apply(&self, entered: Entered) -> io::Result<()> {
+        let user_namespace = match entered {
+            Entered::Nothing if self.namespaces != 0 => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+            Entered::Nothing => false,
+            Entered::ByClone { user_namespace } => user_namespace,
+        };
         // A session of its own: no controlling terminal, so nothing can reach the user's terminal through
-        // `/dev/tty` (TIOCSTI injection, reading keystrokes); it also leads a new process group.
+        // `/dev/tty` (TIOCSTI injection, reading keystrokes); it also leads a new process group. In a new PID
+        // namespace the command is its init and leads its session there as well.
         // SAFETY: setsid takes no arguments; the child is not a group leader (no process_group was set).
         if unsafe { libc::setsid() } < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: prctl with integer arguments only; PR_SET_PDEATHSIG takes a signal number.
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) })?;
-        // The daemon may have died between the fork and the line above; then nothing would kill this process.
-        // SAFETY: getppid cannot fail.
-        if unsafe { libc::getppid() } != self.parent_pid {
+        // The daemon may have died between the clone and the line above; then nothing would kill this process.
+        if !self.daemon_alive() {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
         // Descriptors the daemon inherited (a supervisor's socket, a launcher's pipe) must not reach the command:
         // every one above stdio closes at exec. (The daemon's own are close-on-exec already.)
         close_inherited_descriptors_on_exec();
-        if self.namespaces != 0 {
-            enter_namespaces(self.namespaces, &self.id_maps)?;
+        if user_namespace {
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", &self.id_maps.uid_map)?;
+            write_file(c"/proc/self/gid_map", &self.id_maps.gid_map)?;
         }
         if self.namespaces & libc::CLONE_NEWNET != 0 {
             bring_loopback_up()?;
@@ -163,18 +182,14 @@ impl ChildSetup {
         if self.as_root {
             drop_capabilities()?;
         }
-        // With a PID namespace, fork first: the waiting parent is a copy of the daemon's memory (its token, provider
-        // keys), so it must stay outside the command's Landlock domain, where the command cannot read it.
-        if self.namespaces & libc::CLONE_NEWPID != 0 {
-            become_namespace_init()?;
-            // Now inside the PID namespace, whose procfs this is; before Landlock, which forbids mounting.
-            if self.namespaces & libc::CLONE_NEWNS != 0 {
-                mount_own_proc()?;
-                if let Some(ruleset) = &self.ruleset
-                    && self.proc_access != 0
-                {
-                    grant_beneath(ruleset.as_raw_fd(), c"/proc", self.proc_access)?;
-                }
+        // Inside the PID namespace (the command is its init), whose procfs this is; before Landlock, which forbids
+        // mounting.
+        if self.namespaces & libc::CLONE_NEWPID != 0 && self.namespaces & libc::CLONE_NEWNS != 0 {
+            mount_own_proc()?;
+            if let Some(ruleset) = &self.ruleset
+                && self.proc_access != 0
+            {
+                grant_beneath(ruleset.as_raw_fd(), c"/proc", self.proc_access)?;
             }
         }
         if let Some(ruleset) = &self.ruleset {
@@ -191,82 +206,55 @@ impl ChildSetup {
         }
         Ok(())
     }
+
+    /// Whether the daemon still lives, asked from the child after its death signal is set. In the daemon's PID
+    /// namespace the parent's pid tells (a dead daemon's children are reparented); from a new one `getppid` is
+    /// always 0, and the daemon's pidfd, readable once it has exited, tells instead.
+    fn daemon_alive(&self) -> bool {
+        if self.namespaces & libc::CLONE_NEWPID == 0 {
+            // SAFETY: getppid cannot fail.
+            return unsafe { libc::getppid() } == self.parent_pid;
+        }
+        let Some(daemon) = daemon_pidfd() else {
+            // No pidfd on this kernel (before 5.3): the clone's pidfd would have failed first.
+            return true;
+        };
+        let mut poll = libc::pollfd { fd: daemon, events: libc::POLLIN, revents: 0 };
+        // SAFETY: `poll` is one valid pollfd; timeout 0 only asks.
+        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        ready == 0
+    }
 }
 
-/// Enters new namespaces (`flags`). Root (with `CAP_SYS_ADMIN`) needs nothing else; anyone else first enters a
-/// user namespace that maps their own ids, which gives the rights over the new namespaces that setting them up
-/// needs. Those rights end at exec for a non-root user.
-fn enter_namespaces(flags: libc::c_int, maps: &IdMaps) -> io::Result<()> {
-    // SAFETY: unshare takes flags only; the child is single-threaded, as CLONE_NEWUSER requires.
-    if unsafe { libc::unshare(flags) } != 0 {
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EPERM) {
-            return Err(error);
-        }
-        // SAFETY: as above.
-        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | flags) })?;
-        write_file(c"/proc/self/setgroups", b"deny")?;
-        write_file(c"/proc/self/uid_map", &maps.uid_map)?;
-        write_file(c"/proc/self/gid_map", &maps.gid_map)?;
-    }
-    Ok(())
+/// How the child entered its namespaces, for [`ChildSetup::apply`].
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Entered {
+    /// A plain fork: the setup must ask for no namespaces.
+    Nothing,
+    /// Cloned into the setup's namespaces, and into a user namespace that maps the daemon's ids when
+    /// `user_namespace` (the daemon is not root).
+    ByClone { user_namespace: bool },
 }
 
-/// After `unshare(CLONE_NEWPID)` the next child is the namespace's init. Forks it: the child returns (and goes on
-/// to exec the command as pid 1); this process closes every descriptor (the command's pipes, and the pipe through
-/// which the daemon learns whether exec succeeded, which only the command must hold), waits for the command and
-/// ends the way it ended. When the command (pid 1) ends, the kernel kills everything left in the namespace,
-/// `setsid` or not; when this process is killed, the command dies by its own death signal.
-fn become_namespace_init() -> io::Result<()> {
-    // SAFETY: a raw clone with only SIGCHLD is fork without the libc fork handlers, which must not run in the
-    // child of a multi-threaded process; no stack or tls arguments are passed.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if pid == 0 {
-        // The command leads a session of its own inside the namespace too: the session the waiting parent made
-        // is led from outside it, so the command's procfs would show its session as 0 (no leader in sight). It
-        // is not a group leader (its group is the waiting parent's), so setsid cannot fail for that reason.
-        // SAFETY: setsid takes no arguments.
-        if unsafe { libc::setsid() } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // It dies with this waiting parent (which dies with the daemon).
-        // SAFETY: prctl with integer arguments only.
-        return check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) });
-    }
-    let pid = pid as libc::pid_t;
-    // Not dumpable: its memory (a copy of the daemon's) cannot be read through /proc or ptrace without
-    // CAP_SYS_PTRACE, which the command does not have; and the command is in a Landlock domain this process is not.
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
-    // SAFETY: close_range with integer arguments; this process needs none of its descriptors any more.
-    unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) };
-    let mut status: libc::c_int = 0;
-    loop {
-        // SAFETY: `status` is a valid int to write to.
-        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if waited == pid {
-            break;
-        }
-        // SAFETY: reading errno of this thread.
-        if waited < 0 && unsafe { *libc::__errno_location() } != libc::EINTR {
-            // SAFETY: _exit ends the process without running anything of the parent's.
-            unsafe { libc::_exit(127) };
-        }
-    }
-    if libc::WIFSIGNALED(status) {
-        let signal = libc::WTERMSIG(status);
-        // SAFETY: restoring the default action and signalling ourselves, so the daemon sees the same signal.
-        unsafe {
-            libc::signal(signal, libc::SIG_DFL);
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
-        }
-    }
-    // SAFETY: _exit ends the process with the command's exit code.
-    unsafe { libc::_exit(libc::WEXITSTATUS(status)) }
+/// A pidfd of the daemon itself, which a child in another PID namespace polls to learn whether the daemon has
+/// exited. Opened in the daemon ([`open_daemon_pidfd`]) before any child that reads it is cloned: the child shares
+/// the daemon's memory and must only read it. `None` inside: the kernel has no `pidfd_open` (before 5.3).
+static DAEMON_PIDFD: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+
+/// Opens [`DAEMON_PIDFD`] once. In the daemon, never in a child.
+fn open_daemon_pidfd() {
+    DAEMON_PIDFD.get_or_init(|| {
+        // SAFETY: pidfd_open with our own pid and no flags; the result is a new descriptor we own.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0u32) };
+        let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+        // SAFETY: `fd` was just opened and nothing else owns it.
+        Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    });
+}
+
+/// The daemon's pidfd, read in the child (no initialisation there: it was opened before the clone).
+fn daemon_pidfd() -> Option<libc::c_int> {
+    DAEMON_PIDFD.get()?.as_ref().map(AsRawFd::as_raw_fd)
 }
 
 /// Makes every mount of the new mount namespace private (recursively), so that what is mounted in it never

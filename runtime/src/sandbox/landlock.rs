@@ -1,5 +1,5 @@
 //! Landlock rules for tool processes: the kernel probe, the ruleset built in the daemon from a [`SandboxPlan`],
-//! and its installation into a `Command`, applied between fork and exec by [`child`](super::child).
+//! and the setup that carries it into the child, applied between clone and exec by [`child`](super::child).
 //!
 //! The ruleset handles every filesystem access right of the kernel's Landlock ABI, so anything a rule does not
 //! grant is refused, and with ABI 6 or later it also scopes signals and abstract Unix sockets: a tool process
@@ -10,13 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::process::Command;
-
 use super::plan::{PlannedRule, SandboxPlan};
 use super::plan_cache::Planned;
 use super::{Sandbox, Support};
 
-/// The rules of one tool process, prepared before fork; installed into a `Command` between fork and exec.
+/// The rules of one tool process, prepared before it is started ([`super::spawn::ToolCommand::spawn`]), which
+/// enters them between clone and exec.
 #[derive(Debug)]
 pub struct PreparedSandbox {
     /// The rules every command in this cwd gets (cached, see [`super::plan_cache`]).
@@ -44,36 +43,26 @@ impl PreparedSandbox {
         &self.base.plan
     }
 
-    /// Makes `command`'s child, between fork and exec: die with SIGKILL when the spawning thread ends (then check
-    /// that the daemon is still its parent), enter a network namespace of its own when the sandbox has no network
-    /// (loopback up), drop the dangerous capabilities of root, set `no_new_privs` and enter the Landlock domain.
-    /// Any failure fails the spawn: the command never runs unconfined.
-    ///
-    /// `PR_SET_PDEATHSIG` fires when the *thread* that forked ends, so spawn from a thread that lives as long as
-    /// the daemon (a runtime worker, not a `spawn_blocking` thread).
-    pub fn install(self, command: &mut Command) {
-        #[cfg(target_os = "linux")]
-        {
-            let setup = self.setup;
-            // SAFETY: the closure runs between fork and exec and only makes raw, async-signal-safe syscalls on
-            // data prepared before the fork (see `ChildSetup::apply`); it allocates nothing and takes no lock.
-            unsafe {
-                command.pre_exec(move || setup.apply());
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = command;
+    /// What the child does to itself between clone and exec ([`super::spawn`]): die with SIGKILL when the
+    /// spawning thread ends, set up the namespaces it was cloned into, drop the dangerous capabilities of root, set
+    /// `no_new_privs` and enter the Landlock domain. Any failure fails the spawn: the command never runs unconfined.
+    #[cfg(target_os = "linux")]
+    pub(super) fn into_setup(self) -> super::child::ChildSetup {
+        self.setup
     }
 
-    /// For mode `off`: the child is not confined but still gets a session of its own and dies with the daemon
-    /// (`PR_SET_PDEATHSIG`, same thread caveat as [`PreparedSandbox::install`]). A no-op outside Linux.
-    pub fn install_death_signal(command: &mut Command) {
+    /// For a process started through `std` or tokio (a plugin, which is not a tool process): the child is not
+    /// confined but still gets a session of its own and dies with the daemon (`PR_SET_PDEATHSIG`, which fires when
+    /// the *thread* that forked ends: spawn from a thread that lives as long as the daemon). Tool processes start
+    /// through [`super::spawn::ToolCommand`] instead, which does the same without a fork. A no-op outside Linux.
+    pub fn install_death_signal(command: &mut tokio::process::Command) {
         #[cfg(target_os = "linux")]
         {
             let setup = super::child::ChildSetup::unconfined();
-            // SAFETY: as in `install`: raw async-signal-safe syscalls only, on data prepared before the fork.
+            // SAFETY: the closure runs between fork and exec and only makes raw, async-signal-safe syscalls on
+            // data prepared before the fork (see `ChildSetup::apply`); it allocates nothing and takes no lock.
             unsafe {
-                command.pre_exec(move || setup.apply());
+                command.pre_exec(move || setup.apply(super::child::Entered::Nothing));
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -86,15 +75,8 @@ impl PreparedSandbox {
 /// of a new one. `Err` says why not.
 #[cfg(target_os = "linux")]
 pub(super) fn probe_pid_namespace(private_proc: bool) -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
     let setup = super::child::ChildSetup::isolation_probe(private_proc);
-    let mut command = std::process::Command::new("/bin/true");
-    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-    // SAFETY: as in `PreparedSandbox::install`: raw async-signal-safe syscalls only, on data prepared before.
-    unsafe {
-        command.pre_exec(move || setup.apply());
-    }
-    match command.status() {
+    match super::spawn::ToolCommand::new("/bin/true").run_blocking(&setup) {
         Ok(status) if status.success() => Ok(()),
         Ok(status) => Err(format!("a process in a new PID namespace ended with {status}")),
         Err(error) if private_proc => Err(format!("a new PID namespace with its own /proc could not be made: {error}")),

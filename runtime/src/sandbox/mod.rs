@@ -3,7 +3,8 @@
 //! A model's output is untrusted input. The permission policy ([`crate::policy`]) decides whether a call runs;
 //! this module bounds what it can do once it runs, whatever the policy, the mode or the user said:
 //!
-//! - every process a tool starts runs under Landlock ([`landlock`]), set up between fork and exec: it may read
+//! - every process a tool starts runs under Landlock ([`landlock`]), set up between clone and exec ([`spawn`]:
+//!   cloned, not forked, so its cost does not grow with the daemon's memory): it may read
 //!   everything except the denied paths (the data directory, always, and `[sandbox] deny_read` with its built-in
 //!   defaults), and write only the session's cwd, the run's temp dir and `[sandbox] writable`, never inside a
 //!   denied path. With `network = false` it runs in a network namespace of its own (loopback only);
@@ -36,6 +37,8 @@ pub mod protected;
 pub mod repository;
 #[cfg(target_os = "linux")]
 mod seccomp;
+#[cfg(target_os = "linux")]
+pub mod spawn;
 pub mod temp_roots;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +53,8 @@ pub use self::data_dirs::DataDirFinder;
 pub use self::landlock::PreparedSandbox;
 pub use self::process_groups::ProcessGroups;
 pub use self::protected::ProtectedPaths;
+#[cfg(target_os = "linux")]
+pub use self::spawn::{ToolCommand, ToolProcess};
 pub use self::temp_roots::temp_root_of;
 
 /// Paths under the daemon user's home that tool processes never read, whatever the configuration adds: keys and

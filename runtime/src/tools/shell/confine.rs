@@ -111,21 +111,6 @@ pub(super) async fn prepare(
     prepared.unwrap_or_else(|error| Err(NotStarted::Sandbox(format!("preparing the sandbox failed: {error}"))))
 }
 
-/// Makes `command`'s child enter the verified cwd by its descriptor (`fchdir`) between fork and exec, before
-/// anything else: never by the path, which may lead elsewhere by now. `cwd` must outlive the spawn.
-pub(super) fn enter_cwd(command: &mut tokio::process::Command, cwd: &SessionCwd) {
-    use std::os::fd::AsRawFd;
-    let fd = cwd.as_fd().as_raw_fd();
-    // SAFETY: the closure runs between fork and exec and makes one async-signal-safe syscall (fchdir) on a
-    // descriptor that stays open until the spawn returns (the caller holds `cwd`); it allocates nothing.
-    unsafe {
-        command.pre_exec(move || match libc::fchdir(fd) {
-            0 => Ok(()),
-            _ => Err(io::Error::last_os_error()),
-        });
-    }
-}
-
 /// Records the live group `pgid` durably, so that a daemon killed before the call ends kills it at its next start.
 /// A failure is logged and the command goes on: the group still dies with the call, and its leader with the
 /// daemon.

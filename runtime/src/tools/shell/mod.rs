@@ -6,8 +6,8 @@
 //! run offers stdin, and `/dev/null` otherwise, so a command that reads input never waits for nothing.
 //!
 //! Every command runs in the kernel sandbox ([`crate::sandbox`]): the rules are prepared on a blocking thread
-//! before the spawn and entered between fork and exec, `TMPDIR` is the run's temp dir, and the process group is
-//! recorded durably while it lives. A sandbox that cannot be enforced refuses the command (`denied`).
+//! before the spawn and entered between clone and exec ([`crate::sandbox::spawn`]), `TMPDIR` is the run's temp
+//! dir, and the process group is recorded durably while it lives. A sandbox that cannot be enforced refuses the command (`denied`).
 //!
 //! When the shell exits, whatever it left in its group (background jobs) is killed too: a tool call must not
 //! leave processes behind, and one holding our pipes open would otherwise keep the call from ending.
@@ -17,7 +17,7 @@ mod confine;
 mod process_group;
 
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{ChildStdin, Command};
+use tokio::net::unix::pipe;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::{PersistedToolResult, ToolResultStatus};
 use troupe_protocol::types::tool_output::{OutputChannel, OutputStream};
@@ -39,7 +39,7 @@ use super::error::ToolError;
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::changes::shell::SnapshotPhase;
-use crate::sandbox::PreparedSandbox;
+use crate::sandbox::ToolCommand;
 use crate::tool_stdin::StdinReceiver;
 
 const NAME: &str = "shell";
@@ -185,33 +185,25 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         changes.snapshot_shell(&cwd, &sandbox, SnapshotPhase::Before).await;
     }
 
-    let mut shell = Command::new("/bin/sh");
+    let mut shell = ToolCommand::new("/bin/sh");
     shell
         .arg("-c")
         .arg(command)
         // Only the allowlisted variables of the daemon's environment and those `[sandbox] env` lists: whatever
         // secrets the daemon's own environment holds stay out of the model's reach.
-        .env_clear()
         .envs(sandbox.tool_environment())
         .env("TMPDIR", temp_dir.path())
         .env("TMP", temp_dir.path())
         .env("TEMP", temp_dir.path())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // If this future is dropped, tokio kills and reaps the shell; `ProcessGroup` kills the rest.
-        .kill_on_drop(true);
-    // The child leads a new session (and so its own process group) from `setsid` between fork and exec.
-    // Spawned from this runtime thread, which outlives the child: PR_SET_PDEATHSIG fires when the forking
-    // thread ends.
-    // Into the folder opened and verified above, by its descriptor: first, before the sandbox's own setup.
-    confine::enter_cwd(&mut shell, &session_cwd);
+        .piped_stdin(stdin.is_some())
+        // Into the folder opened and verified above, by its descriptor: first, before the sandbox's own setup.
+        .cwd_descriptor(session_cwd.as_fd());
+    // The child leads a new session (and so its own process group) from `setsid` between clone and exec, and is
+    // killed and reaped if this future is dropped (`ProcessGroup` kills the rest). Spawned from this runtime
+    // thread, which outlives the child: PR_SET_PDEATHSIG fires when the spawning thread ends.
     let confined = prepared.is_some();
-    match prepared {
-        Some(prepared) => prepared.install(&mut shell),
-        None => PreparedSandbox::install_death_signal(&mut shell),
-    }
-    let spawned = shell.spawn();
+    let spawned = shell.spawn(prepared);
+    drop(shell);
     drop(session_cwd);
     let mut child = match spawned {
         Ok(child) => child,
@@ -221,15 +213,13 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
             return results::error(format!("could not start /bin/sh in {}{inside}: {error}", cwd.display()));
         }
     };
-    let (Some(pid), Some(stdout), Some(stderr)) = (child.id(), child.stdout.take(), child.stderr.take()) else {
-        // Unreachable with the piped configuration above; reported rather than trusted.
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        // Unreachable: every tool process gets both pipes.
         let _ = child.start_kill();
         return results::error("the shell started without its pipes");
     };
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        let _ = child.start_kill();
-        return results::error(format!("process id {pid} does not fit a pid_t"));
-    };
+    // The shell leads its session and so its process group.
+    let pgid = child.id();
     let mut group = ProcessGroup::new(pgid);
     // Recorded while the command runs rather than before: the two fsyncs of the record would otherwise come on top
     // of every command's time. The leader is reaped only once the record is written, so that its start time (read
@@ -327,7 +317,7 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
 /// Writes run input to the child until end of input. A closed queue is end of input too, since nobody can
 /// send more; a child that stopped reading ends the forwarding quietly. Each input counts against the queue's bound
 /// until it is written (it is dropped after the write).
-async fn forward_stdin(writer: Option<ChildStdin>, input: Option<StdinReceiver>) {
+async fn forward_stdin(writer: Option<pipe::Sender>, input: Option<StdinReceiver>) {
     let (Some(mut writer), Some(mut input)) = (writer, input) else {
         return;
     };
