@@ -11,8 +11,8 @@
 //! and reaps, and signals go through it. Dropping a [`ToolProcess`] that was not reaped kills and reaps it.
 //!
 //! While the child shares the daemon's memory, the daemon's signal handlers must not run in it: the spawning
-//! thread blocks every signal around the clone, and the child sets every handled signal back to its default
-//! before it unblocks them for the command (as `std` does, `SIGPIPE` too, which Rust programs ignore).
+//! thread blocks every signal around the clone, and the child sets every signal back to its default action before it
+//! unblocks them for the command (so the command inherits nothing the daemon ignores either, `SIGPIPE` included).
 //!
 //! Like `PR_SET_PDEATHSIG`, the child is tied to the *thread* that spawned it: spawn from a thread that lives as
 //! long as the daemon (a runtime worker, not a `spawn_blocking` thread).
@@ -484,27 +484,54 @@ fn set_up_and_exec(child: &ChildArgs<'_>) -> io::Result<Infallible> {
     Err(io::Error::last_os_error())
 }
 
-/// Sets every signal the daemon handles back to its default action, and `SIGPIPE` too (ignored by Rust programs,
-/// which a command must not inherit): a handler of the daemon's must never run in the child, which shares its
-/// memory until exec. This child has its own copy of the dispositions (no `CLONE_SIGHAND`).
+/// The kernel's `struct sigaction` (x86-64 and arm64 alike), for `rt_sigaction` itself: the C library's wrapper
+/// refuses the signals it reserves (32 and 33), which a daemon may inherit ignored all the same.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Sets every signal back to its default action: a handler of the daemon's must never run in the child, which
+/// shares its memory until exec, and the command must not inherit what the daemon ignores (`SIGPIPE`, ignored by
+/// every Rust program; `SIGHUP` under `nohup`). This child has its own copy of the dispositions (no
+/// `CLONE_SIGHAND`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn reset_signal_dispositions() {
+    let default = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: rt_sigaction with a valid kernel sigaction of this frame, no old action asked, and the size of
+        // the kernel's sigset (8 bytes); a signal that cannot be changed answers an error, which is ignored.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                &default as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+}
+
+/// Elsewhere the kernel's struct differs: the C library's `sigaction`, which cannot reach the signals it reserves.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn reset_signal_dispositions() {
     for signal in 1..libc::SIGRTMAX() {
         if signal == libc::SIGKILL || signal == libc::SIGSTOP {
             continue;
         }
-        // SAFETY: sigaction is plain data; sigaction only writes it.
-        let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: queries the disposition into a local; a signal the C library reserves answers EINVAL.
-        if unsafe { libc::sigaction(signal, std::ptr::null(), &mut current) } != 0 {
-            continue;
+        // SAFETY: a zeroed sigaction is SIG_DFL with no flags and an empty mask; sets this child's own disposition.
+        unsafe {
+            let default: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(signal, &default, std::ptr::null_mut());
         }
-        if current.sa_sigaction == libc::SIG_DFL || (current.sa_sigaction == libc::SIG_IGN && signal != libc::SIGPIPE) {
-            continue;
-        }
-        // SAFETY: a zeroed sigaction is SIG_DFL with no flags and an empty mask.
-        let default: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: sets this child's own disposition from a local.
-        unsafe { libc::sigaction(signal, &default, std::ptr::null_mut()) };
     }
 }
 
