@@ -144,6 +144,15 @@ impl NatsServer {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// How many subscriptions the server holds on exactly `subject` (its monitoring endpoint's `/subsz`), to tell
+    /// that a follow let go of its subscription; `None` when the server does not answer.
+    pub fn subscriptions_to(&self, subject: &str) -> Option<usize> {
+        let body = monitor_get(self.monitor_port, "/subsz?subs=1&limit=1000000")?;
+        let answer: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let listed = answer["subscriptions_list"].as_array().map(Vec::as_slice).unwrap_or_default();
+        Some(listed.iter().filter(|subscription| subscription["subject"] == subject).count())
+    }
+
     /// Waits until `/healthz` answers `ok` (JetStream enabled and in contact with its meta leader).
     pub fn wait_healthy(&mut self) {
         if let Err(log) = self.healthy_or_exited() {
@@ -268,4 +277,15 @@ fn healthz_ok(monitor_port: u16) -> bool {
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
     answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200")
+}
+
+/// The body of the monitoring endpoint's answer to `GET path`; `None` when it does not answer 200.
+fn monitor_get(monitor_port: u16, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], monitor_port).into(), Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    (head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200")).then(|| body.to_owned())
 }

@@ -26,6 +26,7 @@ mod cli_words;
 mod cluster;
 mod cluster_console;
 mod cluster_follow;
+mod cluster_named_output;
 mod cluster_nats_down;
 mod cluster_output;
 mod cluster_presence;

@@ -35,9 +35,9 @@ use crate::error::EngineError;
 /// Bytes of stored events the follower reads and offers at a time while it catches up.
 const REPLAY_CHUNK_BYTES: usize = 256 * 1024;
 /// How often a follower with nothing to deliver looks whether its subscription closed.
-const CLOSED_POLL: Duration = Duration::from_millis(500);
-/// How long a remote subscription's reply waits for its live output's follow to be in place.
-const OUTPUT_READY_WITHIN: Duration = Duration::from_secs(2);
+pub(super) const CLOSED_POLL: Duration = Duration::from_millis(500);
+/// How long a remote subscription's reply (of events or of one call's output) waits for its live output's follow to be in place.
+pub(super) const OUTPUT_READY_WITHIN: Duration = Duration::from_secs(2);
 
 impl Engine {
     /// Subscribes `ctx` to `params.session_id`, which another node hosts, from the cluster's replica of its log.
@@ -96,7 +96,7 @@ impl Engine {
 }
 
 /// Runs `read` on a blocking thread (the replica's calls block); its refusal in the engine's words.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     session_id: &str,
     read: impl FnOnce() -> Result<T, ReplicaError> + Send + 'static,
 ) -> Result<T, EngineError> {

@@ -1,6 +1,7 @@
 //! `tool_output.read`: bytes of a loud tool call's stored whole output (`PersistedToolResult.output_ref`); and
 //! `tool_output.subscribe`/`tool_output.unsubscribe`, named subscriptions to one call's live output (served by the
-//! session actor, `session_actor::named_output`; the connection keeps the sinks and bounds their number).
+//! session actor, `session_actor::named_output`, or in a cluster, for a session another node hosts, by this node:
+//! `engine::remote_named_follow`; the connection keeps the sinks and bounds their number).
 //!
 //! The session is looked up in the supervisor's index (an unknown id is `session_not_found`, and only a known id,
 //! a UUID, becomes a path); the file is read on a blocking thread, at most
@@ -20,6 +21,7 @@ use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::stored_output::{StoredOutputError, read_stored_output};
 
 use super::Engine;
+use super::remote_named_output::NamedTarget;
 use crate::error::EngineError;
 use crate::session_actor::SubscribeToolOutput;
 use crate::session_supervisor::IndexedMeta;
@@ -91,6 +93,20 @@ impl Engine {
                 from_offset,
             })
             .await;
+        let subscribed = match subscribed {
+            // In a cluster, another node's session is served here (`engine/remote_named_follow.rs`).
+            Err(refused @ EngineError::SessionHostedElsewhere { .. }) => {
+                let target = NamedTarget {
+                    session_id,
+                    tool_call_id,
+                    subscription_id: subscription_id.clone(),
+                    stream,
+                    from_offset,
+                };
+                self.subscribe_remote_tool_output(sink, target, refused).await
+            }
+            subscribed => subscribed,
+        };
         match subscribed {
             Ok(running) => Ok(ToolOutputSubscribeResult { subscription_id, running }),
             Err(error) => {

@@ -265,7 +265,9 @@ impl actix::Handler<SubscribeToolOutput> for super::SessionActor {
     type Result = Result<bool, crate::error::EngineError>;
 
     fn handle(&mut self, message: SubscribeToolOutput, _: &mut actix::Context<Self>) -> Self::Result {
-        self.last_request = std::time::Instant::now();
+        // A session that could not be opened here (in a cluster: another node hosts it) says why, as for every
+        // request, rather than that it knows no such call.
+        self.ready_state()?;
         let SubscribeToolOutput { sink, subscription_id, tool_call_id, stream, from_offset } = message;
         let request = NamedRequest { sink, subscription_id, tool_call_id: tool_call_id.clone(), stream, from_offset };
         self.tool_output.subscribe_named(&self.session_id, request).ok_or_else(|| {

@@ -27,7 +27,8 @@ use crate::types::runtime::ClientInfo;
 
 /// Methods never forwarded: what they open or change belongs to the connection they came on (its handshake, its
 /// event and output subscriptions, its presence), or depends on what that connection proved (`console.login_code`).
-/// Forwarded, they would act on the owner's forwarding connection instead, out of the client's reach.
+/// Forwarded, they would act on the owner's forwarding connection instead, out of the client's reach. The engine
+/// serves `events.subscribe` and `tool_output.subscribe` for another node's session itself, from the cluster.
 pub const NOT_FORWARDED: &[&str] = &[
     method::Handshake::NAME,
     method::EventsSubscribe::NAME,
