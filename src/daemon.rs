@@ -149,6 +149,7 @@ pub async fn start(options: DaemonOptions) -> anyhow::Result<RunningDaemon> {
                     store_after_bytes: config.tools.max_output_bytes as u64,
                     max_stored_bytes: config.tools.max_stored_output_bytes,
                 },
+                batch_linger: Duration::from_millis(config.limits.batch_linger_ms),
             },
             session_threads,
             artifact_grace: Duration::from_secs(config.limits.artifact_grace_secs),

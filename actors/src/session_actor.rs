@@ -150,6 +150,10 @@ pub struct SessionActor {
     reader: Option<Arc<dyn EventReader>>,
     /// The path of events to the log: sequences, batches, durability waiters, poisoning (`write_lane`).
     lane: WriteLane<Box<dyn EventStore>>,
+    /// The timer that starts a batch for events nobody waits for within `limits.batch_linger` (`commit.rs`).
+    linger: Option<SpawnHandle>,
+    /// Whether a queued event is waited for: the next batch starts as soon as none is being written.
+    urgent_batch: bool,
     /// Live subscribers, offered every committed event, and replaying ones (`subscribers`).
     subscribers: Subscribers,
     /// The actor of the active run, if this actor started it.
@@ -201,6 +205,8 @@ impl SessionActor {
             tail: EventTail::default(),
             reader: None,
             lane: WriteLane::unopened(),
+            linger: None,
+            urgent_batch: false,
             subscribers: Subscribers::default(),
             run_actor: None,
             tool_output: ToolOutputStreams::default(),

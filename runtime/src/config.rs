@@ -22,6 +22,7 @@
 //! max_input_bytes = 1048576
 //! ping_interval_secs = 15
 //! artifact_grace_secs = 3600
+//! batch_linger_ms = 1                # how long a run's tool events may wait to share an fdatasync
 //! [permissions]
 //! default_mode = "auto_approve"   # the mode every tree starts in, and returns to at a restart (or "ask", ...)
 //! rules = [
@@ -55,6 +56,9 @@ use troupe_protocol::types::approval::PermissionAction;
 
 use crate::error::RuntimeError;
 use crate::policy::Effect;
+
+/// The largest `[limits] batch_linger_ms`: longer, a subscriber would see a run's output visibly late.
+pub const MAX_BATCH_LINGER_MS: u64 = 100;
 
 /// The smallest `[limits] reply_budget_bytes`: below it a connection could not build even a small reply page
 /// without waiting for another.
@@ -309,6 +313,12 @@ pub struct Limits {
     /// Seconds an artifact (`<data_dir>/artifacts/`) that no session names is kept after it was written, before
     /// it is collected: a file is stored before the event naming it is appended. Tests set it to 0.
     pub artifact_grace_secs: u64,
+    /// Milliseconds a run's events that nothing waits for (a model attempt's start, a tool call's start, progress and
+    /// result; not text deltas)
+    /// may wait for company before their batch is written, when none is being written: a quick tool turn and the
+    /// next turn's commit then share one `fdatasync`. Subscribers see those events up to this much later. 0 writes
+    /// each at once; at most [`MAX_BATCH_LINGER_MS`].
+    pub batch_linger_ms: u64,
 }
 
 impl Limits {
@@ -338,6 +348,7 @@ impl Default for Limits {
             max_input_bytes: None,
             ping_interval_secs: 15,
             artifact_grace_secs: 3600,
+            batch_linger_ms: 1,
         }
     }
 }
@@ -412,6 +423,9 @@ fn validation_problems(config: &mut Config) -> Vec<String> {
         if value == 0 {
             problems.push(format!("{key} must be greater than 0"));
         }
+    }
+    if limits.batch_linger_ms > MAX_BATCH_LINGER_MS {
+        problems.push(format!("limits.batch_linger_ms must be at most {MAX_BATCH_LINGER_MS}"));
     }
     if limits.reply_budget_bytes < MIN_REPLY_BUDGET_BYTES {
         problems.push(format!("limits.reply_budget_bytes must be at least {MIN_REPLY_BUDGET_BYTES} (64 KiB)"));
@@ -620,6 +634,7 @@ artifact_grace_secs = 0
                 max_input_bytes: None,
                 ping_interval_secs: 15,
                 artifact_grace_secs: 0,
+                batch_linger_ms: 1,
             }
         );
     }
@@ -633,6 +648,14 @@ artifact_grace_secs = 0
             let error = parse_text(bad).unwrap_err().to_string();
             assert!(error.contains("limits.max_input_bytes"), "{error}");
         }
+    }
+
+    #[test]
+    fn the_batch_linger_defaults_to_a_millisecond_and_is_bounded() {
+        assert_eq!(parse_text("").unwrap().limits.batch_linger_ms, 1);
+        assert_eq!(parse_text("[limits]\nbatch_linger_ms = 0\n").unwrap().limits.batch_linger_ms, 0);
+        let error = parse_text("[limits]\nbatch_linger_ms = 101\n").unwrap_err().to_string();
+        assert!(error.contains("limits.batch_linger_ms must be at most 100"), "{error}");
     }
 
     #[test]

@@ -142,3 +142,43 @@ async fn model_requests_and_their_errors_are_counted_by_provider_and_kind() {
     expect(r#"troupe_runs_ended_total{outcome="completed"}"#, 1.0);
     expect(r#"troupe_runs_ended_total{outcome="failed"}"#, 1.0);
 }
+
+/// A run's quick tool turns share their `fdatasync`s: what a tool call and the next request make (its start, its
+/// result, the next attempt's start), which nothing waits for, waits for the next turn's commit and is written with
+/// it (`[limits] batch_linger_ms`, long here so that a loaded machine cannot split a turn). Each turn had four
+/// batches of its own before.
+#[tokio::test]
+async fn a_quick_tool_turn_shares_one_fsync_with_the_next_turns_commit() {
+    let tool_turns = 9;
+    let mut turns: Vec<serde_json::Value> =
+        (0..tool_turns).map(|_| json!({"tool_calls": [{"tool": "list_dir", "arguments": {}}]})).collect();
+    turns.push(json!({"text": "listed"}));
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        config_toml: Some("[limits]\nbatch_linger_ms = 100\n".to_owned()),
+        ..DaemonSetup::default()
+    });
+    let (client, mut deliveries) = daemon.client().await;
+    connect_script(&client, daemon.data_path(), json!({ "turns": turns })).await;
+    let session_id = daemon.create_session(&client).await.session_id;
+    set_mode(&client, &session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    within("subscribe", client.subscribe(&session_id, None)).await.expect("subscribe");
+    let log = daemon.data_path().join("sessions").join(&session_id).join("events.jsonl");
+    let lines_before = std::fs::read_to_string(&log).expect("the log").lines().count() as f64;
+    let before = eventually_value(&daemon, "troupe_events_appended_total", lines_before).await;
+    let fsyncs_before = value(&before, "troupe_event_log_fsync_duration_seconds_count");
+
+    start_run(&client, &session_id, selection_of("default", "local/scripted"), "list it again and again").await;
+    let events = events_until(&mut deliveries, is_terminal).await;
+    assert!(matches!(events.last().map(|event| &event.payload), Some(EventPayload::RunCompleted { .. })), "{events:?}");
+    let results = events.iter().filter(|event| matches!(event.payload, EventPayload::ToolCallTerminated { .. }));
+    assert_eq!(results.count(), tool_turns);
+
+    let lines = std::fs::read_to_string(&log).expect("the log").lines().count() as f64;
+    let after = eventually_value(&daemon, "troupe_events_appended_total", lines).await;
+    let fsyncs = value(&after, "troupe_event_log_fsync_duration_seconds_count") - fsyncs_before;
+    // `run_started`, then one batch per tool turn (the turn's commit with the previous call's events), then the
+    // last turn with the run's end: one more for a first attempt's start that found the lane idle.
+    let most = (tool_turns + 3) as f64;
+    // With `batch_linger_ms = 0` this run takes 39.
+    assert!(fsyncs <= most, "{fsyncs} fsyncs for {} events of {tool_turns} tool turns", lines - lines_before);
+}

@@ -86,6 +86,7 @@ unexpected_messages!(FakeSession {
     CancelActiveRun => Result<bool, EngineError>,
     AppendRunEvent => Result<u64, EngineError>,
     AppendTrackedRunEvent => Result<TrackedEvent, EngineError>,
+    WriteBatchNow => (),
     RunOutput => (),
     PromotePendingInputs => Result<Vec<crate::ports::session::PromotedInput>, EngineError>,
     EndToolFreeTurn => Result<TurnEnd, EngineError>,

@@ -33,6 +33,7 @@ recipients! {
         cancel_active_run: CancelActiveRun,
         append_run_event: AppendRunEvent,
         append_tracked_run_event: AppendTrackedRunEvent,
+        write_batch_now: WriteBatchNow,
         run_output: RunOutput,
         promote_pending_inputs: PromotePendingInputs,
         end_tool_free_turn: EndToolFreeTurn,
@@ -140,6 +141,13 @@ pub struct AppendRunEvent {
     pub payload: EventPayload,
     pub until: Until,
 }
+
+/// Sent by the run before it waits on a [`TrackedEvent`]'s receiver (a tool call's start, before the call's first
+/// chunk of output): the batch holding the event starts now instead of waiting for company
+/// (`session_actor/commit.rs`).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WriteBatchNow;
 
 /// Sent by the run: appends one of its events and replies as soon as it is accepted, with a receiver that resolves
 /// once it is durable. Awaiting the reply fixes the event's place in the log before anything the run sends later;

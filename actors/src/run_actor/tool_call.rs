@@ -18,7 +18,8 @@ use super::progress::ProgressRecorder;
 use super::{RunLoop, tool_result};
 use crate::error::EngineError;
 use crate::plugin_tools::{CallIdentity, ToolRef};
-use crate::ports::session::{AppendTrackedRunEvent, RunOutput};
+use crate::ports::SessionPort;
+use crate::ports::session::{AppendTrackedRunEvent, RunOutput, WriteBatchNow};
 
 /// A tool call that ran at least this long looks for data dirs that appeared meanwhile before its result is masked.
 const REFRESH_SECRETS_AFTER: Duration = Duration::from_millis(250);
@@ -120,7 +121,7 @@ impl RunLoop {
                 () = &mut abandon => break abandoned(&call.tool, &call.tool_call_id),
                 Some(chunk) = output.recv() => {
                     if let Some(chunk) = masks.mask(chunk) {
-                        wait_until_started(&mut started).await;
+                        wait_until_started(&self.setup.session, &mut started).await;
                         self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
                     }
                 }
@@ -132,7 +133,7 @@ impl RunLoop {
         }
         rest.extend(masks.finish());
         for chunk in rest {
-            wait_until_started(&mut started).await;
+            wait_until_started(&self.setup.session, &mut started).await;
             self.forward_output(&mut progress, &call.tool_call_id, chunk).await;
         }
         *self.control.stdin.lock() = None;
@@ -216,8 +217,10 @@ fn abandoned(tool: &str, tool_call_id: &str) -> PersistedToolResult {
 }
 
 /// Waits once for the `tool_call_started` event to be durable (a later call returns at once).
-async fn wait_until_started(started: &mut Option<oneshot::Receiver<Result<(), EngineError>>>) {
+async fn wait_until_started(session: &SessionPort, started: &mut Option<oneshot::Receiver<Result<(), EngineError>>>) {
     if let Some(durable) = started.take() {
+        // The start may be waiting for company in the session's next batch: it is wanted now.
+        session.do_send(WriteBatchNow);
         // A failure here means the session stopped; the next durable point of the run notices it.
         let _ = durable.await;
     }

@@ -3,6 +3,14 @@
 //! is written at a time, on a log writer thread (`log_writers`), with one `write` and one `fdatasync`; a durable
 //! batch is published (`commit`) to the tail, the live subscribers and the waiting requests, in that order. A
 //! failed write poisons the lane and stops the actor.
+//!
+//! An event somebody waits for starts its batch at once (unless one is being written: it joins the next). A run's
+//! events that nothing waits for (`Start::Soon`: a model attempt started, a tool call started, its progress and
+//! its result; not text deltas, which a watcher waits for) may wait up to `[limits] batch_linger_ms` (1 ms by
+//! default) for company when no batch is being written: a tool turn's events and the next turn's durable commit
+//! then share one `fdatasync` instead of four. The bound is how much later a subscriber may see them; a crash in
+//! that window loses only events nobody was told were durable. A run about to wait on such an event (a tool call's
+//! start, before its first output) asks for the batch at once (`WriteBatchNow`).
 
 use actix::prelude::*;
 use bytestring::ByteString;
@@ -18,14 +26,37 @@ use super::{Phase, SessionActor};
 use crate::error::EngineError;
 use crate::log_writers::Written;
 
+/// When an accepted event's batch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Start {
+    /// At once, or right after the batch being written.
+    Now,
+    /// Within the linger, or sooner with a later event that starts one now.
+    Soon,
+}
+
 impl SessionActor {
-    /// Accepts an event: assigns its `seq`, encodes it once, applies it, and queues it for the next batch.
+    /// Accepts an event: assigns its `seq`, encodes it once, applies it, and queues it for a batch that starts now
+    /// (or right after the one being written).
     pub(super) fn append(
         &mut self,
         ctx: &mut Context<Self>,
         run_id: Option<String>,
         origin: Option<Origin>,
         payload: EventPayload,
+    ) -> Result<u64, EngineError> {
+        self.append_starting(ctx, run_id, origin, payload, Start::Now)
+    }
+
+    /// [`append`](Self::append), with when its batch starts: [`Start::Soon`] for a run's events that nothing waits
+    /// to be durable.
+    pub(super) fn append_starting(
+        &mut self,
+        ctx: &mut Context<Self>,
+        run_id: Option<String>,
+        origin: Option<Origin>,
+        payload: EventPayload,
+        start: Start,
     ) -> Result<u64, EngineError> {
         let seq = self.lane.next_seq();
         if seq == 1 {
@@ -68,9 +99,40 @@ impl SessionActor {
             });
             self.stored_outputs.forget(tool_call_id);
         }
-        self.write_next_batch(ctx);
+        match start {
+            Start::Now => {
+                self.urgent_batch = true;
+                self.write_next_batch(ctx);
+            }
+            Start::Soon => self.write_batch_soon(ctx),
+        }
         self.follow_producer_messages(ctx, &event);
         Ok(seq)
+    }
+
+    /// Starts a batch within the linger unless one is due already or being written (its completion decides then).
+    /// An event that starts a batch now takes the queued events with it and cancels the timer.
+    fn write_batch_soon(&mut self, ctx: &mut Context<Self>) {
+        if self.limits.batch_linger.is_zero() {
+            self.urgent_batch = true;
+            return self.write_next_batch(ctx);
+        }
+        if self.linger.is_some() || self.lane.store().is_none() {
+            return;
+        }
+        self.linger = Some(ctx.run_later(self.limits.batch_linger, |actor, ctx| {
+            actor.linger = None;
+            actor.write_next_batch(ctx);
+        }));
+    }
+
+    /// After a batch came back: the next one starts at once if a queued event is waited for, else within the linger.
+    fn write_after_batch(&mut self, ctx: &mut Context<Self>) {
+        if self.urgent_batch {
+            self.write_next_batch(ctx);
+        } else if self.lane.has_queued() {
+            self.write_batch_soon(ctx);
+        }
     }
 
     /// Runs `accept`, which appends events, without starting a batch before it returns; then the events go to the
@@ -93,10 +155,15 @@ impl SessionActor {
         self.lane.when_durable(seq)
     }
 
-    /// Hands the queued events to a log writer thread (`log_writers`) unless a batch is already being written.
+    /// Hands the queued events to a log writer thread (`log_writers`) unless a batch is already being written (then
+    /// they go right after it).
     pub(super) fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
         // Nothing while a batch is in flight (its completion starts the next one), held, or nothing is queued.
         let Some((store, batch)) = self.lane.take_batch() else { return };
+        self.urgent_batch = false;
+        if let Some(linger) = self.linger.take() {
+            ctx.cancel_future(linger);
+        }
         let write = crate::log_writers::write(store, batch);
         ctx.spawn(write.into_actor(self).map(|written, actor, ctx| match written {
             Ok(Written { store, batch, outcome: Ok(()) }) => {
@@ -109,7 +176,7 @@ impl SessionActor {
                 }
                 actor.commit(durable.entries);
                 actor.maybe_snapshot(ctx);
-                actor.write_next_batch(ctx);
+                actor.write_after_batch(ctx);
             }
             Ok(Written { outcome: Err(RuntimeError::Replica(error)), .. }) => {
                 actor.poison(ctx, EngineError::replica(&actor.session_id, error))

@@ -299,9 +299,12 @@ impl Drop for SessionActor {
 impl Handler<Drain> for SessionActor {
     type Result = ResponseActFuture<Self, Result<(), EngineError>>;
 
-    fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, _: Drain, ctx: &mut Context<Self>) -> Self::Result {
         let last_accepted = self.lane.next_seq().saturating_sub(1);
         let durable = self.when_durable(last_accepted);
+        // Events waiting for company in the next batch are written now.
+        self.urgent_batch = true;
+        self.write_next_batch(ctx);
         Box::pin(async move { durable.await.unwrap_or(Ok(())) }.into_actor(self).then(|drained, actor, _| {
             // The daemon is stopping, and its session threads stop without running `stopped`: the metadata cache is
             // written here, and waited for, so the next start finds it current instead of reading every log that

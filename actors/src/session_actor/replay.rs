@@ -34,6 +34,9 @@ pub struct SessionLimits {
     pub tail_bytes: usize,
     /// When and how much of a loud tool call's whole output is stored for its result's `output_ref`.
     pub stored_output: super::StoredOutputLimits,
+    /// How long a run's events that nothing waits for may wait for company before their batch starts
+    /// (`[limits] batch_linger_ms`; `commit.rs`).
+    pub batch_linger: std::time::Duration,
 }
 
 /// The newest committed events, bounded by their bytes (always at least the last one).

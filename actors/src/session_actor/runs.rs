@@ -13,10 +13,12 @@ use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, StdinRefused};
 use troupe_runtime::tools::StdinInput;
 
 use super::SessionActor;
+use super::commit::Start;
 use super::tool_output::OutputChunkRef;
 use crate::error::EngineError;
 use crate::ports::session::{
-    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, RunOutput, StartDelegatedRun, StartRun, TrackedEvent, Until,
+    AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, RunOutput, StartDelegatedRun, StartRun, TrackedEvent,
+    Until, WriteBatchNow,
 };
 use crate::run_actor::{CancelRun, RunActor, RunSetup, WriteToolStdin};
 use troupe_runtime::live_output_share::SharedOutput;
@@ -234,12 +236,24 @@ impl SessionActor {
         message: AppendRunEvent,
         ctx: &mut Context<Self>,
     ) -> ResponseFuture<Result<u64, EngineError>> {
-        let accepted = self
-            .require_active_run(&message.run_id)
-            .and_then(|()| self.append(ctx, Some(message.run_id), message.origin, message.payload));
-        match (message.until, accepted) {
-            (Until::Durable, accepted) => self.durable_reply(accepted.map(|seq| (seq, seq))),
-            (Until::Accepted, accepted) => Box::pin(std::future::ready(accepted)),
+        let accepted = self.require_active_run(&message.run_id);
+        match message.until {
+            Until::Durable => {
+                let accepted =
+                    accepted.and_then(|()| self.append(ctx, Some(message.run_id), message.origin, message.payload));
+                self.durable_reply(accepted.map(|seq| (seq, seq)))
+            }
+            Until::Accepted => {
+                // Text is what a watcher waits for: a delta goes with the next batch, never waits for company.
+                let start = match message.payload {
+                    EventPayload::TextDelta { .. } | EventPayload::ReasoningDelta { .. } => Start::Now,
+                    _ => Start::Soon,
+                };
+                let accepted = accepted.and_then(|()| {
+                    self.append_starting(ctx, Some(message.run_id), message.origin, message.payload, start)
+                });
+                Box::pin(std::future::ready(accepted))
+            }
         }
     }
 }
@@ -249,8 +263,18 @@ impl Handler<AppendTrackedRunEvent> for SessionActor {
 
     fn handle(&mut self, message: AppendTrackedRunEvent, ctx: &mut Context<Self>) -> Self::Result {
         self.require_active_run(&message.run_id)?;
-        let seq = self.append(ctx, Some(message.run_id), None, message.payload)?;
+        // Nothing waits for it but the call's first chunk of output, which may wait the linger too.
+        let seq = self.append_starting(ctx, Some(message.run_id), None, message.payload, Start::Soon)?;
         Ok(TrackedEvent { seq, durable: self.when_durable(seq) })
+    }
+}
+
+impl Handler<WriteBatchNow> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: WriteBatchNow, ctx: &mut Context<Self>) {
+        self.urgent_batch = true;
+        self.write_next_batch(ctx);
     }
 }
 

@@ -95,6 +95,12 @@ impl Handler<AppendTrackedRunEvent> for FakeSession {
     }
 }
 
+impl Handler<WriteBatchNow> for FakeSession {
+    type Result = ();
+
+    fn handle(&mut self, _: WriteBatchNow, _: &mut Context<Self>) {}
+}
+
 impl Handler<EndToolFreeTurn> for FakeSession {
     type Result = Result<TurnEnd, EngineError>;
 
