@@ -8,10 +8,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::session::PermissionMode;
 
 use super::cluster::Loopback;
 use super::cluster_follow::listed_on;
+use super::cluster_output::shell_session;
 use super::support::*;
 
 /// A 64-byte line: 256 of them are 16 KiB, which the hosting node records as one durable `tool_call_progress`
@@ -47,13 +47,7 @@ async fn a_named_subscription_on_another_node_gets_the_snapshot_deltas_and_end_a
     let a = cluster.node("a");
     let b = cluster.node("b");
     let (client_a, mut deliveries_a) = a.client().await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
-    let script = json!({"turns": [
-        {"tool_calls": [{"tool": "shell", "arguments": {"command": COMMAND}}]},
-        {"text": "done"}
-    ]});
-    connect_script(&client_a, cluster.dirs.path(), script).await;
-    set_mode(&client_a, &session_id, PermissionMode::Yolo).await;
+    let session_id = shell_session(&cluster, &client_a, COMMAND).await;
     within("subscribe on a", client_a.subscribe(&session_id, None)).await.expect("subscribe");
     let (client_b, _) = b.client().await;
     listed_on(&client_b, &session_id, "a").await;

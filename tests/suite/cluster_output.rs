@@ -69,6 +69,23 @@ impl Seen {
     }
 }
 
+/// A session in the cluster's project, created through `client`'s node, whose next `local/scripted` run calls
+/// `shell` with `command` (no approval asked), then answers text. Returns its id.
+pub(super) async fn shell_session(
+    cluster: &Loopback,
+    client: &troupe_protocol::client::Client,
+    command: &str,
+) -> String {
+    let session_id = create_session_in(client, &cluster.project).await.session_id;
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": command}}]},
+        {"text": "done"}
+    ]});
+    connect_script(client, cluster.dirs.path(), script).await;
+    set_mode(client, &session_id, PermissionMode::Yolo).await;
+    session_id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_on_another_node_is_sent_the_running_commands_output_after_its_started_event() {
     let cluster = Loopback::start();
@@ -76,13 +93,7 @@ async fn a_client_on_another_node_is_sent_the_running_commands_output_after_its_
     let a = cluster.node("a");
     let b = cluster.node("b");
     let (client_a, _) = a.client().await;
-    let session_id = create_session_in(&client_a, &project).await.session_id;
-    let script = json!({"turns": [
-        {"tool_calls": [{"tool": "shell", "arguments": {"command": COMMAND}}]},
-        {"text": "done"}
-    ]});
-    connect_script(&client_a, cluster.dirs.path(), script).await;
-    set_mode(&client_a, &session_id, PermissionMode::Yolo).await;
+    let session_id = shell_session(&cluster, &client_a, COMMAND).await;
     let (client_b, _) = b.client().await;
     listed_on(&client_b, &session_id, "a").await;
     start_run(&client_a, &session_id, selection_of("default", "local/scripted"), "go").await;
