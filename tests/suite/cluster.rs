@@ -182,7 +182,13 @@ async fn a_write_on_another_node_is_answered_by_the_node_that_hosts_the_session(
     let b = cluster.node("b");
     let (client_a, mut deliveries_a) = a.client().await;
     let (client_b, _) = b.client().await;
-    let session_id = create_session_in(&client_a, project).await.session_id;
+    let created = create_session_in(&client_a, project).await;
+    let session_id = created.session_id;
+    // The node that hosts it names itself too, at once: in the reply to the create and in its own listing.
+    assert_eq!(created.node.as_deref(), Some("a"), "the create's reply names the node");
+    let own = client_a.call::<method::SessionList>(SessionListParams::default()).await.expect("list on a");
+    let own = own.sessions.into_iter().find(|meta| meta.session_id == session_id).expect("a lists its session");
+    assert_eq!(own.node.as_deref(), Some("a"), "{own:?}");
     within("subscribe", client_a.subscribe(&session_id, None)).await.expect("subscribe");
 
     eventually_some("node b lists the session as node a's", WAIT, || async {

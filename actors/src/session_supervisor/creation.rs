@@ -57,6 +57,11 @@ impl SessionSupervisor {
                     detail: "the new session stopped while starting".into(),
                 })
             });
+            // The reply names the node that hosts the session, as its listing does (in a cluster).
+            let created = created.map(|mut meta| {
+                meta.node = meta.node.or_else(|| supervisor.own_node());
+                meta
+            });
             match &created {
                 Ok(meta) => supervisor.index_meta(meta.clone()),
                 Err(_) => {

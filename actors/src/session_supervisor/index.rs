@@ -176,7 +176,12 @@ impl SessionSupervisor {
         }
     }
 
-    pub(super) fn index_meta(&mut self, meta: SessionMeta) {
+    /// Indexes `meta`. A session without a node is this node's: in a cluster it is named so (`node`), whichever path
+    /// indexed it (created, reported, scanned from disk).
+    pub(super) fn index_meta(&mut self, mut meta: SessionMeta) {
+        if meta.node.is_none() {
+            meta.node = self.own_node();
+        }
         if !self.index.contains_key(&meta.session_id)
             && let Some(parent) = meta.origin.parent_session_id()
         {
