@@ -152,8 +152,6 @@ pub struct SessionActor {
     lane: WriteLane<Box<dyn EventStore>>,
     /// The timer that starts a batch for events nobody waits for within `limits.batch_linger` (`commit.rs`).
     linger: Option<SpawnHandle>,
-    /// Whether a queued event is waited for: the next batch starts as soon as none is being written.
-    urgent_batch: bool,
     /// Live subscribers, offered every committed event, and replaying ones (`subscribers`).
     subscribers: Subscribers,
     /// The actor of the active run, if this actor started it.
@@ -206,7 +204,6 @@ impl SessionActor {
             reader: None,
             lane: WriteLane::unopened(),
             linger: None,
-            urgent_batch: false,
             subscribers: Subscribers::default(),
             run_actor: None,
             tool_output: ToolOutputStreams::default(),

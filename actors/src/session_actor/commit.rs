@@ -5,7 +5,7 @@
 //! failed write poisons the lane and stops the actor.
 //!
 //! An event somebody waits for starts its batch at once (unless one is being written: it joins the next). A run's
-//! events that nothing waits for (`Start::Soon`: a model attempt started, a tool call started, its progress and
+//! events that nothing waits for (`write_lane::Start::Soon`: a model attempt started, a tool call started, its progress and
 //! its result; not text deltas, which a watcher waits for) may wait up to `[limits] batch_linger_ms` (1 ms by
 //! default) for company when no batch is being written: a tool turn's events and the next turn's durable commit
 //! then share one `fdatasync` instead of four. The bound is how much later a subscriber may see them; a crash in
@@ -21,19 +21,10 @@ use troupe_runtime::clock::now_rfc3339;
 use troupe_runtime::error::RuntimeError;
 use troupe_runtime::event_log::{self, LogEntry};
 
-use super::write_lane::Durability;
+use super::write_lane::{Durability, Start};
 use super::{Phase, SessionActor};
 use crate::error::EngineError;
 use crate::log_writers::Written;
-
-/// When an accepted event's batch starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Start {
-    /// At once, or right after the batch being written.
-    Now,
-    /// Within the linger, or sooner with a later event that starts one now.
-    Soon,
-}
 
 impl SessionActor {
     /// Accepts an event: assigns its `seq`, encodes it once, applies it, and queues it for a batch that starts now
@@ -80,7 +71,7 @@ impl SessionActor {
                 detail: "the session has no state".into(),
             });
         };
-        self.lane.enqueue(LogEntry { seq, json })?;
+        self.lane.enqueue(LogEntry { seq, json }, start)?;
         state.apply(&event);
         if state.runs.active.is_none() {
             // A terminal event ended the run; its actor stops by itself.
@@ -99,40 +90,25 @@ impl SessionActor {
             });
             self.stored_outputs.forget(tool_call_id);
         }
-        match start {
-            Start::Now => {
-                self.urgent_batch = true;
-                self.write_next_batch(ctx);
-            }
-            Start::Soon => self.write_batch_soon(ctx),
-        }
+        self.schedule_batch(ctx);
         self.follow_producer_messages(ctx, &event);
         Ok(seq)
     }
 
-    /// Starts a batch within the linger unless one is due already or being written (its completion decides then).
-    /// An event that starts a batch now takes the queued events with it and cancels the timer.
-    fn write_batch_soon(&mut self, ctx: &mut Context<Self>) {
-        if self.limits.batch_linger.is_zero() {
-            self.urgent_batch = true;
+    /// Starts the next batch now if the lane wants it now (or the linger is off), else within the linger, unless a
+    /// batch is being written (its completion schedules the next) or one is due already. A batch started now takes
+    /// the lingering events with it and cancels the timer.
+    pub(super) fn schedule_batch(&mut self, ctx: &mut Context<Self>) {
+        if self.lane.is_urgent() || self.limits.batch_linger.is_zero() {
             return self.write_next_batch(ctx);
         }
-        if self.linger.is_some() || self.lane.store().is_none() {
+        if !self.lane.has_queued() || self.linger.is_some() || self.lane.store().is_none() {
             return;
         }
         self.linger = Some(ctx.run_later(self.limits.batch_linger, |actor, ctx| {
             actor.linger = None;
             actor.write_next_batch(ctx);
         }));
-    }
-
-    /// After a batch came back: the next one starts at once if a queued event is waited for, else within the linger.
-    fn write_after_batch(&mut self, ctx: &mut Context<Self>) {
-        if self.urgent_batch {
-            self.write_next_batch(ctx);
-        } else if self.lane.has_queued() {
-            self.write_batch_soon(ctx);
-        }
     }
 
     /// Runs `accept`, which appends events, without starting a batch before it returns; then the events go to the
@@ -157,10 +133,9 @@ impl SessionActor {
 
     /// Hands the queued events to a log writer thread (`log_writers`) unless a batch is already being written (then
     /// they go right after it).
-    pub(super) fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
+    fn write_next_batch(&mut self, ctx: &mut Context<Self>) {
         // Nothing while a batch is in flight (its completion starts the next one), held, or nothing is queued.
         let Some((store, batch)) = self.lane.take_batch() else { return };
-        self.urgent_batch = false;
         if let Some(linger) = self.linger.take() {
             ctx.cancel_future(linger);
         }
@@ -176,7 +151,7 @@ impl SessionActor {
                 }
                 actor.commit(durable.entries);
                 actor.maybe_snapshot(ctx);
-                actor.write_after_batch(ctx);
+                actor.schedule_batch(ctx);
             }
             Ok(Written { outcome: Err(RuntimeError::Replica(error)), .. }) => {
                 actor.poison(ctx, EngineError::replica(&actor.session_id, error))

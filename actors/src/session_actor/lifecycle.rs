@@ -303,8 +303,8 @@ impl Handler<Drain> for SessionActor {
         let last_accepted = self.lane.next_seq().saturating_sub(1);
         let durable = self.when_durable(last_accepted);
         // Events waiting for company in the next batch are written now.
-        self.urgent_batch = true;
-        self.write_next_batch(ctx);
+        self.lane.want_now();
+        self.schedule_batch(ctx);
         Box::pin(async move { durable.await.unwrap_or(Ok(())) }.into_actor(self).then(|drained, actor, _| {
             // The daemon is stopping, and its session threads stop without running `stopped`: the metadata cache is
             // written here, and waited for, so the next start finds it current instead of reading every log that

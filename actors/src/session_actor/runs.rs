@@ -13,8 +13,8 @@ use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, StdinRefused};
 use troupe_runtime::tools::StdinInput;
 
 use super::SessionActor;
-use super::commit::Start;
 use super::tool_output::OutputChunkRef;
+use super::write_lane::Start;
 use crate::error::EngineError;
 use crate::ports::session::{
     AppendRunEvent, AppendTrackedRunEvent, CancelActiveRun, RunOutput, StartDelegatedRun, StartRun, TrackedEvent,
@@ -273,8 +273,8 @@ impl Handler<WriteBatchNow> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, _: WriteBatchNow, ctx: &mut Context<Self>) {
-        self.urgent_batch = true;
-        self.write_next_batch(ctx);
+        self.lane.want_now();
+        self.schedule_batch(ctx);
     }
 }
 

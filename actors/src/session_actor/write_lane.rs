@@ -12,6 +12,10 @@
 //! - **Durability in order.** A waiter for `seq` is answered only after a batch holding `seq` came back written, and
 //!   only when the caller says the batch was published ([`WriteLane::release_waiters`]): subscribers see an event
 //!   before the request that made it is answered.
+//! - **When a batch is wanted.** An event is queued with when its batch should start ([`Start`]): `Now` makes the
+//!   lane *urgent* (its next batch starts as soon as none is being written), `Soon` leaves it to the caller's
+//!   linger timer (`commit.rs`); a caller about to wait for a queued event makes it urgent ([`WriteLane::want_now`]).
+//!   Taking a batch ends the urgency.
 //! - **Poisoning.** After a failed write nothing more is written by this lane: waiters fail, the queue is dropped,
 //!   and the session restarts from what is on disk.
 //! - **Torn tail.** A store loaded with a torn last line (never acknowledged) cuts it at its first append; the lane
@@ -27,6 +31,15 @@ use tokio::sync::oneshot;
 use troupe_runtime::event_log::{EventStore, LogEntry};
 
 use crate::error::EngineError;
+
+/// When an accepted event's batch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// As soon as no batch is being written.
+    Now,
+    /// Within the session's linger, or sooner with an event that starts one now.
+    Soon,
+}
 
 /// A request's wait for its event: `Ok` once durable, the lane's error if it was poisoned first.
 pub(crate) type Durability = oneshot::Receiver<Result<(), EngineError>>;
@@ -52,6 +65,8 @@ pub(crate) struct WriteLane<S> {
     queued: Vec<LogEntry>,
     /// Set while events that must become durable together are accepted: no batch starts.
     holding: bool,
+    /// Whether a queued event wants its batch now (see [`Start`]).
+    urgent: bool,
     /// Requests waiting for their event's durability, in `seq` order.
     waiters: VecDeque<(u64, oneshot::Sender<Result<(), EngineError>>)>,
     /// Set by a failed write: nothing more is accepted or written.
@@ -68,6 +83,7 @@ impl<S: EventStore> WriteLane<S> {
             next_seq: 1,
             queued: Vec::new(),
             holding: false,
+            urgent: false,
             waiters: VecDeque::new(),
             poisoned: None,
         }
@@ -115,15 +131,27 @@ impl<S: EventStore> WriteLane<S> {
         !self.queued.is_empty()
     }
 
-    /// Queues `entry`, which must carry [`next_seq`](Self::next_seq). Refused after a failed write.
-    pub(crate) fn enqueue(&mut self, entry: LogEntry) -> Result<(), EngineError> {
+    /// Queues `entry`, which must carry [`next_seq`](Self::next_seq), for a batch that starts as `start` says.
+    /// Refused after a failed write.
+    pub(crate) fn enqueue(&mut self, entry: LogEntry, start: Start) -> Result<(), EngineError> {
         if let Some(error) = &self.poisoned {
             return Err(error.clone());
         }
         debug_assert_eq!(entry.seq, self.next_seq, "events are queued in sequence order");
         self.next_seq = entry.seq + 1;
         self.queued.push(entry);
+        self.urgent |= start == Start::Now;
         Ok(())
+    }
+
+    /// The queued events are wanted now: somebody is about to wait for one of them.
+    pub(crate) fn want_now(&mut self) {
+        self.urgent = !self.queued.is_empty();
+    }
+
+    /// Whether the next batch should start as soon as none is being written.
+    pub(crate) fn is_urgent(&self) -> bool {
+        self.urgent
     }
 
     /// Holds back batches (`true`) or lets them start again (`false`); returns the previous setting, so that holds
@@ -139,6 +167,7 @@ impl<S: EventStore> WriteLane<S> {
             return None;
         }
         let store = self.store.take()?;
+        self.urgent = false;
         Some((store, std::mem::take(&mut self.queued)))
     }
 

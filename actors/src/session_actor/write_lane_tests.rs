@@ -50,7 +50,7 @@ fn entry(seq: u64) -> LogEntry {
 /// Accepts the next event, as the session does.
 fn accept(lane: &mut WriteLane<MemoryStore>) -> u64 {
     let seq = lane.next_seq();
-    lane.enqueue(entry(seq)).unwrap();
+    lane.enqueue(entry(seq), Start::Now).unwrap();
     seq
 }
 
@@ -148,7 +148,7 @@ fn a_failed_write_fails_every_waiter_and_stops_the_lane() {
     for waiter in [&mut in_flight, &mut queued_waiter] {
         assert!(matches!(waiter.try_recv(), Ok(Err(EngineError::Storage { .. }))));
     }
-    assert!(matches!(lane.enqueue(entry(4)), Err(EngineError::Storage { .. })), "nothing more is accepted");
+    assert!(matches!(lane.enqueue(entry(4), Start::Now), Err(EngineError::Storage { .. })), "nothing more is accepted");
     assert!(!lane.has_queued(), "the queued events were dropped: none was acknowledged");
     assert!(matches!(lane.when_durable(queued).try_recv(), Ok(Err(EngineError::Storage { .. }))));
     assert!(lane.take_batch().is_none());
@@ -170,4 +170,24 @@ fn the_first_write_after_a_torn_load_says_the_torn_line_is_gone() {
     accept(&mut lane);
     let batch = lane.take_batch().unwrap();
     assert!(!write(&mut lane, batch).torn_tail_cut, "said once");
+}
+
+#[test]
+fn a_batch_is_wanted_now_only_for_an_event_somebody_waits_for_until_it_is_taken() {
+    let mut lane = WriteLane::new(store_through(1));
+    lane.enqueue(entry(2), Start::Soon).unwrap();
+    assert!(!lane.is_urgent(), "an event nobody waits for may wait for company");
+    lane.enqueue(entry(3), Start::Now).unwrap();
+    assert!(lane.is_urgent(), "one that is waited for wants the batch now");
+    let batch = lane.take_batch().unwrap();
+    assert_eq!(seqs(&batch.1), [2, 3], "the waiting event takes the lingering one along");
+    assert!(!lane.is_urgent(), "taking the batch ends the urgency");
+    lane.enqueue(entry(4), Start::Soon).unwrap();
+    assert!(!lane.is_urgent());
+    lane.want_now();
+    assert!(lane.is_urgent(), "a caller about to wait for it wants it now");
+    write(&mut lane, batch);
+    assert_eq!(seqs(&lane.take_batch().unwrap().1), [4]);
+    lane.want_now();
+    assert!(!lane.is_urgent(), "nothing queued: nothing to want");
 }
