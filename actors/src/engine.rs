@@ -20,7 +20,6 @@ mod dispatch;
 mod forward;
 mod goals;
 mod history;
-mod known_bytes;
 mod metrics;
 mod presence;
 mod producers;

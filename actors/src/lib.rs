@@ -16,6 +16,7 @@
 pub mod approval_actor;
 pub mod approval_trees;
 pub mod blocking_check;
+mod byte_run;
 pub mod compaction;
 pub mod engine;
 pub mod error;

@@ -35,8 +35,8 @@ use troupe_protocol::types::tool_output::{
 use troupe_runtime::live_output_share::SharedOutput;
 
 use super::call_record::{CallEvent, CallRecord};
-use super::known_bytes::{Run, merge};
 use super::remote_output::SinkGone;
+use crate::byte_run::{ByteRun, merge};
 
 /// Where a named subscription's notices go: [`OutputSink`], or a test's queue.
 pub(super) trait NamedSink {
@@ -97,7 +97,7 @@ struct StreamState {
     /// The stream's length as far as this node knows it.
     known_end: u64,
     /// What was heard live while [`Phase::Hearing`]: the newest run, at most the last 64 KiB.
-    heard: Run,
+    heard: ByteRun,
     /// The end of the durable chunk of the highest offset, when its bytes are known.
     durable_end: Option<u64>,
 }
@@ -168,10 +168,10 @@ impl RemoteNamedOutput {
         debug_assert_eq!(self.phase, Phase::Hearing, "served twice");
         self.run_id = record.run_id.clone();
         self.phase = Phase::Serving;
-        let mut known: BTreeMap<OutputStream, Vec<Run>> = BTreeMap::new();
+        let mut known: BTreeMap<OutputStream, Vec<ByteRun>> = BTreeMap::new();
         for event in &record.events {
             if let CallEvent::Progress { stream, offset, bytes: Some(bytes) } = event {
-                known.entry(*stream).or_default().push(Run { start: *offset, bytes: bytes.clone() });
+                known.entry(*stream).or_default().push(ByteRun { start: *offset, bytes: bytes.clone() });
             }
             self.note_durable(event);
         }
@@ -251,7 +251,7 @@ impl RemoteNamedOutput {
         }
     }
 
-    fn snapshot(&mut self, stream: OutputStream, run: &Run, sink: &dyn NamedSink) -> Result<(), SinkGone> {
+    fn snapshot(&mut self, stream: OutputStream, run: &ByteRun, sink: &dyn NamedSink) -> Result<(), SinkGone> {
         let Some(state) = self.streams.get_mut(&stream) else { return Ok(()) };
         state.known_end = state.known_end.max(run.end());
         state.next = run.end();

@@ -22,35 +22,16 @@ use troupe_protocol::types::tool_output::{
     OutputStream, ToolOutputDeltaParams, ToolOutputEndParams, ToolOutputGapParams, ToolOutputSnapshotParams,
 };
 
+use crate::byte_run::ByteRun;
+
 /// Ended calls whose retained windows are kept for late named subscriptions.
 pub(super) const ENDED_CALLS_KEPT: usize = 4;
-
-/// The retained window of one stream: its bytes `[start_offset, start_offset + bytes.len())`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Window {
-    pub(super) start_offset: u64,
-    pub(super) bytes: Vec<u8>,
-}
-
-impl Window {
-    pub(super) fn end_offset(&self) -> u64 {
-        self.start_offset + self.bytes.len() as u64
-    }
-
-    /// The part at or after `from`, with its offset; `None` when nothing is.
-    fn from(&self, from: u64) -> Option<(u64, &[u8])> {
-        let start = from.max(self.start_offset);
-        let skip = usize::try_from(start - self.start_offset).ok()?;
-        let rest = self.bytes.get(skip..).filter(|rest| !rest.is_empty())?;
-        Some((start, rest))
-    }
-}
 
 /// A call that ended, with what was retained of its streams.
 pub(super) struct EndedCall {
     pub(super) tool_call_id: String,
     pub(super) run_id: String,
-    pub(super) windows: BTreeMap<OutputStream, Window>,
+    pub(super) windows: BTreeMap<OutputStream, ByteRun>,
 }
 
 /// What a named subscription asked for.
@@ -88,7 +69,7 @@ pub(super) struct CallRef<'a> {
 }
 
 /// Offers the snapshots a new subscription is owed from `windows`. Returns false when its connection is gone.
-fn offer_snapshots(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMap<OutputStream, Window>) -> bool {
+fn offer_snapshots(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMap<OutputStream, ByteRun>) -> bool {
     for (stream, window) in windows {
         if request.stream.is_some_and(|wanted| wanted != *stream) {
             continue;
@@ -114,13 +95,13 @@ fn offer_snapshots(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMa
 }
 
 /// Offers the end notice of a subscription to a call whose streams ended at `windows`' ends.
-fn offer_end(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMap<OutputStream, Window>) {
+fn offer_end(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMap<OutputStream, ByteRun>) {
     let streams = match request.stream {
         Some(stream) => vec![stream],
         None => vec![OutputStream::Stdout, OutputStream::Stderr],
     };
     let end_offsets =
-        streams.into_iter().map(|stream| (stream, windows.get(&stream).map_or(0, Window::end_offset))).collect();
+        streams.into_iter().map(|stream| (stream, windows.get(&stream).map_or(0, ByteRun::end))).collect();
     let end = ToolOutputEndParams {
         session_id: call.session_id.to_owned(),
         run_id: call.run_id.to_owned(),
@@ -138,7 +119,7 @@ fn offer_end(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMap<Outp
 pub(super) fn follow_running(
     call: &CallRef<'_>,
     request: NamedRequest,
-    windows: &BTreeMap<OutputStream, Window>,
+    windows: &BTreeMap<OutputStream, ByteRun>,
 ) -> Option<NamedSubscriber> {
     offer_snapshots(call, &request, windows).then(|| NamedSubscriber {
         request,
@@ -227,16 +208,6 @@ pub(super) fn remember_ended(kept: &mut VecDeque<EndedCall>, ended: EndedCall) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_window_serves_the_part_from_an_offset() {
-        let window = Window { start_offset: 10, bytes: b"abcdef".to_vec() };
-        assert_eq!(window.from(0), Some((10, &b"abcdef"[..])));
-        assert_eq!(window.from(12), Some((12, &b"cdef"[..])));
-        assert_eq!(window.from(16), None);
-        assert_eq!(window.from(100), None);
-        assert_eq!(window.end_offset(), 16);
-    }
 
     #[test]
     fn only_the_newest_ended_calls_are_kept() {

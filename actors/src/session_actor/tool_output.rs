@@ -9,10 +9,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::named_output::{
-    self, CallRef, EndedCall, NamedRequest, NamedSubscriber, Window, end_subscribers, remember_ended,
-};
+use super::named_output::{self, CallRef, EndedCall, NamedRequest, NamedSubscriber, end_subscribers, remember_ended};
 use super::subscribers::Subscriber;
+use crate::byte_run::ByteRun;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytestring::ByteString;
@@ -158,7 +157,7 @@ impl ToolOutputStreams {
             }
             run_id.get_or_insert_with(|| retained.run_id.clone());
             let start_offset = retained.start_offset;
-            windows.insert(*stream, Window { start_offset, bytes: std::mem::take(&mut retained.bytes).into() });
+            windows.insert(*stream, ByteRun { start: start_offset, bytes: std::mem::take(&mut retained.bytes).into() });
             false
         });
         for subscriber in subscribers {
@@ -178,13 +177,13 @@ impl ToolOutputStreams {
     /// subscription was served whole); `None` when the session knows no such recent call.
     pub(crate) fn subscribe_named(&mut self, session_id: &str, request: NamedRequest) -> Option<bool> {
         if let Some(run_id) = self.running.get(&request.tool_call_id) {
-            let windows: BTreeMap<OutputStream, Window> = self
+            let windows: BTreeMap<OutputStream, ByteRun> = self
                 .streams
                 .iter()
                 .filter(|((call, _), _)| *call == request.tool_call_id)
                 .map(|((_, stream), retained)| {
                     let (front, back) = retained.bytes.as_slices();
-                    (*stream, Window { start_offset: retained.start_offset, bytes: [front, back].concat() })
+                    (*stream, ByteRun { start: retained.start_offset, bytes: [front, back].concat() })
                 })
                 .collect();
             let tool_call_id = request.tool_call_id.clone();

@@ -1,4 +1,5 @@
-//! Runs of known bytes of one tool-output stream, for a remote named subscription (`remote_named_output.rs`): what
+//! Runs of known bytes of one tool-output stream: a session's retained window of a call's output
+//! (`session_actor/named_output.rs`), and for a remote named subscription (`engine/remote_named_output.rs`) what
 //! was heard live, kept as the newest run of consecutive bytes, and the runs known from every source joined in
 //! offset order, so that what is sent never claims bytes nobody saw.
 
@@ -6,21 +7,29 @@ use troupe_protocol::types::tool_output::TOOL_OUTPUT_RETAINED_BYTES;
 
 /// A run of consecutive bytes of one stream: `[start, start + bytes.len())`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Run {
-    pub(super) start: u64,
-    pub(super) bytes: Vec<u8>,
+pub(crate) struct ByteRun {
+    pub(crate) start: u64,
+    pub(crate) bytes: Vec<u8>,
 }
 
-impl Run {
-    pub(super) fn end(&self) -> u64 {
+impl ByteRun {
+    pub(crate) fn end(&self) -> u64 {
         self.start + self.bytes.len() as u64
     }
 
+    /// The part at or after `from`, with its offset; `None` when nothing is.
+    pub(crate) fn from(&self, from: u64) -> Option<(u64, &[u8])> {
+        let start = from.max(self.start);
+        let skip = usize::try_from(start - self.start).ok()?;
+        let rest = self.bytes.get(skip..).filter(|rest| !rest.is_empty())?;
+        Some((start, rest))
+    }
+
     /// Adds a chunk heard live: the run keeps the newest consecutive bytes, at most the last 64 KiB.
-    pub(super) fn hear(&mut self, offset: u64, data: &[u8]) {
+    pub(crate) fn hear(&mut self, offset: u64, data: &[u8]) {
         if self.bytes.is_empty() || self.end() != offset {
             // A hole (or bytes heard again): what is kept no longer runs on into this chunk.
-            *self = Run { start: offset, bytes: Vec::new() };
+            *self = ByteRun { start: offset, bytes: Vec::new() };
         }
         self.bytes.extend_from_slice(data);
         let excess = self.bytes.len().saturating_sub(TOOL_OUTPUT_RETAINED_BYTES);
@@ -30,9 +39,9 @@ impl Run {
 }
 
 /// The runs of known bytes at or after `from`, in offset order, overlapping or touching ones joined.
-pub(super) fn merge(mut runs: Vec<Run>, from: u64) -> Vec<Run> {
+pub(crate) fn merge(mut runs: Vec<ByteRun>, from: u64) -> Vec<ByteRun> {
     runs.sort_by_key(|run| run.start);
-    let mut merged: Vec<Run> = Vec::new();
+    let mut merged: Vec<ByteRun> = Vec::new();
     for run in runs {
         let start = run.start.max(from);
         let Some(bytes) = usize::try_from(start - run.start).ok().and_then(|skip| run.bytes.get(skip..)) else {
@@ -49,7 +58,7 @@ pub(super) fn merge(mut runs: Vec<Run>, from: u64) -> Vec<Run> {
                     last.bytes.extend_from_slice(new);
                 }
             }
-            _ => merged.push(Run { start, bytes: bytes.to_vec() }),
+            _ => merged.push(ByteRun { start, bytes: bytes.to_vec() }),
         }
     }
     merged
@@ -59,8 +68,18 @@ pub(super) fn merge(mut runs: Vec<Run>, from: u64) -> Vec<Run> {
 mod tests {
     use super::*;
 
-    fn run(start: u64, text: &str) -> Run {
-        Run { start, bytes: text.as_bytes().to_vec() }
+    fn run(start: u64, text: &str) -> ByteRun {
+        ByteRun { start, bytes: text.as_bytes().to_vec() }
+    }
+
+    #[test]
+    fn the_part_from_an_offset_starts_at_the_run_or_the_offset() {
+        let window = run(10, "abcdef");
+        assert_eq!(window.from(0), Some((10, &b"abcdef"[..])));
+        assert_eq!(window.from(12), Some((12, &b"cdef"[..])));
+        assert_eq!(window.from(16), None);
+        assert_eq!(window.from(100), None);
+        assert_eq!(window.end(), 16);
     }
 
     #[test]
@@ -72,7 +91,7 @@ mod tests {
 
     #[test]
     fn a_heard_run_keeps_the_newest_consecutive_bytes() {
-        let mut heard = Run::default();
+        let mut heard = ByteRun::default();
         heard.hear(4, b"ef");
         heard.hear(6, b"gh");
         assert_eq!(heard, run(4, "efgh"));
