@@ -121,7 +121,6 @@ async fn a_dropped_process_is_killed_and_reaped() {
 #[tokio::test]
 async fn a_program_that_cannot_start_fails_the_spawn_with_its_reason() {
     let workspace = Workspace::new();
-    let sandbox = workspace.sandbox(config(SandboxMode::Off));
     let error = ToolCommand::new("/no/such/program").cwd(workspace.cwd()).spawn(None).unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::NotFound, "{error}");
     let error = ToolCommand::new("no-such-program-anywhere")
@@ -133,11 +132,14 @@ async fn a_program_that_cannot_start_fails_the_spawn_with_its_reason() {
     // A working folder that is gone: the child's chdir fails, and the spawn with it.
     let error = ToolCommand::new("/bin/true").cwd(workspace.cwd().join("gone")).spawn(None).unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::NotFound, "{error}");
-    // A name is looked up in the command's own PATH, not the daemon's.
-    let text = output_of(
-        ToolCommand::new("echo").arg("found").env("PATH", "/usr/bin:/bin").cwd(workspace.cwd()).spawn(None).unwrap(),
-    )
-    .await;
+    // A name is looked up in the command's own PATH, not the daemon's: here a folder only it lists.
+    let bin = workspace.cwd().join("only-here");
+    std::fs::create_dir_all(&bin).unwrap();
+    let program = bin.join("say-found");
+    std::fs::write(&program, "#!/bin/sh\necho found\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let text =
+        output_of(ToolCommand::new("say-found").env("PATH", &bin).cwd(workspace.cwd()).spawn(None).unwrap()).await;
     assert_eq!(text, "found\n");
-    drop(sandbox);
 }

@@ -144,8 +144,8 @@ impl<'a> ToolCommand<'a> {
         Ok(ToolProcess { pid, pidfd: Some(pidfd), status: None, stdin, stdout: Some(stdout), stderr: Some(stderr) })
     }
 
-    /// Starts the command with `setup` and these descriptors as its stdin, stdout and stderr, and waits for it
-    /// to end, blocking: for probing what the system allows.
+    /// Starts the command with `setup` and `/dev/null` as its stdin, stdout and stderr, and waits for it to end,
+    /// blocking: for probing what the system allows.
     pub(super) fn run_blocking(&self, setup: &ChildSetup) -> io::Result<ExitStatus> {
         let null = open_null()?;
         self.start(setup, [&null, &null, &null])?.wait_blocking()
