@@ -36,7 +36,8 @@ use crate::error::EngineError;
 const REPLAY_CHUNK_BYTES: usize = 256 * 1024;
 /// How often a follower with nothing to deliver looks whether its subscription closed.
 pub(super) const CLOSED_POLL: Duration = Duration::from_millis(500);
-/// How long a remote subscription's reply (of events or of one call's output) waits for its live output's follow to be in place.
+/// How long a remote subscription's reply (of events or of one call's output) waits for its live output's follow
+/// to be in place.
 pub(super) const OUTPUT_READY_WITHIN: Duration = Duration::from_secs(2);
 
 impl Engine {

@@ -31,6 +31,7 @@ use troupe_protocol::notification::{ToolOutputDelta, ToolOutputEnd, ToolOutputGa
 use troupe_protocol::server::OutputSink;
 use troupe_protocol::types::tool_output::{
     OutputStream, ToolOutputDeltaParams, ToolOutputEndParams, ToolOutputGapParams, ToolOutputSnapshotParams,
+    ToolOutputSubscribeParams,
 };
 use troupe_runtime::live_output_share::SharedOutput;
 
@@ -56,25 +57,8 @@ impl NamedSink for OutputSink {
     }
 }
 
-/// What the subscription asked for.
-#[derive(Clone, Debug)]
-pub(super) struct NamedTarget {
-    pub(super) session_id: String,
-    pub(super) tool_call_id: String,
-    pub(super) subscription_id: String,
-    /// The stream followed; both when `None`.
-    pub(super) stream: Option<OutputStream>,
-    pub(super) from_offset: u64,
-}
-
-impl NamedTarget {
-    fn streams(&self) -> Vec<OutputStream> {
-        match self.stream {
-            Some(stream) => vec![stream],
-            None => vec![OutputStream::Stdout, OutputStream::Stderr],
-        }
-    }
-}
+/// What the subscription asked for: the request's own params (`stream: None` follows both streams).
+pub(super) type NamedTarget = ToolOutputSubscribeParams;
 
 /// Where the subscription is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,8 +99,7 @@ pub(super) struct RemoteNamedOutput {
 
 impl RemoteNamedOutput {
     pub(super) fn new(target: NamedTarget) -> RemoteNamedOutput {
-        let streams = target
-            .streams()
+        let streams = OutputStream::selected(target.stream)
             .into_iter()
             .map(|stream| (stream, StreamState { next: target.from_offset, ..StreamState::default() }))
             .collect();

@@ -21,7 +21,6 @@ use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::stored_output::{StoredOutputError, read_stored_output};
 
 use super::Engine;
-use super::remote_named_output::NamedTarget;
 use crate::error::EngineError;
 use crate::session_actor::SubscribeToolOutput;
 use crate::session_supervisor::IndexedMeta;
@@ -71,10 +70,10 @@ impl Engine {
         ctx: &ServerContext,
         params: ToolOutputSubscribeParams,
     ) -> Result<ToolOutputSubscribeResult, RpcError> {
-        let ToolOutputSubscribeParams { session_id, tool_call_id, subscription_id, stream, from_offset } = params;
-        if !is_subscription_id(&subscription_id) {
-            return Err(EngineError::InvalidSubscriptionId { subscription_id }.into());
+        if !is_subscription_id(&params.subscription_id) {
+            return Err(EngineError::InvalidSubscriptionId { subscription_id: params.subscription_id }.into());
         }
+        let subscription_id = params.subscription_id.clone();
         let sink = match ctx.output_sink(&subscription_id, MAX_TOOL_OUTPUT_SUBSCRIPTIONS) {
             Ok(sink) => sink,
             Err(OutputSinkRefused::TooMany { limit }) => {
@@ -85,25 +84,18 @@ impl Engine {
             }
         };
         let subscribed = self
-            .ask_session(&session_id, || SubscribeToolOutput {
+            .ask_session(&params.session_id, || SubscribeToolOutput {
                 sink: sink.clone(),
-                subscription_id: subscription_id.clone(),
-                tool_call_id: tool_call_id.clone(),
-                stream,
-                from_offset,
+                subscription_id: params.subscription_id.clone(),
+                tool_call_id: params.tool_call_id.clone(),
+                stream: params.stream,
+                from_offset: params.from_offset,
             })
             .await;
         let subscribed = match subscribed {
             // In a cluster, another node's session is served here (`engine/remote_named_follow.rs`).
             Err(refused @ EngineError::SessionHostedElsewhere { .. }) => {
-                let target = NamedTarget {
-                    session_id,
-                    tool_call_id,
-                    subscription_id: subscription_id.clone(),
-                    stream,
-                    from_offset,
-                };
-                self.subscribe_remote_tool_output(sink, target, refused).await
+                self.subscribe_remote_tool_output(sink, params, refused).await
             }
             subscribed => subscribed,
         };

@@ -96,12 +96,10 @@ fn offer_snapshots(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMa
 
 /// Offers the end notice of a subscription to a call whose streams ended at `windows`' ends.
 fn offer_end(call: &CallRef<'_>, request: &NamedRequest, windows: &BTreeMap<OutputStream, ByteRun>) {
-    let streams = match request.stream {
-        Some(stream) => vec![stream],
-        None => vec![OutputStream::Stdout, OutputStream::Stderr],
-    };
-    let end_offsets =
-        streams.into_iter().map(|stream| (stream, windows.get(&stream).map_or(0, ByteRun::end))).collect();
+    let end_offsets = OutputStream::selected(request.stream)
+        .into_iter()
+        .map(|stream| (stream, windows.get(&stream).map_or(0, ByteRun::end)))
+        .collect();
     let end = ToolOutputEndParams {
         session_id: call.session_id.to_owned(),
         run_id: call.run_id.to_owned(),

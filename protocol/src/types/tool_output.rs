@@ -18,6 +18,14 @@ pub enum OutputStream {
 }
 
 impl OutputStream {
+    /// The streams a subscription naming `stream` follows: that one, or both when it names none.
+    pub fn selected(stream: Option<OutputStream>) -> Vec<OutputStream> {
+        match stream {
+            Some(stream) => vec![stream],
+            None => vec![OutputStream::Stdout, OutputStream::Stderr],
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             OutputStream::Stdout => "stdout",
