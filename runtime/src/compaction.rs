@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use crate::model::ToolSpec;
-use crate::model::{ChatMessage, ModelRequest, UserPart};
+use crate::model::{ChatMessage, ModelRequest, UserPart, json_text_len};
 use crate::transcript::Transcript;
 
 /// Bytes of text per estimated token.
@@ -26,7 +26,11 @@ pub const FILE_PART_TOKENS: u64 = 1_000;
 pub const SUMMARY_MAX_OUTPUT_TOKENS: u32 = 4_096;
 
 fn text_tokens(text: &str) -> u64 {
-    (text.len() as u64).div_ceil(BYTES_PER_TOKEN)
+    bytes_tokens(text.len())
+}
+
+fn bytes_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(BYTES_PER_TOKEN)
 }
 
 /// The estimated input tokens of a request with this system prompt, history and tools.
@@ -46,14 +50,15 @@ pub fn estimate_tokens(system: Option<&str>, messages: &[ChatMessage], tools: &[
                 text_tokens(text)
                     + tool_calls
                         .iter()
-                        .map(|call| text_tokens(&call.tool) + text_tokens(&call.arguments.to_string()))
+                        .map(|call| text_tokens(&call.tool) + bytes_tokens(json_text_len(&call.arguments)))
                         .sum::<u64>()
             }
             ChatMessage::ToolResult { tool, content, .. } => text_tokens(tool) + text_tokens(content),
         };
     }
     for tool in tools {
-        tokens += text_tokens(&tool.name) + text_tokens(&tool.description) + text_tokens(&tool.parameters.to_string());
+        tokens +=
+            text_tokens(&tool.name) + text_tokens(&tool.description) + bytes_tokens(json_text_len(&tool.parameters));
     }
     tokens
 }

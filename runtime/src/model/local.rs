@@ -12,7 +12,8 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 
 use super::{
-    ChatMessage, ModelError, ModelProvider, ModelRequest, ModelStream, StreamEvent, TokenUsage, user_parts_text,
+    ChatMessage, ModelError, ModelProvider, ModelRequest, ModelStream, StreamEvent, TokenUsage, UserPart,
+    json_text_len, user_parts_text,
 };
 
 pub use scripted::{Script, ScriptError, ScriptedModel};
@@ -54,22 +55,36 @@ pub(crate) fn rough_token_count(bytes: usize) -> u64 {
     bytes.div_ceil(4) as u64
 }
 
-/// The bytes of prompt text a request carries, for rough input counts.
+/// The bytes of prompt text a request carries, for rough input counts. Counted in place: a run's every turn asks
+/// this of its whole history, so nothing is built (no joined user text, no re-encoded tool arguments).
 pub(crate) fn request_bytes(request: &ModelRequest) -> usize {
     let system = request.system.as_deref().map_or(0, str::len);
     let messages: usize = request
         .messages
         .iter()
         .map(|message| match message {
-            ChatMessage::User { parts } => user_parts_text(parts).len(),
+            ChatMessage::User { parts } => user_parts_bytes(parts),
             ChatMessage::Assistant { text, tool_calls } => {
                 text.len()
-                    + tool_calls.iter().map(|call| call.tool.len() + call.arguments.to_string().len()).sum::<usize>()
+                    + tool_calls.iter().map(|call| call.tool.len() + json_text_len(&call.arguments)).sum::<usize>()
             }
             ChatMessage::ToolResult { content, .. } => content.len(),
         })
         .sum();
     system + messages
+}
+
+/// The length of [`user_parts_text`] of `parts`, without joining them (a file part's note is still built).
+fn user_parts_bytes(parts: &[UserPart]) -> usize {
+    let separators = parts.len().saturating_sub(1) * "\n\n".len();
+    let texts: usize = parts
+        .iter()
+        .map(|part| match part {
+            UserPart::Text(text) => text.len(),
+            UserPart::File { .. } => part.as_prompt_text().len(),
+        })
+        .sum();
+    texts + separators
 }
 
 /// Splits `text` into chunks that each end after a run of whitespace, so the chunks concatenate back to
@@ -97,5 +112,58 @@ mod tests {
     fn chunks_end_after_whitespace_and_concatenate_back() {
         assert_eq!(whitespace_chunks("hello  big\nworld"), vec!["hello  ", "big\n", "world"]);
         assert!(whitespace_chunks("").is_empty());
+    }
+
+    #[test]
+    fn request_bytes_counts_what_the_joined_texts_and_encoded_arguments_hold() {
+        use std::sync::Arc;
+
+        use crate::model::ToolCallRequest;
+
+        let messages = vec![
+            ChatMessage::User {
+                parts: vec![UserPart::Text("read the file".into()), UserPart::Text("é, please".into())],
+            },
+            ChatMessage::Assistant {
+                text: "on it".into(),
+                tool_calls: vec![ToolCallRequest {
+                    tool_call_id: "call-1".into(),
+                    tool: "read_file".into(),
+                    arguments: serde_json::json!({"path": "notes \"1\".txt", "limit": 200}),
+                }],
+            },
+            ChatMessage::ToolResult {
+                tool_call_id: "call-1".into(),
+                tool: "read_file".into(),
+                content: "hello".into(),
+                is_error: false,
+            },
+            ChatMessage::User { parts: vec![] },
+        ];
+        let expected: usize = "system".len()
+            + messages
+                .iter()
+                .map(|message| match message {
+                    ChatMessage::User { parts } => user_parts_text(parts).len(),
+                    ChatMessage::Assistant { text, tool_calls } => {
+                        text.len()
+                            + tool_calls
+                                .iter()
+                                .map(|call| call.tool.len() + call.arguments.to_string().len())
+                                .sum::<usize>()
+                    }
+                    ChatMessage::ToolResult { content, .. } => content.len(),
+                })
+                .sum::<usize>();
+        let request = ModelRequest {
+            model_id: "scripted".into(),
+            variant: None,
+            system: Some("system".into()),
+            messages: Arc::new(messages),
+            tools: Arc::new(Vec::new()),
+            max_output_tokens: None,
+        };
+        assert_eq!(request_bytes(&request), expected);
+        assert_eq!(expected, 6 + 13 + 2 + 10 + 5 + 9 + 38 + 5);
     }
 }

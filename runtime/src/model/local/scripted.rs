@@ -52,7 +52,7 @@ use serde::Deserialize;
 use super::{request_bytes, rough_token_count, whitespace_chunks};
 use crate::model::{
     ChatMessage, ErrorStage, ModelError, ModelErrorKind, ModelProvider, ModelRequest, ModelStream, StreamEvent,
-    TokenUsage, ToolCallRequest,
+    TokenUsage, ToolCallRequest, json_text_len,
 };
 
 /// A parsed script.
@@ -303,7 +303,7 @@ impl ModelProvider for ScriptedModel {
             }
             let output_bytes = turn.text.len()
                 + turn.reasoning.as_deref().map_or(0, str::len)
-                + turn.tool_calls.iter().map(|call| call.tool.len() + call.arguments.to_string().len()).sum::<usize>();
+                + turn.tool_calls.iter().map(|call| call.tool.len() + json_text_len(&call.arguments)).sum::<usize>();
             events.push(Ok(StreamEvent::Usage(TokenUsage {
                 input_tokens: rough_token_count(input_bytes),
                 output_tokens: rough_token_count(output_bytes),
