@@ -47,12 +47,16 @@ impl ApprovalTrees {
         ApprovalTrees { trees: HashMap::new(), modes: HashMap::new(), default_mode, idle_after, runs }
     }
 
-    /// The tree's approval actor, started (with the tree's mode) if it has none or its actor died.
-    pub fn lease(&mut self, root: &str, supervisor: SupervisorPort) -> ApprovalLease {
+    /// The tree's approval actor, started (with the tree's mode) if it has none or its actor died: on `arbiter`
+    /// when given (the asking session's thread), else on the caller's.
+    pub fn lease(&mut self, root: &str, supervisor: SupervisorPort, arbiter: Option<ArbiterHandle>) -> ApprovalLease {
         let mode = self.mode(root);
-        let tree = self.trees.entry(root.to_owned()).or_insert_with(|| start_tree(root, supervisor.clone(), mode));
+        let tree = self
+            .trees
+            .entry(root.to_owned())
+            .or_insert_with(|| start_tree(root, supervisor.clone(), mode, arbiter.as_ref()));
         if !tree.addr.connected() {
-            *tree = start_tree(root, supervisor, mode);
+            *tree = start_tree(root, supervisor, mode, arbiter.as_ref());
         }
         ApprovalLease::take(tree.port.clone(), &tree.activity)
     }
@@ -104,7 +108,11 @@ impl ApprovalTrees {
     }
 }
 
-fn start_tree(root: &str, supervisor: SupervisorPort, mode: PermissionMode) -> Tree {
-    let addr = ApprovalActor::new(root.to_owned(), supervisor, mode).start();
+fn start_tree(root: &str, supervisor: SupervisorPort, mode: PermissionMode, arbiter: Option<&ArbiterHandle>) -> Tree {
+    let actor = ApprovalActor::new(root.to_owned(), supervisor, mode);
+    let addr = match arbiter {
+        Some(arbiter) => ApprovalActor::start_in_arbiter(arbiter, |_| actor),
+        None => actor.start(),
+    };
     Tree { port: ApprovalPort::new(&addr), addr, activity: Arc::new(Activity::new()) }
 }

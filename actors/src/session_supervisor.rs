@@ -65,6 +65,8 @@ pub struct LiveSession {
     /// Its metadata as published at its newest durable batch (`published_meta`), read by `session.get` without
     /// asking the actor.
     pub meta: crate::published_meta::PublishedMeta,
+    /// The session thread it runs on (`None` when the supervisor's own thread hosts it, as in unit tests).
+    pub arbiter: Option<ArbiterHandle>,
 }
 
 /// The registry of live session actors: written only by the supervisor, read by the engine.
@@ -198,14 +200,14 @@ impl SessionSupervisor {
             SessionActor::new(id, session_dir, incarnation, supervisor, opening, sessions, producers)
                 .publishing_to(published)
         };
-        let addr = if self.arbiters.is_empty() {
-            SessionActor::create(build)
+        let (addr, arbiter) = if self.arbiters.is_empty() {
+            (SessionActor::create(build), None)
         } else {
-            let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
+            let arbiter = self.arbiters[self.next_arbiter % self.arbiters.len()].clone();
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
-            SessionActor::start_in_arbiter(arbiter, build)
+            (SessionActor::start_in_arbiter(&arbiter, build), Some(arbiter))
         };
-        let live = LiveSession { port: SessionPort::new(&addr), addr, incarnation, meta };
+        let live = LiveSession { port: SessionPort::new(&addr), addr, incarnation, meta, arbiter };
         self.live.insert(session_id.to_owned(), live.clone());
         live
     }
@@ -292,7 +294,11 @@ impl Handler<ApprovalsFor> for SessionSupervisor {
     fn handle(&mut self, message: ApprovalsFor, ctx: &mut Context<Self>) -> Self::Result {
         let root = self.root_of(&message.session_id)?;
         let port = self.port(ctx);
-        Ok(self.approvals.lease(&root, port))
+        // A tree's approval actor starts on the thread of the session that first needs it, so that the permission
+        // check of each of that session's tool calls is answered without crossing threads (in a tree of one
+        // session, every check).
+        let arbiter = self.live.get(&message.session_id).and_then(|live| live.arbiter.clone());
+        Ok(self.approvals.lease(&root, port, arbiter))
     }
 }
 
