@@ -32,9 +32,6 @@ pub enum Target {
     RatioAtMost(f64),
     /// The median at most this (in the row's unit).
     MedianAtMost(f64),
-    /// The p99 at most this many times the row's baseline (a tail budget stated against a cost measured in the same
-    /// run, such as "p99 ≤ 2 × one fdatasync").
-    P99RatioAtMost(f64),
     /// The p99 at most this (in the row's unit): a tail budget stated in absolute terms.
     P99AtMost(f64),
     /// A rate row's median at least this (in the row's unit).
@@ -84,7 +81,6 @@ impl Row {
             Target::None => None,
             Target::RatioAtMost(limit) => Some(self.ratio.is_some_and(|ratio| ratio <= limit)),
             Target::MedianAtMost(limit) => Some(self.median <= limit),
-            Target::P99RatioAtMost(limit) => Some(self.baseline.is_some_and(|baseline| self.p99 / baseline <= limit)),
             Target::P99AtMost(limit) => Some(self.p99 <= limit),
             Target::RateAtLeast(limit) => Some(self.median >= limit),
         }
@@ -126,10 +122,6 @@ impl Table {
                 Target::None => "—".to_owned(),
                 Target::RatioAtMost(limit) => format!("ratio ≤ {limit}"),
                 Target::MedianAtMost(limit) => format!("≤ {} {}", num(limit), row.unit),
-                Target::P99RatioAtMost(limit) => format!(
-                    "p99 ≤ {limit}× baseline (p99 is {})",
-                    row.baseline.map_or("—".to_owned(), |baseline| format!("{:.2}×", row.p99 / baseline))
-                ),
                 Target::P99AtMost(limit) => format!("p99 ≤ {} {}", num(limit), row.unit),
                 Target::RateAtLeast(limit) => format!("≥ {} {}", num(limit), row.unit),
             };

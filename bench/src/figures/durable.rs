@@ -1,6 +1,8 @@
 //! Figure 4: durable append throughput with group commit (`session.rename` pipelined into one session, every
-//! reply only after `fdatasync`) against a raw loop of `write` + `fdatasync` batches of the same lines in the
-//! same directory.
+//! reply only after `fdatasync`). Against what its transport allows: the echo of figures 1–2 answering the same
+//! rename frames on one pipelined connection, no work behind them (issue 28 re-stated the target so); and, as
+//! information, against what the disk allows: a raw loop of `write` + `fdatasync` batches of the same lines in the
+//! same directory (issue 15's target, out of reach through one WebSocket: docs/performance.md, finding 4).
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -9,14 +11,24 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 
+use super::pipeline::pipelined_frames;
+use super::rtt::echo_workers;
+use super::{ID_BASE, session_rename_frame};
 use crate::Ctx;
-use crate::harness::{InProcessDaemon, create_session, ms, raw_fdatasync_latency, rename, rename_pipelined};
+use crate::echo::EchoServer;
+use crate::harness::{InProcessDaemon, RawWs, create_session, ms, raw_fdatasync_latency, rename, rename_pipelined};
 use crate::report::{Row, Table, Target, median_p99, slowest};
 
 const WINDOW: usize = 200;
-/// Issue 15: group commit reaches at least half the rate of raw `write` + `fdatasync` batches of the same lines,
-/// i.e. costs at most twice as much.
+/// Issue 28: group commit reaches at least half the rate at which the echo answers the same rename frames on one
+/// pipelined connection, i.e. costs at most twice as much. (Issue 15 asked half of raw `write` + `fdatasync`
+/// batches, which no server behind one WebSocket reaches: the table shows that ratio as information.)
 const GROUP_COMMIT_RATIO: f64 = 2.0;
+
+/// `count` rename frames of `session_id` (ids from [`ID_BASE`], titles of `prefix`).
+fn rename_frames(session_id: &str, prefix: &str, count: usize) -> anyhow::Result<Vec<String>> {
+    (0..count).map(|index| session_rename_frame(ID_BASE + index as u64, session_id, prefix, index)).collect()
+}
 
 /// Writes `lines` with one `write` and one `fdatasync` per `batch` lines; returns the elapsed time.
 fn raw_batches(dir: &Path, lines: &[&[u8]], batch: usize) -> anyhow::Result<Duration> {
@@ -45,6 +57,16 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let sequential = ctx.size(300, 10);
     let daemon = InProcessDaemon::start(None)?;
     let (client, _deliveries) = daemon.client().await?;
+    // The echo answers every frame with the daemon's own reply to a rename (its id spliced in): prefixes of one
+    // length (`prb0`, `raw0`…) give replies of one size.
+    let probe_session = create_session(&client, daemon.path()).await?;
+    let mut probe = RawWs::connect(&daemon.url(), &daemon.token).await?;
+    probe.handshake().await?;
+    probe.send(session_rename_frame(ID_BASE, &probe_session.session_id, "prb0", 0)?.into()).await?;
+    let canned = probe.reply().await?;
+    ensure!(canned.contains("\"result\""), "the probe rename failed: {}", canned.as_str());
+    let echo = EchoServer::start(&canned, ID_BASE, echo_workers())?;
+    let (mut raw_client_rates, mut echo_rates) = (Vec::new(), Vec::new());
     let (mut rates, mut raw_rates, mut raw_single_rates) = (Vec::new(), Vec::new(), Vec::new());
     let (mut append_latencies, mut fsync_latencies) = (Vec::new(), Vec::new());
     let mut line_bytes = 0;
@@ -58,6 +80,20 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         )
         .await??;
         rates.push(events as f64 / started.elapsed().as_secs_f64());
+
+        // The same number of renames from a raw WebSocket (no client library: what the echo is driven with), into
+        // a session of their own, then the same frames answered by the echo.
+        let raw_session = create_session(&client, daemon.path()).await?;
+        let frames = rename_frames(&raw_session.session_id, &format!("raw{}", round % 10), events)?;
+        let mut socket = RawWs::connect(&daemon.url(), &daemon.token).await?;
+        socket.handshake().await?;
+        let (elapsed, _) =
+            tokio::time::timeout(Duration::from_secs(300), pipelined_frames(socket, &frames, WINDOW)).await??;
+        raw_client_rates.push(events as f64 / elapsed.as_secs_f64());
+        let socket = RawWs::connect(&echo.url(), "unused").await?;
+        let (elapsed, _) =
+            tokio::time::timeout(Duration::from_secs(300), pipelined_frames(socket, &frames, WINDOW)).await??;
+        echo_rates.push(events as f64 / elapsed.as_secs_f64());
 
         // The same lines, as the daemon wrote them.
         let log = std::fs::read(daemon.path().join("sessions").join(&session.session_id).join("events.jsonl"))?;
@@ -82,16 +118,22 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let (raw_rate, _) = median_p99(&raw_rates);
     let (raw_single, _) = median_p99(&raw_single_rates);
     let (rate, _) = median_p99(&rates);
+    let (raw_client_rate, _) = median_p99(&raw_client_rates);
+    let (echo_rate, _) = median_p99(&echo_rates);
     let (fsync, fsync_p99) = median_p99(&fsync_latencies);
     let (append, append_p99) = median_p99(&append_latencies);
     Ok(Table {
         figure: "4. Durable append throughput (group commit)".into(),
         note: format!(
-            "{events} renames per round into a fresh session, {WINDOW} in flight from one client, {} rounds; lines \
-             average {line_bytes} bytes. Baseline: the same lines written by a raw loop in the same directory, one \
-             `write` + `fdatasync` per batch of {} lines (what a double-buffered group commit with {WINDOW} in \
-             flight can reach), and per line. Sequential: one rename at a time vs one raw `write` + `fdatasync` of \
-             one line. Target (issue 15): group commit ≥ 0.5× the raw batches' rate (ratio ≤ {GROUP_COMMIT_RATIO}).",
+            "{events} renames per round into a fresh session, {WINDOW} in flight from one connection, {} rounds; \
+             lines average {line_bytes} bytes. Sent twice: by the shared `Client` and by a raw WebSocket (the same \
+             frames the echo gets). Baselines: the bare actix-ws echo of figures 1–2 answering the same rename \
+             frames on one pipelined connection with the daemon's reply to a rename (what the transport allows), and \
+             the same lines written by a raw loop in the same directory, one `write` + `fdatasync` per batch of {} \
+             lines (what a double-buffered group commit with {WINDOW} in flight can reach on this disk), and per \
+             line. Sequential: one rename at a time vs one raw `write` + `fdatasync` of one line. Target (issue 28): \
+             group commit from the raw WebSocket ≥ 0.5× the echo's rate (ratio ≤ {GROUP_COMMIT_RATIO}); issue 15's \
+             against the raw batches is shown as information.",
             ctx.rounds,
             WINDOW / 2
         ),
@@ -103,9 +145,17 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
                 slowest(&raw_rates),
             ),
             Row::new("raw write+fdatasync, one line per sync", "lines/s", raw_single, slowest(&raw_single_rates)),
-            Row::new("daemon: pipelined renames (group commit)", "events/s", rate, slowest(&rates))
-                .rate(raw_rate)
-                .target(Target::RatioAtMost(GROUP_COMMIT_RATIO)),
+            Row::new("daemon: pipelined renames, shared Client (group commit)", "events/s", rate, slowest(&rates))
+                .rate(raw_rate),
+            Row::new("bare echo answering the same rename frames (baseline)", "req/s", echo_rate, slowest(&echo_rates)),
+            Row::new(
+                "daemon: pipelined renames, raw WebSocket (group commit)",
+                "events/s",
+                raw_client_rate,
+                slowest(&raw_client_rates),
+            )
+            .rate(echo_rate)
+            .target(Target::RatioAtMost(GROUP_COMMIT_RATIO)),
             Row::new("raw write+fdatasync of one line", "ms", fsync, fsync_p99),
             Row::new("daemon: one rename at a time", "ms", append, append_p99).cost(fsync),
         ],

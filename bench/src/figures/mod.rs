@@ -42,5 +42,18 @@ pub fn session_get_frame(id: u64, session_id: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"session.get","params":{{"session_id":"{session_id}"}}}}"#)
 }
 
+/// A `session.rename` request setting [`crate::harness::bench_title`]`(prefix, index)`, with a fixed-width id, so
+/// every frame of one prefix has the same size.
+pub fn session_rename_frame(id: u64, session_id: &str, prefix: &str, index: usize) -> anyhow::Result<String> {
+    use troupe_protocol::types::session::{SessionRenameParams, TitleChange};
+    let params = SessionRenameParams {
+        session_id: session_id.to_owned(),
+        client_rename_id: format!("{prefix}-{index:07}"),
+        change: TitleChange::Set { title: crate::harness::bench_title(prefix, index) },
+    };
+    let params = serde_json::to_string(&params)?;
+    Ok(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"session.rename","params":{params}}}"#))
+}
+
 /// Ids start here so that they all have 7 digits.
 pub const ID_BASE: u64 = 1_000_000;

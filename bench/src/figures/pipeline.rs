@@ -49,8 +49,20 @@ pub(super) async fn one_connection(
     total: usize,
     window: usize,
 ) -> anyhow::Result<(Duration, Vec<f64>)> {
-    let (mut sink, mut stream) = socket.stream.split();
     let frames: Vec<String> = (0..total).map(|index| session_get_frame(ID_BASE + index as u64, session_id)).collect();
+    pipelined_frames(socket, &frames, window).await
+}
+
+/// Sends `frames` (request `i` has id `ID_BASE + i`) on `socket`, `window` in flight, and reads a successful reply
+/// to each: the time from the first send to the last reply, and each request's latency in ms, in the order the
+/// replies came.
+pub(super) async fn pipelined_frames(
+    socket: RawWs,
+    frames: &[String],
+    window: usize,
+) -> anyhow::Result<(Duration, Vec<f64>)> {
+    let total = frames.len();
+    let (mut sink, mut stream) = socket.stream.split();
     let started = Instant::now();
     let mut sent_at = vec![Instant::now(); total];
     let mut latencies = Vec::with_capacity(total);
@@ -78,7 +90,7 @@ pub(super) async fn one_connection(
         if !is_reply(&text) {
             continue;
         }
-        ensure!(text.contains("\"result\""), "a pipelined session.get failed: {}", text.as_str());
+        ensure!(text.contains("\"result\""), "a pipelined request failed: {}", text.as_str());
         let index = reply_id(&text).and_then(|id| id.checked_sub(ID_BASE)).map(|index| index as usize);
         let Some(index) = index.filter(|index| *index < sent) else {
             bail!("a reply to an unknown id: {}", text.as_str())

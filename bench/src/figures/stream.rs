@@ -191,20 +191,23 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
              arrival). Group commits: the daemon's `troupe_event_log_fsync_duration_seconds_count` over all runs \
              ({commits:.0} commits for {events:.0} events in {runs:.0} runs, session creation and each run's other \
              events included). Baseline: one raw `write` + `fdatasync` of a 400-byte line in the same directory, \
-             {fsyncs_per_run} after each run. Target (issue 15): p99 ≤ 2 × the baseline's median. Tail against tail: \
-             the latency's p99 is {:.2}× the baseline's p99.",
+             {fsyncs_per_run} after each run. Target (issue 28, tail against tail): the latency's p99 ≤ 2 × the \
+             baseline's p99. Issue 15's target, p99 ≤ 2 × the baseline's median, sits below the disk's own tail (a \
+             delta waits for one `fdatasync` of the log, docs/performance.md finding 6): its ratio, the p99 over the \
+             baseline's median, is {:.2}×.",
             ctx.program.describe(),
             plan.chunks.len(),
             plan.chunks[0].len(),
             plan.interval.as_secs_f64() * 1000.0,
             ctx.rounds,
-            latency_p99 / fsync_p99,
+            latency_p99 / fsync_median,
         ),
         rows: vec![
             Row::new("raw write+fdatasync of one line", "ms", fsync_median, fsync_p99),
-            Row::new("SSE chunk written → text_delta held", "ms", latency, latency_p99)
-                .cost(fsync_median)
-                .target(Target::P99RatioAtMost(2.0)),
+            Row::new("SSE chunk written → text_delta held", "ms", latency, latency_p99).cost(fsync_median),
+            Row::new("its p99, against the raw fdatasync's p99 (tail against tail)", "ms", latency_p99, latency_p99)
+                .cost(fsync_p99)
+                .target(Target::RatioAtMost(2.0)),
             Row::new("text_delta events per run (chunks per run: see note)", "events", delta_count, delta_count_worst),
             Row::new(
                 "daemon group commits (fdatasync) per text chunk",
