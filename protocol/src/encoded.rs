@@ -50,6 +50,24 @@ impl<T> Serialize for Encoded<T> {
     }
 }
 
+/// The length of `value`'s compact JSON encoding (what `serde_json::to_string` would return), counted by a writer
+/// that keeps no bytes: for sizing a buffer exactly, or for an estimate that needs only the size.
+pub fn encoded_len<T: Serialize + ?Sized>(value: &T) -> Result<usize, serde_json::Error> {
+    struct ByteCounter(usize);
+    impl std::io::Write for ByteCounter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = ByteCounter(0);
+    serde_json::to_writer(&mut counter, value)?;
+    Ok(counter.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +80,12 @@ mod tests {
         let reply = encode_result_for(&id, &encoded.clone()).unwrap();
         assert_eq!(reply, r#"{"jsonrpc":"2.0","id":7,"result":{"session":{"seq":3,"title":"té"}}}"#);
         assert_eq!(encoded.get(), r#"{"session":{"seq":3,"title":"té"}}"#);
+    }
+
+    #[test]
+    fn encoded_len_is_the_length_of_the_encoding() {
+        let value = serde_json::json!({"path": "notes \"1\".txt", "lines": [1, 2], "title": "t\u{e9}\n"});
+        assert_eq!(encoded_len(&value).unwrap(), value.to_string().len());
+        assert_eq!(encoded_len("").unwrap(), 2);
     }
 }

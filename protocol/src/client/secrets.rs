@@ -53,20 +53,8 @@ fn encode_secret_request<M: Method>(id: u64, params: &M::Params) -> Result<Zeroi
         method: &'static str,
         params: &'a P,
     }
-    struct ByteCounter(usize);
-    impl std::io::Write for ByteCounter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     let envelope = Envelope { jsonrpc: "2.0", id, method: M::NAME, params };
-    let mut counter = ByteCounter(0);
-    serde_json::to_writer(&mut counter, &envelope)?;
-    let mut buffer = Zeroizing::new(Vec::with_capacity(counter.0));
+    let mut buffer = Zeroizing::new(Vec::with_capacity(crate::encoded::encoded_len(&envelope)?));
     serde_json::to_writer(&mut *buffer, &envelope)?;
     match String::from_utf8(std::mem::take(&mut *buffer)) {
         Ok(text) => Ok(Zeroizing::new(text)),

@@ -121,23 +121,11 @@ pub(crate) fn user_parts_text(parts: &[UserPart]) -> String {
     parts.iter().map(UserPart::as_prompt_text).collect::<Vec<_>>().join("\n\n")
 }
 
-/// The length of `value`'s compact JSON text (`value.to_string().len()`), counted by a writer that keeps no bytes:
-/// estimates that run over a whole history every turn need the size of each call's arguments, not their text.
+/// The length of `value`'s compact JSON text (`value.to_string().len()`), without building it: estimates that run
+/// over a whole history every turn need the size of each call's arguments, not their text.
 pub fn json_text_len(value: &serde_json::Value) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    // Writing a `Value` into a writer that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.0
+    // Encoding a `Value` cannot fail (its map keys are strings).
+    troupe_protocol::encoded::encoded_len(value).unwrap_or_default()
 }
 
 /// Tool arguments from the text a model streamed: empty means none (`{}`); text that is not JSON is kept as a
