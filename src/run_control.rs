@@ -2,7 +2,8 @@
 //! (as `troupe run` and `troupe watch` print it, or a unique prefix of an active run's id) or by `--session S`,
 //! meaning S's active run; `stdin --session` without `--call` writes to that run's one running command.
 
-use troupe_protocol::client::{ClientOptions, ClientProtocol};
+use troupe_protocol::client::{ClientError, ClientOptions, ClientProtocol};
+use troupe_protocol::error_code::ErrorCode;
 use troupe_protocol::types::common::SessionStatus;
 use troupe_protocol::types::run::{RunIdParams, RunSteerParams, RunToolStdinParams};
 use troupe_protocol::types::session::SessionListParams;
@@ -131,10 +132,14 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
         }
     };
     let client = &connected.client;
-    let send = |data: Option<String>, eof: bool| {
+    let send_raw = |data: Option<String>, eof: bool| {
         let params = RunToolStdinParams { run_id: run_id.clone(), tool_call_id: tool_call_id.clone(), data, eof };
         let call = client.run_tool_stdin(params);
-        async move { call.await.map(|result| result.accepted).map_err(explained) }
+        async move { call.await.map(|result| result.accepted) }
+    };
+    let send = |data: Option<String>, eof: bool| {
+        let call = send_raw(data, eof);
+        async move { call.await.map_err(explained) }
     };
     let accepted = match request.text {
         Some(mut text) => {
@@ -154,8 +159,14 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
             }
             // The end of input closes the command's stdin. A command that ended after taking every line typed has no
             // stdin left to close, and nothing typed was lost: only with nothing typed does a refusal mean the
-            // command was not there to take input.
-            accepted && (send(None, true).await? || typed)
+            // command was not there to take input. Its whole run may have ended too (a quick command, then a quick
+            // model): that is the same, not an error.
+            accepted
+                && match send_raw(None, true).await {
+                    Ok(closed) => closed || typed,
+                    Err(error) if typed && run_ended(&error) => true,
+                    Err(error) => return Err(explained(error)),
+                }
         }
     };
     client.close().await;
@@ -166,6 +177,11 @@ pub async fn stdin(connection: &Connection, request: StdinRequest, out: Output) 
         );
     }
     emit(out, &serde_json::json!({"run_id": run_id, "tool_call_id": tool_call_id, "accepted": true}), String::new)
+}
+
+/// Whether `error` says the run is no longer active (`run_not_active`).
+fn run_ended(error: &ClientError) -> bool {
+    matches!(error, ClientError::Rpc(rpc) if rpc.error_code() == Some(ErrorCode::RunNotActive))
 }
 
 /// The length of a whole run id (a UUID): taken as given, without looking for it.
