@@ -12,8 +12,8 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 
 use super::{
-    ChatMessage, ModelError, ModelProvider, ModelRequest, ModelStream, StreamEvent, TokenUsage, UserPart,
-    json_text_len, user_parts_text,
+    ChatMessage, ModelError, ModelProvider, ModelRequest, ModelStream, StreamEvent, TokenUsage, json_text_len,
+    user_parts_len, user_parts_text,
 };
 
 pub use scripted::{Script, ScriptError, ScriptedModel};
@@ -63,7 +63,7 @@ pub(crate) fn request_bytes(request: &ModelRequest) -> usize {
         .messages
         .iter()
         .map(|message| match message {
-            ChatMessage::User { parts } => user_parts_bytes(parts),
+            ChatMessage::User { parts } => user_parts_len(parts),
             ChatMessage::Assistant { text, tool_calls } => {
                 text.len()
                     + tool_calls.iter().map(|call| call.tool.len() + json_text_len(&call.arguments)).sum::<usize>()
@@ -72,19 +72,6 @@ pub(crate) fn request_bytes(request: &ModelRequest) -> usize {
         })
         .sum();
     system + messages
-}
-
-/// The length of [`user_parts_text`] of `parts`, without joining them (a file part's note is still built).
-fn user_parts_bytes(parts: &[UserPart]) -> usize {
-    let separators = parts.len().saturating_sub(1) * "\n\n".len();
-    let texts: usize = parts
-        .iter()
-        .map(|part| match part {
-            UserPart::Text(text) => text.len(),
-            UserPart::File { .. } => part.as_prompt_text().len(),
-        })
-        .sum();
-    texts + separators
 }
 
 /// Splits `text` into chunks that each end after a run of whitespace, so the chunks concatenate back to
@@ -118,7 +105,7 @@ mod tests {
     fn request_bytes_counts_what_the_joined_texts_and_encoded_arguments_hold() {
         use std::sync::Arc;
 
-        use crate::model::ToolCallRequest;
+        use crate::model::{ToolCallRequest, UserPart};
 
         let messages = vec![
             ChatMessage::User {

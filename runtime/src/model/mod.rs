@@ -116,9 +116,24 @@ impl UserPart {
     }
 }
 
+/// What separates a user message's parts in its text: a blank line, so notes stay distinct.
+const USER_PART_SEPARATOR: &str = "\n\n";
+
 /// Joins a user message's parts into one text, parts separated by a blank line so notes stay distinct.
 pub(crate) fn user_parts_text(parts: &[UserPart]) -> String {
-    parts.iter().map(UserPart::as_prompt_text).collect::<Vec<_>>().join("\n\n")
+    parts.iter().map(UserPart::as_prompt_text).collect::<Vec<_>>().join(USER_PART_SEPARATOR)
+}
+
+/// The length of [`user_parts_text`] of `parts`, without joining them (a file part's short note is still built).
+pub(crate) fn user_parts_len(parts: &[UserPart]) -> usize {
+    let texts: usize = parts
+        .iter()
+        .map(|part| match part {
+            UserPart::Text(text) => text.len(),
+            UserPart::File { .. } => part.as_prompt_text().len(),
+        })
+        .sum();
+    texts + parts.len().saturating_sub(1) * USER_PART_SEPARATOR.len()
 }
 
 /// The length of `value`'s compact JSON text (`value.to_string().len()`), without building it: estimates that run
