@@ -86,7 +86,7 @@ impl Engine {
         let subscribed = self
             .ask_session(&params.session_id, || SubscribeToolOutput {
                 sink: sink.clone(),
-                subscription_id: params.subscription_id.clone(),
+                subscription_id: subscription_id.clone(),
                 tool_call_id: params.tool_call_id.clone(),
                 stream: params.stream,
                 from_offset: params.from_offset,

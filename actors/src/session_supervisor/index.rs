@@ -204,9 +204,8 @@ impl Handler<SessionMetaChanged> for SessionSupervisor {
             return;
         }
         self.publish_to_directory(&message.meta);
-        let mut meta = message.meta;
-        meta.node = self.own_node();
-        self.index_meta(meta);
+        // `index_meta` names this node as the session's host.
+        self.index_meta(message.meta);
     }
 }
 
