@@ -29,6 +29,7 @@ pub mod ports;
 pub mod presence_actor;
 pub mod producers;
 pub mod published_meta;
+pub mod published_usage;
 pub mod run_actor;
 pub mod run_registry;
 pub mod run_services;

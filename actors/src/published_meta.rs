@@ -49,6 +49,13 @@ impl PublishedMeta {
         let _older = self.0.write().replace(published);
     }
 
+    /// The newest publication's progress: its `last_event_seq` and `last_activity_at`. The supervisor's index
+    /// hears of progress alone at most every 100 ms (`session_actor/meta.rs`), and serves a live session's from here.
+    pub fn progress(&self) -> Option<(u64, String)> {
+        let published = self.0.read().clone()?;
+        Some((published.meta.last_event_seq, published.meta.last_activity_at.clone()))
+    }
+
     /// The newest metadata as `session.get`'s result, encoded once per publication; `None` until the session has
     /// loaded.
     pub fn result(&self) -> Option<Result<Encoded<SessionResult>, serde_json::Error>> {

@@ -37,6 +37,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use troupe_protocol::server::EventSink;
+use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::events::{EventsSubscribeResult, StoredEvent};
 use troupe_runtime::event_log::{EventReader, EventStore};
 use troupe_runtime::session_state::SessionState;
@@ -176,9 +177,15 @@ pub struct SessionActor {
     snapshots: SnapshotBooks,
     /// Where the metadata is published for `session.get` (`published_meta`).
     published: crate::published_meta::PublishedMeta,
+    /// Where the spent usage is left for the supervisor's usage index (`published_usage`, `usage`).
+    published_usage: crate::published_usage::PublishedUsage,
     /// How many artifacts the supervisor was last told the session names (`artifacts`); `None` before the first
     /// report.
     artifacts_reported: Option<usize>,
+    /// The metadata the supervisor was last told (`meta`); `None` before the first report.
+    meta_reported: Option<SessionMeta>,
+    /// The pending report of a batch that only moved the session's progress (`meta`).
+    meta_report_due: Option<SpawnHandle>,
 }
 
 impl SessionActor {
@@ -216,7 +223,10 @@ impl SessionActor {
             jobs: Jobs::default(),
             snapshots: SnapshotBooks::default(),
             published: Default::default(),
+            published_usage: Default::default(),
             artifacts_reported: None,
+            meta_reported: None,
+            meta_report_due: None,
         }
     }
 

@@ -65,6 +65,8 @@ pub struct LiveSession {
     /// Its metadata as published at its newest durable batch (`published_meta`), read by `session.get` without
     /// asking the actor.
     pub meta: crate::published_meta::PublishedMeta,
+    /// Its spent usage not yet in the supervisor's usage index (`published_usage`), taken before each rollup.
+    pub usage: crate::published_usage::PublishedUsage,
     /// The session thread it runs on (`None` when the supervisor's own thread hosts it, as in unit tests).
     pub arbiter: Option<ArbiterHandle>,
 }
@@ -195,10 +197,11 @@ impl SessionSupervisor {
         let id = session_id.to_owned();
         let producers = crate::session_actor::ProducerLane::new(self.run_context.clone());
         let meta = crate::published_meta::PublishedMeta::default();
-        let published = meta.clone();
+        let usage = crate::published_usage::PublishedUsage::default();
+        let (published, published_usage) = (meta.clone(), usage.clone());
         let build = move |_: &mut Context<SessionActor>| {
             SessionActor::new(id, session_dir, incarnation, supervisor, opening, sessions, producers)
-                .publishing_to(published)
+                .publishing_to(published, published_usage)
         };
         let (addr, arbiter) = if self.arbiters.is_empty() {
             (SessionActor::create(build), None)
@@ -207,7 +210,7 @@ impl SessionSupervisor {
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
             (SessionActor::start_in_arbiter(&arbiter, build), Some(arbiter))
         };
-        let live = LiveSession { port: SessionPort::new(&addr), addr, incarnation, meta, arbiter };
+        let live = LiveSession { port: SessionPort::new(&addr), addr, incarnation, meta, usage, arbiter };
         self.live.insert(session_id.to_owned(), live.clone());
         live
     }

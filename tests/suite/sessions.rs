@@ -272,3 +272,40 @@ async fn session_get_on_another_connection_reads_every_acknowledged_rename_back(
         assert!(got.last_event_seq >= renamed.last_event_seq, "{} < {}", got.last_event_seq, renamed.last_event_seq);
     }
 }
+
+/// A live session tells the supervisor's index of a batch that only moved its progress within 100 ms rather than at
+/// once (`actors/src/session_actor/meta.rs`); `session.list`, `session.tree` and `session.get` still show its newest
+/// event as soon as a subscriber has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_sessions_newest_event_is_listed_as_soon_as_it_is_delivered() {
+    let daemon = TestDaemon::start();
+    let (client, mut deliveries) = daemon.client().await;
+    let script = json!({"turns": [
+        {"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 60"}}]},
+        {"text": "done"}
+    ]});
+    connect_script(&client, daemon.data_path(), script).await;
+    let session = daemon.create_session(&client).await;
+    let session_id = session.session_id.clone();
+    set_mode(&client, &session_id, PermissionMode::Yolo).await;
+    client.subscribe(&session_id, None).await.expect("subscribe");
+    let run_id = start_run(&client, &session_id, selection_of("default", "local/scripted"), "go").await;
+    // The run's start changed the session's status (reported at once); its tool call's start moved only its
+    // progress.
+    let events =
+        events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ToolCallStarted { .. })).await;
+    let newest = events.last().expect("the call's start").seq;
+
+    let listed = within("list", client.call::<method::SessionList>(SessionListParams::default())).await.unwrap();
+    let listed = listed.sessions.iter().find(|meta| meta.session_id == session_id).expect("the session is listed");
+    assert_eq!(listed.status, SessionStatus::Running);
+    assert!(listed.last_event_seq >= newest, "listed at {}, delivered {newest}", listed.last_event_seq);
+    let id = SessionIdParams { session_id: session_id.clone() };
+    let tree = within("tree", client.call::<method::SessionTree>(id.clone())).await.unwrap().tree;
+    assert!(tree.session.last_event_seq >= newest, "tree at {}, delivered {newest}", tree.session.last_event_seq);
+    let got = within("get", client.call::<method::SessionGet>(id)).await.unwrap().session;
+    assert!(got.last_event_seq >= newest, "got {}, delivered {newest}", got.last_event_seq);
+
+    let params = troupe_protocol::types::run::RunIdParams { run_id };
+    assert!(within("cancel", client.call::<method::RunCancel>(params)).await.unwrap().cancelled);
+}

@@ -464,3 +464,35 @@ async fn after_a_revert_session_usage_shows_the_visible_branch_and_everything_sp
     let (client, _deliveries) = daemon.client().await;
     check(&client, "after a restart").await;
 }
+
+/// A live session leaves its spending for the rollups instead of sending it on every model turn; when it stops
+/// (here, it hibernates) with nothing asked meanwhile, it sends what it left, and the rollups count it without
+/// loading it again.
+#[tokio::test]
+async fn a_session_that_hibernates_before_any_rollup_is_still_counted() {
+    let vendor =
+        FakeServer::start(vec![models_list(&["gpt-4o-mini"]), openai_text_reporting("answer", FIRST.json())]).await;
+    let daemon = TestDaemon::start_with(DaemonSetup {
+        hibernate_after: Some(Duration::from_millis(100)),
+        ..DaemonSetup::default()
+    });
+    let (client, _client_deliveries) = daemon.client().await;
+    connect_provider(&client, "openai", &[("base_url", &format!("{}/v1", vendor.base_url))], Some("sk-test"))
+        .await
+        .expect("connect the fake vendor");
+    let session = daemon.create_session(&client).await.session_id;
+    // The watcher's subscription keeps the session awake until the run is over, then goes with its connection.
+    let (watcher, mut deliveries) = daemon.client().await;
+    watcher.subscribe(&session, None).await.expect("subscribe");
+    run(&client, &mut deliveries, &session, "question").await;
+    drop(deliveries);
+    drop(watcher);
+    eventually("the session hibernates", || !daemon.engine().is_live(&session)).await;
+
+    let requests = vec![(FIRST, Some(FIRST.cost()))];
+    assert_rollup(&global_usage(&client).await, &[(MODEL, requests.clone())], "usage.global");
+    assert_rollup(&agent_usage(&client, "default").await, &[(MODEL, requests.clone())], "agent.usage");
+    let tree = tree_usage(&client, &session).await.expect("session.tree_usage");
+    assert_rollup(&tree.usage, &[(MODEL, requests)], "session.tree_usage");
+    assert!(!daemon.engine().is_live(&session), "counted from the index, not by loading the session");
+}

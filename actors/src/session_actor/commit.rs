@@ -149,7 +149,7 @@ impl SessionActor {
                     // The append cut the torn tail off: it is no longer in the log, so stop reporting it.
                     state.skipped_events.retain(|skipped| skipped.reason != event_log::TORN_REASON);
                 }
-                actor.commit(durable.entries);
+                actor.commit(ctx, durable.entries);
                 actor.maybe_snapshot(ctx);
                 actor.schedule_batch(ctx);
             }
@@ -164,14 +164,14 @@ impl SessionActor {
 
     /// Publishes a durable batch: to the tail, to live subscribers, then to waiting requests. (Replaying
     /// subscribers get these events from their pump.)
-    pub(super) fn commit(&mut self, batch: Vec<LogEntry>) {
+    pub(super) fn commit(&mut self, ctx: &mut Context<Self>, batch: Vec<LogEntry>) {
         let (Some(first), Some(last)) = (batch.first().map(|event| event.seq), batch.last().map(|event| event.seq))
         else {
             return;
         };
         // Before the events reach anyone: a client that holds an event, or was told its write is durable, reads
         // it back with `session.get`.
-        self.report_meta();
+        self.report_meta(ctx);
         if self.subscribers.has_live() {
             // Each frame encoded once for every subscriber; each subscriber gets the batch's frames at once.
             let frames: Vec<(u64, ByteString)> = batch

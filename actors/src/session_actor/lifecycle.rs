@@ -76,7 +76,7 @@ impl SessionActor {
         // or a producer's message taken up): the commit of those events publishes, and until then `session.get`
         // asks this actor, which answers after them. The state as loaded is not what the session is any more.
         if !self.lane.has_queued() && self.lane.store().is_some() {
-            self.report_meta();
+            self.report_meta(ctx);
             self.report_artifacts();
         }
     }
@@ -264,6 +264,9 @@ impl Actor for SessionActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        // Before `SessionStopped`, so the supervisor's index holds the session's last progress and usage when it
+        // hibernates.
+        self.flush_reports();
         self.snapshot_at_stop();
         if let Some(write) = self.meta_cache_job() {
             // The cache is only a cache (validated by the log's length), so it is written off the actor's thread
@@ -292,6 +295,8 @@ fn replicated(replica: Option<Box<dyn event_log::ReplicaWriter>>, local: Box<dyn
 /// a subscription open with nobody to feed it (an already closed one is left as it is).
 impl Drop for SessionActor {
     fn drop(&mut self) {
+        // A panic skips `stopped`: the supervisor's index still gets the session's last progress and usage.
+        self.flush_reports();
         self.end_subscriptions();
     }
 }

@@ -13,6 +13,43 @@ use super::SessionActor;
 use crate::error::EngineError;
 use crate::ports::supervisor::SessionMetaChanged;
 
+/// How long the supervisor's index may go without a live session's progress (`last_event_seq`,
+/// `last_activity_at`) when nothing else changed: what the cluster's directory may lag by.
+pub(super) const PROGRESS_REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether `b` differs from `a` only in the session's progress. Every field is named, so a new field of
+/// `SessionMeta` must be placed on one side or the other.
+fn differs_only_in_progress(a: &SessionMeta, b: &SessionMeta) -> bool {
+    let SessionMeta {
+        session_id,
+        origin,
+        cwd,
+        title,
+        title_updated_seq,
+        creation_selection,
+        status,
+        last_event_seq: _,
+        created_at,
+        last_activity_at: _,
+        skipped_events,
+        archived,
+        node,
+        may_be_stale,
+    } = a;
+    *session_id == b.session_id
+        && *origin == b.origin
+        && *cwd == b.cwd
+        && *title == b.title
+        && *title_updated_seq == b.title_updated_seq
+        && *creation_selection == b.creation_selection
+        && *status == b.status
+        && *created_at == b.created_at
+        && *skipped_events == b.skipped_events
+        && *archived == b.archived
+        && *node == b.node
+        && *may_be_stale == b.may_be_stale
+}
+
 /// The session's metadata.
 #[derive(Message)]
 #[rtype(result = "Result<SessionMeta, EngineError>")]
@@ -27,18 +64,63 @@ pub struct Rename {
 }
 
 impl SessionActor {
-    /// Publishes the metadata for `session.get` and tells the supervisor's index.
-    pub(super) fn report_meta(&self) {
+    /// Publishes the metadata for `session.get` and tells the supervisor's index: at once when anything but the
+    /// session's progress changed (its title, status, archive mark…), else within [`PROGRESS_REPORT_EVERY`].
+    ///
+    /// A batch that only moves `last_event_seq` and `last_activity_at` (most of a run's batches) is not worth a
+    /// message to the supervisor's thread each: it was about a seventh of a tool turn's CPU and context switches
+    /// (docs/performance.md, "Issue 28: the supervisor told of progress and usage less often"). The supervisor
+    /// serves a live session's progress from this publication meanwhile (`served_meta`), so `session.list` and
+    /// `session.tree` stay exact on this node; the cluster's directory may be that much behind.
+    pub(super) fn report_meta(&mut self, ctx: &mut Context<Self>) {
+        let Some(state) = &self.state else { return };
+        let meta = state.meta();
+        self.published.publish(meta.clone());
+        if self.meta_reported.as_ref().is_some_and(|reported| differs_only_in_progress(reported, &meta)) {
+            if self.meta_report_due.is_none() {
+                let due = ctx.run_later(PROGRESS_REPORT_EVERY, |actor, _| {
+                    actor.meta_report_due = None;
+                    actor.send_meta_report();
+                });
+                self.meta_report_due = Some(due);
+            }
+            return;
+        }
+        if let Some(due) = self.meta_report_due.take() {
+            ctx.cancel_future(due);
+        }
+        self.meta_reported = Some(meta.clone());
+        self.supervisor.do_send(SessionMetaChanged { meta });
+    }
+
+    /// Tells the supervisor the session's metadata now (a pending progress report, or the last one at stop).
+    pub(super) fn send_meta_report(&mut self) {
         if let Some(state) = &self.state {
             let meta = state.meta();
-            self.published.publish(meta.clone());
+            self.meta_reported = Some(meta.clone());
             self.supervisor.do_send(SessionMetaChanged { meta });
         }
     }
 
-    /// Publishes the metadata to `published` (the engine's view of this live session) from now on.
-    pub fn publishing_to(mut self, published: crate::published_meta::PublishedMeta) -> Self {
+    /// Sends the supervisor what it was not told yet, the actor being about to stop (its timers will not run, and
+    /// the supervisor takes nothing more from its publications): a pending progress report, and the spent usage
+    /// left and not taken (`usage`).
+    pub(super) fn flush_reports(&mut self) {
+        if self.meta_report_due.take().is_some() {
+            self.send_meta_report();
+        }
+        self.flush_usage_report();
+    }
+
+    /// Publishes the metadata to `published` and the spent usage to `usage` (the engine's views of this live
+    /// session) from now on.
+    pub fn publishing_to(
+        mut self,
+        published: crate::published_meta::PublishedMeta,
+        usage: crate::published_usage::PublishedUsage,
+    ) -> Self {
         self.published = published;
+        self.published_usage = usage;
         self
     }
 
@@ -104,5 +186,31 @@ impl Handler<Rename> for SessionActor {
                 .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
             meta.ok_or(EngineError::ShuttingDown)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::published_meta::sample_meta;
+
+    #[test]
+    fn only_a_change_of_progress_alone_may_wait_for_the_next_report() {
+        let reported = sample_meta("s", "one");
+        let mut progressed = reported.clone();
+        progressed.last_event_seq += 3;
+        progressed.last_activity_at = "2026-01-01T00:02:00.000Z".to_owned();
+        assert!(differs_only_in_progress(&reported, &progressed));
+        assert!(differs_only_in_progress(&reported, &reported));
+
+        let mut renamed = progressed.clone();
+        renamed.title = Some("two".to_owned());
+        assert!(!differs_only_in_progress(&reported, &renamed), "a title is reported at once");
+        let mut running = progressed.clone();
+        running.status = troupe_protocol::types::common::SessionStatus::Running;
+        assert!(!differs_only_in_progress(&reported, &running), "a status is reported at once");
+        let mut archived = progressed;
+        archived.archived = true;
+        assert!(!differs_only_in_progress(&reported, &archived), "an archive mark is reported at once");
     }
 }

@@ -24,14 +24,21 @@ impl Handler<GetUsage> for SessionActor {
 }
 
 impl SessionActor {
-    /// Tells the supervisor the session's spent usage when the durable batch `first..=last` holds the newest
-    /// `model_usage_recorded`. A batch whose usage event was followed by another not yet durable is not
-    /// reported: the later batch's report covers both, and the index never counts an event that is not on disk.
+    /// Leaves the session's spent usage for the supervisor's usage index (`published_usage`, taken before each
+    /// rollup) when the durable batch `first..=last` holds the newest `model_usage_recorded`. A batch whose usage
+    /// event was followed by another not yet durable is not reported: the later batch's report covers both, and
+    /// the index never counts an event that is not on disk.
     pub(super) fn report_usage(&self, first: u64, last: u64) {
         if let Some(state) = &self.state
             && (first..=last).contains(&state.usage.last_usage_seq())
         {
-            let summary = state.usage.summary().clone();
+            self.published_usage.leave(state.usage.summary().clone());
+        }
+    }
+
+    /// Sends the supervisor the spent usage left and not taken (the actor is stopping).
+    pub(super) fn flush_usage_report(&self) {
+        if let Some(summary) = self.published_usage.take() {
             self.supervisor.do_send(SessionUsageChanged { session_id: self.session_id.clone(), summary });
         }
     }

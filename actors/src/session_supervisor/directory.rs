@@ -177,10 +177,19 @@ impl SessionSupervisor {
     }
 
     /// `meta` as this node answers it: marked `may_be_stale` when another node hosts it and `behind`
-    /// ([`directory_behind`](Self::directory_behind)).
+    /// ([`directory_behind`](Self::directory_behind)), and with a live session's newest progress.
     pub(super) fn served_meta(&self, meta: &SessionMeta, behind: bool) -> SessionMeta {
         let mut meta = meta.clone();
         meta.may_be_stale = behind && self.hosted_elsewhere(&meta.session_id).is_some();
+        // A live session reports a batch that only moved its progress within 100 ms (`session_actor/meta.rs`);
+        // what it published at that batch is newer than the index until then.
+        if let Some(live) = self.live.get(&meta.session_id)
+            && let Some((last_event_seq, last_activity_at)) = live.meta.progress()
+            && last_event_seq > meta.last_event_seq
+        {
+            meta.last_event_seq = last_event_seq;
+            meta.last_activity_at = last_activity_at;
+        }
         meta
     }
 

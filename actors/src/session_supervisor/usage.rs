@@ -2,7 +2,9 @@
 //!
 //! Everything here answers from the [`UsageIndex`](super::usage_index::UsageIndex), never from a log: a session
 //! that was not opened since the daemon started is counted from what its `meta.json` (or the start's scan of its
-//! log) said.
+//! log) said. A live session leaves its spending in its `PublishedUsage` instead of sending it on every model
+//! turn; each rollup first takes what live sessions left (`take_live_usage`), and a stopping session sends what
+//! is left (`SessionUsageChanged`).
 
 use std::collections::HashSet;
 
@@ -48,6 +50,7 @@ impl Handler<GlobalUsage> for SessionSupervisor {
     type Result = MessageResult<GlobalUsage>;
 
     fn handle(&mut self, _: GlobalUsage, _: &mut Context<Self>) -> Self::Result {
+        self.take_live_usage();
         MessageResult(self.usage.global())
     }
 }
@@ -56,6 +59,7 @@ impl Handler<AgentUsage> for SessionSupervisor {
     type Result = MessageResult<AgentUsage>;
 
     fn handle(&mut self, message: AgentUsage, _: &mut Context<Self>) -> Self::Result {
+        self.take_live_usage();
         MessageResult(self.usage.agent(&message.agent))
     }
 }
@@ -65,6 +69,7 @@ impl Handler<TreeUsage> for SessionSupervisor {
 
     fn handle(&mut self, message: TreeUsage, _: &mut Context<Self>) -> Self::Result {
         self.meta(&message.session_id)?;
+        self.take_live_usage();
         let sessions = self.descendants_and_self(&message.session_id);
         Ok(SessionTreeUsageResult {
             usage: self.usage.sessions(sessions.iter()),
@@ -75,6 +80,18 @@ impl Handler<TreeUsage> for SessionSupervisor {
 }
 
 impl SessionSupervisor {
+    /// Sets the index from what live sessions left of their spending since the last rollup (`published_usage`):
+    /// a rollup counts every usage event that is durable. Not for a session deleted meanwhile (`removal`).
+    fn take_live_usage(&mut self) {
+        for live in self.live.iter() {
+            if let Some(summary) = live.usage.take()
+                && self.index.contains_key(live.key())
+            {
+                self.usage.set(live.key(), summary);
+            }
+        }
+    }
+
     /// The session and every session below it in the index (a damaged index with a cycle is walked once).
     pub(super) fn descendants_and_self(&self, session_id: &str) -> HashSet<String> {
         let mut found = HashSet::from([session_id.to_owned()]);
