@@ -49,6 +49,12 @@ impl PublishedMeta {
         let _older = self.0.write().replace(published);
     }
 
+    /// The newest publication's metadata.
+    pub fn meta(&self) -> Option<SessionMeta> {
+        let published = self.0.read().clone()?;
+        Some(published.meta.clone())
+    }
+
     /// The newest publication's progress: its `last_event_seq` and `last_activity_at`. The supervisor's index
     /// hears of progress alone at most every 100 ms (`session_actor/meta.rs`), and serves a live session's from here.
     pub fn progress(&self) -> Option<(u64, String)> {

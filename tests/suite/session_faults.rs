@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde_json::json;
 use troupe_protocol::client::ClientDelivery;
+use troupe_protocol::method;
 
 use super::cli_support::troupe_command;
 use super::support::*;
@@ -208,6 +209,44 @@ async fn a_log_write_that_fails_on_a_full_disk_ends_each_subscription_with_a_gap
     assert_eq!(numbered.len() as u64, last, "each event printed once: {seen:?}");
     watcher.kill().await.expect("stop watch");
     // The daemon first, then the file system, then the directory it was mounted in.
+    let data_dir = daemon.stop();
+    drop(disk);
+    drop(data_dir);
+}
+
+/// A session whose log refuses a write while a report of progress alone waits: what the supervisor's index lists
+/// afterwards is what was durable. The stopping actor sends its last publication, not its state (which holds the
+/// refused event), and the session's restart after the failure reports its log as loaded; this checks where both
+/// leave the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_refused_while_a_progress_report_waits_never_reaches_the_index() {
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let Some(disk) = SmallFilesystem::mount(&data_dir.path().join("sessions"), 1024 * 1024) else {
+        return;
+    };
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    let id = session.session_id.clone();
+    let filler = disk.fill();
+    // A revert to the first event changes nothing of the metadata but its progress, so each one's report waits
+    // (up to 100 ms) and the next revert follows well within that; reverts go on until one needs a page the disk
+    // no longer has.
+    let mut acknowledged = session.last_event_seq;
+    let failed = loop {
+        assert!(acknowledged < 1000, "a thousand reverts fit on a full disk");
+        let revert = troupe_protocol::types::session::SessionRevertParams { session_id: id.clone(), through_seq: 1 };
+        match within("session.revert", client.call::<method::SessionRevert>(revert)).await {
+            Ok(reverted) => acknowledged = reverted.session.last_event_seq,
+            Err(error) => break error,
+        }
+    };
+    eventually("the session whose log failed stops", || !daemon.engine().is_live(&id)).await;
+    let listed = within("list", client.call::<method::SessionList>(Default::default())).await.expect("list");
+    let listed = listed.sessions.into_iter().find(|meta| meta.session_id == id).expect("the session is listed");
+    assert_eq!(listed.last_event_seq, acknowledged, "the index holds the refused revert: {failed:?}");
+
+    std::fs::remove_file(filler).expect("free the disk");
     let data_dir = daemon.stop();
     drop(disk);
     drop(data_dir);

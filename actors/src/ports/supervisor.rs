@@ -47,7 +47,8 @@ pub struct SessionGone {
     pub port: SessionPort,
 }
 
-/// Sent by a session actor whenever its metadata changed.
+/// Sent by a session actor when its metadata changed: at once when anything but its progress (`last_event_seq`,
+/// `last_activity_at`) did, else within 100 ms and when it stops (`session_actor/meta.rs`).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SessionMetaChanged {
@@ -61,7 +62,8 @@ pub struct SessionStopped {
     pub session_id: String,
     pub incarnation: u64,
 }
-/// Sent by a session actor when a batch with a `model_usage_recorded` is durable: its whole spent usage now.
+/// Sent by a session actor when it stops: its whole spent usage, when it left some in its `PublishedUsage` that the
+/// supervisor did not take (`published_usage.rs`).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SessionUsageChanged {

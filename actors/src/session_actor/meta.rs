@@ -71,7 +71,8 @@ impl SessionActor {
     /// message to the supervisor's thread each: it was about a seventh of a tool turn's CPU and context switches
     /// (docs/performance.md, "Issue 28: the supervisor told of progress and usage less often"). The supervisor
     /// serves a live session's progress from this publication meanwhile (`served_meta`), so `session.list` and
-    /// `session.tree` stay exact on this node; the cluster's directory may be that much behind.
+    /// `session.tree` stay exact on this node; the cluster's directory may be that much behind. The pending report
+    /// sends this publication, whatever the state holds by then ([`send_meta_report`](Self::send_meta_report)).
     pub(super) fn report_meta(&mut self, ctx: &mut Context<Self>) {
         let Some(state) = &self.state else { return };
         let meta = state.meta();
@@ -93,10 +94,12 @@ impl SessionActor {
         self.supervisor.do_send(SessionMetaChanged { meta });
     }
 
-    /// Tells the supervisor the session's metadata now (a pending progress report, or the last one at stop).
+    /// Tells the supervisor the metadata last published (a pending progress report, or the last one at stop).
+    ///
+    /// What was published at the newest durable batch, not the state now: a stopping actor may hold events whose
+    /// write failed (a poisoned log) or no state at all (retired for a deletion), and neither may reach the index.
     pub(super) fn send_meta_report(&mut self) {
-        if let Some(state) = &self.state {
-            let meta = state.meta();
+        if let Some(meta) = self.published.meta() {
             self.meta_reported = Some(meta.clone());
             self.supervisor.do_send(SessionMetaChanged { meta });
         }

@@ -2,8 +2,9 @@
 //! `session.tree_usage` never load a log.
 //!
 //! It is fed at start by the supervisor's scan (from each `meta.json`, or from the log where the cache was missing
-//! or stale) and afterwards by the session actors, which send their new summary once a batch with a
-//! `model_usage_recorded` is durable. A summary replaces the session's previous one. The running totals over all
+//! or stale) and afterwards by the session actors: each leaves its new summary once a batch with a
+//! `model_usage_recorded` is durable, which the supervisor takes before each rollup (`published_usage.rs`), and
+//! sends what it left untaken when it stops. A summary replaces the session's previous one. The running totals over all
 //! sessions are kept up to date by subtracting the old summary and adding the new one, exact because summaries are
 //! integers (see `troupe_runtime::usage_book`), so the global and per-agent rollups cost nothing per session.
 
