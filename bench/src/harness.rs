@@ -154,6 +154,25 @@ impl DaemonProgram {
     }
 
     /// A short-lived run of the same executable that exits at once (`--version`): the cost of spawning it.
+    /// Asks the kernel to drop the executable's pages from the page cache (`POSIX_FADV_DONTNEED`; pages mapped by a
+    /// running process stay), so that the next start reads it as after a fresh build or boot. How much of the
+    /// executable a start maps, and so its RSS, depends on the page-cache folios its last reader or writer left
+    /// (docs/performance.md, finding 8); dropping them first makes every run measure the same state.
+    pub fn drop_cached_pages(&self) -> anyhow::Result<()> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(&self.program)
+            .with_context(|| format!("open {} to drop its cached pages", self.program.display()))?;
+        // SAFETY: a valid descriptor of an open file, the whole file's range; the call reads and writes no memory.
+        let error = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        ensure!(
+            error == 0,
+            "posix_fadvise of {}: {}",
+            self.program.display(),
+            std::io::Error::from_raw_os_error(error)
+        );
+        Ok(())
+    }
+
     pub fn spawn_exit_time(&self) -> anyhow::Result<Duration> {
         let started = Instant::now();
         let status = Command::new(&self.program)
