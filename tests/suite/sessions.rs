@@ -284,12 +284,7 @@ async fn a_running_sessions_newest_event_is_listed_as_soon_as_it_is_delivered() 
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 60"}}]},
         {"text": "done"}
     ]});
-    connect_script(&client, daemon.data_path(), script).await;
-    let session = daemon.create_session(&client).await;
-    let session_id = session.session_id.clone();
-    set_mode(&client, &session_id, PermissionMode::Yolo).await;
-    client.subscribe(&session_id, None).await.expect("subscribe");
-    let run_id = start_run(&client, &session_id, selection_of("default", "local/scripted"), "go").await;
+    let (session_id, run_id) = scripted_run_in_yolo(&daemon, &client, script).await;
     // The run's start changed the session's status (reported at once); its tool call's start moved only its
     // progress.
     let events =

@@ -494,6 +494,17 @@ pub async fn run_script_in_yolo(daemon: &TestDaemon, cwd: &Path, script: Value) 
     events_until(&mut deliveries, is_terminal).await
 }
 
+/// Connects `script` as the scripted model and starts it as a run in a new `yolo` session of `daemon`, subscribed by
+/// `client`: the session's id and the run's.
+pub async fn scripted_run_in_yolo(daemon: &TestDaemon, client: &Client, script: Value) -> (String, String) {
+    connect_script(client, daemon.data_path(), script).await;
+    let session_id = daemon.create_session(client).await.session_id;
+    set_mode(client, &session_id, troupe_protocol::types::session::PermissionMode::Yolo).await;
+    within("subscribe", client.subscribe(&session_id, None)).await.expect("subscribe");
+    let run_id = start_run(client, &session_id, selection_of("default", "local/scripted"), "go").await;
+    (session_id, run_id)
+}
+
 /// The results of the tool calls among `events`, in order.
 pub fn tool_results(events: &[StoredEvent]) -> Vec<troupe_protocol::types::run::PersistedToolResult> {
     events

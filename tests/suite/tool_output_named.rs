@@ -6,7 +6,6 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
-use troupe_protocol::types::session::PermissionMode;
 
 use super::support::*;
 
@@ -38,12 +37,7 @@ async fn a_named_subscription_gets_only_its_calls_stream_from_its_offset_then_th
         {"tool_calls": [{"tool": "shell", "arguments": {"command": SECOND}}]},
         {"text": "done"}
     ]});
-    connect_script(&client, daemon.data_path(), script).await;
-    let session = daemon.create_session(&client).await;
-    let session_id = session.session_id.clone();
-    set_mode(&client, &session_id, PermissionMode::Yolo).await;
-    client.subscribe(&session_id, None).await.expect("subscribe");
-    start_run(&client, &session_id, selection_of("default", "local/scripted"), "go").await;
+    let (session_id, _run_id) = scripted_run_in_yolo(&daemon, &client, script).await;
     eventually("the first call printed and waits", || project.join("waiting").exists()).await;
     let started =
         events_until(&mut deliveries, |event| kinds(std::slice::from_ref(event)) == ["tool_call_started"]).await;

@@ -4,7 +4,6 @@
 
 use serde_json::{Value, json};
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::session::PermissionMode;
 use troupe_runtime::tool_stdin::MAX_QUEUED_STDIN_BYTES;
 
 use super::support::*;
@@ -25,11 +24,7 @@ async fn stdin_for_a_tool_is_bounded_per_request_and_in_what_waits_unread() {
         {"tool_calls": [{"tool": "shell", "arguments": {"command": "sleep 60"}}]},
         {"text": "done"}
     ]});
-    connect_script(&client, daemon.data_path(), script).await;
-    let session = daemon.create_session(&client).await;
-    set_mode(&client, &session.session_id, PermissionMode::Yolo).await;
-    client.subscribe(&session.session_id, None).await.expect("subscribe");
-    let run_id = start_run(&client, &session.session_id, selection_of("default", "local/scripted"), "go").await;
+    let (_session_id, run_id) = scripted_run_in_yolo(&daemon, &client, script).await;
     let events =
         events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ToolCallStarted { .. })).await;
     let Some(EventPayload::ToolCallStarted { tool_call_id, .. }) = events.last().map(|event| &event.payload) else {
