@@ -76,8 +76,8 @@ impl SessionActor {
     pub(super) fn report_meta(&mut self, ctx: &mut Context<Self>) {
         let Some(state) = &self.state else { return };
         let meta = state.meta();
-        self.published.publish(meta.clone());
         if self.meta_reported.as_ref().is_some_and(|reported| differs_only_in_progress(reported, &meta)) {
+            self.published.publish(meta);
             if self.meta_report_due.is_none() {
                 let due = ctx.run_later(PROGRESS_REPORT_EVERY, |actor, _| {
                     actor.meta_report_due = None;
@@ -90,6 +90,7 @@ impl SessionActor {
         if let Some(due) = self.meta_report_due.take() {
             ctx.cancel_future(due);
         }
+        self.published.publish(meta.clone());
         self.meta_reported = Some(meta.clone());
         self.supervisor.do_send(SessionMetaChanged { meta });
     }
