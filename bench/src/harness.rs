@@ -153,7 +153,6 @@ impl DaemonProgram {
         command
     }
 
-    /// A short-lived run of the same executable that exits at once (`--version`): the cost of spawning it.
     /// Asks the kernel to drop the executable's pages from the page cache (`POSIX_FADV_DONTNEED`; pages mapped by a
     /// running process stay), so that the next start reads it as after a fresh build or boot. How much of the
     /// executable a start maps, and so its RSS, depends on the page-cache folios its last reader or writer left
@@ -173,6 +172,7 @@ impl DaemonProgram {
         Ok(())
     }
 
+    /// A short-lived run of the same executable that exits at once (`--version`): the cost of spawning it.
     pub fn spawn_exit_time(&self) -> anyhow::Result<Duration> {
         let started = Instant::now();
         let status = Command::new(&self.program)
