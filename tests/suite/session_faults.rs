@@ -151,13 +151,27 @@ impl Drop for SmallFilesystem {
     }
 }
 
+/// A daemon whose `sessions/` is a 1 MiB file system of its own; `None` (the test skipped) when this process may
+/// not mount one.
+fn daemon_on_a_small_disk() -> Option<(TestDaemon, SmallFilesystem)> {
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let disk = SmallFilesystem::mount(&data_dir.path().join("sessions"), 1024 * 1024)?;
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    Some((daemon, disk))
+}
+
+/// The daemon first, then the file system, then the directory it was mounted in.
+fn stop_on_a_small_disk(daemon: TestDaemon, disk: SmallFilesystem) {
+    let data_dir = daemon.stop();
+    drop(disk);
+    drop(data_dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_write_that_fails_on_a_full_disk_ends_each_subscription_with_a_gap_and_watch_continues() {
-    let data_dir = tempfile::tempdir().expect("data dir");
-    let Some(disk) = SmallFilesystem::mount(&data_dir.path().join("sessions"), 1024 * 1024) else {
+    let Some((daemon, disk)) = daemon_on_a_small_disk() else {
         return;
     };
-    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
     let (writer, _) = daemon.client().await;
     let session = daemon.create_session(&writer).await;
     let id = session.session_id.clone();
@@ -208,10 +222,7 @@ async fn a_log_write_that_fails_on_a_full_disk_ends_each_subscription_with_a_gap
     let numbered: Vec<&String> = seen.iter().filter(|line| line.starts_with('#')).collect();
     assert_eq!(numbered.len() as u64, last, "each event printed once: {seen:?}");
     watcher.kill().await.expect("stop watch");
-    // The daemon first, then the file system, then the directory it was mounted in.
-    let data_dir = daemon.stop();
-    drop(disk);
-    drop(data_dir);
+    stop_on_a_small_disk(daemon, disk);
 }
 
 /// A session whose log refuses a write while a report of progress alone waits: what the supervisor's index lists
@@ -220,11 +231,9 @@ async fn a_log_write_that_fails_on_a_full_disk_ends_each_subscription_with_a_gap
 /// leave the index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_refused_while_a_progress_report_waits_never_reaches_the_index() {
-    let data_dir = tempfile::tempdir().expect("data dir");
-    let Some(disk) = SmallFilesystem::mount(&data_dir.path().join("sessions"), 1024 * 1024) else {
+    let Some((daemon, disk)) = daemon_on_a_small_disk() else {
         return;
     };
-    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
     let (client, _deliveries) = daemon.client().await;
     let session = daemon.create_session(&client).await;
     let id = session.session_id.clone();
@@ -235,9 +244,8 @@ async fn a_write_refused_while_a_progress_report_waits_never_reaches_the_index()
     let mut acknowledged = session.last_event_seq;
     let failed = loop {
         assert!(acknowledged < 1000, "a thousand reverts fit on a full disk");
-        let revert = troupe_protocol::types::session::SessionRevertParams { session_id: id.clone(), through_seq: 1 };
-        match within("session.revert", client.call::<method::SessionRevert>(revert)).await {
-            Ok(reverted) => acknowledged = reverted.session.last_event_seq,
+        match revert(&client, &id, 1).await {
+            Ok(reverted) => acknowledged = reverted.last_event_seq,
             Err(error) => break error,
         }
     };
@@ -247,7 +255,5 @@ async fn a_write_refused_while_a_progress_report_waits_never_reaches_the_index()
     assert_eq!(listed.last_event_seq, acknowledged, "the index holds the refused revert: {failed:?}");
 
     std::fs::remove_file(filler).expect("free the disk");
-    let data_dir = daemon.stop();
-    drop(disk);
-    drop(data_dir);
+    stop_on_a_small_disk(daemon, disk);
 }
