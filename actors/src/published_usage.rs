@@ -36,13 +36,22 @@ impl PublishedUsage {
 mod tests {
     use super::*;
 
+    use troupe_runtime::usage_book::UsageTally;
+
+    /// A summary of `requests` requests of one agent and model.
+    fn summary(requests: u64) -> UsageSummary {
+        let tally = UsageTally { request_count: requests, ..UsageTally::default() };
+        serde_json::from_value(serde_json::json!({"default": {"local/echo": tally}})).expect("a summary")
+    }
+
     #[test]
     fn the_newest_summary_is_taken_once() {
         let published = PublishedUsage::default();
         assert!(published.take().is_none(), "nothing left yet");
-        published.leave(UsageSummary::default());
+        published.leave(summary(1));
+        published.leave(summary(2));
         let shared = published.clone();
-        assert!(shared.take().is_some(), "the actor's summary reaches the supervisor's clone");
+        assert_eq!(shared.take(), Some(summary(2)), "the actor's newest summary reaches the supervisor's clone");
         assert!(published.take().is_none(), "and only once");
     }
 }
