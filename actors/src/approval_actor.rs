@@ -1,19 +1,23 @@
 //! `ApprovalActor`: one per root session tree, the tree's side of permissions.
 //!
 //! It owns the tree's runtime-only permission mode and its tree grants (loaded from the root session's log when
-//! it starts, and kept current as grants are committed), answers runs that ask whether an operation is already
-//! granted, routes `approval.respond` to the session whose run asked (that session's actor validates the answer
+//! it starts, and kept current as grants are committed), answers runs that ask for the mode and grants to judge
+//! their calls with, routes `approval.respond` to the session whose run asked (that session's actor validates the answer
 //! and records it, so racing answers are ordered in one place), commits the tree grant an `approve_tree` answer
 //! creates to the root session's log, and collects `approval.list` across the tree. The supervisor starts it when
 //! the tree is used and stops it once the tree is idle (`approval_trees.rs`): it holds nothing that is lost then, as
 //! the grants are reloaded from the log and the supervisor keeps the tree's mode.
+
+use std::sync::Arc;
 
 use actix::prelude::*;
 use troupe_protocol::types::approval::{ApprovalListResult, ApprovalRecord, TreeGrant};
 use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
 
 use crate::error::EngineError;
-pub use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, ReloadGrants, RespondInTree, TreeMode};
+pub use crate::ports::approval::{
+    ListTreeApprovals, PermissionView, ReloadGrants, RespondInTree, TreeMode, TreePermissions,
+};
 use crate::ports::session::{
     CommitTreeGrant, GetTreeGrants, ListSessionApprovals, RespondToApproval, SessionRecipients,
 };
@@ -37,13 +41,13 @@ pub struct ApprovalActor {
     supervisor: SupervisorPort,
     /// Runtime-only: the supervisor remembers it between this tree's approval actors, not across restarts.
     mode: PermissionMode,
-    /// Durable in the root session's log.
-    grants: Vec<TreeGrant>,
+    /// Durable in the root session's log. Shared with the views handed out; a new grant makes a new slice.
+    grants: Arc<[TreeGrant]>,
 }
 
 impl ApprovalActor {
     pub fn new(root_session_id: String, supervisor: SupervisorPort, mode: PermissionMode) -> Self {
-        ApprovalActor { root_session_id, supervisor, mode, grants: Vec::new() }
+        ApprovalActor { root_session_id, supervisor, mode, grants: Arc::from([]) }
     }
 }
 
@@ -107,7 +111,7 @@ impl ApprovalActor {
         let root = self.root_session_id.clone();
         let load = async move { ask_session(&supervisor, &root, GetTreeGrants).await };
         ctx.wait(load.into_actor(self).map(|loaded, actor, _| match loaded {
-            Ok(grants) => actor.grants = grants,
+            Ok(grants) => actor.grants = grants.into(),
             // In a cluster, a tree another node hosts has its grants there: its approvals are answered there.
             Err(error @ EngineError::SessionHostedElsewhere { .. }) => {
                 tracing::debug!(root = %actor.root_session_id, %error, "the tree's grants are on another node")
@@ -125,13 +129,11 @@ impl Handler<ReloadGrants> for ApprovalActor {
     }
 }
 
-impl Handler<CheckTreePermission> for ApprovalActor {
-    type Result = MessageResult<CheckTreePermission>;
+impl Handler<TreePermissions> for ApprovalActor {
+    type Result = MessageResult<TreePermissions>;
 
-    fn handle(&mut self, message: CheckTreePermission, _: &mut Context<Self>) -> Self::Result {
-        let granted =
-            self.grants.iter().any(|grant| grant.action == message.action && grant.resource == message.resource);
-        MessageResult((self.mode, granted))
+    fn handle(&mut self, _: TreePermissions, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(PermissionView { mode: self.mode, grants: self.grants.clone() })
     }
 }
 
@@ -182,7 +184,7 @@ impl Handler<ListTreeApprovals> for ApprovalActor {
                 approvals.retain(|record| record.status == status);
             }
             approvals.sort_by(|a, b| a.approval_id.cmp(&b.approval_id));
-            Ok(ApprovalListResult { approvals, tree_grants: actor.grants.clone() })
+            Ok(ApprovalListResult { approvals, tree_grants: actor.grants.to_vec() })
         }))
     }
 }
@@ -217,7 +219,7 @@ impl Handler<RespondInTree> for ApprovalActor {
         Box::pin(respond.into_actor(self).map(|responded, actor, _| {
             let (record, grant) = responded?;
             if let Some(grant) = grant {
-                actor.grants.push(grant);
+                actor.grants = actor.grants.iter().cloned().chain([grant]).collect();
             }
             Ok(record)
         }))

@@ -15,7 +15,7 @@ use troupe_protocol::types::session::{PermissionMode, SessionTreeNode};
 
 use super::ApprovalActor;
 use crate::error::EngineError;
-use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, RespondInTree};
+use crate::ports::approval::{ListTreeApprovals, RespondInTree, TreePermissions};
 use crate::ports::session::*;
 use crate::ports::supervisor::*;
 use crate::ports::{SessionPort, SupervisorPort};
@@ -208,8 +208,9 @@ fn tree_with(
 }
 
 async fn check(actor: &Addr<ApprovalActor>, resource: &str) -> (PermissionMode, bool) {
-    let check = CheckTreePermission { action: PermissionAction::Execute, resource: resource.into() };
-    tokio::time::timeout(Duration::from_secs(10), actor.send(check)).await.expect("answered in time").unwrap()
+    let view = tokio::time::timeout(Duration::from_secs(10), actor.send(TreePermissions));
+    let view = view.await.expect("answered in time").unwrap();
+    (view.mode, view.granted(PermissionAction::Execute, resource))
 }
 
 #[actix::test]

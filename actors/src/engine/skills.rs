@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use troupe_protocol::RpcError;
 use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::common::SessionIdParams;
+use troupe_protocol::types::session::PermissionMode;
 use troupe_protocol::types::skills::{
     PermissionEffect, SkillInvocation, SkillProblemInfo, SkillsGetParams, SkillsGetResult, SkillsListResult,
 };
@@ -15,6 +16,7 @@ use troupe_runtime::tools::{PermissionRequest, skill_resource};
 
 use super::Engine;
 use crate::error::EngineError;
+use crate::ports::approval::{PermissionView, TreePermissions};
 use crate::session_supervisor::{ApprovalsFor, IndexedMeta};
 
 impl Engine {
@@ -78,21 +80,20 @@ impl Engine {
             .await
             .map_err(|error| EngineError::Internal { detail: format!("skill discovery failed: {error}") })?;
         troupe_runtime::skills::warn_once(&discovery.problems);
+        // Fails closed as a run does: without the tree's answer the mode is `ask` and nothing is granted.
+        let view = approvals
+            .send(TreePermissions)
+            .await
+            .unwrap_or_else(|_| PermissionView::without_grants(PermissionMode::Ask));
         let mut effects = Vec::with_capacity(discovery.skills.len());
         for found in &discovery.skills {
             let request = skill_request(&found.skill.name);
-            let check = crate::approval_actor::CheckTreePermission {
-                action: request.action,
-                resource: request.resource.clone(),
-            };
-            // Fails closed as a run does: without the tree's answer the mode is `ask` and nothing is granted.
-            let fail_closed = (troupe_protocol::types::session::PermissionMode::Ask, false);
-            let (mode, granted) = approvals.send(check).await.unwrap_or(fail_closed);
+            let granted = view.granted(request.action, &request.resource);
             let evaluation = policy.evaluate("skill", &request);
             // The low-risk classifier approves reads of paths inside the cwd; `skill:<name>` is not a path, so it
             // never approves a skill, in a run or here.
             let low_risk = false;
-            effects.push(match decide(mode, &evaluation, &request, granted, low_risk) {
+            effects.push(match decide(view.mode, &evaluation, &request, granted, low_risk) {
                 Decision::Allow { .. } | Decision::AllowOnceByMode => PermissionEffect::Allow,
                 Decision::AskUser { .. } => PermissionEffect::Ask,
                 Decision::Deny { .. } => PermissionEffect::Deny,

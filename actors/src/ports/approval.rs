@@ -1,5 +1,6 @@
-//! The approval actor's port: what runs (a permission check) and the engine (`approval.list`, `approval.respond`,
-//! grants reloaded after a revert) send a tree's approval actor, and the lease that keeps it in use. Handled in
+//! The approval actor's port: what runs (the tree's permissions, to judge a call) and the engine (`approval.list`,
+//! `approval.respond`, grants reloaded after a revert) send a tree's approval actor, and the lease that keeps it in
+//! use. Handled in
 //! `approval_actor.rs`; `approval_trees.rs` hands out leases.
 
 use std::ops::Deref;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use parking_lot::Mutex;
 use troupe_protocol::types::approval::{
-    ApprovalListResult, ApprovalRecord, ApprovalRespondParams, ApprovalStatus, PermissionAction,
+    ApprovalListResult, ApprovalRecord, ApprovalRespondParams, ApprovalStatus, PermissionAction, TreeGrant,
 };
 use troupe_protocol::types::session::PermissionMode;
 
@@ -19,7 +20,7 @@ use crate::error::EngineError;
 recipients! {
     /// One `Recipient` per message of this file.
     pub struct ApprovalRecipients {
-        check_tree_permission: CheckTreePermission,
+        tree_permissions: TreePermissions,
         tree_mode: TreeMode,
         list_tree_approvals: ListTreeApprovals,
         respond_in_tree: RespondInTree,
@@ -92,12 +93,31 @@ impl Drop for Lease {
     }
 }
 
-/// The tree's mode, and whether a tree grant covers `(action, resource)`.
+/// The tree's mode and grants as they stand, for a caller to judge operations with (a run's tool call, the skills
+/// of `skills.list`) on whatever thread it likes: a file tool's call is described, judged and executed in one trip
+/// to a blocking thread.
 #[derive(Message)]
-#[rtype(result = "(PermissionMode, bool)")]
-pub struct CheckTreePermission {
-    pub action: PermissionAction,
-    pub resource: String,
+#[rtype(result = "PermissionView")]
+pub struct TreePermissions;
+
+/// What [`TreePermissions`] answers: the mode then, and the grants then (shared, not copied).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PermissionView {
+    pub mode: PermissionMode,
+    pub grants: Arc<[TreeGrant]>,
+}
+
+impl PermissionView {
+    /// A view that grants nothing, in `mode`: what a caller assumes when the tree cannot answer (`Ask`: fail closed).
+    pub fn without_grants(mode: PermissionMode) -> Self {
+        PermissionView { mode, grants: Arc::from([]) }
+    }
+
+    /// Whether a tree grant covers `(action, resource)`: one grant names exactly that action on exactly that
+    /// resource (the resolved path of a file tool, the command line of `shell`).
+    pub fn granted(&self, action: PermissionAction, resource: &str) -> bool {
+        self.grants.iter().any(|grant| grant.action == action && grant.resource == resource)
+    }
 }
 
 /// The tree's permission mode now: a run states it in its system prompt (`troupe_runtime::system_prompt`).

@@ -104,6 +104,37 @@ async fn a_file_tool_runs_without_asking_and_its_result_precedes_the_next_turn()
     assert_eq!(final_texts(&seen), ["read it"]);
 }
 
+/// A file tool allowed outright runs where it was judged; one that needs an answer goes back to the run, which
+/// asks, and runs it only once approved: either way its start precedes its result, and its approval its start.
+#[actix::test]
+async fn a_file_write_that_needs_an_answer_starts_only_once_approved_and_a_rejected_one_never() {
+    for (answer, written) in
+        [(ApprovalOutcome::Approved { for_tree: false }, true), (ApprovalOutcome::Rejected { feedback: None }, false)]
+    {
+        let cwd = tempfile::tempdir().unwrap();
+        let turns = serde_json::json!([
+            { "tool_calls": [{ "tool": "write_file", "arguments": { "path": "plan.md", "content": "step one\n" } }] },
+            { "text": "noted" },
+        ]);
+        let script = SessionScript { approvals: VecDeque::from([answer]), ..SessionScript::default() };
+        let seen = start_run(turns, PermissionMode::Ask, script, cwd.path()).ended().await;
+        let asked = seen.iter().position(|seen| matches!(seen, Seen::Approval { tool } if tool == "write_file"));
+        let started = seen.iter().position(|seen| matches!(seen, Seen::Event(EventPayload::ToolCallStarted { .. })));
+        let terminated =
+            seen.iter().position(|seen| matches!(seen, Seen::Event(EventPayload::ToolCallTerminated { .. })));
+        assert!(asked.is_some(), "a write in `ask` mode is asked about: {seen:#?}");
+        assert_eq!(cwd.path().join("plan.md").exists(), written, "{seen:#?}");
+        if written {
+            assert!(asked < started && started < terminated, "asked, started, result: {seen:#?}");
+            assert_eq!(tool_results(&seen)[0].0, ToolResultStatus::Ok);
+        } else {
+            assert_eq!(started, None, "a rejected call never starts: {seen:#?}");
+            assert_eq!(tool_results(&seen)[0].0, ToolResultStatus::Denied);
+        }
+        assert_eq!(final_texts(&seen), ["noted"]);
+    }
+}
+
 #[actix::test]
 async fn a_rejected_approval_is_the_call_s_denied_result_and_the_run_goes_on() {
     let cwd = tempfile::tempdir().unwrap();

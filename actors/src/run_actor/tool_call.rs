@@ -1,11 +1,17 @@
-//! One tool call of a run: the permission check, `tool_call_started` (accepted before the tool runs), the
-//! execution with its live output masked and streamed to the session, and the masked result.
+//! One tool call of a run: the permission check, `tool_call_started` (accepted, or queued in the session's mailbox,
+//! before the tool runs), the
+//! execution with its live output masked and streamed to the session, and the masked result. A call of a tool that
+//! runs in place and is allowed outright runs where it was judged (`permission.rs`), and only its result comes
+//! back here.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::run::{EmittedMessagesError, PersistedToolResult, ToolResultStatus};
 use troupe_runtime::model::ToolCallRequest;
@@ -14,6 +20,7 @@ use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, stdin_queue};
 use troupe_runtime::tools::{OutputChunk, ToolContext};
 
 use super::masking::{OutputMasks, mask_result};
+use super::permission::{InPlace, Judged};
 use super::progress::ProgressRecorder;
 use super::{RunLoop, tool_result};
 use crate::error::EngineError;
@@ -46,13 +53,37 @@ impl RunLoop {
         {
             return tool_result(ToolResultStatus::Denied, refusal);
         }
-        let request = match self.describe_call(call).await {
-            Ok(request) => request,
-            Err(refusal) => return refusal,
+        let cancel = self.control.cancel.child_token();
+        let judged_at = std::time::Instant::now();
+        let abandon_in_place = Arc::new(Mutex::new(false));
+        let in_place = match &tool {
+            ToolRef::Builtin(builtin) if builtin.runs_in_place() => Some(InPlace {
+                context: self.tool_context(call, cancel.clone()),
+                session: self.setup.session.clone(),
+                run_id: self.setup.run_id.clone(),
+                tool_call_id: call.tool_call_id.clone(),
+                abandoned: abandon_in_place.clone(),
+            }),
+            _ => None,
         };
-        if let Some(refusal) = self.check_permission(call, &request).await {
-            return refusal;
-        }
+        // A call that runs where it is judged is abandoned like any other once the run is cancelled; its start is
+        // then sent before this, or never.
+        let judged = tokio::select! {
+            judged = self.judge_call(call, in_place) => judged,
+            () = abandon_after_grace(&cancel) => {
+                *abandon_in_place.lock() = true;
+                return abandoned(&call.tool, &call.tool_call_id);
+            }
+        };
+        let request = match judged {
+            Judged::Refused(refusal) => return self.finish_result(call, refusal, &[], judged_at).await,
+            Judged::Ran(result) => return self.finish_result(call, result, &[], judged_at).await,
+            Judged::Allowed(request) => request,
+            Judged::Ask { request, reason } => match self.ask_user(call, &request, reason).await {
+                Some(refusal) => return refusal,
+                None => request,
+            },
+        };
         let started = EventPayload::ToolCallStarted {
             tool_call_id: call.tool_call_id.clone(),
             tool: call.tool.clone(),
@@ -73,26 +104,12 @@ impl RunLoop {
         let (output_sender, mut output) = mpsc::channel::<OutputChunk>(64);
         let (stdin_sender, stdin) = stdin_queue(MAX_QUEUED_STDIN_BYTES);
         *self.control.stdin.lock() = Some((call.tool_call_id.clone(), stdin_sender));
-        let context = ToolContext {
-            cwd: self.setup.cwd.clone(),
-            limits: services.tool_limits.clone(),
-            output: Some(output_sender),
-            stdin: Some(stdin),
-            cancel: self.control.cancel.child_token(),
-            // The call was allowed as described, including a resource outside the cwd when the mode allows it.
-            approved_request: Some(request.clone()),
-            sandbox: services.sandbox.clone(),
-            temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
-            writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
-            changes: Some(troupe_runtime::changes::ChangeRecorder {
-                store: services.changes.clone(),
-                session_id: self.setup.session_id.clone(),
-                run_id: self.setup.run_id.clone(),
-                tool_call_id: call.tool_call_id.clone(),
-            }),
-        };
+        let mut context = self.tool_context(call, cancel.clone());
+        context.output = Some(output_sender);
+        context.stdin = Some(stdin);
+        // The call was allowed as described, including a resource outside the cwd when the mode allows it.
+        context.approved_request = Some(request);
         let started_at = std::time::Instant::now();
-        let cancel = context.cancel.clone();
         let mut progress = ProgressRecorder::new(call.tool_call_id.clone());
         let mut masks = OutputMasks::new(&services.secrets);
         let execution: futures::future::BoxFuture<'_, PersistedToolResult> = match &tool {
@@ -108,12 +125,7 @@ impl RunLoop {
             }
         };
         tokio::pin!(execution);
-        // Once the run is cancelled, the call has CANCEL_GRACE to end of itself (a shell kills its process group);
-        // after that the run stops waiting for it, so that no stuck tool keeps the run (and its session) busy.
-        let abandon = async {
-            cancel.cancelled().await;
-            tokio::time::sleep(CANCEL_GRACE).await;
-        };
+        let abandon = abandon_after_grace(&cancel);
         tokio::pin!(abandon);
         let result = loop {
             tokio::select! {
@@ -140,6 +152,41 @@ impl RunLoop {
         for payload in progress.finish() {
             self.emit(payload).await;
         }
+        self.finish_result(call, result, &masks.labels(), started_at).await
+    }
+
+    /// What a call's tool runs with, but its output, its stdin and its approved request (the caller's to set).
+    fn tool_context(&self, call: &ToolCallRequest, cancel: CancellationToken) -> ToolContext {
+        let services = &self.setup.services;
+        ToolContext {
+            cwd: self.setup.cwd.clone(),
+            limits: services.tool_limits.clone(),
+            output: None,
+            stdin: None,
+            cancel,
+            approved_request: None,
+            sandbox: services.sandbox.clone(),
+            temp_dir: self.workspace.as_ref().and_then(|workspace| workspace.temp_dir.clone()),
+            writable: self.workspace.as_ref().map(|workspace| workspace.git_dirs.clone()).unwrap_or_default(),
+            changes: Some(troupe_runtime::changes::ChangeRecorder {
+                store: services.changes.clone(),
+                session_id: self.setup.session_id.clone(),
+                run_id: self.setup.run_id.clone(),
+                tool_call_id: call.tool_call_id.clone(),
+            }),
+        }
+    }
+
+    /// The result as recorded: secrets masked (`streamed`: the labels already masked in its live output), and its
+    /// emitted messages checked. A call that ran since `started_at` for a while looks for new data dirs first.
+    async fn finish_result(
+        &self,
+        call: &ToolCallRequest,
+        result: PersistedToolResult,
+        streamed: &[String],
+        started_at: std::time::Instant,
+    ) -> PersistedToolResult {
+        let services = &self.setup.services;
         if started_at.elapsed() >= REFRESH_SECRETS_AFTER {
             // Another daemon may have started while the call ran: its data dir's secrets are masked in the result
             // too (the live output was masked with the secrets known at the start).
@@ -148,7 +195,7 @@ impl RunLoop {
                 tracing::warn!(%error, "could not look for new data dirs before masking a tool result");
             }
         }
-        checked_messages(mask_result(&services.secrets, result, &masks.labels()), &call.tool, &services.data_dir)
+        checked_messages(mask_result(&services.secrets, result, streamed), &call.tool, &services.data_dir)
     }
 
     async fn forward_output(&self, progress: &mut ProgressRecorder, tool_call_id: &str, chunk: OutputChunk) {
@@ -195,6 +242,14 @@ pub(super) fn checked_messages(mut result: PersistedToolResult, tool: &str, data
 
 /// How long a cancelled call may take to end of itself before the run stops waiting for it.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
+/// Ends `CANCEL_GRACE` after `cancel` is cancelled: once the run is cancelled, a call has that long to end of
+/// itself (a shell kills its process group); after that the run stops waiting for it, so that no stuck tool keeps
+/// the run (and its session) busy.
+async fn abandon_after_grace(cancel: &CancellationToken) {
+    cancel.cancelled().await;
+    tokio::time::sleep(CANCEL_GRACE).await;
+}
 
 /// How many calls this daemon has stopped waiting for: each may hold a blocking thread that never returns.
 static ABANDONED_CALLS: AtomicUsize = AtomicUsize::new(0);

@@ -1,7 +1,8 @@
 //! The two steps every file tool (`read_file`, `write_file`, `edit_file`, `list_dir`, `search`) takes alike.
 //!
 //! A file tool names one path and does blocking work on it. Its permission is therefore that path resolved, and its
-//! execution is a guarded hand-off to tokio's blocking pool. Both live here once, so that how a path argument is
+//! execution is guarded blocking work, run on tokio's blocking pool or in place by a caller already on a blocking
+//! thread. Both live here once, so that how a path argument is
 //! judged or how file work is started cannot change for one tool and silently stay behind in another; each tool
 //! keeps only what is its own: its arguments, its summary wording and its work.
 
@@ -39,36 +40,42 @@ pub(crate) fn path_permission(
     })
 }
 
-/// Executes a file tool's call: answers `cancelled_before` if the call was cancelled before it started, turns
-/// arguments that do not parse into an `error` result, and runs `work` on tokio's blocking pool so that file I/O
-/// never stalls an actor thread.
+/// Executes a file tool's call on the calling thread, which may block (tokio's blocking pool, via
+/// [`on_blocking_pool`] from `execute`, or a caller already on a blocking thread, via `Tool::execute_in_place`):
+/// answers `cancelled_before` if the call was cancelled before it started, turns arguments that do not parse into
+/// an `error` result, and runs `work`.
 ///
 /// `cancelled_before` is `None` for a tool that watches `context.cancel` itself while it works (`search`, whose
 /// walk can be long); such a call reports bad arguments, or whatever `work` refuses before its first check, even
 /// when it was cancelled first.
 /// `work` receives the whole context and must resolve its path again with
 /// [`super::fs_access::resolve_for_execute`]: nothing decided at permission time is trusted here.
-pub(crate) fn execute_blocking<Arguments>(
+pub(crate) fn execute_here<Arguments>(
     tool: &'static str,
     arguments: serde_json::Value,
     context: ToolContext,
     cancelled_before: Option<&'static str>,
-    work: impl FnOnce(Arguments, ToolContext) -> PersistedToolResult + Send + 'static,
-) -> BoxFuture<'static, PersistedToolResult>
+    work: impl FnOnce(Arguments, ToolContext) -> PersistedToolResult,
+) -> PersistedToolResult
 where
-    Arguments: DeserializeOwned + Send + 'static,
+    Arguments: DeserializeOwned,
 {
-    async move {
-        if let Some(message) = cancelled_before
-            && context.cancel.is_cancelled()
-        {
-            return results::cancelled(message);
-        }
-        let arguments: Arguments = match parse_arguments(tool, &arguments) {
-            Ok(arguments) => arguments,
-            Err(error) => return error.into_result(),
-        };
-        run_blocking(move || work(arguments, context)).await
+    crate::blocking::assert_may_block();
+    if let Some(message) = cancelled_before
+        && context.cancel.is_cancelled()
+    {
+        return results::cancelled(message);
     }
-    .boxed()
+    match parse_arguments(tool, &arguments) {
+        Ok(arguments) => work(arguments, context),
+        Err(error) => error.into_result(),
+    }
+}
+
+/// Runs a file tool's whole call on tokio's blocking pool, so that file I/O never stalls an actor thread: what
+/// `execute` does with [`execute_here`].
+pub(crate) fn on_blocking_pool(
+    call: impl FnOnce() -> PersistedToolResult + Send + 'static,
+) -> BoxFuture<'static, PersistedToolResult> {
+    run_blocking(call).boxed()
 }

@@ -11,7 +11,7 @@ use troupe_protocol::types::run::PersistedToolResult;
 
 use super::dir_handle;
 use super::error::ToolError;
-use super::file_tool::{execute_blocking, path_permission};
+use super::file_tool::{execute_here, on_blocking_pool, path_permission};
 use super::fs_access::{io_error, open_directory, resolve_for_execute};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
@@ -60,11 +60,24 @@ impl Tool for ListDirTool {
         path_permission(cwd, arguments.path(), PermissionAction::Read, |path| format!("list {path}"))
     }
 
-    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        execute_blocking(NAME, arguments, context, Some("cancelled before listing"), |arguments: Arguments, context| {
-            list(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
-        })
+    fn runs_in_place(&self) -> bool {
+        true
     }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        on_blocking_pool(move || work(arguments, context))
+    }
+
+    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+        work(arguments, context)
+    }
+}
+
+/// The whole call, on a thread that may block.
+fn work(arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+    execute_here(NAME, arguments, context, Some("cancelled before listing"), |arguments: Arguments, context| {
+        list(&context.cwd, &arguments, context.approved_request.as_ref(), context.sandbox.protected())
+    })
 }
 
 fn list(

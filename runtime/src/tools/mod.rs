@@ -118,4 +118,18 @@ pub trait Tool: Send + Sync {
     /// Runs the call. Every outcome, including bad arguments, a path that now escapes the cwd, a failure or a
     /// cancellation, is a result for the model.
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult>;
+
+    /// Whether the call's whole work is blocking work that [`Tool::execute_in_place`] can run on the calling
+    /// thread (the file tools and `skill`). A run judges such a call on a blocking thread already, and runs it
+    /// there once allowed: one hand-off to the pool per call instead of two.
+    fn runs_in_place(&self) -> bool {
+        false
+    }
+
+    /// Runs the call on the calling thread, which must be one that may block, as `execute` would on the pool.
+    /// Only for a tool that [`Tool::runs_in_place`]; any other answers an `error` result and does nothing.
+    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+        let _ = (arguments, context);
+        results::error(format!("`{}` cannot run on a blocking thread", self.definition().name))
+    }
 }

@@ -10,7 +10,7 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
-use super::file_tool::{execute_blocking, path_permission};
+use super::file_tool::{execute_here, on_blocking_pool, path_permission};
 use super::fs_access::{io_error, open_for_read, resolve_for_execute};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
@@ -57,12 +57,25 @@ impl Tool for ReadFileTool {
         path_permission(cwd, &arguments.path, PermissionAction::Read, |path| format!("read {path}"))
     }
 
-    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        execute_blocking(NAME, arguments, context, Some("cancelled before reading"), |arguments: Arguments, context| {
-            let protected = context.sandbox.protected();
-            read(&context.cwd, &arguments, context.limits.max_read_bytes, context.approved_request.as_ref(), protected)
-        })
+    fn runs_in_place(&self) -> bool {
+        true
     }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        on_blocking_pool(move || work(arguments, context))
+    }
+
+    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+        work(arguments, context)
+    }
+}
+
+/// The whole call, on a thread that may block.
+fn work(arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+    execute_here(NAME, arguments, context, Some("cancelled before reading"), |arguments: Arguments, context| {
+        let protected = context.sandbox.protected();
+        read(&context.cwd, &arguments, context.limits.max_read_bytes, context.approved_request.as_ref(), protected)
+    })
 }
 
 fn read(

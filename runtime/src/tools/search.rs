@@ -30,7 +30,7 @@ use troupe_protocol::types::run::PersistedToolResult;
 
 use super::dir_handle::Anchor;
 use super::error::ToolError;
-use super::file_tool::{execute_blocking, path_permission};
+use super::file_tool::{execute_here, on_blocking_pool, path_permission};
 use super::fs_access::{open_search_root, open_walked_file, resolve_for_execute};
 use super::paths::ResolvedPath;
 use super::results::{self, parse_arguments};
@@ -93,14 +93,27 @@ impl Tool for SearchTool {
         })
     }
 
-    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        // No up-front cancellation check: the walk watches the token before every file.
-        execute_blocking(NAME, arguments, context, None, |arguments: Arguments, context| {
-            let limit = context.limits.max_search_results;
-            let approved = context.approved_request.as_ref();
-            search(&context.cwd, &arguments, limit, &context.cancel, approved, &context.sandbox)
-        })
+    fn runs_in_place(&self) -> bool {
+        true
     }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        on_blocking_pool(move || work(arguments, context))
+    }
+
+    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+        work(arguments, context)
+    }
+}
+
+/// The whole call, on a thread that may block. No up-front cancellation check: the walk watches the token before
+/// every file.
+fn work(arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+    execute_here(NAME, arguments, context, None, |arguments: Arguments, context| {
+        let limit = context.limits.max_search_results;
+        let approved = context.approved_request.as_ref();
+        search(&context.cwd, &arguments, limit, &context.cancel, approved, &context.sandbox)
+    })
 }
 
 fn search(

@@ -15,7 +15,7 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
-use super::file_tool::execute_blocking;
+use super::file_tool::{execute_here, on_blocking_pool};
 use super::results::{self, parse_arguments};
 use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::skills;
@@ -75,32 +75,36 @@ impl Tool for SkillTool {
         })
     }
 
+    fn runs_in_place(&self) -> bool {
+        true
+    }
+
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         let data_dir = self.data_dir.clone();
-        execute_blocking(
-            NAME,
-            arguments,
-            context,
-            Some("cancelled before loading the skill"),
-            move |arguments: Arguments, context| {
-                let discovery = skills::discover(&context.cwd, &data_dir);
-                match discovery.winner(&arguments.name) {
-                    Some(found) => results::ok(skills::render(&found.skill, &arguments.arguments)),
-                    None => {
-                        let known: Vec<&str> = discovery
-                            .skills
-                            .iter()
-                            .filter(|found| found.precedence_winner)
-                            .map(|found| found.skill.name.as_str())
-                            .collect();
-                        results::error(format!(
-                            "there is no skill `{}`; the skills are: {}",
-                            arguments.name,
-                            known.join(", ")
-                        ))
-                    }
-                }
-            },
-        )
+        on_blocking_pool(move || load(&data_dir, arguments, context))
     }
+
+    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+        load(&self.data_dir, arguments, context)
+    }
+}
+
+/// The whole call, on a thread that may block: the skills discovered now, and the one named rendered.
+fn load(data_dir: &Path, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+    let cancelled = Some("cancelled before loading the skill");
+    execute_here(NAME, arguments, context, cancelled, |arguments: Arguments, context| {
+        let discovery = skills::discover(&context.cwd, data_dir);
+        match discovery.winner(&arguments.name) {
+            Some(found) => results::ok(skills::render(&found.skill, &arguments.arguments)),
+            None => {
+                let known: Vec<&str> = discovery
+                    .skills
+                    .iter()
+                    .filter(|found| found.precedence_winner)
+                    .map(|found| found.skill.name.as_str())
+                    .collect();
+                results::error(format!("there is no skill `{}`; the skills are: {}", arguments.name, known.join(", ")))
+            }
+        }
+    })
 }

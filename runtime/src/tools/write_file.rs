@@ -10,7 +10,7 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
-use super::file_tool::{execute_blocking, path_permission};
+use super::file_tool::{execute_here, on_blocking_pool, path_permission};
 use super::fs_access::{self, resolve_for_execute};
 use super::recorded_write::{Target, preview, read_limit, recorded_write};
 use super::results::parse_arguments;
@@ -63,16 +63,29 @@ impl Tool for WriteFileTool {
         preview(cwd, &arguments.path, protected, |_| Some(arguments.content.clone().into_bytes()))
     }
 
-    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
-        // Cancellation is checked once, before anything changes: a write is not abandoned halfway.
-        execute_blocking(NAME, arguments, context, Some("cancelled before writing"), |arguments: Arguments, context| {
-            if let Some(refusal) = context.sandbox.file_write_refusal() {
-                return super::results::denied(refusal);
-            }
-            let approved = context.approved_request.as_ref();
-            write(&context.cwd, &arguments, approved, context.changes.as_ref(), context.sandbox.protected())
-        })
+    fn runs_in_place(&self) -> bool {
+        true
     }
+
+    fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
+        on_blocking_pool(move || work(arguments, context))
+    }
+
+    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+        work(arguments, context)
+    }
+}
+
+/// The whole call, on a thread that may block. Cancellation is checked once, before anything changes: a write is
+/// not abandoned halfway.
+fn work(arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
+    execute_here(NAME, arguments, context, Some("cancelled before writing"), |arguments: Arguments, context| {
+        if let Some(refusal) = context.sandbox.file_write_refusal() {
+            return super::results::denied(refusal);
+        }
+        let approved = context.approved_request.as_ref();
+        write(&context.cwd, &arguments, approved, context.changes.as_ref(), context.sandbox.protected())
+    })
 }
 
 fn write(

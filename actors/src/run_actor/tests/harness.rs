@@ -19,7 +19,9 @@ use troupe_runtime::policy::Policy;
 use troupe_runtime::sandbox::Sandbox;
 
 use crate::error::EngineError;
-use crate::ports::approval::{CheckTreePermission, ListTreeApprovals, ReloadGrants, RespondInTree, TreeMode};
+use crate::ports::approval::{
+    ListTreeApprovals, PermissionView, ReloadGrants, RespondInTree, TreeMode, TreePermissions,
+};
 use crate::ports::session::*;
 use crate::ports::{ApprovalPort, SessionPort};
 use crate::run_actor::{RunActor, RunSetup};
@@ -200,11 +202,11 @@ impl Actor for FakeTree {
     type Context = Context<Self>;
 }
 
-impl Handler<CheckTreePermission> for FakeTree {
-    type Result = MessageResult<CheckTreePermission>;
+impl Handler<TreePermissions> for FakeTree {
+    type Result = MessageResult<TreePermissions>;
 
-    fn handle(&mut self, _: CheckTreePermission, _: &mut Context<Self>) -> Self::Result {
-        MessageResult((self.mode, false))
+    fn handle(&mut self, _: TreePermissions, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(PermissionView::without_grants(self.mode))
     }
 }
 
