@@ -2,11 +2,11 @@
 //!
 //! It owns the tree's runtime-only permission mode and its tree grants (loaded from the root session's log when
 //! it starts, and kept current as grants are committed), answers runs that ask for the mode and grants to judge
-//! their calls with, routes `approval.respond` to the session whose run asked (that session's actor validates the answer
-//! and records it, so racing answers are ordered in one place), commits the tree grant an `approve_tree` answer
-//! creates to the root session's log, and collects `approval.list` across the tree. The supervisor starts it when
-//! the tree is used and stops it once the tree is idle (`approval_trees.rs`): it holds nothing that is lost then, as
-//! the grants are reloaded from the log and the supervisor keeps the tree's mode.
+//! their calls with, routes `approval.respond` to the session whose run asked (that session's actor validates the
+//! answer and records it, so racing answers are ordered in one place), commits the tree grant an `approve_tree`
+//! answer creates to the root session's log, and collects `approval.list` across the tree. The supervisor starts it
+//! when the tree is used and stops it once the tree is idle (`approval_trees.rs`): it holds nothing that is lost
+//! then, as the grants are reloaded from the log and the supervisor keeps the tree's mode.
 
 use std::sync::Arc;
 

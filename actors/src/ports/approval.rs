@@ -1,7 +1,6 @@
 //! The approval actor's port: what runs (the tree's permissions, to judge a call) and the engine (`approval.list`,
 //! `approval.respond`, grants reloaded after a revert) send a tree's approval actor, and the lease that keeps it in
-//! use. Handled in
-//! `approval_actor.rs`; `approval_trees.rs` hands out leases.
+//! use. Handled in `approval_actor.rs`; `approval_trees.rs` hands out leases.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -101,7 +100,7 @@ impl Drop for Lease {
 pub struct TreePermissions;
 
 /// What [`TreePermissions`] answers: the mode then, and the grants then (shared, not copied).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct PermissionView {
     pub mode: PermissionMode,
     pub grants: Arc<[TreeGrant]>,

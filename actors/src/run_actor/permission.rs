@@ -24,7 +24,7 @@ use troupe_runtime::model::ToolCallRequest;
 use troupe_runtime::policy::{
     ClassifierContext, Decision, Effect, Evaluation, Policy, decide, is_low_risk, operation_fingerprint,
 };
-use troupe_runtime::tools::{PermissionRequest, ToolContext};
+use troupe_runtime::tools::{InPlaceTool, PermissionRequest, ToolContext};
 
 use super::{RunLoop, tool_result};
 use crate::plugin_tools::ToolRef;
@@ -56,6 +56,41 @@ pub(super) struct InPlace {
     /// Set by the run, under its lock, when it stops waiting for this call (`abandoned`): a start sent after that
     /// would follow the call's recorded result, so the start is sent under the same lock, or never.
     pub(super) abandoned: Arc<Mutex<bool>>,
+}
+
+impl InPlace {
+    /// Runs an allowed call on the judging thread: its start queued in the session's mailbox first, ahead of
+    /// anything the run sends after this thread returns (one queue, first in first out), unless the run has
+    /// abandoned the call. A session that is gone refuses the start; the run's next durable point notices that.
+    fn run(
+        self,
+        runner: &dyn InPlaceTool,
+        tool: &str,
+        arguments: serde_json::Value,
+        request: PermissionRequest,
+    ) -> Judged {
+        let InPlace { mut context, session, run_id, tool_call_id, abandoned } = self;
+        let started = EventPayload::ToolCallStarted {
+            tool_call_id,
+            tool: tool.to_owned(),
+            arguments: arguments.clone(),
+            action: request.action,
+            resource: request.resource.clone(),
+        };
+        {
+            let abandoned = abandoned.lock();
+            if *abandoned {
+                return Judged::Refused(tool_result(
+                    ToolResultStatus::Cancelled,
+                    "cancelled; the run stopped waiting for the call before it started".into(),
+                ));
+            }
+            session.do_send(AppendRunEvent { run_id, origin: None, payload: started, until: Until::Accepted });
+        }
+        // Allowed as described, including a resource outside the cwd when the mode allows it.
+        context.approved_request = Some(request);
+        Judged::Ran(runner.execute_in_place(arguments, context))
+    }
 }
 
 /// Everything the judging thread reads; owned, as it leaves the run's task.
@@ -92,7 +127,7 @@ impl RunLoop {
     pub(super) async fn judge_call(&self, call: &ToolCallRequest, in_place: Option<InPlace>) -> Judged {
         let judge = self.judge().await;
         let (tool, arguments) = (call.tool.clone(), call.arguments.clone());
-        match tokio::task::spawn_blocking(move || judge.judge(&tool, arguments, in_place)).await {
+        match tokio::task::spawn_blocking(move || judge.judge_then_run(&tool, arguments, in_place)).await {
             Ok(judged) => judged,
             Err(error) => {
                 Judged::Refused(tool_result(ToolResultStatus::Error, format!("the tool failed internally: {error}")))
@@ -100,27 +135,25 @@ impl RunLoop {
         }
     }
 
-    /// Decides whether a call the run described itself (the goal tools, `delegate`) may run (the classifier, which
-    /// resolves paths, on a blocking thread when it matters), and asks a user when needed. `None` means go ahead; otherwise the result
-    /// to record instead of running the tool.
+    /// Decides whether a call the run described itself (the goal tools, `delegate`) may run, on a blocking thread
+    /// when the classifier may be consulted, and asks a user when needed. `None` means go ahead; otherwise the
+    /// result to record instead of running the tool.
     pub(super) async fn check_permission(
         &self,
         call: &ToolCallRequest,
         request: &PermissionRequest,
     ) -> Option<PersistedToolResult> {
         let judge = self.judge().await;
-        let mode = judge.view.mode;
-        let evaluation = judge.policy.evaluate(&call.tool, request);
-        let granted = judge.view.granted(request.action, &request.resource);
-        let low_risk = if judge.classifier_matters(&evaluation, granted) {
+        // Only the classifier blocks (it resolves paths), and only an `auto_approve` mode consults it.
+        let decision = if judge.may_classify() {
             let (tool, described, arguments) = (call.tool.clone(), request.clone(), call.arguments.clone());
-            // A classifier that fails says "not low risk".
-            let classified = tokio::task::spawn_blocking(move || judge.low_risk(&tool, &described, &arguments));
-            classified.await.unwrap_or(false)
+            let decided = tokio::task::spawn_blocking(move || judge.decision(&tool, &described, &arguments)).await;
+            decided.unwrap_or_else(|error| Decision::Deny {
+                reason: format!("the permission check failed internally: {error}"),
+            })
         } else {
-            false
+            judge.decision(&call.tool, request, &call.arguments)
         };
-        let decision = decide(mode, &evaluation, request, granted, low_risk);
         match decision {
             Decision::Allow { .. } | Decision::AllowOnceByMode => None,
             Decision::Deny { reason } => Some(tool_result(ToolResultStatus::Denied, reason)),
@@ -206,7 +239,7 @@ impl RunLoop {
 
 impl Judge {
     /// Runs on a blocking thread: the description, the verdict, and the call itself when it may run in place.
-    fn judge(self, tool_name: &str, arguments: serde_json::Value, in_place: Option<InPlace>) -> Judged {
+    fn judge_then_run(self, tool_name: &str, arguments: serde_json::Value, in_place: Option<InPlace>) -> Judged {
         let Some(tool) = self.services.tool(tool_name) else {
             return Judged::Refused(tool_result(ToolResultStatus::Error, format!("there is no tool `{tool_name}`")));
         };
@@ -221,34 +254,13 @@ impl Judge {
             Decision::Deny { reason } => return Judged::Refused(tool_result(ToolResultStatus::Denied, reason)),
             Decision::AskUser { reason } => return Judged::Ask { request, reason },
         }
-        match (tool, in_place) {
-            (ToolRef::Builtin(tool), Some(in_place)) if tool.runs_in_place() => {
-                let InPlace { mut context, session, run_id, tool_call_id, abandoned } = in_place;
-                // Queued in the session's mailbox before the call runs, ahead of anything the run sends after this
-                // thread returns (one queue, first in first out). A session that is gone refuses it; the run's next
-                // durable point notices that.
-                let started = EventPayload::ToolCallStarted {
-                    tool_call_id,
-                    tool: tool_name.to_owned(),
-                    arguments: arguments.clone(),
-                    action: request.action,
-                    resource: request.resource.clone(),
-                };
-                {
-                    let abandoned = abandoned.lock();
-                    if *abandoned {
-                        return Judged::Refused(tool_result(
-                            ToolResultStatus::Cancelled,
-                            "cancelled; the run stopped waiting for the call before it started".into(),
-                        ));
-                    }
-                    session.do_send(AppendRunEvent { run_id, origin: None, payload: started, until: Until::Accepted });
-                }
-                // Allowed as described, including a resource outside the cwd when the mode allows it.
-                context.approved_request = Some(request);
-                Judged::Ran(tool.execute_in_place(arguments, context))
-            }
-            _ => Judged::Allowed(request),
+        let runner = match (&tool, in_place) {
+            (ToolRef::Builtin(tool), Some(in_place)) => tool.in_place().map(|runner| (runner, in_place)),
+            _ => None,
+        };
+        match runner {
+            Some((runner, in_place)) => in_place.run(runner, tool_name, arguments, request),
+            None => Judged::Allowed(request),
         }
     }
 
@@ -261,14 +273,18 @@ impl Judge {
         decide(self.view.mode, &evaluation, request, granted, low_risk)
     }
 
-    /// Whether the classifier can change the verdict: an `ask` not covered by a grant, in an `auto_approve` mode.
-    fn classifier_matters(&self, evaluation: &Evaluation, granted: bool) -> bool {
-        evaluation.effect == Effect::Ask
-            && !granted
+    /// Whether the classifier can change a verdict at all: in an `auto_approve` mode, once the run has a workspace.
+    fn may_classify(&self) -> bool {
+        self.classifier_cwd.is_some()
             && matches!(
                 self.view.mode,
                 PermissionMode::AutoApprove | PermissionMode::AutoApproveN | PermissionMode::AutoApproveY
             )
+    }
+
+    /// Whether the classifier changes this verdict: an `ask` not covered by a grant, when it may classify.
+    fn classifier_matters(&self, evaluation: &Evaluation, granted: bool) -> bool {
+        evaluation.effect == Effect::Ask && !granted && self.may_classify()
     }
 
     /// The classifier: whether the call is low risk. It resolves every path it is given (blocking `stat` calls);

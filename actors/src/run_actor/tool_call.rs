@@ -1,8 +1,7 @@
 //! One tool call of a run: the permission check, `tool_call_started` (accepted, or queued in the session's mailbox,
-//! before the tool runs), the
-//! execution with its live output masked and streamed to the session, and the masked result. A call of a tool that
-//! runs in place and is allowed outright runs where it was judged (`permission.rs`), and only its result comes
-//! back here.
+//! before the tool runs), the execution with its live output masked and streamed to the session, and the masked
+//! result. A call of a tool that runs in place and is allowed outright runs where it was judged (`permission.rs`),
+//! and only its result comes back here.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -57,7 +56,7 @@ impl RunLoop {
         let judged_at = std::time::Instant::now();
         let abandon_in_place = Arc::new(Mutex::new(false));
         let in_place = match &tool {
-            ToolRef::Builtin(builtin) if builtin.runs_in_place() => Some(InPlace {
+            ToolRef::Builtin(builtin) if builtin.in_place().is_some() => Some(InPlace {
                 context: self.tool_context(call, cancel.clone()),
                 session: self.setup.session.clone(),
                 run_id: self.setup.run_id.clone(),

@@ -14,11 +14,11 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
-use super::file_tool::{execute_here, on_blocking_pool, path_permission};
+use super::file_tool::{execute_write_here, on_blocking_pool, path_permission};
 use super::fs_access::{io_error, open_for_read, resolve_for_execute};
 use super::recorded_write::{Target, preview, read_limit, recorded_write};
 use super::results::{self, parse_arguments};
-use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use super::{InPlaceTool, PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::changes::{ChangeRecorder, Prior};
 use crate::sandbox::ProtectedPaths;
 
@@ -75,14 +75,16 @@ impl Tool for EditFileTool {
         })
     }
 
-    fn runs_in_place(&self) -> bool {
-        true
+    fn in_place(&self) -> Option<&dyn InPlaceTool> {
+        Some(self)
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         on_blocking_pool(move || work(arguments, context))
     }
+}
 
+impl InPlaceTool for EditFileTool {
     fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
         work(arguments, context)
     }
@@ -90,13 +92,7 @@ impl Tool for EditFileTool {
 
 /// The whole call, on a thread that may block.
 fn work(arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
-    execute_here(NAME, arguments, context, Some("cancelled before editing"), |arguments: Arguments, context| {
-        if let Some(refusal) = context.sandbox.file_write_refusal() {
-            return super::results::denied(refusal);
-        }
-        let approved = context.approved_request.as_ref();
-        edit(&context.cwd, &arguments, approved, context.changes.as_ref(), context.sandbox.protected())
-    })
+    execute_write_here(NAME, arguments, context, "cancelled before editing", edit)
 }
 
 /// Refuses strings that make no edit whatever the file holds, before the file is read.

@@ -41,8 +41,8 @@ pub(crate) fn path_permission(
 }
 
 /// Executes a file tool's call on the calling thread, which may block (tokio's blocking pool, via
-/// [`on_blocking_pool`] from `execute`, or a caller already on a blocking thread, via `Tool::execute_in_place`):
-/// answers `cancelled_before` if the call was cancelled before it started, turns arguments that do not parse into
+/// [`on_blocking_pool`] from `execute`, or a caller already on a blocking thread, via
+/// `InPlaceTool::execute_in_place`): answers `cancelled_before` if the call was cancelled before it started, turns arguments that do not parse into
 /// an `error` result, and runs `work`.
 ///
 /// `cancelled_before` is `None` for a tool that watches `context.cancel` itself while it works (`search`, whose
@@ -70,6 +70,35 @@ where
         Ok(arguments) => work(arguments, context),
         Err(error) => error.into_result(),
     }
+}
+
+/// What a file tool that changes a file (`write_file`, `edit_file`) gets to do its write with: the cwd, its
+/// arguments, the request it was approved as, where the file's prior content is recorded, and the paths no tool
+/// writes.
+pub(crate) type Write<Arguments> = fn(
+    &Path,
+    &Arguments,
+    Option<&PermissionRequest>,
+    Option<&crate::changes::ChangeRecorder>,
+    &crate::sandbox::ProtectedPaths,
+) -> PersistedToolResult;
+
+/// [`execute_here`] for a tool that changes a file: a sandbox that forbids file writes refuses the call before
+/// `write` is given it. Cancellation is checked once, before anything changes: a write is not abandoned halfway.
+pub(crate) fn execute_write_here<Arguments: DeserializeOwned>(
+    tool: &'static str,
+    arguments: serde_json::Value,
+    context: ToolContext,
+    cancelled_before: &'static str,
+    write: Write<Arguments>,
+) -> PersistedToolResult {
+    execute_here(tool, arguments, context, Some(cancelled_before), |arguments: Arguments, context| {
+        if let Some(refusal) = context.sandbox.file_write_refusal() {
+            return results::denied(refusal);
+        }
+        let approved = context.approved_request.as_ref();
+        write(&context.cwd, &arguments, approved, context.changes.as_ref(), context.sandbox.protected())
+    })
 }
 
 /// Runs a file tool's whole call on tokio's blocking pool, so that file I/O never stalls an actor thread: what

@@ -14,7 +14,7 @@ use super::error::ToolError;
 use super::file_tool::{execute_here, on_blocking_pool, path_permission};
 use super::fs_access::{io_error, open_directory, resolve_for_execute};
 use super::results::{self, parse_arguments};
-use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use super::{InPlaceTool, PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "list_dir";
@@ -60,14 +60,16 @@ impl Tool for ListDirTool {
         path_permission(cwd, arguments.path(), PermissionAction::Read, |path| format!("list {path}"))
     }
 
-    fn runs_in_place(&self) -> bool {
-        true
+    fn in_place(&self) -> Option<&dyn InPlaceTool> {
+        Some(self)
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         on_blocking_pool(move || work(arguments, context))
     }
+}
 
+impl InPlaceTool for ListDirTool {
     fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
         work(arguments, context)
     }

@@ -81,6 +81,13 @@ pub struct PermissionRequest {
     pub inside_cwd: bool,
 }
 
+/// The work of a tool whose whole call is blocking work ([`Tool::in_place`]).
+pub trait InPlaceTool: Send + Sync {
+    /// Runs the call on the calling thread, which must be one that may block: what the tool's `execute` does on
+    /// tokio's blocking pool.
+    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult;
+}
+
 /// A tool the model can call.
 pub trait Tool: Send + Sync {
     fn definition(&self) -> ToolDefinition;
@@ -119,17 +126,10 @@ pub trait Tool: Send + Sync {
     /// cancellation, is a result for the model.
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult>;
 
-    /// Whether the call's whole work is blocking work that [`Tool::execute_in_place`] can run on the calling
-    /// thread (the file tools and `skill`). A run judges such a call on a blocking thread already, and runs it
-    /// there once allowed: one hand-off to the pool per call instead of two.
-    fn runs_in_place(&self) -> bool {
-        false
-    }
-
-    /// Runs the call on the calling thread, which must be one that may block, as `execute` would on the pool.
-    /// Only for a tool that [`Tool::runs_in_place`]; any other answers an `error` result and does nothing.
-    fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
-        let _ = (arguments, context);
-        results::error(format!("`{}` cannot run on a blocking thread", self.definition().name))
+    /// The call's whole work as blocking work that can run on the calling thread, for a tool whose execution is
+    /// only that (the file tools and `skill`); `None` for the others. A run judges such a call on a blocking
+    /// thread already, and runs it there once allowed: one hand-off to the pool per call instead of two.
+    fn in_place(&self) -> Option<&dyn InPlaceTool> {
+        None
     }
 }

@@ -13,7 +13,7 @@ use super::error::ToolError;
 use super::file_tool::{execute_here, on_blocking_pool, path_permission};
 use super::fs_access::{io_error, open_for_read, resolve_for_execute};
 use super::results::{self, parse_arguments};
-use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use super::{InPlaceTool, PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::sandbox::ProtectedPaths;
 
 const NAME: &str = "read_file";
@@ -57,14 +57,16 @@ impl Tool for ReadFileTool {
         path_permission(cwd, &arguments.path, PermissionAction::Read, |path| format!("read {path}"))
     }
 
-    fn runs_in_place(&self) -> bool {
-        true
+    fn in_place(&self) -> Option<&dyn InPlaceTool> {
+        Some(self)
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         on_blocking_pool(move || work(arguments, context))
     }
+}
 
+impl InPlaceTool for ReadFileTool {
     fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
         work(arguments, context)
     }

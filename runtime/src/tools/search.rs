@@ -34,7 +34,7 @@ use super::file_tool::{execute_here, on_blocking_pool, path_permission};
 use super::fs_access::{open_search_root, open_walked_file, resolve_for_execute};
 use super::paths::ResolvedPath;
 use super::results::{self, parse_arguments};
-use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use super::{InPlaceTool, PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::sandbox::{ProtectedPaths, Sandbox};
 
 const NAME: &str = "search";
@@ -93,14 +93,16 @@ impl Tool for SearchTool {
         })
     }
 
-    fn runs_in_place(&self) -> bool {
-        true
+    fn in_place(&self) -> Option<&dyn InPlaceTool> {
+        Some(self)
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         on_blocking_pool(move || work(arguments, context))
     }
+}
 
+impl InPlaceTool for SearchTool {
     fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
         work(arguments, context)
     }

@@ -17,7 +17,7 @@ use troupe_protocol::types::run::PersistedToolResult;
 use super::error::ToolError;
 use super::file_tool::{execute_here, on_blocking_pool};
 use super::results::{self, parse_arguments};
-use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use super::{InPlaceTool, PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::skills;
 
 const NAME: &str = "skill";
@@ -75,15 +75,17 @@ impl Tool for SkillTool {
         })
     }
 
-    fn runs_in_place(&self) -> bool {
-        true
+    fn in_place(&self) -> Option<&dyn InPlaceTool> {
+        Some(self)
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         let data_dir = self.data_dir.clone();
         on_blocking_pool(move || load(&data_dir, arguments, context))
     }
+}
 
+impl InPlaceTool for SkillTool {
     fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
         load(&self.data_dir, arguments, context)
     }

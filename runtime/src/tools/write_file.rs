@@ -10,11 +10,11 @@ use troupe_protocol::types::approval::PermissionAction;
 use troupe_protocol::types::run::PersistedToolResult;
 
 use super::error::ToolError;
-use super::file_tool::{execute_here, on_blocking_pool, path_permission};
+use super::file_tool::{execute_write_here, on_blocking_pool, path_permission};
 use super::fs_access::{self, resolve_for_execute};
 use super::recorded_write::{Target, preview, read_limit, recorded_write};
 use super::results::parse_arguments;
-use super::{PermissionRequest, Tool, ToolContext, ToolDefinition};
+use super::{InPlaceTool, PermissionRequest, Tool, ToolContext, ToolDefinition};
 use crate::changes::ChangeRecorder;
 use crate::sandbox::ProtectedPaths;
 
@@ -63,29 +63,24 @@ impl Tool for WriteFileTool {
         preview(cwd, &arguments.path, protected, |_| Some(arguments.content.clone().into_bytes()))
     }
 
-    fn runs_in_place(&self) -> bool {
-        true
+    fn in_place(&self) -> Option<&dyn InPlaceTool> {
+        Some(self)
     }
 
     fn execute(&self, arguments: serde_json::Value, context: ToolContext) -> BoxFuture<'static, PersistedToolResult> {
         on_blocking_pool(move || work(arguments, context))
     }
+}
 
+impl InPlaceTool for WriteFileTool {
     fn execute_in_place(&self, arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
         work(arguments, context)
     }
 }
 
-/// The whole call, on a thread that may block. Cancellation is checked once, before anything changes: a write is
-/// not abandoned halfway.
+/// The whole call, on a thread that may block.
 fn work(arguments: serde_json::Value, context: ToolContext) -> PersistedToolResult {
-    execute_here(NAME, arguments, context, Some("cancelled before writing"), |arguments: Arguments, context| {
-        if let Some(refusal) = context.sandbox.file_write_refusal() {
-            return super::results::denied(refusal);
-        }
-        let approved = context.approved_request.as_ref();
-        write(&context.cwd, &arguments, approved, context.changes.as_ref(), context.sandbox.protected())
-    })
+    execute_write_here(NAME, arguments, context, "cancelled before writing", write)
 }
 
 fn write(
