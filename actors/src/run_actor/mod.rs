@@ -238,6 +238,16 @@ impl RunLoop {
         let _ = self.setup.session.send(append).await;
     }
 
+    /// Queues an event in the session's mailbox without waiting for its reply: for an event the run sends once per
+    /// model attempt (its start, its usage, its abandonment, a fall back), which needs no back pressure. The mailbox
+    /// is FIFO and every later event of the run goes through it, so the order holds; a session that is gone or no
+    /// longer has this run active drops it, and the run's next durable point notices.
+    fn post(&self, payload: EventPayload) {
+        let append =
+            AppendRunEvent { run_id: self.setup.run_id.clone(), origin: None, payload, until: Until::Accepted };
+        self.setup.session.do_send(append);
+    }
+
     /// Sends an event and waits until it is durable.
     async fn commit(&self, payload: EventPayload, origin: Option<Origin>) -> Result<u64, EngineError> {
         self.setup

@@ -57,13 +57,12 @@ impl RunLoop {
             let model = self.setup.model_chain[self.chain_index].clone();
             self.compact_if_needed(&model, &mut auto_compacted).await?;
             let attempt_id = new_id();
-            self.emit(EventPayload::ModelAttemptStarted {
+            self.post(EventPayload::ModelAttemptStarted {
                 attempt_id: attempt_id.clone(),
                 model: model.model.clone(),
                 fallback_index: self.chain_index as u32,
                 retry_ordinal,
-            })
-            .await;
+            });
             let (error, produced_output) = match self.stream_attempt(&attempt_id, &model).await {
                 Ok(turn) => return Ok(turn),
                 Err(AttemptError::Cancelled) => {
@@ -92,13 +91,12 @@ impl RunLoop {
                 error = %error.message,
                 "a model request failed"
             );
-            self.emit(EventPayload::AttemptAbandoned {
+            self.post(EventPayload::AttemptAbandoned {
                 attempt_id,
                 model: model.model.clone(),
                 error: error.summary(),
                 will_retry: retry_same,
-            })
-            .await;
+            });
             if retry_same {
                 let delay = retry.delay_for(retry_ordinal + 1, error.retry_after_ms);
                 retry_ordinal += 1;
@@ -121,15 +119,14 @@ impl RunLoop {
             }
             let to = self.setup.model_chain[next].model.clone();
             tracing::warn!(run = %self.setup.run_id, from = %model.model, to = %to, "falling back to the next model");
-            self.emit(EventPayload::ModelFallback {
+            self.post(EventPayload::ModelFallback {
                 from: model.model.clone(),
                 to,
                 from_fallback_index: self.chain_index as u32,
                 to_fallback_index: next as u32,
                 attempts_on_from: retry_ordinal + 1,
                 error: error.summary(),
-            })
-            .await;
+            });
             self.chain_index = next;
             retry_ordinal = 0;
         }
@@ -174,7 +171,7 @@ impl RunLoop {
                 item = stream.next() => item,
                 _ = cancel.cancelled() => {
                     // Tokens the provider already reported were paid for, whatever becomes of the attempt.
-                    self.record_usage(attempt_id, model, usage).await;
+                    self.record_usage(attempt_id, model, usage);
                     return Err(AttemptError::Cancelled);
                 }
             };
@@ -195,7 +192,7 @@ impl RunLoop {
                 }
                 Some(Err(error)) => {
                     observe(Some(&error));
-                    self.record_usage(attempt_id, model, usage).await;
+                    self.record_usage(attempt_id, model, usage);
                     let produced = !text.is_empty() || !tool_calls.is_empty();
                     return Err(AttemptError::model(error, produced));
                 }
@@ -223,14 +220,14 @@ impl RunLoop {
             return Ok(Turn { text, tool_calls, unrecorded: Some(unrecorded) });
         }
         self.commit(committed, None).await.map_err(|_| AttemptError::SessionLost)?;
-        self.record_usage(attempt_id, model, usage).await;
+        self.record_usage(attempt_id, model, usage);
         Ok(Turn { text, tool_calls, unrecorded: None })
     }
 
     /// Records what the provider reported for an attempt, if it reported anything, with its cost stamped now.
-    pub(super) async fn record_usage(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) {
+    pub(super) fn record_usage(&self, attempt_id: &str, model: &ModelSelection, usage: Option<TokenUsage>) {
         if let Some(recorded) = self.usage_event(attempt_id, model, usage) {
-            self.emit(recorded).await;
+            self.post(recorded);
         }
     }
 
