@@ -30,7 +30,9 @@ pub struct LoadDiagnostic {
 
 /// An accepted line. Its text is the event as served, unless `repaired` holds the text to serve instead.
 pub(super) struct Accepted {
-    pub(super) event: StoredEvent,
+    /// Boxed: an event is several hundred bytes, and an accepted line moves through the checker and the loader's
+    /// queue by value; each move would copy it whole.
+    pub(super) event: Box<StoredEvent>,
     /// Set when an optional field was repaired: the stored line is not what the event is served as.
     pub(super) repaired: Option<EventJson>,
     /// Where the line starts in the file.
@@ -108,11 +110,11 @@ impl<'a> LineChecker<'a> {
     pub(super) fn check_line(&mut self, line: &str, line_number: u64, offset: u64, out: &mut Vec<Accepted>) {
         // The common case parses once, straight into the typed event; only a failing line is parsed again, as a
         // plain value, to find its sequence for the report or to repair an optional field.
-        let (event, repaired) = match serde_json::from_str::<StoredEvent>(line) {
+        let (event, repaired) = match serde_json::from_str::<Box<StoredEvent>>(line) {
             Ok(event) => (event, None),
             Err(error) => match error.classify() {
                 Category::Data => match repair_optional_field(line) {
-                    Some((event, field)) => (event, Some(field)),
+                    Some((event, field)) => (Box::new(event), Some(field)),
                     None => {
                         // Data errors can quote the offending value, so their message is never used.
                         let reason = "not a valid event: missing or wrong field".to_owned();
@@ -281,7 +283,7 @@ impl<'a> LineChecker<'a> {
 
 /// A line that passed the identity checks, before the sequence rules.
 struct Candidate {
-    event: StoredEvent,
+    event: Box<StoredEvent>,
     /// The repaired text and the name of the repaired field.
     repaired: Option<(EventJson, String)>,
     offset: u64,

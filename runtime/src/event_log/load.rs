@@ -276,61 +276,55 @@ pub(super) fn scan<'a>(
 }
 
 /// Checks every line `reader` holds, which are the log's from `start` on, passing each accepted event to `accept`
-/// with the text it is served as.
+/// with the text it is served as. A line that lies whole in the reader's buffer is checked where it lies; only one
+/// that straddles a refill is copied out.
 pub(super) fn scan_from<'a>(
     mut reader: impl BufRead,
     start: ScanStart<'a>,
     mut accept: impl FnMut(&StoredEvent, &str),
 ) -> io::Result<Scanned<'a>> {
-    let ScanStart { mut checker, mut facts, offset, lines, mut last_line_start } = start;
-    let mut line = Vec::new();
-    let mut accepted = Vec::new();
-    let mut offset: u64 = offset;
-    let mut complete_len: u64 = offset;
-    let mut line_number: u64 = lines;
-    let mut complete_lines: u64 = lines;
+    let ScanStart { checker, facts, offset, lines, last_line_start } = start;
+    let mut scan = LineScan {
+        checker,
+        facts,
+        accepted: Vec::new(),
+        offset,
+        complete_len: offset,
+        line_number: lines,
+        complete_lines: lines,
+        last_line_start,
+    };
+    // The start of a line that straddles the end of the reader's buffer.
+    let mut straddling = Vec::new();
     loop {
-        line.clear();
-        let read = reader.read_until(b'\n', &mut line)?;
-        if read == 0 {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
             break;
         }
-        line_number += 1;
-        let line_offset = offset;
-        offset += read as u64;
-        let terminated = line.last() == Some(&b'\n');
-        if terminated {
-            line.pop();
-            complete_len = offset;
-            complete_lines = line_number;
-            last_line_start = line_offset;
-        }
-        if line.trim_ascii().is_empty() {
-            // Blank lines carry nothing. A blank torn tail is still cut off before the next append (through the
-            // complete length), but there is nothing to report about it.
-            continue;
-        }
-        let text = match std::str::from_utf8(&line) {
-            Ok(text) => text,
-            Err(error) => {
-                if terminated {
-                    let reason = format!("not valid UTF-8 (at byte {} of the line)", error.valid_up_to() + 1);
-                    checker.skip(None, line_number, Some(line_offset), reason);
-                } else {
-                    checker.skip(None, line_number, None, TORN_REASON.to_owned());
-                }
-                continue;
+        let used = match memchr::memchr(b'\n', buffer) {
+            Some(end) if straddling.is_empty() => {
+                scan.line(&buffer[..=end], &mut accept);
+                end + 1
+            }
+            Some(end) => {
+                straddling.extend_from_slice(&buffer[..=end]);
+                scan.line(&straddling, &mut accept);
+                straddling.clear();
+                end + 1
+            }
+            None => {
+                straddling.extend_from_slice(buffer);
+                buffer.len()
             }
         };
-        if !terminated {
-            // An unterminated line was never acknowledged, even when it happens to be complete JSON. It lies past
-            // the complete lines, so replays never reach it.
-            checker.skip(read_seq(text), line_number, None, TORN_REASON.to_owned());
-            continue;
-        }
-        checker.check_line(text, line_number, line_offset, &mut accepted);
-        take_accepted(&mut accepted, &mut facts, Some((line_offset, text)), &mut accept);
+        reader.consume(used);
     }
+    if !straddling.is_empty() {
+        scan.line(&straddling, &mut accept);
+    }
+    let LineScan {
+        mut checker, mut facts, mut accepted, offset, complete_len, complete_lines, last_line_start, ..
+    } = scan;
     checker.finish(&mut accepted);
     take_accepted(&mut accepted, &mut facts, None, &mut accept);
     let mut excluded = std::mem::take(&mut checker.excluded);
@@ -340,6 +334,66 @@ pub(super) fn scan_from<'a>(
     }
     facts.set_lines(complete_lines, last_line_start, checker.last_line, checker.diagnostics.clone());
     Ok(Scanned { checker, facts, complete_len, total_len: offset })
+}
+
+/// A scan's state between lines.
+struct LineScan<'a> {
+    checker: LineChecker<'a>,
+    facts: FileFacts,
+    /// Lines the checker accepted and the caller has not been handed yet.
+    accepted: Vec<Accepted>,
+    /// Where the next line starts.
+    offset: u64,
+    /// Bytes up to and including the last `\n`.
+    complete_len: u64,
+    line_number: u64,
+    complete_lines: u64,
+    /// Where the last complete line starts.
+    last_line_start: u64,
+}
+
+impl LineScan<'_> {
+    /// Checks one line: its bytes through its `\n`, or the unterminated rest of the log.
+    fn line(&mut self, bytes: &[u8], accept: &mut impl FnMut(&StoredEvent, &str)) {
+        self.line_number += 1;
+        let line_offset = self.offset;
+        self.offset += bytes.len() as u64;
+        let (line, terminated) = match bytes.split_last() {
+            Some((b'\n', line)) => (line, true),
+            _ => (bytes, false),
+        };
+        if terminated {
+            self.complete_len = self.offset;
+            self.complete_lines = self.line_number;
+            self.last_line_start = line_offset;
+        }
+        if line.trim_ascii().is_empty() {
+            // Blank lines carry nothing. A blank torn tail is still cut off before the next append (through the
+            // complete length), but there is nothing to report about it.
+            return;
+        }
+        let line_number = self.line_number;
+        let text = match std::str::from_utf8(line) {
+            Ok(text) => text,
+            Err(error) => {
+                if terminated {
+                    let reason = format!("not valid UTF-8 (at byte {} of the line)", error.valid_up_to() + 1);
+                    self.checker.skip(None, line_number, Some(line_offset), reason);
+                } else {
+                    self.checker.skip(None, line_number, None, TORN_REASON.to_owned());
+                }
+                return;
+            }
+        };
+        if !terminated {
+            // An unterminated line was never acknowledged, even when it happens to be complete JSON. It lies past
+            // the complete lines, so replays never reach it.
+            self.checker.skip(read_seq(text), line_number, None, TORN_REASON.to_owned());
+            return;
+        }
+        self.checker.check_line(text, line_number, line_offset, &mut self.accepted);
+        take_accepted(&mut self.accepted, &mut self.facts, Some((line_offset, text)), accept);
+    }
 }
 
 /// Hands accepted lines to the caller and the index, in order. `current` is the line just read, whose text the

@@ -502,6 +502,39 @@ fn loader_timing_against_plain_parsing() {
     );
 }
 
+#[test]
+fn a_scan_finds_the_same_lines_whatever_its_reader_buffer_holds() {
+    // Every kind of line the scan tells apart: good ones, a blank one, bad UTF-8, a sequence that jumps and then
+    // turns out real (a lost line), one that does not increase, and a torn tail cut inside a character.
+    let mut log = Vec::new();
+    for line in [created_event(), input_event(2, "two"), input_event(4, "four (3 was lost)"), input_event(5, "five")] {
+        log.extend_from_slice(line.as_str().as_bytes());
+        log.push(b'\n');
+    }
+    log.extend_from_slice(b"  \n");
+    log.extend_from_slice(b"{\"seq\":6,\"bad\":\"\xff\"}\n");
+    log.extend_from_slice(input_event(5, "again").as_str().as_bytes());
+    log.push(b'\n');
+    log.extend_from_slice(&input_event(7, "torn \u{e9}").as_str().as_bytes()[..60]);
+
+    let scan_with = |capacity: usize| {
+        let mut events = Vec::new();
+        let reader = std::io::BufReader::with_capacity(capacity, &log[..]);
+        let scanned = load::scan(reader, SESSION_ID, |event, text| events.push((event.seq, text.to_owned()))).unwrap();
+        (events, scanned.checker.skipped, scanned.checker.last_seq, scanned.complete_len, scanned.total_len)
+    };
+    let whole = scan_with(log.len() + 1);
+    assert_eq!(whole.0.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [1, 2, 4, 5]);
+    assert_eq!(whole.0[2].1, input_event(4, "four (3 was lost)").as_str());
+    assert_eq!(whole.1[0].reason, "missing: no line of the log holds sequence 3", "{:?}", whole.1);
+    assert_eq!(whole.1.len(), 4, "{:?}", whole.1);
+    assert_eq!(whole.1.last().unwrap().reason, TORN_REASON);
+    assert_eq!((whole.3, whole.4), (log.len() as u64 - 60, log.len() as u64));
+    for capacity in [1, 2, 7, 64, 333] {
+        assert_eq!(scan_with(capacity), whole, "a reader buffer of {capacity} bytes");
+    }
+}
+
 /// Writes `lines` (event texts, or raw text) as a log, each ending in a newline.
 fn write_lines(session_dir: &Path, lines: &[String]) {
     std::fs::create_dir(session_dir).unwrap();
