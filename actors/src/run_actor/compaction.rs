@@ -67,13 +67,12 @@ impl RunLoop {
             return Ok(false);
         }
         *tried = true;
-        self.emit(EventPayload::AttemptAbandoned {
+        self.post(EventPayload::AttemptAbandoned {
             attempt_id: attempt_id.to_owned(),
             model: model.model.clone(),
             error: error.summary(),
             will_retry: true,
-        })
-        .await;
+        });
         // The summary request must be smaller than the request the provider refused, whatever the estimate says.
         let refused = estimate_tokens(Some(&self.system_prompt), &self.history, &self.tool_specs);
         if self.compact(CompactionTrigger::Overflow, Some(refused * 3 / 4)).await.map_err(TurnError::Outcome)? {

@@ -241,7 +241,9 @@ impl RunLoop {
     /// Queues an event in the session's mailbox without waiting for its reply: for an event the run sends once per
     /// model attempt (its start, its usage, its abandonment, a fall back), which needs no back pressure. The mailbox
     /// is FIFO and every later event of the run goes through it, so the order holds; a session that is gone or no
-    /// longer has this run active drops it, and the run's next durable point notices.
+    /// longer has this run active drops it, and the run's next durable point notices. Never for a
+    /// `tool_call_terminated`: the session may hold its append back until the call's stored output is durable, and
+    /// only a run that waits for that reply keeps its later events behind it.
     fn post(&self, payload: EventPayload) {
         let append =
             AppendRunEvent { run_id: self.setup.run_id.clone(), origin: None, payload, until: Until::Accepted };

@@ -297,7 +297,12 @@ pub(super) fn scan_from<'a>(
     // The start of a line that straddles the end of the reader's buffer.
     let mut straddling = Vec::new();
     loop {
-        let buffer = reader.fill_buf()?;
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            // As `read_until` did: a read interrupted by a signal is tried again.
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
         if buffer.is_empty() {
             break;
         }
@@ -397,7 +402,8 @@ impl LineScan<'_> {
 }
 
 /// Hands accepted lines to the caller and the index, in order. `current` is the line just read, whose text the
-/// caller gets from the reader's buffer; a line that waited for it kept its own.
+/// caller gets from where the scan holds it (the reader's buffer, or the copy of a line that straddled a refill); a
+/// line that waited for it kept its own.
 fn take_accepted(
     accepted: &mut Vec<Accepted>,
     facts: &mut FileFacts,
