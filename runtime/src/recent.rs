@@ -5,6 +5,7 @@
 //! projection does not grow with its history; a key older than that is treated as new.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 /// Records a session remembers per kind of idempotency key.
 pub const MAX_RECENT_RECORDS: usize = 1024;
@@ -12,9 +13,11 @@ pub const MAX_RECENT_RECORDS: usize = 1024;
 /// The newest `capacity` records by key; inserting beyond it forgets the oldest key.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RecentRecords<V> {
-    records: HashMap<String, V>,
+    /// Each key is one allocation, shared with `order`: a session's load inserts a record per rename, run and
+    /// response it replays.
+    records: HashMap<Arc<str>, V>,
     /// Keys, oldest first.
-    order: VecDeque<String>,
+    order: VecDeque<Arc<str>>,
     capacity: usize,
 }
 
@@ -31,12 +34,16 @@ impl<V> RecentRecords<V> {
 
     /// Records `value` under `key` (replacing an earlier record of the same key, which keeps its place).
     pub fn insert(&mut self, key: &str, value: V) {
-        if self.records.insert(key.to_owned(), value).is_none() {
-            self.order.push_back(key.to_owned());
+        if let Some(recorded) = self.records.get_mut(key) {
+            *recorded = value;
+            return;
         }
+        let key: Arc<str> = Arc::from(key);
+        self.records.insert(key.clone(), value);
+        self.order.push_back(key);
         while self.order.len() > self.capacity {
             if let Some(oldest) = self.order.pop_front() {
-                self.records.remove(&oldest);
+                self.records.remove(&*oldest);
             }
         }
     }
