@@ -127,7 +127,7 @@ impl RunLoop {
     pub(super) async fn judge_call(&self, call: &ToolCallRequest, in_place: Option<InPlace>) -> Judged {
         let judge = self.judge().await;
         let (tool, arguments) = (call.tool.clone(), call.arguments.clone());
-        match troupe_runtime::blocking::spawn(move || judge.judge_then_run(&tool, arguments, in_place)).await {
+        match tokio::task::spawn_blocking(move || judge.judge_then_run(&tool, arguments, in_place)).await {
             Ok(judged) => judged,
             Err(error) => {
                 Judged::Refused(tool_result(ToolResultStatus::Error, format!("the tool failed internally: {error}")))
@@ -147,7 +147,7 @@ impl RunLoop {
         // Only the classifier blocks (it resolves paths), and only an `auto_approve` mode consults it.
         let decision = if judge.may_classify() {
             let (tool, described, arguments) = (call.tool.clone(), request.clone(), call.arguments.clone());
-            let decided = troupe_runtime::blocking::spawn(move || judge.decision(&tool, &described, &arguments)).await;
+            let decided = tokio::task::spawn_blocking(move || judge.decision(&tool, &described, &arguments)).await;
             decided.unwrap_or_else(|error| Decision::Deny {
                 reason: format!("the permission check failed internally: {error}"),
             })

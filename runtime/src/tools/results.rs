@@ -33,10 +33,10 @@ pub(crate) fn parse_arguments<T: DeserializeOwned>(
     T::deserialize(arguments).map_err(|error| ToolError::InvalidArguments { tool, message: error.to_string() })
 }
 
-/// Runs blocking file work on the engine's blocking pool (`crate::blocking::spawn`). A panic there becomes an
-/// `error` result rather than taking the run loop down with it.
+/// Runs blocking file work on tokio's blocking pool. A panic there becomes an `error` result rather than taking
+/// the run loop down with it.
 pub(crate) async fn run_blocking(work: impl FnOnce() -> PersistedToolResult + Send + 'static) -> PersistedToolResult {
-    match crate::blocking::spawn(work).await {
+    match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(join_error) => error(format!("the tool failed internally: {join_error}")),
     }

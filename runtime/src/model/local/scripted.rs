@@ -258,7 +258,7 @@ impl ModelProvider for ScriptedModel {
                 ScriptSource::Fixed(script) => script.clone(),
                 ScriptSource::File { path, loaded } => {
                     let (path, loaded) = (path.clone(), loaded.clone());
-                    crate::blocking::spawn(move || ScriptedModel::current_script(&path, &loaded))
+                    tokio::task::spawn_blocking(move || ScriptedModel::current_script(&path, &loaded))
                         .await
                         .map_err(|error| {
                             ModelError::new(ModelErrorKind::Unknown, ErrorStage::Request, error.to_string())

@@ -94,7 +94,7 @@ pub(super) async fn prepare(
     temp_dir: PathBuf,
     extra_writable: Vec<PathBuf>,
 ) -> Result<(SessionCwd, Option<PreparedSandbox>), NotStarted> {
-    let prepared = crate::blocking::spawn(move || {
+    let prepared = tokio::task::spawn_blocking(move || {
         let session_cwd = SessionCwd::open(&cwd).map_err(NotStarted::Cwd)?;
         let started = Instant::now();
         let prepared = sandbox.prepare(session_cwd.path(), &temp_dir, &extra_writable).map_err(NotStarted::Sandbox)?;
@@ -116,7 +116,7 @@ pub(super) async fn prepare(
 /// daemon.
 pub(super) async fn record_group(sandbox: &Arc<Sandbox>, pgid: libc::pid_t) -> Option<GroupRecord> {
     let sandbox = Arc::clone(sandbox);
-    let recorded = crate::blocking::spawn(move || sandbox.groups().map(|groups| groups.record(pgid))).await;
+    let recorded = tokio::task::spawn_blocking(move || sandbox.groups().map(|groups| groups.record(pgid))).await;
     match recorded {
         Ok(Some(Ok(record))) => Some(record),
         Ok(None) => None,
@@ -138,7 +138,7 @@ pub(super) async fn release_group(record: Option<GroupRecord>, group_gone: bool)
         return;
     };
     if group_gone {
-        let _ = crate::blocking::spawn(move || drop(record)).await;
+        let _ = tokio::task::spawn_blocking(move || drop(record)).await;
     } else {
         std::mem::forget(record);
     }
