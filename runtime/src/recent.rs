@@ -34,12 +34,11 @@ impl<V> RecentRecords<V> {
 
     /// Records `value` under `key` (replacing an earlier record of the same key, which keeps its place).
     pub fn insert(&mut self, key: &str, value: V) {
-        if let Some(recorded) = self.records.get_mut(key) {
-            *recorded = value;
+        let key: Arc<str> = Arc::from(key);
+        // A key recorded again keeps the map's key, and so its place in `order`; only a new key joins it.
+        if self.records.insert(key.clone(), value).is_some() {
             return;
         }
-        let key: Arc<str> = Arc::from(key);
-        self.records.insert(key.clone(), value);
         self.order.push_back(key);
         while self.order.len() > self.capacity {
             if let Some(oldest) = self.order.pop_front() {

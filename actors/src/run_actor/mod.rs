@@ -234,8 +234,12 @@ impl RunLoop {
     }
 
     async fn emit_as(&self, payload: EventPayload, origin: Option<Origin>) {
-        let append = AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload, until: Until::Accepted };
-        let _ = self.setup.session.send(append).await;
+        let _ = self.setup.session.send(self.append(payload, origin, Until::Accepted)).await;
+    }
+
+    /// This run's event, to be appended with `origin` and answered at `until`.
+    fn append(&self, payload: EventPayload, origin: Option<Origin>, until: Until) -> AppendRunEvent {
+        AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload, until }
     }
 
     /// Queues an event in the session's mailbox without waiting for its reply: for an event the run sends once per
@@ -245,21 +249,17 @@ impl RunLoop {
     /// `tool_call_terminated`: the session may hold its append back until the call's stored output is durable, and
     /// only a run that waits for that reply keeps its later events behind it.
     fn post(&self, payload: EventPayload) {
-        let append =
-            AppendRunEvent { run_id: self.setup.run_id.clone(), origin: None, payload, until: Until::Accepted };
-        self.setup.session.do_send(append);
+        self.setup.session.do_send(self.append(payload, None, Until::Accepted));
     }
 
     /// Sends an event and waits until it is durable.
     async fn commit(&self, payload: EventPayload, origin: Option<Origin>) -> Result<u64, EngineError> {
-        self.setup
-            .session
-            .send(AppendRunEvent { run_id: self.setup.run_id.clone(), origin, payload, until: Until::Durable })
-            .await
-            .map_err(|_| EngineError::Unavailable {
+        self.setup.session.send(self.append(payload, origin, Until::Durable)).await.map_err(|_| {
+            EngineError::Unavailable {
                 session_id: self.setup.session_id.clone(),
                 detail: "the session stopped during the run".into(),
-            })?
+            }
+        })?
     }
 
     async fn run(&mut self) -> RunOutcome {

@@ -42,8 +42,8 @@ pub(crate) fn path_permission(
 
 /// Executes a file tool's call on the calling thread, which may block (tokio's blocking pool, via
 /// [`on_blocking_pool`] from `execute`, or a caller already on a blocking thread, via
-/// `InPlaceTool::execute_in_place`): answers `cancelled_before` if the call was cancelled before it started, turns arguments that do not parse into
-/// an `error` result, and runs `work`.
+/// `InPlaceTool::execute_in_place`): answers `cancelled_before` if the call was cancelled before it started, turns
+/// arguments that do not parse into an `error` result, and runs `work`.
 ///
 /// `cancelled_before` is `None` for a tool that watches `context.cancel` itself while it works (`search`, whose
 /// walk can be long); such a call reports bad arguments, or whatever `work` refuses before its first check, even
