@@ -7,9 +7,10 @@
 //! which the response body ([`SocketBody`](crate::socket_body::SocketBody)) drains when the HTTP dispatcher polls it.
 //!
 //! - Inbound text frames are handed to the protocol session at once and processed concurrently: each is polled
-//!   once in the handler, and one that has to wait (for its session, the disk, room in the queue) goes on in its
-//!   own task; admission (handshake gating, the in-flight limit) is still decided in arrival order, synchronously,
-//!   inside `handle_frame`. The tasks are detached from the actor on purpose: a disconnect must not cancel an
+//!   once in the handler, and one that has to wait (for its session, the disk, room in the queue) goes on in the
+//!   connection's [`FrameTasks`], one task for all of them, so that replies ready together are queued together;
+//!   admission (handshake gating, the in-flight limit) is still decided in arrival order, synchronously,
+//!   inside `handle_frame`. The frames' work is detached from the actor on purpose: a disconnect must not cancel an
 //!   engine operation halfway; its reply is simply dropped.
 //! - The response body takes frames from the outbound queue in queue order whenever the socket has room
 //!   (`socket_body`), so a slow socket pushes back on the queue (which is what turns a slow subscriber into a gap).
@@ -29,6 +30,7 @@ use troupe_protocol::server::{OutboundCloser, ServerConnection, ServerLimits, Se
 
 use crate::connection_registry::{ConnectionRegistry, GoingAway};
 use crate::console_book::SessionKey;
+use crate::frame_tasks::FrameTasks;
 use crate::read_gate::ReadGate;
 use crate::socket_body::{SocketBody, SocketWriter};
 
@@ -92,6 +94,8 @@ pub(crate) struct ConnectionActor<S: ServerProtocol> {
     console: Option<ConsoleGrant>,
     /// Counts frame tasks and pauses the inbound stream when too many are pending.
     read_gate: Rc<ReadGate>,
+    /// The frames that have to wait, driven together.
+    waiting: FrameTasks,
     connected_at: Instant,
     frames_in: u64,
     /// Counted by the response body, read when the actor stops.
@@ -130,6 +134,7 @@ impl<S: ServerProtocol> ConnectionActor<S> {
             registry: setup.registry,
             console: setup.console,
             read_gate,
+            waiting: FrameTasks::default(),
             connected_at: Instant::now(),
             frames_in: 0,
             frames_out,
@@ -251,8 +256,9 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
                     Box::pin(tracing::Instrument::instrument(self.read_gate.track(work, bytes), self.span.clone()));
                 let mut inline = std::task::Context::from_waker(std::task::Waker::noop());
                 if work.as_mut().poll(&mut inline).is_pending() {
-                    // Its next poll, on the task, registers the task's waker wherever this one left the no-op.
-                    actix::spawn(work);
+                    // Its next poll, by the frame tasks' driver, registers a real waker wherever this one left the
+                    // no-op.
+                    self.waiting.push(work);
                 }
             }
             Ok(AggregatedMessage::Binary(_)) => {

@@ -25,6 +25,7 @@ mod console;
 mod console_book;
 mod error;
 mod frame_size_guard;
+mod frame_tasks;
 mod gateway_state;
 mod http_routes;
 mod listener;
