@@ -590,7 +590,13 @@ impl EventJson {
 
     /// Encodes `event`.
     pub fn encode(event: &StoredEvent) -> Result<Self, serde_json::Error> {
-        Self::from_json(serde_json::to_string(event)?)
+        // Most events are a few hundred bytes: a buffer of this size takes them without growing (serde_json's own
+        // starts at 128 bytes and doubles), and the shrink that follows is in place.
+        const USUAL_EVENT_BYTES: usize = 512;
+        let mut json = Vec::with_capacity(USUAL_EVENT_BYTES);
+        serde_json::to_writer(&mut json, event)?;
+        let json = String::from_utf8(json).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        Self::from_json(json)
     }
 
     pub fn as_str(&self) -> &str {
