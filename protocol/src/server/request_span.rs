@@ -14,9 +14,21 @@ const MAX_ID_CHARS: usize = 64;
 /// A `request` span: `method` (the request's [`method_label`](super::observer::method_label)), and `session_id`
 /// (or `root_session_id`) and `run_id` when the params carry them.
 pub(crate) fn request_span(method: &'static str, params: Option<&RawValue>) -> tracing::Span {
+    let span =
+        tracing::info_span!("request", method, session_id = tracing::field::Empty, run_id = tracing::field::Empty);
+    // The params are read for the ids only when the span records anything (no subscriber, or a filter below
+    // info, and it records nothing).
+    if span.is_disabled() {
+        return span;
+    }
     let ids = params.and_then(|params| serde_json::from_str::<Ids<'_>>(params.get()).ok()).unwrap_or_default();
-    let session_id = ids.session_id.and_then(id_shaped).or_else(|| ids.root_session_id.and_then(id_shaped));
-    tracing::info_span!("request", method, session_id, run_id = ids.run_id.and_then(id_shaped))
+    if let Some(session_id) = ids.session_id.and_then(id_shaped).or_else(|| ids.root_session_id.and_then(id_shaped)) {
+        span.record("session_id", session_id);
+    }
+    if let Some(run_id) = ids.run_id.and_then(id_shaped) {
+        span.record("run_id", run_id);
+    }
+    span
 }
 
 /// The params' members a span records, as written (any other member is skipped unread).
@@ -65,6 +77,54 @@ mod tests {
         assert_eq!(id_shaped(&raw(&format!(r#""{}""#, "a".repeat(65)))), None);
         assert_eq!(id_shaped(&raw("null")), None);
         assert_eq!(id_shaped(&raw(r#""""#)), None);
+    }
+
+    /// What a fmt subscriber writes while `body` runs, at `level` and above.
+    fn logged(level: tracing::Level, body: impl FnOnce()) -> String {
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, body);
+        let bytes = out.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_enabled_span_records_the_ids_and_a_disabled_one_reads_nothing() {
+        let params = raw(r#"{"session_id": "s-1", "run_id": "r-9", "title": "x"}"#);
+        let line = logged(tracing::Level::INFO, || {
+            let span = request_span("run.start", Some(&params));
+            let _entered = span.enter();
+            tracing::info!("inside");
+        });
+        assert!(line.contains(r#"request{method="run.start" session_id="s-1" run_id="r-9"}"#), "{line}");
+        let root = raw(r#"{"root_session_id": "root-2", "run_id": "bad id"}"#);
+        let line = logged(tracing::Level::INFO, || {
+            let span = request_span("approval.list", Some(&root));
+            let _entered = span.enter();
+            tracing::info!("inside");
+        });
+        assert!(line.contains(r#"request{method="approval.list" session_id="root-2"}"#), "{line}");
+        let line = logged(tracing::Level::WARN, || {
+            assert!(request_span("run.start", Some(&params)).is_disabled());
+            tracing::warn!("outside");
+        });
+        assert!(!line.contains("request{"), "{line}");
     }
 
     #[test]
