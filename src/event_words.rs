@@ -585,7 +585,7 @@ mod tests {
             "created_at": "2026-01-01T00:00:00Z", "decided_at": null
         }))
         .unwrap();
-        let said = describe(&EventPayload::ApprovalRequested { approval }).unwrap();
+        let said = describe(&EventPayload::ApprovalRequested { approval: Box::new(approval) }).unwrap();
         let lines: Vec<&str> = said.lines().collect();
         assert_eq!(
             lines[..3],

@@ -287,7 +287,7 @@ fn note(seen: &mut Seen, event: &StoredEvent, run_id: &str) {
         EventPayload::ModelTurnCommitted { text, .. } if event.run_id.as_deref() == Some(run_id) => {
             seen.answer = text.clone();
         }
-        EventPayload::ApprovalRequested { approval } => seen.approval = Some(approval.clone()),
+        EventPayload::ApprovalRequested { approval } => seen.approval = Some((**approval).clone()),
         _ => {}
     }
 }

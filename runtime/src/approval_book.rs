@@ -44,7 +44,7 @@ impl ApprovalBook {
         match &event.payload {
             EventPayload::ApprovalRequested { approval } => {
                 // The record is answered and listed where its log is: in a fork's copied prefix, the fork's.
-                let record = ApprovalRecord { session_id: event.session_id.clone(), ..approval.clone() };
+                let record = ApprovalRecord { session_id: event.session_id.clone(), ..(**approval).clone() };
                 self.records.insert(approval.approval_id.clone(), record);
             }
             EventPayload::ApprovalUserDecisionRecorded {

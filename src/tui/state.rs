@@ -242,7 +242,7 @@ impl App {
         match &event.payload {
             EventPayload::ApprovalRequested { approval } => {
                 if !self.approvals.iter().any(|known| known.approval_id == approval.approval_id) {
-                    self.approvals.push(approval.clone());
+                    self.approvals.push((**approval).clone());
                 }
                 if own {
                     self.asked(approval);

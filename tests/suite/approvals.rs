@@ -43,7 +43,7 @@ async fn setup(script: Value, mode: Option<PermissionMode>) -> Setup {
 
 fn requested(event: &StoredEvent) -> Option<ApprovalRecord> {
     match &event.payload {
-        EventPayload::ApprovalRequested { approval } => Some(approval.clone()),
+        EventPayload::ApprovalRequested { approval } => Some((**approval).clone()),
         _ => None,
     }
 }

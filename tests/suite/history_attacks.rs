@@ -132,7 +132,7 @@ async fn a_redelivered_approval_answer_hidden_by_a_revert_gets_its_original_answ
         events_until(&mut deliveries, |event| matches!(event.payload, EventPayload::ApprovalRequested { .. })).await;
     let request = asked.last().unwrap();
     let record: ApprovalRecord = match &request.payload {
-        EventPayload::ApprovalRequested { approval } => approval.clone(),
+        EventPayload::ApprovalRequested { approval } => (**approval).clone(),
         _ => unreachable!(),
     };
     let params = ApprovalRespondParams {

@@ -574,7 +574,7 @@ pub async fn run_waiting_for_approval(daemon: &TestDaemon, client: &Client, deli
     let Some(EventPayload::ApprovalRequested { approval }) = events.last().map(|event| &event.payload) else {
         unreachable!("events_until stops at approval_requested")
     };
-    WaitingRun { session_id, run_id, approval: approval.clone() }
+    WaitingRun { session_id, run_id, approval: (**approval).clone() }
 }
 
 /// `session.revert`.

@@ -52,7 +52,7 @@ fn approvals(events: &[StoredEvent]) -> Vec<troupe_protocol::types::approval::Ap
     events
         .iter()
         .filter_map(|event| match &event.payload {
-            EventPayload::ApprovalRequested { approval } => Some(approval.clone()),
+            EventPayload::ApprovalRequested { approval } => Some((**approval).clone()),
             _ => None,
         })
         .collect()

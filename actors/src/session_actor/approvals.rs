@@ -208,7 +208,7 @@ impl Handler<RequestApproval> for SessionActor {
                 ctx,
                 Some(message.run_id),
                 Some(Origin::APPROVAL),
-                EventPayload::ApprovalRequested { approval: record },
+                EventPayload::ApprovalRequested { approval: Box::new(record) },
             )?;
             let (sender, receiver) = oneshot::channel();
             self.approval_waiters.insert(approval_id.clone(), sender);

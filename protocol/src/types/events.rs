@@ -268,7 +268,9 @@ pub enum EventPayload {
     },
     /// A tool call needs a user's answer; the run waits. The record is at revision 1, pending.
     ApprovalRequested {
-        approval: ApprovalRecord,
+        // Boxed: the record is the largest of all payloads, and every event would be as large as it otherwise
+        // (each event is moved a few times on its way through the engine and through a log's load).
+        approval: Box<ApprovalRecord>,
     },
     /// A client answered a pending approval (the answer that won).
     ApprovalUserDecisionRecorded {

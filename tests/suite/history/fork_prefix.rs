@@ -202,7 +202,7 @@ async fn a_fork_copies_every_event_of_the_prefix_at_its_seq_and_ends_what_must_n
 
 fn requested(event: &StoredEvent) -> Option<ApprovalRecord> {
     match &event.payload {
-        EventPayload::ApprovalRequested { approval } => Some(approval.clone()),
+        EventPayload::ApprovalRequested { approval } => Some((**approval).clone()),
         _ => None,
     }
 }
