@@ -92,7 +92,7 @@ pub(crate) struct ConnectionActor<S: ServerProtocol> {
     registry: Arc<ConnectionRegistry>,
     /// The console session that authorized this connection, if one did.
     console: Option<ConsoleGrant>,
-    /// Counts frame tasks and pauses the inbound stream when too many are pending.
+    /// Counts the frames being answered and pauses the inbound stream when too many are pending.
     read_gate: Rc<ReadGate>,
     /// The frames that have to wait, driven together.
     waiting: FrameTasks,

@@ -44,8 +44,13 @@ impl FrameTasks {
     /// Drives `work` to its end on the current worker, beside the connection's other waiting frames.
     pub(crate) fn push(&self, work: impl Future<Output = ()> + 'static) {
         let work = AssertUnwindSafe(work).catch_unwind().map(|outcome| {
-            if outcome.is_err() {
-                tracing::error!("a frame's work panicked; its reply is lost, the connection goes on");
+            if let Err(panic) = outcome {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)");
+                tracing::error!(panic = what, "a frame's work panicked; its reply is lost, the connection goes on");
             }
         });
         self.inner.works.borrow_mut().push(work.boxed_local());
@@ -68,6 +73,17 @@ struct Driver {
     inner: Rc<Inner>,
 }
 
+impl Drop for Driver {
+    /// However the driver ends (its frames done, or its task dropped or unwound), the next frame starts a new one,
+    /// so frames left in the set are not stranded.
+    fn drop(&mut self) {
+        self.inner.driving.set(false);
+        if let Ok(mut driver) = self.inner.driver.try_borrow_mut() {
+            *driver = None;
+        }
+    }
+}
+
 impl Future for Driver {
     type Output = ();
 
@@ -79,11 +95,8 @@ impl Future for Driver {
         loop {
             match works.poll_next_unpin(cx) {
                 Poll::Ready(Some(())) => {}
-                Poll::Ready(None) => {
-                    inner.driving.set(false);
-                    *inner.driver.borrow_mut() = None;
-                    return Poll::Ready(());
-                }
+                // `Drop` marks the driver gone.
+                Poll::Ready(None) => return Poll::Ready(()),
                 Poll::Pending => {
                     match &mut *inner.driver.borrow_mut() {
                         Some(waker) if waker.will_wake(cx.waker()) => {}
@@ -146,6 +159,28 @@ mod tests {
         tx.send(()).unwrap();
         until(|| !tasks.inner.driving.get()).await;
         assert_eq!(*done.borrow(), ["second", "first", "third"]);
+    }
+
+    #[actix_web::test]
+    async fn frames_left_by_a_driver_that_was_dropped_are_driven_by_the_next_one() {
+        let tasks = FrameTasks::default();
+        // A driver that is running (so a push spawns none) and then dies, as when its task unwinds or is dropped,
+        // with a frame still waiting in the set.
+        tasks.inner.driving.set(true);
+        let doomed = Driver { inner: tasks.inner.clone() };
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let finished = Rc::new(Cell::new(false));
+        let flag = finished.clone();
+        tasks.push(async move {
+            let _ = rx.await;
+            flag.set(true);
+        });
+        drop(doomed);
+        assert!(!tasks.inner.driving.get());
+        // The next frame starts a driver, which drives the stranded one too.
+        tasks.push(async {});
+        tx.send(()).unwrap();
+        until(|| finished.get()).await;
     }
 
     #[actix_web::test]

@@ -1,11 +1,11 @@
 //! Pauses reading a connection while too many of its frames, or too many bytes of them, are still being answered.
 //!
 //! Frames are processed concurrently, and even a frame refused with -32003 needs room in the outbound queue for
-//! its reply. A client that keeps sending without reading would otherwise pile up one pending task per frame, each
-//! holding its request. The gate counts the frame tasks of one connection and their bytes; at either cap the
-//! inbound stream reports `Pending`, so the socket stops being read and TCP pushes back on the client. (A frame
-//! is always taken when nothing is outstanding, so the bytes held stay below the byte cap plus one frame.) Everything here lives on the connection's worker
-//! thread, so plain `Rc`/`Cell` suffice.
+//! its reply. A client that keeps sending without reading would otherwise pile up pending frames without end, each
+//! holding its request. The gate counts the frames of one connection being answered and their bytes; at either cap
+//! the inbound stream reports `Pending`, so the socket stops being read and TCP pushes back on the client. (A frame
+//! is always taken when nothing is outstanding, so the bytes held stay below the byte cap plus one frame.)
+//! Everything here lives on the connection's worker thread, so plain `Rc`/`Cell` suffice.
 
 use std::cell::Cell;
 use std::pin::Pin;

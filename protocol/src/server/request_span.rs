@@ -105,7 +105,7 @@ mod tests {
     }
 
     #[test]
-    fn an_enabled_span_records_the_ids_and_a_disabled_one_reads_nothing() {
+    fn an_enabled_span_records_the_ids_and_a_disabled_one_stays_disabled() {
         let params = raw(r#"{"session_id": "s-1", "run_id": "r-9", "title": "x"}"#);
         let line = logged(tracing::Level::INFO, || {
             let span = request_span("run.start", Some(&params));

@@ -593,7 +593,7 @@ impl EventJson {
     /// Encodes `event`.
     pub fn encode(event: &StoredEvent) -> Result<Self, serde_json::Error> {
         // Most events are a few hundred bytes: a buffer of this size takes them without growing (serde_json's own
-        // starts at 128 bytes and doubles), and the shrink that follows is in place.
+        // starts at 128 bytes and doubles, so a rename's event grew twice).
         const USUAL_EVENT_BYTES: usize = 512;
         let mut json = Vec::with_capacity(USUAL_EVENT_BYTES);
         serde_json::to_writer(&mut json, event)?;
