@@ -126,6 +126,18 @@ mod tests {
         .expect("the condition never held");
     }
 
+    /// Pushes a frame that waits until the returned sender fires, then sets the returned flag.
+    fn waiting_frame(tasks: &FrameTasks) -> (futures::channel::oneshot::Sender<()>, Rc<Cell<bool>>) {
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        let finished = Rc::new(Cell::new(false));
+        let flag = finished.clone();
+        tasks.push(async move {
+            let _ = rx.await;
+            flag.set(true);
+        });
+        (tx, finished)
+    }
+
     #[actix_web::test]
     async fn waiting_frames_finish_in_any_order_and_the_driver_ends_when_none_is_left() {
         let tasks = FrameTasks::default();
@@ -168,13 +180,7 @@ mod tests {
         // with a frame still waiting in the set.
         tasks.inner.driving.set(true);
         let doomed = Driver { inner: tasks.inner.clone() };
-        let (tx, rx) = futures::channel::oneshot::channel::<()>();
-        let finished = Rc::new(Cell::new(false));
-        let flag = finished.clone();
-        tasks.push(async move {
-            let _ = rx.await;
-            flag.set(true);
-        });
+        let (tx, finished) = waiting_frame(&tasks);
         drop(doomed);
         assert!(!tasks.inner.driving.get());
         // The next frame starts a driver, which drives the stranded one too.
@@ -186,13 +192,7 @@ mod tests {
     #[actix_web::test]
     async fn a_frame_pushed_while_the_driver_waits_is_driven_and_a_panicking_one_stops_alone() {
         let tasks = FrameTasks::default();
-        let (tx, rx) = futures::channel::oneshot::channel::<()>();
-        let finished = Rc::new(Cell::new(false));
-        let flag = finished.clone();
-        tasks.push(async move {
-            let _ = rx.await;
-            flag.set(true);
-        });
+        let (tx, finished) = waiting_frame(&tasks);
         // Let the driver run and wait on the first frame, then hand it two more.
         until(|| tasks.inner.driver.borrow().is_some()).await;
         tasks.push(async { panic!("a frame's work failed") });
