@@ -30,7 +30,7 @@ use troupe_protocol::server::{OutboundCloser, ServerConnection, ServerLimits, Se
 
 use crate::connection_registry::{ConnectionRegistry, GoingAway};
 use crate::console_book::SessionKey;
-use crate::frame_tasks::FrameTasks;
+use crate::frame_tasks::{self, FrameTasks};
 use crate::read_gate::ReadGate;
 use crate::socket_body::{SocketBody, SocketWriter};
 
@@ -252,8 +252,10 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
                 // most frames (a read, a refusal) are answered without waiting, and need no task of their own.
                 let bytes = text.len();
                 let work = self.connection.handle_text(&text);
-                let mut work =
-                    Box::pin(tracing::Instrument::instrument(self.read_gate.track(work, bytes), self.span.clone()));
+                let mut work = frame_tasks::contained(tracing::Instrument::instrument(
+                    self.read_gate.track(work, bytes),
+                    self.span.clone(),
+                ));
                 let mut inline = std::task::Context::from_waker(std::task::Waker::noop());
                 if work.as_mut().poll(&mut inline).is_pending() {
                     // Its next poll, by the frame tasks' driver, registers a real waker wherever this one left the

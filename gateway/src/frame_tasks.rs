@@ -25,8 +25,8 @@ use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 
-/// A connection's waiting frames. Cloning shares them.
-#[derive(Clone, Default)]
+/// A connection's waiting frames.
+#[derive(Default)]
 pub(crate) struct FrameTasks {
     inner: Rc<Inner>,
 }
@@ -40,10 +40,12 @@ struct Inner {
     driver: RefCell<Option<Waker>>,
 }
 
-impl FrameTasks {
-    /// Drives `work` to its end on the current worker, beside the connection's other waiting frames.
-    pub(crate) fn push(&self, work: impl Future<Output = ()> + 'static) {
-        let work = AssertUnwindSafe(work).catch_unwind().map(|outcome| {
+/// A frame's work, boxed once (so that it can be polled in place first and then pushed), with a panic inside it
+/// logged and kept to that frame.
+pub(crate) fn contained(work: impl Future<Output = ()> + 'static) -> LocalBoxFuture<'static, ()> {
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .map(|outcome| {
             if let Err(panic) = outcome {
                 let what = panic
                     .downcast_ref::<&str>()
@@ -52,8 +54,15 @@ impl FrameTasks {
                     .unwrap_or("(no message)");
                 tracing::error!(panic = what, "a frame's work panicked; its reply is lost, the connection goes on");
             }
-        });
-        self.inner.works.borrow_mut().push(work.boxed_local());
+        })
+        .boxed_local()
+}
+
+impl FrameTasks {
+    /// Drives `work` (made by [`contained`]) to its end on the current worker, beside the connection's other
+    /// waiting frames.
+    pub(crate) fn push(&self, work: LocalBoxFuture<'static, ()>) {
+        self.inner.works.borrow_mut().push(work);
         if !self.inner.driving.replace(true) {
             actix::spawn(Driver { inner: self.inner.clone() });
         } else if let Some(driver) = self.inner.driver.borrow_mut().take() {
@@ -131,10 +140,10 @@ mod tests {
         let (tx, rx) = futures::channel::oneshot::channel::<()>();
         let finished = Rc::new(Cell::new(false));
         let flag = finished.clone();
-        tasks.push(async move {
+        tasks.push(contained(async move {
             let _ = rx.await;
             flag.set(true);
-        });
+        }));
         (tx, finished)
     }
 
@@ -146,10 +155,10 @@ mod tests {
         let (second_tx, second_rx) = futures::channel::oneshot::channel::<()>();
         for (name, rx) in [("first", first_rx), ("second", second_rx)] {
             let done = done.clone();
-            tasks.push(async move {
+            tasks.push(contained(async move {
                 let _ = rx.await;
                 done.borrow_mut().push(name);
-            });
+            }));
         }
         assert_eq!(tasks.len(), 2);
         second_tx.send(()).unwrap();
@@ -163,10 +172,10 @@ mod tests {
         // A frame after the driver ended starts a new one.
         let (tx, rx) = futures::channel::oneshot::channel::<()>();
         let after = done.clone();
-        tasks.push(async move {
+        tasks.push(contained(async move {
             let _ = rx.await;
             after.borrow_mut().push("third");
-        });
+        }));
         assert!(tasks.inner.driving.get());
         tx.send(()).unwrap();
         until(|| !tasks.inner.driving.get()).await;
@@ -184,7 +193,7 @@ mod tests {
         drop(doomed);
         assert!(!tasks.inner.driving.get());
         // The next frame starts a driver, which drives the stranded one too.
-        tasks.push(async {});
+        tasks.push(contained(async {}));
         tx.send(()).unwrap();
         until(|| finished.get()).await;
     }
@@ -195,10 +204,10 @@ mod tests {
         let (tx, finished) = waiting_frame(&tasks);
         // Let the driver run and wait on the first frame, then hand it two more.
         until(|| tasks.inner.driver.borrow().is_some()).await;
-        tasks.push(async { panic!("a frame's work failed") });
+        tasks.push(contained(async { panic!("a frame's work failed") }));
         let ran = Rc::new(Cell::new(false));
         let ran_flag = ran.clone();
-        tasks.push(async move { ran_flag.set(true) });
+        tasks.push(contained(async move { ran_flag.set(true) }));
         until(|| ran.get()).await;
         assert!(!finished.get());
         tx.send(()).unwrap();
