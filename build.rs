@@ -14,6 +14,7 @@
 //!   the list has and a build lacks are skipped. A list made by another rustc matches almost nothing (symbol names
 //!   carry the compiler's version), so the build warns then.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -55,15 +56,16 @@ fn linker_accepts(link_args: &[String]) -> bool {
     if std::fs::write(&source, "fn main() {}\n").is_err() {
         return false;
     }
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let mut command = Command::new(rustc);
+    let mut command = Command::new(rustc());
     command.arg("--crate-type=bin").arg("--target").arg(&target).arg("-o").arg(out_dir.join("symbol_order_probe"));
     // The flags cargo gives this build's crates (`RUSTFLAGS`, `target.<triple>.rustflags`), and the linker it chose
     // (`target.<triple>.linker`), so the probe links the way the executable will.
     let encoded = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     command.args(encoded.split('\u{1f}').filter(|flag| !flag.is_empty()));
     if let Some(linker) = std::env::var_os("RUSTC_LINKER") {
-        command.arg("-C").arg(format!("linker={}", Path::new(&linker).display()));
+        let mut flag = OsString::from("linker=");
+        flag.push(linker);
+        command.arg("-C").arg(flag);
     }
     for arg in link_args {
         command.arg("-C").arg(format!("link-arg={arg}"));
@@ -74,16 +76,20 @@ fn linker_accepts(link_args: &[String]) -> bool {
 
 /// Warns when the list was made by another rustc than this build's: its names would match almost nothing.
 fn warn_if_made_by_another_rustc(order: &Path) {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
-    let Ok(output) = Command::new(rustc).arg("--version").output() else { return };
+    let Ok(output) = Command::new(rustc()).arg("--version").output() else { return };
     let version = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     let Ok(list) = std::fs::read_to_string(order) else { return };
-    let made_by = list.lines().find_map(|line| line.strip_prefix("# Made by ")).map(str::trim);
-    if made_by.is_some_and(|made_by| made_by != version) {
+    if let Some(made_by) = list.lines().find_map(|line| line.strip_prefix("# Made by ")).map(str::trim)
+        && made_by != version
+    {
         println!(
-            "cargo:warning={ORDER_FILE} was made by {}, this build uses {version}: run scripts/startup-symbols \
-             again to place the start's functions together",
-            made_by.unwrap_or_default()
+            "cargo:warning={ORDER_FILE} was made by {made_by}, this build uses {version}: run scripts/startup-symbols \
+             again to place the start's functions together"
         );
     }
+}
+
+/// The rustc cargo builds with.
+fn rustc() -> OsString {
+    std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"))
 }
