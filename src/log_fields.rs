@@ -69,28 +69,13 @@ impl Visit for Escaping<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
+    use troupe_test_support::SharedBuffer;
 
     use super::EscapedFields;
 
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buffer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn untrusted_text_in_a_field_or_the_message_stays_on_the_events_line() {
-        let buffer = Buffer::default();
+        let buffer = SharedBuffer::default();
         let writer = buffer.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || writer.clone())
@@ -103,7 +88,7 @@ mod tests {
             let _entered = span.enter();
             tracing::warn!(kind = "rate_limited", error = %forged, "a model request failed: {}", "x\ny");
         });
-        let printed = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let printed = buffer.text();
         assert_eq!(printed.lines().count(), 1, "{printed}");
         assert!(printed.contains("run{run_id=r1\\nINFO fake}"), "{printed}");
         assert!(printed.contains("a model request failed: x\\ny"), "{printed}");

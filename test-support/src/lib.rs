@@ -7,6 +7,7 @@
 //!   flags, environment and log capture; killed and reaped on drop, restartable.
 //! - [`fake_vendor`]: a fake model vendor over plain HTTP/1.1 ([`FakeServer`]) that answers scripted responses and
 //!   records the requests; [`replies`] builds those responses in the real OpenAI and Anthropic wire formats.
+//! - [`shared_buffer`]: an in-memory writer shared by its clones ([`SharedBuffer`]), to capture a logger's output.
 //! - [`nats`]: real `nats-server` processes with JetStream on loopback, one ([`NatsServer`]) or a cluster
 //!   ([`NatsCluster`]), for the cluster's tests.
 //!
@@ -21,10 +22,12 @@ pub mod fake_vendor;
 pub mod git;
 pub mod nats;
 pub mod replies;
+pub mod shared_buffer;
 pub mod wait;
 
 pub use child_daemon::{ChildDaemon, DaemonLog, ServeCommand, exit_status_within, token_of};
 pub use fake_vendor::{FakeResponse, FakeServer, RecordedRequest};
 pub use git::git;
 pub use nats::{NatsCluster, NatsServer};
+pub use shared_buffer::SharedBuffer;
 pub use wait::{WAIT, eventually, eventually_blocking, eventually_some, holds_within, holds_within_blocking, within};

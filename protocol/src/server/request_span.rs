@@ -81,27 +81,15 @@ mod tests {
 
     /// What a fmt subscriber writes while `body` runs, at `level` and above.
     fn logged(level: tracing::Level, body: impl FnOnce()) -> String {
-        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = out.clone();
+        let buffer = troupe_test_support::SharedBuffer::default();
+        let writer = buffer.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(level)
             .with_ansi(false)
-            .with_writer(move || Sink(sink.clone()))
+            .with_writer(move || writer.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, body);
-        let bytes = out.lock().unwrap().clone();
-        String::from_utf8(bytes).unwrap()
-    }
-
-    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+        buffer.text()
     }
 
     #[test]
