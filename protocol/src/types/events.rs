@@ -22,6 +22,9 @@ use crate::types::session::TitleChange;
 use crate::types::skills::SkillInvocation;
 use crate::types::tool_output::OutputStream;
 
+mod tag_first;
+use tag_first::tagged_payload;
+
 /// One record of a session's log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StoredEvent {
@@ -67,12 +70,15 @@ impl From<&TitleChange> for TitleChangeKind {
     }
 }
 
+// Declared through `tagged_payload!` (`tag_first.rs`), which reads a payload straight from its JSON once its
+// `type` is known, instead of buffering it as serde's derive does.
+tagged_payload! {
 /// The typed content of a stored event, tagged by `type`.
 ///
 /// Kinds whose payload is owned by a later part of the engine (model streaming, tools, approvals, goals,
 /// producers, delegation) are read as [`EventPayload::Unknown`] until that part declares them; their raw JSON is
 /// always kept and served unchanged, so nothing is lost on the wire.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventPayload {
     /// Always seq 1, with no run.
@@ -434,9 +440,8 @@ pub enum EventPayload {
         forced: bool,
     },
     // --- end history ---
-    /// A kind this build does not model (yet); its JSON is preserved where it is stored.
-    #[serde(other)]
-    Unknown,
+    // `Unknown`, a kind this build does not model (yet), is appended by the macro.
+}
 }
 
 impl EventPayload {
