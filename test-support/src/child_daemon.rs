@@ -47,6 +47,8 @@ pub struct ServeCommand {
     env_remove: Vec<OsString>,
     log: DaemonLog,
     user: Option<u32>,
+    /// How long [`ServeCommand::spawn`] waits for the listening line.
+    listen_within: Duration,
 }
 
 impl ServeCommand {
@@ -65,6 +67,7 @@ impl ServeCommand {
             env_remove: vec!["TROUPE_TOKEN".into(), "TROUPE_LOG_FORMAT".into()],
             log: DaemonLog::Inherit,
             user: None,
+            listen_within: WAIT,
         }
     }
 
@@ -116,6 +119,14 @@ impl ServeCommand {
         self
     }
 
+    /// Waits up to `wait` for the daemon to listen, instead of [`WAIT`]: for a start that waits on something of its
+    /// own, such as a cluster node whose NATS servers are still electing a leader (`cluster.connect` allows 10 s to
+    /// connect and 30 s for JetStream to answer).
+    pub fn listen_within(mut self, wait: Duration) -> ServeCommand {
+        self.listen_within = wait;
+        self
+    }
+
     /// Runs the daemon as this uid and gid (the test runs as root then).
     pub fn user(mut self, id: u32) -> ServeCommand {
         self.user = Some(id);
@@ -123,7 +134,8 @@ impl ServeCommand {
     }
 
     /// Starts the daemon (writing [`DEFAULT_CONFIG`] into an existing data dir that has no config.toml) and
-    /// returns once it listens; fails the test if it exits first or does not listen within [`WAIT`].
+    /// returns once it listens; fails the test if it exits first or does not listen within [`WAIT`] (or
+    /// [`ServeCommand::listen_within`]).
     pub fn spawn(self) -> ChildDaemon {
         let config = self.data_dir.join("config.toml");
         if self.default_config && self.data_dir.is_dir() && !config.exists() {
@@ -171,7 +183,7 @@ impl ServeCommand {
                 }
             });
         }
-        let url = listening_url(&mut child);
+        let url = listening_url(&mut child, self.listen_within);
         let token = match self.env.iter().find(|(name, _)| name == "TROUPE_TOKEN") {
             Some((_, token)) => token.to_string_lossy().into_owned(),
             None => token_of(&self.data_dir),
@@ -284,9 +296,9 @@ pub fn token_of(data_dir: &Path) -> String {
     std::fs::read_to_string(data_dir.join("daemon/token")).expect("the daemon's token").trim().to_owned()
 }
 
-/// The URL a spawned `troupe serve` (stdout piped) prints on its first line, waited for at most [`WAIT`]; the rest
-/// of its stdout is drained so the daemon never blocks on a full pipe.
-fn listening_url(child: &mut Child) -> String {
+/// The URL a spawned `troupe serve` (stdout piped) prints on its first line, waited for at most `wait`; the rest of
+/// its stdout is drained so the daemon never blocks on a full pipe.
+fn listening_url(child: &mut Child, wait: Duration) -> String {
     let stdout = child.stdout.take().expect("the daemon's stdout is piped");
     let (line_sender, line_receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -296,11 +308,11 @@ fn listening_url(child: &mut Child) -> String {
         }
         for _ in lines {}
     });
-    let line = match line_receiver.recv_timeout(WAIT) {
+    let line = match line_receiver.recv_timeout(wait) {
         Ok(line) => line,
         Err(_) => match child.try_wait() {
             Ok(Some(status)) => panic!("the daemon exited ({status}) before it listened"),
-            _ => panic!("the daemon printed no listening line within {WAIT:?}"),
+            _ => panic!("the daemon printed no listening line within {wait:?}"),
         },
     };
     line.strip_prefix("troupe listening on ")

@@ -344,7 +344,14 @@ async fn one_nats_server_of_three_killed_under_load_loses_no_acknowledged_event(
     std::fs::create_dir_all(&b_dir).expect("data dir");
     std::fs::write(b_dir.join("config.toml"), "[titles]\nauto = false\n[cluster]\nreplicas = 3\n").expect("config");
     let remaining = nats.servers[1..].iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
-    let b = troupe_serve(&b_dir).listen("127.0.0.1:0").args(["--cluster", &remaining, "--node", "b"]).spawn();
+    // Its start waits until JetStream answers on the two servers left, which under a loaded machine may take
+    // longer than a start usually does; the retries are logged (`info`) if it still does not listen.
+    let b = troupe_serve(&b_dir)
+        .listen("127.0.0.1:0")
+        .args(["--cluster", &remaining, "--node", "b"])
+        .rust_log("warn,troupe_cluster=info")
+        .listen_within(Duration::from_secs(45))
+        .spawn();
     let (client_b, _) = b.client().await;
     let last = after_kill.session.last_event_seq;
     let _ = start_run_once_hosted(&client_b, &session_id, "still here?").await;
