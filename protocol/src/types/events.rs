@@ -70,16 +70,16 @@ impl From<&TitleChange> for TitleChangeKind {
     }
 }
 
-// Declared through `tagged_payload!` (`tag_first.rs`), which reads a payload straight from its JSON once its
-// `type` is known, instead of buffering it as serde's derive does.
+// Declared through `tagged_payload!` (`events/tag_first.rs`), which reads a payload straight from its JSON once
+// its `type` is known, instead of buffering it as serde's derive does.
 tagged_payload! {
 /// The typed content of a stored event, tagged by `type`.
 ///
 /// Kinds whose payload is owned by a later part of the engine (model streaming, tools, approvals, goals,
 /// producers, delegation) are read as [`EventPayload::Unknown`] until that part declares them; their raw JSON is
 /// always kept and served unchanged, so nothing is lost on the wire.
+// `#[serde(tag = "type", rename_all = "snake_case")]` is written by the macro.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventPayload {
     /// Always seq 1, with no run.
     SessionCreated {

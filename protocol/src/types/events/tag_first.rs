@@ -4,26 +4,33 @@
 //! into its own intermediate tree, finds the tag there, then reads the variant from that copy. A log's load spent
 //! about a third of its time so. troupe writes the tag first (serde's writer puts it first), so a reader that
 //! looks at the first key can read the variant straight from the JSON. [`tagged_payload!`] declares the enum and
-//! an externally tagged twin with the same fields; [`deserialize`] reads the tag, then hands the rest of the map
-//! to the twin as its variant's body. A payload whose tag is not first (one built by hand, or by
-//! `serde_json::json!`, which sorts its keys) is read through a buffer, as before.
+//! an externally tagged twin with the same fields; [`deserialize_tag_first`] reads the tag, then hands the rest of
+//! the map to the twin as its variant's body. A payload whose tag is not first (one built by hand, or by
+//! `serde_json::json!`, which sorts its keys) is read through a buffer of `serde_json::Value`s.
+//!
+//! What it reads differently from serde's derive, none of which troupe or its clients write: a payload written as
+//! an array (`["session_reverted", 4]`) is refused; with the tag first, a second `type` later in the map is ignored
+//! as an unknown field (serde refused it; so does the buffered path); and in a payload whose tag comes later, an
+//! object with a key twice keeps the last (a `Value` holds one), where serde refused it.
 
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::value::{MapDeserializer, StrDeserializer};
+use serde::de::value::{MapAccessDeserializer, MapDeserializer, StrDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, IgnoredAny, MapAccess, VariantAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
-/// The payload's tag.
 const TAG: &str = "type";
 
-/// Declares an internally tagged payload enum whose variants all have named fields, with an `Unknown` variant
-/// appended for kinds this build does not model, and its [`serde::Deserialize`] through [`deserialize`]. The
-/// attributes given to the enum are its own (`Serialize` and `JsonSchema` may be derived there, `Deserialize` must
-/// not); each field's attributes apply to both the enum and its twin, whose variant names are snake_case.
+/// Declares an enum tagged by `type` whose variants all have named fields, in snake_case on the wire, with an
+/// `Unknown` variant appended for kinds this build does not model, and its [`serde::Deserialize`] through
+/// [`deserialize_tag_first`]. The macro writes the enum's `#[serde(tag, rename_all)]` itself, so the twin cannot
+/// disagree with it: the attributes given to the enum are its docs and derives (`Serialize` and `JsonSchema`, not
+/// `Deserialize`), and an enum-level `#[serde]` of its own is refused by serde as a duplicate. A variant's and a
+/// field's attributes apply to the enum and to its twin alike (a `#[schemars]` one, which the twin does not know,
+/// fails to compile). rustfmt does not format inside a macro's braces: keep the enum as it would.
 macro_rules! tagged_payload {
     (
         $(#[$enum_attr:meta])*
@@ -37,6 +44,7 @@ macro_rules! tagged_payload {
         }
     ) => {
         $(#[$enum_attr])*
+        #[serde(tag = "type", rename_all = "snake_case")]
         $vis enum $name {
             $( $(#[$variant_attr])* $variant { $( $(#[$field_attr])* $field: $field_ty ),* }, )*
             /// A kind this build does not model (yet); its JSON is preserved where it is stored.
@@ -48,12 +56,15 @@ macro_rules! tagged_payload {
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "snake_case")]
         enum TagFirst {
-            $( $variant { $( $(#[$field_attr])* $field: $field_ty ),* }, )*
+            $( $(#[$variant_attr])* $variant { $( $(#[$field_attr])* $field: $field_ty ),* }, )*
         }
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                $crate::types::events::tag_first::deserialize::<D, TagFirst, $name>(deserializer, || $name::Unknown)
+                $crate::types::events::tag_first::deserialize_tag_first::<D, TagFirst, $name>(
+                    deserializer,
+                    || $name::Unknown,
+                )
             }
         }
 
@@ -70,7 +81,7 @@ pub(crate) use tagged_payload;
 
 /// Reads a payload `P` from a map: `T` (the externally tagged twin) reads the variant named by the tag, and a tag
 /// that `T` does not know gives `unknown()`.
-pub(crate) fn deserialize<'de, D, T, P>(deserializer: D, unknown: fn() -> P) -> Result<P, D::Error>
+pub(crate) fn deserialize_tag_first<'de, D, T, P>(deserializer: D, unknown: fn() -> P) -> Result<P, D::Error>
 where
     D: Deserializer<'de>,
     T: de::Deserialize<'de> + Into<P>,
@@ -107,6 +118,9 @@ where
                 let mut tag = None;
                 while let Some(key) = map.next_key::<String>()? {
                     if key == TAG {
+                        if tag.is_some() {
+                            return Err(de::Error::duplicate_field(TAG));
+                        }
                         tag = Some(map.next_value::<String>()?);
                     } else {
                         rest.push((key, map.next_value()?));
@@ -127,7 +141,7 @@ where
     A: MapAccess<'de>,
 {
     let unknown_tag = Cell::new(false);
-    match T::deserialize(Kind { tag, map: &mut *map, unknown_tag: &unknown_tag }) {
+    match T::deserialize(VariantBody { tag, map: &mut *map, unknown_tag: &unknown_tag }) {
         Ok(kind) => Ok(kind.into()),
         Err(_) if unknown_tag.get() => {
             while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
@@ -138,14 +152,14 @@ where
 }
 
 /// The tag and the rest of the map, seen by the twin as an externally tagged variant and its body.
-struct Kind<'a, A> {
+struct VariantBody<'a, A> {
     tag: &'a str,
     map: &'a mut A,
     /// Set when the twin did not know the tag.
     unknown_tag: &'a Cell<bool>,
 }
 
-impl<'de, A: MapAccess<'de>> Deserializer<'de> for Kind<'_, A> {
+impl<'de, A: MapAccess<'de>> Deserializer<'de> for VariantBody<'_, A> {
     type Error = A::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, A::Error> {
@@ -158,7 +172,7 @@ impl<'de, A: MapAccess<'de>> Deserializer<'de> for Kind<'_, A> {
     }
 }
 
-impl<'de, A: MapAccess<'de>> EnumAccess<'de> for Kind<'_, A> {
+impl<'de, A: MapAccess<'de>> EnumAccess<'de> for VariantBody<'_, A> {
     type Error = A::Error;
     type Variant = Self;
 
@@ -173,7 +187,7 @@ impl<'de, A: MapAccess<'de>> EnumAccess<'de> for Kind<'_, A> {
     }
 }
 
-impl<'de, A: MapAccess<'de>> VariantAccess<'de> for Kind<'_, A> {
+impl<'de, A: MapAccess<'de>> VariantAccess<'de> for VariantBody<'_, A> {
     type Error = A::Error;
 
     fn unit_variant(self) -> Result<(), A::Error> {
@@ -181,8 +195,9 @@ impl<'de, A: MapAccess<'de>> VariantAccess<'de> for Kind<'_, A> {
         Ok(())
     }
 
-    fn newtype_variant_seed<S: DeserializeSeed<'de>>(self, _seed: S) -> Result<S::Value, A::Error> {
-        Err(de::Error::custom("an event payload's kind has named fields"))
+    // serde's derive reads a struct variant with a `#[serde(flatten)]` field as a newtype of its map.
+    fn newtype_variant_seed<S: DeserializeSeed<'de>>(self, seed: S) -> Result<S::Value, A::Error> {
+        seed.deserialize(MapAccessDeserializer::new(self.map))
     }
 
     fn tuple_variant<V: Visitor<'de>>(self, _len: usize, _visitor: V) -> Result<V::Value, A::Error> {
@@ -290,6 +305,28 @@ mod tests {
         assert!(payload(no_variant).unwrap_err().to_string().contains("variant"));
     }
 
+    /// The kinds the enum's schema names (what it writes), each of which the twin must know: a kind the twin
+    /// spelled otherwise would be read back as `Unknown`.
+    #[test]
+    fn every_kind_the_enum_writes_is_read_as_itself() {
+        let schema = serde_json::to_value(schemars::schema_for!(EventPayload)).unwrap();
+        let kinds: Vec<&str> = schema["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|kind| kind["properties"]["type"]["const"].as_str())
+            .filter(|kind| *kind != "unknown")
+            .collect();
+        assert!(kinds.len() > 40, "{kinds:?}");
+        for kind in kinds {
+            // Without its fields a known kind fails for one it lacks; only an unknown one reads as `Unknown`.
+            match payload(&format!(r#"{{"type":"{kind}"}}"#)) {
+                Ok(read) => assert_eq!(read.kind(), Some(kind)),
+                Err(error) => assert!(error.to_string().starts_with("missing field"), "{kind}: {error}"),
+            }
+        }
+    }
+
     #[test]
     fn an_unknown_kind_is_skipped_whole_wherever_its_tag_is() {
         assert_eq!(
@@ -304,6 +341,58 @@ mod tests {
         assert_eq!((event.payload, event.seq, event.origin.as_deref()), (EventPayload::Unknown, 9, Some("user")));
     }
 
+    /// A twin whose field borrows from the input can only be read straight from the text, never through the
+    /// buffer of `Value`s: so it tells which way a payload was read.
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum ProbeTwin<'a> {
+        Probe {
+            #[serde(borrow)]
+            name: &'a str,
+        },
+        /// A kind with a flattened field: serde reads its body as a newtype of the map.
+        Flat {
+            #[serde(flatten)]
+            rest: std::collections::BTreeMap<String, u64>,
+        },
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Probe<'a> {
+        Named(&'a str),
+        Flat(Vec<(String, u64)>),
+        Unknown,
+    }
+
+    impl<'a> From<ProbeTwin<'a>> for Probe<'a> {
+        fn from(twin: ProbeTwin<'a>) -> Self {
+            match twin {
+                ProbeTwin::Probe { name } => Probe::Named(name),
+                ProbeTwin::Flat { rest } => Probe::Flat(rest.into_iter().collect()),
+            }
+        }
+    }
+
+    fn probe(text: &str) -> Result<Probe<'_>, serde_json::Error> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        super::deserialize_tag_first::<_, ProbeTwin, Probe>(&mut deserializer, || Probe::Unknown)
+    }
+
+    #[test]
+    fn with_its_tag_first_a_payload_is_read_straight_from_the_text_and_otherwise_through_a_buffer() {
+        assert_eq!(probe(r#"{"type":"probe","name":"x"}"#).unwrap(), Probe::Named("x"));
+        let buffered = probe(r#"{"name":"x","type":"probe"}"#).unwrap_err().to_string();
+        assert!(buffered.contains("borrowed string"), "{buffered}");
+        // An escaped first key is still the tag.
+        assert_eq!(probe(r#"{"typ\u0065":"probe","name":"x"}"#).unwrap(), Probe::Named("x"));
+        assert_eq!(
+            probe(r#"{"type":"flat","a":1,"b":2}"#).unwrap(),
+            Probe::Flat(vec![("a".into(), 1), ("b".into(), 2)])
+        );
+        assert_eq!(probe(r#"{"a":1,"type":"flat"}"#).unwrap(), Probe::Flat(vec![("a".into(), 1)]));
+        assert_eq!(probe(r#"{"type":"later","name":"x"}"#).unwrap(), Probe::Unknown);
+    }
+
     #[test]
     fn a_payload_without_its_tag_or_fields_is_an_error_that_names_them() {
         for (text, says) in [
@@ -313,6 +402,7 @@ mod tests {
             (r#"{"through_seq":"four","type":"session_reverted"}"#, "invalid type"),
             (r#"{"type":7,"through_seq":4}"#, "invalid type"),
             (r#"[]"#, "invalid type"),
+            (r#"{"through_seq":4,"type":"session_reverted","type":"run_completed"}"#, "duplicate field `type`"),
         ] {
             let error = payload(text).unwrap_err().to_string();
             assert!(error.contains(says), "{text}: {error}");
