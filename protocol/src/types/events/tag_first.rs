@@ -27,13 +27,14 @@ const TAG: &str = "type";
 /// Declares an enum tagged by `type` whose variants all have named fields, in snake_case on the wire, with an
 /// `Unknown` variant appended for kinds this build does not model, and its [`serde::Deserialize`] through
 /// [`deserialize_tag_first`]. The macro writes the enum's `#[serde(tag, rename_all)]` itself, so the twin cannot
-/// disagree with it: the attributes given to the enum are its docs and derives (`Serialize` and `JsonSchema`, not
-/// `Deserialize`), and an enum-level `#[serde]` of its own is refused by serde as a duplicate. A variant's and a
-/// field's attributes apply to the enum and to its twin alike (a `#[schemars]` one, which the twin does not know,
-/// fails to compile). rustfmt does not format inside a macro's braces: keep the enum as it would.
+/// disagree with it; the enum itself takes only doc comments and one `#[derive]` (`Serialize` and `JsonSchema`,
+/// not `Deserialize`), and any other attribute there fails to match, since it would reach the enum and not its
+/// twin. A variant's and a field's attributes apply to both alike (a `#[schemars]` one, which the twin does not
+/// know, fails to compile). rustfmt does not format inside a macro's braces: keep the enum as it would.
 macro_rules! tagged_payload {
     (
-        $(#[$enum_attr:meta])*
+        $(#[doc = $doc:literal])*
+        #[derive($($derive:path),* $(,)?)]
         $vis:vis enum $name:ident {
             $(
                 $(#[$variant_attr:meta])*
@@ -43,7 +44,8 @@ macro_rules! tagged_payload {
             ),* $(,)?
         }
     ) => {
-        $(#[$enum_attr])*
+        $(#[doc = $doc])*
+        #[derive($($derive),*)]
         #[serde(tag = "type", rename_all = "snake_case")]
         $vis enum $name {
             $( $(#[$variant_attr])* $variant { $( $(#[$field_attr])* $field: $field_ty ),* }, )*
