@@ -6,11 +6,8 @@
 //! Evolution is additive: new kinds may be added and existing kinds only gain optional fields, so a reader meets
 //! unknown kinds as [`EventPayload::Unknown`] instead of failing.
 
-use std::sync::Arc;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use crate::types::approval::{ApprovalDecision, ApprovalRecord, ApprovalStatus, PermissionAction, TreeGrant};
 use crate::types::attachment::AttachedFile;
@@ -22,7 +19,12 @@ use crate::types::session::TitleChange;
 use crate::types::skills::SkillInvocation;
 use crate::types::tool_output::OutputStream;
 
+mod json;
+mod subscribe;
 mod tag_first;
+
+pub use json::EventJson;
+pub use subscribe::{EventsSubscribeParams, EventsSubscribeResult, EventsSubscriptionParams};
 use tag_first::tagged_payload;
 
 /// One record of a session's log.
@@ -580,129 +582,4 @@ pub struct ToolCallRecord {
     pub tool_call_id: String,
     pub tool: String,
     pub arguments: serde_json::Value,
-}
-
-/// A stored event kept as the exact JSON text it was stored as.
-///
-/// The engine encodes each event once, when it appends it, and shares those bytes with every reader: the log,
-/// replies to `events.subscribe` and every subscriber's notification. Cloning is a reference-count increment.
-#[derive(Clone, Debug)]
-pub struct EventJson(Arc<RawValue>);
-
-impl EventJson {
-    /// Wraps already-encoded JSON. Fails when `json` is not one valid JSON value.
-    pub fn from_json(json: String) -> Result<Self, serde_json::Error> {
-        Ok(EventJson(Arc::from(RawValue::from_string(json)?)))
-    }
-
-    /// Encodes `event`.
-    pub fn encode(event: &StoredEvent) -> Result<Self, serde_json::Error> {
-        // Most events are a few hundred bytes: a buffer of this size takes them without growing (serde_json's own
-        // starts at 128 bytes and doubles, so a rename's event grew twice).
-        const USUAL_EVENT_BYTES: usize = 512;
-        let mut json = Vec::with_capacity(USUAL_EVENT_BYTES);
-        serde_json::to_writer(&mut json, event)?;
-        let json = String::from_utf8(json).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
-        Self::from_json(json)
-    }
-
-    pub fn as_str(&self) -> &str {
-        self.0.get()
-    }
-
-    /// Parses the typed event.
-    pub fn decode(&self) -> Result<StoredEvent, serde_json::Error> {
-        serde_json::from_str(self.0.get())
-    }
-}
-
-impl PartialEq for EventJson {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Serialize for EventJson {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for EventJson {
-    /// Goes through `Value` so that it also works from an already-parsed `Value` (in-process transports), where
-    /// a borrowed raw value is not available.
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = serde_json::Value::deserialize(deserializer)?;
-        let json = serde_json::to_string(&value).map_err(serde::de::Error::custom)?;
-        EventJson::from_json(json).map_err(serde::de::Error::custom)
-    }
-}
-
-impl JsonSchema for EventJson {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        StoredEvent::schema_name()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        StoredEvent::json_schema(generator)
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EventsSubscribeParams {
-    pub session_id: String,
-    /// Return events with `seq` greater than this; all events when absent.
-    #[serde(default)]
-    pub cursor: Option<u64>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct EventsSubscribeResult {
-    /// Stored events with `seq > cursor`, in order: at most one page of them.
-    pub events: Vec<EventJson>,
-    /// The `seq` of the last event in `events` (the cursor when `events` is empty). Notifications carry exactly the
-    /// events after it: the rest of the stored history first, when it did not fit the page, then the live ones.
-    pub last_seq: u64,
-    /// troupe extension: the session's last physical sequence when the subscription started, that is, where its
-    /// stored history ends. Above `last_seq`, the history continues past this page as notifications; a
-    /// notification with a later `seq` is live. Absent from daemons that predate it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history_last_seq: Option<u64>,
-}
-
-/// `events.subscription` notification.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum EventsSubscriptionParams {
-    Event {
-        session_id: String,
-        event: EventJson,
-    },
-    /// The subscriber fell behind; it must re-subscribe from its cursor.
-    Gap {
-        session_id: String,
-        last_delivered_seq: u64,
-    },
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unknown_kinds_decode_as_unknown_and_raw_json_is_kept() {
-        let line = r#"{"session_id":"s","run_id":"r","seq":7,"timestamp":"2026-01-01T00:00:00Z","payload":{"type":"some_future_kind","goal_id":"g"}}"#;
-        let raw = EventJson::from_json(line.to_owned()).unwrap();
-        assert_eq!(raw.decode().unwrap().payload, EventPayload::Unknown);
-        assert_eq!(serde_json::to_string(&raw).unwrap(), line);
-    }
-
-    #[test]
-    fn event_json_deserializes_from_a_parsed_value() {
-        let value = serde_json::json!({"session_id":"s","run_id":null,"seq":1,"timestamp":"t",
-            "payload":{"type":"session_reverted","through_seq":1}});
-        let raw: EventJson = serde_json::from_value(value).unwrap();
-        assert_eq!(raw.decode().unwrap().payload, EventPayload::SessionReverted { through_seq: 1 });
-    }
 }
