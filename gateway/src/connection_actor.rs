@@ -257,7 +257,7 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
                     self.span.clone(),
                 ));
                 let mut inline = std::task::Context::from_waker(std::task::Waker::noop());
-                if work.as_mut().poll(&mut inline).is_pending() {
+                if std::pin::Pin::new(&mut work).poll(&mut inline).is_pending() {
                     // Its next poll, by the frame tasks' driver, registers a real waker wherever this one left the
                     // no-op.
                     self.waiting.push(work);

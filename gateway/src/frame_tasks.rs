@@ -33,7 +33,7 @@ pub(crate) struct FrameTasks {
 
 #[derive(Default)]
 struct Inner {
-    works: RefCell<FuturesUnordered<LocalBoxFuture<'static, ()>>>,
+    works: RefCell<FuturesUnordered<Frame>>,
     /// Whether a driver task is running (it ends when `works` is empty).
     driving: Cell<bool>,
     /// The running driver's waker, to tell it of a new work.
@@ -41,27 +41,39 @@ struct Inner {
 }
 
 /// A frame's work, boxed once (so that it can be polled in place first and then pushed), with a panic inside it
-/// logged and kept to that frame.
-pub(crate) fn contained(work: impl Future<Output = ()> + 'static) -> LocalBoxFuture<'static, ()> {
-    AssertUnwindSafe(work)
-        .catch_unwind()
-        .map(|outcome| {
-            if let Err(panic) = outcome {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .copied()
-                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                    .unwrap_or("(no message)");
-                tracing::error!(panic = what, "a frame's work panicked; its reply is lost, the connection goes on");
-            }
-        })
-        .boxed_local()
+/// logged and kept to that frame: what [`FrameTasks::push`] takes, so no work reaches the set unguarded.
+pub(crate) struct Frame(LocalBoxFuture<'static, ()>);
+
+impl Future for Frame {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+/// Wraps a frame's `work` into a [`Frame`].
+pub(crate) fn contained(work: impl Future<Output = ()> + 'static) -> Frame {
+    Frame(
+        AssertUnwindSafe(work)
+            .catch_unwind()
+            .map(|outcome| {
+                if let Err(panic) = outcome {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .copied()
+                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                        .unwrap_or("(no message)");
+                    tracing::error!(panic = what, "a frame's work panicked; its reply is lost, the connection goes on");
+                }
+            })
+            .boxed_local(),
+    )
 }
 
 impl FrameTasks {
-    /// Drives `work` (made by [`contained`]) to its end on the current worker, beside the connection's other
-    /// waiting frames.
-    pub(crate) fn push(&self, work: LocalBoxFuture<'static, ()>) {
+    /// Drives `work` to its end on the current worker, beside the connection's other waiting frames.
+    pub(crate) fn push(&self, work: Frame) {
         self.inner.works.borrow_mut().push(work);
         if !self.inner.driving.replace(true) {
             actix::spawn(Driver { inner: self.inner.clone() });
