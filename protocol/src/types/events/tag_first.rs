@@ -24,6 +24,9 @@ use serde::forward_to_deserialize_any;
 
 const TAG: &str = "type";
 
+/// Why a unit or tuple variant cannot be read: every kind of payload has named fields.
+const NAMED_FIELDS: &str = "an event payload's kind has named fields";
+
 /// Declares an enum tagged by `type` whose variants all have named fields, in snake_case on the wire, with an
 /// `Unknown` variant appended for kinds this build does not model, and its [`serde::Deserialize`] through
 /// [`deserialize_tag_first`]. The macro writes the enum's `#[serde(tag, rename_all)]` itself, so the twin cannot
@@ -192,9 +195,9 @@ impl<'de, A: MapAccess<'de>> EnumAccess<'de> for VariantBody<'_, A> {
 impl<'de, A: MapAccess<'de>> VariantAccess<'de> for VariantBody<'_, A> {
     type Error = A::Error;
 
+    // The macro admits only variants with named fields: the twin never asks for a unit or tuple variant.
     fn unit_variant(self) -> Result<(), A::Error> {
-        while self.map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(())
+        Err(de::Error::custom(NAMED_FIELDS))
     }
 
     // serde's derive reads a struct variant with a `#[serde(flatten)]` field as a newtype of its map.
@@ -203,7 +206,7 @@ impl<'de, A: MapAccess<'de>> VariantAccess<'de> for VariantBody<'_, A> {
     }
 
     fn tuple_variant<V: Visitor<'de>>(self, _len: usize, _visitor: V) -> Result<V::Value, A::Error> {
-        Err(de::Error::custom("an event payload's kind has named fields"))
+        Err(de::Error::custom(NAMED_FIELDS))
     }
 
     fn struct_variant<V: Visitor<'de>>(
