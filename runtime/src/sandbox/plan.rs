@@ -13,8 +13,10 @@
 //! a denied file made before the command (the sandbox forbids making one), or a bind mount of a denied folder,
 //! inside a granted subtree is reachable there. File tools check inodes, and secrets are masked in tool output.
 
+use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
@@ -223,6 +225,9 @@ fn carve(root: &Path, grant: Grant, excluded: &[PathBuf], rules: &mut Vec<Planne
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
+    // The root is not in an excluded path, so an entry is in one or holds one only when its name is among these:
+    // the others are granted whole, without comparing their paths to every excluded path.
+    let holding = names_holding(root, excluded);
     for entry in entries.flatten() {
         let kind = entry.file_type();
         // A symlink's target, when it may be granted, is reached on its own path; following the link could lead
@@ -238,8 +243,27 @@ fn carve(root: &Path, grant: Grant, excluded: &[PathBuf], rules: &mut Vec<Planne
         {
             continue;
         }
-        carve(&root.join(entry.file_name()), grant, excluded, rules, listed);
+        let name = entry.file_name();
+        if holding.contains(name.as_os_str()) {
+            carve(&root.join(name), grant, excluded, rules, listed);
+        } else {
+            rules.push(PlannedRule { path: root.join(name), grant });
+        }
     }
+}
+
+/// The names of `folder`'s entries that are one of `paths` or hold one: the first component below `folder` of
+/// each path that lies beneath it (compared by components, as [`Path::starts_with`] does). For a folder that is
+/// in none of `paths`, an entry `folder/name` is in or holds one of them exactly when `name` is in this set.
+pub(super) fn names_holding<'a>(folder: &Path, paths: &'a [PathBuf]) -> HashSet<&'a OsStr> {
+    paths
+        .iter()
+        .filter_map(|path| path.strip_prefix(folder).ok())
+        .filter_map(|rest| match rest.components().find(|component| *component != Component::CurDir) {
+            Some(component @ (Component::Normal(_) | Component::ParentDir)) => Some(component.as_os_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether `path` is one of `roots` or lies beneath one.
@@ -269,5 +293,40 @@ impl std::fmt::Display for SandboxPlan {
             writeln!(formatter, "dropped-writable {}", path.display())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_names_holding_a_path_are_what_starts_with_would_say() {
+        let paths: Vec<PathBuf> =
+            ["/home/me/.troupe", "/home/me/project/./vault/key", "/home/me", "/home/other", "/x/../y"]
+                .into_iter()
+                .map(PathBuf::from)
+                .collect();
+        let names = |folder: &str| {
+            let mut names: Vec<&str> =
+                names_holding(Path::new(folder), &paths).into_iter().filter_map(OsStr::to_str).collect();
+            names.sort_unstable();
+            names
+        };
+        assert_eq!(names("/home/me"), [".troupe", "project"]);
+        assert_eq!(names("/home/me/project"), ["vault"]);
+        assert_eq!(names("/home"), ["me", "other"]);
+        assert_eq!(names("/"), ["home", "x"]);
+        // Each agrees with comparing every entry's path to every path, which the carving did before.
+        for folder in ["/", "/home", "/home/me", "/home/me/project", "/home/me/project/vault", "/x"] {
+            for name in [".troupe", "project", "vault", "key", "me", "other", "home", "x", "y", "..", "z"] {
+                let entry = Path::new(folder).join(name);
+                let holds = is_within_any(&entry, &paths) || paths.iter().any(|path| path.starts_with(&entry));
+                let within = is_within_any(Path::new(folder), &paths);
+                if !within {
+                    assert_eq!(names_holding(Path::new(folder), &paths).contains(OsStr::new(name)), holds, "{entry:?}");
+                }
+            }
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The plans of recent cwds, reused while they are still true, so that a session's commands do not list the
-//! folders above the denied paths again at every call (about a millisecond on a small home folder, most of a second
+//! folders above the denied paths again at every call (about a millisecond on a small home folder, half a second
 //! beside a folder of 50,000 entries).
 //!
 //! A plan ([`super::plan`]) depends on the sandbox (fixed for the daemon's life: the cache lives in it), the cwd,
@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::plan::{DirStamp, Grant, Listed, PlannedRule, SandboxPlan};
+use super::plan::{DirStamp, Grant, Listed, SandboxPlan};
 
 /// How long before its stamp a listed folder must have last changed for a plan to be kept (see the module doc):
 /// when its times carry nanoseconds (ten times the longest jiffy), and when they are whole seconds (FAT's ticks).
@@ -98,9 +98,9 @@ impl Planned {
         self.proc_read
     }
 
-    /// Whether `rule` lies directly in a folder the plan listed (its inode is covered by the folder's stamp).
-    pub(super) fn is_listed_entry(&self, rule: &PlannedRule) -> bool {
-        rule.path.parent().is_some_and(|parent| self.listed.iter().any(|(path, _)| path == parent))
+    /// The folders whose entries the plan listed: a rule directly in one names an inode its stamp covers.
+    pub(super) fn listed_folders(&self) -> impl Iterator<Item = &Path> {
+        self.listed.iter().map(|(path, _)| path.as_path())
     }
 
     /// The ruleset kept for `temp_dir`, when every root rule still names what it named and it has uses left.
