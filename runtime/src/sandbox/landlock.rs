@@ -138,7 +138,7 @@ pub(super) fn prepare(
             let (ruleset, roots) = ruleset::build(*abi, rules, &base.plan.denied, &listed)
                 .map_err(|error| format!("the sandbox rules could not be built: {error}"))?;
             let ruleset = Arc::new(ruleset);
-            base.keep_ruleset(temp_dir, Arc::clone(&ruleset), roots);
+            base.keep_ruleset(temp_dir, Arc::clone(&ruleset), base.plan.rules.len() + temp_rules.len(), roots);
             ruleset
         }
     };

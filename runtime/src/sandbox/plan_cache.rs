@@ -25,7 +25,10 @@
 //! changes its folder); the others (`/`, the devices, the cwd, the temp dir and the other writable roots) are
 //! compared by device and inode at each call, and the ruleset is built again when one differs. A child adds one
 //! rule to the ruleset for the `/proc` it mounts (a new inode each time, in its own mount namespace, which no other
-//! command can reach), so a kept ruleset is built again after [`MAX_RULESET_USES`] commands.
+//! command can reach; once that namespace is gone the rule names nothing, but every later command's domain still
+//! copies it), so a kept ruleset is built again once those rules would add a sixteenth to the ones it was built
+//! with, and after [`MIN_RULESET_USES`] commands at the least ([`uses_allowed`]): a small plan's ruleset is cheap
+//! to build again, and one beside a folder of 50,000 entries serves thousands of commands before it is.
 //!
 //! One check of a fresh build is not repeated on reuse: an entry file that gets a second name after the ruleset was
 //! built (a hard link made in another folder, which changes no listed folder) keeps its rule, where a fresh build
@@ -50,10 +53,16 @@ pub const COARSE_GRANULARITY: Duration = Duration::from_secs(2);
 const MAX_PLANS: usize = 16;
 const MAX_RULES: usize = 250_000;
 
-/// The most rulesets kept per plan (runs of one cwd at the same time), and how many commands one serves before it
-/// is built again (each adds a rule for its own `/proc`).
+/// The most rulesets kept per plan (runs of one cwd at the same time), and how many commands one serves at the
+/// least before it is built again (each adds a rule for its own `/proc`; see [`uses_allowed`]).
 const MAX_RULESETS: usize = 4;
-pub const MAX_RULESET_USES: usize = 64;
+pub const MIN_RULESET_USES: usize = 64;
+
+/// How many commands a ruleset built with `rules` rules serves before it is built again: until the rules their
+/// `/proc`s add would be a sixteenth more, and at least [`MIN_RULESET_USES`].
+pub fn uses_allowed(rules: usize) -> usize {
+    MIN_RULESET_USES.max(rules / 16)
+}
 
 /// The device and inode of a path (a final symlink not followed), `None` when nothing is there.
 pub(super) type Identity = Option<(u64, u64)>;
@@ -80,6 +89,8 @@ pub struct Planned {
 struct KeptRuleset {
     temp_dir: PathBuf,
     fd: Arc<OwnedFd>,
+    /// The commands it may serve ([`uses_allowed`]).
+    allowed: usize,
     /// The rules not beneath a listed folder, with the identity of what each named when the ruleset was built.
     roots: Vec<(PathBuf, Identity)>,
     uses: usize,
@@ -109,7 +120,7 @@ impl Planned {
         let mut rulesets = self.rulesets.lock().unwrap_or_else(PoisonError::into_inner);
         let index = rulesets.iter().position(|kept| kept.temp_dir == temp_dir)?;
         let kept = &mut rulesets[index];
-        if kept.uses < MAX_RULESET_USES && kept.roots.iter().all(|(path, known)| identity(path) == *known) {
+        if kept.uses < kept.allowed && kept.roots.iter().all(|(path, known)| identity(path) == *known) {
             kept.uses += 1;
             return Some(Arc::clone(&kept.fd));
         }
@@ -117,14 +128,26 @@ impl Planned {
         None
     }
 
-    /// Keeps the ruleset `fd` built for `temp_dir`, whose root rules named `roots`.
-    pub(super) fn keep_ruleset(&self, temp_dir: &Path, fd: Arc<OwnedFd>, roots: Vec<(PathBuf, Identity)>) {
+    /// Keeps the ruleset `fd` built for `temp_dir` from `rules` rules, whose root rules named `roots`.
+    pub(super) fn keep_ruleset(
+        &self,
+        temp_dir: &Path,
+        fd: Arc<OwnedFd>,
+        rules: usize,
+        roots: Vec<(PathBuf, Identity)>,
+    ) {
         let mut rulesets = self.rulesets.lock().unwrap_or_else(PoisonError::into_inner);
         rulesets.retain(|kept| kept.temp_dir != temp_dir);
         if rulesets.len() >= MAX_RULESETS {
             rulesets.remove(0);
         }
-        rulesets.push(KeptRuleset { temp_dir: temp_dir.to_path_buf(), fd, roots, uses: 1 });
+        rulesets.push(KeptRuleset {
+            temp_dir: temp_dir.to_path_buf(),
+            fd,
+            allowed: uses_allowed(rules),
+            roots,
+            uses: 1,
+        });
     }
 }
 
@@ -323,15 +346,21 @@ mod tests {
         std::fs::create_dir(&root).unwrap();
         let planned = plan(&[], &[]);
         let fd = Arc::new(OwnedFd::from(std::fs::File::open(dir.path()).unwrap()));
-        planned.keep_ruleset(&temp, Arc::clone(&fd), vec![(root.clone(), identity(&root))]);
+        planned.keep_ruleset(&temp, Arc::clone(&fd), 300, vec![(root.clone(), identity(&root))]);
         assert!(Arc::ptr_eq(&planned.ruleset(&temp).unwrap(), &fd));
         assert!(planned.ruleset(&dir.path().join("other-temp")).is_none());
-        for _ in 2..MAX_RULESET_USES {
+        for _ in 2..MIN_RULESET_USES {
+            assert!(planned.ruleset(&temp).is_some());
+        }
+        assert!(planned.ruleset(&temp).is_none(), "used up");
+        // A large ruleset serves more commands before the rules they add would matter.
+        planned.keep_ruleset(&temp, Arc::clone(&fd), 100_000, vec![(root.clone(), identity(&root))]);
+        for _ in 1..100_000 / 16 {
             assert!(planned.ruleset(&temp).is_some());
         }
         assert!(planned.ruleset(&temp).is_none(), "used up");
 
-        planned.keep_ruleset(&temp, Arc::clone(&fd), vec![(root.clone(), identity(&root))]);
+        planned.keep_ruleset(&temp, Arc::clone(&fd), 300, vec![(root.clone(), identity(&root))]);
         std::fs::rename(&root, dir.path().join("moved")).unwrap();
         std::fs::create_dir(&root).unwrap();
         assert!(planned.ruleset(&temp).is_none(), "a root replaced by another folder");
