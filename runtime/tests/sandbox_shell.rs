@@ -62,6 +62,49 @@ async fn a_hard_link_to_a_secret_beside_the_data_directory_is_not_opened_by_its_
     assert_eq!(std::fs::read_to_string(workspace.data_dir.join("config.toml")).unwrap(), CONFIG);
 }
 
+/// Bind mounts made outside the sandbox, in the cwd the rules are carved from: of a denied folder, and of the
+/// folder that holds it. A rule on such an entry would name the denied folder's own inode (or its parent's, and all
+/// beneath it), opening it under every path, its own included. (A bind mount of a troupe data dir is found as one
+/// and denied on its own; a `deny_read` folder is not.)
+#[tokio::test]
+async fn a_bind_mount_of_a_denied_folder_or_its_parent_opens_it_nowhere() {
+    let workspace = Workspace::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = elsewhere.path().canonicalize().unwrap();
+    let secret_dir = elsewhere.join("secret-dir");
+    std::fs::create_dir(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join("key"), API_KEY).unwrap();
+    let sandbox = workspace.sandbox(SandboxConfig {
+        deny_read: vec![secret_dir.display().to_string()],
+        ..config(SandboxMode::WorkspaceWrite)
+    });
+    if !landlock(&sandbox) {
+        return;
+    }
+    let Some(_secret) = mounts::bind_mount(&secret_dir, &workspace.cwd().join("mnt")) else {
+        return;
+    };
+    let Some(_parent) = mounts::bind_mount(&elsewhere, &workspace.cwd().join("mnt-up")) else {
+        return;
+    };
+    let key = secret_dir.join("key");
+    for command in [
+        "cat mnt/key > /dev/null && echo READ".to_owned(),
+        format!("cat {} > /dev/null && echo READ", key.display()),
+        "cat mnt-up/secret-dir/key > /dev/null && echo READ".to_owned(),
+        "echo x > mnt/new.txt && echo WROTE".to_owned(),
+        format!("echo x > {}/new.txt && echo WROTE", secret_dir.display()),
+    ] {
+        let result = workspace.run(&sandbox, &command).await;
+        assert_status(&result, ToolResultStatus::Error);
+        assert!(!result.output.contains("READ") && !result.output.contains("WROTE"), "{command}: {}", result.output);
+    }
+    assert!(!secret_dir.join("new.txt").exists());
+    // What is not denied stays as usable as ever.
+    let result = workspace.run(&sandbox, "echo x > work/new.txt && cat work/new.txt").await;
+    assert_status(&result, ToolResultStatus::Ok);
+}
+
 #[tokio::test]
 async fn the_data_directory_cannot_be_changed_linked_moved_or_copied() {
     let workspace = Workspace::new();

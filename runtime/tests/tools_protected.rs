@@ -14,9 +14,13 @@ use troupe_runtime::config::SandboxConfig;
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::tools::{ToolContext, ToolRegistry};
 
+#[path = "sandbox_support/mounts.rs"]
+mod mounts;
 /// Skipping a test this machine cannot run, shared with the other sandbox tests.
 #[path = "sandbox_support/unavailable.rs"]
 mod unavailable;
+
+use mounts::bind_mount;
 
 const STEP: Duration = Duration::from_secs(20);
 const TOKEN: &str = "tok_4d1f0c9b8a7e6d5c4b3a2f1e0d9c8b7a";
@@ -310,32 +314,6 @@ async fn an_unconfined_context_protects_nothing() {
     let sandbox = layout.sandbox(&SandboxConfig::default());
     assert_eq!(sandbox.protected().paths().first().map(PathBuf::as_path), Some(layout.data_dir.as_path()));
     assert!(!Path::new(&layout.cwd).join("innocent.txt").exists());
-}
-
-/// Unmounts a bind mount when the test ends, passed or not.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
-/// Bind-mounts `source` on a new folder `mount_point`; `None` (the test is skipped) without the privileges.
-fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
-    std::fs::create_dir(mount_point).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .arg("--bind")
-        .arg(source)
-        .arg(mount_point)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !mounted {
-        unavailable::skip(unavailable::Missing::Mount);
-        return None;
-    }
-    Some(Unmount(mount_point.to_path_buf()))
 }
 
 #[tokio::test]

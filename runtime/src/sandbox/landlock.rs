@@ -135,10 +135,10 @@ pub(super) fn prepare(
         None => {
             // Rules beneath a listed folder are covered by its stamp; the others are compared at each reuse.
             let listed = base.listed_folders().map(Path::as_os_str).collect();
-            let (ruleset, roots) = ruleset::build(*abi, rules, &base.plan.denied, &listed)
+            let built = ruleset::build(*abi, rules, &base.plan.denied, &listed, &base.carved_inodes())
                 .map_err(|error| format!("the sandbox rules could not be built: {error}"))?;
-            let ruleset = Arc::new(ruleset);
-            base.keep_ruleset(temp_dir, Arc::clone(&ruleset), base.plan.rules.len() + temp_rules.len(), roots);
+            let ruleset = Arc::new(built.fd);
+            base.keep_ruleset(temp_dir, Arc::clone(&ruleset), built.rules, built.roots);
             ruleset
         }
     };

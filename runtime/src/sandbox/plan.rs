@@ -9,9 +9,12 @@
 //! the rules were made is not covered (not readable, not writable) for that command.
 //!
 //! Landlock rules attach to inodes. An entry of an ancestor that is a file with several links may be a denied file
-//! under another name, so it gets no rule at all. Beyond the ancestors the kernel sees paths only: a hard link to
-//! a denied file made before the command (the sandbox forbids making one), or a bind mount of a denied folder,
-//! inside a granted subtree is reachable there. File tools check inodes, and secrets are masked in tool output.
+//! under another name, so it gets no rule at all; one that is a bind mount of a denied path or of an ancestor (the
+//! same inode) gets no read or write grant when the ruleset is built. Beyond the ancestors the kernel sees paths
+//! only: a hard link to a denied file made before the command (the sandbox forbids making one), or a bind mount of
+//! a denied folder or of a folder inside one, inside a granted subtree is reachable there (and a bind mount of a
+//! folder inside a denied one as an ancestor's entry is reachable at both paths). File tools check inodes, and
+//! secrets are masked in tool output.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -302,11 +305,17 @@ mod tests {
 
     #[test]
     fn the_names_holding_a_path_are_what_starts_with_would_say() {
-        let paths: Vec<PathBuf> =
-            ["/home/me/.troupe", "/home/me/project/./vault/key", "/home/me", "/home/other", "/x/../y"]
-                .into_iter()
-                .map(PathBuf::from)
-                .collect();
+        let paths: Vec<PathBuf> = [
+            "/home/me/.troupe",
+            "/home/me/project/./vault/key",
+            "/home/other/",
+            "/srv//data/x",
+            "/x/../y",
+            "/opt/app/.",
+        ]
+        .into_iter()
+        .map(PathBuf::from)
+        .collect();
         let names = |folder: &str| {
             let mut names: Vec<&str> =
                 names_holding(Path::new(folder), &paths).into_iter().filter_map(OsStr::to_str).collect();
@@ -315,17 +324,22 @@ mod tests {
         };
         assert_eq!(names("/home/me"), [".troupe", "project"]);
         assert_eq!(names("/home/me/project"), ["vault"]);
+        assert_eq!(names("/home/me/project/"), ["vault"]);
         assert_eq!(names("/home"), ["me", "other"]);
-        assert_eq!(names("/"), ["home", "x"]);
-        // Each agrees with comparing every entry's path to every path, which the carving did before.
-        for folder in ["/", "/home", "/home/me", "/home/me/project", "/home/me/project/vault", "/x"] {
-            for name in [".troupe", "project", "vault", "key", "me", "other", "home", "x", "y", "..", "z"] {
-                let entry = Path::new(folder).join(name);
+        assert_eq!(names("/srv"), ["data"]);
+        assert_eq!(names("/"), ["home", "opt", "srv", "x"]);
+        // Each agrees with comparing every entry's path to every path, as the carving did before, for every folder
+        // that is in none of the paths (the carving lists no other).
+        let folders = ["/", "/home", "/home/me", "/home/me/project", "/home/me/project/vault", "/srv", "/srv/data"];
+        let more = ["/x", "/x/..", "/opt", "/home/me/project/.", "//home//me"];
+        let entries = ["home", "me", "other", ".troupe", "project", "vault", "key", "srv", "data", "x", "..", "y"];
+        for folder in folders.into_iter().chain(more) {
+            let folder = Path::new(folder);
+            assert!(!is_within_any(folder, &paths), "{folder:?}");
+            for name in entries.into_iter().chain(["opt", "app", "z"]) {
+                let entry = folder.join(name);
                 let holds = is_within_any(&entry, &paths) || paths.iter().any(|path| path.starts_with(&entry));
-                let within = is_within_any(Path::new(folder), &paths);
-                if !within {
-                    assert_eq!(names_holding(Path::new(folder), &paths).contains(OsStr::new(name)), holds, "{entry:?}");
-                }
+                assert_eq!(names_holding(folder, &paths).contains(OsStr::new(name)), holds, "{entry:?}");
             }
         }
     }

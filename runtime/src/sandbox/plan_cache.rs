@@ -34,6 +34,8 @@
 //! built (a hard link made in another folder, which changes no listed folder) keeps its rule, where a fresh build
 //! would skip it. The rule only ever reaches that file's own contents, which the entry's name reached before; the
 //! check exists for the other direction, a denied file linked into a listed folder, which changes that folder.
+//! The other way round, a root rule skipped at the build (a file then with several names) stays skipped while
+//! its path names the same inode: less access, until the ruleset is built again.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
@@ -107,6 +109,13 @@ impl Planned {
     /// Whether the plan lets commands read `/proc` (then each reads its own; a temp dir never is `/proc`).
     pub(super) fn grants_proc_read(&self) -> bool {
         self.proc_read
+    }
+
+    /// The inodes of the denied paths and of the folders the plan listed (those that hold one), as they were when
+    /// the plan was made: no rule may name one ([`super::landlock`]'s ruleset).
+    pub(super) fn carved_inodes(&self) -> std::collections::HashSet<(u64, u64)> {
+        let folders = self.listed.iter().filter_map(|(_, stamp)| stamp.map(|stamp| (stamp.dev, stamp.ino)));
+        self.denied.iter().flatten().copied().chain(folders).collect()
     }
 
     /// The folders whose entries the plan listed: a rule directly in one names an inode its stamp covers.

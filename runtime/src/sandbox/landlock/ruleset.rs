@@ -20,18 +20,32 @@ use rustix::fs::{FileType, Mode, OFlags};
 use super::super::plan::{Grant, PlannedRule, is_within_any, names_holding};
 use super::super::plan_cache::Identity;
 
+/// A ruleset built from a plan.
+pub(in super::super) struct Built {
+    /// Its descriptor (close-on-exec).
+    pub fd: OwnedFd,
+    /// The identity of what each *root* rule named (`None`: nothing there, a symlink, or a path that no longer
+    /// resolves to itself): the rules that are not entries of a listed folder, whose stamp covers those.
+    pub roots: Vec<(PathBuf, Identity)>,
+    /// How many rules it holds.
+    pub rules: usize,
+}
+
 /// Creates the ruleset (handling every filesystem right of `abi`, and signal scoping from ABI 6) and adds one
-/// rule per planned path that still is what was planned. Returns its descriptor (close-on-exec).
+/// rule per planned path that still is what was planned.
 ///
-/// With it, the identity of what each *root* rule named (`None`: nothing there, a symlink, or a path that no
-/// longer resolves to itself): the rules that are not entries of a folder in `listed`, whose entries the plan
-/// listed and whose stamp covers them.
+/// `listed` are the folders whose entries the plan listed (those that hold a denied path), and `carved` the
+/// inodes of the denied paths and of those folders. A legitimate rule never names one of these inodes: the carving
+/// gives them none. A path that reaches one all the same (a bind mount of the data dir, or of the home that holds
+/// it, made by someone outside the sandbox) gets no read or write grant, since a rule on that inode would open it,
+/// or all beneath it, under every path.
 pub(in super::super) fn build<'a>(
     abi: u32,
     rules: impl Iterator<Item = &'a PlannedRule>,
     denied: &[PathBuf],
     listed: &HashSet<&OsStr>,
-) -> Result<(OwnedFd, Vec<(PathBuf, Identity)>), String> {
+    carved: &HashSet<(u64, u64)>,
+) -> Result<Built, String> {
     let abi = ABI::from(i32::try_from(abi).unwrap_or(i32::MAX));
     let rights = Rights::of(abi);
     let mut ruleset = Ruleset::default()
@@ -45,6 +59,7 @@ pub(in super::super) fn build<'a>(
     let mut created = ruleset.create().map_err(|error| error.to_string())?;
     let (roots, folders) = grouped(rules, listed);
     let mut identities = Vec::with_capacity(roots.len());
+    let mut added = 0;
     for (path, grants) in roots {
         let opened = open_as_planned(path);
         identities.push((path.to_path_buf(), opened.as_ref().map(|opened| opened.identity)));
@@ -52,8 +67,10 @@ pub(in super::super) fn build<'a>(
             continue;
         };
         // A read or write grant whose path holds or lies in a denied path is skipped, whatever the plan said.
-        let broad = !is_within_any(path, denied) && !denied.iter().any(|denied| denied.starts_with(path));
-        created = add(created, &rights, opened, grants, broad)?;
+        let broad = !is_within_any(path, denied)
+            && !denied.iter().any(|denied| denied.starts_with(path))
+            && !carved.contains(&opened.identity);
+        created = add(created, &rights, opened, grants, broad, &mut added)?;
     }
     for (folder, entries) in folders {
         // The folder itself is checked like a root; then each entry is its name beneath this very inode.
@@ -66,12 +83,12 @@ pub(in super::super) fn build<'a>(
             let Some(opened) = open_entry(&folder_fd.fd, name) else {
                 continue;
             };
-            let broad = !folder_denied && !holding.contains(name);
-            created = add(created, &rights, opened, grants, broad)?;
+            let broad = !folder_denied && !holding.contains(name) && !carved.contains(&opened.identity);
+            created = add(created, &rights, opened, grants, broad, &mut added)?;
         }
     }
-    let ruleset = Option::<OwnedFd>::from(created).ok_or_else(|| "the kernel gave no ruleset".to_owned())?;
-    Ok((ruleset, identities))
+    let fd = Option::<OwnedFd>::from(created).ok_or_else(|| "the kernel gave no ruleset".to_owned())?;
+    Ok(Built { fd, roots: identities, rules: added })
 }
 
 /// The bits of [`Grant::Read`] for `abi`, for a rule the child adds itself (on its own `/proc`).
@@ -152,15 +169,16 @@ struct Opened {
     linked: bool,
 }
 
-/// Adds one rule on `opened` with the rights of `grants`: on a file only a file's rights, and no read or write
-/// grant on a file with several names (it may be a denied file under another name: a rule would open it under
-/// every name) nor, unless `broad`, at all.
+/// Adds one rule on `opened` with the rights of `grants` (counted in `added`): on a file only a file's rights, and
+/// no read or write grant on a file with several names (it may be a denied file under another name: a rule would
+/// open it under every name) nor, unless `broad`, at all.
 fn add(
     created: RulesetCreated,
     rights: &Rights,
     opened: Opened,
     grants: Grants,
     broad: bool,
+    added: &mut usize,
 ) -> Result<RulesetCreated, String> {
     let mut access = BitFlags::<AccessFs>::empty();
     for grant in grants.iter() {
@@ -177,6 +195,7 @@ fn add(
     if access.is_empty() {
         return Ok(created);
     }
+    *added += 1;
     created.add_rule(PathBeneath::new(opened.fd, access)).map_err(|error| error.to_string())
 }
 
@@ -345,7 +364,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().canonicalize().unwrap().join("project");
         std::fs::create_dir_all(project.join("sub")).unwrap();
-        for name in ["a.txt", "secret", "sub/b.txt", "unplanned", "two-names"] {
+        for name in ["a.txt", "secret", "sub/b.txt", "unplanned", "two-names", "carved"] {
             std::fs::write(project.join(name), "x").unwrap();
         }
         std::fs::hard_link(project.join("two-names"), dir.path().join("elsewhere")).unwrap();
@@ -358,17 +377,26 @@ mod tests {
             PlannedRule { path: project.join("a.txt"), grant: Grant::Write },
             PlannedRule { path: project.join("secret"), grant: Grant::Read },
             PlannedRule { path: project.join("two-names"), grant: Grant::Read },
+            PlannedRule { path: project.join("carved"), grant: Grant::Read },
         ];
         let listed: HashSet<&OsStr> = [project.as_os_str()].into_iter().collect();
-        let (ruleset, roots) = build(abi, rules.iter(), &[project.join("secret")], &listed).unwrap();
-        assert!(roots.is_empty(), "every rule is an entry of the listed folder: {roots:?}");
-        let paths: Vec<String> = ["a.txt", "sub/b.txt", "secret", "two-names", "unplanned"].map(at).into();
-        let (read, written) = confined(ruleset, move || {
+        // An inode the carving kept closed (as a bind mount of the data dir would show it, under another path).
+        let metadata = std::fs::metadata(project.join("carved")).unwrap();
+        let carved = HashSet::from([(metadata.dev(), metadata.ino())]);
+        let built = build(abi, rules.iter(), &[project.join("secret")], &listed, &carved).unwrap();
+        assert!(built.roots.is_empty(), "every rule is an entry of the listed folder: {:?}", built.roots);
+        assert_eq!(built.rules, 2, "a.txt (read and write in one rule) and sub");
+        let paths: Vec<String> = ["a.txt", "sub/b.txt", "secret", "two-names", "unplanned", "carved"].map(at).into();
+        let (read, written) = confined(built.fd, move || {
             let read: Vec<bool> = paths.iter().map(|path| std::fs::read(path).is_ok()).collect();
             let written = std::fs::OpenOptions::new().append(true).open(&paths[0]).is_ok();
             (read, written)
         });
-        assert_eq!(read, [true, true, false, false, false], "a.txt, sub/b.txt, secret, two-names, unplanned");
+        assert_eq!(
+            read,
+            [true, true, false, false, false, false],
+            "a.txt, sub/b.txt, secret, two-names, unplanned, carved"
+        );
         assert!(written, "a.txt's read and write grants are one rule with both");
     }
 }

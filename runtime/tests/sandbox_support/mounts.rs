@@ -1,0 +1,34 @@
+//! Bind mounts a test makes as someone outside the sandbox would (the `mount` command, as root), undone when the
+//! test ends. Shared by the sandbox tests (`sandbox_support::mounts`) and `tools_protected.rs` (`#[path]`).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use super::unavailable;
+
+/// Unmounts a bind mount when the test ends, passed or not.
+pub struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Bind-mounts `source` on a new folder `mount_point`; `None` (the test is skipped) without the privileges.
+pub fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
+    std::fs::create_dir(mount_point).expect("the mount point is made");
+    let mounted = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(source)
+        .arg(mount_point)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !mounted {
+        unavailable::skip(unavailable::Missing::Mount);
+        return None;
+    }
+    Some(Unmount(mount_point.to_path_buf()))
+}
