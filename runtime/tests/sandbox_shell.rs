@@ -419,6 +419,110 @@ fn the_plan_carves_around_the_data_directory() {
     }
 }
 
+/// Landlock does not govern a file's mode: a command could leave a program behind that runs as the daemon's user for
+/// anyone who starts it. The set-id bits are refused however they are asked for; other modes change as usual.
+#[tokio::test]
+async fn a_command_cannot_make_a_set_id_program() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !landlock(&sandbox) {
+        return;
+    }
+    for command in [
+        "cp /bin/true work/p && chmod u+s work/p",
+        "cp /bin/true work/p && chmod 2755 work/p",
+        "install -m 4755 /bin/true work/p",
+        "python3 -c 'import os; os.close(os.open(\"work/q\", os.O_CREAT | os.O_WRONLY, 0o4755))'",
+        "mkdir -p work/d && chmod g+s work/d",
+    ] {
+        let result = workspace.run(&sandbox, command).await;
+        assert_status(&result, ToolResultStatus::Error);
+    }
+    for path in ["work/p", "work/q", "work/d"] {
+        let path = workspace.cwd().join(path);
+        if let Ok(metadata) = std::fs::metadata(&path) {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(metadata.permissions().mode() & 0o6000, 0, "{}", path.display());
+        }
+    }
+    let result = workspace.run(&sandbox, "cp /bin/true work/r && chmod 755 work/r && work/r && echo RAN").await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(result.output.contains("RAN"), "{}", result.output);
+}
+
+/// A command starts in its cwd by the daemon's verified descriptor, which belongs to the daemon's mount namespace;
+/// relative paths must still walk the command's own mounts: `../../proc` is its own `/proc` (where it is pid 1), not
+/// the daemon's, whose command lines and processes it must not see.
+#[tokio::test]
+async fn relative_paths_walk_the_commands_own_mounts() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !pid_namespace(&sandbox) {
+        return;
+    }
+    let up = "../".repeat(workspace.cwd().canonicalize().unwrap().components().count() - 1);
+    let command = format!("tr '\\0' ' ' < {up}proc/1/cmdline; echo; ls {up}proc | grep -c '^[0-9]'");
+    let result = workspace.run(&sandbox, &command).await;
+    assert_status(&result, ToolResultStatus::Ok);
+    assert!(result.output.contains("/bin/sh -c tr"), "pid 1 is the command itself: {}", result.output);
+    let processes: usize = result.output.lines().rev().find_map(|line| line.trim().parse().ok()).unwrap();
+    assert!(processes <= 4, "only the command's own processes: {}", result.output);
+}
+
+/// Landlock governs reading and writing a denied path, not its metadata: the command's mount namespace holds the
+/// denied paths read-only, so their mode, owner, times and extended attributes stay as they are (`chmod 644` of the
+/// token would show it to every user of the machine; `chmod 000` of another daemon's data dir would hide it).
+#[tokio::test]
+async fn the_metadata_of_a_denied_path_cannot_be_changed() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    if !pid_namespace(&sandbox) {
+        return;
+    }
+    let token = workspace.data_dir.join("daemon/token");
+    let before = |path: &Path| std::fs::metadata(path).unwrap();
+    let (token_before, data_dir_before) = (before(&token), before(&workspace.data_dir));
+    for command in [
+        "chmod 644 .troupe/daemon/token",
+        "chmod 000 .troupe",
+        "touch -c -m -d 2001-01-01 .troupe/daemon/token",
+        "chown 12345:12345 .troupe/daemon/token",
+        "python3 -c 'import os; os.setxattr(\".troupe/daemon/token\", \"user.x\", b\"1\")'",
+    ] {
+        let result = workspace.run(&sandbox, command).await;
+        assert_eq!(result.status, ToolResultStatus::Error, "{command}: {}", result.output);
+    }
+    use std::os::unix::fs::MetadataExt;
+    for (path, was) in [(&token, token_before), (&workspace.data_dir, data_dir_before)] {
+        let now = before(path);
+        assert_eq!((now.mode(), now.uid(), now.mtime()), (was.mode(), was.uid(), was.mtime()), "{}", path.display());
+    }
+    // The cwd around it is as writable as ever.
+    let result = workspace.run(&sandbox, "touch work/f && chmod 600 work/f && touch -d 2001-01-01 work/f").await;
+    assert_status(&result, ToolResultStatus::Ok);
+}
+
+/// A cwd of `/` (or in the kernel's folders) makes nothing of `/dev`, `/proc` or `/sys` writable but shared memory
+/// and the writable devices, which have rules of their own.
+#[test]
+fn the_kernels_folders_are_never_written_through_a_cwd() {
+    let workspace = Workspace::new();
+    let sandbox = workspace.sandbox(config(SandboxMode::WorkspaceWrite));
+    let temp = tempfile::tempdir().unwrap();
+    let plan = troupe_runtime::sandbox::plan::plan(&sandbox, Path::new("/"), temp.path(), &[]);
+    let written = |path: &Path| plan.rules.iter().any(|rule| rule.grant == Grant::Write && rule.path == path);
+    assert!(written(Path::new("/usr")), "the cwd's other entries are written");
+    assert!(written(Path::new("/dev/shm")));
+    for rule in plan.rules.iter().filter(|rule| rule.grant == Grant::Write) {
+        let system = ["/dev", "/proc", "/sys"].iter().any(|folder| rule.path.starts_with(folder));
+        assert!(!system || rule.path.starts_with("/dev/shm"), "{} is writable", rule.path.display());
+    }
+    for cwd in ["/proc", "/sys/kernel", "/dev"] {
+        let plan = troupe_runtime::sandbox::plan::plan(&sandbox, Path::new(cwd), temp.path(), &[]);
+        assert!(plan.dropped_writable.iter().any(|path| path == Path::new(cwd)), "{cwd}: {:?}", plan.dropped_writable);
+    }
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {

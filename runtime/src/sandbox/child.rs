@@ -2,7 +2,7 @@
 //! terminal), die with the daemon, set up the namespaces it was cloned into (a PID namespace whose init it is, so
 //! that nothing it starts can outlive it; a network namespace when the network is off, with loopback up), drop the
 //! capabilities that would reach around the sandbox (as root), refuse Unix sockets where Landlock cannot govern
-//! them (seccomp), and enter its Landlock domain. [`super::spawn`] clones the child straight into its namespaces,
+//! them and the set-id bits of a file's mode (seccomp), and enter its Landlock domain. [`super::spawn`] clones the child straight into its namespaces,
 //! so the command itself is the PID namespace's init: when it ends, the kernel kills everything left in the
 //! namespace, and no second process (a copy of the daemon's memory) waits beside it.
 //!
@@ -19,9 +19,10 @@
 //! memory the daemon reads but the error word of [`super::spawn`]. Every failure is returned as the `errno` it
 //! came with, which makes the spawn fail: a command never runs with less confinement than asked.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 /// The capabilities a tool process that runs as root keeps in its bounding set (so after exec): what a root
@@ -67,6 +68,11 @@ pub(super) struct ChildSetup {
     as_root: bool,
     /// The seccomp filter refusing Unix sockets (and io_uring), where Landlock cannot govern them.
     refuse_unix_sockets: bool,
+    /// The seccomp filter refusing the set-user-ID and set-group-ID bits, made before the fork (confined only).
+    setid_filter: &'static [super::seccomp::SockFilter],
+    /// The denied paths, bound read-only over themselves in the command's mount namespace (with `CLONE_NEWNS`):
+    /// Landlock governs reading and writing them, not their mode, owner, times or extended attributes.
+    read_only: Vec<CString>,
     /// The Landlock ruleset (shared by the commands of a run: see `plan_cache`); `None` only when the mode is `off`.
     ruleset: Option<Arc<OwnedFd>>,
     /// What the ruleset grants beneath the command's own `/proc`, added once it is mounted (0: nothing).
@@ -88,7 +94,7 @@ pub(super) struct Isolation {
 
 impl ChildSetup {
     /// The setup of a confined child. Call it in the parent, right before spawning.
-    pub(super) fn confined(ruleset: Arc<OwnedFd>, isolation: Isolation) -> ChildSetup {
+    pub(super) fn confined(ruleset: Arc<OwnedFd>, isolation: Isolation, denied: &[std::path::PathBuf]) -> ChildSetup {
         // SAFETY: geteuid cannot fail and touches no memory of ours.
         let euid = unsafe { libc::geteuid() };
         let mut namespaces = 0;
@@ -106,6 +112,8 @@ impl ChildSetup {
             namespaces,
             as_root: euid == 0,
             refuse_unix_sockets: isolation.refuse_unix_sockets,
+            setid_filter: super::seccomp::setid_program(),
+            read_only: denied.iter().filter_map(|path| CString::new(path.as_os_str().as_bytes()).ok()).collect(),
             ruleset: Some(ruleset),
             proc_access: isolation.proc_access,
             ..ChildSetup::unconfined()
@@ -125,6 +133,8 @@ impl ChildSetup {
             },
             as_root: false,
             refuse_unix_sockets: false,
+            setid_filter: &[],
+            read_only: Vec::new(),
             ruleset: None,
             proc_access: 0,
         }
@@ -178,6 +188,9 @@ impl ChildSetup {
         }
         if self.namespaces & libc::CLONE_NEWNS != 0 {
             make_mounts_private()?;
+            for path in &self.read_only {
+                bind_read_only(path)?;
+            }
         }
         if self.as_root {
             drop_capabilities()?;
@@ -198,6 +211,7 @@ impl ChildSetup {
             if self.refuse_unix_sockets {
                 super::seccomp::install_unix_socket_filter()?;
             }
+            super::seccomp::install_setid_filter(self.setid_filter)?;
             // SAFETY: the ruleset descriptor is open and owned by this setup; flags 0 is the only defined value.
             let outcome = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };
             if outcome != 0 {
@@ -269,6 +283,52 @@ fn make_mounts_private() -> io::Result<()> {
             libc::MS_REC | libc::MS_PRIVATE,
             std::ptr::null(),
         )
+    })
+}
+
+/// `struct mount_attr` of the kernel's uapi, for `mount_setattr` (Linux 5.12, before Landlock's 5.13).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// Binds `path` over itself, read-only with all beneath it, in this (private) mount namespace: a change of mode,
+/// owner, times or extended attributes there fails with `EROFS`. A path gone since the plan has nothing to protect.
+fn bind_read_only(path: &CStr) -> io::Result<()> {
+    // SAFETY: mount with a NUL-terminated path prepared before the fork and null type and data: a bind mount.
+    let bound = unsafe {
+        libc::mount(path.as_ptr(), path.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null())
+    };
+    if bound != 0 {
+        let error = io::Error::last_os_error();
+        return match error.raw_os_error() {
+            Some(libc::ENOENT | libc::ENOTDIR) => Ok(()),
+            _ => Err(error),
+        };
+    }
+    let attributes = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: the path is NUL-terminated and `attributes` a valid `struct mount_attr` of the size passed.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attributes as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        ) as libc::c_int
     })
 }
 

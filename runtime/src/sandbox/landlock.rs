@@ -153,7 +153,7 @@ pub(super) fn prepare(
         // From ABI 9 the ruleset governs connecting to Unix sockets; before, only seccomp can refuse them.
         refuse_unix_sockets: *abi < 9,
     };
-    let setup = super::child::ChildSetup::confined(ruleset, isolation);
+    let setup = super::child::ChildSetup::confined(ruleset, isolation, &base.plan.denied);
     Ok(PreparedSandbox { base, temp_rules, temp_dropped, setup })
 }
 

@@ -44,6 +44,11 @@ pub const SHARED_MEMORY: &str = "/dev/shm";
 /// The folder whose entries are not readable unless listed in [`READABLE_DEVICES`].
 const DEVICES: &str = "/dev";
 
+/// The kernel's own folders: never written through a write root, even a cwd of `/` (as root, a write there reaches
+/// raw disks, kernel settings and devices). Only [`SHARED_MEMORY`] and the [`WRITABLE_DEVICES`] are written in
+/// `/dev`, by rules of their own.
+const SYSTEM_FOLDERS: [&str; 3] = [DEVICES, "/proc", "/sys"];
+
 /// What one rule allows beneath its path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -76,7 +81,7 @@ pub struct SandboxPlan {
 }
 
 /// The roots a mode lets tool processes write besides the run's temp dir (see [`temp_dir_rules`]), canonical where
-/// they exist, and those dropped because they lie in a denied path (the deny wins).
+/// they exist, and those dropped because they lie in a denied path (the deny wins) or a kernel folder.
 fn write_roots(sandbox: &Sandbox, denied: &[PathBuf], cwd: &Path, extra: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let candidates: Vec<PathBuf> = match sandbox.mode() {
         // The cwd as recorded (canonical when the session was made), not resolved again: a cwd replaced by a
@@ -98,7 +103,8 @@ fn write_roots(sandbox: &Sandbox, denied: &[PathBuf], cwd: &Path, extra: &[PathB
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     for root in candidates {
-        if is_within_any(&root, denied) {
+        let system = SYSTEM_FOLDERS.iter().any(|folder| root.starts_with(folder)) && !root.starts_with(SHARED_MEMORY);
+        if is_within_any(&root, denied) || system {
             push_unique(&mut dropped, root);
         } else {
             push_unique(&mut kept, root);
@@ -182,7 +188,10 @@ pub(super) fn base_plan(
     }
     let (roots, dropped_writable) = write_roots(sandbox, &denied, cwd, extra_writable);
     for root in roots {
-        carve(&root, Grant::Write, &denied, &mut rules, listed);
+        // A root that holds a kernel folder (`/`) is carved around it as around a denied path.
+        let system = SYSTEM_FOLDERS.iter().map(PathBuf::from).filter(|folder| folder.starts_with(&root));
+        let excluded: Vec<PathBuf> = denied.iter().cloned().chain(system).collect();
+        carve(&root, Grant::Write, &excluded, &mut rules, listed);
     }
     SandboxPlan { rules, dropped_writable, denied }
 }

@@ -8,15 +8,19 @@
 //! lack it), which could create sockets past the filter, and any system call of another ABI than the daemon's
 //! (x32, or 32-bit calls), which would bypass a filter written for this one.
 //!
-//! Installed between fork and exec, after `PR_SET_NO_NEW_PRIVS`; the program is a constant, so installing it
-//! allocates nothing.
+//! A second filter, on every confined command whatever the ABI ([`install_setid_filter`]), refuses setting the
+//! set-user-ID and set-group-ID bits: Landlock does not govern a file's mode, and a command could otherwise leave a
+//! program behind that runs as the daemon's user (as root, when the daemon is) for anyone who starts it.
+//!
+//! Installed between fork and exec, after `PR_SET_NO_NEW_PRIVS`; the programs are made before the fork (the first
+//! is a constant), so installing them allocates nothing.
 
 use std::io;
 
 /// `struct sock_filter` of `<linux/filter.h>`.
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct SockFilter {
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SockFilter {
     code: u16,
     jt: u8,
     jf: u8,
@@ -40,6 +44,8 @@ const BPF_JMP_JGE_K: u16 = 0x35;
 const BPF_RET_K: u16 = 0x06;
 /// `BPF_ALU | BPF_AND | BPF_K`.
 const BPF_ALU_AND_K: u16 = 0x54;
+/// `BPF_JMP | BPF_JA`: jump `k` instructions ahead.
+const BPF_JMP_JA: u16 = 0x05;
 
 /// The socket type in `socketpair`'s second argument, without `SOCK_NONBLOCK` and `SOCK_CLOEXEC`.
 const SOCKET_TYPE_MASK: u32 = 0xf;
@@ -95,14 +101,130 @@ const PROGRAM: [SockFilter; 16] = [
 /// `CAP_SYS_ADMIN`).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(super) fn install_unix_socket_filter() -> io::Result<()> {
-    let program = SockFprog { len: PROGRAM.len() as u16, filter: PROGRAM.as_ptr() };
-    // SAFETY: `program` points at a valid, 'static filter of `len` instructions that the kernel copies.
-    let outcome = unsafe { libc::prctl(libc::PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program as *const SockFprog, 0, 0) };
-    if outcome == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    install(&PROGRAM)
 }
 
 /// On other architectures the filter is not written; refusing to start is the safe answer.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub(super) fn install_unix_socket_filter() -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// The set-id bits of a mode: `S_ISUID | S_ISGID`.
+const SET_ID_BITS: u32 = 0o6000;
+
+/// `fchmodat2` (Linux 6.6), the same number on every architecture.
+const SYS_FCHMODAT2: libc::c_long = 452;
+
+/// Where a call that can set a file's mode takes it, for [`install_setid_filter`].
+#[derive(Clone, Copy)]
+enum ModeCall {
+    /// The mode is argument `n` (from 0).
+    Argument(u32),
+    /// The mode is in a structure the filter cannot read (`openat2`'s `how`): the call is refused with `ENOSYS`, as
+    /// on kernels without it, and callers fall back to `openat`.
+    Unreadable,
+}
+
+/// The calls that set a mode: changing one, or creating a file or node with one.
+#[cfg(target_arch = "x86_64")]
+const MODE_CALLS: [(libc::c_long, ModeCall); 10] = [
+    (libc::SYS_chmod, ModeCall::Argument(1)),
+    (libc::SYS_fchmod, ModeCall::Argument(1)),
+    (libc::SYS_fchmodat, ModeCall::Argument(2)),
+    (SYS_FCHMODAT2, ModeCall::Argument(2)),
+    (libc::SYS_creat, ModeCall::Argument(1)),
+    (libc::SYS_open, ModeCall::Argument(2)),
+    (libc::SYS_openat, ModeCall::Argument(3)),
+    (libc::SYS_mknod, ModeCall::Argument(1)),
+    (libc::SYS_mknodat, ModeCall::Argument(2)),
+    (libc::SYS_openat2, ModeCall::Unreadable),
+];
+
+/// The calls that set a mode (aarch64 has only the `*at` forms).
+#[cfg(target_arch = "aarch64")]
+const MODE_CALLS: [(libc::c_long, ModeCall); 6] = [
+    (libc::SYS_fchmod, ModeCall::Argument(1)),
+    (libc::SYS_fchmodat, ModeCall::Argument(2)),
+    (SYS_FCHMODAT2, ModeCall::Argument(2)),
+    (libc::SYS_openat, ModeCall::Argument(3)),
+    (libc::SYS_mknodat, ModeCall::Argument(2)),
+    (libc::SYS_openat2, ModeCall::Unreadable),
+];
+
+/// The set-id program is short enough for every jump to fit a `u8`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const SHORT: () = assert!(16 + MODE_CALLS.len() < 256);
+
+/// The set-id filter: a call of [`MODE_CALLS`] whose mode holds [`SET_ID_BITS`] is refused with `EPERM` (what
+/// `chmod u+s` meets on a file it does not own), `openat2` with `ENOSYS`, and a call of another ABI with `EPERM`.
+/// Made once, before any fork.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(super) fn setid_program() -> &'static [SockFilter] {
+    static PROGRAM: std::sync::OnceLock<Vec<SockFilter>> = std::sync::OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let () = SHORT;
+        let calls = MODE_CALLS.len();
+        // The layout: the checks of the ABI (0-3), one test per call (4..), allow; then one load of each argument
+        // that holds a mode (1, 2, 3: two instructions each), the test of the bits, and the answers.
+        let allow = 4 + calls;
+        let load = |argument: u32| allow + 1 + 2 * (argument as usize - 1);
+        let test_bits = load(3) + 2;
+        let (allowed, refused, unknown) = (test_bits + 2, test_bits + 3, test_bits + 4);
+        // Every jump lands within the program's 16 + MODE_CALLS.len() instructions (below 256: `SHORT`).
+        let offset = |from: usize, to: usize| (to - from - 1) as u8;
+        let mut program = vec![
+            statement(BPF_LD_W_ABS, OFFSET_ARCH),
+            jump(BPF_JMP_JEQ_K, AUDIT_ARCH, 0, offset(1, refused)),
+            statement(BPF_LD_W_ABS, OFFSET_NR),
+            jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, offset(3, refused), 0),
+        ];
+        for (number, call) in MODE_CALLS {
+            let at = program.len();
+            let target = match call {
+                ModeCall::Argument(argument) => load(argument),
+                ModeCall::Unreadable => unknown,
+            };
+            program.push(jump(BPF_JMP_JEQ_K, number as u32, offset(at, target), 0));
+        }
+        program.push(statement(BPF_RET_K, SECCOMP_RET_ALLOW));
+        for argument in 1..=3u32 {
+            program.push(statement(BPF_LD_W_ABS, OFFSET_ARG0_LOW + 8 * argument));
+            let at = program.len();
+            program.push(statement(BPF_JMP_JA, u32::from(offset(at, test_bits))));
+        }
+        program.push(statement(BPF_ALU_AND_K, SET_ID_BITS));
+        program.push(jump(BPF_JMP_JEQ_K, 0, 0, 1));
+        program.push(statement(BPF_RET_K, SECCOMP_RET_ALLOW));
+        program.push(statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32));
+        program.push(statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
+        debug_assert_eq!(program.len(), unknown + 1);
+        debug_assert_eq!(program[allowed].k, SECCOMP_RET_ALLOW);
+        program
+    })
+}
+
+/// Installs the set-id filter ([`setid_program`], made before the fork) on the calling thread. Needs
+/// `no_new_privs` (or `CAP_SYS_ADMIN`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(super) fn install_setid_filter(program: &'static [SockFilter]) -> io::Result<()> {
+    install(program)
+}
+
+/// On other architectures the filter is not written; refusing to start is the safe answer.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub(super) fn install_setid_filter(_program: &'static [SockFilter]) -> io::Result<()> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub(super) fn setid_program() -> &'static [SockFilter] {
+    &[]
+}
+
+fn install(program: &[SockFilter]) -> io::Result<()> {
+    let program = SockFprog { len: program.len() as u16, filter: program.as_ptr() };
+    // SAFETY: `program` points at a valid filter of `len` instructions, alive for the call; the kernel copies it.
+    let outcome = unsafe { libc::prctl(libc::PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program as *const SockFprog, 0, 0) };
+    if outcome == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }

@@ -40,8 +40,9 @@ const STACK_BYTES: usize = 256 * 1024;
 /// Where the command starts.
 #[derive(Debug)]
 enum WorkingDir<'a> {
-    /// A folder opened and verified before (`fchdir`: never by a path that may lead elsewhere by now).
-    Descriptor(BorrowedFd<'a>),
+    /// A folder opened and verified before (`fchdir`: never by a path that may lead elsewhere by now), and its
+    /// path, by which a child in a mount namespace of its own enters it again (checked to be the same folder).
+    Descriptor(BorrowedFd<'a>, PathBuf),
     Path(PathBuf),
 }
 
@@ -91,9 +92,13 @@ impl<'a> ToolCommand<'a> {
     }
 
     /// Starts the command in the folder `cwd` is open on (which must stay open until [`ToolCommand::spawn`]
-    /// returns: the borrow says so).
-    pub fn cwd_descriptor(&mut self, cwd: BorrowedFd<'a>) -> &mut Self {
-        self.cwd = Some(WorkingDir::Descriptor(cwd));
+    /// returns: the borrow says so), found at `path`.
+    ///
+    /// A descriptor belongs to the daemon's mount namespace: a command in one of its own would walk the daemon's
+    /// mounts from it (`../../proc` would be the daemon's `/proc`, not the command's). So such a child enters
+    /// `path` again in its namespace, and refuses to start unless that is the very folder of the descriptor.
+    pub fn cwd_descriptor(&mut self, cwd: BorrowedFd<'a>, path: impl Into<PathBuf>) -> &mut Self {
+        self.cwd = Some(WorkingDir::Descriptor(cwd, path.into()));
         self
     }
 
@@ -167,8 +172,10 @@ impl<'a> ToolCommand<'a> {
         let argv_pointers = null_terminated(&argv);
         let envp_pointers = null_terminated(&envp);
         let cwd_path = match &self.cwd {
-            Some(WorkingDir::Path(path)) => Some(c_string(path.as_os_str().as_bytes())?),
-            _ => None,
+            Some(WorkingDir::Path(path) | WorkingDir::Descriptor(_, path)) => {
+                Some(c_string(path.as_os_str().as_bytes())?)
+            }
+            None => None,
         };
         let mut child = ChildArgs {
             setup,
@@ -177,7 +184,7 @@ impl<'a> ToolCommand<'a> {
             argv: argv_pointers.as_ptr(),
             envp: envp_pointers.as_ptr(),
             cwd_fd: match &self.cwd {
-                Some(WorkingDir::Descriptor(fd)) => fd.as_raw_fd(),
+                Some(WorkingDir::Descriptor(fd, _)) => fd.as_raw_fd(),
                 _ => -1,
             },
             cwd_path: cwd_path.as_ref().map_or(std::ptr::null(), |path| path.as_ptr()),
@@ -446,6 +453,26 @@ extern "C" fn child_main(argument: *mut libc::c_void) -> libc::c_int {
     unsafe { libc::_exit(127) }
 }
 
+/// Makes the working folder, entered by its descriptor (a mount of the daemon's namespace), the same folder reached
+/// through this child's own mounts: by `path`, which must lead to the descriptor's device and inode (`ESTALE` when
+/// it no longer does). Relative paths then walk the command's mounts: its `/proc`, its read-only denied paths.
+fn enter_again_in_own_mounts(fd: RawFd, path: *const libc::c_char) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path the spawning thread keeps alive.
+    if unsafe { libc::chdir(path) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zeroed stat buffers of this frame, filled by fstat and stat on a descriptor and a static path.
+    let (mut held, mut entered): (libc::stat, libc::stat) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut held) } != 0 || unsafe { libc::stat(c".".as_ptr(), &mut entered) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (held.st_dev, held.st_ino) != (entered.st_dev, entered.st_ino) {
+        return Err(io::Error::from_raw_os_error(libc::ESTALE));
+    }
+    Ok(())
+}
+
 /// Everything between clone and exec. Async-signal-safe: raw syscalls on prepared data only.
 fn set_up_and_exec(child: &ChildArgs<'_>) -> io::Result<Infallible> {
     reset_signal_dispositions();
@@ -473,6 +500,9 @@ fn set_up_and_exec(child: &ChildArgs<'_>) -> io::Result<Infallible> {
         }
     }
     child.setup.apply(child.entered)?;
+    if child.cwd_fd >= 0 && !child.cwd_path.is_null() && child.setup.namespaces() & libc::CLONE_NEWNS != 0 {
+        enter_again_in_own_mounts(child.cwd_fd, child.cwd_path)?;
+    }
     // The command starts with no signal blocked (the spawning thread blocked them all around the clone).
     // SAFETY: an empty sigset of this frame.
     unsafe {

@@ -197,7 +197,7 @@ async fn run(command: &str, timeout: Duration, context: ToolContext) -> Persiste
         .env("TEMP", temp_dir.path())
         .piped_stdin(stdin.is_some())
         // Into the folder opened and verified above, by its descriptor: first, before the sandbox's own setup.
-        .cwd_descriptor(session_cwd.as_fd());
+        .cwd_descriptor(session_cwd.as_fd(), &cwd);
     // The child leads a new session (and so its own process group) from `setsid` between clone and exec, and is
     // killed and reaped if this future is dropped (`ProcessGroup` kills the rest). Spawned from this runtime
     // thread, which outlives the child: PR_SET_PDEATHSIG fires when the spawning thread ends.
