@@ -502,6 +502,36 @@ async fn the_metadata_of_a_denied_path_cannot_be_changed() {
     assert_status(&result, ToolResultStatus::Ok);
 }
 
+/// A `deny_read` path that does not exist yet when the daemon starts, through a symlinked folder: denied where it
+/// leads once it exists, under both names.
+#[tokio::test]
+async fn a_denied_path_made_later_behind_a_symlink_is_denied_where_it_leads() {
+    let workspace = Workspace::new();
+    let cwd = workspace.cwd().canonicalize().unwrap();
+    std::fs::create_dir(cwd.join("real")).unwrap();
+    std::os::unix::fs::symlink(cwd.join("real"), cwd.join("link")).unwrap();
+    let sandbox = workspace.sandbox(SandboxConfig {
+        deny_read: vec![
+            cwd.join("link/secret.env").display().to_string(),
+            cwd.join("gone/../other.env").display().to_string(),
+        ],
+        ..config(SandboxMode::WorkspaceWrite)
+    });
+    if !landlock(&sandbox) {
+        return;
+    }
+    std::fs::write(cwd.join("real/secret.env"), API_KEY).unwrap();
+    std::fs::write(cwd.join("other.env"), API_KEY).unwrap();
+    std::fs::write(cwd.join("real/public.txt"), "public").unwrap();
+    for command in ["cat real/secret.env", "cat link/secret.env", "cat other.env"] {
+        let result = workspace.run(&sandbox, &format!("{command} > /dev/null && echo READ")).await;
+        assert_eq!(result.status, ToolResultStatus::Error, "{command}: {}", result.output);
+        assert!(!result.output.contains("READ"), "{command}: {}", result.output);
+    }
+    let result = workspace.run(&sandbox, "cat real/public.txt").await;
+    assert_status(&result, ToolResultStatus::Ok);
+}
+
 /// A cwd of `/` (or in the kernel's folders) makes nothing of `/dev`, `/proc` or `/sys` writable but shared memory
 /// and the writable devices, which have rules of their own.
 #[test]

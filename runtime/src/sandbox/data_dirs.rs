@@ -12,6 +12,10 @@
 //!   `providers.json` beside `sessions/`. Planning a command looks for them in the session's cwd (breadth first,
 //!   at most [`MAX_SCANNED_DIRS`] folders and [`MAX_SCAN_DEPTH`] levels, cached for [`TREE_SCAN_TTL`]) and among
 //!   the entries of the home folder and the system temp dir (cached until that folder changes).
+//!
+//!   A data dir once found stays denied while it is there ([`still_denied`]), whatever a later look finds: a
+//!   command could otherwise push it out of the scan's bounds (thousands of folders in front of it) or make it
+//!   unreadable (so its layout cannot be checked), and read it at its next call.
 //! - **Above a file**: in-process file tools check every folder above the real location of what they open
 //!   ([`holding_data_dir`]), a few `stat` calls that need no list at all.
 //!
@@ -326,11 +330,16 @@ impl DataDirFinder {
         if let Some(registry) = &self.registry {
             let stamp = Stamp::of(registry);
             if state.registry.as_ref().is_none_or(|(known, _)| *known != stamp) {
-                let dirs = read_registry(registry).into_iter().map(|dir| dir.canonicalize().unwrap_or(dir)).collect();
-                state.registry = Some((stamp, dirs));
+                // A registry that is there but cannot be read (made unreadable since) keeps the list it had.
+                let unreadable = registry.symlink_metadata().is_ok() && read_small(registry).is_none();
+                if !unreadable || state.registry.is_none() {
+                    let dirs =
+                        read_registry(registry).into_iter().map(|dir| dir.canonicalize().unwrap_or(dir)).collect();
+                    state.registry = Some((stamp, dirs));
+                }
             }
             if let Some((_, dirs)) = &state.registry {
-                found.extend(dirs.iter().filter(|dir| is_data_dir(dir)).cloned());
+                found.extend(dirs.iter().filter(|dir| still_denied(dir)).cloned());
             }
         }
         // Every account's default data dir (`~/.troupe`): another user's daemon, or one started with another
@@ -345,7 +354,7 @@ impl DataDirFinder {
             let dirs = homes
                 .iter()
                 .map(|home| home.join(DEFAULT_DATA_DIR_NAME))
-                .filter(|dir| is_data_dir(dir))
+                .filter(|dir| still_denied(dir))
                 .map(|dir| dir.canonicalize().unwrap_or(dir))
                 .collect();
             state.home_data_dirs = Some((Instant::now(), dirs));
@@ -361,7 +370,8 @@ impl DataDirFinder {
             let dirs = match cached {
                 Some((_, dirs)) => dirs.clone(),
                 None => {
-                    let dirs = data_dirs_among_entries(root);
+                    let before = state.shallow.get(root).map(|(_, dirs)| dirs.as_slice()).unwrap_or_default();
+                    let dirs = with_those_still_denied(data_dirs_among_entries(root), before);
                     state.shallow.insert(root.clone(), (stamp, dirs.clone()));
                     dirs
                 }
@@ -384,10 +394,18 @@ impl DataDirFinder {
                 return dirs.clone();
             }
         }
-        let dirs = scan_tree(cwd);
+        let scanned = scan_tree(cwd);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        // Sessions come and go; a few hundred cwds are plenty to remember.
+        // What an earlier scan found stays denied while it is there: a command must not push a data dir out of
+        // the scan's bounds (thousands of new folders in front of it) and then read it.
+        let before = state.trees.get(cwd).map(|(_, dirs)| dirs.as_slice()).unwrap_or_default();
+        let dirs = with_those_still_denied(scanned, before);
+        // Sessions come and go; a few hundred cwds are plenty to remember, and those where a data dir was found
+        // are forgotten last.
         if state.trees.len() >= 256 {
+            state.trees.retain(|_, (scanned, dirs)| !dirs.is_empty() || scanned.elapsed() < TREE_SCAN_TTL);
+        }
+        if state.trees.len() >= 1024 {
             state.trees.retain(|_, (scanned, _)| scanned.elapsed() < TREE_SCAN_TTL);
         }
         state.trees.insert(cwd.to_path_buf(), (Instant::now(), dirs.clone()));
@@ -455,6 +473,29 @@ fn secrets_of(dir: &Path) -> Vec<(String, String)> {
     found
 }
 
+/// Whether a data dir found before is still denied: it still is one by layout, or it is still a folder whose layout
+/// cannot be read (one made unreadable since: hiding it must not open it). Gone, it is not.
+fn still_denied(dir: &Path) -> bool {
+    is_data_dir(dir)
+        || (dir.symlink_metadata().is_ok_and(|metadata| metadata.is_dir()) && std::fs::read_dir(dir).is_err())
+}
+
+/// The most data dirs remembered for one folder: those found now, then those found before that are still denied.
+const MAX_REMEMBERED: usize = 256;
+
+/// `found`, and those of `before` still denied ([`still_denied`]), at most [`MAX_REMEMBERED`].
+fn with_those_still_denied(mut found: Vec<PathBuf>, before: &[PathBuf]) -> Vec<PathBuf> {
+    for dir in before {
+        if found.len() >= MAX_REMEMBERED {
+            break;
+        }
+        if !found.contains(dir) && still_denied(dir) {
+            found.push(dir.clone());
+        }
+    }
+    found
+}
+
 /// The entries of `root` that are data dirs (canonical), links not followed.
 fn data_dirs_among_entries(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else {
@@ -512,6 +553,24 @@ mod tests {
         std::fs::create_dir_all(path.join("sessions")).unwrap();
         std::fs::write(path.join("daemon/token"), "legacy-token-0123456789").unwrap();
         std::fs::write(path.join("config.toml"), "").unwrap();
+    }
+
+    #[test]
+    fn a_data_dir_found_once_stays_denied_when_a_scan_no_longer_reaches_it() {
+        let cwd = tempfile::tempdir().unwrap();
+        let dir = cwd.path().join("sub/a/.olddata");
+        legacy_data_dir(&dir);
+        let first = scan_tree(cwd.path());
+        assert_eq!(first, std::slice::from_ref(&dir));
+        // Folders in front of it, more than a scan visits.
+        for index in 0..MAX_SCANNED_DIRS + 10 {
+            std::fs::create_dir(cwd.path().join(format!("p{index}"))).unwrap();
+        }
+        let later = scan_tree(cwd.path());
+        assert!(later.is_empty(), "the scan stops before it: {later:?}");
+        assert_eq!(with_those_still_denied(later, &first), std::slice::from_ref(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(with_those_still_denied(Vec::new(), &first).is_empty(), "gone, it is forgotten");
     }
 
     #[test]

@@ -220,7 +220,16 @@ impl Sandbox {
     /// The denied paths of a command started in `cwd`: [`Sandbox::denied`], then every other troupe data dir it
     /// could reach ([`DataDirFinder::around`]), whose secrets are masked from now on. Blocking I/O, cached.
     pub fn denied_around(&self, cwd: &Path) -> Vec<PathBuf> {
-        let mut denied = self.denied.clone();
+        // Resolved again now: a path that did not exist at start (`~/.config/gcloud` before the first login), or
+        // whose folders include a symlink, is denied where it leads today, and as written too.
+        let mut denied = Vec::with_capacity(self.denied.len() + 4);
+        for path in &self.denied {
+            for path in [resolved_now(path), path.clone()] {
+                if !denied.contains(&path) {
+                    denied.push(path);
+                }
+            }
+        }
         let found = self.data_dirs.as_ref().map(|finder| finder.around(cwd)).unwrap_or_default();
         for dir in found {
             if !plan::is_within_any(&dir, &denied) {
@@ -390,6 +399,30 @@ impl Sandbox {
         let git_dirs = repository::writable_git_dirs(extra_writable, self.enclosing_git_dir, self.home.as_deref());
         landlock::prepare(self, cwd, temp_dir, &git_dirs).map(Some)
     }
+}
+
+/// `path` as it reaches the file system now: its longest existing part with the symlinks resolved, then the rest as
+/// written (`..` taken lexically there, since nothing there exists to follow). `path` itself when nothing of it
+/// resolves.
+fn resolved_now(path: &Path) -> PathBuf {
+    let components: Vec<std::path::Component<'_>> = path.components().collect();
+    for split in (1..=components.len()).rev() {
+        let head: PathBuf = components[..split].iter().collect();
+        let Ok(mut resolved) = head.canonicalize() else {
+            continue;
+        };
+        for component in &components[split..] {
+            match component {
+                std::path::Component::ParentDir => {
+                    resolved.pop();
+                }
+                std::path::Component::Normal(name) => resolved.push(name),
+                _ => {}
+            }
+        }
+        return resolved;
+    }
+    path.to_path_buf()
 }
 
 impl Sandbox {
