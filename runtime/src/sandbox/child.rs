@@ -300,7 +300,8 @@ const MOUNT_ATTR_NOSUID: u64 = 0x2;
 const MOUNT_ATTR_NODEV: u64 = 0x4;
 
 /// Binds `path` over itself, read-only with all beneath it, in this (private) mount namespace: a change of mode,
-/// owner, times or extended attributes there fails with `EROFS`. A path gone since the plan has nothing to protect.
+/// owner, times or extended attributes there fails with `EROFS`. A path gone since the plan, or one this user
+/// cannot reach (another user's folder), has nothing to protect from this command.
 fn bind_read_only(path: &CStr) -> io::Result<()> {
     // SAFETY: mount with a NUL-terminated path prepared before the fork and null type and data: a bind mount.
     let bound = unsafe {
@@ -309,7 +310,7 @@ fn bind_read_only(path: &CStr) -> io::Result<()> {
     if bound != 0 {
         let error = io::Error::last_os_error();
         return match error.raw_os_error() {
-            Some(libc::ENOENT | libc::ENOTDIR) => Ok(()),
+            Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES) => Ok(()),
             _ => Err(error),
         };
     }

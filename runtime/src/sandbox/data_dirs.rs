@@ -354,7 +354,7 @@ impl DataDirFinder {
             let dirs = homes
                 .iter()
                 .map(|home| home.join(DEFAULT_DATA_DIR_NAME))
-                .filter(|dir| still_denied(dir))
+                .filter(|dir| is_data_dir(dir))
                 .map(|dir| dir.canonicalize().unwrap_or(dir))
                 .collect();
             state.home_data_dirs = Some((Instant::now(), dirs));
