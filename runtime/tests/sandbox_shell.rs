@@ -430,10 +430,10 @@ async fn a_command_cannot_make_a_set_id_program() {
     }
     for command in [
         "cp /bin/true work/p && chmod u+s work/p",
-        "cp /bin/true work/p && chmod 2755 work/p",
         "install -m 4755 /bin/true work/p",
         "python3 -c 'import os; os.close(os.open(\"work/q\", os.O_CREAT | os.O_WRONLY, 0o4755))'",
-        "mkdir -p work/d && chmod g+s work/d",
+        "python3 -c 'import os; os.close(os.open(\"work/q\", os.O_CREAT | os.O_WRONLY, 0o2755))'",
+        "python3 -c 'import os; os.mknod(\"work/d\", 0o104755)'",
     ] {
         let result = workspace.run(&sandbox, command).await;
         assert_status(&result, ToolResultStatus::Error);
@@ -448,6 +448,10 @@ async fn a_command_cannot_make_a_set_id_program() {
     let result = workspace.run(&sandbox, "cp /bin/true work/r && chmod 755 work/r && work/r && echo RAN").await;
     assert_status(&result, ToolResultStatus::Ok);
     assert!(result.output.contains("RAN"), "{}", result.output);
+    // A folder's set-group-ID bit only gives new entries its group; GNU chmod and git's shared repositories keep it.
+    let result =
+        workspace.run(&sandbox, "mkdir work/shared && chmod 2775 work/shared && chmod -R u+w work/shared").await;
+    assert_status(&result, ToolResultStatus::Ok);
 }
 
 /// A command starts in its cwd by the daemon's verified descriptor, which belongs to the daemon's mount namespace;

@@ -28,12 +28,12 @@ use std::sync::Arc;
 /// The capabilities a tool process that runs as root keeps in its bounding set (so after exec): what a root
 /// program ordinarily needs for files and processes of its own (as a container runtime would keep), and none that
 /// reaches around the sandbox: no raw or packet sockets (sniffing the daemon's loopback traffic), no network or
-/// system administration, no ptrace, no module loading, no raw I/O, no bpf or perf, no clock or log access.
-const KEPT_CAPABILITIES: [libc::c_int; 11] = [
+/// system administration, no ptrace, no module loading, no raw I/O, no bpf or perf, no clock or log access, and
+/// no `CAP_FSETID` (a write into a set-id file clears its bits).
+const KEPT_CAPABILITIES: [libc::c_int; 10] = [
     0,  // CAP_CHOWN
     1,  // CAP_DAC_OVERRIDE
     3,  // CAP_FOWNER
-    4,  // CAP_FSETID
     5,  // CAP_KILL
     6,  // CAP_SETGID
     7,  // CAP_SETUID
@@ -145,7 +145,10 @@ impl ChildSetup {
     pub(super) fn isolation_probe(private_proc: bool) -> ChildSetup {
         let namespaces = libc::CLONE_NEWPID | if private_proc { libc::CLONE_NEWNS } else { 0 };
         open_daemon_pidfd();
-        ChildSetup { namespaces, ..ChildSetup::unconfined() }
+        // With the mount namespace, also the read-only bind a confined child makes of each denied path: where the
+        // system refuses it (a container's seccomp profile), commands get no mount namespace rather than none at all.
+        let read_only = if private_proc { vec![CString::from(c"/etc")] } else { Vec::new() };
+        ChildSetup { namespaces, read_only, ..ChildSetup::unconfined() }
     }
 
     /// The namespaces the child is cloned into (`CLONE_NEWPID`, `CLONE_NEWNS`, `CLONE_NEWNET`), 0 for none.
@@ -310,7 +313,7 @@ fn bind_read_only(path: &CStr) -> io::Result<()> {
     if bound != 0 {
         let error = io::Error::last_os_error();
         return match error.raw_os_error() {
-            Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES) => Ok(()),
+            Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES | libc::ELOOP | libc::ENAMETOOLONG) => Ok(()),
             _ => Err(error),
         };
     }

@@ -122,10 +122,11 @@ impl Sandbox {
         let troupe_home = std::env::var(crate::data_dir::DATA_DIR_ENV).ok().filter(|path| path.starts_with('/'));
         let defaults = DEFAULT_DENY_READ.iter().map(|path| (*path).to_owned()).chain(troupe_home);
         for path in defaults.chain(config.deny_read.iter().cloned()) {
-            if let Some(path) = expand(&path).map(canonical)
-                && !denied.contains(&path)
-            {
-                denied.push(path);
+            // Where it leads now, and as written: a symlink on the way may lead elsewhere later.
+            for path in expand(&path).into_iter().flat_map(|written| [canonical(written.clone()), written]) {
+                if !denied.contains(&path) {
+                    denied.push(path);
+                }
             }
         }
         let writable = config.writable.iter().filter_map(expand).map(canonical).collect();
@@ -411,12 +412,19 @@ fn resolved_now(path: &Path) -> PathBuf {
         let Ok(mut resolved) = head.canonicalize() else {
             continue;
         };
+        let mut appended = 0usize;
         for component in &components[split..] {
             match component {
+                // Never above the part that exists: `/missing/..` must not become `/`.
+                std::path::Component::ParentDir if appended == 0 => return path.to_path_buf(),
                 std::path::Component::ParentDir => {
                     resolved.pop();
+                    appended -= 1;
                 }
-                std::path::Component::Normal(name) => resolved.push(name),
+                std::path::Component::Normal(name) => {
+                    resolved.push(name);
+                    appended += 1;
+                }
                 _ => {}
             }
         }

@@ -8,9 +8,10 @@
 //! lack it), which could create sockets past the filter, and any system call of another ABI than the daemon's
 //! (x32, or 32-bit calls), which would bypass a filter written for this one.
 //!
-//! A second filter, on every confined command whatever the ABI ([`install_setid_filter`]), refuses setting the
-//! set-user-ID and set-group-ID bits: Landlock does not govern a file's mode, and a command could otherwise leave a
-//! program behind that runs as the daemon's user (as root, when the daemon is) for anyone who starts it.
+//! A second filter, on every confined command whatever the ABI ([`install_setid_filter`]), refuses the set-user-ID
+//! bit, and the set-group-ID bit on what it creates: Landlock does not govern a file's mode, and a command could
+//! otherwise leave a program behind that runs as the daemon's user (as root, when the daemon is) for anyone who
+//! starts it. It also refuses `io_uring_setup`, whose submissions could create files past it.
 //!
 //! Installed between fork and exec, after `PR_SET_NO_NEW_PRIVS`; the programs are made before the fork (the first
 //! is a constant), so installing them allocates nothing.
@@ -117,61 +118,72 @@ const SET_ID_BITS: u32 = 0o6000;
 const SYS_FCHMODAT2: libc::c_long = 452;
 
 /// Where a call that can set a file's mode takes it, for [`install_setid_filter`].
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum ModeCall {
-    /// The mode is argument `n` (from 0).
-    Argument(u32),
-    /// The mode is in a structure the filter cannot read (`openat2`'s `how`): the call is refused with `ENOSYS`, as
-    /// on kernels without it, and callers fall back to `openat`.
+    /// A mode changed (`chmod`), argument `n` (from 0): the set-user-ID bit is refused. The set-group-ID bit is
+    /// not: GNU `chmod`, `cp -a` and git's shared repositories pass it on for folders, where it only makes new
+    /// entries take the folder's group.
+    Change(u32),
+    /// A file or node created with a mode, argument `n`: both bits are refused.
+    Create(u32),
+    /// The mode is where the filter cannot read it (`openat2`'s `how`, an `io_uring` submission): the call is
+    /// refused with `ENOSYS`, as on kernels without it, and callers fall back to the plain calls.
     Unreadable,
 }
 
 /// The calls that set a mode: changing one, or creating a file or node with one.
 #[cfg(target_arch = "x86_64")]
-const MODE_CALLS: [(libc::c_long, ModeCall); 10] = [
-    (libc::SYS_chmod, ModeCall::Argument(1)),
-    (libc::SYS_fchmod, ModeCall::Argument(1)),
-    (libc::SYS_fchmodat, ModeCall::Argument(2)),
-    (SYS_FCHMODAT2, ModeCall::Argument(2)),
-    (libc::SYS_creat, ModeCall::Argument(1)),
-    (libc::SYS_open, ModeCall::Argument(2)),
-    (libc::SYS_openat, ModeCall::Argument(3)),
-    (libc::SYS_mknod, ModeCall::Argument(1)),
-    (libc::SYS_mknodat, ModeCall::Argument(2)),
+const MODE_CALLS: [(libc::c_long, ModeCall); 11] = [
+    (libc::SYS_chmod, ModeCall::Change(1)),
+    (libc::SYS_fchmod, ModeCall::Change(1)),
+    (libc::SYS_fchmodat, ModeCall::Change(2)),
+    (SYS_FCHMODAT2, ModeCall::Change(2)),
+    (libc::SYS_creat, ModeCall::Create(1)),
+    (libc::SYS_open, ModeCall::Create(2)),
+    (libc::SYS_openat, ModeCall::Create(3)),
+    (libc::SYS_mknod, ModeCall::Create(1)),
+    (libc::SYS_mknodat, ModeCall::Create(2)),
     (libc::SYS_openat2, ModeCall::Unreadable),
+    (libc::SYS_io_uring_setup, ModeCall::Unreadable),
 ];
 
 /// The calls that set a mode (aarch64 has only the `*at` forms).
 #[cfg(target_arch = "aarch64")]
-const MODE_CALLS: [(libc::c_long, ModeCall); 6] = [
-    (libc::SYS_fchmod, ModeCall::Argument(1)),
-    (libc::SYS_fchmodat, ModeCall::Argument(2)),
-    (SYS_FCHMODAT2, ModeCall::Argument(2)),
-    (libc::SYS_openat, ModeCall::Argument(3)),
-    (libc::SYS_mknodat, ModeCall::Argument(2)),
+const MODE_CALLS: [(libc::c_long, ModeCall); 7] = [
+    (libc::SYS_fchmod, ModeCall::Change(1)),
+    (libc::SYS_fchmodat, ModeCall::Change(2)),
+    (SYS_FCHMODAT2, ModeCall::Change(2)),
+    (libc::SYS_openat, ModeCall::Create(3)),
+    (libc::SYS_mknodat, ModeCall::Create(2)),
     (libc::SYS_openat2, ModeCall::Unreadable),
+    (libc::SYS_io_uring_setup, ModeCall::Unreadable),
 ];
+
+/// The argument loads of the program, each followed by a jump to its test.
+const LOADS: [ModeCall; 5] =
+    [ModeCall::Change(1), ModeCall::Change(2), ModeCall::Create(1), ModeCall::Create(2), ModeCall::Create(3)];
 
 /// The set-id program is short enough for every jump to fit a `u8`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-const SHORT: () = assert!(16 + MODE_CALLS.len() < 256);
+const SHORT: () = assert!(2 * LOADS.len() + 12 + MODE_CALLS.len() < 256);
 
-/// The set-id filter: a call of [`MODE_CALLS`] whose mode holds [`SET_ID_BITS`] is refused with `EPERM` (what
-/// `chmod u+s` meets on a file it does not own), `openat2` with `ENOSYS`, and a call of another ABI with `EPERM`.
-/// Made once, before any fork.
+/// The set-id filter: a mode change ([`ModeCall::Change`]) with the set-user-ID bit, or a creation
+/// ([`ModeCall::Create`]) with either set-id bit, is refused with `EPERM` (what `chmod u+s` meets on a file it does
+/// not own); `openat2` and `io_uring_setup` with `ENOSYS`; a call of another ABI with `EPERM`. Made once, before
+/// any fork.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(super) fn setid_program() -> &'static [SockFilter] {
     static PROGRAM: std::sync::OnceLock<Vec<SockFilter>> = std::sync::OnceLock::new();
     PROGRAM.get_or_init(|| {
         let () = SHORT;
-        let calls = MODE_CALLS.len();
-        // The layout: the checks of the ABI (0-3), one test per call (4..), allow; then one load of each argument
-        // that holds a mode (1, 2, 3: two instructions each), the test of the bits, and the answers.
-        let allow = 4 + calls;
-        let load = |argument: u32| allow + 1 + 2 * (argument as usize - 1);
-        let test_bits = load(3) + 2;
-        let (allowed, refused, unknown) = (test_bits + 2, test_bits + 3, test_bits + 4);
-        // Every jump lands within the program's 16 + MODE_CALLS.len() instructions (below 256: `SHORT`).
+        // The layout: the checks of the ABI (0-3), one test per call, allow; one load of each argument that holds a
+        // mode with a jump to its test (two instructions each); the two tests (two each); the three answers.
+        let allow = 4 + MODE_CALLS.len();
+        let load = |call: ModeCall| allow + 1 + 2 * LOADS.iter().position(|known| *known == call).unwrap_or(0);
+        let test_change = allow + 1 + 2 * LOADS.len();
+        let test_create = test_change + 2;
+        let (allowed, refused, unknown) = (test_create + 2, test_create + 3, test_create + 4);
+        // Every jump lands within the program (below 256 instructions: `SHORT`).
         let offset = |from: usize, to: usize| (to - from - 1) as u8;
         let mut program = vec![
             statement(BPF_LD_W_ABS, OFFSET_ARCH),
@@ -181,25 +193,30 @@ pub(super) fn setid_program() -> &'static [SockFilter] {
         ];
         for (number, call) in MODE_CALLS {
             let at = program.len();
-            let target = match call {
-                ModeCall::Argument(argument) => load(argument),
-                ModeCall::Unreadable => unknown,
-            };
+            let target = if call == ModeCall::Unreadable { unknown } else { load(call) };
             program.push(jump(BPF_JMP_JEQ_K, number as u32, offset(at, target), 0));
         }
         program.push(statement(BPF_RET_K, SECCOMP_RET_ALLOW));
-        for argument in 1..=3u32 {
+        for call in LOADS {
+            let (argument, test) = match call {
+                ModeCall::Change(argument) => (argument, test_change),
+                ModeCall::Create(argument) => (argument, test_create),
+                ModeCall::Unreadable => (0, test_create),
+            };
             program.push(statement(BPF_LD_W_ABS, OFFSET_ARG0_LOW + 8 * argument));
             let at = program.len();
-            program.push(statement(BPF_JMP_JA, u32::from(offset(at, test_bits))));
+            program.push(statement(BPF_JMP_JA, u32::from(offset(at, test))));
         }
-        program.push(statement(BPF_ALU_AND_K, SET_ID_BITS));
-        program.push(jump(BPF_JMP_JEQ_K, 0, 0, 1));
+        for (bits, at) in [(libc::S_ISUID, test_change), (SET_ID_BITS, test_create)] {
+            debug_assert_eq!(program.len(), at);
+            program.push(statement(BPF_ALU_AND_K, bits));
+            let at = program.len();
+            program.push(jump(BPF_JMP_JEQ_K, 0, offset(at, allowed), offset(at, refused)));
+        }
         program.push(statement(BPF_RET_K, SECCOMP_RET_ALLOW));
         program.push(statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::EPERM as u32));
         program.push(statement(BPF_RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
         debug_assert_eq!(program.len(), unknown + 1);
-        debug_assert_eq!(program[allowed].k, SECCOMP_RET_ALLOW);
         program
     })
 }
