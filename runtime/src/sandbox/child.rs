@@ -19,11 +19,12 @@
 //! memory the daemon reads but the error word of [`super::spawn`]. Every failure is returned as the `errno` it
 //! came with, which makes the spawn fail: a command never runs with less confinement than asked.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
+
+use super::mounts::CommandMounts;
 
 /// The capabilities a tool process that runs as root keeps in its bounding set (so after exec): what a root
 /// program ordinarily needs for files and processes of its own (as a container runtime would keep), and none that
@@ -70,9 +71,10 @@ pub(super) struct ChildSetup {
     refuse_unix_sockets: bool,
     /// The seccomp filter refusing the set-user-ID and set-group-ID bits, made before the fork (confined only).
     setid_filter: &'static [super::seccomp::SockFilter],
-    /// The denied paths, bound read-only over themselves in the command's mount namespace (with `CLONE_NEWNS`):
-    /// Landlock governs reading and writing them, not their mode, owner, times or extended attributes.
-    read_only: Vec<CString>,
+    /// The command's mount namespace (with `CLONE_NEWNS`): read-only but its writable roots, the denied paths
+    /// read-only inside them. Landlock governs reading and writing, not a file's mode, owner, times or extended
+    /// attributes.
+    mounts: CommandMounts,
     /// The Landlock ruleset (shared by the commands of a run: see `plan_cache`); `None` only when the mode is `off`.
     ruleset: Option<Arc<OwnedFd>>,
     /// What the ruleset grants beneath the command's own `/proc`, added once it is mounted (0: nothing).
@@ -94,7 +96,7 @@ pub(super) struct Isolation {
 
 impl ChildSetup {
     /// The setup of a confined child. Call it in the parent, right before spawning.
-    pub(super) fn confined(ruleset: Arc<OwnedFd>, isolation: Isolation, denied: &[std::path::PathBuf]) -> ChildSetup {
+    pub(super) fn confined(ruleset: Arc<OwnedFd>, isolation: Isolation, mounts: CommandMounts) -> ChildSetup {
         // SAFETY: geteuid cannot fail and touches no memory of ours.
         let euid = unsafe { libc::geteuid() };
         let mut namespaces = 0;
@@ -113,7 +115,7 @@ impl ChildSetup {
             as_root: euid == 0,
             refuse_unix_sockets: isolation.refuse_unix_sockets,
             setid_filter: super::seccomp::setid_program(),
-            read_only: denied.iter().filter_map(|path| CString::new(path.as_os_str().as_bytes()).ok()).collect(),
+            mounts,
             ruleset: Some(ruleset),
             proc_access: isolation.proc_access,
             ..ChildSetup::unconfined()
@@ -134,7 +136,7 @@ impl ChildSetup {
             as_root: false,
             refuse_unix_sockets: false,
             setid_filter: &[],
-            read_only: Vec::new(),
+            mounts: CommandMounts::default(),
             ruleset: None,
             proc_access: 0,
         }
@@ -145,10 +147,9 @@ impl ChildSetup {
     pub(super) fn isolation_probe(private_proc: bool) -> ChildSetup {
         let namespaces = libc::CLONE_NEWPID | if private_proc { libc::CLONE_NEWNS } else { 0 };
         open_daemon_pidfd();
-        // With the mount namespace, also the read-only bind a confined child makes of each denied path: where the
-        // system refuses it (a container's seccomp profile), commands get no mount namespace rather than none at all.
-        let read_only = if private_proc { vec![CString::from(c"/etc")] } else { Vec::new() };
-        ChildSetup { namespaces, read_only, ..ChildSetup::unconfined() }
+        // With the mount namespace, also the mounts a confined child makes (see `CommandMounts::probe`).
+        let mounts = if private_proc { CommandMounts::probe() } else { CommandMounts::default() };
+        ChildSetup { namespaces, mounts, ..ChildSetup::unconfined() }
     }
 
     /// The namespaces the child is cloned into (`CLONE_NEWPID`, `CLONE_NEWNS`, `CLONE_NEWNET`), 0 for none.
@@ -190,10 +191,7 @@ impl ChildSetup {
             bring_loopback_up()?;
         }
         if self.namespaces & libc::CLONE_NEWNS != 0 {
-            make_mounts_private()?;
-            for path in &self.read_only {
-                bind_read_only(path)?;
-            }
+            self.mounts.apply()?;
         }
         if self.as_root {
             drop_capabilities()?;
@@ -201,7 +199,7 @@ impl ChildSetup {
         // Inside the PID namespace (the command is its init), whose procfs this is; before Landlock, which forbids
         // mounting.
         if self.namespaces & libc::CLONE_NEWPID != 0 && self.namespaces & libc::CLONE_NEWNS != 0 {
-            mount_own_proc()?;
+            super::mounts::mount_own_proc()?;
             if let Some(ruleset) = &self.ruleset
                 && self.proc_access != 0
             {
@@ -272,83 +270,6 @@ fn open_daemon_pidfd() {
 /// The daemon's pidfd, read in the child (no initialisation there: it was opened before the clone).
 fn daemon_pidfd() -> Option<libc::c_int> {
     DAEMON_PIDFD.get()?.as_ref().map(AsRawFd::as_raw_fd)
-}
-
-/// Makes every mount of the new mount namespace private (recursively), so that what is mounted in it never
-/// propagates to the mount namespace the daemon shares with the host.
-fn make_mounts_private() -> io::Result<()> {
-    // SAFETY: mount with static NUL-terminated strings and null source, type and data: only changes propagation.
-    check(unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    })
-}
-
-/// `struct mount_attr` of the kernel's uapi, for `mount_setattr` (Linux 5.12, before Landlock's 5.13).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-
-/// Binds `path` over itself, read-only with all beneath it, in this (private) mount namespace: a change of mode,
-/// owner, times or extended attributes there fails with `EROFS`. A path gone since the plan, or one this user
-/// cannot reach (another user's folder), has nothing to protect from this command.
-fn bind_read_only(path: &CStr) -> io::Result<()> {
-    // SAFETY: mount with a NUL-terminated path prepared before the fork and null type and data: a bind mount.
-    let bound = unsafe {
-        libc::mount(path.as_ptr(), path.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null())
-    };
-    if bound != 0 {
-        let error = io::Error::last_os_error();
-        return match error.raw_os_error() {
-            Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES | libc::ELOOP | libc::ENAMETOOLONG) => Ok(()),
-            _ => Err(error),
-        };
-    }
-    let attributes = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: the path is NUL-terminated and `attributes` a valid `struct mount_attr` of the size passed.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
-            &attributes as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        ) as libc::c_int
-    })
-}
-
-/// Mounts a fresh procfs of the current PID namespace on `/proc`, over the one inherited from the host, so the
-/// command sees only its own processes there. No set-user-id, device or executable files from it.
-fn mount_own_proc() -> io::Result<()> {
-    // SAFETY: mount with static NUL-terminated strings and null data.
-    check(unsafe {
-        libc::mount(
-            c"proc".as_ptr(),
-            c"/proc".as_ptr(),
-            c"proc".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        )
-    })
 }
 
 /// `struct landlock_path_beneath_attr` of the kernel's uapi (packed).

@@ -153,7 +153,11 @@ pub(super) fn prepare(
         // From ABI 9 the ruleset governs connecting to Unix sockets; before, only seccomp can refuse them.
         refuse_unix_sockets: *abi < 9,
     };
-    let setup = super::child::ChildSetup::confined(ruleset, isolation, &base.plan.denied);
+    // The temp dir is written in every mode but `off` (which has no ruleset), unless a denied path holds it.
+    let temp_root = temp_dropped.is_empty().then(|| temp_dir.canonicalize().unwrap_or_else(|_| temp_dir.to_owned()));
+    let writable = base.plan.write_roots.iter().chain(&temp_root).map(PathBuf::as_path);
+    let mounts = super::mounts::CommandMounts::new(writable, &base.plan.denied);
+    let setup = super::child::ChildSetup::confined(ruleset, isolation, mounts);
     Ok(PreparedSandbox { base, temp_rules, temp_dropped, setup })
 }
 

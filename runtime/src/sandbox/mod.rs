@@ -30,6 +30,8 @@ mod clear_folders;
 pub mod data_dirs;
 pub mod environment;
 mod landlock;
+#[cfg(target_os = "linux")]
+mod mounts;
 pub mod plan;
 mod plan_cache;
 pub mod process_groups;

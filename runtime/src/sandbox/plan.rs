@@ -47,7 +47,7 @@ const DEVICES: &str = "/dev";
 /// The kernel's own folders: never written through a write root, even a cwd of `/` (as root, a write there reaches
 /// raw disks, kernel settings and devices). Only [`SHARED_MEMORY`] and the [`WRITABLE_DEVICES`] are written in
 /// `/dev`, by rules of their own.
-const SYSTEM_FOLDERS: [&str; 3] = [DEVICES, "/proc", "/sys"];
+pub(super) const SYSTEM_FOLDERS: [&str; 3] = [DEVICES, "/proc", "/sys"];
 
 /// What one rule allows beneath its path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -76,6 +76,8 @@ pub struct PlannedRule {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SandboxPlan {
     pub rules: Vec<PlannedRule>,
+    /// The roots written (before carving), which a command's mount namespace keeps writable.
+    pub write_roots: Vec<PathBuf>,
     pub dropped_writable: Vec<PathBuf>,
     pub denied: Vec<PathBuf>,
 }
@@ -186,14 +188,14 @@ pub(super) fn base_plan(
     for device in WRITABLE_DEVICES {
         rules.push(PlannedRule { path: PathBuf::from(device), grant: Grant::Device });
     }
-    let (roots, dropped_writable) = write_roots(sandbox, &denied, cwd, extra_writable);
-    for root in roots {
+    let (write_roots, dropped_writable) = write_roots(sandbox, &denied, cwd, extra_writable);
+    for root in &write_roots {
         // A root that holds a kernel folder (`/`) is carved around it as around a denied path.
-        let system = SYSTEM_FOLDERS.iter().map(PathBuf::from).filter(|folder| folder.starts_with(&root));
+        let system = SYSTEM_FOLDERS.iter().map(PathBuf::from).filter(|folder| folder.starts_with(root));
         let excluded: Vec<PathBuf> = denied.iter().cloned().chain(system).collect();
-        carve(&root, Grant::Write, &excluded, &mut rules, listed);
+        carve(root, Grant::Write, &excluded, &mut rules, listed);
     }
-    SandboxPlan { rules, dropped_writable, denied }
+    SandboxPlan { rules, write_roots, dropped_writable, denied }
 }
 
 /// The rules the run's temp dir adds to `base` (a write root in every mode but `off`), and the temp dir itself

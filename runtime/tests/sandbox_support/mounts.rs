@@ -32,3 +32,16 @@ pub fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
     }
     Some(Unmount(mount_point.to_path_buf()))
 }
+
+/// Bind-mounts `source` on a new folder `mount_point`, read-only; `None` (the test is skipped) without the
+/// privileges.
+pub fn bind_mount_read_only(source: &Path, mount_point: &Path) -> Option<Unmount> {
+    let mounted = bind_mount(source, mount_point)?;
+    let read_only = std::process::Command::new("mount")
+        .args(["-o", "remount,bind,ro"])
+        .arg(mount_point)
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(read_only, "a bind mount made by root can be remounted read-only");
+    Some(mounted)
+}
