@@ -93,11 +93,16 @@ pub fn explain(sandbox: &SandboxStatus, session_id: &str, cwd: &str) -> String {
         text.push_str("A process a command detaches (setsid) can outlive it here: no PID namespace is available.\n");
     }
     if sandbox.private_proc {
-        text.push_str("Commands see only their own processes in /proc.\n");
+        text.push_str(
+            "Commands see only their own processes in /proc, and outside what they may write they cannot change a \
+             file's mode, owner or times (everything else is read-only in their own mount namespace).\n",
+        );
     } else if sandbox.mode != SandboxMode::Off {
         text.push_str(
             "Commands see every process of this machine in /proc, with its command line: this system gives them no \
-             /proc of their own (see the daemon's log for why). Pass no secret on a command line here.\n",
+             /proc of their own (see the daemon's log for why). Pass no secret on a command line here. Without \
+             their own mount namespace they can also change the mode and times of their account's files outside \
+             what they may write.\n",
         );
     }
     text.push_str(
@@ -236,7 +241,10 @@ mod tests {
     fn says_whether_commands_see_other_processes() {
         let mut sandbox = status(SandboxMode::WorkspaceWrite);
         let text = explain(&sandbox, "s1", "/p");
-        assert!(text.contains("Commands see only their own processes in /proc."), "{text}");
+        assert!(
+            text.contains("Commands see only their own processes in /proc, and outside what they may write"),
+            "{text}"
+        );
         sandbox.private_proc = false;
         let text = explain(&sandbox, "s1", "/p");
         assert!(text.contains("Commands see every process of this machine in /proc"), "{text}");
