@@ -172,12 +172,22 @@ pub async fn serve_forwarded<S: ServerProtocol>(
         })?;
     // A request sent right after this returns must find the subscription: a flush only writes it to the socket, so
     // a round trip to the server on the same connection (which it answers after the subscription, in order) waits
-    // until the server registered it.
-    let jetstream = cluster.jetstream().clone();
-    let registered = runtime.spawn(async move { jetstream.query_account().await.map(drop) });
+    // until the server registered it. A request nobody answers is such a round trip ("no responders" comes from the
+    // server itself), and unlike a JetStream call it does not wait for JetStream's leaders, which a cluster of
+    // servers elects again when one of them goes.
+    let registered = {
+        let client = client.clone();
+        runtime.spawn(async move { client.request(client.new_inbox(), bytes::Bytes::new()).await.map(drop) })
+    };
     let client = cluster.client().clone();
-    if let Ok(Err(error)) = registered.await {
-        return Err(ClusterError::Unreachable { what: "subscribe to forwarded requests", detail: error.to_string() });
+    match registered.await {
+        Ok(Err(error)) if !matches!(error.kind(), RequestErrorKind::NoResponders) => {
+            return Err(ClusterError::Unreachable {
+                what: "subscribe to forwarded requests",
+                detail: error.to_string(),
+            });
+        }
+        _ => {}
     }
     let bridge = Arc::new(Bridge::new(server, runtime.clone()));
     let serving = runtime.clone();
