@@ -2,9 +2,10 @@
 //! terminal), die with the daemon, set up the namespaces it was cloned into (a PID namespace whose init it is, so
 //! that nothing it starts can outlive it; a network namespace when the network is off, with loopback up), drop the
 //! capabilities that would reach around the sandbox (as root), refuse Unix sockets where Landlock cannot govern
-//! them and the set-id bits of a file's mode (seccomp), and enter its Landlock domain. [`super::spawn`] clones the child straight into its namespaces,
-//! so the command itself is the PID namespace's init: when it ends, the kernel kills everything left in the
-//! namespace, and no second process (a copy of the daemon's memory) waits beside it.
+//! them and the set-id bits of a file's mode (seccomp), and enter its Landlock domain. Its mount namespace is set
+//! up by [`super::mounts`]. [`super::spawn`] clones the child straight into its namespaces, so the command itself
+//! is the PID namespace's init: when it ends, the kernel kills everything left in the namespace, and no second
+//! process (a copy of the daemon's memory) waits beside it.
 //!
 //! With a PID namespace comes, where the system allows it, a mount namespace of its own with a fresh procfs on
 //! `/proc` (as bubblewrap does): the command's `/proc` then lists only the processes of its namespace, so the

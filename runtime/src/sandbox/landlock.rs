@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::plan::{PlannedRule, SandboxPlan};
+use super::plan::{PlannedRule, SandboxPlan, TempRoot};
 use super::plan_cache::Planned;
 use super::{Sandbox, Support};
 
@@ -20,9 +20,9 @@ use super::{Sandbox, Support};
 pub struct PreparedSandbox {
     /// The rules every command in this cwd gets (cached, see [`super::plan_cache`]).
     base: Arc<Planned>,
-    /// The rules of this call's temp dir, and the temp dir when a denied path holds it.
+    /// The rules of this call's temp dir, and what became of it as a root.
     temp_rules: Vec<PlannedRule>,
-    temp_dropped: Vec<PathBuf>,
+    temp_root: TempRoot,
     #[cfg(target_os = "linux")]
     setup: super::child::ChildSetup,
 }
@@ -35,7 +35,7 @@ impl PreparedSandbox {
 
     /// The writable roots dropped because a denied path holds them.
     pub fn dropped_writable(&self) -> impl Iterator<Item = &PathBuf> {
-        self.base.plan.dropped_writable.iter().chain(&self.temp_dropped)
+        self.base.plan.dropped_writable.iter().chain(self.temp_root.dropped())
     }
 
     /// The part of the plan every command of this cwd shares: the very same plan while the cache reuses it.
@@ -128,7 +128,7 @@ pub(super) fn prepare(
         return Err("Landlock is not available on this system".to_owned());
     };
     let base = sandbox.base_plan(cwd, extra_writable);
-    let (temp_rules, temp_dropped) = super::plan::temp_dir_rules(sandbox, &base.plan, temp_dir);
+    let (temp_rules, temp_root) = super::plan::temp_dir_rules(sandbox, &base.plan, temp_dir);
     let rules = base.plan.rules.iter().chain(&temp_rules);
     let ruleset = match base.ruleset(temp_dir) {
         Some(ruleset) => ruleset,
@@ -153,12 +153,10 @@ pub(super) fn prepare(
         // From ABI 9 the ruleset governs connecting to Unix sockets; before, only seccomp can refuse them.
         refuse_unix_sockets: *abi < 9,
     };
-    // The temp dir is written in every mode but `off` (which has no ruleset), unless a denied path holds it.
-    let temp_root = temp_dropped.is_empty().then(|| temp_dir.canonicalize().unwrap_or_else(|_| temp_dir.to_owned()));
-    let writable = base.plan.write_roots.iter().chain(&temp_root).map(PathBuf::as_path);
+    let writable = base.plan.write_roots.iter().chain(temp_root.writable()).map(PathBuf::as_path);
     let mounts = super::mounts::CommandMounts::new(writable, &base.plan.denied);
     let setup = super::child::ChildSetup::confined(ruleset, isolation, mounts);
-    Ok(PreparedSandbox { base, temp_rules, temp_dropped, setup })
+    Ok(PreparedSandbox { base, temp_rules, temp_root, setup })
 }
 
 #[cfg(not(target_os = "linux"))]

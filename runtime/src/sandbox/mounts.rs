@@ -17,7 +17,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::plan::SYSTEM_FOLDERS;
+use super::plan::{SYSTEM_FOLDERS, in_kernel_folder};
 
 /// `struct mount_attr` of the kernel's uapi, for `mount_setattr` (Linux 5.12, before Landlock's 5.13).
 #[repr(C)]
@@ -58,17 +58,7 @@ pub(super) struct CommandMounts {
 impl CommandMounts {
     /// The mounts of a confined command that may write `writable` (canonical) and must not change `denied`.
     pub(super) fn new<'a>(writable: impl IntoIterator<Item = &'a Path>, denied: &[PathBuf]) -> CommandMounts {
-        let in_kernel_folder = |path: &Path| SYSTEM_FOLDERS.iter().any(|folder| path.starts_with(folder));
         let (late, early): (Vec<&Path>, Vec<&Path>) = writable.into_iter().partition(|path| in_kernel_folder(path));
-        let outermost = |roots: &[&Path]| -> Vec<CString> {
-            let kept = roots.iter().enumerate().filter(|(index, root)| {
-                !roots.iter().enumerate().any(|(other, outer)| {
-                    // A root beneath another is in its clone; of two equal roots the first is kept.
-                    root.starts_with(outer) && (root.as_os_str().len() != outer.as_os_str().len() || other < *index)
-                })
-            });
-            kept.filter_map(|(_, root)| c_path(root)).collect()
-        };
         let read_only_root = !early.iter().any(|root| root.parent().is_none());
         let writable = if read_only_root { outermost(&early) } else { Vec::new() };
         let writable_in_kernel_folders = outermost(&late);
@@ -122,6 +112,17 @@ impl CommandMounts {
         let temp = std::env::temp_dir();
         CommandMounts::new([temp.as_path()], &[PathBuf::from("/etc")])
     }
+}
+
+/// The roots none of the others holds, each once: a root beneath another is in that one's clone.
+fn outermost(roots: &[&Path]) -> Vec<CString> {
+    let mut kept: Vec<&Path> = Vec::new();
+    for root in roots {
+        if !kept.contains(root) && !roots.iter().any(|outer| outer != root && root.starts_with(outer)) {
+            kept.push(root);
+        }
+    }
+    kept.into_iter().filter_map(c_path).collect()
 }
 
 fn c_path(path: &Path) -> Option<CString> {

@@ -49,6 +49,11 @@ const DEVICES: &str = "/dev";
 /// `/dev`, by rules of their own.
 pub(super) const SYSTEM_FOLDERS: [&str; 3] = [DEVICES, "/proc", "/sys"];
 
+/// Whether `path` is one of the kernel's folders ([`SYSTEM_FOLDERS`]) or lies in one.
+pub(super) fn in_kernel_folder(path: &Path) -> bool {
+    SYSTEM_FOLDERS.iter().any(|folder| path.starts_with(folder))
+}
+
 /// What one rule allows beneath its path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -105,7 +110,7 @@ fn write_roots(sandbox: &Sandbox, denied: &[PathBuf], cwd: &Path, extra: &[PathB
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     for root in candidates {
-        let system = SYSTEM_FOLDERS.iter().any(|folder| root.starts_with(folder)) && !root.starts_with(SHARED_MEMORY);
+        let system = in_kernel_folder(&root) && !root.starts_with(SHARED_MEMORY);
         if is_within_any(&root, denied) || system {
             push_unique(&mut dropped, root);
         } else {
@@ -128,9 +133,9 @@ fn canonical(path: &Path) -> PathBuf {
 pub fn plan(sandbox: &Sandbox, cwd: &Path, temp_dir: &Path, extra_writable: &[PathBuf]) -> SandboxPlan {
     let denied = sandbox.denied_around(cwd);
     let mut plan = base_plan(sandbox, cwd, denied, extra_writable, &mut Vec::new());
-    let (rules, dropped) = temp_dir_rules(sandbox, &plan, temp_dir);
+    let (rules, temp_root) = temp_dir_rules(sandbox, &plan, temp_dir);
     plan.rules.extend(rules);
-    plan.dropped_writable.extend(dropped);
+    plan.dropped_writable.extend(temp_root.dropped().cloned());
     plan
 }
 
@@ -198,28 +203,51 @@ pub(super) fn base_plan(
     SandboxPlan { rules, write_roots, dropped_writable, denied }
 }
 
-/// The rules the run's temp dir adds to `base` (a write root in every mode but `off`), and the temp dir itself
-/// when it lies in a denied path and is dropped. Made for each call (runs have temp dirs of their own), so a
-/// folder listed here is never cached.
-pub(super) fn temp_dir_rules(
-    sandbox: &Sandbox,
-    base: &SandboxPlan,
-    temp_dir: &Path,
-) -> (Vec<PlannedRule>, Vec<PathBuf>) {
+/// The run's temp dir as a write root: canonical, and whether it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum TempRoot {
+    /// Written by the command (in every mode but `off`).
+    Writable(PathBuf),
+    /// Not written: a denied path holds it (the deny wins).
+    Dropped(PathBuf),
+    /// Mode `off`: nothing is confined.
+    Unconfined,
+}
+
+impl TempRoot {
+    /// The temp dir when a denied path holds it.
+    pub(super) fn dropped(&self) -> Option<&PathBuf> {
+        match self {
+            TempRoot::Dropped(root) => Some(root),
+            TempRoot::Writable(_) | TempRoot::Unconfined => None,
+        }
+    }
+
+    /// The temp dir when the command writes it.
+    pub(super) fn writable(&self) -> Option<&PathBuf> {
+        match self {
+            TempRoot::Writable(root) => Some(root),
+            TempRoot::Dropped(_) | TempRoot::Unconfined => None,
+        }
+    }
+}
+
+/// The rules the run's temp dir adds to `base` (a write root in every mode but `off`), and what became of it as a
+/// root. Made for each call (runs have temp dirs of their own), so a folder listed here is never cached.
+pub(super) fn temp_dir_rules(sandbox: &Sandbox, base: &SandboxPlan, temp_dir: &Path) -> (Vec<PlannedRule>, TempRoot) {
     let mut rules = Vec::new();
     if sandbox.mode() == SandboxMode::Off {
-        return (rules, Vec::new());
+        return (rules, TempRoot::Unconfined);
     }
     let root = canonical(temp_dir);
     if is_within_any(&root, &base.denied) {
-        return (rules, vec![root]);
+        return (rules, TempRoot::Dropped(root));
     }
     // Already granted as a root (a temp dir that is the cwd): the same rules again would add nothing.
-    if base.rules.iter().any(|rule| rule.grant == Grant::Write && rule.path == root) {
-        return (rules, Vec::new());
+    if !base.rules.iter().any(|rule| rule.grant == Grant::Write && rule.path == root) {
+        carve(&root, Grant::Write, &base.denied, &mut rules, &mut Vec::new());
     }
-    carve(&root, Grant::Write, &base.denied, &mut rules, &mut Vec::new());
-    (rules, Vec::new())
+    (rules, TempRoot::Writable(root))
 }
 
 /// Grants `grant` beneath `root`, except beneath the `excluded` paths: a root inside an excluded path gets

@@ -159,9 +159,19 @@ const MODE_CALLS: [(libc::c_long, ModeCall); 7] = [
     (libc::SYS_io_uring_setup, ModeCall::Unreadable),
 ];
 
-/// The argument loads of the program, each followed by a jump to its test.
-const LOADS: [ModeCall; 5] =
-    [ModeCall::Change(1), ModeCall::Change(2), ModeCall::Create(1), ModeCall::Create(2), ModeCall::Create(3)];
+/// What the program tests a mode for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Test {
+    /// The set-user-ID bit ([`ModeCall::Change`]).
+    Change,
+    /// Either set-id bit ([`ModeCall::Create`]).
+    Create,
+}
+
+/// The argument loads of the program (the argument, and the test that follows), each followed by a jump to its
+/// test. Every [`ModeCall::Change`] and [`ModeCall::Create`] of [`MODE_CALLS`] has one.
+const LOADS: [(u32, Test); 5] =
+    [(1, Test::Change), (2, Test::Change), (1, Test::Create), (2, Test::Create), (3, Test::Create)];
 
 /// The set-id program is short enough for every jump to fit a `u8`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -179,7 +189,7 @@ pub(super) fn setid_program() -> &'static [SockFilter] {
         // The layout: the checks of the ABI (0-3), one test per call, allow; one load of each argument that holds a
         // mode with a jump to its test (two instructions each); the two tests (two each); the three answers.
         let allow = 4 + MODE_CALLS.len();
-        let load = |call: ModeCall| allow + 1 + 2 * LOADS.iter().position(|known| *known == call).unwrap_or(0);
+        let load = |load: (u32, Test)| allow + 1 + 2 * LOADS.iter().position(|known| *known == load).unwrap_or(0);
         let test_change = allow + 1 + 2 * LOADS.len();
         let test_create = test_change + 2;
         let (allowed, refused, unknown) = (test_create + 2, test_create + 3, test_create + 4);
@@ -193,15 +203,18 @@ pub(super) fn setid_program() -> &'static [SockFilter] {
         ];
         for (number, call) in MODE_CALLS {
             let at = program.len();
-            let target = if call == ModeCall::Unreadable { unknown } else { load(call) };
+            let target = match call {
+                ModeCall::Change(argument) => load((argument, Test::Change)),
+                ModeCall::Create(argument) => load((argument, Test::Create)),
+                ModeCall::Unreadable => unknown,
+            };
             program.push(jump(BPF_JMP_JEQ_K, number as u32, offset(at, target), 0));
         }
         program.push(statement(BPF_RET_K, SECCOMP_RET_ALLOW));
-        for call in LOADS {
-            let (argument, test) = match call {
-                ModeCall::Change(argument) => (argument, test_change),
-                ModeCall::Create(argument) => (argument, test_create),
-                ModeCall::Unreadable => (0, test_create),
+        for (argument, test) in LOADS {
+            let test = match test {
+                Test::Change => test_change,
+                Test::Create => test_create,
             };
             program.push(statement(BPF_LD_W_ABS, OFFSET_ARG0_LOW + 8 * argument));
             let at = program.len();
@@ -244,4 +257,22 @@ fn install(program: &[SockFilter]) -> io::Result<()> {
     // SAFETY: `program` points at a valid filter of `len` instructions, alive for the call; the kernel copies it.
     let outcome = unsafe { libc::prctl(libc::PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program as *const SockFprog, 0, 0) };
     if outcome == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mode_call_has_its_argument_load() {
+        for (number, call) in MODE_CALLS {
+            let load = match call {
+                ModeCall::Change(argument) => (argument, Test::Change),
+                ModeCall::Create(argument) => (argument, Test::Create),
+                ModeCall::Unreadable => continue,
+            };
+            assert!(LOADS.contains(&load), "call {number} has no load for its mode");
+        }
+        assert!(setid_program().len() < 256);
+    }
 }
