@@ -63,7 +63,14 @@ impl Workspace {
     }
 
     pub async fn run(&self, sandbox: &Arc<Sandbox>, command: &str) -> PersistedToolResult {
-        tokio::time::timeout(STEP, shell().execute(json!({"command": command}), self.context(sandbox)))
+        self.run_in(sandbox, self.cwd(), command).await
+    }
+
+    /// Runs `command` through the shell tool as [`Workspace::run`] does, in the session folder `cwd`.
+    pub async fn run_in(&self, sandbox: &Arc<Sandbox>, cwd: &Path, command: &str) -> PersistedToolResult {
+        let mut context = self.context(sandbox);
+        context.cwd = cwd.to_path_buf();
+        tokio::time::timeout(STEP, shell().execute(json!({"command": command}), context))
             .await
             .expect("the shell call ends in time")
     }
