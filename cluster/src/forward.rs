@@ -160,16 +160,11 @@ pub async fn serve_forwarded<S: ServerProtocol>(
         let subject = subject.clone();
         runtime.spawn(async move { client.subscribe(subject).await })
     };
+    let unreachable = |detail: String| ClusterError::Unreachable { what: "subscribe to forwarded requests", detail };
     let mut requests = subscribed
         .await
-        .map_err(|error| ClusterError::Unreachable {
-            what: "subscribe to forwarded requests",
-            detail: error.to_string(),
-        })?
-        .map_err(|error| ClusterError::Unreachable {
-            what: "subscribe to forwarded requests",
-            detail: error.to_string(),
-        })?;
+        .map_err(|error| unreachable(error.to_string()))?
+        .map_err(|error| unreachable(error.to_string()))?;
     // A request sent right after this returns must find the subscription: a flush only writes it to the socket, so
     // a round trip to the server on the same connection (which it answers after the subscription, in order) waits
     // until the server registered it. A request nobody answers is such a round trip ("no responders" comes from the
@@ -179,13 +174,9 @@ pub async fn serve_forwarded<S: ServerProtocol>(
         let client = client.clone();
         runtime.spawn(async move { client.request(client.new_inbox(), bytes::Bytes::new()).await.map(drop) })
     };
-    let client = cluster.client().clone();
     match registered.await {
         Ok(Err(error)) if !matches!(error.kind(), RequestErrorKind::NoResponders) => {
-            return Err(ClusterError::Unreachable {
-                what: "subscribe to forwarded requests",
-                detail: error.to_string(),
-            });
+            return Err(unreachable(error.to_string()));
         }
         _ => {}
     }
