@@ -16,6 +16,12 @@ mod sandbox_support;
 
 use sandbox_support::*;
 
+/// What the tests expect a refused command to leave as it was: a file's mode, owner and modification time.
+fn metadata(path: &Path) -> (u32, u32, i64) {
+    let metadata = std::fs::metadata(path).unwrap();
+    (metadata.mode(), metadata.uid(), metadata.mtime())
+}
+
 /// A command starts in its cwd by the daemon's verified descriptor, which belongs to the daemon's mount namespace;
 /// relative paths must still walk the command's own mounts: `../../proc` is its own `/proc` (where it is pid 1), not
 /// the daemon's, whose command lines and processes it must not see.
@@ -46,21 +52,17 @@ async fn the_metadata_of_a_denied_path_cannot_be_changed() {
         return;
     }
     let token = workspace.data_dir.join("daemon/token");
-    let before = |path: &Path| std::fs::metadata(path).unwrap();
-    let (token_before, data_dir_before) = (before(&token), before(&workspace.data_dir));
-    for command in [
+    let (token_before, data_dir_before) = (metadata(&token), metadata(&workspace.data_dir));
+    let commands = [
         "chmod 644 .troupe/daemon/token",
         "chmod 000 .troupe",
         "touch -c -m -d 2001-01-01 .troupe/daemon/token",
         "chown 12345:12345 .troupe/daemon/token",
         "python3 -c 'import os; os.setxattr(\".troupe/daemon/token\", \"user.x\", b\"1\")'",
-    ] {
-        let result = workspace.run(&sandbox, command).await;
-        assert_eq!(result.status, ToolResultStatus::Error, "{command}: {}", result.output);
-    }
+    ];
+    workspace.assert_each_refused(&sandbox, commands).await;
     for (path, was) in [(&token, token_before), (&workspace.data_dir, data_dir_before)] {
-        let now = before(path);
-        assert_eq!((now.mode(), now.uid(), now.mtime()), (was.mode(), was.uid(), was.mtime()), "{}", path.display());
+        assert_eq!(metadata(path), was, "{}", path.display());
     }
     // The cwd around it is as writable as ever.
     let result = workspace.run(&sandbox, "touch work/f && chmod 600 work/f && touch -d 2001-01-01 work/f").await;
@@ -83,21 +85,18 @@ async fn the_metadata_outside_the_writable_roots_cannot_be_changed() {
     if !pid_namespace(&sandbox) {
         return;
     }
-    let was = std::fs::metadata(&profile).unwrap();
-    let folder_was = std::fs::metadata(&outside).unwrap().mode();
-    for command in [
+    let was = metadata(&profile);
+    let folder_was = metadata(&outside).0;
+    let commands = [
         format!("chmod 666 {}", profile.display()),
         format!("chmod 777 {}", outside.display()),
         format!("touch -c -m -d 2001-01-01 {}", profile.display()),
         format!("chown 12345:12345 {}", profile.display()),
         format!("python3 -c 'import os; os.setxattr(\"{}\", \"user.x\", b\"1\")'", profile.display()),
-    ] {
-        let result = workspace.run(&sandbox, &command).await;
-        assert_eq!(result.status, ToolResultStatus::Error, "{command}: {}", result.output);
-    }
-    let now = std::fs::metadata(&profile).unwrap();
-    assert_eq!((now.mode(), now.uid(), now.mtime()), (was.mode(), was.uid(), was.mtime()));
-    assert_eq!(std::fs::metadata(&outside).unwrap().mode(), folder_was, "the folder's mode is unchanged");
+    ];
+    workspace.assert_each_refused(&sandbox, commands).await;
+    assert_eq!(metadata(&profile), was);
+    assert_eq!(metadata(&outside).0, folder_was, "the folder's mode is unchanged");
 
     let command = format!(
         "touch work/f && chmod 600 work/f && touch -d 2001-01-01 work/f \
@@ -123,10 +122,8 @@ async fn a_read_only_mount_inside_the_cwd_stays_read_only() {
     let Some(_mounted) = mounts::bind_mount_read_only(source.path(), &workspace.cwd().join("work/ro")) else {
         return;
     };
-    for command in ["echo x > work/ro/new", "chmod 600 work/ro/data", "echo x >> work/ro/data"] {
-        let result = workspace.run(&sandbox, command).await;
-        assert_eq!(result.status, ToolResultStatus::Error, "{command}: {}", result.output);
-    }
+    let commands = ["echo x > work/ro/new", "chmod 600 work/ro/data", "echo x >> work/ro/data"];
+    workspace.assert_each_refused(&sandbox, commands).await;
     assert!(!source.path().join("new").exists());
     assert_eq!(std::fs::read_to_string(source.path().join("data")).unwrap(), "data");
     let result = workspace.run(&sandbox, "cat work/ro/data && echo x > work/rw && chmod 600 work/rw").await;

@@ -95,7 +95,7 @@ impl CommandMounts {
             attach(slot.load(Ordering::Relaxed), root)?;
         }
         for folder in &self.kernel_folders {
-            set_read_only_if_there(folder)?;
+            unless_nothing_there(set_read_only(folder, true))?;
         }
         for (root, slot) in self.writable_in_kernel_folders.iter().zip(late) {
             attach(slot.load(Ordering::Relaxed), root)?;
@@ -133,6 +133,14 @@ fn c_path(path: &Path) -> Option<CString> {
 /// to reach (another account's folder).
 fn nothing_there(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES | libc::ELOOP | libc::ENAMETOOLONG))
+}
+
+/// `outcome`, with an error that means [`nothing_there`] taken as done.
+fn unless_nothing_there(outcome: io::Result<()>) -> io::Result<()> {
+    match outcome {
+        Err(error) if nothing_there(&error) => Ok(()),
+        outcome => outcome,
+    }
 }
 
 /// Makes every mount of the new mount namespace private (recursively), so that what is mounted in it never
@@ -173,8 +181,7 @@ fn attach(fd: libc::c_int, path: &CStr) -> io::Result<()> {
     // SAFETY: a NUL-terminated path; O_PATH opens nothing for reading or writing.
     let target = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
     let outcome = if target < 0 {
-        let error = io::Error::last_os_error();
-        if nothing_there(&error) { Ok(()) } else { Err(error) }
+        unless_nothing_there(Err(io::Error::last_os_error()))
     } else if same_inode(fd, target)? {
         // SAFETY: two descriptors this child holds and empty NUL-terminated paths.
         check(unsafe {
@@ -232,13 +239,6 @@ fn set_read_only(path: &CStr, devices: bool) -> io::Result<()> {
     })
 }
 
-fn set_read_only_if_there(path: &CStr) -> io::Result<()> {
-    match set_read_only(path, true) {
-        Err(error) if nothing_there(&error) => Ok(()),
-        outcome => outcome,
-    }
-}
-
 /// Binds `path` over itself, read-only with all beneath it, in this (private) mount namespace: a change of mode,
 /// owner, times or extended attributes there fails with `EROFS`. A path gone since the plan, or one this user
 /// cannot reach (another user's folder), has nothing to protect from this command.
@@ -248,14 +248,10 @@ fn bind_read_only(path: &CStr) -> io::Result<()> {
         libc::mount(path.as_ptr(), path.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null())
     };
     if bound != 0 {
-        let error = io::Error::last_os_error();
-        return if nothing_there(&error) { Ok(()) } else { Err(error) };
+        return unless_nothing_there(Err(io::Error::last_os_error()));
     }
     // Removed since the bind (which the kernel then detaches): nothing left to protect.
-    match set_read_only(path, false) {
-        Err(error) if nothing_there(&error) => Ok(()),
-        outcome => outcome,
-    }
+    unless_nothing_there(set_read_only(path, false))
 }
 
 /// Mounts a fresh procfs of the current PID namespace on `/proc`, over the one inherited from the host, so the

@@ -66,6 +66,19 @@ impl Workspace {
         self.run_in(sandbox, self.cwd(), command).await
     }
 
+    /// Runs each of `commands` as [`Workspace::run`] does, and asserts that each ends in an error (refused).
+    pub async fn assert_each_refused<C: AsRef<str>>(
+        &self,
+        sandbox: &Arc<Sandbox>,
+        commands: impl IntoIterator<Item = C>,
+    ) {
+        for command in commands {
+            let command = command.as_ref();
+            let result = self.run(sandbox, command).await;
+            assert_eq!(result.status, ToolResultStatus::Error, "{command}: {}", result.output);
+        }
+    }
+
     /// Runs `command` through the shell tool as [`Workspace::run`] does, in the session folder `cwd`.
     pub async fn run_in(&self, sandbox: &Arc<Sandbox>, cwd: &Path, command: &str) -> PersistedToolResult {
         let mut context = self.context(sandbox);
