@@ -153,7 +153,10 @@ macro_rules! protocol_methods {
                 $(
                     $name => {
                         let params: $params = crate::jsonrpc::decode_params($name, params)?;
-                        let result = server.$handler(ctx, params).await?;
+                        // Each method's work in an allocation of its own size: inline, the dispatch (and with it
+                        // every frame's future, which the gateway boxes) would be as large as the largest method's,
+                        // several KiB, allocated and touched for every request (docs/performance.md, figure 4).
+                        let result = Box::pin(server.$handler(ctx, params)).await?;
                         id.map(|id| crate::jsonrpc::encode_result_for(id, &result)).transpose()
                     }
                 )+

@@ -32,6 +32,9 @@ use troupe_runtime::event_log::{EventStore, LogEntry};
 
 use crate::error::EngineError;
 
+/// At most how many events' room a new queue starts with (a few KiB; a longer batch grows it).
+const NEXT_BATCH_ROOM: usize = 256;
+
 /// When an accepted event's batch starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Start {
@@ -168,7 +171,10 @@ impl<S: EventStore> WriteLane<S> {
         }
         let store = self.store.take()?;
         self.urgent = false;
-        Some((store, std::mem::take(&mut self.queued)))
+        // The next batch is likely as long as this one: its queue starts with that room (bounded), rather than
+        // growing from nothing by reallocations, which past a few dozen events leave the allocator's fast path.
+        let room = self.queued.len().min(NEXT_BATCH_ROOM);
+        Some((store, std::mem::replace(&mut self.queued, Vec::with_capacity(room))))
     }
 
     /// A batch came back written: the store returns and the batch's events are durable. Publish them, then

@@ -247,7 +247,8 @@ impl<S: ServerProtocol> ServerConnection<S> {
                     // request that is not forwarded costs no copy.
                     let result = dispatch(&*self.server, &ctx, &name, params.as_deref(), id.as_ref()).await;
                     match result {
-                        Err(refusal) => self.forward(&ctx, refusal, name, params, id.as_ref()).await,
+                        // Rare (a session another node hosts): boxed, so that it does not size every request.
+                        Err(refusal) => Box::pin(self.forward(&ctx, refusal, name, params, id.as_ref())).await,
                         done => done,
                     }
                 };
