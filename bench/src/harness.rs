@@ -420,12 +420,16 @@ pub async fn subscribed_session(
 pub fn scrape_metrics(daemon: &ChildDaemon) -> anyhow::Result<String> {
     let addr: SocketAddr =
         daemon.url.trim_start_matches("ws://").trim_end_matches("/ws").parse().context("the daemon's address")?;
+    scrape_metrics_at(addr, &daemon.token)
+}
+
+/// The text of `GET /metrics` of the daemon listening on `addr`, behind `token`.
+pub fn scrape_metrics_at(addr: SocketAddr, token: &str) -> anyhow::Result<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         stream,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
-        daemon.token
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
