@@ -437,6 +437,47 @@ pub fn scrape_metrics_at(addr: SocketAddr, token: &str) -> anyhow::Result<String
     Ok(response)
 }
 
+/// Counters of a daemon's `GET /metrics`: group commits (`fdatasync`s of session logs), their total seconds, and
+/// events appended. Two readings, before and after some work, give that work's commits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommitCounters {
+    pub fsyncs: f64,
+    pub fsync_seconds: f64,
+    pub events: f64,
+}
+
+impl CommitCounters {
+    pub fn parse(metrics: &str) -> anyhow::Result<CommitCounters> {
+        Ok(CommitCounters {
+            fsyncs: metric_value(metrics, "troupe_event_log_fsync_duration_seconds_count")?,
+            fsync_seconds: metric_value(metrics, "troupe_event_log_fsync_duration_seconds_sum")?,
+            events: metric_value(metrics, "troupe_events_appended_total")?,
+        })
+    }
+
+    /// Group commits since `before`.
+    pub fn commits_since(&self, before: &CommitCounters) -> f64 {
+        self.fsyncs - before.fsyncs
+    }
+
+    /// Events appended since `before`.
+    pub fn events_since(&self, before: &CommitCounters) -> f64 {
+        self.events - before.events
+    }
+
+    /// Events appended per group commit since `before`; NaN when there was no commit.
+    pub fn events_per_commit_since(&self, before: &CommitCounters) -> f64 {
+        let commits = self.commits_since(before);
+        if commits > 0.0 { self.events_since(before) / commits } else { f64::NAN }
+    }
+
+    /// The daemon's mean `fdatasync` per group commit since `before`, in ms; NaN when there was none.
+    pub fn mean_fsync_ms_since(&self, before: &CommitCounters) -> f64 {
+        let commits = self.commits_since(before);
+        if commits > 0.0 { (self.fsync_seconds - before.fsync_seconds) * 1000.0 / commits } else { f64::NAN }
+    }
+}
+
 /// The value of the sample `name` (no labels) in a metrics text.
 pub fn metric_value(metrics: &str, name: &str) -> anyhow::Result<f64> {
     metrics

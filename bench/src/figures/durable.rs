@@ -17,7 +17,7 @@ use super::{ID_BASE, session_rename_frame};
 use crate::Ctx;
 use crate::echo::EchoServer;
 use crate::harness::{
-    InProcessDaemon, RawWs, create_session, metric_value, ms, raw_fdatasync_latency, rename, rename_pipelined,
+    CommitCounters, InProcessDaemon, RawWs, create_session, ms, raw_fdatasync_latency, rename, rename_pipelined,
     scrape_metrics_at,
 };
 use crate::report::{Row, Table, Target, median_p99, slowest};
@@ -28,22 +28,9 @@ const WINDOW: usize = 200;
 /// batches, which no server behind one WebSocket reaches: the table shows that ratio as information.)
 const GROUP_COMMIT_RATIO: f64 = 2.0;
 
-/// The daemon's group commits so far: how many `fdatasync`s of session logs, their seconds, and events appended.
-struct Commits {
-    fsyncs: f64,
-    fsync_seconds: f64,
-    events: f64,
-}
-
-impl Commits {
-    fn read(daemon: &InProcessDaemon) -> anyhow::Result<Commits> {
-        let metrics = scrape_metrics_at(daemon.addr, &daemon.token)?;
-        Ok(Commits {
-            fsyncs: metric_value(&metrics, "troupe_event_log_fsync_duration_seconds_count")?,
-            fsync_seconds: metric_value(&metrics, "troupe_event_log_fsync_duration_seconds_sum")?,
-            events: metric_value(&metrics, "troupe_events_appended_total")?,
-        })
-    }
+/// The daemon's commit counters, from its `GET /metrics`.
+fn commit_counters(daemon: &InProcessDaemon) -> anyhow::Result<CommitCounters> {
+    CommitCounters::parse(&scrape_metrics_at(daemon.addr, &daemon.token)?)
 }
 
 /// `count` rename frames of `session_id` (ids from [`ID_BASE`], titles of `prefix`).
@@ -109,14 +96,13 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
         let frames = rename_frames(&raw_session.session_id, &format!("raw{}", round % 10), events)?;
         let mut socket = RawWs::connect(&daemon.url(), &daemon.token).await?;
         socket.handshake().await?;
-        let before = Commits::read(&daemon)?;
+        let before = commit_counters(&daemon)?;
         let (elapsed, latencies) =
             tokio::time::timeout(Duration::from_secs(300), pipelined_frames(socket, &frames, WINDOW)).await??;
         raw_client_rates.push(events as f64 / elapsed.as_secs_f64());
-        let after = Commits::read(&daemon)?;
-        let commits = (after.fsyncs - before.fsyncs).max(1.0);
-        events_per_commit.push((after.events - before.events) / commits);
-        commit_fsync_ms.push((after.fsync_seconds - before.fsync_seconds) * 1000.0 / commits);
+        let after = commit_counters(&daemon)?;
+        events_per_commit.push(after.events_per_commit_since(&before));
+        commit_fsync_ms.push(after.mean_fsync_ms_since(&before));
         raw_round_trips.extend(latencies);
         let socket = RawWs::connect(&echo.url(), "unused").await?;
         let (elapsed, _) =

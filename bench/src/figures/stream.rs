@@ -23,7 +23,7 @@ use troupe_protocol::types::run::RunStartParams;
 use self::openai_server::{FakeOpenAi, MODEL, StreamPlan};
 use crate::Ctx;
 use crate::harness::{
-    ChildDaemon, bench_tmp_root, connect, metric_value, ms, next_live_event, raw_fdatasync_latency, scrape_metrics,
+    ChildDaemon, CommitCounters, bench_tmp_root, connect, ms, next_live_event, raw_fdatasync_latency, scrape_metrics,
     selection, subscribed_session, within,
 };
 use crate::report::{Row, Table, Target, median_p99};
@@ -120,23 +120,6 @@ async fn connect_openai(client: &Client, base_url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Counters of the daemon's `GET /metrics`: group commits (fdatasyncs), their total seconds, events appended.
-#[derive(Clone, Copy, Debug, Default)]
-struct CommitCounters {
-    fsyncs: f64,
-    fsync_seconds: f64,
-    events: f64,
-}
-
-fn commit_counters(daemon: &ChildDaemon) -> anyhow::Result<CommitCounters> {
-    let metrics = scrape_metrics(daemon)?;
-    Ok(CommitCounters {
-        fsyncs: metric_value(&metrics, "troupe_event_log_fsync_duration_seconds_count")?,
-        fsync_seconds: metric_value(&metrics, "troupe_event_log_fsync_duration_seconds_sum")?,
-        events: metric_value(&metrics, "troupe_events_appended_total")?,
-    })
-}
-
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let runs_per_round = ctx.size(10, 2);
     let plan = StreamPlan::new(ctx.size(50, 10), 24, Duration::from_millis(ctx.size(2, 1) as u64));
@@ -149,7 +132,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let (client, mut deliveries) = connect(&child.url, &child.token).await?;
     connect_openai(&client, &vendor.base_url()).await?;
 
-    let before = commit_counters(&child)?;
+    let before = CommitCounters::parse(&scrape_metrics(&child)?)?;
     let (mut latencies, mut deltas, mut fsync) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ctx.rounds {
         for _ in 0..runs_per_round {
@@ -165,16 +148,15 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             fsync.extend(raw_fdatasync_latency(dir.path(), &[b'x'; 400], fsyncs_per_run)?);
         }
     }
-    let after = commit_counters(&child)?;
+    let after = CommitCounters::parse(&scrape_metrics(&child)?)?;
     drop(child);
     drop(vendor);
 
     let runs = (ctx.rounds * runs_per_round) as f64;
     let chunks = plan.chunks.len() as f64;
-    let commits = after.fsyncs - before.fsyncs;
-    let events = after.events - before.events;
-    let daemon_fsync_ms =
-        if commits > 0.0 { (after.fsync_seconds - before.fsync_seconds) * 1000.0 / commits } else { f64::NAN };
+    let commits = after.commits_since(&before);
+    let events = after.events_since(&before);
+    let daemon_fsync_ms = after.mean_fsync_ms_since(&before);
     let (fsync_median, fsync_p99) = median_p99(&fsync);
     let (latency, latency_p99) = median_p99(&latencies);
     let (delta_count, delta_count_worst) = median_p99(&deltas);
