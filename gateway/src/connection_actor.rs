@@ -250,12 +250,8 @@ impl<S: ServerProtocol> StreamHandler<Result<AggregatedMessage, ProtocolError>> 
                 self.frames_in += 1;
                 // Admission happens inside `handle_frame`, now, in arrival order. The work is polled once here:
                 // most frames (a read, a refusal) are answered without waiting, and need no task of their own.
-                let bytes = text.len();
-                let work = self.connection.handle_text(&text);
-                let mut work = frame_tasks::contained(tracing::Instrument::instrument(
-                    self.read_gate.track(work, bytes),
-                    self.span.clone(),
-                ));
+                let work = frame_tasks::frame_work(&self.connection, &self.read_gate, &self.span, &text);
+                let mut work = frame_tasks::contained(work);
                 let mut inline = std::task::Context::from_waker(std::task::Waker::noop());
                 if std::pin::Pin::new(&mut work).poll(&mut inline).is_pending() {
                     // Its next poll, by the frame tasks' driver, registers a real waker wherever this one left the

@@ -24,6 +24,9 @@ use std::task::{Context, Poll, Waker};
 use futures::FutureExt;
 use futures::future::LocalBoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
+use troupe_protocol::server::{ServerConnection, ServerProtocol};
+
+use crate::read_gate::ReadGate;
 
 /// A connection's waiting frames.
 #[derive(Default)]
@@ -50,6 +53,20 @@ impl Future for Frame {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         self.0.as_mut().poll(cx)
     }
+}
+
+/// A text frame's work as a connection runs it: the request's own future, counted by the connection's read gate
+/// until it ends, in the connection's span. [`contained`] boxes it, once per frame that has to wait; kept below
+/// glibc's large requests (chunks of 1,024 bytes and up), which take the allocator's slow path and consolidate its
+/// fast bins (docs/performance.md, figure 4).
+pub(crate) fn frame_work<S: ServerProtocol>(
+    connection: &ServerConnection<S>,
+    read_gate: &Rc<ReadGate>,
+    span: &tracing::Span,
+    text: &str,
+) -> impl Future<Output = ()> + 'static + use<S> {
+    let work = connection.handle_text(text);
+    tracing::Instrument::instrument(read_gate.track(work, text.len()), span.clone())
 }
 
 /// Wraps a frame's `work` into a [`Frame`].
@@ -132,9 +149,28 @@ impl Future for Driver {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
+    use troupe_protocol::server::ServerLimits;
+
     use super::*;
+
+    /// Answers nothing: only the shape of a frame's future is under test.
+    struct Nothing;
+    impl ServerProtocol for Nothing {}
+
+    #[test]
+    fn a_frames_work_is_a_small_allocation() {
+        let (connection, _outbound) = ServerConnection::new(Arc::new(Nothing), ServerLimits::default());
+        let gate = ReadGate::new(8, 1 << 20);
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"session.get","params":{"session_id":"s"}}"#;
+        let work = frame_work(&connection, &gate, &tracing::Span::none(), text);
+        // What `contained` boxes: the work and a few words of its own. A chunk of 1,024 bytes or more (1,009 asked
+        // for and up, with glibc's header and rounding) is a large request.
+        let boxed = std::mem::size_of_val(&work) + 64;
+        assert!(boxed < 1_009, "a frame's work would be a large allocation: {boxed} bytes");
+    }
 
     /// Polls `condition` on the current worker until it holds (at most 5 s).
     async fn until(condition: impl Fn() -> bool) {

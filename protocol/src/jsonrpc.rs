@@ -138,8 +138,11 @@ pub(crate) fn encode_result_for<R: Serialize>(id: &RawId, result: &R) -> Result<
     String::from_utf8(out).map_err(|error| RpcError::internal(&format!("the encoded result is not UTF-8: {error}")))
 }
 
-/// The room a reply is encoded into at first.
-const REPLY_CAPACITY: usize = 1024;
+/// The room a reply is encoded into at first: most replies fit, and it stays below glibc's large requests (chunks
+/// of 1,024 bytes and up). Its per-thread cache holds only seven chunks of a size, so a burst of replies asks
+/// `malloc` itself for most of theirs, and a large request there first consolidates every small chunk freed since:
+/// with 1,024 bytes, that happened for nearly every reply under load (docs/performance.md, figure 4).
+const REPLY_CAPACITY: usize = 1000;
 
 /// One inbound frame, validated as JSON: a single message or a batch of them, each kept as raw text.
 pub(crate) enum Frame<'a> {
