@@ -48,7 +48,7 @@ use crate::error::{EngineError, check_idempotency_key};
 use crate::runtime_actor::{
     ConnectProvider, DisconnectProvider, GetSnapshot, RegisterConnection, UnregisterConnection,
 };
-use crate::session_actor::{CancelActiveRun, GetMeta, RecallSteer, Rename, Subscribe};
+use crate::session_actor::{CancelActiveRun, GetMeta, RecallSteer, Subscribe};
 use crate::session_supervisor::{GetTree, ListChildren, SetPermissionMode};
 
 impl ServerProtocol for Engine {
@@ -118,14 +118,7 @@ impl ServerProtocol for Engine {
         _: &ServerContext,
         params: SessionRenameParams,
     ) -> Result<SessionRenameResult, RpcError> {
-        check_idempotency_key("client_rename_id", &params.client_rename_id)?;
-        let session = self
-            .ask_session(&params.session_id, || Rename {
-                client_rename_id: params.client_rename_id.clone(),
-                change: params.change.clone(),
-            })
-            .await?;
-        Ok(SessionRenameResult { client_rename_id: params.client_rename_id, session })
+        self.rename_session(params).await
     }
 
     async fn session_children(

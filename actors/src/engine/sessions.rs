@@ -3,14 +3,16 @@
 use std::path::Path;
 
 use troupe_protocol::types::common::SessionIdParams;
-use troupe_protocol::types::session::{SessionCreateParams, SessionListParams, SessionListResult, SessionResult};
+use troupe_protocol::types::session::{
+    SessionCreateParams, SessionListParams, SessionListResult, SessionRenameParams, SessionRenameResult, SessionResult,
+};
 use troupe_protocol::{Encoded, RpcError};
 use troupe_runtime::catalog::validate_selection;
 
 use super::Engine;
-use crate::error::EngineError;
+use crate::error::{EngineError, check_idempotency_key};
 use crate::runtime_actor::GetSnapshot;
-use crate::session_actor::GetMeta;
+use crate::session_actor::{GetMeta, Rename};
 use crate::session_supervisor::{CreateSession, IndexedMeta, ListRootSessions};
 
 impl Engine {
@@ -45,6 +47,16 @@ impl Engine {
     }
 
     /// `session.get`, without loading a hibernated session.
+    /// Sets, clears or resets a session's title; answers once the change is durable, with the session after it.
+    pub(super) async fn rename_session(&self, params: SessionRenameParams) -> Result<SessionRenameResult, RpcError> {
+        check_idempotency_key("client_rename_id", &params.client_rename_id)?;
+        let rename = || Rename { client_rename_id: params.client_rename_id.clone(), change: params.change.clone() };
+        // The session answers once the rename is accepted; its metadata holds once the event is durable.
+        let renamed = self.ask_session(&params.session_id, rename).await?;
+        let session = renamed.wait(&params.session_id).await?;
+        Ok(SessionRenameResult { client_rename_id: params.client_rename_id, session })
+    }
+
     pub(super) async fn get_session(&self, params: SessionIdParams) -> Result<Encoded<SessionResult>, RpcError> {
         // A live session answers from what it published at its newest durable batch (`published_meta`, encoded
         // once per publication), or from its actor while it loads; a hibernated one from the index, without loading:

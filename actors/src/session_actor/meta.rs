@@ -10,6 +10,7 @@ use troupe_protocol::types::session::TitleChange;
 use troupe_runtime::session_state::{SessionState, normalize_title};
 
 use super::SessionActor;
+use super::durable::Durable;
 use crate::error::EngineError;
 use crate::ports::supervisor::SessionMetaChanged;
 
@@ -55,9 +56,10 @@ fn differs_only_in_progress(a: &SessionMeta, b: &SessionMeta) -> bool {
 #[rtype(result = "Result<SessionMeta, EngineError>")]
 pub struct GetMeta;
 
-/// Sets, clears or resets the title; idempotent by `client_rename_id`. Replies once the event is durable.
+/// Sets, clears or resets the title; idempotent by `client_rename_id`. Replies once the event is accepted, with the
+/// session's metadata after it, which holds once the event is durable ([`Durable::wait`]).
 #[derive(Message)]
-#[rtype(result = "Result<SessionMeta, EngineError>")]
+#[rtype(result = "Result<Durable<SessionMeta>, EngineError>")]
 pub struct Rename {
     pub client_rename_id: String,
     pub change: TitleChange,
@@ -178,18 +180,12 @@ impl Handler<GetMeta> for SessionActor {
 }
 
 impl Handler<Rename> for SessionActor {
-    type Result = ResponseFuture<Result<SessionMeta, EngineError>>;
+    type Result = Result<Durable<SessionMeta>, EngineError>;
 
     fn handle(&mut self, message: Rename, ctx: &mut Context<Self>) -> Self::Result {
-        let durable = self.accept_rename(ctx, message).map(|seq| self.when_durable(seq));
-        let meta = self.state.as_ref().map(SessionState::meta);
-        let session_id = self.session_id.clone();
-        Box::pin(async move {
-            durable?
-                .await
-                .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
-            meta.ok_or(EngineError::ShuttingDown)
-        })
+        let seq = self.accept_rename(ctx, message)?;
+        let meta = self.state.as_ref().map(SessionState::meta).ok_or(EngineError::ShuttingDown)?;
+        Ok(Durable::new(self.when_durable(seq), meta))
     }
 }
 
