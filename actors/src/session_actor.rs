@@ -79,7 +79,7 @@ pub use admin::{Retire, Seal, SetArchived, Unseal};
 pub use approvals::{ApprovalErrorKind, CountPendingApprovals};
 pub use artifacts::NamesArtifact;
 pub use compaction::{ActiveCompaction, BeginCompaction, ManualStart, RecordCompaction};
-pub use durable::Durable;
+pub use durable::{Durable, DurableWait};
 pub use goals::{ChangeGoalLifecycle, GoalErrorKind, GoalRunTarget, SetGoal};
 pub use history::{PrepareFork, Revert};
 use jobs::Jobs;

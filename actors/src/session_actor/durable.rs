@@ -20,12 +20,24 @@ impl<T> Durable<T> {
         Durable { durable, value }
     }
 
-    /// The value, once its event is durable; the write's error if it failed, or `Unavailable` naming `session_id`
-    /// if the session stopped first.
-    pub async fn wait(self, session_id: &str) -> Result<T, EngineError> {
+    /// The value, and the wait for its event to be durable, apart: the caller keeps the value itself while it
+    /// waits, rather than inside the wait's future beside the reply it came in (a request's future is boxed, and
+    /// holding a 400-byte `SessionMeta` twice made it a large allocation: docs/performance.md, figure 4).
+    pub fn into_parts(self) -> (T, DurableWait) {
+        (self.value, DurableWait(self.durable))
+    }
+}
+
+/// The wait for an event to be durable, from [`Durable::into_parts`].
+#[must_use = "the value holds only once its event is durable: wait for it"]
+pub struct DurableWait(Durability);
+
+impl DurableWait {
+    /// Ends once the event is durable; the write's error if it failed, or `Unavailable` naming `session_id` if
+    /// the session stopped first.
+    pub async fn wait(self, session_id: &str) -> Result<(), EngineError> {
         let stopped =
             |_| EngineError::Unavailable { session_id: session_id.to_owned(), detail: "the session stopped".into() };
-        self.durable.await.map_err(stopped)??;
-        Ok(self.value)
+        self.0.await.map_err(stopped)?
     }
 }
