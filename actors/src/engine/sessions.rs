@@ -46,7 +46,6 @@ impl Engine {
         Ok(SessionListResult { sessions })
     }
 
-    /// `session.get`, without loading a hibernated session.
     /// Sets, clears or resets a session's title; answers once the change is durable, with the session after it.
     pub(super) async fn rename_session(&self, params: SessionRenameParams) -> Result<SessionRenameResult, RpcError> {
         check_idempotency_key("client_rename_id", &params.client_rename_id)?;
@@ -57,6 +56,7 @@ impl Engine {
         Ok(SessionRenameResult { client_rename_id: params.client_rename_id, session })
     }
 
+    /// `session.get`, without loading a hibernated session.
     pub(super) async fn get_session(&self, params: SessionIdParams) -> Result<Encoded<SessionResult>, RpcError> {
         // A live session answers from what it published at its newest durable batch (`published_meta`, encoded
         // once per publication), or from its actor while it loads; a hibernated one from the index, without loading:
@@ -87,6 +87,7 @@ impl Engine {
 fn encoding_failed(error: serde_json::Error) -> RpcError {
     EngineError::Internal { detail: format!("failed to encode the result: {error}") }.into()
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

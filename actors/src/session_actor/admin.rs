@@ -17,6 +17,7 @@ use troupe_protocol::types::common::SessionMeta;
 use troupe_protocol::types::events::EventPayload;
 use troupe_protocol::types::origin::Origin;
 
+use super::durable::DurableWait;
 use super::{Phase, SessionActor};
 use crate::error::{EngineError, TreeBusyReason};
 
@@ -82,9 +83,7 @@ impl Handler<SetArchived> for SessionActor {
         let session_id = self.session_id.clone();
         Box::pin(async move {
             if let Some(durable) = durable? {
-                durable
-                    .await
-                    .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
+                DurableWait::of(durable).wait(&session_id).await?;
             }
             meta.ok_or(EngineError::ShuttingDown)
         })

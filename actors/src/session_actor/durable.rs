@@ -33,6 +33,11 @@ impl<T> Durable<T> {
 pub struct DurableWait(Durability);
 
 impl DurableWait {
+    /// The wait on a write lane's receiver (`SessionActor::when_durable`).
+    pub(super) fn of(durable: Durability) -> DurableWait {
+        DurableWait(durable)
+    }
+
     /// Ends once the event is durable; the write's error if it failed, or `Unavailable` naming `session_id` if
     /// the session stopped first.
     pub async fn wait(self, session_id: &str) -> Result<(), EngineError> {

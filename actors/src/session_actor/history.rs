@@ -19,6 +19,7 @@ use troupe_runtime::fork::{ForkError, ForkSource, copy_prefix};
 use troupe_runtime::session_state::SessionState;
 
 use super::SessionActor;
+use super::durable::DurableWait;
 use crate::error::EngineError;
 
 /// Reverts the session to `through_seq` (idle sessions only). Replies with the metadata once the marker (and the
@@ -152,9 +153,7 @@ impl Handler<Revert> for SessionActor {
             let meta = actor.state.as_ref().map(SessionState::meta);
             let session_id = actor.session_id.clone();
             async move {
-                durable?
-                    .await
-                    .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
+                DurableWait::of(durable?).wait(&session_id).await?;
                 meta.ok_or(EngineError::ShuttingDown)
             }
             .into_actor(actor)

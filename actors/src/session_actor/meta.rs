@@ -57,7 +57,7 @@ fn differs_only_in_progress(a: &SessionMeta, b: &SessionMeta) -> bool {
 pub struct GetMeta;
 
 /// Sets, clears or resets the title; idempotent by `client_rename_id`. Replies once the event is accepted, with the
-/// session's metadata after it, which holds once the event is durable ([`Durable::wait`]).
+/// session's metadata after it, which holds once the event is durable ([`Durable::into_parts`]).
 #[derive(Message)]
 #[rtype(result = "Result<Durable<SessionMeta>, EngineError>")]
 pub struct Rename {

@@ -13,6 +13,7 @@ use troupe_runtime::tool_stdin::{MAX_QUEUED_STDIN_BYTES, StdinRefused};
 use troupe_runtime::tools::StdinInput;
 
 use super::SessionActor;
+use super::durable::DurableWait;
 use super::tool_output::OutputChunkRef;
 use super::write_lane::Start;
 use crate::error::EngineError;
@@ -68,9 +69,7 @@ impl SessionActor {
             accepted.map(|(seq, value)| (self.when_durable(seq), value));
         Box::pin(async move {
             let (durable, value) = durable?;
-            durable
-                .await
-                .map_err(|_| EngineError::Unavailable { session_id, detail: "the session stopped".into() })??;
+            DurableWait::of(durable).wait(&session_id).await?;
             Ok(value)
         })
     }
