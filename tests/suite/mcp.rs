@@ -315,7 +315,11 @@ async fn a_call_past_the_tool_timeout_and_an_is_error_result_are_tool_errors_the
 async fn a_stdio_server_runs_in_the_tool_sandbox_and_cannot_read_the_daemon_s_token() {
     let (_dir, script) = server_script();
     let config = probe_section(&script, "");
-    let daemon = TestDaemon::start_with(DaemonSetup { config_toml: Some(config), ..DaemonSetup::default() });
+    // The project folder exists before the server starts: its rules are fixed then, and the project lies beside
+    // the data dir, in a folder whose entries each get a rule of their own (docs/runtime-semantics.md, MCP servers).
+    let project = tempfile::tempdir().unwrap();
+    let setup = DaemonSetup { config_toml: Some(config), project: Some(project), ..DaemonSetup::default() };
+    let daemon = TestDaemon::start_with(setup);
     let token = daemon.data_path().join("daemon/token");
     let project_file = daemon.project_path().join("readme.txt");
     std::fs::write(&project_file, "project text").unwrap();
