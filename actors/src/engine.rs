@@ -56,6 +56,8 @@ pub struct Engine {
     runtime: Addr<RuntimeActor>,
     supervisor: Addr<SessionSupervisor>,
     live: LiveSessions,
+    /// The two above, for requests to sessions: built once, since cloning an address allocates.
+    router: SessionRouter,
     /// The supervisor's index, read by `session.get` of a hibernated session without a message (`index_view.rs`).
     index_view: crate::index_view::IndexView,
     default_cwd: PathBuf,
@@ -116,8 +118,8 @@ impl Engine {
         self.router().ask(session_id, message).await
     }
 
-    pub(crate) fn router(&self) -> SessionRouter {
-        SessionRouter { supervisor: self.supervisor.clone(), live: self.live.clone() }
+    pub(crate) fn router(&self) -> &SessionRouter {
+        &self.router
     }
 
     async fn supervisor_ask<M, R>(&self, message: M) -> Result<R, EngineError>

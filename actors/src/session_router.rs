@@ -32,6 +32,11 @@ impl SessionRouter {
         {
             return Ok((live.addr.clone(), live.port.clone()));
         }
+        self.open(session_id).await
+    }
+
+    /// The session's actor from the supervisor, which starts it when it is not live.
+    async fn open(&self, session_id: &str) -> Result<(Addr<SessionActor>, SessionPort), EngineError> {
         let opened = self.supervisor.send(OpenSessionActor { session_id: session_id.to_owned() }).await;
         let live = opened.map_err(|_| EngineError::ShuttingDown)??;
         Ok((live.addr, live.port))
@@ -45,8 +50,19 @@ impl SessionRouter {
         SessionActor: Handler<M>,
     {
         for _ in 0..ATTEMPTS {
-            let (addr, port) = self.live_session(session_id).await?;
-            match addr.send(message()).await {
+            // A live actor's message is queued through the map's own address, not a clone of it (cloning an
+            // address allocates twice, on every request's path). Its mailbox has no bound
+            // (`session_supervisor::start_session_actor`), so that address is never parked.
+            let live = self.live.get(session_id).filter(|live| live.addr.connected());
+            let sent = live.map(|live| (live.addr.send(message()), live.port.clone()));
+            let (request, port) = match sent {
+                Some(sent) => sent,
+                None => {
+                    let (addr, port) = self.open(session_id).await?;
+                    (addr.send(message()), port)
+                }
+            };
+            match request.await {
                 Ok(result) => return result,
                 Err(_) => self.supervisor.do_send(SessionGone { session_id: session_id.to_owned(), port }),
             }

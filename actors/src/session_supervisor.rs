@@ -203,13 +203,12 @@ impl SessionSupervisor {
             SessionActor::new(id, session_dir, incarnation, supervisor, opening, sessions, producers)
                 .publishing_to(published, published_usage)
         };
-        let (addr, arbiter) = if self.arbiters.is_empty() {
-            (SessionActor::create(build), None)
-        } else {
+        let arbiter = (!self.arbiters.is_empty()).then(|| {
             let arbiter = self.arbiters[self.next_arbiter % self.arbiters.len()].clone();
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
-            (SessionActor::start_in_arbiter(&arbiter, build), Some(arbiter))
-        };
+            arbiter
+        });
+        let addr = start_session_actor(arbiter.as_ref(), build);
         let live = LiveSession { port: SessionPort::new(&addr), addr, incarnation, meta, usage, arbiter };
         self.live.insert(session_id.to_owned(), live.clone());
         live
@@ -220,6 +219,34 @@ impl SessionSupervisor {
         self.port.get_or_insert_with(|| SupervisorPort::new(&ctx.address())).clone()
     }
 }
+
+/// Starts a session actor on `arbiter` (else on this thread) with a mailbox of no bound. Requests reach it through
+/// the one address the live map holds, shared by every connection ([`crate::session_router`]); once a bounded
+/// mailbox fills (16 messages by default) actix parks that sender, and every send through it clones the address
+/// (two allocations) to queue the message all the same. The bound never held back a request: what bounds a
+/// session's queue is what bounds its senders, each connection's requests in flight (`[limits]`) and the runs,
+/// goals and producers of the session itself.
+fn start_session_actor(
+    arbiter: Option<&ArbiterHandle>,
+    build: impl FnOnce(&mut Context<SessionActor>) -> SessionActor + Send + 'static,
+) -> Addr<SessionActor> {
+    let (sender, receiver) = actix::dev::channel::channel(UNBOUNDED_MAILBOX);
+    let start = move || {
+        let mut ctx = Context::with_receiver(receiver);
+        let actor = build(&mut ctx);
+        ctx.run(actor);
+    };
+    match arbiter {
+        Some(arbiter) => {
+            arbiter.spawn_fn(start);
+        }
+        None => start(),
+    }
+    Addr::new(sender)
+}
+
+/// A mailbox capacity of 0: actix's channel never parks a sender of it.
+const UNBOUNDED_MAILBOX: usize = 0;
 
 impl Actor for SessionSupervisor {
     type Context = Context<Self>;

@@ -291,3 +291,27 @@ async fn an_error_echoes_a_huge_hostile_session_id_bounded_and_without_controls(
     );
     assert!(reply.to_string().len() < 16 * 1024, "the whole reply is small: {} bytes", reply.to_string().len());
 }
+
+#[tokio::test]
+async fn a_burst_of_requests_to_one_session_is_answered_whole() {
+    // Every connection's requests reach a session through the one address the live map holds (not a clone per
+    // request): a burst from one connection, all queued before the session's thread takes the first.
+    let daemon = TestDaemon::start_with(DaemonSetup { session_threads: Some(1), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    let session = daemon.create_session(&client).await;
+    let mut socket = daemon.raw().await;
+    socket.handshake().await;
+    let batch: Vec<Value> = (0..200)
+        .map(|id| {
+            let params = json!({"session_id": session.session_id});
+            json!({"jsonrpc": "2.0", "id": id, "method": "session.resume", "params": params})
+        })
+        .collect();
+    socket.send(&Value::Array(batch)).await;
+    let replies = socket.recv_response().await;
+    let replies = replies.as_array().unwrap();
+    assert_eq!(replies.len(), 200);
+    for reply in replies {
+        assert_eq!(reply["result"]["session"]["session_id"], session.session_id.as_str(), "{reply}");
+    }
+}

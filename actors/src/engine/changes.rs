@@ -37,7 +37,7 @@ impl Engine {
         let context = self.ask_session(&session_id, || BeginUndo { undo_id: undo_id.clone() }).await?;
         let store = self.services.changes.clone();
         let sandbox = self.services.sandbox.clone();
-        let router = self.router();
+        let router = self.router().clone();
         let work = async move {
             let blocking_session = session_id.clone();
             let undone = tokio::task::spawn_blocking(move || {

@@ -49,7 +49,7 @@ impl Engine {
             ManualStart::Started(source) => source,
         };
         let services = self.services.clone();
-        let router = self.router();
+        let router = self.router().clone();
         let work = async move {
             let _registration = registration;
             let outcome = summarize(SummaryJob {

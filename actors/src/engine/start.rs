@@ -176,6 +176,7 @@ impl Engine {
         Ok(Engine {
             plugins,
             runtime,
+            router: SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
             supervisor,
             live,
             index_view,
