@@ -4,6 +4,8 @@
 //! Only this crate knows JSON-RPC framing. Encoding is done by hand around pre-encoded parts where it saves a
 //! copy on hot paths (a result is encoded once; an event's JSON is embedded as it was stored).
 
+use std::borrow::Cow;
+
 use bytestring::ByteString;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -144,21 +146,31 @@ pub(crate) fn encode_result_for<R: Serialize>(id: &RawId, result: &R) -> Result<
 /// with 1,024 bytes, that happened for nearly every reply under load (docs/performance.md, figure 4).
 const REPLY_CAPACITY: usize = 1000;
 
-/// One inbound frame, validated as JSON: a single message or a batch of them, each kept as raw text.
+/// One inbound frame: a single message, not read yet, or a batch of them, validated as JSON and each kept as raw
+/// text.
 pub(crate) enum Frame<'a> {
-    Single(&'a RawValue),
+    /// The frame's text without the whitespace around it; [`parse_request`] reads it, and tells a frame that is
+    /// not JSON (-32700) from one that is no request.
+    Single(&'a str),
     Batch(Vec<&'a RawValue>),
 }
 
-/// Reads a frame's structure without decoding its members: -32700 when it is not JSON.
+/// Reads a frame's structure: a batch's members are found (-32700 when it is not JSON), a single message is left
+/// to [`parse_request`], so that a request's text is read once before its params are.
 pub(crate) fn parse_frame(text: &str) -> Result<Frame<'_>, RpcError> {
-    let not_json = |error: serde_json::Error| RpcError::parse_error(&format!("the frame is not valid JSON: {error}"));
-    let raw: &RawValue = serde_json::from_str(text).map_err(not_json)?;
-    if raw.get().starts_with('[') {
-        Ok(Frame::Batch(serde_json::from_str(raw.get()).map_err(not_json)?))
+    let text = text.trim_matches(JSON_WHITESPACE);
+    if text.starts_with('[') {
+        Ok(Frame::Batch(serde_json::from_str(text).map_err(not_json)?))
     } else {
-        Ok(Frame::Single(raw))
+        Ok(Frame::Single(text))
     }
+}
+
+/// The whitespace JSON allows around a value.
+const JSON_WHITESPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
+fn not_json(error: serde_json::Error) -> RpcError {
+    RpcError::parse_error(&format!("the frame is not valid JSON: {error}"))
 }
 
 /// One incoming message from a server's point of view: what the envelope says, validated.
@@ -166,19 +178,37 @@ pub(crate) fn parse_frame(text: &str) -> Result<Frame<'_>, RpcError> {
 pub(crate) struct IncomingRequest {
     /// `None` for a notification.
     pub id: Option<RawId>,
-    pub method: String,
+    /// The method as the client wrote it: the table's own name when it is one (no copy), else the client's text.
+    pub method: Cow<'static, str>,
     /// The params object as the client wrote it (`None` when it sent none); each method decodes it into its type.
     pub params: Option<Box<RawValue>>,
 }
 
-/// Validates one request object. The error is already addressed (its id, or null) and ready to send.
-pub(crate) fn parse_request(member: &RawValue) -> Result<IncomingRequest, (RawId, RpcError)> {
-    if !member.get().starts_with('{') {
-        return Err((RawId::null(), RpcError::invalid_request("a request must be a JSON object")));
+impl IncomingRequest {
+    /// The method's name in the table, or `unknown` (what logs and metrics label the request with).
+    pub fn method_label(&self) -> &'static str {
+        match self.method {
+            Cow::Borrowed(name) => name,
+            Cow::Owned(_) => "unknown",
+        }
+    }
+}
+
+/// Validates one request object (a batch's member, or a single frame's text, which may not be JSON at all). The
+/// error is already addressed (its id, or null) and ready to send.
+pub(crate) fn parse_request(member: &str) -> Result<IncomingRequest, (RawId, RpcError)> {
+    // A text that is not JSON is a parse error, whatever else is wrong with it: checked only once the text failed
+    // as a request, so that a request is read once.
+    let refused = |error: RpcError| match serde_json::from_str::<serde::de::IgnoredAny>(member) {
+        Err(not) => (RawId::null(), not_json(not)),
+        Ok(_) => (RawId::null(), error),
+    };
+    if !member.starts_with('{') {
+        return Err(refused(RpcError::invalid_request("a request must be a JSON object")));
     }
     // Members stay raw: the id is echoed as written, and each other member is decoded into its own type.
-    let members: Members<'_> = serde_json::from_str(member.get())
-        .map_err(|error| (RawId::null(), RpcError::invalid_request(&format!("unreadable request object: {error}"))))?;
+    let members: Members<'_> = serde_json::from_str(member)
+        .map_err(|error| refused(RpcError::invalid_request(&format!("unreadable request object: {error}"))))?;
     let id = match members.id {
         None => None,
         Some(raw) => match RawId::from_raw(raw) {
@@ -196,9 +226,9 @@ pub(crate) fn parse_request(member: &RawValue) -> Result<IncomingRequest, (RawId
         return Err((reply_id(), RpcError::invalid_request(r#"`jsonrpc` must be exactly "2.0""#)));
     }
     let method = match members.method {
-        Some(raw) => match serde_json::from_str::<String>(raw.get()) {
-            Ok(method) => method,
-            Err(_) => return Err((reply_id(), RpcError::invalid_request("`method` must be a string"))),
+        Some(raw) => match method_name(raw) {
+            Some(method) => method,
+            None => return Err((reply_id(), RpcError::invalid_request("`method` must be a string"))),
         },
         None => return Err((reply_id(), RpcError::invalid_request("`method` is missing"))),
     };
@@ -220,6 +250,21 @@ pub(crate) fn parse_request(member: &RawValue) -> Result<IncomingRequest, (RawId
         return Err((reply_id(), RpcError::invalid_request(&detail)));
     }
     Ok(IncomingRequest { id, method, params })
+}
+
+/// The method named by the raw string `raw`: the table's own name when it is one, else the decoded text; `None`
+/// when `raw` is no string.
+fn method_name(raw: &RawValue) -> Option<Cow<'static, str>> {
+    let text = raw.get();
+    // A name of the table has no escapes, so its JSON is the name in quotes.
+    let plain = text.strip_prefix('"').and_then(|text| text.strip_suffix('"')).filter(|text| !text.contains('\\'));
+    if let Some(name) = plain {
+        let known = crate::methods::METHOD_NAMES.iter().copied().find(|known| *known == name);
+        return Some(known.map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed));
+    }
+    let name = serde_json::from_str::<String>(text).ok()?;
+    let known = crate::methods::METHOD_NAMES.iter().copied().find(|known| *known == name);
+    Some(known.map_or(Cow::Owned(name), Cow::Borrowed))
 }
 
 /// A request object's members, each borrowed raw from the frame (a repeated member: its last value), and the
@@ -303,7 +348,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(text: &str) -> Result<IncomingRequest, (RawId, RpcError)> {
-        parse_request(&RawValue::from_string(text.to_owned()).unwrap())
+        parse_request(text)
     }
 
     fn raw_id(text: &str) -> RawId {
@@ -355,7 +400,42 @@ mod tests {
     fn frames_are_single_messages_or_batches_and_not_json_is_a_parse_error() {
         assert!(matches!(parse_frame(r#" {"a":1} "#), Ok(Frame::Single(_))));
         assert!(matches!(parse_frame(r#"[{"a":1}, 2]"#), Ok(Frame::Batch(members)) if members.len() == 2));
-        let error = parse_frame("{").err().unwrap();
+        let error = parse_frame("[{").err().unwrap();
         assert_eq!(error.code, crate::error::codes::PARSE_ERROR);
+        // A single message is read once, by `parse_request`, which still tells text that is not JSON apart.
+        assert!(matches!(parse_frame(" {"), Ok(Frame::Single("{"))));
+        for not_json in ["{", r#"{"jsonrpc": "2.0", "method": "x"} }"#, "hello", r#"{"a": tru}"#] {
+            let (id, error) = parse(not_json).unwrap_err();
+            assert_eq!((id, error.code), (RawId::null(), crate::error::codes::PARSE_ERROR), "{not_json}");
+        }
+        for no_request in ["5", r#""x""#, "{}", r#"{"jsonrpc": "2.0", "method": "x", "params": 1}"#] {
+            let (_, error) = parse(no_request).unwrap_err();
+            assert_eq!(error.code, crate::error::codes::INVALID_REQUEST, "{no_request}");
+        }
+    }
+
+    #[test]
+    fn reading_a_request_allocates_only_what_it_keeps() {
+        // A rename as clients send it: its params and id are kept (two boxes), and reading the params' extent
+        // takes serde's one scratch buffer. Reading the frame whole first and copying the method's name made five.
+        let frame = r#"{"jsonrpc":"2.0","id":17,"method":"session.rename","params":{"session_id":"0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","client_rename_id":"r-17","change":{"set":{"title":"A title of some length"}}}}"#;
+        let (request, made) = crate::allocations::counted(|| match parse_frame(frame) {
+            Ok(Frame::Single(text)) => parse_request(text),
+            _ => panic!("a single request"),
+        });
+        let request = request.unwrap();
+        assert_eq!(request.method_label(), "session.rename");
+        assert!(made <= 3, "reading a rename made {made} allocations");
+    }
+
+    #[test]
+    fn a_method_of_the_table_is_borrowed_from_it() {
+        let request = parse(r#"{"jsonrpc": "2.0", "method": "session.rename", "id": 1}"#).unwrap();
+        assert!(matches!(request.method, Cow::Borrowed("session.rename")));
+        assert_eq!(request.method_label(), "session.rename");
+        let escaped = parse(r#"{"jsonrpc": "2.0", "method": "session\u002erename", "id": 1}"#).unwrap();
+        assert!(matches!(escaped.method, Cow::Borrowed("session.rename")));
+        let unknown = parse(r#"{"jsonrpc": "2.0", "method": "made.up\n", "id": 1}"#).unwrap();
+        assert_eq!((unknown.method.as_ref(), unknown.method_label()), ("made.up\n", "unknown"));
     }
 }

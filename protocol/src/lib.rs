@@ -21,6 +21,9 @@ pub mod server;
 pub mod transport;
 pub mod types;
 
+#[cfg(test)]
+mod allocations;
+
 pub use encoded::Encoded;
 pub use error::RpcError;
 pub use jsonrpc::{Method, Notification};

@@ -17,7 +17,7 @@ use super::budget::ReplyBudget;
 use super::channel::GatedChannel;
 use super::context::{ReplyGroup, ServerContext};
 use super::forward::{ForwardFailure, ForwardedRequest, forward_target, unreachable};
-use super::observer::{HandshakeOutcome, SharedObserver, method_label, no_observer};
+use super::observer::{HandshakeOutcome, SharedObserver, no_observer};
 use super::outbound::{OutboundQueue, OutboundStream};
 use super::{ServerLimits, ServerProtocol};
 use crate::error::RpcError;
@@ -169,7 +169,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
                 &RpcError::invalid_request("an empty batch is not a valid request"),
             )),
             Ok(Frame::Batch(members)) => {
-                Work::Batch(members.into_iter().map(|member| this.admit(member, &group)).collect())
+                Work::Batch(members.into_iter().map(|member| this.admit(member.get(), &group)).collect())
             }
             Ok(Frame::Single(member)) => Work::Single(this.admit(member, &group)),
         };
@@ -196,19 +196,17 @@ impl<S: ServerProtocol> ServerConnection<S> {
     }
 
     /// Validates one request object and decides, in arrival order, whether it may run.
-    fn admit(&self, member: &RawValue, group: &Arc<ReplyGroup>) -> Admitted {
+    fn admit(&self, member: &str, group: &Arc<ReplyGroup>) -> Admitted {
         let request = match crate::jsonrpc::parse_request(member) {
             Ok(request) => request,
             Err((id, error)) => return Admitted::Reply(encode_error_response(&id, &error)),
         };
-        let is_notification = request.id.is_none();
-        let reply_id = request.id.clone().unwrap_or_else(RawId::null);
-        let refuse = |error: RpcError| {
-            if is_notification { Admitted::Nothing } else { Admitted::Reply(encode_error_response(&reply_id, &error)) }
-        };
         let observed = |error: RpcError| {
-            self.shared.observer.request_finished(method_label(&request.method), Err(&error), None);
-            refuse(error)
+            self.shared.observer.request_finished(request.method_label(), Err(&error), None);
+            match &request.id {
+                None => Admitted::Nothing,
+                Some(id) => Admitted::Reply(encode_error_response(id, &error)),
+            }
         };
         if request.method == crate::methods::method::Handshake::NAME {
             match check_handshake(request.params.as_deref()) {
@@ -238,8 +236,8 @@ impl<S: ServerProtocol> ServerConnection<S> {
             Admitted::Reply(reply) => Some(reply),
             Admitted::Dispatch { request, ctx } => {
                 let started = Instant::now();
-                // The table's name, looked up once: the span and the observer both label the request with it.
-                let method = method_label(&request.method);
+                // The table's name, found when the request was read: the span and the observer label it with it.
+                let method = request.method_label();
                 let span = super::request_span::request_span(method, request.params.as_deref());
                 let IncomingRequest { id, method: name, params } = request;
                 let work = async {
@@ -248,7 +246,9 @@ impl<S: ServerProtocol> ServerConnection<S> {
                     let result = dispatch(&*self.server, &ctx, &name, params.as_deref(), id.as_ref()).await;
                     match result {
                         // Rare (a session another node hosts): boxed, so that it does not size every request.
-                        Err(refusal) => Box::pin(self.forward(&ctx, refusal, name, params, id.as_ref())).await,
+                        Err(refusal) => {
+                            Box::pin(self.forward(&ctx, refusal, name.into_owned(), params, id.as_ref())).await
+                        }
                         done => done,
                     }
                 };
@@ -302,7 +302,7 @@ impl<S: ServerProtocol> ServerConnection<S> {
 }
 
 impl<S> ServerConnection<S> {
-    /// Reports a dispatched request; `method` is its [`method_label`].
+    /// Reports a dispatched request; `method` is its label (the table's name, or `unknown`).
     fn observe(&self, method: &'static str, result: Result<(), &RpcError>, elapsed: Duration) {
         let observer = &self.shared.observer;
         if method == crate::methods::method::Handshake::NAME {
