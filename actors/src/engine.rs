@@ -49,14 +49,13 @@ use crate::run_services::RunServices;
 use crate::runtime_actor::RuntimeActor;
 use crate::session_actor::SessionActor;
 use crate::session_router::SessionRouter;
-use crate::session_supervisor::{DrainAll, FindRunSession, LiveSessions, SessionSupervisor};
+use crate::session_supervisor::{DrainAll, FindRunSession, SessionSupervisor};
 
 /// The engine. Cheap to share: every field is an address or a shared map.
 pub struct Engine {
     runtime: Addr<RuntimeActor>,
-    supervisor: Addr<SessionSupervisor>,
-    live: LiveSessions,
-    /// The two above, for requests to sessions: built once, since cloning an address allocates.
+    /// The supervisor and the live sessions' map, for requests to sessions: built once, since cloning an address
+    /// allocates.
     router: SessionRouter,
     /// The supervisor's index, read by `session.get` of a hibernated session without a message (`index_view.rs`).
     index_view: crate::index_view::IndexView,
@@ -90,7 +89,7 @@ impl Engine {
         // Plugins first: what they emit while stopping is still written.
         self.plugins.shutdown().await;
         self.services.mcp.shutdown().await;
-        let _ = self.supervisor.send(DrainAll).await;
+        let _ = self.router.supervisor.send(DrainAll).await;
         for arbiter in &self.session_arbiters {
             arbiter.stop();
         }
@@ -105,7 +104,7 @@ impl Engine {
 
     /// Whether the session's actor is running (not hibernated or never opened).
     pub fn is_live(&self, session_id: &str) -> bool {
-        self.live.get(session_id).is_some_and(|live| live.addr.connected())
+        self.router.live(session_id).is_some()
     }
 
     /// Sends a request to a session's actor, starting the actor when needed; see [`SessionRouter::ask`].
@@ -128,7 +127,7 @@ impl Engine {
         R: Send + 'static,
         SessionSupervisor: Handler<M>,
     {
-        self.supervisor.send(message).await.map_err(|_| EngineError::ShuttingDown)
+        self.router.supervisor.send(message).await.map_err(|_| EngineError::ShuttingDown)
     }
 
     /// Refuses an input larger than `[limits] max_input_bytes`, before anything is written.

@@ -41,6 +41,7 @@ pub mod session_router;
 pub mod session_supervisor;
 #[cfg(test)]
 mod test_support;
+mod unbounded_mailbox;
 
 #[cfg(feature = "test-hooks")]
 pub use engine::test_hooks::EngineSizes;

@@ -3,11 +3,12 @@
 //! a fresh actor, loaded from the log.
 
 use actix::prelude::*;
+use dashmap::mapref::one::Ref;
 
 use crate::error::EngineError;
 use crate::ports::SessionPort;
 use crate::session_actor::SessionActor;
-use crate::session_supervisor::{LiveSessions, OpenSessionActor, SessionGone, SessionSupervisor};
+use crate::session_supervisor::{LiveSession, LiveSessions, OpenSessionActor, SessionGone, SessionSupervisor};
 
 const ATTEMPTS: usize = 3;
 
@@ -24,15 +25,18 @@ impl SessionRouter {
         Ok(self.live_session(session_id).await?.0)
     }
 
-    /// The live actor's address, and its port to name it in `SessionGone` (not its published metadata: this is
-    /// every request's path).
+    /// The session's entry in the live map while its actor's mailbox is open. A guard on the map: never held
+    /// across an await.
+    pub fn live(&self, session_id: &str) -> Option<Ref<'_, String, LiveSession>> {
+        self.live.get(session_id).filter(|live| live.addr.connected())
+    }
+
+    /// The live actor's address, and its port to name it in `SessionGone` (not its published metadata).
     async fn live_session(&self, session_id: &str) -> Result<(Addr<SessionActor>, SessionPort), EngineError> {
-        if let Some(live) = self.live.get(session_id)
-            && live.addr.connected()
-        {
-            return Ok((live.addr.clone(), live.port.clone()));
+        match self.live(session_id).map(|live| (live.addr.clone(), live.port.clone())) {
+            Some(live) => Ok(live),
+            None => self.open(session_id).await,
         }
-        self.open(session_id).await
     }
 
     /// The session's actor from the supervisor, which starts it when it is not live.
@@ -52,9 +56,8 @@ impl SessionRouter {
         for _ in 0..ATTEMPTS {
             // A live actor's message is queued through the map's own address, not a clone of it (cloning an
             // address allocates twice, on every request's path). Its mailbox has no bound
-            // (`session_supervisor::start_session_actor`), so that address is never parked.
-            let live = self.live.get(session_id).filter(|live| live.addr.connected());
-            let sent = live.map(|live| (live.addr.send(message()), live.port.clone()));
+            // (`unbounded_mailbox.rs`), so that address is never parked.
+            let sent = self.live(session_id).map(|live| (live.addr.send(message()), live.port.clone()));
             let (request, port) = match sent {
                 Some(sent) => sent,
                 None => {

@@ -208,7 +208,9 @@ impl SessionSupervisor {
             self.next_arbiter = self.next_arbiter.wrapping_add(1);
             arbiter
         });
-        let addr = start_session_actor(arbiter.as_ref(), build);
+        // Every connection reaches the actor through the live map's one address (`session_router.rs`): a mailbox
+        // of no bound never parks it.
+        let addr = crate::unbounded_mailbox::start_unbounded(arbiter.as_ref(), build);
         let live = LiveSession { port: SessionPort::new(&addr), addr, incarnation, meta, usage, arbiter };
         self.live.insert(session_id.to_owned(), live.clone());
         live
@@ -219,34 +221,6 @@ impl SessionSupervisor {
         self.port.get_or_insert_with(|| SupervisorPort::new(&ctx.address())).clone()
     }
 }
-
-/// Starts a session actor on `arbiter` (else on this thread) with a mailbox of no bound. Requests reach it through
-/// the one address the live map holds, shared by every connection ([`crate::session_router`]); once a bounded
-/// mailbox fills (16 messages by default) actix parks that sender, and every send through it clones the address
-/// (two allocations) to queue the message all the same. The bound never held back a request: what bounds a
-/// session's queue is what bounds its senders, each connection's requests in flight (`[limits]`) and the runs,
-/// goals and producers of the session itself.
-fn start_session_actor(
-    arbiter: Option<&ArbiterHandle>,
-    build: impl FnOnce(&mut Context<SessionActor>) -> SessionActor + Send + 'static,
-) -> Addr<SessionActor> {
-    let (sender, receiver) = actix::dev::channel::channel(UNBOUNDED_MAILBOX);
-    let start = move || {
-        let mut ctx = Context::with_receiver(receiver);
-        let actor = build(&mut ctx);
-        ctx.run(actor);
-    };
-    match arbiter {
-        Some(arbiter) => {
-            arbiter.spawn_fn(start);
-        }
-        None => start(),
-    }
-    Addr::new(sender)
-}
-
-/// A mailbox capacity of 0: actix's channel never parks a sender of it.
-const UNBOUNDED_MAILBOX: usize = 0;
 
 impl Actor for SessionSupervisor {
     type Context = Context<Self>;

@@ -61,7 +61,7 @@ impl Engine {
         // A live session answers from what it published at its newest durable batch (`published_meta`, encoded
         // once per publication), or from its actor while it loads; a hibernated one from the index, without loading:
         // the engine's view of it (`index_view`), else the supervisor.
-        let live = self.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.result()));
+        let live = self.router.live.get(&params.session_id).map(|live| (live.addr.clone(), live.meta.result()));
         let session = match live {
             Some((_, Some(published))) => return published.map_err(encoding_failed),
             Some((addr, None)) => match addr.send(GetMeta).await {

@@ -162,13 +162,14 @@ impl Engine {
             None => supervisor
                 .do_send(crate::session_supervisor::InstallArtifactCollection { grace: config.artifact_grace }),
         }
+        let router = SessionRouter { supervisor, live };
         let producers: Arc<crate::producers::ProducerRegistry> = Default::default();
         producers.set_recovery_source(services.plugins.clone());
         let plugins = crate::plugin_host::PluginHosts::start(
             &config.plugins,
             services.plugins.clone(),
             crate::plugin_host::PluginContext {
-                sessions: SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
+                sessions: router.clone(),
                 producers: producers.clone(),
                 max_body_bytes: config.max_input_bytes,
             },
@@ -176,9 +177,7 @@ impl Engine {
         Ok(Engine {
             plugins,
             runtime,
-            router: SessionRouter { supervisor: supervisor.clone(), live: live.clone() },
-            supervisor,
-            live,
+            router,
             index_view,
             default_cwd: config.default_cwd,
             max_input_bytes: config.max_input_bytes,

@@ -43,7 +43,7 @@ impl Engine {
         let (approval_actors, tree_modes) = self.supervisor_ask(crate::session_supervisor::CountApprovals).await?;
         let notifiers =
             self.runtime.send(crate::runtime_actor::CountNotifiers).await.map_err(|_| EngineError::ShuttingDown)?;
-        let live_sessions = self.live.iter().filter(|live| live.addr.connected()).count();
+        let live_sessions = self.router.live.iter().filter(|live| live.addr.connected()).count();
         Ok(EngineSizes { runs: self.services.runs.sizes(), approval_actors, tree_modes, notifiers, live_sessions })
     }
 }
