@@ -256,15 +256,13 @@ pub(crate) fn parse_request(member: &str) -> Result<IncomingRequest, (RawId, Rpc
 /// when `raw` is no string.
 fn method_name(raw: &RawValue) -> Option<Cow<'static, str>> {
     let text = raw.get();
-    // A name of the table has no escapes, so its JSON is the name in quotes.
+    // A string without escapes is its JSON text in quotes (a name of the table always is): read without a copy.
     let plain = text.strip_prefix('"').and_then(|text| text.strip_suffix('"')).filter(|text| !text.contains('\\'));
-    if let Some(name) = plain {
-        let known = crate::methods::METHOD_NAMES.iter().copied().find(|known| *known == name);
-        return Some(known.map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed));
-    }
-    let name = serde_json::from_str::<String>(text).ok()?;
-    let known = crate::methods::METHOD_NAMES.iter().copied().find(|known| *known == name);
-    Some(known.map_or(Cow::Owned(name), Cow::Borrowed))
+    let name = match plain {
+        Some(name) => Cow::Borrowed(name),
+        None => Cow::Owned(serde_json::from_str::<String>(text).ok()?),
+    };
+    Some(crate::methods::table_name(&name).map_or_else(|| Cow::Owned(name.into_owned()), Cow::Borrowed))
 }
 
 /// A request object's members, each borrowed raw from the frame (a repeated member: its last value), and the

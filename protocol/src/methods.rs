@@ -58,6 +58,11 @@ macro_rules! protocol_methods {
         /// Every method name, in table order.
         pub const METHOD_NAMES: &[&str] = &[$($name),+];
 
+        /// The table's own name equal to `name`, when it is one of the table's.
+        pub fn table_name(name: &str) -> Option<&'static str> {
+            METHOD_NAMES.iter().copied().find(|known| *known == name)
+        }
+
         /// The server contract: one handler per method, returning the method's result (or, where the table marks
         /// the method `[encoded]`, an [`Encoded`](crate::Encoded) result shared by many replies). A handler that
         /// is not overridden answers -32000

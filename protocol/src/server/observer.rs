@@ -68,7 +68,7 @@ pub fn no_observer() -> SharedObserver {
 /// The table's name of `method`, or `"unknown"`: a `&'static str`, so that counting by method allocates nothing
 /// and cannot be made to grow by a client sending made-up names.
 pub fn method_label(method: &str) -> &'static str {
-    crate::methods::METHOD_NAMES.iter().copied().find(|name| *name == method).unwrap_or("unknown")
+    crate::methods::table_name(method).unwrap_or("unknown")
 }
 
 #[cfg(test)]
