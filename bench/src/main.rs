@@ -13,6 +13,7 @@ mod echo;
 mod figures;
 mod harness;
 mod report;
+mod start_list;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

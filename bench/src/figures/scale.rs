@@ -10,6 +10,7 @@ use futures::StreamExt;
 use crate::Ctx;
 use crate::harness::{ChildDaemon, bench_tmp_root, connect, create_session, ms};
 use crate::report::{Row, Table, Target, median_p99};
+use crate::start_list;
 
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     // Start time: fresh data directory each time. The executable's pages are read afresh first, so its RSS is measured
@@ -66,6 +67,30 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let per_live_kb = (live as f64 - before as f64) * 1024.0 / 1000.0 / created as f64;
     drop(child);
 
+    // Whether the linker could place the start's functions together (a stale list raises the idle RSS). Not in a
+    // smoke run, which judges no target and usually runs a debug build (whose names no list made for a release
+    // build has).
+    let start_list =
+        (ctx.program.real_binary && !ctx.smoke).then(|| start_list::coverage(&ctx.program.program)).transpose()?;
+    if let Some(coverage) = start_list.filter(|coverage| coverage.is_stale()) {
+        eprintln!(
+            "warning: {} of the {} functions of build/startup-symbols.txt are not in {}: the list was made for \
+             another build, and figure 6's idle RSS is higher than with its own list (run scripts/startup-symbols)",
+            coverage.listed - coverage.found,
+            coverage.listed,
+            ctx.program.program.display()
+        );
+    }
+    let start_list_note = match start_list {
+        Some(coverage) => format!(
+            " The start's function list (build/startup-symbols.txt, finding 8): {} of its {} names are in this \
+             executable{}.",
+            coverage.found,
+            coverage.listed,
+            if coverage.is_stale() { " (made for another build: run scripts/startup-symbols)" } else { "" }
+        ),
+        None => String::new(),
+    };
     let (ready, ready_p99) = median_p99(&ready_samples);
     let (exit, _) = median_p99(&exit_samples);
     let (rss, rss_p99) = median_p99(&idle_rss);
@@ -79,7 +104,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
              docs/performance.md finding 8); baseline: spawning the same executable with `--version` until it exits. \
              Sessions: {created} of {sessions} created in {:.1} s ({:.0}/s, \
              64 in flight); RSS before {:.1} MiB, after creating {:.1} MiB, after hibernation {:.1} MiB. Per-session \
-             figures are single measurements (median = p99). KB = 1000 bytes.",
+             figures are single measurements (median = p99). KB = 1000 bytes.{start_list_note}",
             ctx.program.describe(),
             create_elapsed.as_secs_f64(),
             created as f64 / create_elapsed.as_secs_f64(),
