@@ -36,6 +36,7 @@ pub mod plan;
 mod plan_cache;
 pub mod process_groups;
 pub mod protected;
+mod pseudo_fs;
 pub mod repository;
 #[cfg(target_os = "linux")]
 mod seccomp;

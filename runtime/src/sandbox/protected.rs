@@ -60,6 +60,9 @@ struct Entry {
     /// The first entry is the daemon's data directory, which the refusal names as such.
     data_dir: bool,
     identity: Option<Identity>,
+    /// The device of a denied path that is the root of a pseudo file system (`/proc`): everything on it is beneath
+    /// the path, refused by device and never indexed ([`super::pseudo_fs`]).
+    whole_device: Option<u64>,
 }
 
 /// The identities of everything below the denied paths, by the index of the entry they belong to.
@@ -106,7 +109,8 @@ impl ProtectedPaths {
             .map(|(position, path)| {
                 let path = path.canonicalize().unwrap_or_else(|_| path.clone());
                 let identity = std::fs::symlink_metadata(&path).ok().map(|metadata| Identity::of(&metadata));
-                Entry { path, data_dir: position == 0, identity }
+                let whole_device = super::pseudo_fs::whole_device(&path);
+                Entry { path, data_dir: position == 0, identity, whole_device }
             })
             .collect();
         ProtectedPaths {
@@ -150,7 +154,8 @@ impl ProtectedPaths {
     fn judge_open(&self, file: &File, metadata: Option<&Metadata>, requested: &str) -> Option<String> {
         let roots = self.current_roots();
         if let Some(metadata) = metadata
-            && let Some(position) = self.root_matching(&roots, Identity::of(metadata))
+            && let Some(position) =
+                self.on_denied_device(metadata).or_else(|| self.root_matching(&roots, Identity::of(metadata)))
         {
             return Some(self.refusal(position, requested, false));
         }
@@ -196,6 +201,7 @@ impl ProtectedPaths {
         }
         let identity = Identity::of(metadata);
         self.entries.iter().any(|entry| path.starts_with(&entry.path) || entry.identity == Some(identity))
+            || self.on_denied_device(metadata).is_some()
             || (metadata.is_dir()
                 && self.clear.clear_since(path, metadata).is_none()
                 && data_dir_layout(path) == Layout::DataDir)
@@ -219,6 +225,12 @@ impl ProtectedPaths {
             .collect();
         *roots = Some(Roots { identities: identities.clone(), taken });
         identities
+    }
+
+    /// The entry that is the root of the pseudo file system `metadata`'s file is on.
+    fn on_denied_device(&self, metadata: &Metadata) -> Option<usize> {
+        let device = metadata.dev();
+        self.entries.iter().position(|entry| entry.whole_device == Some(device))
     }
 
     /// The entry whose identity, at construction or now, is `identity`.
@@ -265,6 +277,9 @@ impl ProtectedPaths {
                     Err(_) => continue,
                 },
             };
+            if let Some(position) = self.on_denied_device(metadata) {
+                return Some(LocationRefusal::Denied(position));
+            }
             if metadata.is_dir()
                 && let Some(since) = self.clear.clear_since(ancestor, metadata)
             {
@@ -327,6 +342,10 @@ impl ProtectedPaths {
         let built_at = SystemTime::now();
         let mut identities = HashMap::new();
         'entries: for (position, entry) in self.entries.iter().enumerate() {
+            if entry.whole_device.is_some() {
+                // Refused by its device, whatever is on it (`on_denied_device`).
+                continue;
+            }
             let mut pending = vec![entry.path.clone()];
             while let Some(path) = pending.pop() {
                 if identities.len() >= MAX_INDEXED_ENTRIES {
@@ -439,6 +458,31 @@ mod tests {
         let other = std::fs::symlink_metadata(&base).unwrap();
         assert!(!protected.is_protected_entry(&base, &other));
         assert!(protected.is_protected_entry(&data_dir.join("f"), &other));
+    }
+
+    #[test]
+    fn proc_is_refused_by_its_device_under_any_path_and_not_indexed() {
+        // The file tools need `/proc` (descriptor checks), so a machine that runs them has it mounted.
+        assert!(super::super::pseudo_fs::whole_device(Path::new("/proc")).is_some(), "/proc is not procfs here");
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        std::fs::create_dir(base.join("denied")).unwrap();
+        std::fs::write(base.join("denied/secret"), "s").unwrap();
+        let protected = ProtectedPaths::new(vec![base.join("denied"), PathBuf::from("/proc")]);
+
+        // A file of /proc as a walker meets it under another path (a bind mount): refused by its device, before
+        // any index was built.
+        let status = std::fs::symlink_metadata("/proc/self/status").unwrap();
+        assert!(protected.is_protected_entry(Path::new("/elsewhere/status"), &status));
+        let file = File::open("/proc/self/status").unwrap();
+        let refusal = protected.refusal_for_open(&file, "status").unwrap();
+        assert!(refusal.contains("a denied path (/proc)"), "{refusal}");
+
+        // The index holds what is beneath the ordinary denied folder, and nothing of /proc.
+        let index = protected.build_index();
+        assert_eq!(index.identities.len(), 2, "the folder and its file");
+        assert!(index.identities.values().all(|position| *position == 0));
+        assert_eq!(protected.refusal_for_path(&base.join("ok"), "ok"), None);
     }
 
     #[test]
