@@ -4,12 +4,13 @@
 //! ```sh
 //! cargo run --release -p troupe-bench                     # every figure
 //! cargo run --release -p troupe-bench -- --only rtt       # one figure: rtt, pipeline, first, fanout, durable,
-//!                                                         #   load, scale, runs, history, turn, stream, cluster,
-//!                                                         #   sandbox
+//!                                                         #   load, scale, runs, history, turn, stream, provider,
+//!                                                         #   cluster, sandbox
 //! cargo run -p troupe-bench -- --smoke                    # small sizes, correctness only (the test suite runs this)
 //! ```
 
 mod echo;
+mod fake_openai;
 mod figures;
 mod harness;
 mod report;
@@ -30,7 +31,7 @@ struct Args {
     #[arg(long)]
     smoke: bool,
     /// Run only these figures (repeatable or comma-separated): rtt, pipeline, first, fanout, durable, load, scale,
-    /// runs, history, turn, stream, cluster, sandbox.
+    /// runs, history, turn, stream, provider, cluster, sandbox.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Rounds per figure (default 5; 2 with --smoke).
@@ -58,9 +59,9 @@ enum Sub {
     },
 }
 
-pub const FIGURES: [&str; 13] = [
-    "rtt", "pipeline", "first", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream", "cluster",
-    "sandbox",
+pub const FIGURES: [&str; 14] = [
+    "rtt", "pipeline", "first", "fanout", "durable", "load", "scale", "runs", "history", "turn", "stream", "provider",
+    "cluster", "sandbox",
 ];
 
 /// What every figure gets.

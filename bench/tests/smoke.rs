@@ -17,7 +17,7 @@ fn smoke_mode_runs_every_figure() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "troupe-bench --smoke failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("smoke: ok (13 figures"), "no success line\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("smoke: ok (14 figures"), "no success line\nstdout:\n{stdout}\nstderr:\n{stderr}");
     for figure in [
         "1. RPC round trip",
         "2. Pipelined",
@@ -32,6 +32,7 @@ fn smoke_mode_runs_every_figure() {
         "11. The cluster",
         "12. A client's first seconds",
         "13. The sandbox's price",
+        "14. Tool turns through a real provider",
     ] {
         assert!(stdout.contains(figure), "figure {figure:?} missing\nstdout:\n{stdout}");
     }

@@ -8,6 +8,7 @@ mod fanout;
 mod first;
 mod history;
 mod pipeline;
+mod provider_turns;
 mod rtt;
 mod runs;
 mod sandbox;
@@ -31,6 +32,7 @@ pub async fn run(figure: &str, ctx: &Ctx) -> anyhow::Result<Table> {
         "history" => history::run(ctx).await,
         "turn" => turn::run(ctx).await,
         "stream" => stream::run(ctx).await,
+        "provider" => provider_turns::run(ctx).await,
         "cluster" => cluster::run(ctx).await,
         "sandbox" => sandbox::run(ctx).await,
         other => anyhow::bail!("unknown figure {other}"),

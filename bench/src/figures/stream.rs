@@ -1,5 +1,5 @@
 //! Figure 10: streaming latency. A child daemon's real `openai` provider streams from a fake OpenAI-compatible
-//! server in this process ([`openai_server`]); a subscriber (the shared `Client`, same process, so one clock)
+//! server in this process ([`crate::fake_openai`]); a subscriber (the shared `Client`, same process, so one clock)
 //! holds each `text_delta`. The figure is the time from a provider SSE chunk's write on the fake server to the
 //! subscriber holding the `text_delta` that carries its text, against one raw `write` + `fdatasync` measured in
 //! the same run: a delta must be durable before it is published, so one `fdatasync` is its floor.
@@ -8,20 +8,16 @@
 //! concatenated delta text first covers its last byte. How many group commits the daemon made is read from its
 //! `GET /metrics` (`troupe_event_log_fsync_duration_seconds_count`) before and after the runs.
 
-mod openai_server;
-
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use troupe_protocol::client::{Client, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::events::EventPayload;
-use troupe_protocol::types::provider::ProviderConnectParams;
 use troupe_protocol::types::run::RunStartParams;
 
-use self::openai_server::{FakeOpenAi, MODEL, StreamPlan};
 use crate::Ctx;
+use crate::fake_openai::{FakeOpenAi, MODEL, Replies, StreamPlan};
 use crate::harness::{
     ChildDaemon, CommitCounters, bench_tmp_root, connect, ms, next_live_event, raw_fdatasync_latency, scrape_metrics,
     selection, subscribed_session, within,
@@ -101,36 +97,17 @@ async fn one_run(
     Ok((latencies, held.deltas))
 }
 
-/// `provider.connect` of the daemon's `openai` provider to the fake server, with a dummy key (as a user would).
-async fn connect_openai(client: &Client, base_url: &str) -> anyhow::Result<()> {
-    let params = ProviderConnectParams {
-        provider_id: "openai".to_owned(),
-        expected_catalog_revision: None,
-        setup_values: BTreeMap::from([("base_url".to_owned(), base_url.to_owned())]),
-        auth_method: "api_key".to_owned(),
-        auth_values: BTreeMap::from([("api_key".to_owned(), "sk-bench".to_owned())]),
-        client_connect_id: troupe_runtime::clock::new_id(),
-    };
-    let connected = within("provider.connect", client.call::<method::ProviderConnect>(params)).await??;
-    let wanted = format!("openai/{MODEL}");
-    ensure!(
-        connected.snapshot.models.iter().any(|model| model.model == wanted),
-        "the openai provider does not list {wanted} after connecting"
-    );
-    Ok(())
-}
-
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let runs_per_round = ctx.size(10, 2);
     let plan = StreamPlan::new(ctx.size(50, 10), 24, Duration::from_millis(ctx.size(2, 1) as u64));
     let fsyncs_per_run = ctx.size(6, 3);
     let (sent_sender, mut sent) = tokio::sync::mpsc::channel(4);
-    let vendor = FakeOpenAi::start(plan.clone(), sent_sender)?;
+    let vendor = FakeOpenAi::start(Replies::Stream { plan: plan.clone(), sent: sent_sender })?;
     let dir = tempfile::tempdir_in(bench_tmp_root())?;
     let cwd = tempfile::tempdir_in(bench_tmp_root())?;
     let child = ChildDaemon::spawn(&ctx.program, dir.path(), None)?;
     let (client, mut deliveries) = connect(&child.url, &child.token).await?;
-    connect_openai(&client, &vendor.base_url()).await?;
+    vendor.connect(&client).await?;
 
     let before = CommitCounters::parse(&scrape_metrics(&child)?)?;
     let (mut latencies, mut deltas, mut fsync) = (Vec::new(), Vec::new(), Vec::new());
