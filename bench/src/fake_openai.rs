@@ -89,6 +89,8 @@ pub struct FakeOpenAi {
     pub addr: SocketAddr,
     /// Connections accepted so far.
     accepted: Arc<AtomicUsize>,
+    /// Requests read so far, on all connections.
+    served: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     accept: Option<std::thread::JoinHandle<()>>,
 }
@@ -99,9 +101,9 @@ impl FakeOpenAi {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicUsize::new(0));
+        let (accepted, served) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let accept = std::thread::Builder::new().name("fake-openai".into()).spawn({
-            let (stop, accepted) = (stop.clone(), accepted.clone());
+            let (stop, accepted, served) = (stop.clone(), accepted.clone(), served.clone());
             move || {
                 for socket in listener.incoming() {
                     if stop.load(Ordering::Relaxed) {
@@ -109,21 +111,26 @@ impl FakeOpenAi {
                     }
                     let Ok(socket) = socket else { continue };
                     accepted.fetch_add(1, Ordering::Relaxed);
-                    let replies = replies.clone();
+                    let (replies, served) = (replies.clone(), served.clone());
                     let _ = std::thread::Builder::new().name("fake-openai-conn".into()).spawn(move || {
-                        if let Err(error) = serve(socket, &replies) {
+                        if let Err(error) = serve(socket, &replies, &served) {
                             eprintln!("fake openai server: {error:#}");
                         }
                     });
                 }
             }
         })?;
-        Ok(FakeOpenAi { addr, accepted, stop, accept: Some(accept) })
+        Ok(FakeOpenAi { addr, accepted, served, stop, accept: Some(accept) })
     }
 
     /// How many connections the server has accepted.
     pub fn connections(&self) -> usize {
         self.accepted.load(Ordering::Relaxed)
+    }
+
+    /// How many requests the server has read, on all its connections.
+    pub fn requests(&self) -> usize {
+        self.served.load(Ordering::Relaxed)
     }
 
     /// The `base_url` the daemon's `openai` provider is connected with.
@@ -164,13 +171,14 @@ impl Drop for FakeOpenAi {
 
 /// The requests of one connection: one for [`Replies::Stream`] (`Connection: close`), as many as the client sends
 /// for [`Replies::ToolTurns`].
-fn serve(mut socket: TcpStream, replies: &Replies) -> anyhow::Result<()> {
+fn serve(mut socket: TcpStream, replies: &Replies, served: &AtomicUsize) -> anyhow::Result<()> {
     socket.set_nodelay(true)?;
     socket.set_read_timeout(Some(Duration::from_secs(30)))?;
     let keep_alive = matches!(replies, Replies::ToolTurns);
     let connection = if keep_alive { "keep-alive" } else { "close" };
     let mut buffered = Vec::new();
     while let Some((method, path, body)) = read_request(&mut socket, &mut buffered)? {
+        served.fetch_add(1, Ordering::Relaxed);
         match (method.as_str(), path.as_str()) {
             ("GET", path) if path.ends_with("/models") => {
                 let body = json!({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]});

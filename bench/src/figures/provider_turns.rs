@@ -135,7 +135,6 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
 
     let (mut text_wall, mut tools_wall, mut tools_cpu, mut scripted_cpu) = (vec![], vec![], vec![], vec![]);
     let (mut turn_wall, mut turn_cpu) = (vec![], vec![]);
-    let connections_before = vendor.connections();
     for _ in 0..ctx.rounds {
         for _ in 0..runs_per_round {
             let deliveries = &mut deliveries;
@@ -156,11 +155,10 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             turn_cpu.push((ms(with_tools.cpu) - ms(text_only.cpu)) / tools as f64);
         }
     }
-    let connections = vendor.connections() - connections_before;
+    let (connections, requests) = (vendor.connections(), vendor.requests());
     drop(child);
     drop(vendor);
 
-    let requests = ctx.rounds * runs_per_round * (tools + 1 + 1 + 2);
     let (text, text_p99) = median_p99(&text_wall);
     let (ten, ten_p99) = median_p99(&tools_wall);
     let (turn, turn_p99) = median_p99(&turn_wall);
@@ -173,7 +171,8 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             "Child daemon ({}) with its real `openai` provider connected to a fake OpenAI-compatible server in the \
              bench process that answers each streamed turn at once: a `read_file` call of a 200-byte file in the \
              cwd until the run has made {tools}, then a short text; connections kept alive ({connections} TCP \
-             connections for about {requests} requests, the sessions' title requests included). Per round, \
+             connections served the figure's {requests} requests, the provider's model list and the sessions' \
+             title requests included). Per round, \
              {runs_per_round} times, each in a fresh `yolo` session subscribed with the shared `Client`: a \
              {tools}-tool run and a text-only run through `openai`, and the same {tools}-tool run through \
              `local/scripted` (no HTTP); {} rounds, after the daemon's first {tools}-tool run (its own rows). \
