@@ -36,7 +36,8 @@ use crate::harness::within;
 /// The model id the server lists and streams as.
 pub const MODEL: &str = "bench-stream";
 
-/// The file [`Replies::ToolTurns`] has the model read, relative to the session's cwd.
+/// The file [`Replies::ToolTurns`] has the model read, relative to the session's cwd (figure 7's, written by
+/// `figures::runs::write_tool_file`).
 pub const TOOL_FILE: &str = "small.txt";
 
 /// What a turn that offers tools is answered with.

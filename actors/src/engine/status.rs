@@ -105,7 +105,7 @@ impl Engine {
         sessions_with_runs.dedup();
         let mut approvals_pending = 0;
         for session_id in sessions_with_runs {
-            let Some(addr) = self.router.live.get(&session_id).map(|entry| entry.value().addr.clone()) else {
+            let Some(addr) = self.router.live(&session_id).map(|entry| entry.value().addr.clone()) else {
                 continue;
             };
             // A session that stopped in between simply has nothing pending any more.

@@ -14,7 +14,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
-use serde_json::json;
 use troupe_protocol::client::{Client, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::events::EventPayload;
@@ -22,7 +21,7 @@ use troupe_protocol::types::run::{RunStartParams, ToolResultStatus};
 use troupe_protocol::types::session::{PermissionMode, SetPermissionModeParams};
 
 use crate::Ctx;
-use crate::fake_openai::{FakeOpenAi, MODEL, Replies, TOOL_FILE, tool_turns_input};
+use crate::fake_openai::{FakeOpenAi, MODEL, Replies, tool_turns_input};
 use crate::harness::{
     ChildDaemon, bench_tmp_root, connect, connect_script, ms, next_live_event, selection, subscribed_session, within,
 };
@@ -107,25 +106,18 @@ async fn completion(deliveries: &mut Deliveries, session_id: &str) -> anyhow::Re
     }
 }
 
-/// The `local/scripted` script of the same run: `tools` reads of the file, then a text.
-fn script(tools: usize) -> serde_json::Value {
-    let mut turns: Vec<serde_json::Value> =
-        (0..tools).map(|_| json!({"tool_calls": [{"tool": "read_file", "arguments": {"path": TOOL_FILE}}]})).collect();
-    turns.push(json!({"text": "done"}));
-    json!({ "turns": turns })
-}
-
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let tools = ctx.size(TOOL_TURNS, 2);
     let runs_per_round = ctx.size(4, 1);
     let vendor = FakeOpenAi::start(Replies::ToolTurns)?;
     let dir = tempfile::tempdir_in(bench_tmp_root())?;
     let cwd = tempfile::tempdir_in(bench_tmp_root())?;
-    std::fs::write(cwd.path().join(TOOL_FILE), "a small file, read by every turn of the bench run\n".repeat(4))?;
+    super::runs::write_tool_file(cwd.path())?;
     let child = ChildDaemon::spawn(&ctx.program, dir.path(), None)?;
     let (client, mut deliveries) = connect(&child.url, &child.token).await?;
     vendor.connect(&client).await?;
-    connect_script(&client, dir.path(), &script(tools)).await?;
+    // The same run through `local/scripted`: `tools` tool turns, then the text.
+    connect_script(&client, dir.path(), &super::runs::script(tools + 1)).await?;
     let openai = format!("openai/{MODEL}");
 
     // The daemon's first run with tools, apart: it sets up what later ones reuse (the HTTP client's connection, the

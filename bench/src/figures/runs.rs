@@ -14,6 +14,7 @@ use troupe_protocol::types::run::RunStartParams;
 use troupe_protocol::types::session::{PermissionMode, SetPermissionModeParams};
 
 use crate::Ctx;
+use crate::fake_openai::TOOL_FILE;
 use crate::harness::{
     ChildDaemon, bench_tmp_root, connect, connect_script, create_session, ms, raw_fdatasync_latency, selection, within,
 };
@@ -26,12 +27,18 @@ const TURN_WALL_MS: f64 = 0.5;
 /// Issue 28's budget for the daemon's CPU per tool turn, in ms (issue 15's was 1 ms).
 const TURN_CPU_MS: f64 = 0.4;
 
-fn script(turns: usize) -> serde_json::Value {
-    let mut list: Vec<serde_json::Value> = (1..turns)
-        .map(|_| json!({"tool_calls": [{"tool": "read_file", "arguments": {"path": "small.txt"}}]}))
-        .collect();
+/// The `local/scripted` script of a `turns`-turn run: `read_file` of [`TOOL_FILE`] in every turn but the last,
+/// which answers text (figure 14 runs the same through `local/scripted` as its baseline).
+pub(super) fn script(turns: usize) -> serde_json::Value {
+    let mut list: Vec<serde_json::Value> =
+        (1..turns).map(|_| json!({"tool_calls": [{"tool": "read_file", "arguments": {"path": TOOL_FILE}}]})).collect();
     list.push(json!({"text": "done"}));
     json!({ "turns": list })
+}
+
+/// Writes the 200-byte file the runs' tool turns read into `cwd`.
+pub(super) fn write_tool_file(cwd: &std::path::Path) -> std::io::Result<()> {
+    std::fs::write(cwd.join(TOOL_FILE), "a small file, read by every turn of the bench run\n".repeat(4))
 }
 
 async fn prepare_session(client: &Client, cwd: &std::path::Path) -> anyhow::Result<String> {
@@ -96,7 +103,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let concurrent_turns = ctx.size(20, 3);
     let dir = tempfile::tempdir_in(bench_tmp_root())?;
     let cwd = tempfile::tempdir_in(bench_tmp_root())?;
-    std::fs::write(cwd.path().join("small.txt"), "a small file, read by every turn of the bench run\n".repeat(4))?;
+    write_tool_file(cwd.path())?;
     let child = ChildDaemon::spawn(&ctx.program, dir.path(), None)?;
     let (client, mut deliveries) = connect(&child.url, &child.token).await?;
     connect_script(&client, dir.path(), &script(turns)).await?;

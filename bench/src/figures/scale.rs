@@ -72,23 +72,26 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     // build has).
     let start_list =
         (ctx.program.real_binary && !ctx.smoke).then(|| start_list::coverage(&ctx.program.program)).transpose()?;
-    if let Some(coverage) = start_list.filter(|coverage| coverage.is_stale()) {
-        eprintln!(
-            "warning: {} of the {} functions of build/startup-symbols.txt are not in {}: the list was made for \
-             another build, and figure 6's idle RSS is higher than with its own list (run scripts/startup-symbols)",
-            coverage.listed - coverage.found,
-            coverage.listed,
-            ctx.program.program.display()
-        );
-    }
     let start_list_note = match start_list {
-        Some(coverage) => format!(
-            " The start's function list (build/startup-symbols.txt, finding 8): {} of its {} names are in this \
-             executable{}.",
-            coverage.found,
-            coverage.listed,
-            if coverage.is_stale() { " (made for another build: run scripts/startup-symbols)" } else { "" }
-        ),
+        Some(coverage) => {
+            if coverage.is_stale() {
+                eprintln!(
+                    "warning: {} of the {} functions of build/startup-symbols.txt are not in {}: the list was made \
+                     for another build, and figure 6's idle RSS is higher than with its own list (run \
+                     scripts/startup-symbols)",
+                    coverage.listed - coverage.found,
+                    coverage.listed,
+                    ctx.program.program.display()
+                );
+            }
+            format!(
+                " The start's function list (build/startup-symbols.txt, finding 8): {} of its {} names are in this \
+                 executable{}.",
+                coverage.found,
+                coverage.listed,
+                if coverage.is_stale() { " (made for another build: run scripts/startup-symbols)" } else { "" }
+            )
+        }
         None => String::new(),
     };
     let (ready, ready_p99) = median_p99(&ready_samples);
