@@ -348,3 +348,31 @@ async fn a_bind_mount_of_a_folder_inside_the_data_dir_is_refused() {
     assert_ok(&searched);
     assert!(searched.output.starts_with("no matches"), "{}", searched.output);
 }
+
+#[tokio::test]
+async fn a_bind_mount_of_a_session_folder_deep_in_the_data_dir_is_refused() {
+    // Session folders hold no folder, so the walk of the data dir's folders records them without reading them
+    // (on file systems that count subfolders); one with stored outputs is read.
+    let layout = Layout::new();
+    let quiet = layout.data_dir.join("sessions/quiet");
+    let busy = layout.data_dir.join("sessions/busy/outputs/call-1");
+    std::fs::create_dir_all(&quiet).unwrap();
+    std::fs::create_dir_all(&busy).unwrap();
+    std::fs::write(quiet.join("events.jsonl"), format!("{{\"secret\":\"{API_KEY}\"}}\n")).unwrap();
+    std::fs::write(busy.join("output"), TOKEN).unwrap();
+    let Some(_quiet) = bind_mount(&quiet, &layout.cwd.join("quiet")) else {
+        return;
+    };
+    let Some(_busy) = bind_mount(&busy, &layout.cwd.join("busy")) else {
+        return;
+    };
+    for path in ["quiet/events.jsonl", "busy/output"] {
+        let read = layout.call("read_file", json!({ "path": path })).await;
+        assert_refused(&read, "the daemon's data directory");
+    }
+    let listed = layout.call("list_dir", json!({"path": "quiet"})).await;
+    assert_refused(&listed, "the daemon's data directory");
+    let searched = layout.call("search", json!({"pattern": "tok_|sk-live"})).await;
+    assert_ok(&searched);
+    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+}

@@ -9,11 +9,14 @@
 //! the same ten-tool run through `local/scripted` (the same run with the provider's path taken out). A tool turn's
 //! cost is the difference between the ten-tool run and the text-only one, over ten: what the session's creation,
 //! its title request and the run's start and end cost is in both. The daemon's first run with tools, before the
-//! rounds, is shown apart (a single measurement).
+//! rounds, is shown apart (a single measurement), and so is the first of a second daemon whose data directory holds
+//! many sessions already: the file tools' first checks walk the denied paths' folders, the data directory's among
+//! them, which grows with every session a user keeps.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure};
+use anyhow::{Context as _, bail, ensure};
+use futures::StreamExt;
 use troupe_protocol::client::{Client, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::events::EventPayload;
@@ -23,7 +26,8 @@ use troupe_protocol::types::session::{PermissionMode, SetPermissionModeParams};
 use crate::Ctx;
 use crate::fake_openai::{FakeOpenAi, MODEL, Replies, tool_turns_input};
 use crate::harness::{
-    ChildDaemon, bench_tmp_root, connect, connect_script, ms, next_live_event, selection, subscribed_session, within,
+    ChildDaemon, bench_tmp_root, connect, connect_script, create_session, ms, next_live_event, selection,
+    subscribed_session, within,
 };
 use crate::report::{Row, Table, Target, median_p99};
 
@@ -35,6 +39,13 @@ const TOOL_TURNS: usize = 10;
 const TEXT_RUN_MS: f64 = 3.0;
 const TOOL_TURN_WALL_MS: f64 = 2.0;
 const TOOL_TURN_CPU_MS: f64 = 1.0;
+
+/// Sessions in the second daemon's data directory before its first run (a year of a user's sessions, about).
+const KEPT_SESSIONS: usize = 10_000;
+
+/// What each session a daemon keeps may add to the CPU of its first run with tools, in µs: 20 ms at
+/// [`KEPT_SESSIONS`], a fifth of the anchors' whole start budget (0.1 s), once per daemon.
+const PER_KEPT_SESSION_US: f64 = 2.0;
 
 /// One run's wall time (run.start sent → run_completed held) and the daemon's CPU time over it.
 struct Measured {
@@ -106,6 +117,27 @@ async fn completion(deliveries: &mut Deliveries, session_id: &str) -> anyhow::Re
     }
 }
 
+/// The first `tools`-tool run of a daemon whose data directory holds `sessions` sessions, created through it
+/// (64 requests in flight) before the run.
+async fn first_run_with_sessions(
+    ctx: &Ctx,
+    vendor: &FakeOpenAi,
+    cwd: &std::path::Path,
+    tools: usize,
+    sessions: usize,
+) -> anyhow::Result<Measured> {
+    let dir = tempfile::tempdir_in(bench_tmp_root())?;
+    let child = ChildDaemon::spawn(&ctx.program, dir.path(), None)?;
+    let (client, mut deliveries) = connect(&child.url, &child.token).await?;
+    vendor.connect(&client).await?;
+    let created = futures::stream::iter(0..sessions).map(|_| create_session(&client, cwd)).buffer_unordered(64);
+    let created: Vec<_> =
+        tokio::time::timeout(Duration::from_secs(300), created.collect()).await.context("creating the sessions")?;
+    created.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let openai = format!("openai/{MODEL}");
+    timed(one_run(&child, &client, &mut deliveries, cwd, &openai, tool_turns_input(tools), tools)).await
+}
+
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let tools = ctx.size(TOOL_TURNS, 2);
     let runs_per_round = ctx.size(4, 1);
@@ -147,8 +179,11 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             turn_cpu.push((ms(with_tools.cpu) - ms(text_only.cpu)) / tools as f64);
         }
     }
-    let (connections, requests) = (vendor.connections(), vendor.requests());
     drop(child);
+    let kept = ctx.size(KEPT_SESSIONS, 50);
+    let crowded = first_run_with_sessions(ctx, &vendor, cwd.path(), tools, kept).await?;
+    let (connections, requests) = (vendor.connections(), vendor.requests());
+    let per_kept = (ms(crowded.cpu) - ms(first.cpu)) * 1000.0 / kept as f64;
     drop(vendor);
 
     let (text, text_p99) = median_p99(&text_wall);
@@ -168,6 +203,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
              {runs_per_round} times, each in a fresh `yolo` session subscribed with the shared `Client`: a \
              {tools}-tool run and a text-only run through `openai`, and the same {tools}-tool run through \
              `local/scripted` (no HTTP); {} rounds, after the daemon's first {tools}-tool run (its own rows). \
+             Then a second daemon's first {tools}-tool run, after {kept} sessions were created through it (64 in \
+             flight): its file tools' first checks walk the folders of its data directory; target: its CPU beyond \
+             the first daemon's first run ≤ {PER_KEPT_SESSION_US} µs per kept session. \
              Wall: `run.start` sent → `run_completed` held; CPU: the daemon process's user+system time over that. \
              An extra tool turn: ({tools}-tool run − text-only run) / {tools}, per pair. Targets: the design \
              anchors' budgets (a one-turn text run ≤ {TEXT_RUN_MS} ms, each extra tool turn ≤ {TOOL_TURN_WALL_MS} \
@@ -194,6 +232,20 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
                 ms(first.wall),
             ),
             Row::new(format!("the daemon's first {tools}-tool run: daemon CPU"), "ms", ms(first.cpu), ms(first.cpu)),
+            Row::new(
+                format!("the first {tools}-tool run of a daemon keeping {kept} sessions: run.start → run_completed"),
+                "ms",
+                ms(crowded.wall),
+                ms(crowded.wall),
+            ),
+            Row::new(
+                format!("the first {tools}-tool run of a daemon keeping {kept} sessions: daemon CPU"),
+                "ms",
+                ms(crowded.cpu),
+                ms(crowded.cpu),
+            ),
+            Row::new("its CPU beyond the fresh daemon's first run, per kept session", "µs", per_kept, per_kept)
+                .target(Target::MedianAtMost(PER_KEPT_SESSION_US)),
             Row::new(
                 format!("daemon CPU per {tools}-tool run, `local/scripted` (baseline)"),
                 "ms",

@@ -30,6 +30,7 @@ mod clear_folders;
 pub mod data_dirs;
 pub mod environment;
 mod landlock;
+mod link_index;
 #[cfg(target_os = "linux")]
 mod mounts;
 pub mod plan;

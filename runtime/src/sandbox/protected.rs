@@ -9,10 +9,11 @@
 //! ([`super::data_dirs::holding_data_dir`]), so no list of them is needed and one made a moment ago counts.
 //!
 //! A hard link has no location of its own to give it away: it is another name for the same inode, anywhere on the
-//! same file system. A regular file with more than one name is therefore looked up in an index of the identities
-//! of everything below the denied paths. The index is built on first need and built again when the file's
-//! ctime (which `link(2)` and `rename(2)` update) is not safely older than the last build, so a link made after a
-//! build, or a file the daemon created since (a `providers.json` replaced atomically), is never missed.
+//! same file system; and a bind mount shows a folder beneath a denied path under another one. So a folder above a
+//! location, and a regular file with more than one name, are looked up among the identities beneath the denied
+//! paths ([`super::link_index`]: the folders walked at the first location check, the files with several names at
+//! the first such file opened and again when its ctime, which `link(2)` and `rename(2)` update, is not safely older
+//! than that walk, so a link made since is never missed).
 //!
 //! The walk up from a file stops at the first folder remembered as clear ([`super::clear_folders`]: unchanged
 //! identity and mtime, the folders above it checked less than a second ago), so a file in a folder seen lately
@@ -22,36 +23,16 @@
 //! Every check here does blocking I/O (a few `stat` calls, sometimes a walk of the denied paths): call it from
 //! a blocking thread, as the file tools do.
 
-use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use super::clear_folders::{CheckedFolder, ClearFolders, RECHECK_AFTER};
 use super::data_dirs::{Layout, data_dir_layout};
-
-/// How much older than the last index build a file's ctime must be for the build to be trusted for it. File
-/// system timestamps come from a coarse clock, so a change just before a build may carry a slightly later time.
-const CTIME_MARGIN: Duration = Duration::from_secs(1);
-
-/// The most entries one index build records; a denied path holding more is still protected by location.
-const MAX_INDEXED_ENTRIES: usize = 200_000;
-
-/// A file's identity: the device it is on and its inode there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Identity {
-    dev: u64,
-    ino: u64,
-}
-
-impl Identity {
-    fn of(metadata: &Metadata) -> Identity {
-        Identity { dev: metadata.dev(), ino: metadata.ino() }
-    }
-}
+use super::link_index::{Identity, LinkIndex, WalkRoot};
 
 /// One denied path, with its identity when it existed at construction.
 #[derive(Debug)]
@@ -63,14 +44,6 @@ struct Entry {
     /// The device of a denied path that is the root of a pseudo file system (`/proc`): everything on it is beneath
     /// the path, refused by device and never indexed ([`super::pseudo_fs`]).
     whole_device: Option<u64>,
-}
-
-/// The identities of everything below the denied paths, by the index of the entry they belong to.
-#[derive(Debug, Default)]
-struct LinkIndex {
-    identities: HashMap<Identity, usize>,
-    /// When the last build started; `None` before the first.
-    built_at: Option<SystemTime>,
 }
 
 /// The identity of each denied path when it was last looked at.
@@ -93,6 +66,8 @@ enum LocationRefusal {
 pub struct ProtectedPaths {
     paths: Vec<PathBuf>,
     entries: Vec<Entry>,
+    /// The entries walked for the link index: all but those refused by their device.
+    walk_roots: Vec<WalkRoot>,
     index: Mutex<LinkIndex>,
     roots: Mutex<Option<Roots>>,
     clear: ClearFolders,
@@ -103,7 +78,7 @@ impl ProtectedPaths {
     /// them). Each path that exists is canonicalized and its identity recorded; the others are protected by path
     /// until they exist.
     pub fn new(paths: Vec<PathBuf>) -> ProtectedPaths {
-        let entries = paths
+        let entries: Vec<Entry> = paths
             .iter()
             .enumerate()
             .map(|(position, path)| {
@@ -113,9 +88,15 @@ impl ProtectedPaths {
                 Entry { path, data_dir: position == 0, identity, whole_device }
             })
             .collect();
+        // An entry refused by its device is never walked.
+        let walk_roots = (entries.iter().enumerate())
+            .filter(|(_, entry)| entry.whole_device.is_none())
+            .map(|(position, entry)| WalkRoot { path: entry.path.clone(), position })
+            .collect();
         ProtectedPaths {
             paths,
             entries,
+            walk_roots,
             index: Mutex::new(LinkIndex::default()),
             roots: Mutex::new(None),
             clear: ClearFolders::default(),
@@ -205,7 +186,7 @@ impl ProtectedPaths {
             || (metadata.is_dir()
                 && self.clear.clear_since(path, metadata).is_none()
                 && data_dir_layout(path) == Layout::DataDir)
-            || self.lock_index().identities.contains_key(&identity)
+            || self.lock_index().known(identity).is_some()
     }
 
     /// The identity of each entry: it may have been created (or replaced) since construction, so it is looked at
@@ -243,10 +224,9 @@ impl ProtectedPaths {
 
     /// Why the real, absolute `location` (`own`: its metadata, when already known) is refused: it lies at or
     /// beneath an entry by path prefix, or it or a folder above it has the identity of an entry or of a folder
-    /// indexed beneath one (a bind mount), or is a troupe data dir by its layout. The walk up stops at the first
-    /// folder remembered as clear ([`super::clear_folders`]), and remembers the folders it found clear. The index
-    /// is built here if it never was, and not rebuilt: folders beneath a denied path cannot be linked, only
-    /// mounted.
+    /// beneath one (a bind mount), or is a troupe data dir by its layout. The walk up stops at the first folder
+    /// remembered as clear ([`super::clear_folders`]), and remembers the folders it found clear. The folders
+    /// beneath the denied paths are walked at the first need ([`LinkIndex::folder`]).
     fn location_refusal(
         &self,
         roots: &[Option<Identity>],
@@ -255,12 +235,6 @@ impl ProtectedPaths {
     ) -> Option<LocationRefusal> {
         if let Some(position) = self.entries.iter().position(|entry| location.starts_with(&entry.path)) {
             return Some(LocationRefusal::Denied(position));
-        }
-        {
-            let mut index = self.lock_index();
-            if index.built_at.is_none() {
-                *index = self.build_index();
-            }
         }
         let (started, started_at) = (Instant::now(), SystemTime::now());
         let mut above_since = started;
@@ -293,7 +267,7 @@ impl ProtectedPaths {
             if !metadata.is_dir() {
                 continue;
             }
-            if let Some(&position) = self.lock_index().identities.get(&identity) {
+            if let Some(position) = self.lock_index().folder(&self.walk_roots, identity) {
                 return Some(LocationRefusal::Denied(position));
             }
             // `/` is never a data dir.
@@ -318,54 +292,9 @@ impl ProtectedPaths {
         }
     }
 
-    /// The entry beneath which a regular file with several names has another one, building the index again when
-    /// it may be older than the file's last change of names.
+    /// The entry beneath which a regular file with several names has another one.
     fn linked_entry(&self, metadata: &Metadata) -> Option<usize> {
-        if !metadata.is_file() || metadata.nlink() <= 1 {
-            // A file's only name is where it was opened, which the location check has judged.
-            return None;
-        }
-        let identity = Identity::of(metadata);
-        let mut index = self.lock_index();
-        if let Some(&position) = index.identities.get(&identity) {
-            return Some(position);
-        }
-        if index.built_at.is_some_and(|built| changed_at(metadata) + CTIME_MARGIN < built) {
-            return None;
-        }
-        *index = self.build_index();
-        index.identities.get(&identity).copied()
-    }
-
-    /// Records the identity of every entry and of everything beneath it, links not followed.
-    fn build_index(&self) -> LinkIndex {
-        let built_at = SystemTime::now();
-        let mut identities = HashMap::new();
-        'entries: for (position, entry) in self.entries.iter().enumerate() {
-            if entry.whole_device.is_some() {
-                // Refused by its device, whatever is on it (`on_denied_device`).
-                continue;
-            }
-            let mut pending = vec![entry.path.clone()];
-            while let Some(path) = pending.pop() {
-                if identities.len() >= MAX_INDEXED_ENTRIES {
-                    tracing::warn!(
-                        limit = MAX_INDEXED_ENTRIES,
-                        "too many files below the denied paths to index them all; hard links to the rest are not \
-                         recognized"
-                    );
-                    break 'entries;
-                }
-                let Ok(metadata) = std::fs::symlink_metadata(&path) else { continue };
-                identities.entry(Identity::of(&metadata)).or_insert(position);
-                if metadata.is_dir()
-                    && let Ok(children) = std::fs::read_dir(&path)
-                {
-                    pending.extend(children.filter_map(|child| child.ok().map(|child| child.path())));
-                }
-            }
-        }
-        LinkIndex { identities, built_at: Some(built_at) }
+        self.lock_index().linked_file(&self.walk_roots, metadata)
     }
 
     fn lock_index(&self) -> std::sync::MutexGuard<'_, LinkIndex> {
@@ -406,13 +335,6 @@ fn other_data_dir_refusal(data_dir: &Path, requested: &str) -> String {
     )
 }
 
-/// When a file's inode last changed (ctime), which creating, linking, unlinking or renaming it updates.
-fn changed_at(metadata: &Metadata) -> SystemTime {
-    let seconds = u64::try_from(metadata.ctime()).unwrap_or(0);
-    let nanoseconds = u32::try_from(metadata.ctime_nsec()).unwrap_or(0).min(999_999_999);
-    SystemTime::UNIX_EPOCH.checked_add(Duration::new(seconds, nanoseconds)).unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
 /// Where the kernel says an open descriptor really is, or `None` where there is no `/proc` to ask.
 #[cfg(target_os = "linux")]
 pub(crate) fn descriptor_path(file: &File) -> Option<io::Result<PathBuf>> {
@@ -429,6 +351,7 @@ pub(crate) fn descriptor_path(_file: &File) -> Option<io::Result<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn nothing_protected_refuses_nothing() {
@@ -478,10 +401,12 @@ mod tests {
         let refusal = protected.refusal_for_open(&file, "status").unwrap();
         assert!(refusal.contains("a denied path (/proc)"), "{refusal}");
 
-        // The index holds what is beneath the ordinary denied folder, and nothing of /proc.
-        let index = protected.build_index();
-        assert_eq!(index.identities.len(), 2, "the folder and its file");
-        assert!(index.identities.values().all(|position| *position == 0));
+        // Only the ordinary denied folder is walked for the link index, never /proc.
+        assert_eq!(protected.walk_roots.len(), 1);
+        assert_eq!(
+            (protected.walk_roots[0].path.as_path(), protected.walk_roots[0].position),
+            (&*base.join("denied"), 0)
+        );
         assert_eq!(protected.refusal_for_path(&base.join("ok"), "ok"), None);
     }
 
