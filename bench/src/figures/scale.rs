@@ -8,7 +8,10 @@ use anyhow::ensure;
 use futures::StreamExt;
 
 use crate::Ctx;
-use crate::harness::{ChildDaemon, bench_tmp_root, connect, create_session, ms};
+use troupe_protocol::method;
+use troupe_protocol::types::session::SessionListParams;
+
+use crate::harness::{ChildDaemon, bench_tmp_root, connect, create_session, ms, within};
 use crate::report::{Row, Table, Target, median_p99};
 use crate::start_list;
 
@@ -66,6 +69,20 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let per_idle_anon_kb = (anon_after as f64 - anon_before as f64) * 1024.0 / 1000.0 / created as f64;
     let per_live_kb = (live as f64 - before as f64) * 1024.0 / 1000.0 / created as f64;
     drop(child);
+
+    // The same data directory, started again: what a daemon keeping these sessions costs at its start, and a
+    // client's first look at them (`session.list`, every root session).
+    let kept = ChildDaemon::spawn(&ctx.program, dir.path(), Some(200))?;
+    let kept_ready = kept.time_to_ready;
+    let list_started = Instant::now();
+    let (client, _deliveries) = connect(&kept.url, &kept.token).await?;
+    let listed = within("session.list", client.call::<method::SessionList>(SessionListParams::default())).await??;
+    let kept_listed = list_started.elapsed();
+    ensure!(listed.sessions.len() == created, "session.list after the restart: {} of {created}", listed.sessions.len());
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(ctx.size(500, 100) as u64)).await;
+    let kept_rss = kept.rss_kib()? as f64 / 1024.0;
+    drop(kept);
 
     // Whether the linker could place the start's functions together (a stale list raises the idle RSS). Not in a
     // smoke run, which judges no target and usually runs a debug build (whose names no list made for a release
@@ -126,6 +143,19 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
                 .target(Target::MedianAtMost(20.0)),
             Row::new("RSS per live session (before hibernation)", "KB", per_live_kb, per_live_kb),
             Row::new("of the idle session's RSS, anonymous (RssAnon)", "KB", per_idle_anon_kb, per_idle_anon_kb),
+            Row::new(
+                format!("keeping {created} sessions: spawn → first /readyz 200"),
+                "s",
+                ms(kept_ready) / 1000.0,
+                ms(kept_ready) / 1000.0,
+            ),
+            Row::new(
+                format!("keeping {created} sessions: connect → first session.list answered"),
+                "ms",
+                ms(kept_listed),
+                ms(kept_listed),
+            ),
+            Row::new(format!("keeping {created} sessions: RSS 0.5 s after that"), "MiB", kept_rss, kept_rss),
         ],
     })
 }
