@@ -174,7 +174,7 @@ impl ProtectedPaths {
     /// Whether a walker's entry at `path` (with its own `metadata`, links not followed) is a denied path, lies
     /// beneath one by path, is a troupe data directory (by its layout; a folder remembered as clear and unchanged
     /// is not looked at again), or is already known to be another name for something beneath one. Cheap: it never
-    /// builds the link index, so a walker must still check each file it opens with
+    /// walks for the link index, so a walker must still check each file it opens with
     /// [`ProtectedPaths::refusal_for_open`].
     pub fn is_protected_entry(&self, path: &Path, metadata: &Metadata) -> bool {
         if self.is_empty() {

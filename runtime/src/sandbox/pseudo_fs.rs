@@ -1,10 +1,10 @@
 //! Denied paths that are whole pseudo file systems: refused by device instead of indexed.
 //!
 //! The file tools may never read `/proc` (the daemon's own environment, memory and descriptors are there), and a
-//! configuration may deny `/sys`. The link index of [`super::protected`] records the identity of everything beneath
-//! each denied path, so that another name for one of its entries (a bind mount) is refused too. Walked that way,
-//! `/proc` is every process's entries, tasks and descriptors: about 40,000 entries on an idle machine and the
-//! index's limit of 200,000 on a busy one, read at a daemon's first file tool call (about 170 ms of CPU there before
+//! configuration may deny `/sys`. The link index ([`super::link_index`]) walks each denied path for the identities
+//! beneath it, so that another name for one of its entries (a bind mount, a hard link) is refused too. Walked that
+//! way, `/proc` is every process's entries, tasks and descriptors: about 40,000 entries on an idle machine and the
+//! walk's limit of 200,000 on a busy one, read at a daemon's first file tool call (about 170 ms of CPU there before
 //! its first `read_file` answered, docs/performance.md figure 14), and out of date as soon as a process starts.
 //!
 //! Every file of a proc or sysfs instance lies beneath the root of its mount and carries the instance's device,
