@@ -8,8 +8,8 @@
 //! - **Folders**, at the first location check: a walk of folders alone. Each folder's entries say which are folders
 //!   (`d_type`), so no file is looked at; and on file systems that keep the Unix convention that a folder's link
 //!   count is two plus its subfolders (ext2/3/4, XFS, tmpfs), a folder counting two has none and is not even
-//!   read. A session's folder is one `stat`. Folders cannot be linked, only mounted, so this index is not built
-//!   again.
+//!   read. A session's folder is one `stat`. Folders cannot be linked, only mounted, so this walk is not made
+//!   again; a walk for files (below) meets every folder and records them afresh, a folder made since included.
 //! - **Files with several names**, at the first opened file that has several names (a file with one name is
 //!   judged by where it lies): a walk of everything, recording the files with more than one name, built again
 //!   when such a file's ctime (which `link(2)` updates) is not safely older than the last walk. A file beneath a
@@ -64,6 +64,8 @@ struct Walked {
     entries: usize,
     /// Folders whose entries were read.
     folders_read: usize,
+    /// Whether the walk stopped at [`MAX_WALKED`] before the end.
+    capped: bool,
 }
 
 /// The identities beneath the denied paths, each with the position of the denied path it is beneath.
@@ -81,7 +83,7 @@ impl LinkIndex {
     /// The denied path beneath which the folder `identity` lies, walking the folders first if no check needed them
     /// before.
     pub(super) fn folder(&mut self, roots: &[WalkRoot], identity: Identity) -> Option<usize> {
-        self.folders.get_or_insert_with(|| walk(roots, Wanted::Folders).0).get(&identity).copied()
+        self.folders.get_or_insert_with(|| walk(roots, Wanted::Folders).folders).get(&identity).copied()
     }
 
     /// The denied path beneath which the regular file `metadata` has another name, walking everything again when
@@ -99,7 +101,13 @@ impl LinkIndex {
             return None;
         }
         let walked_at = SystemTime::now();
-        let (files, _) = walk(roots, Wanted::LinkedFiles);
+        // That walk meets every folder too, so a folder made since the last walk of folders is recorded by the way;
+        // one that stopped at its limit adds what it met to what an earlier walk found (which may have gone further).
+        let Found { folders, files, walked } = walk(roots, Wanted::LinkedFiles);
+        match self.folders.as_mut() {
+            Some(known) if walked.capped => known.extend(folders),
+            _ => self.folders = Some(folders),
+        }
         self.files = files;
         self.files_walked_at = Some(walked_at);
         self.files.get(&identity).copied()
@@ -112,20 +120,27 @@ impl LinkIndex {
     }
 }
 
-/// What a walk records.
+/// What a walk is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wanted {
     /// Every folder, reading only folders that may hold folders.
     Folders,
-    /// Every regular file with more than one name.
+    /// Every regular file with more than one name (and every folder, which that walk meets anyway).
     LinkedFiles,
+}
+
+/// What a walk recorded: each identity with the position of the denied path it is beneath.
+struct Found {
+    folders: HashMap<Identity, usize>,
+    files: HashMap<Identity, usize>,
+    walked: Walked,
 }
 
 /// Walks beneath each root, links not followed, recording what `wanted` asks for. Each entry is looked at relative
 /// to its opened folder (no path resolved again from `/`), and a folder is opened without following a symlink, so
 /// one swapped for a link meanwhile is skipped rather than followed.
-fn walk(roots: &[WalkRoot], wanted: Wanted) -> (HashMap<Identity, usize>, Walked) {
-    let mut found = HashMap::new();
+fn walk(roots: &[WalkRoot], wanted: Wanted) -> Found {
+    let (mut folders, mut files) = (HashMap::new(), HashMap::new());
     let mut walked = Walked::default();
     'roots: for root in roots {
         let counted = counted_subfolders(&root.path);
@@ -139,6 +154,7 @@ fn walk(roots: &[WalkRoot], wanted: Wanted) -> (HashMap<Identity, usize>, Walked
                     "too many entries below the denied paths to index them all; another name for the rest is not \
                      recognized"
                 );
+                walked.capped = true;
                 break 'roots;
             }
             let at = match &parent {
@@ -150,16 +166,13 @@ fn walk(roots: &[WalkRoot], wanted: Wanted) -> (HashMap<Identity, usize>, Walked
             };
             let Some(entry) = Seen::at(at, &name) else { continue };
             walked.entries += 1;
-            let record = match wanted {
-                Wanted::Folders => entry.kind == FileType::Directory,
-                Wanted::LinkedFiles => entry.kind == FileType::RegularFile && entry.nlink > 1,
-            };
-            if record {
-                found.entry(entry.identity).or_insert(root.position);
+            if entry.kind == FileType::RegularFile && entry.nlink > 1 && wanted == Wanted::LinkedFiles {
+                files.entry(entry.identity).or_insert(root.position);
             }
             if entry.kind != FileType::Directory {
                 continue;
             }
+            folders.entry(entry.identity).or_insert(root.position);
             // A folder counting two links has no subfolder where the count is kept (and on the root's own device:
             // one mounted inside may be of another kind).
             if wanted == Wanted::Folders && counted == Some(entry.identity.dev) && entry.nlink == 2 {
@@ -185,7 +198,7 @@ fn walk(roots: &[WalkRoot], wanted: Wanted) -> (HashMap<Identity, usize>, Walked
             pending.extend(children.into_iter().map(|child| (Some(Rc::clone(&folder)), child)));
         }
     }
-    (found, walked)
+    Found { folders, files, walked }
 }
 
 /// What a walk needs of an entry.
@@ -255,7 +268,8 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let data = data_dir(base.path());
         let roots = [WalkRoot { path: data.clone(), position: 0 }];
-        let (folders, walked) = walk(&roots, Wanted::Folders);
+        let Found { folders, files, walked } = walk(&roots, Wanted::Folders);
+        assert!(files.is_empty());
 
         let expected = ["", "daemon", "sessions", "sessions/a", "sessions/b", "sessions/c", "sessions/c/outputs"]
             .into_iter()
@@ -272,9 +286,13 @@ mod tests {
         // folder) are not read: a stat each.
         let folder_count = 8;
         if counted_subfolders(&data).is_some() {
-            assert_eq!(walked, Walked { entries: folder_count, folders_read: 4 }, "data, sessions, c, outputs");
+            assert_eq!(
+                walked,
+                Walked { entries: folder_count, folders_read: 4, capped: false },
+                "data, sessions, c, outputs"
+            );
         } else {
-            assert_eq!(walked, Walked { entries: folder_count, folders_read: folder_count });
+            assert_eq!(walked, Walked { entries: folder_count, folders_read: folder_count, capped: false });
         }
     }
 
@@ -284,8 +302,9 @@ mod tests {
         let data = data_dir(base.path());
         std::fs::hard_link(data.join("daemon/token"), base.path().join("innocent.txt")).unwrap();
         let roots = [WalkRoot { path: data.clone(), position: 3 }];
-        let (files, walked) = walk(&roots, Wanted::LinkedFiles);
+        let Found { folders, files, walked } = walk(&roots, Wanted::LinkedFiles);
         assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!(folders.len(), 8, "and every folder, met on the way");
         assert_eq!(files.get(&identity(&data.join("daemon/token"))), Some(&3));
         assert_eq!(walked.folders_read, 8, "every folder");
         assert_eq!(walked.entries, 8 + 8, "every folder and file");
@@ -313,13 +332,20 @@ mod tests {
         let second = std::fs::metadata(base.path().join("second.txt")).unwrap();
         assert_eq!(index.linked_file(&roots, &second), Some(0));
 
+        // A folder made since the folders were walked is recorded by the next walk for files, which meets it.
+        assert_eq!(index.folder(&roots, identity(&data.join("daemon"))), Some(0));
+        std::fs::create_dir(data.join("sessions/d")).unwrap();
+        assert_eq!(index.known(identity(&data.join("sessions/d"))), None);
+        std::fs::hard_link(data.join("sessions/a/meta.json"), base.path().join("third.txt")).unwrap();
+        let third = std::fs::metadata(base.path().join("third.txt")).unwrap();
+        assert_eq!(index.linked_file(&roots, &third), Some(0));
+        assert_eq!(index.known(identity(&data.join("sessions/d"))), Some(0));
+
         // A file with several names elsewhere is not beneath the denied path.
         std::fs::write(base.path().join("mine.txt"), "m").unwrap();
         std::fs::hard_link(base.path().join("mine.txt"), base.path().join("also-mine.txt")).unwrap();
         let mine = std::fs::metadata(base.path().join("mine.txt")).unwrap();
         assert_eq!(index.linked_file(&roots, &mine), None);
-        // The folders were never needed, so never walked.
-        assert!(index.folders.is_none());
     }
 
     #[test]
