@@ -143,7 +143,9 @@ fn walk(roots: &[WalkRoot], wanted: Wanted) -> Found {
     let (mut folders, mut files) = (HashMap::new(), HashMap::new());
     let mut walked = Walked::default();
     'roots: for root in roots {
-        let counted = counted_subfolders(&root.path);
+        let counts = counts_subfolders(&root.path);
+        // The root's device once looked at: where folders' link counts say how many subfolders they hold.
+        let mut counted = None;
         let Ok(root_name) = CString::new(root.path.as_os_str().as_bytes()) else { continue };
         // Each pending entry: the open folder it is in (none for the root, whose path is absolute), and its name.
         let mut pending: Vec<(Option<Rc<Dir>>, CString)> = vec![(None, root_name)];
@@ -166,6 +168,9 @@ fn walk(roots: &[WalkRoot], wanted: Wanted) -> Found {
             };
             let Some(entry) = Seen::at(at, &name) else { continue };
             walked.entries += 1;
+            if parent.is_none() && counts {
+                counted = Some(entry.identity.dev);
+            }
             if entry.kind == FileType::RegularFile && entry.nlink > 1 && wanted == Wanted::LinkedFiles {
                 files.entry(entry.identity).or_insert(root.position);
             }
@@ -222,14 +227,10 @@ impl Seen {
     }
 }
 
-/// The device of `root` when its file system counts a folder's subfolders in its link count (two plus one per
-/// subfolder): ext2/3/4, XFS and tmpfs do; Btrfs and overlayfs report one, FUSE file systems whatever they like.
-fn counted_subfolders(root: &Path) -> Option<u64> {
-    let kind = rustix::fs::statfs(root).ok()?.f_type;
-    let counting = [libc::EXT4_SUPER_MAGIC, libc::XFS_SUPER_MAGIC, libc::TMPFS_MAGIC]
-        .iter()
-        .any(|magic| i128::from(*magic) == i128::from(kind));
-    counting.then(|| std::fs::symlink_metadata(root).ok().map(|metadata| metadata.dev())).flatten()
+/// Whether the file system of `root` counts a folder's subfolders in its link count (two plus one per subfolder):
+/// ext2/3/4, XFS and tmpfs do; Btrfs and overlayfs report one, FUSE file systems whatever they like.
+fn counts_subfolders(root: &Path) -> bool {
+    super::pseudo_fs::file_system_is(root, &[libc::EXT4_SUPER_MAGIC, libc::XFS_SUPER_MAGIC, libc::TMPFS_MAGIC])
 }
 
 /// When a file's inode last changed (ctime), which creating, linking, unlinking or renaming it updates.
@@ -285,7 +286,7 @@ mod tests {
         // Where the file system counts subfolders, the folders without any (two sessions, `daemon`, the output's
         // folder) are not read: a stat each.
         let folder_count = 8;
-        if counted_subfolders(&data).is_some() {
+        if counts_subfolders(&data) {
             assert_eq!(
                 walked,
                 Walked { entries: folder_count, folders_read: 4, capped: false },

@@ -16,9 +16,7 @@ use std::path::Path;
 
 /// The device of `path` when it is the root of a proc or sysfs mount, whose every file is then beneath it.
 pub(super) fn whole_device(path: &Path) -> Option<u64> {
-    let kind = rustix::fs::statfs(path).ok()?.f_type;
-    let pseudo = [libc::PROC_SUPER_MAGIC, libc::SYSFS_MAGIC].iter().any(|magic| i128::from(*magic) == i128::from(kind));
-    if !pseudo {
+    if !file_system_is(path, &[libc::PROC_SUPER_MAGIC, libc::SYSFS_MAGIC]) {
         return None;
     }
     let device = std::fs::metadata(path).ok()?.dev();
@@ -29,6 +27,12 @@ pub(super) fn whole_device(path: &Path) -> Option<u64> {
         None => return Some(device),
     };
     (parent_device != device).then_some(device)
+}
+
+/// Whether the file system `path` is on is of one of `kinds` (`statfs` magic numbers, whose integer type differs
+/// between C libraries); false when it cannot be asked.
+pub(super) fn file_system_is<Kind: Copy + Into<i128>>(path: &Path, kinds: &[Kind]) -> bool {
+    rustix::fs::statfs(path).is_ok_and(|stat| kinds.iter().any(|kind| (*kind).into() == i128::from(stat.f_type)))
 }
 
 #[cfg(test)]
