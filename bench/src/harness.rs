@@ -525,6 +525,21 @@ pub async fn create_session(client: &Client, cwd: &Path) -> anyhow::Result<Sessi
     Ok(within("session.create", client.call::<method::SessionCreate>(params)).await??.session)
 }
 
+/// Creates up to `count` sessions in `cwd`, 64 requests in flight, and stops sending once `deadline` has passed:
+/// how many were created.
+pub async fn create_sessions(client: &Client, cwd: &Path, count: usize, deadline: Instant) -> anyhow::Result<usize> {
+    let mut created = 0;
+    let mut creates = futures::stream::iter(0..count).map(|_| create_session(client, cwd)).buffer_unordered(64);
+    while let Some(outcome) = creates.next().await {
+        outcome?;
+        created += 1;
+        if Instant::now() > deadline {
+            break;
+        }
+    }
+    Ok(created)
+}
+
 /// The title of rename `index` of a bench, padded to a fixed size so that every line has the same length.
 pub fn bench_title(prefix: &str, index: usize) -> String {
     format!("{prefix} {index:07} {}", "x".repeat(64))

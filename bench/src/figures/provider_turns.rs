@@ -15,8 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
-use futures::StreamExt;
+use anyhow::{bail, ensure};
 use troupe_protocol::client::{Client, Deliveries};
 use troupe_protocol::method;
 use troupe_protocol::types::events::EventPayload;
@@ -26,7 +25,7 @@ use troupe_protocol::types::session::{PermissionMode, SetPermissionModeParams};
 use crate::Ctx;
 use crate::fake_openai::{FakeOpenAi, MODEL, Replies, tool_turns_input};
 use crate::harness::{
-    ChildDaemon, bench_tmp_root, connect, connect_script, create_session, ms, next_live_event, selection,
+    ChildDaemon, bench_tmp_root, connect, connect_script, create_sessions, ms, next_live_event, selection,
     subscribed_session, within,
 };
 use crate::report::{Row, Table, Target, median_p99};
@@ -117,12 +116,13 @@ async fn completion(deliveries: &mut Deliveries, session_id: &str) -> anyhow::Re
     }
 }
 
-/// The first `tools`-tool run of a daemon whose data directory holds `sessions` sessions, created through it
-/// (64 requests in flight) before the run.
+/// The first `tools`-tool run on `model` of a daemon whose data directory holds `sessions` sessions, created
+/// through it (64 requests in flight) before the run.
 async fn first_run_with_sessions(
     ctx: &Ctx,
     vendor: &FakeOpenAi,
     cwd: &std::path::Path,
+    model: &str,
     tools: usize,
     sessions: usize,
 ) -> anyhow::Result<Measured> {
@@ -130,12 +130,9 @@ async fn first_run_with_sessions(
     let child = ChildDaemon::spawn(&ctx.program, dir.path(), None)?;
     let (client, mut deliveries) = connect(&child.url, &child.token).await?;
     vendor.connect(&client).await?;
-    let created = futures::stream::iter(0..sessions).map(|_| create_session(&client, cwd)).buffer_unordered(64);
-    let created: Vec<_> =
-        tokio::time::timeout(Duration::from_secs(300), created.collect()).await.context("creating the sessions")?;
-    created.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    let openai = format!("openai/{MODEL}");
-    timed(one_run(&child, &client, &mut deliveries, cwd, &openai, tool_turns_input(tools), tools)).await
+    let created = create_sessions(&client, cwd, sessions, Instant::now() + Duration::from_secs(300)).await?;
+    ensure!(created == sessions, "only {created} of {sessions} sessions created within 300 s");
+    timed(one_run(&child, &client, &mut deliveries, cwd, model, tool_turns_input(tools), tools)).await
 }
 
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
@@ -181,7 +178,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     }
     drop(child);
     let kept = ctx.size(KEPT_SESSIONS, 50);
-    let crowded = first_run_with_sessions(ctx, &vendor, cwd.path(), tools, kept).await?;
+    let crowded = first_run_with_sessions(ctx, &vendor, cwd.path(), &openai, tools, kept).await?;
     let (connections, requests) = (vendor.connections(), vendor.requests());
     let per_kept = (ms(crowded.cpu) - ms(first.cpu)) * 1000.0 / kept as f64;
     drop(vendor);

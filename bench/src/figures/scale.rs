@@ -5,13 +5,11 @@
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
-use futures::StreamExt;
-
-use crate::Ctx;
 use troupe_protocol::method;
 use troupe_protocol::types::session::SessionListParams;
 
-use crate::harness::{ChildDaemon, bench_tmp_root, connect, create_session, ms, within};
+use crate::Ctx;
+use crate::harness::{ChildDaemon, bench_tmp_root, connect, create_sessions, ms, within};
 use crate::report::{Row, Table, Target, median_p99};
 use crate::start_list;
 
@@ -46,18 +44,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let before = child.rss_kib()?;
     let (anon_before, _) = child.rss_anon_file_kib()?;
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(300);
-    let mut created = 0usize;
-    let mut creates =
-        futures::stream::iter(0..sessions).map(|_| create_session(&client, cwd.path())).buffer_unordered(64);
-    while let Some(outcome) = creates.next().await {
-        outcome?;
-        created += 1;
-        if Instant::now() > deadline {
-            break;
-        }
-    }
-    drop(creates);
+    let created = create_sessions(&client, cwd.path(), sessions, started + Duration::from_secs(300)).await?;
     let create_elapsed = started.elapsed();
     let live = child.rss_kib()?;
     // Hibernation after 200 ms idle; give every actor time to stop.
