@@ -98,6 +98,13 @@ impl RunningDaemon {
         drop(self.forwarded);
         self.gateway.stop().await;
         self.engine.shutdown().await;
+        // Every session's cache is current now: the next start reads them from one file.
+        let data_dir = self.data_dir.clone();
+        match tokio::task::spawn_blocking(move || troupe_runtime::session_index::write(&data_dir)).await {
+            Ok(Ok(sessions)) => tracing::info!(sessions, "session index written"),
+            Ok(Err(error)) => tracing::warn!(%error, "could not write the session index; the next start scans"),
+            Err(error) => tracing::warn!(%error, "the session index's writer thread failed"),
+        }
         tracing::info!("daemon stopped");
     }
 }

@@ -34,6 +34,7 @@ mod creation;
 mod directory;
 mod goals;
 mod index;
+mod index_check;
 mod queries;
 mod removal;
 mod run_lookup;
@@ -117,6 +118,9 @@ pub struct SessionSupervisor {
     next_arbiter: usize,
     /// Every session known on disk, by id.
     index: HashMap<String, SessionMeta>,
+    /// Sessions indexed from the session index a clean stop wrote and not yet checked against their logs
+    /// (`index_check`).
+    unchecked: std::collections::HashSet<String>,
     /// Direct children of each session, in creation order.
     children: HashMap<String, Vec<String>>,
     /// Child sessions being created, by the root of their tree (`children.rs`); those already indexed count once.
@@ -170,6 +174,7 @@ impl SessionSupervisor {
             arbiters,
             next_arbiter: 0,
             index: HashMap::new(),
+            unchecked: Default::default(),
             children: HashMap::new(),
             creating_children: HashMap::new(),
             usage: usage_index::UsageIndex::default(),

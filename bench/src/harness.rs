@@ -273,6 +273,23 @@ impl ChildDaemon {
         process_cpu_time(self.pid())
     }
 
+    /// Stops the daemon as a service manager does (SIGTERM) and waits for it to exit, at most `limit`: how long its
+    /// graceful stop took.
+    pub fn terminate(&mut self, limit: Duration) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        // SAFETY: kill(2) with a child's pid, which `wait` has not reaped yet, and a valid signal.
+        ensure!(unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGTERM) } == 0, "SIGTERM to the daemon");
+        while started.elapsed() < limit {
+            if let Some(status) = self.child.try_wait()? {
+                ensure!(status.success(), "the daemon's graceful stop failed: {status}");
+                return Ok(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.kill();
+        bail!("the daemon did not stop within {limit:?} of SIGTERM")
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

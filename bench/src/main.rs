@@ -156,8 +156,13 @@ fn serve_child(listen: std::net::SocketAddr, data_dir: PathBuf, hibernate_after_
         })
         .await?;
         println!("troupe listening on {}", daemon.url());
-        // The parent kills this process; never wait longer than an hour.
-        tokio::time::sleep(Duration::from_secs(3600)).await;
+        // The parent kills this process, or stops it with SIGTERM as `troupe serve` is stopped; never wait longer
+        // than an hour.
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+            _ = terminate.recv() => {}
+        }
         daemon.shutdown().await;
         Ok(())
     })

@@ -90,6 +90,12 @@ impl DataDir {
         self.daemon_dir().join("console-sessions.json")
     }
 
+    /// `<root>/daemon/session-index.jsonl`: every session's metadata cache, written by a daemon as it stops cleanly
+    /// and removed by the next start as it reads it (`session_index`).
+    pub fn session_index_path(&self) -> PathBuf {
+        self.daemon_dir().join(crate::session_index::SESSION_INDEX_FILE_NAME)
+    }
+
     /// `<root>/config.toml`.
     pub fn config_path(&self) -> PathBuf {
         self.root.join("config.toml")

@@ -76,6 +76,7 @@ pub mod run_ledger;
 pub mod runnable;
 pub mod sandbox;
 pub mod session_directory;
+pub mod session_index;
 pub mod session_state;
 pub mod skills;
 pub mod stored_output;

@@ -78,14 +78,28 @@ pub fn write(session_dir: &Path, described: Described<'_>, log_len_bytes: u64) -
 /// or of another format; the caller then rebuilds from the log.
 pub fn read(session_dir: &Path) -> Option<Cached> {
     crate::blocking::assert_may_block();
-    let bytes = std::fs::read(session_dir.join(META_FILE_NAME)).ok()?;
-    let cached: CachedMeta = serde_json::from_slice(&bytes).ok()?;
+    parse(&std::fs::read(session_dir.join(META_FILE_NAME)).ok()?)
+}
+
+/// A cache's contents as `meta.json` holds them (also a line of the session index, `session_index`); `None` when
+/// they are not a cache of this format.
+pub fn parse(bytes: &[u8]) -> Option<Cached> {
+    let cached: CachedMeta = serde_json::from_slice(bytes).ok()?;
     (cached.format == META_FORMAT).then_some(Cached {
         meta: cached.meta,
         usage: cached.usage,
         artifacts: cached.artifacts,
         log_len_bytes: cached.log_len_bytes,
     })
+}
+
+/// The bytes of the session's cache when it is current: of this format, about the session of that folder's name, and
+/// describing the log at its present length. `None` otherwise.
+pub fn read_current(session_dir: &Path, session_id: &str) -> Option<Vec<u8>> {
+    crate::blocking::assert_may_block();
+    let bytes = std::fs::read(session_dir.join(META_FILE_NAME)).ok()?;
+    let cached = parse(&bytes)?;
+    (cached.meta.session_id == session_id && Some(cached.log_len_bytes) == log_len(session_dir)).then_some(bytes)
 }
 
 /// The current size of the session's `events.jsonl`, to compare with the cached length.
@@ -95,14 +109,14 @@ pub fn log_len(session_dir: &Path) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin, SessionStatus, SkippedEvent};
 
     use super::*;
 
-    fn sample_meta() -> SessionMeta {
+    pub(crate) fn sample_meta() -> SessionMeta {
         SessionMeta {
             session_id: "s1".to_owned(),
             origin: SessionOrigin::Root,

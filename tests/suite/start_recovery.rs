@@ -1,6 +1,7 @@
 //! What a start finds on disk, said and kept right: a sessions directory that cannot be read at start is read again
 //! once it can be (no restart needed), a line deleted from the middle of a log is reported in `skipped_events`, and
-//! a clean stop leaves every session's metadata cache current for the next start.
+//! a clean stop leaves every session's metadata cache current for the next start, and a session index that the next
+//! start lists from and checks against each log.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -105,4 +106,47 @@ fn a_clean_stop_leaves_the_metadata_cache_current() {
     assert_eq!(Some(cached.log_len_bytes), troupe_runtime::meta_cache::log_len(&session_dir), "current: {cached:?}");
     assert_eq!(cached.meta.title.as_deref(), Some("named before the stop"));
     assert_eq!(cached.meta.last_event_seq, 2);
+}
+
+/// The titles `session.list` gives, by session id.
+async fn listed_titles(client: &troupe_protocol::client::Client) -> std::collections::BTreeMap<String, Option<String>> {
+    let listed = within("session.list", client.call::<method::SessionList>(Default::default())).await.expect("list");
+    listed.sessions.into_iter().map(|meta| (meta.session_id, meta.title)).collect()
+}
+
+#[tokio::test]
+async fn a_clean_stop_leaves_a_session_index_the_next_start_lists_from_and_checks_against_each_log() {
+    let daemon = TestDaemon::start();
+    let (client, _deliveries) = daemon.client().await;
+    let kept = daemon.create_session(&client).await.session_id;
+    let restored = daemon.create_session(&client).await.session_id;
+    set_title(&client, &kept, "k1", "kept").await.unwrap();
+    set_title(&client, &restored, "r1", "backed up").await.unwrap();
+    // Acknowledged, so durable: this copy is the session as a backup taken now holds it.
+    let log = |data_dir: &std::path::Path| data_dir.join("sessions").join(&restored).join("events.jsonl");
+    let backup = std::fs::read(log(daemon.data_path())).unwrap();
+    set_title(&client, &restored, "r2", "changed after the backup").await.unwrap();
+    let before = listed_titles(&client).await;
+    drop(client);
+    let data_dir = daemon.stop();
+
+    let index = data_dir.path().join("daemon").join("session-index.jsonl");
+    let written = std::fs::read_to_string(&index).expect("a clean stop writes the session index");
+    assert_eq!(written.lines().count(), 3, "a header and both sessions: {written}");
+    // The backup put back while no daemon runs: the index and the session's cache describe a longer log.
+    std::fs::write(log(data_dir.path()), &backup).unwrap();
+
+    let daemon = TestDaemon::start_with(DaemonSetup { data_dir: Some(data_dir), ..DaemonSetup::default() });
+    let (client, _deliveries) = daemon.client().await;
+    let first = listed_titles(&client).await;
+    assert!(!index.exists(), "the start takes the index, so a crash later cannot leave it behind");
+    assert_eq!(first.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "every session is listed");
+    assert_eq!(first[&kept].as_deref(), Some("kept"));
+    // The check of the index against the logs reads the put-back session again.
+    eventually_some("the put-back session listed as its log says", WAIT, || async {
+        (listed_titles(&client).await[&restored].as_deref() == Some("backed up")).then_some(())
+    })
+    .await;
+    let got = client.call::<method::SessionGet>(SessionIdParams { session_id: restored.clone() }).await.unwrap();
+    assert_eq!(got.session.title.as_deref(), Some("backed up"));
 }

@@ -232,9 +232,11 @@ async fn usage_rollups_equal_what_the_vendor_reported_and_survive_a_restart() {
     cache_is_fresh(daemon.data_path(), &other).await;
     let data_dir = daemon.stop();
 
-    // The first session's cache goes stale (a log length that does not match, usage wiped): the next start must
-    // read its log. The other's cache stays as it was, and the session is never opened again. A delegated child of
-    // the first session appears on disk with no cache at all.
+    // The first session's cache goes stale (a log length that does not match, usage wiped), as a crash leaves it: the
+    // next start must read its log. The other's cache stays as it was, and the session is never opened again. A
+    // delegated child of the first session appears on disk with no cache at all. A crashed daemon leaves no session
+    // index (the clean stop's, which would give the start both sessions without their caches, is removed).
+    std::fs::remove_file(data_dir.path().join("daemon").join("session-index.jsonl")).expect("a clean stop's index");
     let first_dir = data_dir.path().join("sessions").join(&first);
     let mut cached: Value = serde_json::from_slice(&std::fs::read(first_dir.join("meta.json")).unwrap()).unwrap();
     cached["log_len_bytes"] = json!(1);

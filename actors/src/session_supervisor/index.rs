@@ -1,8 +1,10 @@
 //! The supervisor's index of every session on disk: built at start from a scan of the sessions directory (the
-//! `meta.json` caches, or the logs where a cache is missing or stale; a scan that fails is retried), then kept
+//! session index a clean stop wrote, checked afterwards in `index_check.rs`; else the `meta.json` caches, or the logs
+//! where a cache is missing or stale; a scan that fails is retried), then kept
 //! current by the session actors' reports (`SessionMetaChanged`). The scan also gives each session's spent usage
 //! (`usage_index`) and named artifacts (`artifacts`).
 
+use std::path::Path;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -12,6 +14,7 @@ use troupe_runtime::data_dir::DataDir;
 use troupe_runtime::event_log::{self, EventStore};
 use troupe_runtime::fork::FORK_DIR_SUFFIX;
 use troupe_runtime::meta_cache;
+use troupe_runtime::session_index;
 use troupe_runtime::session_state::SessionState;
 use troupe_runtime::usage_book::UsageSummary;
 
@@ -25,6 +28,9 @@ pub(super) struct ScannedSession {
     pub(super) usage: UsageSummary,
     /// The artifacts its log names; `None` when the log could not be read.
     pub(super) artifacts: Option<NamedArtifacts>,
+    /// Taken from the session index a clean stop wrote (`session_index`), not yet checked against its log: the log's
+    /// length its entry describes (`index_check.rs`).
+    pub(super) unchecked_log_len: Option<u64>,
 }
 
 /// The first wait before the sessions directory is read again after it could not be read at start; doubled at each
@@ -32,10 +38,12 @@ pub(super) struct ScannedSession {
 pub(super) const RESCAN_FIRST_DELAY: Duration = Duration::from_millis(250);
 const RESCAN_MAX_DELAY: Duration = Duration::from_secs(10);
 
-/// Reads every session's metadata, spent usage and named artifacts: the cache when it matches the log's length, else the log
-/// itself (and then refreshes the cache). Sessions whose log cannot be projected are logged and left out. An error
-/// when the sessions directory exists but cannot be read (its permissions, an I/O error): then nothing is known yet.
+/// Reads every session's metadata, spent usage and named artifacts: the session index a clean stop left (taken, so
+/// it is read once), else the session's cache when it matches the log's length, else the log itself (and then
+/// refreshes the cache). Sessions whose log cannot be projected are logged and left out. An error when the sessions
+/// directory exists but cannot be read (its permissions, an I/O error): then nothing is known yet.
 pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<ScannedSession>> {
+    let mut indexed = session_index::take(data_dir);
     let entries = match std::fs::read_dir(data_dir.sessions_dir()) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -47,7 +55,8 @@ pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<ScannedSe
         let Some(session_id) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
-        if !session_dir.is_dir() {
+        // The entry's type as the folder lists it (no `stat`), then what it leads to (a link to a folder).
+        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) && !session_dir.is_dir() {
             continue;
         }
         if session_id.starts_with('.') {
@@ -63,50 +72,66 @@ pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<ScannedSe
             }
             continue;
         }
-        let log_len = meta_cache::log_len(&session_dir);
-        if let Some(cached) = meta_cache::read(&session_dir)
-            && Some(cached.log_len_bytes) == log_len
-            && cached.meta.session_id == session_id
-        {
-            sessions.push(ScannedSession { meta: cached.meta, usage: cached.usage, artifacts: Some(cached.artifacts) });
+        if let Some(cached) = indexed.remove(&session_id) {
+            sessions.push(ScannedSession {
+                meta: cached.meta,
+                usage: cached.usage,
+                artifacts: Some(cached.artifacts),
+                unchecked_log_len: Some(cached.log_len_bytes),
+            });
             continue;
         }
-        // Streamed: the projection is built line by line, no event is kept.
-        let mut projector = SessionState::projector();
-        match event_log::open(&session_dir, 0, |event| projector.apply(event)) {
-            Ok(opened) => {
-                let fallback_time = event_log::modified_rfc3339(&session_dir);
-                let mut state = projector.finish(&session_id, opened.skipped, &fallback_time);
-                if let Err(error) = troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader()) {
-                    tracing::warn!(%session_id, %error, "could not read a reverted session's visible events");
-                }
-                let (meta, usage) = (state.meta(), state.usage.summary().clone());
-                let described = meta_cache::Described { meta: &meta, usage: &usage, artifacts: &state.artifacts };
-                if let Err(error) = meta_cache::write(&session_dir, described, opened.store.len_bytes()) {
-                    tracing::warn!(%session_id, %error, "could not write the metadata cache");
-                }
-                sessions.push(ScannedSession { meta, usage, artifacts: Some(state.artifacts) });
-            }
-            Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => {
-                tracing::warn!(%session_id, "skipping a session directory without an event log")
-            }
-            Err(error) => {
-                // The log is there but cannot be read now (permissions, a directory in its place, an I/O error).
-                // The session stays indexed, its damage reported, so that requests reach it: each tries to load it
-                // again and answers with the error until the file is repaired, with no restart needed.
-                tracing::warn!(%session_id, %error, "a session's log cannot be opened; it stays listed");
-                let fallback_time = event_log::modified_rfc3339(&session_dir);
-                let skipped = vec![troupe_protocol::types::common::SkippedEvent {
-                    seq: Some(1),
-                    line: None,
-                    reason: format!("the log could not be opened: {error}"),
-                }];
-                let meta = SessionState::projector().finish(&session_id, skipped, &fallback_time).meta();
-                sessions.push(ScannedSession { meta, usage: UsageSummary::default(), artifacts: None });
-            }
-        }
+        sessions.extend(scan_session(&session_dir, session_id));
     }
     Ok(sessions)
+}
+
+/// One session's metadata, spent usage and named artifacts, from its cache when it matches the log's length, else
+/// from the log (refreshing the cache). `None` when the folder holds no log.
+pub(super) fn scan_session(session_dir: &Path, session_id: String) -> Option<ScannedSession> {
+    let log_len = meta_cache::log_len(session_dir);
+    if let Some(cached) = meta_cache::read(session_dir)
+        && Some(cached.log_len_bytes) == log_len
+        && cached.meta.session_id == session_id
+    {
+        let (meta, usage, artifacts) = (cached.meta, cached.usage, Some(cached.artifacts));
+        return Some(ScannedSession { meta, usage, artifacts, unchecked_log_len: None });
+    }
+    // Streamed: the projection is built line by line, no event is kept.
+    let mut projector = SessionState::projector();
+    match event_log::open(session_dir, 0, |event| projector.apply(event)) {
+        Ok(opened) => {
+            let fallback_time = event_log::modified_rfc3339(session_dir);
+            let mut state = projector.finish(&session_id, opened.skipped, &fallback_time);
+            if let Err(error) = troupe_runtime::branch::settle_loaded(&mut state, &*opened.store.reader()) {
+                tracing::warn!(%session_id, %error, "could not read a reverted session's visible events");
+            }
+            let (meta, usage) = (state.meta(), state.usage.summary().clone());
+            let described = meta_cache::Described { meta: &meta, usage: &usage, artifacts: &state.artifacts };
+            if let Err(error) = meta_cache::write(session_dir, described, opened.store.len_bytes()) {
+                tracing::warn!(%session_id, %error, "could not write the metadata cache");
+            }
+            Some(ScannedSession { meta, usage, artifacts: Some(state.artifacts), unchecked_log_len: None })
+        }
+        Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => {
+            tracing::warn!(%session_id, "skipping a session directory without an event log");
+            None
+        }
+        Err(error) => {
+            // The log is there but cannot be read now (permissions, a directory in its place, an I/O error).
+            // The session stays indexed, its damage reported, so that requests reach it: each tries to load it
+            // again and answers with the error until the file is repaired, with no restart needed.
+            tracing::warn!(%session_id, %error, "a session's log cannot be opened; it stays listed");
+            let fallback_time = event_log::modified_rfc3339(session_dir);
+            let skipped = vec![troupe_protocol::types::common::SkippedEvent {
+                seq: Some(1),
+                line: None,
+                reason: format!("the log could not be opened: {error}"),
+            }];
+            let meta = SessionState::projector().finish(&session_id, skipped, &fallback_time).meta();
+            Some(ScannedSession { meta, usage: UsageSummary::default(), artifacts: None, unchecked_log_len: None })
+        }
+    }
 }
 
 impl SessionSupervisor {
@@ -121,19 +146,22 @@ impl SessionSupervisor {
     ) {
         let error = match scanned {
             Ok(Ok(sessions)) => {
-                for ScannedSession { meta, usage, artifacts } in sessions {
+                let mut unchecked = Vec::new();
+                for scanned in sessions {
                     // A session created or changed since the scan began is known better already.
-                    if !self.index.contains_key(&meta.session_id) {
-                        self.usage.set(&meta.session_id, usage);
-                        if let Some(artifacts) = artifacts {
-                            self.artifacts.set(&meta.session_id, std::sync::Arc::new(artifacts));
+                    if !self.index.contains_key(&scanned.meta.session_id) {
+                        if let Some(log_len) = scanned.unchecked_log_len {
+                            unchecked.push((scanned.meta.session_id.clone(), log_len));
                         }
-                        self.index_meta(meta);
+                        self.index_scanned_session(scanned);
                     }
                 }
-                // Every session's artifacts are known: collecting them may start (once installed).
-                self.artifacts.mark_scanned();
-                self.schedule_artifact_collection(Duration::ZERO, ctx);
+                if unchecked.is_empty() {
+                    self.scan_complete(ctx);
+                } else {
+                    // What the session index said is checked against the logs while requests are answered.
+                    self.check_index(unchecked, ctx);
+                }
                 return;
             }
             Ok(Err(error)) => error.to_string(),
@@ -155,6 +183,23 @@ impl SessionSupervisor {
                 }
             }));
         });
+    }
+
+    /// Indexes one session the scan found (or its check read again): its metadata, spent usage and named artifacts.
+    pub(super) fn index_scanned_session(&mut self, scanned: ScannedSession) {
+        let ScannedSession { meta, usage, artifacts, unchecked_log_len: _ } = scanned;
+        self.usage.set(&meta.session_id, usage);
+        if let Some(artifacts) = artifacts {
+            self.artifacts.set(&meta.session_id, std::sync::Arc::new(artifacts));
+        }
+        self.index_meta(meta);
+    }
+
+    /// Every session's artifacts are known as their logs name them: collecting the unnamed may start (once
+    /// installed).
+    pub(super) fn scan_complete(&mut self, ctx: &mut Context<Self>) {
+        self.artifacts.mark_scanned();
+        self.schedule_artifact_collection(Duration::ZERO, ctx);
     }
 
     /// Runs that were in flight when the daemon stopped get `run_interrupted` now: opening their sessions loads
@@ -203,6 +248,8 @@ impl Handler<SessionMetaChanged> for SessionSupervisor {
         if !self.index.contains_key(session_id) && !self.live.contains_key(session_id) {
             return;
         }
+        // Its actor read its log: what the session index said of it needs no check any more.
+        self.unchecked.remove(session_id);
         self.publish_to_directory(&message.meta);
         // `index_meta` names this node as the session's host.
         self.index_meta(message.meta);

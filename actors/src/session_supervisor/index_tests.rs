@@ -2,11 +2,12 @@
 
 use troupe_protocol::types::events::EventJson;
 use troupe_runtime::data_dir::DataDir;
-use troupe_runtime::event_log::{self, LogEntry};
+use troupe_runtime::event_log::{self, EventStore, LogEntry};
 use troupe_runtime::fork::FORK_DIR_SUFFIX;
 use troupe_runtime::meta_cache;
 
 use super::scan_sessions;
+use crate::session_supervisor::index_check::check_sessions;
 use crate::test_support::session_created;
 
 /// Creates the log of a root session `session_id`, its first event durable.
@@ -57,4 +58,48 @@ fn a_session_whose_log_cannot_be_opened_stays_listed_with_its_damage() {
     let skipped = &scanned[0].meta.skipped_events;
     assert!(skipped.iter().any(|skipped| skipped.reason.contains("could not be opened")), "{skipped:?}");
     assert_eq!(scanned[0].artifacts, None, "what it names is unknown, so no artifact may be collected");
+}
+
+#[test]
+fn a_clean_stops_session_index_is_believed_then_checked_against_each_log() {
+    use troupe_protocol::types::events::{EventPayload, StoredEvent, TitleChangeKind};
+    use troupe_runtime::session_index;
+
+    let root = tempfile::tempdir().unwrap();
+    let data_dir = DataDir::new(root.path().to_path_buf());
+    data_dir.ensure_layout().unwrap();
+    create_session(&data_dir, "s1");
+    create_session(&data_dir, "s2");
+    assert_eq!(scan_sessions(&data_dir).unwrap().len(), 2, "the first scan reads the logs and writes the caches");
+    assert_eq!(session_index::write(&data_dir).unwrap(), 2);
+
+    // A rename appended to s2's log while no daemon ran: the index is behind it.
+    let renamed = StoredEvent {
+        seq: 2,
+        payload: EventPayload::SessionTitleCommitted {
+            title: Some("renamed".into()),
+            change: TitleChangeKind::Set,
+            client_rename_id: "r1".into(),
+        },
+        ..session_created("s2")
+    };
+    let mut opened = event_log::open(&data_dir.session_dir("s2"), 0, |_| ()).unwrap();
+    opened.store.append_batch(&[LogEntry { seq: 2, json: EventJson::encode(&renamed).unwrap() }]).unwrap();
+    drop(opened);
+
+    let scanned = scan_sessions(&data_dir).unwrap();
+    assert!(!data_dir.session_index_path().exists(), "the index is read once");
+    assert_eq!(scanned.len(), 2);
+    assert!(scanned.iter().all(|session| session.unchecked_log_len.is_some() && session.meta.title.is_none()));
+    let unchecked = scanned.iter().map(|session| (session.meta.session_id.clone(), session.unchecked_log_len.unwrap()));
+    let read_again = check_sessions(&data_dir, unchecked.collect());
+    assert_eq!(read_again.len(), 1, "only the session whose log moved is read again");
+    assert_eq!(read_again[0].meta.session_id, "s2");
+    assert_eq!(read_again[0].meta.title.as_deref(), Some("renamed"));
+    assert_eq!(read_again[0].unchecked_log_len, None);
+
+    // Without an index, the caches (refreshed by the check where they were stale) are read.
+    let mut titles: Vec<_> = scan_sessions(&data_dir).unwrap().into_iter().map(|session| session.meta.title).collect();
+    titles.sort();
+    assert_eq!(titles, [None, Some("renamed".to_owned())]);
 }

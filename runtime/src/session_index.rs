@@ -1,0 +1,96 @@
+//! `daemon/session-index.jsonl`: every session's metadata cache (`meta.json`) in one file, written by a daemon as it
+//! stops cleanly and taken (read, then removed) by the next start, so that a daemon keeping many sessions knows them
+//! after reading one file rather than a cache in each session's folder: the start's scan of 10,000 sessions read
+//! 10,000 small files before the first `session.list` was answered (docs/performance.md, finding 12).
+//!
+//! Like `meta.json` it is a shortcut, never the truth. It holds only caches that matched their logs' length when it
+//! was written, each line one cache as `meta.json` holds it (with that length), and the start believes a line at once
+//! and checks it against its log afterwards (`actors/src/session_supervisor/index_check.rs`): a log changed while no
+//! daemon ran (a backup put back, a crash that undid the file's removal) is read again. Taking it removes it, so a
+//! daemon that does not stop cleanly leaves none behind, and its successor scans every session as before.
+//!
+//! The first line is `{"format":1}`; a file of another format, or a line that is not a cache, is ignored: those
+//! sessions are scanned one by one.
+
+use std::collections::HashMap;
+
+use crate::data_dir::{DataDir, Durability, replace_file};
+use crate::error::RuntimeError;
+use crate::meta_cache::{self, Cached};
+
+/// The index's file name in the daemon's folder.
+pub const SESSION_INDEX_FILE_NAME: &str = "session-index.jsonl";
+
+/// Bumped whenever the file's own shape changes (its lines follow `meta.json`'s format, checked line by line).
+const INDEX_FORMAT: u32 = 1;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    format: u32,
+}
+
+/// Writes the index of every session whose cache is current, replacing any older index (fsynced: a start trusts what
+/// it reads until its check is done). Returns how many sessions it holds; the others are scanned at the next start.
+pub fn write(data_dir: &DataDir) -> Result<usize, RuntimeError> {
+    crate::blocking::assert_may_block();
+    let sessions_dir = data_dir.sessions_dir();
+    let entries = match std::fs::read_dir(&sessions_dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(error) => return Err(RuntimeError::io("read directory", &sessions_dir, error)),
+    };
+    let mut file = format!("{{\"format\":{INDEX_FORMAT}}}\n").into_bytes();
+    let mut sessions = 0;
+    for entry in entries.flatten() {
+        let Some(session_id) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        if session_id.starts_with('.') {
+            continue;
+        }
+        // A cache is one line of JSON as written (`serde_json` escapes newlines in strings); one that is not is left
+        // to the scan.
+        if let Some(cache) = meta_cache::read_current(&entry.path(), &session_id)
+            && !cache.contains(&b'\n')
+        {
+            file.extend_from_slice(&cache);
+            file.push(b'\n');
+            sessions += 1;
+        }
+    }
+    replace_file(&data_dir.session_index_path(), &file, Durability::Durable)?;
+    Ok(sessions)
+}
+
+/// Reads the index and removes it: each session's cache by id, as the daemon that wrote it last saw it. Empty when
+/// there is none, or it is of another format; a line that is not a cache is skipped.
+pub fn take(data_dir: &DataDir) -> HashMap<String, Cached> {
+    crate::blocking::assert_may_block();
+    let path = data_dir.session_index_path();
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "cannot read the session index; every session is scanned");
+            let _ = std::fs::remove_file(&path);
+            return HashMap::new();
+        }
+    };
+    if let Err(error) = std::fs::remove_file(&path) {
+        // Left in place, it is read again by the next start, and checked again there like any other.
+        tracing::warn!(path = %path.display(), %error, "cannot remove the session index after reading it");
+    }
+    let mut lines = bytes.split(|&byte| byte == b'\n');
+    let format = lines.next().and_then(|header| serde_json::from_slice::<Header>(header).ok());
+    if format.is_none_or(|header| header.format != INDEX_FORMAT) {
+        return HashMap::new();
+    }
+    lines
+        .filter(|line| !line.is_empty())
+        .filter_map(meta_cache::parse)
+        .map(|cached| (cached.meta.session_id.clone(), cached))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "session_index_tests.rs"]
+mod tests;
