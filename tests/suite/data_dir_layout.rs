@@ -64,6 +64,7 @@ async fn directories_where_files_belong_leave_the_daemon_running_and_saying_so()
         root.join("providers.json"),
         root.join("daemon/url"),
         root.join("daemon/console-sessions.json"),
+        root.join("daemon/session-index.jsonl"),
     ];
     for path in misplaced.iter().chain([&session_dir.join("meta.json")]) {
         let _ = std::fs::remove_file(path);

@@ -1,8 +1,8 @@
 //! The supervisor's index of every session on disk: built at start from a scan of the sessions directory (the
 //! session index a clean stop wrote, checked afterwards in `index_check.rs`; else the `meta.json` caches, or the logs
-//! where a cache is missing or stale; a scan that fails is retried), then kept
-//! current by the session actors' reports (`SessionMetaChanged`). The scan also gives each session's spent usage
-//! (`usage_index`) and named artifacts (`artifacts`).
+//! where a cache is missing or stale; a scan that fails is retried), then kept current by the session actors' reports
+//! (`SessionMetaChanged`). The scan also gives each session's spent usage (`usage_index`) and named artifacts
+//! (`artifacts`).
 
 use std::path::Path;
 use std::time::Duration;

@@ -21,17 +21,19 @@ pub enum LayoutFile {
     Url,
     Providers,
     ConsoleSessions,
+    SessionIndex,
 }
 
 impl LayoutFile {
     /// Every file the start check looks at, in the order they are reported.
-    pub const ALL: [LayoutFile; 6] = [
+    pub const ALL: [LayoutFile; 7] = [
         LayoutFile::Token,
         LayoutFile::Lock,
         LayoutFile::Config,
         LayoutFile::Providers,
         LayoutFile::Url,
         LayoutFile::ConsoleSessions,
+        LayoutFile::SessionIndex,
     ];
 
     /// Where it is in `data_dir`.
@@ -43,6 +45,7 @@ impl LayoutFile {
             LayoutFile::Url => data_dir.url_path(),
             LayoutFile::Providers => data_dir.root().join(PROVIDERS_FILE_NAME),
             LayoutFile::ConsoleSessions => data_dir.console_sessions_path(),
+            LayoutFile::SessionIndex => data_dir.session_index_path(),
         }
     }
 
@@ -55,6 +58,7 @@ impl LayoutFile {
             LayoutFile::Url => "the URL local clients find it at",
             LayoutFile::Providers => "the connected providers and their keys",
             LayoutFile::ConsoleSessions => "the web console's sign-ins",
+            LayoutFile::SessionIndex => "every session's metadata as the last clean stop left it",
         }
     }
 
@@ -71,6 +75,9 @@ impl LayoutFile {
             LayoutFile::ConsoleSessions => {
                 Consequence::RunWithout("browsers must sign in to the console again after each restart")
             }
+            LayoutFile::SessionIndex => Consequence::RunWithout(
+                "each start reads every session's folder before it lists them, which takes longer with many sessions",
+            ),
         }
     }
 }
