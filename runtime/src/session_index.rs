@@ -30,13 +30,9 @@ struct Header {
     format: u32,
 }
 
-/// Writes the index of every session whose cache is current, replacing any older index. Returns how many sessions it
-/// holds; the others are scanned at the next start.
-///
-/// Not fsynced, as `meta.json` is not: its `fsync` would also flush every cache the stop's sessions left unwritten
-/// (ext4 orders a file's data before the journal commit its `fsync` forces), which made a stop with 10,000 sessions
-/// take a second. A crash before the kernel writes it back loses the index, or the end of it: a line cut short is not
-/// a cache and is skipped, and every whole line is a cache that was current when no daemon was running any more.
+/// Writes the index of every session whose cache is current, replacing any older index: fsynced, with its rename, so
+/// that after a crash the file is whole or absent (a few milliseconds at 10,000 sessions, measured with their caches
+/// just rewritten and not yet written back). Returns how many sessions it holds; the others are scanned at the next start.
 pub fn write(data_dir: &DataDir) -> Result<usize, RuntimeError> {
     crate::blocking::assert_may_block();
     let sessions_dir = data_dir.sessions_dir();
@@ -62,7 +58,7 @@ pub fn write(data_dir: &DataDir) -> Result<usize, RuntimeError> {
             sessions += 1;
         }
     }
-    replace_file(&data_dir.session_index_path(), &file, Durability::Cache)?;
+    replace_file(&data_dir.session_index_path(), &file, Durability::Durable)?;
     Ok(sessions)
 }
 

@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let dir = tempfile::tempdir_in(bench_tmp_root())?;
     let cwd = tempfile::tempdir_in(bench_tmp_root())?;
     let mut child = ChildDaemon::spawn(&ctx.program, dir.path(), Some(200))?;
-    let (client, _deliveries) = connect(&child.url, &child.token).await?;
+    let (client, deliveries) = connect(&child.url, &child.token).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = child.rss_kib()?;
     let (anon_before, _) = child.rss_anon_file_kib()?;
@@ -57,6 +57,9 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     let per_idle_anon_kb = (anon_after as f64 - anon_before as f64) * 1024.0 / 1000.0 / created as f64;
     let per_live_kb = (live as f64 - before as f64) * 1024.0 / 1000.0 / created as f64;
     // Stopped as a service manager stops it: the daemon writes the session index (`session_index`) as it stops.
+    // With no client connected: a graceful stop waits for each connection's close handshake, which a client whose
+    // runtime this thread blocks (`terminate` waits synchronously) never finishes (the stop then took a second).
+    drop((client, deliveries));
     let stop_time = child.terminate(Duration::from_secs(120))?;
     drop(child);
 
