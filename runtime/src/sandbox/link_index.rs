@@ -101,13 +101,8 @@ impl LinkIndex {
             return None;
         }
         let walked_at = SystemTime::now();
-        // That walk meets every folder too, so a folder made since the last walk of folders is recorded by the way;
-        // one that stopped at its limit adds what it met to what an earlier walk found (which may have gone further).
         let Found { folders, files, walked } = walk(roots, Wanted::LinkedFiles);
-        match self.folders.as_mut() {
-            Some(known) if walked.capped => known.extend(folders),
-            _ => self.folders = Some(folders),
-        }
+        record_folders(&mut self.folders, folders, walked.capped);
         self.files = files;
         self.files_walked_at = Some(walked_at);
         self.files.get(&identity).copied()
@@ -117,6 +112,18 @@ impl LinkIndex {
     /// without walking anything.
     pub(super) fn known(&self, identity: Identity) -> Option<usize> {
         self.folders.as_ref().and_then(|folders| folders.get(&identity)).or_else(|| self.files.get(&identity)).copied()
+    }
+}
+
+/// Records the folders a walk for files met (it meets every folder, so a folder made since the last walk of folders
+/// is recorded by the way). A complete walk replaces what was known; one stopped at its limit only adds to it, and is
+/// never taken for the folders' index when none was walked yet: a walk of folders alone reads far fewer entries
+/// (no file, no folder without subfolders), so it goes further before the limit, and is made when a check needs it.
+fn record_folders(known: &mut Option<HashMap<Identity, usize>>, met: HashMap<Identity, usize>, capped: bool) {
+    match (known.as_mut(), capped) {
+        (Some(known), true) => known.extend(met),
+        (None, true) => {}
+        (_, false) => *known = Some(met),
     }
 }
 
@@ -262,6 +269,21 @@ mod tests {
 
     fn identity(path: &Path) -> Identity {
         Identity::of(&std::fs::symlink_metadata(path).unwrap())
+    }
+
+    #[test]
+    fn a_walk_for_files_stopped_at_its_limit_never_stands_for_the_folders_index() {
+        let identity = |ino| Identity { dev: 1, ino };
+        let met = |inos: &[u64]| inos.iter().map(|&ino| (identity(ino), 0)).collect::<HashMap<_, _>>();
+        let mut known = None;
+        record_folders(&mut known, met(&[1]), true);
+        assert_eq!(known, None, "a capped walk is no index of folders: the walk of folders alone goes further");
+        record_folders(&mut known, met(&[1, 2]), false);
+        assert_eq!(known, Some(met(&[1, 2])));
+        record_folders(&mut known, met(&[3]), true);
+        assert_eq!(known, Some(met(&[1, 2, 3])), "a capped walk adds to what is known");
+        record_folders(&mut known, met(&[4]), false);
+        assert_eq!(known, Some(met(&[4])), "a complete walk replaces it");
     }
 
     #[test]
