@@ -93,13 +93,15 @@ pub fn parse(bytes: &[u8]) -> Option<Cached> {
     })
 }
 
-/// The bytes of the session's cache when it is current: of this format, about the session of that folder's name, and
-/// describing the log at its present length. `None` otherwise.
-pub fn read_current(session_dir: &Path, session_id: &str) -> Option<Vec<u8>> {
+/// The session's cache when it may be believed: of this format, about the session of that folder's name, and
+/// describing the log at its present length; with the bytes it was read from. `None` otherwise (the caller reads
+/// the log).
+pub fn read_current(session_dir: &Path, session_id: &str) -> Option<(Cached, Vec<u8>)> {
     crate::blocking::assert_may_block();
+    let log_len = log_len(session_dir);
     let bytes = std::fs::read(session_dir.join(META_FILE_NAME)).ok()?;
     let cached = parse(&bytes)?;
-    (cached.meta.session_id == session_id && Some(cached.log_len_bytes) == log_len(session_dir)).then_some(bytes)
+    (cached.meta.session_id == session_id && Some(cached.log_len_bytes) == log_len).then_some((cached, bytes))
 }
 
 /// The current size of the session's `events.jsonl`, to compare with the cached length.

@@ -51,7 +51,7 @@ pub fn write(data_dir: &DataDir) -> Result<usize, RuntimeError> {
         }
         // A cache is one line of JSON as written (`serde_json` escapes newlines in strings); one that is not is left
         // to the scan.
-        if let Some(cache) = meta_cache::read_current(&entry.path(), &session_id)
+        if let Some((_, cache)) = meta_cache::read_current(&entry.path(), &session_id)
             && !cache.contains(&b'\n')
         {
             file.extend_from_slice(&cache);

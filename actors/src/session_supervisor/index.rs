@@ -89,11 +89,7 @@ pub(super) fn scan_sessions(data_dir: &DataDir) -> std::io::Result<Vec<ScannedSe
 /// One session's metadata, spent usage and named artifacts, from its cache when it matches the log's length, else
 /// from the log (refreshing the cache). `None` when the folder holds no log.
 pub(super) fn scan_session(session_dir: &Path, session_id: String) -> Option<ScannedSession> {
-    let log_len = meta_cache::log_len(session_dir);
-    if let Some(cached) = meta_cache::read(session_dir)
-        && Some(cached.log_len_bytes) == log_len
-        && cached.meta.session_id == session_id
-    {
+    if let Some((cached, _)) = meta_cache::read_current(session_dir, &session_id) {
         let (meta, usage, artifacts) = (cached.meta, cached.usage, Some(cached.artifacts));
         return Some(ScannedSession { meta, usage, artifacts, unchecked_log_len: None });
     }
