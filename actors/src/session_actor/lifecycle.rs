@@ -58,6 +58,10 @@ impl SessionActor {
         self.reader = Some(store.reader());
         self.lane.open(store);
         let dangling_run = state.runs.active_run_id().map(str::to_owned);
+        // Its spent usage as its log has it, for the supervisor's usage index, which may hold less: it was read from
+        // a cache or from the session index a clean stop wrote, and the check of that index leaves a session alone
+        // once its actor has loaded it (`session_supervisor/index_check.rs`). Everything loaded is durable.
+        self.published_usage.leave(state.usage.summary().clone());
         self.state = Some(state);
         self.phase = Phase::Ready;
         // A run that was active in the log has no actor now: the daemon restarted or this session crashed (or, in

@@ -7,7 +7,8 @@
 //! Until the check ends, nothing that must be exact relies on the entries: unnamed artifacts are not collected (an
 //! entry's list of named files might be older than its log), and runs left in flight by a log that says so are
 //! interrupted once the check has read it. A session whose actor loads meanwhile reports what its log says, which
-//! settles it (`SessionMetaChanged`): the check's answer for it is then older and is dropped.
+//! settles it (its metadata and named artifacts at once, its spent usage for the next rollup): the check's answer
+//! for it is then older and is dropped.
 
 use actix::prelude::*;
 use troupe_runtime::data_dir::DataDir;
