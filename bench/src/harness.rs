@@ -616,13 +616,22 @@ pub async fn connect_script(client: &Client, dir: &Path, script: &serde_json::Va
     Ok(())
 }
 
-/// Median latency of `write` + `fdatasync` of one line in `dir` (the cost of one durable commit).
-pub fn raw_fdatasync_latency(dir: &Path, line: &[u8], count: usize) -> anyhow::Result<Vec<f64>> {
+/// Latencies (ms) of `count` appends of `line` to a new file in `dir`, each one `write` + `fdatasync` (the cost of
+/// one durable commit), back to back when `pace` is zero, else each after `pace` of idleness.
+///
+/// The pace matters on a virtual machine's disk: a commit issued after a couple of milliseconds of quiet finds the
+/// vCPU and the host's I/O path gone idle and takes longer, median and tail, than the same commit issued right
+/// after another (docs/performance.md, finding 6). A baseline for commits that come at a pace must be measured at
+/// that pace.
+pub fn raw_fdatasync_latency(dir: &Path, line: &[u8], count: usize, pace: Duration) -> anyhow::Result<Vec<f64>> {
     use std::os::fd::AsRawFd;
     let path = dir.join(format!("bench-fsync-{}.jsonl", troupe_runtime::clock::new_id()));
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
     let mut samples = Vec::with_capacity(count);
     for _ in 0..count {
+        if !pace.is_zero() {
+            std::thread::sleep(pace);
+        }
         let started = Instant::now();
         file.write_all(line)?;
         // SAFETY: a valid open descriptor.

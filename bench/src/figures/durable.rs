@@ -127,7 +127,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             rename(&client, &session.session_id, &seq_prefix, index).await?;
             append_latencies.push(ms(started.elapsed()));
         }
-        fsync_latencies.extend(raw_fdatasync_latency(daemon.path(), lines[0], sequential)?);
+        fsync_latencies.extend(raw_fdatasync_latency(daemon.path(), lines[0], sequential, Duration::ZERO)?);
     }
     let (raw_rate, _) = median_p99(&raw_rates);
     let (raw_single, _) = median_p99(&raw_single_rates);

@@ -167,7 +167,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
     drop(child);
 
     // Baseline: each turn makes two things durable in sequence (the model turn, then the tool result).
-    let fsync = raw_fdatasync_latency(dir.path(), &[b'x'; 400], ctx.size(300, 10))?;
+    let fsync = raw_fdatasync_latency(dir.path(), &[b'x'; 400], ctx.size(300, 10), Duration::ZERO)?;
     let (fsync_median, _) = median_p99(&fsync);
     let durable_floor = 2.0 * fsync_median;
     let (wall, wall_p99) = median_p99(&wall_per_turn);

@@ -127,7 +127,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
             tail_kinds.get_or_insert(timeline.after_tail_start);
         }
         // The baseline round by round, right after the runs, so that both see the same load on a shared disk.
-        fsync.extend(raw_fdatasync_latency(dir.path(), &[b'x'; 400], fsyncs_per_round)?);
+        fsync.extend(raw_fdatasync_latency(dir.path(), &[b'x'; 400], fsyncs_per_round, Duration::ZERO)?);
     }
     drop(child);
 
