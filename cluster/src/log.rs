@@ -10,7 +10,8 @@
 //! it, that is once a quorum of the stream's replicas stored it ([`publish`]).
 //!
 //! The calls are synchronous, for the log writer threads and blocking tasks; they run on the cluster's runtime
-//! through [`Cluster::block_on`] and must not be called on an async thread.
+//! through [`Cluster::block_on`] and must not be called on an async thread. An append can also be started and
+//! finished apart ([`SessionLog::start_append`]): its messages go out from a task of that runtime meanwhile.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{OnceLock, PoisonError};
@@ -71,8 +72,15 @@ impl SessionLog {
     /// event of it. `Fenced` when another writer appended since this one last did (nothing of `batch` is stored
     /// then); `Unreachable` when NATS did not acknowledge within [`APPEND_DEADLINE`] (the batch may still land).
     pub fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), ClusterError> {
+        self.start_append(batch).finish()
+    }
+
+    /// Starts appending `batch` as [`append_batch`](Self::append_batch) does, and returns at once: its messages are
+    /// published by a task of the cluster's runtime while the caller does something else (the replicated store writes
+    /// its local copy meanwhile); [`PendingAppend::finish`] waits for their acknowledgements, with the same outcome.
+    pub fn start_append(&mut self, batch: &[LogEntry]) -> PendingAppend<'_> {
         if let Some(failure) = &self.failed {
-            return Err(match failure {
+            let refused = match failure {
                 Failure::Fenced => ClusterError::Fenced { session_id: self.reader.session_id.to_string() },
                 Failure::Other(failure) => ClusterError::JetStream {
                     what: "append to a session's log",
@@ -80,19 +88,30 @@ impl SessionLog {
                         "an earlier append failed ({failure}); the session must be opened again from JetStream"
                     ),
                 },
-            });
+            };
+            return PendingAppend { log: self, task: Task::Refused(refused) };
         }
         if batch.is_empty() {
-            return Ok(());
+            return PendingAppend { log: self, task: Task::Nothing };
         }
-        let appended = self.publish(batch);
-        if let Err(error) = &appended {
-            self.failed = Some(match error {
-                ClusterError::Fenced { .. } => Failure::Fenced,
-                other => Failure::Other(other.to_string()),
-            });
-        }
-        appended
+        let cluster = self.reader.cluster.clone();
+        let max_payload = match cluster.client().server_info().max_payload {
+            0 => 1024 * 1024,
+            max_payload => max_payload,
+        };
+        let messages = match format::pack(
+            &self.reader.session_id,
+            self.last_seq,
+            batch,
+            format::payload_budget(max_payload),
+            max_payload,
+        ) {
+            Ok(messages) => messages,
+            Err(error) => return PendingAppend { log: self, task: Task::Refused(error) },
+        };
+        let (reader, writer_id, expected) = (self.reader.clone(), self.writer_id.clone(), self.last_stream_seq);
+        let task = cluster.handle().spawn(publish_all(reader, writer_id, expected, messages));
+        PendingAppend { log: self, task: Task::Publishing(task) }
     }
 
     /// The sequence of the last event JetStream acknowledged to this writer (or held when it was opened).
@@ -132,36 +151,94 @@ impl SessionLog {
             Err(error) => Err(error),
         }
     }
+}
 
-    fn publish(&mut self, batch: &[LogEntry]) -> Result<(), ClusterError> {
-        let cluster = self.reader.cluster.clone();
-        let max_payload = match cluster.client().server_info().max_payload {
-            0 => 1024 * 1024,
-            max_payload => max_payload,
+/// An append on its way to JetStream ([`SessionLog::start_append`]); it holds the writer until it is finished.
+#[must_use = "an append's outcome is known only once it is finished"]
+pub struct PendingAppend<'log> {
+    log: &'log mut SessionLog,
+    task: Task,
+}
+
+enum Task {
+    /// An empty batch: nothing to send.
+    Nothing,
+    /// Refused before anything was sent.
+    Refused(ClusterError),
+    Publishing(tokio::task::JoinHandle<Published>),
+}
+
+/// What the publishing task did: the messages JetStream stored, in order, and how it ended.
+struct Published {
+    stored: Vec<format::MessageSpan>,
+    outcome: Result<(), ClusterError>,
+}
+
+impl PendingAppend<'_> {
+    /// Whether the append was refused before anything was sent (the writer had failed already).
+    pub fn refused(&self) -> bool {
+        matches!(self.task, Task::Refused(_))
+    }
+
+    /// Waits until JetStream acknowledged every message of the batch, or refused one (blocking: not on an async
+    /// thread). The writer then knows where the subject ends; after a failure it refuses every later append.
+    pub fn finish(self) -> Result<(), ClusterError> {
+        let PendingAppend { log, task } = self;
+        let published = match task {
+            Task::Nothing => return Ok(()),
+            Task::Refused(error) => Published { stored: Vec::new(), outcome: Err(error) },
+            Task::Publishing(task) => log.reader.cluster.block_on(task).unwrap_or_else(|error| Published {
+                stored: Vec::new(),
+                outcome: Err(ClusterError::JetStream {
+                    what: "append to a session's log",
+                    detail: format!("the publishing task failed: {error}"),
+                }),
+            }),
         };
-        let session_id = self.reader.session_id.clone();
-        let messages =
-            format::pack(&session_id, self.last_seq, batch, format::payload_budget(max_payload), max_payload)?;
-        cluster.block_on(async {
-            let stream = self.reader.stream().await?;
-            for message in &messages {
-                let msg_id = format!("{session_id}:{}:{}", message.first_seq, self.writer_id);
-                let out = publish::build(message, &msg_id, self.last_stream_seq);
-                let stream_seq =
-                    publish::fenced(&cluster, &stream, &session_id, &self.reader.subject, out, &msg_id).await?;
-                let span = format::MessageSpan {
+        for span in &published.stored {
+            log.reader.index.write().unwrap_or_else(PoisonError::into_inner).note(span, &mut log.since);
+            log.last_seq = span.last_seq;
+            log.last_stream_seq = span.stream_seq;
+        }
+        if let Err(error) = &published.outcome {
+            log.failed = Some(match error {
+                ClusterError::Fenced { .. } => Failure::Fenced,
+                other => Failure::Other(other.to_string()),
+            });
+        }
+        published.outcome
+    }
+}
+
+/// Publishes `messages` in order, each fenced on the stream sequence of the one before (`expected` for the first).
+async fn publish_all(
+    reader: LogReader,
+    writer_id: String,
+    mut expected: u64,
+    messages: Vec<format::Outgoing>,
+) -> Published {
+    let mut stored = Vec::with_capacity(messages.len());
+    let stream = match reader.stream().await {
+        Ok(stream) => stream,
+        Err(error) => return Published { stored, outcome: Err(error) },
+    };
+    for message in &messages {
+        let msg_id = format!("{}:{}:{writer_id}", reader.session_id, message.first_seq);
+        let out = publish::build(message, &msg_id, expected);
+        match publish::fenced(&reader.cluster, &stream, &reader.session_id, &reader.subject, out, &msg_id).await {
+            Ok(stream_seq) => {
+                stored.push(format::MessageSpan {
                     stream_seq,
                     first_seq: message.first_seq,
                     last_seq: message.last_seq,
                     len: message.payload.len(),
-                };
-                self.reader.index.write().unwrap_or_else(PoisonError::into_inner).note(&span, &mut self.since);
-                self.last_seq = message.last_seq;
-                self.last_stream_seq = stream_seq;
+                });
+                expected = stream_seq;
             }
-            Ok(())
-        })
+            Err(error) => return Published { stored, outcome: Err(error) },
+        }
     }
+    Published { stored, outcome: Ok(()) }
 }
 
 /// Removes every event of `session_id` (the session is deleted): purges its subject.

@@ -9,8 +9,9 @@
 //!    JetStream first; events other nodes appended are added to the local log; a local log that is not a prefix of
 //!    JetStream's (this node lost the session while writing) is moved aside, into
 //!    `<data dir>/cluster/diverged/`, and rebuilt from JetStream. Nothing in a diverged log was acknowledged by this
-//!    node after it lost the lease: JetStream fenced those appends, and a batch reaches the local log only after
-//!    JetStream took it.
+//!    node after it lost the lease: JetStream fenced those appends, and a batch is acknowledged only once JetStream
+//!    took it. A batch's local copy is written while JetStream is asked (`ReplicatedStore`) and cut off again when
+//!    JetStream refuses it, so a log diverges only when that cut failed or the node died between the two.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,8 @@ use parking_lot::Mutex;
 
 use troupe_protocol::types::events::{EventJson, EventPayload};
 use troupe_runtime::event_log::{
-    self, FollowDeliver, FollowGuard, LogEntry, LogReplica, LogWriter, ReplicaError, ReplicaFailure, ReplicaWriter,
+    self, Answered, FollowDeliver, FollowGuard, LogEntry, LogReplica, LogWriter, ReplicaAppend, ReplicaError,
+    ReplicaFailure, ReplicaWriter,
 };
 
 use troupe_runtime::session_state::SessionState;
@@ -31,7 +33,7 @@ use crate::directory;
 use crate::error::ClusterError;
 use crate::follow;
 use crate::lease::{self, LeaseGuard};
-use crate::log::{LogReader, SessionLog};
+use crate::log::{LogReader, PendingAppend, SessionLog};
 
 /// Bytes read to find a session's first event (its `session_created`, with the cwd).
 const WORKSPACE_PROBE_BYTES: usize = 64 * 1024;
@@ -84,12 +86,26 @@ struct Hosted {
 
 impl ReplicaWriter for Hosted {
     fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), ReplicaError> {
+        self.start_batch(batch).wait()
+    }
+
+    fn start_batch(&mut self, batch: &[LogEntry]) -> Box<dyn ReplicaAppend + '_> {
         // JetStream fences a writer that lost the session anyway; a lease known lost refuses before asking it.
         if !self.lease.is_held() {
             let session_id = self.log.session_id().to_owned();
-            return Err(replica_error(ClusterError::LeaseLost { session_id }));
+            return Box::new(Answered(Err(replica_error(ClusterError::LeaseLost { session_id }))));
         }
-        self.log.append_batch(batch).map_err(replica_error)
+        Box::new(self.log.start_append(batch))
+    }
+}
+
+impl ReplicaAppend for PendingAppend<'_> {
+    fn refused(&self) -> bool {
+        PendingAppend::refused(self)
+    }
+
+    fn wait(self: Box<Self>) -> Result<(), ReplicaError> {
+        self.finish().map_err(replica_error)
     }
 }
 

@@ -72,7 +72,8 @@ pub use load::{
     LoadedEvent, LoadedLog, OpenedLog, ProjectedLog, SnapshotUse, load, modified_rfc3339, open, open_projected,
 };
 pub use replica::{
-    FollowControl, FollowDeliver, FollowGuard, LogReplica, ReplicaError, ReplicaFailure, ReplicaWriter, ReplicatedStore,
+    Answered, FollowControl, FollowDeliver, FollowGuard, LogReplica, ReplicaAppend, ReplicaError, ReplicaFailure,
+    ReplicaWriter, ReplicatedStore,
 };
 pub use run_lookup::{log_started_run, run_time_window};
 pub use snapshot::{PendingSnapshot, SnapshotRefusal};
@@ -239,6 +240,27 @@ impl LogWriter {
             metrics.log_committed(events.len(), fsync_started.elapsed());
         }
         self.valid_len += lines.len() as u64;
+        Ok(())
+    }
+
+    /// Cuts the log back to `len` bytes of complete lines (what it held before a batch that must not stay), durably,
+    /// and refuses every later append: the store it belongs to is done, and the session is opened again from the
+    /// file. A replicated store cuts off its local copy of a batch the replica refused this way.
+    pub fn cut_back(&mut self, len: u64) -> Result<(), RuntimeError> {
+        crate::blocking::assert_may_block();
+        self.poisoned = true;
+        if len > self.valid_len {
+            return Err(RuntimeError::io(
+                "cut back",
+                &self.path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{len} bytes is past the log's end")),
+            ));
+        }
+        self.file
+            .set_len(len)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|error| RuntimeError::io("cut back", &self.path, error))?;
+        self.valid_len = len;
         Ok(())
     }
 

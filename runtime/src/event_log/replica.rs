@@ -1,11 +1,11 @@
 //! A replica of the session logs beyond this machine (the cluster's JetStream, `cluster/`), which every batch reaches
-//! before the local file does and before anything is acknowledged.
+//! before anything of it is acknowledged or published.
 //!
 //! The file store stays what the engine serves from: replay, the projection snapshot, forks and the supervisor's
 //! index read the local log as on a single node. In a cluster the replica is the authority: opening a session takes
 //! it for this node (a lease) and first brings the local log in line with the replica (the events another node
-//! appended, or a whole log this node never had), and each append goes to the replica first, fenced so that a node
-//! that lost the session appends nothing. [`ReplicatedStore`] puts the two together behind [`EventStore`], so the
+//! appended, or a whole log this node never had), and each append goes to the replica, fenced so that a node that
+//! lost the session appends nothing, while the local file takes its copy. [`ReplicatedStore`] puts the two together behind [`EventStore`], so the
 //! session actor is the same on one node and in a cluster.
 
 use std::path::Path;
@@ -92,10 +92,43 @@ pub trait ReplicaWriter: Send + 'static {
     /// Appends `batch` (consecutive sequences after the last). `Ok` once the replica acknowledged it (in a cluster:
     /// a quorum of servers stored it). After an error it refuses everything.
     fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), ReplicaError>;
+
+    /// Starts appending `batch` as [`append_batch`](Self::append_batch) does and returns without waiting for the
+    /// replica's answer, which [`ReplicaAppend::wait`] gives; the caller writes its local copy meanwhile. A replica
+    /// that cannot do that appends at once (the default).
+    fn start_batch(&mut self, batch: &[LogEntry]) -> Box<dyn ReplicaAppend + '_> {
+        Box::new(Answered(self.append_batch(batch)))
+    }
 }
 
-/// A session's local file store behind its replica: an append is stored by the replica, then by the file, and
-/// is durable (may be acknowledged) only when both are.
+/// An append a replica is storing ([`ReplicaWriter::start_batch`]).
+pub trait ReplicaAppend {
+    /// Whether the replica refused the batch already, before sending anything (a lease known lost, an earlier
+    /// failure): the local copy is then not written at all.
+    fn refused(&self) -> bool;
+    /// Blocks until the replica acknowledged the batch or refused it.
+    fn wait(self: Box<Self>) -> Result<(), ReplicaError>;
+}
+
+/// An append whose answer is known already.
+pub struct Answered(pub Result<(), ReplicaError>);
+
+impl ReplicaAppend for Answered {
+    fn refused(&self) -> bool {
+        self.0.is_err()
+    }
+
+    fn wait(self: Box<Self>) -> Result<(), ReplicaError> {
+        self.0
+    }
+}
+
+/// A session's local file store behind its replica: an append is stored by the replica and by the file at the
+/// same time (the local write and its `fdatasync` while the replica's acknowledgement is on its way), and is durable
+/// (may be acknowledged) only when both are. A batch the replica refused is cut off the local log again, so that the
+/// local log stays a prefix of the replica's; if that fails too (or the node dies between the two), the session's
+/// next opening finds a local log the replica does not hold and moves it aside (`LogReplica::open`). Nothing of such a
+/// batch was acknowledged, nor published: the session publishes a batch only when this store returns `Ok`.
 pub struct ReplicatedStore {
     replica: Box<dyn ReplicaWriter>,
     local: Box<dyn EventStore>,
@@ -118,13 +151,36 @@ impl EventStore for ReplicatedStore {
                 detail: "an earlier append failed; the session must be opened again".to_owned(),
             }));
         }
-        if let Err(error) = self.replica.append_batch(batch) {
+        let len_before = self.local.len_bytes();
+        let replicated = self.replica.start_batch(batch);
+        if replicated.refused() {
             self.failed = true;
-            return Err(RuntimeError::Replica(error));
+            return replicated.wait().map_err(RuntimeError::Replica);
         }
         let written = self.local.append_batch(batch);
-        self.failed = written.is_err();
-        written
+        match (replicated.wait(), written) {
+            (Ok(()), written) => {
+                self.failed = written.is_err();
+                written
+            }
+            (Err(refused), written) => {
+                self.failed = true;
+                if written.is_ok() {
+                    match self.local.discard_from(len_before) {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!(
+                            "the local copy of a batch the replica refused stays; the session's next opening moves it aside"
+                        ),
+                        Err(error) => tracing::warn!(
+                            %error,
+                            "the local copy of a batch the replica refused could not be cut off; the session's next \
+                             opening moves it aside"
+                        ),
+                    }
+                }
+                Err(RuntimeError::Replica(refused))
+            }
+        }
     }
 
     fn last_seq(&self) -> u64 {
@@ -197,11 +253,51 @@ mod tests {
         fn last_seq(&self) -> u64 {
             self.seqs.lock().unwrap().last().copied().unwrap_or(0)
         }
+        /// One "byte" an event, so that a length is a count of events.
         fn len_bytes(&self) -> u64 {
-            0
+            self.seqs.lock().unwrap().len() as u64
         }
         fn reader(&self) -> Arc<dyn EventReader> {
             Arc::new(NoReader)
+        }
+        fn discard_from(&mut self, len: u64) -> Result<bool, RuntimeError> {
+            self.seqs.lock().unwrap().truncate(len as usize);
+            Ok(true)
+        }
+    }
+
+    /// A replica whose answer comes when it is waited for, as the cluster's does: it notes what the local store
+    /// held at that moment, then takes the batch or refuses it.
+    struct SlowReplica {
+        local_seqs: Arc<Mutex<Vec<u64>>>,
+        local_when_waited: Arc<Mutex<Vec<Vec<u64>>>>,
+        refuse: Arc<Mutex<Option<ReplicaFailure>>>,
+    }
+
+    struct SlowAppend<'replica> {
+        replica: &'replica SlowReplica,
+    }
+
+    impl ReplicaAppend for SlowAppend<'_> {
+        fn refused(&self) -> bool {
+            false
+        }
+        fn wait(self: Box<Self>) -> Result<(), ReplicaError> {
+            let local = self.replica.local_seqs.lock().unwrap().clone();
+            self.replica.local_when_waited.lock().unwrap().push(local);
+            match self.replica.refuse.lock().unwrap().clone() {
+                Some(failure) => Err(ReplicaError { failure, detail: "refused".into() }),
+                None => Ok(()),
+            }
+        }
+    }
+
+    impl ReplicaWriter for SlowReplica {
+        fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), ReplicaError> {
+            self.start_batch(batch).wait()
+        }
+        fn start_batch(&mut self, _batch: &[LogEntry]) -> Box<dyn ReplicaAppend + '_> {
+            Box::new(SlowAppend { replica: self })
         }
     }
 
@@ -210,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_reaches_the_replica_first_and_a_refusal_stores_nothing_locally_ever_after() {
+    fn a_refusal_known_at_once_stores_nothing_locally_ever_after() {
         let replicated = Arc::new(Mutex::new(Vec::new()));
         let refuse = Arc::new(Mutex::new(None));
         let local = MemoryStore::default();
@@ -235,6 +331,41 @@ mod tests {
         *refuse.lock().unwrap() = None;
         assert!(store.append_batch(&[entry(3)]).is_err());
         assert_eq!(*replicated.lock().unwrap(), vec![1, 2]);
+        assert_eq!(*local_seqs.lock().unwrap(), vec![1, 2]);
+    }
+
+    #[test]
+    fn the_local_copy_is_written_while_the_replica_answers_and_cut_off_when_it_refuses() {
+        let local = MemoryStore::default();
+        let local_seqs = local.seqs.clone();
+        let local_when_waited = Arc::new(Mutex::new(Vec::new()));
+        let refuse = Arc::new(Mutex::new(None));
+        let replica = SlowReplica {
+            local_seqs: local_seqs.clone(),
+            local_when_waited: local_when_waited.clone(),
+            refuse: refuse.clone(),
+        };
+        let mut store = ReplicatedStore::new(Box::new(replica), Box::new(local));
+
+        store.append_batch(&[entry(1), entry(2)]).unwrap();
+        // The local copy was durable before the replica's answer was waited for: the two overlap.
+        assert_eq!(*local_when_waited.lock().unwrap(), vec![vec![1, 2]]);
+
+        *refuse.lock().unwrap() = Some(ReplicaFailure::Unreachable);
+        let refused = store.append_batch(&[entry(3), entry(4)]).unwrap_err();
+        assert!(
+            matches!(&refused, RuntimeError::Replica(ReplicaError { failure: ReplicaFailure::Unreachable, .. })),
+            "{refused:?}"
+        );
+        assert_eq!(
+            local_when_waited.lock().unwrap()[1],
+            vec![1, 2, 3, 4],
+            "written locally while the replica answered"
+        );
+        assert_eq!(*local_seqs.lock().unwrap(), vec![1, 2], "a refused batch is cut off the local log again");
+
+        *refuse.lock().unwrap() = None;
+        assert!(store.append_batch(&[entry(3)]).is_err(), "a store whose replica refused stays refused");
         assert_eq!(*local_seqs.lock().unwrap(), vec![1, 2]);
     }
 }

@@ -67,6 +67,13 @@ pub trait EventStore: Send + 'static {
     /// Counts the store's commits into `metrics` from now on (the file store: its `fdatasync`s); stores with
     /// nothing to count ignore it.
     fn observe(&mut self, _metrics: crate::metrics::Metrics) {}
+    /// Removes, durably, what was appended after the store was `len` bytes long ([`EventStore::len_bytes`] before a
+    /// batch), and refuses every later append: a replicated store's local copy of a batch its replica refused
+    /// ([`super::ReplicatedStore`]). A store that cannot answers `false` and keeps it; the session's next opening
+    /// deals with a local log longer than the replica's.
+    fn discard_from(&mut self, _len: u64) -> Result<bool, RuntimeError> {
+        Ok(false)
+    }
 }
 
 /// A boxed store is a store: the session's write lane holds whichever backend the daemon runs on.
@@ -97,6 +104,10 @@ impl<T: EventStore + ?Sized> EventStore for Box<T> {
 
     fn observe(&mut self, metrics: crate::metrics::Metrics) {
         (**self).observe(metrics)
+    }
+
+    fn discard_from(&mut self, len: u64) -> Result<bool, RuntimeError> {
+        (**self).discard_from(len)
     }
 }
 
@@ -340,6 +351,15 @@ impl EventStore for FileEventStore {
 
     fn observe(&mut self, metrics: crate::metrics::Metrics) {
         FileEventStore::observe(self, metrics)
+    }
+
+    fn discard_from(&mut self, len: u64) -> Result<bool, RuntimeError> {
+        // Readers stop at `len` before the file is cut, so none reads a line as it goes.
+        let mut facts = self.facts.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        facts.committed_len = facts.committed_len.min(len);
+        drop(facts);
+        self.writer.cut_back(len)?;
+        Ok(true)
     }
 }
 

@@ -117,6 +117,30 @@ fn appending_after_a_reload_continues_the_log() {
 }
 
 #[test]
+fn a_discarded_batch_leaves_the_file_and_later_appends_are_refused() {
+    let (_temp, session_dir) = session_location();
+    let mut writer = LogWriter::create(&session_dir, &created_event()).unwrap();
+    writer.append_batch(&[input_event(2, "a")]).unwrap();
+    drop(writer);
+
+    let mut loaded = load(&session_dir).unwrap();
+    let before = loaded.store.len_bytes();
+    let reader = loaded.store.reader();
+    loaded.store.append_batch(&entries(&[input_event(3, "b"), input_event(4, "c")])).unwrap();
+    assert_eq!(reader.read_range(2, 4, usize::MAX).unwrap().len(), 2);
+    assert!(loaded.store.discard_from(before).unwrap());
+    assert_eq!(std::fs::metadata(log_path(&session_dir)).unwrap().len(), before);
+    assert!(reader.read_range(2, 4, usize::MAX).unwrap().is_empty(), "a reader stops where the log was cut");
+    let refused = loaded.store.append_batch(&entries(&[input_event(3, "b")])).unwrap_err();
+    assert!(matches!(refused, RuntimeError::LogPoisoned { .. }), "{refused:?}");
+    drop(loaded);
+
+    let reloaded = load(&session_dir).unwrap();
+    assert!(reloaded.skipped.is_empty(), "{:?}", reloaded.skipped);
+    assert_eq!(seqs(&reloaded), [1, 2]);
+}
+
+#[test]
 fn files_and_directories_are_private() {
     let (_temp, session_dir) = session_location();
     LogWriter::create(&session_dir, &created_event()).unwrap();

@@ -1,0 +1,115 @@
+//! A session's replicated store on a real nats-server and a real local log (`ReplicatedStore` over a JetStream
+//! writer and the file store): the local copy is written while JetStream is asked, and a batch JetStream fences is
+//! cut off the local log again, so that the local log stays a prefix of JetStream's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
+
+mod log_common;
+
+use log_common::{connect, seqs};
+use troupe_cluster::log::SessionLog;
+use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
+use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
+use troupe_runtime::error::RuntimeError;
+use troupe_runtime::event_log::{
+    self, EventStore, LogEntry, LogWriter, ReplicaAppend, ReplicaError, ReplicaFailure, ReplicaWriter, ReplicatedStore,
+};
+use troupe_test_support::NatsServer;
+
+const SESSION_ID: &str = "0190f5c2-0000-7000-8000-0000000000aa";
+
+/// The JetStream writer as a node's replica writer is, without the lease (the fence is what is tested here).
+struct Writer(SessionLog);
+
+impl ReplicaWriter for Writer {
+    fn append_batch(&mut self, batch: &[LogEntry]) -> Result<(), ReplicaError> {
+        self.start_batch(batch).wait()
+    }
+
+    fn start_batch(&mut self, batch: &[LogEntry]) -> Box<dyn ReplicaAppend + '_> {
+        Box::new(self.0.start_append(batch))
+    }
+}
+
+fn entry(seq: u64, payload: EventPayload) -> LogEntry {
+    let event = StoredEvent {
+        session_id: SESSION_ID.to_owned(),
+        run_id: None,
+        seq,
+        timestamp: "2026-12-07T00:00:00.000Z".to_owned(),
+        origin: None,
+        payload,
+    };
+    LogEntry { seq, json: EventJson::encode(&event).unwrap() }
+}
+
+fn created() -> LogEntry {
+    entry(
+        1,
+        EventPayload::SessionCreated {
+            origin: SessionOrigin::Root,
+            cwd: "/".to_owned(),
+            selection: RunSelection {
+                agent: "default".to_owned(),
+                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
+                preset: None,
+            },
+        },
+    )
+}
+
+fn input(seq: u64, text: &str) -> LogEntry {
+    entry(
+        seq,
+        EventPayload::UserInputAdmitted {
+            input_id: format!("input-{seq}"),
+            input: text.to_owned(),
+            attachments: Vec::new(),
+        },
+    )
+}
+
+#[test]
+fn a_batch_jetstream_fences_is_cut_off_the_local_log_it_was_written_to_meanwhile() {
+    let server = NatsServer::start();
+    let (node_a, node_b) = (connect(&server.url(), "a"), connect(&server.url(), "b"));
+    let temp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(temp.path().join("sessions")).unwrap();
+    let session_dir = temp.path().join("sessions").join(SESSION_ID);
+    drop(LogWriter::create(&session_dir, &created().json).unwrap());
+    let replica = SessionLog::create(&node_a, SESSION_ID, &created()).unwrap();
+    let local = event_log::load(&session_dir).unwrap().store;
+    let mut store = ReplicatedStore::new(Box::new(Writer(replica)), Box::new(local));
+
+    store.append_batch(&[input(2, "a"), input(3, "b")]).unwrap();
+    assert_eq!(
+        seqs(&event_log::load(&session_dir).unwrap().store.reader().read_range(0, 10, usize::MAX).unwrap()),
+        [1, 2, 3]
+    );
+    let log_len = std::fs::metadata(event_log::log_path(&session_dir)).unwrap().len();
+
+    // Another node takes the session over in JetStream and appends: this node's next batch is fenced there, after
+    // its local copy was written.
+    let (mut other, _) = SessionLog::open(&node_b, SESSION_ID).unwrap();
+    other.append_batch(&[input(4, "from b")]).unwrap();
+    let fenced = store.append_batch(&[input(4, "from a"), input(5, "from a")]).unwrap_err();
+    assert!(
+        matches!(&fenced, RuntimeError::Replica(ReplicaError { failure: ReplicaFailure::Fenced, .. })),
+        "{fenced:?}"
+    );
+    assert_eq!(
+        std::fs::metadata(event_log::log_path(&session_dir)).unwrap().len(),
+        log_len,
+        "the fenced batch is cut off the local log"
+    );
+    let reloaded = event_log::load(&session_dir).unwrap();
+    assert!(reloaded.skipped.is_empty(), "{:?}", reloaded.skipped);
+    assert_eq!(reloaded.last_seq, 3);
+    drop(reloaded);
+
+    // The local log is a prefix of JetStream's: opening the session again adds b's event, nothing is moved aside.
+    assert!(store.append_batch(&[input(4, "again")]).is_err(), "a fenced store refuses everything after");
+    let stored = other.reader().read_range(0, 10, usize::MAX).unwrap();
+    assert_eq!(seqs(&stored), [1, 2, 3, 4]);
+    assert_eq!(stored[3].json.as_str(), input(4, "from b").json.as_str());
+}
