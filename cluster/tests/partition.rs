@@ -82,7 +82,7 @@ fn a_partitioned_owner_cannot_append_after_its_lease_is_taken() {
         std::fs::create_dir_all(dirs.path().join(node).join("sessions")).unwrap();
     }
     let a_dir = dirs.path().join("a").join("sessions").join(session_id);
-    drop(troupe_runtime::event_log::LogWriter::create(&a_dir, &created(session_id)).unwrap());
+    drop(troupe_runtime::event_log::LogWriter::create(&a_dir, &log_common::session_created(session_id)).unwrap());
     let mut writer_a = a.open(&a_dir).unwrap();
     writer_a.append_batch(&[event(2)]).unwrap();
 
@@ -109,26 +109,4 @@ fn a_partitioned_owner_cannot_append_after_its_lease_is_taken() {
     let stored = reader.read_range(0, u64::MAX, usize::MAX).unwrap();
     assert_eq!(log_common::seqs(&stored), vec![1, 2, 3, 4]);
     assert_eq!(stored[2].json.as_str(), event(3).json.as_str(), "b's event, not a's");
-}
-
-fn created(session_id: &str) -> troupe_protocol::types::events::EventJson {
-    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
-    use troupe_protocol::types::events::{EventPayload, StoredEvent};
-    let event = StoredEvent {
-        session_id: session_id.to_owned(),
-        run_id: None,
-        seq: 1,
-        timestamp: "2026-12-02T00:00:00Z".to_owned(),
-        origin: None,
-        payload: EventPayload::SessionCreated {
-            origin: SessionOrigin::Root,
-            cwd: "/".to_owned(),
-            selection: RunSelection {
-                agent: "default".to_owned(),
-                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
-                preset: None,
-            },
-        },
-    };
-    troupe_protocol::types::events::EventJson::encode(&event).unwrap()
 }

@@ -8,7 +8,6 @@ mod log_common;
 
 use log_common::{connect, seqs};
 use troupe_cluster::log::SessionLog;
-use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
 use troupe_protocol::types::events::{EventJson, EventPayload, StoredEvent};
 use troupe_runtime::error::RuntimeError;
 use troupe_runtime::event_log::{
@@ -44,18 +43,7 @@ fn entry(seq: u64, payload: EventPayload) -> LogEntry {
 }
 
 fn created() -> LogEntry {
-    entry(
-        1,
-        EventPayload::SessionCreated {
-            origin: SessionOrigin::Root,
-            cwd: "/".to_owned(),
-            selection: RunSelection {
-                agent: "default".to_owned(),
-                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
-                preset: None,
-            },
-        },
-    )
+    LogEntry { seq: 1, json: log_common::session_created(SESSION_ID) }
 }
 
 fn input(seq: u64, text: &str) -> LogEntry {

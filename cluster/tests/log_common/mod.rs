@@ -37,3 +37,26 @@ pub fn messages_on(cluster: &Cluster, subject: &str) -> u64 {
         counts.iter().map(|(_, count)| *count as u64).sum()
     })
 }
+
+/// A real `session_created` event (seq 1) of `session_id`, as a session's local log starts.
+pub fn session_created(session_id: &str) -> EventJson {
+    use troupe_protocol::types::common::{ModelSelection, RunSelection, SessionOrigin};
+    use troupe_protocol::types::events::{EventPayload, StoredEvent};
+    let event = StoredEvent {
+        session_id: session_id.to_owned(),
+        run_id: None,
+        seq: 1,
+        timestamp: "2026-12-02T00:00:00Z".to_owned(),
+        origin: None,
+        payload: EventPayload::SessionCreated {
+            origin: SessionOrigin::Root,
+            cwd: "/".to_owned(),
+            selection: RunSelection {
+                agent: "default".to_owned(),
+                model: ModelSelection { model: "local/echo".to_owned(), variant: None },
+                preset: None,
+            },
+        },
+    };
+    EventJson::encode(&event).unwrap()
+}
