@@ -6,12 +6,13 @@
 //! 2. read the session's events from JetStream;
 //! 3. make the local log hold exactly those: nothing local and nothing in JetStream is an unknown session; a local
 //!    log JetStream does not hold yet (written before this node joined a cluster, or a fork's copy) is stored in
-//!    JetStream first; events other nodes appended are added to the local log; a local log that is not a prefix of
-//!    JetStream's (this node lost the session while writing) is moved aside, into
+//!    JetStream first; events other nodes appended are added to the local log; a local log that holds JetStream's
+//!    events and more after them (a batch's local copy is written while JetStream is asked, `ReplicatedStore`, and
+//!    the node stopped before the answer) has the extra events cut off, none of which was acknowledged or published;
+//!    a local log that disagrees with JetStream's (this node lost the session while writing) is moved aside, into
 //!    `<data dir>/cluster/diverged/`, and rebuilt from JetStream. Nothing in a diverged log was acknowledged by this
 //!    node after it lost the lease: JetStream fenced those appends, and a batch is acknowledged only once JetStream
-//!    took it. A batch's local copy is written while JetStream is asked (`ReplicatedStore`) and cut off again when
-//!    JetStream refuses it, so a log diverges only when that cut failed or the node died between the two.
+//!    took it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -204,12 +205,16 @@ fn align_local(
     log: SessionLog,
     replicated: &[LogEntry],
 ) -> Result<SessionLog, ReplicaError> {
-    let local = match event_log::load(session_dir) {
-        Ok(loaded) => Some(loaded.events.into_iter().map(|event| LogEntry { seq: event.event.seq, json: event.json })),
-        Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => None,
+    let (local, whole) = match event_log::load(session_dir) {
+        Ok(loaded) => {
+            // Every line an event, none damaged or torn: the n-th event ends at the n-th newline.
+            let whole = loaded.skipped.is_empty() && !event_log::EventStore::has_torn_tail(&loaded.store);
+            let events = loaded.events.into_iter().map(|event| LogEntry { seq: event.event.seq, json: event.json });
+            (Some(events.collect::<Vec<_>>()), whole)
+        }
+        Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => (None, false),
         Err(error) => return Err(failed(format!("read the local log of session {session_id}: {error}"))),
     };
-    let local: Option<Vec<LogEntry>> = local.map(Iterator::collect);
     match (local, replicated.is_empty()) {
         (None, true) => Err(failed(format!("session {session_id} is neither in JetStream nor on this node"))),
         (Some(local), true) => {
@@ -228,13 +233,19 @@ fn align_local(
             Ok(log)
         }
         (Some(local), false) => {
-            let is_prefix = local.len() <= replicated.len()
-                && local
-                    .iter()
-                    .zip(replicated)
-                    .all(|(ours, theirs)| ours.seq == theirs.seq && ours.json.as_str() == theirs.json.as_str());
-            if is_prefix {
+            let agree = agree_as_far_as_both_go(&local, replicated);
+            if agree && local.len() <= replicated.len() {
                 append_local(session_dir, &replicated[local.len()..])?;
+            } else if agree && whole {
+                // JetStream's events, then some it never took: a batch whose local copy was written while JetStream
+                // was asked, when the node stopped before the answer (or the cut after a refusal failed). None of
+                // them was acknowledged or published, so they are cut off; the session's other files stay.
+                cut_local(session_dir, replicated.len())?;
+                tracing::warn!(
+                    session_id,
+                    cut = local.len() - replicated.len(),
+                    "the local log held events JetStream never took (none acknowledged); they were cut off"
+                );
             } else {
                 let kept = move_aside(session_dir)?;
                 tracing::warn!(
@@ -246,6 +257,29 @@ fn align_local(
             Ok(log)
         }
     }
+}
+
+/// Whether the two logs hold the same events, byte for byte, as far as the shorter goes.
+fn agree_as_far_as_both_go(local: &[LogEntry], replicated: &[LogEntry]) -> bool {
+    local
+        .iter()
+        .zip(replicated)
+        .all(|(ours, theirs)| ours.seq == theirs.seq && ours.json.as_str() == theirs.json.as_str())
+}
+
+/// Cuts the session's local log, whose every line is an event, after its first `keep` lines.
+fn cut_local(session_dir: &Path, keep: usize) -> Result<(), ReplicaError> {
+    let path = event_log::log_path(session_dir);
+    let bytes = std::fs::read(&path).map_err(|error| failed(format!("read {}: {error}", path.display())))?;
+    let len = if keep == 0 {
+        0
+    } else {
+        let end = bytes.iter().enumerate().filter(|(_, byte)| **byte == b'\n').nth(keep - 1).map(|(at, _)| at + 1);
+        end.ok_or_else(|| failed(format!("{} has fewer than {keep} lines", path.display())))? as u64
+    };
+    let mut loaded = event_log::load(session_dir).map_err(|error| failed(error.to_string()))?;
+    event_log::EventStore::discard_from(&mut loaded.store, len).map_err(|error| failed(error.to_string()))?;
+    Ok(())
 }
 
 /// Creates the session's directory and its local log holding `events`.

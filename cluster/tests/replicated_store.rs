@@ -1,6 +1,7 @@
 //! A session's replicated store on a real nats-server and a real local log (`ReplicatedStore` over a JetStream
 //! writer and the file store): the local copy is written while JetStream is asked, and a batch JetStream fences is
-//! cut off the local log again, so that the local log stays a prefix of JetStream's.
+//! cut off the local log again, so that the local log stays a prefix of JetStream's; and a local log left longer
+//! than JetStream's (a node stopped between the two) has the extra events cut off when the session is opened.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test crate: a panic is how a test reports failure")]
 
@@ -100,4 +101,35 @@ fn a_batch_jetstream_fences_is_cut_off_the_local_log_it_was_written_to_meanwhile
     let stored = other.reader().read_range(0, 10, usize::MAX).unwrap();
     assert_eq!(seqs(&stored), [1, 2, 3, 4]);
     assert_eq!(stored[3].json.as_str(), input(4, "from b").json.as_str());
+}
+
+#[test]
+fn opening_cuts_off_local_events_jetstream_never_took_and_keeps_the_sessions_other_files() {
+    let server = NatsServer::start();
+    let node = connect(&server.url(), "a");
+    let temp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(temp.path().join("sessions")).unwrap();
+    let session_dir = temp.path().join("sessions").join(SESSION_ID);
+    // The local log went two events further than JetStream: a node stopped while its last batch was being asked.
+    let mut local = LogWriter::create(&session_dir, &created().json).unwrap();
+    let texts: Vec<EventJson> = (2..=5).map(|seq| input(seq, "x").json).collect();
+    local.append_batch(&texts).unwrap();
+    drop(local);
+    std::fs::write(session_dir.join("kept.txt"), "the session's other files stay").unwrap();
+    let mut replicated = SessionLog::create(&node, SESSION_ID, &created()).unwrap();
+    replicated.append_batch(&[input(2, "x"), input(3, "x")]).unwrap();
+    drop(replicated);
+
+    let replica = troupe_cluster::replica::JetStreamReplica::new(node);
+    let writer = event_log::LogReplica::open(&replica, &session_dir).unwrap();
+    let reloaded = event_log::load(&session_dir).unwrap();
+    assert!(reloaded.skipped.is_empty(), "{:?}", reloaded.skipped);
+    assert_eq!(reloaded.last_seq, 3, "the events JetStream never took are cut off");
+    assert!(session_dir.join("kept.txt").exists(), "the session stays where it is");
+    assert!(!temp.path().join("cluster").join("diverged").exists(), "nothing is moved aside");
+
+    // And the session goes on from there, in both.
+    let mut store = ReplicatedStore::new(writer, Box::new(reloaded.store));
+    store.append_batch(&[input(4, "y")]).unwrap();
+    assert_eq!(event_log::load(&session_dir).unwrap().last_seq, 4);
 }

@@ -127,8 +127,8 @@ impl ReplicaAppend for Answered {
 /// same time (the local write and its `fdatasync` while the replica's acknowledgement is on its way), and is durable
 /// (may be acknowledged) only when both are. A batch the replica refused is cut off the local log again, so that the
 /// local log stays a prefix of the replica's; if that fails too (or the node dies between the two), the session's
-/// next opening finds a local log the replica does not hold and moves it aside (`LogReplica::open`). Nothing of such a
-/// batch was acknowledged, nor published: the session publishes a batch only when this store returns `Ok`.
+/// next opening finds local events after the replica's last and cuts them off (`LogReplica::open`). Nothing of such
+/// a batch was acknowledged, nor published: the session publishes a batch only when this store returns `Ok`.
 pub struct ReplicatedStore {
     replica: Box<dyn ReplicaWriter>,
     local: Box<dyn EventStore>,
@@ -169,12 +169,12 @@ impl EventStore for ReplicatedStore {
                     match self.local.discard_from(len_before) {
                         Ok(true) => {}
                         Ok(false) => tracing::warn!(
-                            "the local copy of a batch the replica refused stays; the session's next opening moves it aside"
+                            "the local copy of a batch the replica refused stays; the session's next opening cuts it off"
                         ),
                         Err(error) => tracing::warn!(
                             %error,
                             "the local copy of a batch the replica refused could not be cut off; the session's next \
-                             opening moves it aside"
+                             opening cuts it off"
                         ),
                     }
                 }
