@@ -8,7 +8,7 @@
 //!    log JetStream does not hold yet (written before this node joined a cluster, or a fork's copy) is stored in
 //!    JetStream first; events other nodes appended are added to the local log; a local log that holds JetStream's
 //!    events and more after them (a batch's local copy is written while JetStream is asked, `ReplicatedStore`, and
-//!    the node stopped before the answer) has the extra events cut off, none of which was acknowledged or published;
+//!    the node stopped before the answer) has the extra events cut off, into `cluster/diverged/<session>-<ms>.jsonl`;
 //!    a local log that disagrees with JetStream's (this node lost the session while writing) is moved aside, into
 //!    `<data dir>/cluster/diverged/`, and rebuilt from JetStream. Nothing in a diverged log was acknowledged by this
 //!    node after it lost the lease: JetStream fenced those appends, and a batch is acknowledged only once JetStream
@@ -239,12 +239,14 @@ fn align_local(
             } else if agree && whole {
                 // JetStream's events, then some it never took: a batch whose local copy was written while JetStream
                 // was asked, when the node stopped before the answer (or the cut after a refusal failed). None of
-                // them was acknowledged or published, so they are cut off; the session's other files stay.
-                cut_local(session_dir, replicated.len())?;
+                // them was acknowledged or published by this node; they are cut off (and kept aside), and the
+                // session's other files stay.
+                let kept = cut_local(session_dir, replicated.len())?;
                 tracing::warn!(
                     session_id,
                     cut = local.len() - replicated.len(),
-                    "the local log held events JetStream never took (none acknowledged); they were cut off"
+                    kept = %kept.display(),
+                    "the local log held events JetStream does not; they were cut off and kept aside"
                 );
             } else {
                 let kept = move_aside(session_dir)?;
@@ -267,19 +269,29 @@ fn agree_as_far_as_both_go(local: &[LogEntry], replicated: &[LogEntry]) -> bool 
         .all(|(ours, theirs)| ours.seq == theirs.seq && ours.json.as_str() == theirs.json.as_str())
 }
 
-/// Cuts the session's local log, whose every line is an event, after its first `keep` lines.
-fn cut_local(session_dir: &Path, keep: usize) -> Result<(), ReplicaError> {
+/// Cuts the session's local log, whose every line is an event, after its first `keep` lines; the lines cut off are
+/// kept first in `<data dir>/cluster/diverged/<session>-<ms>.jsonl` (JetStream is the authority, but the cut lines
+/// may be the only copy left of events a JetStream of one replica lost with its machine). Returns that file.
+fn cut_local(session_dir: &Path, keep: usize) -> Result<PathBuf, ReplicaError> {
+    use std::io::Write;
     let path = event_log::log_path(session_dir);
     let bytes = std::fs::read(&path).map_err(|error| failed(format!("read {}: {error}", path.display())))?;
-    let len = if keep == 0 {
-        0
-    } else {
-        let end = bytes.iter().enumerate().filter(|(_, byte)| **byte == b'\n').nth(keep - 1).map(|(at, _)| at + 1);
-        end.ok_or_else(|| failed(format!("{} has fewer than {keep} lines", path.display())))? as u64
+    let end =
+        bytes.iter().enumerate().filter(|(_, byte)| **byte == b'\n').nth(keep.saturating_sub(1)).map(|(at, _)| at + 1);
+    let len = match keep {
+        0 => 0,
+        _ => end.ok_or_else(|| failed(format!("{} has fewer than {keep} lines", path.display())))?,
     };
+    let (folder, name) = diverged_name(session_dir)?;
+    let kept = folder.join(format!("{name}.jsonl"));
+    let mut file =
+        std::fs::File::create(&kept).map_err(|error| failed(format!("create {}: {error}", kept.display())))?;
+    file.write_all(&bytes[len..])
+        .and_then(|()| file.sync_all())
+        .map_err(|error| failed(format!("write {}: {error}", kept.display())))?;
     let mut loaded = event_log::load(session_dir).map_err(|error| failed(error.to_string()))?;
-    event_log::EventStore::discard_from(&mut loaded.store, len).map_err(|error| failed(error.to_string()))?;
-    Ok(())
+    event_log::EventStore::discard_from(&mut loaded.store, len as u64).map_err(|error| failed(error.to_string()))?;
+    Ok(kept)
 }
 
 /// Creates the session's directory and its local log holding `events`.
@@ -307,15 +319,21 @@ fn append_local(session_dir: &Path, events: &[LogEntry]) -> Result<(), ReplicaEr
 
 /// Moves a diverged session directory out of the sessions folder, into `<data dir>/cluster/diverged/`.
 fn move_aside(session_dir: &Path) -> Result<PathBuf, ReplicaError> {
+    let (folder, name) = diverged_name(session_dir)?;
+    let kept = folder.join(name);
+    std::fs::rename(session_dir, &kept)
+        .map_err(|error| failed(format!("move {} aside: {error}", session_dir.display())))?;
+    Ok(kept)
+}
+
+/// `<data dir>/cluster/diverged/` (created), and `<session>-<ms>`, the name of what is kept there of a session.
+fn diverged_name(session_dir: &Path) -> Result<(PathBuf, String), ReplicaError> {
     let data_dir = session_dir.parent().and_then(Path::parent).unwrap_or(session_dir);
     let folder = data_dir.join("cluster").join("diverged");
     std::fs::create_dir_all(&folder).map_err(|error| failed(format!("create {}: {error}", folder.display())))?;
     let millis = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis());
     let name = session_dir.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let kept = folder.join(format!("{name}-{millis}"));
-    std::fs::rename(session_dir, &kept)
-        .map_err(|error| failed(format!("move {} aside: {error}", session_dir.display())))?;
-    Ok(kept)
+    Ok((folder, format!("{name}-{millis}")))
 }
 
 /// Takes `session_id`'s lease, trying again for a few seconds while NATS cannot answer or JetStream refuses for now

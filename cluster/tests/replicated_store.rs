@@ -126,7 +126,11 @@ fn opening_cuts_off_local_events_jetstream_never_took_and_keeps_the_sessions_oth
     assert!(reloaded.skipped.is_empty(), "{:?}", reloaded.skipped);
     assert_eq!(reloaded.last_seq, 3, "the events JetStream never took are cut off");
     assert!(session_dir.join("kept.txt").exists(), "the session stays where it is");
-    assert!(!temp.path().join("cluster").join("diverged").exists(), "nothing is moved aside");
+    let kept: Vec<_> = std::fs::read_dir(temp.path().join("cluster").join("diverged")).unwrap().collect();
+    assert_eq!(kept.len(), 1, "the lines cut off are kept, and nothing else is moved aside");
+    let kept = std::fs::read_to_string(kept[0].as_ref().unwrap().path()).unwrap();
+    let expected: String = (4..=5).map(|seq| format!("{}\n", input(seq, "x").json.as_str())).collect();
+    assert_eq!(kept, expected);
 
     // And the session goes on from there, in both.
     let mut store = ReplicatedStore::new(writer, Box::new(reloaded.store));
