@@ -175,7 +175,8 @@ struct Published {
 }
 
 impl PendingAppend<'_> {
-    /// Whether the append was refused before anything was sent (the writer had failed already).
+    /// Whether the append was refused before anything was sent (the writer had failed already, or the batch does
+    /// not continue the log).
     pub fn refused(&self) -> bool {
         matches!(self.task, Task::Refused(_))
     }

@@ -23,8 +23,8 @@ use parking_lot::Mutex;
 
 use troupe_protocol::types::events::{EventJson, EventPayload};
 use troupe_runtime::event_log::{
-    self, Answered, FollowDeliver, FollowGuard, LogEntry, LogReplica, LogWriter, ReplicaAppend, ReplicaError,
-    ReplicaFailure, ReplicaWriter,
+    self, Answered, FileEventStore, FollowDeliver, FollowGuard, LogEntry, LogReplica, LogWriter, ReplicaAppend,
+    ReplicaError, ReplicaFailure, ReplicaWriter,
 };
 
 use troupe_runtime::session_state::SessionState;
@@ -205,21 +205,24 @@ fn align_local(
     log: SessionLog,
     replicated: &[LogEntry],
 ) -> Result<SessionLog, ReplicaError> {
-    let (local, whole) = match event_log::load(session_dir) {
-        Ok(loaded) => {
-            // Every line an event, none damaged or torn: the n-th event ends at the n-th newline.
-            let whole = loaded.skipped.is_empty() && !event_log::EventStore::has_torn_tail(&loaded.store);
-            let events = loaded.events.into_iter().map(|event| LogEntry { seq: event.event.seq, json: event.json });
-            (Some(events.collect::<Vec<_>>()), whole)
-        }
-        Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => (None, false),
+    let local = match event_log::load(session_dir) {
+        Ok(loaded) => Some(Local {
+            whole: loaded.skipped.is_empty() && !event_log::EventStore::has_torn_tail(&loaded.store),
+            events: loaded
+                .events
+                .into_iter()
+                .map(|event| LogEntry { seq: event.event.seq, json: event.json })
+                .collect(),
+            store: loaded.store,
+        }),
+        Err(troupe_runtime::error::RuntimeError::SessionNotFound { .. }) => None,
         Err(error) => return Err(failed(format!("read the local log of session {session_id}: {error}"))),
     };
     match (local, replicated.is_empty()) {
         (None, true) => Err(failed(format!("session {session_id} is neither in JetStream nor on this node"))),
         (Some(local), true) => {
             // A log from before the cluster, or a fork's copy: JetStream takes it whole before anything is served.
-            let Some((first, rest)) = local.split_first() else {
+            let Some((first, rest)) = local.events.split_first() else {
                 return Err(failed(format!("the local log of session {session_id} holds no event")));
             };
             let mut log = SessionLog::create(cluster, session_id, first).map_err(replica_error)?;
@@ -232,23 +235,32 @@ fn align_local(
             write_local(session_dir, replicated)?;
             Ok(log)
         }
-        (Some(local), false) => {
-            let agree = agree_as_far_as_both_go(&local, replicated);
-            if agree && local.len() <= replicated.len() {
-                append_local(session_dir, &replicated[local.len()..])?;
-            } else if agree && whole {
+        (Some(mut local), false) => {
+            let agree = local
+                .events
+                .iter()
+                .zip(replicated)
+                .all(|(ours, theirs)| ours.seq == theirs.seq && ours.json.as_str() == theirs.json.as_str());
+            let held = local.events.len();
+            if agree && held <= replicated.len() {
+                for batch in replicated[held..].chunks(COPY_BATCH) {
+                    event_log::EventStore::append_batch(&mut local.store, batch)
+                        .map_err(|error| failed(error.to_string()))?;
+                }
+            } else if agree && local.whole {
                 // JetStream's events, then some it never took: a batch whose local copy was written while JetStream
                 // was asked, when the node stopped before the answer (or the cut after a refusal failed). None of
                 // them was acknowledged or published by this node; they are cut off (and kept aside), and the
                 // session's other files stay.
-                let kept = cut_local(session_dir, replicated.len())?;
+                let kept = cut_local(session_dir, local.store, replicated.len())?;
                 tracing::warn!(
                     session_id,
-                    cut = local.len() - replicated.len(),
+                    cut = held - replicated.len(),
                     kept = %kept.display(),
                     "the local log held events JetStream does not; they were cut off and kept aside"
                 );
             } else {
+                drop(local);
                 let kept = move_aside(session_dir)?;
                 tracing::warn!(
                     session_id, kept = %kept.display(),
@@ -261,27 +273,37 @@ fn align_local(
     }
 }
 
-/// Whether the two logs hold the same events, byte for byte, as far as the shorter goes.
-fn agree_as_far_as_both_go(local: &[LogEntry], replicated: &[LogEntry]) -> bool {
-    local
-        .iter()
-        .zip(replicated)
-        .all(|(ours, theirs)| ours.seq == theirs.seq && ours.json.as_str() == theirs.json.as_str())
+/// The local log as [`align_local`] found it.
+struct Local {
+    events: Vec<LogEntry>,
+    store: FileEventStore,
+    /// No line skipped and no torn tail: every line that is not blank is one of `events`, in order.
+    whole: bool,
 }
 
-/// Cuts the session's local log, whose every line is an event, after its first `keep` lines; the lines cut off are
-/// kept first in `<data dir>/cluster/diverged/<session>-<ms>.jsonl` (JetStream is the authority, but the cut lines
-/// may be the only copy left of events a JetStream of one replica lost with its machine). Returns that file.
-fn cut_local(session_dir: &Path, keep: usize) -> Result<PathBuf, ReplicaError> {
+/// Cuts the session's local log (opened as `store`, every line that is not blank an event) after its first `keep`
+/// events; the lines cut off are kept first in `<data dir>/cluster/diverged/<session>-<ms>.jsonl` (JetStream is the
+/// authority, but the cut lines may be the only copy left of events a JetStream of one replica lost with its
+/// machine). Returns that file.
+fn cut_local(session_dir: &Path, mut store: FileEventStore, keep: usize) -> Result<PathBuf, ReplicaError> {
     use std::io::Write;
     let path = event_log::log_path(session_dir);
     let bytes = std::fs::read(&path).map_err(|error| failed(format!("read {}: {error}", path.display())))?;
-    let end =
-        bytes.iter().enumerate().filter(|(_, byte)| **byte == b'\n').nth(keep.saturating_sub(1)).map(|(at, _)| at + 1);
-    let len = match keep {
-        0 => 0,
-        _ => end.ok_or_else(|| failed(format!("{} has fewer than {keep} lines", path.display())))?,
-    };
+    // Where the `keep`-th event's line ends, counting lines as the loader does (a blank line holds no event).
+    let mut events = 0;
+    let mut len = 0;
+    for line in bytes.split_inclusive(|&byte| byte == b'\n') {
+        if events == keep {
+            break;
+        }
+        len += line.len();
+        if !line.trim_ascii().is_empty() {
+            events += 1;
+        }
+    }
+    if events < keep {
+        return Err(failed(format!("{} holds fewer than {keep} events", path.display())));
+    }
     let (folder, name) = diverged_name(session_dir)?;
     let kept = folder.join(format!("{name}.jsonl"));
     let mut file =
@@ -289,8 +311,7 @@ fn cut_local(session_dir: &Path, keep: usize) -> Result<PathBuf, ReplicaError> {
     file.write_all(&bytes[len..])
         .and_then(|()| file.sync_all())
         .map_err(|error| failed(format!("write {}: {error}", kept.display())))?;
-    let mut loaded = event_log::load(session_dir).map_err(|error| failed(error.to_string()))?;
-    event_log::EventStore::discard_from(&mut loaded.store, len as u64).map_err(|error| failed(error.to_string()))?;
+    event_log::EventStore::discard_from(&mut store, len as u64).map_err(|error| failed(error.to_string()))?;
     Ok(kept)
 }
 
@@ -301,18 +322,6 @@ fn write_local(session_dir: &Path, events: &[LogEntry]) -> Result<(), ReplicaErr
     for batch in rest.chunks(COPY_BATCH) {
         let texts: Vec<EventJson> = batch.iter().map(|entry| entry.json.clone()).collect();
         writer.append_batch(&texts).map_err(|error| failed(error.to_string()))?;
-    }
-    Ok(())
-}
-
-/// Appends `events` to the session's existing local log.
-fn append_local(session_dir: &Path, events: &[LogEntry]) -> Result<(), ReplicaError> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let mut loaded = event_log::load(session_dir).map_err(|error| failed(error.to_string()))?;
-    for batch in events.chunks(COPY_BATCH) {
-        event_log::EventStore::append_batch(&mut loaded.store, batch).map_err(|error| failed(error.to_string()))?;
     }
     Ok(())
 }
