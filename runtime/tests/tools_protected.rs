@@ -376,3 +376,75 @@ async fn a_bind_mount_of_a_session_folder_deep_in_the_data_dir_is_refused() {
     assert_ok(&searched);
     assert!(searched.output.starts_with("no matches"), "{}", searched.output);
 }
+
+#[tokio::test]
+async fn a_bind_mount_of_a_folder_made_in_the_data_dir_after_the_first_check_is_refused() {
+    // The mount table is read when a location passes a bind mount, so a session's folder made after the file tools'
+    // first check (when an index of the data dir's folders would have been walked) is known as one.
+    let layout = Layout::new();
+    // One sandbox for every call, as a daemon keeps one.
+    let sandbox = layout.sandbox(&SandboxConfig::default());
+    let call = |name: &'static str, arguments: Value| {
+        let mut context = ToolContext::new(&layout.cwd);
+        context.sandbox = Arc::clone(&sandbox);
+        execute(name, arguments, context)
+    };
+    let early = layout.data_dir.join("sessions/early");
+    std::fs::create_dir_all(&early).unwrap();
+    let Some(_early) = bind_mount(&early, &layout.cwd.join("early")) else {
+        return;
+    };
+    assert_ok(&call("read_file", json!({"path": "notes.txt"})).await);
+    assert_refused(&call("list_dir", json!({"path": "early"})).await, "the daemon's data directory");
+
+    let late = layout.data_dir.join("sessions/late");
+    std::fs::create_dir_all(&late).unwrap();
+    std::fs::write(late.join("events.jsonl"), format!("{{\"secret\":\"{API_KEY}\"}}\n")).unwrap();
+    let Some(_late) = bind_mount(&late, &layout.cwd.join("late")) else {
+        return;
+    };
+    let read = call("read_file", json!({"path": "late/events.jsonl"})).await;
+    assert_refused(&read, "the daemon's data directory");
+    let listed = call("list_dir", json!({"path": "late"})).await;
+    assert_refused(&listed, "the daemon's data directory");
+    let searched = call("search", json!({"pattern": "sk-live"})).await;
+    assert_ok(&searched);
+    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+}
+
+#[tokio::test]
+async fn a_bind_mount_of_a_folder_on_a_file_system_mounted_inside_the_data_dir_is_refused() {
+    // The data dir's sessions on a file system of their own: a folder of it, bind-mounted into the cwd, shows the
+    // data dir's contents though its device is not the data dir's.
+    let layout = Layout::new();
+    let sessions = layout.data_dir.join("sessions");
+    std::fs::create_dir(&sessions).unwrap();
+    let Some(_sessions) = mounts::mount_tmpfs(&sessions) else {
+        return;
+    };
+    std::fs::create_dir(sessions.join("s1")).unwrap();
+    std::fs::write(sessions.join("s1/events.jsonl"), format!("{{\"secret\":\"{API_KEY}\"}}\n")).unwrap();
+    let Some(_s1) = bind_mount(&sessions.join("s1"), &layout.cwd.join("s1")) else {
+        return;
+    };
+    let read = layout.call("read_file", json!({"path": "s1/events.jsonl"})).await;
+    assert_refused(&read, "the daemon's data directory");
+    let searched = layout.call("search", json!({"pattern": "sk-live"})).await;
+    assert_ok(&searched);
+    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+}
+
+#[tokio::test]
+async fn a_bind_mount_of_a_folder_beside_the_data_dir_is_not_refused() {
+    // `.troupe-old` shares the data dir's first bytes, not its path: a bind mount of it is an ordinary folder.
+    let layout = Layout::new();
+    let beside = layout.cwd.join(".troupe-old");
+    std::fs::create_dir(&beside).unwrap();
+    std::fs::write(beside.join("plain.txt"), "plain\n").unwrap();
+    let Some(_beside) = bind_mount(&beside, &layout.cwd.join("old")) else {
+        return;
+    };
+    let read = layout.call("read_file", json!({"path": "old/plain.txt"})).await;
+    assert_ok(&read);
+    assert_eq!(read.output, "plain\n");
+}

@@ -10,8 +10,9 @@
 //! cost is the difference between the ten-tool run and the text-only one, over ten: what the session's creation,
 //! its title request and the run's start and end cost is in both. The daemon's first run with tools, before the
 //! rounds, is shown apart (a single measurement), and so is the first of a second daemon whose data directory holds
-//! many sessions already: the file tools' first checks walk the denied paths' folders, the data directory's among
-//! them, which grows with every session a user keeps.
+//! many sessions already, which a user who keeps sessions has: whatever its file tools' first checks cost with a
+//! data directory that grows with every session (until the thirteenth session of issue 28 they walked the denied
+//! paths' folders, a `stat` per session; now a bind mount is looked up in the kernel's mount table).
 
 use std::time::{Duration, Instant};
 
@@ -201,7 +202,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Table> {
              {tools}-tool run and a text-only run through `openai`, and the same {tools}-tool run through \
              `local/scripted` (no HTTP); {} rounds, after the daemon's first {tools}-tool run (its own rows). \
              Then a second daemon's first {tools}-tool run, after {kept} sessions were created through it (64 in \
-             flight): its file tools' first checks walk the folders of its data directory; target: its CPU beyond \
+             flight): what its file tools' first checks cost with a data directory that large; target: its CPU beyond \
              the first daemon's first run ≤ {PER_KEPT_SESSION_US} µs per kept session. \
              Wall: `run.start` sent → `run_completed` held; CPU: the daemon process's user+system time over that. \
              An extra tool turn: ({tools}-tool run − text-only run) / {tools}, per pair. Targets: the design \

@@ -1,14 +1,16 @@
 //! What lies beneath the denied paths, by identity: their folders, which a bind mount can show under another path,
 //! and their files with several names, which a hard link can give another path.
 //!
-//! [`super::protected`] refuses a location whose folders include one of the first, and a file that is one of the
-//! second. Both need a walk of the denied paths, and a daemon's own data directory grows with every session (a
-//! folder and a few files each), so the two are kept apart and each is walked only when needed:
+//! [`super::protected`] refuses a file that is one of the second, and a location whose folders include one of the
+//! first where the kernel cannot say which folders are mount roots (before Linux 5.8; elsewhere a bind mount is
+//! found in the mount table, [`super::mount_roots`], and the folders are never walked). Both need a walk of the
+//! denied paths, and a daemon's own data directory grows with every session (a folder and a few files each), so
+//! the two are kept apart and each is walked only when needed:
 //!
-//! - **Folders**, at the first location check: a walk of folders alone. Each folder's entries say which are folders
-//!   (`d_type`), so no file is looked at; and on file systems that keep the Unix convention that a folder's link
-//!   count is two plus its subfolders (ext2/3/4, XFS, tmpfs), a folder counting two has none and is not even
-//!   read. A session's folder is one `stat`. Folders cannot be linked, only mounted, so this walk is not made
+//! - **Folders**, at the first location check that needs them: a walk of folders alone. Each folder's entries
+//!   say which are folders (`d_type`), so no file is looked at; and on file systems that keep the Unix convention
+//!   that a folder's link count is two plus its subfolders (ext2/3/4, XFS, tmpfs), a folder counting two has none
+//!   and is not even read. A session's folder is one `stat`. Folders cannot be linked, only mounted, so this walk is not made
 //!   again; a walk for files (below) meets every folder and records them afresh, a folder made since included.
 //! - **Files with several names**, at the first opened file that has several names (a file with one name is
 //!   judged by where it lies): a walk of everything, recording the files with more than one name, built again
@@ -106,6 +108,12 @@ impl LinkIndex {
         self.files = files;
         self.files_walked_at = Some(walked_at);
         self.files.get(&identity).copied()
+    }
+
+    /// Whether the folders beneath the denied paths were walked.
+    #[cfg(test)]
+    pub(super) fn folders_walked(&self) -> bool {
+        self.folders.is_some()
     }
 
     /// The denied path beneath which `identity` is already known to lie (a folder, or a file with several names),

@@ -31,6 +31,7 @@ pub mod data_dirs;
 pub mod environment;
 mod landlock;
 mod link_index;
+mod mount_roots;
 #[cfg(target_os = "linux")]
 mod mounts;
 pub mod plan;

@@ -10,10 +10,12 @@
 //!
 //! A hard link has no location of its own to give it away: it is another name for the same inode, anywhere on the
 //! same file system; and a bind mount shows a folder beneath a denied path under another one. So a folder above a
-//! location, and a regular file with more than one name, are looked up among the identities beneath the denied
-//! paths ([`super::link_index`]: the folders walked at the first location check, the files with several names at
-//! the first such file opened and again when its ctime, which `link(2)` and `rename(2)` update, is not safely older
-//! than that walk, so a link made since is never missed).
+//! location that is the root of a mount is looked up in the kernel's mount table ([`super::mount_roots`]: a bind
+//! mount of a folder at or beneath a denied path is refused), and a regular file with more than one name among the
+//! files beneath the denied paths ([`super::link_index`]: walked at the first such file opened and again when its
+//! ctime, which `link(2)` and `rename(2)` update, is not safely older than that walk, so a link made since is never
+//! missed). Where the kernel does not say which folders are mount roots, the folders beneath the denied paths are
+//! walked and looked up by identity instead.
 //!
 //! The walk up from a file stops at the first folder remembered as clear ([`super::clear_folders`]: unchanged
 //! identity and mtime, the folders above it checked less than a second ago), so a file in a folder seen lately
@@ -33,6 +35,7 @@ use std::time::{Instant, SystemTime};
 use super::clear_folders::{CheckedFolder, ClearFolders, RECHECK_AFTER};
 use super::data_dirs::{Layout, data_dir_layout};
 use super::link_index::{Identity, LinkIndex, WalkRoot};
+use super::mount_roots::{MountPlace, MountTable, Shown, mount_place};
 
 /// One denied path, with its identity when it existed at construction.
 #[derive(Debug)]
@@ -172,10 +175,10 @@ impl ProtectedPaths {
     }
 
     /// Whether a walker's entry at `path` (with its own `metadata`, links not followed) is a denied path, lies
-    /// beneath one by path, is a troupe data directory (by its layout; a folder remembered as clear and unchanged
-    /// is not looked at again), or is already known to be another name for something beneath one. Cheap: it never
-    /// walks for the link index, so a walker must still check each file it opens with
-    /// [`ProtectedPaths::refusal_for_open`].
+    /// beneath one by path, is a troupe data directory (by its layout) or a bind mount of a folder beneath a denied
+    /// path (a folder remembered as clear and unchanged is not looked at again for either), or is already known to
+    /// be another name for something beneath one. Cheap: it never walks for the link index, so a walker must still
+    /// check each file it opens with [`ProtectedPaths::refusal_for_open`].
     pub fn is_protected_entry(&self, path: &Path, metadata: &Metadata) -> bool {
         if self.is_empty() {
             return false;
@@ -185,7 +188,8 @@ impl ProtectedPaths {
             || self.on_denied_device(metadata).is_some()
             || (metadata.is_dir()
                 && self.clear.clear_since(path, metadata).is_none()
-                && data_dir_layout(path) == Layout::DataDir)
+                && (data_dir_layout(path) == Layout::DataDir
+                    || self.mount_of_denied(path, identity, Lookup::NeverWalk).is_some()))
             || self.lock_index().known(identity).is_some()
     }
 
@@ -223,10 +227,9 @@ impl ProtectedPaths {
     }
 
     /// Why the real, absolute `location` (`own`: its metadata, when already known) is refused: it lies at or
-    /// beneath an entry by path prefix, or it or a folder above it has the identity of an entry or of a folder
-    /// beneath one (a bind mount), or is a troupe data dir by its layout. The walk up stops at the first folder
-    /// remembered as clear ([`super::clear_folders`]), and remembers the folders it found clear. The folders
-    /// beneath the denied paths are walked at the first need ([`LinkIndex::folder`]).
+    /// beneath an entry by path prefix, or it or a folder above it has the identity of an entry or is a bind mount
+    /// of a folder beneath one, or is a troupe data dir by its layout. The walk up stops at the first folder
+    /// remembered as clear ([`super::clear_folders`]), and remembers the folders it found clear.
     fn location_refusal(
         &self,
         roots: &[Option<Identity>],
@@ -267,7 +270,7 @@ impl ProtectedPaths {
             if !metadata.is_dir() {
                 continue;
             }
-            if let Some(position) = self.lock_index().folder(&self.walk_roots, identity) {
+            if let Some(position) = self.mount_of_denied(ancestor, identity, Lookup::MayWalk) {
                 return Some(LocationRefusal::Denied(position));
             }
             // `/` is never a data dir.
@@ -290,6 +293,42 @@ impl ProtectedPaths {
             LocationRefusal::Denied(position) => self.refusal(position, requested, false),
             LocationRefusal::OtherDataDir(data_dir) => other_data_dir_refusal(&data_dir, requested),
         }
+    }
+
+    /// The denied path beneath which the folder at `folder` (with `identity`) lies under another name: it is the
+    /// root of a bind mount of a folder at or beneath that path ([`super::mount_roots`]). Where the kernel or the
+    /// mount table cannot say, the folders beneath the denied paths are looked up by identity instead, walked at
+    /// the first such need when `lookup` allows it.
+    fn mount_of_denied(&self, folder: &Path, identity: Identity, lookup: Lookup) -> Option<usize> {
+        let unknown = || match lookup {
+            Lookup::MayWalk => self.lock_index().folder(&self.walk_roots, identity),
+            Lookup::NeverWalk => self.lock_index().known(identity),
+        };
+        let mount = match mount_place(folder) {
+            Some(MountPlace::Inside(_)) => return None,
+            Some(MountPlace::Root(mount)) => mount,
+            None => return unknown(),
+        };
+        let Ok(table) = MountTable::read() else { return unknown() };
+        let shown = match table.shown_by(mount) {
+            Some(Shown::WholeFileSystem | Shown::Deleted) => return None,
+            Some(Shown::Folder(shown)) => shown,
+            None => return unknown(),
+        };
+        for root in &self.walk_roots {
+            let denied = match mount_place(&root.path) {
+                Some(MountPlace::Root(id) | MountPlace::Inside(id)) => table.sources_within(id, &root.path),
+                // A denied path that does not exist has nothing beneath it to mount.
+                None if !root.path.exists() => continue,
+                None => None,
+            };
+            match denied {
+                Some(denied) if denied.iter().any(|denied| shown.within(denied)) => return Some(root.position),
+                Some(_) => {}
+                None => return unknown(),
+            }
+        }
+        None
     }
 
     /// The entry beneath which a regular file with several names has another one.
@@ -324,6 +363,14 @@ impl ProtectedPaths {
             format!("refused by the sandbox: {requested} is in {place}; tools may never read or write it")
         }
     }
+}
+
+/// Whether a check may walk the denied paths when the mount table cannot answer it.
+#[derive(Clone, Copy)]
+enum Lookup {
+    MayWalk,
+    /// A walker's entry: cheap, only what is already known.
+    NeverWalk,
 }
 
 /// The refusal for a path in another daemon's data directory: which one, never anything read from it.
@@ -408,6 +455,27 @@ mod tests {
             (&*base.join("denied"), 0)
         );
         assert_eq!(protected.refusal_for_path(&base.join("ok"), "ok"), None);
+    }
+
+    #[test]
+    fn checking_a_location_walks_nothing_beneath_the_denied_paths() {
+        // Bind mounts are found in the mount table (`mount_roots`), so a data dir with many sessions costs the file
+        // tools' first check nothing.
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        for session in ["a", "b"] {
+            std::fs::create_dir_all(base.join("data/sessions").join(session)).unwrap();
+        }
+        std::fs::create_dir_all(base.join("project/sub")).unwrap();
+        std::fs::write(base.join("project/sub/notes.txt"), "n").unwrap();
+        let protected = ProtectedPaths::new(vec![base.join("data")]);
+        let notes = File::open(base.join("project/sub/notes.txt")).unwrap();
+        assert_eq!(protected.refusal_for_open(&notes, "sub/notes.txt"), None);
+        assert_eq!(protected.refusal_for_path(&base.join("project/new.txt"), "new.txt"), None);
+        let dir = std::fs::symlink_metadata(base.join("project/sub")).unwrap();
+        assert!(!protected.is_protected_entry(&base.join("project/sub"), &dir));
+        assert!(protected.refusal_for_path(&base.join("data/sessions/a/x"), "x").is_some());
+        assert!(!protected.lock_index().folders_walked());
     }
 
     #[test]

@@ -33,6 +33,21 @@ pub fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
     Some(Unmount(mount_point.to_path_buf()))
 }
 
+/// Mounts a fresh tmpfs on the existing folder `mount_point`; `None` (the test is skipped) without the privileges.
+pub fn mount_tmpfs(mount_point: &Path) -> Option<Unmount> {
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(mount_point)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !mounted {
+        unavailable::skip(unavailable::Missing::Mount);
+        return None;
+    }
+    Some(Unmount(mount_point.to_path_buf()))
+}
+
 /// Bind-mounts `source` on a new folder `mount_point`, read-only; `None` (the test is skipped) without the
 /// privileges.
 pub fn bind_mount_read_only(source: &Path, mount_point: &Path) -> Option<Unmount> {
