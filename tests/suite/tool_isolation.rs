@@ -50,14 +50,15 @@ async fn run_commands(
     results
 }
 
-/// A process of this user whose command line holds `secret`, as `troupe --token SECRET watch` would; killed on drop.
+/// A process of this user whose command line holds `secret`, as `troupe --token SECRET watch` would; killed on drop
+/// with its `sleep` (a process group of their own).
 struct SecretHolder(std::process::Child);
 
 impl SecretHolder {
     fn start(secret: &str, user: Option<u32>) -> SecretHolder {
         let mut command = Command::new("/bin/sh");
         // `; :` keeps the shell itself alive (and so its command line), rather than exec'ing the sleep.
-        command.args(["-c", "sleep 600; :", "troupe", "--token", secret]).stdin(Stdio::null());
+        command.args(["-c", "sleep 600; :", "troupe", "--token", secret]).stdin(Stdio::null()).process_group(0);
         if let Some(id) = user {
             command.uid(id).gid(id);
         }
@@ -67,7 +68,10 @@ impl SecretHolder {
 
 impl Drop for SecretHolder {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        // The shell's `sleep` too: killing the shell alone left it running for ten minutes, reparented to init.
+        let group = libc::pid_t::try_from(self.0.id()).expect("a pid");
+        // SAFETY: kill(2) of the process group this holder made; it touches no memory of ours.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
         let _ = self.0.wait();
     }
 }
