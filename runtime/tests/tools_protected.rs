@@ -448,3 +448,23 @@ async fn a_bind_mount_of_a_folder_beside_the_data_dir_is_not_refused() {
     assert_ok(&read);
     assert_eq!(read.output, "plain\n");
 }
+
+#[tokio::test]
+async fn a_bind_mount_of_a_file_of_the_data_dir_is_refused() {
+    // A file mounted on a file: one name each side, so neither the folders above it nor a second link give it away;
+    // only the mount does.
+    let layout = Layout::new();
+    let target = layout.cwd.join("token-copy.txt");
+    std::fs::write(&target, "plain\n").unwrap();
+    let Some(_unmount) = mounts::bind_mount_on(&layout.data_dir.join("daemon/token"), &target) else {
+        return;
+    };
+    let read = layout.call("read_file", json!({"path": "token-copy.txt"})).await;
+    assert_refused(&read, "the daemon's data directory");
+    let written = layout.call("write_file", json!({"path": "token-copy.txt", "content": "x"})).await;
+    assert_refused(&written, "the daemon's data directory");
+    assert_eq!(std::fs::read_to_string(layout.data_dir.join("daemon/token")).unwrap(), TOKEN);
+    let searched = layout.call("search", json!({"pattern": "tok_"})).await;
+    assert_ok(&searched);
+    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+}

@@ -4,7 +4,8 @@
 //! A folder has one name on its file system (folders cannot be hard-linked); another path to it goes through a
 //! mount whose root is that folder or one above it. So of the folders above a location, only the roots of mounts
 //! can lead into a denied path from outside it (one that is a denied path itself is caught by its identity,
-//! [`super::protected`]). `statx` says whether a folder is a mount's root, and which mount (Linux 5.8; the sandbox
+//! [`super::protected`]); and a file with one name is elsewhere only as a mount's root itself (a file bind-mounted
+//! on a file). `statx` says whether a folder is a mount's root, and which mount (Linux 5.8; the sandbox
 //! needs 5.13). `/proc/self/mountinfo` says, for each mount, which folder of its file system it shows: a mount
 //! whose root is that file system's root is a whole file system, never inside a denied path unless it is the
 //! denied path; a bind mount shows the folder at its `root` path, which lies beneath a denied path when that path
@@ -32,8 +33,8 @@ pub(super) enum MountPlace {
     Inside(u64),
 }
 
-/// The folder at `path` (links followed), or `None` when it cannot be looked at or the kernel does not say whether
-/// it is a mount's root (before Linux 5.8).
+/// Where the folder or file at `path` (links followed) stands, or `None` when it cannot be looked at or the kernel
+/// does not say whether it is a mount's root (before Linux 5.8).
 pub(super) fn mount_place(path: &Path) -> Option<MountPlace> {
     let stat = rustix::fs::statx(CWD, path, AtFlags::empty(), StatxFlags::MNT_ID).ok()?;
     if !stat.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)

@@ -268,6 +268,11 @@ impl ProtectedPaths {
                 return Some(LocationRefusal::Denied(position));
             }
             if !metadata.is_dir() {
+                // A file can be a mount's root too: a file beneath a denied path bind-mounted on one elsewhere has
+                // one name on each side, so no folder above it and no count of links gives it away.
+                if let Some(position) = self.mount_of_denied(ancestor, identity, Lookup::NeverWalk) {
+                    return Some(LocationRefusal::Denied(position));
+                }
                 continue;
             }
             if let Some(position) = self.mount_of_denied(ancestor, identity, Lookup::MayWalk) {
@@ -295,10 +300,10 @@ impl ProtectedPaths {
         }
     }
 
-    /// The denied path beneath which the folder at `folder` (with `identity`) lies under another name: it is the
-    /// root of a bind mount of a folder at or beneath that path ([`super::mount_roots`]). Where the kernel or the
-    /// mount table cannot say, the folders beneath the denied paths are looked up by identity instead, walked at
-    /// the first such need when `lookup` allows it.
+    /// The denied path beneath which the folder or file at `folder` (with `identity`) lies under another name: it
+    /// is the root of a bind mount of something at or beneath that path ([`super::mount_roots`]). Where the kernel
+    /// or the mount table cannot say, the folders beneath the denied paths are looked up by identity instead, walked
+    /// at the first such need when `lookup` allows it.
     fn mount_of_denied(&self, folder: &Path, identity: Identity, lookup: Lookup) -> Option<usize> {
         let unknown = || match lookup {
             Lookup::MayWalk => self.lock_index().folder(&self.walk_roots, identity),

@@ -19,6 +19,12 @@ impl Drop for Unmount {
 /// Bind-mounts `source` on a new folder `mount_point`; `None` (the test is skipped) without the privileges.
 pub fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
     std::fs::create_dir(mount_point).expect("the mount point is made");
+    bind_mount_on(source, mount_point)
+}
+
+/// Bind-mounts `source` (a file or a folder) on `mount_point`, which exists already and is of the same kind; `None`
+/// (the test is skipped) without the privileges.
+pub fn bind_mount_on(source: &Path, mount_point: &Path) -> Option<Unmount> {
     let mounted = std::process::Command::new("mount")
         .arg("--bind")
         .arg(source)
