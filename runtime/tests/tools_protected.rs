@@ -468,3 +468,24 @@ async fn a_bind_mount_of_a_file_of_the_data_dir_is_refused() {
     assert_ok(&searched);
     assert!(searched.output.starts_with("no matches"), "{}", searched.output);
 }
+
+#[tokio::test]
+async fn a_bind_mount_of_a_session_folder_of_another_data_dir_is_refused() {
+    // Another daemon's data dir is known by its layout, found in the folders above a location: a folder of it
+    // mounted elsewhere has none of those above it where it is mounted, so the folder it shows is judged where it
+    // lies.
+    let layout = Layout::new();
+    let other = layout.home.join("other-data");
+    let session = other.join("sessions/s1");
+    std::fs::create_dir_all(&session).unwrap();
+    std::fs::write(other.join(troupe_runtime::sandbox::data_dirs::MARKER), "").unwrap();
+    std::fs::write(session.join("events.jsonl"), format!("{{\"secret\":\"{API_KEY}\"}}\n")).unwrap();
+    let Some(_s1) = bind_mount(&session, &layout.cwd.join("s1")) else {
+        return;
+    };
+    let read = layout.call("read_file", json!({"path": "s1/events.jsonl"})).await;
+    assert_refused(&read, "a troupe data directory");
+    let searched = layout.call("search", json!({"pattern": "sk-live"})).await;
+    assert_ok(&searched);
+    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+}

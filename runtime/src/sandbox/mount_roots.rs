@@ -14,7 +14,9 @@
 //! This replaced a walk of every folder beneath the denied paths at a daemon's first file tool call (a `stat` per
 //! session folder, about 20 ms of CPU with 10,000 sessions, docs/performance.md figure 14), whose index also missed
 //! folders made after it (a session's folder bind-mounted later) and stopped at 200,000 entries. The mount table
-//! is read when a location passes a bind mount, so it is never out of date, and nothing is walked.
+//! is read when a location passes a bind mount, so it is never out of date, and nothing is walked. The other mounts
+//! of the same file system also say where the shown folder lies, so that the folders above it there can be checked
+//! for another daemon's data dir, which is known by its layout rather than listed.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -118,6 +120,18 @@ impl MountTable {
         let within_mount = path.strip_prefix(&mount.mount_point).ok()?;
         let root = mount.root.as_ref()?;
         Some(Source { device: mount.device.clone(), path: root.join(within_mount) })
+    }
+
+    /// The paths at which mounts other than `except` show `source`: where it lies, seen through the mounts of its
+    /// file system that show a folder at or above it.
+    pub(super) fn paths_showing(&self, source: &Source, except: u64) -> Vec<PathBuf> {
+        (self.mounts.iter())
+            .filter(|(id, mount)| **id != except && mount.device == source.device)
+            .filter_map(|(_, mount)| {
+                let below = source.path.strip_prefix(mount.root.as_ref()?).ok()?;
+                Some(mount.mount_point.join(below))
+            })
+            .collect()
     }
 
     /// Every place of a file system that the canonical `path` (on mount `id`) shows at or beneath it: its own, and
@@ -225,6 +239,15 @@ mod tests {
         assert_eq!(inside.path, Path::new("/work/data/sessions/s1/sub"));
         assert_eq!(table.source_of(41, Path::new("/elsewhere")), None, "not below the mount's point");
         assert_eq!(table.source_of(43, Path::new("/mnt/gone/x")), None, "a deleted root");
+    }
+
+    #[test]
+    fn a_bind_mount_s_folder_is_found_where_it_lies_through_the_other_mounts() {
+        let table = MountTable::parse(TABLE);
+        let Some(Shown::Folder(bound)) = table.shown_by(41) else { panic!("a bind mount") };
+        assert_eq!(table.paths_showing(&bound, 41), [PathBuf::from("/work/data/sessions/s1")]);
+        let Some(Shown::Folder(other_disk)) = table.shown_by(42) else { panic!("a bind mount") };
+        assert_eq!(table.paths_showing(&other_disk, 42), [PathBuf::from("/mnt/disk/srv/a b")]);
     }
 
     #[test]

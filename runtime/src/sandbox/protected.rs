@@ -189,7 +189,7 @@ impl ProtectedPaths {
             || (metadata.is_dir()
                 && self.clear.clear_since(path, metadata).is_none()
                 && (data_dir_layout(path) == Layout::DataDir
-                    || self.mount_of_denied(path, identity, Lookup::NeverWalk).is_some()))
+                    || self.mount_refusal(path, identity, Lookup::NeverWalk).is_some()))
             || self.lock_index().known(identity).is_some()
     }
 
@@ -270,13 +270,13 @@ impl ProtectedPaths {
             if !metadata.is_dir() {
                 // A file can be a mount's root too: a file beneath a denied path bind-mounted on one elsewhere has
                 // one name on each side, so no folder above it and no count of links gives it away.
-                if let Some(position) = self.mount_of_denied(ancestor, identity, Lookup::NeverWalk) {
-                    return Some(LocationRefusal::Denied(position));
+                if let Some(refusal) = self.mount_refusal(ancestor, identity, Lookup::NeverWalk) {
+                    return Some(refusal);
                 }
                 continue;
             }
-            if let Some(position) = self.mount_of_denied(ancestor, identity, Lookup::MayWalk) {
-                return Some(LocationRefusal::Denied(position));
+            if let Some(refusal) = self.mount_refusal(ancestor, identity, Lookup::MayWalk) {
+                return Some(refusal);
             }
             // `/` is never a data dir.
             if ancestor.parent().is_none() {
@@ -300,16 +300,20 @@ impl ProtectedPaths {
         }
     }
 
-    /// The denied path beneath which the folder or file at `folder` (with `identity`) lies under another name: it
-    /// is the root of a bind mount of something at or beneath that path ([`super::mount_roots`]). Where the kernel
-    /// or the mount table cannot say, the folders beneath the denied paths are looked up by identity instead, walked
-    /// at the first such need when `lookup` allows it.
-    fn mount_of_denied(&self, folder: &Path, identity: Identity, lookup: Lookup) -> Option<usize> {
-        let unknown = || match lookup {
-            Lookup::MayWalk => self.lock_index().folder(&self.walk_roots, identity),
-            Lookup::NeverWalk => self.lock_index().known(identity),
+    /// Why the folder or file at `path` (with `identity`) is refused as another name for something it is not: it
+    /// is the root of a bind mount of something at or beneath a denied path, or inside another daemon's data dir
+    /// (known by the layout of the folders above where it lies, [`super::mount_roots`]). Where the kernel or the
+    /// mount table cannot say, the folders beneath the denied paths are looked up by identity instead, walked at
+    /// the first such need when `lookup` allows it.
+    fn mount_refusal(&self, path: &Path, identity: Identity, lookup: Lookup) -> Option<LocationRefusal> {
+        let unknown = || {
+            let position = match lookup {
+                Lookup::MayWalk => self.lock_index().folder(&self.walk_roots, identity),
+                Lookup::NeverWalk => self.lock_index().known(identity),
+            };
+            position.map(LocationRefusal::Denied)
         };
-        let mount = match mount_place(folder) {
+        let mount = match mount_place(path) {
             Some(MountPlace::Inside(_)) => return None,
             Some(MountPlace::Root(mount)) => mount,
             None => return unknown(),
@@ -328,12 +332,21 @@ impl ProtectedPaths {
                 None => None,
             };
             match denied {
-                Some(denied) if denied.iter().any(|denied| shown.within(denied)) => return Some(root.position),
+                Some(denied) if denied.iter().any(|denied| shown.within(denied)) => {
+                    return Some(LocationRefusal::Denied(root.position));
+                }
                 Some(_) => {}
                 None => return unknown(),
             }
         }
-        None
+        // Where what the mount shows lies, through the other mounts of its file system: in a folder laid out as a
+        // data dir there, it is in another daemon's data dir, whatever path led to it here.
+        table.paths_showing(&shown, mount).iter().find_map(|lies| {
+            lies.ancestors()
+                .filter(|folder| folder.parent().is_some())
+                .find(|folder| data_dir_layout(folder) == Layout::DataDir)
+                .map(|data_dir| LocationRefusal::OtherDataDir(data_dir.to_path_buf()))
+        })
     }
 
     /// The entry beneath which a regular file with several names has another one.
