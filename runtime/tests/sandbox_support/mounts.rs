@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use super::unavailable;
@@ -25,24 +26,18 @@ pub fn bind_mount(source: &Path, mount_point: &Path) -> Option<Unmount> {
 /// Bind-mounts `source` (a file or a folder) on `mount_point`, which exists already and is of the same kind; `None`
 /// (the test is skipped) without the privileges.
 pub fn bind_mount_on(source: &Path, mount_point: &Path) -> Option<Unmount> {
-    let mounted = std::process::Command::new("mount")
-        .arg("--bind")
-        .arg(source)
-        .arg(mount_point)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !mounted {
-        unavailable::skip(unavailable::Missing::Mount);
-        return None;
-    }
-    Some(Unmount(mount_point.to_path_buf()))
+    mount(&[OsStr::new("--bind"), source.as_os_str()], mount_point)
 }
 
 /// Mounts a fresh tmpfs on the existing folder `mount_point`; `None` (the test is skipped) without the privileges.
 pub fn mount_tmpfs(mount_point: &Path) -> Option<Unmount> {
+    mount(&[OsStr::new("-t"), OsStr::new("tmpfs"), OsStr::new("tmpfs")], mount_point)
+}
+
+/// `mount ARGUMENTS MOUNT_POINT`, unmounted when the test ends; `None` (the test is skipped) without the privileges.
+fn mount(arguments: &[&OsStr], mount_point: &Path) -> Option<Unmount> {
     let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "tmpfs"])
+        .args(arguments)
         .arg(mount_point)
         .stderr(std::process::Stdio::null())
         .status()
