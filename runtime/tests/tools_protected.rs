@@ -427,8 +427,16 @@ async fn a_bind_mount_of_a_folder_on_a_file_system_mounted_inside_the_data_dir_i
     let Some(_s1) = bind_mount(&sessions.join("s1"), &layout.cwd.join("s1")) else {
         return;
     };
-    let read = layout.call("read_file", json!({"path": "s1/events.jsonl"})).await;
-    assert_refused(&read, "the daemon's data directory");
+    // And the file system's root itself, bound elsewhere: the mount table calls it a whole file system.
+    let Some(_all) = bind_mount(&sessions, &layout.cwd.join("all")) else {
+        return;
+    };
+    for path in ["s1/events.jsonl", "all/s1/events.jsonl"] {
+        let read = layout.call("read_file", json!({ "path": path })).await;
+        assert_refused(&read, "the daemon's data directory");
+    }
+    let listed = layout.call("list_dir", json!({"path": "all"})).await;
+    assert_refused(&listed, "the daemon's data directory");
     let searched = layout.call("search", json!({"pattern": "sk-live"})).await;
     assert_ok(&searched);
     assert!(searched.output.starts_with("no matches"), "{}", searched.output);

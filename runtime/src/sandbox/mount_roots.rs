@@ -6,10 +6,10 @@
 //! can lead into a denied path from outside it (one that is a denied path itself is caught by its identity,
 //! [`super::protected`]); and a file with one name is elsewhere only as a mount's root itself (a file bind-mounted
 //! on a file). `statx` says whether a folder is a mount's root, and which mount (Linux 5.8; the sandbox
-//! needs 5.13). `/proc/self/mountinfo` says, for each mount, which folder of its file system it shows: a mount
-//! whose root is that file system's root is a whole file system, never inside a denied path unless it is the
-//! denied path; a bind mount shows the folder at its `root` path, which lies beneath a denied path when that path
-//! lies at or below the denied path's own place on the same file system.
+//! needs 5.13). `/proc/self/mountinfo` says, for each mount, which folder of its file system it shows (its `root`
+//! path there, `/` for the whole file system); that lies beneath a denied path when it lies at or below the denied
+//! path's own place on the same file system, or on a file system mounted inside the denied path (whose root, shown
+//! anywhere else, is then denied too).
 //!
 //! This replaced a walk of every folder beneath the denied paths at a daemon's first file tool call (a `stat` per
 //! session folder, about 20 ms of CPU with 10,000 sessions, docs/performance.md figure 14), whose index also missed
@@ -84,9 +84,8 @@ pub(super) struct MountTable {
 /// What a mount's root shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Shown {
-    /// A whole file system (its root folder): inside no denied path that is not itself.
-    WholeFileSystem,
-    /// A folder of a file system (a bind mount).
+    /// A folder of a file system: its root (a whole file system, or a bind mount of its root) or one below it (a
+    /// bind mount).
     Folder(Source),
     /// A folder deleted since it was mounted: on no path any more.
     Deleted,
@@ -108,7 +107,6 @@ impl MountTable {
         let mount = self.mounts.get(&id)?;
         Some(match &mount.root {
             None => Shown::Deleted,
-            Some(root) if root == Path::new("/") => Shown::WholeFileSystem,
             Some(root) => Shown::Folder(Source { device: mount.device.clone(), path: root.clone() }),
         })
     }
@@ -204,8 +202,8 @@ mod tests {
     #[test]
     fn the_table_says_what_each_mount_shows() {
         let table = MountTable::parse(TABLE);
-        assert_eq!(table.shown_by(22), Some(Shown::WholeFileSystem));
-        assert_eq!(table.shown_by(44), Some(Shown::WholeFileSystem));
+        assert_eq!(table.shown_by(22), Some(Shown::Folder(Source { device: "254:0".into(), path: "/".into() })));
+        assert_eq!(table.shown_by(44), Some(Shown::Folder(Source { device: "254:16".into(), path: "/".into() })));
         assert_eq!(
             table.shown_by(41),
             Some(Shown::Folder(Source { device: "254:0".into(), path: "/work/data/sessions/s1".into() }))
@@ -266,6 +264,11 @@ mod tests {
         assert_eq!(project.len(), 2, "the bind mount inside it: {project:?}");
         let other = table.sources_within(22, Path::new("/work/database")).unwrap();
         assert_eq!(other.len(), 1, "by components: {other:?}");
+        // The tmpfs's root, bound elsewhere, shows what the data dir's `sessions` holds.
+        let root = Source { device: "0:50".into(), path: "/".into() };
+        assert!(data.iter().any(|denied| root.within(denied)));
+        let whole_disk = Source { device: "254:0".into(), path: "/".into() };
+        assert!(!data.iter().any(|denied| whole_disk.within(denied)), "the disk's root is above the data dir");
     }
 
     #[test]

@@ -320,7 +320,7 @@ impl ProtectedPaths {
         };
         let Ok(table) = MountTable::read() else { return unknown() };
         let shown = match table.shown_by(mount) {
-            Some(Shown::WholeFileSystem | Shown::Deleted) => return None,
+            Some(Shown::Deleted) => return None,
             Some(Shown::Folder(shown)) => shown,
             None => return unknown(),
         };
