@@ -20,11 +20,12 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, CWD, StatxAttributes, StatxFlags};
+use rustix::fs::{AtFlags, CWD, Statx, StatxAttributes, StatxFlags};
 
 /// Where a folder stands among the mounts, as `statx` tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +39,15 @@ pub(super) enum MountPlace {
 /// Where the folder or file at `path` (links followed) stands, or `None` when it cannot be looked at or the kernel
 /// does not say whether it is a mount's root (before Linux 5.8).
 pub(super) fn mount_place(path: &Path) -> Option<MountPlace> {
-    let stat = rustix::fs::statx(CWD, path, AtFlags::empty(), StatxFlags::MNT_ID).ok()?;
+    place(rustix::fs::statx(CWD, path, AtFlags::empty(), StatxFlags::MNT_ID).ok()?)
+}
+
+/// [`mount_place`] of an open file: the very file opened, with no path resolved again.
+pub(super) fn mount_place_of(file: &File) -> Option<MountPlace> {
+    place(rustix::fs::statx(file, "", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID).ok()?)
+}
+
+fn place(stat: Statx) -> Option<MountPlace> {
     if !stat.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
         || !StatxFlags::from_bits_retain(stat.stx_mask).contains(StatxFlags::MNT_ID)
     {
@@ -290,6 +299,9 @@ mod tests {
         let Some(MountPlace::Inside(mount)) = mount_place(&folder.path().join("sub")) else {
             panic!("a new folder is no mount's root")
         };
+        let opened = File::open(folder.path().join("sub")).unwrap();
+        assert_eq!(mount_place_of(&opened), Some(MountPlace::Inside(mount)), "the same, asked of the open file");
+        assert_eq!(mount_place_of(&File::open("/proc").unwrap()), Some(MountPlace::Root(proc_mount)));
         let table = MountTable::read().unwrap();
         assert!(table.shown_by(proc_mount).is_some());
         let canonical = folder.path().canonicalize().unwrap();

@@ -35,7 +35,7 @@ use std::time::{Instant, SystemTime};
 use super::clear_folders::{CheckedFolder, ClearFolders, RECHECK_AFTER};
 use super::data_dirs::{Layout, data_dir_layout};
 use super::link_index::{Identity, LinkIndex, WalkRoot};
-use super::mount_roots::{MountPlace, MountTable, Shown, mount_place};
+use super::mount_roots::{MountPlace, MountTable, Shown, mount_place, mount_place_of};
 
 /// One denied path, with its identity when it existed at construction.
 #[derive(Debug)]
@@ -144,7 +144,7 @@ impl ProtectedPaths {
             return Some(self.refusal(position, requested, false));
         }
         if let Some(Ok(location)) = descriptor_path(file)
-            && let Some(refusal) = self.location_refusal(&roots, &location, metadata)
+            && let Some(refusal) = self.location_refusal(&roots, &location, metadata, Some(file))
         {
             return Some(self.location_refusal_text(refusal, requested));
         }
@@ -163,7 +163,7 @@ impl ProtectedPaths {
         let own = std::fs::symlink_metadata(path).ok();
         // The walk follows a final symlink, as a `stat` of the path would; the resolved paths hold none.
         let own_for_walk = own.as_ref().filter(|metadata| !metadata.file_type().is_symlink());
-        if let Some(refusal) = self.location_refusal(&roots, path, own_for_walk) {
+        if let Some(refusal) = self.location_refusal(&roots, path, own_for_walk, None) {
             return Some(self.location_refusal_text(refusal, requested));
         }
         let metadata = own?;
@@ -189,7 +189,7 @@ impl ProtectedPaths {
             || (metadata.is_dir()
                 && self.clear.clear_since(path, metadata).is_none()
                 && (data_dir_layout(path) == Layout::DataDir
-                    || self.mount_refusal(path, identity, Lookup::NeverWalk).is_some()))
+                    || self.mount_refusal(mount_place(path), identity, Lookup::NeverWalk).is_some()))
             || self.lock_index().known(identity).is_some()
     }
 
@@ -226,7 +226,8 @@ impl ProtectedPaths {
             .position(|(entry, now)| entry.identity == Some(identity) || *now == Some(identity))
     }
 
-    /// Why the real, absolute `location` (`own`: its metadata, when already known) is refused: it lies at or
+    /// Why the real, absolute `location` (`own`: its metadata, when already known; `opened`: the file there, when
+    /// it is open) is refused: it lies at or
     /// beneath an entry by path prefix, or it or a folder above it has the identity of an entry or is a bind mount
     /// of a folder beneath one, or is a troupe data dir by its layout. The walk up stops at the first folder
     /// remembered as clear ([`super::clear_folders`]), and remembers the folders it found clear.
@@ -235,6 +236,7 @@ impl ProtectedPaths {
         roots: &[Option<Identity>],
         location: &Path,
         own: Option<&Metadata>,
+        opened: Option<&File>,
     ) -> Option<LocationRefusal> {
         if let Some(position) = self.entries.iter().position(|entry| location.starts_with(&entry.path)) {
             return Some(LocationRefusal::Denied(position));
@@ -267,15 +269,20 @@ impl ProtectedPaths {
             if let Some(position) = self.root_matching(roots, identity) {
                 return Some(LocationRefusal::Denied(position));
             }
+            // The file opened is asked by its descriptor: its path, resolved again, may lead elsewhere by now.
+            let place = match opened {
+                Some(opened) if depth == 0 => mount_place_of(opened),
+                _ => mount_place(ancestor),
+            };
             if !metadata.is_dir() {
                 // A file can be a mount's root too: a file beneath a denied path bind-mounted on one elsewhere has
                 // one name on each side, so no folder above it and no count of links gives it away.
-                if let Some(refusal) = self.mount_refusal(ancestor, identity, Lookup::NeverWalk) {
+                if let Some(refusal) = self.mount_refusal(place, identity, Lookup::NeverWalk) {
                     return Some(refusal);
                 }
                 continue;
             }
-            if let Some(refusal) = self.mount_refusal(ancestor, identity, Lookup::MayWalk) {
+            if let Some(refusal) = self.mount_refusal(place, identity, Lookup::MayWalk) {
                 return Some(refusal);
             }
             // `/` is never a data dir.
@@ -300,12 +307,12 @@ impl ProtectedPaths {
         }
     }
 
-    /// Why the folder or file at `path` (with `identity`) is refused as another name for something it is not: it
-    /// is the root of a bind mount of something at or beneath a denied path, or inside another daemon's data dir
-    /// (known by the layout of the folders above where it lies, [`super::mount_roots`]). Where the kernel or the
-    /// mount table cannot say, the folders beneath the denied paths are looked up by identity instead, walked at
-    /// the first such need when `lookup` allows it.
-    fn mount_refusal(&self, path: &Path, identity: Identity, lookup: Lookup) -> Option<LocationRefusal> {
+    /// Why the folder or file `identity`, standing at `place` among the mounts, is refused as another name for
+    /// something it is not: it is the root of a bind mount of something at or beneath a denied path, or inside
+    /// another daemon's data dir (known by the layout of the folders above where it lies, [`super::mount_roots`]).
+    /// Where the kernel or the mount table cannot say, the folders beneath the denied paths are looked up by
+    /// identity instead, walked at the first such need when `lookup` allows it.
+    fn mount_refusal(&self, place: Option<MountPlace>, identity: Identity, lookup: Lookup) -> Option<LocationRefusal> {
         let unknown = || {
             let position = match lookup {
                 Lookup::MayWalk => self.lock_index().folder(&self.walk_roots, identity),
@@ -313,7 +320,7 @@ impl ProtectedPaths {
             };
             position.map(LocationRefusal::Denied)
         };
-        let mount = match mount_place(path) {
+        let mount = match place {
             Some(MountPlace::Inside(_)) => return None,
             Some(MountPlace::Root(mount)) => mount,
             None => return unknown(),
