@@ -74,6 +74,13 @@ impl Layout {
         execute(name, arguments, self.context()).await
     }
 
+    /// A search of the cwd for `pattern` succeeds and finds nothing: whatever holds it is skipped or refused.
+    async fn assert_search_finds_nothing(&self, pattern: &str) {
+        let searched = self.call("search", json!({ "pattern": pattern })).await;
+        assert_ok(&searched);
+        assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    }
+
     fn read(&self, relative: &str) -> String {
         std::fs::read_to_string(self.cwd.join(relative)).unwrap()
     }
@@ -134,9 +141,7 @@ async fn a_hard_link_to_the_token_is_refused_by_read_file_edit_file_and_search()
     assert_eq!(layout.read(".troupe/daemon/token"), TOKEN);
 
     // Searching the cwd skips the link; searching the link itself is refused.
-    let searched = layout.call("search", json!({"pattern": "tok_"})).await;
-    assert_ok(&searched);
-    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    layout.assert_search_finds_nothing("tok_").await;
     let rooted = layout.call("search", json!({"pattern": "tok_", "path": "innocent.txt"})).await;
     assert_refused(&rooted, "hard link");
 }
@@ -331,9 +336,7 @@ async fn a_bind_mount_of_the_data_dir_is_refused() {
     let written = layout.call("write_file", json!({"path": "mnt/new.txt", "content": "x"})).await;
     assert_refused(&written, "the daemon's data directory");
     assert!(!layout.data_dir.join("new.txt").exists());
-    let searched = layout.call("search", json!({"pattern": "tok_|sk-live"})).await;
-    assert_ok(&searched);
-    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    layout.assert_search_finds_nothing("tok_|sk-live").await;
 }
 
 #[tokio::test]
@@ -344,9 +347,7 @@ async fn a_bind_mount_of_a_folder_inside_the_data_dir_is_refused() {
     };
     let read = layout.call("read_file", json!({"path": "mnt/token"})).await;
     assert_refused(&read, "the daemon's data directory");
-    let searched = layout.call("search", json!({"pattern": "tok_"})).await;
-    assert_ok(&searched);
-    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    layout.assert_search_finds_nothing("tok_").await;
 }
 
 #[tokio::test]
@@ -372,9 +373,7 @@ async fn a_bind_mount_of_a_session_folder_deep_in_the_data_dir_is_refused() {
     }
     let listed = layout.call("list_dir", json!({"path": "quiet"})).await;
     assert_refused(&listed, "the daemon's data directory");
-    let searched = layout.call("search", json!({"pattern": "tok_|sk-live"})).await;
-    assert_ok(&searched);
-    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    layout.assert_search_finds_nothing("tok_|sk-live").await;
 }
 
 #[tokio::test]
@@ -437,9 +436,7 @@ async fn a_bind_mount_of_a_folder_on_a_file_system_mounted_inside_the_data_dir_i
     }
     let listed = layout.call("list_dir", json!({"path": "all"})).await;
     assert_refused(&listed, "the daemon's data directory");
-    let searched = layout.call("search", json!({"pattern": "sk-live"})).await;
-    assert_ok(&searched);
-    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    layout.assert_search_finds_nothing("sk-live").await;
 }
 
 #[tokio::test]
@@ -472,9 +469,7 @@ async fn a_bind_mount_of_a_file_of_the_data_dir_is_refused() {
     let written = layout.call("write_file", json!({"path": "token-copy.txt", "content": "x"})).await;
     assert_refused(&written, "the daemon's data directory");
     assert_eq!(std::fs::read_to_string(layout.data_dir.join("daemon/token")).unwrap(), TOKEN);
-    let searched = layout.call("search", json!({"pattern": "tok_"})).await;
-    assert_ok(&searched);
-    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    layout.assert_search_finds_nothing("tok_").await;
 }
 
 #[tokio::test]
@@ -493,7 +488,5 @@ async fn a_bind_mount_of_a_session_folder_of_another_data_dir_is_refused() {
     };
     let read = layout.call("read_file", json!({"path": "s1/events.jsonl"})).await;
     assert_refused(&read, "a troupe data directory");
-    let searched = layout.call("search", json!({"pattern": "sk-live"})).await;
-    assert_ok(&searched);
-    assert!(searched.output.starts_with("no matches"), "{}", searched.output);
+    layout.assert_search_finds_nothing("sk-live").await;
 }
